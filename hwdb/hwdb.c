@@ -1,0 +1,273 @@
+/* The hardware database: gpus.csv and nodes.csv, plus calibration overlays. */
+#include "hwdb.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define GIB 1073741824.0
+#define TERA 1e12
+#define GIGA 1e9
+#define MICRO 1e-6
+
+static const char *const precision_names[PREC_COUNT] = {"fp32", "tf32", "fp16", "bf16", "fp8"};
+
+const char *precision_name(precision_t p)
+{
+    return (p >= 0 && p < PREC_COUNT) ? precision_names[p] : "?";
+}
+
+int precision_parse(const char *text, precision_t *out)
+{
+    for (int p = 0; p < PREC_COUNT; p++)
+        if (strcasecmp(text, precision_names[p]) == 0) { *out = (precision_t)p; return 0; }
+    return -1;
+}
+
+/* One numeric gpus.csv column: its CSV name, where it lands, its unit scale
+ * and its plausible range (a row outside it is a typo, not a GPU). */
+typedef struct {
+    const char *column;
+    size_t offset;
+    double scale;
+    double min, max;
+} gpu_numeric_column;
+
+#define GPU_FIELD(f) offsetof(hw_gpu, f)
+static const gpu_numeric_column gpu_numeric_columns[] = {
+    {"memory_gib", GPU_FIELD(memory_bytes), GIB, 1, 4096},
+    {"hbm_gbs", GPU_FIELD(hbm_bytes_per_s), GIGA, 1, 1e5},
+    {"fp32_tflops", GPU_FIELD(peak_flops[PREC_FP32]), TERA, 0.1, 1e5},
+    {"tf32_tflops", GPU_FIELD(peak_flops[PREC_TF32]), TERA, 0, 1e5},
+    {"fp16_tflops", GPU_FIELD(peak_flops[PREC_FP16]), TERA, 0.1, 1e5},
+    {"bf16_tflops", GPU_FIELD(peak_flops[PREC_BF16]), TERA, 0, 1e5},
+    {"fp8_tflops", GPU_FIELD(peak_flops[PREC_FP8]), TERA, 0, 1e5},
+    {"nvlink_gbs_per_dir", GPU_FIELD(nvlink_bytes_per_s_per_dir), GIGA, 0, 1e5},
+    {"tdp_w", GPU_FIELD(tdp_w), 1, 1, 1e5},
+    {"list_price_usd", GPU_FIELD(list_price_usd), 1, 0, 1e7},
+    {"cloud_usd_per_gpu_hour", GPU_FIELD(cloud_usd_per_gpu_hour), 1, 0, 1e4},
+    {"gemm_efficiency", GPU_FIELD(gemm_efficiency), 1, 0.01, 1},
+    {"membound_efficiency", GPU_FIELD(membound_efficiency), 1, 0.01, 1},
+};
+/* Only an overlay may set these: they have no gpus.csv column. */
+static const gpu_numeric_column gpu_overlay_only_columns[] = {
+    {"launch_overhead_us", GPU_FIELD(launch_overhead_s), MICRO, 0, 1e5},
+    {"nccl_busbw_intra_gbs", GPU_FIELD(measured_intra_bytes_per_s), GIGA, 0, 1e5},
+    {"nccl_busbw_inter_gbs", GPU_FIELD(measured_inter_bytes_per_s), GIGA, 0, 1e5},
+};
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static int load_gpus(const char *dir, hwdb *db, char *err, size_t errlen)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/gpus.csv", dir);
+    csv_table t;
+    if (csv_table_read(path, &t, err, errlen) != 0) return -1;
+    int status = 0;
+    db->gpus = calloc((size_t)(t.nrows ? t.nrows : 1), sizeof *db->gpus);
+    if (!db->gpus) { snprintf(err, errlen, "%s: out of memory", path); csv_table_free(&t); return -1; }
+    for (int r = 0; r < t.nrows && status == 0; r++) {
+        hw_gpu *g = &db->gpus[r];
+        int64_t pcie_gen = 0, pcie_lanes = 0;
+        status |= csv_get_string(&t, r, "name", 0, g->name, sizeof g->name, err, errlen);
+        if (!status) status |= csv_get_string(&t, r, "full_name", 1, g->full_name, sizeof g->full_name, err, errlen);
+        if (!status) status |= csv_get_string(&t, r, "arch", 1, g->arch, sizeof g->arch, err, errlen);
+        for (int c = 0; c < COUNT(gpu_numeric_columns) && !status; c++) {
+            const gpu_numeric_column *col = &gpu_numeric_columns[c];
+            double v;
+            status |= csv_get_double(&t, r, col->column, col->min, col->max, &v, err, errlen);
+            if (!status) *(double *)((char *)g + col->offset) = v * col->scale;
+        }
+        if (!status) status |= csv_get_int64(&t, r, "pcie_gen", 1, 10, &pcie_gen, err, errlen);
+        if (!status) status |= csv_get_int64(&t, r, "pcie_lanes", 1, 64, &pcie_lanes, err, errlen);
+        if (!status) status |= csv_get_string(&t, r, "node", 0, g->node, sizeof g->node, err, errlen);
+        if (!status) status |= csv_get_string(&t, r, "source", 0, g->source, sizeof g->source, err, errlen);
+        g->pcie_gen = (int)pcie_gen;
+        g->pcie_lanes = (int)pcie_lanes;
+        for (int q = 0; q < r && !status; q++)
+            if (strcasecmp(db->gpus[q].name, g->name) == 0) {
+                snprintf(err, errlen, "%s:%d:name: '%s' appears twice", path, t.line[r], g->name);
+                status = -1;
+            }
+        if (!status) db->ngpus++;
+    }
+    csv_table_free(&t);
+    return status ? -1 : 0;
+}
+
+static int load_nodes(const char *dir, hwdb *db, char *err, size_t errlen)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/nodes.csv", dir);
+    csv_table t;
+    if (csv_table_read(path, &t, err, errlen) != 0) return -1;
+    int status = 0;
+    db->nodes = calloc((size_t)(t.nrows ? t.nrows : 1), sizeof *db->nodes);
+    if (!db->nodes) { snprintf(err, errlen, "%s: out of memory", path); csv_table_free(&t); return -1; }
+    for (int r = 0; r < t.nrows && status == 0; r++) {
+        hw_node *n = &db->nodes[r];
+        char link[32];
+        double intra_gbs, intra_us, nic_gbits, inter_us;
+        status |= csv_get_string(&t, r, "name", 0, n->name, sizeof n->name, err, errlen);
+        if (!status) status |= csv_get_string(&t, r, "gpu", 0, n->gpu, sizeof n->gpu, err, errlen);
+        if (!status) status |= csv_get_int64(&t, r, "gpus_per_node", 1, 1024, &n->gpus_per_node, err, errlen);
+        if (!status) status |= csv_get_string(&t, r, "intra_link", 0, link, sizeof link, err, errlen);
+        if (!status) {
+            if (strcasecmp(link, "nvlink") == 0) n->intra_link = LINK_NVLINK;
+            else if (strcasecmp(link, "pcie") == 0) n->intra_link = LINK_PCIE;
+            else {
+                snprintf(err, errlen, "%s:%d:intra_link: '%s' is neither nvlink nor pcie", path, t.line[r], link);
+                status = -1;
+            }
+        }
+        if (!status) status |= csv_get_double(&t, r, "intra_gbs_per_dir", 0.1, 1e5, &intra_gbs, err, errlen);
+        if (!status) status |= csv_get_double(&t, r, "intra_latency_us", 0, 1e4, &intra_us, err, errlen);
+        if (!status) status |= csv_get_int64(&t, r, "nics_per_node", 1, 1024, &n->nics_per_node, err, errlen);
+        if (!status) status |= csv_get_double(&t, r, "nic_gbits", 0.1, 1e5, &nic_gbits, err, errlen);
+        if (!status) status |= csv_get_double(&t, r, "inter_latency_us", 0, 1e4, &inter_us, err, errlen);
+        if (!status) status |= csv_get_string(&t, r, "source", 0, n->source, sizeof n->source, err, errlen);
+        if (status) break;
+        n->intra_bytes_per_s_per_dir = intra_gbs * GIGA;
+        n->intra_latency_s = intra_us * MICRO;
+        n->nic_bits_per_s = nic_gbits * GIGA;
+        n->inter_latency_s = inter_us * MICRO;
+        db->nnodes++;
+    }
+    csv_table_free(&t);
+    return status ? -1 : 0;
+}
+
+int hwdb_load(const char *dir, hwdb *db, char *err, size_t errlen)
+{
+    memset(db, 0, sizeof *db);
+    snprintf(db->dir, sizeof db->dir, "%s", dir);
+    if (load_gpus(dir, db, err, errlen) != 0 || load_nodes(dir, db, err, errlen) != 0) {
+        hwdb_free(db);
+        return -1;
+    }
+    for (int i = 0; i < db->ngpus; i++) {
+        const hw_node *node = hwdb_find_node(db, db->gpus[i].node);
+        if (!node) {
+            snprintf(err, errlen, "%s/gpus.csv: GPU '%s' names node '%s', which %s/nodes.csv lacks",
+                     dir, db->gpus[i].name, db->gpus[i].node, dir);
+            hwdb_free(db);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void hwdb_free(hwdb *db)
+{
+    if (!db) return;
+    free(db->gpus);
+    free(db->nodes);
+    memset(db, 0, sizeof *db);
+}
+
+const hw_gpu *hwdb_find_gpu(const hwdb *db, const char *name)
+{
+    for (int i = 0; i < db->ngpus; i++)
+        if (strcasecmp(db->gpus[i].name, name) == 0) return &db->gpus[i];
+    return NULL;
+}
+
+const hw_node *hwdb_find_node(const hwdb *db, const char *name)
+{
+    for (int i = 0; i < db->nnodes; i++)
+        if (strcasecmp(db->nodes[i].name, name) == 0) return &db->nodes[i];
+    return NULL;
+}
+
+double hw_node_inter_bytes_per_s_per_gpu(const hw_node *node)
+{
+    return (double)node->nics_per_node * node->nic_bits_per_s / 8.0 / (double)node->gpus_per_node;
+}
+
+static const gpu_numeric_column *overlay_column(const char *key)
+{
+    for (int c = 0; c < COUNT(gpu_numeric_columns); c++)
+        if (strcmp(gpu_numeric_columns[c].column, key) == 0) return &gpu_numeric_columns[c];
+    for (int c = 0; c < COUNT(gpu_overlay_only_columns); c++)
+        if (strcmp(gpu_overlay_only_columns[c].column, key) == 0) return &gpu_overlay_only_columns[c];
+    return NULL;
+}
+
+int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen)
+{
+    csv_table t;
+    if (csv_table_read(path, &t, err, errlen) != 0) return -1;
+    int status = 0;
+    for (int r = 0; r < t.nrows && !status; r++) {
+        char gpu_name[HWDB_NAME_MAX], key[64], source[HWDB_SOURCE_MAX];
+        double value;
+        status |= csv_get_string(&t, r, "gpu", 0, gpu_name, sizeof gpu_name, err, errlen);
+        if (!status) status |= csv_get_string(&t, r, "key", 0, key, sizeof key, err, errlen);
+        if (!status) status |= csv_get_string(&t, r, "source", 0, source, sizeof source, err, errlen);
+        if (status) break;
+        hw_gpu *g = (hw_gpu *)hwdb_find_gpu(db, gpu_name);
+        if (!g) {
+            snprintf(err, errlen, "%s:%d:gpu: unknown GPU '%s'", path, t.line[r], gpu_name);
+            status = -1;
+            break;
+        }
+        const gpu_numeric_column *col = overlay_column(key);
+        if (!col) {
+            snprintf(err, errlen, "%s:%d:key: '%s' is not a numeric gpus.csv column", path, t.line[r], key);
+            status = -1;
+            break;
+        }
+        if (csv_get_double(&t, r, "value", col->min, col->max, &value, err, errlen) != 0) {
+            status = -1;
+            break;
+        }
+        *(double *)((char *)g + col->offset) = value * col->scale;
+        snprintf(g->calibration, sizeof g->calibration, "%.200s (%.250s)", path, source);
+    }
+    csv_table_free(&t);
+    return status ? -1 : 0;
+}
+
+int name_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 128 || lb > 128) return 1 << 20;
+    int prev[129], cur[129];
+    for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int same = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]);
+            int best = prev[j - 1] + !same;
+            if (prev[j] + 1 < best) best = prev[j] + 1;
+            if (cur[j - 1] + 1 < best) best = cur[j - 1] + 1;
+            cur[j] = best;
+        }
+        memcpy(prev, cur, (lb + 1) * sizeof prev[0]);
+    }
+    return prev[lb];
+}
+
+void closest_names(const char *wanted, const char *const *names, int count, int max, char *out,
+                   size_t outlen)
+{
+    out[0] = '\0';
+    int used[256] = {0};
+    if (count > 256) count = 256;
+    for (int pick = 0; pick < max && pick < count; pick++) {
+        int best = -1, best_d = 1 << 30;
+        for (int i = 0; i < count; i++) {
+            if (used[i]) continue;
+            int d = name_distance(wanted, names[i]);
+            /* A name that contains the query is close whatever its length. */
+            if (strcasestr(names[i], wanted)) d = d / 4;
+            if (d < best_d) { best_d = d; best = i; }
+        }
+        if (best < 0) break;
+        used[best] = 1;
+        size_t len = strlen(out);
+        snprintf(out + len, outlen - len, "%s%s", len ? ", " : "", names[best]);
+    }
+}

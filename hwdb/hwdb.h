@@ -1,0 +1,119 @@
+/* hwdb: the hardware database (GPUs and nodes), read from CSV with libcsv.
+ *
+ * Every quantity is held in SI units (bytes, bytes/s, FLOP/s, seconds, watts,
+ * US dollars); the CSV columns carry the units in their names and are
+ * converted once, here, when read.  Every row carries its source.
+ */
+#ifndef SEXTANT_HWDB_H
+#define SEXTANT_HWDB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HWDB_NAME_MAX 64
+#define HWDB_SOURCE_MAX 512
+#define HWDB_ERR_MAX 512
+
+/* ---- a small CSV table, shared by hwdb and models ---------------------- */
+
+typedef struct {
+    char path[512];
+    int ncols;
+    char **header;      /* ncols names */
+    int nrows;
+    char ***cells;      /* nrows x ncols strings */
+    int *line;          /* the file line each row started on */
+} csv_table;
+
+/* Reads a whole CSV file whose first row is a header.  Rows whose first field
+ * starts with '#' and blank rows are skipped.  Returns 0, or -1 with a
+ * "file:line: reason" message in err. */
+int csv_table_read(const char *path, csv_table *table, char *err, size_t errlen);
+void csv_table_free(csv_table *table);
+/* Column index of name, or -1. */
+int csv_table_column(const csv_table *table, const char *name);
+/* The cell, or NULL when the column does not exist. */
+const char *csv_table_cell(const csv_table *table, int row, const char *column);
+
+/* Field parsers used by every loader: they reject empty, non-numeric,
+ * non-finite, out-of-range or trailing-garbage text and say which
+ * file:line:field was wrong. */
+int csv_get_double(const csv_table *t, int row, const char *column, double min, double max,
+                   double *out, char *err, size_t errlen);
+int csv_get_int64(const csv_table *t, int row, const char *column, int64_t min, int64_t max,
+                  int64_t *out, char *err, size_t errlen);
+int csv_get_string(const csv_table *t, int row, const char *column, int allow_empty,
+                   char *out, size_t outlen, char *err, size_t errlen);
+
+/* ---- GPUs and nodes ---------------------------------------------------- */
+
+typedef enum { PREC_FP32 = 0, PREC_TF32, PREC_FP16, PREC_BF16, PREC_FP8, PREC_COUNT } precision_t;
+
+typedef struct {
+    char name[HWDB_NAME_MAX];
+    char full_name[128];
+    char arch[32];
+    double memory_bytes;              /* capacity, memory_gib * 2^30 */
+    double hbm_bytes_per_s;
+    double peak_flops[PREC_COUNT];    /* dense; 0 when the precision is not supported */
+    double nvlink_bytes_per_s_per_dir;
+    int pcie_gen, pcie_lanes;
+    double tdp_w;
+    double list_price_usd;
+    double cloud_usd_per_gpu_hour;
+    double gemm_efficiency;           /* achievable fraction of peak_flops for large GEMMs */
+    double membound_efficiency;       /* achievable fraction of hbm for memory-bound ops */
+    double launch_overhead_s;         /* per-kernel fixed cost; 0 until calibrated */
+    double measured_intra_bytes_per_s;/* collective bus bandwidth inside a node; 0 until calibrated */
+    double measured_inter_bytes_per_s;/* the same across nodes, per GPU; 0 until calibrated */
+    char node[HWDB_NAME_MAX];
+    char source[HWDB_SOURCE_MAX];
+    char calibration[HWDB_SOURCE_MAX];/* where the overlay came from, "" when none */
+} hw_gpu;
+
+typedef enum { LINK_NVLINK = 0, LINK_PCIE } link_kind_t;
+
+typedef struct {
+    char name[HWDB_NAME_MAX];
+    char gpu[HWDB_NAME_MAX];
+    int64_t gpus_per_node;
+    link_kind_t intra_link;
+    double intra_bytes_per_s_per_dir;  /* per GPU */
+    double intra_latency_s;
+    int64_t nics_per_node;
+    double nic_bits_per_s;
+    double inter_latency_s;
+    char source[HWDB_SOURCE_MAX];
+} hw_node;
+
+typedef struct {
+    hw_gpu *gpus;
+    int ngpus;
+    hw_node *nodes;
+    int nnodes;
+    char dir[512];
+} hwdb;
+
+/* Loads dir/gpus.csv and dir/nodes.csv and checks that every GPU's node exists. */
+int hwdb_load(const char *dir, hwdb *db, char *err, size_t errlen);
+void hwdb_free(hwdb *db);
+/* Case-insensitive lookups; NULL when absent. */
+const hw_gpu *hwdb_find_gpu(const hwdb *db, const char *name);
+const hw_node *hwdb_find_node(const hwdb *db, const char *name);
+/* Applies a calibration overlay (CSV gpu,key,value,source) to the loaded
+ * database: each row replaces one numeric column of one GPU. */
+int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen);
+/* Inter-node bandwidth available to one GPU, per direction: the node's NICs
+ * shared by its GPUs. */
+double hw_node_inter_bytes_per_s_per_gpu(const hw_node *node);
+
+const char *precision_name(precision_t p);
+int precision_parse(const char *text, precision_t *out);
+
+/* Edit distance (case-insensitive), used to suggest the closest known names. */
+int name_distance(const char *a, const char *b);
+/* Writes up to `max` names closest to `wanted` as "a, b, c" into out. */
+void closest_names(const char *wanted, const char *const *names, int count, int max,
+                   char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,236 @@
+/* Import of a Hugging Face config.json into a model_t, with cJSON. */
+#include "models.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* A config's max_position_embeddings is the longest context the model
+ * supports, often far longer than it was trained on; the default training
+ * sequence is capped here and --seq overrides it. */
+#define HF_DEFAULT_SEQ_CAP 8192
+
+typedef enum { HF_LLAMA, HF_MIXTRAL, HF_GPT2, HF_NEOX, HF_BERT } hf_family;
+
+static char *read_whole_file(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + len, 1, cap - len - 1, f);
+        len += got;
+        if (len < cap - 1) break;
+        if (cap > (64u << 20)) { free(buf); buf = NULL; snprintf(err, errlen, "%s: larger than 64 MiB", path); fclose(f); return NULL; }
+        char *grown = realloc(buf, cap * 2);
+        if (!grown) { free(buf); buf = NULL; break; }
+        buf = grown;
+        cap *= 2;
+    }
+    int read_failed = ferror(f);
+    fclose(f);
+    if (!buf) { snprintf(err, errlen, "%s: out of memory", path); return NULL; }
+    if (read_failed) { free(buf); snprintf(err, errlen, "%s: read error", path); return NULL; }
+    buf[len] = '\0';
+    return buf;
+}
+
+/* Reads an integer field; `fallback` < 0 means the field is required. */
+static int get_int(const cJSON *root, const char *path, const char *key, int64_t fallback,
+                   int64_t *out, char *err, size_t errlen)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!item || cJSON_IsNull(item)) {
+        if (fallback < 0) {
+            snprintf(err, errlen, "%s:%s: missing", path, key);
+            return -1;
+        }
+        *out = fallback;
+        return 0;
+    }
+    double v = cJSON_IsNumber(item) ? item->valuedouble : NAN;
+    if (!isfinite(v) || v != floor(v) || v < 0 || v > 1e12) {
+        snprintf(err, errlen, "%s:%s: expected a non-negative integer", path, key);
+        return -1;
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
+static int get_bool(const cJSON *root, const char *key, int fallback)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (cJSON_IsBool(item)) return cJSON_IsTrue(item);
+    return fallback;
+}
+
+static double get_number(const cJSON *root, const char *key, double fallback)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
+    return cJSON_IsNumber(item) ? item->valuedouble : fallback;
+}
+
+static int detect_family(const cJSON *root, const char *path, hf_family *family, char *err,
+                         size_t errlen)
+{
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    const char *name = cJSON_IsString(type) ? type->valuestring : NULL;
+    const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+    const cJSON *arch0 = cJSON_IsArray(archs) ? cJSON_GetArrayItem(archs, 0) : NULL;
+    const char *arch = cJSON_IsString(arch0) ? arch0->valuestring : "";
+    if (!name) name = arch;
+    static const struct { const char *prefix; hf_family family; } known[] = {
+        {"llama", HF_LLAMA},   {"mistral", HF_LLAMA}, {"mixtral", HF_MIXTRAL},
+        {"gpt2", HF_GPT2},     {"gpt_neox", HF_NEOX}, {"gptneox", HF_NEOX},
+        {"bert", HF_BERT},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strncasecmp(name, known[i].prefix, strlen(known[i].prefix)) == 0) {
+            *family = known[i].family;
+            return 0;
+        }
+    snprintf(err, errlen, "%s:model_type: '%s' is not a supported family (llama, mistral, mixtral, gpt2, gpt_neox, bert)",
+             path, name);
+    return -1;
+}
+
+static void name_from_path(const char *path, char *out, size_t outlen)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(out, outlen, "%s", base);
+    char *dot = strrchr(out, '.');
+    if (dot && strcasecmp(dot, ".json") == 0) *dot = '\0';
+    /* a file literally named config.json says nothing: name it by its folder */
+    if (strcasecmp(out, "config") == 0 && base != path) {
+        int dirlen = (int)(base - 1 - path);
+        const char *dir = path;
+        for (int i = dirlen - 1; i >= 0; i--)
+            if (path[i] == '/') { dir = path + i + 1; break; }
+        snprintf(out, outlen, "%.*s", (int)(path + dirlen - dir), dir);
+    }
+}
+
+static int fill_model(const cJSON *root, const char *path, hf_family family, model_t *m, char *err,
+                      size_t errlen)
+{
+    int64_t positions = 0;
+    switch (family) {
+    case HF_LLAMA:
+    case HF_MIXTRAL:
+        snprintf(m->family, sizeof m->family, family == HF_MIXTRAL ? "mixtral" : "llama");
+        if (get_int(root, path, "num_hidden_layers", -1, &m->layers, err, errlen) ||
+            get_int(root, path, "hidden_size", -1, &m->hidden, err, errlen) ||
+            get_int(root, path, "num_attention_heads", -1, &m->heads, err, errlen) ||
+            get_int(root, path, "num_key_value_heads", m->heads, &m->kv_heads, err, errlen) ||
+            get_int(root, path, "intermediate_size", -1, &m->ffn, err, errlen) ||
+            get_int(root, path, "vocab_size", -1, &m->vocab, err, errlen) ||
+            get_int(root, path, "max_position_embeddings", 4096, &positions, err, errlen))
+            return -1;
+        if (m->heads == 0) { snprintf(err, errlen, "%s:num_attention_heads: must be positive", path); return -1; }
+        if (get_int(root, path, "head_dim", m->hidden / m->heads, &m->head_dim, err, errlen)) return -1;
+        m->ffn_kind = FFN_SWIGLU;
+        m->norm = NORM_RMSNORM;
+        m->position = POS_ROPE;
+        m->tied_embeddings = get_bool(root, "tie_word_embeddings", 0);
+        m->bias = get_bool(root, "attention_bias", 0);
+        m->dropout = get_number(root, "attention_dropout", 0.0) > 0;
+        m->experts = 1;
+        m->top_k = 1;
+        if (family == HF_MIXTRAL &&
+            (get_int(root, path, "num_local_experts", -1, &m->experts, err, errlen) ||
+             get_int(root, path, "num_experts_per_tok", -1, &m->top_k, err, errlen)))
+            return -1;
+        break;
+    case HF_GPT2: {
+        int64_t inner;
+        snprintf(m->family, sizeof m->family, "gpt2");
+        if (get_int(root, path, "n_layer", -1, &m->layers, err, errlen) ||
+            get_int(root, path, "n_embd", -1, &m->hidden, err, errlen) ||
+            get_int(root, path, "n_head", -1, &m->heads, err, errlen) ||
+            get_int(root, path, "vocab_size", -1, &m->vocab, err, errlen) ||
+            get_int(root, path, "n_positions", 1024, &positions, err, errlen) ||
+            get_int(root, path, "n_inner", 0, &inner, err, errlen))
+            return -1;
+        if (m->heads == 0) { snprintf(err, errlen, "%s:n_head: must be positive", path); return -1; }
+        m->kv_heads = m->heads;
+        m->head_dim = m->hidden / m->heads;
+        m->ffn = inner ? inner : 4 * m->hidden;
+        m->ffn_kind = FFN_GELU;
+        m->norm = NORM_LAYERNORM;
+        m->position = POS_LEARNED;
+        m->max_positions = positions;
+        m->tied_embeddings = get_bool(root, "tie_word_embeddings", 1);
+        m->bias = 1;
+        m->dropout = get_number(root, "resid_pdrop", 0.1) > 0;
+        m->experts = m->top_k = 1;
+        break;
+    }
+    case HF_NEOX:
+    case HF_BERT:
+        snprintf(m->family, sizeof m->family, family == HF_NEOX ? "neox" : "bert");
+        if (get_int(root, path, "num_hidden_layers", -1, &m->layers, err, errlen) ||
+            get_int(root, path, "hidden_size", -1, &m->hidden, err, errlen) ||
+            get_int(root, path, "num_attention_heads", -1, &m->heads, err, errlen) ||
+            get_int(root, path, "intermediate_size", -1, &m->ffn, err, errlen) ||
+            get_int(root, path, "vocab_size", -1, &m->vocab, err, errlen) ||
+            get_int(root, path, "max_position_embeddings", 2048, &positions, err, errlen))
+            return -1;
+        if (m->heads == 0) { snprintf(err, errlen, "%s:num_attention_heads: must be positive", path); return -1; }
+        m->kv_heads = m->heads;
+        m->head_dim = m->hidden / m->heads;
+        m->ffn_kind = FFN_GELU;
+        m->norm = NORM_LAYERNORM;
+        m->bias = 1;
+        m->experts = m->top_k = 1;
+        if (family == HF_NEOX) {
+            m->position = POS_ROPE;
+            m->tied_embeddings = get_bool(root, "tie_word_embeddings", 0);
+            m->dropout = get_number(root, "hidden_dropout", 0.0) > 0;
+        } else {
+            m->position = POS_LEARNED;
+            m->max_positions = positions;
+            m->tied_embeddings = 1;
+            m->dropout = get_number(root, "hidden_dropout_prob", 0.1) > 0;
+        }
+        break;
+    }
+    m->seq = positions < HF_DEFAULT_SEQ_CAP ? positions : HF_DEFAULT_SEQ_CAP;
+    if (m->seq < 1) m->seq = 2048;
+    return 0;
+}
+
+int model_from_hf_config(const char *path, model_t *m, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    char *text = read_whole_file(path, err, errlen);
+    if (!text) return -1;
+    cJSON *root = cJSON_Parse(text);
+    if (!root || !cJSON_IsObject(root)) {
+        const char *where = cJSON_GetErrorPtr();
+        long offset = (where && where >= text) ? (long)(where - text) : 0;
+        int line = 1;
+        for (long i = 0; i < offset && text[i]; i++) line += text[i] == '\n';
+        snprintf(err, errlen, "%s:%d: not a JSON object (malformed or truncated)", path, line);
+        cJSON_Delete(root);
+        free(text);
+        return -1;
+    }
+    hf_family family;
+    int status = detect_family(root, path, &family, err, errlen);
+    if (!status) status = fill_model(root, path, family, m, err, errlen);
+    cJSON_Delete(root);
+    free(text);
+    if (status) return -1;
+    name_from_path(path, m->name, sizeof m->name);
+    snprintf(m->source, sizeof m->source, "Hugging Face config %s", path);
+    return model_validate(m, path, err, errlen);
+}

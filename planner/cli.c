@@ -1,0 +1,522 @@
+/* The command line: sextant models | hw | estimate | explain.
+ * Everything is parsed and checked before anything is printed, and the
+ * report is built in memory, so bad input never leaves partial output. */
+#include "planner.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#ifndef SEXTANT_DATADIR
+#define SEXTANT_DATADIR "/usr/local/share/sextant"
+#endif
+
+#define ERR_MAX 1024
+#define DEFAULT_GPU "h100-sxm"
+#define DEFAULT_MODEL "llama2-70b"
+/* LLaMA-2's global batch, 4M tokens, is the default when --gbs is absent */
+#define DEFAULT_BATCH_TOKENS 4194304.0
+
+typedef struct {
+    const char *command;
+    const char *model_name;
+    const char *gpu_name, *node_name;
+    const char *hwdb_dir, *models_file, *model_config, *calibration, *out_path;
+    int64_t gpus, gpus_per_node, tp, pp, dp, vpp, mbs, gbs, seq;
+    double tokens, price;
+    int have_precision, have_recompute;
+    precision_t precision;
+    recompute_t recompute;
+    attention_impl_t attention;
+    int sp, zero, fp32_grads, with_ops, spec_examples;
+    format_t format;
+} options;
+
+static const char *usage_text =
+    "usage: sextant COMMAND [MODEL] [flags]\n"
+    "\n"
+    "commands:\n"
+    "  models                 the model zoo, one line each, with parameter counts\n"
+    "  hw [NAME]              the hardware database, or one GPU or node with its sources\n"
+    "  estimate [MODEL]       memory, step time, MFU, time-to-train and cost of one layout\n"
+    "  explain [MODEL]        the same, as a step-by-step derivation\n"
+    "  explain --spec         SPEC.md's worked examples through the same formulas\n"
+    "\n"
+    "model and hardware:\n"
+    "  MODEL                  a zoo name (default " DEFAULT_MODEL "), case-insensitive\n"
+    "  --model-config FILE    a Hugging Face config.json instead of a zoo name\n"
+    "  --gpu NAME             GPU type (default " DEFAULT_GPU ")\n"
+    "  --node NAME            node type (default: the GPU's node in hwdb/nodes.csv)\n"
+    "  --hwdb DIR             another hardware database (gpus.csv, nodes.csv)\n"
+    "  --models FILE          another model zoo CSV\n"
+    "  --calibration FILE     a measured overlay (gpu,key,value,source) over hwdb\n"
+    "layout:\n"
+    "  --gpus N               GPUs in all (default tp x pp x dp)\n"
+    "  --gpus-per-node K      GPUs per node (default from the node type)\n"
+    "  --tp N --pp N --dp N   tensor, pipeline and data parallel degrees (dp derived)\n"
+    "  --vpp N                virtual pipeline chunks per GPU (interleaved 1F1B)\n"
+    "  --mbs N                micro-batch size in sequences (default 1)\n"
+    "  --gbs N                global batch in sequences (default: about 4M tokens)\n"
+    "  --seq N                sequence length (default: the model's)\n"
+    "  --recompute none|selective|full   activation recomputation (default selective)\n"
+    "  --attention flash|unfused          attention kernel (default flash)\n"
+    "  --sp                   sequence parallelism\n"
+    "  --zero 0|1|2|3         optimizer sharding (1 = Megatron's distributed optimizer)\n"
+    "  --fp32-grads           accumulate gradients in fp32 (18 instead of 16 bytes/param)\n"
+    "  --precision fp32|tf32|fp16|bf16|fp8 (default bf16 where the GPU has it)\n"
+    "job:\n"
+    "  --tokens N             training tokens, with K/M/B/T suffixes (default 20 x params)\n"
+    "  --price USD            price of one GPU-hour (default: hwdb's cloud price)\n"
+    "output:\n"
+    "  --format table|csv|json   (default table)\n"
+    "  --ops                  also list every op of the first and last stage\n"
+    "  --out FILE             write the report to FILE (atomically) instead of stdout\n"
+    "  --help, --version\n";
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("sextant: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+/* A positive number with an optional K/M/B/T (or G) suffix: 2T = 2e12. */
+static int parse_quantity(const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || errno == ERANGE) return -1;
+    double scale = 1.0;
+    if (*end) {
+        switch (toupper((unsigned char)*end)) {
+        case 'K': scale = 1e3; break;
+        case 'M': scale = 1e6; break;
+        case 'B': case 'G': scale = 1e9; break;
+        case 'T': scale = 1e12; break;
+        default: return -1;
+        }
+        if (end[1] != '\0') return -1;
+    }
+    v *= scale;
+    if (!isfinite(v) || v <= 0.0) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_count(const char *flag, const char *text, int64_t max, int64_t *out)
+{
+    double v;
+    if (!text) return fail("%s: missing value", flag);
+    if (parse_quantity(text, &v) != 0 || v != floor(v))
+        return fail("%s: '%s' is not a positive integer", flag, text);
+    if (v > (double)max) return fail("%s: %s is larger than %lld", flag, text, (long long)max);
+    *out = (int64_t)v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->attention = ATTENTION_FLASH;
+    o->zero = -1;
+    int i = 1;
+    if (i < argc && argv[i][0] != '-') o->command = argv[i++];
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define TAKE() (v ? (i++, v) : NULL)
+        int rc = 0;
+        if (a[0] != '-') {
+            if (o->model_name) return fail("unexpected argument '%s' (the model is already '%s')", a, o->model_name);
+            o->model_name = a;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            o->command = "help";
+        } else if (!strcmp(a, "--version")) {
+            o->command = "version";
+        } else if (!strcmp(a, "--gpu")) { if (!(o->gpu_name = TAKE())) return fail("--gpu: missing value"); }
+        else if (!strcmp(a, "--node")) { if (!(o->node_name = TAKE())) return fail("--node: missing value"); }
+        else if (!strcmp(a, "--hwdb")) { if (!(o->hwdb_dir = TAKE())) return fail("--hwdb: missing value"); }
+        else if (!strcmp(a, "--models")) { if (!(o->models_file = TAKE())) return fail("--models: missing value"); }
+        else if (!strcmp(a, "--model-config")) { if (!(o->model_config = TAKE())) return fail("--model-config: missing value"); }
+        else if (!strcmp(a, "--calibration")) { if (!(o->calibration = TAKE())) return fail("--calibration: missing value"); }
+        else if (!strcmp(a, "--out")) { if (!(o->out_path = TAKE())) return fail("--out: missing value"); }
+        else if (!strcmp(a, "--gpus")) rc = parse_count(a, TAKE(), 10000000, &o->gpus);
+        else if (!strcmp(a, "--gpus-per-node")) rc = parse_count(a, TAKE(), 1024, &o->gpus_per_node);
+        else if (!strcmp(a, "--tp")) rc = parse_count(a, TAKE(), 100000, &o->tp);
+        else if (!strcmp(a, "--pp")) rc = parse_count(a, TAKE(), 100000, &o->pp);
+        else if (!strcmp(a, "--dp")) rc = parse_count(a, TAKE(), 10000000, &o->dp);
+        else if (!strcmp(a, "--vpp")) rc = parse_count(a, TAKE(), 1000, &o->vpp);
+        else if (!strcmp(a, "--mbs")) rc = parse_count(a, TAKE(), 1000000, &o->mbs);
+        else if (!strcmp(a, "--gbs")) rc = parse_count(a, TAKE(), 1000000000, &o->gbs);
+        else if (!strcmp(a, "--seq")) rc = parse_count(a, TAKE(), 100000000, &o->seq);
+        else if (!strcmp(a, "--tokens")) {
+            const char *t = TAKE();
+            if (!t || parse_quantity(t, &o->tokens) != 0 || o->tokens > 1e18)
+                return fail("--tokens: '%s' is not a token count such as 2T or 300B (at most 1e18)", t ? t : "");
+        } else if (!strcmp(a, "--price")) {
+            const char *t = TAKE();
+            char *end;
+            errno = 0;
+            o->price = t ? strtod(t, &end) : NAN;
+            if (!t || end == t || *end || errno || !isfinite(o->price) || o->price <= 0 || o->price > 1e6)
+                return fail("--price: '%s' is not a price in USD per GPU-hour", t ? t : "");
+        } else if (!strcmp(a, "--precision")) {
+            const char *t = TAKE();
+            if (!t || precision_parse(t, &o->precision) != 0)
+                return fail("--precision: '%s' is not one of fp32|tf32|fp16|bf16|fp8", t ? t : "");
+            o->have_precision = 1;
+        } else if (!strcmp(a, "--recompute")) {
+            const char *t = TAKE();
+            if (t && !strcasecmp(t, "none")) o->recompute = RECOMPUTE_NONE;
+            else if (t && !strcasecmp(t, "selective")) o->recompute = RECOMPUTE_SELECTIVE;
+            else if (t && !strcasecmp(t, "full")) o->recompute = RECOMPUTE_FULL;
+            else return fail("--recompute: '%s' is not one of none|selective|full", t ? t : "");
+            o->have_recompute = 1;
+        } else if (!strcmp(a, "--attention")) {
+            const char *t = TAKE();
+            if (t && !strcasecmp(t, "flash")) o->attention = ATTENTION_FLASH;
+            else if (t && !strcasecmp(t, "unfused")) o->attention = ATTENTION_UNFUSED;
+            else return fail("--attention: '%s' is not one of flash|unfused", t ? t : "");
+        } else if (!strcmp(a, "--zero")) {
+            const char *t = TAKE();
+            if (!t || strlen(t) != 1 || t[0] < '0' || t[0] > '3')
+                return fail("--zero: '%s' is not one of 0|1|2|3", t ? t : "");
+            o->zero = t[0] - '0';
+        } else if (!strcmp(a, "--format")) {
+            const char *t = TAKE();
+            if (t && !strcmp(t, "table")) o->format = FORMAT_TABLE;
+            else if (t && !strcmp(t, "csv")) o->format = FORMAT_CSV;
+            else if (t && !strcmp(t, "json")) o->format = FORMAT_JSON;
+            else return fail("--format: '%s' is not one of table|csv|json", t ? t : "");
+        } else if (!strcmp(a, "--sp")) o->sp = 1;
+        else if (!strcmp(a, "--fp32-grads")) o->fp32_grads = 1;
+        else if (!strcmp(a, "--ops")) o->with_ops = 1;
+        else if (!strcmp(a, "--spec")) o->spec_examples = 1;
+        else return fail("unknown flag '%s' (sextant --help lists them)", a);
+        if (rc) return rc;
+#undef TAKE
+    }
+    return 0;
+}
+
+static int file_exists(const char *path) { return access(path, R_OK) == 0; }
+
+/* The data root holds hwdb/ and models/: beside the binary's parent (the
+ * build tree), under share/sextant (installed), or where it was installed to. */
+static void find_data_root(char *out, size_t outlen)
+{
+    char exe[PATH_MAX - 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = '\0';
+        const char *suffixes[] = {"/..", "/../share/sextant"};
+        for (int i = 0; i < 2; i++) {
+            char probe[PATH_MAX + 64];
+            snprintf(probe, sizeof probe, "%s%s/hwdb/gpus.csv", exe, suffixes[i]);
+            if (file_exists(probe)) { snprintf(out, outlen, "%s%s", exe, suffixes[i]); return; }
+        }
+    }
+    if (file_exists("hwdb/gpus.csv")) { snprintf(out, outlen, "."); return; }
+    snprintf(out, outlen, "%s", SEXTANT_DATADIR);
+}
+
+static int load_zoo(const options *o, const char *root, model_zoo *zoo)
+{
+    char path[PATH_MAX + 32], err[ERR_MAX];
+    if (o->models_file) snprintf(path, sizeof path, "%s", o->models_file);
+    else snprintf(path, sizeof path, "%s/models/zoo.csv", root);
+    if (model_zoo_load(path, zoo, err, sizeof err) != 0) return fail("%s", err);
+    return 0;
+}
+
+static int load_hwdb(const options *o, const char *root, hwdb *db)
+{
+    char dir[PATH_MAX + 32], err[ERR_MAX];
+    if (o->hwdb_dir) snprintf(dir, sizeof dir, "%s", o->hwdb_dir);
+    else snprintf(dir, sizeof dir, "%s/hwdb", root);
+    if (hwdb_load(dir, db, err, sizeof err) != 0) return fail("%s", err);
+    if (o->calibration && hwdb_apply_overlay(db, o->calibration, err, sizeof err) != 0) {
+        hwdb_free(db);
+        return fail("%s", err);
+    }
+    return 0;
+}
+
+static int unknown_model(const model_zoo *zoo, const char *name)
+{
+    const char *names[256];
+    int n = zoo->count < 256 ? zoo->count : 256;
+    for (int i = 0; i < n; i++) names[i] = zoo->models[i].name;
+    char close[512];
+    closest_names(name, names, n, 3, close, sizeof close);
+    return fail("unknown model '%s'; closest: %s (sextant models lists all)", name, close);
+}
+
+static int unknown_gpu(const hwdb *db, const char *name)
+{
+    const char *names[256];
+    int n = db->ngpus < 256 ? db->ngpus : 256;
+    for (int i = 0; i < n; i++) names[i] = db->gpus[i].name;
+    char close[512];
+    closest_names(name, names, n, 3, close, sizeof close);
+    return fail("unknown GPU '%s'; closest: %s (sextant hw lists all)", name, close);
+}
+
+/* Writes the finished report to stdout, or to --out through a temporary file. */
+static int emit(const options *o, const char *text, size_t len)
+{
+    if (!o->out_path) {
+        if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) return fail("stdout: write failed");
+        return 0;
+    }
+    char tmp[PATH_MAX + 32];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o->out_path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return fail("--out %s: cannot create %s: %s", o->out_path, tmp, strerror(errno));
+    int bad = fwrite(text, 1, len, f) != len;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, o->out_path) != 0) {
+        unlink(tmp);
+        return fail("--out %s: write failed: %s", o->out_path, strerror(errno));
+    }
+    return 0;
+}
+
+static void print_models(FILE *out, const model_zoo *zoo, format_t format)
+{
+    if (format == FORMAT_CSV)
+        fprintf(out, "name,family,layers,hidden,heads,kv_heads,ffn,ffn_kind,vocab,seq,params,params_published,error_pct,active_params\n");
+    else if (format == FORMAT_TABLE)
+        fprintf(out, "%-14s %-8s %6s %6s %5s %4s %6s %-6s %7s %6s %12s %12s %7s %12s\n", "name", "family", "layers",
+                "hidden", "heads", "kv", "ffn", "kind", "vocab", "seq", "params", "published", "error", "active");
+    else
+        fprintf(out, "[\n");
+    for (int i = 0; i < zoo->count; i++) {
+        const model_t *m = &zoo->models[i];
+        double n = model_params_total(m), err = 100.0 * (n - m->params_published) / m->params_published;
+        const char *kind = m->ffn_kind == FFN_SWIGLU ? "swiglu" : "gelu";
+        if (format == FORMAT_CSV)
+            fprintf(out, "%s,%s,%lld,%lld,%lld,%lld,%lld,%s,%lld,%lld,%.0f,%.0f,%.3f,%.0f\n", m->name, m->family,
+                    (long long)m->layers, (long long)m->hidden, (long long)m->heads, (long long)m->kv_heads,
+                    (long long)m->ffn, kind, (long long)m->vocab, (long long)m->seq, n, m->params_published, err,
+                    model_params_active(m));
+        else if (format == FORMAT_TABLE)
+            fprintf(out, "%-14s %-8s %6lld %6lld %5lld %4lld %6lld %-6s %7lld %6lld %11.3fB %11.3fB %+6.2f%% %11.3fB\n",
+                    m->name, m->family, (long long)m->layers, (long long)m->hidden, (long long)m->heads,
+                    (long long)m->kv_heads, (long long)m->ffn, kind, (long long)m->vocab, (long long)m->seq, n / 1e9,
+                    m->params_published / 1e9, err, model_params_active(m) / 1e9);
+        else
+            fprintf(out, "  {\"name\": \"%s\", \"family\": \"%s\", \"layers\": %lld, \"hidden\": %lld, \"heads\": %lld, "
+                         "\"kv_heads\": %lld, \"ffn\": %lld, \"ffn_kind\": \"%s\", \"vocab\": %lld, \"seq\": %lld, "
+                         "\"params\": %.0f, \"params_published\": %.0f, \"active_params\": %.0f}%s\n",
+                    m->name, m->family, (long long)m->layers, (long long)m->hidden, (long long)m->heads,
+                    (long long)m->kv_heads, (long long)m->ffn, kind, (long long)m->vocab, (long long)m->seq, n,
+                    m->params_published, model_params_active(m), i + 1 < zoo->count ? "," : "");
+    }
+    if (format == FORMAT_JSON) fprintf(out, "]\n");
+}
+
+static void print_gpu(FILE *out, const hw_gpu *g, const hw_node *node)
+{
+    fprintf(out, "%s: %s (%s)\n", g->name, g->full_name, g->arch);
+    fprintf(out, "  memory                 %.1f GiB, %.0f GB/s\n", g->memory_bytes / 1073741824.0, g->hbm_bytes_per_s / 1e9);
+    fprintf(out, "  dense peak TFLOP/s     fp32 %.1f, tf32 %.1f, fp16 %.1f, bf16 %.1f, fp8 %.1f (0 = not supported)\n",
+            g->peak_flops[PREC_FP32] / 1e12, g->peak_flops[PREC_TF32] / 1e12, g->peak_flops[PREC_FP16] / 1e12,
+            g->peak_flops[PREC_BF16] / 1e12, g->peak_flops[PREC_FP8] / 1e12);
+    fprintf(out, "  NVLink                 %.0f GB/s per direction\n", g->nvlink_bytes_per_s_per_dir / 1e9);
+    fprintf(out, "  PCIe                   gen %d x%d\n", g->pcie_gen, g->pcie_lanes);
+    fprintf(out, "  TDP                    %.0f W\n", g->tdp_w);
+    fprintf(out, "  price                  $%.0f list, $%.2f per GPU-hour in the cloud\n", g->list_price_usd,
+            g->cloud_usd_per_gpu_hour);
+    fprintf(out, "  achievable fraction    GEMM %.2f, memory-bound %.2f (%s)\n", g->gemm_efficiency,
+            g->membound_efficiency, g->calibration[0] ? g->calibration : "hwdb defaults, not calibrated");
+    fprintf(out, "  source                 %s\n", g->source);
+    if (node)
+        fprintf(out, "  node %s: %lld GPUs, %s %.0f GB/s per direction per GPU, %lld x %.0f Gb/s NICs (%.1f GB/s per GPU)\n"
+                     "    source: %s\n",
+                node->name, (long long)node->gpus_per_node, node->intra_link == LINK_NVLINK ? "NVLink" : "PCIe",
+                node->intra_bytes_per_s_per_dir / 1e9, (long long)node->nics_per_node, node->nic_bits_per_s / 1e9,
+                hw_node_inter_bytes_per_s_per_gpu(node) / 1e9, node->source);
+}
+
+static int cmd_hw(const options *o, const hwdb *db, FILE *out)
+{
+    if (o->model_name) {
+        const hw_gpu *g = hwdb_find_gpu(db, o->model_name);
+        if (g) { print_gpu(out, g, hwdb_find_node(db, g->node)); return 0; }
+        const hw_node *n = hwdb_find_node(db, o->model_name);
+        if (!n) return unknown_gpu(db, o->model_name);
+        const hw_gpu *ng = hwdb_find_gpu(db, n->gpu);
+        if (ng) print_gpu(out, ng, n);
+        else fprintf(out, "node %s (GPU %s)\n  source: %s\n", n->name, n->gpu, n->source);
+        return 0;
+    }
+    fprintf(out, "%-16s %8s %8s %10s %10s %10s %8s %9s  %s\n", "gpu", "mem GiB", "HBM GB/s", "bf16 TF/s", "fp8 TF/s",
+            "NVLink/dir", "$/hour", "list $", "node");
+    for (int i = 0; i < db->ngpus; i++) {
+        const hw_gpu *g = &db->gpus[i];
+        fprintf(out, "%-16s %8.0f %8.0f %10.1f %10.1f %10.0f %8.2f %9.0f  %s\n", g->name, g->memory_bytes / 1073741824.0,
+                g->hbm_bytes_per_s / 1e9, g->peak_flops[PREC_BF16] / 1e12, g->peak_flops[PREC_FP8] / 1e12,
+                g->nvlink_bytes_per_s_per_dir / 1e9, g->cloud_usd_per_gpu_hour, g->list_price_usd, g->node);
+    }
+    fprintf(out, "\n%-20s %-16s %5s %-6s %10s %14s\n", "node", "gpu", "GPUs", "link", "GB/s/dir", "NICs");
+    for (int i = 0; i < db->nnodes; i++) {
+        const hw_node *n = &db->nodes[i];
+        fprintf(out, "%-20s %-16s %5lld %-6s %10.0f %6lld x %4.0f Gb/s\n", n->name, n->gpu, (long long)n->gpus_per_node,
+                n->intra_link == LINK_NVLINK ? "nvlink" : "pcie", n->intra_bytes_per_s_per_dir / 1e9,
+                (long long)n->nics_per_node, n->nic_bits_per_s / 1e9);
+    }
+    return 0;
+}
+
+/* Fills the layout from the flags and the defaults, checking what only the
+ * command line can get wrong. */
+static int make_layout(const options *o, const model_t *m, const hw_gpu *g, const hw_node *node, layout_t *l, job_t *job)
+{
+    memset(l, 0, sizeof *l);
+    l->tp = o->tp ? o->tp : 1;
+    l->pp = o->pp ? o->pp : 1;
+    l->vpp = o->vpp ? o->vpp : 1;
+    l->mbs = o->mbs ? o->mbs : 1;
+    l->seq = o->seq ? o->seq : m->seq;
+    l->sp = o->sp;
+    l->zero = o->zero >= 0 ? o->zero : 0;
+    l->fp32_grads = o->fp32_grads;
+    l->attention = o->attention;
+    l->recompute = o->have_recompute ? o->recompute : RECOMPUTE_SELECTIVE;
+    l->gpus_per_node = o->gpus_per_node ? o->gpus_per_node : node->gpus_per_node;
+    if (o->have_precision) l->precision = o->precision;
+    else l->precision = g->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
+    if (g->peak_flops[l->precision] <= 0)
+        return fail("--precision %s: %s has no %s tensor rate", precision_name(l->precision), g->name,
+                    precision_name(l->precision));
+    int64_t model_parallel = l->tp * l->pp;
+    if (o->gpus) {
+        l->gpus = o->gpus;
+        if (l->gpus % model_parallel != 0)
+            return fail("--gpus %lld is not divisible by --tp %lld x --pp %lld", (long long)l->gpus, (long long)l->tp,
+                        (long long)l->pp);
+        l->dp = l->gpus / model_parallel;
+        if (o->dp && o->dp != l->dp)
+            return fail("--dp %lld: --gpus %lld / (--tp %lld x --pp %lld) is %lld", (long long)o->dp, (long long)l->gpus,
+                        (long long)l->tp, (long long)l->pp, (long long)l->dp);
+    } else {
+        l->dp = o->dp ? o->dp : 1;
+        if (model_parallel > INT64_MAX / l->dp || model_parallel * l->dp > 10000000)
+            return fail("--tp x --pp x --dp: more than 10 million GPUs");
+        l->gpus = model_parallel * l->dp;
+    }
+    if (l->seq > 10000000 || (double)l->mbs * (double)l->seq > 1e10)
+        return fail("--mbs %lld x --seq %lld: more than 1e10 tokens per micro-batch", (long long)l->mbs, (long long)l->seq);
+    if (o->gbs) l->gbs = o->gbs;
+    else {
+        int64_t unit = l->mbs * l->dp;
+        int64_t wanted = (int64_t)ceil(DEFAULT_BATCH_TOKENS / (double)l->seq);
+        l->gbs = ((wanted + unit - 1) / unit) * unit;
+    }
+    if ((double)l->gbs * (double)l->seq > 1e13)
+        return fail("--gbs %lld x --seq %lld: more than 1e13 tokens per step", (long long)l->gbs, (long long)l->seq);
+    job->tokens = o->tokens > 0 ? o->tokens : chinchilla_tokens(model_params_active(m));
+    job->price_usd_per_gpu_hour = o->price > 0 ? o->price : g->cloud_usd_per_gpu_hour;
+    return 0;
+}
+
+static int cmd_estimate(const options *o, const char *root, FILE *out)
+{
+    hwdb db;
+    model_zoo zoo = {0};
+    model_t imported;
+    const model_t *m = NULL;
+    char err[ERR_MAX];
+    int rc = load_hwdb(o, root, &db);
+    if (rc) return rc;
+    if (o->model_config) {
+        if (o->model_name) { rc = fail("give a model name or --model-config, not both"); goto done; }
+        if (model_from_hf_config(o->model_config, &imported, err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
+        m = &imported;
+    } else {
+        if ((rc = load_zoo(o, root, &zoo))) goto done;
+        const char *name = o->model_name ? o->model_name : DEFAULT_MODEL;
+        m = model_zoo_find(&zoo, name);
+        if (!m) { rc = unknown_model(&zoo, name); goto done; }
+    }
+    const char *gpu_name = o->gpu_name ? o->gpu_name : DEFAULT_GPU;
+    const hw_gpu *g = hwdb_find_gpu(&db, gpu_name);
+    if (!g) { rc = unknown_gpu(&db, gpu_name); goto done; }
+    const hw_node *node = hwdb_find_node(&db, o->node_name ? o->node_name : g->node);
+    if (!node) { rc = fail("--node: unknown node '%s' (sextant hw lists them)", o->node_name); goto done; }
+    layout_t l;
+    job_t job;
+    if ((rc = make_layout(o, m, g, node, &l, &job))) goto done;
+    estimate_t *e = malloc(sizeof *e);
+    if (!e) { rc = fail("out of memory"); goto done; }
+    if (estimate_layout(m, g, node, &l, &job, e, err, sizeof err) != 0) {
+        free(e);
+        rc = fail("%s", err);
+        goto done;
+    }
+    if (!strcmp(o->command, "explain")) report_explain(out, e);
+    else report_estimate(out, e, o->format, o->with_ops);
+    free(e);
+done:
+    model_zoo_free(&zoo);
+    hwdb_free(&db);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc) return rc;
+    if (!o.command || !strcmp(o.command, "help")) {
+        fputs(usage_text, o.command ? stdout : stderr);
+        return o.command ? 0 : 2;
+    }
+    if (!strcmp(o.command, "version")) {
+        printf("sextant %s\n", SEXTANT_VERSION);
+        return 0;
+    }
+    char root[PATH_MAX];
+    find_data_root(root, sizeof root);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out) return fail("out of memory");
+    if (!strcmp(o.command, "models")) {
+        model_zoo zoo;
+        rc = load_zoo(&o, root, &zoo);
+        if (!rc) print_models(out, &zoo, o.format);
+        model_zoo_free(&zoo);
+    } else if (!strcmp(o.command, "hw")) {
+        hwdb db;
+        rc = load_hwdb(&o, root, &db);
+        if (!rc) rc = cmd_hw(&o, &db, out);
+        if (!rc) hwdb_free(&db);
+    } else if (!strcmp(o.command, "explain") && o.spec_examples) {
+        report_spec_examples(out);
+    } else if (!strcmp(o.command, "estimate") || !strcmp(o.command, "explain")) {
+        rc = cmd_estimate(&o, root, out);
+    } else {
+        rc = fail("unknown command '%s' (models, hw, estimate, explain; sextant --help)", o.command);
+    }
+    if (fclose(out) != 0 && !rc) rc = fail("out of memory");
+    if (!rc) rc = emit(&o, text, len);
+    free(text);
+    return rc;
+}

@@ -1,0 +1,294 @@
+/* `sextant explain`: the estimate as a derivation a student can follow, each
+ * formula in words and symbols, its inputs and its value, and where the
+ * exact op-list count departs from the textbook formula.  Every number is
+ * computed by the same functions as the estimate. */
+#include "planner.h"
+
+#include <math.h>
+#include <string.h>
+
+#define GIB 1073741824.0
+
+static void heading(FILE *out, int number, const char *title)
+{
+    fprintf(out, "\n%d. %s\n", number, title);
+    for (size_t i = 0; i < strlen(title) + 3 + (number >= 10); i++) fputc('-', out);
+    fputc('\n', out);
+}
+
+
+static double saved_per_microbatch(const stage_ops *s)
+{
+    double sum = 0.0;
+    for (int i = 0; i < s->nops; i++)
+        if (s->ops[i].pass == PASS_FWD) sum += s->ops[i].saved_bytes * (double)s->ops[i].count;
+    return sum;
+}
+
+static double layer_saved_bytes(const stage_ops *s)
+{
+    /* the per-layer ops are the ones repeated `layers` times */
+    double sum = 0.0;
+    for (int i = 0; i < s->nops; i++)
+        if (s->ops[i].pass == PASS_FWD && s->ops[i].count == s->layers && s->layers > 1)
+            sum += s->ops[i].saved_bytes;
+    return sum;
+}
+
+static double comm_time(const stage_ops *s, group_t group, pass_t pass_or_step, double *bytes, int *count)
+{
+    double t = 0.0;
+    *bytes = 0.0;
+    *count = 0;
+    for (int i = 0; i < s->nops; i++) {
+        const op_t *op = &s->ops[i];
+        if (op->kind != OP_COMM || op->group != group) continue;
+        if (pass_or_step == PASS_STEP && op->pass != PASS_STEP) continue;
+        if (pass_or_step != PASS_STEP && op->pass == PASS_STEP) continue;
+        t += op->time_s * (double)op->count;
+        *bytes = op->comm_bytes;
+        *count += (int)op->count;
+    }
+    return t;
+}
+
+void report_explain(FILE *out, const estimate_t *e)
+{
+    const model_t *m = e->model;
+    const layout_t *l = &e->layout;
+    const hw_gpu *g = e->gpu;
+    const double L = (double)m->layers, h = (double)m->hidden, a = (double)m->heads, V = (double)m->vocab;
+    const double s = (double)l->seq, b = (double)l->mbs, t = (double)l->tp, p = (double)l->pp;
+    const double Bglobal = (double)l->gbs, dp = (double)l->dp;
+    const double B = (l->precision == PREC_FP32 || l->precision == PREC_TF32) ? 4.0 : 2.0;
+    const double peak = g->peak_flops[l->precision];
+
+    fprintf(out, "How sextant estimates %s on %lld x %s\n", m->name, (long long)l->gpus, g->name);
+    fprintf(out, "Layout: TP t = %lld, PP p = %lld, DP d_p = %lld, micro-batch b = %lld, global batch B = %lld, "
+                 "sequence s = %lld, recompute %s, SP %s, ZeRO %d, %s\n",
+            (long long)l->tp, (long long)l->pp, (long long)l->dp, (long long)l->mbs, (long long)l->gbs,
+            (long long)l->seq, recompute_name(l->recompute), l->sp ? "on" : "off", l->zero,
+            precision_name(l->precision));
+    fprintf(out, "Every formula is derived, with its source, in docs/model.md.\n");
+
+    heading(out, 1, "The model and its parameters");
+    fprintf(out, "L = %lld layers, h = %lld hidden, a = %lld heads of d = %lld, %lld KV heads, FFN f = %lld (%s, %d matrices),\n"
+                 "V = %lld vocabulary, %s embeddings, %s, %s positions%s.\n",
+            (long long)m->layers, (long long)m->hidden, (long long)m->heads, (long long)m->head_dim,
+            (long long)m->kv_heads, (long long)m->ffn, m->ffn_kind == FFN_SWIGLU ? "SwiGLU" : "GELU",
+            m->ffn_kind == FFN_SWIGLU ? 3 : 2, (long long)m->vocab, m->tied_embeddings ? "tied" : "untied",
+            m->norm == NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
+            m->position == POS_LEARNED ? "learned" : m->position == POS_ROPE ? "rotary" : "ALiBi",
+            m->experts > 1 ? ", mixture of experts" : "");
+    double textbook_params = 12.0 * L * h * h * (1.0 + 13.0 / (12.0 * h) + (V + s) / (12.0 * L * h));
+    fprintf(out, "Textbook GPT count (Narayanan et al. 2021, eq. 2):\n"
+                 "  P = 12 L h^2 (1 + 13/(12h) + (V + s)/(12 L h)) = 12 x %g x %g^2 x (...) = %.4g\n",
+            L, h, textbook_params);
+    fprintf(out, "Exact count from the architecture:\n");
+    fprintf(out, "  embeddings                 %.4g\n", model_embedding_params(m));
+    fprintf(out, "  per layer: attention %.4g + MLP %.4g + norms %.4g = %.4g, x L = %.4g\n",
+            model_attention_params_per_layer(m), model_mlp_params_per_layer(m, m->experts),
+            2.0 * model_norm_params(m), model_layer_params(m), L * model_layer_params(m));
+    fprintf(out, "  final norm (or pooler)     %.4g\n", model_final_params(m));
+    fprintf(out, "  LM head                    %.4g%s\n", model_head_params(m),
+            m->tied_embeddings ? " (tied to the embedding)" : "");
+    fprintf(out, "  N = %.6g", e->params_total);
+    if (m->params_published > 0)
+        fprintf(out, "; published %.6g (%+.2f%%)", m->params_published,
+                100.0 * (e->params_total - m->params_published) / m->params_published);
+    fprintf(out, "\n");
+    if (m->experts > 1) fprintf(out, "  active per token (top-%lld of %lld experts): %.6g\n", (long long)m->top_k,
+                                (long long)m->experts, e->params_active);
+    fprintf(out, "The textbook count is %+.1f%% off because it assumes ", 100.0 * (textbook_params / e->params_total - 1.0));
+    fprintf(out, "%s, %s, %s and learned positions of s rows.\n",
+            m->kv_heads == m->heads ? "4h^2 attention weights (true here)" : "full K and V projections (GQA shrinks them)",
+            m->ffn_kind == FFN_GELU && m->ffn == 4 * m->hidden ? "an FFN of 2 x h x 4h (true here)"
+                                                               : "an FFN of 2 x h x 4h (this model's differs)",
+            m->tied_embeddings ? "a tied LM head (true here)" : "a tied LM head (this one is untied: +V h)");
+
+    heading(out, 2, "Compute per step");
+    double tokens_per_step = Bglobal * s;
+    double narayanan = narayanan_model_flops(Bglobal, s, L, h, V);
+    fprintf(out, "Tokens per step B s = %g x %g = %g.\n", Bglobal, s, tokens_per_step);
+    fprintf(out, "Textbook: 6 N (B s) = 6 x %.4g x %g = %.4g FLOP (forward 2N, backward 4N per token%s).\n",
+            e->params_active, tokens_per_step, e->six_nd_per_step, m->experts > 1 ? ", N = active parameters" : "");
+    fprintf(out, "Narayanan et al. (SC'21): 72 B s L h^2 (1 + s/(6h) + V/(12 L h)) = %.4g FLOP.\n", narayanan);
+    fprintf(out, "Exact, summed over the op list of the whole model: %.4g model FLOP per step (%.3f x 6ND),\n"
+                 "  of which attention scores and values %.4g, logits %.4g.\n",
+            e->model_flops_per_step, e->model_flops_per_step / e->six_nd_per_step, e->attention_flops_per_step,
+            e->logits_flops_per_step);
+    fprintf(out, "  Convention: attention is counted over the full s x s (as Megatron and the 72 formula do), so a\n"
+                 "  causal model executes about half the attention FLOPs with a flash-style kernel; time uses what executes.\n");
+    fprintf(out, "Hardware FLOPs (with recomputation, %s): %.4g per step.\n", recompute_name(l->recompute),
+            e->hardware_flops_per_step);
+    if (l->recompute == RECOMPUTE_FULL)
+        fprintf(out, "  Narayanan et al. with full recomputation: 96 B s L h^2 (1 + s/(6h) + V/(16 L h)) = %.4g.\n",
+                narayanan_full_recompute_flops(Bglobal, s, L, h, V));
+    fprintf(out, "Whole run: 6 N D = 6 x %.4g x %.4g = %.4g FLOP.\n", e->params_active, e->job.tokens,
+            six_n_d_flops(e->params_active, e->job.tokens));
+
+    heading(out, 3, "Memory per GPU");
+    const memory_breakdown *mem = &e->memory;
+    double grad_b = l->fp32_grads ? 4.0 : 2.0;
+    fprintf(out, "The heaviest GPU is on stage %lld: it holds %.4g parameters (its %lld layers split %g ways by TP%s%s).\n",
+            (long long)mem->stage, mem->params, (long long)layers_on_stage(m->layers, l->pp, mem->stage), t,
+            mem->stage == 0 ? ", plus the embedding" : "", mem->stage == l->pp - 1 ? ", plus the head" : "");
+    fprintf(out, "Mixed-precision Adam: weights 2 + gradients %g + optimizer 12 (fp32 master, m, v) = %g bytes per parameter.\n",
+            grad_b, adam_bytes_per_param(l->fp32_grads));
+    fprintf(out, "  weights    %.4g x 2 B%s = %.2f GiB\n", mem->params, l->zero >= 3 ? " / d_p (ZeRO-3)" : "", mem->weights / GIB);
+    fprintf(out, "  gradients  %.4g x %g B%s = %.2f GiB\n", mem->params, grad_b, l->zero >= 2 ? " / d_p (ZeRO-2)" : "",
+            mem->gradients / GIB);
+    fprintf(out, "  optimizer  %.4g x 12 B%s = %.2f GiB\n", mem->params, l->zero >= 1 ? " / d_p (ZeRO-1)" : "",
+            mem->optimizer / GIB);
+    double korthikanti = korthikanti_activation_bytes_per_layer(s, b, h, a, t, l->sp, l->recompute);
+    const stage_ops *heavy = mem->stage == 0 ? &e->first_stage : &e->last_stage;
+    double exact_layer = layer_saved_bytes(heavy);
+    fprintf(out, "Activations per layer per micro-batch, textbook (Korthikanti et al. 2022, Table 2, 16-bit):\n");
+    if (l->recompute == RECOMPUTE_FULL)
+        fprintf(out, "  full recomputation keeps the layer input: 2 s b h%s = %.4g bytes\n", l->sp ? " / t" : "", korthikanti);
+    else if (l->sp)
+        fprintf(out, "  s b h / t (34%s) = %.4g bytes\n", l->recompute == RECOMPUTE_NONE ? " + 5 a s / h" : "", korthikanti);
+    else if (l->tp > 1)
+        fprintf(out, "  s b h (10 + 24/t%s) = %.4g bytes\n", l->recompute == RECOMPUTE_NONE ? " + 5 a s/(h t)" : "", korthikanti);
+    else
+        fprintf(out, "  s b h (34%s) = %.4g bytes\n", l->recompute == RECOMPUTE_NONE ? " + 5 a s / h" : "", korthikanti);
+    fprintf(out, "  exact, from the op list: %.4g bytes (%+.1f%%)", exact_layer,
+            korthikanti > 0 ? 100.0 * (exact_layer / korthikanti - 1.0) : 0.0);
+    fprintf(out, ": the op list counts this model's own Q/K/V widths (GQA), FFN width and kind, dropout masks only when\n"
+                 "  the model uses dropout, and for %s attention %s.\n",
+            l->attention == ATTENTION_FLASH ? "flash-style" : "unfused",
+            l->attention == ATTENTION_FLASH ? "no s x s scores at all but a 4-byte log-sum-exp per row"
+                                            : "the s x s scores, softmax and dropout as in the paper");
+    fprintf(out, "In flight: 1F1B makes stage i hold min(m, p - i) micro-batches%s: %.2f here,\n",
+            l->vpp > 1 ? ", times 1 + (p-1)/(p v) when interleaved" : "", mem->inflight_microbatches);
+    fprintf(out, "  so activations = %.4g bytes per micro-batch on this stage x %.2f = %.2f GiB\n",
+            saved_per_microbatch(heavy), mem->inflight_microbatches, mem->activations / GIB);
+    if (mem->logits > 0)
+        fprintf(out, "Logits and loss on the last stage: s b V / t x (%g B logits + 4 B fp32 softmax) = %.2f GiB\n", B,
+                mem->logits / GIB);
+    fprintf(out, "Other: 1 GiB for the CUDA context and library workspaces, 0.25 GiB per NCCL communicator = %.2f GiB\n",
+            mem->other / GIB);
+    fprintf(out, "Total %.2f GiB of %.2f GiB: %s.\n", mem->total / GIB, mem->capacity / GIB,
+            e->fits ? "fits" : "does not fit");
+    double whole_state = e->params_total * adam_bytes_per_param(l->fp32_grads);
+    double whole_act = korthikanti_activation_bytes_per_layer(s, b, h, a, 1.0, 0, l->recompute) * L;
+    fprintf(out, "For memory alone, unsplit: %.4g x %g B = %.0f GB of model state plus %.0f GB of activations (s b h L x\n"
+                 "  Korthikanti's factor) = %.0f GB, so at least %.0f GPUs of %.0f GB.\n",
+            e->params_total, adam_bytes_per_param(l->fp32_grads), whole_state / 1e9, whole_act / 1e9,
+            (whole_state + whole_act) / 1e9, ceil((whole_state + whole_act) / g->memory_bytes), g->memory_bytes / 1e9);
+
+    heading(out, 4, "Communication");
+    double bytes;
+    int count;
+    const stage_ops *slow = e->slowest_stage == 0 ? &e->first_stage : &e->last_stage;
+    fprintf(out, "Ring collectives over n GPUs, S bytes, BW per direction, latency alpha:\n"
+                 "  all-reduce 2(n-1)/n S/BW + 2(n-1) alpha; reduce-scatter and all-gather (n-1)/n S/BW + (n-1) alpha.\n");
+    double tp_time = comm_time(slow, GROUP_TP, PASS_FWD, &bytes, &count);
+    if (l->tp > 1)
+        fprintf(out, "TP: each layer's %s (two in the forward, two in the backward) move s b h B = %.4g MB;\n"
+                     "  %d TP collectives per micro-batch on stage %lld take %.4g ms, %.4g s per step over %lld micro-batches.\n",
+                l->sp ? "all-gathers and reduce-scatters" : "all-reduces", (double)l->seq * b * h * B / 1e6, count,
+                (long long)slow->stage, tp_time * 1e3, e->tp_comm_s, (long long)e->microbatches);
+    else
+        fprintf(out, "TP: t = 1, no tensor-parallel traffic.\n");
+    double pp_time = comm_time(slow, GROUP_PP, PASS_FWD, &bytes, &count);
+    if (l->pp > 1)
+        fprintf(out, "PP: each boundary sends s b h B / t = %.4g MB forward and the same gradient backward per micro-batch:\n"
+                     "  %.4g ms per micro-batch, %.4g s per step.\n",
+                bytes / 1e6, pp_time * 1e3, e->pp_comm_s);
+    else
+        fprintf(out, "PP: p = 1, no pipeline traffic.\n");
+    double dp_time = comm_time(slow, GROUP_DP, PASS_STEP, &bytes, &count);
+    if (l->dp > 1)
+        fprintf(out, "DP: %s of %.4g MB of gradients%s: %.4g s if nothing overlapped;\n"
+                     "  it overlaps the last micro-batch's backward (and the parameter gather the next forward) except the last\n"
+                     "  40M-element bucket, leaving %.4g s exposed.\n",
+                l->zero == 0 ? "an all-reduce" : "a reduce-scatter", bytes / 1e6,
+                l->zero == 0 ? "" : " and an all-gather of the updated weights", dp_time, e->dp_comm_s);
+    else
+        fprintf(out, "DP: d_p = 1, no gradient traffic.\n");
+
+    heading(out, 5, "The TP compute/bandwidth ratio limit");
+    fprintf(out, "Per token a TP rank does 2 x 3 x h x h/t FLOP and exchanges about h values of B bytes:\n");
+    fprintf(out, "  ratio = 6 (h/t) / B = 6 x (%g/%g) / %g = %.0f FLOP per byte.\n", h, t, B, e->tp_ratio);
+    fprintf(out, "Hidden communication needs ratio >= FLOPS/BW = %.4g / %.4g = %.0f, so\n", peak,
+            e->tp_link_bytes_per_s, peak / e->tp_link_bytes_per_s);
+    fprintf(out, "  t_max = 6 h / (B FLOPS/BW) = 6 x %g / (%g x %.0f) = %.1f; TP %lld is %s it.\n", h, B,
+            peak / e->tp_link_bytes_per_s, e->tp_ratio_limit, (long long)l->tp,
+            (double)l->tp <= e->tp_ratio_limit ? "within" : "ABOVE");
+
+    heading(out, 6, "Step time");
+    fprintf(out, "Each op costs max(FLOPs / (peak x %.2f), bytes / (HBM %.0f GB/s x %.2f)); collectives as above.\n",
+            g->gemm_efficiency, g->hbm_bytes_per_s / 1e9, g->membound_efficiency);
+    fprintf(out, "One micro-batch, forward and backward, on the slowest stage (%lld): %.4g ms.\n",
+            (long long)e->slowest_stage, e->microbatch_s * 1e3);
+    fprintf(out, "Micro-batches per step m = B / (b d_p) = %g / (%g x %g) = %lld.\n", Bglobal, b, dp,
+            (long long)e->microbatches);
+    fprintf(out, "1F1B: (m + p - 1) slots of one micro-batch, of which (p - 1)%s idle:\n",
+            l->vpp > 1 ? " / v" : "");
+    fprintf(out, "  bubble = %g%s x %.4g ms = %.4g s, %.1f%% of the step ((p-1)/(m+p-1) = %.1f%% without interleaving).\n",
+            p - 1.0, l->vpp > 1 ? " / v" : "", e->microbatch_s * 1e3, e->bubble_s, 100.0 * e->bubble_fraction,
+            100.0 * (p - 1.0) / ((double)e->microbatches + p - 1.0));
+    fprintf(out, "Step = compute %.4g + TP %.4g + PP %.4g + DP exposed %.4g + bubble %.4g + optimizer %.4g = %.4g s.\n",
+            e->compute_s, e->tp_comm_s, e->pp_comm_s, e->dp_comm_s, e->bubble_s, e->optimizer_s, e->step_s);
+
+    heading(out, 7, "Throughput, time and cost");
+    fprintf(out, "tokens/s = B s / step = %g / %.4g = %.4g (%.4g per GPU).\n", tokens_per_step, e->step_s,
+            e->tokens_per_s, e->tokens_per_s_per_gpu);
+    fprintf(out, "MFU = model FLOP per step / (step x GPUs x peak) = %.4g / (%.4g x %lld x %.4g) = %.1f%%; HFU %.1f%%.\n",
+            e->model_flops_per_step, e->step_s, (long long)l->gpus, peak, 100.0 * e->mfu, 100.0 * e->hfu);
+    fprintf(out, "Steps = D / (B s) = %.4g / %g = %.4g; time = steps x step = %.4g s = %.2f days.\n", e->job.tokens,
+            tokens_per_step, e->steps, e->time_to_train_s, e->time_to_train_s / 86400.0);
+    fprintf(out, "GPU-hours = %lld x %.4g h = %.4g; cost = GPU-hours x $%.2f = $%.4g.\n", (long long)l->gpus,
+            e->time_to_train_s / 3600.0, e->gpu_hours, e->job.price_usd_per_gpu_hour, e->cost_usd);
+
+    heading(out, 8, "Warnings");
+    if (!e->nwarnings) fprintf(out, "None.\n");
+    for (int i = 0; i < e->nwarnings; i++) fprintf(out, "- %s\n", e->warnings[i]);
+}
+
+void report_spec_examples(FILE *out)
+{
+    fprintf(out, "SPEC.md's worked examples, computed by sextant's formula functions\n");
+
+    heading(out, 1, "Training compute, 6 N D");
+    double gpt3 = six_n_d_flops(175e9, 300e9);
+    fprintf(out, "GPT-3 175B on 300B tokens: 6 x 175e9 x 300e9 = %.3g FLOP (the GPT-3 paper reports 3.14e23).\n", gpt3);
+    double group = six_n_d_flops(1e9, 8.0 * 4096.0);
+    fprintf(out, "A 1B-parameter pipeline group, batch 8, s = 4096: 8 x 4096 x 6 x 1e9 = %.3g FLOP,\n", group);
+    fprintf(out, "  %.2f s on a GPU delivering 330 TFLOP/s at 100%% utilisation.\n",
+            roofline_s(group, 330e12, 0.0, 0.0));
+
+    heading(out, 2, "Memory of LLaMA-2 70B as a textbook GPT");
+    double n = 70e9, L = 80, h = 8192, s = 4096, b = 8;
+    double weights = n * 2.0, grads = n * 2.0, adam = n * 12.0;
+    double act = korthikanti_activation_bytes_per_layer(s, b, h, 64, 1, 0, RECOMPUTE_SELECTIVE) * L;
+    double total = weights + grads + adam + act;
+    fprintf(out, "weights 70e9 x 2 B = %.0f GB; gradients %.0f GB; Adam 70e9 x 12 B = %.0f GB\n", weights / 1e9,
+            grads / 1e9, adam / 1e9);
+    fprintf(out, "activations (selective recomputation) s b h L x 34 = 4096 x 8 x 8192 x 80 x 34 = %.0f GB\n", act / 1e9);
+    fprintf(out, "total %.0f GB: at least %.0f GPUs of 80 GB or %.0f GPUs of 24 GB for memory alone.\n", total / 1e9,
+            ceil(total / 80e9), ceil(total / 24e9));
+    fprintf(out, "(With its real architecture, GQA with 8 KV heads and a SwiGLU FFN of 28672: `sextant explain llama2-70b`.)\n");
+
+    heading(out, 3, "Communication over PCIe");
+    double grad_bytes = 1e9 * 4.0;
+    double one_pass = grad_bytes / 32e9;
+    fprintf(out, "fp32 gradients of a 1B-parameter group: %.0f GB; over PCIe Gen4 x16 at 32 GB/s per direction one pass\n"
+                 "  takes %.3f s, and an all-reduce needs two: %.3f s as n grows (ring: 2(n-1)/n S/BW, %.3f s for n = 8).\n",
+            grad_bytes / 1e9, one_pass, 2.0 * one_pass, ring_allreduce_s(8, grad_bytes, 32e9, 0.0));
+
+    heading(out, 4, "The TP compute/bandwidth ratio limit");
+    double rtx = tp_ratio_limit(8192, 2, 330e12, 32e9);
+    double h100 = tp_ratio_limit(8192, 2, 989e12, 450e9);
+    fprintf(out, "RTX 4090: 330 TFLOP/s (as quoted) over PCIe Gen4 x16 at 32 GB/s: FLOPS/BW = %.0f; h = 8192, B = 2:\n"
+                 "  t_max = 6h/(B FLOPS/BW) = %.1f, so TP beyond 2 GPUs leaves compute idle.\n",
+            330e12 / 32e9, rtx);
+    fprintf(out, "H100 SXM: 989 TFLOP/s bf16 dense over NVLink 450 GB/s per direction: FLOPS/BW = %.0f: t_max = %.1f,\n"
+                 "  so TP = 8 inside one node is fine for h = 8192.\n",
+            989e12 / 450e9, h100);
+    double one_head = tp_compute_comm_ratio(128.0 * 64.0, 64.0, 2.0);
+    fprintf(out, "One attention head per GPU (d = 128): ratio 3 d = %.0f FLOP/byte; a 330 TFLOP/s GPU would need\n"
+                 "  330e12 / %.0f = %.0f GB/s per direction (%.1f TB/s both ways).\n",
+            one_head, one_head, 330e12 / one_head / 1e9, 2.0 * 330e12 / one_head / 1e12);
+}

@@ -1,0 +1,122 @@
+/* Every closed-form formula of the planner, one function each.
+ * Derivations and sources: docs/model.md (section named in each comment). */
+#include "planner.h"
+
+#include <math.h>
+
+/* "Compute": forward 2ND, backward 4ND (Kaplan et al. 2020). */
+double six_n_d_flops(double params, double tokens) { return 6.0 * params * tokens; }
+
+/* "Compute": Narayanan et al. SC'21, eq. (3), GPT without recomputation. */
+double narayanan_model_flops(double batch, double seq, double layers, double hidden, double vocab)
+{
+    return 72.0 * batch * seq * layers * hidden * hidden *
+           (1.0 + seq / (6.0 * hidden) + vocab / (12.0 * layers * hidden));
+}
+
+/* "Compute": the same with one extra forward pass of every layer. */
+double narayanan_full_recompute_flops(double batch, double seq, double layers, double hidden,
+                                      double vocab)
+{
+    return 96.0 * batch * seq * layers * hidden * hidden *
+           (1.0 + seq / (6.0 * hidden) + vocab / (16.0 * layers * hidden));
+}
+
+/* "Compute": Hoffmann et al. 2022, about 20 tokens per parameter. */
+double chinchilla_tokens(double params) { return 20.0 * params; }
+
+/* "Activations": Korthikanti et al. 2022, Table 2. */
+double korthikanti_activation_bytes_per_layer(double s, double b, double h, double a, double t,
+                                              int sp, recompute_t recompute)
+{
+    double attention_scores = recompute == RECOMPUTE_NONE ? 5.0 * a * s / h : 0.0;
+    if (recompute == RECOMPUTE_FULL) return 2.0 * s * b * h / (sp ? t : 1.0);
+    if (sp) return s * b * h / t * (34.0 + attention_scores);
+    if (t > 1.0) return s * b * h * (10.0 + 24.0 / t + attention_scores / t);
+    return s * b * h * (34.0 + attention_scores);
+}
+
+/* "Weights, gradients, optimizer": 2 (bf16 weights) + 2 or 4 (gradients)
+ * + 12 (fp32 master, Adam m, Adam v). */
+double adam_bytes_per_param(int fp32_grads) { return 2.0 + (fp32_grads ? 4.0 : 2.0) + 12.0; }
+
+/* "Communication": ring all-reduce = reduce-scatter + all-gather. */
+double ring_allreduce_s(double n, double bytes, double bw, double latency)
+{
+    if (n <= 1.0) return 0.0;
+    return 2.0 * (n - 1.0) / n * bytes / bw + 2.0 * (n - 1.0) * latency;
+}
+
+double ring_reduce_scatter_s(double n, double bytes, double bw, double latency)
+{
+    if (n <= 1.0) return 0.0;
+    return (n - 1.0) / n * bytes / bw + (n - 1.0) * latency;
+}
+
+double ring_allgather_s(double n, double bytes, double bw, double latency)
+{
+    return ring_reduce_scatter_s(n, bytes, bw, latency);
+}
+
+double sendrecv_s(double bytes, double bw, double latency) { return bytes / bw + latency; }
+
+/* "Communication": nccl-tests' busbw = algbw * factor, so that busbw is
+ * comparable to the link's bandwidth whatever n is. */
+double bus_bandwidth(coll_t coll, double n, double bytes, double seconds)
+{
+    double algbw = bytes / seconds;
+    switch (coll) {
+    case COLL_ALLREDUCE: return algbw * 2.0 * (n - 1.0) / n;
+    case COLL_REDUCE_SCATTER:
+    case COLL_ALLGATHER: return algbw * (n - 1.0) / n;
+    case COLL_SENDRECV: return algbw;
+    }
+    return algbw;
+}
+
+/* "The TP ratio limit": per token a TP rank does 2*3*h*(h/t) FLOP per h*h/t
+ * weight shard and exchanges about h values of B bytes. */
+double tp_compute_comm_ratio(double h, double t, double bytes_per_value)
+{
+    return 6.0 * (h / t) / bytes_per_value;
+}
+
+double tp_ratio_limit(double h, double bytes_per_value, double flops, double bw)
+{
+    return 6.0 * h / (bytes_per_value * flops / bw);
+}
+
+/* "Pipeline": 1F1B idles (p-1) micro-batch slots of m + p - 1; interleaving
+ * with v chunks shrinks each slot v-fold. */
+double pipeline_bubble_fraction(double p, double m, double v)
+{
+    double bubble = (p - 1.0) / v;
+    return bubble / (m + bubble);
+}
+
+/* "Pipeline": stage i of 1F1B runs p - i forwards before its first
+ * backward; interleaving adds (p-1)/(p v) on the first stage. */
+double pipeline_inflight_microbatches(double p, double m, double v, double stage)
+{
+    double inflight = p - stage < m ? p - stage : m;
+    if (v > 1.0 && stage == 0.0) inflight *= 1.0 + (p - 1.0) / (p * v);
+    return inflight;
+}
+
+/* "Step time": an op is bound by arithmetic or by memory traffic. */
+double roofline_s(double flops, double flop_per_s, double bytes, double bytes_per_s)
+{
+    double compute = flop_per_s > 0 ? flops / flop_per_s : 0.0;
+    double memory = bytes_per_s > 0 ? bytes / bytes_per_s : 0.0;
+    return compute > memory ? compute : memory;
+}
+
+/* "Other memory": CUDA context and library workspaces, plus NCCL's buffers
+ * for every communicator the layout opens. */
+double other_memory_allowance(const layout_t *l)
+{
+    const double gib = 1073741824.0;
+    double bytes = 1.0 * gib;
+    int groups = (l->tp > 1) + (l->pp > 1) + (l->dp > 1);
+    return bytes + 0.25 * gib * groups;
+}

@@ -1,0 +1,350 @@
+/* The op list of one pipeline stage for one micro-batch on one GPU: the
+ * single description of a training step that the planner costs and the
+ * validator executes.  docs/model.md, "The op list", derives every count. */
+#include "planner.h"
+
+#include <string.h>
+#include <strings.h>
+
+int64_t layers_on_stage(int64_t layers, int64_t pp, int64_t stage)
+{
+    int64_t per_stage = (layers + pp - 1) / pp;
+    if (stage < pp - 1) return per_stage;
+    return layers - per_stage * (pp - 1);
+}
+
+typedef struct {
+    stage_ops *out;
+    const layout_t *l;
+    double act_bytes;   /* bytes per activation element: 2 for 16-bit, 4 for fp32/tf32 */
+    int overflow;
+} builder;
+
+static op_t *push(builder *b, const char *name, op_kind_t kind, pass_t pass, int64_t count)
+{
+    if (b->out->nops >= OPS_MAX) { b->overflow = 1; return NULL; }
+    op_t *op = &b->out->ops[b->out->nops++];
+    memset(op, 0, sizeof *op);
+    op->name = name;
+    op->kind = kind;
+    op->pass = pass;
+    op->count = count;
+    return op;
+}
+
+/* A GEMM (m x k) * (k x n): 2mnk FLOP, each operand read once and the result
+ * written once.  `saved` is the input kept for the weight gradient. */
+static void gemm(builder *b, const char *fwd, const char *dgrad, const char *wgrad, int64_t count,
+                 double m, double n, double k, double saved, int recompute_full)
+{
+    double flops = 2.0 * m * n * k;
+    double bytes = b->act_bytes * (m * k + k * n + m * n);
+    op_t *op = push(b, fwd, OP_GEMM, PASS_FWD, count);
+    if (!op) return;
+    op->m = (int64_t)m; op->n = (int64_t)n; op->k = (int64_t)k; op->batch = 1;
+    op->flops = op->model_flops = op->hardware_flops = flops;
+    op->bytes = bytes;
+    op->saved_bytes = recompute_full ? 0.0 : saved;
+    if (recompute_full) {
+        op_t *re = push(b, fwd, OP_GEMM, PASS_RECOMPUTE, count);
+        if (!re) return;
+        *re = *op;
+        re->pass = PASS_RECOMPUTE;
+        re->model_flops = 0.0;
+        re->saved_bytes = 0.0;
+    }
+    /* dX = dY W^T is (m x n)(n x k); dW = X^T dY is (k x m)(m x n): same FLOPs. */
+    op_t *dx = push(b, dgrad, OP_GEMM, PASS_BWD, count);
+    if (!dx) return;
+    *dx = *op;
+    dx->pass = PASS_BWD; dx->name = dgrad; dx->n = (int64_t)k; dx->k = (int64_t)n; dx->saved_bytes = 0;
+    op_t *dw = push(b, wgrad, OP_GEMM, PASS_BWD, count);
+    if (!dw) return;
+    *dw = *op;
+    dw->pass = PASS_BWD; dw->name = wgrad; dw->m = (int64_t)k; dw->k = (int64_t)m; dw->saved_bytes = 0;
+}
+
+/* A memory-bound op moving `bytes` forward and `bwd_bytes` backward. */
+static void membound(builder *b, const char *fwd, const char *bwd, int64_t count, double bytes,
+                     double bwd_bytes, double flops, double saved, int recompute_full)
+{
+    op_t *op = push(b, fwd, OP_MEMBOUND, PASS_FWD, count);
+    if (!op) return;
+    op->bytes = bytes;
+    op->flops = flops;
+    op->saved_bytes = recompute_full ? 0.0 : saved;
+    if (recompute_full) {
+        op_t *re = push(b, fwd, OP_MEMBOUND, PASS_RECOMPUTE, count);
+        if (!re) return;
+        *re = *op;
+        re->pass = PASS_RECOMPUTE;
+        re->saved_bytes = 0.0;
+    }
+    if (!bwd) return;
+    op_t *back = push(b, bwd, OP_MEMBOUND, PASS_BWD, count);
+    if (!back) return;
+    back->bytes = bwd_bytes;
+    back->flops = 2.0 * flops;
+}
+
+static void collective(builder *b, const char *name, pass_t pass, int64_t count, coll_t coll,
+                       group_t group, int64_t group_size, double bytes, overlap_t overlap)
+{
+    if (group_size <= 1 || count <= 0) return;
+    op_t *op = push(b, name, OP_COMM, pass, count);
+    if (!op) return;
+    op->coll = coll;
+    op->group = group;
+    op->group_size = group_size;
+    op->comm_bytes = bytes;
+    op->overlap = overlap;
+}
+
+/* Megatron's tensor-parallel region boundary: an all-reduce without
+ * sequence parallelism, a reduce-scatter (forward) / all-gather (backward)
+ * with it.  The entry boundary is the conjugate. */
+static void tp_exit(builder *b, const char *ar, const char *rs, const char *ag_bwd, int64_t count,
+                    double bytes, int recompute_full)
+{
+    const layout_t *l = b->l;
+    if (l->tp <= 1) return;
+    if (!l->sp) {
+        collective(b, ar, PASS_FWD, count, COLL_ALLREDUCE, GROUP_TP, l->tp, bytes, EXPOSED);
+        if (recompute_full) collective(b, ar, PASS_RECOMPUTE, count, COLL_ALLREDUCE, GROUP_TP, l->tp, bytes, EXPOSED);
+    } else {
+        collective(b, rs, PASS_FWD, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, bytes, EXPOSED);
+        if (recompute_full) collective(b, rs, PASS_RECOMPUTE, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, bytes, EXPOSED);
+        collective(b, ag_bwd, PASS_BWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, bytes, EXPOSED);
+    }
+}
+
+static void tp_entry(builder *b, const char *ag, const char *ar_bwd, const char *rs_bwd,
+                     int64_t count, double bytes, int recompute_full)
+{
+    const layout_t *l = b->l;
+    if (l->tp <= 1) return;
+    if (!l->sp) {
+        collective(b, ar_bwd, PASS_BWD, count, COLL_ALLREDUCE, GROUP_TP, l->tp, bytes, EXPOSED);
+    } else {
+        collective(b, ag, PASS_FWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, bytes, EXPOSED);
+        if (recompute_full) collective(b, ag, PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_TP, l->tp, bytes, EXPOSED);
+        collective(b, rs_bwd, PASS_BWD, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, bytes, EXPOSED);
+    }
+}
+
+static int causal(const model_t *m) { return strcasecmp(m->family, "bert") != 0; }
+
+static void transformer_layers(builder *b, const model_t *m, int64_t count)
+{
+    const layout_t *l = b->l;
+    const double B = b->act_bytes;
+    const double s = (double)l->seq, mb = (double)l->mbs, t = (double)l->tp;
+    const double T = s * mb;                      /* tokens per micro-batch */
+    const double Tn = l->sp ? T / t : T;          /* tokens seen by norms and residuals */
+    const double h = (double)m->hidden, d = (double)m->head_dim;
+    const double heads = (double)m->heads / t;
+    const double kv_heads = m->kv_heads >= l->tp ? (double)m->kv_heads / t : 1.0;
+    const double f = (double)m->ffn / t;
+    const double routed = (double)m->top_k;       /* expert FFNs each token passes through */
+    const int full = l->recompute == RECOMPUTE_FULL;
+    const double mask = m->dropout ? 1.0 : 0.0;   /* one byte per element */
+    const double sharded_input = l->sp ? T * h * B / t : T * h * B;
+
+    /* attention block */
+    membound(b, "attn_norm", "attn_norm_bwd", count, 2.0 * Tn * h * B, 3.0 * Tn * h * B, 5.0 * Tn * h,
+             Tn * h * B, full);
+    tp_entry(b, "tp_allgather_attn", "tp_allreduce_attn_bwd", "tp_reduce_scatter_attn_bwd", count,
+             T * h * B, full);
+    gemm(b, "qkv", "qkv_dgrad", "qkv_wgrad", count, T, (heads + 2.0 * kv_heads) * d, h, sharded_input, full);
+
+    /* attention core: scores Q K^T and the weighted sum P V, 2 * 2*s*s*d per head */
+    double core_model = 4.0 * mb * heads * s * s * d;
+    double qkv_saved = T * (heads + 2.0 * kv_heads) * d * B;
+    double scores = mb * heads * s * s;
+    int unfused = l->attention == ATTENTION_UNFUSED;
+    op_t *att = push(b, "attention", OP_ATTENTION, PASS_FWD, count);
+    if (!att) return;
+    att->batch = (int64_t)(mb * heads);
+    att->m = att->n = (int64_t)s;
+    att->k = (int64_t)d;
+    att->model_flops = att->hardware_flops = core_model;
+    if (unfused) {
+        /* the s x s scores are materialised whole, masked after the fact; the
+         * softmax reads and writes them (and the dropout its mask) */
+        att->flops = core_model;
+        att->bytes = B * (T * (heads + 2.0 * kv_heads) * d + T * heads * d) + scores * (4.0 * B + mask * 3.0);
+        double kept = l->recompute == RECOMPUTE_SELECTIVE ? 0.0 : scores * (B + mask * (1.0 + B));
+        att->saved_bytes = full ? 0.0 : qkv_saved + kept;
+    } else {
+        /* flash-style: tiles stay on chip, masked tiles are skipped, and only
+         * the output and the log-sum-exp (fp32) survive */
+        att->flops = causal(m) ? core_model / 2.0 : core_model;
+        att->bytes = B * (T * (heads + 2.0 * kv_heads) * d + T * heads * d) + 4.0 * mb * heads * s;
+        att->saved_bytes = full ? 0.0 : qkv_saved + 4.0 * mb * heads * s;
+    }
+    if (full || (unfused && l->recompute == RECOMPUTE_SELECTIVE)) {
+        op_t *re = push(b, "attention", OP_ATTENTION, PASS_RECOMPUTE, count);
+        if (!re) return;
+        *re = *att;
+        re->pass = PASS_RECOMPUTE;
+        re->model_flops = 0.0;
+        re->saved_bytes = 0.0;
+    }
+    op_t *att_bwd = push(b, "attention_bwd", OP_ATTENTION, PASS_BWD, count);
+    if (!att_bwd) return;
+    *att_bwd = *att;
+    att_bwd->pass = PASS_BWD;
+    att_bwd->name = "attention_bwd";
+    att_bwd->saved_bytes = 0.0;
+    att_bwd->model_flops = att_bwd->hardware_flops = 2.0 * core_model;
+    /* flash's backward also recomputes Q K^T: 2.5 forward passes in all */
+    att_bwd->flops = unfused ? 2.0 * att->flops : 2.5 * att->flops;
+    att_bwd->bytes = 2.0 * att->bytes;
+
+    gemm(b, "attn_out", "attn_out_dgrad", "attn_out_wgrad", count, T, h, heads * d, T * heads * d * B, full);
+    tp_exit(b, "tp_allreduce_attn", "tp_reduce_scatter_attn", "tp_allgather_attn_bwd", count, T * h * B, full);
+    membound(b, "attn_residual", "attn_residual_bwd", count, 3.0 * Tn * h * B + mask * Tn * h,
+             3.0 * Tn * h * B, Tn * h, mask * Tn * h, full);
+
+    /* MLP block */
+    membound(b, "mlp_norm", "mlp_norm_bwd", count, 2.0 * Tn * h * B, 3.0 * Tn * h * B, 5.0 * Tn * h,
+             Tn * h * B, full);
+    tp_entry(b, "tp_allgather_mlp", "tp_allreduce_mlp_bwd", "tp_reduce_scatter_mlp_bwd", count,
+             T * h * B, full);
+    if (m->experts > 1)
+        gemm(b, "router", "router_dgrad", "router_wgrad", count, T, (double)m->experts, h, 0.0, full);
+    double up_width = m->ffn_kind == FFN_SWIGLU ? 2.0 * f : f;
+    gemm(b, "mlp_up", "mlp_up_dgrad", "mlp_up_wgrad", count, T * routed, up_width, h,
+         sharded_input * routed, full);
+    if (m->ffn_kind == FFN_SWIGLU)
+        membound(b, "swiglu", "swiglu_bwd", count, 3.0 * T * routed * f * B, 5.0 * T * routed * f * B,
+                 4.0 * T * routed * f, 2.0 * T * routed * f * B, full);
+    else
+        membound(b, "gelu", "gelu_bwd", count, 2.0 * T * routed * f * B, 3.0 * T * routed * f * B,
+                 8.0 * T * routed * f, T * routed * f * B, full);
+    gemm(b, "mlp_down", "mlp_down_dgrad", "mlp_down_wgrad", count, T * routed, h, f,
+         T * routed * f * B, full);
+    tp_exit(b, "tp_allreduce_mlp", "tp_reduce_scatter_mlp", "tp_allgather_mlp_bwd", count, T * h * B, full);
+    membound(b, "mlp_residual", "mlp_residual_bwd", count, 3.0 * Tn * h * B + mask * Tn * h,
+             3.0 * Tn * h * B, Tn * h, mask * Tn * h, full);
+
+    if (full) {
+        /* what full recomputation keeps: each layer's input */
+        op_t *keep = push(b, "layer_input", OP_MEMBOUND, PASS_FWD, count);
+        if (!keep) return;
+        keep->saved_bytes = sharded_input;
+    }
+}
+
+static void embedding(builder *b, const model_t *m)
+{
+    const layout_t *l = b->l;
+    const double B = b->act_bytes, T = (double)(l->seq * l->mbs), h = (double)m->hidden;
+    const double Tn = l->sp ? T / (double)l->tp : T;
+    double reads = T * h * B * (m->position == POS_LEARNED ? 2.0 : 1.0);
+    membound(b, "embedding", "embedding_bwd", 1, reads + T * h * B, 2.0 * reads + T * h * B, 0.0,
+             m->dropout ? Tn * h : 0.0, 0);
+    /* vocabulary-parallel lookup: each rank holds V/t rows, the sum finishes it */
+    if (l->tp > 1)
+        collective(b, l->sp ? "tp_reduce_scatter_embedding" : "tp_allreduce_embedding", PASS_FWD, 1,
+                   l->sp ? COLL_REDUCE_SCATTER : COLL_ALLREDUCE, GROUP_TP, l->tp, T * h * B, EXPOSED);
+}
+
+static void lm_head(builder *b, const model_t *m)
+{
+    const layout_t *l = b->l;
+    const double B = b->act_bytes, T = (double)(l->seq * l->mbs), h = (double)m->hidden,
+                 t = (double)l->tp;
+    const double Tn = l->sp ? T / t : T, Vt = (double)m->vocab / t;
+    membound(b, "final_norm", "final_norm_bwd", 1, 2.0 * Tn * h * B, 3.0 * Tn * h * B, 5.0 * Tn * h,
+             Tn * h * B, 0);
+    tp_entry(b, "tp_allgather_head", "tp_allreduce_head_bwd", "tp_reduce_scatter_head_bwd", 1, T * h * B, 0);
+    gemm(b, "lm_head", "lm_head_dgrad", "lm_head_wgrad", 1, T, Vt, h, T * h * B, 0);
+    /* softmax cross-entropy in fp32 over the local vocabulary shard; the
+     * logits' buffers are counted on their own in the memory model */
+    membound(b, "cross_entropy", "cross_entropy_bwd", 1, T * Vt * (B + 4.0), T * Vt * (4.0 + B),
+             5.0 * T * Vt, 0.0, 0);
+    /* vocabulary-parallel loss: max, sum of exponentials, target logit */
+    collective(b, "tp_allreduce_loss", PASS_FWD, 3, COLL_ALLREDUCE, GROUP_TP, l->tp, T * 4.0, EXPOSED);
+}
+
+static void pipeline(builder *b, const model_t *m, int first, int last)
+{
+    const layout_t *l = b->l;
+    if (l->pp <= 1) return;
+    /* Megatron sends 1/t of the boundary activations per TP rank */
+    double bytes = (double)(l->seq * l->mbs) * (double)m->hidden * b->act_bytes / (double)l->tp;
+    int64_t chunks = l->vpp > 1 ? l->vpp : 1;
+    collective(b, "pp_send_activations", PASS_FWD, chunks - (last ? 1 : 0), COLL_SENDRECV, GROUP_PP, l->pp,
+               bytes, EXPOSED);
+    collective(b, "pp_send_grads", PASS_BWD, chunks - (first ? 1 : 0), COLL_SENDRECV, GROUP_PP, l->pp,
+               bytes, EXPOSED);
+}
+
+/* Parameters held by one GPU of the stage (before ZeRO sharding). */
+static double stage_params(const model_t *m, const layout_t *l, int64_t layers, int first, int last)
+{
+    double t = (double)l->tp;
+    double norms = 2.0 * model_norm_params(m);
+    double per_layer = (model_layer_params(m) - norms) / t + norms;
+    double params = (double)layers * per_layer;
+    if (first) params += model_embedding_params(m) / t;
+    if (last) {
+        params += model_final_params(m);
+        /* a tied head on a different stage keeps its own copy of the table */
+        if (!m->tied_embeddings) params += model_head_params(m) / t;
+        else if (!first) params += (double)m->vocab * (double)m->hidden / t;
+    }
+    return params;
+}
+
+static void step_ops(builder *b, const model_t *m, double params)
+{
+    const layout_t *l = b->l;
+    double weight_bytes = l->precision == PREC_FP32 || l->precision == PREC_TF32 ? 4.0 : 2.0;
+    double grad_bytes = l->fp32_grads ? 4.0 : weight_bytes;
+    double dp = (double)l->dp;
+    (void)m;
+    if (l->zero == 0) {
+        collective(b, "dp_allreduce_grads", PASS_STEP, 1, COLL_ALLREDUCE, GROUP_DP, l->dp,
+                   params * grad_bytes, OVERLAP_BWD);
+    } else {
+        collective(b, "dp_reduce_scatter_grads", PASS_STEP, 1, COLL_REDUCE_SCATTER, GROUP_DP, l->dp,
+                   params * grad_bytes, OVERLAP_BWD);
+        if (l->zero < 3)
+            collective(b, "dp_allgather_params", PASS_STEP, 1, COLL_ALLGATHER, GROUP_DP, l->dp,
+                       params * weight_bytes, OVERLAP_FWD);
+    }
+    if (l->zero == 3) {
+        /* ZeRO-3 gathers the weights before each forward and each backward */
+        collective(b, "dp_allgather_params_fwd", PASS_FWD, 1, COLL_ALLGATHER, GROUP_DP, l->dp,
+                   params * weight_bytes, OVERLAP_FWD);
+        collective(b, "dp_allgather_params_bwd", PASS_BWD, 1, COLL_ALLGATHER, GROUP_DP, l->dp,
+                   params * weight_bytes, OVERLAP_BWD);
+    }
+    /* AdamW over the local shard: read and write master weight, m and v in
+     * fp32, read the gradient, write the 16-bit weight */
+    double shard = l->zero >= 1 ? params / dp : params;
+    op_t *opt = push(b, "optimizer", OP_MEMBOUND, PASS_STEP, 1);
+    if (!opt) return;
+    double master = weight_bytes == 4.0 ? 0.0 : 8.0;
+    opt->bytes = shard * (master + 16.0 + grad_bytes + weight_bytes);
+    opt->flops = 12.0 * shard;
+}
+
+int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_ops *out)
+{
+    memset(out, 0, sizeof *out);
+    builder b = {out, l, (l->precision == PREC_FP32 || l->precision == PREC_TF32) ? 4.0 : 2.0, 0};
+    out->stage = stage;
+    out->first = stage == 0;
+    out->last = stage == l->pp - 1;
+    out->layers = layers_on_stage(m->layers, l->pp, stage);
+    if (out->first) embedding(&b, m);
+    transformer_layers(&b, m, out->layers);
+    if (out->last) lm_head(&b, m);
+    pipeline(&b, m, out->first, out->last);
+    out->params = stage_params(m, l, out->layers, out->first, out->last);
+    step_ops(&b, m, out->params);
+    return b.overflow ? -1 : 0;
+}

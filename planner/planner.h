@@ -1,0 +1,170 @@
+/* planner: the analytical model.  One op list per pipeline stage and
+ * micro-batch, built from (model, layout), costed against the hardware
+ * database; every formula is one function below, derived in docs/model.md.
+ *
+ * Units: SI throughout (bytes, seconds, FLOP, FLOP/s, US dollars). */
+#ifndef SEXTANT_PLANNER_H
+#define SEXTANT_PLANNER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "hwdb.h"
+#include "models.h"
+
+#define SEXTANT_VERSION "0.1.0"
+
+typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_t;
+typedef enum { ATTENTION_FLASH = 0, ATTENTION_UNFUSED } attention_impl_t;
+
+typedef struct {
+    int64_t gpus, tp, pp, dp, vpp, mbs, gbs, seq, gpus_per_node;
+    recompute_t recompute;
+    attention_impl_t attention;
+    int sp;            /* sequence parallelism (needs tp > 1 to matter) */
+    int zero;          /* 0..3; Megatron's distributed optimizer is zero 1 */
+    int fp32_grads;    /* gradients accumulated in fp32: 18 instead of 16 B/param */
+    precision_t precision;
+} layout_t;
+
+typedef struct {
+    double tokens;                 /* training tokens D */
+    double price_usd_per_gpu_hour; /* cost of one GPU-hour */
+} job_t;
+
+/* ---- the op list ------------------------------------------------------- */
+
+typedef enum { OP_GEMM = 0, OP_ATTENTION, OP_MEMBOUND, OP_COMM } op_kind_t;
+typedef enum { PASS_FWD = 0, PASS_BWD, PASS_RECOMPUTE, PASS_STEP } pass_t;
+typedef enum { COLL_ALLREDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_SENDRECV } coll_t;
+typedef enum { GROUP_TP = 0, GROUP_PP, GROUP_DP } group_t;
+/* How a communication op meets the compute timeline (docs/model.md, "Overlap"). */
+typedef enum { EXPOSED = 0, OVERLAP_BWD, OVERLAP_FWD } overlap_t;
+
+typedef struct {
+    const char *name;       /* static string, shared with the validator */
+    op_kind_t kind;
+    pass_t pass;
+    int64_t count;          /* instances per micro-batch (PASS_STEP: per step) */
+    int64_t m, n, k, batch; /* GEMM: batch x (m x k) * (k x n); attention: batch = b*heads, m=n=s, k=d */
+    double flops;           /* executed per instance: what the time is costed on */
+    double model_flops;     /* per instance, MFU convention (0 for recomputation and memory-bound ops) */
+    double hardware_flops;  /* per instance, HFU convention (model + recomputation) */
+    double bytes;           /* device-memory traffic per instance */
+    double saved_bytes;     /* activation bytes kept for backward per instance */
+    coll_t coll;
+    group_t group;
+    int64_t group_size;
+    double comm_bytes;      /* collective buffer size S per instance */
+    int crosses_node;
+    overlap_t overlap;
+    double time_s;          /* per instance, filled in by costing */
+} op_t;
+
+#define OPS_MAX 96
+
+typedef struct {
+    int64_t stage;          /* pipeline stage index */
+    int64_t layers;         /* transformer layers on this GPU (all its virtual chunks) */
+    int first, last;        /* holds the embedding / the LM head and loss */
+    double params;          /* parameters held by one GPU of the stage, before ZeRO sharding */
+    int nops;
+    op_t ops[OPS_MAX];
+} stage_ops;
+
+/* Builds the op list of one pipeline stage, one micro-batch, one GPU. */
+int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_ops *out);
+/* Layers held by a stage: ceil(L/p) on the first stages, the rest on the last. */
+int64_t layers_on_stage(int64_t layers, int64_t pp, int64_t stage);
+
+/* ---- the estimate ------------------------------------------------------ */
+
+#define WARNINGS_MAX 16
+
+typedef struct {
+    double weights, gradients, optimizer, activations, logits, other, total, capacity;
+    double params;            /* parameters held by this GPU before ZeRO sharding */
+    double inflight_microbatches;
+    int64_t stage;
+} memory_breakdown;
+
+typedef struct {
+    const model_t *model;
+    const hw_gpu *gpu;
+    const hw_node *node;
+    layout_t layout;
+    job_t job;
+
+    int64_t microbatches;          /* m = gbs / (mbs * dp) */
+    memory_breakdown memory;       /* the heaviest stage */
+    int fits;
+
+    /* seconds per step */
+    double step_s, compute_s, tp_comm_s, pp_comm_s, dp_comm_s, bubble_s, optimizer_s;
+    double microbatch_s;           /* slowest stage, forward + backward of one micro-batch */
+    int64_t slowest_stage;
+
+    /* FLOPs per step, whole model, global batch */
+    double model_flops_per_step, hardware_flops_per_step, six_nd_per_step;
+    double attention_flops_per_step, logits_flops_per_step;
+    double params_total, params_active;
+
+    double mfu, hfu, tokens_per_s, tokens_per_s_per_gpu, tflops_per_gpu;
+    double steps, time_to_train_s, gpu_hours, cost_usd;
+
+    double tp_ratio, tp_ratio_limit, tp_link_bytes_per_s;
+    double bubble_fraction;
+
+    int nwarnings;
+    char warnings[WARNINGS_MAX][256];
+
+    stage_ops first_stage, last_stage;  /* costed */
+} estimate_t;
+
+/* Checks a layout against the model and GPU count.  Returns -1 with one
+ * message naming the flag for input that cannot be estimated. */
+int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen);
+/* Costs the layout.  The estimate refers to model, gpu and node: keep them alive. */
+int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
+                    const job_t *job, estimate_t *e, char *err, size_t errlen);
+
+/* ---- formulas (docs/model.md) ----------------------------------------- */
+
+double six_n_d_flops(double params, double tokens);
+double narayanan_model_flops(double batch, double seq, double layers, double hidden, double vocab);
+double narayanan_full_recompute_flops(double batch, double seq, double layers, double hidden,
+                                      double vocab);
+double chinchilla_tokens(double params);
+/* Korthikanti et al. 2022, Table 2: bytes per layer per micro-batch, 16-bit. */
+double korthikanti_activation_bytes_per_layer(double seq, double mbs, double hidden, double heads,
+                                              double tp, int sp, recompute_t recompute);
+double adam_bytes_per_param(int fp32_grads);
+double ring_allreduce_s(double n, double bytes, double bytes_per_s, double latency_s);
+double ring_reduce_scatter_s(double n, double bytes, double bytes_per_s, double latency_s);
+double ring_allgather_s(double n, double bytes, double bytes_per_s, double latency_s);
+double sendrecv_s(double bytes, double bytes_per_s, double latency_s);
+/* nccl-tests' bus bandwidth: algorithm bandwidth times the ring's factor. */
+double bus_bandwidth(coll_t coll, double n, double bytes, double seconds);
+double tp_compute_comm_ratio(double hidden, double tp, double bytes_per_value);
+double tp_ratio_limit(double hidden, double bytes_per_value, double flops, double bytes_per_s);
+double pipeline_bubble_fraction(double pp, double microbatches, double vpp);
+double pipeline_inflight_microbatches(double pp, double microbatches, double vpp, double stage);
+double roofline_s(double flops, double flop_per_s, double bytes, double bytes_per_s);
+double other_memory_allowance(const layout_t *l);
+
+/* ---- reports ----------------------------------------------------------- */
+
+typedef enum { FORMAT_TABLE = 0, FORMAT_CSV, FORMAT_JSON } format_t;
+
+void report_estimate(FILE *out, const estimate_t *e, format_t format, int with_ops);
+void report_explain(FILE *out, const estimate_t *e);
+/* SPEC.md's worked examples, reproduced through the formula functions. */
+void report_spec_examples(FILE *out);
+
+const char *recompute_name(recompute_t r);
+const char *op_kind_name(op_kind_t k);
+const char *pass_name(pass_t p);
+const char *group_name(group_t g);
+const char *coll_name(coll_t c);
+
+#endif

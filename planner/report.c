@@ -1,0 +1,338 @@
+/* The estimate as a table for people, and as CSV or JSON for scripts: the
+ * machine formats come from one list of fields so they cannot disagree. */
+#include "planner.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+#define GIB 1073741824.0
+
+const char *recompute_name(recompute_t r)
+{
+    return r == RECOMPUTE_NONE ? "none" : r == RECOMPUTE_SELECTIVE ? "selective" : "full";
+}
+const char *op_kind_name(op_kind_t k)
+{
+    static const char *const names[] = {"gemm", "attention", "membound", "comm"};
+    return names[k];
+}
+const char *pass_name(pass_t p)
+{
+    static const char *const names[] = {"fwd", "bwd", "recompute", "step"};
+    return names[p];
+}
+const char *group_name(group_t g)
+{
+    static const char *const names[] = {"tp", "pp", "dp"};
+    return names[g];
+}
+const char *coll_name(coll_t c)
+{
+    static const char *const names[] = {"all-reduce", "reduce-scatter", "all-gather", "send/recv"};
+    return names[c];
+}
+
+typedef enum { FIELD_NUMBER, FIELD_INTEGER, FIELD_STRING, FIELD_BOOL } field_type;
+typedef struct {
+    const char *key;
+    field_type type;
+    double number;
+    const char *string;
+} field;
+
+#define FIELDS_MAX 80
+
+static int estimate_fields(const estimate_t *e, field *f)
+{
+    const layout_t *l = &e->layout;
+    int n = 0;
+#define NUM(k, v) f[n++] = (field){k, FIELD_NUMBER, (double)(v), NULL}
+#define INT(k, v) f[n++] = (field){k, FIELD_INTEGER, (double)(v), NULL}
+#define STR(k, v) f[n++] = (field){k, FIELD_STRING, 0.0, v}
+#define BOOL(k, v) f[n++] = (field){k, FIELD_BOOL, (v) ? 1.0 : 0.0, NULL}
+    STR("model.name", e->model->name);
+    NUM("model.params", e->params_total);
+    NUM("model.active_params", e->params_active);
+    STR("gpu.name", e->gpu->name);
+    STR("gpu.node", e->node->name);
+    NUM("gpu.peak_flops", e->gpu->peak_flops[l->precision]);
+    STR("gpu.calibration", e->gpu->calibration);
+    INT("layout.gpus", l->gpus);
+    INT("layout.tp", l->tp);
+    INT("layout.pp", l->pp);
+    INT("layout.dp", l->dp);
+    INT("layout.mbs", l->mbs);
+    INT("layout.gbs", l->gbs);
+    INT("layout.seq", l->seq);
+    STR("layout.recompute", recompute_name(l->recompute));
+    INT("layout.zero", l->zero);
+    BOOL("layout.sp", l->sp);
+    INT("layout.vpp", l->vpp);
+    STR("layout.precision", precision_name(l->precision));
+    STR("layout.attention", l->attention == ATTENTION_FLASH ? "flash" : "unfused");
+    INT("layout.gpus_per_node", l->gpus_per_node);
+    INT("layout.microbatches", e->microbatches);
+    NUM("memory.weights", e->memory.weights);
+    NUM("memory.gradients", e->memory.gradients);
+    NUM("memory.optimizer", e->memory.optimizer);
+    NUM("memory.activations", e->memory.activations);
+    NUM("memory.logits", e->memory.logits);
+    NUM("memory.other", e->memory.other);
+    NUM("memory.total", e->memory.total);
+    NUM("memory.capacity", e->memory.capacity);
+    BOOL("memory.fits", e->fits);
+    INT("memory.stage", e->memory.stage);
+    NUM("memory.inflight_microbatches", e->memory.inflight_microbatches);
+    NUM("time.step_s", e->step_s);
+    NUM("time.compute_s", e->compute_s);
+    NUM("time.tp_comm_s", e->tp_comm_s);
+    NUM("time.pp_comm_s", e->pp_comm_s);
+    NUM("time.dp_comm_s", e->dp_comm_s);
+    NUM("time.bubble_s", e->bubble_s);
+    NUM("time.optimizer_s", e->optimizer_s);
+    NUM("time.bubble_fraction", e->bubble_fraction);
+    INT("time.slowest_stage", e->slowest_stage);
+    NUM("flops.model_per_step", e->model_flops_per_step);
+    NUM("flops.hardware_per_step", e->hardware_flops_per_step);
+    NUM("flops.six_nd_per_step", e->six_nd_per_step);
+    NUM("flops.attention_per_step", e->attention_flops_per_step);
+    NUM("flops.logits_per_step", e->logits_flops_per_step);
+    NUM("mfu", e->mfu);
+    NUM("hfu", e->hfu);
+    NUM("tokens_per_s", e->tokens_per_s);
+    NUM("tokens_per_s_per_gpu", e->tokens_per_s_per_gpu);
+    NUM("tflops_per_gpu", e->tflops_per_gpu / 1e12);
+    NUM("tokens", e->job.tokens);
+    NUM("steps", e->steps);
+    NUM("time_to_train_s", e->time_to_train_s);
+    NUM("gpu_hours", e->gpu_hours);
+    NUM("price_usd_per_gpu_hour", e->job.price_usd_per_gpu_hour);
+    NUM("cost_usd", e->cost_usd);
+    NUM("tp_ratio", e->tp_ratio);
+    NUM("tp_ratio_limit", e->tp_ratio_limit);
+#undef NUM
+#undef INT
+#undef STR
+#undef BOOL
+    return n;
+}
+
+/* Finds or makes the object that holds the last component of a dotted key. */
+static cJSON *json_parent(cJSON *root, const char *key, const char **leaf)
+{
+    cJSON *node = root;
+    const char *start = key, *dot;
+    char part[64];
+    while ((dot = strchr(start, '.'))) {
+        snprintf(part, sizeof part, "%.*s", (int)(dot - start), start);
+        cJSON *child = cJSON_GetObjectItemCaseSensitive(node, part);
+        if (!child) child = cJSON_AddObjectToObject(node, part);
+        node = child;
+        start = dot + 1;
+    }
+    *leaf = start;
+    return node;
+}
+
+static cJSON *op_json(const op_t *op)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", op->name);
+    cJSON_AddStringToObject(o, "kind", op_kind_name(op->kind));
+    cJSON_AddStringToObject(o, "pass", pass_name(op->pass));
+    cJSON_AddNumberToObject(o, "count", (double)op->count);
+    if (op->kind == OP_COMM) {
+        cJSON_AddStringToObject(o, "collective", coll_name(op->coll));
+        cJSON_AddStringToObject(o, "group", group_name(op->group));
+        cJSON_AddNumberToObject(o, "group_size", (double)op->group_size);
+        cJSON_AddNumberToObject(o, "comm_bytes", op->comm_bytes);
+        cJSON_AddBoolToObject(o, "crosses_node", op->crosses_node);
+    } else {
+        cJSON_AddNumberToObject(o, "m", (double)op->m);
+        cJSON_AddNumberToObject(o, "n", (double)op->n);
+        cJSON_AddNumberToObject(o, "k", (double)op->k);
+        cJSON_AddNumberToObject(o, "batch", (double)op->batch);
+        cJSON_AddNumberToObject(o, "flops", op->flops);
+        cJSON_AddNumberToObject(o, "bytes", op->bytes);
+        cJSON_AddNumberToObject(o, "saved_bytes", op->saved_bytes);
+    }
+    cJSON_AddNumberToObject(o, "time_s", op->time_s);
+    return o;
+}
+
+static void report_json(FILE *out, const estimate_t *e, int with_ops)
+{
+    field f[FIELDS_MAX];
+    int n = estimate_fields(e, f);
+    cJSON *root = cJSON_CreateObject();
+    for (int i = 0; i < n; i++) {
+        const char *leaf;
+        cJSON *parent = json_parent(root, f[i].key, &leaf);
+        switch (f[i].type) {
+        case FIELD_NUMBER:
+        case FIELD_INTEGER: cJSON_AddNumberToObject(parent, leaf, f[i].number); break;
+        case FIELD_STRING: cJSON_AddStringToObject(parent, leaf, f[i].string); break;
+        case FIELD_BOOL: cJSON_AddBoolToObject(parent, leaf, f[i].number != 0.0); break;
+        }
+    }
+    cJSON *warnings = cJSON_AddArrayToObject(root, "warnings");
+    for (int i = 0; i < e->nwarnings; i++) cJSON_AddItemToArray(warnings, cJSON_CreateString(e->warnings[i]));
+    if (with_ops) {
+        cJSON *stages = cJSON_AddArrayToObject(root, "stages");
+        int nstages = e->layout.pp > 1 ? 2 : 1;
+        for (int s = 0; s < nstages; s++) {
+            const stage_ops *so = s == 0 ? &e->first_stage : &e->last_stage;
+            cJSON *stage = cJSON_CreateObject();
+            cJSON_AddNumberToObject(stage, "stage", (double)so->stage);
+            cJSON_AddNumberToObject(stage, "layers", (double)so->layers);
+            cJSON *ops = cJSON_AddArrayToObject(stage, "ops");
+            for (int i = 0; i < so->nops; i++) cJSON_AddItemToArray(ops, op_json(&so->ops[i]));
+            cJSON_AddItemToArray(stages, stage);
+        }
+    }
+    char *text = cJSON_Print(root);
+    if (text) fprintf(out, "%s\n", text);
+    cJSON_free(text);
+    cJSON_Delete(root);
+}
+
+static void csv_quoted(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+static void report_csv(FILE *out, const estimate_t *e)
+{
+    field f[FIELDS_MAX];
+    int n = estimate_fields(e, f);
+    for (int i = 0; i < n; i++) fprintf(out, "%s,", f[i].key);
+    fprintf(out, "warnings\n");
+    for (int i = 0; i < n; i++) {
+        switch (f[i].type) {
+        case FIELD_NUMBER: fprintf(out, "%.10g,", f[i].number); break;
+        case FIELD_INTEGER: fprintf(out, "%.0f,", f[i].number); break;
+        case FIELD_STRING: csv_quoted(out, f[i].string); fputc(',', out); break;
+        case FIELD_BOOL: fprintf(out, "%s,", f[i].number != 0.0 ? "true" : "false"); break;
+        }
+    }
+    char joined[WARNINGS_MAX * 260] = "";
+    for (int i = 0; i < e->nwarnings; i++)
+        snprintf(joined + strlen(joined), sizeof joined - strlen(joined), "%s%s", i ? "; " : "", e->warnings[i]);
+    csv_quoted(out, joined);
+    fputc('\n', out);
+}
+
+static void print_duration(FILE *out, double seconds)
+{
+    if (seconds >= 86400.0 * 2) fprintf(out, "%.1f days", seconds / 86400.0);
+    else if (seconds >= 7200.0) fprintf(out, "%.1f hours", seconds / 3600.0);
+    else if (seconds >= 120.0) fprintf(out, "%.1f minutes", seconds / 60.0);
+    else fprintf(out, "%.3g s", seconds);
+}
+
+static void report_ops_table(FILE *out, const stage_ops *s)
+{
+    fprintf(out, "\nOp list of stage %lld (%lld layers), one micro-batch; time per instance and in all\n",
+            (long long)s->stage, (long long)s->layers);
+    fprintf(out, "  %-28s %-9s %-9s %6s %10s %10s %10s %12s %11s %11s\n", "op", "kind", "pass", "count", "m", "n",
+            "k", "GFLOP", "us each", "ms in all");
+    for (int i = 0; i < s->nops; i++) {
+        const op_t *op = &s->ops[i];
+        if (op->kind == OP_MEMBOUND && op->bytes <= 0.0) continue;
+        if (op->kind == OP_COMM)
+            fprintf(out, "  %-28s %-9s %-9s %6lld %10s %10s %10s %12s %11.2f %11.3f   %s %s of %.1f MB over %lld%s\n",
+                    op->name, "comm", pass_name(op->pass), (long long)op->count, "", "", "", "", op->time_s * 1e6,
+                    op->time_s * (double)op->count * 1e3, group_name(op->group), coll_name(op->coll),
+                    op->comm_bytes / 1e6, (long long)op->group_size, op->crosses_node ? ", across nodes" : "");
+        else
+            fprintf(out, "  %-28s %-9s %-9s %6lld %10lld %10lld %10lld %12.2f %11.2f %11.3f\n", op->name,
+                    op_kind_name(op->kind), pass_name(op->pass), (long long)op->count, (long long)op->m,
+                    (long long)op->n, (long long)op->k, op->flops / 1e9, op->time_s * 1e6,
+                    op->time_s * (double)op->count * 1e3);
+    }
+}
+
+static void report_table(FILE *out, const estimate_t *e, int with_ops)
+{
+    const layout_t *l = &e->layout;
+    const memory_breakdown *m = &e->memory;
+    fprintf(out, "sextant estimate: %s (%.2fB parameters", e->model->name, e->params_total / 1e9);
+    if (e->model->experts > 1) fprintf(out, ", %.2fB active", e->params_active / 1e9);
+    fprintf(out, ") on %lld x %s (node %s, %lld GPUs per node)\n", (long long)l->gpus, e->gpu->name, e->node->name,
+            (long long)l->gpus_per_node);
+    fprintf(out, "layout: TP %lld x PP %lld x DP %lld", (long long)l->tp, (long long)l->pp, (long long)l->dp);
+    if (l->vpp > 1) fprintf(out, " (VPP %lld)", (long long)l->vpp);
+    fprintf(out, ", micro-batch %lld, global batch %lld (%lld micro-batches per step), seq %lld\n", (long long)l->mbs,
+            (long long)l->gbs, (long long)e->microbatches, (long long)l->seq);
+    fprintf(out, "        %s, recompute %s, %s attention, sequence parallel %s, ZeRO %d, %s gradients\n",
+            precision_name(l->precision), recompute_name(l->recompute),
+            l->attention == ATTENTION_FLASH ? "flash" : "unfused", l->sp ? "on" : "off", l->zero,
+            l->fp32_grads ? "fp32" : "16-bit");
+    if (e->gpu->calibration[0]) fprintf(out, "        calibrated by %s\n", e->gpu->calibration);
+
+    fprintf(out, "\nMemory per GPU, stage %lld (the heaviest)       GiB\n", (long long)m->stage);
+    fprintf(out, "  weights                              %9.2f   (%.3gB parameters on this GPU)\n", m->weights / GIB,
+            m->params / 1e9);
+    fprintf(out, "  gradients                            %9.2f\n", m->gradients / GIB);
+    fprintf(out, "  optimizer state                      %9.2f\n", m->optimizer / GIB);
+    fprintf(out, "  activations                          %9.2f   (%.2f micro-batches in flight)\n",
+            m->activations / GIB, m->inflight_microbatches);
+    if (m->logits > 0) fprintf(out, "  logits and loss                      %9.2f\n", m->logits / GIB);
+    fprintf(out, "  other (context, workspaces, NCCL)    %9.2f\n", m->other / GIB);
+    fprintf(out, "  total                                %9.2f   of %.1f: %s (%+.1f GiB)\n", m->total / GIB,
+            m->capacity / GIB, e->fits ? "fits" : "DOES NOT FIT", (m->capacity - m->total) / GIB);
+
+    fprintf(out, "\nTime per step (slowest stage %lld)           seconds   share\n", (long long)e->slowest_stage);
+    struct { const char *label; double s; } rows[] = {
+        {"compute", e->compute_s},           {"TP communication", e->tp_comm_s},
+        {"PP communication", e->pp_comm_s},  {"DP communication (exposed)", e->dp_comm_s},
+        {"pipeline bubble", e->bubble_s},    {"optimizer step", e->optimizer_s},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        fprintf(out, "  %-34s %9.4f  %5.1f%%\n", rows[i].label, rows[i].s, 100.0 * rows[i].s / e->step_s);
+    fprintf(out, "  %-34s %9.4f\n", "step", e->step_s);
+
+    fprintf(out, "\nThroughput\n");
+    fprintf(out, "  tokens/s                  %.4g in all, %.4g per GPU\n", e->tokens_per_s, e->tokens_per_s_per_gpu);
+    fprintf(out, "  model TFLOP/s per GPU     %.1f of %.1f peak: MFU %.1f%%, HFU %.1f%%\n", e->tflops_per_gpu / 1e12,
+            e->gpu->peak_flops[l->precision] / 1e12, 100.0 * e->mfu, 100.0 * e->hfu);
+    fprintf(out, "  FLOP per step             model %.4g, hardware %.4g, 6ND %.4g (model/6ND = %.3f)\n",
+            e->model_flops_per_step, e->hardware_flops_per_step, e->six_nd_per_step,
+            e->model_flops_per_step / e->six_nd_per_step);
+
+    fprintf(out, "\nTraining run\n");
+    fprintf(out, "  tokens                    %.4g (%.0f steps)\n", e->job.tokens, ceil(e->steps));
+    fprintf(out, "  time to train             ");
+    print_duration(out, e->time_to_train_s);
+    fprintf(out, "\n  GPU-hours                 %.4g\n", e->gpu_hours);
+    fprintf(out, "  cost                      $%.4g at $%.2f per GPU-hour\n", e->cost_usd, e->job.price_usd_per_gpu_hour);
+
+    fprintf(out, "\nTP ratio: %.0f FLOP per byte exchanged at TP %lld; limit t_max = %.1f over %.0f GB/s per direction\n",
+            e->tp_ratio, (long long)l->tp, e->tp_ratio_limit, e->tp_link_bytes_per_s / 1e9);
+
+    if (e->nwarnings) {
+        fprintf(out, "\nWarnings\n");
+        for (int i = 0; i < e->nwarnings; i++) fprintf(out, "  - %s\n", e->warnings[i]);
+    } else {
+        fprintf(out, "\nNo warnings.\n");
+    }
+    if (with_ops) {
+        report_ops_table(out, &e->first_stage);
+        if (l->pp > 1) report_ops_table(out, &e->last_stage);
+    }
+}
+
+void report_estimate(FILE *out, const estimate_t *e, format_t format, int with_ops)
+{
+    switch (format) {
+    case FORMAT_TABLE: report_table(out, e, with_ops); break;
+    case FORMAT_CSV: report_csv(out, e); break;
+    case FORMAT_JSON: report_json(out, e, with_ops); break;
+    }
+}

@@ -1,0 +1,258 @@
+/* Every formula against SPEC.md's worked examples and the papers' own
+ * equations.  Tolerances: 1e-12 where both sides are the same arithmetic,
+ * otherwise the rounding the worked example itself prints. */
+#include "test_util.h"
+
+#include "planner.h"
+
+/* A textbook GPT: f = 4h, a d = h, tied embeddings, learned positions,
+ * dropout, so the op list must reproduce the papers' closed forms exactly. */
+static model_t textbook_gpt(int64_t layers, int64_t hidden, int64_t heads, int64_t vocab, int64_t seq)
+{
+    model_t m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.name, sizeof m.name, "textbook");
+    snprintf(m.family, sizeof m.family, "gpt");
+    m.layers = layers;
+    m.hidden = hidden;
+    m.heads = m.kv_heads = heads;
+    m.head_dim = hidden / heads;
+    m.ffn = 4 * hidden;
+    m.ffn_kind = FFN_GELU;
+    m.vocab = vocab;
+    m.seq = seq;
+    m.max_positions = seq;
+    m.position = POS_LEARNED;
+    m.tied_embeddings = 1;
+    m.norm = NORM_LAYERNORM;
+    m.bias = 1;
+    m.dropout = 1;
+    m.experts = m.top_k = 1;
+    return m;
+}
+
+static layout_t one_gpu(int64_t mbs, int64_t seq)
+{
+    layout_t l;
+    memset(&l, 0, sizeof l);
+    l.gpus = l.tp = l.pp = l.dp = l.vpp = 1;
+    l.mbs = mbs;
+    l.gbs = mbs;
+    l.seq = seq;
+    l.gpus_per_node = 8;
+    l.precision = PREC_BF16;
+    l.attention = ATTENTION_UNFUSED;
+    l.recompute = RECOMPUTE_NONE;
+    return l;
+}
+
+static void spec_gpt3_six_nd(void **state)
+{
+    (void)state;
+    /* SPEC 1: 6 x 175e9 x 300e9 = 3.15e23 */
+    assert_close(six_n_d_flops(175e9, 300e9), 3.15e23, 1e-12);
+}
+
+static void spec_pipeline_group_compute(void **state)
+{
+    (void)state;
+    /* SPEC 1: 8 x 4096 x 6 x 1e9 = 1.97e14 FLOP, 0.60 s at 330 TFLOP/s */
+    double flops = six_n_d_flops(1e9, 8.0 * 4096.0);
+    assert_close(flops, 1.97e14, 0.005);
+    assert_close(roofline_s(flops, 330e12, 0, 0), 0.60, 0.01);
+}
+
+static void spec_llama2_70b_textbook_memory(void **state)
+{
+    (void)state;
+    /* SPEC 2: 140 + 140 + 840 + 730 = 1850 GB: 24 GPUs of 80 GB, 78 of 24 GB */
+    double act = korthikanti_activation_bytes_per_layer(4096, 8, 8192, 64, 1, 0, RECOMPUTE_SELECTIVE) * 80;
+    assert_close(act, 4096.0 * 8 * 8192 * 80 * 34, 1e-12);
+    assert_close(act, 730e9, 0.001);
+    double total = 70e9 * adam_bytes_per_param(0) + act;
+    assert_close(total, 1850e9, 0.001);
+    assert_int_equal((int)ceil(total / 80e9), 24);
+    assert_int_equal((int)ceil(total / 24e9), 78);
+}
+
+static void spec_adam_bytes(void **state)
+{
+    (void)state;
+    assert_close(adam_bytes_per_param(0), 16.0, 0);
+    assert_close(adam_bytes_per_param(1), 18.0, 0);
+}
+
+static void spec_pcie_gradient_pass(void **state)
+{
+    (void)state;
+    /* SPEC 3: 4 GB over 32 GB/s is 0.125 s per pass; all-reduce needs two */
+    assert_close(sendrecv_s(4e9, 32e9, 0), 0.125, 1e-12);
+    assert_close(ring_allreduce_s(1e6, 4e9, 32e9, 0), 0.25, 1e-5);
+    assert_close(ring_allreduce_s(8, 4e9, 32e9, 0), 2.0 * 7 / 8 * 0.125, 1e-12);
+}
+
+static void ring_collectives_and_bus_bandwidth(void **state)
+{
+    (void)state;
+    double n = 8, S = 1e9, bw = 100e9, alpha = 5e-6;
+    assert_close(ring_allreduce_s(n, S, bw, alpha), 2 * 7.0 / 8 * S / bw + 14 * alpha, 1e-12);
+    assert_close(ring_reduce_scatter_s(n, S, bw, alpha), 7.0 / 8 * S / bw + 7 * alpha, 1e-12);
+    assert_close(ring_allgather_s(n, S, bw, alpha), 7.0 / 8 * S / bw + 7 * alpha, 1e-12);
+    assert_close(ring_allreduce_s(1, S, bw, alpha), 0.0, 0);
+    /* with no latency the bus bandwidth of a ring is the link's bandwidth */
+    assert_close(bus_bandwidth(COLL_ALLREDUCE, n, S, ring_allreduce_s(n, S, bw, 0)), bw, 1e-12);
+    assert_close(bus_bandwidth(COLL_ALLGATHER, n, S, ring_allgather_s(n, S, bw, 0)), bw, 1e-12);
+}
+
+static void spec_tp_ratio_limits(void **state)
+{
+    (void)state;
+    /* SPEC 4: RTX 4090 t_max ~ 2.4, H100 ~ 11, one head per GPU 384 FLOP/byte and 859 GB/s */
+    assert_close(330e12 / 32e9, 10312.5, 1e-12);
+    assert_close(tp_ratio_limit(8192, 2, 330e12, 32e9), 2.4, 0.01);
+    assert_close(tp_ratio_limit(8192, 2, 989e12, 450e9), 11.18, 0.001);
+    assert_close(tp_compute_comm_ratio(8192, 64, 2), 384, 1e-12);
+    assert_close(330e12 / tp_compute_comm_ratio(8192, 64, 2), 859e9, 0.001);
+    /* at the limit the ratio equals FLOPS/BW */
+    double t = tp_ratio_limit(8192, 2, 989e12, 450e9);
+    assert_close(tp_compute_comm_ratio(8192, t, 2), 989e12 / 450e9, 1e-12);
+}
+
+static void pipeline_bubble_and_inflight(void **state)
+{
+    (void)state;
+    assert_close(pipeline_bubble_fraction(4, 32, 1), 3.0 / 35.0, 1e-12);
+    /* interleaved: (p-1)/(v m) relative to the ideal */
+    double f = pipeline_bubble_fraction(4, 32, 2);
+    assert_close(f / (1 - f), 3.0 / (2 * 32), 1e-12);
+    assert_close(pipeline_inflight_microbatches(4, 32, 1, 0), 4, 0);
+    assert_close(pipeline_inflight_microbatches(4, 32, 1, 3), 1, 0);
+    assert_close(pipeline_inflight_microbatches(4, 2, 1, 0), 2, 0);
+    assert_close(pipeline_inflight_microbatches(4, 32, 2, 0), 4 * (1 + 3.0 / 8), 1e-12);
+}
+
+static void chinchilla(void **state)
+{
+    (void)state;
+    assert_close(chinchilla_tokens(70e9), 1.4e12, 1e-12);
+}
+
+/* Sum over the per-layer forward ops of the saved bytes. */
+static double op_list_layer_saved(const model_t *m, const layout_t *l)
+{
+    stage_ops s;
+    assert_int_equal(build_stage_ops(m, l, 0, &s), 0);
+    double sum = 0;
+    for (int i = 0; i < s.nops; i++)
+        if (s.ops[i].pass == PASS_FWD && s.ops[i].count == m->layers) sum += s.ops[i].saved_bytes;
+    return sum;
+}
+
+static void op_list_reproduces_korthikanti(void **state)
+{
+    (void)state;
+    model_t m = textbook_gpt(4, 4096, 32, 50304, 2048);
+    double s = 2048, b = 2, h = 4096, a = 32;
+    layout_t l = one_gpu(2, 2048);
+    assert_close(op_list_layer_saved(&m, &l), korthikanti_activation_bytes_per_layer(s, b, h, a, 1, 0, RECOMPUTE_NONE), 1e-12);
+    assert_close(korthikanti_activation_bytes_per_layer(s, b, h, a, 1, 0, RECOMPUTE_NONE), s * b * h * (34 + 5 * a * s / h), 1e-12);
+    l.tp = 8;
+    l.gpus = 8;
+    assert_close(op_list_layer_saved(&m, &l), korthikanti_activation_bytes_per_layer(s, b, h, a, 8, 0, RECOMPUTE_NONE), 1e-12);
+    assert_close(korthikanti_activation_bytes_per_layer(s, b, h, a, 8, 0, RECOMPUTE_NONE),
+                 s * b * h * (10 + 24.0 / 8 + 5 * a * s / (h * 8)), 1e-12);
+    l.sp = 1;
+    assert_close(op_list_layer_saved(&m, &l), korthikanti_activation_bytes_per_layer(s, b, h, a, 8, 1, RECOMPUTE_NONE), 1e-12);
+    l.recompute = RECOMPUTE_SELECTIVE;
+    assert_close(op_list_layer_saved(&m, &l), korthikanti_activation_bytes_per_layer(s, b, h, a, 8, 1, RECOMPUTE_SELECTIVE), 1e-12);
+    assert_close(korthikanti_activation_bytes_per_layer(s, b, h, a, 8, 1, RECOMPUTE_SELECTIVE), s * b * h / 8 * 34, 1e-12);
+    l.recompute = RECOMPUTE_FULL;
+    assert_close(op_list_layer_saved(&m, &l), 2 * s * b * h / 8, 1e-12);
+    assert_close(korthikanti_activation_bytes_per_layer(s, b, h, a, 8, 1, RECOMPUTE_FULL), 2 * s * b * h / 8, 1e-12);
+    /* flash attention keeps no s x s term, only a 4-byte log-sum-exp per row and head */
+    l.recompute = RECOMPUTE_NONE;
+    l.attention = ATTENTION_FLASH;
+    l.sp = 0;
+    assert_close(op_list_layer_saved(&m, &l),
+                 korthikanti_activation_bytes_per_layer(s, b, h, a, 8, 0, RECOMPUTE_SELECTIVE) + 4 * b * (a / 8) * s, 1e-12);
+}
+
+static void whole_model_flops(const model_t *m, layout_t l, double *model, double *hardware)
+{
+    stage_ops s;
+    assert_int_equal(build_stage_ops(m, &l, 0, &s), 0);
+    *model = *hardware = 0;
+    for (int i = 0; i < s.nops; i++) {
+        if (s.ops[i].pass == PASS_STEP) continue;
+        *model += s.ops[i].model_flops * (double)s.ops[i].count;
+        *hardware += s.ops[i].hardware_flops * (double)s.ops[i].count;
+    }
+}
+
+static void op_list_reproduces_narayanan(void **state)
+{
+    (void)state;
+    /* GPT-3 175B's shape: the exact op count equals eq. (3) of Narayanan et al. */
+    model_t m = textbook_gpt(96, 12288, 96, 51200, 2048);
+    double model, hardware;
+    whole_model_flops(&m, one_gpu(1, 2048), &model, &hardware);
+    assert_close(model, narayanan_model_flops(1, 2048, 96, 12288, 51200), 1e-12);
+    assert_close(hardware, model, 1e-12);
+    layout_t full = one_gpu(1, 2048);
+    full.recompute = RECOMPUTE_FULL;
+    whole_model_flops(&m, full, &model, &hardware);
+    assert_close(model, narayanan_model_flops(1, 2048, 96, 12288, 51200), 1e-12);
+    assert_close(hardware, narayanan_full_recompute_flops(1, 2048, 96, 12288, 51200), 1e-12);
+    /* 72 B s L h^2 (...) is within 2% of 6ND once the attention term is counted */
+    double n = model_params_total(&m);
+    assert_close(narayanan_model_flops(1, 2048, 96, 12288, 51200) / six_n_d_flops(n, 2048),
+                 1 + 2048.0 / (6 * 12288), 0.02);
+}
+
+static void gemm_ops_are_consistent(void **state)
+{
+    (void)state;
+    model_t m = textbook_gpt(2, 1024, 16, 32000, 1024);
+    layout_t l = one_gpu(4, 1024);
+    stage_ops s;
+    assert_int_equal(build_stage_ops(&m, &l, 0, &s), 0);
+    int gemms = 0;
+    for (int i = 0; i < s.nops; i++) {
+        const op_t *op = &s.ops[i];
+        if (op->kind != OP_GEMM) continue;
+        gemms++;
+        assert_close(op->flops, 2.0 * (double)op->m * (double)op->n * (double)op->k, 1e-12);
+    }
+    /* qkv, attn_out, mlp_up, mlp_down and the LM head, each with dgrad and wgrad */
+    assert_int_equal(gemms, 15);
+}
+
+static void other_memory_allowance_counts_communicators(void **state)
+{
+    (void)state;
+    layout_t l = one_gpu(1, 1024);
+    assert_close(other_memory_allowance(&l), 1073741824.0, 1e-12);
+    l.tp = 8;
+    l.dp = 4;
+    assert_close(other_memory_allowance(&l), 1.5 * 1073741824.0, 1e-12);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(spec_gpt3_six_nd),
+        cmocka_unit_test(spec_pipeline_group_compute),
+        cmocka_unit_test(spec_llama2_70b_textbook_memory),
+        cmocka_unit_test(spec_adam_bytes),
+        cmocka_unit_test(spec_pcie_gradient_pass),
+        cmocka_unit_test(ring_collectives_and_bus_bandwidth),
+        cmocka_unit_test(spec_tp_ratio_limits),
+        cmocka_unit_test(pipeline_bubble_and_inflight),
+        cmocka_unit_test(chinchilla),
+        cmocka_unit_test(op_list_reproduces_korthikanti),
+        cmocka_unit_test(op_list_reproduces_narayanan),
+        cmocka_unit_test(gemm_ops_are_consistent),
+        cmocka_unit_test(other_memory_allowance_counts_communicators),
+    };
+    return cmocka_run_group_tests_name("formulas", tests, NULL, NULL);
+}

@@ -1,0 +1,100 @@
+/* Shared by the cmocka suites: running the binary, comparing numbers. */
+#ifndef SEXTANT_TEST_UTIL_H
+#define SEXTANT_TEST_UTIL_H
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#ifndef SEXTANT_ROOT
+#define SEXTANT_ROOT "."
+#endif
+#ifndef SEXTANT_BIN
+#define SEXTANT_BIN SEXTANT_ROOT "/build/sextant"
+#endif
+
+/* |got - want| <= rel * |want|, with both numbers in the failure message. */
+#define assert_close(got, want, rel)                                                                   \
+    do {                                                                                               \
+        double got_ = (got), want_ = (want), rel_ = (rel);                                             \
+        if (!(fabs(got_ - want_) <= rel_ * fabs(want_))) {                                             \
+            print_error("%s = %.10g, expected %.10g within %g relative\n", #got, got_, want_, rel_);  \
+            fail();                                                                                    \
+        }                                                                                              \
+    } while (0)
+
+typedef struct {
+    int status;      /* exit code, or -1 when it did not exit normally */
+    char *out, *err; /* whole stdout and stderr */
+} run_result;
+
+static inline char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return strdup("");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    size_t got = fread(buf, 1, (size_t)n, f);
+    buf[got] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* Runs `sextant ARGS` through the shell, capturing both streams. */
+static inline run_result run_sextant(const char *fmt, ...)
+{
+    char args[4096], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    char out_path[] = "/tmp/sextant-test-out-XXXXXX", err_path[] = "/tmp/sextant-test-err-XXXXXX";
+    int fo = mkstemp(out_path), fe = mkstemp(err_path);
+    if (fo >= 0) close(fo);
+    if (fe >= 0) close(fe);
+    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s </dev/null", SEXTANT_BIN, args, out_path, err_path);
+    int raw = system(cmd);
+    run_result r;
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.out = slurp(out_path);
+    r.err = slurp(err_path);
+    unlink(out_path);
+    unlink(err_path);
+    return r;
+}
+
+static inline void run_free(run_result *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+static inline int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* Writes text to a fresh temporary file; the caller unlinks it. */
+static inline void write_temp(char *path_template, const char *text)
+{
+    int fd = mkstemp(path_template);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+#endif
