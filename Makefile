@@ -29,7 +29,8 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Wshadow -Wformat=2 -Wstr
 LDLIBS   = -lcsv -lcjson -lm
 
 CORE_SRC = hwdb/csv_table.c hwdb/hwdb.c models/models.c models/hf_config.c \
-           planner/formulas.c planner/oplist.c planner/estimate.c planner/report.c planner/explain.c
+           planner/formulas.c planner/oplist.c planner/estimate.c planner/report.c planner/explain.c \
+           planner/plan.c planner/plan_report.c
 CORE_OBJ = $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    = test_formulas test_models test_hwdb test_estimate test_cli
 TEST_BIN = $(TESTS:%=$(BUILD)/tests/%)

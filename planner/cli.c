@@ -37,6 +37,11 @@ typedef struct {
     attention_impl_t attention;
     int sp, zero, fp32_grads, with_ops, spec_examples;
     format_t format;
+    /* plan */
+    const char *gpus_text, *emit, *plot;
+    double days, budget;
+    int have_objective, top, strict, allow_tp_across_nodes;
+    objective_t objective;
 } options;
 
 static const char *usage_text =
@@ -48,6 +53,7 @@ static const char *usage_text =
     "  estimate [MODEL]       memory, step time, MFU, time-to-train and cost of one layout\n"
     "  explain [MODEL]        the same, as a step-by-step derivation\n"
     "  explain --spec         SPEC.md's worked examples through the same formulas\n"
+    "  plan [MODEL]           search every layout: how many GPUs, which layout, how long, how much\n"
     "\n"
     "model and hardware:\n"
     "  MODEL                  a zoo name (default " DEFAULT_MODEL "), case-insensitive\n"
@@ -74,6 +80,16 @@ static const char *usage_text =
     "job:\n"
     "  --tokens N             training tokens, with K/M/B/T suffixes (default 20 x params)\n"
     "  --price USD            price of one GPU-hour (default: hwdb's cloud price)\n"
+    "plan:\n"
+    "  --gpu NAME|all|A,B     GPU types to compare\n"
+    "  --gpus N|A-B           a GPU count, or every power of two from A to B (default 8-16384 with --days/--budget)\n"
+    "  --days D --budget USD  a deadline and a budget: search GPU counts for the plans that meet them\n"
+    "  --objective time|cost|gpus   rank by time-to-train (default), cost, or fewest GPUs\n"
+    "  --top K                how many plans to print (default 5)\n"
+    "  --strict               reject layouts above the TP ratio limit\n"
+    "  --allow-tp-across-nodes   let a TP group leave the node\n"
+    "  --emit megatron|deepspeed|torchtitan   print the winner as launch flags or config\n"
+    "  --plot FILE.svg        draw the time-cost frontier with gnuplot\n"
     "output:\n"
     "  --format table|csv|json   (default table)\n"
     "  --ops                  also list every op of the first and last stage\n"
@@ -153,7 +169,32 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(a, "--model-config")) { if (!(o->model_config = TAKE())) return fail("--model-config: missing value"); }
         else if (!strcmp(a, "--calibration")) { if (!(o->calibration = TAKE())) return fail("--calibration: missing value"); }
         else if (!strcmp(a, "--out")) { if (!(o->out_path = TAKE())) return fail("--out: missing value"); }
-        else if (!strcmp(a, "--gpus")) rc = parse_count(a, TAKE(), 10000000, &o->gpus);
+        else if (!strcmp(a, "--gpus")) {
+            const char *t = TAKE();
+            if (t && strchr(t, '-') && t[0] != '-') o->gpus_text = t;
+            else rc = parse_count(a, t, 10000000, &o->gpus);
+        }
+        else if (!strcmp(a, "--emit")) { if (!(o->emit = TAKE())) return fail("--emit: missing value"); }
+        else if (!strcmp(a, "--plot")) { if (!(o->plot = TAKE())) return fail("--plot: missing value"); }
+        else if (!strcmp(a, "--days") || !strcmp(a, "--budget")) {
+            const char *t = TAKE();
+            double value;
+            if (!t || parse_quantity(t, &value) != 0 || value > 1e15) return fail("%s: '%s' is not a positive number", a, t ? t : "");
+            if (!strcmp(a, "--days")) o->days = value; else o->budget = value;
+        } else if (!strcmp(a, "--objective")) {
+            const char *t = TAKE();
+            if (t && !strcmp(t, "time")) o->objective = OBJECTIVE_TIME;
+            else if (t && !strcmp(t, "cost")) o->objective = OBJECTIVE_COST;
+            else if (t && !strcmp(t, "gpus")) o->objective = OBJECTIVE_GPUS;
+            else return fail("--objective: '%s' is not one of time|cost|gpus", t ? t : "");
+            o->have_objective = 1;
+        } else if (!strcmp(a, "--top")) {
+            int64_t k;
+            rc = parse_count(a, TAKE(), PLAN_TOP_MAX, &k);
+            o->top = (int)k;
+        }
+        else if (!strcmp(a, "--strict")) o->strict = 1;
+        else if (!strcmp(a, "--allow-tp-across-nodes")) o->allow_tp_across_nodes = 1;
         else if (!strcmp(a, "--gpus-per-node")) rc = parse_count(a, TAKE(), 1024, &o->gpus_per_node);
         else if (!strcmp(a, "--tp")) rc = parse_count(a, TAKE(), 100000, &o->tp);
         else if (!strcmp(a, "--pp")) rc = parse_count(a, TAKE(), 100000, &o->pp);
@@ -479,6 +520,153 @@ done:
     return rc;
 }
 
+/* Powers of two from A to B, for --gpus A-B. */
+static int parse_gpu_range(const char *text, plan_request *req)
+{
+    char *end;
+    errno = 0;
+    long long a = strtoll(text, &end, 10);
+    if (end == text || *end != '-') return fail("--gpus: '%s' is neither a count nor a range A-B", text);
+    const char *second = end + 1;
+    long long b = strtoll(second, &end, 10);
+    if (end == second || *end || errno || a < 1 || b < a || b > 10000000)
+        return fail("--gpus: '%s' is not a range A-B with 1 <= A <= B <= 10000000", text);
+    req->ncounts = 0;
+    for (long long n = 1; n <= b && req->ncounts < PLAN_COUNTS_MAX; n *= 2)
+        if (n >= a) req->gpu_counts[req->ncounts++] = n;
+    if (req->ncounts == 0) return fail("--gpus: no power of two lies in %s", text);
+    return 0;
+}
+
+static int64_t power_of_two_at_least(double x)
+{
+    int64_t p = 1;
+    while ((double)p < x) p *= 2;
+    return p;
+}
+
+static int plot_frontier(const options *o, const plan_request *req, const plan_result *res)
+{
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "sextant: --plot needs gnuplot, which is not installed (apt-get install gnuplot-nox); "
+                        "the frontier is also in --format csv\n");
+        return 0;
+    }
+    char data[] = "/tmp/sextant-frontier-XXXXXX", script[] = "/tmp/sextant-plot-XXXXXX";
+    int fd = mkstemp(data), fs = mkstemp(script);
+    if (fd < 0 || fs < 0) return fail("--plot: cannot create temporary files");
+    FILE *d = fdopen(fd, "w"), *g = fdopen(fs, "w");
+    for (int t = 0; t < req->ngpu_types; t++) {
+        fprintf(d, "# %s\n", req->gpu[t]->name);
+        for (int i = 0; i < res->nfrontier; i++)
+            if (res->frontier[i].gpu_type == t)
+                fprintf(d, "%g %g %lld\n", res->frontier[i].time_to_train_s / 86400.0, res->frontier[i].cost_usd,
+                        (long long)res->frontier[i].layout.gpus);
+        fprintf(d, "\n\n");
+    }
+    fclose(d);
+    fprintf(g, "set terminal svg size 900,600\nset output '%s.tmp'\nset logscale xy\nset xlabel 'days to train'\n"
+               "set ylabel 'cost (USD)'\nset title 'sextant: time-cost frontier for %s'\nset key outside\nplot ",
+            o->plot, req->model->name);
+    for (int t = 0; t < req->ngpu_types; t++)
+        fprintf(g, "%s'%s' index %d using 1:2 with linespoints title '%s'", t ? ", " : "", data, t, req->gpu[t]->name);
+    fprintf(g, "\n");
+    fclose(g);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "gnuplot %s 2>/dev/null", script);
+    int rc = system(cmd);
+    unlink(data);
+    unlink(script);
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s.tmp", o->plot);
+    if (rc != 0 || rename(tmp, o->plot) != 0) {
+        unlink(tmp);
+        return fail("--plot %s: gnuplot failed", o->plot);
+    }
+    return 0;
+}
+
+static int cmd_plan(const options *o, const char *root, FILE *out)
+{
+    hwdb db;
+    model_zoo zoo = {0};
+    model_t imported;
+    char err[ERR_MAX];
+    plan_request *req = calloc(1, sizeof *req);
+    plan_result *res = calloc(1, sizeof *res);
+    int rc = (!req || !res) ? fail("out of memory") : load_hwdb(o, root, &db);
+    if (rc) { free(req); free(res); return rc; }
+    if (o->model_config) {
+        if (o->model_name) { rc = fail("give a model name or --model-config, not both"); goto done; }
+        if (model_from_hf_config(o->model_config, &imported, err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
+        req->model = &imported;
+    } else {
+        if ((rc = load_zoo(o, root, &zoo))) goto done;
+        const char *name = o->model_name ? o->model_name : DEFAULT_MODEL;
+        req->model = model_zoo_find(&zoo, name);
+        if (!req->model) { rc = unknown_model(&zoo, name); goto done; }
+    }
+    const char *gpu_list = o->gpu_name ? o->gpu_name : DEFAULT_GPU;
+    if (!strcasecmp(gpu_list, "all")) {
+        for (int i = 0; i < db.ngpus && i < PLAN_GPU_TYPES_MAX; i++) req->gpu[req->ngpu_types++] = &db.gpus[i];
+    } else {
+        char names[1024];
+        snprintf(names, sizeof names, "%s", gpu_list);
+        for (char *save, *tok = strtok_r(names, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            const hw_gpu *g = hwdb_find_gpu(&db, tok);
+            if (!g) { rc = unknown_gpu(&db, tok); goto done; }
+            if (req->ngpu_types < PLAN_GPU_TYPES_MAX) req->gpu[req->ngpu_types++] = g;
+        }
+    }
+    for (int i = 0; i < req->ngpu_types; i++) {
+        req->node[i] = hwdb_find_node(&db, o->node_name ? o->node_name : req->gpu[i]->node);
+        if (!req->node[i]) { rc = fail("--node: unknown node '%s'", o->node_name); goto done; }
+    }
+    if (o->gpus_text) {
+        if ((rc = parse_gpu_range(o->gpus_text, req))) goto done;
+    } else if (o->gpus) {
+        req->gpu_counts[0] = o->gpus;
+        req->ncounts = 1;
+    } else if (o->days > 0 || o->budget > 0) {
+        parse_gpu_range("8-16384", req);
+    } else {
+        rc = fail("plan: give --gpus N (or A-B), or --days/--budget to search GPU counts");
+        goto done;
+    }
+    req->seq = o->seq ? o->seq : req->model->seq;
+    if (o->gbs) req->gbs = o->gbs;
+    req->gbs_min = power_of_two_at_least(DEFAULT_BATCH_TOKENS / 4.0 / (double)req->seq);
+    req->gbs_max = power_of_two_at_least(DEFAULT_BATCH_TOKENS / (double)req->seq);
+    req->tokens = o->tokens > 0 ? o->tokens : chinchilla_tokens(model_params_active(req->model));
+    req->price = o->price;
+    req->max_days = o->days;
+    req->max_budget = o->budget;
+    req->objective = o->have_objective ? o->objective : o->days > 0 ? OBJECTIVE_COST : OBJECTIVE_TIME;
+    req->top = o->top ? o->top : 5;
+    req->strict = o->strict;
+    req->allow_tp_across_nodes = o->allow_tp_across_nodes;
+    req->precision = o->have_precision ? o->precision : PREC_COUNT;
+    req->fp32_grads = o->fp32_grads;
+    if (o->emit && strcmp(o->emit, "megatron") && strcmp(o->emit, "deepspeed") && strcmp(o->emit, "torchtitan")) {
+        rc = fail("--emit: '%s' is not one of megatron|deepspeed|torchtitan", o->emit);
+        goto done;
+    }
+    if (plan_search(req, res, isatty(2), err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
+    if (o->emit) {
+        if (res->ntop == 0) { rc = fail("--emit %s: no layout meets the request", o->emit); goto done; }
+        if (emit_plan(out, req, &res->top[0], o->emit, err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
+    } else {
+        report_plan(out, req, res, o->format);
+    }
+    if (o->plot) rc = plot_frontier(o, req, res);
+done:
+    model_zoo_free(&zoo);
+    hwdb_free(&db);
+    free(req);
+    free(res);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -506,14 +694,18 @@ int main(int argc, char **argv)
     } else if (!strcmp(o.command, "hw")) {
         hwdb db;
         rc = load_hwdb(&o, root, &db);
-        if (!rc) rc = cmd_hw(&o, &db, out);
-        if (!rc) hwdb_free(&db);
+        if (!rc) {
+            rc = cmd_hw(&o, &db, out);
+            hwdb_free(&db);
+        }
     } else if (!strcmp(o.command, "explain") && o.spec_examples) {
         report_spec_examples(out);
+    } else if (!strcmp(o.command, "plan")) {
+        rc = cmd_plan(&o, root, out);
     } else if (!strcmp(o.command, "estimate") || !strcmp(o.command, "explain")) {
         rc = cmd_estimate(&o, root, out);
     } else {
-        rc = fail("unknown command '%s' (models, hw, estimate, explain; sextant --help)", o.command);
+        rc = fail("unknown command '%s' (models, hw, estimate, explain, plan; sextant --help)", o.command);
     }
     if (fclose(out) != 0 && !rc) rc = fail("out of memory");
     if (!rc) rc = emit(&o, text, len);

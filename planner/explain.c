@@ -173,9 +173,9 @@ void report_explain(FILE *out, const estimate_t *e)
     double whole_state = e->params_total * adam_bytes_per_param(l->fp32_grads);
     double whole_act = korthikanti_activation_bytes_per_layer(s, b, h, a, 1.0, 0, l->recompute) * L;
     fprintf(out, "For memory alone, unsplit: %.4g x %g B = %.0f GB of model state plus %.0f GB of activations (s b h L x\n"
-                 "  Korthikanti's factor) = %.0f GB, so at least %.0f GPUs of %.0f GB.\n",
+                 "  Korthikanti's factor) = %.0f GB, so at least %.0f GPUs of %.0f GiB.\n",
             e->params_total, adam_bytes_per_param(l->fp32_grads), whole_state / 1e9, whole_act / 1e9,
-            (whole_state + whole_act) / 1e9, ceil((whole_state + whole_act) / g->memory_bytes), g->memory_bytes / 1e9);
+            (whole_state + whole_act) / 1e9, ceil((whole_state + whole_act) / g->memory_bytes), g->memory_bytes / GIB);
 
     heading(out, 4, "Communication");
     double bytes;
@@ -185,9 +185,12 @@ void report_explain(FILE *out, const estimate_t *e)
                  "  all-reduce 2(n-1)/n S/BW + 2(n-1) alpha; reduce-scatter and all-gather (n-1)/n S/BW + (n-1) alpha.\n");
     double tp_time = comm_time(slow, GROUP_TP, PASS_FWD, &bytes, &count);
     if (l->tp > 1)
-        fprintf(out, "TP: each layer's %s (two in the forward, two in the backward) move s b h B = %.4g MB;\n"
+        fprintf(out, "TP: each layer %s, each of s b h B = %.4g MB;\n"
                      "  %d TP collectives per micro-batch on stage %lld take %.4g ms, %.4g s per step over %lld micro-batches.\n",
-                l->sp ? "all-gathers and reduce-scatters" : "all-reduces", (double)l->seq * b * h * B / 1e6, count,
+                l->sp ? "all-gathers twice and reduce-scatters twice in the forward, and the same in the backward (the volume\n"
+                        "  of the 2 + 2 all-reduces they replace)"
+                      : "all-reduces twice in the forward (after attention and after the MLP) and twice in the backward",
+                (double)l->seq * b * h * B / 1e6, count,
                 (long long)slow->stage, tp_time * 1e3, e->tp_comm_s, (long long)e->microbatches);
     else
         fprintf(out, "TP: t = 1, no tensor-parallel traffic.\n");
@@ -226,7 +229,7 @@ void report_explain(FILE *out, const estimate_t *e)
             (long long)e->microbatches);
     fprintf(out, "1F1B: (m + p - 1) slots of one micro-batch, of which (p - 1)%s idle:\n",
             l->vpp > 1 ? " / v" : "");
-    fprintf(out, "  bubble = %g%s x %.4g ms = %.4g s, %.1f%% of the step ((p-1)/(m+p-1) = %.1f%% without interleaving).\n",
+    fprintf(out, "  bubble = %g%s x %.4g ms = %.4g s, %.1f%% of the step ((p-1)/(m+p-1) = %.1f%% of the pipeline's slots).\n",
             p - 1.0, l->vpp > 1 ? " / v" : "", e->microbatch_s * 1e3, e->bubble_s, 100.0 * e->bubble_fraction,
             100.0 * (p - 1.0) / ((double)e->microbatches + p - 1.0));
     fprintf(out, "Step = compute %.4g + TP %.4g + PP %.4g + DP exposed %.4g + bubble %.4g + optimizer %.4g = %.4g s.\n",

@@ -152,9 +152,72 @@ double pipeline_inflight_microbatches(double pp, double microbatches, double vpp
 double roofline_s(double flops, double flop_per_s, double bytes, double bytes_per_s);
 double other_memory_allowance(const layout_t *l);
 
-/* ---- reports ----------------------------------------------------------- */
 
 typedef enum { FORMAT_TABLE = 0, FORMAT_CSV, FORMAT_JSON } format_t;
+
+/* ---- the layout search (sextant plan) ---------------------------------- */
+
+typedef enum { OBJECTIVE_TIME = 0, OBJECTIVE_COST, OBJECTIVE_GPUS } objective_t;
+typedef enum {
+    REJECT_MEMORY = 0,      /* does not fit */
+    REJECT_INDIVISIBLE,     /* heads, KV heads or batch do not divide */
+    REJECT_TP_ACROSS_NODES, /* TP group would leave the node */
+    REJECT_TP_RATIO,        /* above t_max, with --strict */
+    REJECT_DEADLINE,        /* slower than --days */
+    REJECT_BUDGET,          /* dearer than --budget */
+    REJECT_COUNT
+} reject_reason_t;
+
+#define PLAN_TOP_MAX 32
+#define PLAN_GPU_TYPES_MAX 64
+#define PLAN_COUNTS_MAX 32
+
+typedef struct {
+    const model_t *model;
+    const hw_gpu *gpu[PLAN_GPU_TYPES_MAX];
+    const hw_node *node[PLAN_GPU_TYPES_MAX];
+    int ngpu_types;
+    int64_t gpu_counts[PLAN_COUNTS_MAX];
+    int ncounts;
+    int64_t seq;
+    int64_t gbs;                   /* 0: search gbs_min..gbs_max (powers of two) */
+    int64_t gbs_min, gbs_max;
+    double tokens, price;          /* price 0: each GPU's cloud price */
+    double max_days, max_budget;   /* 0: no limit */
+    objective_t objective;
+    int top;
+    int strict;                    /* reject layouts above the TP ratio limit */
+    int allow_tp_across_nodes;
+    precision_t precision;         /* PREC_COUNT: each GPU's default */
+    int fp32_grads;
+} plan_request;
+
+typedef struct {
+    layout_t layout;
+    int gpu_type;
+    double step_s, time_to_train_s, cost_usd, mfu, memory_total, memory_capacity, tokens_per_s;
+    double compute_s, tp_comm_s, pp_comm_s, dp_comm_s, bubble_s;
+} plan_candidate;
+
+typedef struct {
+    plan_candidate top[PLAN_TOP_MAX];
+    int ntop;
+    plan_candidate frontier[PLAN_GPU_TYPES_MAX * PLAN_COUNTS_MAX]; /* best per (type, count), Pareto-filtered */
+    int nfrontier;
+    int64_t evaluated, feasible, rejected[REJECT_COUNT];
+    double seconds;
+} plan_result;
+
+/* Costs every layout the request allows with estimate_layout and keeps the best. */
+int plan_search(const plan_request *req, plan_result *res, int show_progress, char *err, size_t errlen);
+const char *reject_reason_name(reject_reason_t r);
+void report_plan(FILE *out, const plan_request *req, const plan_result *res, format_t format);
+/* Prints the winning plan as launch flags or a config: megatron, deepspeed, torchtitan. */
+int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const char *framework, char *err,
+              size_t errlen);
+
+/* ---- reports ----------------------------------------------------------- */
+
 
 void report_estimate(FILE *out, const estimate_t *e, format_t format, int with_ops);
 void report_explain(FILE *out, const estimate_t *e);

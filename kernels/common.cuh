@@ -1,0 +1,118 @@
+/* Device helpers shared by the kernels: 16-byte packs, conversions, warp/block
+ * reductions, launch checking.  Internal to kernels/ (not part of the C API). */
+#ifndef SEXTANT_KERNELS_COMMON_CUH
+#define SEXTANT_KERNELS_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <stddef.h>
+#include "kernels.h"
+
+typedef __nv_bfloat16 bf16;
+
+#define SX_WARP 32
+
+/* Return on a bad argument (no launch) and check a launch. */
+#define SX_REQUIRE(cond) do { if (!(cond)) return cudaErrorInvalidValue; } while (0)
+#define SX_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) return e_; } while (0)
+#define SX_LAUNCHED() return cudaGetLastError()
+
+static inline unsigned sx_blocks(size_t work, unsigned per_block) {
+    return (unsigned)((work + per_block - 1) / per_block);
+}
+static inline int sx_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* number of SMs of the current device (0 on error) */
+static inline int sx_num_sms(void) {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+    return n;
+}
+
+/* ---------------------------------------------------------- conversions */
+
+template <typename T> __device__ __forceinline__ float to_f(T x);
+template <> __device__ __forceinline__ float to_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ float to_f<bf16>(bf16 x) { return __bfloat162float(x); }
+
+template <typename T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ bf16 from_f<bf16>(float x) { return __float2bfloat16_rn(x); }
+
+/* ---------------------------------------------------------- 16-byte packs
+ * Pack<T> holds 16 bytes = N elements of T and is moved with one 128-bit load or store
+ * (LDG.128 / STG.128).  Elements are unpacked to fp32 with a constant index only, so
+ * they stay in registers. */
+template <typename T> struct Pack {
+    static constexpr int N = 16 / sizeof(T);
+    int4 bits;
+    __device__ __forceinline__ float get(int k) const { return to_f<T>(reinterpret_cast<const T *>(&bits)[k]); }
+    __device__ __forceinline__ void set(int k, float f) { reinterpret_cast<T *>(&bits)[k] = from_f<T>(f); }
+};
+
+template <typename T> __device__ __forceinline__ Pack<T> ld_pack(const T *p) {      /* cached, read-only path */
+    Pack<T> r; r.bits = __ldg(reinterpret_cast<const int4 *>(p)); return r;
+}
+template <typename T> __device__ __forceinline__ Pack<T> ld_pack_plain(const T *p) { /* may alias an output */
+    Pack<T> r; r.bits = *reinterpret_cast<const int4 *>(p); return r;
+}
+template <typename T> __device__ __forceinline__ Pack<T> ld_pack_cs(const T *p) {   /* streaming: read once */
+    Pack<T> r; r.bits = __ldcs(reinterpret_cast<const int4 *>(p)); return r;
+}
+template <typename T> __device__ __forceinline__ void st_pack(T *p, const Pack<T> &v) {
+    *reinterpret_cast<int4 *>(p) = v.bits;
+}
+template <typename T> __device__ __forceinline__ void st_pack_cs(T *p, const Pack<T> &v) {
+    __stcs(reinterpret_cast<int4 *>(p), v.bits);
+}
+
+/* ---------------------------------------------------------- reductions */
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Block-wide sum / max, every thread gets the result.  blockDim.x must be a multiple of
+ * 32 and every thread must call it.  The leading barrier makes back-to-back calls safe. */
+__device__ __forceinline__ float block_sum(float v) {
+    __shared__ float sh[32];
+    const int lane = threadIdx.x % SX_WARP, wid = threadIdx.x / SX_WARP, nw = blockDim.x / SX_WARP;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : 0.0f;
+    return warp_sum(v);
+}
+__device__ __forceinline__ float block_max(float v) {
+    __shared__ float sh[32];
+    const int lane = threadIdx.x % SX_WARP, wid = threadIdx.x / SX_WARP, nw = blockDim.x / SX_WARP;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : -INFINITY;
+    return warp_max(v);
+}
+
+/* read-modify-write of an accumulated gradient of either dtype */
+__device__ __forceinline__ void grad_add(void *g, sx_dtype t, size_t i, float add) {
+    if (t == SX_F32) {
+        float *p = (float *)g;
+        p[i] += add;
+    } else {
+        bf16 *p = (bf16 *)g;
+        p[i] = __float2bfloat16_rn(__bfloat162float(p[i]) + add);
+    }
+}
+
+#endif

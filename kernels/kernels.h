@@ -1,0 +1,185 @@
+/* sextant kernels: the validator's own CUDA C kernels behind a small C API.
+ *
+ * Plain C declarations, usable from C11 and from .cu files (C linkage).
+ *
+ * Conventions
+ *   - Storage is bfloat16 unless a name ends in _f32.  A bf16 tensor is passed as
+ *     sx_bf16 * (the raw 16 bits of an IEEE bfloat16; __nv_bfloat16 in device code).
+ *   - Arithmetic and every reduction are in fp32.  Saved statistics (mean, rstd),
+ *     losses and optimizer state are fp32.
+ *   - Row-major tensors; "N" is the number of rows (B*T tokens), "C" the row length.
+ *   - Every function takes a cudaStream_t, launches asynchronously, checks the launch
+ *     with cudaGetLastError() and returns its cudaError_t.  Invalid arguments (negative
+ *     sizes, a NULL tensor that is required, a too-small workspace) return
+ *     cudaErrorInvalidValue and launch nothing.  Sizes of 0 are a no-op.
+ *   - Any size and any alignment is accepted.  The fast paths use 16-byte vector
+ *     accesses and need the row length to be a multiple of 8 (bf16) or 4 (fp32) and
+ *     16-byte aligned pointers (cudaMalloc gives 256); otherwise a scalar path runs.
+ *   - "+=" below means the kernel accumulates into the output (gradient accumulation
+ *     over micro-batches); "=" means it overwrites.
+ *   - Determinism: every kernel here is bitwise reproducible run to run on the same
+ *     GPU (no floating-point atomics).  Norm backward reduces parameter gradients in a
+ *     fixed order over a grid sized from the device's SM count, so results may differ
+ *     in the last bits between GPU models.
+ */
+#ifndef SEXTANT_KERNELS_H
+#define SEXTANT_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint16_t sx_bf16; /* raw bfloat16 bits */
+
+typedef enum sx_dtype { SX_F32 = 0, SX_BF16 = 1 } sx_dtype;
+
+/* ---------------------------------------------------------------- embedding */
+
+/* out[b,t,:] = wte[ids[b,t],:] + wpe[t,:]      (=)
+ * ids: int32 [B*T]; wte: [V,C]; wpe: [T_max >= T, C] or NULL (no position embedding).
+ * An id outside [0, V) gives a row of NaN, so a bad id cannot pass silently. */
+cudaError_t sx_embedding_forward(sx_bf16 *out, const int32_t *ids, const sx_bf16 *wte,
+                                 const sx_bf16 *wpe, int B, int T, int C, int V,
+                                 cudaStream_t stream);
+
+/* Workspace (bytes) that sx_embedding_backward needs for N = B*T tokens and vocab V.
+ * Uses the current device; returns 0 on error. */
+size_t sx_embedding_backward_workspace_bytes(int N, int V);
+
+/* dwte[v,:] += sum over tokens n with ids[n] == v of dout[n,:]
+ * dwpe[t,:] += sum over b of dout[b,t,:]            (dwpe may be NULL)
+ * grad_type says whether dwte and dwpe are fp32 or bf16 (bf16: each touched row is
+ * read, the fp32 sum added and rounded once).
+ * Deterministic, no atomics: the token ids are stable-radix-sorted (CUB), then one
+ * warp sums each id's rows in token order.  Ids outside [0, V) are skipped. */
+cudaError_t sx_embedding_backward(void *dwte, void *dwpe, sx_dtype grad_type,
+                                  const sx_bf16 *dout, const int32_t *ids,
+                                  void *workspace, size_t workspace_bytes,
+                                  int B, int T, int C, int V, cudaStream_t stream);
+
+/* --------------------------------------------------------------------- norms */
+
+/* LayerNorm: out = (x - mean) * rstd * weight + bias      (=)
+ * mean, rstd: fp32 [N] (either may be NULL); bias may be NULL.  eps e.g. 1e-5. */
+cudaError_t sx_layernorm_forward(sx_bf16 *out, float *mean, float *rstd, const sx_bf16 *x,
+                                 const sx_bf16 *weight, const sx_bf16 *bias,
+                                 int N, int C, float eps, cudaStream_t stream);
+cudaError_t sx_layernorm_forward_f32(float *out, float *mean, float *rstd, const float *x,
+                                     const float *weight, const float *bias,
+                                     int N, int C, float eps, cudaStream_t stream);
+
+/* Workspace (bytes) for the norm backward functions: 2 * 1024 * C * 4. */
+size_t sx_norm_backward_workspace_bytes(int C);
+
+/* LayerNorm backward, from the saved fp32 mean and rstd:
+ *   dx  = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dy * weight   (= or +=)
+ *   dweight += sum over rows of dy * xhat,  dbias += sum over rows of dy   (+=)
+ * dx_accumulate != 0 adds into dx (residual stream).  dweight/dbias are fp32 or bf16
+ * as grad_type says (the _f32 variant: fp32); dbias may be NULL. */
+cudaError_t sx_layernorm_backward(sx_bf16 *dx, void *dweight, void *dbias, sx_dtype grad_type,
+                                  const sx_bf16 *dy, const sx_bf16 *x, const sx_bf16 *weight,
+                                  const float *mean, const float *rstd, int dx_accumulate,
+                                  void *workspace, size_t workspace_bytes,
+                                  int N, int C, cudaStream_t stream);
+cudaError_t sx_layernorm_backward_f32(float *dx, float *dweight, float *dbias,
+                                      const float *dy, const float *x, const float *weight,
+                                      const float *mean, const float *rstd, int dx_accumulate,
+                                      void *workspace, size_t workspace_bytes,
+                                      int N, int C, cudaStream_t stream);
+
+/* RMSNorm: out = x * rstd * weight,  rstd = 1/sqrt(mean(x^2) + eps)   (=); rstd may be NULL */
+cudaError_t sx_rmsnorm_forward(sx_bf16 *out, float *rstd, const sx_bf16 *x, const sx_bf16 *weight,
+                               int N, int C, float eps, cudaStream_t stream);
+cudaError_t sx_rmsnorm_forward_f32(float *out, float *rstd, const float *x, const float *weight,
+                                   int N, int C, float eps, cudaStream_t stream);
+/* dx = rstd * (g - xhat * mean(g * xhat)), g = dy * weight, xhat = x * rstd  (= or +=)
+ * dweight += sum over rows of dy * xhat                                         (+=) */
+cudaError_t sx_rmsnorm_backward(sx_bf16 *dx, void *dweight, sx_dtype grad_type,
+                                const sx_bf16 *dy, const sx_bf16 *x, const sx_bf16 *weight,
+                                const float *rstd, int dx_accumulate,
+                                void *workspace, size_t workspace_bytes,
+                                int N, int C, cudaStream_t stream);
+cudaError_t sx_rmsnorm_backward_f32(float *dx, float *dweight,
+                                    const float *dy, const float *x, const float *weight,
+                                    const float *rstd, int dx_accumulate,
+                                    void *workspace, size_t workspace_bytes,
+                                    int N, int C, cudaStream_t stream);
+
+/* --------------------------------------------------------------- activations */
+
+/* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))   (=), n elements */
+cudaError_t sx_gelu_forward(sx_bf16 *out, const sx_bf16 *x, size_t n, cudaStream_t stream);
+/* dx = dy * gelu'(x)   (=); dx may alias dy */
+cudaError_t sx_gelu_backward(sx_bf16 *dx, const sx_bf16 *x, const sx_bf16 *dy, size_t n,
+                             cudaStream_t stream);
+
+/* SwiGLU: out[n,h] = silu(gate[n,h]) * up[n,h],  silu(z) = z / (1 + exp(-z))   (=)
+ * out is [N,H] (row stride H); gate and up have row stride ld (>= H): ld = H for two
+ * separate tensors, or gate = base, up = base + H, ld = 2H for one fused [N,2H] GEMM output. */
+cudaError_t sx_swiglu_forward(sx_bf16 *out, const sx_bf16 *gate, const sx_bf16 *up,
+                              int N, int H, int ld, cudaStream_t stream);
+/* dgate = dout * up * silu'(gate),  dup = dout * silu(gate)   (=), both with row stride ld */
+cudaError_t sx_swiglu_backward(sx_bf16 *dgate, sx_bf16 *dup, const sx_bf16 *dout,
+                               const sx_bf16 *gate, const sx_bf16 *up,
+                               int N, int H, int ld, cudaStream_t stream);
+
+/* Residual add: out = a + b (=); if copy != NULL it receives the same values (fused copy,
+ * e.g. the residual stream saved for backward).  out may alias a or b. */
+cudaError_t sx_residual_add(sx_bf16 *out, sx_bf16 *copy, const sx_bf16 *a, const sx_bf16 *b,
+                            size_t n, cudaStream_t stream);
+
+/* ------------------------------------------------- softmax (unfused attention) */
+
+/* Row-wise causal softmax over scores [BH, T, T] (BH = batch * heads):
+ *   out[h,t,j] = exp(scale*s[h,t,j] - max) / sum_{j'<=t} exp(...)   for j <= t,   0 for j > t   (=)
+ * The upper triangle is written (zeros) so a following P @ V GEMM may read all of it. */
+cudaError_t sx_softmax_causal_forward(sx_bf16 *out, const sx_bf16 *scores, int BH, int T,
+                                      float scale, cudaStream_t stream);
+/* dscores[h,t,j] = scale * p[j] * (dp[j] - sum_{j'<=t} p[j'] dp[j'])  for j <= t, 0 above   (=)
+ * p: the forward output; dp: the gradient w.r.t. p.  dscores may alias dp. */
+cudaError_t sx_softmax_causal_backward(sx_bf16 *dscores, const sx_bf16 *p, const sx_bf16 *dp,
+                                       int BH, int T, float scale, cudaStream_t stream);
+
+/* ---------------------------------------------- fused softmax cross-entropy */
+
+/* logits: [N, Vp] with Vp >= V (padded vocab; columns >= V are ignored).
+ *   loss[n]       = logsumexp(logits[n, :V]) - logits[n, target[n]]             (=, fp32)
+ *   dlogits[n, v] = dloss * (softmax(logits[n, :V])[v] - (v == target[n]))  v < V (=, bf16)
+ *   dlogits[n, v] = 0                                                        V <= v < Vp
+ * dloss is the scale of the gradient (e.g. 1/N for a mean loss).  A target < 0 is
+ * ignored (loss 0, gradient row 0); a target >= V gives a NaN loss.  dlogits may be NULL
+ * (loss only) or alias logits (in-place, as llm.c does). */
+cudaError_t sx_cross_entropy_fused(float *loss, sx_bf16 *dlogits, const sx_bf16 *logits,
+                                   const int32_t *targets, int N, int V, int Vp, float dloss,
+                                   cudaStream_t stream);
+
+/* -------------------------------------------------------------------- AdamW */
+
+typedef struct sx_adamw_params {
+    float lr, beta1, beta2, eps, weight_decay;
+    int step;                     /* t >= 1, for bias correction 1 - beta^t */
+    float grad_scale;             /* grads are multiplied by this (1 for none) */
+    const float *grad_scale_dev;  /* NULL, or a device scalar also multiplied in (clipping) */
+} sx_adamw_params;
+
+/* AdamW (decoupled weight decay, PyTorch's formula) over n parameters laid out flat:
+ *   g = grad * scale;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+ *   p = p - lr * ( (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) + wd * p )
+ * param, m, v: fp32 master state (updated in place); param_bf16: the bf16 copy the
+ * forward pass reads (written, round-to-nearest-even), may be NULL.  One launch covers
+ * any flat range: put all parameters in one buffer and call once per weight-decay group. */
+cudaError_t sx_adamw(float *param, float *m, float *v, sx_bf16 *param_bf16, const sx_bf16 *grad,
+                     size_t n, const sx_adamw_params *hp, cudaStream_t stream);
+cudaError_t sx_adamw_f32grad(float *param, float *m, float *v, sx_bf16 *param_bf16,
+                             const float *grad, size_t n, const sx_adamw_params *hp,
+                             cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SEXTANT_KERNELS_H */

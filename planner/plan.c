@@ -1,0 +1,190 @@
+/* sextant plan: every layout the request allows, costed by the same
+ * estimate_layout as `sextant estimate`, rejected with a reason or ranked. */
+#include "planner.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const int64_t micro_batches[] = {1, 2, 4, 8, 16};
+/* with flash attention, selective recomputation costs and saves exactly what none does */
+static const recompute_t recomputes[] = {RECOMPUTE_NONE, RECOMPUTE_FULL};
+
+const char *reject_reason_name(reject_reason_t r)
+{
+    static const char *const names[] = {"does not fit in memory", "heads, KV heads or batch indivisible",
+                                        "TP group would leave the node", "above the TP ratio limit (--strict)",
+                                        "slower than --days", "dearer than --budget"};
+    return names[r];
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double objective_value(const plan_request *req, const plan_candidate *c)
+{
+    switch (req->objective) {
+    case OBJECTIVE_COST: return c->cost_usd;
+    case OBJECTIVE_GPUS: return (double)c->layout.gpus * 1e12 + c->time_to_train_s; /* fewest, then fastest */
+    case OBJECTIVE_TIME: break;
+    }
+    return c->time_to_train_s;
+}
+
+/* Keeps the `top` best candidates, sorted, by insertion. */
+static void keep_top(const plan_request *req, plan_result *res, const plan_candidate *c)
+{
+    double v = objective_value(req, c);
+    int at = res->ntop;
+    while (at > 0 && objective_value(req, &res->top[at - 1]) > v) at--;
+    if (at >= req->top) return;
+    int last = res->ntop < req->top ? res->ntop : req->top - 1;
+    memmove(&res->top[at + 1], &res->top[at], (size_t)(last - at) * sizeof res->top[0]);
+    res->top[at] = *c;
+    if (res->ntop < req->top) res->ntop++;
+}
+
+static int divides_heads(const model_t *m, int64_t tp)
+{
+    if (m->heads % tp != 0) return 0;
+    return m->kv_heads % tp == 0 || tp % m->kv_heads == 0;
+}
+
+static void progress(int show, double started, int64_t done, int64_t total)
+{
+    if (!show || now_s() - started < 1.0) return;
+    int width = 40, filled = (int)(width * (double)done / (double)(total ? total : 1));
+    fprintf(stderr, "\r  searching [%.*s%*s] %3.0f%%", filled, "########################################", width - filled, "",
+            100.0 * (double)done / (double)(total ? total : 1));
+    if (done == total) fputc('\n', stderr);
+}
+
+/* Pareto filter in place: keep a point unless another is both faster and cheaper. */
+static void pareto(plan_result *res)
+{
+    int kept = 0;
+    for (int i = 0; i < res->nfrontier; i++) {
+        const plan_candidate *a = &res->frontier[i];
+        int dominated = 0;
+        for (int j = 0; j < res->nfrontier && !dominated; j++) {
+            const plan_candidate *b = &res->frontier[j];
+            if (j == i) continue;
+            int no_worse = b->time_to_train_s <= a->time_to_train_s && b->cost_usd <= a->cost_usd;
+            int better = b->time_to_train_s < a->time_to_train_s || b->cost_usd < a->cost_usd;
+            dominated = no_worse && better;
+        }
+        if (!dominated) res->frontier[kept++] = *a;
+    }
+    res->nfrontier = kept;
+    /* sorted by GPU count then time, for reading and plotting */
+    for (int i = 1; i < res->nfrontier; i++)
+        for (int j = i; j > 0 && (res->frontier[j].layout.gpus < res->frontier[j - 1].layout.gpus ||
+                                  (res->frontier[j].layout.gpus == res->frontier[j - 1].layout.gpus &&
+                                   res->frontier[j].time_to_train_s < res->frontier[j - 1].time_to_train_s));
+             j--) {
+            plan_candidate t = res->frontier[j];
+            res->frontier[j] = res->frontier[j - 1];
+            res->frontier[j - 1] = t;
+        }
+}
+
+int plan_search(const plan_request *req, plan_result *res, int show_progress, char *err, size_t errlen)
+{
+    memset(res, 0, sizeof *res);
+    const model_t *m = req->model;
+    double started = now_s();
+    estimate_t *e = malloc(sizeof *e);
+    if (!e) { snprintf(err, errlen, "out of memory"); return -1; }
+    int64_t outer_total = (int64_t)req->ngpu_types * req->ncounts, outer_done = 0;
+    for (int gi = 0; gi < req->ngpu_types; gi++) {
+        const hw_gpu *g = req->gpu[gi];
+        const hw_node *node = req->node[gi];
+        precision_t prec = req->precision;
+        if (prec == PREC_COUNT) prec = g->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
+        if (g->peak_flops[prec] <= 0) { outer_done += req->ncounts; continue; }
+        job_t job = {req->tokens, req->price > 0 ? req->price : g->cloud_usd_per_gpu_hour};
+        for (int ci = 0; ci < req->ncounts; ci++, outer_done++) {
+            progress(show_progress, started, outer_done, outer_total);
+            int64_t gpus = req->gpu_counts[ci];
+            plan_candidate best_here;
+            int have_best = 0;
+            for (int64_t tp = 1; tp <= gpus && tp <= m->heads; tp *= 2) {
+                if (gpus % tp) continue;
+                for (int64_t pp = 1; pp <= m->layers && tp * pp <= gpus; pp++) {
+                    if (gpus % (tp * pp)) continue;
+                    int64_t dp = gpus / (tp * pp);
+                    for (int64_t vpp = 1; vpp <= 8; vpp *= 2) {
+                        if (vpp > 1 && (pp < 2 || m->layers % (pp * vpp) != 0)) continue;
+                        for (size_t mi = 0; mi < sizeof micro_batches / sizeof micro_batches[0]; mi++) {
+                            int64_t mbs = micro_batches[mi];
+                            for (int64_t gbs = req->gbs ? req->gbs : req->gbs_min; gbs <= (req->gbs ? req->gbs : req->gbs_max);
+                                 gbs *= 2) {
+                                for (size_t ri = 0; ri < sizeof recomputes / sizeof recomputes[0]; ri++)
+                                    for (int zero = 0; zero <= 3; zero++)
+                                        for (int sp = 0; sp <= (tp > 1); sp++) {
+                                            layout_t l = {0};
+                                            l.gpus = gpus; l.tp = tp; l.pp = pp; l.dp = dp; l.vpp = vpp;
+                                            l.mbs = mbs; l.gbs = gbs; l.seq = req->seq;
+                                            l.gpus_per_node = node->gpus_per_node;
+                                            l.recompute = recomputes[ri]; l.zero = zero; l.sp = sp;
+                                            l.precision = prec; l.fp32_grads = req->fp32_grads;
+                                            l.attention = ATTENTION_FLASH;
+                                            res->evaluated++;
+                                            if (!divides_heads(m, tp) || gbs % (mbs * dp) != 0 || gbs < mbs * dp) {
+                                                res->rejected[REJECT_INDIVISIBLE]++;
+                                                continue;
+                                            }
+                                            if (tp > node->gpus_per_node && !req->allow_tp_across_nodes) {
+                                                res->rejected[REJECT_TP_ACROSS_NODES]++;
+                                                continue;
+                                            }
+                                            char why[256];
+                                            if (estimate_layout(m, g, node, &l, &job, e, why, sizeof why) != 0) {
+                                                res->rejected[REJECT_INDIVISIBLE]++;
+                                                continue;
+                                            }
+                                            if (!e->fits) { res->rejected[REJECT_MEMORY]++; continue; }
+                                            if (req->strict && (double)tp > e->tp_ratio_limit) {
+                                                res->rejected[REJECT_TP_RATIO]++;
+                                                continue;
+                                            }
+                                            plan_candidate c = {e->layout, gi, e->step_s, e->time_to_train_s, e->cost_usd,
+                                                                e->mfu, e->memory.total, e->memory.capacity,
+                                                                e->tokens_per_s, e->compute_s, e->tp_comm_s,
+                                                                e->pp_comm_s, e->dp_comm_s, e->bubble_s};
+                                            if (!have_best || c.time_to_train_s < best_here.time_to_train_s) {
+                                                best_here = c;
+                                                have_best = 1;
+                                            }
+                                            if (req->max_days > 0 && c.time_to_train_s > req->max_days * 86400.0) {
+                                                res->rejected[REJECT_DEADLINE]++;
+                                                continue;
+                                            }
+                                            if (req->max_budget > 0 && c.cost_usd > req->max_budget) {
+                                                res->rejected[REJECT_BUDGET]++;
+                                                continue;
+                                            }
+                                            res->feasible++;
+                                            keep_top(req, res, &c);
+                                        }
+                                if (req->gbs) break;
+                            }
+                        }
+                    }
+                }
+            }
+            if (have_best) res->frontier[res->nfrontier++] = best_here;
+        }
+    }
+    progress(show_progress, started, outer_total, outer_total);
+    free(e);
+    pareto(res);
+    res->seconds = now_s() - started;
+    return 0;
+}

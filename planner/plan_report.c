@@ -1,0 +1,268 @@
+/* The plan as people and scripts read it, and as framework launch flags. */
+#include "planner.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+#define GIB 1073741824.0
+
+static const char *objective_name(objective_t o)
+{
+    return o == OBJECTIVE_COST ? "cost" : o == OBJECTIVE_GPUS ? "GPUs" : "time-to-train";
+}
+
+static double objective_of(const plan_request *req, const plan_candidate *c)
+{
+    if (req->objective == OBJECTIVE_COST) return c->cost_usd;
+    if (req->objective == OBJECTIVE_GPUS) return (double)c->layout.gpus;
+    return c->time_to_train_s;
+}
+
+/* The term that most limits the winner: what a reviewer would say it is bound by. */
+static void winner_reason(FILE *out, const plan_request *req, const plan_result *res)
+{
+    const plan_candidate *w = &res->top[0];
+    const layout_t *l = &w->layout;
+    double overhead[] = {w->tp_comm_s, w->pp_comm_s, w->dp_comm_s, w->bubble_s};
+    const char *names[] = {"TP communication", "PP communication", "exposed DP communication", "the pipeline bubble"};
+    int worst = 0;
+    for (int i = 1; i < 4; i++)
+        if (overhead[i] > overhead[worst]) worst = i;
+    double memory_share = w->memory_total / w->memory_capacity;
+    fprintf(out, "\nWhy it wins: on %s it trains in %.1f days at %.1f%% MFU, ranked by %s. ", req->gpu[w->gpu_type]->name,
+            w->time_to_train_s / 86400.0, 100.0 * w->mfu, objective_name(req->objective));
+    fprintf(out, "Compute is %.0f%% of its %.3g s step; the largest overhead is %s (%.1f%%). ",
+            100.0 * w->compute_s / w->step_s, w->step_s, names[worst], 100.0 * overhead[worst] / w->step_s);
+    if (memory_share > 0.85)
+        fprintf(out, "Memory binds: it uses %.0f%% of the GPU, so the layouts that shard less (lower TP/PP, lower ZeRO, "
+                     "less recomputation) do not fit. ", 100.0 * memory_share);
+    else
+        fprintf(out, "It uses %.0f of %.0f GiB, so memory does not bind; ", w->memory_total / GIB, w->memory_capacity / GIB);
+    if (l->tp > 1)
+        fprintf(out, "TP %lld keeps within the node's fast link. ", (long long)l->tp);
+    if (l->pp > 1)
+        fprintf(out, "PP %lld with %lld micro-batches per step keeps the bubble at %.1f%%. ", (long long)l->pp,
+                (long long)(l->gbs / (l->mbs * l->dp)), 100.0 * w->bubble_s / w->step_s);
+    if (res->ntop > 1) {
+        const plan_candidate *r = &res->top[1];
+        fprintf(out, "The runner-up (TP %lld, PP %lld, DP %lld, mbs %lld, recompute %s, ZeRO %d) is %.1f%% behind.",
+                (long long)r->layout.tp, (long long)r->layout.pp, (long long)r->layout.dp, (long long)r->layout.mbs,
+                recompute_name(r->layout.recompute), r->layout.zero,
+                100.0 * (objective_of(req, r) / objective_of(req, w) - 1.0));
+    }
+    fputc('\n', out);
+}
+
+static void print_candidate_row(FILE *out, const plan_request *req, int rank, const plan_candidate *c)
+{
+    const layout_t *l = &c->layout;
+    fprintf(out, "%4d  %-14s %6lld %3lld %3lld %5lld %3lld %4lld %6lld  %-9s %4d %3s %7.1f %9.3f %6.1f%% %9.2f %12.4g\n", rank,
+            req->gpu[c->gpu_type]->name, (long long)l->gpus, (long long)l->tp, (long long)l->pp, (long long)l->dp,
+            (long long)l->vpp, (long long)l->mbs, (long long)l->gbs, recompute_name(l->recompute), l->zero,
+            l->sp ? "on" : "off", c->memory_total / GIB, c->step_s, 100.0 * c->mfu, c->time_to_train_s / 86400.0,
+            c->cost_usd);
+}
+
+static void print_header(FILE *out)
+{
+    fprintf(out, "%4s  %-14s %6s %3s %3s %5s %3s %4s %6s  %-9s %4s %3s %7s %9s %7s %9s %12s\n", "rank", "gpu", "GPUs", "TP",
+            "PP", "DP", "VPP", "mbs", "gbs", "recompute", "ZeRO", "SP", "mem GiB", "step s", "MFU", "days", "cost $");
+}
+
+static cJSON *candidate_json(const plan_request *req, const plan_candidate *c)
+{
+    const layout_t *l = &c->layout;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "gpu", req->gpu[c->gpu_type]->name);
+    cJSON *lj = cJSON_AddObjectToObject(o, "layout");
+    cJSON_AddNumberToObject(lj, "gpus", (double)l->gpus);
+    cJSON_AddNumberToObject(lj, "tp", (double)l->tp);
+    cJSON_AddNumberToObject(lj, "pp", (double)l->pp);
+    cJSON_AddNumberToObject(lj, "dp", (double)l->dp);
+    cJSON_AddNumberToObject(lj, "vpp", (double)l->vpp);
+    cJSON_AddNumberToObject(lj, "mbs", (double)l->mbs);
+    cJSON_AddNumberToObject(lj, "gbs", (double)l->gbs);
+    cJSON_AddNumberToObject(lj, "seq", (double)l->seq);
+    cJSON_AddStringToObject(lj, "recompute", recompute_name(l->recompute));
+    cJSON_AddNumberToObject(lj, "zero", l->zero);
+    cJSON_AddBoolToObject(lj, "sp", l->sp);
+    cJSON_AddStringToObject(lj, "precision", precision_name(l->precision));
+    cJSON_AddNumberToObject(o, "memory_total", c->memory_total);
+    cJSON_AddNumberToObject(o, "memory_capacity", c->memory_capacity);
+    cJSON_AddNumberToObject(o, "step_s", c->step_s);
+    cJSON_AddNumberToObject(o, "mfu", c->mfu);
+    cJSON_AddNumberToObject(o, "tokens_per_s", c->tokens_per_s);
+    cJSON_AddNumberToObject(o, "time_to_train_s", c->time_to_train_s);
+    cJSON_AddNumberToObject(o, "cost_usd", c->cost_usd);
+    cJSON *t = cJSON_AddObjectToObject(o, "time");
+    cJSON_AddNumberToObject(t, "compute_s", c->compute_s);
+    cJSON_AddNumberToObject(t, "tp_comm_s", c->tp_comm_s);
+    cJSON_AddNumberToObject(t, "pp_comm_s", c->pp_comm_s);
+    cJSON_AddNumberToObject(t, "dp_comm_s", c->dp_comm_s);
+    cJSON_AddNumberToObject(t, "bubble_s", c->bubble_s);
+    return o;
+}
+
+void report_plan(FILE *out, const plan_request *req, const plan_result *res, format_t format)
+{
+    if (format == FORMAT_JSON) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON *mj = cJSON_AddObjectToObject(root, "model");
+        cJSON_AddStringToObject(mj, "name", req->model->name);
+        cJSON_AddNumberToObject(mj, "params", model_params_total(req->model));
+        cJSON_AddStringToObject(root, "objective", objective_name(req->objective));
+        cJSON_AddNumberToObject(root, "tokens", req->tokens);
+        cJSON *sj = cJSON_AddObjectToObject(root, "search");
+        cJSON_AddNumberToObject(sj, "layouts_evaluated", (double)res->evaluated);
+        cJSON_AddNumberToObject(sj, "feasible", (double)res->feasible);
+        cJSON_AddNumberToObject(sj, "seconds", res->seconds);
+        cJSON *rj = cJSON_AddObjectToObject(sj, "rejected");
+        for (int r = 0; r < REJECT_COUNT; r++)
+            cJSON_AddNumberToObject(rj, reject_reason_name((reject_reason_t)r), (double)res->rejected[r]);
+        cJSON *top = cJSON_AddArrayToObject(root, "top");
+        for (int i = 0; i < res->ntop; i++) cJSON_AddItemToArray(top, candidate_json(req, &res->top[i]));
+        cJSON *front = cJSON_AddArrayToObject(root, "frontier");
+        for (int i = 0; i < res->nfrontier; i++) cJSON_AddItemToArray(front, candidate_json(req, &res->frontier[i]));
+        char *text = cJSON_Print(root);
+        if (text) fprintf(out, "%s\n", text);
+        cJSON_free(text);
+        cJSON_Delete(root);
+        return;
+    }
+    if (format == FORMAT_CSV) {
+        fprintf(out, "kind,rank,gpu,gpus,tp,pp,dp,vpp,mbs,gbs,seq,recompute,zero,sp,memory_total,step_s,mfu,time_to_train_s,cost_usd\n");
+        for (int k = 0; k < 2; k++) {
+            const plan_candidate *list = k == 0 ? res->top : res->frontier;
+            int n = k == 0 ? res->ntop : res->nfrontier;
+            for (int i = 0; i < n; i++) {
+                const plan_candidate *c = &list[i];
+                const layout_t *l = &c->layout;
+                fprintf(out, "%s,%d,%s,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%s,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+                        k == 0 ? "top" : "frontier", i + 1, req->gpu[c->gpu_type]->name, (long long)l->gpus,
+                        (long long)l->tp, (long long)l->pp, (long long)l->dp, (long long)l->vpp, (long long)l->mbs,
+                        (long long)l->gbs, (long long)l->seq, recompute_name(l->recompute), l->zero, l->sp,
+                        c->memory_total, c->step_s, c->mfu, c->time_to_train_s, c->cost_usd);
+            }
+        }
+        return;
+    }
+    fprintf(out, "sextant plan: %s (%.2fB parameters), %.4g tokens, seq %lld, ranked by %s\n", req->model->name,
+            model_params_total(req->model) / 1e9, req->tokens, (long long)req->seq, objective_name(req->objective));
+    if (req->max_days > 0) fprintf(out, "deadline: %.4g days\n", req->max_days);
+    if (req->max_budget > 0) fprintf(out, "budget: $%.4g\n", req->max_budget);
+    fprintf(out, "searched %lld layouts in %.3f s (%.3g layouts/s); %lld feasible\n\n", (long long)res->evaluated,
+            res->seconds, (double)res->evaluated / (res->seconds > 0 ? res->seconds : 1e-9), (long long)res->feasible);
+    if (res->ntop == 0) {
+        fprintf(out, "No layout meets the request.\n");
+    } else {
+        print_header(out);
+        for (int i = 0; i < res->ntop; i++) print_candidate_row(out, req, i + 1, &res->top[i]);
+        winner_reason(out, req, res);
+    }
+    fprintf(out, "\nRejected:\n");
+    for (int r = 0; r < REJECT_COUNT; r++)
+        if (res->rejected[r]) fprintf(out, "  %10lld  %s\n", (long long)res->rejected[r], reject_reason_name((reject_reason_t)r));
+    if (req->ncounts > 1 || req->ngpu_types > 1) {
+        fprintf(out, "\nTime-cost frontier (fastest layout per GPU type and count, Pareto set):\n");
+        print_header(out);
+        for (int i = 0; i < res->nfrontier; i++) print_candidate_row(out, req, i + 1, &res->frontier[i]);
+    }
+}
+
+static const char *recompute_megatron(recompute_t r)
+{
+    return r == RECOMPUTE_FULL ? "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+                               : r == RECOMPUTE_SELECTIVE ? "--recompute-granularity selective" : "";
+}
+
+int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const char *framework, char *err,
+              size_t errlen)
+{
+    const model_t *m = req->model;
+    const layout_t *l = &c->layout;
+    const hw_gpu *g = req->gpu[c->gpu_type];
+    int64_t nodes = (l->gpus + req->node[c->gpu_type]->gpus_per_node - 1) / req->node[c->gpu_type]->gpus_per_node;
+    int64_t per_node = l->gpus < req->node[c->gpu_type]->gpus_per_node ? l->gpus : req->node[c->gpu_type]->gpus_per_node;
+    double steps = ceil(req->tokens / ((double)l->gbs * (double)l->seq));
+    if (!strcmp(framework, "megatron")) {
+        if (l->zero > 1) {
+            snprintf(err, errlen, "--emit megatron: the plan uses ZeRO-%d, which Megatron-LM does not have (pass --zero-max 1)", l->zero);
+            return -1;
+        }
+        fprintf(out, "# sextant plan for %s on %lld x %s (%lld nodes): Megatron-LM pretrain_gpt.py arguments\n", m->name,
+                (long long)l->gpus, g->name, (long long)nodes);
+        fprintf(out, "torchrun --nnodes %lld --nproc-per-node %lld pretrain_gpt.py \\\n", (long long)nodes, (long long)per_node);
+        fprintf(out, "  --num-layers %lld --hidden-size %lld --num-attention-heads %lld --ffn-hidden-size %lld \\\n",
+                (long long)m->layers, (long long)m->hidden, (long long)m->heads, (long long)m->ffn);
+        if (m->kv_heads != m->heads) fprintf(out, "  --group-query-attention --num-query-groups %lld \\\n", (long long)m->kv_heads);
+        if (m->ffn_kind == FFN_SWIGLU) fprintf(out, "  --swiglu \\\n");
+        if (m->norm == NORM_RMSNORM) fprintf(out, "  --normalization RMSNorm \\\n");
+        if (m->position == POS_ROPE) fprintf(out, "  --position-embedding-type rope \\\n");
+        if (!m->tied_embeddings) fprintf(out, "  --untie-embeddings-and-output-weights \\\n");
+        if (!m->bias) fprintf(out, "  --disable-bias-linear \\\n");
+        if (!m->dropout) fprintf(out, "  --attention-dropout 0.0 --hidden-dropout 0.0 \\\n");
+        fprintf(out, "  --seq-length %lld --max-position-embeddings %lld \\\n", (long long)l->seq, (long long)l->seq);
+        fprintf(out, "  --tensor-model-parallel-size %lld --pipeline-model-parallel-size %lld \\\n", (long long)l->tp, (long long)l->pp);
+        if (l->vpp > 1)
+            fprintf(out, "  --num-layers-per-virtual-pipeline-stage %lld \\\n", (long long)(m->layers / (l->pp * l->vpp)));
+        if (l->sp) fprintf(out, "  --sequence-parallel \\\n");
+        if (l->zero == 1) fprintf(out, "  --use-distributed-optimizer \\\n");
+        if (l->recompute != RECOMPUTE_NONE) fprintf(out, "  %s \\\n", recompute_megatron(l->recompute));
+        fprintf(out, "  --micro-batch-size %lld --global-batch-size %lld --train-iters %.0f \\\n", (long long)l->mbs,
+                (long long)l->gbs, steps);
+        fprintf(out, "  --%s --use-flash-attn%s\n", l->precision == PREC_FP16 ? "fp16" : "bf16",
+                l->fp32_grads ? "" : " --no-gradient-accumulation-fusion");
+        return 0;
+    }
+    if (!strcmp(framework, "deepspeed")) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddNumberToObject(root, "train_batch_size", (double)l->gbs);
+        cJSON_AddNumberToObject(root, "train_micro_batch_size_per_gpu", (double)l->mbs);
+        cJSON_AddNumberToObject(root, "gradient_accumulation_steps", (double)(l->gbs / (l->mbs * l->dp)));
+        cJSON *zero = cJSON_AddObjectToObject(root, "zero_optimization");
+        cJSON_AddNumberToObject(zero, "stage", l->zero);
+        cJSON_AddBoolToObject(zero, "overlap_comm", 1);
+        cJSON_AddBoolToObject(zero, "contiguous_gradients", 1);
+        cJSON *prec = cJSON_AddObjectToObject(root, l->precision == PREC_FP16 ? "fp16" : "bf16");
+        cJSON_AddBoolToObject(prec, "enabled", l->precision == PREC_FP16 || l->precision == PREC_BF16 || l->precision == PREC_FP8);
+        if (l->recompute != RECOMPUTE_NONE) {
+            cJSON *ac = cJSON_AddObjectToObject(root, "activation_checkpointing");
+            cJSON_AddBoolToObject(ac, "partition_activations", l->sp);
+            cJSON_AddBoolToObject(ac, "contiguous_memory_optimization", 1);
+            cJSON_AddNumberToObject(ac, "number_checkpoints", (double)m->layers);
+        }
+        if (l->pp > 1) {
+            cJSON *pipe = cJSON_AddObjectToObject(root, "pipeline");
+            cJSON_AddNumberToObject(pipe, "stages", (double)l->pp);
+            cJSON_AddStringToObject(pipe, "partition", "uniform");
+        }
+        cJSON *sx = cJSON_AddObjectToObject(root, "sextant");
+        cJSON_AddNumberToObject(sx, "tensor_parallel", (double)l->tp);
+        cJSON_AddNumberToObject(sx, "pipeline_parallel", (double)l->pp);
+        cJSON_AddNumberToObject(sx, "data_parallel", (double)l->dp);
+        cJSON_AddStringToObject(sx, "note", "DeepSpeed takes TP from the model code (Megatron-DeepSpeed --tensor-model-parallel-size)");
+        char *text = cJSON_Print(root);
+        if (text) fprintf(out, "%s\n", text);
+        cJSON_free(text);
+        cJSON_Delete(root);
+        return 0;
+    }
+    if (!strcmp(framework, "torchtitan")) {
+        fprintf(out, "# sextant plan for %s on %lld x %s: torchtitan job config (TOML)\n", m->name, (long long)l->gpus, g->name);
+        fprintf(out, "[training]\nlocal_batch_size = %lld\nglobal_batch_size = %lld\nseq_len = %lld\nsteps = %.0f\n"
+                     "mixed_precision_param = \"%s\"\n\n",
+                (long long)l->mbs, (long long)l->gbs, (long long)l->seq, steps,
+                l->precision == PREC_FP16 ? "float16" : "bfloat16");
+        fprintf(out, "[parallelism]\ndata_parallel_replicate_degree = %lld\ndata_parallel_shard_degree = %lld\n",
+                (long long)(l->zero >= 1 ? 1 : l->dp), (long long)(l->zero >= 1 ? l->dp : 1));
+        fprintf(out, "tensor_parallel_degree = %lld\npipeline_parallel_degree = %lld\n", (long long)l->tp, (long long)l->pp);
+        if (l->pp > 1)
+            fprintf(out, "pipeline_parallel_schedule = \"%s\"\n", l->vpp > 1 ? "Interleaved1F1B" : "1F1B");
+        fprintf(out, "\n[activation_checkpoint]\nmode = \"%s\"\n", l->recompute == RECOMPUTE_FULL ? "full"
+                                                                   : l->recompute == RECOMPUTE_SELECTIVE ? "selective" : "none");
+        return 0;
+    }
+    snprintf(err, errlen, "--emit: '%s' is not one of megatron|deepspeed|torchtitan", framework);
+    return -1;
+}

@@ -1,0 +1,75 @@
+/* make bench: how many layouts per second one core estimates, against the
+ * cost of only building their op lists (the reference, measured in the same
+ * run), over a sweep of TP x PP x DP x micro-batch x recompute layouts. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "planner.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int main(void)
+{
+    char err[512];
+    hwdb db;
+    model_zoo zoo;
+    if (hwdb_load(SEXTANT_ROOT "/hwdb", &db, err, sizeof err) || model_zoo_load(SEXTANT_ROOT "/models/zoo.csv", &zoo, err, sizeof err)) {
+        fprintf(stderr, "bench: %s\n", err);
+        return 1;
+    }
+    const model_t *m = model_zoo_find(&zoo, "llama2-70b");
+    const hw_gpu *g = hwdb_find_gpu(&db, "h100-sxm");
+    const hw_node *n = hwdb_find_node(&db, g->node);
+    static estimate_t e;
+    static stage_ops ops;
+    job_t job = {2e12, 2.0};
+    long layouts = 0, valid = 0;
+    double checksum = 0;
+    double best_estimate = 1e30, best_build = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        for (int pass = 0; pass < 2; pass++) {
+            double t0 = now_s();
+            long count = 0;
+            for (int64_t tp = 1; tp <= 8; tp *= 2)
+                for (int64_t pp = 1; pp <= 16; pp *= 2)
+                    for (int64_t mbs = 1; mbs <= 8; mbs *= 2)
+                        for (int r = 0; r < 3; r++)
+                            for (int zero = 0; zero < 4; zero++) {
+                                layout_t l = {0};
+                                l.tp = tp; l.pp = pp; l.dp = 1024 / (tp * pp); l.gpus = 1024; l.vpp = 1;
+                                l.mbs = mbs; l.gbs = 1024 * 4 > mbs * l.dp ? 4096 : mbs * l.dp;
+                                l.seq = 4096; l.gpus_per_node = 8; l.recompute = (recompute_t)r; l.zero = zero;
+                                l.sp = tp > 1; l.precision = PREC_BF16;
+                                count++;
+                                if (pass == 0) {
+                                    if (estimate_layout(m, g, n, &l, &job, &e, err, sizeof err) == 0) {
+                                        valid++;
+                                        checksum += e.step_s;
+                                    }
+                                } else {
+                                    build_stage_ops(m, &l, 0, &ops);
+                                    checksum += ops.nops;
+                                }
+                            }
+            double dt = now_s() - t0;
+            if (pass == 0 && dt < best_estimate) best_estimate = dt;
+            if (pass == 1 && dt < best_build) best_build = dt;
+            layouts = count;
+        }
+    }
+    printf("bench: %ld layouts of llama2-70b on 1024 x h100-sxm (%ld estimable per sweep), best of 5 sweeps\n", layouts,
+           valid / 5);
+    printf("  estimate_layout      %10.0f layouts/s  (%.2f us each)\n", layouts / best_estimate, 1e6 * best_estimate / layouts);
+    printf("  build_stage_ops only %10.0f lists/s    (reference)\n", layouts / best_build);
+    printf("  ratio                %10.2f estimates per op-list build time\n", best_build / best_estimate);
+    printf("  (checksum %.6g)\n", checksum);
+    model_zoo_free(&zoo);
+    hwdb_free(&db);
+    return 0;
+}

@@ -1,0 +1,303 @@
+/* The command line as a user meets it: commands, formats, SPEC.md's worked
+ * examples through `explain`, and bad input (one line on stderr, non-zero
+ * exit, nothing on stdout, no output file). */
+#include "test_util.h"
+
+#include <cjson/cJSON.h>
+#include <sys/stat.h>
+
+#define ISSUE_EXAMPLE "llama2-70b --gpu h100-sxm --gpus 1024 --tp 8 --pp 4 --mbs 1 --gbs 1024 --seq 4096 " \
+                      "--tokens 2T --recompute selective --sp --zero 1"
+
+static void expect_ok(run_result *r)
+{
+    if (r->status != 0) {
+        print_error("exit %d, stderr: %s\n", r->status, r->err);
+        fail();
+    }
+    assert_true(strlen(r->out) > 0);
+}
+
+static void expect_bad_input(const char *args, const char *message)
+{
+    run_result r = run_sextant("%s", args);
+    if (r.status == 0 || r.status == -1 || r.out[0] != '\0' || count_lines(r.err) != 1 || !strstr(r.err, message)) {
+        print_error("sextant %s\n  exit %d, stdout %zu bytes, stderr: %s  (wanted one line containing '%s')\n", args,
+                    r.status, strlen(r.out), r.err, message);
+        run_free(&r);
+        fail();
+    }
+    run_free(&r);
+}
+
+static void models_lists_the_zoo(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("models");
+    expect_ok(&r);
+    const char *names[] = {"gpt2 ", "bert-large", "gpt-1.3b", "megatron-1t", "llama3.1-405b", "mixtral-8x7b"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) assert_non_null(strstr(r.out, names[i]));
+    run_free(&r);
+    r = run_sextant("models --format csv");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "name,family,layers"));
+    run_free(&r);
+}
+
+static void hw_shows_sources(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("hw h100-sxm");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "source"));
+    assert_non_null(strstr(r.out, "989.4"));
+    run_free(&r);
+    r = run_sextant("hw");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "b200"));
+    assert_non_null(strstr(r.out, "rtx4090"));
+    run_free(&r);
+}
+
+static void default_estimate_runs(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("estimate");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "Memory per GPU"));
+    assert_non_null(strstr(r.out, "MFU"));
+    run_free(&r);
+}
+
+static double json_number(const cJSON *root, const char *a, const char *b)
+{
+    const cJSON *node = cJSON_GetObjectItemCaseSensitive(root, a);
+    if (b) node = cJSON_GetObjectItemCaseSensitive(node, b);
+    if (!cJSON_IsNumber(node)) {
+        print_error("JSON key %s%s%s is missing or not a number\n", a, b ? "." : "", b ? b : "");
+        fail();
+    }
+    return node->valuedouble;
+}
+
+static void json_has_every_documented_key(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("estimate " ISSUE_EXAMPLE " --format json");
+    expect_ok(&r);
+    cJSON *root = cJSON_Parse(r.out);
+    assert_non_null(root);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "name")->valuestring,
+                        "llama2-70b");
+    assert_true(json_number(root, "model", "params") > 6e10);
+    const char *layout_keys[] = {"gpus", "tp", "pp", "dp", "mbs", "gbs", "seq", "zero", "vpp"};
+    for (size_t i = 0; i < sizeof layout_keys / sizeof layout_keys[0]; i++) json_number(root, "layout", layout_keys[i]);
+    assert_true(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "layout"), "recompute")));
+    assert_true(cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "layout"), "sp")));
+    const char *memory_keys[] = {"weights", "gradients", "optimizer", "activations", "other", "total", "capacity"};
+    double sum = 0;
+    for (size_t i = 0; i < sizeof memory_keys / sizeof memory_keys[0]; i++) {
+        double v = json_number(root, "memory", memory_keys[i]);
+        if (i < 5) sum += v;
+    }
+    sum += json_number(root, "memory", "logits");
+    assert_close(sum, json_number(root, "memory", "total"), 1e-9);
+    assert_true(cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "memory"), "fits")));
+    const char *time_keys[] = {"step_s", "compute_s", "tp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s"};
+    for (size_t i = 0; i < sizeof time_keys / sizeof time_keys[0]; i++) json_number(root, "time", time_keys[i]);
+    const char *flops_keys[] = {"model_per_step", "hardware_per_step", "six_nd_per_step"};
+    for (size_t i = 0; i < sizeof flops_keys / sizeof flops_keys[0]; i++) json_number(root, "flops", flops_keys[i]);
+    const char *top[] = {"mfu", "hfu", "tokens_per_s", "time_to_train_s", "gpu_hours", "cost_usd", "tp_ratio_limit"};
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) json_number(root, top[i], NULL);
+    assert_true(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "warnings")));
+    assert_close(json_number(root, "layout", "dp"), 32, 0);
+    cJSON_Delete(root);
+    run_free(&r);
+}
+
+static void csv_carries_the_same_content(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("estimate " ISSUE_EXAMPLE " --format csv");
+    expect_ok(&r);
+    assert_int_equal(count_lines(r.out), 2);
+    assert_non_null(strstr(r.out, "memory.total"));
+    assert_non_null(strstr(r.out, "time.step_s"));
+    assert_non_null(strstr(r.out, "warnings"));
+    run_free(&r);
+}
+
+static void ops_listing(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("estimate " ISSUE_EXAMPLE " --ops");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "qkv_wgrad"));
+    assert_non_null(strstr(r.out, "tp_reduce_scatter_mlp"));
+    assert_non_null(strstr(r.out, "pp_send_activations"));
+    run_free(&r);
+}
+
+static void explain_walks_through_the_estimate(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("explain " ISSUE_EXAMPLE);
+    expect_ok(&r);
+    const char *sections[] = {"1. The model", "2. Compute", "3. Memory", "4. Communication", "5. The TP",
+                              "6. Step time", "7. Throughput", "Korthikanti", "Narayanan", "t_max", "GQA"};
+    for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++)
+        if (!strstr(r.out, sections[i])) {
+            print_error("explain lacks '%s'\n", sections[i]);
+            fail();
+        }
+    run_free(&r);
+}
+
+static void explain_reproduces_spec_examples(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("explain --spec");
+    expect_ok(&r);
+    /* SPEC.md, each worked example's printed figures */
+    const char *figures[] = {
+        "= 3.15e+23 FLOP", "= 1.97e+14 FLOP", "0.60 s on a GPU",          /* 1. compute */
+        "= 140 GB", "gradients 140 GB", "= 840 GB", "= 730 GB", "total 1850 GB",
+        "24 GPUs of 80 GB", "78 GPUs of 24 GB",                            /* 2. memory */
+        "takes 0.125 s", "two: 0.250 s",                                   /* 3. communication */
+        "t_max = 6h/(B FLOPS/BW) = 2.4", "FLOPS/BW = 10312", "t_max = 11.2", "FLOPS/BW = 2198",
+        "ratio 3 d = 384", "= 859 GB/s", "1.7 TB/s",                       /* 4. TP ratio */
+    };
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++)
+        if (!strstr(r.out, figures[i])) {
+            print_error("explain --spec lacks '%s'\n%s\n", figures[i], r.out);
+            fail();
+        }
+    run_free(&r);
+}
+
+static void model_config_imports(void **state)
+{
+    (void)state;
+    const char *files[] = {"llama2-7b", "llama3-8b", "mistral-7b", "mixtral-8x7b", "gpt2", "gpt-neox-20b", "bert-base"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        run_result r = run_sextant("estimate --model-config %s/tests/data/hf/%s.json --gpu a100-sxm4-80gb --gpus 8 --tp 8 "
+                                   "--format json", SEXTANT_ROOT, files[i]);
+        expect_ok(&r);
+        assert_non_null(strstr(r.out, files[i]));
+        run_free(&r);
+    }
+}
+
+static void out_file_is_written_whole(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/sextant-out-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    unlink(path);
+    run_result r = run_sextant("estimate llama2-7b --gpus 8 --format json --out %s", path);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "");
+    char *text = slurp(path);
+    cJSON *root = cJSON_Parse(text);
+    assert_non_null(root);
+    cJSON_Delete(root);
+    free(text);
+    unlink(path);
+    run_free(&r);
+    /* bad input leaves no file behind */
+    r = run_sextant("estimate llama2-7b --gpus 7 --tp 2 --out %s", path);
+    assert_int_not_equal(r.status, 0);
+    struct stat st;
+    assert_int_equal(stat(path, &st), -1);
+    run_free(&r);
+}
+
+static void version_and_help(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("--version");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "sextant "));
+    run_free(&r);
+    r = run_sextant("--help");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "--recompute"));
+    run_free(&r);
+}
+
+static void bad_input_is_one_clear_line(void **state)
+{
+    (void)state;
+    expect_bad_input("estimate lama2-70b", "closest: llama2-70b");
+    expect_bad_input("estimate llama2-70b --gpu h100-sxn", "closest: h100-sxm");
+    expect_bad_input("estimate llama2-70b --tp abc", "--tp");
+    expect_bad_input("estimate llama2-70b --gpus 0", "--gpus");
+    expect_bad_input("estimate llama2-70b --gpus -8", "--gpus");
+    expect_bad_input("estimate llama2-70b --gpus 1024 --tp 3", "not divisible");
+    expect_bad_input("estimate llama2-70b --gpus 64 --tp 8 --dp 4", "--dp 4");
+    expect_bad_input("estimate llama2-70b --tokens 1e400", "--tokens");
+    expect_bad_input("estimate llama2-70b --tokens nan", "--tokens");
+    expect_bad_input("estimate llama2-70b --seq 1e12", "--seq");
+    expect_bad_input("estimate llama2-70b --mbs 100000 --seq 1000000", "tokens per micro-batch");
+    expect_bad_input("estimate llama2-70b --gpus 9999999999", "--gpus");
+    expect_bad_input("estimate llama2-70b --gpus 200 --pp 200", "--pp 200");
+    expect_bad_input("estimate llama2-70b --gpu v100-sxm2-32gb --precision bf16", "--precision bf16");
+    expect_bad_input("estimate llama2-70b --precision fp4", "--precision");
+    expect_bad_input("estimate llama2-70b --recompute some", "--recompute");
+    expect_bad_input("estimate llama2-70b --zero 4", "--zero");
+    expect_bad_input("estimate llama2-70b --format xml", "--format");
+    expect_bad_input("estimate llama2-70b --price -1", "--price");
+    expect_bad_input("estimate llama2-70b --gpu", "--gpu: missing value");
+    expect_bad_input("estimate llama2-70b --frobnicate", "unknown flag");
+    expect_bad_input("frobnicate", "unknown command");
+    expect_bad_input("estimate --model-config /nonexistent.json", "/nonexistent.json");
+    expect_bad_input("estimate llama2-70b --hwdb /nonexistent", "/nonexistent/gpus.csv");
+    expect_bad_input("estimate llama2-70b --calibration /nonexistent.csv", "/nonexistent.csv");
+    expect_bad_input("hw h900", "closest:");
+}
+
+static void bad_csv_names_file_line_field(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sextant-cli-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char cmd[1024];
+    /* a truncated zoo: its last row cut in the middle */
+    snprintf(cmd, sizeof cmd, "head -c $(( $(wc -c < %s/models/zoo.csv) - 40 )) %s/models/zoo.csv > %s/zoo.csv",
+             SEXTANT_ROOT, SEXTANT_ROOT, dir);
+    assert_int_equal(system(cmd), 0);
+    char args[512], where[512];
+    snprintf(args, sizeof args, "estimate llama2-7b --models %s/zoo.csv", dir);
+    snprintf(where, sizeof where, "%s/zoo.csv:", dir);
+    expect_bad_input(args, where);
+    /* a non-numeric bandwidth in a copy of hwdb */
+    snprintf(cmd, sizeof cmd, "cp -r %s/hwdb %s/hw && awk 'BEGIN{FS=OFS=\",\"} NR==2{$5=\"fast\"} 1' %s/hwdb/gpus.csv > %s/hw/gpus.csv",
+             SEXTANT_ROOT, dir, SEXTANT_ROOT, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(args, sizeof args, "estimate llama2-7b --hwdb %s/hw", dir);
+    snprintf(where, sizeof where, "%s/hw/gpus.csv:2:", dir);
+    expect_bad_input(args, where);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(models_lists_the_zoo),
+        cmocka_unit_test(hw_shows_sources),
+        cmocka_unit_test(default_estimate_runs),
+        cmocka_unit_test(json_has_every_documented_key),
+        cmocka_unit_test(csv_carries_the_same_content),
+        cmocka_unit_test(ops_listing),
+        cmocka_unit_test(explain_walks_through_the_estimate),
+        cmocka_unit_test(explain_reproduces_spec_examples),
+        cmocka_unit_test(model_config_imports),
+        cmocka_unit_test(out_file_is_written_whole),
+        cmocka_unit_test(version_and_help),
+        cmocka_unit_test(bad_input_is_one_clear_line),
+        cmocka_unit_test(bad_csv_names_file_line_field),
+    };
+    return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
+}

@@ -1,0 +1,282 @@
+/* The estimate: memory sharding, step-time bookkeeping, FLOP conventions,
+ * cost, and every warning a reviewer would raise. */
+#include "test_util.h"
+
+#include "planner.h"
+
+static hwdb db;
+static model_zoo zoo;
+
+static int setup(void **state)
+{
+    (void)state;
+    char err[512];
+    if (hwdb_load(SEXTANT_ROOT "/hwdb", &db, err, sizeof err) != 0 ||
+        model_zoo_load(SEXTANT_ROOT "/models/zoo.csv", &zoo, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    hwdb_free(&db);
+    model_zoo_free(&zoo);
+    return 0;
+}
+
+static layout_t layout(int64_t gpus, int64_t tp, int64_t pp, int64_t mbs, int64_t gbs, int64_t seq)
+{
+    layout_t l;
+    memset(&l, 0, sizeof l);
+    l.gpus = gpus;
+    l.tp = tp;
+    l.pp = pp;
+    l.dp = gpus / (tp * pp);
+    l.vpp = 1;
+    l.mbs = mbs;
+    l.gbs = gbs;
+    l.seq = seq;
+    l.gpus_per_node = 8;
+    l.recompute = RECOMPUTE_SELECTIVE;
+    l.precision = PREC_BF16;
+    return l;
+}
+
+static estimate_t *run(const char *model, const char *gpu, layout_t l)
+{
+    static estimate_t e;
+    const model_t *m = model_zoo_find(&zoo, model);
+    const hw_gpu *g = hwdb_find_gpu(&db, gpu);
+    assert_non_null(m);
+    assert_non_null(g);
+    const hw_node *n = hwdb_find_node(&db, g->node);
+    l.gpus_per_node = n->gpus_per_node;
+    job_t job = {2e12, g->cloud_usd_per_gpu_hour};
+    char err[512];
+    if (estimate_layout(m, g, n, &l, &job, &e, err, sizeof err) != 0) {
+        print_error("%s\n", err);
+        fail();
+    }
+    return &e;
+}
+
+static int has_warning(const estimate_t *e, const char *text)
+{
+    for (int i = 0; i < e->nwarnings; i++)
+        if (strstr(e->warnings[i], text)) return 1;
+    return 0;
+}
+
+static void issue_example_is_plausible(void **state)
+{
+    (void)state;
+    layout_t l = layout(1024, 8, 4, 1, 1024, 4096);
+    l.sp = 1;
+    l.zero = 1;
+    estimate_t *e = run("llama2-70b", "h100-sxm", l);
+    assert_true(e->fits);
+    assert_int_equal(e->microbatches, 32);
+    /* published LLaMA-2-70B-scale runs on H100 land between 35% and 60% MFU */
+    assert_true(e->mfu > 0.30 && e->mfu < 0.70);
+    assert_true(e->hfu >= e->mfu);
+    /* the parts add up, and the throughput follows from the step */
+    assert_close(e->step_s, e->compute_s + e->tp_comm_s + e->pp_comm_s + e->dp_comm_s + e->bubble_s + e->optimizer_s, 1e-12);
+    assert_close(e->tokens_per_s, 1024.0 * 4096 / e->step_s, 1e-12);
+    assert_close(e->time_to_train_s, 2e12 / (1024.0 * 4096) * e->step_s, 1e-12);
+    assert_close(e->cost_usd, e->gpu_hours * e->job.price_usd_per_gpu_hour, 1e-12);
+    assert_close(e->gpu_hours, 1024 * e->time_to_train_s / 3600, 1e-12);
+    /* 1F1B bubble: (p-1) of (m + p - 1) micro-batch slots */
+    assert_close(e->bubble_s, 3 * e->microbatch_s, 1e-12);
+    /* ZeRO-1 shards the 12 optimizer bytes of each parameter over DP = 32 */
+    assert_close(e->memory.optimizer, e->memory.params * 12 / 32, 1e-12);
+    assert_close(e->memory.weights, e->memory.params * 2, 1e-12);
+    assert_close(e->memory.gradients, e->memory.params * 2, 1e-12);
+    assert_close(e->tp_ratio_limit, 6.0 * 8192 / (2 * 989.4e12 / 450e9), 0.01);
+    assert_int_equal(e->nwarnings, 0);
+}
+
+static void zero_stages_shard_in_order(void **state)
+{
+    (void)state;
+    double total[4], weights[4], grads[4], opt[4];
+    for (int z = 0; z < 4; z++) {
+        layout_t l = layout(64, 8, 1, 1, 64, 4096);
+        l.zero = z;
+        estimate_t *e = run("llama2-13b", "h100-sxm", l);
+        total[z] = e->memory.total;
+        weights[z] = e->memory.weights;
+        grads[z] = e->memory.gradients;
+        opt[z] = e->memory.optimizer;
+    }
+    assert_close(opt[1], opt[0] / 8, 1e-12);
+    assert_close(grads[2], grads[1] / 8, 1e-12);
+    assert_close(weights[3], weights[2] / 8, 1e-12);
+    assert_true(total[0] > total[1] && total[1] > total[2] && total[2] > total[3]);
+}
+
+static void fp32_gradients_cost_two_more_bytes(void **state)
+{
+    (void)state;
+    layout_t l = layout(8, 8, 1, 1, 8, 2048);
+    estimate_t *e = run("llama2-7b", "a100-sxm4-80gb", l);
+    double p = e->memory.params, sixteen = e->memory.weights + e->memory.gradients + e->memory.optimizer;
+    l.fp32_grads = 1;
+    e = run("llama2-7b", "a100-sxm4-80gb", l);
+    assert_close(sixteen, 16 * p, 1e-12);
+    assert_close(e->memory.weights + e->memory.gradients + e->memory.optimizer, 18 * p, 1e-12);
+}
+
+static void recomputation_trades_memory_for_flops(void **state)
+{
+    (void)state;
+    layout_t l = layout(8, 8, 1, 1, 64, 4096);
+    l.attention = ATTENTION_UNFUSED;
+    l.recompute = RECOMPUTE_NONE;
+    estimate_t *e = run("gpt3-175b", "h100-sxm", l);
+    double act_none = e->memory.activations, step_none = e->compute_s, hw_none = e->hardware_flops_per_step;
+    assert_close(hw_none, e->model_flops_per_step, 1e-12);
+    l.recompute = RECOMPUTE_SELECTIVE;
+    e = run("gpt3-175b", "h100-sxm", l);
+    double act_sel = e->memory.activations;
+    l.recompute = RECOMPUTE_FULL;
+    e = run("gpt3-175b", "h100-sxm", l);
+    assert_true(act_none > act_sel);
+    assert_true(act_sel > e->memory.activations);
+    assert_true(e->compute_s > step_none);
+    assert_true(e->hardware_flops_per_step > e->model_flops_per_step * 1.25);
+    assert_true(e->hfu > e->mfu);
+}
+
+static void gpt3_flops_match_narayanan(void **state)
+{
+    (void)state;
+    layout_t l = layout(1536, 8, 16, 1, 1536, 2048);
+    estimate_t *e = run("gpt3-175b", "a100-sxm4-80gb", l);
+    const model_t *m = e->model;
+    /* GPT-3 has learned positions (no FLOPs) and a tied head: exactly eq. (3) */
+    assert_close(e->model_flops_per_step,
+                 narayanan_model_flops(1536, 2048, (double)m->layers, (double)m->hidden, (double)m->vocab), 1e-9);
+    assert_close(e->six_nd_per_step, 6 * e->params_active * 1536 * 2048, 1e-12);
+}
+
+static void does_not_fit_is_reported_not_refused(void **state)
+{
+    (void)state;
+    layout_t l = layout(8, 1, 1, 1, 8, 4096);
+    estimate_t *e = run("llama2-70b", "h100-sxm", l);
+    assert_false(e->fits);
+    assert_true(has_warning(e, "does not fit"));
+}
+
+static void tp_across_node_and_ratio_limit(void **state)
+{
+    (void)state;
+    layout_t l = layout(32, 16, 1, 1, 32, 4096);
+    estimate_t *e = run("llama2-70b", "h100-sxm", l);
+    assert_true(has_warning(e, "leaves the node"));
+    assert_true(has_warning(e, "ratio limit"));
+    /* SPEC 4 with hwdb's 165 TFLOP/s (fp32 accumulate) for the RTX 4090: t_max = 6 x 4096 / (2 x 165.2e12 / 32e9) = 2.4 */
+    l = layout(8, 4, 1, 1, 16, 2048);
+    e = run("llama2-7b", "rtx4090", l);
+    assert_close(e->tp_ratio_limit, 2.38, 0.01);
+    assert_true(has_warning(e, "ratio limit"));
+    l = layout(8, 1, 1, 1, 16, 2048);
+    e = run("llama2-7b", "h100-sxm", l);
+    assert_false(has_warning(e, "ratio limit"));
+}
+
+static void bubble_and_divisibility_warnings(void **state)
+{
+    (void)state;
+    layout_t l = layout(8, 1, 8, 1, 4, 4096);
+    estimate_t *e = run("llama2-7b", "h100-sxm", l);
+    assert_true(has_warning(e, "bubble"));
+    /* of the pipeline's own time (the step also holds the optimizer), 1F1B idles (p-1)/(m+p-1) */
+    double pipeline = e->compute_s + e->tp_comm_s + e->pp_comm_s + e->bubble_s;
+    assert_close(e->bubble_s / pipeline, 7.0 / (4 + 7), 1e-9);
+    assert_close(e->bubble_s / pipeline, pipeline_bubble_fraction(8, 4, 1), 1e-9);
+    l.vpp = 2;
+    e = run("llama2-7b", "h100-sxm", l);
+    pipeline = e->compute_s + e->tp_comm_s + e->pp_comm_s + e->bubble_s;
+    assert_close(e->bubble_s / pipeline, 3.5 / (4 + 3.5), 1e-9);
+    l = layout(16, 1, 1, 1, 20, 4096);
+    e = run("llama2-7b", "h100-sxm", l);
+    assert_true(has_warning(e, "not divisible by mbs x dp"));
+    assert_int_equal(e->layout.gbs, 16);
+    l = layout(24, 3, 1, 1, 24, 4096);
+    e = run("llama2-7b", "h100-sxm", l);
+    assert_true(has_warning(e, "heads are not divisible"));
+    l = layout(24, 1, 3, 1, 24, 4096);
+    e = run("llama2-7b", "h100-sxm", l);
+    assert_true(has_warning(e, "not divisible by PP"));
+}
+
+static void impossible_layouts_are_refused(void **state)
+{
+    (void)state;
+    const model_t *m = model_zoo_find(&zoo, "llama2-7b");
+    const hw_gpu *g = hwdb_find_gpu(&db, "h100-sxm");
+    const hw_node *n = hwdb_find_node(&db, g->node);
+    job_t job = {1e12, 2};
+    char err[512];
+    static estimate_t e;
+    layout_t l = layout(8, 4, 4, 1, 8, 4096);
+    l.dp = 1;
+    assert_int_equal(estimate_layout(m, g, n, &l, &job, &e, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--gpus"));
+    l = layout(64, 1, 64, 1, 64, 4096);
+    assert_int_equal(estimate_layout(m, g, n, &l, &job, &e, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--pp"));
+    l = layout(64, 64, 1, 1, 64, 4096);
+    assert_int_equal(estimate_layout(m, g, n, &l, &job, &e, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--tp"));
+    l = layout(8, 1, 1, 1, 8, 4096);
+    l.precision = PREC_FP8;
+    assert_int_equal(estimate_layout(m, hwdb_find_gpu(&db, "a100-sxm4-80gb"), n, &l, &job, &e, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--precision"));
+}
+
+static void pipeline_stages_split_memory(void **state)
+{
+    (void)state;
+    layout_t l = layout(64, 8, 1, 1, 64, 4096);
+    estimate_t *e = run("llama2-70b", "h100-sxm", l);
+    double params_pp1 = e->memory.params;
+    l = layout(64, 8, 4, 1, 64, 4096);
+    e = run("llama2-70b", "h100-sxm", l);
+    /* a quarter of the layers plus one embedding table, on stage 0 */
+    assert_true(e->memory.params < params_pp1 / 3.5 && e->memory.params > params_pp1 / 4.5);
+    assert_true(e->pp_comm_s > 0);
+    assert_close(e->memory.inflight_microbatches, 4, 0);
+}
+
+static void moe_counts_active_parameters(void **state)
+{
+    (void)state;
+    layout_t l = layout(8, 8, 1, 1, 8, 4096);
+    estimate_t *e = run("mixtral-8x7b", "h100-sxm", l);
+    assert_true(e->params_active < e->params_total / 3);
+    assert_close(e->six_nd_per_step, 6 * e->params_active * 8 * 4096, 1e-12);
+    assert_true(has_warning(e, "mixture of experts"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(issue_example_is_plausible),
+        cmocka_unit_test(zero_stages_shard_in_order),
+        cmocka_unit_test(fp32_gradients_cost_two_more_bytes),
+        cmocka_unit_test(recomputation_trades_memory_for_flops),
+        cmocka_unit_test(gpt3_flops_match_narayanan),
+        cmocka_unit_test(does_not_fit_is_reported_not_refused),
+        cmocka_unit_test(tp_across_node_and_ratio_limit),
+        cmocka_unit_test(bubble_and_divisibility_warnings),
+        cmocka_unit_test(impossible_layouts_are_refused),
+        cmocka_unit_test(pipeline_stages_split_memory),
+        cmocka_unit_test(moe_counts_active_parameters),
+    };
+    return cmocka_run_group_tests_name("estimate", tests, setup, teardown);
+}

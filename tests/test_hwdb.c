@@ -1,0 +1,227 @@
+/* The hardware database: required rows with sources and datasheet figures,
+ * node links, calibration overlays and malformed CSV. */
+#include "test_util.h"
+
+#include <sys/stat.h>
+
+#include "hwdb.h"
+
+static hwdb db;
+
+static const char *const required[] = {"v100-sxm2-16gb", "v100-sxm2-32gb", "a100-sxm4-40gb", "a100-sxm4-80gb",
+                                       "a6000",          "rtx3090ti",      "rtx4090",        "l40s",
+                                       "h100-sxm",       "h100-pcie",      "h800",           "h200",
+                                       "b200"};
+
+static int load_db(void **state)
+{
+    (void)state;
+    char err[512];
+    if (hwdb_load(SEXTANT_ROOT "/hwdb", &db, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int free_db(void **state)
+{
+    (void)state;
+    hwdb_free(&db);
+    return 0;
+}
+
+static void every_required_gpu_has_a_sourced_row(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
+        const hw_gpu *g = hwdb_find_gpu(&db, required[i]);
+        if (!g) {
+            print_error("GPU '%s' is missing from hwdb/gpus.csv\n", required[i]);
+            fail();
+        }
+        assert_true(strlen(g->source) > 10);
+        assert_true(g->memory_bytes > 0 && g->hbm_bytes_per_s > 0);
+        assert_true(g->peak_flops[PREC_FP16] > g->peak_flops[PREC_FP32]);
+        assert_true(g->gemm_efficiency > 0.3 && g->gemm_efficiency <= 1.0);
+        assert_true(g->membound_efficiency > 0.3 && g->membound_efficiency <= 1.0);
+        assert_true(g->cloud_usd_per_gpu_hour > 0);
+        const hw_node *n = hwdb_find_node(&db, g->node);
+        assert_non_null(n);
+        assert_true(strlen(n->source) > 5);
+        assert_true(n->gpus_per_node >= 1);
+    }
+}
+
+static void datasheet_figures(void **state)
+{
+    (void)state;
+    /* NVIDIA's datasheets: dense tensor rates, per-direction NVLink */
+    const hw_gpu *h100 = hwdb_find_gpu(&db, "H100-SXM");
+    assert_non_null(h100);
+    assert_close(h100->peak_flops[PREC_BF16], 989.4e12, 0.005);
+    assert_close(h100->peak_flops[PREC_FP8], 1978.9e12, 0.005);
+    assert_close(h100->hbm_bytes_per_s, 3350e9, 0.01);
+    assert_close(h100->nvlink_bytes_per_s_per_dir, 450e9, 0.001);
+    assert_close(h100->memory_bytes, 80.0 * 1073741824.0, 0.001);
+    const hw_gpu *a100 = hwdb_find_gpu(&db, "a100-sxm4-80gb");
+    assert_close(a100->peak_flops[PREC_BF16], 312e12, 0.001);
+    assert_close(a100->peak_flops[PREC_TF32], 156e12, 0.001);
+    assert_close(a100->peak_flops[PREC_FP8], 0, 0);
+    const hw_gpu *v100 = hwdb_find_gpu(&db, "v100-sxm2-32gb");
+    assert_close(v100->peak_flops[PREC_BF16], 0, 0);
+    assert_close(v100->peak_flops[PREC_FP16], 125e12, 0.001);
+    const hw_gpu *h200 = hwdb_find_gpu(&db, "h200");
+    assert_close(h200->hbm_bytes_per_s, 4800e9, 0.01);
+    assert_close(h200->peak_flops[PREC_BF16], h100->peak_flops[PREC_BF16], 0.001);
+}
+
+static void node_networks(void **state)
+{
+    (void)state;
+    /* DGX H100: 8 GPUs, 8 x NDR 400 Gb/s, so 50 GB/s per GPU per direction */
+    const hw_node *n = hwdb_find_node(&db, hwdb_find_gpu(&db, "h100-sxm")->node);
+    assert_int_equal(n->gpus_per_node, 8);
+    assert_int_equal(n->intra_link, LINK_NVLINK);
+    assert_close(hw_node_inter_bytes_per_s_per_gpu(n), 50e9, 0.001);
+    const hw_node *a = hwdb_find_node(&db, hwdb_find_gpu(&db, "a100-sxm4-80gb")->node);
+    assert_close(hw_node_inter_bytes_per_s_per_gpu(a), 25e9, 0.001);
+    const hw_node *r = hwdb_find_node(&db, hwdb_find_gpu(&db, "rtx4090")->node);
+    assert_int_equal(r->intra_link, LINK_PCIE);
+    assert_close(r->intra_bytes_per_s_per_dir, 32e9, 0.001);
+}
+
+static void calibration_overlay_replaces_figures(void **state)
+{
+    (void)state;
+    hwdb copy;
+    char err[512];
+    assert_int_equal(hwdb_load(SEXTANT_ROOT "/hwdb", &copy, err, sizeof err), 0);
+    char path[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(path, "gpu,key,value,source\n"
+                     "h100-sxm,gemm_efficiency,0.61,calibrate test\n"
+                     "h100-sxm,hbm_gbs,2990,calibrate test\n"
+                     "h100-sxm,launch_overhead_us,4.5,calibrate test\n"
+                     "h100-sxm,nccl_busbw_intra_gbs,360,calibrate test\n");
+    assert_int_equal(hwdb_apply_overlay(&copy, path, err, sizeof err), 0);
+    const hw_gpu *g = hwdb_find_gpu(&copy, "h100-sxm");
+    assert_close(g->gemm_efficiency, 0.61, 1e-12);
+    assert_close(g->hbm_bytes_per_s, 2990e9, 1e-12);
+    assert_close(g->launch_overhead_s, 4.5e-6, 1e-12);
+    assert_close(g->measured_intra_bytes_per_s, 360e9, 1e-12);
+    assert_non_null(strstr(g->calibration, "calibrate test"));
+    unlink(path);
+
+    char bad[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(bad, "gpu,key,value,source\nh100-sxm,gemm_efficiency,1.7,x\n");
+    assert_int_equal(hwdb_apply_overlay(&copy, bad, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":2:value"));
+    unlink(bad);
+    char bad2[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(bad2, "gpu,key,value,source\nh100-sxm,warp_drive,1,x\n");
+    assert_int_equal(hwdb_apply_overlay(&copy, bad2, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":2:key"));
+    unlink(bad2);
+    char bad3[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(bad3, "gpu,key,value,source\nh900,gemm_efficiency,0.5,x\n");
+    assert_int_equal(hwdb_apply_overlay(&copy, bad3, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":2:gpu"));
+    unlink(bad3);
+    hwdb_free(&copy);
+}
+
+/* Copies the real hwdb into a temporary folder with gpus.csv replaced. */
+static void expect_gpus_csv_error(const char *gpus_csv, const char *where)
+{
+    char dir[] = "/tmp/sextant-hwdb-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256], cmd[512], err[512];
+    snprintf(cmd, sizeof cmd, "cp %s/hwdb/nodes.csv %s/", SEXTANT_ROOT, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(path, sizeof path, "%s/gpus.csv", dir);
+    FILE *f = fopen(path, "w");
+    fputs(gpus_csv, f);
+    fclose(f);
+    hwdb d;
+    int rc = hwdb_load(dir, &d, err, sizeof err);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    if (rc == 0) {
+        hwdb_free(&d);
+        print_error("expected an error at %s\n", where);
+        fail();
+    }
+    char expected[512];
+    snprintf(expected, sizeof expected, "%s:%s", path, where);
+    if (!strstr(err, expected)) {
+        print_error("error '%s' does not name '%s'\n", err, expected);
+        fail();
+    }
+}
+
+static const char *gpu_header =
+    "name,full_name,arch,memory_gib,hbm_gbs,fp32_tflops,tf32_tflops,bf16_tflops,fp16_tflops,fp8_tflops,"
+    "nvlink_gbs_per_dir,pcie_gen,pcie_lanes,tdp_w,list_price_usd,cloud_usd_per_gpu_hour,gemm_efficiency,"
+    "membound_efficiency,node,source\n";
+
+static void malformed_gpus_csv(void **state)
+{
+    (void)state;
+    char node[128];
+    snprintf(node, sizeof node, "%s", hwdb_find_gpu(&db, "h100-sxm")->node);
+    char good[512], text[2048];
+    snprintf(good, sizeof good,
+             "g1,Good,Hopper,80,3350,66.9,494.7,989.4,989.4,1978.9,450,5,16,700,30000,2.5,0.7,0.85,%s,datasheet\n", node);
+    snprintf(text, sizeof text, "%s%sg2,Bad,Hopper,80,fast,66.9,494.7,989.4,989.4,0,450,5,16,700,1,1,0.7,0.85,%s,x\n",
+             gpu_header, good, node);
+    expect_gpus_csv_error(text, "3:hbm_gbs");
+    snprintf(text, sizeof text, "%s%sg2,Bad,Hopper,80,3350,66.9\n", gpu_header, good);
+    expect_gpus_csv_error(text, "3: expected 20 fields");
+    snprintf(text, sizeof text, "%sg2,Bad,Hopper,-80,3350,66.9,494.7,989.4,989.4,0,450,5,16,700,1,1,0.7,0.85,%s,x\n",
+             gpu_header, node);
+    expect_gpus_csv_error(text, "2:memory_gib");
+    snprintf(text, sizeof text, "%sg2,Bad,Hopper,80,3350,66.9,494.7,989.4,989.4,0,450,5,16,700,1,1,0.7,0.85,nowhere,x\n",
+             gpu_header);
+    expect_gpus_csv_error(text, " GPU 'g2' names node 'nowhere'");
+    snprintf(text, sizeof text, "%sg2,Bad,Hopper,80,3350,66.9,494.7,989.4,989.4,0,450,5,16,700,1,1,0.7,0.85,%s,\n",
+             gpu_header, node);
+    expect_gpus_csv_error(text, "2:source");
+    snprintf(text, sizeof text, "%s%s%s", gpu_header, good, good);
+    expect_gpus_csv_error(text, "3:name");
+    expect_gpus_csv_error("", "1: empty file");
+    snprintf(text, sizeof text, "%s%sg2,\"Bad,Hopper,80\n", gpu_header, good);
+    expect_gpus_csv_error(text, "3:");
+}
+
+static void missing_directory(void **state)
+{
+    (void)state;
+    hwdb d;
+    char err[512];
+    assert_int_equal(hwdb_load("/nonexistent-sextant", &d, err, sizeof err), -1);
+    assert_non_null(strstr(err, "/nonexistent-sextant/gpus.csv"));
+}
+
+static void precision_names(void **state)
+{
+    (void)state;
+    precision_t p;
+    assert_int_equal(precision_parse("BF16", &p), 0);
+    assert_int_equal(p, PREC_BF16);
+    assert_int_equal(precision_parse("fp4", &p), -1);
+    assert_string_equal(precision_name(PREC_FP8), "fp8");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_required_gpu_has_a_sourced_row),
+        cmocka_unit_test(datasheet_figures),
+        cmocka_unit_test(node_networks),
+        cmocka_unit_test(calibration_overlay_replaces_figures),
+        cmocka_unit_test(malformed_gpus_csv),
+        cmocka_unit_test(missing_directory),
+        cmocka_unit_test(precision_names),
+    };
+    return cmocka_run_group_tests_name("hwdb", tests, load_db, free_db);
+}

@@ -1,0 +1,220 @@
+/* The model zoo: every required model present, every computed parameter
+ * count within 0.5% of the published one (one test per model), lookups,
+ * Hugging Face imports and malformed input. */
+#include "test_util.h"
+
+#include "hwdb.h"
+#include "models.h"
+
+static model_zoo zoo;
+
+static const char *const required[] = {
+    "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "bert-base", "bert-large", "gpt-1.3b", "gpt3-175b",
+    "gpt-neox-20b", "opt-175b", "bloom-176b", "mt-nlg-530b", "megatron-1t", "llama2-7b", "llama2-13b",
+    "llama2-70b", "llama3-8b", "llama3-70b", "llama3.1-405b", "llama3.2-1b", "llama3.2-3b", "mixtral-8x7b",
+};
+#define NREQUIRED ((int)(sizeof required / sizeof required[0]))
+
+static int load_zoo_once(void **state)
+{
+    (void)state;
+    char err[512];
+    if (model_zoo_load(SEXTANT_ROOT "/models/zoo.csv", &zoo, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int free_zoo(void **state)
+{
+    (void)state;
+    model_zoo_free(&zoo);
+    return 0;
+}
+
+/* One instance per model: the published count is the paper's or model card's. */
+static void params_match_published(void **state)
+{
+    const char *name = *state;
+    const model_t *m = model_zoo_find(&zoo, name);
+    if (!m) {
+        print_error("model '%s' is missing from models/zoo.csv\n", name);
+        fail();
+    }
+    assert_true(m->source[0] != '\0');
+    assert_close(model_params_total(m), m->params_published, 0.005);
+    if (m->experts > 1) {
+        assert_close(model_params_active(m), m->active_params_published, 0.005);
+        assert_true(model_params_active(m) < model_params_total(m));
+    } else {
+        assert_close(model_params_active(m), model_params_total(m), 0);
+    }
+}
+
+static void exact_known_counts(void **state)
+{
+    (void)state;
+    /* counts every framework reproduces to the parameter */
+    assert_close(model_params_total(model_zoo_find(&zoo, "bert-base")), 109482240, 0);
+    assert_close(model_params_total(model_zoo_find(&zoo, "gpt2")), 124439808, 0);
+    assert_close(model_params_total(model_zoo_find(&zoo, "llama2-7b")), 6738415616, 0);
+}
+
+static void lookup_is_case_insensitive(void **state)
+{
+    (void)state;
+    assert_non_null(model_zoo_find(&zoo, "LLaMA2-70B"));
+    assert_non_null(model_zoo_find(&zoo, "Mixtral-8x7B"));
+    assert_null(model_zoo_find(&zoo, "llama2-71b"));
+}
+
+static void closest_names_suggest(void **state)
+{
+    (void)state;
+    const char *names[64];
+    for (int i = 0; i < zoo.count && i < 64; i++) names[i] = zoo.models[i].name;
+    char out[256];
+    closest_names("lama2-70b", names, zoo.count, 3, out, sizeof out);
+    assert_non_null(strstr(out, "llama2-70b"));
+    assert_int_equal(strncmp(out, "llama2-70b", 10), 0);
+}
+
+static void hf_configs_import(void **state)
+{
+    (void)state;
+    char err[512];
+    FILE *f = fopen(SEXTANT_ROOT "/tests/data/hf/expected.csv", "r");
+    assert_non_null(f);
+    char line[512];
+    int checked = 0;
+    assert_non_null(fgets(line, sizeof line, f)); /* header */
+    while (fgets(line, sizeof line, f)) {
+        char file[256];
+        double params;
+        if (sscanf(line, "%255[^,],%lf", file, &params) != 2) continue;
+        char path[512];
+        snprintf(path, sizeof path, SEXTANT_ROOT "/tests/data/hf/%s", file);
+        model_t m;
+        if (model_from_hf_config(path, &m, err, sizeof err) != 0) {
+            print_error("%s\n", err);
+            fail();
+        }
+        if (fabs(model_params_total(&m) - params) > 0.5) {
+            print_error("%s: %.0f parameters, expected %.0f\n", file, model_params_total(&m), params);
+            fail();
+        }
+        checked++;
+    }
+    fclose(f);
+    assert_true(checked >= 7);
+}
+
+static void hf_config_matches_zoo(void **state)
+{
+    (void)state;
+    char err[512];
+    model_t m;
+    assert_int_equal(model_from_hf_config(SEXTANT_ROOT "/tests/data/hf/llama2-7b.json", &m, err, sizeof err), 0);
+    assert_close(model_params_total(&m), model_params_total(model_zoo_find(&zoo, "llama2-7b")), 0);
+    assert_int_equal(model_from_hf_config(SEXTANT_ROOT "/tests/data/hf/mixtral-8x7b.json", &m, err, sizeof err), 0);
+    assert_int_equal(m.experts, 8);
+    assert_int_equal(m.top_k, 2);
+    assert_close(model_params_active(&m), model_params_active(model_zoo_find(&zoo, "mixtral-8x7b")), 0);
+}
+
+static void hf_config_errors(void **state)
+{
+    (void)state;
+    char err[512];
+    model_t m;
+    char path[] = "/tmp/sextant-hf-XXXXXX";
+    write_temp(path, "{\"model_type\": \"llama\", \"hidden_size\": 4096,");
+    assert_int_equal(model_from_hf_config(path, &m, err, sizeof err), -1);
+    assert_non_null(strstr(err, path));
+    unlink(path);
+    char path2[] = "/tmp/sextant-hf-XXXXXX";
+    write_temp(path2, "{\"model_type\": \"llama\", \"hidden_size\": 4096, \"num_attention_heads\": 32, "
+                      "\"intermediate_size\": 11008, \"vocab_size\": 32000}");
+    assert_int_equal(model_from_hf_config(path2, &m, err, sizeof err), -1);
+    assert_non_null(strstr(err, "num_hidden_layers"));
+    unlink(path2);
+    char path3[] = "/tmp/sextant-hf-XXXXXX";
+    write_temp(path3, "{\"model_type\": \"t5\"}");
+    assert_int_equal(model_from_hf_config(path3, &m, err, sizeof err), -1);
+    assert_non_null(strstr(err, "model_type"));
+    unlink(path3);
+    char path4[] = "/tmp/sextant-hf-XXXXXX";
+    write_temp(path4, "{\"model_type\": \"llama\", \"num_hidden_layers\": -3, \"hidden_size\": 4096, "
+                      "\"num_attention_heads\": 32, \"intermediate_size\": 11008, \"vocab_size\": 32000}");
+    assert_int_equal(model_from_hf_config(path4, &m, err, sizeof err), -1);
+    assert_non_null(strstr(err, "num_hidden_layers"));
+    unlink(path4);
+}
+
+static const char *zoo_header =
+    "name,family,layers,hidden,heads,kv_heads,head_dim,ffn,ffn_kind,vocab,seq,max_positions,position,"
+    "tied_embeddings,norm,bias,dropout,experts,top_k,params_published,active_params_published,source\n";
+
+static void expect_zoo_error(const char *rows, const char *where)
+{
+    char text[2048], err[512];
+    snprintf(text, sizeof text, "%s%s", zoo_header, rows);
+    char path[] = "/tmp/sextant-zoo-XXXXXX";
+    write_temp(path, text);
+    model_zoo z;
+    int rc = model_zoo_load(path, &z, err, sizeof err);
+    unlink(path);
+    if (rc == 0) {
+        model_zoo_free(&z);
+        print_error("expected an error at %s\n", where);
+        fail();
+    }
+    char expected[512];
+    snprintf(expected, sizeof expected, "%s:%s", path, where);
+    if (!strstr(err, expected)) {
+        print_error("error '%s' does not name '%s'\n", err, expected);
+        fail();
+    }
+}
+
+static void malformed_zoo_names_file_line_field(void **state)
+{
+    (void)state;
+    const char *good = "tiny,gpt,2,64,4,4,16,256,gelu,100,32,32,learned,1,layernorm,1,1,1,1,100000,100000,test\n";
+    char rows[1024];
+    snprintf(rows, sizeof rows, "%stiny2,gpt,2,sixty,4,4,16,256,gelu,100,32,32,learned,1,layernorm,1,1,1,1,1,1,x\n", good);
+    expect_zoo_error(rows, "3:hidden");
+    snprintf(rows, sizeof rows, "%stiny2,gpt,2,64,4,4,16,256,relu9,100,32,32,learned,1,layernorm,1,1,1,1,1,1,x\n", good);
+    expect_zoo_error(rows, "3:ffn_kind");
+    snprintf(rows, sizeof rows, "%stiny2,gpt,2,64,4\n", good);
+    expect_zoo_error(rows, "3: expected 22 fields");
+    snprintf(rows, sizeof rows, "tiny,gpt,0,64,4,4,16,256,gelu,100,32,32,learned,1,layernorm,1,1,1,1,1,1,x\n");
+    expect_zoo_error(rows, "2:layers");
+    snprintf(rows, sizeof rows, "tiny,gpt,2,64,4,3,16,256,gelu,100,32,32,learned,1,layernorm,1,1,1,1,1,1,x\n");
+    expect_zoo_error(rows, "2:kv_heads");
+    snprintf(rows, sizeof rows, "tiny,gpt,2,64,4,4,16,256,gelu,100,32,32,learned,1,layernorm,1,1,1,1,1,1,\n");
+    expect_zoo_error(rows, "2:source");
+    snprintf(rows, sizeof rows, "tiny,gpt,2,64,4,4,16,256,gelu,100,32,32,learned,1,layernorm,1,1,1,1,inf,1,x\n");
+    expect_zoo_error(rows, "2:params_published");
+    snprintf(rows, sizeof rows, "\"tiny,gpt,2,64,4,4,16,256,gelu,100,32,32,learned,1,layernorm,1,1,1,1,1,1,x\n");
+    expect_zoo_error(rows, "2:");
+    snprintf(rows, sizeof rows, "%s%s", good, good);
+    expect_zoo_error(rows, "3:name");
+}
+
+int main(void)
+{
+    struct CMUnitTest tests[NREQUIRED + 8];
+    int n = 0;
+    for (int i = 0; i < NREQUIRED; i++)
+        tests[n++] = (struct CMUnitTest){required[i], params_match_published, NULL, NULL, (void *)required[i]};
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(exact_known_counts);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(lookup_is_case_insensitive);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(closest_names_suggest);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(hf_configs_import);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(hf_config_matches_zoo);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(hf_config_errors);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(malformed_zoo_names_file_line_field);
+    return _cmocka_run_group_tests("models", tests, (size_t)n, load_zoo_once, free_zoo);
+}
