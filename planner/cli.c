@@ -667,6 +667,26 @@ done:
     return rc;
 }
 
+static int cmd_published(const options *o, const char *root, FILE *out)
+{
+    hwdb db;
+    model_zoo zoo, extra;
+    char path[PATH_MAX + 64], err[ERR_MAX];
+    int rc = load_hwdb(o, root, &db);
+    if (rc) return rc;
+    if ((rc = load_zoo(o, root, &zoo))) { hwdb_free(&db); return rc; }
+    snprintf(path, sizeof path, "%s/models/published_models.csv", root);
+    if (model_zoo_load(path, &extra, err, sizeof err) != 0) rc = fail("%s", err);
+    if (!rc) {
+        snprintf(path, sizeof path, "%s/models/published_runs.csv", root);
+        if (report_published(out, &db, &zoo, &extra, path, !o->spec_examples, err, sizeof err) != 0) rc = fail("%s", err);
+        model_zoo_free(&extra);
+    }
+    model_zoo_free(&zoo);
+    hwdb_free(&db);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -700,6 +720,8 @@ int main(int argc, char **argv)
         }
     } else if (!strcmp(o.command, "explain") && o.spec_examples) {
         report_spec_examples(out);
+    } else if (!strcmp(o.command, "published")) {
+        rc = cmd_published(&o, root, out);
     } else if (!strcmp(o.command, "plan")) {
         rc = cmd_plan(&o, root, out);
     } else if (!strcmp(o.command, "estimate") || !strcmp(o.command, "explain")) {

@@ -216,6 +216,10 @@ void report_plan(FILE *out, const plan_request *req, const plan_result *res, for
 int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const char *framework, char *err,
               size_t errlen);
 
+/* Published runs (models/published_runs.csv) against their estimates and plans. */
+int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const model_zoo *extra, const char *runs_path,
+                     int with_plan, char *err, size_t errlen);
+
 /* ---- reports ----------------------------------------------------------- */
 
 

@@ -153,25 +153,60 @@ static void explain_walks_through_the_estimate(void **state)
     run_free(&r);
 }
 
-static void explain_reproduces_spec_examples(void **state)
+/* SPEC.md's worked examples, each through `sextant explain --spec`: every
+ * figure the spec prints must appear, rounded as the spec rounds it. */
+static void expect_spec_figures(const char *const *figures, size_t n)
 {
-    (void)state;
     run_result r = run_sextant("explain --spec");
     expect_ok(&r);
-    /* SPEC.md, each worked example's printed figures */
-    const char *figures[] = {
-        "= 3.15e+23 FLOP", "= 1.97e+14 FLOP", "0.60 s on a GPU",          /* 1. compute */
-        "= 140 GB", "gradients 140 GB", "= 840 GB", "= 730 GB", "total 1850 GB",
-        "24 GPUs of 80 GB", "78 GPUs of 24 GB",                            /* 2. memory */
-        "takes 0.125 s", "two: 0.250 s",                                   /* 3. communication */
-        "t_max = 6h/(B FLOPS/BW) = 2.4", "FLOPS/BW = 10312", "t_max = 11.2", "FLOPS/BW = 2198",
-        "ratio 3 d = 384", "= 859 GB/s", "1.7 TB/s",                       /* 4. TP ratio */
-    };
-    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++)
+    for (size_t i = 0; i < n; i++)
         if (!strstr(r.out, figures[i])) {
             print_error("explain --spec lacks '%s'\n%s\n", figures[i], r.out);
             fail();
         }
+    run_free(&r);
+}
+
+static void spec_example_compute(void **state)
+{
+    (void)state;
+    const char *figures[] = {"6 x 175e9 x 300e9 = 3.15e+23 FLOP", "8 x 4096 x 6 x 1e9 = 1.97e+14 FLOP", "0.60 s on a GPU"};
+    expect_spec_figures(figures, sizeof figures / sizeof figures[0]);
+}
+
+static void spec_example_memory(void **state)
+{
+    (void)state;
+    const char *figures[] = {"weights 70e9 x 2 B = 140 GB", "gradients 140 GB", "Adam 70e9 x 12 B = 840 GB",
+                             "4096 x 8 x 8192 x 80 x 34 = 730 GB", "total 1850 GB", "24 GPUs of 80 GB", "78 GPUs of 24 GB"};
+    expect_spec_figures(figures, sizeof figures / sizeof figures[0]);
+}
+
+static void spec_example_pcie(void **state)
+{
+    (void)state;
+    const char *figures[] = {"1B-parameter group: 4 GB", "takes 0.125 s", "needs two: 0.250 s"};
+    expect_spec_figures(figures, sizeof figures / sizeof figures[0]);
+}
+
+static void spec_example_tp_ratio(void **state)
+{
+    (void)state;
+    const char *figures[] = {"FLOPS/BW = 10312", "t_max = 6h/(B FLOPS/BW) = 2.4", "FLOPS/BW = 2198", "t_max = 11.2",
+                             "ratio 3 d = 384", "= 859 GB/s per direction", "1.7 TB/s both ways"};
+    expect_spec_figures(figures, sizeof figures / sizeof figures[0]);
+}
+
+static void explain_llama2_70b_both_ways(void **state)
+{
+    (void)state;
+    /* SPEC 2's closing line: the textbook count and the real architecture side by side */
+    run_result r = run_sextant("explain llama2-70b --gpus 8 --tp 8 --mbs 8 --seq 4096 --recompute selective");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "Textbook GPT count"));
+    assert_non_null(strstr(r.out, "Exact count from the architecture"));
+    assert_non_null(strstr(r.out, "GQA shrinks them"));
+    assert_non_null(strstr(r.out, "Korthikanti"));
     run_free(&r);
 }
 
@@ -210,6 +245,23 @@ static void out_file_is_written_whole(void **state)
     assert_int_not_equal(r.status, 0);
     struct stat st;
     assert_int_equal(stat(path, &st), -1);
+    run_free(&r);
+}
+
+static void published_runs_regression(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("published");
+    expect_ok(&r);
+    const char *runs[] = {"megatron-sc21-1.7b", "megatron-sc21-1t", "opt-175b-992gpu", "bloom-176b-384gpu",
+                          "llama-65b-2048gpu", "llama3-405b-8k-8192gpu", "Mean absolute error"};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) assert_non_null(strstr(r.out, runs[i]));
+    /* SC'21's 1T row: 163 TFLOP/s per GPU with recomputation; the estimate must land within 25% */
+    const char *row = strstr(r.out, "| megatron-sc21-1t |");
+    assert_non_null(row);
+    double published = 0, predicted = 0;
+    assert_int_equal(sscanf(row, "| megatron-sc21-1t | megatron-1t | 3072 | 8 | 64 | 6 | %lf tflops_per_gpu | %lf", &published, &predicted), 2);
+    assert_close(predicted, published, 0.25);
     run_free(&r);
 }
 
@@ -292,9 +344,14 @@ int main(void)
         cmocka_unit_test(csv_carries_the_same_content),
         cmocka_unit_test(ops_listing),
         cmocka_unit_test(explain_walks_through_the_estimate),
-        cmocka_unit_test(explain_reproduces_spec_examples),
+        cmocka_unit_test(spec_example_compute),
+        cmocka_unit_test(spec_example_memory),
+        cmocka_unit_test(spec_example_pcie),
+        cmocka_unit_test(spec_example_tp_ratio),
+        cmocka_unit_test(explain_llama2_70b_both_ways),
         cmocka_unit_test(model_config_imports),
         cmocka_unit_test(out_file_is_written_whole),
+        cmocka_unit_test(published_runs_regression),
         cmocka_unit_test(version_and_help),
         cmocka_unit_test(bad_input_is_one_clear_line),
         cmocka_unit_test(bad_csv_names_file_line_field),
