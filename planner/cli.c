@@ -645,6 +645,8 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     req->top = o->top ? o->top : 5;
     req->strict = o->strict;
     req->allow_tp_across_nodes = o->allow_tp_across_nodes;
+    /* Megatron-LM shards the optimizer (ZeRO-1) and no further */
+    req->max_zero = o->emit && !strcmp(o->emit, "megatron") ? 1 : 3;
     req->precision = o->have_precision ? o->precision : PREC_COUNT;
     req->fp32_grads = o->fp32_grads;
     if (o->emit && strcmp(o->emit, "megatron") && strcmp(o->emit, "deepspeed") && strcmp(o->emit, "torchtitan")) {

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -80,9 +81,16 @@ static void group_link(const hw_gpu *gpu, const hw_node *node, const layout_t *l
                        double *bw, double *latency, int *crosses)
 {
     int64_t span = group == GROUP_TP ? l->tp : group == GROUP_DP ? l->tp * l->dp : l->tp * l->dp * l->pp;
-    *crosses = span > node->gpus_per_node;
+    *crosses = span > l->gpus_per_node;
     if (*crosses) {
-        double nic = hw_node_inter_bytes_per_s_per_gpu(node);
+        /* NCCL spreads a ring that crosses nodes over all of a node's NICs,
+         * shared by the groups that cross at once: a TP group leaving the
+         * node has them all, each of the t DP groups of a node a t-th, and
+         * every pipeline stage pair its own GPU's share */
+        double nic_per_gpu = hw_node_inter_bytes_per_s_per_gpu(node);
+        double sharing = group == GROUP_TP ? 1.0 : group == GROUP_DP ? (double)l->tp : (double)l->gpus_per_node;
+        if (sharing > (double)l->gpus_per_node) sharing = (double)l->gpus_per_node;
+        double nic = nic_per_gpu * (double)node->gpus_per_node / sharing;
         *bw = gpu->measured_inter_bytes_per_s > 0 ? gpu->measured_inter_bytes_per_s : nic;
         /* a ring that leaves the node is no faster than the node's own link */
         double intra = gpu->measured_intra_bytes_per_s > 0 ? gpu->measured_intra_bytes_per_s
@@ -130,7 +138,7 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
 typedef struct {
     double compute_fwd, compute_bwd;      /* per micro-batch, recomputation counted in bwd */
     double tp, pp;                        /* exposed per micro-batch */
-    double zero3_fwd, zero3_bwd;          /* ZeRO-3 gathers per micro-batch, before overlap */
+    double zero3_fwd, zero3_bwd;          /* DP traffic of every micro-batch (ZeRO-2/3), before overlap */
     double dp_bwd, dp_fwd;                /* per step, before overlap */
     double dp_bucket_fraction;
     double optimizer;
@@ -184,6 +192,25 @@ static double exposed(double comm, double window, double last_bucket_fraction)
 static void model_flops_per_sequence(const model_t *m, const layout_t *l, double *model,
                                      double *hardware, double *attention, double *logits)
 {
+    /* A search asks this for thousands of layouts that share the model,
+     * sequence and recomputation: remember the last answer. */
+    static struct {
+        model_t model;
+        int64_t seq;
+        recompute_t recompute;
+        attention_impl_t attention;
+        precision_t precision;
+        double model_flops, hardware, attention_flops, logits;
+        int valid;
+    } last;
+    if (last.valid && last.seq == l->seq && last.recompute == l->recompute && last.attention == l->attention &&
+        last.precision == l->precision && memcmp(&last.model, m, sizeof *m) == 0) {
+        *model = last.model_flops;
+        *hardware = last.hardware;
+        *attention = last.attention_flops;
+        *logits = last.logits;
+        return;
+    }
     layout_t whole = *l;
     whole.tp = whole.pp = whole.dp = whole.vpp = whole.mbs = 1;
     whole.gpus = 1;
@@ -201,6 +228,16 @@ static void model_flops_per_sequence(const model_t *m, const layout_t *l, double
         if (op->kind == OP_ATTENTION) *attention += op->model_flops * c;
         if (strncmp(op->name, "lm_head", 7) == 0) *logits += op->model_flops * c;
     }
+    last.model = *m;
+    last.seq = l->seq;
+    last.recompute = l->recompute;
+    last.attention = l->attention;
+    last.precision = l->precision;
+    last.model_flops = *model;
+    last.hardware = *hardware;
+    last.attention_flops = *attention;
+    last.logits = *logits;
+    last.valid = 1;
 }
 
 static void memory_of_stage(const model_t *m, const layout_t *l, const stage_ops *s,
@@ -243,10 +280,11 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_ops
     mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations + mem->logits + mem->other;
 }
 
-int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
-                    const job_t *job, estimate_t *e, char *err, size_t errlen)
+static int estimate_core(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
+                         const job_t *job, estimate_t *e, char *err, size_t errlen)
 {
-    memset(e, 0, sizeof *e);
+    /* the op lists are rebuilt below; clear only what precedes them */
+    memset(e, 0, offsetof(estimate_t, first_stage));
     e->model = m;
     e->gpu = gpu;
     e->node = node;
@@ -330,9 +368,23 @@ int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, co
     int tp_crosses;
     double tp_latency;
     group_link(gpu, node, l, GROUP_TP, &e->tp_link_bytes_per_s, &tp_latency, &tp_crosses);
-    if (l->tp <= 1) tp_crosses = 0;
     e->tp_ratio = tp_compute_comm_ratio((double)m->hidden, (double)l->tp, B);
     e->tp_ratio_limit = tp_ratio_limit((double)m->hidden, B, peak, e->tp_link_bytes_per_s);
+    return 0;
+}
+
+int estimate_layout_fast(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
+                         const job_t *job, estimate_t *e, char *err, size_t errlen)
+{
+    return estimate_core(m, gpu, node, l, job, e, err, errlen);
+}
+
+int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
+                    const job_t *job, estimate_t *e, char *err, size_t errlen)
+{
+    if (estimate_core(m, gpu, node, l, job, e, err, errlen) != 0) return -1;
+    int64_t used_gbs = e->layout.gbs;
+    int tp_crosses = l->tp > 1 && l->tp > l->gpus_per_node;
 
     /* what a reviewer would say */
     const double gib = 1073741824.0;

@@ -25,14 +25,23 @@ static double saved_per_microbatch(const stage_ops *s)
     return sum;
 }
 
+static int stage_only_op(const char *name)
+{
+    static const char *const names[] = {"embedding", "final_norm", "lm_head", "cross_entropy"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i])) return 1;
+    return 0;
+}
+
+/* Saved bytes of one transformer layer: the stage's forward ops less the
+ * embedding and the head, per layer. */
 static double layer_saved_bytes(const stage_ops *s)
 {
-    /* the per-layer ops are the ones repeated `layers` times */
     double sum = 0.0;
     for (int i = 0; i < s->nops; i++)
-        if (s->ops[i].pass == PASS_FWD && s->ops[i].count == s->layers && s->layers > 1)
-            sum += s->ops[i].saved_bytes;
-    return sum;
+        if (s->ops[i].pass == PASS_FWD && !stage_only_op(s->ops[i].name))
+            sum += s->ops[i].saved_bytes * (double)s->ops[i].count;
+    return s->layers > 0 ? sum / (double)s->layers : 0.0;
 }
 
 static double comm_time(const stage_ops *s, group_t group, pass_t pass_or_step, double *bytes, int *count)

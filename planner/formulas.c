@@ -7,14 +7,15 @@
 /* "Compute": forward 2ND, backward 4ND (Kaplan et al. 2020). */
 double six_n_d_flops(double params, double tokens) { return 6.0 * params * tokens; }
 
-/* "Compute": Narayanan et al. SC'21, eq. (3), GPT without recomputation. */
+/* "Compute": Narayanan et al. SC'21, section 5.1: the FLOPs of a GPT step
+ * without recomputation (their eq. (3) is the form with it, below). */
 double narayanan_model_flops(double batch, double seq, double layers, double hidden, double vocab)
 {
     return 72.0 * batch * seq * layers * hidden * hidden *
            (1.0 + seq / (6.0 * hidden) + vocab / (12.0 * layers * hidden));
 }
 
-/* "Compute": the same with one extra forward pass of every layer. */
+/* "Compute": Narayanan et al. SC'21, eq. (3): one extra forward pass of every layer. */
 double narayanan_full_recompute_flops(double batch, double seq, double layers, double hidden,
                                       double vocab)
 {

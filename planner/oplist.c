@@ -309,8 +309,11 @@ static void step_ops(builder *b, const model_t *m, double params)
         collective(b, "dp_allreduce_grads", PASS_STEP, 1, COLL_ALLREDUCE, GROUP_DP, l->dp,
                    params * grad_bytes, OVERLAP_BWD);
     } else {
-        collective(b, "dp_reduce_scatter_grads", PASS_STEP, 1, COLL_REDUCE_SCATTER, GROUP_DP, l->dp,
-                   params * grad_bytes, OVERLAP_BWD);
+        /* ZeRO-1 keeps whole gradients and reduces them once per step; from
+         * ZeRO-2 on a rank keeps only its shard, so every micro-batch's
+         * backward must reduce-scatter what it produced */
+        collective(b, "dp_reduce_scatter_grads", l->zero >= 2 ? PASS_BWD : PASS_STEP, 1, COLL_REDUCE_SCATTER,
+                   GROUP_DP, l->dp, params * grad_bytes, OVERLAP_BWD);
         if (l->zero < 3)
             collective(b, "dp_allgather_params", PASS_STEP, 1, COLL_ALLGATHER, GROUP_DP, l->dp,
                        params * weight_bytes, OVERLAP_FWD);
@@ -334,7 +337,8 @@ static void step_ops(builder *b, const model_t *m, double params)
 
 int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_ops *out)
 {
-    memset(out, 0, sizeof *out);
+    /* each op is cleared as it is pushed: clearing all OPS_MAX slots costs more than the build */
+    out->nops = 0;
     builder b = {out, l, (l->precision == PREC_FP32 || l->precision == PREC_TF32) ? 4.0 : 2.0, 0};
     out->stage = stage;
     out->first = stage == 0;

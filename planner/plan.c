@@ -126,7 +126,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                             for (int64_t gbs = req->gbs ? req->gbs : req->gbs_min; gbs <= (req->gbs ? req->gbs : req->gbs_max);
                                  gbs *= 2) {
                                 for (size_t ri = 0; ri < sizeof recomputes / sizeof recomputes[0]; ri++)
-                                    for (int zero = 0; zero <= 3; zero++)
+                                    for (int zero = 0; zero <= req->max_zero; zero++)
                                         for (int sp = 0; sp <= (tp > 1); sp++) {
                                             layout_t l = {0};
                                             l.gpus = gpus; l.tp = tp; l.pp = pp; l.dp = dp; l.vpp = vpp;
@@ -145,7 +145,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                 continue;
                                             }
                                             char why[256];
-                                            if (estimate_layout(m, g, node, &l, &job, e, why, sizeof why) != 0) {
+                                            if (estimate_layout_fast(m, g, node, &l, &job, e, why, sizeof why) != 0) {
                                                 res->rejected[REJECT_INDIVISIBLE]++;
                                                 continue;
                                             }

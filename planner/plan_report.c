@@ -155,6 +155,12 @@ void report_plan(FILE *out, const plan_request *req, const plan_result *res, for
             res->seconds, (double)res->evaluated / (res->seconds > 0 ? res->seconds : 1e-9), (long long)res->feasible);
     if (res->ntop == 0) {
         fprintf(out, "No layout meets the request.\n");
+        const plan_candidate *cheapest = NULL;
+        for (int i = 0; i < res->nfrontier; i++)
+            if (!cheapest || res->frontier[i].cost_usd < cheapest->cost_usd) cheapest = &res->frontier[i];
+        if (cheapest)
+            fprintf(out, "The cheapest layout that fits costs $%.4g and takes %.1f days (%lld x %s).\n", cheapest->cost_usd,
+                    cheapest->time_to_train_s / 86400.0, (long long)cheapest->layout.gpus, req->gpu[cheapest->gpu_type]->name);
     } else {
         print_header(out);
         for (int i = 0; i < res->ntop; i++) print_candidate_row(out, req, i + 1, &res->top[i]);
@@ -187,7 +193,7 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
     double steps = ceil(req->tokens / ((double)l->gbs * (double)l->seq));
     if (!strcmp(framework, "megatron")) {
         if (l->zero > 1) {
-            snprintf(err, errlen, "--emit megatron: the plan uses ZeRO-%d, which Megatron-LM does not have (pass --zero-max 1)", l->zero);
+            snprintf(err, errlen, "--emit megatron: the plan uses ZeRO-%d, which Megatron-LM does not have", l->zero);
             return -1;
         }
         fprintf(out, "# sextant plan for %s on %lld x %s (%lld nodes): Megatron-LM pretrain_gpt.py arguments\n", m->name,

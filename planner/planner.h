@@ -128,6 +128,10 @@ int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen);
 int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
                     const job_t *job, estimate_t *e, char *err, size_t errlen);
 
+/* The same estimate without composing the warnings' text: for the search. */
+int estimate_layout_fast(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
+                         const job_t *job, estimate_t *e, char *err, size_t errlen);
+
 /* ---- formulas (docs/model.md) ----------------------------------------- */
 
 double six_n_d_flops(double params, double tokens);
@@ -188,6 +192,7 @@ typedef struct {
     int top;
     int strict;                    /* reject layouts above the TP ratio limit */
     int allow_tp_across_nodes;
+    int max_zero;                  /* highest ZeRO stage the target framework has (3 when any) */
     precision_t precision;         /* PREC_COUNT: each GPU's default */
     int fp32_grads;
 } plan_request;

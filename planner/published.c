@@ -150,6 +150,7 @@ int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const mode
         req->tokens = 1e12;
         req->objective = OBJECTIVE_TIME;
         req->top = 5;
+        req->max_zero = 3;
         req->precision = l.precision;
         if (plan_search(req, res, 0, why, sizeof why) != 0 || res->ntop == 0) {
             fprintf(out, " no feasible plan | |\n");
