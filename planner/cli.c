@@ -54,6 +54,7 @@ static const char *usage_text =
     "  explain [MODEL]        the same, as a step-by-step derivation\n"
     "  explain --spec         SPEC.md's worked examples through the same formulas\n"
     "  plan [MODEL]           search every layout: how many GPUs, which layout, how long, how much\n"
+    "  published              published runs (models/published_runs.csv) against their estimates and plans\n"
     "\n"
     "model and hardware:\n"
     "  MODEL                  a zoo name (default " DEFAULT_MODEL "), case-insensitive\n"

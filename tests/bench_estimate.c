@@ -69,6 +69,34 @@ int main(void)
     printf("  build_stage_ops only %10.0f lists/s    (reference)\n", layouts / best_build);
     printf("  ratio                %10.2f estimates per op-list build time\n", best_build / best_estimate);
     printf("  (checksum %.6g)\n", checksum);
+
+    /* issue 3's target: megatron-1t, every GPU type, every power of two from 8 to 16384 */
+    static plan_request req;
+    static plan_result res;
+    req.model = model_zoo_find(&zoo, "megatron-1t");
+    for (int i = 0; i < db.ngpus && i < PLAN_GPU_TYPES_MAX; i++) {
+        req.gpu[req.ngpu_types] = &db.gpus[i];
+        req.node[req.ngpu_types++] = hwdb_find_node(&db, db.gpus[i].node);
+    }
+    for (int64_t count = 8; count <= 16384; count *= 2) req.gpu_counts[req.ncounts++] = count;
+    req.seq = req.model->seq;
+    req.gbs_min = 512;
+    req.gbs_max = 2048;
+    req.tokens = 20 * model_params_total(req.model);
+    req.top = 5;
+    req.max_zero = 3;
+    req.precision = PREC_COUNT;
+    double t0 = now_s();
+    if (plan_search(&req, &res, 0, err, sizeof err) != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        return 1;
+    }
+    double wall = now_s() - t0;
+    printf("bench: sextant plan megatron-1t --gpu all --gpus 8-16384 (%d GPU types x %d counts)\n", req.ngpu_types, req.ncounts);
+    printf("  layouts evaluated    %10lld (%lld feasible)\n", (long long)res.evaluated, (long long)res.feasible);
+    printf("  wall time            %10.3f s   (target < 1 s: %.1fx over)\n", wall, wall / 1.0);
+    printf("  layouts/s            %10.0f     (target 1e7: %.3f of it; Calculon ~110/s/core: %.0fx)\n",
+           (double)res.evaluated / wall, (double)res.evaluated / wall / 1e7, (double)res.evaluated / wall / 110.0);
     model_zoo_free(&zoo);
     hwdb_free(&db);
     return 0;
