@@ -287,6 +287,8 @@ static double stage_params(const model_t *m, const layout_t *l, int64_t layers, 
     double t = (double)l->tp;
     double norms = 2.0 * model_norm_params(m);
     double per_layer = (model_layer_params(m) - norms) / t + norms;
+    if (m->kv_heads < l->tp) /* each rank keeps a whole replicated KV head, not kv/t of one */
+        per_layer += 2.0 * (double)m->hidden * (double)m->head_dim * (1.0 - (double)m->kv_heads / t);
     double params = (double)layers * per_layer;
     if (first) params += model_embedding_params(m) / t;
     if (last) {
