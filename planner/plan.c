@@ -31,18 +31,29 @@ static double objective_value(const plan_request *req, const plan_candidate *c)
 {
     switch (req->objective) {
     case OBJECTIVE_COST: return c->cost_usd;
-    case OBJECTIVE_GPUS: return (double)c->layout.gpus * 1e12 + c->time_to_train_s; /* fewest, then fastest */
+    case OBJECTIVE_GPUS: return (double)c->layout.gpus;
     case OBJECTIVE_TIME: break;
     }
     return c->time_to_train_s;
 }
 
+/* Orders by the objective; near ties (within 1e-6) go to the faster, then
+ * the cheaper, then the one with more memory to spare. */
+static int better(const plan_request *req, const plan_candidate *a, const plan_candidate *b)
+{
+    double va = objective_value(req, a), vb = objective_value(req, b);
+    if (fabs(va - vb) > 1e-6 * fabs(vb)) return va < vb;
+    if (fabs(a->time_to_train_s - b->time_to_train_s) > 1e-6 * b->time_to_train_s)
+        return a->time_to_train_s < b->time_to_train_s;
+    if (fabs(a->cost_usd - b->cost_usd) > 1e-6 * b->cost_usd) return a->cost_usd < b->cost_usd;
+    return a->memory_total < b->memory_total;
+}
+
 /* Keeps the `top` best candidates, sorted, by insertion. */
 static void keep_top(const plan_request *req, plan_result *res, const plan_candidate *c)
 {
-    double v = objective_value(req, c);
     int at = res->ntop;
-    while (at > 0 && objective_value(req, &res->top[at - 1]) > v) at--;
+    while (at > 0 && better(req, c, &res->top[at - 1])) at--;
     if (at >= req->top) return;
     int last = res->ntop < req->top ? res->ntop : req->top - 1;
     memmove(&res->top[at + 1], &res->top[at], (size_t)(last - at) * sizeof res->top[0]);

@@ -32,17 +32,21 @@ static void winner_reason(FILE *out, const plan_request *req, const plan_result 
     double memory_share = w->memory_total / w->memory_capacity;
     fprintf(out, "\nWhy it wins: on %s it trains in %.1f days at %.1f%% MFU, ranked by %s. ", req->gpu[w->gpu_type]->name,
             w->time_to_train_s / 86400.0, 100.0 * w->mfu, objective_name(req->objective));
-    fprintf(out, "Compute is %.0f%% of its %.3g s step; the largest overhead is %s (%.1f%%). ",
-            100.0 * w->compute_s / w->step_s, w->step_s, names[worst], 100.0 * overhead[worst] / w->step_s);
+    if (overhead[worst] < 0.01 * w->step_s)
+        fprintf(out, "Compute is %.0f%% of its %.3g s step: communication and the bubble cost under 1%%. ",
+                100.0 * w->compute_s / w->step_s, w->step_s);
+    else
+        fprintf(out, "Compute is %.0f%% of its %.3g s step; the largest overhead is %s (%.1f%%). ",
+                100.0 * w->compute_s / w->step_s, w->step_s, names[worst], 100.0 * overhead[worst] / w->step_s);
     if (memory_share > 0.85)
         fprintf(out, "Memory binds: it uses %.0f%% of the GPU, so the layouts that shard less (lower TP/PP, lower ZeRO, "
                      "less recomputation) do not fit. ", 100.0 * memory_share);
     else
-        fprintf(out, "It uses %.0f of %.0f GiB, so memory does not bind; ", w->memory_total / GIB, w->memory_capacity / GIB);
+        fprintf(out, "It uses %.0f of %.0f GiB, so memory does not bind. ", w->memory_total / GIB, w->memory_capacity / GIB);
     if (l->tp > 1)
         fprintf(out, "TP %lld keeps within the node's fast link. ", (long long)l->tp);
     if (l->pp > 1)
-        fprintf(out, "PP %lld with %lld micro-batches per step keeps the bubble at %.1f%%. ", (long long)l->pp,
+        fprintf(out, "PP %lld with %lld micro-batch(es) per step leaves a bubble of %.1f%%. ", (long long)l->pp,
                 (long long)(l->gbs / (l->mbs * l->dp)), 100.0 * w->bubble_s / w->step_s);
     if (res->ntop > 1) {
         const plan_candidate *r = &res->top[1];

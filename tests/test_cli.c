@@ -265,6 +265,59 @@ static void published_runs_regression(void **state)
     run_free(&r);
 }
 
+static void plan_command_line(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("plan llama2-70b --gpu h100-sxm --gpus 1024 --tokens 2T --format json");
+    expect_ok(&r);
+    cJSON *root = cJSON_Parse(r.out);
+    assert_non_null(root);
+    const cJSON *search = cJSON_GetObjectItem(root, "search");
+    assert_true(cJSON_GetObjectItem(search, "layouts_evaluated")->valuedouble > 1000);
+    assert_true(cJSON_IsNumber(cJSON_GetObjectItem(search, "seconds")));
+    const cJSON *top = cJSON_GetObjectItem(root, "top");
+    assert_int_equal(cJSON_GetArraySize(top), 5);
+    const cJSON *first = cJSON_GetArrayItem(top, 0);
+    assert_true(cJSON_GetObjectItem(first, "memory_total")->valuedouble <= cJSON_GetObjectItem(first, "memory_capacity")->valuedouble);
+    cJSON_Delete(root);
+    run_free(&r);
+    r = run_sextant("plan llama2-70b --gpu h100-sxm --gpus 1024 --tokens 2T");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "Why it wins"));
+    assert_non_null(strstr(r.out, "Rejected"));
+    run_free(&r);
+    r = run_sextant("plan llama2-70b --gpu h100-sxm --gpus 1024 --emit megatron");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "--tensor-model-parallel-size"));
+    run_free(&r);
+    r = run_sextant("plan llama2-13b --gpu h100-sxm,a100-sxm4-80gb --gpus 64-256 --tokens 1T --format csv");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "frontier,"));
+    assert_non_null(strstr(r.out, "top,1,"));
+    run_free(&r);
+    /* --plot draws with gnuplot where it is installed, and says how to get it where not */
+    char svg[] = "/tmp/sextant-plot-XXXXXX";
+    int fd = mkstemp(svg);
+    close(fd);
+    unlink(svg);
+    r = run_sextant("plan llama2-13b --gpu h100-sxm --gpus 64-256 --tokens 1T --plot %s", svg);
+    assert_int_equal(r.status, 0);
+    struct stat st;
+    if (system("command -v gnuplot >/dev/null 2>&1") == 0) assert_int_equal(stat(svg, &st), 0);
+    else assert_non_null(strstr(r.err, "apt-get install gnuplot"));
+    unlink(svg);
+    run_free(&r);
+    expect_bad_input("plan llama2-70b --gpu h100-sxm", "--gpus N");
+    expect_bad_input("plan llama2-70b --gpus 8-4", "--gpus");
+    expect_bad_input("plan llama2-70b --gpus 3-3", "no power of two");
+    expect_bad_input("plan llama2-70b --gpus 64 --emit jax", "--emit");
+    expect_bad_input("plan llama2-70b --gpus 64 --objective speed", "--objective");
+    expect_bad_input("plan llama2-70b --days -3", "--days");
+    expect_bad_input("plan llama2-70b --gpus 64 --gpu h100-sxm,h900", "closest:");
+    expect_bad_input("plan llama2-70b --gpus 64 --top 0", "--top");
+    expect_bad_input("plan llama2-70b --gpu h100-sxm --gpus 8 --emit megatron", "no layout meets");
+}
+
 static void version_and_help(void **state)
 {
     (void)state;
@@ -352,6 +405,7 @@ int main(void)
         cmocka_unit_test(model_config_imports),
         cmocka_unit_test(out_file_is_written_whole),
         cmocka_unit_test(published_runs_regression),
+        cmocka_unit_test(plan_command_line),
         cmocka_unit_test(version_and_help),
         cmocka_unit_test(bad_input_is_one_clear_line),
         cmocka_unit_test(bad_csv_names_file_line_field),
