@@ -54,9 +54,15 @@ gpu:
 ifeq ($(NVCC),)
 	@echo "kernels/ and validator/: nvcc not found, skipping the GPU parts (the planner is complete without them)"
 else
-	@if ls kernels/*.cu >/dev/null 2>&1; then $(MAKE) -s -f kernels/gpu.mk NVCC=$(NVCC) BUILD=$(BUILD); \
-	 else echo "kernels/ and validator/: no GPU sources yet, nothing to build with $(NVCC)"; fi
+	@$(MAKE) -s -f kernels/gpu.mk NVCC=$(NVCC) BUILD=$(BUILD)
+	@$(MAKE) -s $(BUILD)/sextant-gpu NVCC=$(NVCC)
 endif
+
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+# The validator: C with the CUDA runtime, cuBLAS, our kernels and the planner's own op list.
+$(BUILD)/sextant-gpu: validator/validator.c $(BUILD)/libsextant.a $(BUILD)/libkernels.a kernels/kernels.h
+	$(CC) $(CFLAGS) -Ikernels -I$(CUDA_HOME)/include -o $@ validator/validator.c $(BUILD)/libsextant.a \
+	    $(BUILD)/libkernels.a -L$(CUDA_HOME)/lib64 -lcublas -lcudart -lgsl -lgslcblas -lstdc++ $(LDSAN) $(LDLIBS)
 
 demo: $(BUILD)/sextant
 	$(BUILD)/sextant estimate

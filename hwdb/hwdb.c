@@ -54,6 +54,7 @@ static const gpu_numeric_column gpu_numeric_columns[] = {
 /* Only an overlay may set these: they have no gpus.csv column. */
 static const gpu_numeric_column gpu_overlay_only_columns[] = {
     {"launch_overhead_us", GPU_FIELD(launch_overhead_s), MICRO, 0, 1e5},
+    {"gemm_half_gflop", GPU_FIELD(gemm_half_flops), 1e9, 0, 1e9},
     {"nccl_busbw_intra_gbs", GPU_FIELD(measured_intra_bytes_per_s), GIGA, 0, 1e5},
     {"nccl_busbw_inter_gbs", GPU_FIELD(measured_inter_bytes_per_s), GIGA, 0, 1e5},
 };

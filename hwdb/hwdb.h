@@ -64,6 +64,7 @@ typedef struct {
     double gemm_efficiency;           /* achievable fraction of peak_flops for large GEMMs */
     double membound_efficiency;       /* achievable fraction of hbm for memory-bound ops */
     double launch_overhead_s;         /* per-kernel fixed cost; 0 until calibrated */
+    double gemm_half_flops;           /* GEMM size at which efficiency is half its plateau; 0: flat */
     double measured_intra_bytes_per_s;/* collective bus bandwidth inside a node; 0 until calibrated */
     double measured_inter_bytes_per_s;/* the same across nodes, per GPU; 0 until calibrated */
     char node[HWDB_NAME_MAX];

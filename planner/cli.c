@@ -55,6 +55,8 @@ static const char *usage_text =
     "  explain --spec         SPEC.md's worked examples through the same formulas\n"
     "  plan [MODEL]           search every layout: how many GPUs, which layout, how long, how much\n"
     "  published              published runs (models/published_runs.csv) against their estimates and plans\n"
+    "  calibrate [--gpu NAME] [--out FILE]   GPU microbenchmarks -> hwdb overlay (needs a GPU)\n"
+    "  validate MODEL --ops [--mbs N --seq N --calibration FILE --csv FILE]   the op list timed op by op (needs a GPU)\n"
     "\n"
     "model and hardware:\n"
     "  MODEL                  a zoo name (default " DEFAULT_MODEL "), case-insensitive\n"
@@ -690,8 +692,43 @@ static int cmd_published(const options *o, const char *root, FILE *out)
     return rc;
 }
 
+/* calibrate and validate run on a GPU: hand them to sextant-gpu, built
+ * beside this binary when nvcc was found, so the planner never links CUDA. */
+static int run_gpu_half(int argc, char **argv)
+{
+    char exe[PATH_MAX - 64], tool[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return fail("cannot find my own path");
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = '\0';
+    snprintf(tool, sizeof tool, "%s/sextant-gpu", exe);
+    if (access(tool, X_OK) != 0) {
+        printf("sextant %s: this build has no GPU validator (nvcc was not found when it was built), skipping\n", argv[1]);
+        return 0;
+    }
+    if (!strcmp(argv[1], "validate")) {
+        int ops = 0;
+        for (int i = 2; i < argc; i++) ops |= !strcmp(argv[i], "--ops");
+        if (!ops) return fail("validate: the training-step validator is not written yet; "
+                              "`sextant validate MODEL --ops` times the op list op by op");
+    }
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    if (!args) return fail("out of memory");
+    args[0] = tool;
+    args[1] = !strcmp(argv[1], "validate") ? "ops" : argv[1];
+    int k = 2;
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "--ops")) args[k++] = argv[i];
+    args[k] = NULL;
+    execv(tool, args);
+    free(args);
+    return fail("cannot run %s: %s", tool, strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && (!strcmp(argv[1], "calibrate") || !strcmp(argv[1], "validate"))) return run_gpu_half(argc, argv);
     options o;
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc;

@@ -1,0 +1,554 @@
+/* sextant-gpu: the validator's first half, on one GPU.
+ *
+ *   sextant-gpu calibrate [--gpu NAME] [--out FILE]
+ *       microbenchmarks (device copy, bf16 GEMMs over transformer shapes,
+ *       a memory-bound kernel, launch overhead), fitted with GSL into the
+ *       hwdb overlay that estimate/plan read with --calibration.
+ *   sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]
+ *       executes the planner's own op list of one micro-batch, op by op
+ *       (cuBLAS for GEMMs and attention's batched GEMMs, our kernels for the
+ *       memory-bound ops), and prints predicted against measured, per op.
+ *
+ * Not yet: a whole training step with falling loss, peak memory of a real
+ * step, several GPUs.  See docs/validation/README.md. */
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <gsl/gsl_fit.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels.h"
+#include "planner.h"
+
+#define CUDA_CHECK(call)                                                                                   \
+    do {                                                                                                   \
+        cudaError_t err_ = (call);                                                                         \
+        if (err_ != cudaSuccess) {                                                                         \
+            fprintf(stderr, "sextant-gpu: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
+            exit(1);                                                                                       \
+        }                                                                                                  \
+    } while (0)
+#define CUBLAS_CHECK(call)                                                                                 \
+    do {                                                                                                   \
+        cublasStatus_t st_ = (call);                                                                       \
+        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                                \
+            fprintf(stderr, "sextant-gpu: %s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #call, (int)st_); \
+            exit(1);                                                                                       \
+        }                                                                                                  \
+    } while (0)
+
+#define TIMED_RUNS 15
+#define WARMUP_RUNS 3
+
+static cublasHandle_t blas;
+static cudaStream_t stream;
+static void *workspace;             /* cuBLAS's, then the kernels' */
+static const size_t workspace_bytes = 64u << 20;
+#define CUBLAS_WORKSPACE_BYTES (32u << 20)
+static void *kernel_workspace;      /* norm and embedding backward */
+static size_t kernel_workspace_bytes;
+static int32_t *token_ids;
+
+/* ---- device buffers ----------------------------------------------------- */
+
+/* Four scratch buffers, each large enough for the largest operand, filled
+ * with random bf16 in [-1, 1): ops read real numbers, never zeros. */
+static void *scratch[4];
+static size_t scratch_bytes;
+
+static uint16_t float_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fff + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+static void scratch_init(size_t bytes)
+{
+    scratch_bytes = bytes;
+    size_t chunk = 16u << 20;
+    uint16_t *host = malloc(chunk);
+    if (!host) { fprintf(stderr, "sextant-gpu: out of host memory\n"); exit(1); }
+    unsigned seed = 12345;
+    for (size_t i = 0; i < chunk / 2; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        host[i] = float_to_bf16(((float)(seed >> 8) / 16777216.0f) * 2.0f - 1.0f);
+    }
+    for (int b = 0; b < 4; b++) {
+        CUDA_CHECK(cudaMalloc(&scratch[b], bytes));
+        for (size_t off = 0; off < bytes; off += chunk) {
+            size_t n = bytes - off < chunk ? bytes - off : chunk;
+            CUDA_CHECK(cudaMemcpy((char *)scratch[b] + off, host, n, cudaMemcpyHostToDevice));
+        }
+    }
+    free(host);
+}
+
+static void scratch_free(void)
+{
+    for (int b = 0; b < 4; b++) CUDA_CHECK(cudaFree(scratch[b]));
+}
+
+static void need(double bytes, const char *what)
+{
+    if (bytes > (double)scratch_bytes) {
+        fprintf(stderr, "sextant-gpu: %s needs %.0f MB, scratch holds %.0f MB\n", what, bytes / 1e6, scratch_bytes / 1e6);
+        exit(1);
+    }
+}
+
+/* ---- timing -------------------------------------------------------------- */
+
+typedef void (*launch_fn)(const void *ctx);
+
+static int compare_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of TIMED_RUNS event-timed runs after warm-up, in seconds; the
+ * spread (max - min) / median goes to *spread. */
+static double time_median(launch_fn fn, const void *ctx, double *spread)
+{
+    cudaEvent_t start, stop;
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+    for (int i = 0; i < WARMUP_RUNS; i++) fn(ctx);
+    float ms[TIMED_RUNS];
+    for (int i = 0; i < TIMED_RUNS; i++) {
+        CUDA_CHECK(cudaEventRecord(start, stream));
+        fn(ctx);
+        CUDA_CHECK(cudaEventRecord(stop, stream));
+        CUDA_CHECK(cudaEventSynchronize(stop));
+        CUDA_CHECK(cudaEventElapsedTime(&ms[i], start, stop));
+    }
+    CUDA_CHECK(cudaGetLastError());
+    qsort(ms, TIMED_RUNS, sizeof ms[0], compare_float);
+    double median = ms[TIMED_RUNS / 2] * 1e-3;
+    if (spread) *spread = (ms[TIMED_RUNS - 1] - ms[0]) * 1e-3 / median;
+    CUDA_CHECK(cudaEventDestroy(start));
+    CUDA_CHECK(cudaEventDestroy(stop));
+    return median;
+}
+
+/* ---- the ops ----------------------------------------------------------- */
+
+typedef struct {
+    int64_t m, n, k, batch;
+    long long stride_a, stride_b, stride_c;
+} gemm_shape;
+
+/* Row-major C[m,n] = A[m,k] B[k,n] in bf16 with fp32 accumulation, as
+ * column-major C^T = B^T A^T. */
+static void run_gemm(const void *ctx)
+{
+    const gemm_shape *g = ctx;
+    const float alpha = 1.0f, beta = 0.0f;
+    if (g->batch <= 1)
+        CUBLAS_CHECK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)g->n, (int)g->m, (int)g->k, &alpha, scratch[1],
+                                  CUDA_R_16BF, (int)g->n, scratch[0], CUDA_R_16BF, (int)g->k, &beta, scratch[2],
+                                  CUDA_R_16BF, (int)g->n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    else
+        CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)g->n, (int)g->m, (int)g->k, &alpha,
+                                                scratch[1], CUDA_R_16BF, (int)g->n, g->stride_b, scratch[0], CUDA_R_16BF,
+                                                (int)g->k, g->stride_a, &beta, scratch[2], CUDA_R_16BF, (int)g->n,
+                                                g->stride_c, (int)g->batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+static double time_gemm(int64_t m, int64_t n, int64_t k, int64_t batch)
+{
+    gemm_shape g = {m, n, k, batch, (long long)(m * k), (long long)(k * n), (long long)(m * n)};
+    need(2.0 * (double)batch * (double)(m * k > k * n ? (m * k > m * n ? m * k : m * n) : (k * n > m * n ? k * n : m * n)),
+         "a GEMM");
+    return time_median(run_gemm, &g, NULL);
+}
+
+typedef struct {
+    const char *name;
+    const model_t *model;
+    int64_t tokens, hidden, ffn, vocab, seq, mbs, heads, params;
+    int rmsnorm;
+} membound_ctx;
+
+static cudaError_t membound_error;  /* the last kernel's answer, checked by the caller */
+
+static void run_membound(const void *ctx)
+{
+    const membound_ctx *c = ctx;
+    const char *n = c->name;
+    int N = (int)c->tokens, C = (int)c->hidden;
+    sx_bf16 *a = scratch[0], *b = scratch[1], *out = scratch[2];
+    float *stats = scratch[3];
+    cudaError_t err = cudaSuccess;
+    if (!strcmp(n, "attn_norm") || !strcmp(n, "mlp_norm") || !strcmp(n, "final_norm")) {
+        err = c->rmsnorm ? sx_rmsnorm_forward(out, stats, a, b, N, C, 1e-5f, stream)
+                         : sx_layernorm_forward(out, stats, stats + N, a, b, b, N, C, 1e-5f, stream);
+    } else if (strstr(n, "norm_bwd")) {
+        float *dweight = (float *)((char *)scratch[3] + 2 * sizeof(float) * (size_t)N);
+        err = c->rmsnorm ? sx_rmsnorm_backward(out, dweight, SX_F32, a, b, b, stats, 0, kernel_workspace, kernel_workspace_bytes, N, C, stream)
+                         : sx_layernorm_backward(out, dweight, dweight + C, SX_F32, a, b, b, stats, stats + N, 0,
+                                                 kernel_workspace, kernel_workspace_bytes, N, C, stream);
+    } else if (!strcmp(n, "gelu")) {
+        err = sx_gelu_forward(out, a, (size_t)N * (size_t)c->ffn, stream);
+    } else if (!strcmp(n, "gelu_bwd")) {
+        err = sx_gelu_backward(out, a, b, (size_t)N * (size_t)c->ffn, stream);
+    } else if (!strcmp(n, "swiglu")) {
+        err = sx_swiglu_forward(out, a, a + c->ffn, N, (int)c->ffn, 2 * (int)c->ffn, stream);
+    } else if (!strcmp(n, "swiglu_bwd")) {
+        err = sx_swiglu_backward(out, out + c->ffn, b, a, a + c->ffn, N, (int)c->ffn, 2 * (int)c->ffn, stream);
+    } else if (strstr(n, "residual")) {
+        err = sx_residual_add(out, NULL, a, b, (size_t)N * (size_t)C, stream);
+    } else if (!strcmp(n, "embedding")) {
+        err = sx_embedding_forward(out, token_ids, a, c->model->position == POS_LEARNED ? b : NULL,
+                                   (int)c->mbs, (int)c->seq, C, (int)c->vocab, stream);
+    } else if (!strcmp(n, "embedding_bwd")) {
+        err = sx_embedding_backward(out, c->model->position == POS_LEARNED ? b : NULL, SX_BF16, a,
+                                    token_ids, kernel_workspace, kernel_workspace_bytes, (int)c->mbs, (int)c->seq, C,
+                                    (int)c->vocab, stream);
+    } else if (!strcmp(n, "cross_entropy")) {
+        /* forward and backward fused in one kernel, as llm.c does */
+        err = sx_cross_entropy_fused((float *)scratch[1], out, a, token_ids, N, (int)c->vocab,
+                                     (int)c->vocab, 1.0f / (float)N, stream);
+    } else if (!strcmp(n, "optimizer")) {
+        sx_adamw_params hp = {3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1.0f, NULL};
+        float *p = scratch[0], *m = scratch[1], *v = scratch[2];
+        const sx_bf16 *grad = scratch[3];
+        sx_bf16 *weights = (sx_bf16 *)scratch[3] + c->params;
+        err = sx_adamw(p, m, v, weights, grad, (size_t)c->params, &hp, stream);
+    }
+    if (err != cudaSuccess && membound_error == cudaSuccess) membound_error = err;
+}
+
+/* Token ids must be valid rows: fill scratch[3]'s head with ids < vocab. */
+static void fill_token_ids(int64_t n, int64_t vocab)
+{
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)((i * 7919) % vocab);
+    CUDA_CHECK(cudaMemcpy(scratch[3], ids, (size_t)n * sizeof *ids, cudaMemcpyHostToDevice));
+    free(ids);
+}
+
+typedef struct {
+    int64_t batch, s, d;
+    int backward;
+} attention_ctx;
+
+/* Unfused causal attention: scores = Q K^T, causal softmax, out = P V; the
+ * backward is four batched GEMMs around the softmax backward. */
+static void run_attention(const void *ctx)
+{
+    const attention_ctx *a = ctx;
+    gemm_shape scores = {a->s, a->s, a->d, a->batch, (long long)(a->s * a->d), (long long)(a->d * a->s), (long long)(a->s * a->s)};
+    gemm_shape values = {a->s, a->d, a->s, a->batch, (long long)(a->s * a->s), (long long)(a->s * a->d), (long long)(a->s * a->d)};
+    float scale = 1.0f / sqrtf((float)a->d);
+    run_gemm(&scores);
+    CUDA_CHECK(sx_softmax_causal_forward(scratch[3], scratch[2], (int)a->batch, (int)a->s, scale, stream));
+    run_gemm(&values);
+    if (!a->backward) return;
+    run_gemm(&scores);  /* dP = dO V^T */
+    run_gemm(&values);  /* dV = P^T dO */
+    CUDA_CHECK(sx_softmax_causal_backward(scratch[3], scratch[3], scratch[2], (int)a->batch, (int)a->s, scale, stream));
+    run_gemm(&values);  /* dQ = dS K */
+    run_gemm(&values);  /* dK = dS^T Q */
+}
+
+/* ---- commands ------------------------------------------------------------ */
+
+static const char *arg_value(int argc, char **argv, const char *flag, const char *fallback)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], flag)) return argv[i + 1];
+    return fallback;
+}
+
+static void data_root(char *out, size_t len)
+{
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = '\0';
+        snprintf(out, len, "%.3000s/..", exe);
+        char probe[4200];
+        snprintf(probe, sizeof probe, "%s/hwdb/gpus.csv", out);
+        if (access(probe, R_OK) == 0) return;
+    }
+    snprintf(out, len, ".");
+}
+
+static void device_line(char *out, size_t len)
+{
+    struct cudaDeviceProp prop;
+    int driver = 0, runtime = 0;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    CUDA_CHECK(cudaDriverGetVersion(&driver));
+    CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+    snprintf(out, len, "%.100s, %d SMs, %.1f GiB, CUDA driver %d.%d, runtime %d.%d", prop.name, prop.multiProcessorCount,
+             (double)prop.totalGlobalMem / 1073741824.0, driver / 1000, (driver % 1000) / 10, runtime / 1000,
+             (runtime % 1000) / 10);
+}
+
+static void run_copy(const void *ctx)
+{
+    size_t bytes = *(const size_t *)ctx;
+    CUDA_CHECK(cudaMemcpyAsync(scratch[1], scratch[0], bytes, cudaMemcpyDeviceToDevice, stream));
+}
+
+static int cmd_calibrate(int argc, char **argv, const hwdb *db)
+{
+    const char *gpu_name = arg_value(argc, argv, "--gpu", "h100-sxm");
+    const char *out_path = arg_value(argc, argv, "--out", NULL);
+    const hw_gpu *g = hwdb_find_gpu(db, gpu_name);
+    if (!g) { fprintf(stderr, "sextant-gpu: --gpu: unknown GPU '%s'\n", gpu_name); return 2; }
+    char device[256];
+    device_line(device, sizeof device);
+    scratch_init((size_t)4 << 30);
+    kernel_workspace_bytes = 32u << 20;
+    CUDA_CHECK(cudaMalloc(&kernel_workspace, kernel_workspace_bytes));
+    printf("# sextant-gpu calibrate on %s (hwdb row %s)\n", device, g->name);
+
+    size_t copy_bytes = 1u << 30;
+    double copy_s = time_median(run_copy, &copy_bytes, NULL);
+    double copy_bw = 2.0 * (double)copy_bytes / copy_s;
+    printf("device copy        %8.0f GB/s (read + write), %.2f of hwdb's %.0f GB/s\n", copy_bw / 1e9,
+           copy_bw / g->hbm_bytes_per_s, g->hbm_bytes_per_s / 1e9);
+
+    membound_ctx ln = {"attn_norm", NULL, 32768, 768, 3072, 50304, 1024, 32, 12, 0, 0};
+    double ln_s = time_median(run_membound, &ln, NULL);
+    double ln_bw = (2.0 * 32768 * 768 * 2 + 2.0 * 768 * 2) / ln_s;
+    membound_ctx gelu = {"gelu", NULL, 32768, 768, 3072, 50304, 1024, 32, 12, 0, 0};
+    double gelu_s = time_median(run_membound, &gelu, NULL);
+    double gelu_bw = 2.0 * 32768 * 3072 * 2 / gelu_s;
+    printf("layernorm fwd      %8.0f GB/s (32768 x 768), gelu fwd %.0f GB/s (32768 x 3072)\n", ln_bw / 1e9, gelu_bw / 1e9);
+
+    membound_ctx tiny = {"attn_residual", NULL, 1, 32, 32, 32, 1, 1, 1, 0, 0};
+    cudaEvent_t a, b;
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
+    for (int i = 0; i < 100; i++) run_membound(&tiny);
+    CUDA_CHECK(cudaEventRecord(a, stream));
+    for (int i = 0; i < 2000; i++) run_membound(&tiny);
+    CUDA_CHECK(cudaEventRecord(b, stream));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float launch_ms;
+    CUDA_CHECK(cudaEventElapsedTime(&launch_ms, a, b));
+    double launch_s = launch_ms * 1e-3 / 2000.0;
+    printf("launch overhead    %8.2f us per back-to-back kernel\n", launch_s * 1e6);
+
+    /* GEMMs over the shapes a transformer uses, plus squares */
+    static const int64_t shapes[][3] = {
+        {1024, 1024, 1024},   {2048, 2048, 2048},   {4096, 4096, 4096},  {8192, 8192, 8192},
+        {8192, 2304, 768},    {8192, 768, 768},     {8192, 3072, 768},   {8192, 768, 3072},
+        {32768, 2304, 768},   {32768, 768, 768},    {32768, 3072, 768},  {32768, 768, 3072},
+        {32768, 50304, 768},  {16384, 3072, 1024},  {16384, 1024, 4096}, {16384, 4096, 1024},
+        {16384, 3072, 2048},  {16384, 16384, 2048}, {16384, 2048, 8192}, {16384, 128256, 2048},
+        {4096, 12288, 4096},  {4096, 4096, 11008},  {4096, 22016, 4096}, {2048, 2048, 512},
+    };
+    int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
+    double x[64], y[64], w[64];
+    double peak = g->peak_flops[PREC_BF16] > 0 ? g->peak_flops[PREC_BF16] : g->peak_flops[PREC_FP16];
+    printf("\n%8s %8s %8s %12s %10s %8s\n", "m", "n", "k", "GFLOP", "TFLOP/s", "of peak");
+    for (int i = 0; i < nshapes; i++) {
+        double flops = 2.0 * (double)shapes[i][0] * (double)shapes[i][1] * (double)shapes[i][2];
+        double t = time_gemm(shapes[i][0], shapes[i][1], shapes[i][2], 1);
+        double eff = flops / t / peak;
+        printf("%8lld %8lld %8lld %12.2f %10.1f %7.1f%%\n", (long long)shapes[i][0], (long long)shapes[i][1],
+               (long long)shapes[i][2], flops / 1e9, flops / t / 1e12, 100.0 * eff);
+        /* efficiency saturates with size: 1/eff = 1/e_max + (F_half/e_max) / F */
+        x[i] = 1e9 / flops;
+        y[i] = 1.0 / eff;
+        w[i] = 1.0;
+    }
+    double c0, c1, cov00, cov01, cov11, chisq;
+    gsl_fit_wlinear(x, 1, w, 1, y, 1, (size_t)nshapes, &c0, &c1, &cov00, &cov01, &cov11, &chisq);
+    double e_max = 1.0 / c0, half_gflop = c1 / c0;
+    printf("\nfit: efficiency(F) = %.3f x F / (F + %.3g GFLOP)   (GSL weighted least squares on 1/eff, chi^2 %.3g)\n", e_max,
+           half_gflop, chisq);
+    if (e_max > 1.0 || e_max < 0.05 || half_gflop < 0) {
+        fprintf(stderr, "sextant-gpu: the GEMM fit is implausible (plateau %.3f, half %.3g GFLOP); not writing it\n", e_max,
+                half_gflop);
+        scratch_free();
+        return 1;
+    }
+    time_t now = time(NULL);
+    char date[32];
+    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+    char source[512];
+    snprintf(source, sizeof source, "sextant-gpu calibrate %s on %s", date, device);
+    if (out_path) {
+        char tmp[4200];
+        snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
+        FILE *f = fopen(tmp, "w");
+        if (!f) { fprintf(stderr, "sextant-gpu: --out %s: cannot write\n", out_path); return 2; }
+        fprintf(f, "gpu,key,value,source\n");
+        fprintf(f, "%s,gemm_efficiency,%.4f,\"%s\"\n", g->name, e_max, source);
+        fprintf(f, "%s,gemm_half_gflop,%.4f,\"%s\"\n", g->name, half_gflop, source);
+        fprintf(f, "%s,membound_efficiency,%.4f,\"%s (device copy)\"\n", g->name, copy_bw / g->hbm_bytes_per_s, source);
+        fprintf(f, "%s,launch_overhead_us,%.3f,\"%s\"\n", g->name, launch_s * 1e6, source);
+        if (fclose(f) != 0 || rename(tmp, out_path) != 0) { fprintf(stderr, "sextant-gpu: --out %s: write failed\n", out_path); return 2; }
+        printf("overlay written to %s\n", out_path);
+    }
+    CUDA_CHECK(cudaFree(kernel_workspace));
+    scratch_free();
+    return 0;
+}
+
+static int cmd_ops(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
+{
+    if (argc < 3 || argv[2][0] == '-') { fprintf(stderr, "sextant-gpu: ops needs a MODEL\n"); return 2; }
+    const model_t *m = model_zoo_find(zoo, argv[2]);
+    if (!m) { fprintf(stderr, "sextant-gpu: unknown model '%s'\n", argv[2]); return 2; }
+    const hw_gpu *g = hwdb_find_gpu(db, arg_value(argc, argv, "--gpu", "h100-sxm"));
+    if (!g) { fprintf(stderr, "sextant-gpu: --gpu: unknown GPU\n"); return 2; }
+    const hw_node *node = hwdb_find_node(db, g->node);
+    const char *csv_path = arg_value(argc, argv, "--csv", NULL);
+    const char *calibration = arg_value(argc, argv, "--calibration", NULL);
+    layout_t l = {0};
+    l.gpus = l.tp = l.pp = l.dp = l.vpp = 1;
+    l.mbs = atoll(arg_value(argc, argv, "--mbs", "8"));
+    l.seq = atoll(arg_value(argc, argv, "--seq", "1024"));
+    l.gbs = l.mbs;
+    l.gpus_per_node = node->gpus_per_node;
+    l.recompute = RECOMPUTE_NONE;
+    l.attention = ATTENTION_UNFUSED;  /* what this validator executes: no fused attention kernel yet */
+    l.precision = PREC_BF16;
+    if (l.mbs < 1 || l.seq < 1) { fprintf(stderr, "sextant-gpu: --mbs and --seq must be positive\n"); return 2; }
+    job_t job = {1e9, 1.0};
+    static estimate_t e;
+    char err[512];
+    if (estimate_layout(m, g, node, &l, &job, &e, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: %s\n", err); return 2; }
+
+    const stage_ops *s = &e.first_stage;
+    int64_t T = l.mbs * l.seq;
+    double biggest = 0;
+    for (int i = 0; i < s->nops; i++) {
+        const op_t *op = &s->ops[i];
+        double sz = 0;
+        if (op->kind == OP_GEMM) sz = 2.0 * fmax(fmax((double)op->m * (double)op->k, (double)op->k * (double)op->n), (double)op->m * (double)op->n);
+        if (op->kind == OP_ATTENTION) sz = 2.0 * (double)op->batch * (double)op->m * (double)op->n;
+        if (sz > biggest) biggest = sz;
+    }
+    double params = model_params_total(m);
+    if (params * 4.0 > biggest) biggest = params * 4.0;
+    if ((double)T * (double)(m->ffn_kind == FFN_SWIGLU ? 2 : 1) * (double)m->ffn * 2.0 * 2.0 > biggest)
+        biggest = (double)T * (double)m->ffn * 8.0;
+    size_t bytes = (size_t)(biggest * 1.05) + (64u << 20);
+    scratch_init(bytes);
+    fill_token_ids(T, m->vocab);
+    kernel_workspace_bytes = sx_embedding_backward_workspace_bytes((int)T, (int)m->hidden, (int)m->vocab);
+    if (kernel_workspace_bytes < (32u << 20)) kernel_workspace_bytes = 32u << 20;
+    CUDA_CHECK(cudaMalloc(&kernel_workspace, kernel_workspace_bytes));
+
+    char device[256];
+    device_line(device, sizeof device);
+    printf("# sextant-gpu ops %s on %s: mbs %lld, seq %lld, unfused attention, bf16, %s\n", m->name, device,
+           (long long)l.mbs, (long long)l.seq, calibration ? calibration : "hwdb defaults (uncalibrated)");
+    printf("%-22s %-9s %6s %12s %12s %12s %8s\n", "op", "pass", "count", "predicted ms", "measured ms", "spread", "error");
+    FILE *csv = NULL;
+    char csv_tmp[4200];
+    if (csv_path) {
+        snprintf(csv_tmp, sizeof csv_tmp, "%s.tmp", csv_path);
+        csv = fopen(csv_tmp, "w");
+        if (!csv) { fprintf(stderr, "sextant-gpu: --csv %s: cannot write\n", csv_path); return 2; }
+        fprintf(csv, "model,gpu,gpus,tp,pp,dp,mbs,gbs,seq,recompute,zero,op,predicted_s,measured_s,predicted_bytes,measured_bytes,calibrated\n");
+    }
+    double predicted_total = 0, measured_total = 0;
+    for (int i = 0; i < s->nops; i++) {
+        const op_t *op = &s->ops[i];
+        if (op->kind == OP_COMM || (op->kind == OP_MEMBOUND && op->bytes <= 0)) continue;
+        double spread = 0, t = 0;
+        if (op->kind == OP_GEMM) {
+            gemm_shape shape = {op->m, op->n, op->k, 1, 0, 0, 0};
+            t = time_median(run_gemm, &shape, &spread);
+        } else if (op->kind == OP_ATTENTION) {
+            attention_ctx a = {op->batch, op->m, op->k, op->pass == PASS_BWD};
+            t = time_median(run_attention, &a, &spread);
+        } else if (!strcmp(op->name, "cross_entropy_bwd")) {
+            t = 0; /* fused into cross_entropy */
+        } else {
+            membound_ctx c = {op->name, m, T, m->hidden, m->ffn, m->vocab, l.seq, l.mbs, m->heads, (int64_t)params,
+                              m->norm == NORM_RMSNORM};
+            membound_error = cudaSuccess;
+            t = time_median(run_membound, &c, &spread);
+            if (membound_error != cudaSuccess) {
+                /* a kernel refused its arguments: report the op, keep going */
+                fprintf(stderr, "sextant-gpu: op %s: %s\n", op->name, cudaGetErrorString(membound_error));
+                (void)cudaGetLastError();
+                t = NAN;
+            }
+        }
+        double count = (double)op->count;
+        double predicted = op->time_s * count, measured = t * count;
+        if (isfinite(measured)) {
+            predicted_total += predicted;
+            measured_total += measured;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", op->name, op->pass == PASS_RECOMPUTE ? "@recompute" : "");
+        printf("%-22s %-9s %6lld %12.4f %12.4f %11.1f%% %+7.1f%%\n", name, pass_name(op->pass), (long long)op->count,
+               predicted * 1e3, measured * 1e3, 100.0 * spread, measured > 0 ? 100.0 * (predicted / measured - 1.0) : 0.0);
+        if (csv)
+            fprintf(csv, "%s,%s,1,1,1,1,%lld,%lld,%lld,none,0,%s,%.6e,%.6e,%.0f,,%d\n", m->name, g->name, (long long)l.mbs,
+                    (long long)l.gbs, (long long)l.seq, name, predicted, measured, op->bytes * count, calibration != NULL);
+    }
+    printf("%-22s %-9s %6s %12.4f %12.4f %12s %+7.1f%%\n", "step (sum of ops)", "", "", predicted_total * 1e3,
+           measured_total * 1e3, "", 100.0 * (predicted_total / measured_total - 1.0));
+    printf("tokens/s from the summed ops: predicted %.0f, measured %.0f\n", (double)T / predicted_total, (double)T / measured_total);
+    if (csv) {
+        fprintf(csv, "%s,%s,1,1,1,1,%lld,%lld,%lld,none,0,step,%.6e,%.6e,%.0f,,%d\n", m->name, g->name, (long long)l.mbs,
+                (long long)l.gbs, (long long)l.seq, predicted_total, measured_total, e.memory.total, calibration != NULL);
+        if (fclose(csv) != 0 || rename(csv_tmp, csv_path) != 0) { fprintf(stderr, "sextant-gpu: --csv: write failed\n"); return 2; }
+    }
+    CUDA_CHECK(cudaFree(token_ids));
+    CUDA_CHECK(cudaFree(kernel_workspace));
+    scratch_free();
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc < 2 || (strcmp(argv[1], "calibrate") && strcmp(argv[1], "ops"))) {
+        fprintf(stderr, "usage: sextant-gpu calibrate [--gpu NAME] [--out FILE]\n"
+                        "       sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]\n");
+        return 2;
+    }
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        printf("sextant-gpu: no GPU found, skipping\n");
+        return 0;
+    }
+    char root[4096], path[4200], err[1024];
+    data_root(root, sizeof root);
+    hwdb db;
+    model_zoo zoo;
+    snprintf(path, sizeof path, "%s/hwdb", root);
+    if (hwdb_load(path, &db, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: %s\n", err); return 2; }
+    const char *calibration = arg_value(argc, argv, "--calibration", NULL);
+    if (calibration && hwdb_apply_overlay(&db, calibration, err, sizeof err) != 0) {
+        fprintf(stderr, "sextant-gpu: %s\n", err);
+        return 2;
+    }
+    snprintf(path, sizeof path, "%s/models/zoo.csv", root);
+    if (model_zoo_load(path, &zoo, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: %s\n", err); return 2; }
+    CUDA_CHECK(cudaStreamCreate(&stream));
+    CUBLAS_CHECK(cublasCreate(&blas));
+    CUBLAS_CHECK(cublasSetStream(blas, stream));
+    CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
+    CUBLAS_CHECK(cublasSetWorkspace(blas, workspace, CUBLAS_WORKSPACE_BYTES));
+    int rc = !strcmp(argv[1], "calibrate") ? cmd_calibrate(argc, argv, &db) : cmd_ops(argc, argv, &db, &zoo);
+    CUBLAS_CHECK(cublasDestroy(blas));
+    CUDA_CHECK(cudaFree(workspace));
+    CUDA_CHECK(cudaStreamDestroy(stream));
+    model_zoo_free(&zoo);
+    hwdb_free(&db);
+    return rc;
+}
