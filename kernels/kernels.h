@@ -46,16 +46,18 @@ cudaError_t sx_embedding_forward(sx_bf16 *out, const int32_t *ids, const sx_bf16
                                  const sx_bf16 *wpe, int B, int T, int C, int V,
                                  cudaStream_t stream);
 
-/* Workspace (bytes) that sx_embedding_backward needs for N = B*T tokens and vocab V.
+/* Workspace (bytes) that sx_embedding_backward needs for N = B*T tokens, C channels, vocab V.
  * Uses the current device; returns 0 on error. */
-size_t sx_embedding_backward_workspace_bytes(int N, int V);
+size_t sx_embedding_backward_workspace_bytes(int N, int C, int V);
 
 /* dwte[v,:] += sum over tokens n with ids[n] == v of dout[n,:]
  * dwpe[t,:] += sum over b of dout[b,t,:]            (dwpe may be NULL)
  * grad_type says whether dwte and dwpe are fp32 or bf16 (bf16: each touched row is
  * read, the fp32 sum added and rounded once).
- * Deterministic, no atomics: the token ids are stable-radix-sorted (CUB), then one
- * warp sums each id's rows in token order.  Ids outside [0, V) are skipped. */
+ * Deterministic, no atomics: the token ids are stable-radix-sorted (CUB), each id's rows
+ * are summed in token order (in windows of 32 sorted rows, the windows of one id then
+ * added in order), and each row of dwte is written by one warp.  Ids outside [0, V) are
+ * skipped. */
 cudaError_t sx_embedding_backward(void *dwte, void *dwpe, sx_dtype grad_type,
                                   const sx_bf16 *dout, const int32_t *ids,
                                   void *workspace, size_t workspace_bytes,

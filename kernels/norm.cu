@@ -5,12 +5,13 @@
  * registers, written once.  Generic path (any C, any alignment): scalar loops that re-read
  * the row (L1/L2 hits).
  *
- * Backward: fast path fuses dx with the parameter-gradient partials: a persistent grid
- * of G blocks, one warp per row at a time, each lane keeps fp32 partials of dweight/dbias
- * for its channels; at the end the warps of a block add their partials into shared memory
- * one warp after another (fixed order), the block writes its [2][C] partial to the
- * workspace, and a second kernel sums the G partials per channel in fixed order and adds
- * them into dweight/dbias.  No atomics: bitwise reproducible for a given grid.
+ * Backward: fast path (C <= 1024) fuses dx with the parameter-gradient partials: a
+ * persistent grid of G blocks (as many as fit on the GPU), one warp per row at a time; each
+ * warp accumulates fp32 partials of dweight/dbias for the rows it visits in its own slice
+ * of shared memory; at the end the block sums its warps' slices in warp order and writes
+ * its [2][C] partial to the workspace, and a second kernel sums the G partials per channel
+ * in fixed order and adds them into dweight/dbias.  No atomics: bitwise reproducible for a
+ * given grid (G depends on the GPU's SM count).
  * Generic path: dx by a warp per row, the partials by a column kernel, then the same sum. */
 #include "common.cuh"
 
@@ -144,9 +145,10 @@ norm_param_reduce(void *dw, void *db, sx_dtype gt, const float *__restrict__ par
     const int c = blockIdx.x * 32 + tx;
     float a = 0.0f, bb = 0.0f;
     if (c < C)
+#pragma unroll 8
         for (int g = ty; g < G; g += 32) {
             a += part[(size_t)g * 2 * C + c];
-            bb += part[(size_t)g * 2 * C + C + c];
+            if (db) bb += part[(size_t)g * 2 * C + C + c];
         }
     sw[ty][tx] = a;
     sb[ty][tx] = bb;
@@ -164,16 +166,16 @@ __global__ void __launch_bounds__(NORM_THREADS, MINB)
 norm_backward_vec(T *dx, float *__restrict__ part, const T *__restrict__ dy, const T *__restrict__ x,
                   const T *__restrict__ w, const float *__restrict__ mean, const float *__restrict__ rstd,
                   int N, int C, int accumulate) {
-    extern __shared__ float sacc[]; /* [2][C] */
+    /* per-warp fp32 accumulators of dweight (and dbias) in shared memory: [warps][NA][C] */
+    extern __shared__ float4 norm_smem[];
     constexpr int P = Pack<T>::N;
+    constexpr int NA = RMS ? 1 : 2;
+    constexpr int Q = P / 4; /* float4 per pack */
     const int lane = threadIdx.x % SX_WARP, warp = threadIdx.x / SX_WARP;
     const int nwarps = blockDim.x / SX_WARP;
-    for (int i = threadIdx.x; i < 2 * C; i += blockDim.x) sacc[i] = 0.0f;
-    float dw[CH][P], db[CH][P];
-#pragma unroll
-    for (int c = 0; c < CH; c++)
-#pragma unroll
-        for (int k = 0; k < P; k++) dw[c][k] = db[c][k] = 0.0f;
+    float *acc = reinterpret_cast<float *>(norm_smem) + (size_t)warp * NA * C;
+    for (int i = lane; i < NA * C; i += SX_WARP) acc[i] = 0.0f;
+    __syncwarp();
 
     for (int row = blockIdx.x * nwarps + warp; row < N; row += gridDim.x * nwarps) {
         const T *xr = x + (size_t)row * C, *gr = dy + (size_t)row * C;
@@ -194,6 +196,13 @@ norm_backward_vec(T *dx, float *__restrict__ part, const T *__restrict__ dy, con
             const int col = (c * SX_WARP + lane) * P;
             if (col < C) {
                 const Pack<T> wv = ld_pack(w + col);
+                float4 aw[Q], ab[Q];
+#pragma unroll
+                for (int q = 0; q < Q; q++) {
+                    aw[q] = *reinterpret_cast<float4 *>(acc + col + 4 * q);
+                    if (!RMS) ab[q] = *reinterpret_cast<float4 *>(acc + C + col + 4 * q);
+                }
+                float *fw = reinterpret_cast<float *>(aw), *fb = reinterpret_cast<float *>(ab);
 #pragma unroll
                 for (int k = 0; k < P; k++) {
                     const float xh = (xv[c].get(k) - m) * r;
@@ -201,8 +210,13 @@ norm_backward_vec(T *dx, float *__restrict__ part, const T *__restrict__ dy, con
                     const float g = d * wv.get(k);
                     s1 += g;
                     s2 += g * xh;
-                    dw[c][k] += d * xh;
-                    if (!RMS) db[c][k] += d;
+                    fw[k] += d * xh;
+                    if (!RMS) fb[k] += d;
+                }
+#pragma unroll
+                for (int q = 0; q < Q; q++) {
+                    *reinterpret_cast<float4 *>(acc + col + 4 * q) = aw[q];
+                    if (!RMS) *reinterpret_cast<float4 *>(acc + C + col + 4 * q) = ab[q];
                 }
             }
         }
@@ -229,23 +243,14 @@ norm_backward_vec(T *dx, float *__restrict__ part, const T *__restrict__ dy, con
         }
     }
     __syncthreads();
-    for (int wi = 0; wi < nwarps; wi++) {
-        if (warp == wi) {
-#pragma unroll
-            for (int c = 0; c < CH; c++) {
-                const int col = (c * SX_WARP + lane) * P;
-                if (col < C)
-#pragma unroll
-                    for (int k = 0; k < P; k++) {
-                        sacc[col + k] += dw[c][k];
-                        if (!RMS) sacc[C + col + k] += db[c][k];
-                    }
-            }
-        }
-        __syncthreads();
-    }
+    /* sum the warps' accumulators in warp order; the block's partial goes to the workspace */
+    const float *all = reinterpret_cast<const float *>(norm_smem);
     float *pb = part + (size_t)blockIdx.x * 2 * C;
-    for (int i = threadIdx.x; i < 2 * C; i += blockDim.x) pb[i] = sacc[i];
+    for (int i = threadIdx.x; i < NA * C; i += blockDim.x) {
+        float sum = 0.0f;
+        for (int wi = 0; wi < nwarps; wi++) sum += all[(size_t)wi * NA * C + i];
+        pb[i] = sum;
+    }
 }
 
 /* generic dx: warp per row, scalar, re-reads the row */
@@ -307,7 +312,9 @@ norm_backward_param_generic(float *__restrict__ part, const T *__restrict__ dy, 
 template <typename T, int CH, bool RMS, int MINB>
 static cudaError_t launch_bwd_vec(T *dx, float *part, const T *dy, const T *x, const T *w, const float *mean,
                                   const float *rstd, int N, int C, int acc, int *G, cudaStream_t stream) {
-    const size_t smem = 2 * (size_t)C * sizeof(float);
+    const size_t smem = (size_t)(NORM_THREADS / SX_WARP) * (RMS ? 1 : 2) * C * sizeof(float);
+    SX_CHECK(cudaFuncSetAttribute(norm_backward_vec<T, CH, RMS, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)smem));
     int per_sm = 0;
     SX_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, norm_backward_vec<T, CH, RMS, MINB>,
                                                            NORM_THREADS, smem));
@@ -334,18 +341,20 @@ static cudaError_t norm_backward(T *dx, void *dw, void *db, sx_dtype gt, const T
     constexpr int P = Pack<T>::N;
     constexpr bool BF = sizeof(T) == 2;
     const int chunks = (C + SX_WARP * P - 1) / (SX_WARP * P);
-    const bool vec = C % P == 0 && sx_aligned16(dx) && sx_aligned16(dy) && sx_aligned16(x) && sx_aligned16(w) &&
-                     2 * (size_t)C * sizeof(float) <= 48 * 1024;
+    const bool vec = C % P == 0 && sx_aligned16(dx) && sx_aligned16(dy) && sx_aligned16(x) && sx_aligned16(w);
     int G = 0;
     cudaError_t e = cudaSuccess;
-    /* bf16: up to 4 chunks (C <= 1024) with 2 blocks/SM; fp32: up to 8 chunks (C <= 1024), 1 block/SM */
-    if (vec && chunks <= 1) e = launch_bwd_vec<T, 1, RMS, 2>(dx, part, dy, x, w, mean, rstd, N, C, acc, &G, stream);
-    else if (vec && chunks <= 2) e = launch_bwd_vec<T, 2, RMS, 2>(dx, part, dy, x, w, mean, rstd, N, C, acc, &G, stream);
-    else if (vec && chunks <= 3) e = launch_bwd_vec<T, 3, RMS, 2>(dx, part, dy, x, w, mean, rstd, N, C, acc, &G, stream);
-    else if (vec && chunks <= 4) e = launch_bwd_vec<T, 4, RMS, BF ? 2 : 1>(dx, part, dy, x, w, mean, rstd, N, C, acc, &G, stream);
-    else if (!BF && vec && chunks <= 6) e = launch_bwd_vec<T, 6, RMS, 1>(dx, part, dy, x, w, mean, rstd, N, C, acc, &G, stream);
-    else if (!BF && vec && chunks <= 8) e = launch_bwd_vec<T, 8, RMS, 1>(dx, part, dy, x, w, mean, rstd, N, C, acc, &G, stream);
-    else {
+    /* fast path for C <= 1024 (bf16: 4 chunks of 256, fp32: 8 chunks of 128); 64 KB of shared memory at most */
+    if (vec && chunks <= 1) e = launch_bwd_vec<T, 1, RMS, 4>(dx, part, dy, x, w, mean, rstd, N, C, acc, &G, stream);
+    else if (vec && chunks <= 2) e = launch_bwd_vec<T, 2, RMS, 4>(dx, part, dy, x, w, mean, rstd, N, C, acc, &G, stream);
+    else if (vec && chunks <= 3) e = launch_bwd_vec<T, 3, RMS, 4>(dx, part, dy, x, w, mean, rstd, N, C, acc, &G, stream);
+    else if (vec && chunks <= 4) e = launch_bwd_vec<T, 4, RMS, BF ? 3 : 2>(dx, part, dy, x, w, mean, rstd, N, C, acc, &G, stream);
+    else if (!BF && vec && chunks <= 8) {
+        if constexpr (!BF) {
+            if (chunks <= 6) e = launch_bwd_vec<T, 6, RMS, 1>(dx, part, dy, x, w, mean, rstd, N, C, acc, &G, stream);
+            else e = launch_bwd_vec<T, 8, RMS, 1>(dx, part, dy, x, w, mean, rstd, N, C, acc, &G, stream);
+        }
+    } else {
         norm_backward_dx_generic<T, RMS><<<sx_blocks(N, NORM_THREADS / SX_WARP), NORM_THREADS, 0, stream>>>(
             dx, dy, x, w, mean, rstd, N, C, acc);
         SX_CHECK(cudaGetLastError());

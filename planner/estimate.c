@@ -104,22 +104,38 @@ static void group_link(const hw_gpu *gpu, const hw_node *node, const layout_t *l
     }
 }
 
+/* Achievable fraction of peak for a matrix op of `flops`: the hwdb's flat
+ * default, or, once calibrated, a curve that saturates with size
+ * (docs/model.md, "Step time"): small GEMMs leave SMs idle. */
+static double gemm_efficiency(const hw_gpu *gpu, double flops)
+{
+    if (gpu->gemm_half_flops <= 0.0) return gpu->gemm_efficiency;
+    return gpu->gemm_efficiency * flops / (flops + gpu->gemm_half_flops);
+}
+
+/* The CPU issues one kernel per launch_overhead_s at best; while it runs
+ * ahead of the GPU that cost hides, so it bounds an op from below rather
+ * than adding to it (docs/model.md, "Step time"). */
+static double with_launch(const hw_gpu *gpu, double seconds)
+{
+    return seconds > gpu->launch_overhead_s ? seconds : gpu->launch_overhead_s;
+}
+
 static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t *l)
 {
     double membw = gpu->hbm_bytes_per_s * gpu->membound_efficiency;
     precision_t matrix = l->precision;
     switch (op->kind) {
     case OP_GEMM:
-        return roofline_s(op->flops, gpu->peak_flops[matrix] * gpu->gemm_efficiency, op->bytes, membw) +
-               gpu->launch_overhead_s;
+        return with_launch(gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->flops), op->bytes, membw));
     case OP_ATTENTION:
         /* attention kernels stay in 16-bit when the GEMMs run in fp8 */
         if (matrix == PREC_FP8) matrix = gpu->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
-        return roofline_s(op->flops, gpu->peak_flops[matrix] * gpu->gemm_efficiency, op->bytes, membw) +
-               gpu->launch_overhead_s;
+        /* per head: the batched GEMMs are as efficient as one of batch x the size */
+        return with_launch(gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->flops), op->bytes, membw));
     case OP_MEMBOUND:
         if (op->bytes <= 0.0) return 0.0;   /* a bookkeeping entry, no kernel */
-        return op->bytes / membw + gpu->launch_overhead_s;
+        return with_launch(gpu, op->bytes / membw);
     case OP_COMM: {
         double bw, latency;
         group_link(gpu, node, l, op->group, &bw, &latency, &op->crosses_node);

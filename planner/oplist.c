@@ -250,16 +250,30 @@ static void embedding(builder *b, const model_t *m)
                    l->sp ? COLL_REDUCE_SCATTER : COLL_ALLREDUCE, GROUP_TP, l->tp, T * h * B, EXPOSED);
 }
 
+int64_t padded_vocab(const model_t *m, int64_t tp)
+{
+    int64_t unit = 128 * tp;
+    return (m->vocab + unit - 1) / unit * unit;
+}
+
 static void lm_head(builder *b, const model_t *m)
 {
     const layout_t *l = b->l;
     const double B = b->act_bytes, T = (double)(l->seq * l->mbs), h = (double)m->hidden,
                  t = (double)l->tp;
-    const double Tn = l->sp ? T / t : T, Vt = (double)m->vocab / t;
+    /* the table is padded (Megatron, llm.c) so that its GEMMs keep the fast
+     * path; what runs is the padded width, what MFU counts the real one */
+    const double Tn = l->sp ? T / t : T, Vt = (double)padded_vocab(m, l->tp) / t;
+    const double real_fraction = (double)m->vocab / (double)padded_vocab(m, l->tp);
     membound(b, "final_norm", "final_norm_bwd", 1, 2.0 * Tn * h * B, 3.0 * Tn * h * B, 5.0 * Tn * h,
              Tn * h * B, 0);
     tp_entry(b, "tp_allgather_head", "tp_allreduce_head_bwd", "tp_reduce_scatter_head_bwd", 1, T * h * B, 0);
+    int first_head_op = b->out->nops;
     gemm(b, "lm_head", "lm_head_dgrad", "lm_head_wgrad", 1, T, Vt, h, T * h * B, 0);
+    for (int i = first_head_op; i < b->out->nops; i++) {
+        b->out->ops[i].model_flops *= real_fraction;
+        b->out->ops[i].hardware_flops *= real_fraction;
+    }
     /* softmax cross-entropy in fp32 over the local vocabulary shard; the
      * logits' buffers are counted on their own in the memory model */
     membound(b, "cross_entropy", "cross_entropy_bwd", 1, T * Vt * (B + 4.0), T * Vt * (4.0 + B),
@@ -290,12 +304,13 @@ static double stage_params(const model_t *m, const layout_t *l, int64_t layers, 
     if (m->kv_heads < l->tp) /* each rank keeps a whole replicated KV head, not kv/t of one */
         per_layer += 2.0 * (double)m->hidden * (double)m->head_dim * (1.0 - (double)m->kv_heads / t);
     double params = (double)layers * per_layer;
-    if (first) params += model_embedding_params(m) / t;
+    double padding = (double)(padded_vocab(m, l->tp) - m->vocab) * (double)m->hidden / t;
+    if (first) params += model_embedding_params(m) / t + padding;
     if (last) {
         params += model_final_params(m);
         /* a tied head on a different stage keeps its own copy of the table */
-        if (!m->tied_embeddings) params += model_head_params(m) / t;
-        else if (!first) params += (double)m->vocab * (double)m->hidden / t;
+        if (!m->tied_embeddings) params += model_head_params(m) / t + padding;
+        else if (!first) params += (double)m->vocab * (double)m->hidden / t + padding;
     }
     return params;
 }

@@ -74,6 +74,8 @@ typedef struct {
 
 /* Builds the op list of one pipeline stage, one micro-batch, one GPU. */
 int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_ops *out);
+/* The vocabulary rounded up to a multiple of 128 x TP, as Megatron pads it. */
+int64_t padded_vocab(const model_t *m, int64_t tp);
 /* Layers held by a stage: ceil(L/p) on the first stages, the rest on the last. */
 int64_t layers_on_stage(int64_t layers, int64_t pp, int64_t stage);
 

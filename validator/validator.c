@@ -24,6 +24,7 @@
 
 #include "kernels.h"
 #include "planner.h"
+#include "train.h"
 
 #define CUDA_CHECK(call)                                                                                   \
     do {                                                                                                   \
@@ -214,7 +215,7 @@ static void run_membound(const void *ctx)
                                     (int)c->vocab, stream);
     } else if (!strcmp(n, "cross_entropy")) {
         /* forward and backward fused in one kernel, as llm.c does */
-        err = sx_cross_entropy_fused((float *)scratch[1], out, a, token_ids, N, (int)c->vocab,
+        err = sx_cross_entropy_fused((float *)scratch[1], out, a, token_ids, N, (int)c->model->vocab,
                                      (int)c->vocab, 1.0f / (float)N, stream);
     } else if (!strcmp(n, "optimizer")) {
         sx_adamw_params hp = {3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1.0f, NULL};
@@ -404,8 +405,13 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db)
 static int cmd_ops(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
 {
     if (argc < 3 || argv[2][0] == '-') { fprintf(stderr, "sextant-gpu: ops needs a MODEL\n"); return 2; }
-    const model_t *m = model_zoo_find(zoo, argv[2]);
-    if (!m) { fprintf(stderr, "sextant-gpu: unknown model '%s'\n", argv[2]); return 2; }
+    const model_t *zoo_model = model_zoo_find(zoo, argv[2]);
+    if (!zoo_model) { fprintf(stderr, "sextant-gpu: unknown model '%s'\n", argv[2]); return 2; }
+    /* the kernels here run without dropout: estimate the model as executed */
+    static model_t executed;
+    executed = *zoo_model;
+    executed.dropout = 0;
+    const model_t *m = &executed;
     const hw_gpu *g = hwdb_find_gpu(db, arg_value(argc, argv, "--gpu", "h100-sxm"));
     if (!g) { fprintf(stderr, "sextant-gpu: --gpu: unknown GPU\n"); return 2; }
     const hw_node *node = hwdb_find_node(db, g->node);
@@ -474,8 +480,8 @@ static int cmd_ops(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
         } else if (!strcmp(op->name, "cross_entropy_bwd")) {
             t = 0; /* fused into cross_entropy */
         } else {
-            membound_ctx c = {op->name, m, T, m->hidden, m->ffn, m->vocab, l.seq, l.mbs, m->heads, (int64_t)params,
-                              m->norm == NORM_RMSNORM};
+            membound_ctx c = {op->name, m, T, m->hidden, m->ffn, padded_vocab(m, 1), l.seq, l.mbs, m->heads,
+                              (int64_t)params, m->norm == NORM_RMSNORM};
             membound_error = cudaSuccess;
             t = time_median(run_membound, &c, &spread);
             if (membound_error != cudaSuccess) {
@@ -513,12 +519,37 @@ static int cmd_ops(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
     return 0;
 }
 
+static int cmd_train(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
+{
+    if (argc < 3 || argv[2][0] == '-') { fprintf(stderr, "sextant-gpu: train needs a MODEL\n"); return 2; }
+    const model_t *zoo_model = model_zoo_find(zoo, argv[2]);
+    if (!zoo_model) { fprintf(stderr, "sextant-gpu: unknown model '%s'\n", argv[2]); return 2; }
+    static model_t executed;
+    executed = *zoo_model;
+    executed.dropout = 0;   /* the training step runs without dropout */
+    const model_t *m = &executed;
+    const hw_gpu *g = hwdb_find_gpu(db, arg_value(argc, argv, "--gpu", "h100-sxm"));
+    if (!g) { fprintf(stderr, "sextant-gpu: --gpu: unknown GPU\n"); return 2; }
+    train_options o = {atoi(arg_value(argc, argv, "--mbs", "8")), atoi(arg_value(argc, argv, "--seq", "1024")),
+                       atoi(arg_value(argc, argv, "--steps", "50")), 5, arg_value(argc, argv, "--calibration", NULL) != NULL,
+                       arg_value(argc, argv, "--csv", NULL)};
+    if (o.mbs < 1 || o.seq < 1 || o.steps < o.warmup + 3) {
+        fprintf(stderr, "sextant-gpu: train: --mbs, --seq positive and --steps at least %d\n", o.warmup + 3);
+        return 2;
+    }
+    char device[256];
+    device_line(device, sizeof device);
+    printf("# on %s\n", device);
+    return train_gpt(m, g, hwdb_find_node(db, g->node), &o, blas, stream);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc < 2 || (strcmp(argv[1], "calibrate") && strcmp(argv[1], "ops"))) {
+    if (argc < 2 || (strcmp(argv[1], "calibrate") && strcmp(argv[1], "ops") && strcmp(argv[1], "train"))) {
         fprintf(stderr, "usage: sextant-gpu calibrate [--gpu NAME] [--out FILE]\n"
-                        "       sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]\n");
+                        "       sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]\n"
+                        "       sextant-gpu train MODEL [--gpu NAME] [--mbs N] [--seq N] [--steps N] [--calibration FILE] [--csv FILE]\n");
         return 2;
     }
     int devices = 0;
@@ -544,7 +575,10 @@ int main(int argc, char **argv)
     CUBLAS_CHECK(cublasSetStream(blas, stream));
     CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
     CUBLAS_CHECK(cublasSetWorkspace(blas, workspace, CUBLAS_WORKSPACE_BYTES));
-    int rc = !strcmp(argv[1], "calibrate") ? cmd_calibrate(argc, argv, &db) : cmd_ops(argc, argv, &db, &zoo);
+    int rc;
+    if (!strcmp(argv[1], "calibrate")) rc = cmd_calibrate(argc, argv, &db);
+    else if (!strcmp(argv[1], "ops")) rc = cmd_ops(argc, argv, &db, &zoo);
+    else rc = cmd_train(argc, argv, &db, &zoo);
     CUBLAS_CHECK(cublasDestroy(blas));
     CUDA_CHECK(cudaFree(workspace));
     CUDA_CHECK(cudaStreamDestroy(stream));

@@ -1,0 +1,208 @@
+/* Fused softmax cross-entropy over a (padded) vocabulary: loss per token (fp32) and, in the
+ * same pass, dlogits (bf16).
+ * Fast path (ce_fused_smem_kernel, below): rows staged in shared memory, double-buffered.
+ * Fallback (ce_fused_kernel: rows too long for shared memory, Vp % 8 != 0, unaligned): one
+ * block per row; pass 1 reads the row (online max / sum of exp2, 16-byte loads), block
+ * reductions give max and sum, pass 2 re-reads the row (from L2 when it is still there) and
+ * writes dlogits with streaming stores. */
+#include "common.cuh"
+
+#define CE_THREADS 512
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+
+template <bool VEC>
+__global__ void __launch_bounds__(CE_THREADS)
+ce_fused_kernel(float *__restrict__ loss, bf16 *dlogits, const bf16 *logits, const int32_t *__restrict__ targets,
+                int V, int Vp, float dloss) {
+    const size_t row = blockIdx.x;
+    const bf16 *x = logits + row * Vp;
+    const int tg = targets[row];
+    const bool valid = tg >= 0 && tg < V;
+    /* read before any thread may overwrite the row (dlogits may alias logits) */
+    const float xt = valid ? __bfloat162float(x[tg]) : 0.0f;
+
+    float mx = -INFINITY, sm = 0.0f;
+    if constexpr (VEC) {
+        const int np = (V + 7) / 8;
+#pragma unroll 4
+        for (int i = threadIdx.x; i < np; i += blockDim.x) {
+            const int c = i * 8;
+            const Pack<bf16> p = ld_pack_plain(x + c); /* in bounds: c + 8 <= Vp */
+            float z[8], lm = -INFINITY;
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                z[k] = c + k < V ? p.get(k) * LOG2E : -INFINITY;
+                lm = fmaxf(lm, z[k]);
+            }
+            const float nm = fmaxf(mx, lm);
+            float s = sm * exp2f(mx - nm);
+#pragma unroll
+            for (int k = 0; k < 8; k++) s += exp2f(z[k] - nm);
+            sm = s;
+            mx = nm;
+        }
+    } else {
+        for (int c = threadIdx.x; c < V; c += blockDim.x) {
+            const float z = __bfloat162float(x[c]) * LOG2E;
+            const float nm = fmaxf(mx, z);
+            sm = sm * exp2f(mx - nm) + exp2f(z - nm);
+            mx = nm;
+        }
+    }
+    const float M = block_max(mx);
+    const float S = block_sum(mx == -INFINITY ? 0.0f : sm * exp2f(mx - M));
+    if (threadIdx.x == 0)
+        loss[row] = tg < 0 ? 0.0f : (valid ? (M + log2f(S)) * LN2 - xt : __int_as_float(0x7fffffff));
+    if (!dlogits) return;
+    __syncthreads(); /* every read of the row in pass 1 is done before pass 2 overwrites it */
+    const float inv = 1.0f / S;
+    const float g = tg < 0 ? 0.0f : dloss;
+    bf16 *d = dlogits + row * Vp;
+    if constexpr (VEC) {
+        const int np = Vp / 8;
+#pragma unroll 4
+        for (int i = threadIdx.x; i < np; i += blockDim.x) {
+            const int c = i * 8;
+            Pack<bf16> r;
+            if (c < V) {
+                const Pack<bf16> p = ld_pack_plain(x + c);
+#pragma unroll
+                for (int k = 0; k < 8; k++) {
+                    const float pr = exp2f(p.get(k) * LOG2E - M) * inv;
+                    r.set(k, c + k < V ? g * (pr - (c + k == tg ? 1.0f : 0.0f)) : 0.0f);
+                }
+            } else {
+                r.bits = make_int4(0, 0, 0, 0);
+            }
+            st_pack_cs(d + c, r);
+        }
+    } else {
+        for (int c = threadIdx.x; c < Vp; c += blockDim.x) {
+            float v = 0.0f;
+            if (c < V) v = g * (exp2f(__bfloat162float(x[c]) * LOG2E - M) * inv - (c == tg ? 1.0f : 0.0f));
+            d[c] = __float2bfloat16_rn(v);
+        }
+    }
+}
+
+/* Fast path: a persistent grid, one block of 1024 threads per SM, two shared-memory row
+ * buffers.  While the block computes row r from one buffer (max / sum, then dlogits), the
+ * next row r + grid is already on its way into the other buffer (cp.async, 16 bytes per
+ * thread, issued before the compute), so DRAM reads overlap compute and the writes, and
+ * each logit is read from DRAM exactly once.  Needs 2 * Vp * 2 bytes of shared memory
+ * (201 KB at Vp = 50304). */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int NLEFT> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(NLEFT) : "memory");
+}
+
+#define CE2_THREADS 1024
+
+__global__ void __launch_bounds__(CE2_THREADS, 1)
+ce_fused_smem_kernel(float *__restrict__ loss, bf16 *dlogits, const bf16 *logits, const int32_t *__restrict__ targets,
+                     int N, int V, int Vp, float dloss) {
+    extern __shared__ int4 ce_smem[];
+    const int np = Vp / 8; /* 16-byte packs per row */
+    int4 *buf[2] = {ce_smem, ce_smem + np};
+    int row = blockIdx.x;
+    if (row >= N) return;
+    {
+        const int4 *src = reinterpret_cast<const int4 *>(logits + (size_t)row * Vp);
+        for (int i = threadIdx.x; i < np; i += blockDim.x) cp_async16(buf[0] + i, src + i);
+        cp_async_commit();
+    }
+    const int nv = (V + 7) / 8;
+    for (int it = 0; row < N; it++, row += gridDim.x) {
+        const int4 *cur = buf[it & 1];
+        const int nrow = row + gridDim.x;
+        if (nrow < N) {
+            const int4 *src = reinterpret_cast<const int4 *>(logits + (size_t)nrow * Vp);
+            int4 *dst = buf[(it + 1) & 1];
+            for (int i = threadIdx.x; i < np; i += blockDim.x) cp_async16(dst + i, src + i);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads(); /* the current row is in shared memory for every thread */
+        const int tg = targets[row];
+        const bool valid = tg >= 0 && tg < V;
+        float mx = -INFINITY, sm = 0.0f;
+        for (int i = threadIdx.x; i < nv; i += blockDim.x) {
+            Pack<bf16> p;
+            p.bits = cur[i];
+            const int c = i * 8;
+            float z[8], lm = -INFINITY;
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                z[k] = c + k < V ? p.get(k) * LOG2E : -INFINITY;
+                lm = fmaxf(lm, z[k]);
+            }
+            const float nm = fmaxf(mx, lm);
+            float s = sm * exp2f(mx - nm);
+#pragma unroll
+            for (int k = 0; k < 8; k++) s += exp2f(z[k] - nm);
+            sm = s;
+            mx = nm;
+        }
+        const float M = block_max(mx);
+        const float S = block_sum(mx == -INFINITY ? 0.0f : sm * exp2f(mx - M));
+        if (threadIdx.x == 0) {
+            const float xt = valid ? __bfloat162float(reinterpret_cast<const bf16 *>(cur)[tg]) : 0.0f;
+            loss[row] = tg < 0 ? 0.0f : (valid ? (M + log2f(S)) * LN2 - xt : __int_as_float(0x7fffffff));
+        }
+        if (dlogits) {
+            const float inv = 1.0f / S;
+            const float g = tg < 0 ? 0.0f : dloss;
+            bf16 *d = dlogits + (size_t)row * Vp;
+            for (int i = threadIdx.x; i < np; i += blockDim.x) {
+                const int c = i * 8;
+                Pack<bf16> r;
+                if (c < V) {
+                    Pack<bf16> p;
+                    p.bits = cur[i];
+#pragma unroll
+                    for (int k = 0; k < 8; k++) {
+                        const float pr = exp2f(p.get(k) * LOG2E - M) * inv;
+                        r.set(k, c + k < V ? g * (pr - (c + k == tg ? 1.0f : 0.0f)) : 0.0f);
+                    }
+                } else {
+                    r.bits = make_int4(0, 0, 0, 0);
+                }
+                st_pack_cs(d + c, r);
+            }
+        }
+        __syncthreads(); /* every thread is done with this buffer before it is refilled */
+    }
+}
+
+extern "C" cudaError_t sx_cross_entropy_fused(float *loss, sx_bf16 *dlogits, const sx_bf16 *logits,
+                                              const int32_t *targets, int N, int V, int Vp, float dloss,
+                                              cudaStream_t stream) {
+    SX_REQUIRE(N >= 0 && V > 0 && Vp >= V);
+    if (N == 0) return cudaSuccess;
+    SX_REQUIRE(loss && logits && targets);
+    const bool vec = Vp % 8 == 0 && sx_aligned16(logits) && (!dlogits || sx_aligned16(dlogits));
+    const size_t smem = 2 * (size_t)Vp * sizeof(bf16);
+    int dev = 0, smem_max = 0;
+    SX_CHECK(cudaGetDevice(&dev));
+    SX_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if (vec && smem + 1024 <= (size_t)smem_max) {
+        SX_CHECK(cudaFuncSetAttribute(ce_fused_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        const int sms = sx_num_sms();
+        const int grid = N < sms ? N : sms;
+        ce_fused_smem_kernel<<<grid, CE2_THREADS, smem, stream>>>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets,
+                                                                 N, V, Vp, dloss);
+    } else if (vec)
+        ce_fused_kernel<true><<<N, CE_THREADS, 0, stream>>>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets,
+                                                             V, Vp, dloss);
+    else
+        ce_fused_kernel<false><<<N, CE_THREADS, 0, stream>>>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets,
+                                                              V, Vp, dloss);
+    SX_LAUNCHED();
+}

@@ -1,0 +1,69 @@
+/* CPU references of every kernel in kernels.h: plain C11, float64 throughout.
+ * Same arguments and semantics as the kernels ("=" overwrites, "+=" accumulates), with
+ * double arrays in place of bf16/fp32 ones.  Slow and simple on purpose: each is the
+ * textbook formula, loop by loop.  tests/gpu/test_reference.c checks every backward
+ * against central finite differences of its forward. */
+#ifndef SEXTANT_KERNELS_REFERENCE_H
+#define SEXTANT_KERNELS_REFERENCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* bfloat16 <-> float on the host, round to nearest even (NaN stays NaN) */
+static inline uint16_t sx_ref_f2bf(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static inline float sx_ref_bf2f(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+void ref_embedding_forward(double *out, const int32_t *ids, const double *wte, const double *wpe,
+                           int B, int T, int C, int V);
+void ref_embedding_backward(double *dwte, double *dwpe, const double *dout, const int32_t *ids,
+                            int B, int T, int C, int V);
+
+void ref_layernorm_forward(double *out, double *mean, double *rstd, const double *x, const double *w,
+                           const double *b, int N, int C, double eps);
+void ref_layernorm_backward(double *dx, double *dw, double *db, const double *dy, const double *x,
+                            const double *w, const double *mean, const double *rstd, int N, int C,
+                            int dx_accumulate);
+void ref_rmsnorm_forward(double *out, double *rstd, const double *x, const double *w, int N, int C,
+                         double eps);
+void ref_rmsnorm_backward(double *dx, double *dw, const double *dy, const double *x, const double *w,
+                          const double *rstd, int N, int C, int dx_accumulate);
+
+void ref_gelu_forward(double *out, const double *x, size_t n);
+void ref_gelu_backward(double *dx, const double *x, const double *dy, size_t n);
+void ref_swiglu_forward(double *out, const double *gate, const double *up, int N, int H, int ld);
+void ref_swiglu_backward(double *dgate, double *dup, const double *dout, const double *gate,
+                         const double *up, int N, int H, int ld);
+void ref_residual_add(double *out, const double *a, const double *b, size_t n);
+
+void ref_softmax_causal_forward(double *out, const double *s, int BH, int T, double scale);
+void ref_softmax_causal_backward(double *ds, const double *p, const double *dp, int BH, int T,
+                                 double scale);
+
+/* loss[N]; dlogits [N, Vp] may be NULL */
+void ref_cross_entropy(double *loss, double *dlogits, const double *logits, const int32_t *targets,
+                       int N, int V, int Vp, double dloss);
+
+void ref_adamw(double *p, double *m, double *v, const double *g, size_t n, double lr, double beta1,
+               double beta2, double eps, double weight_decay, int step, double grad_scale);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

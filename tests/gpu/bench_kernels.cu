@@ -1,0 +1,330 @@
+/* Bandwidth benchmark of the memory-bound kernels at GPT-2 124M sizes
+ * (B*T = 32*1024 tokens, C = 768, 4C = 3072, 12 heads, V = 50304, 124.5M parameters).
+ *
+ * Each timed run is preceded by a read of a 256 MiB buffer that evicts the inputs from L2,
+ * and is bracketed by CUDA events; the figure is the median of ITERS runs after WARMUP runs.
+ * "bytes" counts each input read once and each output written once (the fewest bytes the
+ * operation must move; workspaces not counted).  The baseline is a device-to-device
+ * cudaMemcpy of bytes/2 (so it too moves read + write = bytes), timed the same way in the
+ * same run; %copy = kernel GB/s / copy GB/s.
+ *   bench_kernels [--iters N]
+ */
+#include <string.h>
+#include <algorithm>
+#include <functional>
+#include <vector>
+#include "kernels.h"
+#include "kernels_internal.h"
+#include "gpu_util.h"
+
+static int ITERS = 100;
+static const int WARMUP = 5;
+
+/* ----------------------------------------------------------- device init */
+
+__device__ __forceinline__ uint32_t hash32(uint64_t x) {
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
+    return (uint32_t)x;
+}
+__device__ __forceinline__ float unif(uint64_t i, uint64_t seed) { /* [-1, 1) */
+    return (float)(hash32(i * 0x9e3779b97f4a7c15ull + seed) >> 8) * (2.0f / 16777216.0f) - 1.0f;
+}
+__global__ void init_bf16(uint16_t *p, size_t n, float scale, float offset, uint64_t seed) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float f = offset + scale * unif(i, seed);
+        uint32_t u = __float_as_uint(f);
+        u += 0x7fffu + ((u >> 16) & 1u);
+        p[i] = (uint16_t)(u >> 16);
+    }
+}
+__global__ void init_f32(float *p, size_t n, float scale, float offset, bool absval, uint64_t seed) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float f = scale * unif(i, seed);
+        p[i] = offset + (absval ? fabsf(f) : f);
+    }
+}
+/* skewed ids in [0, V): V * u^3 (many repeats of small ids, like text) */
+__global__ void init_ids(int32_t *p, size_t n, int V, uint64_t seed) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float u = 0.5f * (unif(i, seed) + 1.0f);
+        int id = (int)(V * u * u * u);
+        p[i] = id < V ? id : V - 1;
+    }
+}
+__global__ void flush_kernel(const int4 *p, size_t n, int *sink) {
+    int acc = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        int4 v = __ldcg(p + i);
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == 0x12345678) *sink = acc;
+}
+
+static uint64_t g_seed = 1234;
+static void *bf16_buf(size_t n, float scale, float offset = 0.0f) {
+    void *p = dmalloc(n * 2);
+    init_bf16<<<1024, 256>>>((uint16_t *)p, n, scale, offset, g_seed++);
+    CK(cudaGetLastError());
+    return p;
+}
+static float *f32_buf(size_t n, float scale, float offset = 0.0f, bool absval = false) {
+    float *p = (float *)dmalloc(n * 4);
+    init_f32<<<1024, 256>>>(p, n, scale, offset, absval, g_seed++);
+    CK(cudaGetLastError());
+    return p;
+}
+static int32_t *ids_buf(size_t n, int V) {
+    int32_t *p = (int32_t *)dmalloc(n * 4);
+    init_ids<<<1024, 256>>>(p, n, V, g_seed++);
+    CK(cudaGetLastError());
+    return p;
+}
+
+/* ----------------------------------------------------------- timing */
+
+static int4 *g_flush;
+static size_t g_flush_n;
+static int *g_sink;
+static cudaEvent_t e0, e1;
+
+struct Stat { double med, lo, hi; };
+
+static Stat time_it(const std::function<void()> &fn) {
+    for (int i = 0; i < WARMUP; i++) fn();
+    CK(cudaDeviceSynchronize());
+    std::vector<float> t(ITERS);
+    for (int i = 0; i < ITERS; i++) {
+        flush_kernel<<<1024, 512>>>(g_flush, g_flush_n, g_sink);
+        CK(cudaEventRecord(e0));
+        fn();
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&t[i], e0, e1));
+    }
+    CK(cudaGetLastError());
+    std::sort(t.begin(), t.end());
+    Stat s = {t[ITERS / 2] * 1e3, t[ITERS / 10] * 1e3, t[ITERS - 1 - ITERS / 10] * 1e3}; /* us: median, p10, p90 */
+    return s;
+}
+
+static Stat time_copy(size_t bytes) {
+    void *a = dmalloc(bytes), *b = dmalloc(bytes);
+    CK(cudaMemset(a, 0x3c, bytes));
+    Stat s = time_it([&] { CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0)); });
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+    return s;
+}
+
+static double g_sum_ratio = 0.0;
+static int g_n_ratio = 0;
+
+/* note: NULL for a memory-bound kernel counted in the mean, else a remark (not counted) */
+static void row(const char *name, const char *size, double bytes, const std::function<void()> &fn,
+                const char *note = NULL) {
+    Stat k = time_it(fn);
+    Stat c = time_copy((size_t)(bytes / 2));
+    const double gbs = bytes / (k.med * 1e-6) / 1e9, cgbs = bytes / (c.med * 1e-6) / 1e9;
+    const double spread = (k.hi - k.lo) / k.med * 100.0;
+    printf("%-26s %-22s %10.1f %10.1f %6.1f%% %9.0f %10.1f %9.0f %6.1f%%%s%s\n", name, size, bytes / 1e6, k.med,
+           spread, gbs, c.med, cgbs, 100.0 * gbs / cgbs, note ? "  " : "", note ? note : "");
+    fflush(stdout);
+    if (!note) {
+        g_sum_ratio += gbs / cgbs;
+        g_n_ratio++;
+    }
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--iters") && i + 1 < argc) ITERS = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--iters N]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (ITERS < 10) ITERS = 10;
+    int dev = 0, drv = 0, rt = 0;
+    cudaDeviceProp prop;
+    CK(cudaGetDevice(&dev));
+    CK(cudaGetDeviceProperties(&prop, dev));
+    CK(cudaDriverGetVersion(&drv));
+    CK(cudaRuntimeGetVersion(&rt));
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    g_flush_n = (256u << 20) / 16;
+    g_flush = (int4 *)dmalloc(g_flush_n * 16);
+    CK(cudaMemset(g_flush, 1, g_flush_n * 16));
+    g_sink = (int *)dmalloc(4);
+
+    const int B = 32, T = 1024, C = 768, NH = 12, V = 50257, Vp = 50304;
+    const int N = B * T, C4 = 4 * C, BH = B * NH;
+    const size_t NC = (size_t)N * C, NC4 = (size_t)N * C4;
+    const size_t NPARAM = 124475904; /* GPT-2 124M with the vocab padded to 50304 */
+
+    printf("# bench_kernels: %s, sm_%d%d, %d SMs, L2 %d MiB, CUDA driver %d.%d runtime %d.%d\n", prop.name, prop.major,
+           prop.minor, prop.multiProcessorCount, prop.l2CacheSize >> 20, drv / 1000, drv % 1000 / 10, rt / 1000,
+           rt % 1000 / 10);
+    printf("# GPT-2 124M sizes: B*T=%d C=%d 4C=%d heads=%d V=%d Vp=%d params=%zu; %d timed runs after %d warm-up, "
+           "L2 flushed before each\n", N, C, C4, NH, V, Vp, NPARAM, ITERS, WARMUP);
+    {
+        Stat c = time_copy((size_t)1 << 30);
+        printf("# reference: cudaMemcpy D2D of 1 GiB: %.1f us, %.0f GB/s (read + write)\n", c.med,
+               2.0 * (1u << 30) / (c.med * 1e-6) / 1e9);
+    }
+    printf("#\n# %-24s %-22s %10s %10s %7s %9s %10s %9s %7s\n", "kernel", "size", "bytes(MB)", "time(us)", "p10-90",
+           "GB/s", "copy(us)", "copyGB/s", "%copy");
+    char sz[64];
+    void *ws;
+
+    /* ---------------------------------------------------------- embedding */
+    {
+        int32_t *ids = ids_buf(N, V);
+        void *wte = bf16_buf((size_t)Vp * C, 0.5f), *wpe = bf16_buf((size_t)T * C, 0.5f), *out = dmalloc(NC * 2);
+        snprintf(sz, sizeof sz, "N=%d C=%d", N, C);
+        row("embedding_fwd", sz, N * 4.0 + NC * 2.0 + (double)T * C * 2 + NC * 2.0, [&] {
+            CK(sx_embedding_forward((sx_bf16 *)out, ids, (const sx_bf16 *)wte, (const sx_bf16 *)wpe, B, T, C, V, 0));
+        });
+        /* unique ids, for the bytes of the rows of dwte touched */
+        std::vector<int32_t> h(N);
+        CK(cudaMemcpy(h.data(), ids, N * 4, cudaMemcpyDeviceToHost));
+        std::sort(h.begin(), h.end());
+        const size_t uniq = std::unique(h.begin(), h.end()) - h.begin();
+        float *dwte = f32_buf((size_t)Vp * C, 0.01f), *dwpe = f32_buf((size_t)T * C, 0.01f);
+        const size_t wsb = sx_embedding_backward_workspace_bytes(N, C, V);
+        ws = dmalloc(wsb);
+        snprintf(sz, sizeof sz, "N=%d C=%d uniq=%zu", N, C, uniq);
+        row("embedding_bwd(fp32 grad)", sz, N * 4.0 + NC * 2.0 + uniq * C * 8.0 + (double)T * C * 8, [&] {
+            CK(sx_embedding_backward(dwte, dwpe, SX_F32, (const sx_bf16 *)out, ids, ws, wsb, B, T, C, V, 0));
+        }, "(sort + gather: not a pure stream)");
+        CK(cudaFree(ids)); CK(cudaFree(wte)); CK(cudaFree(wpe)); CK(cudaFree(out)); CK(cudaFree(dwte));
+        CK(cudaFree(dwpe)); CK(cudaFree(ws));
+    }
+
+    /* ---------------------------------------------------------- norms */
+    {
+        void *x = bf16_buf(NC, 2.0f, 0.3f), *w = bf16_buf(C, 0.2f, 1.0f), *b = bf16_buf(C, 0.2f), *out = dmalloc(NC * 2);
+        void *dy = bf16_buf(NC, 1.0f), *dx = dmalloc(NC * 2);
+        float *mean = (float *)dmalloc(N * 4), *rstd = (float *)dmalloc(N * 4);
+        float *dw = f32_buf(C, 0.01f), *db = f32_buf(C, 0.01f);
+        const size_t wsb = sx_norm_backward_workspace_bytes(C);
+        ws = dmalloc(wsb);
+        snprintf(sz, sizeof sz, "N=%d C=%d", N, C);
+        row("layernorm_fwd", sz, NC * 4.0 + C * 4.0 + N * 8.0, [&] {
+            CK(sx_layernorm_forward((sx_bf16 *)out, mean, rstd, (const sx_bf16 *)x, (const sx_bf16 *)w,
+                                    (const sx_bf16 *)b, N, C, 1e-5f, 0));
+        });
+        row("layernorm_bwd", sz, NC * 6.0 + N * 8.0 + C * 2.0 + C * 16.0, [&] {
+            CK(sx_layernorm_backward((sx_bf16 *)dx, dw, db, SX_F32, (const sx_bf16 *)dy, (const sx_bf16 *)x,
+                                     (const sx_bf16 *)w, mean, rstd, 0, ws, wsb, N, C, 0));
+        });
+        row("rmsnorm_fwd", sz, NC * 4.0 + C * 2.0 + N * 4.0, [&] {
+            CK(sx_rmsnorm_forward((sx_bf16 *)out, rstd, (const sx_bf16 *)x, (const sx_bf16 *)w, N, C, 1e-5f, 0));
+        });
+        row("rmsnorm_bwd", sz, NC * 6.0 + N * 4.0 + C * 2.0 + C * 8.0, [&] {
+            CK(sx_rmsnorm_backward((sx_bf16 *)dx, dw, SX_F32, (const sx_bf16 *)dy, (const sx_bf16 *)x,
+                                   (const sx_bf16 *)w, rstd, 0, ws, wsb, N, C, 0));
+        });
+        CK(cudaFree(x)); CK(cudaFree(w)); CK(cudaFree(b)); CK(cudaFree(out)); CK(cudaFree(dy)); CK(cudaFree(dx));
+        /* fp32 storage */
+        float *xf = f32_buf(NC, 2.0f, 0.3f), *wf = f32_buf(C, 0.2f, 1.0f), *bf = f32_buf(C, 0.2f);
+        float *of = (float *)dmalloc(NC * 4), *dyf = f32_buf(NC, 1.0f), *dxf = (float *)dmalloc(NC * 4);
+        row("layernorm_fwd_f32", sz, NC * 8.0 + C * 8.0 + N * 8.0, [&] {
+            CK(sx_layernorm_forward_f32(of, mean, rstd, xf, wf, bf, N, C, 1e-5f, 0));
+        });
+        row("layernorm_bwd_f32", sz, NC * 12.0 + N * 8.0 + C * 4.0 + C * 16.0, [&] {
+            CK(sx_layernorm_backward_f32(dxf, dw, db, dyf, xf, wf, mean, rstd, 0, ws, wsb, N, C, 0));
+        });
+        CK(cudaFree(xf)); CK(cudaFree(wf)); CK(cudaFree(bf)); CK(cudaFree(of)); CK(cudaFree(dyf)); CK(cudaFree(dxf));
+        CK(cudaFree(mean)); CK(cudaFree(rstd)); CK(cudaFree(dw)); CK(cudaFree(db)); CK(cudaFree(ws));
+    }
+
+    /* ---------------------------------------------------------- elementwise */
+    {
+        void *x = bf16_buf(NC4, 2.0f), *dy = bf16_buf(NC4, 1.0f), *out = dmalloc(NC4 * 2);
+        snprintf(sz, sizeof sz, "n=%dx%d", N, C4);
+        row("gelu_fwd", sz, NC4 * 4.0, [&] { CK(sx_gelu_forward((sx_bf16 *)out, (const sx_bf16 *)x, NC4, 0)); });
+        row("gelu_bwd", sz, NC4 * 6.0, [&] {
+            CK(sx_gelu_backward((sx_bf16 *)out, (const sx_bf16 *)x, (const sx_bf16 *)dy, NC4, 0));
+        });
+        void *up = bf16_buf(NC4, 1.0f), *dg = dmalloc(NC4 * 2), *du = dmalloc(NC4 * 2);
+        snprintf(sz, sizeof sz, "N=%d H=%d", N, C4);
+        row("swiglu_fwd", sz, NC4 * 6.0, [&] {
+            CK(sx_swiglu_forward((sx_bf16 *)out, (const sx_bf16 *)x, (const sx_bf16 *)up, N, C4, C4, 0));
+        });
+        row("swiglu_bwd", sz, NC4 * 10.0, [&] {
+            CK(sx_swiglu_backward((sx_bf16 *)dg, (sx_bf16 *)du, (const sx_bf16 *)dy, (const sx_bf16 *)x,
+                                  (const sx_bf16 *)up, N, C4, C4, 0));
+        });
+        snprintf(sz, sizeof sz, "n=%dx%d", N, C);
+        row("residual_add", sz, NC * 6.0, [&] {
+            CK(sx_residual_add((sx_bf16 *)out, NULL, (const sx_bf16 *)x, (const sx_bf16 *)dy, NC, 0));
+        });
+        row("residual_add+copy", sz, NC * 8.0, [&] {
+            CK(sx_residual_add((sx_bf16 *)out, (sx_bf16 *)dg, (const sx_bf16 *)x, (const sx_bf16 *)dy, NC, 0));
+        });
+        CK(cudaFree(x)); CK(cudaFree(dy)); CK(cudaFree(out)); CK(cudaFree(up)); CK(cudaFree(dg)); CK(cudaFree(du));
+    }
+
+    /* ---------------------------------------------------------- attention softmax */
+    {
+        const size_t n = (size_t)BH * T * T;
+        const double tri = (double)BH * T * (T + 1) / 2.0; /* live (causal) elements */
+        void *s = bf16_buf(n, 8.0f), *p = dmalloc(n * 2), *dp = bf16_buf(n, 1.0f), *ds = dmalloc(n * 2);
+        snprintf(sz, sizeof sz, "BH=%d T=%d", BH, T);
+        row("softmax_causal_fwd", sz, tri * 2.0 + n * 2.0, [&] {
+            CK(sx_softmax_causal_forward((sx_bf16 *)p, (const sx_bf16 *)s, BH, T, 0.125f, 0));
+        });
+        row("softmax_fwd[registers]", sz, tri * 2.0 + n * 2.0, [&] {
+            CK(sx_softmax_causal_forward_path(1, (sx_bf16 *)p, (const sx_bf16 *)s, BH, T, 0.125f, 0));
+        }, "(path 1)");
+        row("softmax_fwd[two-pass]", sz, tri * 2.0 + n * 2.0, [&] {
+            CK(sx_softmax_causal_forward_path(2, (sx_bf16 *)p, (const sx_bf16 *)s, BH, T, 0.125f, 0));
+        }, "(path 2)");
+        row("softmax_causal_bwd", sz, tri * 4.0 + n * 2.0, [&] {
+            CK(sx_softmax_causal_backward((sx_bf16 *)ds, (const sx_bf16 *)p, (const sx_bf16 *)dp, BH, T, 0.125f, 0));
+        });
+        row("softmax_bwd[registers]", sz, tri * 4.0 + n * 2.0, [&] {
+            CK(sx_softmax_causal_backward_path(1, (sx_bf16 *)ds, (const sx_bf16 *)p, (const sx_bf16 *)dp, BH, T,
+                                               0.125f, 0));
+        }, "(path 1)");
+        row("softmax_bwd[two-pass]", sz, tri * 4.0 + n * 2.0, [&] {
+            CK(sx_softmax_causal_backward_path(2, (sx_bf16 *)ds, (const sx_bf16 *)p, (const sx_bf16 *)dp, BH, T,
+                                               0.125f, 0));
+        }, "(path 2)");
+        CK(cudaFree(s)); CK(cudaFree(p)); CK(cudaFree(dp)); CK(cudaFree(ds));
+    }
+
+    /* ---------------------------------------------------------- cross-entropy */
+    {
+        const size_t n = (size_t)N * Vp;
+        void *logits = bf16_buf(n, 4.0f), *dl = dmalloc(n * 2);
+        int32_t *tg = ids_buf(N, V);
+        float *loss = (float *)dmalloc(N * 4);
+        snprintf(sz, sizeof sz, "N=%d V=%d Vp=%d", N, V, Vp);
+        row("cross_entropy_fused", sz, n * 4.0 + N * 8.0, [&] {
+            CK(sx_cross_entropy_fused(loss, (sx_bf16 *)dl, (const sx_bf16 *)logits, tg, N, V, Vp, 1.0f / N, 0));
+        });
+        CK(cudaFree(logits)); CK(cudaFree(dl)); CK(cudaFree(tg)); CK(cudaFree(loss));
+    }
+
+    /* ---------------------------------------------------------- adamw */
+    {
+        float *p = f32_buf(NPARAM, 0.05f), *m = f32_buf(NPARAM, 1e-3f), *v = f32_buf(NPARAM, 1e-5f, 0.0f, true);
+        void *g = bf16_buf(NPARAM, 0.01f), *w = dmalloc(NPARAM * 2);
+        sx_adamw_params hp = {6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, 1.0f, NULL};
+        snprintf(sz, sizeof sz, "n=%zu", NPARAM);
+        row("adamw(bf16 grads)", sz, NPARAM * 28.0, [&] {
+            CK(sx_adamw(p, m, v, (sx_bf16 *)w, (const sx_bf16 *)g, NPARAM, &hp, 0));
+        });
+        CK(cudaFree(g));
+        float *gf = f32_buf(NPARAM, 0.01f);
+        row("adamw(fp32 grads)", sz, NPARAM * 30.0, [&] {
+            CK(sx_adamw_f32grad(p, m, v, (sx_bf16 *)w, gf, NPARAM, &hp, 0));
+        });
+        CK(cudaFree(p)); CK(cudaFree(m)); CK(cudaFree(v)); CK(cudaFree(gf)); CK(cudaFree(w));
+    }
+    printf("#\n# mean %%copy over the %d API rows without a remark: %.1f%%\n", g_n_ratio, 100.0 * g_sum_ratio / g_n_ratio);
+    CK(cudaDeviceSynchronize());
+    return 0;
+}

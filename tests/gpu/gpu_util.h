@@ -1,0 +1,42 @@
+/* Host helpers shared by tests/gpu/test_kernels.cu and bench_kernels.cu. */
+#ifndef SEXTANT_GPU_UTIL_H
+#define SEXTANT_GPU_UTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <math.h>
+#include <cuda_runtime.h>
+
+/* any CUDA error in a test or benchmark is fatal: exit 2 with the call and the message */
+#define CK(call)                                                                                 \
+    do {                                                                                         \
+        cudaError_t e_ = (call);                                                                 \
+        if (e_ != cudaSuccess) {                                                                 \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(2);                                                                             \
+        }                                                                                        \
+    } while (0)
+
+/* splitmix64 */
+static uint64_t g_rng = 1;
+static inline uint64_t rng_u64(void) {
+    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static inline double rng_unif(void) { return (double)(rng_u64() >> 11) / 9007199254740992.0; } /* [0,1) */
+static inline double rng_normal(void) {
+    double u = rng_unif(), v = rng_unif();
+    if (u < 1e-300) u = 1e-300;
+    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+static inline void *dmalloc(size_t bytes) {
+    void *p = NULL;
+    CK(cudaMalloc(&p, bytes ? bytes : 16));
+    return p;
+}
+
+#endif

@@ -1,0 +1,555 @@
+/* GPU tests of kernels/ against the float64 CPU references of kernels/reference.c.
+ *
+ * For every kernel: fresh random inputs (seed printed; --seed S repeats a run), sizes that
+ * are not powers of two, outputs poisoned with 0xFF bytes (NaN in bf16 and fp32) before the
+ * launch, then every element is checked to be written and the relative error
+ * ||gpu - ref||_2 / ||ref||_2 compared with a tolerance per output precision:
+ *   bf16 outputs 1e-2 (bf16 rounding alone is ~2^-9 per element)
+ *   fp32 outputs 1e-5
+ * Inputs are rounded to their storage type on the host first, so the reference sees exactly
+ * the values the GPU sees.  Exit 1 if any check fails, 2 on a CUDA error.
+ *   test_kernels [--quick] [--seed S]     --quick: small sizes (for compute-sanitizer)
+ */
+#include <string.h>
+#include <time.h>
+#include <vector>
+#include "kernels.h"
+#include "kernels_internal.h"
+#include "reference.h"
+#include "gpu_util.h"
+
+typedef std::vector<double> vec;
+
+#define TOL_BF16 1e-2
+#define TOL_F32 1e-5
+
+static int g_fail = 0, g_checks = 0;
+static bool g_quick = false;
+
+/* ----------------------------------------------------------- host <-> device */
+
+static vec randn(size_t n, double mean, double sd) {
+    vec v(n);
+    for (auto &x : v) x = mean + sd * rng_normal();
+    return v;
+}
+static void round_bf16(vec &h) {
+    for (auto &x : h) x = sx_ref_bf2f(sx_ref_f2bf((float)x));
+}
+static void round_f32(vec &h) {
+    for (auto &x : h) x = (double)(float)x;
+}
+/* rounds h in place to bf16, uploads, returns the device copy */
+static void *up_bf16(vec &h) {
+    round_bf16(h);
+    std::vector<uint16_t> b(h.size());
+    for (size_t i = 0; i < h.size(); i++) b[i] = sx_ref_f2bf((float)h[i]);
+    void *d = dmalloc(b.size() * 2);
+    CK(cudaMemcpy(d, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+    return d;
+}
+static void *up_f32(vec &h) {
+    round_f32(h);
+    std::vector<float> b(h.begin(), h.end());
+    void *d = dmalloc(b.size() * 4);
+    CK(cudaMemcpy(d, b.data(), b.size() * 4, cudaMemcpyHostToDevice));
+    return d;
+}
+static void *up_i32(const std::vector<int32_t> &h) {
+    void *d = dmalloc(h.size() * 4);
+    CK(cudaMemcpy(d, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+    return d;
+}
+static vec down_bf16(const void *d, size_t n) {
+    std::vector<uint16_t> b(n);
+    CK(cudaMemcpy(b.data(), d, n * 2, cudaMemcpyDeviceToHost));
+    vec h(n);
+    for (size_t i = 0; i < n; i++) h[i] = sx_ref_bf2f(b[i]);
+    return h;
+}
+static vec down_f32(const void *d, size_t n) {
+    std::vector<float> b(n);
+    CK(cudaMemcpy(b.data(), d, n * 4, cudaMemcpyDeviceToHost));
+    return vec(b.begin(), b.end());
+}
+static vec down(const void *d, size_t n, sx_dtype t) { return t == SX_F32 ? down_f32(d, n) : down_bf16(d, n); }
+static void *up(vec &h, sx_dtype t) { return t == SX_F32 ? up_f32(h) : up_bf16(h); }
+static void poison(void *d, size_t bytes) { CK(cudaMemset(d, 0xff, bytes)); }
+static std::vector<uint8_t> raw(const void *d, size_t bytes) {
+    std::vector<uint8_t> b(bytes);
+    CK(cudaMemcpy(b.data(), d, bytes, cudaMemcpyDeviceToHost));
+    return b;
+}
+
+/* ----------------------------------------------------------- checking */
+
+static void header(void) {
+    printf("%-34s %-24s %-5s %10s %10s %8s %7s %s\n", "kernel.output", "size", "prec", "rel_err", "max_abs",
+           "tol", "unwrit", "result");
+}
+
+/* NaN in ref marks an element that must be NaN in got too (and is left out of the norms) */
+static void check(const char *name, const char *size, const char *prec, const vec &got, const vec &ref,
+                  double tol) {
+    double num = 0.0, den = 0.0, maxabs = 0.0;
+    size_t bad = 0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        if (isnan(ref[i])) {
+            if (!isnan(got[i])) bad++;
+            continue;
+        }
+        if (!isfinite(got[i])) {
+            bad++;
+            continue;
+        }
+        const double d = got[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+        if (fabs(d) > maxabs) maxabs = fabs(d);
+    }
+    const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    const bool ok = bad == 0 && rel <= tol && got.size() == ref.size();
+    printf("%-34s %-24s %-5s %10.3e %10.3e %8.0e %7zu %s\n", name, size, prec, rel, maxabs, tol, bad,
+           ok ? "PASS" : "FAIL");
+    fflush(stdout);
+    g_checks++;
+    if (!ok) g_fail++;
+}
+static void check_true(const char *name, const char *size, bool ok, const char *what) {
+    printf("%-34s %-24s %-5s %10s %10s %8s %7s %s (%s)\n", name, size, "-", "-", "-", "-", "-", ok ? "PASS" : "FAIL",
+           what);
+    g_checks++;
+    if (!ok) g_fail++;
+}
+static const char *pname(sx_dtype t) { return t == SX_F32 ? "fp32" : "bf16"; }
+static double tol_of(sx_dtype t) { return t == SX_F32 ? TOL_F32 : TOL_BF16; }
+
+/* ----------------------------------------------------------- embedding */
+
+static void test_embedding(int B, int T, int C, int V, bool use_wpe, sx_dtype gt) {
+    const int N = B * T;
+    char sz[64];
+    snprintf(sz, sizeof sz, "B*T=%dx%d C=%d V=%d", B, T, C, V);
+    /* skewed ids (many repeats of small ids, like real text) */
+    std::vector<int32_t> ids(N);
+    for (auto &id : ids) id = (int32_t)(V * pow(rng_unif(), 3.0));
+    vec wte = randn((size_t)V * C, 0, 0.5), wpe = randn((size_t)T * C, 0, 0.5);
+    void *d_ids = up_i32(ids), *d_wte = up_bf16(wte), *d_wpe = use_wpe ? up_bf16(wpe) : NULL;
+    void *d_out = dmalloc((size_t)N * C * 2);
+    poison(d_out, (size_t)N * C * 2);
+    CK(sx_embedding_forward((sx_bf16 *)d_out, (const int32_t *)d_ids, (const sx_bf16 *)d_wte,
+                            (const sx_bf16 *)d_wpe, B, T, C, V, 0));
+    vec ref((size_t)N * C);
+    ref_embedding_forward(ref.data(), ids.data(), wte.data(), use_wpe ? wpe.data() : NULL, B, T, C, V);
+    check(use_wpe ? "embedding_fwd.out" : "embedding_fwd(no wpe).out", sz, "bf16", down_bf16(d_out, ref.size()),
+          ref, TOL_BF16);
+
+    /* backward: accumulate into random initial grads */
+    vec dout = randn((size_t)N * C, 0, 1.0);
+    vec dwte = randn((size_t)V * C, 0, 0.01), dwpe = randn((size_t)T * C, 0, 0.01);
+    void *d_dout = up_bf16(dout), *d_dwte = up(dwte, gt), *d_dwpe = use_wpe ? up(dwpe, gt) : NULL;
+    const size_t wsb = sx_embedding_backward_workspace_bytes(N, C, V);
+    void *ws = dmalloc(wsb);
+    const size_t gsz = gt == SX_F32 ? 4 : 2;
+    void *d_dwte0 = dmalloc((size_t)V * C * gsz);
+    CK(cudaMemcpy(d_dwte0, d_dwte, (size_t)V * C * gsz, cudaMemcpyDeviceToDevice));
+    CK(sx_embedding_backward(d_dwte, d_dwpe, gt, (const sx_bf16 *)d_dout, (const int32_t *)d_ids, ws, wsb, B, T, C,
+                             V, 0));
+    ref_embedding_backward(dwte.data(), use_wpe ? dwpe.data() : NULL, dout.data(), ids.data(), B, T, C, V);
+    char nm[64];
+    snprintf(nm, sizeof nm, "embedding_bwd.dwte(%s)", pname(gt));
+    vec got_dwte = down(d_dwte, dwte.size(), gt);
+    check(nm, sz, pname(gt), got_dwte, dwte, tol_of(gt));
+    if (use_wpe) {
+        snprintf(nm, sizeof nm, "embedding_bwd.dwpe(%s)", pname(gt));
+        check(nm, sz, pname(gt), down(d_dwpe, dwpe.size(), gt), dwpe, tol_of(gt));
+    }
+    /* determinism: same inputs again, bitwise the same dwte */
+    std::vector<uint8_t> first = raw(d_dwte, (size_t)V * C * gsz);
+    CK(cudaMemcpy(d_dwte, d_dwte0, (size_t)V * C * gsz, cudaMemcpyDeviceToDevice));
+    CK(sx_embedding_backward(d_dwte, NULL, gt, (const sx_bf16 *)d_dout, (const int32_t *)d_ids, ws, wsb, B, T, C, V,
+                             0));
+    check_true("embedding_bwd.deterministic", sz, raw(d_dwte, first.size()) == first, "bitwise equal twice");
+    CK(cudaFree(d_ids)); CK(cudaFree(d_wte)); CK(cudaFree(d_out)); CK(cudaFree(d_dout)); CK(cudaFree(d_dwte));
+    CK(cudaFree(d_dwte0)); CK(cudaFree(ws));
+    if (d_wpe) { CK(cudaFree(d_wpe)); CK(cudaFree(d_dwpe)); }
+}
+
+static void test_embedding_bad_id(void) {
+    const int B = 1, T = 3, C = 16, V = 10;
+    std::vector<int32_t> ids = {2, 10, -1};
+    vec wte = randn((size_t)V * C, 0, 1);
+    void *d_ids = up_i32(ids), *d_wte = up_bf16(wte), *d_out = dmalloc((size_t)B * T * C * 2);
+    CK(sx_embedding_forward((sx_bf16 *)d_out, (const int32_t *)d_ids, (const sx_bf16 *)d_wte, NULL, B, T, C, V, 0));
+    vec got = down_bf16(d_out, (size_t)B * T * C);
+    bool ok = true;
+    for (int c = 0; c < C; c++) ok = ok && !isnan(got[c]) && isnan(got[C + c]) && isnan(got[2 * C + c]);
+    check_true("embedding_fwd.bad_ids", "ids={2,10,-1} V=10", ok, "NaN rows for ids out of range");
+    CK(cudaFree(d_ids)); CK(cudaFree(d_wte)); CK(cudaFree(d_out));
+}
+
+/* ----------------------------------------------------------- norms */
+
+static void test_norm(bool rms, sx_dtype t, int N, int C, bool with_bias, bool dx_acc, sx_dtype gt) {
+    char sz[64], nm[96];
+    snprintf(sz, sizeof sz, "N=%d C=%d", N, C);
+    const char *kn = rms ? "rmsnorm" : "layernorm";
+    const size_t nc = (size_t)N * C, es = t == SX_F32 ? 4 : 2;
+    const double eps = 1e-5;
+    vec x = randn(nc, 0.3, 2.0), w = randn(C, 1.0, 0.2), b = randn(C, 0.0, 0.2);
+    void *d_x = up(x, t), *d_w = up(w, t), *d_b = with_bias ? up(b, t) : NULL;
+    void *d_out = dmalloc(nc * es), *d_mean = dmalloc(N * 4), *d_rstd = dmalloc(N * 4);
+    poison(d_out, nc * es);
+    poison(d_mean, N * 4);
+    poison(d_rstd, N * 4);
+    if (!rms && t == SX_BF16)
+        CK(sx_layernorm_forward((sx_bf16 *)d_out, (float *)d_mean, (float *)d_rstd, (const sx_bf16 *)d_x,
+                                (const sx_bf16 *)d_w, (const sx_bf16 *)d_b, N, C, (float)eps, 0));
+    else if (!rms)
+        CK(sx_layernorm_forward_f32((float *)d_out, (float *)d_mean, (float *)d_rstd, (const float *)d_x,
+                                    (const float *)d_w, (const float *)d_b, N, C, (float)eps, 0));
+    else if (t == SX_BF16)
+        CK(sx_rmsnorm_forward((sx_bf16 *)d_out, (float *)d_rstd, (const sx_bf16 *)d_x, (const sx_bf16 *)d_w, N, C,
+                              (float)eps, 0));
+    else
+        CK(sx_rmsnorm_forward_f32((float *)d_out, (float *)d_rstd, (const float *)d_x, (const float *)d_w, N, C,
+                                  (float)eps, 0));
+    vec out(nc), mean(N), rstd(N);
+    if (rms) ref_rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, eps);
+    else ref_layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), with_bias ? b.data() : NULL,
+                               N, C, eps);
+    snprintf(nm, sizeof nm, "%s_fwd.out%s", kn, with_bias || rms ? "" : "(no bias)");
+    check(nm, sz, pname(t), down(d_out, nc, t), out, tol_of(t));
+    if (!rms) {
+        snprintf(nm, sizeof nm, "%s_fwd.mean", kn);
+        check(nm, sz, "fp32", down_f32(d_mean, N), mean, TOL_F32);
+    }
+    snprintf(nm, sizeof nm, "%s_fwd.rstd", kn);
+    check(nm, sz, "fp32", down_f32(d_rstd, N), rstd, TOL_F32);
+
+    /* backward from the GPU's own saved statistics (the reference gets the same fp32 values) */
+    vec gmean = rms ? vec(N, 0.0) : down_f32(d_mean, N), grstd = down_f32(d_rstd, N);
+    vec dy = randn(nc, 0, 1.0), dx = randn(nc, 0, 1.0);
+    vec dw = randn(C, 0, 0.1), db = randn(C, 0, 0.1);
+    void *d_dy = up(dy, t), *d_dx = dx_acc ? up(dx, t) : dmalloc(nc * es);
+    if (!dx_acc) poison(d_dx, nc * es);
+    void *d_dw = up(dw, gt), *d_db = up(db, gt);
+    const size_t wsb = sx_norm_backward_workspace_bytes(C);
+    void *ws = dmalloc(wsb);
+    const size_t gs = gt == SX_F32 ? 4 : 2;
+    void *d_dw0 = dmalloc(C * gs), *d_db0 = dmalloc(C * gs), *d_dx0 = dmalloc(nc * es);
+    CK(cudaMemcpy(d_dw0, d_dw, C * gs, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy(d_db0, d_db, C * gs, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy(d_dx0, d_dx, nc * es, cudaMemcpyDeviceToDevice));
+    auto run_bwd = [&]() {
+        if (!rms && t == SX_BF16)
+            CK(sx_layernorm_backward((sx_bf16 *)d_dx, d_dw, d_db, gt, (const sx_bf16 *)d_dy, (const sx_bf16 *)d_x,
+                                     (const sx_bf16 *)d_w, (const float *)d_mean, (const float *)d_rstd, dx_acc, ws,
+                                     wsb, N, C, 0));
+        else if (!rms)
+            CK(sx_layernorm_backward_f32((float *)d_dx, (float *)d_dw, (float *)d_db, (const float *)d_dy,
+                                         (const float *)d_x, (const float *)d_w, (const float *)d_mean,
+                                         (const float *)d_rstd, dx_acc, ws, wsb, N, C, 0));
+        else if (t == SX_BF16)
+            CK(sx_rmsnorm_backward((sx_bf16 *)d_dx, d_dw, gt, (const sx_bf16 *)d_dy, (const sx_bf16 *)d_x,
+                                   (const sx_bf16 *)d_w, (const float *)d_rstd, dx_acc, ws, wsb, N, C, 0));
+        else
+            CK(sx_rmsnorm_backward_f32((float *)d_dx, (float *)d_dw, (const float *)d_dy, (const float *)d_x,
+                                       (const float *)d_w, (const float *)d_rstd, dx_acc, ws, wsb, N, C, 0));
+    };
+    run_bwd();
+    if (rms) ref_rmsnorm_backward(dx.data(), dw.data(), dy.data(), x.data(), w.data(), grstd.data(), N, C, dx_acc);
+    else ref_layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), gmean.data(),
+                                grstd.data(), N, C, dx_acc);
+    snprintf(nm, sizeof nm, "%s_bwd.dx%s", kn, dx_acc ? "(+=)" : "");
+    check(nm, sz, pname(t), down(d_dx, nc, t), dx, tol_of(t));
+    snprintf(nm, sizeof nm, "%s_bwd.dweight(%s)", kn, pname(gt));
+    check(nm, sz, pname(gt), down(d_dw, C, gt), dw, tol_of(gt));
+    if (!rms) {
+        snprintf(nm, sizeof nm, "%s_bwd.dbias(%s)", kn, pname(gt));
+        check(nm, sz, pname(gt), down(d_db, C, gt), db, tol_of(gt));
+    }
+    /* determinism */
+    std::vector<uint8_t> a1 = raw(d_dw, C * gs), a2 = raw(d_dx, nc * es);
+    CK(cudaMemcpy(d_dw, d_dw0, C * gs, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy(d_db, d_db0, C * gs, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy(d_dx, d_dx0, nc * es, cudaMemcpyDeviceToDevice));
+    run_bwd();
+    snprintf(nm, sizeof nm, "%s_bwd.deterministic", kn);
+    check_true(nm, sz, raw(d_dw, C * gs) == a1 && raw(d_dx, nc * es) == a2, "bitwise equal twice");
+    void *bufs[] = {d_x, d_w, d_b, d_out, d_mean, d_rstd, d_dy, d_dx, d_dw, d_db, ws, d_dw0, d_db0, d_dx0};
+    for (void *p : bufs)
+        if (p) CK(cudaFree(p));
+}
+
+/* ----------------------------------------------------------- elementwise */
+
+static void test_gelu(size_t n, int offset) {
+    char sz[64];
+    snprintf(sz, sizeof sz, "n=%zu%s", n, offset ? " unaligned" : "");
+    vec x = randn(n + offset, 0, 2.0), dy = randn(n + offset, 0, 1.0);
+    void *d_x = up_bf16(x), *d_dy = up_bf16(dy), *d_out = dmalloc((n + offset) * 2), *d_dx = dmalloc((n + offset) * 2);
+    poison(d_out, (n + offset) * 2);
+    poison(d_dx, (n + offset) * 2);
+    const sx_bf16 *px = (const sx_bf16 *)d_x + offset, *pdy = (const sx_bf16 *)d_dy + offset;
+    CK(sx_gelu_forward((sx_bf16 *)d_out + offset, px, n, 0));
+    CK(sx_gelu_backward((sx_bf16 *)d_dx + offset, px, pdy, n, 0));
+    vec ref(n), rdx(n);
+    ref_gelu_forward(ref.data(), x.data() + offset, n);
+    ref_gelu_backward(rdx.data(), x.data() + offset, dy.data() + offset, n);
+    vec got = down_bf16(d_out, n + offset), gdx = down_bf16(d_dx, n + offset);
+    check("gelu_fwd.out", sz, "bf16", vec(got.begin() + offset, got.end()), ref, TOL_BF16);
+    check("gelu_bwd.dx", sz, "bf16", vec(gdx.begin() + offset, gdx.end()), rdx, TOL_BF16);
+    /* in place: dx aliases dy */
+    CK(sx_gelu_backward((sx_bf16 *)d_dy + offset, px, pdy, n, 0));
+    vec gip = down_bf16(d_dy, n + offset);
+    check("gelu_bwd.dx(in place)", sz, "bf16", vec(gip.begin() + offset, gip.end()), rdx, TOL_BF16);
+    CK(cudaFree(d_x)); CK(cudaFree(d_dy)); CK(cudaFree(d_out)); CK(cudaFree(d_dx));
+}
+
+static void test_swiglu(int N, int H, bool fused) {
+    const int ld = fused ? 2 * H : H;
+    char sz[64];
+    snprintf(sz, sizeof sz, "N=%d H=%d ld=%d", N, H, ld);
+    const size_t nin = (size_t)N * ld, nout = (size_t)N * H;
+    vec gbuf = randn(nin, 0, 2.0), ubuf = randn(nin, 0, 1.0), dout = randn(nout, 0, 1.0);
+    if (fused) /* one [N, 2H] buffer: gate | up; ubuf unused */
+        for (int n = 0; n < N; n++)
+            for (int h = 0; h < H; h++) gbuf[(size_t)n * ld + H + h] = ubuf[(size_t)n * ld + h];
+    void *d_g = up_bf16(gbuf), *d_u = fused ? NULL : up_bf16(ubuf), *d_do = up_bf16(dout);
+    const sx_bf16 *pg = (const sx_bf16 *)d_g, *pu = fused ? pg + H : (const sx_bf16 *)d_u;
+    const double *hg = gbuf.data(), *hu = fused ? gbuf.data() + H : ubuf.data();
+    void *d_out = dmalloc(nout * 2), *d_dg = dmalloc(nin * 2), *d_du = fused ? NULL : dmalloc(nin * 2);
+    poison(d_out, nout * 2);
+    poison(d_dg, nin * 2);
+    if (d_du) poison(d_du, nin * 2);
+    sx_bf16 *pdg = (sx_bf16 *)d_dg, *pdu = fused ? pdg + H : (sx_bf16 *)d_du;
+    CK(sx_swiglu_forward((sx_bf16 *)d_out, pg, pu, N, H, ld, 0));
+    CK(sx_swiglu_backward(pdg, pdu, (const sx_bf16 *)d_do, pg, pu, N, H, ld, 0));
+    vec ref(nout), rdg(nin, 0.0), rdu(nin, 0.0);
+    ref_swiglu_forward(ref.data(), hg, hu, N, H, ld);
+    if (fused) ref_swiglu_backward(rdg.data(), rdg.data() + H, dout.data(), hg, hu, N, H, ld);
+    else ref_swiglu_backward(rdg.data(), rdu.data(), dout.data(), hg, hu, N, H, ld);
+    check("swiglu_fwd.out", sz, "bf16", down_bf16(d_out, nout), ref, TOL_BF16);
+    check(fused ? "swiglu_bwd.d[gate|up]" : "swiglu_bwd.dgate", sz, "bf16", down_bf16(d_dg, nin), rdg, TOL_BF16);
+    if (!fused) check("swiglu_bwd.dup", sz, "bf16", down_bf16(d_du, nin), rdu, TOL_BF16);
+    void *bufs[] = {d_g, d_u, d_do, d_out, d_dg, d_du};
+    for (void *p : bufs)
+        if (p) CK(cudaFree(p));
+}
+
+static void test_residual(size_t n, int offset) {
+    char sz[64];
+    snprintf(sz, sizeof sz, "n=%zu%s", n, offset ? " unaligned" : "");
+    vec a = randn(n + offset, 0, 1.0), b = randn(n + offset, 0, 1.0);
+    void *d_a = up_bf16(a), *d_b = up_bf16(b), *d_o = dmalloc((n + offset) * 2), *d_c = dmalloc((n + offset) * 2);
+    poison(d_o, (n + offset) * 2);
+    poison(d_c, (n + offset) * 2);
+    CK(sx_residual_add((sx_bf16 *)d_o + offset, (sx_bf16 *)d_c + offset, (const sx_bf16 *)d_a + offset,
+                       (const sx_bf16 *)d_b + offset, n, 0));
+    vec ref(n);
+    ref_residual_add(ref.data(), a.data() + offset, b.data() + offset, n);
+    vec go = down_bf16(d_o, n + offset), gc = down_bf16(d_c, n + offset);
+    check("residual_add.out", sz, "bf16", vec(go.begin() + offset, go.end()), ref, TOL_BF16);
+    check("residual_add.copy", sz, "bf16", vec(gc.begin() + offset, gc.end()), ref, TOL_BF16);
+    /* in place: out = a */
+    CK(sx_residual_add((sx_bf16 *)d_a + offset, NULL, (const sx_bf16 *)d_a + offset, (const sx_bf16 *)d_b + offset,
+                       n, 0));
+    vec gi = down_bf16(d_a, n + offset);
+    check("residual_add.out(in place)", sz, "bf16", vec(gi.begin() + offset, gi.end()), ref, TOL_BF16);
+    CK(cudaFree(d_a)); CK(cudaFree(d_b)); CK(cudaFree(d_o)); CK(cudaFree(d_c));
+}
+
+/* ----------------------------------------------------------- softmax */
+
+/* path 0: the API; 1, 2: an explicit path of kernels_internal.h */
+static cudaError_t smf(int path, sx_bf16 *o, const sx_bf16 *s, int BH, int T, float sc) {
+    return path ? sx_softmax_causal_forward_path(path, o, s, BH, T, sc, 0) : sx_softmax_causal_forward(o, s, BH, T, sc, 0);
+}
+static cudaError_t smb(int path, sx_bf16 *o, const sx_bf16 *p, const sx_bf16 *dp, int BH, int T, float sc) {
+    return path ? sx_softmax_causal_backward_path(path, o, p, dp, BH, T, sc, 0)
+                : sx_softmax_causal_backward(o, p, dp, BH, T, sc, 0);
+}
+
+static void test_softmax(int BH, int T, int path = 0) {
+    char sz[64];
+    snprintf(sz, sizeof sz, "BH=%d T=%d%s", BH, T, path == 1 ? " path 1" : path == 2 ? " path 2" : "");
+    const size_t n = (size_t)BH * T * T;
+    const double scale = 0.125;
+    vec s = randn(n, 0, 8.0), dp = randn(n, 0, 1.0);
+    void *d_s = up_bf16(s), *d_dp = up_bf16(dp), *d_p = dmalloc(n * 2), *d_ds = dmalloc(n * 2);
+    poison(d_p, n * 2);
+    poison(d_ds, n * 2);
+    CK(smf(path, (sx_bf16 *)d_p, (const sx_bf16 *)d_s, BH, T, (float)scale));
+    vec ref(n);
+    ref_softmax_causal_forward(ref.data(), s.data(), BH, T, scale);
+    vec gp = down_bf16(d_p, n);
+    check("softmax_causal_fwd.out", sz, "bf16", gp, ref, TOL_BF16);
+    /* backward from the GPU's bf16 probabilities */
+    CK(smb(path, (sx_bf16 *)d_ds, (const sx_bf16 *)d_p, (const sx_bf16 *)d_dp, BH, T, (float)scale));
+    vec rds(n);
+    ref_softmax_causal_backward(rds.data(), gp.data(), dp.data(), BH, T, scale);
+    check("softmax_causal_bwd.dscores", sz, "bf16", down_bf16(d_ds, n), rds, TOL_BF16);
+    CK(smb(path, (sx_bf16 *)d_dp, (const sx_bf16 *)d_p, (const sx_bf16 *)d_dp, BH, T, (float)scale));
+    check("softmax_causal_bwd(in place)", sz, "bf16", down_bf16(d_dp, n), rds, TOL_BF16);
+    CK(cudaFree(d_s)); CK(cudaFree(d_dp)); CK(cudaFree(d_p)); CK(cudaFree(d_ds));
+}
+
+/* ----------------------------------------------------------- cross-entropy */
+
+static void test_ce(int N, int V, int Vp, bool in_place) {
+    char sz[64];
+    snprintf(sz, sizeof sz, "N=%d V=%d Vp=%d", N, V, Vp);
+    const size_t n = (size_t)N * Vp;
+    vec x = randn(n, 0, 2.0);
+    /* padding columns hold garbage (NaN bits) that must be ignored */
+    std::vector<int32_t> tg(N);
+    for (int i = 0; i < N; i++) tg[i] = (i % 97 == 5) ? -1 : (int32_t)(rng_u64() % (uint64_t)V);
+    void *d_x = up_bf16(x), *d_t = up_i32(tg);
+    for (int i = 0; i < N; i++)
+        if (Vp > V) CK(cudaMemset((sx_bf16 *)d_x + (size_t)i * Vp + V, 0xff, (size_t)(Vp - V) * 2));
+    void *d_loss = dmalloc(N * 4), *d_d = in_place ? d_x : dmalloc(n * 2);
+    poison(d_loss, N * 4);
+    if (!in_place) poison(d_d, n * 2);
+    const double dloss = 1.0 / N;
+    CK(sx_cross_entropy_fused((float *)d_loss, (sx_bf16 *)d_d, (const sx_bf16 *)d_x, (const int32_t *)d_t, N, V, Vp,
+                              (float)dloss, 0));
+    vec loss(N), dl(n);
+    ref_cross_entropy(loss.data(), dl.data(), x.data(), tg.data(), N, V, Vp, dloss);
+    check(in_place ? "cross_entropy.loss(in place)" : "cross_entropy.loss", sz, "fp32", down_f32(d_loss, N), loss,
+          TOL_F32);
+    check(in_place ? "cross_entropy.dlogits(in place)" : "cross_entropy.dlogits", sz, "bf16", down_bf16(d_d, n), dl,
+          TOL_BF16);
+    if (!in_place) {
+        /* loss only (dlogits NULL) */
+        poison(d_loss, N * 4);
+        CK(sx_cross_entropy_fused((float *)d_loss, NULL, (const sx_bf16 *)d_x, (const int32_t *)d_t, N, V, Vp,
+                                  (float)dloss, 0));
+        check("cross_entropy.loss(no grad)", sz, "fp32", down_f32(d_loss, N), loss, TOL_F32);
+        CK(cudaFree(d_d));
+    }
+    CK(cudaFree(d_x)); CK(cudaFree(d_t)); CK(cudaFree(d_loss));
+}
+
+/* ----------------------------------------------------------- adamw */
+
+static void test_adamw(size_t n, sx_dtype gt, int offset, bool dev_scale) {
+    char sz[64], nm[64];
+    snprintf(sz, sizeof sz, "n=%zu%s", n, offset ? " unaligned" : "");
+    const size_t m_ = n + offset;
+    vec p = randn(m_, 0, 1.0), m = randn(m_, 0, 0.01), v = randn(m_, 0, 1e-4), g = randn(m_, 0, 0.1);
+    for (auto &e : v) e = fabs(e);
+    void *d_p = up_f32(p), *d_m = up_f32(m), *d_v = up_f32(v), *d_g = up(g, gt), *d_w = dmalloc(m_ * 2);
+    poison(d_w, m_ * 2);
+    float hscale = 0.5f, dscale = 0.8f;
+    void *d_sc = dmalloc(4);
+    CK(cudaMemcpy(d_sc, &dscale, 4, cudaMemcpyHostToDevice));
+    sx_adamw_params hp = {3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 7, hscale, dev_scale ? (const float *)d_sc : NULL};
+    const size_t gs = gt == SX_F32 ? 4 : 2;
+    if (gt == SX_BF16)
+        CK(sx_adamw((float *)d_p + offset, (float *)d_m + offset, (float *)d_v + offset, (sx_bf16 *)d_w + offset,
+                    (const sx_bf16 *)((char *)d_g + offset * gs), n, &hp, 0));
+    else
+        CK(sx_adamw_f32grad((float *)d_p + offset, (float *)d_m + offset, (float *)d_v + offset,
+                            (sx_bf16 *)d_w + offset, (const float *)((char *)d_g + offset * gs), n, &hp, 0));
+    ref_adamw(p.data() + offset, m.data() + offset, v.data() + offset, g.data() + offset, n, hp.lr, hp.beta1, hp.beta2,
+              hp.eps, hp.weight_decay, hp.step, (double)hscale * (dev_scale ? dscale : 1.0));
+    auto tail = [&](const vec &a) { return vec(a.begin() + offset, a.end()); };
+    snprintf(nm, sizeof nm, "adamw(%s grads).param", pname(gt));
+    check(nm, sz, "fp32", tail(down_f32(d_p, m_)), tail(p), TOL_F32);
+    snprintf(nm, sizeof nm, "adamw(%s grads).m", pname(gt));
+    check(nm, sz, "fp32", tail(down_f32(d_m, m_)), tail(m), TOL_F32);
+    snprintf(nm, sizeof nm, "adamw(%s grads).v", pname(gt));
+    check(nm, sz, "fp32", tail(down_f32(d_v, m_)), tail(v), TOL_F32);
+    snprintf(nm, sizeof nm, "adamw(%s grads).param_bf16", pname(gt));
+    check(nm, sz, "bf16", tail(down_bf16(d_w, m_)), tail(p), TOL_BF16);
+    CK(cudaFree(d_p)); CK(cudaFree(d_m)); CK(cudaFree(d_v)); CK(cudaFree(d_g)); CK(cudaFree(d_w)); CK(cudaFree(d_sc));
+}
+
+/* a bad argument returns cudaErrorInvalidValue and launches nothing */
+static void test_errors(void) {
+    cudaError_t e1 = sx_layernorm_forward(NULL, NULL, NULL, NULL, NULL, NULL, 5, 8, 1e-5f, 0);
+    cudaError_t e2 = sx_cross_entropy_fused(NULL, NULL, NULL, NULL, 4, 10, 8, 1.0f, 0);
+    cudaError_t e3 = sx_norm_backward_workspace_bytes(768) > 0 ? cudaSuccess : cudaErrorUnknown;
+    check_true("api.invalid_args", "-", e1 == cudaErrorInvalidValue && e2 == cudaErrorInvalidValue && e3 == cudaSuccess,
+               "cudaErrorInvalidValue, no launch");
+    CK(cudaGetLastError());
+}
+
+int main(int argc, char **argv) {
+    uint64_t seed = (uint64_t)time(NULL);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) g_quick = true;
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--seed S]\n", argv[0]);
+            return 2;
+        }
+    }
+    g_rng = seed;
+    int dev = 0;
+    cudaDeviceProp prop;
+    CK(cudaGetDevice(&dev));
+    CK(cudaGetDeviceProperties(&prop, dev));
+    printf("# test_kernels: %s (sm_%d%d, %d SMs), seed %llu%s\n", prop.name, prop.major, prop.minor,
+           prop.multiProcessorCount, (unsigned long long)seed, g_quick ? ", quick sizes" : "");
+    printf("# rel_err = ||gpu-ref||/||ref|| vs float64 CPU reference; unwrit = elements left unwritten or NaN\n");
+    header();
+
+    const int B = g_quick ? 1 : 31, T = g_quick ? 67 : 97; /* N = B*T = 3007 = 3*1000+7 */
+    const int N = B * T;
+    const int V = g_quick ? 1003 : 50257, Vp = g_quick ? 1008 : 50304;
+
+    test_errors();
+    test_embedding(B, T, 768, V, true, SX_F32);
+    test_embedding(B, T, 1000, V, true, SX_BF16);
+    test_embedding(B, T, 77, 1009, false, SX_F32); /* scalar path */
+    test_embedding_bad_id();
+
+    for (int rms = 0; rms <= 1; rms++) {
+        test_norm(rms, SX_BF16, N, 768, true, false, SX_F32);
+        test_norm(rms, SX_BF16, N, 1000, false, true, SX_BF16);
+        test_norm(rms, SX_BF16, N, 200, true, false, SX_BF16); /* one chunk */
+        test_norm(rms, SX_BF16, N, 77, true, false, SX_F32);   /* scalar path */
+        test_norm(rms, SX_BF16, N / 3, 3000, true, true, SX_F32); /* generic path (C > fast-path limit) */
+        test_norm(rms, SX_F32, N, 768, true, false, SX_F32);
+        test_norm(rms, SX_F32, N, 1000, true, true, SX_F32);
+        test_norm(rms, SX_F32, N, 77, true, false, SX_F32);
+    }
+
+    test_gelu((size_t)N * 4 * 768, 0);
+    test_gelu(g_quick ? 10007 : 1000003, 0); /* n % 8 tail */
+    test_gelu(1001, 1);                       /* unaligned: scalar path */
+    test_swiglu(N, 1000, false);
+    test_swiglu(N, 768, true);
+    test_swiglu(g_quick ? 13 : 301, 77, false); /* scalar path */
+    test_residual((size_t)N * 768 + 5, 0);
+    test_residual(1001, 1);
+
+    test_softmax(g_quick ? 2 : 6, g_quick ? 200 : 1000); /* registers, 4 chunks */
+    test_softmax(g_quick ? 2 : 6, g_quick ? 200 : 1000, 1); /* both paths explicitly */
+    test_softmax(g_quick ? 2 : 6, g_quick ? 200 : 1000, 2);
+    test_softmax(3, 200);                                /* registers, 1 chunk */
+    test_softmax(g_quick ? 1 : 2, g_quick ? 520 : 2000); /* registers, 8 chunks (3 in quick) */
+    test_softmax(1, g_quick ? 264 : 2056);               /* T > 2048: two-pass loop (quick: registers) */
+    test_softmax(g_quick ? 2 : 5, 77);                   /* scalar path */
+
+    test_ce(N, V, Vp, false);
+    test_ce(g_quick ? 17 : 67, V, Vp, true);
+    test_ce(g_quick ? 17 : 67, 1001, 1001, false); /* scalar path */
+    test_ce(g_quick ? 5 : 67, 59999, 60000, false); /* row too long for shared memory: one block per row */
+
+    const size_t na = g_quick ? 100003 : 3007007;
+    test_adamw(na, SX_BF16, 0, false);
+    test_adamw(na, SX_F32, 0, true);
+    test_adamw(1001, SX_BF16, 1, true); /* unaligned: scalar path */
+
+    CK(cudaDeviceSynchronize());
+    printf("# %d checks, %d failed\n", g_checks, g_fail);
+    if (g_fail) {
+        printf("test_kernels: FAILED\n");
+        return 1;
+    }
+    printf("test_kernels: all passed\n");
+    return 0;
+}

@@ -1,0 +1,21 @@
+/* The training-step validator (validator/train.c). */
+#ifndef SEXTANT_TRAIN_H
+#define SEXTANT_TRAIN_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "planner.h"
+
+typedef struct {
+    int mbs, seq, steps, warmup;
+    int calibrated;
+    const char *csv;   /* NULL, or where the step row goes */
+} train_options;
+
+/* Trains a GPT-2-family model for o->steps steps on synthetic tokens and
+ * prints measured against predicted; 0 when the loss fell. */
+int train_gpt(const model_t *m, const hw_gpu *gpu, const hw_node *node, const train_options *o, cublasHandle_t blas,
+              cudaStream_t stream);
+
+#endif
