@@ -65,6 +65,7 @@ typedef struct {
     double membound_efficiency;       /* achievable fraction of hbm for memory-bound ops */
     double launch_overhead_s;         /* per-kernel fixed cost; 0 until calibrated */
     double gemm_half_flops;           /* GEMM size at which efficiency is half its plateau; 0: flat */
+    double context_bytes;             /* CUDA context + library workspaces, measured; 0: the default */
     double measured_intra_bytes_per_s;/* collective bus bandwidth inside a node; 0 until calibrated */
     double measured_inter_bytes_per_s;/* the same across nodes, per GPU; 0 until calibrated */
     char node[HWDB_NAME_MAX];

@@ -131,7 +131,10 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
     case OP_ATTENTION:
         /* attention kernels stay in 16-bit when the GEMMs run in fp8 */
         if (matrix == PREC_FP8) matrix = gpu->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
-        /* per head: the batched GEMMs are as efficient as one of batch x the size */
+        if (l->attention == ATTENTION_UNFUSED)
+            /* three kernels in turn: scores GEMM, softmax over s x s in memory, values GEMM */
+            return with_launch(gpu, op->flops / (gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->flops)) +
+                                        op->bytes / membw);
         return with_launch(gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->flops), op->bytes, membw));
     case OP_MEMBOUND:
         if (op->bytes <= 0.0) return 0.0;   /* a bookkeeping entry, no kernel */
@@ -257,7 +260,7 @@ static void model_flops_per_sequence(const model_t *m, const layout_t *l, double
 }
 
 static void memory_of_stage(const model_t *m, const layout_t *l, const stage_ops *s,
-                            const stage_cost *c, memory_breakdown *mem)
+                            const stage_cost *c, double gpu_context_bytes, memory_breakdown *mem)
 {
     memset(mem, 0, sizeof *mem);
     double dp = (double)l->dp;
@@ -288,11 +291,12 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_ops
         mem->activations += saved / (double)s->layers;
     }
     if (s->last) {
-        /* 16-bit logits and their fp32 softmax for one micro-batch */
+        /* the padded logits of one micro-batch; a fused cross-entropy writes
+         * their gradient in place (llm.c, Megatron's fused loss) */
         double B = activation_element_bytes(l->precision);
-        mem->logits = (double)(l->seq * l->mbs) * (double)m->vocab / (double)l->tp * (B + 4.0);
+        mem->logits = (double)(l->seq * l->mbs) * (double)padded_vocab(m, l->tp) / (double)l->tp * B;
     }
-    mem->other = other_memory_allowance(l);
+    mem->other = other_memory_allowance(l, gpu_context_bytes);
     mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations + mem->logits + mem->other;
 }
 
@@ -333,7 +337,7 @@ static int estimate_core(const model_t *m, const hw_gpu *gpu, const hw_node *nod
     for (int i = 0; i < 2; i++) {
         cost_stage(stages[i], gpu, node, l, &costs[i]);
         costs[i].params = stages[i]->params;
-        memory_of_stage(m, l, stages[i], &costs[i], &mem[i]);
+        memory_of_stage(m, l, stages[i], &costs[i], gpu->context_bytes, &mem[i]);
         stage_cost *c = &costs[i];
         double z3 = exposed(c->zero3_fwd, c->compute_fwd, 0.0) + exposed(c->zero3_bwd, c->compute_bwd, 0.0);
         stage_mb_s[i] = c->compute_fwd + c->compute_bwd + c->tp + c->pp + z3;

@@ -112,12 +112,13 @@ double roofline_s(double flops, double flop_per_s, double bytes, double bytes_pe
     return compute > memory ? compute : memory;
 }
 
-/* "Other memory": CUDA context and library workspaces, plus NCCL's buffers
- * for every communicator the layout opens. */
-double other_memory_allowance(const layout_t *l)
+/* "Other memory": CUDA context and library workspaces (1 GiB until a
+ * calibration measures them), plus NCCL's buffers for every communicator
+ * the layout opens. */
+double other_memory_allowance(const layout_t *l, double context_bytes)
 {
     const double gib = 1073741824.0;
-    double bytes = 1.0 * gib;
+    double bytes = context_bytes > 0.0 ? context_bytes : 1.0 * gib;
     int groups = (l->tp > 1) + (l->pp > 1) + (l->dp > 1);
     return bytes + 0.25 * gib * groups;
 }

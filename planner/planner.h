@@ -156,7 +156,7 @@ double tp_ratio_limit(double hidden, double bytes_per_value, double flops, doubl
 double pipeline_bubble_fraction(double pp, double microbatches, double vpp);
 double pipeline_inflight_microbatches(double pp, double microbatches, double vpp, double stage);
 double roofline_s(double flops, double flop_per_s, double bytes, double bytes_per_s);
-double other_memory_allowance(const layout_t *l);
+double other_memory_allowance(const layout_t *l, double context_bytes);
 
 
 typedef enum { FORMAT_TABLE = 0, FORMAT_CSV, FORMAT_JSON } format_t;

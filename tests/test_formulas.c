@@ -231,10 +231,11 @@ static void other_memory_allowance_counts_communicators(void **state)
 {
     (void)state;
     layout_t l = one_gpu(1, 1024);
-    assert_close(other_memory_allowance(&l), 1073741824.0, 1e-12);
+    assert_close(other_memory_allowance(&l, 0), 1073741824.0, 1e-12);
+    assert_close(other_memory_allowance(&l, 0.6 * 1073741824.0), 0.6 * 1073741824.0, 1e-12);
     l.tp = 8;
     l.dp = 4;
-    assert_close(other_memory_allowance(&l), 1.5 * 1073741824.0, 1e-12);
+    assert_close(other_memory_allowance(&l, 0), 1.5 * 1073741824.0, 1e-12);
 }
 
 int main(void)

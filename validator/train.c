@@ -544,17 +544,21 @@ int train_gpt(const model_t *m, const hw_gpu *gpu, const hw_node *node, const tr
            100.0 * spread, e.step_s * 1e3, 100.0 * (e.step_s / median - 1.0));
     printf("tokens/s %.0f, %.1f model TFLOP/s, MFU %.1f%% (planner's model FLOPs %.4g per step)\n", tokens / median,
            e.model_flops_per_step / median / 1e12, 100.0 * mfu, e.model_flops_per_step);
-    printf("memory: allocated by us %.3f GiB (model state %.3f, activations %.3f, scratch %.3f), device used %.3f GiB, "
-           "predicted %.3f GiB (%+.1f%% against ours)\n",
+    double device_used = (double)(total_mem - free_after);
+    printf("memory: allocated by us %.3f GiB (model state %.3f, activations %.3f, scratch %.3f), device used %.3f GiB;\n"
+           "        predicted %.3f GiB (%+.1f%% against the device): weights+grads+Adam %.3f, activations %.3f, logits %.3f, "
+           "other %.3f\n",
            g.accounted_bytes / 1073741824.0, state_bytes / 1073741824.0, g.act.bytes / 1073741824.0,
-           g.scr.bytes / 1073741824.0, (double)(total_mem - free_after) / 1073741824.0, e.memory.total / 1073741824.0,
-           100.0 * (e.memory.total / (double)g.accounted_bytes - 1.0));
+           g.scr.bytes / 1073741824.0, device_used / 1073741824.0, e.memory.total / 1073741824.0,
+           100.0 * (e.memory.total / device_used - 1.0),
+           (e.memory.weights + e.memory.gradients + e.memory.optimizer) / 1073741824.0, e.memory.activations / 1073741824.0,
+           e.memory.logits / 1073741824.0, e.memory.other / 1073741824.0);
     if (o->csv) {
         FILE *f = fopen(o->csv, "w");
         if (f) {
             fprintf(f, "model,gpu,gpus,tp,pp,dp,mbs,gbs,seq,recompute,zero,op,predicted_s,measured_s,predicted_bytes,measured_bytes,calibrated\n");
             fprintf(f, "%s,%s,1,1,1,1,%d,%d,%d,none,0,step,%.6e,%.6e,%.0f,%.0f,%d\n", m->name, gpu->name, o->mbs, o->mbs,
-                    o->seq, e.step_s, median, e.memory.total, (double)(total_mem - free_after), o->calibrated);
+                    o->seq, e.step_s, median, e.memory.total, device_used, o->calibrated);
             fclose(f);
         }
     }

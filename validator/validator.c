@@ -311,6 +311,10 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db)
     if (!g) { fprintf(stderr, "sextant-gpu: --gpu: unknown GPU '%s'\n", gpu_name); return 2; }
     char device[256];
     device_line(device, sizeof device);
+    /* what the process holds before any tensor: context, cuBLAS, workspaces */
+    size_t free_bytes, total_bytes;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    double context_bytes = (double)(total_bytes - free_bytes);
     scratch_init((size_t)4 << 30);
     kernel_workspace_bytes = 32u << 20;
     CUDA_CHECK(cudaMalloc(&kernel_workspace, kernel_workspace_bytes));
@@ -343,6 +347,7 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db)
     CUDA_CHECK(cudaEventElapsedTime(&launch_ms, a, b));
     double launch_s = launch_ms * 1e-3 / 2000.0;
     printf("launch overhead    %8.2f us per back-to-back kernel\n", launch_s * 1e6);
+    printf("context memory     %8.3f GiB (CUDA context, cuBLAS and workspaces before any tensor)\n", context_bytes / 1073741824.0);
 
     /* GEMMs over the shapes a transformer uses, plus squares */
     static const int64_t shapes[][3] = {
@@ -363,10 +368,11 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db)
         double eff = flops / t / peak;
         printf("%8lld %8lld %8lld %12.2f %10.1f %7.1f%%\n", (long long)shapes[i][0], (long long)shapes[i][1],
                (long long)shapes[i][2], flops / 1e9, flops / t / 1e12, 100.0 * eff);
-        /* efficiency saturates with size: 1/eff = 1/e_max + (F_half/e_max) / F */
+        /* efficiency saturates with size: 1/eff = 1/e_max + (F_half/e_max) / F,
+         * weighted by size because the large GEMMs hold most of a step's time */
         x[i] = 1e9 / flops;
         y[i] = 1.0 / eff;
-        w[i] = 1.0;
+        w[i] = flops / 1e9;
     }
     double c0, c1, cov00, cov01, cov11, chisq;
     gsl_fit_wlinear(x, 1, w, 1, y, 1, (size_t)nshapes, &c0, &c1, &cov00, &cov01, &cov11, &chisq);
@@ -394,6 +400,7 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db)
         fprintf(f, "%s,gemm_half_gflop,%.4f,\"%s\"\n", g->name, half_gflop, source);
         fprintf(f, "%s,membound_efficiency,%.4f,\"%s (device copy)\"\n", g->name, copy_bw / g->hbm_bytes_per_s, source);
         fprintf(f, "%s,launch_overhead_us,%.3f,\"%s\"\n", g->name, launch_s * 1e6, source);
+        fprintf(f, "%s,context_memory_gib,%.4f,\"%s\"\n", g->name, context_bytes / 1073741824.0, source);
         if (fclose(f) != 0 || rename(tmp, out_path) != 0) { fprintf(stderr, "sextant-gpu: --out %s: write failed\n", out_path); return 2; }
         printf("overlay written to %s\n", out_path);
     }
@@ -483,6 +490,8 @@ static int cmd_ops(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
             membound_ctx c = {op->name, m, T, m->hidden, m->ffn, padded_vocab(m, 1), l.seq, l.mbs, m->heads,
                               (int64_t)params, m->norm == NORM_RMSNORM};
             membound_error = cudaSuccess;
+            cudaError_t stale = cudaGetLastError();  /* an earlier call's error must not be charged to this op */
+            if (stale != cudaSuccess) fprintf(stderr, "sextant-gpu: before op %s: %s\n", op->name, cudaGetErrorString(stale));
             t = time_median(run_membound, &c, &spread);
             if (membound_error != cudaSuccess) {
                 /* a kernel refused its arguments: report the op, keep going */
