@@ -274,10 +274,10 @@ static void lm_head(builder *b, const model_t *m)
         b->out->ops[i].model_flops *= real_fraction;
         b->out->ops[i].hardware_flops *= real_fraction;
     }
-    /* softmax cross-entropy in fp32 over the local vocabulary shard; the
-     * logits' buffers are counted on their own in the memory model */
-    membound(b, "cross_entropy", "cross_entropy_bwd", 1, T * Vt * (B + 4.0), T * Vt * (4.0 + B),
-             5.0 * T * Vt, 0.0, 0);
+    /* fused softmax cross-entropy over the local vocabulary shard: one pass
+     * reads the logits and writes their gradient in place (llm.c, Megatron's
+     * fused loss); the backward has nothing left to do */
+    membound(b, "cross_entropy", NULL, 1, 2.0 * T * Vt * B, 0.0, 5.0 * T * Vt, 0.0, 0);
     /* vocabulary-parallel loss: max, sum of exponentials, target logit */
     collective(b, "tp_allreduce_loss", PASS_FWD, 3, COLL_ALLREDUCE, GROUP_TP, l->tp, T * 4.0, EXPOSED);
 }

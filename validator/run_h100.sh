@@ -21,5 +21,5 @@ for spec in "llama3.2-1b 1 2048" "llama3.2-1b 2 2048" "llama3.2-1b 4 2048"; do
 done
 cd "$OUT" && tar cf results.tar run && rm -rf run
 tar xOf results.tar run/calibrate.log | grep -E "copy|layernorm|launch|fit"
-for f in $(tar tf results.tar | grep 'train_.*log'); do tar xOf results.tar $f | grep -E "^#|loss .* ->|step time|tokens/s|memory"; done
+for f in $(tar tf results.tar | grep "train_.*log"); do tar xOf results.tar $f | grep -E "^# sextant|loss .* ->|step time|tokens/s|predicted .* GiB|profiling pass"; done; tar xOf results.tar run/train_gpt2_mbs32.log | tail -40
 for f in $(tar tf results.tar | grep 'ops_.*log'); do echo "$f: $(tar xOf results.tar $f | grep -E 'step \(sum')"; done

@@ -154,33 +154,59 @@ static size_t layout_scratch(scratch_buffers *g, char *base, const shapes *s)
     return total;
 }
 
-/* ---- GEMMs, row-major in the PyTorch convention W[out, in] ------------- */
+/* ---- the profiling pass: events around every op of one step ------------ */
 
 static cublasHandle_t blas;
 static cudaStream_t stream;
+
+#define PROFILE_MAX 4096
+static int profiling;
+static int profile_count;
+static cudaEvent_t profile_events[2 * PROFILE_MAX];
+static const char *profile_names[PROFILE_MAX];
+
+static void profile_mark(const char *name, int end)
+{
+    if (!profiling || profile_count >= PROFILE_MAX) return;
+    if (!end) profile_names[profile_count] = name;
+    CK(cudaEventRecord(profile_events[2 * profile_count + end], stream));
+    if (end) profile_count++;
+}
+/* Brackets one op with events when profiling; otherwise runs it bare. */
+#define OP(name, stmt) do { profile_mark(name, 0); stmt; profile_mark(name, 1); } while (0)
+
+/* ---- GEMMs, row-major in the PyTorch convention W[out, in] ------------- */
+
 static const float one = 1.0f, zero = 0.0f;
 
 /* y[N, out] = x[N, in] W^T (+ bias) */
-static void linear_forward(bf16 *y, const bf16 *x, const bf16 *w, const bf16 *bias, const bf16 *ones, int N, int in, int out)
+static void linear_forward(const char *name, bf16 *y, const bf16 *x, const bf16 *w, const bf16 *bias, const bf16 *ones, int N,
+                           int in, int out)
 {
+    profile_mark(name, 0);
     CB(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, N, in, &one, w, CUDA_R_16BF, in, x, CUDA_R_16BF, in, &zero, y,
                     CUDA_R_16BF, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     if (bias) /* y += bias 1^T, a rank-one update */
         CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, out, N, 1, &one, bias, CUDA_R_16BF, out, ones, CUDA_R_16BF, 1, &one,
                         y, CUDA_R_16BF, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    profile_mark(name, 1);
 }
 
-/* dx = dy W; dW += dy^T x; dbias += dy^T 1 */
-static void linear_backward(bf16 *dx, bf16 *dw, bf16 *dbias, const bf16 *dy, const bf16 *x, const bf16 *w, const bf16 *ones,
-                            int N, int in, int out)
+/* dx = dy W; dW += dy^T x; dbias += dy^T 1; `name` is the forward op's */
+static void linear_backward(const char *dgrad, const char *wgrad, bf16 *dx, bf16 *dw, bf16 *dbias, const bf16 *dy,
+                            const bf16 *x, const bf16 *w, const bf16 *ones, int N, int in, int out)
 {
+    profile_mark(dgrad, 0);
     CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, in, N, out, &one, w, CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &zero, dx,
                     CUDA_R_16BF, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    profile_mark(dgrad, 1);
+    profile_mark(wgrad, 0);
     CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, N, &one, x, CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &one, dw,
                     CUDA_R_16BF, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     if (dbias)
         CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, out, 1, N, &one, dy, CUDA_R_16BF, out, ones, CUDA_R_16BF, N, &one,
                         dbias, CUDA_R_16BF, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    profile_mark(wgrad, 1);
 }
 
 /* Per (batch, head) pointer arrays for the batched attention GEMMs. */
@@ -343,36 +369,37 @@ static void gpt_forward(gpt *g)
     const shapes *s = &g->s;
     activations *a = &g->act;
     int N = s->B * s->T, C = s->C;
-    CK(sx_embedding_forward(a->encoded, g->inputs, param(g, g->params, P_WTE, 0), param(g, g->params, P_WPE, 0), s->B, s->T,
-                            C, s->Vp, stream));
-    CK(cudaMemcpyAsync(a->residual, a->encoded, (size_t)N * C * sizeof(bf16), cudaMemcpyDeviceToDevice, stream));
+    OP("embedding", CK(sx_embedding_forward(a->encoded, g->inputs, param(g, g->params, P_WTE, 0), param(g, g->params, P_WPE, 0),
+                                             s->B, s->T, C, s->Vp, stream));
+                     CK(cudaMemcpyAsync(a->residual, a->encoded, (size_t)N * C * sizeof(bf16), cudaMemcpyDeviceToDevice, stream)));
     for (int l = 0; l < s->L; l++) {
         bf16 *x = a->residual + (size_t)l * N * C, *ln1 = a->ln1 + (size_t)l * N * C, *qkv = a->qkv + (size_t)l * N * 3 * C;
         bf16 *att = a->att + (size_t)l * s->B * s->H * s->T * s->T, *atty = a->atty + (size_t)l * N * C;
         bf16 *mid = a->resid_mid + (size_t)l * N * C, *ln2 = a->ln2 + (size_t)l * N * C;
         bf16 *fch = a->fch + (size_t)l * N * 4 * C, *gelu = a->fch_gelu + (size_t)l * N * 4 * C;
         bf16 *next = a->residual + (size_t)(l + 1) * N * C;
-        CK(sx_layernorm_forward(ln1, a->ln1_mean + (size_t)l * N, a->ln1_rstd + (size_t)l * N, x,
-                                param(g, g->params, P_LN1W, l), param(g, g->params, P_LN1B, l), N, C, 1e-5f, stream));
-        linear_forward(qkv, ln1, param(g, g->params, P_QKVW, l), param(g, g->params, P_QKVB, l), g->scr.ones, N, C, 3 * C);
-        attention_forward(&g->layer_ptrs[l], att, g->scr.datt, s);
-        linear_forward(g->scr.dbuf_c, atty, param(g, g->params, P_ATTW, l), param(g, g->params, P_ATTB, l), g->scr.ones, N,
+        OP("attn_norm", CK(sx_layernorm_forward(ln1, a->ln1_mean + (size_t)l * N, a->ln1_rstd + (size_t)l * N, x,
+                                param(g, g->params, P_LN1W, l), param(g, g->params, P_LN1B, l), N, C, 1e-5f, stream)));
+        linear_forward("qkv", qkv, ln1, param(g, g->params, P_QKVW, l), param(g, g->params, P_QKVB, l), g->scr.ones, N, C, 3 * C);
+        OP("attention", attention_forward(&g->layer_ptrs[l], att, g->scr.datt, s));
+        linear_forward("attn_out", g->scr.dbuf_c, atty, param(g, g->params, P_ATTW, l), param(g, g->params, P_ATTB, l), g->scr.ones, N,
                        C, C);
-        CK(sx_residual_add(mid, NULL, x, g->scr.dbuf_c, (size_t)N * C, stream));
-        CK(sx_layernorm_forward(ln2, a->ln2_mean + (size_t)l * N, a->ln2_rstd + (size_t)l * N, mid,
-                                param(g, g->params, P_LN2W, l), param(g, g->params, P_LN2B, l), N, C, 1e-5f, stream));
-        linear_forward(fch, ln2, param(g, g->params, P_FCW, l), param(g, g->params, P_FCB, l), g->scr.ones, N, C, 4 * C);
-        CK(sx_gelu_forward(gelu, fch, (size_t)N * 4 * C, stream));
-        linear_forward(g->scr.dbuf_c, gelu, param(g, g->params, P_PROJW, l), param(g, g->params, P_PROJB, l), g->scr.ones,
+        OP("attn_residual", CK(sx_residual_add(mid, NULL, x, g->scr.dbuf_c, (size_t)N * C, stream)));
+        OP("mlp_norm", CK(sx_layernorm_forward(ln2, a->ln2_mean + (size_t)l * N, a->ln2_rstd + (size_t)l * N, mid,
+                                param(g, g->params, P_LN2W, l), param(g, g->params, P_LN2B, l), N, C, 1e-5f, stream)));
+        linear_forward("mlp_up", fch, ln2, param(g, g->params, P_FCW, l), param(g, g->params, P_FCB, l), g->scr.ones, N, C, 4 * C);
+        OP("gelu", CK(sx_gelu_forward(gelu, fch, (size_t)N * 4 * C, stream)));
+        linear_forward("mlp_down", g->scr.dbuf_c, gelu, param(g, g->params, P_PROJW, l), param(g, g->params, P_PROJB, l), g->scr.ones,
                        N, 4 * C, C);
-        CK(sx_residual_add(next, NULL, mid, g->scr.dbuf_c, (size_t)N * C, stream));
+        OP("mlp_residual", CK(sx_residual_add(next, NULL, mid, g->scr.dbuf_c, (size_t)N * C, stream)));
     }
     bf16 *last = a->residual + (size_t)s->L * N * C;
-    CK(sx_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, last, param(g, g->params, P_LNFW, 0),
-                            param(g, g->params, P_LNFB, 0), N, C, 1e-5f, stream));
-    linear_forward(a->logits, a->lnf, param(g, g->params, P_WTE, 0), NULL, NULL, N, C, s->Vp);
+    OP("final_norm", CK(sx_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, last, param(g, g->params, P_LNFW, 0),
+                                            param(g, g->params, P_LNFB, 0), N, C, 1e-5f, stream)));
+    linear_forward("lm_head", a->logits, a->lnf, param(g, g->params, P_WTE, 0), NULL, NULL, N, C, s->Vp);
     /* loss and, fused, dlogits = (softmax - onehot) / N in place */
-    CK(sx_cross_entropy_fused(a->losses, a->logits, a->logits, g->targets, N, s->V, s->Vp, 1.0f / (float)N, stream));
+    OP("cross_entropy", CK(sx_cross_entropy_fused(a->losses, a->logits, a->logits, g->targets, N, s->V, s->Vp, 1.0f / (float)N,
+                                                  stream)));
 }
 
 static void gpt_backward(gpt *g)
@@ -381,47 +408,48 @@ static void gpt_backward(gpt *g)
     activations *a = &g->act;
     scratch_buffers *r = &g->scr;
     int N = s->B * s->T, C = s->C;
-    CK(cudaMemsetAsync(g->grads, 0, s->count * sizeof(bf16), stream));
+    OP("zero_grads", CK(cudaMemsetAsync(g->grads, 0, s->count * sizeof(bf16), stream)));
     /* logits = lnf wte^T: dlnf = dlogits wte, dwte += dlogits^T lnf */
-    linear_backward(r->dbuf_c, param(g, g->grads, P_WTE, 0), NULL, a->logits, a->lnf, param(g, g->params, P_WTE, 0), NULL, N,
+    linear_backward("lm_head_dgrad", "lm_head_wgrad", r->dbuf_c, param(g, g->grads, P_WTE, 0), NULL, a->logits, a->lnf, param(g, g->params, P_WTE, 0), NULL, N,
                     C, s->Vp);
     bf16 *last = a->residual + (size_t)s->L * N * C;
-    CK(sx_layernorm_backward(r->dresidual, param(g, g->grads, P_LNFW, 0), param(g, g->grads, P_LNFB, 0), SX_BF16, r->dbuf_c,
-                             last, param(g, g->params, P_LNFW, 0), a->lnf_mean, a->lnf_rstd, 0, g->norm_ws, g->norm_ws_bytes,
-                             N, C, stream));
+    OP("final_norm_bwd", CK(sx_layernorm_backward(r->dresidual, param(g, g->grads, P_LNFW, 0), param(g, g->grads, P_LNFB, 0), SX_BF16,
+                                                   r->dbuf_c, last, param(g, g->params, P_LNFW, 0), a->lnf_mean, a->lnf_rstd, 0,
+                                                   g->norm_ws, g->norm_ws_bytes, N, C, stream)));
     for (int l = s->L - 1; l >= 0; l--) {
         bf16 *x = a->residual + (size_t)l * N * C, *ln1 = a->ln1 + (size_t)l * N * C;
         bf16 *att = a->att + (size_t)l * s->B * s->H * s->T * s->T, *atty = a->atty + (size_t)l * N * C;
         bf16 *mid = a->resid_mid + (size_t)l * N * C, *ln2 = a->ln2 + (size_t)l * N * C;
         bf16 *fch = a->fch + (size_t)l * N * 4 * C, *gelu = a->fch_gelu + (size_t)l * N * 4 * C;
         /* MLP: dresidual holds d(next) = d(mid) from the residual branch */
-        linear_backward(r->dfch, param(g, g->grads, P_PROJW, l), param(g, g->grads, P_PROJB, l), r->dresidual, gelu,
+        linear_backward("mlp_down_dgrad", "mlp_down_wgrad", r->dfch, param(g, g->grads, P_PROJW, l), param(g, g->grads, P_PROJB, l), r->dresidual, gelu,
                         param(g, g->params, P_PROJW, l), r->ones, N, 4 * C, C);
-        CK(sx_gelu_backward(r->dfch, fch, r->dfch, (size_t)N * 4 * C, stream));
-        linear_backward(r->dbuf_c, param(g, g->grads, P_FCW, l), param(g, g->grads, P_FCB, l), r->dfch, ln2,
+        OP("gelu_bwd", CK(sx_gelu_backward(r->dfch, fch, r->dfch, (size_t)N * 4 * C, stream)));
+        linear_backward("mlp_up_dgrad", "mlp_up_wgrad", r->dbuf_c, param(g, g->grads, P_FCW, l), param(g, g->grads, P_FCB, l), r->dfch, ln2,
                         param(g, g->params, P_FCW, l), r->ones, N, C, 4 * C);
-        CK(sx_layernorm_backward(r->dresidual, param(g, g->grads, P_LN2W, l), param(g, g->grads, P_LN2B, l), SX_BF16,
+        OP("mlp_norm_bwd", CK(sx_layernorm_backward(r->dresidual, param(g, g->grads, P_LN2W, l), param(g, g->grads, P_LN2B, l), SX_BF16,
                                  r->dbuf_c, mid, param(g, g->params, P_LN2W, l), a->ln2_mean + (size_t)l * N,
-                                 a->ln2_rstd + (size_t)l * N, 1, g->norm_ws, g->norm_ws_bytes, N, C, stream));
+                                 a->ln2_rstd + (size_t)l * N, 1, g->norm_ws, g->norm_ws_bytes, N, C, stream)));
         /* attention: dresidual now holds d(mid) = d(x) from the residual branch */
         bf16 *datty = r->dbuf_c;
-        linear_backward(datty, param(g, g->grads, P_ATTW, l), param(g, g->grads, P_ATTB, l), r->dresidual, atty,
+        linear_backward("attn_out_dgrad", "attn_out_wgrad", datty, param(g, g->grads, P_ATTW, l), param(g, g->grads, P_ATTB, l), r->dresidual, atty,
                         param(g, g->params, P_ATTW, l), r->ones, N, C, C);
-        attention_backward(&g->layer_ptrs[l], att, r->datt, s);
-        linear_backward(r->dbuf_c, param(g, g->grads, P_QKVW, l), param(g, g->grads, P_QKVB, l), r->dqkv, ln1,
+        OP("attention_bwd", attention_backward(&g->layer_ptrs[l], att, r->datt, s));
+        linear_backward("qkv_dgrad", "qkv_wgrad", r->dbuf_c, param(g, g->grads, P_QKVW, l), param(g, g->grads, P_QKVB, l), r->dqkv, ln1,
                         param(g, g->params, P_QKVW, l), r->ones, N, C, 3 * C);
-        CK(sx_layernorm_backward(r->dresidual, param(g, g->grads, P_LN1W, l), param(g, g->grads, P_LN1B, l), SX_BF16,
+        OP("attn_norm_bwd", CK(sx_layernorm_backward(r->dresidual, param(g, g->grads, P_LN1W, l), param(g, g->grads, P_LN1B, l), SX_BF16,
                                  r->dbuf_c, x, param(g, g->params, P_LN1W, l), a->ln1_mean + (size_t)l * N,
-                                 a->ln1_rstd + (size_t)l * N, 1, g->norm_ws, g->norm_ws_bytes, N, C, stream));
+                                 a->ln1_rstd + (size_t)l * N, 1, g->norm_ws, g->norm_ws_bytes, N, C, stream)));
     }
-    CK(sx_embedding_backward(param(g, g->grads, P_WTE, 0), param(g, g->grads, P_WPE, 0), SX_BF16, r->dresidual, g->inputs,
-                             g->emb_ws, g->emb_ws_bytes, s->B, s->T, C, s->Vp, stream));
+    OP("embedding_bwd", CK(sx_embedding_backward(param(g, g->grads, P_WTE, 0), param(g, g->grads, P_WPE, 0), SX_BF16,
+                                                  r->dresidual, g->inputs, g->emb_ws, g->emb_ws_bytes, s->B, s->T, C, s->Vp,
+                                                  stream)));
 }
 
 static void gpt_update(gpt *g, int step)
 {
     sx_adamw_params hp = {3e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, step, 1.0f, NULL};
-    CK(sx_adamw(g->master, g->m, g->v, g->params, g->grads, g->s.count, &hp, stream));
+    OP("optimizer", CK(sx_adamw(g->master, g->m, g->v, g->params, g->grads, g->s.count, &hp, stream)));
 }
 
 static int compare_double(const void *a, const void *b)
@@ -532,6 +560,34 @@ int train_gpt(const model_t *m, const hw_gpu *gpu, const hw_node *node, const tr
         if (step == 1 || step % 10 == 0 || step == o->steps)
             printf("step %4d  loss %.4f  %.2f ms\n", step, loss, ms);
     }
+    /* the profiling pass: one more step with events around every op */
+    for (int i = 0; i < 2 * PROFILE_MAX; i++) CK(cudaEventCreate(&profile_events[i]));
+    make_batch(host_in, host_tg, N, g.s.V, &data_state);
+    CK(cudaMemcpy(g.inputs, host_in, (size_t)N * sizeof *host_in, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(g.targets, host_tg, (size_t)N * sizeof *host_tg, cudaMemcpyHostToDevice));
+    profiling = 1;
+    profile_count = 0;
+    CK(cudaEventRecord(t0, stream));
+    gpt_forward(&g);
+    gpt_backward(&g);
+    gpt_update(&g, o->steps + 1);
+    CK(cudaEventRecord(t1, stream));
+    CK(cudaEventSynchronize(t1));
+    profiling = 0;
+    float profiled_ms;
+    CK(cudaEventElapsedTime(&profiled_ms, t0, t1));
+    enum { NAMES = 64 };
+    const char *names[NAMES];
+    double op_s[NAMES];
+    int nnames = 0;
+    for (int i = 0; i < profile_count; i++) {
+        float ms;
+        CK(cudaEventElapsedTime(&ms, profile_events[2 * i], profile_events[2 * i + 1]));
+        int k = 0;
+        while (k < nnames && strcmp(names[k], profile_names[i])) k++;
+        if (k == nnames && nnames < NAMES) { names[nnames] = profile_names[i]; op_s[nnames++] = 0; }
+        if (k < NAMES) op_s[k] += ms * 1e-3;
+    }
     size_t free_after;
     CK(cudaMemGetInfo(&free_after, &total_mem));
     qsort(step_s, (size_t)timed, sizeof *step_s, compare_double);
@@ -553,15 +609,44 @@ int train_gpt(const model_t *m, const hw_gpu *gpu, const hw_node *node, const tr
            100.0 * (e.memory.total / device_used - 1.0),
            (e.memory.weights + e.memory.gradients + e.memory.optimizer) / 1073741824.0, e.memory.activations / 1073741824.0,
            e.memory.logits / 1073741824.0, e.memory.other / 1073741824.0);
+    /* op by op: the planner's op list against the profiling pass */
+    printf("\nprofiling pass: %.2f ms with %d event pairs (%+.1f%% on the timed median: what the events cost)\n",
+           profiled_ms, profile_count, 100.0 * (profiled_ms * 1e-3 / median - 1.0));
+    printf("%-20s %-5s %12s %12s %8s\n", "op", "pass", "predicted ms", "measured ms", "error");
+    FILE *f = NULL;
+    char tmp[4200];
     if (o->csv) {
-        FILE *f = fopen(o->csv, "w");
-        if (f) {
-            fprintf(f, "model,gpu,gpus,tp,pp,dp,mbs,gbs,seq,recompute,zero,op,predicted_s,measured_s,predicted_bytes,measured_bytes,calibrated\n");
-            fprintf(f, "%s,%s,1,1,1,1,%d,%d,%d,none,0,step,%.6e,%.6e,%.0f,%.0f,%d\n", m->name, gpu->name, o->mbs, o->mbs,
-                    o->seq, e.step_s, median, e.memory.total, device_used, o->calibrated);
-            fclose(f);
-        }
+        snprintf(tmp, sizeof tmp, "%s.tmp", o->csv);
+        f = fopen(tmp, "w");
+        if (!f) { fprintf(stderr, "sextant-gpu train: --csv %s: cannot write\n", o->csv); return 2; }
+        fprintf(f, "model,gpu,gpus,tp,pp,dp,mbs,gbs,seq,recompute,zero,op,predicted_s,measured_s,predicted_bytes,measured_bytes,calibrated\n");
     }
+    for (int i = 0; i < e.first_stage.nops; i++) {
+        const op_t *op = &e.first_stage.ops[i];
+        if (op->kind == OP_COMM || (op->kind == OP_MEMBOUND && op->bytes <= 0)) continue;
+        double predicted = op->time_s * (double)op->count, measured = 0;
+        for (int k = 0; k < nnames; k++)
+            if (!strcmp(names[k], op->name)) measured = op_s[k];
+        printf("%-20s %-5s %12.4f %12.4f %+7.1f%%%s\n", op->name, pass_name(op->pass), predicted * 1e3, measured * 1e3,
+               measured > 0 ? 100.0 * (predicted / measured - 1.0) : 0.0,
+               measured > 0 ? "" : "   (fused: the norm backward accumulates the residual gradient)");
+        if (f)
+            fprintf(f, "%s,%s,1,1,1,1,%d,%d,%d,none,0,%s,%.6e,%.6e,,,%d\n", m->name, gpu->name, o->mbs, o->mbs, o->seq,
+                    op->name, predicted, measured, o->calibrated);
+    }
+    for (int k = 0; k < nnames; k++)
+        if (!strcmp(names[k], "zero_grads")) {
+            printf("%-20s %-5s %12s %12.4f   (not in the op list)\n", "zero_grads", "bwd", "", op_s[k] * 1e3);
+            if (f)
+                fprintf(f, "%s,%s,1,1,1,1,%d,%d,%d,none,0,zero_grads,,%.6e,,,%d\n", m->name, gpu->name, o->mbs, o->mbs, o->seq,
+                        op_s[k], o->calibrated);
+        }
+    if (f) {
+        fprintf(f, "%s,%s,1,1,1,1,%d,%d,%d,none,0,step,%.6e,%.6e,%.0f,%.0f,%d\n", m->name, gpu->name, o->mbs, o->mbs, o->seq,
+                e.step_s, median, e.memory.total, device_used, o->calibrated);
+        if (fclose(f) != 0 || rename(tmp, o->csv) != 0) { fprintf(stderr, "sextant-gpu train: --csv: write failed\n"); return 2; }
+    }
+    for (int i = 0; i < 2 * PROFILE_MAX; i++) CK(cudaEventDestroy(profile_events[i]));
     int ok = last_loss < first_loss - 1.0;
     free(host_in); free(host_tg); free(host_loss); free(step_s);
     CK(cudaEventDestroy(t0));
