@@ -131,10 +131,22 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
     case OP_ATTENTION:
         /* attention kernels stay in 16-bit when the GEMMs run in fp8 */
         if (matrix == PREC_FP8) matrix = gpu->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
-        if (l->attention == ATTENTION_UNFUSED)
-            /* three kernels in turn: scores GEMM, softmax over s x s in memory, values GEMM */
-            return with_launch(gpu, op->flops / (gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->flops)) +
-                                        op->bytes / membw);
+        if (l->attention == ATTENTION_UNFUSED) {
+            /* its kernels in turn, each bound by its own roofline; bytes outside
+             * the split (dropout's mask) are one more pass over memory */
+            double kflops[UNFUSED_ATTENTION_KERNELS_MAX], kbytes[UNFUSED_ATTENTION_KERNELS_MAX];
+            double heads = (double)op->batch, s = (double)op->m, d = (double)op->k;
+            int kernels = unfused_attention_kernels(s, d, activation_element_bytes(l->precision), 0.0,
+                                                    op->pass == PASS_BWD, kflops, kbytes);
+            double seconds = 0.0, split_bytes = 0.0;
+            for (int i = 0; i < kernels; i++) {
+                double rate = gpu->peak_flops[matrix] * gemm_efficiency(gpu, heads * kflops[i]);
+                seconds += roofline_s(heads * kflops[i], rate, heads * kbytes[i], membw);
+                split_bytes += heads * kbytes[i];
+            }
+            if (op->bytes > split_bytes) seconds += (op->bytes - split_bytes) / membw;
+            return with_launch(gpu, seconds);
+        }
         return with_launch(gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->flops), op->bytes, membw));
     case OP_MEMBOUND:
         if (op->bytes <= 0.0) return 0.0;   /* a bookkeeping entry, no kernel */
@@ -296,7 +308,19 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_ops
         double B = activation_element_bytes(l->precision);
         mem->logits = (double)(l->seq * l->mbs) * (double)padded_vocab(m, l->tp) / (double)l->tp * B;
     }
-    mem->other = other_memory_allowance(l, gpu_context_bytes);
+    double workspace = 0.0;
+    if (s->layers > 0) {
+        double t = (double)l->tp, tokens = (double)(l->seq * l->mbs);
+        double kv = m->kv_heads >= l->tp ? (double)m->kv_heads / t : 1.0;
+        double qkv_width = ((double)m->heads / t + 2.0 * kv) * (double)m->head_dim;
+        double up_width = (m->ffn_kind == FFN_SWIGLU ? 2.0 : 1.0) * (double)m->ffn / t * (double)m->top_k;
+        double scores = l->attention == ATTENTION_UNFUSED
+                            ? (double)l->mbs * (double)m->heads / t * (double)l->seq * (double)l->seq : 0.0;
+        workspace = backward_workspace_bytes(tokens, (double)m->hidden, qkv_width, up_width, scores,
+                                             activation_element_bytes(l->precision));
+    }
+    mem->workspace = workspace;
+    mem->other = other_memory_allowance(l, gpu_context_bytes, workspace);
     mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations + mem->logits + mem->other;
 }
 

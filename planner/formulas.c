@@ -115,10 +115,45 @@ double roofline_s(double flops, double flop_per_s, double bytes, double bytes_pe
 /* "Other memory": CUDA context and library workspaces (1 GiB until a
  * calibration measures them), plus NCCL's buffers for every communicator
  * the layout opens. */
-double other_memory_allowance(const layout_t *l, double context_bytes)
+double other_memory_allowance(const layout_t *l, double context_bytes, double backward_workspace)
 {
     const double gib = 1073741824.0;
     double bytes = context_bytes > 0.0 ? context_bytes : 1.0 * gib;
     int groups = (l->tp > 1) + (l->pp > 1) + (l->dp > 1);
-    return bytes + 0.25 * gib * groups;
+    return bytes + 0.25 * gib * groups + backward_workspace;
+}
+
+/* The gradients one layer's backward holds at once, reused layer after
+ * layer (docs/model.md, "Memory"): the residual stream's gradient and one
+ * more of its size, the gradient of the QKV projection's output, of the FFN's
+ * widest activation (gate and up together for SwiGLU), and, when attention is
+ * unfused, of the s x s scores of every local head. */
+double backward_workspace_bytes(double tokens, double hidden, double qkv_width, double ffn_up_width,
+                                double score_elements, double elem_bytes)
+{
+    return elem_bytes * (tokens * (2.0 * hidden + qkv_width + ffn_up_width) + score_elements);
+}
+
+/* Unfused attention as the kernels that run it (docs/model.md, "Attention"),
+ * per (micro-batch x head): the score GEMM, the softmax, the value GEMM
+ * forward; dP, dV, the softmax backward, dQ and dK backward.  Each kernel
+ * touches the s x s matrix once; mask_bytes is dropout's mask per score.
+ * Fills flops[] and bytes[] and returns the number of kernels. */
+int unfused_attention_kernels(double s, double d, double elem_bytes, double mask_bytes, int backward,
+                              double flops[UNFUSED_ATTENTION_KERNELS_MAX], double bytes[UNFUSED_ATTENTION_KERNELS_MAX])
+{
+    const double gemm = 2.0 * s * s * d, tile = s * d * elem_bytes, scores = s * s * elem_bytes;
+    const double mask = s * s * mask_bytes;
+    if (!backward) {
+        flops[0] = gemm; bytes[0] = 2.0 * tile + scores;                 /* S = Q K^T */
+        flops[1] = 5.0 * s * s; bytes[1] = 2.0 * scores + mask;         /* P = softmax(S) */
+        flops[2] = gemm; bytes[2] = scores + 2.0 * tile;                 /* O = P V */
+        return 3;
+    }
+    flops[0] = gemm; bytes[0] = 2.0 * tile + scores;                     /* dP = dO V^T */
+    flops[1] = gemm; bytes[1] = scores + 2.0 * tile;                     /* dV = P^T dO */
+    flops[2] = 5.0 * s * s; bytes[2] = 3.0 * scores + mask;             /* dS from P and dP */
+    flops[3] = gemm; bytes[3] = scores + 2.0 * tile;                     /* dQ = dS K */
+    flops[4] = gemm; bytes[4] = scores + 2.0 * tile;                     /* dK = dS^T Q */
+    return 5;
 }

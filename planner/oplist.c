@@ -148,10 +148,13 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     const double routed = (double)m->top_k;       /* expert FFNs each token passes through */
     const int full = l->recompute == RECOMPUTE_FULL;
     const double mask = m->dropout ? 1.0 : 0.0;   /* one byte per element */
+    /* the residual branch's gradient is accumulated by the norm backward
+     * (dx +=, one more read there); only dropout's mask needs a kernel here */
+    const double residual_bwd_bytes = m->dropout ? 3.0 * Tn * h * B + mask * Tn * h : 0.0;
     const double sharded_input = l->sp ? T * h * B / t : T * h * B;
 
     /* attention block */
-    membound(b, "attn_norm", "attn_norm_bwd", count, 2.0 * Tn * h * B, 3.0 * Tn * h * B, 5.0 * Tn * h,
+    membound(b, "attn_norm", "attn_norm_bwd", count, 2.0 * Tn * h * B, 4.0 * Tn * h * B, 5.0 * Tn * h,
              Tn * h * B, full);
     tp_entry(b, "tp_allgather_attn", "tp_allreduce_attn_bwd", "tp_reduce_scatter_attn_bwd", count,
              T * h * B, full);
@@ -171,8 +174,11 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     if (unfused) {
         /* the s x s scores are materialised whole, masked after the fact; the
          * softmax reads and writes them (and the dropout its mask) */
+        double kflops[UNFUSED_ATTENTION_KERNELS_MAX], kbytes[UNFUSED_ATTENTION_KERNELS_MAX];
+        int kernels = unfused_attention_kernels(s, d, B, mask * 3.0, 0, kflops, kbytes);
         att->flops = core_model;
-        att->bytes = B * (T * (heads + 2.0 * kv_heads) * d + T * heads * d) + scores * (4.0 * B + mask * 3.0);
+        att->bytes = 0.0;
+        for (int i = 0; i < kernels; i++) att->bytes += mb * heads * kbytes[i];
         double kept = l->recompute == RECOMPUTE_SELECTIVE ? 0.0 : scores * (B + mask * (1.0 + B));
         att->saved_bytes = full ? 0.0 : qkv_saved + kept;
     } else {
@@ -200,14 +206,22 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     /* flash's backward also recomputes Q K^T: 2.5 forward passes in all */
     att_bwd->flops = unfused ? 2.0 * att->flops : 2.5 * att->flops;
     att_bwd->bytes = 2.0 * att->bytes;
+    if (unfused) {
+        /* five kernels, each touching the s x s matrix once (P twice in all, dP
+         * written and read, dS written and read twice) */
+        double kflops[UNFUSED_ATTENTION_KERNELS_MAX], kbytes[UNFUSED_ATTENTION_KERNELS_MAX];
+        int kernels = unfused_attention_kernels(s, d, B, mask * 3.0, 1, kflops, kbytes);
+        att_bwd->bytes = 0.0;
+        for (int i = 0; i < kernels; i++) att_bwd->bytes += mb * heads * kbytes[i];
+    }
 
     gemm(b, "attn_out", "attn_out_dgrad", "attn_out_wgrad", count, T, h, heads * d, T * heads * d * B, full);
     tp_exit(b, "tp_allreduce_attn", "tp_reduce_scatter_attn", "tp_allgather_attn_bwd", count, T * h * B, full);
     membound(b, "attn_residual", "attn_residual_bwd", count, 3.0 * Tn * h * B + mask * Tn * h,
-             3.0 * Tn * h * B, Tn * h, mask * Tn * h, full);
+             residual_bwd_bytes, Tn * h, mask * Tn * h, full);
 
     /* MLP block */
-    membound(b, "mlp_norm", "mlp_norm_bwd", count, 2.0 * Tn * h * B, 3.0 * Tn * h * B, 5.0 * Tn * h,
+    membound(b, "mlp_norm", "mlp_norm_bwd", count, 2.0 * Tn * h * B, 4.0 * Tn * h * B, 5.0 * Tn * h,
              Tn * h * B, full);
     tp_entry(b, "tp_allgather_mlp", "tp_allreduce_mlp_bwd", "tp_reduce_scatter_mlp_bwd", count,
              T * h * B, full);
@@ -226,7 +240,7 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
          T * routed * f * B, full);
     tp_exit(b, "tp_allreduce_mlp", "tp_reduce_scatter_mlp", "tp_allgather_mlp_bwd", count, T * h * B, full);
     membound(b, "mlp_residual", "mlp_residual_bwd", count, 3.0 * Tn * h * B + mask * Tn * h,
-             3.0 * Tn * h * B, Tn * h, mask * Tn * h, full);
+             residual_bwd_bytes, Tn * h, mask * Tn * h, full);
 
     if (full) {
         /* what full recomputation keeps: each layer's input */

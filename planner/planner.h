@@ -85,6 +85,7 @@ int64_t layers_on_stage(int64_t layers, int64_t pp, int64_t stage);
 
 typedef struct {
     double weights, gradients, optimizer, activations, logits, other, total, capacity;
+    double workspace;         /* the backward's transient gradients, counted inside `other` */
     double params;            /* parameters held by this GPU before ZeRO sharding */
     double inflight_microbatches;
     int64_t stage;
@@ -156,7 +157,12 @@ double tp_ratio_limit(double hidden, double bytes_per_value, double flops, doubl
 double pipeline_bubble_fraction(double pp, double microbatches, double vpp);
 double pipeline_inflight_microbatches(double pp, double microbatches, double vpp, double stage);
 double roofline_s(double flops, double flop_per_s, double bytes, double bytes_per_s);
-double other_memory_allowance(const layout_t *l, double context_bytes);
+double other_memory_allowance(const layout_t *l, double context_bytes, double backward_workspace);
+double backward_workspace_bytes(double tokens, double hidden, double qkv_width, double ffn_up_width,
+                                double score_elements, double elem_bytes);
+#define UNFUSED_ATTENTION_KERNELS_MAX 5
+int unfused_attention_kernels(double s, double d, double elem_bytes, double mask_bytes, int backward,
+                              double flops[UNFUSED_ATTENTION_KERNELS_MAX], double bytes[UNFUSED_ATTENTION_KERNELS_MAX]);
 
 
 typedef enum { FORMAT_TABLE = 0, FORMAT_CSV, FORMAT_JSON } format_t;

@@ -231,11 +231,45 @@ static void other_memory_allowance_counts_communicators(void **state)
 {
     (void)state;
     layout_t l = one_gpu(1, 1024);
-    assert_close(other_memory_allowance(&l, 0), 1073741824.0, 1e-12);
-    assert_close(other_memory_allowance(&l, 0.6 * 1073741824.0), 0.6 * 1073741824.0, 1e-12);
+    assert_close(other_memory_allowance(&l, 0, 0), 1073741824.0, 1e-12);
+    assert_close(other_memory_allowance(&l, 0.6 * 1073741824.0, 0), 0.6 * 1073741824.0, 1e-12);
+    assert_close(other_memory_allowance(&l, 0.6 * 1073741824.0, 1e9), 0.6 * 1073741824.0 + 1e9, 1e-12);
     l.tp = 8;
     l.dp = 4;
-    assert_close(other_memory_allowance(&l, 0), 1.5 * 1073741824.0, 1e-12);
+    assert_close(other_memory_allowance(&l, 0, 0), 1.5 * 1073741824.0, 1e-12);
+}
+
+/* GPT-2 124M, micro-batch 32, s = 1024, unfused attention: the validator's
+ * backward scratch (residual gradient x2, dQKV, dFFN, dScores) measured
+ * 1.172 GiB on the H100 (docs/validation/); by hand:
+ * 2 B x (32768 x (2 x 768 + 2304 + 3072) + 32 x 12 x 1024^2) = 1,258,291,200 B. */
+static void backward_workspace_gpt2(void **state)
+{
+    (void)state;
+    assert_close(backward_workspace_bytes(32768, 768, 2304, 3072, 32.0 * 12 * 1024 * 1024, 2), 1258291200.0, 1e-15);
+    assert_close(backward_workspace_bytes(32768, 768, 2304, 3072, 0, 2) / 1073741824.0, 0.421875, 1e-12);
+}
+
+/* Unfused attention per head, s = 1024, d = 64, bf16: forward touches the
+ * 2 MiB score matrix 4 times (GEMM write, softmax read and write, GEMM read)
+ * and the 128 KiB Q, K, V, O tiles once each; backward touches it 7 times
+ * and the tiles 8 times (dO, V, Q, K read twice, dQ dK dV written). */
+static void unfused_attention_kernel_split(void **state)
+{
+    (void)state;
+    double flops[UNFUSED_ATTENTION_KERNELS_MAX], bytes[UNFUSED_ATTENTION_KERNELS_MAX];
+    double f = 0, b = 0;
+    int n = unfused_attention_kernels(1024, 64, 2, 0, 0, flops, bytes);
+    assert_int_equal(n, 3);
+    for (int i = 0; i < n; i++) { f += flops[i]; b += bytes[i]; }
+    assert_close(b, 4.0 * 131072 + 4.0 * 2097152, 1e-15);
+    assert_close(f, 4.0 * 1024 * 1024 * 64 + 5.0 * 1024 * 1024, 1e-15);
+    f = b = 0;
+    n = unfused_attention_kernels(1024, 64, 2, 1, 1, flops, bytes);
+    assert_int_equal(n, 5);
+    for (int i = 0; i < n; i++) { f += flops[i]; b += bytes[i]; }
+    assert_close(b, 8.0 * 131072 + 7.0 * 2097152 + 1024.0 * 1024, 1e-15);
+    assert_close(f, 8.0 * 1024 * 1024 * 64 + 5.0 * 1024 * 1024, 1e-15);
 }
 
 int main(void)
@@ -254,6 +288,8 @@ int main(void)
         cmocka_unit_test(op_list_reproduces_narayanan),
         cmocka_unit_test(gemm_ops_are_consistent),
         cmocka_unit_test(other_memory_allowance_counts_communicators),
+        cmocka_unit_test(backward_workspace_gpt2),
+        cmocka_unit_test(unfused_attention_kernel_split),
     };
     return cmocka_run_group_tests_name("formulas", tests, NULL, NULL);
 }
