@@ -62,7 +62,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 # The validator: C with the CUDA runtime, cuBLAS, our kernels and the planner's own op list.
 $(BUILD)/sextant-gpu: validator/validator.c validator/train.c validator/train.h $(BUILD)/libsextant.a $(BUILD)/libkernels.a kernels/kernels.h
 	$(CC) $(CFLAGS) -Ikernels -Ivalidator -I$(CUDA_HOME)/include -o $@ validator/validator.c validator/train.c $(BUILD)/libsextant.a \
-	    $(BUILD)/libkernels.a -L$(CUDA_HOME)/lib64 -lcublas -lcudart -lgsl -lgslcblas -lstdc++ $(LDSAN) $(LDLIBS)
+	    $(BUILD)/libkernels.a -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lgsl -lgslcblas -lstdc++ $(LDSAN) $(LDLIBS)
 
 demo: $(BUILD)/sextant
 	$(BUILD)/sextant estimate

@@ -56,7 +56,9 @@ static const char *usage_text =
     "  plan [MODEL]           search every layout: how many GPUs, which layout, how long, how much\n"
     "  published              published runs (models/published_runs.csv) against their estimates and plans\n"
     "  calibrate [--gpu NAME] [--out FILE]   GPU microbenchmarks -> hwdb overlay (needs a GPU)\n"
-    "  validate MODEL --ops [--mbs N --seq N --calibration FILE --csv FILE]   the op list timed op by op (needs a GPU)\n"
+    "  validate MODEL [--gpu NAME --mbs N --seq N --steps N --calibration FILE --csv FILE --json FILE --plot FILE.svg]\n"
+    "                                     train for real on one GPU, predicted against measured, op by op (needs a GPU)\n"
+    "  validate MODEL --ops [...]         the op list timed op by op, without training\n"
     "\n"
     "model and hardware:\n"
     "  MODEL                  a zoo name (default " DEFAULT_MODEL "), case-insensitive\n"
@@ -707,16 +709,13 @@ static int run_gpu_half(int argc, char **argv)
         printf("sextant %s: this build has no GPU validator (nvcc was not found when it was built), skipping\n", argv[1]);
         return 0;
     }
-    if (!strcmp(argv[1], "validate")) {
-        int ops = 0;
-        for (int i = 2; i < argc; i++) ops |= !strcmp(argv[i], "--ops");
-        if (!ops) return fail("validate: the training-step validator is not written yet; "
-                              "`sextant validate MODEL --ops` times the op list op by op");
-    }
+    /* validate trains for real; validate --ops times the op list alone */
+    int ops = 0;
+    for (int i = 2; i < argc; i++) ops |= !strcmp(argv[i], "--ops");
     char **args = calloc((size_t)argc + 1, sizeof *args);
     if (!args) return fail("out of memory");
     args[0] = tool;
-    args[1] = !strcmp(argv[1], "validate") ? "ops" : argv[1];
+    args[1] = !strcmp(argv[1], "validate") ? (ops ? "ops" : "train") : argv[1];
     int k = 2;
     for (int i = 2; i < argc; i++)
         if (strcmp(argv[i], "--ops")) args[k++] = argv[i];

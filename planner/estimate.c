@@ -313,7 +313,7 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_ops
         double t = (double)l->tp, tokens = (double)(l->seq * l->mbs);
         double kv = m->kv_heads >= l->tp ? (double)m->kv_heads / t : 1.0;
         double qkv_width = ((double)m->heads / t + 2.0 * kv) * (double)m->head_dim;
-        double up_width = (m->ffn_kind == FFN_SWIGLU ? 2.0 : 1.0) * (double)m->ffn / t * (double)m->top_k;
+        double up_width = (m->ffn_kind == FFN_SWIGLU ? 3.0 : 1.0) * (double)m->ffn / t * (double)m->top_k;
         double scores = l->attention == ATTENTION_UNFUSED
                             ? (double)l->mbs * (double)m->heads / t * (double)l->seq * (double)l->seq : 0.0;
         workspace = backward_workspace_bytes(tokens, (double)m->hidden, qkv_width, up_width, scores,

@@ -126,7 +126,8 @@ double other_memory_allowance(const layout_t *l, double context_bytes, double ba
 /* The gradients one layer's backward holds at once, reused layer after
  * layer (docs/model.md, "Memory"): the residual stream's gradient and one
  * more of its size, the gradient of the QKV projection's output, of the FFN's
- * widest activation (gate and up together for SwiGLU), and, when attention is
+ * widest activation (for SwiGLU: gate and up, and the gradient of their product
+ * while those two are written), and, when attention is
  * unfused, of the s x s scores of every local head. */
 double backward_workspace_bytes(double tokens, double hidden, double qkv_width, double ffn_up_width,
                                 double score_elements, double elem_bytes)

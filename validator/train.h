@@ -10,10 +10,12 @@
 typedef struct {
     int mbs, seq, steps, warmup;
     int calibrated;
-    const char *csv;   /* NULL, or where the step row goes */
+    const char *csv;   /* NULL, or where the rows go (docs/validation's columns) */
+    const char *json;  /* NULL, or the same as JSON */
+    const char *plot;  /* NULL, or an SVG of predicted against measured per op (gnuplot) */
 } train_options;
 
-/* Trains a GPT-2-family model for o->steps steps on synthetic tokens and
+/* Trains a GPT-2- or LLaMA-family model for o->steps steps on synthetic tokens and
  * prints measured against predicted; 0 when the loss fell. */
 int train_gpt(const model_t *m, const hw_gpu *gpu, const hw_node *node, const train_options *o, cublasHandle_t blas,
               cudaStream_t stream);

@@ -541,7 +541,8 @@ static int cmd_train(int argc, char **argv, const hwdb *db, const model_zoo *zoo
     if (!g) { fprintf(stderr, "sextant-gpu: --gpu: unknown GPU\n"); return 2; }
     train_options o = {atoi(arg_value(argc, argv, "--mbs", "8")), atoi(arg_value(argc, argv, "--seq", "1024")),
                        atoi(arg_value(argc, argv, "--steps", "50")), 5, arg_value(argc, argv, "--calibration", NULL) != NULL,
-                       arg_value(argc, argv, "--csv", NULL)};
+                       arg_value(argc, argv, "--csv", NULL), arg_value(argc, argv, "--json", NULL),
+                       arg_value(argc, argv, "--plot", NULL)};
     if (o.mbs < 1 || o.seq < 1 || o.steps < o.warmup + 3) {
         fprintf(stderr, "sextant-gpu: train: --mbs, --seq positive and --steps at least %d\n", o.warmup + 3);
         return 2;
@@ -558,7 +559,8 @@ int main(int argc, char **argv)
     if (argc < 2 || (strcmp(argv[1], "calibrate") && strcmp(argv[1], "ops") && strcmp(argv[1], "train"))) {
         fprintf(stderr, "usage: sextant-gpu calibrate [--gpu NAME] [--out FILE]\n"
                         "       sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]\n"
-                        "       sextant-gpu train MODEL [--gpu NAME] [--mbs N] [--seq N] [--steps N] [--calibration FILE] [--csv FILE]\n");
+                        "       sextant-gpu train MODEL [--gpu NAME] [--mbs N] [--seq N] [--steps N] [--calibration FILE] [--csv FILE]\n"
+                        "                             [--json FILE] [--plot FILE.svg]\n");
         return 2;
     }
     int devices = 0;
