@@ -6,7 +6,9 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Megatron's default gradient bucket: 40M elements (docs/model.md, "Overlap"). */
@@ -166,49 +168,93 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
     return 0.0;
 }
 
+/* A stage's cost in three parts, grouped by what each depends on, so that
+ * the search can reuse a part across the layouts that share its inputs
+ * (estimate_layout_cached below):
+ *   body: the layers, embedding and head held by the stage and their TP
+ *     collectives (TP, SP, micro-batch, sequence, recomputation, PP);
+ *   pipeline: the send/recv between stages (PP, VPP, micro-batch, the link);
+ *   data parallel: the gradient reduction, ZeRO's gathers and the optimizer
+ *     step (DP, ZeRO stage, the stage's parameters). */
+enum { PART_BODY = 1, PART_PIPELINE = 2, PART_DATA_PARALLEL = 4, PART_ALL = 7 };
+
 typedef struct {
     double compute_fwd, compute_bwd;      /* per micro-batch, recomputation counted in bwd */
-    double tp, pp;                        /* exposed per micro-batch */
+    double tp;                            /* exposed per micro-batch */
+    double saved_bytes;                   /* per micro-batch */
+} body_cost;
+
+typedef struct {
+    double pp;                            /* exposed per micro-batch */
+} pipeline_cost;
+
+typedef struct {
     double zero3_fwd, zero3_bwd;          /* DP traffic of every micro-batch (ZeRO-2/3), before overlap */
     double dp_bwd, dp_fwd;                /* per step, before overlap */
     double dp_bucket_fraction;
     double optimizer;
-    double saved_bytes;                   /* per micro-batch */
-    double params;
+} data_parallel_cost;
+
+typedef struct {
+    body_cost body;
+    pipeline_cost pipeline;
+    data_parallel_cost dp;
 } stage_cost;
 
-static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
+static int op_part(const op_t *op)
+{
+    if (op->kind == OP_COMM && op->group == GROUP_PP) return PART_PIPELINE;
+    if ((op->kind == OP_COMM && op->group == GROUP_DP) || op->pass == PASS_STEP) return PART_DATA_PARALLEL;
+    return PART_BODY;
+}
+
+/* Costs the ops of the parts asked for, in list order; the other parts stay
+ * zero.  Each field sums the ops of one part only, so a part costed alone
+ * gives the same sums, to the bit, as the whole list costed at once. */
+static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, const layout_t *l, int parts,
                        stage_cost *c)
 {
     memset(c, 0, sizeof *c);
     double grad_bytes = 0.0;
     for (int i = 0; i < s->nops; i++) {
         op_t *op = &s->ops[i];
+        int part = op_part(op);
+        if (!(part & parts)) continue;
         op->time_s = op_cost(op, gpu, node, l);
         double t = op->time_s * (double)op->count;
-        if (op->pass == PASS_FWD) c->saved_bytes += op->saved_bytes * (double)op->count;
+        /* collectives keep nothing for backward: the saved activations are the body's */
+        if (part == PART_BODY && op->pass == PASS_FWD) c->body.saved_bytes += op->saved_bytes * (double)op->count;
         if (op->kind != OP_COMM) {
-            if (op->pass == PASS_FWD) c->compute_fwd += t;
-            else if (op->pass == PASS_BWD || op->pass == PASS_RECOMPUTE) c->compute_bwd += t;
-            else c->optimizer += t;
+            if (op->pass == PASS_FWD) c->body.compute_fwd += t;
+            else if (op->pass == PASS_BWD || op->pass == PASS_RECOMPUTE) c->body.compute_bwd += t;
+            else c->dp.optimizer += t;
             continue;
         }
-        if (op->group == GROUP_TP) c->tp += t;
-        else if (op->group == GROUP_PP) c->pp += t;
-        else if (op->pass == PASS_FWD) c->zero3_fwd += t;
-        else if (op->pass == PASS_BWD) c->zero3_bwd += t;
+        if (op->group == GROUP_TP) c->body.tp += t;
+        else if (op->group == GROUP_PP) c->pipeline.pp += t;
+        else if (op->pass == PASS_FWD) c->dp.zero3_fwd += t;
+        else if (op->pass == PASS_BWD) c->dp.zero3_bwd += t;
         else {
-            if (op->overlap == OVERLAP_FWD) c->dp_fwd += t;
-            else c->dp_bwd += t;
+            if (op->overlap == OVERLAP_FWD) c->dp.dp_fwd += t;
+            else c->dp.dp_bwd += t;
             if (op->coll != COLL_ALLGATHER) grad_bytes = op->comm_bytes;
         }
     }
     if (grad_bytes > 0.0) {
         double element = l->fp32_grads ? 4.0 : activation_element_bytes(l->precision);
         double fraction = DP_BUCKET_ELEMENTS * element / grad_bytes;
-        c->dp_bucket_fraction = fraction < 1.0 ? fraction : 1.0;
+        c->dp.dp_bucket_fraction = fraction < 1.0 ? fraction : 1.0;
     }
 }
+
+/* A pipeline stage as the memory and the step time see it: what it holds and what it costs. */
+typedef struct {
+    int64_t stage, layers;
+    int last;
+    double params;          /* held by one GPU of the stage, before ZeRO sharding */
+    double refill_bytes;    /* full recomputation: one layer's activations, live again in its backward */
+    stage_cost cost;
+} stage_summary;
 
 /* Communication that hides behind a compute window, except its last bucket. */
 static double exposed(double comm, double window, double last_bucket_fraction)
@@ -219,29 +265,13 @@ static double exposed(double comm, double window, double last_bucket_fraction)
     return rest > 0.0 ? rest : 0.0;
 }
 
+typedef struct {
+    double model, hardware, attention, logits;   /* FLOP of one sequence through the whole model */
+} sequence_flops;
+
 /* Whole-model FLOPs of one sequence, from the op list of an unsplit model. */
-static void model_flops_per_sequence(const model_t *m, const layout_t *l, double *model,
-                                     double *hardware, double *attention, double *logits)
+static void count_sequence_flops(const model_t *m, const layout_t *l, sequence_flops *f)
 {
-    /* A search asks this for thousands of layouts that share the model,
-     * sequence and recomputation: remember the last answer. */
-    static struct {
-        model_t model;
-        int64_t seq;
-        recompute_t recompute;
-        attention_impl_t attention;
-        precision_t precision;
-        double model_flops, hardware, attention_flops, logits;
-        int valid;
-    } last;
-    if (last.valid && last.seq == l->seq && last.recompute == l->recompute && last.attention == l->attention &&
-        last.precision == l->precision && memcmp(&last.model, m, sizeof *m) == 0) {
-        *model = last.model_flops;
-        *hardware = last.hardware;
-        *attention = last.attention_flops;
-        *logits = last.logits;
-        return;
-    }
     layout_t whole = *l;
     whole.tp = whole.pp = whole.dp = whole.vpp = whole.mbs = 1;
     whole.gpus = 1;
@@ -249,59 +279,98 @@ static void model_flops_per_sequence(const model_t *m, const layout_t *l, double
     whole.zero = 0;
     stage_ops s;
     build_stage_ops(m, &whole, 0, &s);
-    *model = *hardware = *attention = *logits = 0.0;
+    f->model = f->hardware = f->attention = f->logits = 0.0;
     for (int i = 0; i < s.nops; i++) {
         const op_t *op = &s.ops[i];
         if (op->pass == PASS_STEP) continue;
         double c = (double)op->count;
-        *model += op->model_flops * c;
-        *hardware += op->hardware_flops * c;
-        if (op->kind == OP_ATTENTION) *attention += op->model_flops * c;
-        if (strncmp(op->name, "lm_head", 7) == 0) *logits += op->model_flops * c;
+        f->model += op->model_flops * c;
+        f->hardware += op->hardware_flops * c;
+        if (op->kind == OP_ATTENTION) f->attention += op->model_flops * c;
+        if (strncmp(op->name, "lm_head", 7) == 0) f->logits += op->model_flops * c;
     }
+}
+
+static void model_flops_per_sequence(const model_t *m, const layout_t *l, sequence_flops *f)
+{
+    /* Estimates in a row often share the model, sequence and recomputation:
+     * remember the last answer. */
+    static struct {
+        model_t model;
+        int64_t seq;
+        recompute_t recompute;
+        attention_impl_t attention;
+        precision_t precision;
+        sequence_flops flops;
+        int valid;
+    } last;
+    if (last.valid && last.seq == l->seq && last.recompute == l->recompute && last.attention == l->attention &&
+        last.precision == l->precision && memcmp(&last.model, m, sizeof *m) == 0) {
+        *f = last.flops;
+        return;
+    }
+    count_sequence_flops(m, l, f);
     last.model = *m;
     last.seq = l->seq;
     last.recompute = l->recompute;
     last.attention = l->attention;
     last.precision = l->precision;
-    last.model_flops = *model;
-    last.hardware = *hardware;
-    last.attention_flops = *attention;
-    last.logits = *logits;
+    last.flops = *f;
     last.valid = 1;
 }
 
-static void memory_of_stage(const model_t *m, const layout_t *l, const stage_ops *s,
-                            const stage_cost *c, double gpu_context_bytes, memory_breakdown *mem)
+/* Full recomputation keeps only each layer's input; the backward of a layer
+ * recomputes its forward, so one layer's full set of activations is live again. */
+static double recomputed_layer_bytes(const model_t *m, const layout_t *l, int64_t stage, int64_t layers)
 {
-    memset(mem, 0, sizeof *mem);
+    layout_t kept = *l;
+    kept.recompute = RECOMPUTE_NONE;
+    stage_ops again;
+    build_stage_ops(m, &kept, stage, &again);
+    double saved = 0.0;
+    for (int i = 0; i < again.nops; i++)
+        if (again.ops[i].pass == PASS_FWD && strcmp(again.ops[i].name, "embedding") != 0 &&
+            strcmp(again.ops[i].name, "final_norm") != 0 && strcmp(again.ops[i].name, "lm_head") != 0)
+            saved += again.ops[i].saved_bytes * (double)again.ops[i].count;
+    return saved / (double)layers;
+}
+
+/* Costs the parts asked for of a built stage and records what its memory needs. */
+static void summarize_stage(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
+                            stage_ops *s, int parts, stage_summary *out)
+{
+    out->stage = s->stage;
+    out->layers = s->layers;
+    out->last = s->last;
+    out->params = s->params;
+    cost_stage(s, gpu, node, l, parts, &out->cost);
+    out->refill_bytes = (parts & PART_BODY) && l->recompute == RECOMPUTE_FULL && s->layers > 0
+                            ? recomputed_layer_bytes(m, l, s->stage, s->layers)
+                            : 0.0;
+}
+
+static void memory_of_stage(const model_t *m, const layout_t *l, const stage_summary *s,
+                            double gpu_context_bytes, memory_breakdown *mem)
+{
+    /* every field is written below; no memset, which the search would pay
+     * twice per layout (GCC makes it a slow `rep stos`) */
+    mem->logits = 0.0;
+    mem->capacity = 0.0;
     double dp = (double)l->dp;
     int fp32 = l->precision == PREC_FP32 || l->precision == PREC_TF32;
     double weight_bytes = fp32 ? 4.0 : 2.0;
     double grad_bytes = l->fp32_grads ? 4.0 : weight_bytes;
     double optimizer_bytes = fp32 ? 8.0 : 12.0;     /* mixed precision adds the fp32 master copy */
     mem->stage = s->stage;
-    mem->params = c->params;
-    mem->weights = c->params * weight_bytes / (l->zero >= 3 ? dp : 1.0);
-    mem->gradients = c->params * grad_bytes / (l->zero >= 2 ? dp : 1.0);
-    mem->optimizer = c->params * optimizer_bytes / (l->zero >= 1 ? dp : 1.0);
+    mem->params = s->params;
+    mem->weights = s->params * weight_bytes / (l->zero >= 3 ? dp : 1.0);
+    mem->gradients = s->params * grad_bytes / (l->zero >= 2 ? dp : 1.0);
+    mem->optimizer = s->params * optimizer_bytes / (l->zero >= 1 ? dp : 1.0);
     int64_t m_micro = l->gbs / (l->mbs * l->dp);
     mem->inflight_microbatches = pipeline_inflight_microbatches((double)l->pp, (double)m_micro,
                                                                 (double)l->vpp, (double)s->stage);
-    mem->activations = c->saved_bytes * mem->inflight_microbatches;
-    if (l->recompute == RECOMPUTE_FULL && s->layers > 0) {
-        /* backward of a layer recomputes its forward: one layer's full set is live again */
-        layout_t kept = *l;
-        kept.recompute = RECOMPUTE_NONE;
-        stage_ops again;
-        build_stage_ops(m, &kept, s->stage, &again);
-        double saved = 0.0;
-        for (int i = 0; i < again.nops; i++)
-            if (again.ops[i].pass == PASS_FWD && strcmp(again.ops[i].name, "embedding") != 0 &&
-                strcmp(again.ops[i].name, "final_norm") != 0 && strcmp(again.ops[i].name, "lm_head") != 0)
-                saved += again.ops[i].saved_bytes * (double)again.ops[i].count;
-        mem->activations += saved / (double)s->layers;
-    }
+    mem->activations = s->cost.body.saved_bytes * mem->inflight_microbatches;
+    if (l->recompute == RECOMPUTE_FULL && s->layers > 0) mem->activations += s->refill_bytes;
     if (s->last) {
         /* the padded logits of one micro-batch; a fused cross-entropy writes
          * their gradient in place (llm.c, Megatron's fused loss) */
@@ -324,11 +393,14 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_ops
     mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations + mem->logits + mem->other;
 }
 
-static int estimate_core(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
-                         const job_t *job, estimate_t *e, char *err, size_t errlen)
+/* What every estimate starts from: the references, the checks, the micro-batches. */
+static int begin_estimate(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
+                          const job_t *job, double params_total, double params_active, estimate_t *e, char *err,
+                          size_t errlen)
 {
-    /* the op lists are rebuilt below; clear only what precedes them */
-    memset(e, 0, offsetof(estimate_t, first_stage));
+    /* the warnings' text and the op lists are written before they are read:
+     * clear the numbers only (the search comes here millions of times) */
+    memset(e, 0, offsetof(estimate_t, warnings));
     e->model = m;
     e->gpu = gpu;
     e->node = node;
@@ -340,61 +412,64 @@ static int estimate_core(const model_t *m, const hw_gpu *gpu, const hw_node *nod
                  gpu->name, precision_name(l->precision));
         return -1;
     }
-    const double B = activation_element_bytes(l->precision);
     e->microbatches = l->gbs / (l->mbs * l->dp);
-    int64_t used_gbs = e->microbatches * l->mbs * l->dp;
-    e->layout.gbs = used_gbs;
-    e->params_total = model_params_total(m);
-    e->params_active = model_params_active(m);
+    e->layout.gbs = e->microbatches * l->mbs * l->dp;
+    e->params_total = params_total;
+    e->params_active = params_active;
+    return 0;
+}
 
-    /* the two stages that differ: the first (embedding, most in flight) and the last (head, logits) */
-    if (build_stage_ops(m, l, 0, &e->first_stage) != 0 ||
-        (l->pp > 1 && build_stage_ops(m, l, l->pp - 1, &e->last_stage) != 0)) {
-        snprintf(err, errlen, "internal: op list longer than %d ops", OPS_MAX);
-        return -1;
-    }
-    if (l->pp == 1) e->last_stage = e->first_stage;
-    stage_ops *stages[2] = {&e->first_stage, &e->last_stage};
-    stage_cost costs[2];
+/* The heaviest stage's memory, and whether it fits. */
+static void settle_memory(const model_t *m, const hw_gpu *gpu, const layout_t *l, const stage_summary s[2],
+                          estimate_t *e)
+{
     memory_breakdown mem[2];
-    double stage_mb_s[2], stage_dp_s[2];
-    for (int i = 0; i < 2; i++) {
-        cost_stage(stages[i], gpu, node, l, &costs[i]);
-        costs[i].params = stages[i]->params;
-        memory_of_stage(m, l, stages[i], &costs[i], gpu->context_bytes, &mem[i]);
-        stage_cost *c = &costs[i];
-        double z3 = exposed(c->zero3_fwd, c->compute_fwd, 0.0) + exposed(c->zero3_bwd, c->compute_bwd, 0.0);
-        stage_mb_s[i] = c->compute_fwd + c->compute_bwd + c->tp + c->pp + z3;
-        stage_dp_s[i] = exposed(c->dp_bwd, c->compute_bwd, c->dp_bucket_fraction) +
-                        exposed(c->dp_fwd, c->compute_fwd, c->dp_bucket_fraction) +
-                        z3 * (double)e->microbatches;
-    }
-    int slow = stage_mb_s[1] > stage_mb_s[0] ? 1 : 0;
+    memory_of_stage(m, l, &s[0], gpu->context_bytes, &mem[0]);
+    /* with one stage, the first is the last: the same numbers again */
+    if (l->pp == 1) mem[1] = mem[0];
+    else memory_of_stage(m, l, &s[1], gpu->context_bytes, &mem[1]);
     int heavy = mem[1].total > mem[0].total ? 1 : 0;
-    const stage_cost *c = &costs[slow];
-    double mbs_count = (double)e->microbatches;
-    e->slowest_stage = stages[slow]->stage;
-    e->microbatch_s = stage_mb_s[slow];
-    e->compute_s = mbs_count * (c->compute_fwd + c->compute_bwd);
-    e->tp_comm_s = mbs_count * c->tp;
-    e->pp_comm_s = mbs_count * c->pp;
-    e->bubble_s = (double)(l->pp - 1) / (double)l->vpp * e->microbatch_s;
-    e->dp_comm_s = stage_dp_s[0] > stage_dp_s[1] ? stage_dp_s[0] : stage_dp_s[1];
-    e->optimizer_s = costs[0].optimizer > costs[1].optimizer ? costs[0].optimizer : costs[1].optimizer;
-    e->step_s = e->compute_s + e->tp_comm_s + e->pp_comm_s + e->bubble_s + e->dp_comm_s + e->optimizer_s;
-    e->bubble_fraction = e->bubble_s / e->step_s;
-
     e->memory = mem[heavy];
     e->memory.capacity = gpu->memory_bytes;
     e->fits = e->memory.total <= e->memory.capacity;
+}
 
-    double model_seq, hardware_seq, attention_seq, logits_seq;
-    model_flops_per_sequence(m, l, &model_seq, &hardware_seq, &attention_seq, &logits_seq);
-    double sequences = (double)used_gbs;
-    e->model_flops_per_step = model_seq * sequences;
-    e->hardware_flops_per_step = hardware_seq * sequences;
-    e->attention_flops_per_step = attention_seq * sequences;
-    e->logits_flops_per_step = logits_seq * sequences;
+/* Step time, FLOPs, throughput, time-to-train and cost from the first and
+ * last stages' costs. */
+static void settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
+                        const job_t *job, const stage_summary s[2], const sequence_flops *f, estimate_t *e)
+{
+    const double B = activation_element_bytes(l->precision);
+    double stage_mb_s[2], stage_dp_s[2];
+    for (int i = 0; i < 2; i++) {
+        const stage_cost *c = &s[i].cost;
+        double z3 = exposed(c->dp.zero3_fwd, c->body.compute_fwd, 0.0) +
+                    exposed(c->dp.zero3_bwd, c->body.compute_bwd, 0.0);
+        stage_mb_s[i] = c->body.compute_fwd + c->body.compute_bwd + c->body.tp + c->pipeline.pp + z3;
+        stage_dp_s[i] = exposed(c->dp.dp_bwd, c->body.compute_bwd, c->dp.dp_bucket_fraction) +
+                        exposed(c->dp.dp_fwd, c->body.compute_fwd, c->dp.dp_bucket_fraction) +
+                        z3 * (double)e->microbatches;
+    }
+    int slow = stage_mb_s[1] > stage_mb_s[0] ? 1 : 0;
+    const stage_cost *c = &s[slow].cost;
+    double mbs_count = (double)e->microbatches;
+    e->slowest_stage = s[slow].stage;
+    e->microbatch_s = stage_mb_s[slow];
+    e->compute_s = mbs_count * (c->body.compute_fwd + c->body.compute_bwd);
+    e->tp_comm_s = mbs_count * c->body.tp;
+    e->pp_comm_s = mbs_count * c->pipeline.pp;
+    e->bubble_s = (double)(l->pp - 1) / (double)l->vpp * e->microbatch_s;
+    e->dp_comm_s = stage_dp_s[0] > stage_dp_s[1] ? stage_dp_s[0] : stage_dp_s[1];
+    e->optimizer_s = s[0].cost.dp.optimizer > s[1].cost.dp.optimizer ? s[0].cost.dp.optimizer
+                                                                      : s[1].cost.dp.optimizer;
+    e->step_s = e->compute_s + e->tp_comm_s + e->pp_comm_s + e->bubble_s + e->dp_comm_s + e->optimizer_s;
+    e->bubble_fraction = e->bubble_s / e->step_s;
+
+    double sequences = (double)e->layout.gbs;
+    e->model_flops_per_step = f->model * sequences;
+    e->hardware_flops_per_step = f->hardware * sequences;
+    e->attention_flops_per_step = f->attention * sequences;
+    e->logits_flops_per_step = f->logits * sequences;
     e->six_nd_per_step = six_n_d_flops(e->params_active, sequences * (double)l->seq);
 
     double peak = gpu->peak_flops[l->precision];
@@ -414,6 +489,27 @@ static int estimate_core(const model_t *m, const hw_gpu *gpu, const hw_node *nod
     group_link(gpu, node, l, GROUP_TP, &e->tp_link_bytes_per_s, &tp_latency, &tp_crosses);
     e->tp_ratio = tp_compute_comm_ratio((double)m->hidden, (double)l->tp, B);
     e->tp_ratio_limit = tp_ratio_limit((double)m->hidden, B, peak, e->tp_link_bytes_per_s);
+}
+
+static int estimate_core(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
+                         const job_t *job, estimate_t *e, char *err, size_t errlen)
+{
+    if (begin_estimate(m, gpu, node, l, job, model_params_total(m), model_params_active(m), e, err, errlen) != 0)
+        return -1;
+    /* the two stages that differ: the first (embedding, most in flight) and the last (head, logits) */
+    if (build_stage_ops(m, l, 0, &e->first_stage) != 0 ||
+        (l->pp > 1 && build_stage_ops(m, l, l->pp - 1, &e->last_stage) != 0)) {
+        snprintf(err, errlen, "internal: op list longer than %d ops", OPS_MAX);
+        return -1;
+    }
+    if (l->pp == 1) e->last_stage = e->first_stage;
+    stage_summary s[2];
+    summarize_stage(m, gpu, node, l, &e->first_stage, PART_ALL, &s[0]);
+    summarize_stage(m, gpu, node, l, &e->last_stage, PART_ALL, &s[1]);
+    settle_memory(m, gpu, l, s, e);
+    sequence_flops f;
+    model_flops_per_sequence(m, l, &f);
+    settle_time(m, gpu, node, l, job, s, &f, e);
     return 0;
 }
 
@@ -421,6 +517,255 @@ int estimate_layout_fast(const model_t *m, const hw_gpu *gpu, const hw_node *nod
                          const job_t *job, estimate_t *e, char *err, size_t errlen)
 {
     return estimate_core(m, gpu, node, l, job, e, err, errlen);
+}
+
+/* ---- the search's fast path ---------------------------------------------
+ * A search costs millions of layouts that differ in one or two degrees at a
+ * time.  Each part of a stage's cost (body, pipeline, data parallel, see
+ * cost_stage) is costed once, by the same functions as above, for the first
+ * layout that needs it, and reused by every later layout whose inputs to
+ * that part are the same: the body across DP, VPP, ZeRO, global batch and
+ * GPU count; the pipeline across DP, recomputation, SP, ZeRO and global
+ * batch; the data-parallel part across micro-batch, VPP, recomputation, SP
+ * and global batch.  Memory needs only the body, so a layout that does not
+ * fit can stop there.  Per-layout work is then a few dozen operations. */
+
+typedef enum { CACHED_BODY = 1, CACHED_PIPELINE, CACHED_DATA_PARALLEL, CACHED_SEQUENCE_FLOPS } cached_part;
+
+/* A part's key: its inputs, one per 64-bit word, the words it does not
+ * depend on zero.  Every word is written, so keys compare and hash whole. */
+enum {
+    KEY_PART, KEY_MODEL, KEY_GPU, KEY_NODE, KEY_GPUS, KEY_TP, KEY_PP, KEY_DP, KEY_VPP, KEY_MBS, KEY_SEQ,
+    KEY_GPUS_PER_NODE, KEY_RECOMPUTE, KEY_ATTENTION, KEY_SP, KEY_ZERO, KEY_FP32_GRADS, KEY_PRECISION,
+    KEY_LINK_BYTES_PER_S, KEY_LINK_LATENCY_S, KEY_WORDS
+};
+
+typedef struct {
+    uint64_t word[KEY_WORDS];
+} part_key;
+
+#define ON(word) (UINT32_C(1) << (word))
+/* What each part's ops and their costs depend on (cost_stage, oplist.c).
+ * The body: the layers, embedding and head that PP puts on a stage, split by
+ * TP (whose link depends on whether it leaves the node) and shaped by the
+ * micro-batch, sequence, recomputation, attention kernel and SP.  The
+ * pipeline: its send/recv's size and count, and the link between stages
+ * whatever DP makes of that link.  The data-parallel part: the stage's
+ * parameters, DP degree, ZeRO stage and gradient width.  The FLOPs of one
+ * sequence: the unsplit model, whatever the GPU. */
+static const uint32_t part_inputs[] = {
+    [CACHED_BODY] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_MBS) | ON(KEY_SEQ) |
+                    ON(KEY_GPUS_PER_NODE) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_SP) | ON(KEY_PRECISION),
+    [CACHED_PIPELINE] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_VPP) | ON(KEY_MBS) |
+                        ON(KEY_SEQ) | ON(KEY_PRECISION) | ON(KEY_LINK_BYTES_PER_S) | ON(KEY_LINK_LATENCY_S),
+    [CACHED_DATA_PARALLEL] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_GPUS) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_DP) |
+                             ON(KEY_GPUS_PER_NODE) | ON(KEY_ZERO) | ON(KEY_FP32_GRADS) | ON(KEY_PRECISION),
+    [CACHED_SEQUENCE_FLOPS] = ON(KEY_SEQ) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_PRECISION),
+};
+#undef ON
+
+static uint64_t double_bits(double x)
+{
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    return bits;
+}
+
+static void part_key_of(cached_part part, const model_t *m, const hw_gpu *gpu, const hw_node *node,
+                        const layout_t *l, part_key *k)
+{
+    double link_bytes_per_s = 0.0, link_latency_s = 0.0;
+    if (part == CACHED_PIPELINE) {
+        int crosses;
+        group_link(gpu, node, l, GROUP_PP, &link_bytes_per_s, &link_latency_s, &crosses);
+    }
+    const uint64_t input[KEY_WORDS] = {
+        [KEY_PART] = (uint64_t)part, [KEY_MODEL] = (uint64_t)(uintptr_t)m,
+        [KEY_GPU] = (uint64_t)(uintptr_t)gpu, [KEY_NODE] = (uint64_t)(uintptr_t)node,
+        [KEY_GPUS] = (uint64_t)l->gpus, [KEY_TP] = (uint64_t)l->tp, [KEY_PP] = (uint64_t)l->pp,
+        [KEY_DP] = (uint64_t)l->dp, [KEY_VPP] = (uint64_t)l->vpp, [KEY_MBS] = (uint64_t)l->mbs,
+        [KEY_SEQ] = (uint64_t)l->seq, [KEY_GPUS_PER_NODE] = (uint64_t)l->gpus_per_node,
+        [KEY_RECOMPUTE] = (uint64_t)l->recompute, [KEY_ATTENTION] = (uint64_t)l->attention,
+        [KEY_SP] = (uint64_t)l->sp, [KEY_ZERO] = (uint64_t)l->zero, [KEY_FP32_GRADS] = (uint64_t)l->fp32_grads,
+        [KEY_PRECISION] = (uint64_t)l->precision, [KEY_LINK_BYTES_PER_S] = double_bits(link_bytes_per_s),
+        [KEY_LINK_LATENCY_S] = double_bits(link_latency_s),
+    };
+    uint32_t keep = part_inputs[part] | (UINT32_C(1) << KEY_PART) | (UINT32_C(1) << KEY_MODEL);
+    for (int i = 0; i < KEY_WORDS; i++) k->word[i] = (keep >> i) & 1u ? input[i] : 0;
+}
+
+typedef struct {
+    part_key key;
+    int status;                 /* 0, or -1 when an op list would not fit in OPS_MAX ops */
+    stage_summary stages[2];    /* the first and the last stage (the same one when PP is 1) */
+    sequence_flops flops;
+} part_entry;
+
+/* One slot of the hash index: a key's hash and where its entry is (0: free). */
+typedef struct {
+    uint64_t hash;
+    size_t entry;               /* index into entries, plus one */
+} part_slot;
+
+struct estimate_cache {
+    part_slot *slots;           /* open addressing, a power of two, at most half full */
+    size_t nslots;
+    part_entry *entries;        /* in the order they were costed */
+    size_t nentries, max_entries;
+    stage_ops scratch;          /* where op lists are built, one at a time */
+    const model_t *model;       /* the model params_total and params_active belong to */
+    double params_total, params_active;
+};
+
+estimate_cache *estimate_cache_new(void)
+{
+    estimate_cache *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->nslots = 4096;
+    c->max_entries = c->nslots / 2;
+    c->slots = calloc(c->nslots, sizeof *c->slots);
+    c->entries = malloc(c->max_entries * sizeof *c->entries);
+    if (!c->slots || !c->entries) {
+        estimate_cache_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void estimate_cache_free(estimate_cache *c)
+{
+    if (!c) return;
+    free(c->slots);
+    free(c->entries);
+    free(c);
+}
+
+/* Keys are mostly small integers in a few words: multiply each word by its
+ * own odd constant (independent products, so they pipeline), then mix. */
+static uint64_t part_key_hash(const part_key *k)
+{
+    uint64_t h = 0;
+    for (size_t i = 0; i < KEY_WORDS; i++) h += k->word[i] * (0x9e3779b97f4a7c15u + 2u * i * 0xbf58476d1ce4e5b9u);
+    h ^= h >> 31;
+    h *= 0xff51afd7ed558ccdu;
+    h ^= h >> 33;
+    return h;
+}
+
+static int same_key(const part_key *a, const part_key *b)
+{
+    for (int i = 0; i < KEY_WORDS; i++)
+        if (a->word[i] != b->word[i]) return 0;
+    return 1;
+}
+
+/* Doubles the index and the room for entries. */
+static int cache_grow(estimate_cache *c)
+{
+    size_t nslots = c->nslots * 2;
+    part_slot *slots = calloc(nslots, sizeof *slots);
+    part_entry *entries = realloc(c->entries, nslots / 2 * sizeof *entries);
+    if (!slots || !entries) {
+        free(slots);
+        if (entries) c->entries = entries;
+        return -1;
+    }
+    for (size_t i = 0; i < c->nslots; i++) {
+        if (!c->slots[i].entry) continue;
+        size_t at = c->slots[i].hash & (nslots - 1);
+        while (slots[at].entry) at = (at + 1) & (nslots - 1);
+        slots[at] = c->slots[i];
+    }
+    free(c->slots);
+    c->slots = slots;
+    c->nslots = nslots;
+    c->entries = entries;
+    c->max_entries = nslots / 2;
+    return 0;
+}
+
+/* Costs one part of the first and last stages of layout l. */
+static int fill_part(estimate_cache *c, cached_part part, const model_t *m, const hw_gpu *gpu,
+                     const hw_node *node, const layout_t *l, part_entry *entry)
+{
+    if (part == CACHED_SEQUENCE_FLOPS) {
+        count_sequence_flops(m, l, &entry->flops);
+        return 0;
+    }
+    int parts = part == CACHED_BODY ? PART_BODY : part == CACHED_PIPELINE ? PART_PIPELINE : PART_DATA_PARALLEL;
+    int64_t stage[2] = {0, l->pp - 1};
+    for (int i = 0; i < 2; i++) {
+        if (i == 1 && l->pp == 1) {
+            entry->stages[1] = entry->stages[0];
+            break;
+        }
+        if (build_stage_ops(m, l, stage[i], &c->scratch) != 0) return -1;
+        summarize_stage(m, gpu, node, l, &c->scratch, parts, &entry->stages[i]);
+    }
+    return 0;
+}
+
+/* The part's entry, costed on first use.  The pointer lives until the next lookup. */
+static const part_entry *lookup_part(estimate_cache *c, cached_part part, const model_t *m, const hw_gpu *gpu,
+                                     const hw_node *node, const layout_t *l, char *err, size_t errlen)
+{
+    part_key k;
+    part_key_of(part, m, gpu, node, l, &k);
+    if (c->nentries == c->max_entries && cache_grow(c) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    uint64_t hash = part_key_hash(&k);
+    size_t mask = c->nslots - 1;
+    size_t at = hash & mask;
+    part_entry *e = NULL;
+    for (; c->slots[at].entry; at = (at + 1) & mask) {
+        e = &c->entries[c->slots[at].entry - 1];
+        if (c->slots[at].hash == hash && same_key(&e->key, &k)) break;
+    }
+    if (!c->slots[at].entry) {
+        e = &c->entries[c->nentries++];
+        c->slots[at].hash = hash;
+        c->slots[at].entry = c->nentries;
+        e->key = k;
+        e->status = fill_part(c, part, m, gpu, node, l, e);
+    }
+    if (e->status != 0) {
+        /* no layout comes near OPS_MAX (71 ops at most): this is a guard, as in estimate_core */
+        snprintf(err, errlen, "internal: op list longer than %d ops", OPS_MAX);
+        return NULL;
+    }
+    return e;
+}
+
+int estimate_layout_cached(estimate_cache *cache, const model_t *m, const hw_gpu *gpu, const hw_node *node,
+                           const layout_t *l, const job_t *job, int skip_time_if_unfit, estimate_t *e, char *err,
+                           size_t errlen)
+{
+    if (cache->model != m) {
+        cache->model = m;
+        cache->params_total = model_params_total(m);
+        cache->params_active = model_params_active(m);
+    }
+    if (begin_estimate(m, gpu, node, l, job, cache->params_total, cache->params_active, e, err, errlen) != 0)
+        return -1;
+    const part_entry *body = lookup_part(cache, CACHED_BODY, m, gpu, node, l, err, errlen);
+    if (!body) return -1;
+    settle_memory(m, gpu, l, body->stages, e);
+    if (!e->fits && skip_time_if_unfit) return 0;
+
+    stage_summary s[2] = {body->stages[0], body->stages[1]};
+    const part_entry *pipeline = lookup_part(cache, CACHED_PIPELINE, m, gpu, node, l, err, errlen);
+    if (!pipeline) return -1;
+    for (int i = 0; i < 2; i++) s[i].cost.pipeline = pipeline->stages[i].cost.pipeline;
+    const part_entry *data_parallel = lookup_part(cache, CACHED_DATA_PARALLEL, m, gpu, node, l, err, errlen);
+    if (!data_parallel) return -1;
+    for (int i = 0; i < 2; i++) s[i].cost.dp = data_parallel->stages[i].cost.dp;
+    const part_entry *flops = lookup_part(cache, CACHED_SEQUENCE_FLOPS, m, gpu, node, l, err, errlen);
+    if (!flops) return -1;
+    sequence_flops f = flops->flops;
+    settle_time(m, gpu, node, l, job, s, &f, e);
+    return 0;
 }
 
 int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,

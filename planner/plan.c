@@ -1,5 +1,8 @@
 /* sextant plan: every layout the request allows, costed by the same
- * estimate_layout as `sextant estimate`, rejected with a reason or ranked. */
+ * functions as `sextant estimate`, rejected with a reason or ranked.  The
+ * parts of a layout's cost that it shares with layouts already costed come
+ * from estimate_layout_cached's cache, and a layout that does not fit is
+ * rejected on its memory alone, before its step time is costed. */
 #include "planner.h"
 
 #include <math.h>
@@ -111,7 +114,13 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
     const model_t *m = req->model;
     double started = now_s();
     estimate_t *e = malloc(sizeof *e);
-    if (!e) { snprintf(err, errlen, "out of memory"); return -1; }
+    estimate_cache *cache = req->uncached ? NULL : estimate_cache_new();
+    if (!e || (!req->uncached && !cache)) {
+        free(e);
+        estimate_cache_free(cache);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     int64_t outer_total = (int64_t)req->ngpu_types * req->ncounts, outer_done = 0;
     for (int gi = 0; gi < req->ngpu_types; gi++) {
         const hw_gpu *g = req->gpu[gi];
@@ -156,7 +165,10 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                 continue;
                                             }
                                             char why[256];
-                                            if (estimate_layout_fast(m, g, node, &l, &job, e, why, sizeof why) != 0) {
+                                            /* a layout that does not fit is rejected below whatever its time */
+                                            int rc = cache ? estimate_layout_cached(cache, m, g, node, &l, &job, 1, e, why, sizeof why)
+                                                           : estimate_layout_fast(m, g, node, &l, &job, e, why, sizeof why);
+                                            if (rc != 0) {
                                                 res->rejected[REJECT_INDIVISIBLE]++;
                                                 continue;
                                             }
@@ -195,6 +207,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
     }
     progress(show_progress, started, outer_total, outer_total);
     free(e);
+    estimate_cache_free(cache);
     pareto(res);
     res->seconds = now_s() - started;
     return 0;

@@ -131,9 +131,25 @@ int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen);
 int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
                     const job_t *job, estimate_t *e, char *err, size_t errlen);
 
-/* The same estimate without composing the warnings' text: for the search. */
+/* The same estimate without composing the warnings' text. */
 int estimate_layout_fast(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
                          const job_t *job, estimate_t *e, char *err, size_t errlen);
+
+/* The search's fast path.  A cache remembers the parts of a stage's cost
+ * (its layers' ops, the pipeline's send/recv, the data-parallel reduction and
+ * optimizer step), each costed once by the functions behind estimate_layout
+ * and reused by every layout that shares that part's inputs.  It is valid
+ * while the models, GPUs and nodes it has seen stay unchanged in memory. */
+typedef struct estimate_cache estimate_cache;
+estimate_cache *estimate_cache_new(void);   /* NULL when out of memory */
+void estimate_cache_free(estimate_cache *cache);
+/* estimate_layout_fast's numbers, field for field, except that the op lists
+ * (first_stage, last_stage) are left untouched.  With skip_time_if_unfit, a
+ * layout that does not fit gets its memory and `fits` only: step time,
+ * throughput and cost stay zero. */
+int estimate_layout_cached(estimate_cache *cache, const model_t *m, const hw_gpu *gpu, const hw_node *node,
+                           const layout_t *l, const job_t *job, int skip_time_if_unfit, estimate_t *e, char *err,
+                           size_t errlen);
 
 /* ---- formulas (docs/model.md) ----------------------------------------- */
 
@@ -203,6 +219,8 @@ typedef struct {
     int max_zero;                  /* highest ZeRO stage the target framework has (3 when any) */
     precision_t precision;         /* PREC_COUNT: each GPU's default */
     int fp32_grads;
+    int uncached;                  /* cost every layout from scratch (estimate_layout_fast), without the
+                                      search's cache: the reference for make bench and the tests */
 } plan_request;
 
 typedef struct {
@@ -221,7 +239,7 @@ typedef struct {
     double seconds;
 } plan_result;
 
-/* Costs every layout the request allows with estimate_layout and keeps the best. */
+/* Costs every layout the request allows (estimate_layout_cached) and keeps the best. */
 int plan_search(const plan_request *req, plan_result *res, int show_progress, char *err, size_t errlen);
 const char *reject_reason_name(reject_reason_t r);
 void report_plan(FILE *out, const plan_request *req, const plan_result *res, format_t format);

@@ -179,6 +179,155 @@ static void strict_rejects_above_ratio_limit(void **state)
     for (int i = 0; i < res->ntop; i++) assert_true(res->top[i].layout.tp <= 2);
 }
 
+/* estimate_layout_cached (the search's fast path) against estimate_layout,
+ * field by field: every number of the estimate within 1e-9 relative (in
+ * practice they are equal to the bit: the same functions sum the same ops in
+ * the same order). */
+static void assert_same_estimate(const estimate_t *fast, const estimate_t *full)
+{
+#define SAME(field) assert_close(fast->field, full->field, 1e-9)
+    SAME(step_s); SAME(compute_s); SAME(tp_comm_s); SAME(pp_comm_s); SAME(dp_comm_s); SAME(bubble_s);
+    SAME(optimizer_s); SAME(microbatch_s); SAME(slowest_stage); SAME(microbatches); SAME(layout.gbs);
+    SAME(memory.weights); SAME(memory.gradients); SAME(memory.optimizer); SAME(memory.activations);
+    SAME(memory.logits); SAME(memory.other); SAME(memory.total); SAME(memory.capacity); SAME(memory.params);
+    SAME(memory.inflight_microbatches); SAME(memory.stage); SAME(fits);
+    SAME(model_flops_per_step); SAME(hardware_flops_per_step); SAME(six_nd_per_step);
+    SAME(attention_flops_per_step); SAME(logits_flops_per_step); SAME(params_total); SAME(params_active);
+    SAME(mfu); SAME(hfu); SAME(tokens_per_s); SAME(tokens_per_s_per_gpu); SAME(tflops_per_gpu);
+    SAME(steps); SAME(time_to_train_s); SAME(gpu_hours); SAME(cost_usd);
+    SAME(tp_ratio); SAME(tp_ratio_limit); SAME(tp_link_bytes_per_s); SAME(bubble_fraction);
+#undef SAME
+}
+
+static void fast_path_matches_estimate(void **state)
+{
+    (void)state;
+    /* a calibrated GPU too: the GEMM efficiency curve, launch floor and measured links */
+    hw_gpu calibrated = *hwdb_find_gpu(&db, "h100-sxm");
+    calibrated.gemm_half_flops = 9.8e9;
+    calibrated.launch_overhead_s = 4e-6;
+    calibrated.measured_intra_bytes_per_s = 360e9;
+    calibrated.measured_inter_bytes_per_s = 40e9;
+    const struct { const char *model, *gpu; } pairs[] = {
+        {"llama2-70b", "h100-sxm"}, {"megatron-1t", "b200"}, {"mixtral-8x7b", "a100-sxm4-80gb"},
+        {"bert-large", "rtx4090"}, {"gpt2", "v100-sxm2-16gb"}, {"llama3-8b", NULL},
+    };
+    const int64_t counts[] = {8, 48, 1024};
+    const precision_t precisions[] = {PREC_BF16, PREC_FP8, PREC_FP16, PREC_FP32};
+    static estimate_t fast, full, pruned;
+    estimate_cache *cache = estimate_cache_new(), *memory_first = estimate_cache_new();
+    assert_non_null(cache);
+    assert_non_null(memory_first);
+    char err[256], err_full[256];
+    int compared = 0, unfit = 0, errors = 0, multi_stage = 0;
+    for (int round = 0; round < 2; round++) {   /* the same layouts again: now every part is cached */
+        uint64_t pick = 88172645463325252u;   /* xorshift: a fixed sample of a large space */
+        for (size_t pi = 0; pi < sizeof pairs / sizeof pairs[0]; pi++) {
+            const model_t *m = model_zoo_find(&zoo, pairs[pi].model);
+            const hw_gpu *g = pairs[pi].gpu ? hwdb_find_gpu(&db, pairs[pi].gpu) : &calibrated;
+            const hw_node *n = hwdb_find_node(&db, g->node);
+            assert_non_null(m);
+            assert_non_null(g);
+            job_t job = {1e12, 2.5};
+            for (int sample = 0; sample < 400; sample++) {
+                pick ^= pick << 13; pick ^= pick >> 7; pick ^= pick << 17;
+                uint64_t r = pick;
+                layout_t l = {0};
+                l.gpus = counts[r % 3]; r /= 3;
+                l.tp = (int64_t)1 << (r % 5); r /= 5;
+                const int64_t pps[] = {1, 2, 3, 4, 8};
+                l.pp = pps[r % 5]; r /= 5;
+                if (l.gpus % (l.tp * l.pp)) l.pp = 1;
+                if (l.gpus % l.tp) l.tp = 1;
+                l.dp = l.gpus / (l.tp * l.pp);
+                l.vpp = l.pp > 1 && r % 2 ? 2 : 1; r /= 2;
+                l.mbs = (int64_t)1 << (r % 3); r /= 3;
+                l.gbs = l.mbs * l.dp * (int64_t)(1 + r % 16); r /= 16;
+                if (r % 7 == 0) l.gbs += 1;   /* not a multiple of mbs x dp: estimated with fewer */
+                r /= 7;
+                l.seq = r % 2 ? m->seq : 1024; r /= 2;
+                l.gpus_per_node = r % 4 ? n->gpus_per_node : 4; r /= 4;
+                l.recompute = (recompute_t)(r % 3); r /= 3;
+                l.attention = r % 3 ? ATTENTION_FLASH : ATTENTION_UNFUSED; r /= 3;
+                l.sp = (int)(r % 2); r /= 2;
+                l.zero = (int)(r % 4); r /= 4;
+                l.fp32_grads = (int)(r % 2); r /= 2;
+                l.precision = precisions[r % 4];
+                if (g->peak_flops[l.precision] <= 0) l.precision = PREC_FP16;
+                int rc_full = estimate_layout(m, g, n, &l, &job, &full, err_full, sizeof err_full);
+                int rc_fast = estimate_layout_cached(cache, m, g, n, &l, &job, 0, &fast, err, sizeof err);
+                int rc_pruned = estimate_layout_cached(memory_first, m, g, n, &l, &job, 1, &pruned, err, sizeof err);
+                assert_int_equal(rc_fast, rc_full);
+                assert_int_equal(rc_pruned, rc_full);
+                if (rc_full != 0) {
+                    errors++;
+                    continue;
+                }
+                assert_same_estimate(&fast, &full);
+                assert_int_equal(pruned.fits, full.fits);
+                assert_close(pruned.memory.total, full.memory.total, 1e-9);
+                if (full.fits) assert_same_estimate(&pruned, &full);
+                else {
+                    unfit++;
+                    assert_true(pruned.step_s == 0.0);   /* not costed */
+                }
+                if (l.pp > 1) multi_stage++;
+                compared++;
+            }
+        }
+    }
+    estimate_cache_free(cache);
+    estimate_cache_free(memory_first);
+    /* the sample covers fitting and unfit layouts, one and several stages, and bad ones */
+    assert_true(compared > 4000);
+    assert_true(unfit > 100 && unfit < compared - 100);
+    assert_true(multi_stage > 500);
+    assert_true(errors > 0);
+}
+
+/* The search with its cache against the same search costing every layout from scratch. */
+static void search_matches_uncached_search(void **state)
+{
+    (void)state;
+    static plan_result uncached;
+    const char *gpus[] = {"h100-sxm", "a100-sxm4-40gb", "rtx4090"};
+    for (int objective = 0; objective < 2; objective++) {
+        plan_request *req = request("llama2-13b", "h100-sxm", 8, 0);
+        for (int i = 0; i < 3; i++) {
+            req->gpu[i] = hwdb_find_gpu(&db, gpus[i]);
+            req->node[i] = hwdb_find_node(&db, req->gpu[i]->node);
+        }
+        req->ngpu_types = 3;
+        req->ncounts = 0;
+        for (int64_t n = 8; n <= 512; n *= 2) req->gpu_counts[req->ncounts++] = n;
+        req->gbs_min = 256;
+        req->gbs_max = 1024;
+        req->top = 20;
+        req->strict = objective;
+        req->objective = objective ? OBJECTIVE_COST : OBJECTIVE_TIME;
+        req->max_days = objective ? 60 : 0;
+        req->uncached = 1;
+        char err[256];
+        assert_int_equal(plan_search(req, &uncached, 0, err, sizeof err), 0);
+        req->uncached = 0;
+        plan_result *res = search(req);
+        assert_int_equal(res->evaluated, uncached.evaluated);
+        assert_int_equal(res->feasible, uncached.feasible);
+        for (int r = 0; r < REJECT_COUNT; r++) assert_int_equal(res->rejected[r], uncached.rejected[r]);
+        assert_int_equal(res->ntop, uncached.ntop);
+        assert_int_equal(res->nfrontier, uncached.nfrontier);
+        for (int i = 0; i < res->ntop; i++) {
+            assert_memory_equal(&res->top[i].layout, &uncached.top[i].layout, sizeof(layout_t));
+            assert_int_equal(res->top[i].gpu_type, uncached.top[i].gpu_type);
+            assert_close(res->top[i].step_s, uncached.top[i].step_s, 1e-9);
+            assert_close(res->top[i].cost_usd, uncached.top[i].cost_usd, 1e-9);
+            assert_close(res->top[i].memory_total, uncached.top[i].memory_total, 1e-9);
+        }
+        for (int i = 0; i < res->nfrontier; i++)
+            assert_close(res->frontier[i].time_to_train_s, uncached.frontier[i].time_to_train_s, 1e-9);
+    }
+}
+
 static char *emitted(plan_request *req, const plan_candidate *c, const char *framework)
 {
     char *text = NULL, err[256];
@@ -254,6 +403,8 @@ int main(void)
         cmocka_unit_test(deadline_and_budget),
         cmocka_unit_test(strict_rejects_above_ratio_limit),
         cmocka_unit_test(emitters_field_by_field),
+        cmocka_unit_test(fast_path_matches_estimate),
+        cmocka_unit_test(search_matches_uncached_search),
     };
     return cmocka_run_group_tests_name("plan", tests, setup, teardown);
 }
