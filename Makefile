@@ -59,10 +59,25 @@ else
 endif
 
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
-# The validator: C with the CUDA runtime, cuBLAS, our kernels and the planner's own op list.
-$(BUILD)/sextant-gpu: validator/validator.c validator/train.c validator/train.h $(BUILD)/libsextant.a $(BUILD)/libkernels.a kernels/kernels.h
-	$(CC) $(CFLAGS) -Ikernels -Ivalidator -I$(CUDA_HOME)/include -o $@ validator/validator.c validator/train.c $(BUILD)/libsextant.a \
-	    $(BUILD)/libkernels.a -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lgsl -lgslcblas -lstdc++ $(LDSAN) $(LDLIBS)
+# NCCL: with the CUDA toolkit by default; NCCL_HOME=/opt/nccl for a separate install.
+# -isystem: nccl.h has old-style declarations that -Wstrict-prototypes would flag.
+NCCL_HOME ?= $(CUDA_HOME)
+NCCL_INC   = -isystem $(NCCL_HOME)/include
+NCCL_LIB   = -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -lnccl
+VALIDATOR_SRC = validator/validator.c validator/train.c validator/comm.c validator/launch.c
+# The validator: C with the CUDA runtime, cuBLAS, NCCL, our kernels and the planner's own op list.
+# MPI is never linked: launch.c loads libmpi with dlopen (-ldl) when mpirun or srun started the ranks.
+$(BUILD)/sextant-gpu: $(VALIDATOR_SRC) validator/train.h validator/comm.h validator/launch.h $(BUILD)/libsextant.a $(BUILD)/libkernels.a kernels/kernels.h
+	$(CC) $(CFLAGS) -Ikernels -Ivalidator -I$(CUDA_HOME)/include $(NCCL_INC) -o $@ $(VALIDATOR_SRC) $(BUILD)/libsextant.a \
+	    $(BUILD)/libkernels.a -L$(CUDA_HOME)/lib64 $(NCCL_LIB) -lcublasLt -lcublas -lcudart -lgsl -lgslcblas -ldl -lstdc++ $(LDSAN) $(LDLIBS)
+
+# The launcher's process handling and calibrate --comm's flag errors, on the CPU
+# (no GPU needed, but CUDA and NCCL must be there to build): part of `make test` when nvcc is found.
+$(BUILD)/tests/test_launch: tests/test_launch.c validator/launch.c validator/launch.h tests/test_util.h $(BUILD)/sextant
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -Ivalidator -I$(CUDA_HOME)/include $(NCCL_INC) -DSEXTANT_ROOT='"$(CURDIR)"' \
+	    -DSEXTANT_BIN='"$(CURDIR)/$(BUILD)/sextant"' -DSEXTANT_GPU_BIN='"$(CURDIR)/$(BUILD)/sextant-gpu"' \
+	    -o $@ tests/test_launch.c validator/launch.c -L$(CUDA_HOME)/lib64 $(NCCL_LIB) -lcudart -ldl $(LDSAN) -lcmocka
 
 demo: $(BUILD)/sextant
 	$(BUILD)/sextant estimate
@@ -71,6 +86,11 @@ $(BUILD)/tests/%: tests/%.c tests/test_util.h $(BUILD)/libsextant.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -DSEXTANT_ROOT='"$(CURDIR)"' -DSEXTANT_BIN='"$(CURDIR)/$(BUILD)/sextant"' \
 	    -o $@ $< $(BUILD)/libsextant.a $(LDSAN) $(LDLIBS) -lcmocka
+
+ifneq ($(NVCC),)
+TEST_BIN += $(BUILD)/tests/test_launch
+test: gpu
+endif
 
 test: $(BUILD)/sextant $(TEST_BIN)
 	@failed=0; for t in $(TEST_BIN); do echo "== $$t"; $$t || failed=1; done; \

@@ -59,6 +59,14 @@ static const gpu_numeric_column gpu_overlay_only_columns[] = {
     {"nccl_busbw_intra_gbs", GPU_FIELD(measured_intra_bytes_per_s), GIGA, 0, 1e5},
     {"nccl_busbw_inter_gbs", GPU_FIELD(measured_inter_bytes_per_s), GIGA, 0, 1e5},
 };
+/* Overlay keys that land on the GPU's node (nodes.csv columns, same names
+ * and units): calibrate --comm measures the intra-node link as the planner's
+ * ring formulas see it, and those formulas read the node. */
+#define NODE_FIELD(f) offsetof(hw_node, f)
+static const gpu_numeric_column node_overlay_columns[] = {
+    {"intra_gbs_per_dir", NODE_FIELD(intra_bytes_per_s_per_dir), GIGA, 0.1, 1e5},
+    {"intra_latency_us", NODE_FIELD(intra_latency_s), MICRO, 0, 1e4},
+};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static int load_gpus(const char *dir, hwdb *db, char *err, size_t errlen)
@@ -188,12 +196,19 @@ double hw_node_inter_bytes_per_s_per_gpu(const hw_node *node)
     return (double)node->nics_per_node * node->nic_bits_per_s / 8.0 / (double)node->gpus_per_node;
 }
 
-static const gpu_numeric_column *overlay_column(const char *key)
+/* The column an overlay key names, and whether it is the GPU's node's. */
+static const gpu_numeric_column *overlay_column(const char *key, int *on_node)
 {
+    *on_node = 0;
     for (int c = 0; c < COUNT(gpu_numeric_columns); c++)
         if (strcmp(gpu_numeric_columns[c].column, key) == 0) return &gpu_numeric_columns[c];
     for (int c = 0; c < COUNT(gpu_overlay_only_columns); c++)
         if (strcmp(gpu_overlay_only_columns[c].column, key) == 0) return &gpu_overlay_only_columns[c];
+    for (int c = 0; c < COUNT(node_overlay_columns); c++)
+        if (strcmp(node_overlay_columns[c].column, key) == 0) {
+            *on_node = 1;
+            return &node_overlay_columns[c];
+        }
     return NULL;
 }
 
@@ -215,9 +230,11 @@ int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen)
             status = -1;
             break;
         }
-        const gpu_numeric_column *col = overlay_column(key);
+        int on_node;
+        const gpu_numeric_column *col = overlay_column(key, &on_node);
         if (!col) {
-            snprintf(err, errlen, "%s:%d:key: '%s' is not a numeric gpus.csv column", path, t.line[r], key);
+            snprintf(err, errlen, "%s:%d:key: '%s' is neither a numeric gpus.csv column nor an overlay key", path,
+                     t.line[r], key);
             status = -1;
             break;
         }
@@ -225,7 +242,17 @@ int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen)
             status = -1;
             break;
         }
-        *(double *)((char *)g + col->offset) = value * col->scale;
+        void *target = g;
+        if (on_node) {
+            /* hwdb_load checked that every GPU's node exists */
+            target = (hw_node *)hwdb_find_node(db, g->node);
+            if (!target) {
+                snprintf(err, errlen, "%s:%d:gpu: GPU '%s' has no node '%s'", path, t.line[r], g->name, g->node);
+                status = -1;
+                break;
+            }
+        }
+        *(double *)((char *)target + col->offset) = value * col->scale;
         snprintf(g->calibration, sizeof g->calibration, "%.200s (%.250s)", path, source);
     }
     csv_table_free(&t);

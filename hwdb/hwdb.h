@@ -103,7 +103,9 @@ void hwdb_free(hwdb *db);
 const hw_gpu *hwdb_find_gpu(const hwdb *db, const char *name);
 const hw_node *hwdb_find_node(const hwdb *db, const char *name);
 /* Applies a calibration overlay (CSV gpu,key,value,source) to the loaded
- * database: each row replaces one numeric column of one GPU. */
+ * database: each row replaces one numeric column of one GPU, or, for the
+ * keys intra_gbs_per_dir and intra_latency_us (nodes.csv columns, written by
+ * calibrate --comm), of that GPU's node. */
 int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen);
 /* Inter-node bandwidth available to one GPU, per direction: the node's NICs
  * shared by its GPUs. */

@@ -56,6 +56,8 @@ static const char *usage_text =
     "  plan [MODEL]           search every layout: how many GPUs, which layout, how long, how much\n"
     "  published              published runs (models/published_runs.csv) against their estimates and plans\n"
     "  calibrate [--gpu NAME] [--out FILE]   GPU microbenchmarks -> hwdb overlay (needs a GPU)\n"
+    "  calibrate --comm [--gpus N] [--out FILE] [--max-bytes SIZE]   NCCL collectives on one node's GPUs -> intra-node\n"
+    "                         latency and bandwidth in the overlay (needs 2+ GPUs)\n"
     "  validate MODEL [--gpu NAME --mbs N --seq N --steps N --calibration FILE --csv FILE --json FILE --plot FILE.svg]\n"
     "                                     train for real on one GPU, predicted against measured, op by op (needs a GPU)\n"
     "  validate MODEL --ops [...]         the op list timed op by op, without training\n"

@@ -130,6 +130,46 @@ static void calibration_overlay_replaces_figures(void **state)
     hwdb_free(&copy);
 }
 
+/* calibrate --comm writes the node's intra-node link terms through the GPU's
+ * row; they must land on that GPU's node and nowhere else. */
+static void comm_overlay_replaces_node_link(void **state)
+{
+    (void)state;
+    hwdb hw;
+    char err[512];
+    assert_int_equal(hwdb_load(SEXTANT_ROOT "/hwdb", &hw, err, sizeof err), 0);
+    const hw_node *h200_node = hwdb_find_node(&hw, hwdb_find_gpu(&hw, "h200")->node);
+    const hw_node *h100_node = hwdb_find_node(&hw, hwdb_find_gpu(&hw, "h100-sxm")->node);
+    double h100_bw = h100_node->intra_bytes_per_s_per_dir, h100_lat = h100_node->intra_latency_s;
+    char path[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(path, "gpu,key,value,source\n"
+                     "h200,gemm_efficiency,0.7,calibrate test\n"
+                     "# all_gather fit, for the record,1,x\n"
+                     "h200,intra_gbs_per_dir,351.5,calibrate --comm test\n"
+                     "h200,intra_latency_us,6.25,calibrate --comm test\n");
+    assert_int_equal(hwdb_apply_overlay(&hw, path, err, sizeof err), 0);
+    assert_close(h200_node->intra_bytes_per_s_per_dir, 351.5e9, 1e-12);
+    assert_close(h200_node->intra_latency_s, 6.25e-6, 1e-12);
+    assert_close(hwdb_find_gpu(&hw, "h200")->gemm_efficiency, 0.7, 1e-12);
+    assert_non_null(strstr(hwdb_find_gpu(&hw, "h200")->calibration, "calibrate --comm test"));
+    /* the other nodes keep their figures */
+    assert_close(h100_node->intra_bytes_per_s_per_dir, h100_bw, 1e-12);
+    assert_close(h100_node->intra_latency_s, h100_lat, 1e-12);
+    unlink(path);
+
+    char bad[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(bad, "gpu,key,value,source\nh200,intra_gbs_per_dir,0,x\n");
+    assert_int_equal(hwdb_apply_overlay(&hw, bad, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":2:value"));
+    unlink(bad);
+    char bad2[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(bad2, "gpu,key,value,source\nh200,intra_latency_us,-1,x\n");
+    assert_int_equal(hwdb_apply_overlay(&hw, bad2, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":2:value"));
+    unlink(bad2);
+    hwdb_free(&hw);
+}
+
 /* Copies the real hwdb into a temporary folder with gpus.csv replaced. */
 static void expect_gpus_csv_error(const char *gpus_csv, const char *where)
 {
@@ -219,6 +259,7 @@ int main(void)
         cmocka_unit_test(datasheet_figures),
         cmocka_unit_test(node_networks),
         cmocka_unit_test(calibration_overlay_replaces_figures),
+        cmocka_unit_test(comm_overlay_replaces_node_link),
         cmocka_unit_test(malformed_gpus_csv),
         cmocka_unit_test(missing_directory),
         cmocka_unit_test(precision_names),

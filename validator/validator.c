@@ -4,6 +4,10 @@
  *       microbenchmarks (device copy, bf16 GEMMs over transformer shapes,
  *       a memory-bound kernel, launch overhead), fitted with GSL into the
  *       hwdb overlay that estimate/plan read with --calibration.
+ *   sextant-gpu calibrate --comm [--gpus N] [--gpu NAME] [--out FILE] ...
+ *       NCCL collectives over the GPUs of one node, one process per GPU
+ *       (validator/comm.c, validator/launch.c), fitted into the node's
+ *       intra-node latency and bandwidth.
  *   sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]
  *       executes the planner's own op list of one micro-batch, op by op
  *       (cuBLAS for GEMMs and attention's batched GEMMs, our kernels for the
@@ -22,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm.h"
 #include "kernels.h"
 #include "planner.h"
 #include "train.h"
@@ -553,16 +558,35 @@ static int cmd_train(int argc, char **argv, const hwdb *db, const model_zoo *zoo
     return train_gpt(m, g, hwdb_find_node(db, g->node), &o, blas, stream);
 }
 
+/* calibrate --comm forks its ranks, so it must run before this process
+ * makes its first CUDA call; it needs only the hwdb. */
+static int main_comm(int argc, char **argv)
+{
+    char root[4096], path[4200], err[1024];
+    data_root(root, sizeof root);
+    hwdb db;
+    snprintf(path, sizeof path, "%s/hwdb", root);
+    if (hwdb_load(path, &db, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: %s\n", err); return 2; }
+    int rc = comm_calibrate(argc, argv, &db);
+    hwdb_free(&db);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2 || (strcmp(argv[1], "calibrate") && strcmp(argv[1], "ops") && strcmp(argv[1], "train"))) {
         fprintf(stderr, "usage: sextant-gpu calibrate [--gpu NAME] [--out FILE]\n"
+                        "       sextant-gpu calibrate --comm [--gpus N] [--gpu NAME] [--out FILE] [--min-bytes SIZE] [--max-bytes SIZE]\n"
+                        "                                    [--warmup N] [--iters N] [--repeats N] [--timeout S]\n"
                         "       sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]\n"
                         "       sextant-gpu train MODEL [--gpu NAME] [--mbs N] [--seq N] [--steps N] [--calibration FILE] [--csv FILE]\n"
                         "                             [--json FILE] [--plot FILE.svg]\n");
         return 2;
     }
+    if (!strcmp(argv[1], "calibrate"))
+        for (int i = 2; i < argc; i++)
+            if (!strcmp(argv[i], "--comm")) return main_comm(argc, argv);
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
         printf("sextant-gpu: no GPU found, skipping\n");

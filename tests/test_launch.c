@@ -1,0 +1,214 @@
+/* The launcher's process handling (validator/launch.c) and calibrate
+ * --comm's refusals, exercised on the CPU: no GPU is needed, the children
+ * here never touch CUDA. */
+#include "test_util.h"
+
+#include <signal.h>
+#include <time.h>
+
+#include "launch.h"
+
+#ifndef SEXTANT_GPU_BIN
+#define SEXTANT_GPU_BIN SEXTANT_ROOT "/build/sextant-gpu"
+#endif
+
+static double wall(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Runs launch_fork with stderr captured; returns its value. */
+static int fork_captured(int n, double deadline, int (*child)(int, void *), void *arg, char **err)
+{
+    char path[] = "/tmp/sextant-launch-err-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    int rc = launch_fork(n, deadline, child, arg);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(fd);
+    *err = slurp(path);
+    unlink(path);
+    return rc;
+}
+
+static int child_ok(int rank, void *arg)
+{
+    (void)arg;
+    return rank >= 0 ? 0 : 1;
+}
+
+/* rank `*arg` fails at once, the others would run for a minute */
+static int child_one_fails(int rank, void *arg)
+{
+    if (rank == *(int *)arg) return 3;
+    sleep(60);
+    return 0;
+}
+
+static int child_one_killed(int rank, void *arg)
+{
+    if (rank == *(int *)arg) raise(SIGKILL);
+    sleep(60);
+    return 0;
+}
+
+static int child_hangs(int rank, void *arg)
+{
+    (void)rank;
+    (void)arg;
+    sleep(60);
+    return 0;
+}
+
+static void every_rank_succeeds(void **state)
+{
+    (void)state;
+    char *err;
+    assert_int_equal(fork_captured(4, 30, child_ok, NULL, &err), 0);
+    assert_string_equal(err, "");
+    free(err);
+}
+
+static void a_failing_rank_stops_the_others(void **state)
+{
+    (void)state;
+    int bad = 1;
+    char *err;
+    double t0 = wall();
+    assert_int_equal(fork_captured(3, 120, child_one_fails, &bad, &err), 1);
+    assert_true(wall() - t0 < 15.0);
+    assert_non_null(strstr(err, "rank 1"));
+    assert_non_null(strstr(err, "status 3"));
+    assert_int_equal(count_lines(err), 1);
+    free(err);
+}
+
+static void a_killed_rank_is_named_with_its_signal(void **state)
+{
+    (void)state;
+    int bad = 2;
+    char *err;
+    double t0 = wall();
+    assert_int_equal(fork_captured(3, 120, child_one_killed, &bad, &err), 1);
+    assert_true(wall() - t0 < 15.0);
+    assert_non_null(strstr(err, "rank 2"));
+    assert_non_null(strstr(err, "signal 9"));
+    assert_int_equal(count_lines(err), 1);
+    free(err);
+}
+
+static void the_deadline_kills_hung_ranks(void **state)
+{
+    (void)state;
+    char *err;
+    double t0 = wall();
+    assert_int_equal(fork_captured(2, 1.0, child_hangs, NULL, &err), 1);
+    assert_true(wall() - t0 < 15.0);
+    assert_non_null(strstr(err, "deadline"));
+    free(err);
+}
+
+static void visible_gpus_answers(void **state)
+{
+    (void)state;
+    char why[256] = "";
+    int n = launch_visible_gpus(why, sizeof why);
+    assert_true(n >= -1);
+    assert_true(why[0] != '\0');
+}
+
+/* Runs `env ENV sextant ARGS`, the dispatcher that hands calibrate to sextant-gpu. */
+static run_result run_env(const char *env, const char *args)
+{
+    char out_path[] = "/tmp/sextant-test-out-XXXXXX", err_path[] = "/tmp/sextant-test-err-XXXXXX";
+    int fo = mkstemp(out_path), fe = mkstemp(err_path);
+    if (fo >= 0) close(fo);
+    if (fe >= 0) close(fe);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "env -u OMPI_COMM_WORLD_SIZE -u SLURM_STEP_ID %s %s %s >%s 2>%s </dev/null", env,
+             SEXTANT_BIN, args, out_path, err_path);
+    int raw = system(cmd);
+    run_result r;
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.out = slurp(out_path);
+    r.err = slurp(err_path);
+    unlink(out_path);
+    unlink(err_path);
+    return r;
+}
+
+/* Each refusal: non-zero, one stderr line holding `needle`, nothing on stdout. */
+static void expect_refusal(const char *env, const char *args, const char *needle)
+{
+    run_result r = run_env(env, args);
+    if (r.status == 0 || count_lines(r.err) != 1 || !strstr(r.err, needle) || r.out[0]) {
+        print_error("sextant %s: status %d, stdout '%s', stderr '%s' (wanted one line with '%s')\n", args, r.status, r.out,
+                    r.err, needle);
+        run_free(&r);
+        fail();
+    }
+    run_free(&r);
+}
+
+static void comm_flag_errors(void **state)
+{
+    (void)state;
+    if (access(SEXTANT_GPU_BIN, X_OK) != 0) skip();
+    char why[256];
+    /* this machine may have GPUs; a thousand it has not */
+    expect_refusal("", "calibrate --comm --gpus 1000", launch_visible_gpus(why, sizeof why) > 0 ? "--gpus 1000 but" : "no GPU is visible");
+    expect_refusal("", "calibrate --comm --gpus 0", "--gpus '0'");
+    expect_refusal("", "calibrate --comm --gpus two", "--gpus 'two'");
+    expect_refusal("", "calibrate --comm --gpus 1", "--gpus 1 has nothing");
+    expect_refusal("", "calibrate --comm --gpus", "--gpus needs a value");
+    expect_refusal("", "calibrate --comm --max-bytes 4X", "--max-bytes '4X'");
+    expect_refusal("", "calibrate --comm --max-bytes 1G --min-bytes 2G", "above --max-bytes");
+    expect_refusal("", "calibrate --comm --min-bytes 512", "at least 1K");
+    expect_refusal("", "calibrate --comm --warp 9", "unknown flag '--warp'");
+    expect_refusal("", "calibrate --comm --gpu h900 --gpus 2", "unknown GPU 'h900'");
+}
+
+/* Under srun or mpirun with no libmpi to load, one line says so. */
+static void launcher_without_mpi(void **state)
+{
+    (void)state;
+    if (access(SEXTANT_GPU_BIN, X_OK) != 0) skip();
+    const char *libpath = "LD_LIBRARY_PATH=/nonexistent";
+    char env[512];
+    /* checked before any MPI is loaded */
+    expect_refusal("OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_LOCAL_RANK=0", "calibrate --comm --gpus 3",
+                   "--gpus 3 but mpirun started 2 ranks");
+    snprintf(env, sizeof env, "%s SLURM_STEP_ID=0 SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_LOCALID=1", libpath);
+    /* with libmpi installed the ranks would start: this case is for machines without it */
+    FILE *p = popen("ldconfig -p 2>/dev/null | grep -c 'libmpi.so'", "r");
+    int have_mpi = 0;
+    if (p) {
+        if (fscanf(p, "%d", &have_mpi) != 1) have_mpi = 0;
+        pclose(p);
+    }
+    if (have_mpi) skip();
+    expect_refusal(env, "calibrate --comm", "started by srun with 2 ranks, but libmpi could not be loaded");
+    snprintf(env, sizeof env, "%s OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_LOCAL_RANK=0", libpath);
+    expect_refusal(env, "calibrate --comm", "started by mpirun with 2 ranks, but libmpi could not be loaded");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_rank_succeeds),
+        cmocka_unit_test(a_failing_rank_stops_the_others),
+        cmocka_unit_test(a_killed_rank_is_named_with_its_signal),
+        cmocka_unit_test(the_deadline_kills_hung_ranks),
+        cmocka_unit_test(visible_gpus_answers),
+        cmocka_unit_test(comm_flag_errors),
+        cmocka_unit_test(launcher_without_mpi),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

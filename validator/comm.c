@@ -1,0 +1,547 @@
+/* calibrate --comm (comm.h): all-reduce, reduce-scatter, all-gather and
+ * ring send/recv in bf16 over a range of sizes, timed the way nccl-tests
+ * times them (iterations enqueued back to back between two CUDA events),
+ * checked element by element, and fitted with GSL into the per-hop latency
+ * alpha and the per-direction bandwidth BW of the planner's ring formulas
+ * (planner/formulas.c, docs/model.md "Communication"). */
+#include "comm.h"
+
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <gsl/gsl_fit.h>
+#include <math.h>
+#include <nccl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "launch.h"
+
+enum { COLL_AR = 0, COLL_RS, COLL_AG, COLL_SR, NCOLL };
+static const char *const coll_names[NCOLL] = {"all_reduce", "reduce_scatter", "all_gather", "sendrecv"};
+static const char *const coll_ops[NCOLL] = {"sum", "sum", "none", "none"};
+
+#define MAX_SIZES 48
+#define STAGE_BYTES ((size_t)64 << 20)   /* host staging for filling and checking */
+
+typedef struct {
+    int gpus;
+    const char *gpu_name;   /* hwdb row; NULL: recognised from the device name */
+    const char *out_path;
+    size_t min_bytes, max_bytes;
+    int warmup, iters, repeats;
+    double timeout_s;
+} comm_options;
+
+typedef struct {
+    comm_options o;
+    const hwdb *db;
+} comm_job;
+
+/* ---- flags ------------------------------------------------------------------ */
+
+static int parse_int(const char *flag, const char *text, int min, int max, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < min || v > max) {
+        fprintf(stderr, "sextant-gpu: calibrate --comm: %s '%s' is not a whole number from %d to %d\n", flag, text, min, max);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* A byte count with an optional binary suffix: 1048576, 1M, 4G, 512K. */
+static int parse_bytes(const char *flag, const char *text, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    unsigned shift = 0;
+    if (*end == 'K' || *end == 'k') shift = 10;
+    else if (*end == 'M' || *end == 'm') shift = 20;
+    else if (*end == 'G' || *end == 'g') shift = 30;
+    if (shift) end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (errno || end == text || *end || text[0] == '-' || v == 0 || v > (64ull << 30) >> shift) {
+        fprintf(stderr, "sextant-gpu: calibrate --comm: %s '%s' is not a size from 1K to 64G (e.g. 1M, 4G)\n", flag, text);
+        return -1;
+    }
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+static int parse_options(int argc, char **argv, comm_options *o)
+{
+    *o = (comm_options){0, NULL, NULL, (size_t)1 << 20, (size_t)4 << 30, 5, 20, 5, 300.0};
+    for (int i = 2; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "--comm")) continue;
+        static const char *const valued[] = {"--gpus", "--gpu", "--out", "--min-bytes", "--max-bytes",
+                                             "--warmup", "--iters", "--repeats", "--timeout"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(f, valued[k]);
+        if (!known) {
+            fprintf(stderr, "sextant-gpu: calibrate --comm: unknown flag '%s' (--gpus N, --gpu NAME, --out FILE, "
+                            "--min-bytes SIZE, --max-bytes SIZE, --warmup N, --iters N, --repeats N, --timeout S)\n", f);
+            return -1;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "sextant-gpu: calibrate --comm: %s needs a value\n", f);
+            return -1;
+        }
+        const char *v = argv[++i];
+        int timeout = 0, rc = 0;
+        if (!strcmp(f, "--gpus")) rc = parse_int(f, v, 1, 1024, &o->gpus);
+        else if (!strcmp(f, "--gpu")) o->gpu_name = v;
+        else if (!strcmp(f, "--out")) o->out_path = v;
+        else if (!strcmp(f, "--min-bytes")) rc = parse_bytes(f, v, &o->min_bytes);
+        else if (!strcmp(f, "--max-bytes")) rc = parse_bytes(f, v, &o->max_bytes);
+        else if (!strcmp(f, "--warmup")) rc = parse_int(f, v, 0, 1000, &o->warmup);
+        else if (!strcmp(f, "--iters")) rc = parse_int(f, v, 1, 100000, &o->iters);
+        else if (!strcmp(f, "--repeats")) rc = parse_int(f, v, 1, 1000, &o->repeats);
+        else {
+            rc = parse_int(f, v, 1, 86400, &timeout);
+            o->timeout_s = timeout;
+        }
+        if (rc) return -1;
+    }
+    if (o->min_bytes < 1024) {
+        fprintf(stderr, "sextant-gpu: calibrate --comm: --min-bytes must be at least 1K\n");
+        return -1;
+    }
+    if (o->min_bytes > o->max_bytes) {
+        fprintf(stderr, "sextant-gpu: calibrate --comm: --min-bytes %zu is above --max-bytes %zu\n", o->min_bytes, o->max_bytes);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the data: small integers, so that every bf16 sum is exact ----------- */
+
+/* Rank r's element i: an integer in 1..K, scrambled over i so that a chunk
+ * delivered to the wrong place is caught; K keeps the sum over n ranks at or
+ * below 256, every integer of which bf16 holds exactly. */
+static int value_levels(int n)
+{
+    int k = 256 / n;
+    return k > 8 ? 8 : k < 1 ? 1 : k;
+}
+
+static unsigned element_value(int rank, uint64_t i, int levels)
+{
+    uint32_t mix = (uint32_t)((i * 0x9E3779B97F4A7C15ull) >> 40);
+    return 1u + (mix + 3u * (unsigned)rank) % (unsigned)levels;
+}
+
+static uint16_t bf16_of_int(unsigned v)
+{
+    /* small integers are exact in bf16: the top half of the float's bits */
+    float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (uint16_t)(u >> 16);
+}
+
+/* The value element i of the result must hold on `rank`. */
+static unsigned expected_value(int coll, int rank, int n, uint64_t count, uint64_t i, int levels)
+{
+    unsigned sum = 0;
+    switch (coll) {
+    case COLL_AR:
+        for (int r = 0; r < n; r++) sum += element_value(r, i, levels);
+        return sum;
+    case COLL_RS:
+        for (int r = 0; r < n; r++) sum += element_value(r, (uint64_t)rank * count + i, levels);
+        return sum;
+    case COLL_AG: return element_value((int)(i / count), i % count, levels);
+    default: return element_value((rank + n - 1) % n, i, levels);
+    }
+}
+
+/* ---- one rank ---------------------------------------------------------------- */
+
+#define CK(call, what)                                                                                   \
+    do {                                                                                                 \
+        cudaError_t e_ = (call);                                                                         \
+        if (e_ != cudaSuccess) {                                                                         \
+            fprintf(stderr, "sextant-gpu: rank %d: %s: %s\n", ctx->rank, what, cudaGetErrorString(e_)); \
+            goto fail;                                                                                   \
+        }                                                                                                \
+    } while (0)
+
+typedef struct {
+    size_t bytes;       /* the size column: the whole, unsharded buffer */
+    size_t count;       /* NCCL's count argument */
+    size_t send_elems, recv_elems;
+} coll_size;
+
+static coll_size size_for(int coll, size_t nominal, int n)
+{
+    size_t elems = nominal / 2;
+    coll_size s = {0, 0, 0, 0};
+    if (coll == COLL_RS || coll == COLL_AG) {
+        s.count = elems / (size_t)n;
+        s.bytes = s.count * (size_t)n * 2;
+        s.send_elems = coll == COLL_RS ? s.count * (size_t)n : s.count;
+        s.recv_elems = coll == COLL_RS ? s.count : s.count * (size_t)n;
+    } else {
+        s.count = elems;
+        s.bytes = elems * 2;
+        s.send_elems = s.recv_elems = elems;
+    }
+    return s;
+}
+
+static ncclResult_t enqueue(int coll, const void *send, void *recv, size_t count, launch_ctx *ctx, cudaStream_t stream)
+{
+    int n = ctx->nranks;
+    switch (coll) {
+    case COLL_AR: return ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, ctx->comm, stream);
+    case COLL_RS: return ncclReduceScatter(send, recv, count, ncclBfloat16, ncclSum, ctx->comm, stream);
+    case COLL_AG: return ncclAllGather(send, recv, count, ncclBfloat16, ctx->comm, stream);
+    default: {
+        /* the pipeline's pattern: every rank sends to the next and receives from the previous */
+        ncclResult_t r = ncclGroupStart();
+        if (r == ncclSuccess) r = ncclSend(send, count, ncclBfloat16, (ctx->rank + 1) % n, ctx->comm, stream);
+        if (r == ncclSuccess) r = ncclRecv(recv, count, ncclBfloat16, (ctx->rank + n - 1) % n, ctx->comm, stream);
+        ncclResult_t end = ncclGroupEnd();
+        return r != ncclSuccess ? r : end;
+    }
+    }
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Which hwdb GPU a CUDA device name is, by the markings NVIDIA puts in it. */
+static const char *recognise_gpu(const char *device)
+{
+    static const char *const marks[][2] = {
+        {"H200", "h200"}, {"H100 PCIe", "h100-pcie"}, {"H100", "h100-sxm"}, {"H800", "h800"}, {"B200", "b200"},
+        {"A100-SXM4-80GB", "a100-sxm4-80gb"}, {"A100 80GB", "a100-sxm4-80gb"}, {"A100", "a100-sxm4-40gb"},
+        {"L40S", "l40s"}, {"RTX 4090", "rtx4090"}, {"RTX 3090 Ti", "rtx3090ti"}, {"RTX A6000", "a6000"},
+        {"V100-SXM2-32GB", "v100-sxm2-32gb"}, {"V100", "v100-sxm2-16gb"},
+    };
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
+        if (strcasestr(device, marks[i][0])) return marks[i][1];
+    return NULL;
+}
+
+typedef struct {
+    int nsizes;
+    double seconds[NCOLL][MAX_SIZES];
+    size_t bytes[NCOLL][MAX_SIZES];
+    int64_t wrong[NCOLL];
+} comm_results;
+
+/* Fits time = a + b * bytes for one collective and turns (a, b) into the
+ * ring formula's terms: time = k alpha + f bytes / BW, so alpha = a / k
+ * and BW = f / b.  Returns 0 when the fit is usable. */
+static int fit_collective(int coll, int n, const comm_results *res, double ab[2], double *alpha, double *bw)
+{
+    double x[MAX_SIZES], y[MAX_SIZES], w[MAX_SIZES];
+    int used = 0;
+    for (int s = 0; s < res->nsizes; s++) {
+        if (res->bytes[coll][s] == 0 || !(res->seconds[coll][s] > 0)) continue;
+        x[used] = (double)res->bytes[coll][s];
+        y[used] = res->seconds[coll][s];
+        /* weights 1/t^2: relative errors count alike at 1 MB and at 4 GB, or
+         * the largest sizes alone would set the intercept */
+        w[used] = 1.0 / (y[used] * y[used]);
+        used++;
+    }
+    const char *name = coll_names[coll];
+    if (used < 3) {
+        printf("%-15s fewer than 3 sizes measured: no fit\n", name);
+        return -1;
+    }
+    double a, b, c00, c01, c11, chisq;
+    gsl_fit_wlinear(x, 1, w, 1, y, 1, (size_t)used, &a, &b, &c00, &c01, &c11, &chisq);
+    ab[0] = a;
+    ab[1] = b;
+    double nn = (double)n;
+    double f = coll == COLL_AR ? 2.0 * (nn - 1.0) / nn : coll == COLL_SR ? 1.0 : (nn - 1.0) / nn;
+    double k = coll == COLL_AR ? 2.0 * (nn - 1.0) : coll == COLL_SR ? 1.0 : nn - 1.0;
+    /* chisq with weights 1/t^2 is the sum of squared relative residuals */
+    printf("%-15s time = %.2f us + bytes / %.2f GB/s   (intercept +-%.2f us, slope +-%.2f%%, rms residual %.2f%%)\n",
+           name, a * 1e6, 1e-9 / b, sqrt(c00) * 1e6, 100.0 * sqrt(c11) / fabs(b), 100.0 * sqrt(chisq / used));
+    if (!(b > 0)) {
+        printf("%-15s the slope is not positive: no bandwidth\n", "");
+        return -1;
+    }
+    *bw = f / b;
+    *alpha = a / k;
+    printf("%-15s ring terms: alpha = %.3f us per hop (k = %g hops), BW = %.2f GB/s per direction (f = %.3g)\n", "",
+           *alpha * 1e6, k, *bw * 1e-9, f);
+    if (*alpha < 0) {
+        printf("%-15s negative intercept (latency below what these sizes resolve): alpha taken as 0\n", "");
+        *alpha = 0;
+    }
+    return 0;
+}
+
+/* Residuals of every fit, size by size: measured / fitted - 1. */
+static void print_residuals(const comm_results *res, double ab[NCOLL][2], const int ok[NCOLL])
+{
+    printf("\n# residuals: measured / fitted - 1\n#%14s", "size (B)");
+    for (int c = 0; c < NCOLL; c++) printf(" %15s", coll_names[c]);
+    printf("\n");
+    for (int s = 0; s < res->nsizes; s++) {
+        printf("%15zu", res->bytes[COLL_AR][s] ? res->bytes[COLL_AR][s] : res->bytes[COLL_SR][s]);
+        for (int c = 0; c < NCOLL; c++) {
+            double fit = ab[c][0] + ab[c][1] * (double)res->bytes[c][s];
+            if (ok[c] && res->bytes[c][s] && fit > 0) printf(" %+14.2f%%", 100.0 * (res->seconds[c][s] / fit - 1.0));
+            else printf(" %15s", "-");
+        }
+        printf("\n");
+    }
+}
+
+static int write_overlay(const comm_job *job, const char *gpu, const char *device, int n, const comm_results *res,
+                         const double alpha[NCOLL], const double bw[NCOLL], const int ok[NCOLL])
+{
+    const char *path = job->o.out_path;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "sextant-gpu: --out %s: cannot write %s: %s\n", path, tmp, strerror(errno));
+        return 2;
+    }
+    time_t now = time(NULL);
+    char date[32];
+    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+    int version = 0;
+    ncclGetVersion(&version);
+    char source[512];
+    snprintf(source, sizeof source, "sextant-gpu calibrate --comm %s on %d x %s, NCCL %d.%d.%d, all_reduce fit over %zu..%zu MiB",
+             date, n, device, version / 10000, (version / 100) % 100, version % 100, job->o.min_bytes >> 20,
+             job->o.max_bytes >> 20);
+    fprintf(f, "gpu,key,value,source\n");
+    /* every fit for the record; the loader skips rows whose first field starts with # */
+    for (int c = 0; c < NCOLL; c++)
+        if (ok[c])
+            fprintf(f, "\"# %s: alpha %.3f us per hop, BW %.2f GB/s per direction, %d sizes\",,,\n", coll_names[c],
+                    alpha[c] * 1e6, bw[c] / 1e9, res->nsizes);
+    /* the planner has one alpha and one BW per node link; all-reduce, the
+     * collective of TP and DP, sets them */
+    fprintf(f, "%s,intra_gbs_per_dir,%.3f,\"%s\"\n", gpu, bw[COLL_AR] / 1e9, source);
+    fprintf(f, "%s,intra_latency_us,%.4f,\"%s\"\n", gpu, alpha[COLL_AR] * 1e6, source);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        fprintf(stderr, "sextant-gpu: --out %s: write failed: %s\n", path, strerror(errno));
+        remove(tmp);
+        return 2;
+    }
+    printf("overlay written to %s (intra_gbs_per_dir, intra_latency_us of %s's node)\n", path, gpu);
+    return 0;
+}
+
+static int comm_body(launch_ctx *ctx, void *arg)
+{
+    const comm_job *job = arg;
+    const comm_options *o = &job->o;
+    int n = ctx->nranks, root = ctx->rank == 0, levels = value_levels(n);
+    cudaStream_t stream = NULL;
+    cudaEvent_t start = NULL, stop = NULL;
+    void *send = NULL, *recv = NULL;
+    double *stat = NULL;
+    uint16_t *stage = NULL;
+    comm_results *res = NULL;
+    double *rep = NULL;
+    int rc = 1;
+
+    if (n < 2) {
+        fprintf(stderr, "sextant-gpu: calibrate --comm needs at least 2 ranks, got %d\n", n);
+        goto fail;
+    }
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, ctx->device), "cudaGetDeviceProperties");
+    const char *gpu = o->gpu_name ? o->gpu_name : recognise_gpu(prop.name);
+    if (!gpu) {
+        fprintf(stderr, "sextant-gpu: rank %d: cannot tell which hwdb GPU '%s' is; pass --gpu NAME\n", ctx->rank, prop.name);
+        goto fail;
+    }
+    if (!hwdb_find_gpu(job->db, gpu)) {
+        fprintf(stderr, "sextant-gpu: rank %d: '%s' (%s) is not in the hwdb\n", ctx->rank, gpu, prop.name);
+        goto fail;
+    }
+    if (ctx->local_size >= 0 && ctx->local_size != n) {
+        fprintf(stderr, "sextant-gpu: rank %d: calibrate --comm measures one node, but %d of the %d ranks are on this one\n",
+                ctx->rank, ctx->local_size, n);
+        goto fail;
+    }
+    size_t free_b = 0, total_b = 0;
+    CK(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    /* NCCL's own buffers and the CUDA context need room beside ours */
+    if (2.0 * (double)o->max_bytes + (1u << 30) > (double)free_b) {
+        fprintf(stderr, "sextant-gpu: rank %d: --max-bytes %zu needs %.1f GiB of buffers and %.1f GiB is free; lower --max-bytes\n",
+                ctx->rank, o->max_bytes, 2.0 * (double)o->max_bytes / 1073741824.0, (double)free_b / 1073741824.0);
+        goto fail;
+    }
+    CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    CK(cudaEventCreate(&start), "cudaEventCreate");
+    CK(cudaEventCreate(&stop), "cudaEventCreate");
+    CK(cudaMalloc(&send, o->max_bytes), "cudaMalloc(send buffer)");
+    CK(cudaMalloc(&recv, o->max_bytes), "cudaMalloc(receive buffer)");
+    CK(cudaMalloc((void **)&stat, 2 * sizeof *stat), "cudaMalloc(statistics)");
+    stage = malloc(STAGE_BYTES);
+    res = calloc(1, sizeof *res);
+    if (!stage || !res) {
+        fprintf(stderr, "sextant-gpu: rank %d: out of host memory\n", ctx->rank);
+        goto fail;
+    }
+    /* the send buffer holds this rank's values once and for all: out of
+     * place, no collective writes it */
+    size_t max_elems = o->max_bytes / 2, stage_elems = STAGE_BYTES / 2;
+    for (size_t off = 0; off < max_elems; off += stage_elems) {
+        size_t len = max_elems - off < stage_elems ? max_elems - off : stage_elems;
+        for (size_t i = 0; i < len; i++) stage[i] = bf16_of_int(element_value(ctx->rank, off + i, levels));
+        CK(cudaMemcpy((uint16_t *)send + off, stage, len * 2, cudaMemcpyHostToDevice), "cudaMemcpy(fill send buffer)");
+    }
+
+    int nsizes = 0;
+    for (size_t b = o->min_bytes; b <= o->max_bytes && nsizes < MAX_SIZES; b *= 2) nsizes++;
+    res->nsizes = nsizes;
+    int version = 0;
+    ncclGetVersion(&version);
+    if (root) {
+        const char *nvls = getenv("NCCL_NVLS_ENABLE");
+        printf("# sextant-gpu calibrate --comm: %d ranks (%s), %s, NCCL %d.%d.%d, NCCL_NVLS_ENABLE=%s\n", n, ctx->mode,
+               prop.name, version / 10000, (version / 100) % 100, version % 100, nvls ? nvls : "(unset)");
+        printf("# hwdb row %s; bf16, out of place; %d warm-up iterations, then %d repeats of %d iterations between two "
+               "events, median repeat\n", gpu, o->warmup, o->repeats, o->iters);
+    }
+    rep = malloc((size_t)o->repeats * sizeof *rep);
+    if (!rep) {
+        fprintf(stderr, "sextant-gpu: rank %d: out of host memory\n", ctx->rank);
+        goto fail;
+    }
+    for (int c = 0; c < NCOLL; c++) {
+        if (root) {
+            printf("\n# %s\n", coll_names[c]);
+            printf("#%14s %12s %9s %6s %10s %8s %8s %8s\n", "size", "count", "type", "redop", "time", "algbw", "busbw",
+                   "#wrong");
+            printf("#%14s %12s %9s %6s %10s %8s %8s %8s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+        }
+        size_t nominal = o->min_bytes;
+        for (int s = 0; s < nsizes; s++, nominal *= 2) {
+            coll_size sz = size_for(c, nominal, n);
+            if (sz.count == 0) continue;
+            /* a NaN pattern, so a stale result from the previous size cannot pass */
+            CK(cudaMemsetAsync(recv, 0xff, sz.recv_elems * 2, stream), "cudaMemsetAsync");
+            char what[96];
+            snprintf(what, sizeof what, "%s of %zu bytes", coll_names[c], sz.bytes);
+            for (int i = 0; i < o->warmup; i++)
+                if (launch_nccl_done(ctx, enqueue(c, send, recv, sz.count, ctx, stream), what)) goto fail;
+            CK(cudaEventRecord(stop, stream), "cudaEventRecord");
+            if (launch_event_wait(ctx, stop, what)) goto fail;
+            for (int r = 0; r < o->repeats; r++) {
+                /* nothing but NCCL's own launches between the two events */
+                CK(cudaEventRecord(start, stream), "cudaEventRecord");
+                for (int i = 0; i < o->iters; i++)
+                    if (launch_nccl_done(ctx, enqueue(c, send, recv, sz.count, ctx, stream), what)) goto fail;
+                CK(cudaEventRecord(stop, stream), "cudaEventRecord");
+                if (launch_event_wait(ctx, stop, what)) goto fail;
+                float ms = 0;
+                CK(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+                rep[r] = ms * 1e-3 / o->iters;
+            }
+            qsort(rep, (size_t)o->repeats, sizeof *rep, compare_double);
+            double t = rep[o->repeats / 2];
+            /* check this rank's result, element by element */
+            int64_t wrong = 0;
+            for (size_t off = 0; off < sz.recv_elems; off += stage_elems) {
+                size_t len = sz.recv_elems - off < stage_elems ? sz.recv_elems - off : stage_elems;
+                CK(cudaMemcpy(stage, (uint16_t *)recv + off, len * 2, cudaMemcpyDeviceToHost), "cudaMemcpy(result)");
+                for (size_t i = 0; i < len; i++)
+                    wrong += stage[i] != bf16_of_int(expected_value(c, ctx->rank, n, sz.count, off + i, levels));
+            }
+            /* the slowest rank's median is the collective's time; wrong elements add up */
+            double host_stat[2] = {t, (double)wrong};
+            CK(cudaMemcpy(stat, host_stat, sizeof host_stat, cudaMemcpyHostToDevice), "cudaMemcpy(statistics)");
+            if (launch_nccl_done(ctx, ncclAllReduce(stat, stat, 1, ncclFloat64, ncclMax, ctx->comm, stream), "ncclAllReduce(time)") ||
+                launch_nccl_done(ctx, ncclAllReduce(stat + 1, stat + 1, 1, ncclFloat64, ncclSum, ctx->comm, stream), "ncclAllReduce(#wrong)"))
+                goto fail;
+            CK(cudaEventRecord(stop, stream), "cudaEventRecord");
+            if (launch_event_wait(ctx, stop, "the statistics all-reduce")) goto fail;
+            CK(cudaMemcpy(host_stat, stat, sizeof host_stat, cudaMemcpyDeviceToHost), "cudaMemcpy(statistics)");
+            res->seconds[c][s] = host_stat[0];
+            res->bytes[c][s] = sz.bytes;
+            res->wrong[c] += (int64_t)host_stat[1];
+            if (root) {
+                double algbw = (double)sz.bytes / host_stat[0] / 1e9, nn = (double)n;
+                double factor = c == COLL_AR ? 2.0 * (nn - 1.0) / nn : c == COLL_SR ? 1.0 : (nn - 1.0) / nn;
+                printf("%15zu %12zu %9s %6s %10.2f %8.2f %8.2f %8.0f\n", sz.bytes, sz.count, "bfloat16", coll_ops[c],
+                       host_stat[0] * 1e6, algbw, algbw * factor, host_stat[1]);
+            }
+        }
+    }
+    rc = 0;
+    if (root) {
+        int64_t wrong = 0;
+        for (int c = 0; c < NCOLL; c++) wrong += res->wrong[c];
+        printf("\n# fit: time = a + bytes * b per collective (GSL weighted least squares, weights 1/time^2),\n"
+               "# read as the planner's ring formula k alpha + f bytes / BW (f, k: docs/model.md \"Communication\")\n");
+        double alpha[NCOLL] = {0}, bw[NCOLL] = {0}, ab[NCOLL][2] = {{0}};
+        int ok[NCOLL];
+        for (int c = 0; c < NCOLL; c++) ok[c] = fit_collective(c, n, res, ab[c], &alpha[c], &bw[c]) == 0;
+        print_residuals(res, ab, ok);
+        if (wrong) {
+            fprintf(stderr, "sextant-gpu: %lld wrong elements in the results; not writing an overlay\n", (long long)wrong);
+            rc = 1;
+        } else if (!ok[COLL_AR]) {
+            fprintf(stderr, "sextant-gpu: the all_reduce fit is unusable; not writing an overlay\n");
+            rc = 1;
+        } else if (o->out_path) {
+            rc = write_overlay(job, hwdb_find_gpu(job->db, gpu)->name, prop.name, n, res, alpha, bw, ok);
+        }
+    }
+    goto done;
+
+fail:
+    rc = rc ? rc : 1;
+    /* a peer may be gone with our collectives in flight: abort before
+     * freeing, or cudaFree would wait on kernels that never finish */
+    if (ctx->comm) {
+        ncclCommAbort(ctx->comm);
+        ctx->comm = NULL;
+    }
+done:
+    if (rc == 0 && stream) cudaStreamSynchronize(stream);
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    if (stat) cudaFree(stat);
+    if (send) cudaFree(send);
+    if (recv) cudaFree(recv);
+    if (stream) cudaStreamDestroy(stream);
+    free(stage);
+    free(res);
+    free(rep);
+    return rc;
+}
+
+int comm_calibrate(int argc, char **argv, const hwdb *db)
+{
+    comm_job job;
+    if (parse_options(argc, argv, &job.o) != 0) return 2;
+    job.db = db;
+    if (job.o.gpu_name && !hwdb_find_gpu(db, job.o.gpu_name)) {
+        fprintf(stderr, "sextant-gpu: calibrate --comm: --gpu: unknown GPU '%s' (sextant hw lists them)\n", job.o.gpu_name);
+        return 2;
+    }
+    if (job.o.gpus == 1) {
+        fprintf(stderr, "sextant-gpu: calibrate --comm: --gpus 1 has nothing to communicate with; give 2 or more\n");
+        return 2;
+    }
+    launch_options lo = {job.o.gpus, job.o.timeout_s, 10.0 * job.o.timeout_s};
+    return launch_run(&lo, comm_body, &job);
+}
