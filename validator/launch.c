@@ -58,7 +58,10 @@ int launch_nccl_done(launch_ctx *ctx, ncclResult_t r, const char *what)
             abort_comm(ctx);
             return -1;
         }
-        nap_us(100);
+        /* spin for the first millisecond: an enqueue finishes in microseconds,
+         * and a sleep here would put the host behind the GPU on every call
+         * (measured: a 185 us floor per collective with a 100 us nap) */
+        if (now_s() - start > 1e-3) nap_us(100);
         ncclResult_t st = ncclCommGetAsyncError(ctx->comm, &r);
         if (st != ncclSuccess) r = st;
     }
