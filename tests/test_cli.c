@@ -331,6 +331,24 @@ static void version_and_help(void **state)
     run_free(&r);
 }
 
+/* validate and calibrate need a GPU: without one (CI) they say so in one
+ * line and exit 0, whether or not the GPU half was built. */
+static void gpu_commands_skip_without_a_gpu(void **state)
+{
+    (void)state;
+    if (system("nvidia-smi -L >/dev/null 2>&1") == 0) skip();
+    const char *commands[] = {"validate gpt2 --mbs 4 --steps 10", "validate gpt2 --ops", "calibrate --out /dev/null"};
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        run_result r = run_sextant("%s", commands[i]);
+        if (r.status != 0 || count_lines(r.out) + count_lines(r.err) != 1 || !strstr(r.status ? r.err : r.out, "skipping")) {
+            print_error("sextant %s: exit %d, stdout: %s, stderr: %s\n", commands[i], r.status, r.out, r.err);
+            run_free(&r);
+            fail();
+        }
+        run_free(&r);
+    }
+}
+
 static void bad_input_is_one_clear_line(void **state)
 {
     (void)state;
@@ -407,6 +425,7 @@ int main(void)
         cmocka_unit_test(published_runs_regression),
         cmocka_unit_test(plan_command_line),
         cmocka_unit_test(version_and_help),
+        cmocka_unit_test(gpu_commands_skip_without_a_gpu),
         cmocka_unit_test(bad_input_is_one_clear_line),
         cmocka_unit_test(bad_csv_names_file_line_field),
     };
