@@ -2,7 +2,7 @@
 #
 #   make -f kernels/gpu.mk NVCC=nvcc BUILD=build            libkernels.a, test_kernels, bench_kernels
 #   make -f kernels/gpu.mk NVCC=nvcc BUILD=build gpu-test   CPU check of the references, then the GPU tests
-#   make -f kernels/gpu.mk NVCC=nvcc BUILD=build gpu-bench  bandwidth benchmark
+#   make -f kernels/gpu.mk NVCC=nvcc BUILD=build gpu-bench  bandwidth benchmark (+ attention TFLOP/s; links cuBLAS)
 #   make -f kernels/gpu.mk ... ref-test                      finite-difference check of the references (no GPU)
 #
 # GENCODE defaults to -arch=sm_90 (H100/H200); add A100 with
@@ -19,8 +19,9 @@ NVCCFLAGS += -Xptxas -v
 endif
 REFCFLAGS ?= -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 LDCUDA    ?= -lcudart
+LDBLAS    ?= -lcublas
 
-KSRC  = kernels/embedding.cu kernels/norm.cu kernels/activation.cu kernels/softmax.cu \
+KSRC  = kernels/embedding.cu kernels/norm.cu kernels/activation.cu kernels/softmax.cu kernels/attention.cu \
         kernels/crossentropy.cu kernels/adamw.cu
 KOBJ  = $(KSRC:%.cu=$(BUILD)/gpu/obj/%.o)
 KHDR  = kernels/kernels.h kernels/kernels_internal.h kernels/common.cuh
@@ -52,7 +53,7 @@ $(TEST): tests/gpu/test_kernels.cu tests/gpu/gpu_util.h $(LIB) $(REFO) $(KHDR) k
 
 $(BENCH): tests/gpu/bench_kernels.cu tests/gpu/gpu_util.h $(LIB) $(KHDR)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) $(LDCUDA) -lm
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) $(LDBLAS) $(LDCUDA) -lm
 
 $(REFT): tests/gpu/test_reference.c $(REFO) kernels/reference.h
 	@mkdir -p $(dir $@)

@@ -146,6 +146,41 @@ cudaError_t sx_softmax_causal_forward(sx_bf16 *out, const sx_bf16 *scores, int B
 cudaError_t sx_softmax_causal_backward(sx_bf16 *dscores, const sx_bf16 *p, const sx_bf16 *dp,
                                        int BH, int T, float scale, cudaStream_t stream);
 
+/* ------------------------------------------- fused causal attention (flash) */
+
+/* Causal scaled-dot-product attention, FlashAttention-2 style, on tensor cores (mma.sync
+ * bf16, fp32 accumulation and fp32 online softmax); the fast path beside the unfused one
+ * (cuBLAS batched GEMMs + sx_softmax_causal_*).
+ *   out[b,t,h,:] = sum_{j<=t} softmax_j(scale * q[b,t,h,:] . k[b,j,kh,:]) v[b,j,kh,:]   (=)
+ *   lse[b,h,t]   = log sum_{j<=t} exp(scale * q[b,t,h,:] . k[b,j,kh,:])            (=, fp32)
+ * kh = h / (H/KV) (GQA; KV = H is multi-head attention, KV = 1 multi-query).
+ * q: [B, T, H, D] with row stride q_row_stride (elements between tokens t and t+1);
+ * k, v: [B, T, KV, D] with row stride kv_row_stride.  For one fused qkv GEMM output
+ * [B*T, (H+2KV)*D]: q = qkv, k = qkv + H*D, v = qkv + (H+KV)*D, both strides (H+2KV)*D;
+ * for separate tensors H*D and KV*D.  out: [B, T, H, D] contiguous (row stride H*D);
+ * lse: fp32 [B, H, T], saved for the backward.
+ * D = 64 or 128; strides multiples of 8 and bf16 pointers 16-byte aligned (else
+ * cudaErrorInvalidValue); any T >= 0; B*H <= 65535. */
+cudaError_t sx_flash_attention_forward(sx_bf16 *out, float *lse, const sx_bf16 *q, const sx_bf16 *k,
+                                       const sx_bf16 *v, int B, int T, int H, int KV, int D, int q_row_stride,
+                                       int kv_row_stride, float scale, cudaStream_t stream);
+
+/* Workspace (bytes) for sx_flash_attention_backward: B*H*T fp32 (D_i = rowsum(dO * O)). */
+size_t sx_flash_attention_backward_workspace_bytes(int B, int T, int H);
+
+/* Backward of sx_flash_attention_forward (FlashAttention-2: D_i = rowsum(dO*O) first, then
+ * P recomputed from q, k and the saved lse):  dq, dk, dv   (=, bf16)
+ * dq has q's layout (q_row_stride), dk and dv k's (kv_row_stride), so a fused dqkv buffer
+ * works like the fused qkv one; dout and out: [B, T, H, D] contiguous.  With GQA, dk and dv
+ * are summed over the H/KV query heads sharing a kv head.  Deterministic, no atomics:
+ * dk/dv and dq are computed by two kernels (the second recomputes S and dP), so the result
+ * is bitwise reproducible. */
+cudaError_t sx_flash_attention_backward(sx_bf16 *dq, sx_bf16 *dk, sx_bf16 *dv, const sx_bf16 *dout,
+                                        const sx_bf16 *out, const float *lse, const sx_bf16 *q, const sx_bf16 *k,
+                                        const sx_bf16 *v, int B, int T, int H, int KV, int D, int q_row_stride,
+                                        int kv_row_stride, float scale, void *workspace, size_t workspace_bytes,
+                                        cudaStream_t stream);
+
 /* ---------------------------------------------- fused softmax cross-entropy */
 
 /* logits: [N, Vp] with Vp >= V (padded vocab; columns >= V are ignored).

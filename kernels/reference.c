@@ -1,5 +1,6 @@
 /* CPU references of the kernels, float64.  See reference.h. */
 #include <math.h>
+#include <stdlib.h>
 #include "reference.h"
 
 void ref_embedding_forward(double *out, const int32_t *ids, const double *wte, const double *wpe,
@@ -161,6 +162,84 @@ void ref_softmax_causal_backward(double *ds, const double *p, const double *dp, 
             for (int j = 0; j <= t; j++) dot += p[r + j] * dp[r + j];
             for (int j = 0; j < T; j++) ds[r + j] = j <= t ? scale * p[r + j] * (dp[r + j] - dot) : 0.0;
         }
+}
+
+/* row i of head h: p[j] = softmax_j(scale q_i.k_j), j <= i; returns the log-sum-exp */
+static double ref_attn_row(double *p, const double *qi, const double *kh, int i, int D, size_t ldkv, double scale) {
+    double mx = -INFINITY, sum = 0.0;
+    for (int j = 0; j <= i; j++) {
+        double s = 0.0;
+        for (int d = 0; d < D; d++) s += qi[d] * kh[(size_t)j * ldkv + d];
+        p[j] = scale * s;
+        mx = fmax(mx, p[j]);
+    }
+    for (int j = 0; j <= i; j++) sum += exp(p[j] - mx);
+    for (int j = 0; j <= i; j++) p[j] = exp(p[j] - mx) / sum;
+    return mx + log(sum);
+}
+
+void ref_attention_forward(double *out, double *lse, const double *q, const double *k, const double *v, int B,
+                           int T, int H, int KV, int D, size_t ldq, size_t ldkv, double scale) {
+    double *p = malloc((size_t)(T > 0 ? T : 1) * sizeof *p);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const int kh = h / (H / KV);
+            const double *kb = k + (size_t)b * T * ldkv + (size_t)kh * D, *vb = v + (size_t)b * T * ldkv + (size_t)kh * D;
+            for (int i = 0; i < T; i++) {
+                const double l = ref_attn_row(p, q + ((size_t)b * T + i) * ldq + (size_t)h * D, kb, i, D, ldkv, scale);
+                if (lse) lse[((size_t)b * H + h) * T + i] = l;
+                double *o = out + (((size_t)b * T + i) * H + h) * D;
+                for (int d = 0; d < D; d++) {
+                    double acc = 0.0;
+                    for (int j = 0; j <= i; j++) acc += p[j] * vb[(size_t)j * ldkv + d];
+                    o[d] = acc;
+                }
+            }
+        }
+    free(p);
+}
+
+void ref_attention_backward(double *dq, double *dk, double *dv, const double *dout, const double *q,
+                            const double *k, const double *v, int B, int T, int H, int KV, int D, size_t ldq,
+                            size_t ldkv, double scale) {
+    double *p = malloc((size_t)(T > 0 ? T : 1) * sizeof *p), *dp = malloc((size_t)(T > 0 ? T : 1) * sizeof *dp);
+    for (int b = 0; b < B; b++)
+        for (int kh = 0; kh < KV; kh++)
+            for (int t = 0; t < T; t++)
+                for (int d = 0; d < D; d++) {
+                    dk[((size_t)b * T + t) * ldkv + (size_t)kh * D + d] = 0.0;
+                    dv[((size_t)b * T + t) * ldkv + (size_t)kh * D + d] = 0.0;
+                }
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const size_t koff = (size_t)b * T * ldkv + (size_t)(h / (H / KV)) * D;
+            const double *kb = k + koff, *vb = v + koff;
+            double *dkb = dk + koff, *dvb = dv + koff;
+            for (int i = 0; i < T; i++) {
+                const double *qi = q + ((size_t)b * T + i) * ldq + (size_t)h * D;
+                const double *doi = dout + (((size_t)b * T + i) * H + h) * D;
+                double *dqi = dq + ((size_t)b * T + i) * ldq + (size_t)h * D;
+                ref_attn_row(p, qi, kb, i, D, ldkv, scale);
+                double dsum = 0.0; /* sum_j p_j dp_j = dO_i . O_i */
+                for (int j = 0; j <= i; j++) {
+                    double s = 0.0;
+                    for (int d = 0; d < D; d++) s += doi[d] * vb[(size_t)j * ldkv + d];
+                    dp[j] = s;
+                    dsum += p[j] * s;
+                }
+                for (int d = 0; d < D; d++) dqi[d] = 0.0;
+                for (int j = 0; j <= i; j++) {
+                    const double ds = scale * p[j] * (dp[j] - dsum);
+                    for (int d = 0; d < D; d++) {
+                        dqi[d] += ds * kb[(size_t)j * ldkv + d];
+                        dkb[(size_t)j * ldkv + d] += ds * qi[d];
+                        dvb[(size_t)j * ldkv + d] += p[j] * doi[d];
+                    }
+                }
+            }
+        }
+    free(p);
+    free(dp);
 }
 
 void ref_cross_entropy(double *loss, double *dlogits, const double *logits, const int32_t *targets,

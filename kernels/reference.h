@@ -55,6 +55,16 @@ void ref_softmax_causal_forward(double *out, const double *s, int BH, int T, dou
 void ref_softmax_causal_backward(double *ds, const double *p, const double *dp, int BH, int T,
                                  double scale);
 
+/* Causal attention (sx_flash_attention_*): q [B,T,H,D] row stride ldq, k and v [B,T,KV,D]
+ * row stride ldkv, out [B,T,H,D] contiguous, lse [B,H,T] (may be NULL); kv head h/(H/KV). */
+void ref_attention_forward(double *out, double *lse, const double *q, const double *k, const double *v, int B,
+                           int T, int H, int KV, int D, size_t ldq, size_t ldkv, double scale);
+/* dq (layout of q), dk and dv (layout of k) (=, only the head slices are written); P and
+ * dO.O recomputed from q, k, v, dout in float64. */
+void ref_attention_backward(double *dq, double *dk, double *dv, const double *dout, const double *q,
+                            const double *k, const double *v, int B, int T, int H, int KV, int D, size_t ldq,
+                            size_t ldkv, double scale);
+
 /* loss[N]; dlogits [N, Vp] may be NULL */
 void ref_cross_entropy(double *loss, double *dlogits, const double *logits, const int32_t *targets,
                        int N, int V, int Vp, double dloss);

@@ -7,7 +7,8 @@
  * operation must move; workspaces not counted).  The baseline is a device-to-device
  * cudaMemcpy of bytes/2 (so it too moves read + write = bytes), timed the same way in the
  * same run; %copy = kernel GB/s / copy GB/s.
- *   bench_kernels [--iters N]
+ * Then the fused attention against the unfused path (TFLOP/s; links cuBLAS for the baseline).
+ *   bench_kernels [--iters N] [--attention]      --attention: the attention table only
  */
 #include <string.h>
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "kernels.h"
 #include "kernels_internal.h"
 #include "gpu_util.h"
+#include <cublas_v2.h>
 
 static int ITERS = 100;
 static const int WARMUP = 5;
@@ -135,11 +137,144 @@ static void row(const char *name, const char *size, double bytes, const std::fun
     }
 }
 
+/* ----------------------------------------------------------- fused attention */
+
+#define CB(call)                                                                     \
+    do {                                                                             \
+        cublasStatus_t s_ = (call);                                                  \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                           \
+            fprintf(stderr, "%s:%d: %s: cublas status %d\n", __FILE__, __LINE__, #call, (int)s_); \
+            exit(2);                                                                 \
+        }                                                                            \
+    } while (0)
+
+static const void **dev_ptrs(const std::vector<const void *> &h) {
+    void *d = dmalloc(h.size() * sizeof(void *));
+    CK(cudaMemcpy(d, h.data(), h.size() * sizeof(void *), cudaMemcpyHostToDevice));
+    return (const void **)d;
+}
+
+/* Flash forward/backward against the unfused path (cuBLAS batched GEMMs + the causal
+ * softmax of softmax.cu, as validator/train.c runs it) on one fused qkv buffer
+ * [B*T, (H+2KV)*D].  Causal FLOPs: forward 4*B*H*T*T*D/2 (QK^T and PV over the live
+ * triangle), backward 2.5x that.  The unfused GEMMs compute the full T x T square. */
+static void bench_attention(cublasHandle_t blas, int B, int T, int H, int KV, int D, int iters) {
+    const int group = H / KV, ldq = (H + 2 * KV) * D, ldo = H * D, BH = B * H;
+    const size_t nqkv = (size_t)B * T * ldq, no = (size_t)B * T * H * D, nss = (size_t)BH * T * T;
+    const float scale = 1.0f / sqrtf((float)D);
+    uint16_t *qkv = (uint16_t *)bf16_buf(nqkv, 1.0f), *dout = (uint16_t *)bf16_buf(no, 1.0f);
+    uint16_t *out = (uint16_t *)dmalloc(no * 2), *dqkv = (uint16_t *)dmalloc(nqkv * 2);
+    float *lse = (float *)dmalloc((size_t)BH * T * 4);
+    const size_t wsb = sx_flash_attention_backward_workspace_bytes(B, T, H);
+    void *ws = dmalloc(wsb);
+    uint16_t *S = (uint16_t *)dmalloc(nss * 2), *P = (uint16_t *)dmalloc(nss * 2);
+    const sx_bf16 *q = qkv, *k = qkv + (size_t)H * D, *v = qkv + (size_t)(H + KV) * D;
+    sx_bf16 *dq = dqkv, *dk = dqkv + (size_t)H * D, *dv = dqkv + (size_t)(H + KV) * D;
+
+    /* pointer arrays: per (b, h) for the products over all heads; per group member gi,
+     * over (b, kv head), for dK and dV (summed over gi with beta = 1) */
+    std::vector<const void *> hq, hk, hv, hs, hp, ho, hdo, hdq;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const size_t row = (size_t)b * T * ldq, kh = h / group;
+            hq.push_back(q + row + (size_t)h * D);
+            hk.push_back(k + row + kh * D);
+            hv.push_back(v + row + kh * D);
+            hs.push_back(S + ((size_t)b * H + h) * T * T);
+            hp.push_back(P + ((size_t)b * H + h) * T * T);
+            ho.push_back(out + (size_t)b * T * ldo + (size_t)h * D);
+            hdo.push_back(dout + (size_t)b * T * ldo + (size_t)h * D);
+            hdq.push_back(dq + row + (size_t)h * D);
+        }
+    const void **Q = dev_ptrs(hq), **K = dev_ptrs(hk), **V = dev_ptrs(hv), **Sp = dev_ptrs(hs), **Pp = dev_ptrs(hp),
+               **O = dev_ptrs(ho), **DO = dev_ptrs(hdo), **DQ = dev_ptrs(hdq);
+    std::vector<const void **> gQ, gS, gP, gDO, gDK, gDV;
+    for (int gi = 0; gi < group; gi++) {
+        std::vector<const void *> a, c, e, f, dkk, dvv;
+        for (int b = 0; b < B; b++)
+            for (int kh = 0; kh < KV; kh++) {
+                const int h = kh * group + gi;
+                const size_t row = (size_t)b * T * ldq;
+                a.push_back(q + row + (size_t)h * D);
+                c.push_back(S + ((size_t)b * H + h) * T * T);
+                e.push_back(P + ((size_t)b * H + h) * T * T);
+                f.push_back(dout + (size_t)b * T * ldo + (size_t)h * D);
+                dkk.push_back(dk + row + (size_t)kh * D);
+                dvv.push_back(dv + row + (size_t)kh * D);
+            }
+        gQ.push_back(dev_ptrs(a)); gS.push_back(dev_ptrs(c)); gP.push_back(dev_ptrs(e)); gDO.push_back(dev_ptrs(f));
+        gDK.push_back(dev_ptrs(dkk)); gDV.push_back(dev_ptrs(dvv));
+    }
+    const float one = 1.0f, zero = 0.0f;
+    auto gemm = [&](cublasOperation_t ta, cublasOperation_t tb, int m, int n, int kk, const void **A, int lda,
+                    const void **Bm, int ldb, const float *beta, const void **C, int ldc, int count) {
+        CB(cublasGemmBatchedEx(blas, ta, tb, m, n, kk, &one, (const void *const *)A, CUDA_R_16BF, lda,
+                               (const void *const *)Bm, CUDA_R_16BF, ldb, beta, (void *const *)C, CUDA_R_16BF, ldc,
+                               count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    };
+    auto unfused_fwd = [&] {
+        gemm(CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, K, ldq, Q, ldq, &zero, Sp, T, BH); /* S = Q K^T */
+        CK(sx_softmax_causal_forward(P, S, BH, T, scale, 0));
+        gemm(CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, V, ldq, Pp, T, &zero, O, ldo, BH); /* O = P V */
+    };
+    auto unfused_bwd = [&] {
+        gemm(CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, V, ldq, DO, ldo, &zero, Sp, T, BH); /* dP = dO V^T */
+        for (int gi = 0; gi < group; gi++)                                           /* dV = sum P^T dO */
+            gemm(CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, gDO[gi], ldo, gP[gi], T, gi ? &one : &zero, gDV[gi], ldq, B * KV);
+        CK(sx_softmax_causal_backward(S, P, S, BH, T, scale, 0));
+        gemm(CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, K, ldq, Sp, T, &zero, DQ, ldq, BH); /* dQ = dS K */
+        for (int gi = 0; gi < group; gi++)                                          /* dK = sum dS^T Q */
+            gemm(CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, gQ[gi], ldq, gS[gi], T, gi ? &one : &zero, gDK[gi], ldq, B * KV);
+    };
+    auto flash_fwd = [&] { CK(sx_flash_attention_forward(out, lse, q, k, v, B, T, H, KV, D, ldq, ldq, scale, 0)); };
+    auto flash_bwd = [&] {
+        CK(sx_flash_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, B, T, H, KV, D, ldq, ldq, scale, ws, wsb, 0));
+    };
+    const int saved = ITERS;
+    ITERS = iters;
+    flash_fwd(); /* out, lse for the backward */
+    const Stat ff = time_it(flash_fwd), fb = time_it(flash_bwd), uf = time_it(unfused_fwd), ub = time_it(unfused_bwd);
+    ITERS = saved;
+    const double fl = 4.0 * B * H * (double)T * T * D / 2.0;
+    char sz[96];
+    snprintf(sz, sizeof sz, "B=%d T=%d H=%d KV=%d D=%d", B, T, H, KV, D);
+    const Stat *fs[2] = {&ff, &fb}, *us[2] = {&uf, &ub};
+    for (int i = 0; i < 2; i++) {
+        const double f = i ? 2.5 * fl : fl;
+        printf("%-16s %-28s %10.1f %6.1f%% %8.1f %12.1f %8.1f %7.2fx\n", i ? "flash_attn_bwd" : "flash_attn_fwd", sz,
+               fs[i]->med, (fs[i]->hi - fs[i]->lo) / fs[i]->med * 100.0, f / (fs[i]->med * 1e-6) / 1e12, us[i]->med,
+               f / (us[i]->med * 1e-6) / 1e12, us[i]->med / fs[i]->med);
+    }
+    fflush(stdout);
+    void *bufs[] = {qkv, dout, out, dqkv, lse, ws, S, P, Q, K, V, Sp, Pp, O, DO, DQ};
+    for (void *b : bufs) CK(cudaFree(b));
+    for (int gi = 0; gi < group; gi++) {
+        CK(cudaFree(gQ[gi])); CK(cudaFree(gS[gi])); CK(cudaFree(gP[gi])); CK(cudaFree(gDO[gi]));
+        CK(cudaFree(gDK[gi])); CK(cudaFree(gDV[gi]));
+    }
+}
+
+static void attention_table(void) {
+    cublasHandle_t blas;
+    CB(cublasCreate(&blas));
+    printf("#\n# fused causal attention vs unfused (cuBLAS batched GEMMs + softmax_causal), fused qkv layout;\n"
+           "# TFLOP/s of causal FLOPs (fwd 4*B*H*T*T*D/2, bwd 2.5x), median of 20 runs, L2 flushed before each;\n"
+           "# speedup = unfused time / flash time\n");
+    printf("# %-14s %-28s %10s %7s %8s %12s %8s %8s\n", "kernel", "shape", "flash(us)", "p10-90", "TFLOP/s",
+           "unfused(us)", "TFLOP/s", "speedup");
+    bench_attention(blas, 32, 1024, 12, 12, 64, 20); /* GPT-2 124M */
+    bench_attention(blas, 4, 2048, 32, 8, 64, 20);   /* LLaMA 3.2 1B (GQA 32/8) */
+    bench_attention(blas, 8, 2048, 16, 16, 128, 20); /* D = 128 */
+    CB(cublasDestroy(blas));
+}
+
 int main(int argc, char **argv) {
+    bool only_attention = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--iters") && i + 1 < argc) ITERS = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--attention")) only_attention = true;
         else {
-            fprintf(stderr, "usage: %s [--iters N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--iters N] [--attention]\n", argv[0]);
             return 2;
         }
     }
@@ -171,6 +306,11 @@ int main(int argc, char **argv) {
         Stat c = time_copy((size_t)1 << 30);
         printf("# reference: cudaMemcpy D2D of 1 GiB: %.1f us, %.0f GB/s (read + write)\n", c.med,
                2.0 * (1u << 30) / (c.med * 1e-6) / 1e9);
+    }
+    if (only_attention) {
+        attention_table();
+        CK(cudaDeviceSynchronize());
+        return 0;
     }
     printf("#\n# %-24s %-22s %10s %10s %7s %9s %10s %9s %7s\n", "kernel", "size", "bytes(MB)", "time(us)", "p10-90",
            "GB/s", "copy(us)", "copyGB/s", "%copy");
@@ -324,6 +464,7 @@ int main(int argc, char **argv) {
         });
         CK(cudaFree(p)); CK(cudaFree(m)); CK(cudaFree(v)); CK(cudaFree(gf)); CK(cudaFree(w));
     }
+    attention_table();
     printf("#\n# mean %%copy over the %d API rows without a remark: %.1f%%\n", g_n_ratio, 100.0 * g_sum_ratio / g_n_ratio);
     CK(cudaDeviceSynchronize());
     return 0;

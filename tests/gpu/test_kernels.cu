@@ -8,7 +8,8 @@
  *   fp32 outputs 1e-5
  * Inputs are rounded to their storage type on the host first, so the reference sees exactly
  * the values the GPU sees.  Exit 1 if any check fails, 2 on a CUDA error.
- *   test_kernels [--quick] [--seed S]     --quick: small sizes (for compute-sanitizer)
+ *   test_kernels [--quick] [--attention] [--seed S]
+ *     --quick: small sizes (for compute-sanitizer); --attention: the fused attention tests only
  */
 #include <string.h>
 #include <time.h>
@@ -466,6 +467,83 @@ static void test_adamw(size_t n, sx_dtype gt, int offset, bool dev_scale) {
     CK(cudaFree(d_p)); CK(cudaFree(d_m)); CK(cudaFree(d_v)); CK(cudaFree(d_g)); CK(cudaFree(d_w)); CK(cudaFree(d_sc));
 }
 
+/* ----------------------------------------------------------- fused attention */
+
+/* fused: q, k, v are slices of one [B*T, (H+2KV)*D] buffer (and dq, dk, dv of one dqkv
+ * buffer); else three tensors [B,T,H,D], [B,T,KV,D], [B,T,KV,D].  Forward, backward,
+ * and the backward once more (bitwise equal). */
+static void test_attention(int B, int T, int H, int KV, int D, bool fused) {
+    char sz[64];
+    snprintf(sz, sizeof sz, "B%d T%d H%d KV%d D%d%s", B, T, H, KV, D, fused ? " qkv" : "");
+    const double scale = 1.0 / sqrt((double)D);
+    const size_t nq = (size_t)B * T * H * D, nkv = (size_t)B * T * KV * D;
+    const int ldq = fused ? (H + 2 * KV) * D : H * D, ldkv = fused ? ldq : KV * D;
+    /* host: qkv holds q | k | v as laid out on the device (one buffer or three back to back) */
+    const size_t nall = fused ? (size_t)B * T * ldq : nq + 2 * nkv;
+    const size_t ko = fused ? (size_t)H * D : nq, vo = fused ? (size_t)(H + KV) * D : nq + nkv;
+    vec qkv = randn(nall, 0, 1.0), dout = randn(nq, 0, 1.0);
+    void *d_qkv = up_bf16(qkv), *d_do = up_bf16(dout);
+    const sx_bf16 *dq_ = (const sx_bf16 *)d_qkv, *dk_ = dq_ + ko, *dv_ = dq_ + vo;
+    void *d_out = dmalloc(nq * 2), *d_lse = dmalloc((size_t)B * H * T * 4), *d_g = dmalloc(nall * 2);
+    const size_t wsb = sx_flash_attention_backward_workspace_bytes(B, T, H);
+    void *ws = dmalloc(wsb);
+    poison(d_out, nq * 2);
+    poison(d_lse, (size_t)B * H * T * 4);
+    poison(d_g, nall * 2);
+    CK(sx_flash_attention_forward((sx_bf16 *)d_out, (float *)d_lse, dq_, dk_, dv_, B, T, H, KV, D, ldq, ldkv,
+                                  (float)scale, 0));
+    vec out(nq), lse((size_t)B * H * T);
+    ref_attention_forward(out.data(), lse.data(), qkv.data(), qkv.data() + ko, qkv.data() + vo, B, T, H, KV, D, ldq,
+                          ldkv, scale);
+    check("flash_attn_fwd.out", sz, "bf16", down_bf16(d_out, nq), out, TOL_BF16);
+    check("flash_attn_fwd.lse", sz, "fp32", down_f32(d_lse, lse.size()), lse, TOL_F32);
+
+    sx_bf16 *gq = (sx_bf16 *)d_g, *gk = gq + ko, *gv = gq + vo;
+    CK(sx_flash_attention_backward(gq, gk, gv, (const sx_bf16 *)d_do, (const sx_bf16 *)d_out, (const float *)d_lse, dq_,
+                                   dk_, dv_, B, T, H, KV, D, ldq, ldkv, (float)scale, ws, wsb, 0));
+    vec g(nall, 0.0);
+    ref_attention_backward(g.data(), g.data() + ko, g.data() + vo, dout.data(), qkv.data(), qkv.data() + ko,
+                           qkv.data() + vo, B, T, H, KV, D, ldq, ldkv, scale);
+    vec got = down_bf16(d_g, nall);
+    /* split the q / k / v parts (their rows interleave in the fused layout) */
+    auto part = [&](const vec &a, size_t off, int width, int ld) {
+        vec r;
+        r.reserve((size_t)B * T * width);
+        for (size_t t = 0; t < (size_t)B * T; t++)
+            for (int c = 0; c < width; c++) r.push_back(a[off + t * ld + c]);
+        return r;
+    };
+    check("flash_attn_bwd.dq", sz, "bf16", part(got, 0, H * D, ldq), part(g, 0, H * D, ldq), TOL_BF16);
+    check("flash_attn_bwd.dk", sz, "bf16", part(got, ko, KV * D, ldkv), part(g, ko, KV * D, ldkv), TOL_BF16);
+    check("flash_attn_bwd.dv", sz, "bf16", part(got, vo, KV * D, ldkv), part(g, vo, KV * D, ldkv), TOL_BF16);
+    std::vector<uint8_t> first = raw(d_g, nall * 2);
+    poison(d_g, nall * 2);
+    CK(sx_flash_attention_backward(gq, gk, gv, (const sx_bf16 *)d_do, (const sx_bf16 *)d_out, (const float *)d_lse, dq_,
+                                   dk_, dv_, B, T, H, KV, D, ldq, ldkv, (float)scale, ws, wsb, 0));
+    check_true("flash_attn_bwd.deterministic", sz, raw(d_g, nall * 2) == first, "bitwise equal twice");
+    CK(cudaFree(d_qkv)); CK(cudaFree(d_do)); CK(cudaFree(d_out)); CK(cudaFree(d_lse)); CK(cudaFree(d_g));
+    CK(cudaFree(ws));
+}
+
+static void test_attention_errors(void) {
+    void *p = dmalloc(1 << 16);
+    sx_bf16 *b = (sx_bf16 *)p;
+    float *f = (float *)p;
+    const size_t wsb = sx_flash_attention_backward_workspace_bytes(1, 16, 4);
+    cudaError_t e[6] = {
+        sx_flash_attention_forward(b, f, b, b, b, 1, 16, 4, 2, 96, 384, 384, 0.1f, 0),  /* D = 96 */
+        sx_flash_attention_forward(b, f, b, b, b, 1, 16, 4, 3, 64, 640, 640, 0.1f, 0),  /* H % KV */
+        sx_flash_attention_forward(b, f, b, b, b, 1, 16, 4, 2, 64, 516, 516, 0.1f, 0),  /* stride % 8 */
+        sx_flash_attention_forward(b, f, b + 1, b, b, 1, 16, 4, 2, 64, 512, 512, 0.1f, 0), /* unaligned */
+        sx_flash_attention_forward(NULL, f, b, b, b, 1, 16, 4, 2, 64, 512, 512, 0.1f, 0),
+        sx_flash_attention_backward(b, b, b, b, b, f, b, b, b, 1, 16, 4, 2, 64, 512, 512, 0.1f, p, wsb - 1, 0)};
+    bool ok = true;
+    for (cudaError_t x : e) ok = ok && x == cudaErrorInvalidValue;
+    check_true("flash_attn.invalid_args", "-", ok, "cudaErrorInvalidValue, no launch");
+    CK(cudaGetLastError());
+    CK(cudaFree(p));
+}
+
 /* a bad argument returns cudaErrorInvalidValue and launches nothing */
 static void test_errors(void) {
     cudaError_t e1 = sx_layernorm_forward(NULL, NULL, NULL, NULL, NULL, NULL, 5, 8, 1e-5f, 0);
@@ -476,26 +554,8 @@ static void test_errors(void) {
     CK(cudaGetLastError());
 }
 
-int main(int argc, char **argv) {
-    uint64_t seed = (uint64_t)time(NULL);
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) g_quick = true;
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-        else {
-            fprintf(stderr, "usage: %s [--quick] [--seed S]\n", argv[0]);
-            return 2;
-        }
-    }
-    g_rng = seed;
-    int dev = 0;
-    cudaDeviceProp prop;
-    CK(cudaGetDevice(&dev));
-    CK(cudaGetDeviceProperties(&prop, dev));
-    printf("# test_kernels: %s (sm_%d%d, %d SMs), seed %llu%s\n", prop.name, prop.major, prop.minor,
-           prop.multiProcessorCount, (unsigned long long)seed, g_quick ? ", quick sizes" : "");
-    printf("# rel_err = ||gpu-ref||/||ref|| vs float64 CPU reference; unwrit = elements left unwritten or NaN\n");
-    header();
-
+/* every kernel but the fused attention */
+static void test_others(void) {
     const int B = g_quick ? 1 : 31, T = g_quick ? 67 : 97; /* N = B*T = 3007 = 3*1000+7 */
     const int N = B * T;
     const int V = g_quick ? 1003 : 50257, Vp = g_quick ? 1008 : 50304;
@@ -543,6 +603,41 @@ int main(int argc, char **argv) {
     test_adamw(na, SX_BF16, 0, false);
     test_adamw(na, SX_F32, 0, true);
     test_adamw(1001, SX_BF16, 1, true); /* unaligned: scalar path */
+
+}
+
+int main(int argc, char **argv) {
+    uint64_t seed = (uint64_t)time(NULL);
+    bool only_attention = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) g_quick = true;
+        else if (!strcmp(argv[i], "--attention")) only_attention = true;
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--attention] [--seed S]\n", argv[0]);
+            return 2;
+        }
+    }
+    g_rng = seed;
+    int dev = 0;
+    cudaDeviceProp prop;
+    CK(cudaGetDevice(&dev));
+    CK(cudaGetDeviceProperties(&prop, dev));
+    printf("# test_kernels: %s (sm_%d%d, %d SMs), seed %llu%s\n", prop.name, prop.major, prop.minor,
+           prop.multiProcessorCount, (unsigned long long)seed, g_quick ? ", quick sizes" : "");
+    printf("# rel_err = ||gpu-ref||/||ref|| vs float64 CPU reference; unwrit = elements left unwritten or NaN\n");
+    header();
+
+    /* fused attention: MHA and GQA, D 64 and 128, fused qkv and separate tensors, T not a
+     * multiple of the 64-row tiles (97, 1000), T a multiple (128), T = 1 */
+    test_attention_errors();
+    test_attention(2, g_quick ? 67 : 97, 4, 4, 64, true);
+    test_attention(3, g_quick ? 67 : 97, 6, 2, 128, false);
+    test_attention(2, g_quick ? 200 : 1000, 4, 1, 64, true);
+    test_attention(1, g_quick ? 200 : 1000, 2, 2, 128, false);
+    test_attention(2, 128, 8, 2, 128, true);
+    test_attention(2, 1, 2, 2, 64, false);
+    if (!only_attention) test_others();
 
     CK(cudaDeviceSynchronize());
     printf("# %d checks, %d failed\n", g_checks, g_fail);

@@ -141,6 +141,41 @@ static void check_softmax(void) {
     free(c.s); free(c.R); free(c.out); free(ds); free(p);
 }
 
+/* ------------------------------------------------------------ attention */
+/* fused qkv layout [B*T, (H+2KV)*D] with GQA (H=4, KV=2); loss = sum(out * R) */
+struct att_ctx { int B, T, H, KV, D; double scale; double *qkv, *R, *out; };
+static double att_loss(void *p) {
+    struct att_ctx *c = p;
+    const size_t ld = (size_t)(c->H + 2 * c->KV) * c->D;
+    ref_attention_forward(c->out, NULL, c->qkv, c->qkv + (size_t)c->H * c->D, c->qkv + (size_t)(c->H + c->KV) * c->D,
+                          c->B, c->T, c->H, c->KV, c->D, ld, ld, c->scale);
+    return dot(c->out, c->R, (size_t)c->B * c->T * c->H * c->D);
+}
+static void check_attention(int H, int KV) {
+    const int B = 2, T = 5, D = 3;
+    const size_t ld = (size_t)(H + 2 * KV) * D, nqkv = (size_t)B * T * ld, no = (size_t)B * T * H * D;
+    struct att_ctx c = {B, T, H, KV, D, 0.6, rnd(nqkv, 1.5), rnd(no, 1.0), zeros(no)};
+    double *g = zeros(nqkv), *lse = zeros((size_t)B * H * T);
+    ref_attention_forward(c.out, lse, c.qkv, c.qkv + (size_t)H * D, c.qkv + (size_t)(H + KV) * D, B, T, H, KV, D, ld,
+                          ld, c.scale);
+    ref_attention_backward(g, g + (size_t)H * D, g + (size_t)(H + KV) * D, c.R, c.qkv, c.qkv + (size_t)H * D,
+                           c.qkv + (size_t)(H + KV) * D, B, T, H, KV, D, ld, ld, c.scale);
+    fd_check(KV < H ? "attention_backward dqkv (GQA)" : "attention_backward dqkv (MHA)", att_loss, &c, c.qkv, g, nqkv);
+    /* lse against its definition at one row: b=1, h=H-1, t=T-1 */
+    const int b = 1, h = H - 1, t = T - 1, kh = h / (H / KV);
+    double s = 0.0;
+    for (int j = 0; j <= t; j++) {
+        double x = 0.0;
+        for (int d = 0; d < D; d++)
+            x += c.qkv[((size_t)b * T + t) * ld + (size_t)h * D + d] * c.qkv[((size_t)b * T + j) * ld + (size_t)(H + kh) * D + d];
+        s += exp(c.scale * x);
+    }
+    const double e = fabs(log(s) - lse[((size_t)b * H + h) * T + t]);
+    printf("%-32s abs_err=%.2e  %s\n", "attention_forward lse", e, e < 1e-12 ? "PASS" : "FAIL");
+    if (e >= 1e-12) failures++;
+    free(c.qkv); free(c.R); free(c.out); free(g); free(lse);
+}
+
 /* ------------------------------------------------------------ cross-entropy */
 struct ce_ctx { int N, V, Vp; double dloss; double *x, *loss; const int32_t *tg; };
 static double ce_loss(void *p) {
@@ -207,6 +242,8 @@ int main(void) {
     check_gelu();
     check_swiglu();
     check_softmax();
+    check_attention(4, 2);
+    check_attention(3, 3);
     check_ce();
     check_adamw();
     if (failures) {

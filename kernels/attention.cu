@@ -1,0 +1,561 @@
+/* Fused causal attention (FlashAttention-2 style) on tensor cores, forward and backward.
+ *
+ * Layout: q, k, v, dq, dk, dv are [B, T, heads, D] bf16 with a row stride per token
+ * (q_row_stride for q/dq, kv_row_stride for k/v/dk/dv), so they may be slices of one fused
+ * qkv GEMM output [B*T, (H + 2 KV) D]; out and dout are [B, T, H, D] contiguous (row
+ * stride H*D); lse and the backward's D_i = rowsum(dO * O) are fp32 [B, H, T].
+ *
+ * Tensor cores through mma.sync.m16n8k16 (bf16 in, fp32 accumulate), operands moved
+ * global -> shared with cp.async (16 bytes, zero-filled past T) and shared -> registers
+ * with ldmatrix (.trans for the operands stored [k][n]).  Shared rows are padded by 16
+ * bytes (D + 8 elements) so that ldmatrix's 8 rows fall in 8 different bank groups.
+ * Every block has 4 warps; each warp owns 16 rows of the block's output tile.
+ *
+ * forward   grid (T/64 query blocks, B*H); per block 64 queries, loop over key blocks
+ *           0..qb of 64 keys (double-buffered), online softmax in the exp2 domain, P kept
+ *           in registers and fed straight back to the tensor cores as the A operand.
+ * backward  three launches, no atomics (bitwise reproducible):
+ *           1. D_i = rowsum(dO * O) (fp32, into the workspace)
+ *           2. dK, dV: grid (T/64 key blocks, B*KV); per block 64 keys, loop over the
+ *              query heads of its kv head (GQA sum in registers) and the query blocks at or
+ *              after the key block: S^T = K Q^T, P^T = exp(S^T - lse), dV += P^T dO,
+ *              dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q.
+ *           3. dQ: grid (T/64 query blocks, B*H); per block 64 queries, loop over key blocks:
+ *              S, P, dP, dS recomputed, dQ += dS K.
+ *           This recomputes S and dP once more than FlashAttention-2 (7 matrix products
+ *           instead of 5) in exchange for no fp32 atomics on dQ. */
+#include "common.cuh"
+
+#define FA_THREADS 128
+#define FA_LOG2E 1.4426950408889634f
+#define FA_LN2 0.6931471805599453f
+
+namespace {
+
+/* --------------------------------------------------------------- PTX wrappers */
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+/* 16-byte async copy global -> shared; src_bytes 0 fills the 16 bytes with zeros */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
+    const int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+
+/* c[16x8] += a[16x16] * b[16x8], bf16 operands, fp32 accumulators */
+__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+
+/* Fragment addresses (lane l) in a shared tile with row stride SD elements.
+ * A operand, 16x16 block at (r0, c0) of a row-major [m][k] tile. */
+template <int SD> __device__ __forceinline__ const bf16 *a_addr(const bf16 *s, int r0, int c0, int l) {
+    return s + (r0 + (l & 7) + ((l >> 3) & 1) * 8) * SD + c0 + (l >> 4) * 8;
+}
+/* B operand of two n-tiles (n0..n0+15) x k16 at k0, from a tile stored [n][k] (ldmatrix) */
+template <int SD> __device__ __forceinline__ const bf16 *bn_addr(const bf16 *s, int n0, int k0, int l) {
+    return s + (n0 + (l & 7) + (l >> 4) * 8) * SD + k0 + ((l >> 3) & 1) * 8;
+}
+/* the same from a tile stored [k][n] (ldmatrix.trans) */
+template <int SD> __device__ __forceinline__ const bf16 *bk_addr(const bf16 *s, int k0, int n0, int l) {
+    return s + (k0 + (l & 7) + ((l >> 3) & 1) * 8) * SD + n0 + (l >> 4) * 8;
+}
+
+/* acc[16 x 8*NT] += A[16 x 16*KS] (from shared, rows r0..) * B, B stored [n][k] in shared */
+template <int SD, int KS, int NT>
+__device__ __forceinline__ void warp_mm_nk(float (&acc)[NT][4], const bf16 *sA, int r0, const bf16 *sB, int lane) {
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+        uint32_t a[4];
+        ldsm_x4(a, a_addr<SD>(sA, r0, ks * 16, lane));
+#pragma unroll
+        for (int np = 0; np < NT / 2; np++) {
+            uint32_t b[4];
+            ldsm_x4(b, bn_addr<SD>(sB, np * 16, ks * 16, lane));
+            mma16816(acc[2 * np], a, b[0], b[1]);
+            mma16816(acc[2 * np + 1], a, b[2], b[3]);
+        }
+    }
+}
+
+/* acc[16 x 8*NT] += P[16 x 16*KS] (registers, accumulator layout of KS*2 n-tiles) * B,
+ * B stored [k][n] in shared (rows k = 0..16*KS-1) */
+template <int SD, int KS, int NT>
+__device__ __forceinline__ void warp_mm_pk(float (&acc)[NT][4], const float (&p)[2 * KS][4], const bf16 *sB, int lane) {
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+        uint32_t a[4];
+        a[0] = pack_bf16(p[2 * ks][0], p[2 * ks][1]);
+        a[1] = pack_bf16(p[2 * ks][2], p[2 * ks][3]);
+        a[2] = pack_bf16(p[2 * ks + 1][0], p[2 * ks + 1][1]);
+        a[3] = pack_bf16(p[2 * ks + 1][2], p[2 * ks + 1][3]);
+#pragma unroll
+        for (int np = 0; np < NT / 2; np++) {
+            uint32_t b[4];
+            ldsm_x4_t(b, bk_addr<SD>(sB, ks * 16, np * 16, lane));
+            mma16816(acc[2 * np], a, b[0], b[1]);
+            mma16816(acc[2 * np + 1], a, b[2], b[3]);
+        }
+    }
+}
+
+/* ROWS x D tile of rows r0.. (row stride ld elements) into shared (row stride D + 8);
+ * rows at or past T are zero-filled */
+template <int ROWS, int D>
+__device__ __forceinline__ void load_tile(bf16 *s, const bf16 *g, size_t ld, int r0, int T) {
+    constexpr int CPR = D / 8;
+#pragma unroll
+    for (int c = threadIdx.x; c < ROWS * CPR; c += FA_THREADS) {
+        const int r = c / CPR, k = c % CPR, t = r0 + r;
+        const bool ok = t < T;
+        cp_async16(s + r * (D + 8) + k * 8, g + (size_t)(ok ? t : 0) * ld + k * 8, ok);
+    }
+}
+
+/* ================================================================ forward */
+
+template <int D>
+__global__ void __launch_bounds__(FA_THREADS)
+flash_fwd_kernel(bf16 *__restrict__ out, float *__restrict__ lse, const bf16 *__restrict__ q,
+                 const bf16 *__restrict__ k, const bf16 *__restrict__ v, int T, int H, int group, size_t ldq,
+                 size_t ldkv, float sl2) {
+    constexpr int BM = 64, BN = 64, SD = D + 8, NTD = D / 8;
+    extern __shared__ __align__(16) unsigned char fa_smem[];
+    bf16 *sQ = reinterpret_cast<bf16 *>(fa_smem);
+    bf16 *sK = sQ + BM * SD;     /* 2 buffers */
+    bf16 *sV = sK + 2 * BN * SD; /* 2 buffers */
+
+    const int qb = gridDim.x - 1 - blockIdx.x; /* the longest rows first */
+    const int bh = blockIdx.y, b = bh / H, h = bh % H, kvh = h / group;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+    const bf16 *qg = q + (size_t)b * T * ldq + (size_t)h * D;
+    const bf16 *kg = k + (size_t)b * T * ldkv + (size_t)kvh * D;
+    const bf16 *vg = v + (size_t)b * T * ldkv + (size_t)kvh * D;
+
+    load_tile<BM, D>(sQ, qg, ldq, qb * BM, T);
+    load_tile<BN, D>(sK, kg, ldkv, 0, T);
+    load_tile<BN, D>(sV, vg, ldkv, 0, T);
+    cp_async_commit();
+
+    const int row0 = qb * BM + warp * 16 + g, row1 = row0 + 8;
+    float o[NTD][4];
+#pragma unroll
+    for (int i = 0; i < NTD; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    uint32_t qf[D / 16][4];
+
+    const int nkb = qb + 1;
+    for (int kb = 0; kb < nkb; kb++) {
+        const int buf = kb & 1;
+        if (kb + 1 < nkb) {
+            load_tile<BN, D>(sK + (buf ^ 1) * BN * SD, kg, ldkv, (kb + 1) * BN, T);
+            load_tile<BN, D>(sV + (buf ^ 1) * BN * SD, vg, ldkv, (kb + 1) * BN, T);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+        if (kb == 0) {
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ks++) ldsm_x4(qf[ks], a_addr<SD>(sQ, warp * 16, ks * 16, lane));
+        }
+        const bf16 *cK = sK + buf * BN * SD, *cV = sV + buf * BN * SD;
+
+        float s[BN / 8][4];
+#pragma unroll
+        for (int i = 0; i < BN / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+#pragma unroll
+            for (int np = 0; np < BN / 16; np++) {
+                uint32_t bb[4];
+                ldsm_x4(bb, bn_addr<SD>(cK, np * 16, ks * 16, lane));
+                mma16816(s[2 * np], qf[ks], bb[0], bb[1]);
+                mma16816(s[2 * np + 1], qf[ks], bb[2], bb[3]);
+            }
+        }
+        /* scale to the log2 domain, causal mask on the diagonal block */
+        const bool diag = kb == qb;
+        float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < BN / 8; nt++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int col = kb * BN + nt * 8 + 2 * t4 + (e & 1), row = e < 2 ? row0 : row1;
+                float x = s[nt][e] * sl2;
+                if (diag && col > row) x = -INFINITY;
+                s[nt][e] = x;
+            }
+            mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
+            mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
+        }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+        const float b0 = n0 == -INFINITY ? 0.0f : n0, b1 = n1 == -INFINITY ? 0.0f : n1;
+        const float al0 = exp2f(m0 - b0), al1 = exp2f(m1 - b1);
+        m0 = n0;
+        m1 = n1;
+        float r0 = 0.0f, r1 = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < BN / 8; nt++) {
+            s[nt][0] = exp2f(s[nt][0] - b0);
+            s[nt][1] = exp2f(s[nt][1] - b0);
+            s[nt][2] = exp2f(s[nt][2] - b1);
+            s[nt][3] = exp2f(s[nt][3] - b1);
+            r0 += s[nt][0] + s[nt][1];
+            r1 += s[nt][2] + s[nt][3];
+        }
+        l0 = l0 * al0 + r0;
+        l1 = l1 * al1 + r1;
+#pragma unroll
+        for (int i = 0; i < NTD; i++) {
+            o[i][0] *= al0;
+            o[i][1] *= al0;
+            o[i][2] *= al1;
+            o[i][3] *= al1;
+        }
+        warp_mm_pk<SD, BN / 16, NTD>(o, s, cV, lane);
+        __syncthreads(); /* this buffer is refilled by the next iteration's prefetch */
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float i0 = 1.0f / l0, i1 = 1.0f / l1;
+    const size_t ldo = (size_t)H * D;
+    bf16 *og = out + (size_t)b * T * ldo + (size_t)h * D;
+#pragma unroll
+    for (int nt = 0; nt < NTD; nt++) {
+        const int c = nt * 8 + 2 * t4;
+        if (row0 < T) *reinterpret_cast<uint32_t *>(og + row0 * ldo + c) = pack_bf16(o[nt][0] * i0, o[nt][1] * i0);
+        if (row1 < T) *reinterpret_cast<uint32_t *>(og + row1 * ldo + c) = pack_bf16(o[nt][2] * i1, o[nt][3] * i1);
+    }
+    if (t4 == 0) {
+        float *lg = lse + (size_t)bh * T;
+        if (row0 < T) lg[row0] = (m0 + log2f(l0)) * FA_LN2;
+        if (row1 < T) lg[row1] = (m1 + log2f(l1)) * FA_LN2;
+    }
+}
+
+/* ================================================================ backward */
+
+/* Di[bh, t] = sum_d dO[b,t,h,d] * O[b,t,h,d]; one warp per (b, t, h) */
+template <int D>
+__global__ void __launch_bounds__(256)
+flash_bwd_dot_kernel(float *__restrict__ Di, const bf16 *__restrict__ dout, const bf16 *__restrict__ out, int B,
+                     int T, int H) {
+    const int lane = threadIdx.x % 32;
+    const long long row = (long long)blockIdx.x * 8 + threadIdx.x / 32; /* (b*T + t)*H + h */
+    if (row >= (long long)B * T * H) return;
+    const bf16 *a = dout + row * D, *c = out + row * D;
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = lane * 2; i < D; i += 64) {
+        const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(a + i));
+        const float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(c + i));
+        acc += x.x * y.x + x.y * y.y;
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) {
+        const int h = (int)(row % H);
+        const long long bt = row / H, b = bt / T, t = bt % T;
+        Di[(b * H + h) * T + t] = acc;
+    }
+}
+
+/* dK, dV for 64 keys of one kv head, summed over the query heads of its group */
+template <int D, int BQ>
+__global__ void __launch_bounds__(FA_THREADS)
+flash_bwd_dkdv_kernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const bf16 *__restrict__ dout,
+                      const float *__restrict__ lse, const float *__restrict__ Di, const bf16 *__restrict__ q,
+                      const bf16 *__restrict__ k, const bf16 *__restrict__ v, int T, int H, int KV, size_t ldq,
+                      size_t ldkv, float scale, float sl2) {
+    constexpr int BK = 64, SD = D + 8, NTD = D / 8, NTQ = BQ / 8;
+    extern __shared__ __align__(16) unsigned char fa_smem[];
+    bf16 *sK = reinterpret_cast<bf16 *>(fa_smem);
+    bf16 *sV = sK + BK * SD;
+    bf16 *sQ = sV + BK * SD;       /* 2 buffers */
+    bf16 *sO = sQ + 2 * BQ * SD;   /* dO, 2 buffers */
+    float *sL = reinterpret_cast<float *>(sO + 2 * BQ * SD); /* lse * log2(e), 2 buffers */
+    float *sD = sL + 2 * BQ;                                  /* Di, 2 buffers */
+
+    const int kb = blockIdx.x; /* the most work first */
+    const int bkv = blockIdx.y, b = bkv / KV, kvh = bkv % KV, group = H / KV;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+    const size_t ldo = (size_t)H * D;
+    const bf16 *kg = k + (size_t)b * T * ldkv + (size_t)kvh * D;
+    const bf16 *vg = v + (size_t)b * T * ldkv + (size_t)kvh * D;
+
+    const int nqb = (T + BQ - 1) / BQ, q0 = kb * BK / BQ, nq = nqb - q0, niter = group * nq;
+    auto prefetch = [&](int it, int buf) {
+        const int h = kvh * group + it / nq, qb = q0 + it % nq;
+        load_tile<BQ, D>(sQ + buf * BQ * SD, q + (size_t)b * T * ldq + (size_t)h * D, ldq, qb * BQ, T);
+        load_tile<BQ, D>(sO + buf * BQ * SD, dout + (size_t)b * T * ldo + (size_t)h * D, ldo, qb * BQ, T);
+        for (int i = threadIdx.x; i < BQ; i += FA_THREADS) {
+            const int t = qb * BQ + i;
+            const size_t r = ((size_t)b * H + h) * T + t;
+            sL[buf * BQ + i] = t < T ? lse[r] * FA_LOG2E : INFINITY; /* rows past T: P = 0 */
+            sD[buf * BQ + i] = t < T ? Di[r] : 0.0f;
+        }
+    };
+    load_tile<BK, D>(sK, kg, ldkv, kb * BK, T);
+    load_tile<BK, D>(sV, vg, ldkv, kb * BK, T);
+    prefetch(0, 0);
+    cp_async_commit();
+
+    float dK[NTD][4], dV[NTD][4];
+#pragma unroll
+    for (int i = 0; i < NTD; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dK[i][e] = dV[i][e] = 0.0f;
+    const int key0 = kb * BK + warp * 16 + g, key1 = key0 + 8;
+
+    for (int it = 0; it < niter; it++) {
+        const int buf = it & 1, qb = q0 + it % nq;
+        if (it + 1 < niter) prefetch(it + 1, buf ^ 1);
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+        const bf16 *cQ = sQ + buf * BQ * SD, *cO = sO + buf * BQ * SD;
+        const float *cL = sL + buf * BQ, *cD = sD + buf * BQ;
+
+        /* P^T = exp2(sl2 * K Q^T - lse2), zero where query < key */
+        float p[NTQ][4];
+#pragma unroll
+        for (int i = 0; i < NTQ; i++) p[i][0] = p[i][1] = p[i][2] = p[i][3] = 0.0f;
+        warp_mm_nk<SD, D / 16, NTQ>(p, sK, warp * 16, cQ, lane);
+        const bool diag = qb * BQ < kb * BK + BK; /* some query of this block precedes some key */
+#pragma unroll
+        for (int nt = 0; nt < NTQ; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int ci = nt * 8 + 2 * t4 + (e & 1), qi = qb * BQ + ci, key = e < 2 ? key0 : key1;
+                float x = exp2f(p[nt][e] * sl2 - cL[ci]);
+                if (diag && qi < key) x = 0.0f;
+                p[nt][e] = x;
+            }
+        /* dV += P^T dO */
+        warp_mm_pk<SD, BQ / 16, NTD>(dV, p, cO, lane);
+        /* dP^T = V dO^T; dS^T = P^T (dP^T - Di) */
+        float dp[NTQ][4];
+#pragma unroll
+        for (int i = 0; i < NTQ; i++) dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
+        warp_mm_nk<SD, D / 16, NTQ>(dp, sV, warp * 16, cO, lane);
+#pragma unroll
+        for (int nt = 0; nt < NTQ; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) dp[nt][e] = p[nt][e] * (dp[nt][e] - cD[nt * 8 + 2 * t4 + (e & 1)]);
+        /* dK += dS^T Q (scale applied at the end) */
+        warp_mm_pk<SD, BQ / 16, NTD>(dK, dp, cQ, lane);
+        __syncthreads();
+    }
+    bf16 *dkg = dk + (size_t)b * T * ldkv + (size_t)kvh * D;
+    bf16 *dvg = dv + (size_t)b * T * ldkv + (size_t)kvh * D;
+#pragma unroll
+    for (int nt = 0; nt < NTD; nt++) {
+        const int c = nt * 8 + 2 * t4;
+        if (key0 < T) {
+            *reinterpret_cast<uint32_t *>(dkg + key0 * ldkv + c) = pack_bf16(dK[nt][0] * scale, dK[nt][1] * scale);
+            *reinterpret_cast<uint32_t *>(dvg + key0 * ldkv + c) = pack_bf16(dV[nt][0], dV[nt][1]);
+        }
+        if (key1 < T) {
+            *reinterpret_cast<uint32_t *>(dkg + key1 * ldkv + c) = pack_bf16(dK[nt][2] * scale, dK[nt][3] * scale);
+            *reinterpret_cast<uint32_t *>(dvg + key1 * ldkv + c) = pack_bf16(dV[nt][2], dV[nt][3]);
+        }
+    }
+}
+
+/* dQ for 64 queries of one head: loop over the key blocks 0..qb */
+template <int D>
+__global__ void __launch_bounds__(FA_THREADS)
+flash_bwd_dq_kernel(bf16 *__restrict__ dq, const bf16 *__restrict__ dout, const float *__restrict__ lse,
+                    const float *__restrict__ Di, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
+                    const bf16 *__restrict__ v, int T, int H, int group, size_t ldq, size_t ldkv, float scale,
+                    float sl2) {
+    constexpr int BM = 64, BN = 64, SD = D + 8, NTD = D / 8;
+    extern __shared__ __align__(16) unsigned char fa_smem[];
+    bf16 *sQ = reinterpret_cast<bf16 *>(fa_smem);
+    bf16 *sO = sQ + BM * SD;
+    bf16 *sK = sO + BM * SD;     /* 2 buffers */
+    bf16 *sV = sK + 2 * BN * SD; /* 2 buffers */
+
+    const int qb = gridDim.x - 1 - blockIdx.x;
+    const int bh = blockIdx.y, b = bh / H, h = bh % H, kvh = h / group;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+    const size_t ldo = (size_t)H * D;
+    const bf16 *kg = k + (size_t)b * T * ldkv + (size_t)kvh * D;
+    const bf16 *vg = v + (size_t)b * T * ldkv + (size_t)kvh * D;
+
+    load_tile<BM, D>(sQ, q + (size_t)b * T * ldq + (size_t)h * D, ldq, qb * BM, T);
+    load_tile<BM, D>(sO, dout + (size_t)b * T * ldo + (size_t)h * D, ldo, qb * BM, T);
+    load_tile<BN, D>(sK, kg, ldkv, 0, T);
+    load_tile<BN, D>(sV, vg, ldkv, 0, T);
+    cp_async_commit();
+
+    const int row0 = qb * BM + warp * 16 + g, row1 = row0 + 8;
+    const size_t r = (size_t)bh * T;
+    const float L0 = row0 < T ? lse[r + row0] * FA_LOG2E : INFINITY, L1 = row1 < T ? lse[r + row1] * FA_LOG2E : INFINITY;
+    const float D0 = row0 < T ? Di[r + row0] : 0.0f, D1 = row1 < T ? Di[r + row1] : 0.0f;
+    float dQ[NTD][4];
+#pragma unroll
+    for (int i = 0; i < NTD; i++) dQ[i][0] = dQ[i][1] = dQ[i][2] = dQ[i][3] = 0.0f;
+
+    const int nkb = qb + 1;
+    for (int kb = 0; kb < nkb; kb++) {
+        const int buf = kb & 1;
+        if (kb + 1 < nkb) {
+            load_tile<BN, D>(sK + (buf ^ 1) * BN * SD, kg, ldkv, (kb + 1) * BN, T);
+            load_tile<BN, D>(sV + (buf ^ 1) * BN * SD, vg, ldkv, (kb + 1) * BN, T);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+        const bf16 *cK = sK + buf * BN * SD, *cV = sV + buf * BN * SD;
+        float p[BN / 8][4], dp[BN / 8][4];
+#pragma unroll
+        for (int i = 0; i < BN / 8; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) p[i][e] = dp[i][e] = 0.0f;
+        warp_mm_nk<SD, D / 16, BN / 8>(p, sQ, warp * 16, cK, lane);
+        warp_mm_nk<SD, D / 16, BN / 8>(dp, sO, warp * 16, cV, lane);
+        const bool diag = kb == qb;
+#pragma unroll
+        for (int nt = 0; nt < BN / 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int col = kb * BN + nt * 8 + 2 * t4 + (e & 1), row = e < 2 ? row0 : row1;
+                float x = exp2f(p[nt][e] * sl2 - (e < 2 ? L0 : L1));
+                if (diag && col > row) x = 0.0f;
+                dp[nt][e] = x * (dp[nt][e] - (e < 2 ? D0 : D1));
+            }
+        warp_mm_pk<SD, BN / 16, NTD>(dQ, dp, cK, lane);
+        __syncthreads();
+    }
+    bf16 *dqg = dq + (size_t)b * T * ldq + (size_t)h * D;
+#pragma unroll
+    for (int nt = 0; nt < NTD; nt++) {
+        const int c = nt * 8 + 2 * t4;
+        if (row0 < T) *reinterpret_cast<uint32_t *>(dqg + row0 * ldq + c) = pack_bf16(dQ[nt][0] * scale, dQ[nt][1] * scale);
+        if (row1 < T) *reinterpret_cast<uint32_t *>(dqg + row1 * ldq + c) = pack_bf16(dQ[nt][2] * scale, dQ[nt][3] * scale);
+    }
+}
+
+/* ================================================================ host side */
+
+template <int D> constexpr int bwd_bq() { return 64; }
+
+template <int D> size_t fwd_smem() { return (size_t)(64 + 4 * 64) * (D + 8) * 2; }
+template <int D> size_t dq_smem() { return (size_t)(2 * 64 + 4 * 64) * (D + 8) * 2; }
+template <int D> size_t dkdv_smem() {
+    constexpr int BQ = bwd_bq<D>();
+    return (size_t)(2 * 64 + 4 * BQ) * (D + 8) * 2 + 4 * BQ * sizeof(float);
+}
+
+/* ptrs: the bf16 tensors (16-byte aligned); f32: the fp32 ones (4-byte aligned) */
+bool args_ok(const void *const *ptrs, int n, const void *const *f32, int nf, int B, int T, int H, int KV, int D,
+             long long ldq, long long ldkv) {
+    for (int i = 0; i < n; i++)
+        if (!ptrs[i] || !sx_aligned16(ptrs[i])) return false;
+    for (int i = 0; i < nf; i++)
+        if (!f32[i] || ((uintptr_t)f32[i] & 3u)) return false;
+    if (B < 0 || T < 0 || H < 0 || (KV <= 0 && H > 0)) return false;
+    if (H > 0 && (KV > H || H % KV != 0)) return false;
+    if (D != 64 && D != 128) return false;
+    if (ldq < (long long)H * D || ldkv < (long long)KV * D || ldq % 8 || ldkv % 8) return false;
+    if ((long long)B * H > 65535 || (long long)B * KV > 65535) return false; /* grid.y */
+    return true;
+}
+
+template <int D>
+cudaError_t fwd_launch(sx_bf16 *out, float *lse, const sx_bf16 *q, const sx_bf16 *k, const sx_bf16 *v, int B, int T,
+                       int H, int KV, size_t ldq, size_t ldkv, float scale, cudaStream_t stream) {
+    const size_t sm = fwd_smem<D>();
+    SX_CHECK(cudaFuncSetAttribute(flash_fwd_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+    const dim3 grid((T + 63) / 64, B * H);
+    flash_fwd_kernel<D><<<grid, FA_THREADS, sm, stream>>>((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
+                                                         (const bf16 *)v, T, H, H / KV, ldq, ldkv, scale * FA_LOG2E);
+    SX_LAUNCHED();
+}
+
+template <int D>
+cudaError_t bwd_launch(sx_bf16 *dq, sx_bf16 *dk, sx_bf16 *dv, const sx_bf16 *dout, const sx_bf16 *out,
+                       const float *lse, const sx_bf16 *q, const sx_bf16 *k, const sx_bf16 *v, int B, int T, int H,
+                       int KV, size_t ldq, size_t ldkv, float scale, float *Di, cudaStream_t stream) {
+    constexpr int BQ = bwd_bq<D>();
+    const long long rows = (long long)B * T * H;
+    flash_bwd_dot_kernel<D><<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(Di, (const bf16 *)dout,
+                                                                           (const bf16 *)out, B, T, H);
+    SX_CHECK(cudaGetLastError());
+    const size_t sm1 = dkdv_smem<D>(), sm2 = dq_smem<D>();
+    SX_CHECK(cudaFuncSetAttribute(flash_bwd_dkdv_kernel<D, BQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm1));
+    SX_CHECK(cudaFuncSetAttribute(flash_bwd_dq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm2));
+    const float sl2 = scale * FA_LOG2E;
+    flash_bwd_dkdv_kernel<D, BQ><<<dim3((T + 63) / 64, B * KV), FA_THREADS, sm1, stream>>>(
+        (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout, lse, Di, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, T, H,
+        KV, ldq, ldkv, scale, sl2);
+    SX_CHECK(cudaGetLastError());
+    flash_bwd_dq_kernel<D><<<dim3((T + 63) / 64, B * H), FA_THREADS, sm2, stream>>>(
+        (bf16 *)dq, (const bf16 *)dout, lse, Di, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, T, H, H / KV, ldq,
+        ldkv, scale, sl2);
+    SX_LAUNCHED();
+}
+
+} /* namespace */
+
+extern "C" {
+
+size_t sx_flash_attention_backward_workspace_bytes(int B, int T, int H) {
+    if (B < 0 || T < 0 || H < 0) return 0;
+    return ((size_t)B * H * T * sizeof(float) + 255) / 256 * 256;
+}
+
+cudaError_t sx_flash_attention_forward(sx_bf16 *out, float *lse, const sx_bf16 *q, const sx_bf16 *k,
+                                       const sx_bf16 *v, int B, int T, int H, int KV, int D, int q_row_stride,
+                                       int kv_row_stride, float scale, cudaStream_t stream) {
+    const void *ptrs[] = {out, q, k, v}, *f32[] = {lse};
+    SX_REQUIRE(args_ok(ptrs, 4, f32, 1, B, T, H, KV, D, q_row_stride, kv_row_stride));
+    if (B == 0 || T == 0 || H == 0) return cudaSuccess;
+    if (D == 64) return fwd_launch<64>(out, lse, q, k, v, B, T, H, KV, q_row_stride, kv_row_stride, scale, stream);
+    return fwd_launch<128>(out, lse, q, k, v, B, T, H, KV, q_row_stride, kv_row_stride, scale, stream);
+}
+
+cudaError_t sx_flash_attention_backward(sx_bf16 *dq, sx_bf16 *dk, sx_bf16 *dv, const sx_bf16 *dout,
+                                        const sx_bf16 *out, const float *lse, const sx_bf16 *q, const sx_bf16 *k,
+                                        const sx_bf16 *v, int B, int T, int H, int KV, int D, int q_row_stride,
+                                        int kv_row_stride, float scale, void *workspace, size_t workspace_bytes,
+                                        cudaStream_t stream) {
+    const void *ptrs[] = {dq, dk, dv, dout, out, q, k, v}, *f32[] = {lse, workspace};
+    SX_REQUIRE(args_ok(ptrs, 8, f32, 2, B, T, H, KV, D, q_row_stride, kv_row_stride));
+    SX_REQUIRE(workspace_bytes >= sx_flash_attention_backward_workspace_bytes(B, T, H));
+    if (B == 0 || T == 0 || H == 0) return cudaSuccess;
+    if (D == 64)
+        return bwd_launch<64>(dq, dk, dv, dout, out, lse, q, k, v, B, T, H, KV, q_row_stride, kv_row_stride, scale,
+                              (float *)workspace, stream);
+    return bwd_launch<128>(dq, dk, dv, dout, out, lse, q, k, v, B, T, H, KV, q_row_stride, kv_row_stride, scale,
+                           (float *)workspace, stream);
+}
+
+} /* extern "C" */
