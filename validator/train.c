@@ -57,6 +57,7 @@ typedef struct {
     int qkv;            /* (H + 2 KV) D: the fused QKV projection's width */
     int up;             /* the FFN's first GEMM width: F, or 2F for SwiGLU (gate | up) */
     int rms, swiglu, bias, learned_pos, tied;
+    int flash;          /* fused attention: no s x s scores, a log-sum-exp per row instead */
     size_t sizes[P_COUNT];
     size_t offsets[P_COUNT];
     size_t count;                 /* parameters, with the padded vocabulary rows */
@@ -90,7 +91,8 @@ typedef struct {
     bf16 *ln1, *ln2;    /* L N C */
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* L N (no means for RMSNorm) */
     bf16 *qkv;          /* L N qkv */
-    bf16 *att;          /* L B H T T: softmax output */
+    bf16 *att;          /* L B H T T: softmax output (unfused) */
+    float *lse;         /* L B H T: log-sum-exp per query row (flash) */
     bf16 *atty;         /* L N H D */
     bf16 *fch;          /* L N up: before the activation */
     bf16 *fch_act;      /* L N F: after GELU or SwiGLU */
@@ -126,7 +128,8 @@ static size_t layout_activations(activations *a, char *base, const shapes *s)
     TAKE(ln2_mean, float, means * L * N);
     TAKE(ln2_rstd, float, L * N);
     TAKE(qkv, bf16, L * N * s->qkv);
-    TAKE(att, bf16, L * BHTT);
+    TAKE(att, bf16, s->flash ? 0 : L * BHTT);
+    TAKE(lse, float, s->flash ? L * (size_t)s->B * s->H * s->T : 0);
     TAKE(atty, bf16, L * N * A);
     TAKE(fch, bf16, L * N * s->up);
     TAKE(fch_act, bf16, L * N * s->F);
@@ -146,7 +149,8 @@ typedef struct {
     bf16 *dresidual;   /* N C */
     bf16 *dbuf_c;      /* N C */
     bf16 *dqkv;        /* N qkv */
-    bf16 *datt;        /* B H T T */
+    bf16 *datt;        /* B H T T (unfused) */
+    float *flash_ws;   /* B H T, flash's backward (rowsum of dO * O) */
     bf16 *dfch;        /* N up */
     bf16 *dact;        /* N F, SwiGLU only: the gradient of silu(gate) * up while dgate, dup are written */
     bf16 *ones;        /* N, for the bias fallback when cuBLASLt offers no bias epilogue */
@@ -162,11 +166,17 @@ static size_t layout_scratch(scratch_buffers *g, char *base, const shapes *s)
     TAKE(dresidual, N * C);
     TAKE(dbuf_c, N * C);
     TAKE(dqkv, N * s->qkv);
-    TAKE(datt, (size_t)s->B * s->H * s->T * s->T);
+    TAKE(datt, s->flash ? 0 : (size_t)s->B * s->H * s->T * s->T);
+    g->flash_ws = NULL;
     TAKE(dfch, N * s->up);
     TAKE(dact, s->swiglu ? N * s->F : 0);
     TAKE(ones, s->bias ? N : 0);
 #undef TAKE
+    if (s->flash) {
+        size_t ws = sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->H);
+        g->flash_ws = (float *)p;
+        total += carve(&p, ws);
+    }
     g->bytes = total;
     return total;
 }
@@ -538,14 +548,20 @@ static void gpt_forward(gpt *g)
     for (int l = 0; l < s->L; l++) {
         size_t nc = (size_t)l * N * C, n1 = (size_t)l * N;
         bf16 *x = a->residual + nc, *ln1 = a->ln1 + nc, *qkv = a->qkv + (size_t)l * N * s->qkv;
-        bf16 *att = a->att + (size_t)l * s->B * s->H * s->T * s->T, *atty = a->atty + (size_t)l * N * A;
+        bf16 *att = s->flash ? NULL : a->att + (size_t)l * s->B * s->H * s->T * s->T, *atty = a->atty + (size_t)l * N * A;
         bf16 *mid = a->resid_mid + nc, *ln2 = a->ln2 + nc;
         bf16 *fch = a->fch + (size_t)l * N * s->up, *act = a->fch_act + (size_t)l * N * s->F;
         bf16 *next = a->residual + (size_t)(l + 1) * N * C;
         OP("attn_norm", norm_forward(g, ln1, (float *)at(a->ln1_mean, n1), a->ln1_rstd + n1, x, param(g, P, P_LN1W, l),
                                      param(g, P, P_LN1B, l), N));
         linear_forward("qkv", qkv, ln1, param(g, P, P_QKVW, l), param(g, P, P_QKVB, l), ones, N, C, s->qkv);
-        OP("attention", attention_forward(&g->layer_ptrs[l], att, g->scr.datt, s));
+        if (s->flash)
+            OP("attention", CK(sx_flash_attention_forward(atty, a->lse + (size_t)l * s->B * s->H * s->T, qkv,
+                                                           qkv + (size_t)s->H * s->D, qkv + (size_t)(s->H + s->KV) * s->D, s->B,
+                                                           s->T, s->H, s->KV, s->D, s->qkv, s->qkv,
+                                                           1.0f / sqrtf((float)s->D), stream)));
+        else
+            OP("attention", attention_forward(&g->layer_ptrs[l], att, g->scr.datt, s));
         linear_forward("attn_out", g->scr.dbuf_c, atty, param(g, P, P_ATTW, l), param(g, P, P_ATTB, l), ones, N, A, C);
         OP("attn_residual", CK(sx_residual_add(mid, NULL, x, g->scr.dbuf_c, (size_t)N * C, stream)));
         OP("mlp_norm", norm_forward(g, ln2, (float *)at(a->ln2_mean, n1), a->ln2_rstd + n1, mid, param(g, P, P_LN2W, l),
@@ -583,7 +599,8 @@ static void gpt_backward(gpt *g)
     for (int l = s->L - 1; l >= 0; l--) {
         size_t nc = (size_t)l * N * C, n1 = (size_t)l * N;
         bf16 *x = a->residual + nc, *ln1 = a->ln1 + nc;
-        bf16 *att = a->att + (size_t)l * s->B * s->H * s->T * s->T, *atty = a->atty + (size_t)l * N * A;
+        bf16 *att = s->flash ? NULL : a->att + (size_t)l * s->B * s->H * s->T * s->T, *atty = a->atty + (size_t)l * N * A;
+        bf16 *qkv = a->qkv + (size_t)l * N * s->qkv;
         bf16 *mid = a->resid_mid + nc, *ln2 = a->ln2 + nc;
         bf16 *fch = a->fch + (size_t)l * N * s->up, *act = a->fch_act + (size_t)l * N * s->F;
         /* MLP: dresidual holds d(next) = d(mid) from the residual branch */
@@ -602,7 +619,15 @@ static void gpt_backward(gpt *g)
         bf16 *datty = r->dbuf_c;
         linear_backward("attn_out_dgrad", "attn_out_wgrad", datty, param(g, G, P_ATTW, l), param(g, G, P_ATTB, l),
                         r->dresidual, atty, param(g, P, P_ATTW, l), ones, N, A, C);
-        OP("attention_bwd", attention_backward(&g->layer_ptrs[l], att, r->datt, s));
+        if (s->flash) {
+            size_t ws = sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->H);
+            size_t hd = (size_t)s->H * s->D, kd = (size_t)(s->H + s->KV) * s->D;
+            OP("attention_bwd", CK(sx_flash_attention_backward(r->dqkv, r->dqkv + hd, r->dqkv + kd, datty, atty,
+                                                                a->lse + (size_t)l * s->B * s->H * s->T, qkv, qkv + hd,
+                                                                qkv + kd, s->B, s->T, s->H, s->KV, s->D, s->qkv, s->qkv,
+                                                                1.0f / sqrtf((float)s->D), r->flash_ws, ws, stream)));
+        } else
+            OP("attention_bwd", attention_backward(&g->layer_ptrs[l], att, r->datt, s));
         linear_backward("qkv_dgrad", "qkv_wgrad", r->dbuf_c, param(g, G, P_QKVW, l), param(g, G, P_QKVB, l), r->dqkv, ln1,
                         param(g, P, P_QKVW, l), ones, N, C, s->qkv);
         OP("attn_norm_bwd", norm_backward(g, r->dresidual, param(g, G, P_LN1W, l), param(g, G, P_LN1B, l), r->dbuf_c, x,
@@ -686,8 +711,9 @@ static int write_json(const char *path, const report_info *in, const report_row 
     const report_row *step = &rows[n - 1];
     fprintf(f, "{\n  \"model\": \"%s\", \"gpu\": \"%s\", \"gpus\": 1, \"tp\": 1, \"pp\": 1, \"dp\": 1,\n", in->m->name,
             in->gpu->name);
-    fprintf(f, "  \"mbs\": %d, \"gbs\": %d, \"seq\": %d, \"recompute\": \"none\", \"zero\": 0, \"calibrated\": %s,\n",
-            in->o->mbs, in->o->mbs, in->o->seq, in->o->calibrated ? "true" : "false");
+    fprintf(f, "  \"mbs\": %d, \"gbs\": %d, \"seq\": %d, \"recompute\": \"none\", \"zero\": 0, \"attention\": \"%s\", "
+               "\"calibrated\": %s,\n", in->o->mbs, in->o->mbs, in->o->seq, in->o->flash ? "flash" : "unfused",
+            in->o->calibrated ? "true" : "false");
     fprintf(f, "  \"step\": {\"predicted_s\": %.6e, \"measured_s\": %.6e, \"timed_steps\": %d, \"spread\": %.4f},\n",
             step->predicted_s, step->measured_s, in->timed_steps, in->spread);
     fprintf(f, "  \"memory\": {\"predicted_bytes\": %.0f, \"measured_bytes\": %.0f},\n", step->predicted_bytes,
@@ -786,6 +812,11 @@ int train_gpt(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     g.s.bias = m->bias;
     g.s.learned_pos = m->position == POS_LEARNED;
     g.s.tied = m->tied_embeddings;
+    g.s.flash = o->flash;
+    if (g.s.flash && g.s.D != 64 && g.s.D != 128) {
+        fprintf(stderr, "sextant-gpu train: --attention flash: head size %d; the fused kernel has 64 and 128\n", g.s.D);
+        return 2;
+    }
     param_shapes(&g.s);
     int N = g.s.B * g.s.T;
 
@@ -793,7 +824,7 @@ int train_gpt(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     layout_t l = {0};
     l.gpus = l.tp = l.pp = l.dp = l.vpp = 1;
     l.mbs = o->mbs; l.gbs = o->mbs; l.seq = o->seq; l.gpus_per_node = node->gpus_per_node;
-    l.recompute = RECOMPUTE_NONE; l.attention = ATTENTION_UNFUSED; l.precision = PREC_BF16;
+    l.recompute = RECOMPUTE_NONE; l.attention = o->flash ? ATTENTION_FLASH : ATTENTION_UNFUSED; l.precision = PREC_BF16;
     job_t job = {1e9, 1.0};
     static estimate_t e;
     char err[256];
@@ -833,7 +864,7 @@ int train_gpt(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     LTC(cublasLtCreate(&lt));
     g.layer_ptrs = calloc((size_t)g.s.L, sizeof *g.layer_ptrs);
     if (!g.layer_ptrs) { fprintf(stderr, "sextant-gpu train: out of host memory\n"); exit(1); }
-    for (int i = 0; i < g.s.L; i++)
+    for (int i = 0; i < g.s.L && !g.s.flash; i++)
         attention_pointers(&g.layer_ptrs[i], g.act.qkv + (size_t)i * N * g.s.qkv,
                            g.act.att + (size_t)i * g.s.B * g.s.H * g.s.T * g.s.T,
                            g.act.atty + (size_t)i * N * g.s.H * g.s.D, g.scr.dqkv, g.scr.datt, g.scr.dbuf_c, &g.s);
@@ -859,6 +890,7 @@ int train_gpt(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
            o->seq, g.s.V, g.s.Vp, (double)g.s.count / 1e6, g.s.rms ? "RMSNorm" : "LayerNorm", g.s.swiglu ? "SwiGLU" : "GELU",
            g.s.KV < g.s.H ? "grouped-query attention" : "multi-head attention",
            g.s.learned_pos ? "" : ", no RoPE (the planner does not cost it either: docs/validation/README.md)");
+    printf("# attention: %s\n", g.s.flash ? "flash (fused kernel, kernels/attention.cu)" : "unfused (cuBLAS batched GEMMs + causal softmax)");
     for (int step = 1; step <= o->steps; step++) {
         make_batch(host_in, host_tg, N, g.s.V, &data_state);
         CK(cudaMemcpy(g.inputs, host_in, (size_t)N * sizeof *host_in, cudaMemcpyHostToDevice));
@@ -988,7 +1020,8 @@ int train_gpt(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     lt_free();
     LTC(cublasLtDestroy(lt));
     CK(cudaFree(lt_workspace));
-    for (int i = 0; i < g.s.L; i++) CK(cudaFree(g.layer_ptrs[i].block));
+    for (int i = 0; i < g.s.L; i++)
+        if (g.layer_ptrs[i].block) CK(cudaFree(g.layer_ptrs[i].block));
     free(g.layer_ptrs);
     void *blocks[] = {g.params, g.grads, g.master, g.m, g.v, g.act_block, g.scr_block, g.norm_ws, g.emb_ws, g.inputs, g.targets};
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) CK(cudaFree(blocks[i]));

@@ -10,6 +10,7 @@
 typedef struct {
     int mbs, seq, steps, warmup;
     int calibrated;
+    int flash;         /* --attention flash: the fused kernel instead of cuBLAS + softmax */
     const char *csv;   /* NULL, or where the rows go (docs/validation's columns) */
     const char *json;  /* NULL, or the same as JSON */
     const char *plot;  /* NULL, or an SVG of predicted against measured per op (gnuplot) */

@@ -544,10 +544,16 @@ static int cmd_train(int argc, char **argv, const hwdb *db, const model_zoo *zoo
     const model_t *m = &executed;
     const hw_gpu *g = hwdb_find_gpu(db, arg_value(argc, argv, "--gpu", "h100-sxm"));
     if (!g) { fprintf(stderr, "sextant-gpu: --gpu: unknown GPU\n"); return 2; }
-    train_options o = {atoi(arg_value(argc, argv, "--mbs", "8")), atoi(arg_value(argc, argv, "--seq", "1024")),
-                       atoi(arg_value(argc, argv, "--steps", "50")), 5, arg_value(argc, argv, "--calibration", NULL) != NULL,
-                       arg_value(argc, argv, "--csv", NULL), arg_value(argc, argv, "--json", NULL),
-                       arg_value(argc, argv, "--plot", NULL)};
+    const char *attention = arg_value(argc, argv, "--attention", "unfused");
+    if (strcmp(attention, "unfused") && strcmp(attention, "flash")) {
+        fprintf(stderr, "sextant-gpu: train: --attention '%s' is not one of unfused|flash\n", attention);
+        return 2;
+    }
+    train_options o = {.mbs = atoi(arg_value(argc, argv, "--mbs", "8")), .seq = atoi(arg_value(argc, argv, "--seq", "1024")),
+                       .steps = atoi(arg_value(argc, argv, "--steps", "50")), .warmup = 5,
+                       .calibrated = arg_value(argc, argv, "--calibration", NULL) != NULL,
+                       .flash = !strcmp(attention, "flash"), .csv = arg_value(argc, argv, "--csv", NULL),
+                       .json = arg_value(argc, argv, "--json", NULL), .plot = arg_value(argc, argv, "--plot", NULL)};
     if (o.mbs < 1 || o.seq < 1 || o.steps < o.warmup + 3) {
         fprintf(stderr, "sextant-gpu: train: --mbs, --seq positive and --steps at least %d\n", o.warmup + 3);
         return 2;
@@ -580,7 +586,8 @@ int main(int argc, char **argv)
                         "       sextant-gpu calibrate --comm [--gpus N] [--gpu NAME] [--out FILE] [--min-bytes SIZE] [--max-bytes SIZE]\n"
                         "                                    [--warmup N] [--iters N] [--repeats N] [--timeout S]\n"
                         "       sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]\n"
-                        "       sextant-gpu train MODEL [--gpu NAME] [--mbs N] [--seq N] [--steps N] [--calibration FILE] [--csv FILE]\n"
+                        "       sextant-gpu train MODEL [--gpu NAME] [--mbs N] [--seq N] [--steps N] [--attention unfused|flash]\n"
+                        "                             [--calibration FILE] [--csv FILE]\n"
                         "                             [--json FILE] [--plot FILE.svg]\n");
         return 2;
     }
