@@ -79,8 +79,11 @@ $(BUILD)/tests/test_launch: tests/test_launch.c validator/launch.c validator/lau
 	    -DSEXTANT_BIN='"$(CURDIR)/$(BUILD)/sextant"' -DSEXTANT_GPU_BIN='"$(CURDIR)/$(BUILD)/sextant-gpu"' \
 	    -o $@ tests/test_launch.c validator/launch.c -L$(CUDA_HOME)/lib64 $(NCCL_LIB) -lcudart -ldl $(LDSAN) -lcmocka
 
+# The built-in default run: LLaMA-2 70B for 2T tokens on 1024 H100s, one layout estimated, then every layout searched.
+DEMO_RUN = llama2-70b --gpu h100-sxm --gpus 1024 --tokens 2T
 demo: $(BUILD)/sextant
-	$(BUILD)/sextant estimate
+	$(BUILD)/sextant estimate $(DEMO_RUN) --tp 8 --pp 4 --mbs 1 --gbs 1024 --seq 4096 --recompute selective --sp --zero 1
+	$(BUILD)/sextant plan $(DEMO_RUN)
 
 $(BUILD)/tests/%: tests/%.c tests/test_util.h $(BUILD)/libsextant.a
 	@mkdir -p $(dir $@)
