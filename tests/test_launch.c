@@ -129,21 +129,9 @@ static void visible_gpus_answers(void **state)
 /* Runs `env ENV sextant ARGS`, the dispatcher that hands calibrate to sextant-gpu. */
 static run_result run_env(const char *env, const char *args)
 {
-    char out_path[] = "/tmp/sextant-test-out-XXXXXX", err_path[] = "/tmp/sextant-test-err-XXXXXX";
-    int fo = mkstemp(out_path), fe = mkstemp(err_path);
-    if (fo >= 0) close(fo);
-    if (fe >= 0) close(fe);
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "env -u OMPI_COMM_WORLD_SIZE -u SLURM_STEP_ID %s %s %s >%s 2>%s </dev/null", env,
-             SEXTANT_BIN, args, out_path, err_path);
-    int raw = system(cmd);
-    run_result r;
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = slurp(out_path);
-    r.err = slurp(err_path);
-    unlink(out_path);
-    unlink(err_path);
-    return r;
+    char prefix[1024];
+    snprintf(prefix, sizeof prefix, "env -u OMPI_COMM_WORLD_SIZE -u SLURM_STEP_ID %s", env);
+    return run_sextant_with(prefix, args);
 }
 
 /* Each refusal: non-zero, one stderr line holding `needle`, nothing on stdout. */

@@ -51,19 +51,16 @@ static inline char *slurp(const char *path)
     return buf;
 }
 
-/* Runs `sextant ARGS` through the shell, capturing both streams. */
-static inline run_result run_sextant(const char *fmt, ...)
+/* Runs `PREFIX sextant ARGS` through the shell, capturing both streams;
+ * PREFIX is "" or a command such as `env -u VAR A=1`. */
+static inline run_result run_sextant_with(const char *prefix, const char *args)
 {
-    char args[4096], cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
+    char cmd[8192];
     char out_path[] = "/tmp/sextant-test-out-XXXXXX", err_path[] = "/tmp/sextant-test-err-XXXXXX";
     int fo = mkstemp(out_path), fe = mkstemp(err_path);
     if (fo >= 0) close(fo);
     if (fe >= 0) close(fe);
-    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s </dev/null", SEXTANT_BIN, args, out_path, err_path);
+    snprintf(cmd, sizeof cmd, "%s %s %s >%s 2>%s </dev/null", prefix, SEXTANT_BIN, args, out_path, err_path);
     int raw = system(cmd);
     run_result r;
     r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -72,6 +69,17 @@ static inline run_result run_sextant(const char *fmt, ...)
     unlink(out_path);
     unlink(err_path);
     return r;
+}
+
+/* Runs `sextant ARGS` through the shell, capturing both streams. */
+static inline run_result run_sextant(const char *fmt, ...)
+{
+    char args[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    return run_sextant_with("", args);
 }
 
 static inline void run_free(run_result *r)
