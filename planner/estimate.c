@@ -380,7 +380,7 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
     double workspace = 0.0;
     if (s->layers > 0) {
         double t = (double)l->tp, tokens = (double)(l->seq * l->mbs);
-        double kv = m->kv_heads >= l->tp ? (double)m->kv_heads / t : 1.0;
+        double kv = local_kv_heads(m, l->tp);
         double qkv_width = ((double)m->heads / t + 2.0 * kv) * (double)m->head_dim;
         double up_width = (m->ffn_kind == FFN_SWIGLU ? 3.0 : 1.0) * (double)m->ffn / t * (double)m->top_k;
         double scores = l->attention == ATTENTION_UNFUSED

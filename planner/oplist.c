@@ -134,6 +134,13 @@ static void tp_entry(builder *b, const char *ag, const char *ar_bwd, const char 
 
 static int causal(const model_t *m) { return strcasecmp(m->family, "bert") != 0; }
 
+/* KV heads per GPU: split across the TP group, or replicated (one per GPU)
+ * when the group is wider than the model has KV heads, as Megatron does. */
+double local_kv_heads(const model_t *m, int64_t tp)
+{
+    return m->kv_heads >= tp ? (double)m->kv_heads / (double)tp : 1.0;
+}
+
 static void transformer_layers(builder *b, const model_t *m, int64_t count)
 {
     const layout_t *l = b->l;
@@ -143,7 +150,7 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     const double Tn = l->sp ? T / t : T;          /* tokens seen by norms and residuals */
     const double h = (double)m->hidden, d = (double)m->head_dim;
     const double heads = (double)m->heads / t;
-    const double kv_heads = m->kv_heads >= l->tp ? (double)m->kv_heads / t : 1.0;
+    const double kv_heads = local_kv_heads(m, l->tp);
     const double f = (double)m->ffn / t;
     const double routed = (double)m->top_k;       /* expert FFNs each token passes through */
     const int full = l->recompute == RECOMPUTE_FULL;

@@ -79,6 +79,9 @@ int64_t padded_vocab(const model_t *m, int64_t tp);
 /* Layers held by a stage: ceil(L/p) on the first stages, the rest on the last. */
 int64_t layers_on_stage(int64_t layers, int64_t pp, int64_t stage);
 
+/* KV heads one GPU holds at TP degree tp (replicated when tp exceeds them). */
+double local_kv_heads(const model_t *m, int64_t tp);
+
 /* ---- the estimate ------------------------------------------------------ */
 
 #define WARNINGS_MAX 16
