@@ -194,6 +194,33 @@ cudaError_t sx_cross_entropy_fused(float *loss, sx_bf16 *dlogits, const sx_bf16 
                                    const int32_t *targets, int N, int V, int Vp, float dloss,
                                    cudaStream_t stream);
 
+/* ------------------------------------- a vocabulary split over tensor parallelism */
+
+/* Megatron's vocabulary-parallel embedding: this rank holds `rows` rows of the table and
+ * ids are shifted by minus its first row, so ids it does not own fall outside [0, rows).
+ *   out[b,t,:] = (0 <= ids[b,t] < rows ? wte[ids[b,t],:] : 0) + wpe[t,:]      (=)
+ * wpe may be NULL (pass it on one rank only, so that the group's sum adds it once).  The
+ * group's all-reduce (or reduce-scatter) of out completes the lookup; the backward is
+ * sx_embedding_backward with the same shifted ids and V = rows (others' ids are skipped).
+ * C % 8 == 0 and 16-byte aligned pointers (else cudaErrorInvalidValue). */
+cudaError_t sx_embedding_forward_shard(sx_bf16 *out, const int32_t *ids, const sx_bf16 *wte,
+                                       const sx_bf16 *wpe, int B, int T, int C, int rows,
+                                       cudaStream_t stream);
+
+/* Vocabulary-parallel softmax cross-entropy: logits [N, ld] hold this rank's shard of the
+ * columns, the first `cols` of them real vocabulary (the rest padding, gradient 0); targets
+ * are shifted like the embedding's ids.  stats: fp32 [4N] workspace.  The caller runs:
+ *   sx_cross_entropy_shard_partial;   all-reduce MAX over the group of stats[N, 2N)
+ *   sx_cross_entropy_shard_rescale;   all-reduce SUM of stats[2N, 3N) and of stats[3N, 4N)
+ *   sx_cross_entropy_shard_finish:    loss[n] (=, fp32) and dlogits (=, bf16; may alias logits)
+ * which is sx_cross_entropy_fused's result, the row's sums taken over the whole group. */
+cudaError_t sx_cross_entropy_shard_partial(float *stats, const sx_bf16 *logits, const int32_t *targets, int N,
+                                           int cols, int ld, cudaStream_t stream);
+cudaError_t sx_cross_entropy_shard_rescale(float *stats, int N, cudaStream_t stream);
+cudaError_t sx_cross_entropy_shard_finish(float *loss, sx_bf16 *dlogits, const sx_bf16 *logits,
+                                          const int32_t *targets, const float *stats, int N, int cols,
+                                          int ld, float dloss, cudaStream_t stream);
+
 /* -------------------------------------------------------------------- AdamW */
 
 typedef struct sx_adamw_params {

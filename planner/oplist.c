@@ -118,7 +118,11 @@ static void tp_exit(builder *b, const char *ar, const char *rs, const char *ag_b
     }
 }
 
-static void tp_entry(builder *b, const char *ag, const char *ar_bwd, const char *rs_bwd,
+/* With sequence parallelism the region's input is kept sharded (1/t of it
+ * saved), so the backward gathers it again for the weight gradient
+ * (Korthikanti et al. 2022, section 4.2.2; Megatron overlaps it with the
+ * input-gradient GEMM, the validator does not). */
+static void tp_entry(builder *b, const char *ag, const char *ar_bwd, const char *rs_bwd, const char *regather,
                      int64_t count, double bytes, int recompute_full)
 {
     const layout_t *l = b->l;
@@ -128,6 +132,7 @@ static void tp_entry(builder *b, const char *ag, const char *ar_bwd, const char 
     } else {
         collective(b, ag, PASS_FWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, bytes, EXPOSED);
         if (recompute_full) collective(b, ag, PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_TP, l->tp, bytes, EXPOSED);
+        collective(b, regather, PASS_BWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, bytes, EXPOSED);
         collective(b, rs_bwd, PASS_BWD, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, bytes, EXPOSED);
     }
 }
@@ -163,7 +168,7 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     /* attention block */
     membound(b, "attn_norm", "attn_norm_bwd", count, 2.0 * Tn * h * B, 4.0 * Tn * h * B, 5.0 * Tn * h,
              Tn * h * B, full);
-    tp_entry(b, "tp_allgather_attn", "tp_allreduce_attn_bwd", "tp_reduce_scatter_attn_bwd", count,
+    tp_entry(b, "tp_allgather_attn", "tp_allreduce_attn_bwd", "tp_reduce_scatter_attn_bwd", "tp_regather_attn", count,
              T * h * B, full);
     gemm(b, "qkv", "qkv_dgrad", "qkv_wgrad", count, T, (heads + 2.0 * kv_heads) * d, h, sharded_input, full);
 
@@ -230,7 +235,7 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     /* MLP block */
     membound(b, "mlp_norm", "mlp_norm_bwd", count, 2.0 * Tn * h * B, 4.0 * Tn * h * B, 5.0 * Tn * h,
              Tn * h * B, full);
-    tp_entry(b, "tp_allgather_mlp", "tp_allreduce_mlp_bwd", "tp_reduce_scatter_mlp_bwd", count,
+    tp_entry(b, "tp_allgather_mlp", "tp_allreduce_mlp_bwd", "tp_reduce_scatter_mlp_bwd", "tp_regather_mlp", count,
              T * h * B, full);
     if (m->experts > 1)
         gemm(b, "router", "router_dgrad", "router_wgrad", count, T, (double)m->experts, h, 0.0, full);
@@ -269,6 +274,9 @@ static void embedding(builder *b, const model_t *m)
     if (l->tp > 1)
         collective(b, l->sp ? "tp_reduce_scatter_embedding" : "tp_allreduce_embedding", PASS_FWD, 1,
                    l->sp ? COLL_REDUCE_SCATTER : COLL_ALLREDUCE, GROUP_TP, l->tp, T * h * B, EXPOSED);
+    /* with sequence parallelism the lookup's backward needs every token's gradient */
+    if (l->tp > 1 && l->sp)
+        collective(b, "tp_allgather_embedding_bwd", PASS_BWD, 1, COLL_ALLGATHER, GROUP_TP, l->tp, T * h * B, EXPOSED);
 }
 
 int64_t padded_vocab(const model_t *m, int64_t tp)
@@ -288,7 +296,8 @@ static void lm_head(builder *b, const model_t *m)
     const double real_fraction = (double)m->vocab / (double)padded_vocab(m, l->tp);
     membound(b, "final_norm", "final_norm_bwd", 1, 2.0 * Tn * h * B, 3.0 * Tn * h * B, 5.0 * Tn * h,
              Tn * h * B, 0);
-    tp_entry(b, "tp_allgather_head", "tp_allreduce_head_bwd", "tp_reduce_scatter_head_bwd", 1, T * h * B, 0);
+    tp_entry(b, "tp_allgather_head", "tp_allreduce_head_bwd", "tp_reduce_scatter_head_bwd", "tp_regather_head", 1,
+             T * h * B, 0);
     int first_head_op = b->out->nops;
     gemm(b, "lm_head", "lm_head_dgrad", "lm_head_wgrad", 1, T, Vt, h, T * h * B, 0);
     for (int i = first_head_op; i < b->out->nops; i++) {

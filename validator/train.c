@@ -1,15 +1,30 @@
-/* sextant-gpu train: a real GPT-2-family training step on one GPU, laid out
- * as the planner's memory model says (parameters, gradients, AdamW state and
- * activations each in one allocation), trained on synthetic tokens whose
- * next token is mostly a function of the current one, so the loss must fall.
+/* sextant-gpu train: a real GPT-2- or LLaMA-family training step, on one GPU
+ * or on tp x pp x dp GPUs (one process each), laid out as the planner's
+ * memory model says and measured against the planner's own op list.
+ *
+ *   - Tensor parallelism as Megatron splits it: QKV and the MLP's first GEMM
+ *     by columns, the attention output and the MLP's second GEMM by rows, an
+ *     all-reduce after each row-parallel GEMM (and its conjugate in the
+ *     backward); with sequence parallelism the norms and residuals hold 1/tp
+ *     of the tokens, and the all-reduces become all-gather + reduce-scatter.
+ *     The vocabulary is split too: the embedding is looked up in each rank's
+ *     rows and summed, the cross-entropy is computed from three all-reduces.
+ *   - Pipeline parallelism with the 1F1B schedule and NCCL send/recv, the
+ *     layers assigned to stages as the planner assigns them.
+ *   - Data parallelism: gradients reduced per bucket (one bucket per layer)
+ *     on a second stream while the backward goes on; ZeRO-1 reduce-scatters
+ *     them instead, runs AdamW on the rank's shard and all-gathers the
+ *     parameters, which the next forward waits for bucket by bucket.
+ *   - Full recomputation keeps each layer's input and recomputes the layer
+ *     in its backward.
  *
  * bf16 storage, fp32 accumulation (cuBLAS), fp32 master weights and Adam
- * moments; unfused causal attention (cuBLAS batched GEMMs around our softmax
- * kernel); the vocabulary padded to a multiple of 128 as Megatron and llm.c do.
+ * moments; the vocabulary padded to a multiple of 128 x tp (Megatron).
  *
  * Reports the median step time over the timed steps with its spread,
  * tokens/s, TFLOP/s and MFU by the planner's model-FLOP count, peak memory
- * from our own accounting and from the device, each against the planner. */
+ * from our own accounting and from the device, each against the planner, and
+ * op by op from a separate profiling step. */
 /* cublasLt.h declares one function without a prototype */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstrict-prototypes"
@@ -18,19 +33,25 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kernels.h"
+#include "launch.h"
 #include "planner.h"
 #include "train.h"
+
+static int my_rank;   /* for error lines */
 
 #define CK(call)                                                                                                 \
     do {                                                                                                         \
         cudaError_t e_ = (call);                                                                                 \
         if (e_ != cudaSuccess) {                                                                                 \
-            fprintf(stderr, "sextant-gpu train: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: %s\n", my_rank, __FILE__, __LINE__, #call,    \
+                    cudaGetErrorString(e_));                                                                     \
             exit(1);                                                                                             \
         }                                                                                                        \
     } while (0)
@@ -38,70 +59,150 @@
     do {                                                                                                         \
         cublasStatus_t s_ = (call);                                                                              \
         if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                       \
-            fprintf(stderr, "sextant-gpu train: %s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #call, (int)s_); \
+            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: cuBLAS status %d\n", my_rank, __FILE__, __LINE__, \
+                    #call, (int)s_);                                                                             \
+            exit(1);                                                                                             \
+        }                                                                                                        \
+    } while (0)
+#define NC(call)                                                                                                 \
+    do {                                                                                                         \
+        ncclResult_t r_ = (call);                                                                                \
+        if (r_ != ncclSuccess) {                                                                                 \
+            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: %s\n", my_rank, __FILE__, __LINE__, #call,    \
+                    ncclGetErrorString(r_));                                                                     \
             exit(1);                                                                                             \
         }                                                                                                        \
     } while (0)
 
 typedef sx_bf16 bf16;
 
-/* ---- parameters: one allocation, in this order ------------------------- */
+static void *host_alloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) { fprintf(stderr, "sextant-gpu train: rank %d: out of host memory (%zu bytes)\n", my_rank, bytes); exit(1); }
+    return p;
+}
+
+/* ---- the shapes one rank holds -------------------------------------------- */
 
 /* Tensors a family lacks have size 0: LLaMA has no position table, no biases
- * and no norm biases; a tied model has no separate head. */
+ * and no norm biases; a tied model has no separate head, except on the last
+ * stage of a pipeline whose first stage holds the table. */
 enum { P_WTE, P_WPE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTW, P_ATTB, P_LN2W, P_LN2B, P_FCW, P_FCB, P_PROJW, P_PROJB,
        P_LNFW, P_LNFB, P_HEAD, P_COUNT };
 
-typedef struct {
-    int L, C, H, KV, D, F, V, Vp, maxT, B, T;
-    int qkv;            /* (H + 2 KV) D: the fused QKV projection's width */
-    int up;             /* the FFN's first GEMM width: F, or 2F for SwiGLU (gate | up) */
-    int rms, swiglu, bias, learned_pos, tied;
-    int flash;          /* fused attention: no s x s scores, a log-sum-exp per row instead */
-    size_t sizes[P_COUNT];
-    size_t offsets[P_COUNT];
-    size_t count;                 /* parameters, with the padded vocabulary rows */
-} shapes;
-
 static int is_layer_param(int p) { return p >= P_LN1W && p <= P_PROJB; }
 
-static void param_shapes(shapes *s)
-{
-    size_t L = (size_t)s->L, C = (size_t)s->C, A = (size_t)s->H * s->D;
-    size_t ln_bias = s->rms ? 0 : 1, bias = s->bias ? 1 : 0;
-    size_t sz[P_COUNT] = {(size_t)s->Vp * C, s->learned_pos ? (size_t)s->maxT * C : 0, L * C, ln_bias * L * C,
-                          L * s->qkv * C, bias * L * s->qkv, L * C * A, bias * L * C, L * C, ln_bias * L * C,
-                          L * s->up * C, bias * L * s->up, L * C * s->F, bias * L * C, C, ln_bias * C,
-                          s->tied ? 0 : (size_t)s->Vp * C};
-    s->count = 0;
-    for (int i = 0; i < P_COUNT; i++) {
-        s->sizes[i] = sz[i];
-        s->offsets[i] = s->count;
-        /* keep every tensor 16-byte aligned for the vectorised kernels */
-        s->count += (sz[i] + 7) & ~(size_t)7;
-    }
-}
+typedef struct {
+    int L, layer0, Lmodel;    /* layers on this stage, the first one's index in the model, the model's */
+    int C, H, KV, D, F;       /* H, KV, F: this rank's share of the heads and of the FFN */
+    int Hm, KVm, Fm;          /* the model's */
+    int V, Vp, Vl, vocab0;    /* vocabulary, padded (all ranks), this rank's rows and the first of them */
+    int maxT, B, T, N, Nl;    /* N = B T tokens; Nl those in norms and residuals (N / tp with SP) */
+    int qkv, up;              /* the fused QKV width and the FFN's first GEMM width (2F for SwiGLU) */
+    int rms, swiglu, bias, learned_pos, tied;
+    int flash, recompute;     /* recompute: full recomputation */
+    int first, last;          /* this stage holds the embedding / the final norm, head and loss */
+    int tp, tp_rank, sp, dp, dp_rank, pp, pp_rank;
+    int head_copy;            /* a tied model's last stage keeps its own copy of the table */
+} shapes;
 
-/* ---- activations saved for backward, one allocation -------------------- */
+/* ---- parameters: one allocation, bucket by bucket --------------------------
+ * Buckets in memory order: the embedding (first stage), one per layer, the
+ * final norm and untied head (last stage), a tied head's copy (last stage of
+ * a pipeline).  A bucket is the unit of the data-parallel reduction, so it is
+ * contiguous and padded to a multiple of 8 dp elements: with ZeRO-1 each rank
+ * owns one 1/dp slice of every bucket, 16-byte aligned. */
+enum { B_EMBED = -1, B_FINAL = -2, B_HEAD = -3 };
 
 typedef struct {
-    bf16 *encoded;      /* N C: embedding output = residual into layer 0 */
-    bf16 *residual;     /* L+1 x N C: the residual stream entering each layer, and the last */
-    bf16 *resid_mid;    /* L N C: after attention */
-    bf16 *ln1, *ln2;    /* L N C */
-    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* L N (no means for RMSNorm) */
-    bf16 *qkv;          /* L N qkv */
-    bf16 *att;          /* L B H T T: softmax output (unfused) */
-    float *lse;         /* L B H T: log-sum-exp per query row (flash) */
-    bf16 *atty;         /* L N H D */
-    bf16 *fch;          /* L N up: before the activation */
-    bf16 *fch_act;      /* L N F: after GELU or SwiGLU */
-    bf16 *lnf;          /* N C */
-    float *lnf_mean, *lnf_rstd;
-    bf16 *logits;       /* N Vp, then dlogits in place */
-    float *losses;      /* N */
-    size_t bytes;
-} activations;
+    size_t offset, size;     /* elements, padded */
+    size_t shard_offset;     /* ZeRO-1: where this bucket's slice sits in the optimizer state */
+    int kind;                /* B_EMBED, B_FINAL, B_HEAD or the layer index */
+} bucket;
+
+#define BUCKETS_MAX 512
+
+typedef struct {
+    size_t size[P_COUNT];    /* per layer for layer tensors, whole otherwise */
+    size_t offset[P_COUNT];  /* inside the layer's bucket for layer tensors, absolute otherwise */
+    size_t layer_base, layer_stride;
+    size_t count;            /* all parameters with padding */
+    size_t shard_count;      /* ZeRO-1: the optimizer state's elements on this rank */
+    int nbuckets;
+    bucket buckets[BUCKETS_MAX];
+} param_layout;
+
+static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+static void param_shapes(const shapes *s, param_layout *p)
+{
+    size_t C = (size_t)s->C, A = (size_t)s->H * s->D;
+    size_t ln_bias = s->rms ? 0 : 1, bias = s->bias ? 1 : 0;
+    size_t sz[P_COUNT] = {s->first ? (size_t)s->Vl * C : 0,
+                          s->first && s->learned_pos ? (size_t)s->maxT * C : 0,
+                          C, ln_bias * C, (size_t)s->qkv * C, bias * s->qkv, C * A, bias * C, C, ln_bias * C,
+                          (size_t)s->up * C, bias * s->up, C * s->F, bias * C,
+                          s->last ? C : 0, s->last ? ln_bias * C : 0,
+                          s->last && (!s->tied || s->head_copy) ? (size_t)s->Vl * C : 0};
+    memcpy(p->size, sz, sizeof sz);
+    size_t unit = 8 * (size_t)s->dp;
+    p->nbuckets = 0;
+    p->count = 0;
+    p->shard_count = 0;
+#define BUCKET(k, body)                                                                                          \
+    do {                                                                                                         \
+        size_t start_ = p->count, inner_ = 0;                                                                    \
+        body;                                                                                                    \
+        size_t padded_ = (inner_ + unit - 1) / unit * unit;                                                      \
+        if (padded_ > 0) {                                                                                       \
+            bucket *b_ = &p->buckets[p->nbuckets++];                                                             \
+            b_->offset = start_; b_->size = padded_; b_->kind = (k);                                             \
+            b_->shard_offset = p->shard_count;                                                                   \
+            p->shard_count += padded_ / (size_t)s->dp;                                                           \
+            p->count += padded_;                                                                                 \
+        }                                                                                                        \
+    } while (0)
+#define TENSOR(which, absolute) do { p->offset[which] = (absolute) ? start_ + inner_ : inner_; inner_ += align8(sz[which]); } while (0)
+    BUCKET(B_EMBED, { TENSOR(P_WTE, 1); TENSOR(P_WPE, 1); });
+    p->layer_base = p->count;
+    p->layer_stride = 0;
+    for (int l = 0; l < s->L; l++)
+        BUCKET(l, { for (int w = P_LN1W; w <= P_PROJB; w++) TENSOR(w, 0); if (l == 0) p->layer_stride = (inner_ + unit - 1) / unit * unit; });
+    BUCKET(B_FINAL, { TENSOR(P_LNFW, 1); TENSOR(P_LNFB, 1); if (!s->head_copy) TENSOR(P_HEAD, 1); });
+    if (s->head_copy) BUCKET(B_HEAD, { TENSOR(P_HEAD, 1); });
+#undef TENSOR
+#undef BUCKET
+}
+
+/* ---- activations saved for backward, one allocation per micro-batch in flight */
+
+typedef struct {
+    bf16 *x;             /* the layer's input (residual stream), Nl C */
+    bf16 *ln1, *ln2;     /* the norms' outputs, Nl C */
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* Nl (no means for RMSNorm) */
+    bf16 *qkv;           /* N qkv */
+    bf16 *att;           /* B H T T: softmax output (unfused) */
+    float *lse;          /* B H T: log-sum-exp per query row (flash) */
+    bf16 *atty;          /* N H D */
+    bf16 *mid;           /* after attention, Nl C */
+    bf16 *fch;           /* N up: before the activation */
+    bf16 *fch_act;       /* N F */
+    bf16 *out;           /* the layer's output: the next layer's input */
+} layer_acts;
+
+/* one layer's activations, every pointer but x and out */
+typedef struct {
+    size_t ln, stat, qkv, att, lse, atty, fch, fch_act;   /* element counts */
+} layer_sizes;
+
+static layer_sizes sizes_of_layer(const shapes *s)
+{
+    size_t N = (size_t)s->N, Nl = (size_t)s->Nl, C = (size_t)s->C;
+    layer_sizes z = {Nl * C, Nl, N * s->qkv, s->flash ? 0 : (size_t)s->B * s->H * s->T * s->T,
+                     s->flash ? (size_t)s->B * s->H * s->T : 0, N * (size_t)s->H * s->D, N * s->up, N * s->F};
+    return z;
+}
 
 static size_t carve(char **cursor, size_t bytes)
 {
@@ -110,102 +211,144 @@ static size_t carve(char **cursor, size_t bytes)
     return aligned;
 }
 
-/* Lays out (base == NULL: only sizes) the activations. */
-static size_t layout_activations(activations *a, char *base, const shapes *s)
+typedef struct {
+    bf16 *residual;         /* L+1 x Nl C: the stage's input, each layer's output */
+    char *layers;           /* L x one layer's block (none with full recomputation) */
+    size_t layer_bytes;
+    bf16 *lnf;              /* Nl C (last stage) */
+    float *lnf_mean, *lnf_rstd;
+    bf16 *logits;           /* N Vl, then dlogits in place */
+    size_t bytes;
+} slot_acts;
+
+/* Lays out (base == NULL: only sizes) one layer's block. */
+static size_t layout_layer(layer_acts *a, char *base, const shapes *s)
 {
-    size_t N = (size_t)s->B * s->T, C = (size_t)s->C, L = (size_t)s->L, A = (size_t)s->H * s->D;
-    size_t BHTT = (size_t)s->B * s->H * s->T * s->T, means = s->rms ? 0 : 1;
+    layer_sizes z = sizes_of_layer(s);
+    size_t means = s->rms ? 0 : 1;
     char *p = base;
     size_t total = 0;
-#define TAKE(field, type, count) do { a->field = (count) != 0 ? (type *)p : NULL; total += carve(&p, (count) * sizeof(type)); } while (0)
-    TAKE(encoded, bf16, N * C);
-    TAKE(residual, bf16, (L + 1) * N * C);
-    TAKE(resid_mid, bf16, L * N * C);
-    TAKE(ln1, bf16, L * N * C);
-    TAKE(ln2, bf16, L * N * C);
-    TAKE(ln1_mean, float, means * L * N);
-    TAKE(ln1_rstd, float, L * N);
-    TAKE(ln2_mean, float, means * L * N);
-    TAKE(ln2_rstd, float, L * N);
-    TAKE(qkv, bf16, L * N * s->qkv);
-    TAKE(att, bf16, s->flash ? 0 : L * BHTT);
-    TAKE(lse, float, s->flash ? L * (size_t)s->B * s->H * s->T : 0);
-    TAKE(atty, bf16, L * N * A);
-    TAKE(fch, bf16, L * N * s->up);
-    TAKE(fch_act, bf16, L * N * s->F);
-    TAKE(lnf, bf16, N * C);
-    TAKE(lnf_mean, float, means * N);
-    TAKE(lnf_rstd, float, N);
-    TAKE(logits, bf16, N * (size_t)s->Vp);
-    TAKE(losses, float, N);
+#define TAKE(field, type, count) do { a->field = (count) != 0 && base ? (type *)p : NULL; total += carve(&p, (count) * sizeof(type)); } while (0)
+    TAKE(ln1, bf16, z.ln);
+    TAKE(ln2, bf16, z.ln);
+    TAKE(mid, bf16, z.ln);
+    TAKE(ln1_mean, float, means * z.stat);
+    TAKE(ln1_rstd, float, z.stat);
+    TAKE(ln2_mean, float, means * z.stat);
+    TAKE(ln2_rstd, float, z.stat);
+    TAKE(qkv, bf16, z.qkv);
+    TAKE(att, bf16, z.att);
+    TAKE(lse, float, z.lse);
+    TAKE(atty, bf16, z.atty);
+    TAKE(fch, bf16, z.fch);
+    TAKE(fch_act, bf16, z.fch_act);
+#undef TAKE
+    return total;
+}
+
+static size_t layout_slot(slot_acts *a, char *base, const shapes *s)
+{
+    size_t Nl = (size_t)s->Nl, N = (size_t)s->N, C = (size_t)s->C, means = s->rms ? 0 : 1;
+    char *p = base;
+    size_t total = 0;
+    layer_acts probe;
+    a->layer_bytes = layout_layer(&probe, NULL, s);
+#define TAKE(field, type, count) do { a->field = (count) != 0 && base ? (type *)p : NULL; total += carve(&p, (count) * sizeof(type)); } while (0)
+    TAKE(residual, bf16, (size_t)(s->L + 1) * Nl * C);
+    TAKE(layers, char, s->recompute ? 0 : (size_t)s->L * a->layer_bytes);
+    TAKE(lnf, bf16, s->last ? Nl * C : 0);
+    TAKE(lnf_mean, float, s->last ? means * Nl : 0);
+    TAKE(lnf_rstd, float, s->last ? Nl : 0);
+    TAKE(logits, bf16, s->last ? N * s->Vl : 0);
 #undef TAKE
     a->bytes = total;
     return total;
 }
 
-/* Scratch for backward, reused by every layer: the planner's
- * backward_workspace_bytes() counts exactly these (docs/model.md). */
+/* Scratch for backward (and the tensor-parallel gathers), reused by every
+ * layer and micro-batch: the planner's backward_workspace_bytes() counts the
+ * backward's part (docs/model.md). */
 typedef struct {
-    bf16 *dresidual;   /* N C */
-    bf16 *dbuf_c;      /* N C */
+    bf16 *dresidual;   /* Nl C: the gradient of the residual stream */
+    bf16 *dbuf_c;      /* N C: a GEMM's output before its tensor-parallel reduction */
     bf16 *dqkv;        /* N qkv */
     bf16 *datt;        /* B H T T (unfused) */
-    float *flash_ws;   /* B H T, flash's backward (rowsum of dO * O) */
+    float *flash_ws;   /* flash's backward (rowsum of dO * O) */
     bf16 *dfch;        /* N up */
-    bf16 *dact;        /* N F, SwiGLU only: the gradient of silu(gate) * up while dgate, dup are written */
+    bf16 *dact;        /* N F, SwiGLU only */
     bf16 *ones;        /* N, for the bias fallback when cuBLASLt offers no bias epilogue */
+    bf16 *gathered;    /* N C, SP: a norm's output gathered over the group */
+    bf16 *dfull;       /* N C, SP: the residual gradient gathered over the group */
+    bf16 *dlocal;      /* Nl C, SP: a reduce-scatter's result */
+    float *ce_stats;   /* 4 N, vocabulary-parallel cross-entropy */
+    float *losses;     /* m N: every micro-batch's per-token loss (last stage) */
+    int32_t *inputs, *targets, *ids_shifted, *targets_shifted;  /* m N each */
     size_t bytes;
 } scratch_buffers;
 
-static size_t layout_scratch(scratch_buffers *g, char *base, const shapes *s)
+static size_t layout_scratch(scratch_buffers *g, char *base, const shapes *s, int microbatches)
 {
-    size_t N = (size_t)s->B * s->T, C = (size_t)s->C;
+    size_t N = (size_t)s->N, C = (size_t)s->C, Nl = (size_t)s->Nl, m = (size_t)microbatches;
     char *p = base;
     size_t total = 0;
-#define TAKE(field, count) do { g->field = (count) != 0 ? (bf16 *)p : NULL; total += carve(&p, (count) * sizeof(bf16)); } while (0)
-    TAKE(dresidual, N * C);
-    TAKE(dbuf_c, N * C);
-    TAKE(dqkv, N * s->qkv);
-    TAKE(datt, s->flash ? 0 : (size_t)s->B * s->H * s->T * s->T);
-    g->flash_ws = NULL;
-    TAKE(dfch, N * s->up);
-    TAKE(dact, s->swiglu ? N * s->F : 0);
-    TAKE(ones, s->bias ? N : 0);
+#define TAKE(field, type, count) do { g->field = (count) != 0 && base ? (void *)p : NULL; total += carve(&p, (count) * sizeof(type)); } while (0)
+    TAKE(dresidual, bf16, Nl * C);
+    TAKE(dbuf_c, bf16, N * C);
+    TAKE(dqkv, bf16, N * s->qkv);
+    TAKE(datt, bf16, s->flash ? 0 : (size_t)s->B * s->H * s->T * s->T);
+    TAKE(flash_ws, char, s->flash ? sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->H) : 0);
+    TAKE(dfch, bf16, N * s->up);
+    TAKE(dact, bf16, s->swiglu ? N * s->F : 0);
+    TAKE(ones, bf16, s->bias ? N : 0);
+    TAKE(gathered, bf16, s->sp && s->tp > 1 ? N * C : 0);
+    TAKE(dfull, bf16, s->sp && s->tp > 1 ? N * C : 0);
+    TAKE(dlocal, bf16, s->sp && s->tp > 1 ? Nl * C : 0);
+    TAKE(ce_stats, float, s->last && s->tp > 1 ? 4 * N : 0);
+    TAKE(losses, float, s->last ? m * N : 0);
+    TAKE(inputs, int32_t, m * N);
+    TAKE(targets, int32_t, m * N);
+    TAKE(ids_shifted, int32_t, s->tp > 1 ? m * N : 0);
+    TAKE(targets_shifted, int32_t, s->tp > 1 ? m * N : 0);
 #undef TAKE
-    if (s->flash) {
-        size_t ws = sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->H);
-        g->flash_ws = (float *)p;
-        total += carve(&p, ws);
-    }
     g->bytes = total;
     return total;
 }
 
-/* ---- the profiling pass: events around every op of one step ------------ */
+/* ---- the profiling step: events around every op ---------------------------- */
 
 static cublasHandle_t blas;
 static cublasLtHandle_t lt;
 static void *lt_workspace;
 #define LT_WORKSPACE_BYTES (32u << 20)
-static cudaStream_t stream;
+#define CUBLAS_WORKSPACE_BYTES (32u << 20)
+static cudaStream_t stream;       /* compute, tensor- and pipeline-parallel communication */
+static cudaStream_t comm_stream;  /* the data-parallel reduction, beside the backward */
 
-#define PROFILE_MAX 4096
+#define PROFILE_MAX 32768
 static int profiling;
 static int profile_count;
-static cudaEvent_t profile_events[2 * PROFILE_MAX];
-static const char *profile_names[PROFILE_MAX];
+static pass_t current_pass;       /* forward, backward, recompute or step: which row of the op list an op is */
+static cudaEvent_t *profile_events;
+static int profile_events_made;
+typedef struct { const char *name; pass_t pass; } profile_tag;
+static profile_tag *profile_tags;
 
-static void profile_mark(const char *name, int end)
+static void profile_mark_on(const char *name, int end, cudaStream_t on)
 {
     if (!profiling || profile_count >= PROFILE_MAX) return;
-    if (!end) profile_names[profile_count] = name;
-    CK(cudaEventRecord(profile_events[2 * profile_count + end], stream));
+    if (!end) {
+        profile_tags[profile_count].name = name;
+        profile_tags[profile_count].pass = current_pass;
+        while (profile_events_made < 2 * profile_count + 2) CK(cudaEventCreate(&profile_events[profile_events_made++]));
+    }
+    CK(cudaEventRecord(profile_events[2 * profile_count + end], on));
     if (end) profile_count++;
 }
+static void profile_mark(const char *name, int end) { profile_mark_on(name, end, stream); }
 /* Brackets one op with events when profiling; otherwise runs it bare. */
 #define OP(name, stmt) do { profile_mark(name, 0); stmt; profile_mark(name, 1); } while (0)
 
-/* ---- GEMMs, row-major in the PyTorch convention W[out, in] ------------- */
+/* ---- GEMMs, row-major in the PyTorch convention W[out, in] ----------------- */
 
 static const float one = 1.0f, zero = 0.0f;
 
@@ -213,7 +356,8 @@ static const float one = 1.0f, zero = 0.0f;
     do {                                                                                                         \
         cublasStatus_t s_ = (call);                                                                              \
         if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                       \
-            fprintf(stderr, "sextant-gpu train: %s:%d: %s: cuBLASLt status %d\n", __FILE__, __LINE__, #call, (int)s_); \
+            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: cuBLASLt status %d\n", my_rank, __FILE__, __LINE__, \
+                    #call, (int)s_);                                                                             \
             exit(1);                                                                                             \
         }                                                                                                        \
     } while (0)
@@ -294,6 +438,7 @@ static void lt_free(void)
 }
 
 static int bias_fallbacks;   /* GEMMs whose bias ran as a separate rank-one GEMM */
+static int bias_accumulate;  /* a later micro-batch of the step: bias gradients add up, the epilogue would overwrite */
 
 /* y[N, out] = x[N, in] W^T (+ bias, in the GEMM's epilogue) */
 static void linear_forward(const char *name, bf16 *y, const bf16 *x, const bf16 *w, const bf16 *bias, const bf16 *ones, int N,
@@ -312,8 +457,8 @@ static void linear_forward(const char *name, bf16 *y, const bf16 *x, const bf16 
     profile_mark(name, 1);
 }
 
-/* dx = dy W; dW += dy^T x; dbias = dy^T 1 (in the weight GEMM's epilogue:
- * one micro-batch per step, so the bias gradient is written, not summed) */
+/* dx = dy W; dW += dy^T x; dbias (+)= dy^T 1, in the weight GEMM's epilogue
+ * for a step's first micro-batch (the epilogue writes, it cannot add) */
 static void linear_backward(const char *dgrad, const char *wgrad, bf16 *dx, bf16 *dw, bf16 *dbias, const bf16 *dy,
                             const bf16 *x, const bf16 *w, const bf16 *ones, int N, int in, int out)
 {
@@ -322,11 +467,11 @@ static void linear_backward(const char *dgrad, const char *wgrad, bf16 *dx, bf16
                     CUDA_R_16BF, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     profile_mark(dgrad, 1);
     profile_mark(wgrad, 0);
-    if (!dbias || !lt_gemm(0, 1, in, out, N, x, in, dy, out, 1, dw, in, CUBLASLT_EPILOGUE_BGRADB, dbias)) {
+    if (!dbias || bias_accumulate || !lt_gemm(0, 1, in, out, N, x, in, dy, out, 1, dw, in, CUBLASLT_EPILOGUE_BGRADB, dbias)) {
         CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, N, &one, x, CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &one, dw,
                         CUDA_R_16BF, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         if (dbias) {
-            bias_fallbacks++;
+            if (!bias_accumulate) bias_fallbacks++;
             CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, out, 1, N, &one, dy, CUDA_R_16BF, out, ones, CUDA_R_16BF, N, &one,
                             dbias, CUDA_R_16BF, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         }
@@ -353,7 +498,7 @@ static void attention_pointers(attention_ptrs *ap, const bf16 *qkv, const bf16 *
     int BH = s->B * s->H, BKV = s->B * s->KV, T = s->T, D = s->D, G = s->H / s->KV, W = s->qkv, A = s->H * s->D;
     size_t slots = 8 * (size_t)BH + 2 * (size_t)BKV;
     const void **host = malloc(slots * sizeof *host);
-    if (!host) { fprintf(stderr, "sextant-gpu train: out of host memory\n"); exit(1); }
+    if (!host) { fprintf(stderr, "sextant-gpu train: rank %d: out of host memory\n", my_rank); exit(1); }
     for (int g = 0; g < G; g++)
         for (int b = 0; b < s->B; b++)
             for (int kv = 0; kv < s->KV; kv++) {
@@ -412,28 +557,74 @@ static void attention_backward(const attention_ptrs *ap, bf16 *att, bf16 *datt, 
         BATCHED(CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, ap->q + g * BKV, W, ap->ds + g * BKV, T, g ? &one : &zero, ap->dk, W, BKV);
 }
 
-/* ---- the model ----------------------------------------------------------- */
+
+/* ---- the model on this rank ------------------------------------------------ */
 
 typedef struct {
     shapes s;
+    param_layout pl;
+    int microbatches;             /* per step on this rank: gbs / (mbs dp) */
     bf16 *params, *grads;
-    float *master, *m, *v;
-    activations act;
+    float *master, *m, *v;        /* the whole (ZeRO 0) or this rank's slice of every bucket (ZeRO-1) */
+    int nslots;                   /* micro-batches in flight: min(pp - stage, m) for 1F1B */
+    slot_acts slots[64];
+    void *slot_block;
+    layer_acts recomp;            /* full recomputation: the one layer whose activations are live */
+    void *recomp_block;
     scratch_buffers scr;
-    void *act_block, *scr_block, *norm_ws, *emb_ws;
+    void *scr_block, *norm_ws, *emb_ws;
     size_t norm_ws_bytes, emb_ws_bytes;
-    attention_ptrs *layer_ptrs;   /* one set per layer */
-    int32_t *inputs, *targets;
+    attention_ptrs *ptrs;         /* unfused attention: [slot][layer], or one for the recomputed layer */
+    int32_t *host_ids;            /* pinned: 4 m N */
     size_t accounted_bytes;       /* everything this program allocated */
     double predicted_bytes;       /* the planner's peak, for the out-of-memory message */
+    launch_ctx *ctx;
+    ncclComm_t tp_comm, dp_comm, pp_comm, tied_comm;
+    int tied_sync;                /* the tied table's two copies (first and last stage) add their gradients */
+    cudaEvent_t grad_ready[BUCKETS_MAX], params_ready[BUCKETS_MAX], reduce_done, optimizer_done;
+    int comm_used;                /* the second stream got work this step */
 } gpt;
 
-/* A tensor of one layer (or the whole tensor), NULL when the family lacks it. */
+static int spg(const shapes *s) { return s->sp && s->tp > 1; }
+
+/* A tensor of one layer (or the whole tensor), NULL when this rank lacks it. */
+static size_t param_offset(const gpt *g, int which, int layer)
+{
+    if (is_layer_param(which)) return g->pl.layer_base + (size_t)layer * g->pl.layer_stride + g->pl.offset[which];
+    return g->pl.offset[which];
+}
+
 static bf16 *param(const gpt *g, bf16 *base, int which, int layer)
 {
-    if (g->s.sizes[which] == 0) return NULL;
-    size_t per_layer = g->s.sizes[which] / (is_layer_param(which) ? (size_t)g->s.L : 1);
-    return base + g->s.offsets[which] + (size_t)layer * per_layer;
+    return g->pl.size[which] == 0 ? NULL : base + param_offset(g, which, layer);
+}
+
+/* The table the head multiplies with: its own, or the embedding's when tied on one stage. */
+static int head_tensor(const shapes *s) { return s->tied && !s->head_copy ? P_WTE : P_HEAD; }
+
+static int bucket_index(const gpt *g, int kind)
+{
+    for (int i = 0; i < g->pl.nbuckets; i++)
+        if (g->pl.buckets[i].kind == kind) return i;
+    return -1;
+}
+
+static void *device_alloc(gpt *g, size_t bytes)
+{
+    void *p;
+    cudaError_t err = cudaMalloc(&p, bytes ? bytes : 256);
+    if (err == cudaErrorMemoryAllocation) {
+        size_t free_bytes, total;
+        cudaGetLastError();
+        CK(cudaMemGetInfo(&free_bytes, &total));
+        fprintf(stderr, "sextant-gpu train: rank %d: out of memory allocating %.3f GiB after %.3f GiB: predicted peak %.3f GiB, "
+                "device %.3f GiB free of %.3f GiB\n", my_rank, bytes / 1073741824.0, g->accounted_bytes / 1073741824.0,
+                g->predicted_bytes / 1073741824.0, free_bytes / 1073741824.0, total / 1073741824.0);
+        exit(3);
+    }
+    CK(err);
+    g->accounted_bytes += bytes;
+    return p;
 }
 
 static uint16_t to_bf16(float f)
@@ -444,71 +635,109 @@ static uint16_t to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
-static float gaussian(unsigned long long *state)
+static uint64_t splitmix64(uint64_t x)
 {
-    double u1, u2;
-    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-    u1 = ((*state >> 11) + 1.0) / 9007199254740993.0;
-    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-    u2 = (*state >> 11) / 9007199254740992.0;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
 }
 
-static void *device_alloc(gpt *g, size_t bytes)
+/* The initial value of element `index` of tensor `which` in layer `layer` of
+ * the whole model: a function of where it sits in the unsplit model only, so
+ * every layout starts from the same weights as one GPU does.  Uniform with
+ * GPT-2's standard deviation (0.02, residual projections 0.02 / sqrt(2L)). */
+static float initial_value(int which, int layer, uint64_t index, float stddev)
 {
-    void *p;
-    cudaError_t err = cudaMalloc(&p, bytes);
-    if (err == cudaErrorMemoryAllocation) {
-        size_t free_bytes, total;
-        cudaGetLastError();
-        CK(cudaMemGetInfo(&free_bytes, &total));
-        fprintf(stderr, "sextant-gpu train: out of memory allocating %.3f GiB after %.3f GiB: predicted peak %.3f GiB, "
-                "device %.3f GiB free of %.3f GiB\n", bytes / 1073741824.0, g->accounted_bytes / 1073741824.0,
-                g->predicted_bytes / 1073741824.0, free_bytes / 1073741824.0, total / 1073741824.0);
-        exit(3);
+    uint64_t h = splitmix64(((uint64_t)which << 56) ^ ((uint64_t)layer << 44) ^ index ^ 0x5eed5eedULL);
+    double u = (double)(h >> 11) * (1.0 / 9007199254740992.0);
+    return (float)(stddev * 1.7320508075688772 * (2.0 * u - 1.0));
+}
+
+/* Fills this rank's part of one tensor: the tensor-parallel split maps its
+ * rows (QKV, MLP up, the tables) or columns (attention out, MLP down) back to
+ * the whole model's. */
+static void fill_tensor(const gpt *g, int which, int layer, float *dst)
+{
+    const shapes *s = &g->s;
+    size_t n = g->pl.size[which];
+    if (n == 0) return;
+    int glayer = is_layer_param(which) ? s->layer0 + layer : 0;
+    int is_norm_weight = which == P_LN1W || which == P_LN2W || which == P_LNFW;
+    int is_bias = which == P_LN1B || which == P_LN2B || which == P_LNFB || which == P_QKVB || which == P_ATTB ||
+                  which == P_FCB || which == P_PROJB;
+    if (is_norm_weight || is_bias) {
+        for (size_t i = 0; i < n; i++) dst[i] = is_norm_weight ? 1.0f : 0.0f;
+        return;
     }
-    CK(err);
-    g->accounted_bytes += bytes;
-    return p;
+    float stddev = (which == P_ATTW || which == P_PROJW) ? 0.02f / sqrtf(2.0f * (float)s->Lmodel) : 0.02f;
+    size_t C = (size_t)s->C, D = (size_t)s->D, r = (size_t)s->tp_rank;
+    size_t rows = n / C, cols = C, gcols = C;
+    if (which == P_ATTW) { rows = C; cols = (size_t)s->H * D; gcols = (size_t)s->Hm * D; }
+    if (which == P_PROJW) { rows = C; cols = (size_t)s->F; gcols = (size_t)s->Fm; }
+    int hashed = which == P_HEAD && s->tied ? P_WTE : which;   /* a tied head's copy equals the table */
+    for (size_t i = 0; i < rows; i++) {
+        size_t grow = i, gcol0 = 0;
+        if (which == P_QKVW) {
+            size_t q = (size_t)s->H * D, k = (size_t)s->KV * D;
+            if (i < q) grow = r * q + i;
+            else if (i < q + k) grow = (size_t)s->Hm * D + r * k + (i - q);
+            else grow = (size_t)(s->Hm + s->KVm) * D + r * k + (i - q - k);
+        } else if (which == P_FCW) {
+            size_t f = (size_t)s->F;
+            grow = s->swiglu && i >= f ? (size_t)s->Fm + r * f + (i - f) : r * f + i;
+        } else if (which == P_WTE || which == P_HEAD) {
+            grow = (size_t)s->vocab0 + i;
+        } else if (which == P_ATTW || which == P_PROJW) {
+            gcol0 = r * cols;
+        }
+        int padded_row = (which == P_WTE || which == P_HEAD) && grow >= (size_t)s->V;
+        for (size_t j = 0; j < cols; j++)
+            dst[i * cols + j] = padded_row ? 0.0f : initial_value(hashed, glayer, grow * gcols + gcol0 + j, stddev);
+    }
 }
 
-/* GPT-2's initialisation (LLaMA's is the same in spirit): N(0, 0.02),
- * residual projections scaled by 1/sqrt(2L), norms at 1 and biases at 0. */
 static void gpt_init(gpt *g)
 {
-    shapes *s = &g->s;
-    float *host = malloc(s->count * sizeof *host);
-    uint16_t *half = malloc(s->count * sizeof *half);
-    if (!host || !half) { fprintf(stderr, "sextant-gpu train: out of host memory\n"); exit(1); }
-    memset(host, 0, s->count * sizeof *host);
-    unsigned long long seed = 1337;
-    for (int p = 0; p < P_COUNT; p++) {
-        float *t = host + s->offsets[p];
-        int is_norm_weight = p == P_LN1W || p == P_LN2W || p == P_LNFW;
-        int is_bias = p == P_LN1B || p == P_LN2B || p == P_LNFB || p == P_QKVB || p == P_ATTB || p == P_FCB || p == P_PROJB;
-        float scale = (p == P_ATTW || p == P_PROJW) ? 0.02f / sqrtf(2.0f * (float)s->L) : 0.02f;
-        for (size_t i = 0; i < s->sizes[p]; i++)
-            t[i] = is_norm_weight ? 1.0f : is_bias ? 0.0f : scale * gaussian(&seed);
-        if (p == P_WTE || p == P_HEAD) /* padded vocabulary rows stay zero */
-            for (size_t i = (size_t)s->V * s->C; i < s->sizes[p]; i++) t[i] = 0.0f;
+    const param_layout *pl = &g->pl;
+    float *host = host_alloc(pl->count * sizeof *host);
+    uint16_t *half = host_alloc(pl->count * sizeof *half);
+    memset(host, 0, pl->count * sizeof *host);
+    for (int w = 0; w < P_COUNT; w++) {
+        int layers = is_layer_param(w) ? g->s.L : 1;
+        for (int l = 0; l < layers; l++) {
+            if (g->pl.size[w] != 0) fill_tensor(g, w, l, host + param_offset(g, w, l));
+        }
     }
-    for (size_t i = 0; i < s->count; i++) half[i] = to_bf16(host[i]);
-    CK(cudaMemcpy(g->master, host, s->count * sizeof(float), cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(g->params, half, s->count * sizeof(bf16), cudaMemcpyHostToDevice));
-    CK(cudaMemset(g->m, 0, s->count * sizeof(float)));
-    CK(cudaMemset(g->v, 0, s->count * sizeof(float)));
-    CK(cudaMemset(g->grads, 0, s->count * sizeof(bf16)));
+    for (size_t i = 0; i < pl->count; i++) half[i] = to_bf16(host[i]);
+    CK(cudaMemcpy(g->params, half, pl->count * sizeof(bf16), cudaMemcpyHostToDevice));
+    if (g->s.dp > 1 && g->master != NULL && pl->shard_count != pl->count) {
+        /* ZeRO-1: this rank's slice of every bucket */
+        for (int b = 0; b < pl->nbuckets; b++) {
+            const bucket *k = &pl->buckets[b];
+            size_t slice = k->size / (size_t)g->s.dp;
+            CK(cudaMemcpy(g->master + k->shard_offset, host + k->offset + (size_t)g->s.dp_rank * slice, slice * sizeof(float),
+                          cudaMemcpyHostToDevice));
+        }
+    } else {
+        CK(cudaMemcpy(g->master, host, pl->count * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    size_t state = g->s.dp > 1 && pl->shard_count != pl->count ? pl->shard_count : pl->count;
+    CK(cudaMemset(g->m, 0, state * sizeof(float)));
+    CK(cudaMemset(g->v, 0, state * sizeof(float)));
+    CK(cudaMemset(g->grads, 0, pl->count * sizeof(bf16)));
     free(half);
     free(host);
 }
 
 /* Synthetic tokens: each next token is (7 t + 3) mod 4096, except one in ten
  * drawn at random, so a model that learns the rule reaches a loss well under
- * ln(V) but never zero. */
-static void make_batch(int32_t *inputs, int32_t *targets, int n, int V, unsigned long long *state)
+ * ln(V) but never zero.  One stream per step for the whole global batch, so
+ * every layout sees the same data. */
+static void make_batch(int32_t *inputs, int32_t *targets, size_t n, int V, unsigned long long *state)
 {
     int tok = 0;
-    for (int i = 0; i <= n; i++) {
+    for (size_t i = 0; i <= n; i++) {
         *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
         int next = ((*state >> 33) % 10 == 0) ? (int)((*state >> 20) % (unsigned long long)V) : (7 * tok + 3) % 4096;
         if (i < n) inputs[i] = tok;
@@ -517,13 +746,116 @@ static void make_batch(int32_t *inputs, int32_t *targets, int n, int V, unsigned
     }
 }
 
+/* ---- communication ----------------------------------------------------------- */
+
+static void tp_allreduce(gpt *g, const char *name, bf16 *buf, size_t count)
+{
+    if (g->s.tp == 1) return;
+    OP(name, NC(ncclAllReduce(buf, buf, count, ncclBfloat16, ncclSum, g->tp_comm, stream)));
+}
+
+static void tp_allgather(gpt *g, const char *name, bf16 *full, const bf16 *local, size_t local_count)
+{
+    OP(name, NC(ncclAllGather(local, full, local_count, ncclBfloat16, g->tp_comm, stream)));
+}
+
+static void tp_reduce_scatter(gpt *g, const char *name, bf16 *local, const bf16 *full, size_t local_count)
+{
+    OP(name, NC(ncclReduceScatter(full, local, local_count, ncclBfloat16, ncclSum, g->tp_comm, stream)));
+}
+
+/* One pipeline transfer: a send, a receive, or both as one group (Megatron's
+ * send_forward_recv_backward and send_backward_recv_forward), so that two
+ * neighbours exchanging at once cannot wait on each other. */
+static void pp_exchange(gpt *g, const bf16 *send, int to, bf16 *recv, int from, size_t count)
+{
+    profile_mark("pp_sendrecv", 0);
+    NC(ncclGroupStart());
+    if (send) NC(ncclSend(send, count, ncclBfloat16, to, g->pp_comm, stream));
+    if (recv) NC(ncclRecv(recv, count, ncclBfloat16, from, g->pp_comm, stream));
+    NC(ncclGroupEnd());
+    profile_mark("pp_sendrecv", 1);
+}
+
+/* Sequence parallelism: each rank's norm gradients cover its tokens only. */
+static void tp_allreduce_norm_grads(gpt *g, int layer, int final)
+{
+    if (!spg(&g->s)) return;
+    bf16 *G = g->grads;
+    int list[4] = {final ? P_LNFW : P_LN1W, final ? P_LNFB : P_LN1B, final ? -1 : P_LN2W, final ? -1 : P_LN2B};
+    profile_mark("tp_allreduce_norm_grads", 0);
+    NC(ncclGroupStart());
+    for (int i = 0; i < 4; i++) {
+        if (list[i] < 0) continue;
+        bf16 *t = param(g, G, list[i], layer);
+        if (t) NC(ncclAllReduce(t, t, g->pl.size[list[i]], ncclBfloat16, ncclSum, g->tp_comm, stream));
+    }
+    NC(ncclGroupEnd());
+    profile_mark("tp_allreduce_norm_grads", 1);
+}
+
+/* A bucket's gradients are complete (last micro-batch of the step): reduce
+ * them on the second stream while the backward goes on. */
+static void bucket_ready(gpt *g, int kind)
+{
+    int b = bucket_index(g, kind);
+    if (b < 0) return;
+    int tied = g->tied_sync && (kind == B_EMBED || kind == B_HEAD);
+    if (g->s.dp == 1 && !tied) return;
+    const bucket *k = &g->pl.buckets[b];
+    pass_t saved = current_pass;
+    current_pass = PASS_STEP;
+    CK(cudaEventRecord(g->grad_ready[b], stream));
+    CK(cudaStreamWaitEvent(comm_stream, g->grad_ready[b], 0));
+    g->comm_used = 1;
+    if (tied) {
+        int t = kind == B_EMBED ? P_WTE : P_HEAD;
+        bf16 *grad = param(g, g->grads, t, 0);
+        profile_mark_on("pp_allreduce_tied_embedding", 0, comm_stream);
+        NC(ncclAllReduce(grad, grad, g->pl.size[t], ncclBfloat16, ncclSum, g->tied_comm, comm_stream));
+        profile_mark_on("pp_allreduce_tied_embedding", 1, comm_stream);
+    }
+    if (g->s.dp > 1) {
+        bf16 *grad = g->grads + k->offset;
+        size_t slice = k->size / (size_t)g->s.dp;
+        if (g->s.dp > 1 && g->pl.shard_count != g->pl.count) {
+            profile_mark_on("dp_reduce_scatter_grads", 0, comm_stream);
+            NC(ncclReduceScatter(grad, grad + (size_t)g->s.dp_rank * slice, slice, ncclBfloat16, ncclSum, g->dp_comm,
+                                 comm_stream));
+            profile_mark_on("dp_reduce_scatter_grads", 1, comm_stream);
+        } else {
+            profile_mark_on("dp_allreduce_grads", 0, comm_stream);
+            NC(ncclAllReduce(grad, grad, k->size, ncclBfloat16, ncclSum, g->dp_comm, comm_stream));
+            profile_mark_on("dp_allreduce_grads", 1, comm_stream);
+        }
+    }
+    current_pass = saved;
+}
+
+/* ZeRO-1: before a bucket's parameters are read, the all-gather that
+ * brought them after the last step's optimizer must be complete. */
+static void wait_params(gpt *g, int kind)
+{
+    if (g->s.dp == 1 || g->pl.shard_count == g->pl.count) return;
+    int b = bucket_index(g, kind);
+    if (b < 0) return;
+    pass_t saved = current_pass;
+    current_pass = PASS_STEP;
+    profile_mark("dp_allgather_wait", 0);
+    CK(cudaStreamWaitEvent(stream, g->params_ready[b], 0));
+    profile_mark("dp_allgather_wait", 1);
+    current_pass = saved;
+}
+
+/* ---- forward and backward ------------------------------------------------------ */
+
 static void norm_forward(const gpt *g, bf16 *out, float *mean, float *rstd, const bf16 *x, const bf16 *w, const bf16 *b, int N)
 {
     if (g->s.rms) CK(sx_rmsnorm_forward(out, rstd, x, w, N, g->s.C, 1e-5f, stream));
     else CK(sx_layernorm_forward(out, mean, rstd, x, w, b, N, g->s.C, 1e-5f, stream));
 }
 
-/* dx += the norm's input gradient: the residual branch's gradient is already in dx */
+/* dx (+)= the norm's input gradient: the residual branch's gradient is already in dx */
 static void norm_backward(const gpt *g, bf16 *dx, bf16 *dw, bf16 *db, const bf16 *dy, const bf16 *x, const bf16 *w,
                           const float *mean, const float *rstd, int accumulate, int N)
 {
@@ -534,116 +866,320 @@ static void norm_backward(const gpt *g, bf16 *dx, bf16 *dw, bf16 *db, const bf16
                                  g->s.C, stream));
 }
 
-static const float *at(const float *base, size_t offset) { return base ? base + offset : NULL; }
-
-static void gpt_forward(gpt *g)
+/* The activations of layer l of the micro-batch in `slot` (with full
+ * recomputation, all but its input and output live in the one shared block). */
+static layer_acts layer_at(const gpt *g, int slot, int l)
 {
-    const shapes *s = &g->s;
-    activations *a = &g->act;
-    bf16 *P = g->params, *ones = g->scr.ones;
-    int N = s->B * s->T, C = s->C, A = s->H * s->D;
-    OP("embedding", CK(sx_embedding_forward(a->encoded, g->inputs, param(g, P, P_WTE, 0), param(g, P, P_WPE, 0), s->B, s->T,
-                                             C, s->Vp, stream));
-                     CK(cudaMemcpyAsync(a->residual, a->encoded, (size_t)N * C * sizeof(bf16), cudaMemcpyDeviceToDevice, stream)));
-    for (int l = 0; l < s->L; l++) {
-        size_t nc = (size_t)l * N * C, n1 = (size_t)l * N;
-        bf16 *x = a->residual + nc, *ln1 = a->ln1 + nc, *qkv = a->qkv + (size_t)l * N * s->qkv;
-        bf16 *att = s->flash ? NULL : a->att + (size_t)l * s->B * s->H * s->T * s->T, *atty = a->atty + (size_t)l * N * A;
-        bf16 *mid = a->resid_mid + nc, *ln2 = a->ln2 + nc;
-        bf16 *fch = a->fch + (size_t)l * N * s->up, *act = a->fch_act + (size_t)l * N * s->F;
-        bf16 *next = a->residual + (size_t)(l + 1) * N * C;
-        OP("attn_norm", norm_forward(g, ln1, (float *)at(a->ln1_mean, n1), a->ln1_rstd + n1, x, param(g, P, P_LN1W, l),
-                                     param(g, P, P_LN1B, l), N));
-        linear_forward("qkv", qkv, ln1, param(g, P, P_QKVW, l), param(g, P, P_QKVB, l), ones, N, C, s->qkv);
-        if (s->flash)
-            OP("attention", CK(sx_flash_attention_forward(atty, a->lse + (size_t)l * s->B * s->H * s->T, qkv,
-                                                           qkv + (size_t)s->H * s->D, qkv + (size_t)(s->H + s->KV) * s->D, s->B,
-                                                           s->T, s->H, s->KV, s->D, s->qkv, s->qkv,
-                                                           1.0f / sqrtf((float)s->D), stream)));
-        else
-            OP("attention", attention_forward(&g->layer_ptrs[l], att, g->scr.datt, s));
-        linear_forward("attn_out", g->scr.dbuf_c, atty, param(g, P, P_ATTW, l), param(g, P, P_ATTB, l), ones, N, A, C);
-        OP("attn_residual", CK(sx_residual_add(mid, NULL, x, g->scr.dbuf_c, (size_t)N * C, stream)));
-        OP("mlp_norm", norm_forward(g, ln2, (float *)at(a->ln2_mean, n1), a->ln2_rstd + n1, mid, param(g, P, P_LN2W, l),
-                                    param(g, P, P_LN2B, l), N));
-        linear_forward("mlp_up", fch, ln2, param(g, P, P_FCW, l), param(g, P, P_FCB, l), ones, N, C, s->up);
-        if (s->swiglu) OP("swiglu", CK(sx_swiglu_forward(act, fch, fch + s->F, N, s->F, s->up, stream)));
-        else OP("gelu", CK(sx_gelu_forward(act, fch, (size_t)N * s->F, stream)));
-        linear_forward("mlp_down", g->scr.dbuf_c, act, param(g, P, P_PROJW, l), param(g, P, P_PROJB, l), ones, N, s->F, C);
-        OP("mlp_residual", CK(sx_residual_add(next, NULL, mid, g->scr.dbuf_c, (size_t)N * C, stream)));
-    }
-    bf16 *last = a->residual + (size_t)s->L * N * C;
-    OP("final_norm", norm_forward(g, a->lnf, a->lnf_mean, a->lnf_rstd, last, param(g, P, P_LNFW, 0), param(g, P, P_LNFB, 0), N));
-    bf16 *head = s->tied ? param(g, P, P_WTE, 0) : param(g, P, P_HEAD, 0);
-    linear_forward("lm_head", a->logits, a->lnf, head, NULL, NULL, N, C, s->Vp);
-    /* loss and, fused, dlogits = (softmax - onehot) / N in place */
-    OP("cross_entropy", CK(sx_cross_entropy_fused(a->losses, a->logits, a->logits, g->targets, N, s->V, s->Vp, 1.0f / (float)N,
-                                                  stream)));
+    layer_acts a;
+    const slot_acts *sa = &g->slots[slot];
+    if (g->s.recompute) a = g->recomp;
+    else layout_layer(&a, sa->layers + (size_t)l * sa->layer_bytes, &g->s);
+    size_t nc = (size_t)g->s.Nl * g->s.C;
+    a.x = sa->residual + (size_t)l * nc;
+    a.out = sa->residual + (size_t)(l + 1) * nc;
+    return a;
 }
 
-static void gpt_backward(gpt *g)
+static const attention_ptrs *ptrs_at(const gpt *g, int slot, int l)
+{
+    if (g->s.flash) return NULL;
+    return g->s.recompute ? &g->ptrs[0] : &g->ptrs[(size_t)slot * g->s.L + l];
+}
+
+static void layer_forward(gpt *g, const layer_acts *a, const attention_ptrs *ap, int l)
 {
     const shapes *s = &g->s;
-    activations *a = &g->act;
+    bf16 *P = g->params, *ones = g->scr.ones;
+    int N = s->N, Nl = s->Nl, C = s->C, A = s->H * s->D;
+    size_t local = (size_t)Nl * C;
+    OP("attn_norm", norm_forward(g, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, param(g, P, P_LN1W, l), param(g, P, P_LN1B, l), Nl));
+    const bf16 *in = a->ln1;
+    if (spg(s)) { tp_allgather(g, "tp_allgather_attn", g->scr.gathered, a->ln1, local); in = g->scr.gathered; }
+    linear_forward("qkv", a->qkv, in, param(g, P, P_QKVW, l), param(g, P, P_QKVB, l), ones, N, C, s->qkv);
+    if (s->flash)
+        OP("attention", CK(sx_flash_attention_forward(a->atty, a->lse, a->qkv, a->qkv + (size_t)s->H * s->D,
+                                                       a->qkv + (size_t)(s->H + s->KV) * s->D, s->B, s->T, s->H, s->KV, s->D,
+                                                       s->qkv, s->qkv, 1.0f / sqrtf((float)s->D), stream)));
+    else
+        OP("attention", attention_forward(ap, a->att, g->scr.datt, s));
+    /* a row-parallel bias is added by one rank, so that the group's sum has it once */
+    bf16 *row_bias = s->tp_rank == 0 ? param(g, P, P_ATTB, l) : NULL;
+    linear_forward("attn_out", g->scr.dbuf_c, a->atty, param(g, P, P_ATTW, l), row_bias, ones, N, A, C);
+    const bf16 *branch = g->scr.dbuf_c;
+    if (spg(s)) {
+        tp_reduce_scatter(g, "tp_reduce_scatter_attn", g->scr.dlocal, g->scr.dbuf_c, local);
+        branch = g->scr.dlocal;
+    } else {
+        tp_allreduce(g, "tp_allreduce_attn", g->scr.dbuf_c, (size_t)N * C);
+    }
+    OP("attn_residual", CK(sx_residual_add(a->mid, NULL, a->x, branch, local, stream)));
+    OP("mlp_norm", norm_forward(g, a->ln2, a->ln2_mean, a->ln2_rstd, a->mid, param(g, P, P_LN2W, l), param(g, P, P_LN2B, l), Nl));
+    in = a->ln2;
+    if (spg(s)) { tp_allgather(g, "tp_allgather_mlp", g->scr.gathered, a->ln2, local); in = g->scr.gathered; }
+    linear_forward("mlp_up", a->fch, in, param(g, P, P_FCW, l), param(g, P, P_FCB, l), ones, N, C, s->up);
+    if (s->swiglu) OP("swiglu", CK(sx_swiglu_forward(a->fch_act, a->fch, a->fch + s->F, N, s->F, s->up, stream)));
+    else OP("gelu", CK(sx_gelu_forward(a->fch_act, a->fch, (size_t)N * s->F, stream)));
+    row_bias = s->tp_rank == 0 ? param(g, P, P_PROJB, l) : NULL;
+    linear_forward("mlp_down", g->scr.dbuf_c, a->fch_act, param(g, P, P_PROJW, l), row_bias, ones, N, s->F, C);
+    branch = g->scr.dbuf_c;
+    if (spg(s)) {
+        tp_reduce_scatter(g, "tp_reduce_scatter_mlp", g->scr.dlocal, g->scr.dbuf_c, local);
+        branch = g->scr.dlocal;
+    } else {
+        tp_allreduce(g, "tp_allreduce_mlp", g->scr.dbuf_c, (size_t)N * C);
+    }
+    OP("mlp_residual", CK(sx_residual_add(a->out, NULL, a->mid, branch, local, stream)));
+}
+
+/* scr.dresidual holds the gradient of the layer's output; leaves its input's. */
+static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap, int l)
+{
+    const shapes *s = &g->s;
     scratch_buffers *r = &g->scr;
     bf16 *P = g->params, *G = g->grads, *ones = r->ones;
-    int N = s->B * s->T, C = s->C, A = s->H * s->D;
-    OP("zero_grads", CK(cudaMemsetAsync(g->grads, 0, s->count * sizeof(bf16), stream)));
-    /* logits = lnf head^T: dlnf = dlogits head, dhead += dlogits^T lnf */
-    int head = s->tied ? P_WTE : P_HEAD;
-    linear_backward("lm_head_dgrad", "lm_head_wgrad", r->dbuf_c, param(g, G, head, 0), NULL, a->logits, a->lnf,
-                    param(g, P, head, 0), NULL, N, C, s->Vp);
-    bf16 *last = a->residual + (size_t)s->L * N * C;
-    OP("final_norm_bwd", norm_backward(g, r->dresidual, param(g, G, P_LNFW, 0), param(g, G, P_LNFB, 0), r->dbuf_c, last,
-                                       param(g, P, P_LNFW, 0), a->lnf_mean, a->lnf_rstd, 0, N));
-    for (int l = s->L - 1; l >= 0; l--) {
-        size_t nc = (size_t)l * N * C, n1 = (size_t)l * N;
-        bf16 *x = a->residual + nc, *ln1 = a->ln1 + nc;
-        bf16 *att = s->flash ? NULL : a->att + (size_t)l * s->B * s->H * s->T * s->T, *atty = a->atty + (size_t)l * N * A;
-        bf16 *qkv = a->qkv + (size_t)l * N * s->qkv;
-        bf16 *mid = a->resid_mid + nc, *ln2 = a->ln2 + nc;
-        bf16 *fch = a->fch + (size_t)l * N * s->up, *act = a->fch_act + (size_t)l * N * s->F;
-        /* MLP: dresidual holds d(next) = d(mid) from the residual branch */
-        bf16 *dact = s->swiglu ? r->dact : r->dfch;
-        linear_backward("mlp_down_dgrad", "mlp_down_wgrad", dact, param(g, G, P_PROJW, l), param(g, G, P_PROJB, l),
-                        r->dresidual, act, param(g, P, P_PROJW, l), ones, N, s->F, C);
-        if (s->swiglu)
-            OP("swiglu_bwd", CK(sx_swiglu_backward(r->dfch, r->dfch + s->F, dact, fch, fch + s->F, N, s->F, s->up, stream)));
-        else
-            OP("gelu_bwd", CK(sx_gelu_backward(r->dfch, fch, r->dfch, (size_t)N * s->F, stream)));
-        linear_backward("mlp_up_dgrad", "mlp_up_wgrad", r->dbuf_c, param(g, G, P_FCW, l), param(g, G, P_FCB, l), r->dfch, ln2,
-                        param(g, P, P_FCW, l), ones, N, C, s->up);
-        OP("mlp_norm_bwd", norm_backward(g, r->dresidual, param(g, G, P_LN2W, l), param(g, G, P_LN2B, l), r->dbuf_c, mid,
-                                         param(g, P, P_LN2W, l), at(a->ln2_mean, n1), a->ln2_rstd + n1, 1, N));
-        /* attention: dresidual now holds d(mid) = d(x) from the residual branch */
-        bf16 *datty = r->dbuf_c;
-        linear_backward("attn_out_dgrad", "attn_out_wgrad", datty, param(g, G, P_ATTW, l), param(g, G, P_ATTB, l),
-                        r->dresidual, atty, param(g, P, P_ATTW, l), ones, N, A, C);
-        if (s->flash) {
-            size_t ws = sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->H);
-            size_t hd = (size_t)s->H * s->D, kd = (size_t)(s->H + s->KV) * s->D;
-            OP("attention_bwd", CK(sx_flash_attention_backward(r->dqkv, r->dqkv + hd, r->dqkv + kd, datty, atty,
-                                                                a->lse + (size_t)l * s->B * s->H * s->T, qkv, qkv + hd,
-                                                                qkv + kd, s->B, s->T, s->H, s->KV, s->D, s->qkv, s->qkv,
-                                                                1.0f / sqrtf((float)s->D), r->flash_ws, ws, stream)));
-        } else
-            OP("attention_bwd", attention_backward(&g->layer_ptrs[l], att, r->datt, s));
-        linear_backward("qkv_dgrad", "qkv_wgrad", r->dbuf_c, param(g, G, P_QKVW, l), param(g, G, P_QKVB, l), r->dqkv, ln1,
-                        param(g, P, P_QKVW, l), ones, N, C, s->qkv);
-        OP("attn_norm_bwd", norm_backward(g, r->dresidual, param(g, G, P_LN1W, l), param(g, G, P_LN1B, l), r->dbuf_c, x,
-                                          param(g, P, P_LN1W, l), at(a->ln1_mean, n1), a->ln1_rstd + n1, 1, N));
+    int N = s->N, Nl = s->Nl, C = s->C, A = s->H * s->D;
+    size_t local = (size_t)Nl * C;
+    /* MLP */
+    const bf16 *dy = r->dresidual;
+    if (spg(s)) { tp_allgather(g, "tp_allgather_mlp_bwd", r->dfull, r->dresidual, local); dy = r->dfull; }
+    bf16 *dact = s->swiglu ? r->dact : r->dfch;
+    linear_backward("mlp_down_dgrad", "mlp_down_wgrad", dact, param(g, G, P_PROJW, l), param(g, G, P_PROJB, l), dy,
+                    a->fch_act, param(g, P, P_PROJW, l), ones, N, s->F, C);
+    if (s->swiglu)
+        OP("swiglu_bwd", CK(sx_swiglu_backward(r->dfch, r->dfch + s->F, dact, a->fch, a->fch + s->F, N, s->F, s->up, stream)));
+    else
+        OP("gelu_bwd", CK(sx_gelu_backward(r->dfch, a->fch, r->dfch, (size_t)N * s->F, stream)));
+    const bf16 *in = a->ln2;
+    if (spg(s)) { tp_allgather(g, "tp_regather_mlp", r->gathered, a->ln2, local); in = r->gathered; }
+    linear_backward("mlp_up_dgrad", "mlp_up_wgrad", r->dbuf_c, param(g, G, P_FCW, l), param(g, G, P_FCB, l), r->dfch, in,
+                    param(g, P, P_FCW, l), ones, N, C, s->up);
+    const bf16 *dn = r->dbuf_c;
+    if (spg(s)) { tp_reduce_scatter(g, "tp_reduce_scatter_mlp_bwd", r->dlocal, r->dbuf_c, local); dn = r->dlocal; }
+    else tp_allreduce(g, "tp_allreduce_mlp_bwd", r->dbuf_c, (size_t)N * C);
+    OP("mlp_norm_bwd", norm_backward(g, r->dresidual, param(g, G, P_LN2W, l), param(g, G, P_LN2B, l), dn, a->mid,
+                                     param(g, P, P_LN2W, l), a->ln2_mean, a->ln2_rstd, 1, Nl));
+    /* attention: dresidual now holds d(mid) */
+    dy = r->dresidual;
+    if (spg(s)) { tp_allgather(g, "tp_allgather_attn_bwd", r->dfull, r->dresidual, local); dy = r->dfull; }
+    bf16 *datty = r->dbuf_c;
+    linear_backward("attn_out_dgrad", "attn_out_wgrad", datty, param(g, G, P_ATTW, l), param(g, G, P_ATTB, l), dy, a->atty,
+                    param(g, P, P_ATTW, l), ones, N, A, C);
+    if (s->flash) {
+        size_t ws = sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->H);
+        size_t hd = (size_t)s->H * s->D, kd = (size_t)(s->H + s->KV) * s->D;
+        OP("attention_bwd", CK(sx_flash_attention_backward(r->dqkv, r->dqkv + hd, r->dqkv + kd, datty, a->atty, a->lse, a->qkv,
+                                                            a->qkv + hd, a->qkv + kd, s->B, s->T, s->H, s->KV, s->D, s->qkv,
+                                                            s->qkv, 1.0f / sqrtf((float)s->D), r->flash_ws, ws, stream)));
+    } else {
+        OP("attention_bwd", attention_backward(ap, a->att, r->datt, s));
     }
-    OP("embedding_bwd", CK(sx_embedding_backward(param(g, G, P_WTE, 0), param(g, G, P_WPE, 0), SX_BF16, r->dresidual,
-                                                  g->inputs, g->emb_ws, g->emb_ws_bytes, s->B, s->T, C, s->Vp, stream)));
+    in = a->ln1;
+    if (spg(s)) { tp_allgather(g, "tp_regather_attn", r->gathered, a->ln1, local); in = r->gathered; }
+    linear_backward("qkv_dgrad", "qkv_wgrad", r->dbuf_c, param(g, G, P_QKVW, l), param(g, G, P_QKVB, l), r->dqkv, in,
+                    param(g, P, P_QKVW, l), ones, N, C, s->qkv);
+    dn = r->dbuf_c;
+    if (spg(s)) { tp_reduce_scatter(g, "tp_reduce_scatter_attn_bwd", r->dlocal, r->dbuf_c, local); dn = r->dlocal; }
+    else tp_allreduce(g, "tp_allreduce_attn_bwd", r->dbuf_c, (size_t)N * C);
+    OP("attn_norm_bwd", norm_backward(g, r->dresidual, param(g, G, P_LN1W, l), param(g, G, P_LN1B, l), dn, a->x,
+                                      param(g, P, P_LN1W, l), a->ln1_mean, a->ln1_rstd, 1, Nl));
 }
 
-static void gpt_update(gpt *g, int step)
+static void stage_forward(gpt *g, int mb, int slot)
 {
-    sx_adamw_params hp = {3e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, step, 1.0f, NULL};
-    OP("optimizer", CK(sx_adamw(g->master, g->m, g->v, g->params, g->grads, g->s.count, &hp, stream)));
+    const shapes *s = &g->s;
+    slot_acts *sa = &g->slots[slot];
+    scratch_buffers *r = &g->scr;
+    bf16 *P = g->params;
+    int N = s->N, Nl = s->Nl, C = s->C;
+    size_t local = (size_t)Nl * C;
+    current_pass = PASS_FWD;
+    const int32_t *ids = r->inputs + (size_t)mb * N;
+    const int32_t *ids_local = s->tp > 1 ? r->ids_shifted + (size_t)mb * N : ids;
+    if (s->first) {
+        wait_params(g, B_EMBED);
+        bf16 *wte = param(g, P, P_WTE, 0), *wpe = param(g, P, P_WPE, 0);
+        if (s->tp == 1) {
+            OP("embedding", CK(sx_embedding_forward(sa->residual, ids, wte, wpe, s->B, s->T, C, s->Vp, stream)));
+        } else {
+            /* each rank looks up the ids it owns (the position table on one rank); the sum completes it */
+            bf16 *dst = spg(s) ? r->dbuf_c : sa->residual;
+            OP("embedding", CK(sx_embedding_forward_shard(dst, ids_local, wte, s->tp_rank == 0 ? wpe : NULL, s->B, s->T, C,
+                                                          s->Vl, stream)));
+            if (spg(s)) tp_reduce_scatter(g, "tp_reduce_scatter_embedding", sa->residual, r->dbuf_c, local);
+            else tp_allreduce(g, "tp_allreduce_embedding", sa->residual, (size_t)N * C);
+        }
+    }
+    for (int l = 0; l < s->L; l++) {
+        wait_params(g, l);
+        layer_acts a = layer_at(g, slot, l);
+        layer_forward(g, &a, ptrs_at(g, slot, l), l);
+    }
+    if (!s->last) return;
+    wait_params(g, B_FINAL);
+    wait_params(g, B_HEAD);
+    bf16 *x = sa->residual + (size_t)s->L * local;
+    OP("final_norm", norm_forward(g, sa->lnf, sa->lnf_mean, sa->lnf_rstd, x, param(g, P, P_LNFW, 0), param(g, P, P_LNFB, 0), Nl));
+    const bf16 *in = sa->lnf;
+    if (spg(s)) { tp_allgather(g, "tp_allgather_head", r->gathered, sa->lnf, local); in = r->gathered; }
+    linear_forward("lm_head", sa->logits, in, param(g, P, head_tensor(s), 0), NULL, NULL, N, C, s->Vl);
+    /* the mean over the global batch: this rank's micro-batches are m of the dp m in the step */
+    float dloss = 1.0f / ((float)N * (float)g->microbatches * (float)s->dp);
+    float *losses = r->losses + (size_t)mb * N;
+    const int32_t *targets = r->targets + (size_t)mb * N;
+    if (s->tp == 1) {
+        /* loss and, fused, dlogits = (softmax - onehot) dloss in place */
+        OP("cross_entropy", CK(sx_cross_entropy_fused(losses, sa->logits, sa->logits, targets, N, s->V, s->Vp, dloss, stream)));
+        return;
+    }
+    const int32_t *tg = r->targets_shifted + (size_t)mb * N;
+    int cols = s->V - s->vocab0;
+    cols = cols < 0 ? 0 : cols > s->Vl ? s->Vl : cols;
+    float *st = r->ce_stats;
+    OP("cross_entropy", CK(sx_cross_entropy_shard_partial(st, sa->logits, tg, N, cols, s->Vl, stream)));
+    OP("tp_allreduce_loss", NC(ncclAllReduce(st + N, st + N, (size_t)N, ncclFloat32, ncclMax, g->tp_comm, stream)));
+    OP("cross_entropy", CK(sx_cross_entropy_shard_rescale(st, N, stream)));
+    OP("tp_allreduce_loss", NC(ncclAllReduce(st + 2 * (size_t)N, st + 2 * (size_t)N, (size_t)N, ncclFloat32, ncclSum,
+                                             g->tp_comm, stream)));
+    OP("tp_allreduce_loss", NC(ncclAllReduce(st + 3 * (size_t)N, st + 3 * (size_t)N, (size_t)N, ncclFloat32, ncclSum,
+                                             g->tp_comm, stream)));
+    OP("cross_entropy", CK(sx_cross_entropy_shard_finish(losses, sa->logits, sa->logits, tg, st, N, cols, s->Vl, dloss, stream)));
 }
 
-/* ---- reports: CSV (docs/validation's columns), JSON, an SVG plot -------- */
+/* The backward of one micro-batch; on the step's last, every bucket is
+ * handed to the data-parallel reduction as soon as it is complete. */
+static void stage_backward(gpt *g, int mb, int slot)
+{
+    const shapes *s = &g->s;
+    slot_acts *sa = &g->slots[slot];
+    scratch_buffers *r = &g->scr;
+    bf16 *P = g->params, *G = g->grads;
+    int N = s->N, Nl = s->Nl, C = s->C;
+    size_t local = (size_t)Nl * C;
+    int last_mb = mb == g->microbatches - 1;
+    current_pass = PASS_BWD;
+    bias_accumulate = mb > 0;
+    if (s->last) {
+        /* logits = lnf head^T: dlnf = dlogits head, dhead += dlogits^T lnf */
+        const bf16 *in = sa->lnf;
+        if (spg(s)) { tp_allgather(g, "tp_regather_head", r->gathered, sa->lnf, local); in = r->gathered; }
+        int head = head_tensor(s);
+        linear_backward("lm_head_dgrad", "lm_head_wgrad", r->dbuf_c, param(g, G, head, 0), NULL, sa->logits, in,
+                        param(g, P, head, 0), NULL, N, C, s->Vl);
+        const bf16 *dn = r->dbuf_c;
+        if (spg(s)) { tp_reduce_scatter(g, "tp_reduce_scatter_head_bwd", r->dlocal, r->dbuf_c, local); dn = r->dlocal; }
+        else tp_allreduce(g, "tp_allreduce_head_bwd", r->dbuf_c, (size_t)N * C);
+        bf16 *x = sa->residual + (size_t)s->L * local;
+        OP("final_norm_bwd", norm_backward(g, r->dresidual, param(g, G, P_LNFW, 0), param(g, G, P_LNFB, 0), dn, x,
+                                           param(g, P, P_LNFW, 0), sa->lnf_mean, sa->lnf_rstd, 0, Nl));
+        if (last_mb) {
+            tp_allreduce_norm_grads(g, 0, 1);
+            bucket_ready(g, B_FINAL);
+        }
+    }
+    for (int l = s->L - 1; l >= 0; l--) {
+        layer_acts a = layer_at(g, slot, l);
+        if (s->recompute) {
+            /* the layer's forward again, from its saved input, into the shared block */
+            current_pass = PASS_RECOMPUTE;
+            layer_forward(g, &a, ptrs_at(g, slot, l), l);
+            current_pass = PASS_BWD;
+        }
+        layer_backward(g, &a, ptrs_at(g, slot, l), l);
+        if (last_mb) {
+            tp_allreduce_norm_grads(g, l, 0);
+            bucket_ready(g, l);
+        }
+    }
+    if (s->first) {
+        const bf16 *dy = r->dresidual;
+        if (spg(s)) { tp_allgather(g, "tp_allgather_embedding_bwd", r->dfull, r->dresidual, local); dy = r->dfull; }
+        const int32_t *ids = s->tp > 1 ? r->ids_shifted + (size_t)mb * N : r->inputs + (size_t)mb * N;
+        OP("embedding_bwd", CK(sx_embedding_backward(param(g, G, P_WTE, 0), param(g, G, P_WPE, 0), SX_BF16, dy, ids, g->emb_ws,
+                                                      g->emb_ws_bytes, s->B, s->T, C, s->tp > 1 ? s->Vl : s->Vp, stream)));
+        if (last_mb) bucket_ready(g, B_EMBED);
+    }
+    if (s->last && last_mb) bucket_ready(g, B_HEAD);
+}
+
+/* One step on this rank: the 1F1B schedule (Narayanan et al. 2021; with one
+ * stage, forward and backward of each micro-batch in turn), then the wait
+ * for the data-parallel reduction and the optimizer. */
+static void run_schedule(gpt *g)
+{
+    const shapes *s = &g->s;
+    int m = g->microbatches, ns = g->nslots;
+    int warm = s->pp - s->pp_rank - 1;
+    if (warm > m) warm = m;
+    int rest = m - warm, fwd = 0, bwd = 0;
+    size_t count = (size_t)s->Nl * s->C;
+    int prev = s->pp_rank - 1, next = s->pp_rank + 1;
+#define IN(slot) (g->slots[(slot)].residual)
+#define OUT(slot) (g->slots[(slot)].residual + (size_t)s->L * count)
+    for (int i = 0; i < warm; i++, fwd++) {
+        if (!s->first) pp_exchange(g, NULL, 0, IN(fwd % ns), prev, count);
+        stage_forward(g, fwd, fwd % ns);
+        if (!s->last) pp_exchange(g, OUT(fwd % ns), next, NULL, 0, count);
+    }
+    if (rest > 0 && !s->first) pp_exchange(g, NULL, 0, IN(fwd % ns), prev, count);
+    for (int i = 0; i < rest; i++) {
+        stage_forward(g, fwd, fwd % ns);
+        if (!s->last) pp_exchange(g, OUT(fwd % ns), next, g->scr.dresidual, next, count);
+        fwd++;
+        stage_backward(g, bwd, bwd % ns);
+        bwd++;
+        if (s->first) continue;
+        if (i == rest - 1) pp_exchange(g, g->scr.dresidual, prev, NULL, 0, count);
+        else pp_exchange(g, g->scr.dresidual, prev, IN(fwd % ns), prev, count);
+    }
+    for (int i = 0; i < warm; i++, bwd++) {
+        if (!s->last) pp_exchange(g, NULL, 0, g->scr.dresidual, next, count);
+        stage_backward(g, bwd, bwd % ns);
+        if (!s->first) pp_exchange(g, g->scr.dresidual, prev, NULL, 0, count);
+    }
+#undef IN
+#undef OUT
+}
+
+static void optimizer_step(gpt *g, int step)
+{
+    const shapes *s = &g->s;
+    const param_layout *pl = &g->pl;
+    current_pass = PASS_STEP;
+    if (g->comm_used) {
+        /* what of the reduction the backward did not hide */
+        CK(cudaEventRecord(g->reduce_done, comm_stream));
+        OP("dp_exposed", CK(cudaStreamWaitEvent(stream, g->reduce_done, 0)));
+        g->comm_used = 0;
+    }
+    sx_adamw_params hp = {3e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, step, 1.0f, NULL};
+    int sharded = s->dp > 1 && pl->shard_count != pl->count;
+    if (!sharded) {
+        OP("optimizer", CK(sx_adamw(g->master, g->m, g->v, g->params, g->grads, pl->count, &hp, stream)));
+        return;
+    }
+    profile_mark("optimizer", 0);
+    for (int b = 0; b < pl->nbuckets; b++) {
+        const bucket *k = &pl->buckets[b];
+        size_t slice = k->size / (size_t)s->dp, at = k->offset + (size_t)s->dp_rank * slice;
+        CK(sx_adamw(g->master + k->shard_offset, g->m + k->shard_offset, g->v + k->shard_offset, g->params + at,
+                    g->grads + at, slice, &hp, stream));
+    }
+    profile_mark("optimizer", 1);
+    /* every rank's updated slices to every rank, in the order the next forward reads them */
+    CK(cudaEventRecord(g->optimizer_done, stream));
+    CK(cudaStreamWaitEvent(comm_stream, g->optimizer_done, 0));
+    for (int b = 0; b < pl->nbuckets; b++) {
+        const bucket *k = &pl->buckets[b];
+        size_t slice = k->size / (size_t)s->dp;
+        bf16 *base = g->params + k->offset;
+        profile_mark_on("dp_allgather_params", 0, comm_stream);
+        NC(ncclAllGather(base + (size_t)s->dp_rank * slice, base, slice, ncclBfloat16, g->dp_comm, comm_stream));
+        profile_mark_on("dp_allgather_params", 1, comm_stream);
+        CK(cudaEventRecord(g->params_ready[b], comm_stream));
+    }
+}
+
+/* ---- reports: CSV (docs/validation's columns), JSON, an SVG plot -------------- */
 
 typedef struct {
     const char *op, *pass;
@@ -655,42 +1191,21 @@ typedef struct {
     const model_t *m;
     const hw_gpu *gpu;
     const train_options *o;
+    int rank, stage, gpus;
     int timed_steps;
     double spread, tokens_per_s, flops_per_s, mfu, first_loss, last_loss;
 } report_info;
 
-/* Opens `path`.tmp for writing; the caller renames it when complete, so a
- * failed run never leaves a half-written report behind. */
-static FILE *open_tmp(const char *path, char *tmp, size_t len, const char *flag)
-{
-    snprintf(tmp, len, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) fprintf(stderr, "sextant-gpu train: %s %s: cannot write\n", flag, path);
-    return f;
-}
-
-static int close_tmp(FILE *f, const char *tmp, const char *path, const char *flag)
-{
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "sextant-gpu train: %s %s: write failed\n", flag, path);
-        remove(tmp);
-        return 1;
-    }
-    return 0;
-}
+static const char *recompute_label(const train_options *o) { return o->recompute == RECOMPUTE_FULL ? "full" : "none"; }
 
 static void csv_number(FILE *f, double x) { if (x >= 0) fprintf(f, "%.6e", x); }
 
-static int write_csv(const char *path, const report_info *in, const report_row *rows, int n)
+static void csv_rows(FILE *f, const report_info *in, const report_row *rows, int n)
 {
-    char tmp[4200];
-    FILE *f = open_tmp(path, tmp, sizeof tmp, "--csv");
-    if (!f) return 1;
-    fprintf(f, "model,gpu,gpus,tp,pp,dp,mbs,gbs,seq,recompute,zero,op,predicted_s,measured_s,predicted_bytes,measured_bytes,"
-               "calibrated\n");
+    const train_options *o = in->o;
     for (int i = 0; i < n; i++) {
-        fprintf(f, "%s,%s,1,1,1,1,%d,%d,%d,none,0,%s,", in->m->name, in->gpu->name, in->o->mbs, in->o->mbs, in->o->seq,
-                rows[i].op);
+        fprintf(f, "%s,%s,%d,%d,%d,%d,%d,%d,%d,%s,%d,%s,", in->m->name, in->gpu->name, in->gpus, o->tp, o->pp, o->dp, o->mbs,
+                o->gbs, o->seq, recompute_label(o), o->zero, rows[i].op);
         csv_number(f, rows[i].predicted_s);
         fputc(',', f);
         csv_number(f, rows[i].measured_s);
@@ -698,29 +1213,39 @@ static int write_csv(const char *path, const report_info *in, const report_row *
         if (rows[i].predicted_bytes > 0) fprintf(f, "%.0f", rows[i].predicted_bytes);
         fputc(',', f);
         if (rows[i].measured_bytes > 0) fprintf(f, "%.0f", rows[i].measured_bytes);
-        fprintf(f, ",%d\n", in->o->calibrated);
+        fprintf(f, ",%d,%d,%d,%s,%d,%s\n", o->calibrated, in->rank, in->stage, rows[i].pass, o->sp && o->tp > 1,
+                o->flash ? "flash" : "unfused");
     }
-    return close_tmp(f, tmp, path, "--csv");
 }
 
-static int write_json(const char *path, const report_info *in, const report_row *rows, int n)
+static const char csv_header[] =
+    "model,gpu,gpus,tp,pp,dp,mbs,gbs,seq,recompute,zero,op,predicted_s,measured_s,predicted_bytes,measured_bytes,"
+    "calibrated,rank,stage,pass,sp,attention\n";
+
+static int write_json(const char *path, const report_info *in, const report_row *rows, int n, const double *ranks, int nranks)
 {
     char tmp[4200];
-    FILE *f = open_tmp(path, tmp, sizeof tmp, "--json");
-    if (!f) return 1;
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) { fprintf(stderr, "sextant-gpu train: --json %s: cannot write\n", path); return 1; }
+    const train_options *o = in->o;
     const report_row *step = &rows[n - 1];
-    fprintf(f, "{\n  \"model\": \"%s\", \"gpu\": \"%s\", \"gpus\": 1, \"tp\": 1, \"pp\": 1, \"dp\": 1,\n", in->m->name,
-            in->gpu->name);
-    fprintf(f, "  \"mbs\": %d, \"gbs\": %d, \"seq\": %d, \"recompute\": \"none\", \"zero\": 0, \"attention\": \"%s\", "
-               "\"calibrated\": %s,\n", in->o->mbs, in->o->mbs, in->o->seq, in->o->flash ? "flash" : "unfused",
-            in->o->calibrated ? "true" : "false");
+    fprintf(f, "{\n  \"model\": \"%s\", \"gpu\": \"%s\", \"gpus\": %d, \"tp\": %d, \"pp\": %d, \"dp\": %d, \"sp\": %s,\n",
+            in->m->name, in->gpu->name, in->gpus, o->tp, o->pp, o->dp, o->sp && o->tp > 1 ? "true" : "false");
+    fprintf(f, "  \"mbs\": %d, \"gbs\": %d, \"seq\": %d, \"recompute\": \"%s\", \"zero\": %d, \"attention\": \"%s\", "
+               "\"calibrated\": %s,\n", o->mbs, o->gbs, o->seq, recompute_label(o), o->zero, o->flash ? "flash" : "unfused",
+            o->calibrated ? "true" : "false");
     fprintf(f, "  \"step\": {\"predicted_s\": %.6e, \"measured_s\": %.6e, \"timed_steps\": %d, \"spread\": %.4f},\n",
             step->predicted_s, step->measured_s, in->timed_steps, in->spread);
     fprintf(f, "  \"memory\": {\"predicted_bytes\": %.0f, \"measured_bytes\": %.0f},\n", step->predicted_bytes,
             step->measured_bytes);
     fprintf(f, "  \"tokens_per_s\": %.1f, \"model_flops_per_s\": %.6e, \"mfu\": %.4f,\n", in->tokens_per_s, in->flops_per_s,
             in->mfu);
-    fprintf(f, "  \"loss\": {\"first\": %.4f, \"last\": %.4f},\n  \"ops\": [\n", in->first_loss, in->last_loss);
+    fprintf(f, "  \"loss\": {\"first\": %.4f, \"last\": %.4f},\n  \"ranks\": [\n", in->first_loss, in->last_loss);
+    for (int r = 0; r < nranks; r++)
+        fprintf(f, "    {\"rank\": %d, \"step_s\": %.6e, \"device_bytes\": %.0f}%s\n", r, ranks[8 * r], ranks[8 * r + 2],
+                r + 1 < nranks ? "," : "");
+    fprintf(f, "  ],\n  \"ops\": [\n");
     for (int i = 0; i < n - 1; i++) {
         fprintf(f, "    {\"op\": \"%s\", \"pass\": \"%s\", ", rows[i].op, rows[i].pass);
         if (rows[i].predicted_s >= 0) fprintf(f, "\"predicted_s\": %.6e, ", rows[i].predicted_s);
@@ -728,7 +1253,12 @@ static int write_json(const char *path, const report_info *in, const report_row 
         fprintf(f, "\"measured_s\": %.6e}%s\n", rows[i].measured_s, i + 2 < n ? "," : "");
     }
     fprintf(f, "  ]\n}\n");
-    return close_tmp(f, tmp, path, "--json");
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        fprintf(stderr, "sextant-gpu train: --json %s: write failed\n", path);
+        remove(tmp);
+        return 1;
+    }
+    return 0;
 }
 
 /* Predicted against measured time per op on log axes, the diagonal drawn:
@@ -745,8 +1275,8 @@ static int write_plot(const char *path, const report_info *in, const report_row 
     FILE *f = fopen(script, "w");
     if (!f) { fprintf(stderr, "sextant-gpu train: --plot %s: cannot write\n", path); return 1; }
     fprintf(f, "set terminal svg size 900,700 dynamic\nset output '%s'\nset logscale xy\n", tmp);
-    fprintf(f, "set title '%s on %s, micro-batch %d, seq %d: time per op and step'\n", in->m->name, in->gpu->name, in->o->mbs,
-            in->o->seq);
+    fprintf(f, "set title '%s on %d x %s, tp %d pp %d dp %d, micro-batch %d, seq %d: time per op and step (rank 0)'\n",
+            in->m->name, in->gpus, in->gpu->name, in->o->tp, in->o->pp, in->o->dp, in->o->mbs, in->o->seq);
     fprintf(f, "set xlabel 'measured ms'\nset ylabel 'predicted ms'\nset key top left\n");
     fprintf(f, "$ops << EOD\n");
     for (int i = 0; i < n; i++)
@@ -773,58 +1303,253 @@ static int compare_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int train_gpt(const model_t *model, const hw_gpu *gpu, const hw_node *node, const train_options *o, cublasHandle_t handle,
-              cudaStream_t s)
+/* ---- checks before anything starts ------------------------------------------------ */
+
+int train_check(const model_t *m, const train_options *o)
 {
-    blas = handle;
-    stream = s;
-    int gpt2 = !strcasecmp(model->family, "gpt2") || !strcasecmp(model->family, "gpt");
-    int llama = !strcasecmp(model->family, "llama") || !strcasecmp(model->family, "mistral");
-    if ((!gpt2 && !llama) || model->experts > 1) {
-        fprintf(stderr, "sextant-gpu train: %s is a %s model; the training step covers the GPT-2 and dense LLaMA families\n",
-                model->name, model->family);
-        return 2;
+    int gpt2 = !strcasecmp(m->family, "gpt2") || !strcasecmp(m->family, "gpt");
+    int llama = !strcasecmp(m->family, "llama") || !strcasecmp(m->family, "mistral");
+    const char *bad = NULL;
+    char why[256];
+    if ((!gpt2 && !llama) || m->experts > 1) {
+        snprintf(why, sizeof why, "%s is a %s model; the training step covers the GPT-2 and dense LLaMA families", m->name,
+                 m->family);
+        bad = why;
+    } else if (m->position == POS_LEARNED && o->seq > m->max_positions) {
+        snprintf(why, sizeof why, "--seq %d exceeds %s's %lld positions", o->seq, m->name, (long long)m->max_positions);
+        bad = why;
+    } else if (m->heads % m->kv_heads || m->heads * m->head_dim > m->hidden) {
+        snprintf(why, sizeof why, "%s: heads %lld, kv heads %lld, head size %lld do not fit the step's buffers", m->name,
+                 (long long)m->heads, (long long)m->kv_heads, (long long)m->head_dim);
+        bad = why;
+    } else if (o->mbs < 1 || o->seq < 1 || o->tp < 1 || o->pp < 1 || o->dp < 1) {
+        bad = "--mbs, --seq, --tp, --pp and --dp must be positive";
+    } else if (m->heads % o->tp || m->kv_heads % o->tp || m->ffn % o->tp) {
+        snprintf(why, sizeof why, "--tp %d must divide %s's heads (%lld), KV heads (%lld) and FFN width (%lld)", o->tp, m->name,
+                 (long long)m->heads, (long long)m->kv_heads, (long long)m->ffn);
+        bad = why;
+    } else if (o->pp > m->layers) {
+        snprintf(why, sizeof why, "--pp %d exceeds %s's %lld layers", o->pp, m->name, (long long)m->layers);
+        bad = why;
+    } else if (o->gbs % (o->mbs * o->dp)) {
+        snprintf(why, sizeof why, "--gbs %d is not a multiple of --mbs x --dp = %d", o->gbs, o->mbs * o->dp);
+        bad = why;
+    } else if (o->gbs / (o->mbs * o->dp) > 4096) {
+        bad = "--gbs: more than 4096 micro-batches per step";
+    } else if (o->sp && o->tp > 1 && (o->mbs * o->seq) % o->tp) {
+        snprintf(why, sizeof why, "--sp: mbs x seq = %d tokens do not split over --tp %d", o->mbs * o->seq, o->tp);
+        bad = why;
+    } else if (o->zero < 0 || o->zero > 1) {
+        bad = "--zero: the training step has ZeRO 0 and 1 (the distributed optimizer)";
+    } else if (o->recompute != RECOMPUTE_NONE && o->recompute != RECOMPUTE_FULL) {
+        bad = "--recompute: the training step has none and full";
+    } else if (o->flash && m->head_dim != 64 && m->head_dim != 128) {
+        snprintf(why, sizeof why, "--attention flash: head size %lld; the fused kernel has 64 and 128", (long long)m->head_dim);
+        bad = why;
+    } else if (o->steps < o->warmup + 3) {
+        snprintf(why, sizeof why, "--steps must be at least %d", o->warmup + 3);
+        bad = why;
     }
-    if (model->position == POS_LEARNED && o->seq > model->max_positions) {
-        fprintf(stderr, "sextant-gpu train: --seq %d exceeds %s's %lld positions\n", o->seq, model->name,
-                (long long)model->max_positions);
-        return 2;
+    if (bad) {
+        fprintf(stderr, "sextant-gpu train: %s\n", bad);
+        return -1;
     }
-    if (model->heads % model->kv_heads || model->heads * model->head_dim > model->hidden) {
-        fprintf(stderr, "sextant-gpu train: %s: heads %lld, kv heads %lld, head size %lld do not fit the step's buffers\n",
-                model->name, (long long)model->heads, (long long)model->kv_heads, (long long)model->head_dim);
+    return 0;
+}
+
+/* ---- the run ----------------------------------------------------------------------- */
+
+/* Waits for everything enqueued so far on both streams; with several ranks it
+ * watches NCCL's error state and gives up after the launch timeout instead of
+ * hanging on a peer that died. */
+static void sync_all(gpt *g, const char *what)
+{
+    cudaEvent_t done[2];
+    cudaStream_t on[2] = {stream, comm_stream};
+    for (int i = 0; i < 2; i++) {
+        CK(cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming));
+        CK(cudaEventRecord(done[i], on[i]));
+        if (g->ctx) {
+            if (launch_event_wait(g->ctx, done[i], what) != 0) exit(1);
+        } else {
+            CK(cudaEventSynchronize(done[i]));
+        }
+        CK(cudaEventDestroy(done[i]));
+    }
+}
+
+/* Waits for the compute stream alone (the second stream may run on). */
+static void sync_compute(gpt *g, const char *what)
+{
+    cudaEvent_t done;
+    CK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    CK(cudaEventRecord(done, stream));
+    if (g->ctx) {
+        if (launch_event_wait(g->ctx, done, what) != 0) exit(1);
+    } else {
+        CK(cudaEventSynchronize(done));
+    }
+    CK(cudaEventDestroy(done));
+}
+
+static double *world_scratch;   /* device: 8 doubles per rank */
+
+/* The sum over every rank of x (x itself on one GPU). */
+static double world_sum(gpt *g, double x)
+{
+    if (!g->ctx) return x;
+    CK(cudaMemcpyAsync(world_scratch, &x, sizeof x, cudaMemcpyHostToDevice, stream));
+    NC(ncclAllReduce(world_scratch, world_scratch, 1, ncclFloat64, ncclSum, g->ctx->comm, stream));
+    CK(cudaMemcpyAsync(&x, world_scratch, sizeof x, cudaMemcpyDeviceToHost, stream));
+    sync_compute(g, "an all-reduce of the loss");
+    return x;
+}
+
+static void barrier(gpt *g) { (void)world_sum(g, 0.0); }
+
+/* This rank's micro-batches of one step: the global batch is one token
+ * stream cut into gbs sequences; micro-batch i of data-parallel rank r holds
+ * sequences (i dp + r) mbs onwards, so every layout trains on the same data. */
+static void load_batch(gpt *g, const train_options *o, unsigned long long *state, int32_t *global_in, int32_t *global_tg)
+{
+    const shapes *s = &g->s;
+    size_t N = (size_t)s->N, gn = (size_t)o->gbs * s->T, mN = (size_t)g->microbatches * N;
+    make_batch(global_in, global_tg, gn, s->V, state);
+    int32_t *in = g->host_ids, *tg = in + mN, *in_shift = tg + mN, *tg_shift = in_shift + mN;
+    for (int i = 0; i < g->microbatches; i++) {
+        size_t from = ((size_t)i * s->dp + s->dp_rank) * (size_t)s->B * s->T;
+        memcpy(in + (size_t)i * N, global_in + from, N * sizeof *in);
+        memcpy(tg + (size_t)i * N, global_tg + from, N * sizeof *tg);
+    }
+    CK(cudaMemcpyAsync(g->scr.inputs, in, mN * sizeof *in, cudaMemcpyHostToDevice, stream));
+    CK(cudaMemcpyAsync(g->scr.targets, tg, mN * sizeof *tg, cudaMemcpyHostToDevice, stream));
+    if (s->tp > 1) {
+        for (size_t i = 0; i < mN; i++) {
+            in_shift[i] = in[i] - s->vocab0;
+            tg_shift[i] = tg[i] - s->vocab0;
+        }
+        CK(cudaMemcpyAsync(g->scr.ids_shifted, in_shift, mN * sizeof *in, cudaMemcpyHostToDevice, stream));
+        CK(cudaMemcpyAsync(g->scr.targets_shifted, tg_shift, mN * sizeof *tg, cudaMemcpyHostToDevice, stream));
+    }
+}
+
+static void one_step(gpt *g, int step)
+{
+    current_pass = PASS_BWD;
+    OP("zero_grads", CK(cudaMemsetAsync(g->grads, 0, g->pl.count * sizeof(bf16), stream)));
+    run_schedule(g);
+    optimizer_step(g, step);
+}
+
+/* The mean loss of the step's global batch: the last stage's first tensor-parallel
+ * ranks hold it, every rank learns it. */
+static double step_loss(gpt *g, const train_options *o, float *host_loss)
+{
+    double sum = 0.0;
+    size_t n = (size_t)g->microbatches * g->s.N;
+    if (g->s.last && g->s.tp_rank == 0) {
+        CK(cudaMemcpyAsync(host_loss, g->scr.losses, n * sizeof *host_loss, cudaMemcpyDeviceToHost, stream));
+        sync_compute(g, "the loss");
+        for (size_t i = 0; i < n; i++) sum += host_loss[i];
+    }
+    return world_sum(g, sum) / ((double)o->gbs * o->seq);
+}
+
+/* The op list this rank's stage runs, costed by the planner. */
+static const stage_ops *stage_list(const estimate_t *e, const shapes *s)
+{
+    return s->last ? &e->last_stage : &e->first_stage;
+}
+
+typedef struct {
+    const char *name;
+    pass_t pass;
+    double seconds;
+    int calls;
+    double fastest;
+} measured_op;
+
+#define MEASURED_MAX 128
+
+static double measured_of(const measured_op *ms, int n, const char *name, pass_t pass, int *calls, double *fastest)
+{
+    for (int i = 0; i < n; i++)
+        if (ms[i].pass == pass && !strcmp(ms[i].name, name)) {
+            if (calls) *calls = ms[i].calls;
+            if (fastest) *fastest = ms[i].fastest;
+            return ms[i].seconds;
+        }
+    if (calls) *calls = 0;
+    if (fastest) *fastest = 0;
+    return 0.0;
+}
+
+int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, const train_options *o, launch_ctx *ctx)
+{
+    if (train_check(model, o) != 0) return 2;
+    int nranks = ctx ? ctx->nranks : 1, rank = ctx ? ctx->rank : 0;
+    my_rank = rank;
+    if (nranks != o->tp * o->pp * o->dp) {
+        fprintf(stderr, "sextant-gpu train: --tp %d x --pp %d x --dp %d = %d GPUs, but %d rank%s started\n", o->tp, o->pp, o->dp,
+                o->tp * o->pp * o->dp, nranks, nranks == 1 ? " was" : "s were");
         return 2;
     }
     /* what runs: no dropout (as llm.c), and the planner is told so */
     model_t run = *model;
     run.dropout = 0;
     const model_t *m = &run;
-    gpt g;
+    static gpt g;
     memset(&g, 0, sizeof g);
-    g.s.L = (int)m->layers; g.s.C = (int)m->hidden; g.s.H = (int)m->heads; g.s.KV = (int)m->kv_heads;
-    g.s.D = (int)m->head_dim; g.s.F = (int)m->ffn; g.s.V = (int)m->vocab;
-    g.s.Vp = (int)padded_vocab(m, 1);
-    g.s.maxT = (int)m->max_positions; g.s.B = o->mbs; g.s.T = o->seq;
-    g.s.qkv = (g.s.H + 2 * g.s.KV) * g.s.D;
-    g.s.swiglu = m->ffn_kind == FFN_SWIGLU;
-    g.s.up = g.s.swiglu ? 2 * g.s.F : g.s.F;
-    g.s.rms = m->norm == NORM_RMSNORM;
-    g.s.bias = m->bias;
-    g.s.learned_pos = m->position == POS_LEARNED;
-    g.s.tied = m->tied_embeddings;
-    g.s.flash = o->flash;
-    if (g.s.flash && g.s.D != 64 && g.s.D != 128) {
-        fprintf(stderr, "sextant-gpu train: --attention flash: head size %d; the fused kernel has 64 and 128\n", g.s.D);
+    g.ctx = ctx;
+    shapes *s = &g.s;
+    s->tp = o->tp; s->pp = o->pp; s->dp = o->dp;
+    s->tp_rank = rank % o->tp;
+    s->dp_rank = (rank / o->tp) % o->dp;
+    s->pp_rank = rank / (o->tp * o->dp);
+    s->sp = o->sp && o->tp > 1;
+    s->Lmodel = (int)m->layers;
+    s->L = (int)layers_on_stage(m->layers, o->pp, s->pp_rank);
+    s->layer0 = (int)(layers_on_stage(m->layers, o->pp, 0) * s->pp_rank);
+    s->first = s->pp_rank == 0;
+    s->last = s->pp_rank == o->pp - 1;
+    s->C = (int)m->hidden; s->Hm = (int)m->heads; s->KVm = (int)m->kv_heads; s->Fm = (int)m->ffn; s->D = (int)m->head_dim;
+    s->H = s->Hm / o->tp; s->KV = s->KVm / o->tp; s->F = s->Fm / o->tp;
+    s->V = (int)m->vocab;
+    s->Vp = (int)padded_vocab(m, o->tp);
+    s->Vl = s->Vp / o->tp;
+    s->vocab0 = s->tp_rank * s->Vl;
+    s->maxT = (int)m->max_positions; s->B = o->mbs; s->T = o->seq;
+    s->N = s->B * s->T;
+    s->Nl = s->sp ? s->N / o->tp : s->N;
+    s->qkv = (s->H + 2 * s->KV) * s->D;
+    s->swiglu = m->ffn_kind == FFN_SWIGLU;
+    s->up = s->swiglu ? 2 * s->F : s->F;
+    s->rms = m->norm == NORM_RMSNORM;
+    s->bias = m->bias;
+    s->learned_pos = m->position == POS_LEARNED;
+    s->tied = m->tied_embeddings;
+    s->head_copy = s->tied && o->pp > 1 && s->last;
+    s->flash = o->flash;
+    s->recompute = o->recompute == RECOMPUTE_FULL;
+    g.tied_sync = s->tied && o->pp > 1 && (s->first || s->last);
+    g.microbatches = o->gbs / (o->mbs * o->dp);
+    g.nslots = o->pp - s->pp_rank < g.microbatches ? o->pp - s->pp_rank : g.microbatches;
+    if (g.nslots > (int)(sizeof g.slots / sizeof g.slots[0])) {
+        fprintf(stderr, "sextant-gpu train: --pp %d: more than %zu micro-batches in flight\n", o->pp,
+                sizeof g.slots / sizeof g.slots[0]);
         return 2;
     }
-    param_shapes(&g.s);
-    int N = g.s.B * g.s.T;
+    if (s->L + 3 > BUCKETS_MAX) { fprintf(stderr, "sextant-gpu train: more than %d layers on a stage\n", BUCKETS_MAX - 3); return 2; }
+    param_shapes(s, &g.pl);
+    int N = s->N;
 
     /* the planner's view of the same run, before anything is allocated */
     layout_t l = {0};
-    l.gpus = l.tp = l.pp = l.dp = l.vpp = 1;
-    l.mbs = o->mbs; l.gbs = o->mbs; l.seq = o->seq; l.gpus_per_node = node->gpus_per_node;
-    l.recompute = RECOMPUTE_NONE; l.attention = o->flash ? ATTENTION_FLASH : ATTENTION_UNFUSED; l.precision = PREC_BF16;
+    l.gpus = nranks; l.tp = o->tp; l.pp = o->pp; l.dp = o->dp; l.vpp = 1;
+    l.mbs = o->mbs; l.gbs = o->gbs; l.seq = o->seq;
+    l.gpus_per_node = node->gpus_per_node > nranks ? node->gpus_per_node : nranks;
+    l.recompute = o->recompute; l.attention = o->flash ? ATTENTION_FLASH : ATTENTION_UNFUSED; l.precision = PREC_BF16;
+    l.sp = s->sp; l.zero = o->zero;
     job_t job = {1e9, 1.0};
     static estimate_t e;
     char err[256];
@@ -838,192 +1563,376 @@ int train_gpt(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     /* refuse what will not fit rather than fail half-way through allocating */
     double context = gpu->context_bytes > 0 ? gpu->context_bytes : 0.0;
     if (e.memory.total - context > (double)free_before) {
-        fprintf(stderr, "sextant-gpu train: %s at micro-batch %d, seq %d does not fit: predicted %.2f GiB, %.2f GiB free of "
-                "%.2f GiB on the device\n", m->name, o->mbs, o->seq, e.memory.total / 1073741824.0,
+        fprintf(stderr, "sextant-gpu train: rank %d: %s at micro-batch %d, seq %d does not fit: predicted %.2f GiB, %.2f GiB free "
+                "of %.2f GiB on the device\n", rank, m->name, o->mbs, o->seq, e.memory.total / 1073741824.0,
                 free_before / 1073741824.0, total_mem / 1073741824.0);
         return 3;
     }
 
-    g.params = device_alloc(&g, g.s.count * sizeof(bf16));
-    g.grads = device_alloc(&g, g.s.count * sizeof(bf16));
-    g.master = device_alloc(&g, g.s.count * sizeof(float));
-    g.m = device_alloc(&g, g.s.count * sizeof(float));
-    g.v = device_alloc(&g, g.s.count * sizeof(float));
-    size_t state_bytes = g.accounted_bytes;
-    g.act_block = device_alloc(&g, layout_activations(&g.act, NULL, &g.s));
-    layout_activations(&g.act, g.act_block, &g.s);
-    g.scr_block = device_alloc(&g, layout_scratch(&g.scr, NULL, &g.s));
-    layout_scratch(&g.scr, g.scr_block, &g.s);
-    g.norm_ws_bytes = sx_norm_backward_workspace_bytes(g.s.C);
-    g.norm_ws = device_alloc(&g, g.norm_ws_bytes);
-    g.emb_ws_bytes = sx_embedding_backward_workspace_bytes(N, g.s.C, g.s.Vp);
-    g.emb_ws = device_alloc(&g, g.emb_ws_bytes);
-    g.inputs = device_alloc(&g, (size_t)N * sizeof(int32_t));
-    g.targets = device_alloc(&g, (size_t)N * sizeof(int32_t));
-    lt_workspace = device_alloc(&g, LT_WORKSPACE_BYTES);
+    /* streams and libraries of this process */
+    CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking));
+    CB(cublasCreate(&blas));
+    CB(cublasSetStream(blas, stream));
+    void *blas_workspace = device_alloc(&g, CUBLAS_WORKSPACE_BYTES);
+    CB(cublasSetWorkspace(blas, blas_workspace, CUBLAS_WORKSPACE_BYTES));
     LTC(cublasLtCreate(&lt));
-    g.layer_ptrs = calloc((size_t)g.s.L, sizeof *g.layer_ptrs);
-    if (!g.layer_ptrs) { fprintf(stderr, "sextant-gpu train: out of host memory\n"); exit(1); }
-    for (int i = 0; i < g.s.L && !g.s.flash; i++)
-        attention_pointers(&g.layer_ptrs[i], g.act.qkv + (size_t)i * N * g.s.qkv,
-                           g.act.att + (size_t)i * g.s.B * g.s.H * g.s.T * g.s.T,
-                           g.act.atty + (size_t)i * N * g.s.H * g.s.D, g.scr.dqkv, g.scr.datt, g.scr.dbuf_c, &g.s);
+    lt_workspace = device_alloc(&g, LT_WORKSPACE_BYTES);
+    CK(cudaMalloc((void **)&world_scratch, 8 * sizeof(double) * (size_t)nranks));
+
+    /* the groups: tp fastest, then dp, then pp (Megatron's order) */
+    if (ctx) {
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        cfg.blocking = 1;
+        /* no splitShare: communicators sharing resources must not run at once,
+         * and the data-parallel reduction runs beside the tensor-parallel ones */
+        cfg.splitShare = 0;
+        NC(ncclCommSplit(ctx->comm, s->pp_rank * o->dp + s->dp_rank, s->tp_rank, &g.tp_comm, &cfg));
+        NC(ncclCommSplit(ctx->comm, s->pp_rank * o->tp + s->tp_rank, s->dp_rank, &g.dp_comm, &cfg));
+        NC(ncclCommSplit(ctx->comm, s->dp_rank * o->tp + s->tp_rank, s->pp_rank, &g.pp_comm, &cfg));
+        int tied_color = g.tied_sync ? s->dp_rank * o->tp + s->tp_rank : NCCL_SPLIT_NOCOLOR;
+        NC(ncclCommSplit(ctx->comm, tied_color, s->pp_rank, &g.tied_comm, &cfg));
+    }
+
+    /* parameters, gradients, optimizer state, activations, scratch: each one allocation */
+    const param_layout *pl = &g.pl;
+    int sharded = o->zero >= 1 && o->dp > 1;
+    size_t state = sharded ? pl->shard_count : pl->count;
+    if (!sharded) g.pl.shard_count = g.pl.count;
+    g.params = device_alloc(&g, pl->count * sizeof(bf16));
+    g.grads = device_alloc(&g, pl->count * sizeof(bf16));
+    g.master = device_alloc(&g, state * sizeof(float));
+    g.m = device_alloc(&g, state * sizeof(float));
+    g.v = device_alloc(&g, state * sizeof(float));
+    size_t state_bytes = g.accounted_bytes;
+    size_t slot_bytes = layout_slot(&g.slots[0], NULL, s);
+    g.slot_block = device_alloc(&g, slot_bytes * (size_t)g.nslots);
+    for (int i = 0; i < g.nslots; i++) layout_slot(&g.slots[i], (char *)g.slot_block + (size_t)i * slot_bytes, s);
+    size_t act_bytes = slot_bytes * (size_t)g.nslots;
+    if (s->recompute) {
+        size_t bytes = layout_layer(&g.recomp, NULL, s);
+        g.recomp_block = device_alloc(&g, bytes);
+        layout_layer(&g.recomp, g.recomp_block, s);
+        act_bytes += bytes;
+    }
+    g.scr_block = device_alloc(&g, layout_scratch(&g.scr, NULL, s, g.microbatches));
+    layout_scratch(&g.scr, g.scr_block, s, g.microbatches);
+    g.norm_ws_bytes = sx_norm_backward_workspace_bytes(s->C);
+    g.norm_ws = device_alloc(&g, g.norm_ws_bytes);
+    g.emb_ws_bytes = s->first ? sx_embedding_backward_workspace_bytes(N, s->C, s->tp > 1 ? s->Vl : s->Vp) : 0;
+    g.emb_ws = s->first ? device_alloc(&g, g.emb_ws_bytes) : NULL;
+    CK(cudaMallocHost((void **)&g.host_ids, 4 * (size_t)g.microbatches * N * sizeof(int32_t)));
+    int nptrs = s->flash ? 0 : s->recompute ? 1 : g.nslots * s->L;
+    g.ptrs = calloc((size_t)(nptrs ? nptrs : 1), sizeof *g.ptrs);
+    if (!g.ptrs) { fprintf(stderr, "sextant-gpu train: out of host memory\n"); exit(1); }
+    for (int i = 0; i < nptrs; i++) {
+        layer_acts a = s->recompute ? g.recomp : layer_at(&g, i / s->L, i % s->L);
+        attention_pointers(&g.ptrs[i], a.qkv, a.att, a.atty, g.scr.dqkv, g.scr.datt, g.scr.dbuf_c, s);
+    }
     if (g.scr.ones) {
-        uint16_t *ones = malloc((size_t)N * sizeof *ones);
-        if (!ones) { fprintf(stderr, "sextant-gpu train: out of host memory\n"); exit(1); }
+        uint16_t *ones = host_alloc((size_t)N * sizeof *ones);
         for (int i = 0; i < N; i++) ones[i] = to_bf16(1.0f);
         CK(cudaMemcpy(g.scr.ones, ones, (size_t)N * sizeof *ones, cudaMemcpyHostToDevice));
         free(ones);
     }
+    for (int b = 0; b < pl->nbuckets; b++) {
+        CK(cudaEventCreateWithFlags(&g.grad_ready[b], cudaEventDisableTiming));
+        CK(cudaEventCreateWithFlags(&g.params_ready[b], cudaEventDisableTiming));
+    }
+    CK(cudaEventCreateWithFlags(&g.reduce_done, cudaEventDisableTiming));
+    CK(cudaEventCreateWithFlags(&g.optimizer_done, cudaEventDisableTiming));
     gpt_init(&g);
+    profile_events = host_alloc(2 * (size_t)PROFILE_MAX * sizeof *profile_events);
+    profile_tags = host_alloc((size_t)PROFILE_MAX * sizeof *profile_tags);
+    profile_events_made = 0;
 
-    int32_t *host_in = malloc((size_t)N * sizeof *host_in), *host_tg = malloc((size_t)N * sizeof *host_tg);
-    float *host_loss = malloc((size_t)N * sizeof *host_loss);
-    double *step_s = malloc((size_t)o->steps * sizeof *step_s);
+    size_t global_tokens = (size_t)o->gbs * o->seq;
+    int32_t *global_in = host_alloc(global_tokens * sizeof *global_in), *global_tg = host_alloc(global_tokens * sizeof *global_tg);
+    float *host_loss = host_alloc((size_t)g.microbatches * N * sizeof *host_loss);
+    double *step_s = host_alloc((size_t)o->steps * sizeof *step_s);
     unsigned long long data_state = 42;
     cudaEvent_t t0, t1;
     CK(cudaEventCreate(&t0));
     CK(cudaEventCreate(&t1));
     double first_loss = 0, last_loss = 0;
     int timed = 0;
-    printf("# sextant-gpu train %s: mbs %d, seq %d, vocab %d padded to %d, %.1fM parameters, %s, %s, %s%s\n", m->name, o->mbs,
-           o->seq, g.s.V, g.s.Vp, (double)g.s.count / 1e6, g.s.rms ? "RMSNorm" : "LayerNorm", g.s.swiglu ? "SwiGLU" : "GELU",
-           g.s.KV < g.s.H ? "grouped-query attention" : "multi-head attention",
-           g.s.learned_pos ? "" : ", no RoPE (the planner does not cost it either: docs/validation/README.md)");
-    printf("# attention: %s\n", g.s.flash ? "flash (fused kernel, kernels/attention.cu)" : "unfused (cuBLAS batched GEMMs + causal softmax)");
+    FILE *loss_file = NULL;
+    char loss_tmp[4200];
+    if (rank == 0 && o->losses) {
+        snprintf(loss_tmp, sizeof loss_tmp, "%s.tmp", o->losses);
+        loss_file = fopen(loss_tmp, "w");
+        if (!loss_file) { fprintf(stderr, "sextant-gpu train: --losses %s: cannot write\n", o->losses); exit(2); }
+    }
+    if (rank == 0) {
+        printf("# sextant-gpu train %s: %d GPU%s (tp %d, pp %d, dp %d%s%s%s), mbs %d, gbs %d (%d micro-batch%s per rank), seq %d\n",
+               m->name, nranks, nranks > 1 ? "s" : "", o->tp, o->pp, o->dp, s->sp ? ", sequence parallel" : "",
+               sharded ? ", ZeRO-1" : "", s->recompute ? ", full recomputation" : "", o->mbs, o->gbs, g.microbatches,
+               g.microbatches == 1 ? "" : "es", o->seq);
+        printf("# vocab %d padded to %d, %s, %s, %s%s\n", s->V, s->Vp, s->rms ? "RMSNorm" : "LayerNorm",
+               s->swiglu ? "SwiGLU" : "GELU", s->KVm < s->Hm ? "grouped-query attention" : "multi-head attention",
+               s->learned_pos ? "" : ", no RoPE (the planner does not cost it either: docs/validation/README.md)");
+        printf("# attention: %s\n", s->flash ? "flash (fused kernel, kernels/attention.cu)"
+                                             : "unfused (cuBLAS batched GEMMs + causal softmax)");
+        if (ctx) printf("# ranks started by %s\n", ctx->mode);
+    }
     for (int step = 1; step <= o->steps; step++) {
-        make_batch(host_in, host_tg, N, g.s.V, &data_state);
-        CK(cudaMemcpy(g.inputs, host_in, (size_t)N * sizeof *host_in, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(g.targets, host_tg, (size_t)N * sizeof *host_tg, cudaMemcpyHostToDevice));
+        load_batch(&g, o, &data_state, global_in, global_tg);
         CK(cudaEventRecord(t0, stream));
-        gpt_forward(&g);
-        gpt_backward(&g);
-        gpt_update(&g, step);
+        one_step(&g, step);
         CK(cudaEventRecord(t1, stream));
-        CK(cudaEventSynchronize(t1));
+        /* the compute stream only: ZeRO-1's all-gather may run on into the next step's forward */
+        if (ctx) { if (launch_event_wait(ctx, t1, "a training step") != 0) exit(1); }
+        else CK(cudaEventSynchronize(t1));
         CK(cudaGetLastError());
         float ms;
         CK(cudaEventElapsedTime(&ms, t0, t1));
-        CK(cudaMemcpy(host_loss, g.act.losses, (size_t)N * sizeof *host_loss, cudaMemcpyDeviceToHost));
-        double loss = 0;
-        for (int i = 0; i < N; i++) loss += host_loss[i];
-        loss /= N;
+        double loss = step_loss(&g, o, host_loss);
         if (!isfinite(loss)) {
-            fprintf(stderr, "sextant-gpu train: step %d: loss is %f\n", step, loss);
+            fprintf(stderr, "sextant-gpu train: rank %d: step %d: loss is %f\n", rank, step, loss);
             return 1;
         }
         if (step == 1) first_loss = loss;
         last_loss = loss;
         if (step > o->warmup) step_s[timed++] = ms * 1e-3;
-        if (step == 1 || step % 10 == 0 || step == o->steps)
-            printf("step %4d  loss %.4f  %.2f ms\n", step, loss, ms);
+        if (loss_file) fprintf(loss_file, "%d %.6f\n", step, loss);
+        if (rank == 0 && (o->quiet_steps || step == 1 || step % 10 == 0 || step == o->steps))
+            printf("step %4d  loss %.6f  %.2f ms\n", step, loss, ms);
     }
-    /* the profiling pass: one more step with events around every op */
-    for (int i = 0; i < 2 * PROFILE_MAX; i++) CK(cudaEventCreate(&profile_events[i]));
-    make_batch(host_in, host_tg, N, g.s.V, &data_state);
-    CK(cudaMemcpy(g.inputs, host_in, (size_t)N * sizeof *host_in, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(g.targets, host_tg, (size_t)N * sizeof *host_tg, cudaMemcpyHostToDevice));
+    if (loss_file && (fclose(loss_file) != 0 || rename(loss_tmp, o->losses) != 0)) {
+        fprintf(stderr, "sextant-gpu train: --losses %s: write failed\n", o->losses);
+        exit(2);
+    }
+
+    /* the profiling step: one more step with events around every op */
+    load_batch(&g, o, &data_state, global_in, global_tg);
     profiling = 1;
     profile_count = 0;
     CK(cudaEventRecord(t0, stream));
-    gpt_forward(&g);
-    gpt_backward(&g);
-    gpt_update(&g, o->steps + 1);
+    one_step(&g, o->steps + 1);
     CK(cudaEventRecord(t1, stream));
-    CK(cudaEventSynchronize(t1));
+    sync_all(&g, "the profiling step");
     profiling = 0;
+    (void)step_loss(&g, o, host_loss);
     float profiled_ms;
     CK(cudaEventElapsedTime(&profiled_ms, t0, t1));
-    enum { NAMES = 64 };
-    const char *names[NAMES];
-    double op_s[NAMES];
-    int nnames = 0;
+    measured_op ms_ops[MEASURED_MAX];
+    int nms = 0;
     for (int i = 0; i < profile_count; i++) {
         float ms;
         CK(cudaEventElapsedTime(&ms, profile_events[2 * i], profile_events[2 * i + 1]));
         int k = 0;
-        while (k < nnames && strcmp(names[k], profile_names[i])) k++;
-        if (k == nnames && nnames < NAMES) { names[nnames] = profile_names[i]; op_s[nnames++] = 0; }
-        if (k < NAMES) op_s[k] += ms * 1e-3;
+        while (k < nms && (ms_ops[k].pass != profile_tags[i].pass || strcmp(ms_ops[k].name, profile_tags[i].name))) k++;
+        if (k == nms) {
+            if (nms == MEASURED_MAX) continue;
+            ms_ops[nms++] = (measured_op){profile_tags[i].name, profile_tags[i].pass, 0.0, 0, 1e30};
+        }
+        ms_ops[k].seconds += ms * 1e-3;
+        ms_ops[k].calls++;
+        if (ms * 1e-3 < ms_ops[k].fastest) ms_ops[k].fastest = ms * 1e-3;
     }
     size_t free_after;
     CK(cudaMemGetInfo(&free_after, &total_mem));
     qsort(step_s, (size_t)timed, sizeof *step_s, compare_double);
     double median = step_s[timed / 2], spread = (step_s[timed - 1] - step_s[0]) / median;
-    double tokens = (double)N;
-    double mfu = e.model_flops_per_step / median / gpu->peak_flops[PREC_BF16];
-    printf("\nloss %.4f -> %.4f over %d steps (ln V = %.4f)%s\n", first_loss, last_loss, o->steps, log((double)g.s.V),
-           last_loss < first_loss - 1.0 ? "" : "   LOSS DID NOT FALL");
-    printf("step time: median %.2f ms over %d timed steps (spread %.1f%%), predicted %.2f ms (%+.1f%%)\n", median * 1e3, timed,
-           100.0 * spread, e.step_s * 1e3, 100.0 * (e.step_s / median - 1.0));
-    printf("tokens/s %.0f, %.1f model TFLOP/s, MFU %.1f%% (planner's model FLOPs %.4g per step)\n", tokens / median,
-           e.model_flops_per_step / median / 1e12, 100.0 * mfu, e.model_flops_per_step);
     double device_used = (double)(total_mem - free_after);
-    printf("memory: allocated by us %.3f GiB (model state %.3f, activations %.3f, scratch %.3f), device used %.3f GiB;\n"
-           "        predicted %.3f GiB (%+.1f%% against the device): weights+grads+Adam %.3f, activations %.3f, logits %.3f, "
-           "other %.3f\n",
-           g.accounted_bytes / 1073741824.0, state_bytes / 1073741824.0, g.act.bytes / 1073741824.0,
-           g.scr.bytes / 1073741824.0, device_used / 1073741824.0, e.memory.total / 1073741824.0,
-           100.0 * (e.memory.total / device_used - 1.0),
-           (e.memory.weights + e.memory.gradients + e.memory.optimizer) / 1073741824.0, e.memory.activations / 1073741824.0,
-           e.memory.logits / 1073741824.0, e.memory.other / 1073741824.0);
-    /* op by op: the planner's op list against the profiling pass */
-    printf("\nprofiling pass: %.2f ms with %d event pairs (%+.1f%% on the timed median: what the events cost)\n",
-           profiled_ms, profile_count, 100.0 * (profiled_ms * 1e-3 / median - 1.0));
-    printf("%-20s %-5s %12s %12s %8s\n", "op", "pass", "predicted ms", "measured ms", "error");
-    /* one row per op of the planner's list, the step last */
-    report_row *rows = calloc((size_t)e.first_stage.nops + 2, sizeof *rows);
+
+    /* op by op: the planner's op list of this stage against the profiling step */
+    const stage_ops *ops = stage_list(&e, s);
+    report_row *rows = calloc((size_t)ops->nops + MEASURED_MAX + 8, sizeof *rows);
     if (!rows) { fprintf(stderr, "sextant-gpu train: out of host memory\n"); exit(1); }
     int nrows = 0;
-    for (int i = 0; i < e.first_stage.nops; i++) {
-        const op_t *op = &e.first_stage.ops[i];
-        if (op->kind == OP_COMM || (op->kind == OP_MEMBOUND && op->bytes <= 0)) continue;
+    double mbs_count = (double)g.microbatches, pp_predicted = 0.0, pp_transfers = 0.0;
+    for (int i = 0; i < ops->nops; i++) {
+        const op_t *op = &ops->ops[i];
+        double times = op->pass == PASS_STEP ? 1.0 : mbs_count;
+        if (op->kind == OP_COMM && op->group == GROUP_PP) {
+            pp_predicted += op->time_s * (double)op->count * times;
+            pp_transfers += (double)op->count * times;
+            continue;
+        }
+        if (op->kind == OP_MEMBOUND && op->bytes <= 0) continue;
+        if (!s->first && !s->last && strstr(op->name, "embedding")) continue;   /* a middle stage */
         report_row *r = &rows[nrows++];
         r->op = op->name;
         r->pass = pass_name(op->pass);
-        r->predicted_s = op->time_s * (double)op->count;
-        for (int k = 0; k < nnames; k++)
-            if (!strcmp(names[k], op->name)) r->measured_s = op_s[k];
-        printf("%-20s %-5s %12.4f %12.4f %+7.1f%%%s\n", r->op, r->pass, r->predicted_s * 1e3, r->measured_s * 1e3,
-               r->measured_s > 0 ? 100.0 * (r->predicted_s / r->measured_s - 1.0) : 0.0,
-               r->measured_s > 0 ? "" : "   (not executed)");
+        r->predicted_s = op->time_s * (double)op->count * times;
+        r->measured_s = measured_of(ms_ops, nms, op->name, op->pass, NULL, NULL);
     }
-    for (int k = 0; k < nnames; k++)
-        if (!strcmp(names[k], "zero_grads")) {
-            report_row *r = &rows[nrows++];
-            r->op = "zero_grads";
-            r->pass = "bwd";
-            r->predicted_s = -1.0;   /* not in the op list */
-            r->measured_s = op_s[k];
-            printf("%-20s %-5s %12s %12.4f   (not in the op list)\n", r->op, r->pass, "", r->measured_s * 1e3);
+    /* what ran but the op list does not have */
+    for (int k = 0; k < nms; k++) {
+        const char *name = ms_ops[k].name;
+        if (!strcmp(name, "pp_sendrecv") || !strcmp(name, "dp_exposed") || !strcmp(name, "dp_allgather_wait")) continue;
+        int listed = 0;
+        for (int i = 0; i < ops->nops && !listed; i++)
+            listed = ops->ops[i].pass == ms_ops[k].pass && !strcmp(ops->ops[i].name, name);
+        if (listed) continue;
+        report_row *r = &rows[nrows++];
+        r->op = name;
+        r->pass = pass_name(ms_ops[k].pass);
+        r->predicted_s = -1.0;
+        r->measured_s = ms_ops[k].seconds;
+    }
+    /* Pipeline: a send/recv that finds its peer ready costs the transfer
+     * alone; the fastest of the step stands for that cost, and the rest of
+     * the time spent in send/recv is waiting for the other stage: the bubble. */
+    int p2p_calls = 0;
+    double p2p_fastest = 0.0, p2p_total = measured_of(ms_ops, nms, "pp_sendrecv", PASS_FWD, &p2p_calls, &p2p_fastest);
+    int bwd_calls = 0;
+    double bwd_fastest = 0.0, p2p_bwd = measured_of(ms_ops, nms, "pp_sendrecv", PASS_BWD, &bwd_calls, &bwd_fastest);
+    if (bwd_calls && (!p2p_calls || bwd_fastest < p2p_fastest)) p2p_fastest = bwd_fastest;
+    p2p_total += p2p_bwd;
+    p2p_calls += bwd_calls;
+    double pp_transfer = p2p_calls ? pp_transfers * p2p_fastest : 0.0;
+    double bubble = p2p_total - pp_transfer;
+    double dp_exposed = measured_of(ms_ops, nms, "dp_exposed", PASS_STEP, NULL, NULL) +
+                        measured_of(ms_ops, nms, "dp_allgather_wait", PASS_STEP, NULL, NULL);
+    if (o->pp > 1) {
+        rows[nrows++] = (report_row){"pp_sendrecv", "all", pp_predicted, pp_transfer, 0, 0};
+        rows[nrows++] = (report_row){"bubble", "all", e.bubble_s, bubble < 0 ? 0 : bubble, 0, 0};
+    }
+    if (o->dp > 1 || g.tied_sync) rows[nrows++] = (report_row){"dp_exposed", "step", e.dp_comm_s, dp_exposed, 0, 0};
+    rows[nrows++] = (report_row){"step", "all", e.step_s, median, e.memory.total, device_used};
+
+    /* every rank's figures to every rank */
+    double mine[8] = {median, spread, device_used, (double)g.accounted_bytes, bubble, dp_exposed, pp_transfer,
+                      profiled_ms * 1e-3};
+    double *all = host_alloc(8 * sizeof(double) * (size_t)nranks);
+    if (ctx) {
+        CK(cudaMemcpyAsync(world_scratch + 8 * (size_t)rank, mine, sizeof mine, cudaMemcpyHostToDevice, stream));
+        NC(ncclAllGather(world_scratch + 8 * (size_t)rank, world_scratch, 8, ncclFloat64, ctx->comm, stream));
+        CK(cudaMemcpyAsync(all, world_scratch, sizeof mine * (size_t)nranks, cudaMemcpyDeviceToHost, stream));
+        sync_all(&g, "the report's all-gather");
+    } else {
+        memcpy(all, mine, sizeof mine);
+    }
+    double slowest = 0, peak = 0;
+    int peak_rank = 0;
+    for (int r = 0; r < nranks; r++) {
+        if (all[8 * r] > slowest) slowest = all[8 * r];
+        if (all[8 * r + 2] > peak) { peak = all[8 * r + 2]; peak_rank = r; }
+    }
+    double tokens_per_s = (double)global_tokens / slowest;
+    double flops_per_s = e.model_flops_per_step / slowest;
+    double mfu = flops_per_s / ((double)nranks * gpu->peak_flops[PREC_BF16]);
+    if (rank == 0) {
+        printf("\nloss %.4f -> %.4f over %d steps (ln V = %.4f)%s\n", first_loss, last_loss, o->steps, log((double)s->V),
+               last_loss < first_loss - 1.0 ? "" : "   LOSS DID NOT FALL");
+        printf("step time: median %.2f ms over %d timed steps (spread %.1f%%; slowest rank's median), predicted %.2f ms (%+.1f%%)\n",
+               slowest * 1e3, timed, 100.0 * spread, e.step_s * 1e3, 100.0 * (e.step_s / slowest - 1.0));
+        printf("tokens/s %.0f (%.0f per GPU), %.1f model TFLOP/s per GPU, MFU %.1f%% (planner's model FLOPs %.4g per step)\n",
+               tokens_per_s, tokens_per_s / nranks, flops_per_s / nranks / 1e12, 100.0 * mfu, e.model_flops_per_step);
+        printf("memory: peak device use %.3f GiB on rank %d; predicted %.3f GiB for the heaviest stage (%+.1f%%): "
+               "weights+grads+Adam %.3f, activations %.3f, logits %.3f, other %.3f\n",
+               peak / 1073741824.0, peak_rank, e.memory.total / 1073741824.0, 100.0 * (e.memory.total / peak - 1.0),
+               (e.memory.weights + e.memory.gradients + e.memory.optimizer) / 1073741824.0, e.memory.activations / 1073741824.0,
+               e.memory.logits / 1073741824.0, e.memory.other / 1073741824.0);
+        printf("predicted step: compute %.2f ms, tp %.2f, pp %.2f, bubble %.2f, dp exposed %.2f, optimizer %.2f\n",
+               e.compute_s * 1e3, e.tp_comm_s * 1e3, e.pp_comm_s * 1e3, e.bubble_s * 1e3, e.dp_comm_s * 1e3,
+               e.optimizer_s * 1e3);
+        if (nranks > 1) {
+            printf("%-5s %-6s %-6s %12s %10s %12s %12s %12s %12s\n", "rank", "stage", "tp/dp", "median ms", "spread",
+                   "device GiB", "ours GiB", "bubble ms", "dp exp. ms");
+            for (int r = 0; r < nranks; r++)
+                printf("%-5d %-6d %d/%-4d %12.2f %9.1f%% %12.3f %12.3f %12.2f %12.2f\n", r, r / (o->tp * o->dp), r % o->tp,
+                       (r / o->tp) % o->dp, all[8 * r] * 1e3, 100.0 * all[8 * r + 1], all[8 * r + 2] / 1073741824.0,
+                       all[8 * r + 3] / 1073741824.0, all[8 * r + 4] * 1e3, all[8 * r + 5] * 1e3);
         }
-    report_row *step = &rows[nrows++];
-    step->op = "step";
-    step->pass = "all";
-    step->predicted_s = e.step_s;
-    step->measured_s = median;
-    step->predicted_bytes = e.memory.total;
-    step->measured_bytes = device_used;
-    report_info info = {m, gpu, o, timed, spread, tokens / median, e.model_flops_per_step / median, mfu, first_loss, last_loss};
+        printf("our allocations: model state %.3f GiB, activations %.3f GiB (%d micro-batch%s in flight), scratch %.3f GiB "
+               "(rank 0)\n", state_bytes / 1073741824.0, act_bytes / 1073741824.0, g.nslots, g.nslots == 1 ? "" : "es",
+               g.scr.bytes / 1073741824.0);
+    }
+    /* one table per stage, from its first rank, stage after stage */
+    report_info info = {m, gpu, o, rank, s->pp_rank, nranks, timed, spread, tokens_per_s, flops_per_s, mfu, first_loss,
+                        last_loss};
+    for (int stage = 0; stage < o->pp; stage++) {
+        if (s->pp_rank == stage && s->tp_rank == 0 && s->dp_rank == 0) {
+            printf("\nstage %d (rank %d), profiling step: %.2f ms with %d event pairs (%+.1f%% on the timed median: what the "
+                   "events cost)\n", stage, rank, profiled_ms, profile_count, 100.0 * (profiled_ms * 1e-3 / median - 1.0));
+            printf("%-28s %-5s %12s %12s %8s\n", "op", "pass", "predicted ms", "measured ms", "error");
+            for (int i = 0; i < nrows; i++) {
+                const report_row *r = &rows[i];
+                if (r->predicted_s < 0)
+                    printf("%-28s %-5s %12s %12.4f   (not in the op list)\n", r->op, r->pass, "", r->measured_s * 1e3);
+                else
+                    printf("%-28s %-5s %12.4f %12.4f %+7.1f%%%s\n", r->op, r->pass, r->predicted_s * 1e3, r->measured_s * 1e3,
+                           r->measured_s > 0 ? 100.0 * (r->predicted_s / r->measured_s - 1.0) : 0.0,
+                           r->measured_s > 0 ? "" : "   (not executed)");
+            }
+            fflush(stdout);
+        }
+        barrier(&g);
+    }
+    /* the CSV: every rank's rows, rank after rank, into one file renamed when complete */
     int write_failed = 0;
-    if (o->csv) write_failed |= write_csv(o->csv, &info, rows, nrows);
-    if (o->json) write_failed |= write_json(o->json, &info, rows, nrows);
-    if (o->plot) write_failed |= write_plot(o->plot, &info, rows, nrows);
+    if (o->csv) {
+        char tmp[4200];
+        snprintf(tmp, sizeof tmp, "%s.tmp", o->csv);
+        for (int r = 0; r < nranks; r++) {
+            if (r == rank) {
+                FILE *f = fopen(tmp, r == 0 ? "w" : "a");
+                if (!f) {
+                    fprintf(stderr, "sextant-gpu train: rank %d: --csv %s: cannot write\n", rank, o->csv);
+                    write_failed = 1;
+                } else {
+                    if (r == 0) fputs(csv_header, f);
+                    csv_rows(f, &info, rows, nrows);
+                    if (fclose(f) != 0) write_failed = 1;
+                }
+            }
+            barrier(&g);
+        }
+        write_failed = world_sum(&g, write_failed) > 0;
+        if (rank == 0) {
+            if (write_failed || rename(tmp, o->csv) != 0) {
+                fprintf(stderr, "sextant-gpu train: --csv %s: write failed\n", o->csv);
+                remove(tmp);
+                write_failed = 1;
+            }
+        }
+    }
+    if (rank == 0) {
+        report_row *step = &rows[nrows - 1];
+        step->measured_s = slowest;
+        step->measured_bytes = peak;
+        if (o->json) write_failed |= write_json(o->json, &info, rows, nrows, all, nranks);
+        if (o->plot) write_failed |= write_plot(o->plot, &info, rows, nrows);
+        if (bias_fallbacks) printf("note: %d bias GEMMs ran outside the epilogue (cuBLASLt offered no algorithm)\n", bias_fallbacks);
+    }
     free(rows);
-    if (write_failed) return 2;
-    for (int i = 0; i < 2 * PROFILE_MAX; i++) CK(cudaEventDestroy(profile_events[i]));
+    free(all);
     int ok = last_loss < first_loss - 1.0;
-    free(host_in); free(host_tg); free(host_loss); free(step_s);
+
+    /* free what this rank allocated */
+    for (int i = 0; i < profile_events_made; i++) CK(cudaEventDestroy(profile_events[i]));
+    free(profile_events);
+    free(profile_tags);
+    free(global_in); free(global_tg); free(host_loss); free(step_s);
     CK(cudaEventDestroy(t0));
     CK(cudaEventDestroy(t1));
-    if (bias_fallbacks) printf("note: %d bias GEMMs ran outside the epilogue (cuBLASLt offered no algorithm)\n", bias_fallbacks);
+    for (int b = 0; b < pl->nbuckets; b++) {
+        CK(cudaEventDestroy(g.grad_ready[b]));
+        CK(cudaEventDestroy(g.params_ready[b]));
+    }
+    CK(cudaEventDestroy(g.reduce_done));
+    CK(cudaEventDestroy(g.optimizer_done));
     lt_free();
     LTC(cublasLtDestroy(lt));
-    CK(cudaFree(lt_workspace));
-    for (int i = 0; i < g.s.L; i++)
-        if (g.layer_ptrs[i].block) CK(cudaFree(g.layer_ptrs[i].block));
-    free(g.layer_ptrs);
-    void *blocks[] = {g.params, g.grads, g.master, g.m, g.v, g.act_block, g.scr_block, g.norm_ws, g.emb_ws, g.inputs, g.targets};
-    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) CK(cudaFree(blocks[i]));
+    CB(cublasDestroy(blas));
+    for (int i = 0; i < nptrs; i++)
+        if (g.ptrs[i].block) CK(cudaFree(g.ptrs[i].block));
+    free(g.ptrs);
+    CK(cudaFreeHost(g.host_ids));
+    void *blocks[] = {g.params, g.grads, g.master, g.m, g.v, g.slot_block, g.recomp_block, g.scr_block, g.norm_ws, g.emb_ws,
+                      lt_workspace, blas_workspace, world_scratch};
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
+        if (blocks[i]) CK(cudaFree(blocks[i]));
+    if (ctx) {
+        ncclComm_t comms[] = {g.tp_comm, g.dp_comm, g.pp_comm, g.tied_comm};
+        for (size_t i = 0; i < sizeof comms / sizeof comms[0]; i++)
+            if (comms[i]) NC(ncclCommDestroy(comms[i]));
+    }
+    CK(cudaStreamDestroy(stream));
+    CK(cudaStreamDestroy(comm_stream));
+    if (write_failed) return 2;
     return ok ? 0 : 1;
 }

@@ -1,24 +1,35 @@
-/* The training-step validator (validator/train.c). */
+/* The training-step validator (validator/train.c): one GPU, or one process
+ * per GPU with tensor, sequence, pipeline and data parallelism over NCCL. */
 #ifndef SEXTANT_TRAIN_H
 #define SEXTANT_TRAIN_H
 
-#include <cublas_v2.h>
-#include <cuda_runtime_api.h>
-
+#include "launch.h"
 #include "planner.h"
 
 typedef struct {
-    int mbs, seq, steps, warmup;
+    int mbs, gbs, seq, steps, warmup;
+    int tp, pp, dp;
+    int sp;            /* sequence parallelism: norms and residuals on 1/tp of the tokens */
+    int zero;          /* 0, or 1: reduce-scatter of gradients, sharded AdamW, all-gather of parameters */
+    recompute_t recompute;   /* none or full */
     int calibrated;
     int flash;         /* --attention flash: the fused kernel instead of cuBLAS + softmax */
+    int quiet_steps;   /* print the loss of every step (equivalence tests) instead of every tenth */
     const char *csv;   /* NULL, or where the rows go (docs/validation's columns) */
     const char *json;  /* NULL, or the same as JSON */
     const char *plot;  /* NULL, or an SVG of predicted against measured per op (gnuplot) */
+    const char *losses;/* NULL, or a file that gets one line "step loss" per step (rank 0) */
+    const char *device;/* one line naming the GPU and driver, for the reports */
 } train_options;
 
-/* Trains a GPT-2- or LLaMA-family model for o->steps steps on synthetic tokens and
- * prints measured against predicted; 0 when the loss fell. */
-int train_gpt(const model_t *m, const hw_gpu *gpu, const hw_node *node, const train_options *o, cublasHandle_t blas,
-              cudaStream_t stream);
+/* Trains a GPT-2- or LLaMA-family model for o->steps steps on synthetic
+ * tokens and prints measured against predicted.  ctx is NULL on one GPU,
+ * else this rank's place and its communicator over tp * pp * dp ranks
+ * (launch.h).  0 when the loss fell. */
+int train_run(const model_t *m, const hw_gpu *gpu, const hw_node *node, const train_options *o, launch_ctx *ctx);
+
+/* Checks the layout flags against the model before anything starts: 0, or
+ * -1 after one stderr line naming the flag. */
+int train_check(const model_t *m, const train_options *o);
 
 #endif

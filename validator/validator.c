@@ -13,8 +13,9 @@
  *       (cuBLAS for GEMMs and attention's batched GEMMs, our kernels for the
  *       memory-bound ops), and prints predicted against measured, per op.
  *
- * Not yet: a whole training step with falling loss, peak memory of a real
- * step, several GPUs.  See docs/validation/README.md. */
+ *   sextant-gpu train MODEL [--tp N --pp N --dp N --sp --zero 1 --recompute full ...]
+ *       a real training step (validator/train.c), on one GPU or one process
+ *       per GPU, measured against the planner.  See docs/validation/README.md. */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <gsl/gsl_fit.h>
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "launch.h"
 #include "kernels.h"
 #include "planner.h"
 #include "train.h"
@@ -533,35 +535,144 @@ static int cmd_ops(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
     return 0;
 }
 
-static int cmd_train(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
+/* ---- train: one GPU, or one process per GPU ------------------------------ */
+
+typedef struct {
+    const model_t *m;
+    const hw_gpu *gpu;
+    const hw_node *node;
+    train_options o;
+} train_job;
+
+static int train_body(launch_ctx *ctx, void *arg)
 {
+    train_job *job = arg;
+    char device[256];
+    device_line(device, sizeof device);
+    if (!ctx || ctx->rank == 0) printf("# on %s\n", device);
+    return train_run(job->m, job->gpu, job->node, &job->o, ctx);
+}
+
+/* A whole number flag from min to max; -1 after one stderr line naming it. */
+static int int_flag(int argc, char **argv, const char *flag, int fallback, int min, int max, int *out)
+{
+    const char *text = arg_value(argc, argv, flag, NULL);
+    if (!text) { *out = fallback; return 0; }
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (end == text || *end || v < min || v > max) {
+        fprintf(stderr, "sextant-gpu: train: %s '%s' is not a whole number from %d to %d\n", flag, text, min, max);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int has_flag(int argc, char **argv, const char *flag)
+{
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], flag)) return 1;
+    return 0;
+}
+
+/* train forks its ranks when it needs several GPUs, so it runs before this
+ * process makes any CUDA call. */
+static int main_train(int argc, char **argv)
+{
+    static const char *const known[] = {"--gpu", "--mbs", "--gbs", "--seq", "--steps", "--tp", "--pp", "--dp", "--gpus",
+                                        "--zero", "--recompute", "--attention", "--calibration", "--csv", "--json", "--plot",
+                                        "--losses", "--timeout", "--warmup", "--sp", "--every-step"};
     if (argc < 3 || argv[2][0] == '-') { fprintf(stderr, "sextant-gpu: train needs a MODEL\n"); return 2; }
-    const model_t *zoo_model = model_zoo_find(zoo, argv[2]);
+    for (int i = 3; i < argc; i++) {
+        if (argv[i][0] != '-') continue;
+        int ok = 0;
+        for (size_t k = 0; k < sizeof known / sizeof known[0] && !ok; k++) ok = !strcmp(argv[i], known[k]);
+        if (!ok) { fprintf(stderr, "sextant-gpu: train: unknown flag %s\n", argv[i]); return 2; }
+        if (strcmp(argv[i], "--sp") && strcmp(argv[i], "--every-step")) {
+            if (i + 1 >= argc) { fprintf(stderr, "sextant-gpu: train: %s needs a value\n", argv[i]); return 2; }
+            i++;
+        }
+    }
+    char root[4096], path[4200], err[1024];
+    data_root(root, sizeof root);
+    static hwdb db;
+    static model_zoo zoo;
+    snprintf(path, sizeof path, "%s/hwdb", root);
+    if (hwdb_load(path, &db, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: %s\n", err); return 2; }
+    const char *calibration = arg_value(argc, argv, "--calibration", NULL);
+    if (calibration && hwdb_apply_overlay(&db, calibration, err, sizeof err) != 0) {
+        fprintf(stderr, "sextant-gpu: %s\n", err);
+        return 2;
+    }
+    snprintf(path, sizeof path, "%s/models/zoo.csv", root);
+    if (model_zoo_load(path, &zoo, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: %s\n", err); return 2; }
+    const model_t *zoo_model = model_zoo_find(&zoo, argv[2]);
     if (!zoo_model) { fprintf(stderr, "sextant-gpu: unknown model '%s'\n", argv[2]); return 2; }
-    static model_t executed;
-    executed = *zoo_model;
-    executed.dropout = 0;   /* the training step runs without dropout */
-    const model_t *m = &executed;
-    const hw_gpu *g = hwdb_find_gpu(db, arg_value(argc, argv, "--gpu", "h100-sxm"));
-    if (!g) { fprintf(stderr, "sextant-gpu: --gpu: unknown GPU\n"); return 2; }
+    static train_job job;
+    job.m = zoo_model;
+    job.gpu = hwdb_find_gpu(&db, arg_value(argc, argv, "--gpu", "h100-sxm"));
+    if (!job.gpu) { fprintf(stderr, "sextant-gpu: train: --gpu: unknown GPU\n"); return 2; }
+    job.node = hwdb_find_node(&db, job.gpu->node);
     const char *attention = arg_value(argc, argv, "--attention", "unfused");
     if (strcmp(attention, "unfused") && strcmp(attention, "flash")) {
         fprintf(stderr, "sextant-gpu: train: --attention '%s' is not one of unfused|flash\n", attention);
         return 2;
     }
-    train_options o = {.mbs = atoi(arg_value(argc, argv, "--mbs", "8")), .seq = atoi(arg_value(argc, argv, "--seq", "1024")),
-                       .steps = atoi(arg_value(argc, argv, "--steps", "50")), .warmup = 5,
-                       .calibrated = arg_value(argc, argv, "--calibration", NULL) != NULL,
-                       .flash = !strcmp(attention, "flash"), .csv = arg_value(argc, argv, "--csv", NULL),
-                       .json = arg_value(argc, argv, "--json", NULL), .plot = arg_value(argc, argv, "--plot", NULL)};
-    if (o.mbs < 1 || o.seq < 1 || o.steps < o.warmup + 3) {
-        fprintf(stderr, "sextant-gpu: train: --mbs, --seq positive and --steps at least %d\n", o.warmup + 3);
+    const char *recompute = arg_value(argc, argv, "--recompute", "none");
+    if (strcmp(recompute, "none") && strcmp(recompute, "full")) {
+        fprintf(stderr, "sextant-gpu: train: --recompute '%s' is not one of none|full\n", recompute);
         return 2;
     }
-    char device[256];
-    device_line(device, sizeof device);
-    printf("# on %s\n", device);
-    return train_gpt(m, g, hwdb_find_node(db, g->node), &o, blas, stream);
+    train_options *o = &job.o;
+    int gpus = 0, timeout = 120;
+    if (int_flag(argc, argv, "--mbs", 8, 1, 1 << 20, &o->mbs) || int_flag(argc, argv, "--seq", 1024, 1, 1 << 20, &o->seq) ||
+        int_flag(argc, argv, "--steps", 50, 1, 1 << 24, &o->steps) || int_flag(argc, argv, "--warmup", 5, 0, 1 << 20, &o->warmup) ||
+        int_flag(argc, argv, "--tp", 1, 1, 1024, &o->tp) || int_flag(argc, argv, "--pp", 1, 1, 1024, &o->pp) ||
+        int_flag(argc, argv, "--dp", 1, 1, 1 << 16, &o->dp) || int_flag(argc, argv, "--zero", 0, 0, 3, &o->zero) ||
+        int_flag(argc, argv, "--gpus", 0, 1, 1 << 16, &gpus) || int_flag(argc, argv, "--timeout", 120, 1, 86400, &timeout))
+        return 2;
+    if (int_flag(argc, argv, "--gbs", o->mbs * o->dp, 1, 1 << 24, &o->gbs)) return 2;
+    o->sp = has_flag(argc, argv, "--sp");
+    o->quiet_steps = has_flag(argc, argv, "--every-step");
+    o->recompute = !strcmp(recompute, "full") ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+    o->calibrated = calibration != NULL;
+    o->flash = !strcmp(attention, "flash");
+    o->csv = arg_value(argc, argv, "--csv", NULL);
+    o->json = arg_value(argc, argv, "--json", NULL);
+    o->plot = arg_value(argc, argv, "--plot", NULL);
+    o->losses = arg_value(argc, argv, "--losses", NULL);
+    static model_t executed;
+    executed = *zoo_model;
+    executed.dropout = 0;   /* the training step runs without dropout */
+    job.m = &executed;
+    if (train_check(job.m, o) != 0) return 2;
+    int ranks = o->tp * o->pp * o->dp;
+    if (gpus && gpus != ranks) {
+        fprintf(stderr, "sextant-gpu: train: --gpus %d but --tp %d x --pp %d x --dp %d = %d\n", gpus, o->tp, o->pp, o->dp, ranks);
+        return 2;
+    }
+    const char *ompi = getenv("OMPI_COMM_WORLD_SIZE"), *slurm = getenv("SLURM_STEP_ID");
+    int launched = (ompi && atoi(ompi) > 1) || (slurm && getenv("SLURM_NTASKS") && atoi(getenv("SLURM_NTASKS")) > 1);
+    if (ranks > 1 || launched) {
+        if (!launched) {
+            char why[256];
+            int visible = launch_visible_gpus(why, sizeof why);
+            if (visible == 0) { printf("sextant-gpu: no GPU found, skipping\n"); return 0; }
+            if (visible > 0 && visible < ranks) {
+                fprintf(stderr, "sextant-gpu: train: the layout needs %d GPUs (tp %d x pp %d x dp %d), %d visible; nothing "
+                        "started\n", ranks, o->tp, o->pp, o->dp, visible);
+                return 2;
+            }
+        }
+        launch_options lo = {ranks, (double)timeout, 0.0};
+        return launch_run(&lo, train_body, &job);
+    }
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        printf("sextant-gpu: no GPU found, skipping\n");
+        return 0;
+    }
+    return train_body(NULL, &job);
 }
 
 /* calibrate --comm forks its ranks, so it must run before this process
@@ -586,14 +697,17 @@ int main(int argc, char **argv)
                         "       sextant-gpu calibrate --comm [--gpus N] [--gpu NAME] [--out FILE] [--min-bytes SIZE] [--max-bytes SIZE]\n"
                         "                                    [--warmup N] [--iters N] [--repeats N] [--timeout S]\n"
                         "       sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]\n"
-                        "       sextant-gpu train MODEL [--gpu NAME] [--mbs N] [--seq N] [--steps N] [--attention unfused|flash]\n"
-                        "                             [--calibration FILE] [--csv FILE]\n"
-                        "                             [--json FILE] [--plot FILE.svg]\n");
+                        "       sextant-gpu train MODEL [--gpu NAME] [--mbs N] [--gbs N] [--seq N] [--steps N] [--warmup N]\n"
+                        "                             [--tp N] [--pp N] [--dp N] [--sp] [--zero 0|1] [--recompute none|full]\n"
+                        "                             [--gpus N] [--timeout S] [--attention unfused|flash] [--calibration FILE]\n"
+                        "                             [--csv FILE] [--json FILE] [--plot FILE.svg] [--losses FILE] [--every-step]\n"
+                        "         (several GPUs: one process each, forked here, or started by mpirun / srun)\n");
         return 2;
     }
     if (!strcmp(argv[1], "calibrate"))
         for (int i = 2; i < argc; i++)
             if (!strcmp(argv[i], "--comm")) return main_comm(argc, argv);
+    if (!strcmp(argv[1], "train")) return main_train(argc, argv);
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
         printf("sextant-gpu: no GPU found, skipping\n");
@@ -619,8 +733,7 @@ int main(int argc, char **argv)
     CUBLAS_CHECK(cublasSetWorkspace(blas, workspace, CUBLAS_WORKSPACE_BYTES));
     int rc;
     if (!strcmp(argv[1], "calibrate")) rc = cmd_calibrate(argc, argv, &db);
-    else if (!strcmp(argv[1], "ops")) rc = cmd_ops(argc, argv, &db, &zoo);
-    else rc = cmd_train(argc, argv, &db, &zoo);
+    else rc = cmd_ops(argc, argv, &db, &zoo);
     CUBLAS_CHECK(cublasDestroy(blas));
     CUDA_CHECK(cudaFree(workspace));
     CUDA_CHECK(cudaStreamDestroy(stream));

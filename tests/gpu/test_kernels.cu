@@ -606,6 +606,98 @@ static void test_others(void) {
 
 }
 
+/* ------------------------------------------- a vocabulary split over tensor parallelism
+ * The group is simulated on one GPU: each shard's kernels run in turn and the
+ * all-reduces (max, sums) are done on the host between them; the result must be
+ * the unsplit reference's. */
+static void test_tp_vocab(int B, int T, int C, int V, int shards, bool use_wpe) {
+    char sz[64];
+    snprintf(sz, sizeof sz, "N=%d C=%d V=%d tp=%d", B * T, C, V, shards);
+    const int N = B * T, unit = 128 * shards, Vp = (V + unit - 1) / unit * unit, Vl = Vp / shards;
+    /* embedding: the shards' lookups summed equal the whole table's */
+    vec wte = randn((size_t)Vp * C, 0, 1), wpe = randn((size_t)T * C, 0, 1);
+    round_bf16(wte); round_bf16(wpe);
+    std::vector<int32_t> ids(N);
+    for (int i = 0; i < N; i++) ids[i] = (int32_t)(rng_u64() % (uint64_t)V);
+    vec ref((size_t)N * C);
+    ref_embedding_forward(ref.data(), ids.data(), wte.data(), use_wpe ? wpe.data() : NULL, B, T, C, Vp);
+    vec sum((size_t)N * C, 0.0);
+    void *d_out = dmalloc((size_t)N * C * 2), *d_wpe = up_bf16(wpe);
+    for (int r = 0; r < shards; r++) {
+        vec part(wte.begin() + (size_t)r * Vl * C, wte.begin() + (size_t)(r + 1) * Vl * C);
+        std::vector<int32_t> shifted(N);
+        for (int i = 0; i < N; i++) shifted[i] = ids[i] - r * Vl;
+        void *d_part = up_bf16(part), *d_ids = up_i32(shifted);
+        poison(d_out, (size_t)N * C * 2);
+        CK(sx_embedding_forward_shard((sx_bf16 *)d_out, (const int32_t *)d_ids, (const sx_bf16 *)d_part,
+                                      use_wpe && r == 0 ? (const sx_bf16 *)d_wpe : NULL, B, T, C, Vl, 0));
+        vec got = down_bf16(d_out, (size_t)N * C);
+        for (size_t i = 0; i < got.size(); i++) sum[i] += got[i];
+        CK(cudaFree(d_part)); CK(cudaFree(d_ids));
+    }
+    check("embedding_shard.sum", sz, "bf16", sum, ref, TOL_BF16);
+    CK(cudaFree(d_out)); CK(cudaFree(d_wpe));
+
+    /* cross-entropy: three kernels around the host's max and sums */
+    vec x = randn((size_t)N * Vp, 0, 2.0);
+    round_bf16(x);
+    std::vector<int32_t> tg(N);
+    for (int i = 0; i < N; i++) tg[i] = (int32_t)(rng_u64() % (uint64_t)V);
+    vec loss(N), dl((size_t)N * Vp);
+    const double dloss = 1.0 / N;
+    ref_cross_entropy(loss.data(), dl.data(), x.data(), tg.data(), N, V, Vp, dloss);
+    std::vector<vec> stats(shards);
+    std::vector<void *> d_x(shards), d_t(shards), d_s(shards);
+    for (int r = 0; r < shards; r++) {
+        vec part((size_t)N * Vl);
+        std::vector<int32_t> shifted(N);
+        for (int i = 0; i < N; i++) {
+            for (int c = 0; c < Vl; c++) part[(size_t)i * Vl + c] = x[(size_t)i * Vp + r * Vl + c];
+            shifted[i] = tg[i] - r * Vl;
+        }
+        d_x[r] = up_bf16(part);
+        d_t[r] = up_i32(shifted);
+        d_s[r] = dmalloc((size_t)4 * N * 4);
+        int cols = V - r * Vl < 0 ? 0 : V - r * Vl > Vl ? Vl : V - r * Vl;
+        CK(sx_cross_entropy_shard_partial((float *)d_s[r], (const sx_bf16 *)d_x[r], (const int32_t *)d_t[r], N, cols, Vl, 0));
+        stats[r] = down_f32(d_s[r], (size_t)4 * N);
+    }
+    vec gmax(N, -INFINITY);
+    for (int r = 0; r < shards; r++)
+        for (int i = 0; i < N; i++) gmax[i] = fmax(gmax[i], stats[r][N + i]);
+    vec gsum(N, 0.0), gtgt(N, 0.0);
+    for (int r = 0; r < shards; r++) {
+        vec h = stats[r];
+        for (int i = 0; i < N; i++) h[N + i] = gmax[i];
+        void *d_h = up_f32(h);
+        CK(cudaMemcpy(d_s[r], d_h, (size_t)4 * N * 4, cudaMemcpyDeviceToDevice));
+        CK(cudaFree(d_h));
+        CK(sx_cross_entropy_shard_rescale((float *)d_s[r], N, 0));
+        vec after = down_f32(d_s[r], (size_t)4 * N);
+        for (int i = 0; i < N; i++) { gsum[i] += after[2 * N + i]; gtgt[i] += after[3 * N + i]; }
+    }
+    vec all_d((size_t)N * Vp), got_loss;
+    for (int r = 0; r < shards; r++) {
+        vec h = down_f32(d_s[r], (size_t)4 * N);
+        for (int i = 0; i < N; i++) { h[2 * N + i] = gsum[i]; h[3 * N + i] = gtgt[i]; }
+        void *d_h = up_f32(h), *d_loss = dmalloc((size_t)N * 4);
+        CK(cudaMemcpy(d_s[r], d_h, (size_t)4 * N * 4, cudaMemcpyDeviceToDevice));
+        poison(d_loss, (size_t)N * 4);
+        int cols = V - r * Vl < 0 ? 0 : V - r * Vl > Vl ? Vl : V - r * Vl;
+        /* in place, as the trainer runs it */
+        CK(sx_cross_entropy_shard_finish((float *)d_loss, (sx_bf16 *)d_x[r], (const sx_bf16 *)d_x[r], (const int32_t *)d_t[r],
+                                         (const float *)d_s[r], N, cols, Vl, (float)dloss, 0));
+        vec d = down_bf16(d_x[r], (size_t)N * Vl);
+        for (int i = 0; i < N; i++)
+            for (int c = 0; c < Vl; c++) all_d[(size_t)i * Vp + r * Vl + c] = d[(size_t)i * Vl + c];
+        if (r == 0) got_loss = down_f32(d_loss, N);
+        CK(cudaFree(d_h)); CK(cudaFree(d_loss));
+        CK(cudaFree(d_x[r])); CK(cudaFree(d_t[r])); CK(cudaFree(d_s[r]));
+    }
+    check("cross_entropy_shard.loss", sz, "fp32", got_loss, loss, TOL_F32);
+    check("cross_entropy_shard.dlogits", sz, "bf16", all_d, dl, TOL_BF16);
+}
+
 int main(int argc, char **argv) {
     uint64_t seed = (uint64_t)time(NULL);
     bool only_attention = false;
@@ -638,6 +730,11 @@ int main(int argc, char **argv) {
     test_attention(2, 128, 8, 2, 128, true);
     test_attention(2, 1, 2, 2, 64, false);
     if (!only_attention) test_others();
+    if (!only_attention) {
+        test_tp_vocab(2, 37, 64, 1000, 2, true);       /* GPT-2-like: position table on one rank */
+        test_tp_vocab(3, 29, 96, 50257, 4, false);     /* the last shard holds padding only in part */
+        test_tp_vocab(1, 5, 8, 100, 2, true);          /* the second shard is all padding */
+    }
 
     CK(cudaDeviceSynchronize());
     printf("# %d checks, %d failed\n", g_checks, g_fail);
