@@ -191,7 +191,7 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     } else {
         /* flash-style: tiles stay on chip, masked tiles are skipped, and only
          * the output and the log-sum-exp (fp32) survive */
-        att->flops = causal(m) ? core_model / 2.0 : core_model;
+        att->flops = flash_attention_flops(mb, heads, s, d, causal(m), 0);
         att->bytes = B * (T * (heads + 2.0 * kv_heads) * d + T * heads * d) + 4.0 * mb * heads * s;
         att->saved_bytes = full ? 0.0 : qkv_saved + 4.0 * mb * heads * s;
     }
@@ -211,7 +211,7 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     att_bwd->saved_bytes = 0.0;
     att_bwd->model_flops = att_bwd->hardware_flops = 2.0 * core_model;
     /* flash's backward also recomputes Q K^T: 2.5 forward passes in all */
-    att_bwd->flops = unfused ? 2.0 * att->flops : 2.5 * att->flops;
+    att_bwd->flops = unfused ? 2.0 * att->flops : flash_attention_flops(mb, heads, s, d, causal(m), 1);
     att_bwd->bytes = 2.0 * att->bytes;
     if (unfused) {
         /* five kernels, each touching the s x s matrix once (P twice in all, dP
