@@ -210,6 +210,13 @@ static void run_membound(const void *ctx)
         err = sx_swiglu_forward(out, a, a + c->ffn, N, (int)c->ffn, 2 * (int)c->ffn, stream);
     } else if (!strcmp(n, "swiglu_bwd")) {
         err = sx_swiglu_backward(out, out + c->ffn, b, a, a + c->ffn, N, (int)c->ffn, 2 * (int)c->ffn, stream);
+    } else if (!strcmp(n, "rope") || !strcmp(n, "rope_bwd")) {
+        /* in place on the q and k columns of a fused qkv buffer [N, (H+2KV)D]; the base
+         * (10000 here) changes the angles, not the time */
+        const model_t *m = c->model;
+        int H = (int)m->heads, KV = (int)m->kv_heads, D = (int)m->head_dim, ld = (H + 2 * KV) * D;
+        err = strcmp(n, "rope") ? sx_rope_backward(out, (int)c->mbs, (int)c->seq, H, KV, D, ld, 10000.0f, stream)
+                                : sx_rope_forward(out, (int)c->mbs, (int)c->seq, H, KV, D, ld, 10000.0f, stream);
     } else if (strstr(n, "residual")) {
         err = sx_residual_add(out, NULL, a, b, (size_t)N * (size_t)C, stream);
     } else if (!strcmp(n, "embedding")) {
