@@ -68,6 +68,9 @@ typedef struct {
     double context_bytes;             /* CUDA context + library workspaces, measured; 0: the default */
     double measured_intra_bytes_per_s;/* collective bus bandwidth inside a node; 0 until calibrated */
     double measured_inter_bytes_per_s;/* the same across nodes, per GPU; 0 until calibrated */
+    double attention_fwd_efficiency;  /* fused (flash) attention forward: fraction of the 16-bit peak it
+                                         reaches on the FLOPs the planner executes; 0 until calibrated */
+    double attention_bwd_efficiency;  /* the same for its backward; 0 until calibrated */
     char node[HWDB_NAME_MAX];
     char source[HWDB_SOURCE_MAX];
     char calibration[HWDB_SOURCE_MAX];/* where the overlay came from, "" when none */
@@ -103,7 +106,10 @@ void hwdb_free(hwdb *db);
 const hw_gpu *hwdb_find_gpu(const hwdb *db, const char *name);
 const hw_node *hwdb_find_node(const hwdb *db, const char *name);
 /* Applies a calibration overlay (CSV gpu,key,value,source) to the loaded
- * database: each row replaces one numeric column of one GPU, or, for the
+ * database: each row replaces one numeric column of one GPU (or sets one of
+ * the overlay-only keys: launch_overhead_us, gemm_half_gflop,
+ * context_memory_gib, nccl_busbw_intra_gbs, nccl_busbw_inter_gbs,
+ * attention_fwd_efficiency, attention_bwd_efficiency), or, for the
  * keys intra_gbs_per_dir and intra_latency_us (nodes.csv columns, written by
  * calibrate --comm), of that GPU's node. */
 int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen);

@@ -134,6 +134,27 @@ cudaError_t sx_swiglu_backward(sx_bf16 *dgate, sx_bf16 *dup, const sx_bf16 *dout
 cudaError_t sx_residual_add(sx_bf16 *out, sx_bf16 *copy, const sx_bf16 *a, const sx_bf16 *b,
                             size_t n, cudaStream_t stream);
 
+/* ------------------------------------------------ rotary position embedding */
+
+/* RoPE, in place, on the query and key heads of a fused qkv GEMM output: row n = b*T + t
+ * (position t = n mod T) holds H query heads at column 0, KV key heads at column H*D and,
+ * untouched, whatever follows (the KV value heads in [B*T, (H+2KV)*D]); consecutive rows
+ * are row_stride elements apart (row_stride >= (H+KV)*D; (H+2KV)*D for the fused buffer).
+ * "Rotate half" (GPT-NeoX, Hugging Face LLaMA): in every head, for i < D/2,
+ *   x[i]       <- x[i] cos(a) - x[i+D/2] sin(a)
+ *   x[i+D/2]   <- x[i+D/2] cos(a) + x[i] sin(a),     a = t * theta^(-2i/D)
+ * theta: the base (10000 for LLaMA-2, 500000 for LLaMA-3).  Angles are reduced in double
+ * and sin/cos taken in fp32 (max abs error 1.15e-7 measured for positions below 8192; see
+ * rope.cu), the rotation is fp32, each element is rounded once to bf16.  D even, D <= 8192,
+ * theta > 0.
+ * The backward is the same rotation by -a, applied in place to dq, dk in the dqkv buffer
+ * of the same layout (same arguments).  Vector path: D % 16 == 0, row_stride % 8 == 0,
+ * 16-byte aligned pointer; any other valid size runs a scalar path. */
+cudaError_t sx_rope_forward(sx_bf16 *qkv, int B, int T, int H, int KV, int D, int row_stride,
+                            float theta, cudaStream_t stream);
+cudaError_t sx_rope_backward(sx_bf16 *dqkv, int B, int T, int H, int KV, int D, int row_stride,
+                             float theta, cudaStream_t stream);
+
 /* ------------------------------------------------- softmax (unfused attention) */
 
 /* Row-wise causal softmax over scores [BH, T, T] (BH = batch * heads):

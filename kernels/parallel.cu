@@ -54,7 +54,7 @@ ce_shard_partial_kernel(float *__restrict__ stats, const bf16 *__restrict__ logi
     const size_t row = blockIdx.x;
     const bf16 *x = logits + row * ld;
     float mx = -INFINITY, sm = 0.0f;
-    if (VEC) {
+    if constexpr (VEC) {
         /* 16-byte loads; the row's padded tail (cols..ld) is masked, not read past ld */
         for (int c = threadIdx.x * 8; c < cols; c += blockDim.x * 8) {
             const Pack<bf16> p = ld_pack_plain(x + c);
@@ -110,7 +110,7 @@ ce_shard_finish_kernel(float *__restrict__ loss, bf16 *dlogits, const bf16 *logi
     const float inv = 1.0f / S;
     const bf16 *x = logits + row * ld;
     bf16 *d = dlogits + row * ld;
-    if (VEC) {
+    if constexpr (VEC) {
         for (int c = threadIdx.x * 8; c < ld; c += blockDim.x * 8) {
             Pack<bf16> r;
             if (c < cols) {
@@ -123,11 +123,11 @@ ce_shard_finish_kernel(float *__restrict__ loss, bf16 *dlogits, const bf16 *logi
             }
             st_pack_cs(d + c, r);
         }
-        return;
-    }
-    for (int c = threadIdx.x; c < ld; c += blockDim.x) {
-        const float g = c < cols ? dloss * (__expf(__bfloat162float(x[c]) - M) * inv - (c == tg ? 1.0f : 0.0f)) : 0.0f;
-        d[c] = __float2bfloat16_rn(g);
+    } else {
+        for (int c = threadIdx.x; c < ld; c += blockDim.x) {
+            const float g = c < cols ? dloss * (__expf(__bfloat162float(x[c]) - M) * inv - (c == tg ? 1.0f : 0.0f)) : 0.0f;
+            d[c] = __float2bfloat16_rn(g);
+        }
     }
 }
 

@@ -141,6 +141,30 @@ void ref_residual_add(double *out, const double *a, const double *b, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
+static void ref_rope(double *qkv, int B, int T, int H, int KV, int D, size_t ld, double theta, double sign) {
+    const int half = D / 2;
+    for (int n = 0; n < B * T; n++) {
+        const int t = n % T;
+        for (int h = 0; h < H + KV; h++) {
+            double *x = qkv + (size_t)n * ld + (size_t)h * D;
+            for (int i = 0; i < half; i++) {
+                const double a = (double)t * pow(theta, -2.0 * i / D);
+                const double c = cos(a), s = sign * sin(a), x1 = x[i], x2 = x[i + half];
+                x[i] = x1 * c - x2 * s;
+                x[i + half] = x2 * c + x1 * s;
+            }
+        }
+    }
+}
+
+void ref_rope_forward(double *qkv, int B, int T, int H, int KV, int D, size_t ld, double theta) {
+    ref_rope(qkv, B, T, H, KV, D, ld, theta, 1.0);
+}
+
+void ref_rope_backward(double *dqkv, int B, int T, int H, int KV, int D, size_t ld, double theta) {
+    ref_rope(dqkv, B, T, H, KV, D, ld, theta, -1.0);
+}
+
 void ref_softmax_causal_forward(double *out, const double *s, int BH, int T, double scale) {
     for (int h = 0; h < BH; h++)
         for (int t = 0; t < T; t++) {

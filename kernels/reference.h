@@ -51,6 +51,13 @@ void ref_swiglu_backward(double *dgate, double *dup, const double *dout, const d
                          const double *up, int N, int H, int ld);
 void ref_residual_add(double *out, const double *a, const double *b, size_t n);
 
+/* RoPE (sx_rope_forward/backward), in place on the q and k heads of qkv [B*T rows, row
+ * stride ld]: rotate half, pair (i, i + D/2) of every one of the H + KV heads at the row's
+ * start rotated by t * theta^(-2i/D), t = row mod T, the angle and its cos/sin in float64;
+ * backward = the rotation by -angle.  Columns from (H+KV)*D on are not touched. */
+void ref_rope_forward(double *qkv, int B, int T, int H, int KV, int D, size_t ld, double theta);
+void ref_rope_backward(double *dqkv, int B, int T, int H, int KV, int D, size_t ld, double theta);
+
 void ref_softmax_causal_forward(double *out, const double *s, int BH, int T, double scale);
 void ref_softmax_causal_backward(double *ds, const double *p, const double *dp, int BH, int T,
                                  double scale);

@@ -393,6 +393,9 @@ static void print_gpu(FILE *out, const hw_gpu *g, const hw_node *node)
             g->cloud_usd_per_gpu_hour);
     fprintf(out, "  achievable fraction    GEMM %.2f, memory-bound %.2f (%s)\n", g->gemm_efficiency,
             g->membound_efficiency, g->calibration[0] ? g->calibration : "hwdb defaults, not calibrated");
+    if (g->attention_fwd_efficiency > 0 || g->attention_bwd_efficiency > 0)
+        fprintf(out, "  fused attention        forward %.3f, backward %.3f of the 16-bit peak (calibrated)\n",
+                g->attention_fwd_efficiency, g->attention_bwd_efficiency);
     fprintf(out, "  source                 %s\n", g->source);
     if (node)
         fprintf(out, "  node %s: %lld GPUs, %s %.0f GB/s per direction per GPU, %lld x %.0f Gb/s NICs (%.1f GB/s per GPU)\n"

@@ -149,7 +149,13 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
             if (op->bytes > split_bytes) seconds += (op->bytes - split_bytes) / membw;
             return with_launch(gpu, seconds);
         }
-        return with_launch(gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->flops), op->bytes, membw));
+        {
+            /* fused: the fraction of peak calibrate measured on our kernel, forward (and
+             * its recomputation) or backward, when the overlay has it; else a GEMM's */
+            double measured = op->pass == PASS_BWD ? gpu->attention_bwd_efficiency : gpu->attention_fwd_efficiency;
+            double efficiency = measured > 0.0 ? measured : gemm_efficiency(gpu, op->flops);
+            return with_launch(gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * efficiency, op->bytes, membw));
+        }
     case OP_MEMBOUND:
         if (op->bytes <= 0.0) return 0.0;   /* a bookkeeping entry, no kernel */
         return with_launch(gpu, op->bytes / membw);

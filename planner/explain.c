@@ -232,6 +232,10 @@ void report_explain(FILE *out, const estimate_t *e)
     heading(out, 6, "Step time");
     fprintf(out, "Each op costs max(FLOPs / (peak x %.2f), bytes / (HBM %.0f GB/s x %.2f)); collectives as above.\n",
             g->gemm_efficiency, g->hbm_bytes_per_s / 1e9, g->membound_efficiency);
+    if (l->attention == ATTENTION_FLASH && (g->attention_fwd_efficiency > 0 || g->attention_bwd_efficiency > 0))
+        fprintf(out, "The fused attention uses the fractions calibrate measured on its kernel instead of %.2f: "
+                     "forward %.3f, backward %.3f.\n",
+                g->gemm_efficiency, g->attention_fwd_efficiency, g->attention_bwd_efficiency);
     fprintf(out, "One micro-batch, forward and backward, on the slowest stage (%lld): %.4g ms.\n",
             (long long)e->slowest_stage, e->microbatch_s * 1e3);
     fprintf(out, "Micro-batches per step m = B / (b d_p) = %g / (%g x %g) = %lld.\n", Bglobal, b, dp,

@@ -135,6 +135,19 @@ double backward_workspace_bytes(double tokens, double hidden, double qkv_width, 
     return elem_bytes * (tokens * (2.0 * hidden + qkv_width + ffn_up_width) + score_elements);
 }
 
+/* The FLOPs a fused (flash-style) attention executes for b sequences of s
+ * tokens and `heads` heads of size d (docs/model.md, "The op list"): the two
+ * products Q K^T and P V, 4 b heads s^2 d, halved when causal (the masked
+ * tiles are skipped); the backward recomputes Q K^T besides its four
+ * products, 2.5 times the forward (FlashAttention-2).  The op list costs
+ * these, and calibrate measures the kernel's efficiency against them. */
+double flash_attention_flops(double b, double heads, double s, double d, int causal, int backward)
+{
+    double core = 4.0 * b * heads * s * s * d;
+    double forward = causal ? core / 2.0 : core;
+    return backward ? 2.5 * forward : forward;
+}
+
 /* Unfused attention as the kernels that run it (docs/model.md, "Attention"),
  * per (micro-batch x head): the score GEMM, the softmax, the value GEMM
  * forward; dP, dV, the softmax backward, dQ and dK backward.  Each kernel

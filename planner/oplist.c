@@ -171,6 +171,16 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     tp_entry(b, "tp_allgather_attn", "tp_allreduce_attn_bwd", "tp_reduce_scatter_attn_bwd", "tp_regather_attn", count,
              T * h * B, full);
     gemm(b, "qkv", "qkv_dgrad", "qkv_wgrad", count, T, (heads + 2.0 * kv_heads) * d, h, sharded_input, full);
+    if (m->position == POS_ROPE) {
+        /* rotary embedding, in place on the q and k columns of the qkv output (all T tokens,
+         * the local heads): each element read and written once per pass, 6 FLOP per rotated
+         * pair.  It saves nothing: attention saves the rotated q and k (qkv_saved below), and
+         * the backward, the inverse rotation of dq and dk, needs only the positions. */
+        double qk = T * (heads + kv_heads) * d;
+        membound(b, "rope", "rope_bwd", count, 2.0 * qk * B, 2.0 * qk * B, 3.0 * qk, 0.0, full);
+        /* membound() gives a backward twice its forward's FLOPs; the inverse rotation costs the same */
+        if (!b->overflow) b->out->ops[b->out->nops - 1].flops = 3.0 * qk;
+    }
 
     /* attention core: scores Q K^T and the weighted sum P V, 2 * 2*s*s*d per head */
     double core_model = 4.0 * mb * heads * s * s * d;
@@ -196,7 +206,7 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     } else {
         /* flash-style: tiles stay on chip, masked tiles are skipped, and only
          * the output and the log-sum-exp (fp32) survive */
-        att->flops = causal(m) ? core_model / 2.0 : core_model;
+        att->flops = flash_attention_flops(mb, heads, s, d, causal(m), 0);
         att->bytes = B * (T * (heads + 2.0 * kv_heads) * d + T * heads * d) + 4.0 * mb * heads * s;
         att->saved_bytes = full ? 0.0 : qkv_saved + 4.0 * mb * heads * s;
     }
@@ -216,7 +226,7 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     att_bwd->saved_bytes = 0.0;
     att_bwd->model_flops = att_bwd->hardware_flops = 2.0 * core_model;
     /* flash's backward also recomputes Q K^T: 2.5 forward passes in all */
-    att_bwd->flops = unfused ? 2.0 * att->flops : 2.5 * att->flops;
+    att_bwd->flops = unfused ? 2.0 * att->flops : flash_attention_flops(mb, heads, s, d, causal(m), 1);
     att_bwd->bytes = 2.0 * att->bytes;
     if (unfused) {
         /* five kernels, each touching the s x s matrix once (P twice in all, dP

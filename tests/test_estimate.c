@@ -263,6 +263,71 @@ static void moe_counts_active_parameters(void **state)
     assert_true(has_warning(e, "mixture of experts"));
 }
 
+/* The costed op of a name and pass on the first stage, or a test failure. */
+static const op_t *costed_op(const estimate_t *e, const char *name, pass_t pass)
+{
+    for (int i = 0; i < e->first_stage.nops; i++)
+        if (!strcmp(e->first_stage.ops[i].name, name) && e->first_stage.ops[i].pass == pass) return &e->first_stage.ops[i];
+    print_error("no op %s (%s)\n", name, pass_name(pass));
+    fail();
+    return NULL;
+}
+
+static estimate_t *run_on(const char *model, const hw_gpu *g, layout_t l)
+{
+    static estimate_t e;
+    const model_t *m = model_zoo_find(&zoo, model);
+    assert_non_null(m);
+    const hw_node *n = hwdb_find_node(&db, g->node);
+    l.gpus_per_node = n->gpus_per_node;
+    job_t job = {2e12, g->cloud_usd_per_gpu_hour};
+    char err[512];
+    if (estimate_layout(m, g, n, &l, &job, &e, err, sizeof err) != 0) {
+        print_error("%s\n", err);
+        fail();
+    }
+    return &e;
+}
+
+/* calibrate's attention_fwd/bwd_efficiency replace the GEMM efficiency for the
+ * fused attention only: forward and its recomputation at the forward's fraction,
+ * the backward at its own; unfused attention and GEMMs keep theirs. */
+static void calibrated_flash_attention_efficiency(void **state)
+{
+    (void)state;
+    hw_gpu g = *hwdb_find_gpu(&db, "h100-sxm");
+    const double peak = g.peak_flops[PREC_BF16];
+    layout_t l = layout(8, 1, 1, 4, 32, 2048);
+    l.attention = ATTENTION_FLASH;
+    l.recompute = RECOMPUTE_FULL;
+
+    /* uncalibrated: a GEMM's roofline, as before */
+    estimate_t *e = run_on("llama3.2-1b", &g, l);
+    const op_t *fwd = costed_op(e, "attention", PASS_FWD);
+    assert_close(fwd->time_s, roofline_s(fwd->flops, peak * g.gemm_efficiency, fwd->bytes, g.hbm_bytes_per_s * g.membound_efficiency), 1e-12);
+    double step_default = e->step_s, qkv_default = costed_op(e, "qkv", PASS_FWD)->time_s;
+
+    g.attention_fwd_efficiency = 0.2;
+    g.attention_bwd_efficiency = 0.15;
+    e = run_on("llama3.2-1b", &g, l);
+    fwd = costed_op(e, "attention", PASS_FWD);
+    const op_t *re = costed_op(e, "attention", PASS_RECOMPUTE), *bwd = costed_op(e, "attention_bwd", PASS_BWD);
+    /* compute-bound at these fractions: the bytes term is far below */
+    assert_true(fwd->bytes / (g.hbm_bytes_per_s * g.membound_efficiency) < fwd->time_s / 10);
+    assert_close(fwd->time_s, fwd->flops / (peak * 0.2), 1e-12);
+    assert_close(re->time_s, fwd->time_s, 1e-12);
+    assert_close(bwd->time_s, bwd->flops / (peak * 0.15), 1e-12);
+    assert_close(bwd->flops, 2.5 * fwd->flops, 1e-12);
+    assert_close(costed_op(e, "qkv", PASS_FWD)->time_s, qkv_default, 1e-15);
+    assert_true(e->step_s > step_default);
+
+    /* unfused attention ignores the keys */
+    l.attention = ATTENTION_UNFUSED;
+    hw_gpu plain = *hwdb_find_gpu(&db, "h100-sxm");
+    double unfused_default = costed_op(run_on("llama3.2-1b", &plain, l), "attention_bwd", PASS_BWD)->time_s;
+    assert_close(costed_op(run_on("llama3.2-1b", &g, l), "attention_bwd", PASS_BWD)->time_s, unfused_default, 1e-15);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +342,7 @@ int main(void)
         cmocka_unit_test(impossible_layouts_are_refused),
         cmocka_unit_test(pipeline_stages_split_memory),
         cmocka_unit_test(moe_counts_active_parameters),
+        cmocka_unit_test(calibrated_flash_attention_efficiency),
     };
     return cmocka_run_group_tests_name("estimate", tests, setup, teardown);
 }

@@ -272,6 +272,79 @@ static void unfused_attention_kernel_split(void **state)
     assert_close(f, 8.0 * 1024 * 1024 * 64 + 5.0 * 1024 * 1024, 1e-15);
 }
 
+/* Rotary models get rope / rope_bwd right after the qkv GEMM: the local q and k
+ * columns of all T tokens read and written once per pass (2 T (a_t + k_t) d B
+ * bytes), 3 FLOP per element each way, nothing saved, recomputed with full
+ * recomputation.  Learned positions get none. */
+static int find_op(const stage_ops *s, const char *name, pass_t pass)
+{
+    for (int i = 0; i < s->nops; i++)
+        if (!strcmp(s->ops[i].name, name) && s->ops[i].pass == pass) return i;
+    return -1;
+}
+
+static void rope_ops_for_rotary_models(void **state)
+{
+    (void)state;
+    model_t m = textbook_gpt(4, 1024, 16, 32000, 2048);
+    layout_t l = one_gpu(2, 2048);
+    stage_ops s;
+    assert_int_equal(build_stage_ops(&m, &l, 0, &s), 0);
+    assert_int_equal(find_op(&s, "rope", PASS_FWD), -1);
+    double saved_learned = op_list_layer_saved(&m, &l);
+
+    m.position = POS_ROPE;
+    m.kv_heads = 4; /* GQA: 16 query heads, 4 KV heads of 64 */
+    double saved_gqa_learned;
+    {
+        model_t learned = m;
+        learned.position = POS_LEARNED;
+        saved_gqa_learned = op_list_layer_saved(&learned, &l);
+    }
+    assert_int_equal(build_stage_ops(&m, &l, 0, &s), 0);
+    const double T = 2.0 * 2048, qk = T * (16 + 4) * 64;
+    int f = find_op(&s, "rope", PASS_FWD), b = find_op(&s, "rope_bwd", PASS_BWD);
+    assert_true(f > 0 && b > f);
+    /* after the qkv GEMM and its two backward GEMMs */
+    assert_string_equal(s.ops[f - 3].name, "qkv");
+    assert_string_equal(s.ops[f - 1].name, "qkv_wgrad");
+    const op_t *r = &s.ops[f], *rb = &s.ops[b];
+    assert_int_equal(r->kind, OP_MEMBOUND);
+    assert_int_equal(r->count, 4);
+    assert_close(r->bytes, 2.0 * qk * 2.0, 1e-15);
+    assert_close(rb->bytes, 2.0 * qk * 2.0, 1e-15);
+    assert_close(r->flops, 3.0 * qk, 1e-15);
+    assert_close(rb->flops, 3.0 * qk, 1e-15);
+    assert_close(r->saved_bytes, 0, 0);
+    assert_close(r->model_flops + rb->model_flops + r->hardware_flops, 0, 0);
+    assert_int_equal(find_op(&s, "rope", PASS_RECOMPUTE), -1);
+    /* it saves nothing: the layer's saved bytes are those without it */
+    assert_close(op_list_layer_saved(&m, &l), saved_gqa_learned, 1e-15);
+    assert_true(saved_gqa_learned < saved_learned);
+
+    /* TP 4: the local heads (4 query, 1 KV); sequence parallelism leaves T whole */
+    l.tp = l.gpus = 4;
+    l.sp = 1;
+    assert_int_equal(build_stage_ops(&m, &l, 0, &s), 0);
+    assert_close(s.ops[find_op(&s, "rope", PASS_FWD)].bytes, 2.0 * T * (4 + 1) * 64 * 2.0, 1e-15);
+    /* full recomputation runs it again, saving nothing */
+    l.recompute = RECOMPUTE_FULL;
+    assert_int_equal(build_stage_ops(&m, &l, 0, &s), 0);
+    int re = find_op(&s, "rope", PASS_RECOMPUTE);
+    assert_true(re >= 0);
+    assert_close(s.ops[re].bytes, s.ops[find_op(&s, "rope", PASS_FWD)].bytes, 0);
+    assert_close(s.ops[re].saved_bytes, 0, 0);
+}
+
+/* the fused attention's executed FLOPs: 2 b a s^2 d causal forward, 2.5 x backward */
+static void flash_attention_flops_convention(void **state)
+{
+    (void)state;
+    assert_close(flash_attention_flops(4, 32, 2048, 64, 1, 0), 2.0 * 4 * 32 * 2048.0 * 2048 * 64, 1e-15);
+    assert_close(flash_attention_flops(4, 32, 2048, 64, 1, 1), 2.5 * 2.0 * 4 * 32 * 2048.0 * 2048 * 64, 1e-15);
+    assert_close(flash_attention_flops(4, 32, 2048, 64, 0, 0), 4.0 * 4 * 32 * 2048.0 * 2048 * 64, 1e-15);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -290,6 +363,8 @@ int main(void)
         cmocka_unit_test(other_memory_allowance_counts_communicators),
         cmocka_unit_test(backward_workspace_gpt2),
         cmocka_unit_test(unfused_attention_kernel_split),
+        cmocka_unit_test(rope_ops_for_rotary_models),
+        cmocka_unit_test(flash_attention_flops_convention),
     };
     return cmocka_run_group_tests_name("formulas", tests, NULL, NULL);
 }

@@ -130,6 +130,40 @@ static void calibration_overlay_replaces_figures(void **state)
     hwdb_free(&copy);
 }
 
+/* calibrate writes the fused attention's measured efficiencies as two
+ * overlay-only keys: fractions of peak, 0 (the default: not calibrated) to 1. */
+static void attention_efficiency_overlay(void **state)
+{
+    (void)state;
+    hwdb hw;
+    char err[512];
+    assert_int_equal(hwdb_load(SEXTANT_ROOT "/hwdb", &hw, err, sizeof err), 0);
+    const hw_gpu *g = hwdb_find_gpu(&hw, "h200");
+    assert_close(g->attention_fwd_efficiency, 0.0, 0);
+    assert_close(g->attention_bwd_efficiency, 0.0, 0);
+    char path[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(path, "gpu,key,value,source\n"
+                     "h200,attention_fwd_efficiency,0.1874,\"sextant-gpu calibrate test (flash, 4 shapes)\"\n"
+                     "h200,attention_bwd_efficiency,0.1512,sextant-gpu calibrate test\n");
+    assert_int_equal(hwdb_apply_overlay(&hw, path, err, sizeof err), 0);
+    assert_close(g->attention_fwd_efficiency, 0.1874, 1e-12);
+    assert_close(g->attention_bwd_efficiency, 0.1512, 1e-12);
+    assert_close(hwdb_find_gpu(&hw, "h100-sxm")->attention_fwd_efficiency, 0.0, 0);
+    assert_non_null(strstr(g->calibration, "sextant-gpu calibrate test"));
+    unlink(path);
+    const char *bad_rows[] = {"h200,attention_fwd_efficiency,1.2,x\n", "h200,attention_bwd_efficiency,-0.1,x\n",
+                              "h200,attention_bwd_efficiency,fast,x\n"};
+    for (int i = 0; i < 3; i++) {
+        char bad[] = "/tmp/sextant-overlay-XXXXXX", text[256];
+        snprintf(text, sizeof text, "gpu,key,value,source\n%s", bad_rows[i]);
+        write_temp(bad, text);
+        assert_int_equal(hwdb_apply_overlay(&hw, bad, err, sizeof err), -1);
+        assert_non_null(strstr(err, ":2:value"));
+        unlink(bad);
+    }
+    hwdb_free(&hw);
+}
+
 /* calibrate --comm writes the node's intra-node link terms through the GPU's
  * row; they must land on that GPU's node and nowhere else. */
 static void comm_overlay_replaces_node_link(void **state)
@@ -259,6 +293,7 @@ int main(void)
         cmocka_unit_test(datasheet_figures),
         cmocka_unit_test(node_networks),
         cmocka_unit_test(calibration_overlay_replaces_figures),
+        cmocka_unit_test(attention_efficiency_overlay),
         cmocka_unit_test(comm_overlay_replaces_node_link),
         cmocka_unit_test(malformed_gpus_csv),
         cmocka_unit_test(missing_directory),

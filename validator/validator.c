@@ -2,8 +2,9 @@
  *
  *   sextant-gpu calibrate [--gpu NAME] [--out FILE]
  *       microbenchmarks (device copy, bf16 GEMMs over transformer shapes,
- *       a memory-bound kernel, launch overhead), fitted with GSL into the
- *       hwdb overlay that estimate/plan read with --calibration.
+ *       a memory-bound kernel, launch overhead, our fused attention forward
+ *       and backward), fitted with GSL into the hwdb overlay that
+ *       estimate/plan read with --calibration.
  *   sextant-gpu calibrate --comm [--gpus N] [--gpu NAME] [--out FILE] ...
  *       NCCL collectives over the GPUs of one node, one process per GPU
  *       (validator/comm.c, validator/launch.c), fitted into the node's
@@ -211,6 +212,13 @@ static void run_membound(const void *ctx)
         err = sx_swiglu_forward(out, a, a + c->ffn, N, (int)c->ffn, 2 * (int)c->ffn, stream);
     } else if (!strcmp(n, "swiglu_bwd")) {
         err = sx_swiglu_backward(out, out + c->ffn, b, a, a + c->ffn, N, (int)c->ffn, 2 * (int)c->ffn, stream);
+    } else if (!strcmp(n, "rope") || !strcmp(n, "rope_bwd")) {
+        /* in place on the q and k columns of a fused qkv buffer [N, (H+2KV)D]; the base
+         * (10000 here) changes the angles, not the time */
+        const model_t *m = c->model;
+        int H = (int)m->heads, KV = (int)m->kv_heads, D = (int)m->head_dim, ld = (H + 2 * KV) * D;
+        err = strcmp(n, "rope") ? sx_rope_backward(out, (int)c->mbs, (int)c->seq, H, KV, D, ld, 10000.0f, stream)
+                                : sx_rope_forward(out, (int)c->mbs, (int)c->seq, H, KV, D, ld, 10000.0f, stream);
     } else if (strstr(n, "residual")) {
         err = sx_residual_add(out, NULL, a, b, (size_t)N * (size_t)C, stream);
     } else if (!strcmp(n, "embedding")) {
@@ -265,6 +273,88 @@ static void run_attention(const void *ctx)
     CUDA_CHECK(sx_softmax_causal_backward(scratch[3], scratch[3], scratch[2], (int)a->batch, (int)a->s, scale, stream));
     run_gemm(&values);  /* dQ = dS K */
     run_gemm(&values);  /* dK = dS^T Q */
+}
+
+/* The fused attention (kernels/attention.cu), causal, on one fused qkv buffer
+ * [B*T, (H+2KV)D] as the training step runs it: q, k, v in scratch[0], out in
+ * scratch[1], dout in scratch[2], dqkv in scratch[3]. */
+typedef struct {
+    int B, T, H, KV, D, backward;
+    float *lse;
+    void *ws;
+    size_t ws_bytes;
+} flash_ctx;
+
+static cudaError_t flash_error;     /* the last kernel's answer, checked by the caller */
+
+static void run_flash(const void *ctx)
+{
+    const flash_ctx *f = ctx;
+    const int ld = (f->H + 2 * f->KV) * f->D;
+    const size_t ko = (size_t)f->H * (size_t)f->D, vo = (size_t)(f->H + f->KV) * (size_t)f->D;
+    const float scale = 1.0f / sqrtf((float)f->D);
+    const sx_bf16 *q = scratch[0];
+    sx_bf16 *out = scratch[1], *dout = scratch[2], *dq = scratch[3];
+    cudaError_t err = f->backward
+        ? sx_flash_attention_backward(dq, dq + ko, dq + vo, dout, out, f->lse, q, q + ko, q + vo, f->B, f->T, f->H, f->KV,
+                                      f->D, ld, ld, scale, f->ws, f->ws_bytes, stream)
+        : sx_flash_attention_forward(out, f->lse, q, q + ko, q + vo, f->B, f->T, f->H, f->KV, f->D, ld, ld, scale, stream);
+    if (err != cudaSuccess && flash_error == cudaSuccess) flash_error = err;
+}
+
+/* Times the fused attention's forward and backward over transformer shapes and
+ * returns, for each pass, the fraction of `peak` it reaches on the FLOPs the
+ * planner's op list assigns it (flash_attention_flops: causal, backward 2.5 x
+ * forward): the sum of those FLOPs over the sum of the times, so the longer
+ * shapes weigh more.  0 for a pass whose kernel failed. */
+static void calibrate_attention(double peak, double *fwd_eff, double *bwd_eff)
+{
+    static const int shapes[][5] = {
+        /* B, T, H, KV, D */
+        {16, 1024, 12, 12, 64},  /* GPT-2 124M, micro-batch 16 */
+        {4, 2048, 32, 8, 64},    /* LLaMA 3.2 1B, micro-batch 4 (GQA 32/8) */
+        {8, 1024, 16, 16, 128},  /* D = 128, multi-head */
+        {2, 2048, 32, 8, 128},   /* LLaMA 3 8B, micro-batch 2 (GQA 32/8) */
+    };
+    int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
+    double flops[2] = {0, 0}, seconds[2] = {0, 0};
+    int failed[2] = {0, 0};
+    printf("\n%-36s %9s %9s %8s %9s %9s %8s\n", "fused causal attention (flash)", "fwd ms", "TFLOP/s", "of peak", "bwd ms",
+           "TFLOP/s", "of peak");
+    for (int i = 0; i < nshapes; i++) {
+        flash_ctx f = {shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], 0, NULL, NULL, 0};
+        double qkv_bytes = 2.0 * f.B * (double)f.T * (f.H + 2 * f.KV) * f.D;
+        need(qkv_bytes, "the attention's qkv buffer");
+        f.ws_bytes = sx_flash_attention_backward_workspace_bytes(f.B, f.T, f.H);
+        CUDA_CHECK(cudaMalloc((void **)&f.lse, (size_t)f.B * f.H * f.T * sizeof(float)));
+        CUDA_CHECK(cudaMalloc(&f.ws, f.ws_bytes));
+        double t[2], F[2];
+        for (int pass = 0; pass < 2; pass++) {   /* forward first: the backward reads its out and lse */
+            f.backward = pass;
+            flash_error = cudaSuccess;
+            t[pass] = time_median(run_flash, &f, NULL);
+            F[pass] = flash_attention_flops(f.B, f.H, f.T, f.D, 1, pass);
+            if (flash_error != cudaSuccess) {
+                fprintf(stderr, "sextant-gpu: flash attention %s (B %d T %d H %d KV %d D %d): %s\n", pass ? "backward" : "forward",
+                        f.B, f.T, f.H, f.KV, f.D, cudaGetErrorString(flash_error));
+                (void)cudaGetLastError();
+                failed[pass] = 1;
+                continue;
+            }
+            flops[pass] += F[pass];
+            seconds[pass] += t[pass];
+        }
+        char shape[64];
+        snprintf(shape, sizeof shape, "B %d T %d H %d KV %d D %d", f.B, f.T, f.H, f.KV, f.D);
+        printf("%-36s %9.3f %9.1f %7.1f%% %9.3f %9.1f %7.1f%%\n", shape, t[0] * 1e3, F[0] / t[0] / 1e12,
+               100.0 * F[0] / t[0] / peak, t[1] * 1e3, F[1] / t[1] / 1e12, 100.0 * F[1] / t[1] / peak);
+        CUDA_CHECK(cudaFree(f.lse));
+        CUDA_CHECK(cudaFree(f.ws));
+    }
+    *fwd_eff = failed[0] || seconds[0] <= 0 ? 0.0 : flops[0] / seconds[0] / peak;
+    *bwd_eff = failed[1] || seconds[1] <= 0 ? 0.0 : flops[1] / seconds[1] / peak;
+    printf("attention efficiency (planner FLOPs: causal 2 b h s^2 d forward, 2.5 x that backward; sum over shapes):\n"
+           "  forward %.3f, backward %.3f of the bf16 peak %.0f TFLOP/s\n", *fwd_eff, *bwd_eff, peak / 1e12);
 }
 
 /* ---- commands ------------------------------------------------------------ */
@@ -392,6 +482,14 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db)
         scratch_free();
         return 1;
     }
+    double attention_fwd = 0.0, attention_bwd = 0.0;
+    calibrate_attention(peak, &attention_fwd, &attention_bwd);
+    /* a fraction outside (0, 1] is a failed or absurd measurement: leave the planner's default */
+    int attention_ok = attention_fwd > 0.0 && attention_fwd <= 1.0 && attention_bwd > 0.0 && attention_bwd <= 1.0;
+    if (!attention_ok)
+        fprintf(stderr, "sextant-gpu: the attention efficiencies (%.3g, %.3g) are implausible; not writing them\n",
+                attention_fwd, attention_bwd);
+
     time_t now = time(NULL);
     char date[32];
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
@@ -408,6 +506,12 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db)
         fprintf(f, "%s,membound_efficiency,%.4f,\"%s (device copy)\"\n", g->name, copy_bw / g->hbm_bytes_per_s, source);
         fprintf(f, "%s,launch_overhead_us,%.3f,\"%s\"\n", g->name, launch_s * 1e6, source);
         fprintf(f, "%s,context_memory_gib,%.4f,\"%s\"\n", g->name, context_bytes / 1073741824.0, source);
+        if (attention_ok) {
+            fprintf(f, "%s,attention_fwd_efficiency,%.4f,\"%s (sx_flash_attention_forward, causal, 4 shapes)\"\n", g->name,
+                    attention_fwd, source);
+            fprintf(f, "%s,attention_bwd_efficiency,%.4f,\"%s (sx_flash_attention_backward, causal, 4 shapes)\"\n", g->name,
+                    attention_bwd, source);
+        }
         if (fclose(f) != 0 || rename(tmp, out_path) != 0) { fprintf(stderr, "sextant-gpu: --out %s: write failed\n", out_path); return 2; }
         printf("overlay written to %s\n", out_path);
     }

@@ -8,7 +8,8 @@
  * cudaMemcpy of bytes/2 (so it too moves read + write = bytes), timed the same way in the
  * same run; %copy = kernel GB/s / copy GB/s.
  * Then the fused attention against the unfused path (TFLOP/s; links cuBLAS for the baseline).
- *   bench_kernels [--iters N] [--attention]      --attention: the attention table only
+ * RoPE rows use GPT-2 and LLaMA (1B, 8B) head shapes, not the GPT-2 sizes above.
+ *   bench_kernels [--iters N] [--attention] [--rope]   --attention / --rope: that table only
  */
 #include <string.h>
 #include <algorithm>
@@ -134,6 +135,33 @@ static void row(const char *name, const char *size, double bytes, const std::fun
     if (!note) {
         g_sum_ratio += gbs / cgbs;
         g_n_ratio++;
+    }
+}
+
+/* ----------------------------------------------------------- rotary embedding */
+
+/* RoPE in place on the q and k heads of a fused qkv buffer [B*T, (H+2KV)*D]: bytes = the
+ * q and k columns read once and written once, 2 * B*T*(H+KV)*D * 2.  The data rotates a
+ * little further on every run (a rotation: the values stay bounded). */
+static void rope_rows(void) {
+    static const struct { int B, T, H, KV, D; float theta; } shapes[] = {
+        {32, 1024, 12, 12, 64, 10000.0f},  /* GPT-2 124M head shape */
+        {4, 8192, 32, 8, 64, 500000.0f},   /* LLaMA 3.2 1B */
+        {4, 8192, 32, 8, 128, 500000.0f},  /* LLaMA 3 8B */
+    };
+    char sz[96];
+    for (const auto &r : shapes) {
+        const int N = r.B * r.T, ld = (r.H + 2 * r.KV) * r.D;
+        void *qkv = bf16_buf((size_t)N * ld, 1.0f);
+        const double bytes = 2.0 * N * (double)(r.H + r.KV) * r.D * 2.0;
+        snprintf(sz, sizeof sz, "N=%d H=%d KV=%d D=%d", N, r.H, r.KV, r.D);
+        row("rope_fwd", sz, bytes, [&] {
+            CK(sx_rope_forward((sx_bf16 *)qkv, r.B, r.T, r.H, r.KV, r.D, ld, r.theta, 0));
+        });
+        row("rope_bwd", sz, bytes, [&] {
+            CK(sx_rope_backward((sx_bf16 *)qkv, r.B, r.T, r.H, r.KV, r.D, ld, r.theta, 0));
+        });
+        CK(cudaFree(qkv));
     }
 }
 
@@ -269,12 +297,13 @@ static void attention_table(void) {
 }
 
 int main(int argc, char **argv) {
-    bool only_attention = false;
+    bool only_attention = false, only_rope = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--iters") && i + 1 < argc) ITERS = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--attention")) only_attention = true;
+        else if (!strcmp(argv[i], "--rope")) only_rope = true;
         else {
-            fprintf(stderr, "usage: %s [--iters N] [--attention]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--iters N] [--attention] [--rope]\n", argv[0]);
             return 2;
         }
     }
@@ -314,6 +343,12 @@ int main(int argc, char **argv) {
     }
     printf("#\n# %-24s %-22s %10s %10s %7s %9s %10s %9s %7s\n", "kernel", "size", "bytes(MB)", "time(us)", "p10-90",
            "GB/s", "copy(us)", "copyGB/s", "%copy");
+    if (only_rope) {
+        rope_rows();
+        printf("#\n# mean %%copy over the %d rope rows: %.1f%%\n", g_n_ratio, 100.0 * g_sum_ratio / g_n_ratio);
+        CK(cudaDeviceSynchronize());
+        return 0;
+    }
     char sz[64];
     void *ws;
 
@@ -405,6 +440,9 @@ int main(int argc, char **argv) {
         });
         CK(cudaFree(x)); CK(cudaFree(dy)); CK(cudaFree(out)); CK(cudaFree(up)); CK(cudaFree(dg)); CK(cudaFree(du));
     }
+
+    /* ---------------------------------------------------------- rotary embedding (LLaMA shapes) */
+    rope_rows();
 
     /* ---------------------------------------------------------- attention softmax */
     {

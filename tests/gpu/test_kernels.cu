@@ -8,8 +8,10 @@
  *   fp32 outputs 1e-5
  * Inputs are rounded to their storage type on the host first, so the reference sees exactly
  * the values the GPU sees.  Exit 1 if any check fails, 2 on a CUDA error.
- *   test_kernels [--quick] [--attention] [--seed S]
- *     --quick: small sizes (for compute-sanitizer); --attention: the fused attention tests only
+ * RoPE has its own, tighter, derived tolerance (see test_rope).
+ *   test_kernels [--quick] [--attention] [--rope] [--seed S]
+ *     --quick: small sizes (for compute-sanitizer); --attention: the fused attention tests only;
+ *     --rope: the RoPE tests only
  */
 #include <string.h>
 #include <time.h>
@@ -361,6 +363,150 @@ static void test_residual(size_t n, int offset) {
     CK(cudaFree(d_a)); CK(cudaFree(d_b)); CK(cudaFree(d_o)); CK(cudaFree(d_c));
 }
 
+/* ----------------------------------------------------------- rope */
+
+/* RoPE tolerance.  The kernel's angles are within ~3e-7 of float64 (test_rope_angles) and
+ * its rotation is fp32, so the only large error is the one rounding of each output to bf16:
+ * |RN(v) - v| <= 2^-8 |v| (8 significant bits).  A rotation preserves the 2-norm, so the
+ * normwise error of one pass is at most 2^-8 (+ ~1e-6 of fp32 arithmetic), and of a
+ * forward + backward round trip at most 2 * 2^-8 + 2^-16.  Per element:
+ * |gpu - ref| <= 2^-8 |ref| + 1e-6 * |pair|, |pair| = sqrt(ref_i^2 + ref_{i+D/2}^2). */
+#define ROPE_U 0.00390625 /* 2^-8 */
+#define TOL_ROPE (ROPE_U + 1e-5)
+#define TOL_ROPE_ROUNDTRIP (2.0 * ROPE_U + ROPE_U * ROPE_U + 1e-5)
+
+/* the q|k columns (first NH*D of every row) of a [N, ld] buffer */
+static vec rope_qk(const vec &a, int N, int NHD, int ld) {
+    vec r;
+    r.reserve((size_t)N * NHD);
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < NHD; c++) r.push_back(a[(size_t)n * ld + c]);
+    return r;
+}
+
+/* max over elements of |got - ref| / (2^-8 |ref| + 1e-6 |pair|): <= 1 passes */
+static void rope_elementwise(const char *name, const char *sz, const vec &got, const vec &ref, int D) {
+    double worst = 0.0;
+    size_t bad = 0;
+    const int half = D / 2;
+    for (size_t j = 0; j < ref.size(); j++) {
+        const size_t i = j % D, base = j - i, a = base + (i % half), b = a + half;
+        const double pair = sqrt(ref[a] * ref[a] + ref[b] * ref[b]);
+        const double r = fabs(got[j] - ref[j]) / (ROPE_U * fabs(ref[j]) + 1e-6 * pair + 1e-30);
+        if (!(r <= 1.0)) bad++;
+        if (r > worst || r != r) worst = r;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "max |err| / (2^-8|ref| + 1e-6|pair|) = %.3f, %zu over", worst, bad);
+    check_true(name, sz, bad == 0, what);
+}
+
+/* forward on random q, k with the V columns poisoned (must stay bitwise untouched), the
+ * backward on the forward's output (against the reference backward of the same values),
+ * which must also give back the input (round trip) */
+static void test_rope(int B, int T, int H, int KV, int D, float theta) {
+    char sz[64];
+    snprintf(sz, sizeof sz, "B%d T%d H%d KV%d D%d %s", B, T, H, KV, D, theta > 1e5f ? "5e5" : "1e4");
+    const int N = B * T, NH = H + KV, ld = (H + 2 * KV) * D, NHD = NH * D;
+    const size_t n = (size_t)N * ld;
+    vec x = randn(n, 0, 1.0);
+    round_bf16(x);
+    std::vector<uint16_t> bits(n);
+    for (size_t i = 0; i < n; i++) bits[i] = (i % ld) < (size_t)NHD ? sx_ref_f2bf((float)x[i]) : 0xffff; /* V: NaN */
+    void *d = dmalloc(n * 2);
+    CK(cudaMemcpy(d, bits.data(), n * 2, cudaMemcpyHostToDevice));
+    auto v_untouched = [&]() {
+        std::vector<uint16_t> got(n);
+        CK(cudaMemcpy(got.data(), d, n * 2, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i++)
+            if ((i % ld) >= (size_t)NHD && got[i] != 0xffff) return false;
+        return true;
+    };
+    CK(sx_rope_forward((sx_bf16 *)d, B, T, H, KV, D, ld, theta, 0));
+    vec ref = x;
+    ref_rope_forward(ref.data(), B, T, H, KV, D, ld, theta);
+    vec got = down_bf16(d, n);
+    const vec gq = rope_qk(got, N, NHD, ld), rq = rope_qk(ref, N, NHD, ld);
+    check("rope_fwd.qk", sz, "bf16", gq, rq, TOL_ROPE);
+    rope_elementwise("rope_fwd.qk(elementwise)", sz, gq, rq, D);
+    check_true("rope_fwd.v_untouched", sz, v_untouched(), "poisoned V bitwise unchanged");
+
+    /* backward of the forward's bf16 output: against the reference backward, and the input */
+    vec rb = got;
+    for (size_t i = 0; i < n; i++)
+        if ((i % ld) >= (size_t)NHD) rb[i] = 0.0;
+    ref_rope_backward(rb.data(), B, T, H, KV, D, ld, theta);
+    CK(sx_rope_backward((sx_bf16 *)d, B, T, H, KV, D, ld, theta, 0));
+    vec back = down_bf16(d, n);
+    const vec bq = rope_qk(back, N, NHD, ld), rbq = rope_qk(rb, N, NHD, ld);
+    check("rope_bwd.dqk", sz, "bf16", bq, rbq, TOL_ROPE);
+    rope_elementwise("rope_bwd.dqk(elementwise)", sz, bq, rbq, D);
+    check("rope_fwd+bwd.roundtrip", sz, "bf16", bq, rope_qk(x, N, NHD, ld), TOL_ROPE_ROUNDTRIP);
+    check_true("rope_bwd.v_untouched", sz, v_untouched(), "poisoned V bitwise unchanged");
+    CK(cudaFree(d));
+}
+
+/* The fp32 cos/sin the kernels apply against float64, for every position up to T - 1; the
+ * remark gives, for comparison, the error of angles formed as a fp32 product t * inv_freq
+ * (host powf, then an exact cos/sin of that float). */
+static void test_rope_angles(int T, int D, float theta) {
+    char sz[64], nm[64], what[128];
+    snprintf(sz, sizeof sz, "T%d D%d theta %.0f", T, D, (double)theta);
+    const int half = D / 2;
+    const size_t n = (size_t)T * half;
+    void *dc = dmalloc(n * 4), *ds = dmalloc(n * 4);
+    poison(dc, n * 4);
+    poison(ds, n * 4);
+    CK(sx_rope_angles_f32((float *)dc, (float *)ds, T, D, theta, 0));
+    vec gc = down_f32(dc, n), gs = down_f32(ds, n);
+    double worst = 0.0, naive = 0.0;
+    size_t bad = 0;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < half; i++) {
+            const size_t j = (size_t)t * half + i;
+            const double a = (double)t * pow((double)theta, -2.0 * i / D);
+            const double e = fmax(fabs(gc[j] - cos(a)), fabs(gs[j] - sin(a)));
+            if (!(e <= 1e-6)) bad++;
+            if (e > worst || e != e) worst = e;
+            const float a32 = (float)t * powf(theta, -2.0f * (float)i / (float)D);
+            naive = fmax(naive, fmax(fabs(cos((double)a32) - cos(a)), fabs(sin((double)a32) - sin(a))));
+        }
+    snprintf(nm, sizeof nm, "rope.angles(cos,sin)");
+    snprintf(what, sizeof what, "max abs err %.2e (tol 1e-6); fp32 t*inv_freq would give %.2e", worst, naive);
+    check_true(nm, sz, bad == 0, what);
+    CK(cudaFree(dc));
+    CK(cudaFree(ds));
+}
+
+static void test_rope_errors(void) {
+    void *p = dmalloc(1 << 16);
+    sx_bf16 *b = (sx_bf16 *)p;
+    cudaError_t e[6] = {
+        sx_rope_forward(b, 1, 16, 4, 2, 63, 6 * 63, 1e4f, 0),        /* D odd */
+        sx_rope_forward(b, 1, 16, 4, 2, 64, 5 * 64, 1e4f, 0),        /* row stride < (H+KV)*D */
+        sx_rope_forward(b, 1, 16, 4, 2, 64, 8 * 64, 0.0f, 0),        /* theta */
+        sx_rope_forward(NULL, 1, 16, 4, 2, 64, 8 * 64, 1e4f, 0),     /* NULL */
+        sx_rope_backward(b, -1, 16, 4, 2, 64, 8 * 64, 1e4f, 0),      /* negative size */
+        sx_rope_backward(b, 1, 16, 4, 2, 8194, 8 * 8194, 1e4f, 0)}; /* D > 8192 */
+    bool ok = true;
+    for (cudaError_t x : e) ok = ok && x == cudaErrorInvalidValue;
+    ok = ok && sx_rope_forward(NULL, 0, 16, 4, 2, 64, 8 * 64, 1e4f, 0) == cudaSuccess; /* empty: no-op */
+    check_true("rope.invalid_args", "-", ok, "cudaErrorInvalidValue, no launch; B=0 a no-op");
+    CK(cudaGetLastError());
+    CK(cudaFree(p));
+}
+
+static void test_rope_all(void) {
+    test_rope_errors();
+    test_rope_angles(8192, 128, 10000.0f);
+    test_rope_angles(8192, 128, 500000.0f);
+    test_rope_angles(g_quick ? 1000 : 8192, 64, 10000.0f);
+    test_rope(3, g_quick ? 100 : 1000, 8, 2, 64, 10000.0f);          /* GQA, B*T = 3000 */
+    test_rope(1, g_quick ? 1000 : 8192, 4, 1, 128, 500000.0f);       /* positions up to 8191 */
+    test_rope(5, 77, 3, 3, 128, 10000.0f);                           /* MHA, 6 heads: a partial group of 4 */
+    test_rope(2, g_quick ? 33 : 97, 4, 2, 72, 10000.0f);             /* D/2 = 36: scalar path */
+}
+
 /* ----------------------------------------------------------- softmax */
 
 /* path 0: the API; 1, 2: an explicit path of kernels_internal.h */
@@ -700,13 +846,14 @@ static void test_tp_vocab(int B, int T, int C, int V, int shards, bool use_wpe) 
 
 int main(int argc, char **argv) {
     uint64_t seed = (uint64_t)time(NULL);
-    bool only_attention = false;
+    bool only_attention = false, only_rope = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) g_quick = true;
         else if (!strcmp(argv[i], "--attention")) only_attention = true;
+        else if (!strcmp(argv[i], "--rope")) only_rope = true;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--attention] [--seed S]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--attention] [--rope] [--seed S]\n", argv[0]);
             return 2;
         }
     }
@@ -720,17 +867,20 @@ int main(int argc, char **argv) {
     printf("# rel_err = ||gpu-ref||/||ref|| vs float64 CPU reference; unwrit = elements left unwritten or NaN\n");
     header();
 
-    /* fused attention: MHA and GQA, D 64 and 128, fused qkv and separate tensors, T not a
-     * multiple of the 64-row tiles (97, 1000), T a multiple (128), T = 1 */
-    test_attention_errors();
-    test_attention(2, g_quick ? 67 : 97, 4, 4, 64, true);
-    test_attention(3, g_quick ? 67 : 97, 6, 2, 128, false);
-    test_attention(2, g_quick ? 200 : 1000, 4, 1, 64, true);
-    test_attention(1, g_quick ? 200 : 1000, 2, 2, 128, false);
-    test_attention(2, 128, 8, 2, 128, true);
-    test_attention(2, 1, 2, 2, 64, false);
-    if (!only_attention) test_others();
-    if (!only_attention) {
+    if (!only_attention) test_rope_all();
+    if (!only_rope) {
+        /* fused attention: MHA and GQA, D 64 and 128, fused qkv and separate tensors, T not a
+         * multiple of the 64-row tiles (97, 1000), T a multiple (128), T = 1 */
+        test_attention_errors();
+        test_attention(2, g_quick ? 67 : 97, 4, 4, 64, true);
+        test_attention(3, g_quick ? 67 : 97, 6, 2, 128, false);
+        test_attention(2, g_quick ? 200 : 1000, 4, 1, 64, true);
+        test_attention(1, g_quick ? 200 : 1000, 2, 2, 128, false);
+        test_attention(2, 128, 8, 2, 128, true);
+        test_attention(2, 1, 2, 2, 64, false);
+        if (!only_attention) test_others();
+    }
+    if (!only_attention && !only_rope) {
         test_tp_vocab(2, 37, 64, 1000, 2, true);       /* GPT-2-like: position table on one rank */
         test_tp_vocab(3, 29, 96, 50257, 4, false);     /* the last shard holds padding only in part */
         test_tp_vocab(1, 5, 8, 100, 2, true);          /* the second shard is all padding */

@@ -121,6 +121,28 @@ static void check_swiglu(void) {
     free(buf); free(c.R); free(c.out); free(dbuf);
 }
 
+/* ------------------------------------------------------------ rope */
+/* fused qkv layout [B*T, (H+2KV)*D]; loss = sum(rope(qkv) * R): the backward of R must be
+ * d loss / d qkv (the V columns pass through: gradient R there) */
+struct rope_ctx { int B, T, H, KV, D; double *qkv, *R, *out; };
+static double rope_loss(void *p) {
+    struct rope_ctx *c = p;
+    const size_t n = (size_t)c->B * c->T * (c->H + 2 * c->KV) * c->D;
+    memcpy(c->out, c->qkv, n * sizeof *c->out);
+    ref_rope_forward(c->out, c->B, c->T, c->H, c->KV, c->D, (size_t)(c->H + 2 * c->KV) * c->D, 10000.0);
+    return dot(c->out, c->R, n);
+}
+static void check_rope(void) {
+    const int B = 2, T = 5, H = 4, KV = 2, D = 6;
+    const size_t ld = (size_t)(H + 2 * KV) * D, n = (size_t)B * T * ld;
+    struct rope_ctx c = {B, T, H, KV, D, rnd(n, 2.0), rnd(n, 1.0), zeros(n)};
+    double *g = malloc(n * sizeof *g);
+    memcpy(g, c.R, n * sizeof *g);
+    ref_rope_backward(g, B, T, H, KV, D, ld, 10000.0);
+    fd_check("rope_backward (fused layout)", rope_loss, &c, c.qkv, g, n);
+    free(c.qkv); free(c.R); free(c.out); free(g);
+}
+
 /* ------------------------------------------------------------ softmax */
 struct sm_ctx { int BH, T; double scale; double *s, *R, *out; };
 static double sm_loss(void *p) {
@@ -241,6 +263,7 @@ int main(void) {
     check_norm(1);
     check_gelu();
     check_swiglu();
+    check_rope();
     check_softmax();
     check_attention(4, 2);
     check_attention(3, 3);
