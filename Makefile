@@ -32,7 +32,7 @@ CORE_SRC = hwdb/csv_table.c hwdb/hwdb.c models/models.c models/hf_config.c \
            planner/formulas.c planner/oplist.c planner/estimate.c planner/report.c planner/explain.c \
            planner/plan.c planner/plan_report.c planner/published.c
 CORE_OBJ = $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
-TESTS    = test_formulas test_models test_hwdb test_estimate test_plan test_cli
+TESTS    = test_formulas test_models test_hwdb test_estimate test_plan test_cli test_model_ref
 TEST_BIN = $(TESTS:%=$(BUILD)/tests/%)
 
 .PHONY: all demo test bench gpu gpu-test install clean published
@@ -89,6 +89,14 @@ $(BUILD)/tests/%: tests/%.c tests/test_util.h $(BUILD)/libsextant.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -DSEXTANT_ROOT='"$(CURDIR)"' -DSEXTANT_BIN='"$(CURDIR)/$(BUILD)/sextant"' \
 	    -o $@ $< $(BUILD)/libsextant.a $(LDSAN) $(LDLIBS) -lcmocka
+
+# The float64 model reference (the oracle for the GPU trainer's gradients) and
+# the kernels' float64 references it is cross-checked against: plain C with
+# libm, no CUDA, so this suite runs wherever the planner's do.
+MODEL_REF_OBJ = $(BUILD)/obj/validator/model_ref.o $(BUILD)/obj/kernels/reference.o
+$(BUILD)/tests/test_model_ref: tests/test_model_ref.c tests/test_util.h $(MODEL_REF_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -Ivalidator -Ikernels -o $@ $< $(MODEL_REF_OBJ) $(LDSAN) -lm -lcmocka
 
 ifneq ($(NVCC),)
 TEST_BIN += $(BUILD)/tests/test_launch
