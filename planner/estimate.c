@@ -197,6 +197,7 @@ typedef struct {
 typedef struct {
     double zero3_fwd, zero3_bwd;          /* DP traffic of every micro-batch (ZeRO-2/3), before overlap */
     double dp_bwd, dp_fwd;                /* per step, before overlap */
+    double step_exposed;                  /* per step, never overlapped (the tied embedding's all-reduce) */
     double dp_bucket_fraction;
     double optimizer;
 } data_parallel_cost;
@@ -209,6 +210,7 @@ typedef struct {
 
 static int op_part(const op_t *op)
 {
+    if (op->pass == PASS_STEP) return PART_DATA_PARALLEL;   /* once per step, whatever the group */
     if (op->kind == OP_COMM && op->group == GROUP_PP) return PART_PIPELINE;
     if ((op->kind == OP_COMM && op->group == GROUP_DP) || op->pass == PASS_STEP) return PART_DATA_PARALLEL;
     return PART_BODY;
@@ -236,10 +238,11 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
             else c->dp.optimizer += t;
             continue;
         }
-        if (op->group == GROUP_TP) c->body.tp += t;
-        else if (op->group == GROUP_PP) c->pipeline.pp += t;
+        if (part == PART_PIPELINE) c->pipeline.pp += t;
+        else if (part == PART_BODY) c->body.tp += t;
         else if (op->pass == PASS_FWD) c->dp.zero3_fwd += t;
         else if (op->pass == PASS_BWD) c->dp.zero3_bwd += t;
+        else if (op->overlap == EXPOSED) c->dp.step_exposed += t;
         else {
             if (op->overlap == OVERLAP_FWD) c->dp.dp_fwd += t;
             else c->dp.dp_bwd += t;
@@ -356,7 +359,7 @@ static void summarize_stage(const model_t *m, const hw_gpu *gpu, const hw_node *
 }
 
 static void memory_of_stage(const model_t *m, const layout_t *l, const stage_summary *s,
-                            double gpu_context_bytes, memory_breakdown *mem)
+                            double gpu_context_bytes, double nccl_comm_bytes, memory_breakdown *mem)
 {
     /* every field is written below; no memset, which the search would pay
      * twice per layout (GCC makes it a slow `rep stos`) */
@@ -395,7 +398,8 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
                                              activation_element_bytes(l->precision));
     }
     mem->workspace = workspace;
-    mem->other = other_memory_allowance(l, gpu_context_bytes, workspace);
+    int tied_group = m->tied_embeddings && l->pp > 1 && (s->stage == 0 || s->last);
+    mem->other = other_memory_allowance(l, gpu_context_bytes, nccl_comm_bytes, tied_group, workspace);
     mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations + mem->logits + mem->other;
 }
 
@@ -430,10 +434,10 @@ static void settle_memory(const model_t *m, const hw_gpu *gpu, const layout_t *l
                           estimate_t *e)
 {
     memory_breakdown mem[2];
-    memory_of_stage(m, l, &s[0], gpu->context_bytes, &mem[0]);
+    memory_of_stage(m, l, &s[0], gpu->context_bytes, gpu->nccl_comm_bytes, &mem[0]);
     /* with one stage, the first is the last: the same numbers again */
     if (l->pp == 1) mem[1] = mem[0];
-    else memory_of_stage(m, l, &s[1], gpu->context_bytes, &mem[1]);
+    else memory_of_stage(m, l, &s[1], gpu->context_bytes, gpu->nccl_comm_bytes, &mem[1]);
     int heavy = mem[1].total > mem[0].total ? 1 : 0;
     e->memory = mem[heavy];
     e->memory.capacity = gpu->memory_bytes;
@@ -454,7 +458,7 @@ static void settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *node
         stage_mb_s[i] = c->body.compute_fwd + c->body.compute_bwd + c->body.tp + c->pipeline.pp + z3;
         stage_dp_s[i] = exposed(c->dp.dp_bwd, c->body.compute_bwd, c->dp.dp_bucket_fraction) +
                         exposed(c->dp.dp_fwd, c->body.compute_fwd, c->dp.dp_bucket_fraction) +
-                        z3 * (double)e->microbatches;
+                        z3 * (double)e->microbatches + c->dp.step_exposed;
     }
     int slow = stage_mb_s[1] > stage_mb_s[0] ? 1 : 0;
     const stage_cost *c = &s[slow].cost;

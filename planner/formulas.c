@@ -115,12 +115,17 @@ double roofline_s(double flops, double flop_per_s, double bytes, double bytes_pe
 /* "Other memory": CUDA context and library workspaces (1 GiB until a
  * calibration measures them), plus NCCL's buffers for every communicator
  * the layout opens. */
-double other_memory_allowance(const layout_t *l, double context_bytes, double backward_workspace)
+double other_memory_allowance(const layout_t *l, double context_bytes, double nccl_comm_bytes, int tied_group,
+                              double backward_workspace)
 {
     const double gib = 1073741824.0;
     double bytes = context_bytes > 0.0 ? context_bytes : 1.0 * gib;
-    int groups = (l->tp > 1) + (l->pp > 1) + (l->dp > 1);
-    return bytes + 0.25 * gib * groups + backward_workspace;
+    double per_comm = nccl_comm_bytes > 0.0 ? nccl_comm_bytes : 0.25 * gib;
+    /* the world's communicator (frameworks keep one for barriers and the
+     * loss), one per parallel group of more than one GPU, and the group that
+     * adds the two copies of a tied embedding on the first and last stage */
+    int communicators = (l->gpus > 1) + (l->tp > 1) + (l->pp > 1) + (l->dp > 1) + (tied_group != 0);
+    return bytes + per_comm * communicators + backward_workspace;
 }
 
 /* The gradients one layer's backward holds at once, reused layer after

@@ -405,6 +405,15 @@ int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_op
     transformer_layers(&b, m, out->layers);
     if (out->last) lm_head(&b, m);
     pipeline(&b, m, out->first, out->last);
+    /* a tied table split over pipeline stages lives twice, on the first stage
+     * (embedding) and on the last (head): after the backward the two
+     * gradients are summed over a group of those two GPUs (Megatron's
+     * embedding group), exposed: nothing is left to overlap it with */
+    if (m->tied_embeddings && l->pp > 1 && (out->first || out->last)) {
+        double grad_bytes = l->fp32_grads ? 4.0 : b.act_bytes;
+        collective(&b, "pp_allreduce_tied_embedding", PASS_STEP, 1, COLL_ALLREDUCE, GROUP_PP, 2,
+                   (double)padded_vocab(m, l->tp) / (double)l->tp * (double)m->hidden * grad_bytes, EXPOSED);
+    }
     out->params = stage_params(m, l, out->layers, out->first, out->last);
     step_ops(&b, m, out->params);
     return b.overflow ? -1 : 0;

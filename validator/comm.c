@@ -307,7 +307,7 @@ static void print_residuals(const comm_results *res, double ab[NCOLL][2], const 
 }
 
 static int write_overlay(const comm_job *job, const char *gpu, const char *device, int n, const comm_results *res,
-                         const double alpha[NCOLL], const double bw[NCOLL], const int ok[NCOLL])
+                         const double alpha[NCOLL], const double bw[NCOLL], const int ok[NCOLL], double comm_bytes)
 {
     const char *path = job->o.out_path;
     char tmp[4200];
@@ -336,12 +336,15 @@ static int write_overlay(const comm_job *job, const char *gpu, const char *devic
      * collective of TP and DP, sets them */
     fprintf(f, "%s,intra_gbs_per_dir,%.3f,\"%s\"\n", gpu, bw[COLL_AR] / 1e9, source);
     fprintf(f, "%s,intra_latency_us,%.4f,\"%s\"\n", gpu, alpha[COLL_AR] * 1e6, source);
+    if (comm_bytes > 0)
+        fprintf(f, "%s,nccl_memory_gib,%.4f,\"%s; device memory of one %d-rank communicator once every collective ran\"\n",
+                gpu, comm_bytes / 1073741824.0, source, n);
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         fprintf(stderr, "sextant-gpu: --out %s: write failed: %s\n", path, strerror(errno));
         remove(tmp);
         return 2;
     }
-    printf("overlay written to %s (intra_gbs_per_dir, intra_latency_us of %s's node)\n", path, gpu);
+    printf("overlay written to %s (intra_gbs_per_dir, intra_latency_us of %s's node; nccl_memory_gib)\n", path, gpu);
     return 0;
 }
 
@@ -485,6 +488,36 @@ static int comm_body(launch_ctx *ctx, void *arg)
             }
         }
     }
+    /* One more communicator over the same ranks, every collective run on it
+     * once (NCCL connects each algorithm and protocol on first use): the
+     * device memory it then holds is what each of a training run's groups
+     * costs, the planner's nccl_memory_gib. */
+    double comm_bytes = 0.0;
+    {
+        size_t free0 = 0, free1 = 0, total = 0;
+        CK(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+        CK(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        cfg.blocking = 1;
+        ncclComm_t probe = NULL, world = ctx->comm;
+        if (launch_nccl_done(ctx, ncclCommSplit(world, 0, ctx->rank, &probe, &cfg), "ncclCommSplit(probe)")) goto fail;
+        ctx->comm = probe;
+        size_t count = (o->max_bytes < ((size_t)64 << 20) ? o->max_bytes : ((size_t)64 << 20)) / 2 / (size_t)n;
+        for (int c = 0; c < NCOLL; c++)
+            if (launch_nccl_done(ctx, enqueue(c, send, recv, count, ctx, stream), "a collective on the probe communicator")) {
+                ctx->comm = world;
+                goto fail;
+            }
+        CK(cudaEventRecord(stop, stream), "cudaEventRecord");
+        int waited = launch_event_wait(ctx, stop, "the probe communicator's collectives");
+        ctx->comm = world;
+        if (waited) goto fail;
+        CK(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo");
+        comm_bytes = free0 > free1 ? (double)(free0 - free1) : 0.0;
+        ncclCommDestroy(probe);
+        if (root) printf("\n# one more communicator over the %d ranks holds %.3f GiB of device memory once used\n", n,
+                         comm_bytes / 1073741824.0);
+    }
     rc = 0;
     if (root) {
         int64_t wrong = 0;
@@ -502,7 +535,7 @@ static int comm_body(launch_ctx *ctx, void *arg)
             fprintf(stderr, "sextant-gpu: the all_reduce fit is unusable; not writing an overlay\n");
             rc = 1;
         } else if (o->out_path) {
-            rc = write_overlay(job, hwdb_find_gpu(job->db, gpu)->name, prop.name, n, res, alpha, bw, ok);
+            rc = write_overlay(job, hwdb_find_gpu(job->db, gpu)->name, prop.name, n, res, alpha, bw, ok, comm_bytes);
         }
     }
     goto done;

@@ -28,10 +28,35 @@ if [ "$PHASE" = equiv ] || [ "$PHASE" = all ]; then
     done
   done
 fi
+if [ "$PHASE" = equiv_pp ]; then
+  for model in gpt2 llama3.2-1b; do
+    E="$model --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step"
+    run "eq_${model}_1gpu" $E --losses "$R/eq_${model}_1gpu.txt"
+    run "eq_${model}_pp2" $E --pp 2 --losses "$R/eq_${model}_pp2.txt"
+  done
+fi
 if [ "$PHASE" = timed ] || [ "$PHASE" = all ]; then
-  run t_llama_tp2 llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --gbs 16 --steps 15 --tp 2 --csv "$R/t_llama_tp2.csv"
+  # calibration: one GPU's microbenchmarks, then the node's collectives; one overlay
+  $G calibrate --gpu $GPU --out "$R/one.csv" > "$R/calibrate.log" 2>&1; echo "calibrate rc=$?"
+  timeout 240 $G calibrate --comm --gpus 2 --gpu $GPU --max-bytes 1G --out "$R/comm.csv" > "$R/comm.log" 2>&1; echo "comm rc=$?"
+  { cat "$R/one.csv"; tail -n +2 "$R/comm.csv"; } > "$R/$GPU-x2.csv"
+  C="--calibration $R/$GPU-x2.csv"
+  L="llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --steps 15"
+  M="gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --steps 15"
+  for spec in "llama_1gpu:$L --gbs 8" "llama_tp2:$L --gbs 16 --tp 2" "llama_tp2sp:$L --gbs 16 --tp 2 --sp" \
+              "llama_tp2sprc:$L --gbs 16 --tp 2 --sp --recompute full" "llama_pp2:$L --gbs 16 --pp 2" \
+              "llama_dp2:$L --gbs 16 --dp 2" "llama_dp2z1:$L --gbs 16 --dp 2 --zero 1" \
+              "llama_dp2rc:$L --gbs 16 --dp 2 --recompute full" \
+              "gpt2m_1gpu:$M --gbs 32" "gpt2m_tp2:$M --gbs 64 --tp 2" "gpt2m_tp2sp:$M --gbs 64 --tp 2 --sp" \
+              "gpt2m_pp2:$M --gbs 64 --pp 2" "gpt2m_dp2:$M --gbs 64 --dp 2" "gpt2m_dp2z1:$M --gbs 64 --dp 2 --zero 1" \
+              "gpt2m_pp2rc:$M --gbs 64 --pp 2 --recompute full"; do
+    name=${spec%%:*}; args=${spec#*:}
+    run "t_$name" $args $C --csv "$R/t_$name.csv"
+  done
 fi
 cd "$OUT" && tar cf results.tar run && rm -rf run
 for f in $(tar tf results.tar | grep "eq_.*txt$"); do echo "$f: $(tar xOf results.tar $f | awk '{printf "%s ", $2}')"; done
-for f in $(tar tf results.tar | grep "\.log$"); do echo "== $f"; tar xOf results.tar $f | grep -E "rror|rank [0-9]+:|loss .* ->|step time|memory:|DID NOT" | head -8; done
-tar xOf results.tar run/t_llama_tp2.log 2>/dev/null | tail -60
+for f in $(tar tf results.tar | grep "eq_.*\.log$"); do echo "== $f"; tar xOf results.tar $f | grep -E "rror|rank [0-9]+:|loss .* ->|DID NOT" | head -4; done
+for f in $(tar tf results.tar | grep "t_.*\.log$"); do echo "== $f"; tar xOf results.tar $f | grep -E "step time|uncalibrated|memory:" | cut -c1-160; done
+tar xOf results.tar run/comm.log 2>/dev/null | grep -E "fit|communicator|overlay" | head
+tar xOf results.tar run/t_llama_pp2.log 2>/dev/null | tail -70

@@ -101,6 +101,8 @@ typedef struct {
     int maxT, B, T, N, Nl;    /* N = B T tokens; Nl those in norms and residuals (N / tp with SP) */
     int qkv, up;              /* the fused QKV width and the FFN's first GEMM width (2F for SwiGLU) */
     int rms, swiglu, bias, learned_pos, tied;
+    int rope;                 /* rotary positions on q and k (LLaMA) */
+    float rope_theta;
     int flash, recompute;     /* recompute: full recomputation */
     int first, last;          /* this stage holds the embedding / the final norm, head and loss */
     int tp, tp_rank, sp, dp, dp_rank, pp, pp_rank;
@@ -896,6 +898,7 @@ static void layer_forward(gpt *g, const layer_acts *a, const attention_ptrs *ap,
     const bf16 *in = a->ln1;
     if (spg(s)) { tp_allgather(g, "tp_allgather_attn", g->scr.gathered, a->ln1, local); in = g->scr.gathered; }
     linear_forward("qkv", a->qkv, in, param(g, P, P_QKVW, l), param(g, P, P_QKVB, l), ones, N, C, s->qkv);
+    if (s->rope) OP("rope", CK(sx_rope_forward(a->qkv, s->B, s->T, s->H, s->KV, s->D, s->qkv, s->rope_theta, stream)));
     if (s->flash)
         OP("attention", CK(sx_flash_attention_forward(a->atty, a->lse, a->qkv, a->qkv + (size_t)s->H * s->D,
                                                        a->qkv + (size_t)(s->H + s->KV) * s->D, s->B, s->T, s->H, s->KV, s->D,
@@ -973,6 +976,7 @@ static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap
     } else {
         OP("attention_bwd", attention_backward(ap, a->att, r->datt, s));
     }
+    if (s->rope) OP("rope_bwd", CK(sx_rope_backward(r->dqkv, s->B, s->T, s->H, s->KV, s->D, s->qkv, s->rope_theta, stream)));
     in = a->ln1;
     if (spg(s)) { tp_allgather(g, "tp_regather_attn", r->gathered, a->ln1, local); in = r->gathered; }
     linear_backward("qkv_dgrad", "qkv_wgrad", r->dbuf_c, param(g, G, P_QKVW, l), param(g, G, P_QKVB, l), r->dqkv, in,
@@ -1200,7 +1204,7 @@ static const char *recompute_label(const train_options *o) { return o->recompute
 
 static void csv_number(FILE *f, double x) { if (x >= 0) fprintf(f, "%.6e", x); }
 
-static void csv_rows(FILE *f, const report_info *in, const report_row *rows, int n)
+static void csv_rows(FILE *f, const report_info *in, const report_row *rows, int n, int calibrated)
 {
     const train_options *o = in->o;
     for (int i = 0; i < n; i++) {
@@ -1213,7 +1217,7 @@ static void csv_rows(FILE *f, const report_info *in, const report_row *rows, int
         if (rows[i].predicted_bytes > 0) fprintf(f, "%.0f", rows[i].predicted_bytes);
         fputc(',', f);
         if (rows[i].measured_bytes > 0) fprintf(f, "%.0f", rows[i].measured_bytes);
-        fprintf(f, ",%d,%d,%d,%s,%d,%s\n", o->calibrated, in->rank, in->stage, rows[i].pass, o->sp && o->tp > 1,
+        fprintf(f, ",%d,%d,%d,%s,%d,%s\n", calibrated, in->rank, in->stage, rows[i].pass, o->sp && o->tp > 1,
                 o->flash ? "flash" : "unfused");
     }
 }
@@ -1484,6 +1488,65 @@ static double measured_of(const measured_op *ms, int n, const char *name, pass_t
     return 0.0;
 }
 
+typedef struct {
+    const measured_op *ops;
+    int nops;
+    double p2p_fastest, p2p_total, dp_exposed, median, device_used;
+} measured_step;
+
+/* The report's rows for one estimate: each op of the stage's list against the
+ * profiling step, what ran but is not in the list, the pipeline's transfer
+ * and bubble, the exposed data-parallel time and the step. */
+static int op_rows(const estimate_t *e, const gpt *g, const measured_step *ms, report_row *rows, double *pp_transfer_out,
+                   double *bubble_out)
+{
+    const shapes *s = &g->s;
+    const stage_ops *ops = stage_list(e, s);
+    int nrows = 0;
+    double mbs_count = (double)g->microbatches, pp_predicted = 0.0, pp_transfers = 0.0;
+    for (int i = 0; i < ops->nops; i++) {
+        const op_t *op = &ops->ops[i];
+        double times = op->pass == PASS_STEP ? 1.0 : mbs_count;
+        if (op->kind == OP_COMM && op->group == GROUP_PP && op->pass != PASS_STEP) {
+            pp_predicted += op->time_s * (double)op->count * times;
+            pp_transfers += (double)op->count * times;
+            continue;
+        }
+        if (op->kind == OP_MEMBOUND && op->bytes <= 0) continue;
+        if (!s->first && !s->last && strstr(op->name, "embedding")) continue;   /* a middle stage */
+        report_row *r = &rows[nrows++];
+        r->op = op->name;
+        r->pass = pass_name(op->pass);
+        r->predicted_s = op->time_s * (double)op->count * times;
+        r->measured_s = measured_of(ms->ops, ms->nops, op->name, op->pass, NULL, NULL);
+    }
+    /* what ran but the op list does not have */
+    for (int k = 0; k < ms->nops; k++) {
+        const char *name = ms->ops[k].name;
+        if (!strcmp(name, "pp_sendrecv") || !strcmp(name, "dp_exposed") || !strcmp(name, "dp_allgather_wait")) continue;
+        int listed = 0;
+        for (int i = 0; i < ops->nops && !listed; i++)
+            listed = ops->ops[i].pass == ms->ops[k].pass && !strcmp(ops->ops[i].name, name);
+        if (listed) continue;
+        report_row *r = &rows[nrows++];
+        r->op = name;
+        r->pass = pass_name(ms->ops[k].pass);
+        r->predicted_s = -1.0;
+        r->measured_s = ms->ops[k].seconds;
+    }
+    double pp_transfer = pp_transfers * ms->p2p_fastest, bubble = ms->p2p_total - pp_transfer;
+    if (bubble < 0) bubble = 0;
+    if (s->pp > 1) {
+        rows[nrows++] = (report_row){"pp_sendrecv", "all", pp_predicted, pp_transfer, 0, 0};
+        rows[nrows++] = (report_row){"bubble", "all", e->bubble_s, bubble, 0, 0};
+    }
+    if (s->dp > 1 || g->tied_sync) rows[nrows++] = (report_row){"dp_exposed", "step", e->dp_comm_s, ms->dp_exposed, 0, 0};
+    rows[nrows++] = (report_row){"step", "all", e->step_s, ms->median, e->memory.total, ms->device_used};
+    if (pp_transfer_out) *pp_transfer_out = pp_transfer;
+    if (bubble_out) *bubble_out = bubble;
+    return nrows;
+}
+
 int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, const train_options *o, launch_ctx *ctx)
 {
     if (train_check(model, o) != 0) return 2;
@@ -1527,6 +1590,9 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     s->rms = m->norm == NORM_RMSNORM;
     s->bias = m->bias;
     s->learned_pos = m->position == POS_LEARNED;
+    s->rope = m->position == POS_ROPE;
+    /* the zoo has no theta: LLaMA 3 uses 500000, LLaMA 2 and most others 10000 */
+    s->rope_theta = !strncasecmp(m->name, "llama3", 6) ? 500000.0f : 10000.0f;
     s->tied = m->tied_embeddings;
     s->head_copy = s->tied && o->pp > 1 && s->last;
     s->flash = o->flash;
@@ -1558,6 +1624,12 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         return 2;
     }
     g.predicted_bytes = e.memory.total;
+    static estimate_t e_uncal;
+    int have_uncal = o->calibrated && o->uncal_gpu && o->uncal_node;
+    if (have_uncal && estimate_layout(m, o->uncal_gpu, o->uncal_node, &l, &job, &e_uncal, err, sizeof err) != 0) {
+        fprintf(stderr, "sextant-gpu train: %s\n", err);
+        return 2;
+    }
     size_t free_before, total_mem;
     CK(cudaMemGetInfo(&free_before, &total_mem));
     /* refuse what will not fit rather than fail half-way through allocating */
@@ -1668,9 +1740,9 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
                m->name, nranks, nranks > 1 ? "s" : "", o->tp, o->pp, o->dp, s->sp ? ", sequence parallel" : "",
                sharded ? ", ZeRO-1" : "", s->recompute ? ", full recomputation" : "", o->mbs, o->gbs, g.microbatches,
                g.microbatches == 1 ? "" : "es", o->seq);
-        printf("# vocab %d padded to %d, %s, %s, %s%s\n", s->V, s->Vp, s->rms ? "RMSNorm" : "LayerNorm",
+        printf("# vocab %d padded to %d, %s, %s, %s, %s\n", s->V, s->Vp, s->rms ? "RMSNorm" : "LayerNorm",
                s->swiglu ? "SwiGLU" : "GELU", s->KVm < s->Hm ? "grouped-query attention" : "multi-head attention",
-               s->learned_pos ? "" : ", no RoPE (the planner does not cost it either: docs/validation/README.md)");
+               s->learned_pos ? "learned positions" : s->rope ? "rotary positions" : "no positions");
         printf("# attention: %s\n", s->flash ? "flash (fused kernel, kernels/attention.cu)"
                                              : "unfused (cuBLAS batched GEMMs + causal softmax)");
         if (ctx) printf("# ranks started by %s\n", ctx->mode);
@@ -1736,62 +1808,28 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     double median = step_s[timed / 2], spread = (step_s[timed - 1] - step_s[0]) / median;
     double device_used = (double)(total_mem - free_after);
 
-    /* op by op: the planner's op list of this stage against the profiling step */
-    const stage_ops *ops = stage_list(&e, s);
-    report_row *rows = calloc((size_t)ops->nops + MEASURED_MAX + 8, sizeof *rows);
-    if (!rows) { fprintf(stderr, "sextant-gpu train: out of host memory\n"); exit(1); }
-    int nrows = 0;
-    double mbs_count = (double)g.microbatches, pp_predicted = 0.0, pp_transfers = 0.0;
-    for (int i = 0; i < ops->nops; i++) {
-        const op_t *op = &ops->ops[i];
-        double times = op->pass == PASS_STEP ? 1.0 : mbs_count;
-        if (op->kind == OP_COMM && op->group == GROUP_PP) {
-            pp_predicted += op->time_s * (double)op->count * times;
-            pp_transfers += (double)op->count * times;
-            continue;
-        }
-        if (op->kind == OP_MEMBOUND && op->bytes <= 0) continue;
-        if (!s->first && !s->last && strstr(op->name, "embedding")) continue;   /* a middle stage */
-        report_row *r = &rows[nrows++];
-        r->op = op->name;
-        r->pass = pass_name(op->pass);
-        r->predicted_s = op->time_s * (double)op->count * times;
-        r->measured_s = measured_of(ms_ops, nms, op->name, op->pass, NULL, NULL);
-    }
-    /* what ran but the op list does not have */
-    for (int k = 0; k < nms; k++) {
-        const char *name = ms_ops[k].name;
-        if (!strcmp(name, "pp_sendrecv") || !strcmp(name, "dp_exposed") || !strcmp(name, "dp_allgather_wait")) continue;
-        int listed = 0;
-        for (int i = 0; i < ops->nops && !listed; i++)
-            listed = ops->ops[i].pass == ms_ops[k].pass && !strcmp(ops->ops[i].name, name);
-        if (listed) continue;
-        report_row *r = &rows[nrows++];
-        r->op = name;
-        r->pass = pass_name(ms_ops[k].pass);
-        r->predicted_s = -1.0;
-        r->measured_s = ms_ops[k].seconds;
-    }
     /* Pipeline: a send/recv that finds its peer ready costs the transfer
      * alone; the fastest of the step stands for that cost, and the rest of
      * the time spent in send/recv is waiting for the other stage: the bubble. */
-    int p2p_calls = 0;
-    double p2p_fastest = 0.0, p2p_total = measured_of(ms_ops, nms, "pp_sendrecv", PASS_FWD, &p2p_calls, &p2p_fastest);
-    int bwd_calls = 0;
-    double bwd_fastest = 0.0, p2p_bwd = measured_of(ms_ops, nms, "pp_sendrecv", PASS_BWD, &bwd_calls, &bwd_fastest);
+    int p2p_calls = 0, bwd_calls = 0;
+    double p2p_fastest = 0.0, bwd_fastest = 0.0;
+    double p2p_total = measured_of(ms_ops, nms, "pp_sendrecv", PASS_FWD, &p2p_calls, &p2p_fastest);
+    double p2p_bwd = measured_of(ms_ops, nms, "pp_sendrecv", PASS_BWD, &bwd_calls, &bwd_fastest);
     if (bwd_calls && (!p2p_calls || bwd_fastest < p2p_fastest)) p2p_fastest = bwd_fastest;
     p2p_total += p2p_bwd;
     p2p_calls += bwd_calls;
-    double pp_transfer = p2p_calls ? pp_transfers * p2p_fastest : 0.0;
-    double bubble = p2p_total - pp_transfer;
-    double dp_exposed = measured_of(ms_ops, nms, "dp_exposed", PASS_STEP, NULL, NULL) +
-                        measured_of(ms_ops, nms, "dp_allgather_wait", PASS_STEP, NULL, NULL);
-    if (o->pp > 1) {
-        rows[nrows++] = (report_row){"pp_sendrecv", "all", pp_predicted, pp_transfer, 0, 0};
-        rows[nrows++] = (report_row){"bubble", "all", e.bubble_s, bubble < 0 ? 0 : bubble, 0, 0};
-    }
-    if (o->dp > 1 || g.tied_sync) rows[nrows++] = (report_row){"dp_exposed", "step", e.dp_comm_s, dp_exposed, 0, 0};
-    rows[nrows++] = (report_row){"step", "all", e.step_s, median, e.memory.total, device_used};
+    measured_step ms_step = {ms_ops, nms, p2p_calls ? p2p_fastest : 0.0, p2p_total,
+                             measured_of(ms_ops, nms, "dp_exposed", PASS_STEP, NULL, NULL) +
+                                 measured_of(ms_ops, nms, "dp_allgather_wait", PASS_STEP, NULL, NULL),
+                             median, device_used};
+    const stage_ops *ops = stage_list(&e, s);
+    report_row *rows = calloc((size_t)ops->nops + MEASURED_MAX + 8, sizeof *rows);
+    report_row *rows_uncal = calloc((size_t)ops->nops + MEASURED_MAX + 8, sizeof *rows_uncal);
+    if (!rows || !rows_uncal) { fprintf(stderr, "sextant-gpu train: out of host memory\n"); exit(1); }
+    double pp_transfer = 0.0, bubble = 0.0;
+    int nrows = op_rows(&e, &g, &ms_step, rows, &pp_transfer, &bubble);
+    int nrows_uncal = have_uncal ? op_rows(&e_uncal, &g, &ms_step, rows_uncal, NULL, NULL) : 0;
+    double dp_exposed = ms_step.dp_exposed;
 
     /* every rank's figures to every rank */
     double mine[8] = {median, spread, device_used, (double)g.accounted_bytes, bubble, dp_exposed, pp_transfer,
@@ -1829,6 +1867,10 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         printf("predicted step: compute %.2f ms, tp %.2f, pp %.2f, bubble %.2f, dp exposed %.2f, optimizer %.2f\n",
                e.compute_s * 1e3, e.tp_comm_s * 1e3, e.pp_comm_s * 1e3, e.bubble_s * 1e3, e.dp_comm_s * 1e3,
                e.optimizer_s * 1e3);
+        if (have_uncal)
+            printf("uncalibrated (hwdb defaults): step %.2f ms (%+.1f%%), memory %.3f GiB (%+.1f%%)\n", e_uncal.step_s * 1e3,
+                   100.0 * (e_uncal.step_s / slowest - 1.0), e_uncal.memory.total / 1073741824.0,
+                   100.0 * (e_uncal.memory.total / peak - 1.0));
         if (nranks > 1) {
             printf("%-5s %-6s %-6s %12s %10s %12s %12s %12s %12s\n", "rank", "stage", "tp/dp", "median ms", "spread",
                    "device GiB", "ours GiB", "bubble ms", "dp exp. ms");
@@ -1875,7 +1917,8 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
                     write_failed = 1;
                 } else {
                     if (r == 0) fputs(csv_header, f);
-                    csv_rows(f, &info, rows, nrows);
+                    csv_rows(f, &info, rows, nrows, o->calibrated);
+                    if (nrows_uncal) csv_rows(f, &info, rows_uncal, nrows_uncal, 0);
                     if (fclose(f) != 0) write_failed = 1;
                 }
             }
@@ -1899,6 +1942,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         if (bias_fallbacks) printf("note: %d bias GEMMs ran outside the epilogue (cuBLASLt offered no algorithm)\n", bias_fallbacks);
     }
     free(rows);
+    free(rows_uncal);
     free(all);
     int ok = last_loss < first_loss - 1.0;
 

@@ -20,6 +20,8 @@ typedef struct {
     const char *plot;  /* NULL, or an SVG of predicted against measured per op (gnuplot) */
     const char *losses;/* NULL, or a file that gets one line "step loss" per step (rank 0) */
     const char *device;/* one line naming the GPU and driver, for the reports */
+    const hw_gpu *uncal_gpu;   /* with --calibration: the same GPU on hwdb defaults, so that */
+    const hw_node *uncal_node; /* the report gives the uncalibrated prediction beside it */
 } train_options;
 
 /* Trains a GPT-2- or LLaMA-family model for o->steps steps on synthetic

@@ -699,10 +699,13 @@ static int main_train(int argc, char **argv)
     }
     char root[4096], path[4200], err[1024];
     data_root(root, sizeof root);
-    static hwdb db;
+    static hwdb db, defaults;
     static model_zoo zoo;
     snprintf(path, sizeof path, "%s/hwdb", root);
-    if (hwdb_load(path, &db, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: %s\n", err); return 2; }
+    if (hwdb_load(path, &db, err, sizeof err) != 0 || hwdb_load(path, &defaults, err, sizeof err) != 0) {
+        fprintf(stderr, "sextant-gpu: %s\n", err);
+        return 2;
+    }
     const char *calibration = arg_value(argc, argv, "--calibration", NULL);
     if (calibration && hwdb_apply_overlay(&db, calibration, err, sizeof err) != 0) {
         fprintf(stderr, "sextant-gpu: %s\n", err);
@@ -717,6 +720,9 @@ static int main_train(int argc, char **argv)
     job.gpu = hwdb_find_gpu(&db, arg_value(argc, argv, "--gpu", "h100-sxm"));
     if (!job.gpu) { fprintf(stderr, "sextant-gpu: train: --gpu: unknown GPU\n"); return 2; }
     job.node = hwdb_find_node(&db, job.gpu->node);
+    /* the same GPU on hwdb defaults: the report puts the uncalibrated prediction beside the calibrated one */
+    job.o.uncal_gpu = hwdb_find_gpu(&defaults, job.gpu->name);
+    job.o.uncal_node = job.o.uncal_gpu ? hwdb_find_node(&defaults, job.o.uncal_gpu->node) : NULL;
     const char *attention = arg_value(argc, argv, "--attention", "unfused");
     if (strcmp(attention, "unfused") && strcmp(attention, "flash")) {
         fprintf(stderr, "sextant-gpu: train: --attention '%s' is not one of unfused|flash\n", attention);
