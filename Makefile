@@ -128,7 +128,8 @@ gpu-test:
 	@if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then \
 	    echo "gpu-test: no GPU found, skipping"; exit 0; fi; \
 	 if ! ls kernels/*.cu >/dev/null 2>&1; then echo "gpu-test: no GPU sources, skipping"; exit 0; fi; \
-	 $(MAKE) -f kernels/gpu.mk NVCC=$(NVCC) BUILD=$(BUILD) gpu-test
+	 $(MAKE) -f kernels/gpu.mk NVCC=$(NVCC) BUILD=$(BUILD) gpu-test && \
+	 $(MAKE) -s $(BUILD)/sextant-gpu NVCC=$(NVCC) && tests/gpu/parallel_equivalence.sh $(BUILD)/sextant-gpu
 
 install: $(BUILD)/sextant
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(DATADIR)/hwdb $(DESTDIR)$(DATADIR)/models \

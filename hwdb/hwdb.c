@@ -69,6 +69,12 @@ static const gpu_numeric_column gpu_overlay_only_columns[] = {
 static const gpu_numeric_column node_overlay_columns[] = {
     {"intra_gbs_per_dir", NODE_FIELD(intra_bytes_per_s_per_dir), GIGA, 0.1, 1e5},
     {"intra_latency_us", NODE_FIELD(intra_latency_s), MICRO, 0, 1e4},
+    {"intra_gbs_per_dir_reduce_scatter", NODE_FIELD(intra_rs_bytes_per_s), GIGA, 0.1, 1e5},
+    {"intra_latency_us_reduce_scatter", NODE_FIELD(intra_rs_latency_s), MICRO, 0, 1e4},
+    {"intra_gbs_per_dir_all_gather", NODE_FIELD(intra_ag_bytes_per_s), GIGA, 0.1, 1e5},
+    {"intra_latency_us_all_gather", NODE_FIELD(intra_ag_latency_s), MICRO, 0, 1e4},
+    {"intra_gbs_per_dir_sendrecv", NODE_FIELD(intra_sr_bytes_per_s), GIGA, 0.1, 1e5},
+    {"intra_latency_us_sendrecv", NODE_FIELD(intra_sr_latency_s), MICRO, 0, 1e4},
 };
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 

@@ -86,6 +86,11 @@ typedef struct {
     link_kind_t intra_link;
     double intra_bytes_per_s_per_dir;  /* per GPU */
     double intra_latency_s;
+    /* calibrate --comm's own fit for reduce-scatter, all-gather and send/recv
+     * inside the node (all-reduce's is the two above); 0 until calibrated */
+    double intra_rs_bytes_per_s, intra_rs_latency_s;
+    double intra_ag_bytes_per_s, intra_ag_latency_s;
+    double intra_sr_bytes_per_s, intra_sr_latency_s;
     int64_t nics_per_node;
     double nic_bits_per_s;
     double inter_latency_s;

@@ -163,6 +163,14 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
         double bw, latency;
         group_link(gpu, node, l, op->group, &bw, &latency, &op->crosses_node);
         double n = (double)op->group_size;
+        /* inside the node, calibrate --comm's fit of this very collective when there is one */
+        if (!op->crosses_node) {
+            double cbw = 0.0, clat = 0.0;
+            if (op->coll == COLL_REDUCE_SCATTER) { cbw = node->intra_rs_bytes_per_s; clat = node->intra_rs_latency_s; }
+            else if (op->coll == COLL_ALLGATHER) { cbw = node->intra_ag_bytes_per_s; clat = node->intra_ag_latency_s; }
+            else if (op->coll == COLL_SENDRECV) { cbw = node->intra_sr_bytes_per_s; clat = node->intra_sr_latency_s; }
+            if (cbw > 0.0) { bw = cbw; latency = clat; }
+        }
         switch (op->coll) {
         case COLL_ALLREDUCE: return ring_allreduce_s(n, op->comm_bytes, bw, latency);
         case COLL_REDUCE_SCATTER: return ring_reduce_scatter_s(n, op->comm_bytes, bw, latency);

@@ -25,7 +25,8 @@ static const char *const coll_names[NCOLL] = {"all_reduce", "reduce_scatter", "a
 static const char *const coll_ops[NCOLL] = {"sum", "sum", "none", "none"};
 
 #define MAX_SIZES 48
-#define STAGE_BYTES ((size_t)64 << 20)   /* host staging for filling and checking */
+#define STAGE_BYTES ((size_t)64 << 20)
+#define FIT_MAX_BYTES ((size_t)256 << 20)   /* the largest size the alpha-beta fit uses */   /* host staging for filling and checking */
 
 typedef struct {
     int gpus;
@@ -250,8 +251,15 @@ static int fit_collective(int coll, int n, const comm_results *res, double ab[2]
 {
     double x[MAX_SIZES], y[MAX_SIZES], w[MAX_SIZES];
     int used = 0;
+    /* The fit covers the sizes a training step sends (a layer's activations,
+     * a gradient bucket: 1 MiB to 256 MiB): NCCL's bandwidth keeps climbing
+     * up to GBs, and a line drawn through 4 GB too passes 15-30% under the
+     * time of the mid sizes (measured on 2 x H200, docs/validation). */
+    int in_range = 0;
+    for (int s = 0; s < res->nsizes; s++) in_range += res->bytes[coll][s] != 0 && res->bytes[coll][s] <= FIT_MAX_BYTES;
     for (int s = 0; s < res->nsizes; s++) {
         if (res->bytes[coll][s] == 0 || !(res->seconds[coll][s] > 0)) continue;
+        if (in_range >= 3 && res->bytes[coll][s] > FIT_MAX_BYTES) continue;
         x[used] = (double)res->bytes[coll][s];
         y[used] = res->seconds[coll][s];
         /* weights 1/t^2: relative errors count alike at 1 MB and at 4 GB, or
@@ -336,6 +344,13 @@ static int write_overlay(const comm_job *job, const char *gpu, const char *devic
      * collective of TP and DP, sets them */
     fprintf(f, "%s,intra_gbs_per_dir,%.3f,\"%s\"\n", gpu, bw[COLL_AR] / 1e9, source);
     fprintf(f, "%s,intra_latency_us,%.4f,\"%s\"\n", gpu, alpha[COLL_AR] * 1e6, source);
+    /* each collective's own fit: NCCL's algorithms reach different bandwidths at the sizes training uses */
+    static const char *const suffix[NCOLL] = {NULL, "reduce_scatter", "all_gather", "sendrecv"};
+    for (int c = 1; c < NCOLL; c++)
+        if (ok[c]) {
+            fprintf(f, "%s,intra_gbs_per_dir_%s,%.3f,\"%s\"\n", gpu, suffix[c], bw[c] / 1e9, source);
+            fprintf(f, "%s,intra_latency_us_%s,%.4f,\"%s\"\n", gpu, suffix[c], alpha[c] * 1e6, source);
+        }
     if (comm_bytes > 0)
         fprintf(f, "%s,nccl_memory_gib,%.4f,\"%s; device memory of one %d-rank communicator once every collective ran\"\n",
                 gpu, comm_bytes / 1073741824.0, source, n);
@@ -522,7 +537,7 @@ static int comm_body(launch_ctx *ctx, void *arg)
     if (root) {
         int64_t wrong = 0;
         for (int c = 0; c < NCOLL; c++) wrong += res->wrong[c];
-        printf("\n# fit: time = a + bytes * b per collective (GSL weighted least squares, weights 1/time^2),\n"
+        printf("\n# fit: time = a + bytes * b per collective over 1 MiB..256 MiB (GSL weighted least squares, weights 1/time^2),\n"
                "# read as the planner's ring formula k alpha + f bytes / BW (f, k: docs/model.md \"Communication\")\n");
         double alpha[NCOLL] = {0}, bw[NCOLL] = {0}, ab[NCOLL][2] = {{0}};
         int ok[NCOLL];
