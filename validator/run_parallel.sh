@@ -54,9 +54,18 @@ if [ "$PHASE" = timed ] || [ "$PHASE" = all ]; then
     run "t_$name" $args $C --csv "$R/t_$name.csv"
   done
 fi
+if [ "$PHASE" = faults ] || [ "$PHASE" = all ]; then
+  # a rank that dies mid-run: every other rank must stop within seconds, naming it
+  start=$(date +%s.%N)
+  SEXTANT_TRAIN_FAIL=1:4 timeout 120 $G train llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --gbs 16 --steps 15 --dp 2 \
+    > "$R/fault_dp2.log" 2>&1; echo "fault rc=$? after $(echo "$(date +%s.%N) - $start" | bc) s" | tee -a "$R/fault_dp2.log"
+  timeout 60 $G train llama3.2-1b --gpu $GPU --tp 4 > "$R/refuse_tp4.log" 2>&1; echo "refuse rc=$?" | tee -a "$R/refuse_tp4.log"
+  bash tests/gpu/parallel_equivalence.sh $G $GPU > "$R/equivalence.log" 2>&1; echo "equivalence rc=$?"
+fi
 cd "$OUT" && tar cf results.tar run && rm -rf run
 for f in $(tar tf results.tar | grep "eq_.*txt$"); do echo "$f: $(tar xOf results.tar $f | awk '{printf "%s ", $2}')"; done
 for f in $(tar tf results.tar | grep "eq_.*\.log$"); do echo "== $f"; tar xOf results.tar $f | grep -E "rror|rank [0-9]+:|loss .* ->|DID NOT" | head -4; done
 for f in $(tar tf results.tar | grep "t_.*\.log$"); do echo "== $f"; tar xOf results.tar $f | grep -E "step time|uncalibrated|memory:" | cut -c1-160; done
-tar xOf results.tar run/comm.log 2>/dev/null | grep -E "fit|communicator|overlay" | head
-tar xOf results.tar run/t_llama_pp2.log 2>/dev/null | tail -70
+tar xOf results.tar run/comm.log 2>/dev/null | grep -E "fit|communicator|overlay|time =" | head -12
+for f in fault_dp2 refuse_tp4 equivalence; do echo "== $f"; tar xOf results.tar run/$f.log 2>/dev/null | tail -16; done
+tar xOf results.tar run/t_gpt2m_tp2sp.log 2>/dev/null | grep -E "tp_|step "

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "kernels.h"
 #include "launch.h"
@@ -1747,7 +1748,15 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
                                              : "unfused (cuBLAS batched GEMMs + causal softmax)");
         if (ctx) printf("# ranks started by %s\n", ctx->mode);
     }
+    /* fault injection for the tests: SEXTANT_TRAIN_FAIL=RANK:STEP makes that rank die at that step */
+    int fail_rank = -1, fail_step = -1;
+    const char *fail = getenv("SEXTANT_TRAIN_FAIL");
+    if (fail && sscanf(fail, "%d:%d", &fail_rank, &fail_step) != 2) fail_rank = -1;
     for (int step = 1; step <= o->steps; step++) {
+        if (rank == fail_rank && step == fail_step) {
+            fprintf(stderr, "sextant-gpu train: rank %d: SEXTANT_TRAIN_FAIL: dying at step %d\n", rank, step);
+            _exit(9);
+        }
         load_batch(&g, o, &data_state, global_in, global_tg);
         CK(cudaEventRecord(t0, stream));
         one_step(&g, step);
