@@ -58,7 +58,7 @@ if [ "$PHASE" = faults ] || [ "$PHASE" = all ]; then
   # a rank that dies mid-run: every other rank must stop within seconds, naming it
   start=$(date +%s.%N)
   SEXTANT_TRAIN_FAIL=1:4 timeout 120 $G train llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --gbs 16 --steps 15 --dp 2 \
-    > "$R/fault_dp2.log" 2>&1; echo "fault rc=$? after $(echo "$(date +%s.%N) - $start" | bc) s" | tee -a "$R/fault_dp2.log"
+    > "$R/fault_dp2.log" 2>&1; echo "fault rc=$? after $(awk -v a=$start -v b=$(date +%s.%N) "BEGIN{printf \"%.1f\", b-a}") s" | tee -a "$R/fault_dp2.log"
   timeout 60 $G train llama3.2-1b --gpu $GPU --tp 4 > "$R/refuse_tp4.log" 2>&1; echo "refuse rc=$?" | tee -a "$R/refuse_tp4.log"
   bash tests/gpu/parallel_equivalence.sh $G $GPU > "$R/equivalence.log" 2>&1; echo "equivalence rc=$?"
 fi
