@@ -367,7 +367,8 @@ static void summarize_stage(const model_t *m, const hw_gpu *gpu, const hw_node *
 }
 
 static void memory_of_stage(const model_t *m, const layout_t *l, const stage_summary *s,
-                            double gpu_context_bytes, double nccl_comm_bytes, memory_breakdown *mem)
+                            double gpu_context_bytes, double nccl_comm_bytes, double nccl_first_comm_bytes,
+                            memory_breakdown *mem)
 {
     /* every field is written below; no memset, which the search would pay
      * twice per layout (GCC makes it a slow `rep stos`) */
@@ -407,7 +408,7 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
     }
     mem->workspace = workspace;
     int tied_group = m->tied_embeddings && l->pp > 1 && (s->stage == 0 || s->last);
-    mem->other = other_memory_allowance(l, gpu_context_bytes, nccl_comm_bytes, tied_group, workspace);
+    mem->other = other_memory_allowance(l, gpu_context_bytes, nccl_comm_bytes, nccl_first_comm_bytes, tied_group, workspace);
     mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations + mem->logits + mem->other;
 }
 
@@ -442,10 +443,10 @@ static void settle_memory(const model_t *m, const hw_gpu *gpu, const layout_t *l
                           estimate_t *e)
 {
     memory_breakdown mem[2];
-    memory_of_stage(m, l, &s[0], gpu->context_bytes, gpu->nccl_comm_bytes, &mem[0]);
+    memory_of_stage(m, l, &s[0], gpu->context_bytes, gpu->nccl_comm_bytes, gpu->nccl_first_comm_bytes, &mem[0]);
     /* with one stage, the first is the last: the same numbers again */
     if (l->pp == 1) mem[1] = mem[0];
-    else memory_of_stage(m, l, &s[1], gpu->context_bytes, gpu->nccl_comm_bytes, &mem[1]);
+    else memory_of_stage(m, l, &s[1], gpu->context_bytes, gpu->nccl_comm_bytes, gpu->nccl_first_comm_bytes, &mem[1]);
     int heavy = mem[1].total > mem[0].total ? 1 : 0;
     e->memory = mem[heavy];
     e->memory.capacity = gpu->memory_bytes;
@@ -473,10 +474,21 @@ static void settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *node
     double mbs_count = (double)e->microbatches;
     e->slowest_stage = s[slow].stage;
     e->microbatch_s = stage_mb_s[slow];
+    e->stage_microbatch_s[0] = stage_mb_s[0];
+    e->stage_microbatch_s[1] = stage_mb_s[1];
     e->compute_s = mbs_count * (c->body.compute_fwd + c->body.compute_bwd);
     e->tp_comm_s = mbs_count * c->body.tp;
     e->pp_comm_s = mbs_count * c->pipeline.pp;
-    e->bubble_s = (double)(l->pp - 1) / (double)l->vpp * e->microbatch_s;
+    /* 1F1B's critical path: the slowest stage runs all m micro-batches, and
+     * each other stage adds one micro-batch's forward and backward on the way
+     * in and out (the fill and the drain).  With equal stages this is
+     * Narayanan et al.'s (p - 1) t; when the last stage carries a heavy head
+     * it is the other stages' t, not the slowest one's (docs/model.md,
+     * "Pipeline"; measured on 2 x H200, docs/validation/h200x2-train-2026-11-23).
+     * Middle stages hold the first stage's layers without the embedding: the
+     * first stage's time stands for them. */
+    double others = stage_mb_s[0] + stage_mb_s[1] - stage_mb_s[slow] + (double)(l->pp - 2) * stage_mb_s[0];
+    e->bubble_s = l->pp > 1 ? others / (double)l->vpp : 0.0;
     e->dp_comm_s = stage_dp_s[0] > stage_dp_s[1] ? stage_dp_s[0] : stage_dp_s[1];
     e->optimizer_s = s[0].cost.dp.optimizer > s[1].cost.dp.optimizer ? s[0].cost.dp.optimizer
                                                                       : s[1].cost.dp.optimizer;

@@ -115,8 +115,8 @@ double roofline_s(double flops, double flop_per_s, double bytes, double bytes_pe
 /* "Other memory": CUDA context and library workspaces (1 GiB until a
  * calibration measures them), plus NCCL's buffers for every communicator
  * the layout opens. */
-double other_memory_allowance(const layout_t *l, double context_bytes, double nccl_comm_bytes, int tied_group,
-                              double backward_workspace)
+double other_memory_allowance(const layout_t *l, double context_bytes, double nccl_comm_bytes,
+                              double nccl_first_comm_bytes, int tied_group, double backward_workspace)
 {
     const double gib = 1073741824.0;
     double bytes = context_bytes > 0.0 ? context_bytes : 1.0 * gib;
@@ -125,7 +125,10 @@ double other_memory_allowance(const layout_t *l, double context_bytes, double nc
      * loss), one per parallel group of more than one GPU, and the group that
      * adds the two copies of a tied embedding on the first and last stage */
     int communicators = (l->gpus > 1) + (l->tp > 1) + (l->pp > 1) + (l->dp > 1) + (tied_group != 0);
-    return bytes + per_comm * communicators + backward_workspace;
+    /* the first also carries NCCL's per-process state, when a calibration measured it */
+    double first = nccl_first_comm_bytes > 0.0 ? nccl_first_comm_bytes : per_comm;
+    double comms = communicators > 0 ? first + per_comm * (double)(communicators - 1) : 0.0;
+    return bytes + comms + backward_workspace;
 }
 
 /* The gradients one layer's backward holds at once, reused layer after

@@ -108,6 +108,7 @@ typedef struct {
     /* seconds per step */
     double step_s, compute_s, tp_comm_s, pp_comm_s, dp_comm_s, bubble_s, optimizer_s;
     double microbatch_s;           /* slowest stage, forward + backward of one micro-batch */
+    double stage_microbatch_s[2];  /* the first and the last stage's, the same */
     int64_t slowest_stage;
 
     /* FLOPs per step, whole model, global batch */
@@ -176,8 +177,8 @@ double tp_ratio_limit(double hidden, double bytes_per_value, double flops, doubl
 double pipeline_bubble_fraction(double pp, double microbatches, double vpp);
 double pipeline_inflight_microbatches(double pp, double microbatches, double vpp, double stage);
 double roofline_s(double flops, double flop_per_s, double bytes, double bytes_per_s);
-double other_memory_allowance(const layout_t *l, double context_bytes, double nccl_comm_bytes, int tied_group,
-                              double backward_workspace);
+double other_memory_allowance(const layout_t *l, double context_bytes, double nccl_comm_bytes,
+                              double nccl_first_comm_bytes, int tied_group, double backward_workspace);
 double backward_workspace_bytes(double tokens, double hidden, double qkv_width, double ffn_up_width,
                                 double score_elements, double elem_bytes);
 double flash_attention_flops(double b, double heads, double s, double d, int causal, int backward);

@@ -315,7 +315,8 @@ static void print_residuals(const comm_results *res, double ab[NCOLL][2], const 
 }
 
 static int write_overlay(const comm_job *job, const char *gpu, const char *device, int n, const comm_results *res,
-                         const double alpha[NCOLL], const double bw[NCOLL], const int ok[NCOLL], double comm_bytes)
+                         const double alpha[NCOLL], const double bw[NCOLL], const int ok[NCOLL], double comm_bytes,
+                         double first_comm_bytes)
 {
     const char *path = job->o.out_path;
     char tmp[4200];
@@ -354,6 +355,10 @@ static int write_overlay(const comm_job *job, const char *gpu, const char *devic
     if (comm_bytes > 0)
         fprintf(f, "%s,nccl_memory_gib,%.4f,\"%s; device memory of one %d-rank communicator once every collective ran\"\n",
                 gpu, comm_bytes / 1073741824.0, source, n);
+    if (first_comm_bytes > 0)
+        fprintf(f, "%s,nccl_first_memory_gib,%.4f,\"%s; device memory of the process's first %d-rank communicator once "
+                   "every collective ran (NCCL's per-process state included)\"\n", gpu, first_comm_bytes / 1073741824.0,
+                source, n);
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         fprintf(stderr, "sextant-gpu: --out %s: write failed: %s\n", path, strerror(errno));
         remove(tmp);
@@ -507,11 +512,17 @@ static int comm_body(launch_ctx *ctx, void *arg)
      * once (NCCL connects each algorithm and protocol on first use): the
      * device memory it then holds is what each of a training run's groups
      * costs, the planner's nccl_memory_gib. */
-    double comm_bytes = 0.0;
+    double comm_bytes = 0.0, first_comm_bytes = 0.0;
     {
         size_t free0 = 0, free1 = 0, total = 0;
         CK(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
         CK(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
+        /* the process's first communicator, every collective run on it: what is in use now, less
+         * the context before it was made and our own buffers */
+        double ours = 2.0 * (double)o->max_bytes + 2.0 * sizeof *stat;
+        if (ctx->used_before_comm > 0)
+            first_comm_bytes = (double)(total - free0) - (double)ctx->used_before_comm - ours;
+        if (first_comm_bytes < 0) first_comm_bytes = 0;
         ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
         cfg.blocking = 1;
         ncclComm_t probe = NULL, world = ctx->comm;
@@ -530,8 +541,8 @@ static int comm_body(launch_ctx *ctx, void *arg)
         CK(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo");
         comm_bytes = free0 > free1 ? (double)(free0 - free1) : 0.0;
         ncclCommDestroy(probe);
-        if (root) printf("\n# one more communicator over the %d ranks holds %.3f GiB of device memory once used\n", n,
-                         comm_bytes / 1073741824.0);
+        if (root) printf("\n# the first communicator over the %d ranks holds %.3f GiB of device memory once used, one more "
+                         "%.3f GiB\n", n, first_comm_bytes / 1073741824.0, comm_bytes / 1073741824.0);
     }
     rc = 0;
     if (root) {
@@ -550,7 +561,8 @@ static int comm_body(launch_ctx *ctx, void *arg)
             fprintf(stderr, "sextant-gpu: the all_reduce fit is unusable; not writing an overlay\n");
             rc = 1;
         } else if (o->out_path) {
-            rc = write_overlay(job, hwdb_find_gpu(job->db, gpu)->name, prop.name, n, res, alpha, bw, ok, comm_bytes);
+            rc = write_overlay(job, hwdb_find_gpu(job->db, gpu)->name, prop.name, n, res, alpha, bw, ok, comm_bytes,
+                               first_comm_bytes);
         }
     }
     goto done;

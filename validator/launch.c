@@ -131,6 +131,9 @@ static int run_rank(launch_ctx *ctx, const rank_job *job)
      * every rank at the deadline. */
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 1;
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaFree(0) == cudaSuccess && cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess)
+        ctx->used_before_comm = total_bytes - free_bytes;
     ncclResult_t r = ncclCommInitRankConfig(&ctx->comm, job->nranks, job->id, ctx->rank, &config);
     if (r != ncclSuccess && r != ncclInProgress) {
         fprintf(stderr, "sextant-gpu: rank %d: ncclCommInitRankConfig: %s (%s)\n", ctx->rank, ncclGetErrorString(r),
@@ -160,7 +163,7 @@ static int run_rank(launch_ctx *ctx, const rank_job *job)
 static int fork_child(int rank, void *arg)
 {
     const rank_job *job = arg;
-    launch_ctx ctx = {rank, job->nranks, rank, job->nranks, rank, NULL, job->timeout_s, job->mode};
+    launch_ctx ctx = {rank, job->nranks, rank, job->nranks, rank, NULL, job->timeout_s, job->mode, 0};
     return run_rank(&ctx, job);
 }
 
@@ -389,7 +392,7 @@ static int launcher_run(const launch_options *o, const char *mode, int rank, int
         fprintf(stderr, "sextant-gpu: rank %d: %d ranks on this node but only %d GPUs visible\n", rank, local_size, visible);
         goto done;
     }
-    launch_ctx ctx = {rank, size, local_rank, local_size, local_rank % visible, NULL, o->timeout_s, mode};
+    launch_ctx ctx = {rank, size, local_rank, local_size, local_rank % visible, NULL, o->timeout_s, mode, 0};
     rc = run_rank(&ctx, &job);
 done:
     if (!already) mpi.finalize();

@@ -23,6 +23,7 @@ typedef struct {
     ncclComm_t comm;
     double timeout_s;            /* how long any one wait may take before the communicator is aborted */
     const char *mode;            /* "fork", "mpirun" or "srun" */
+    size_t used_before_comm;     /* device bytes in use (CUDA context) before the communicator was made */
 } launch_ctx;
 
 typedef struct {
