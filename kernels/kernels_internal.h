@@ -16,6 +16,26 @@ cudaError_t sx_softmax_causal_forward_path(int path, sx_bf16 *out, const sx_bf16
 cudaError_t sx_softmax_causal_backward_path(int path, sx_bf16 *dscores, const sx_bf16 *p, const sx_bf16 *dp,
                                             int BH, int T, float scale, cudaStream_t stream);
 
+/* Tuning knobs of the norm backward fast path, for the benchmark's sweeps and the tests
+ * (0 or -1 = automatic, the default; the setting is global and stays until changed):
+ *   k: 16-byte packs per thread (1 or 2); blocks_per_sm: cap on the persistent grid's
+ *   blocks per SM; pdl: 0 = launch the final reduction without programmatic dependent launch;
+ *   stages: depth of the shared-memory ring the rows are copied into with cp.async (2..8,
+ *   default 4), 0 = no ring (the next row prefetched into registers). */
+void sx_norm_backward_tune(int k, int blocks_per_sm, int pdl, int stages);
+
+/* Tuning knobs of the embedding backward (0 or -1 = automatic):
+ *   path: 1 = the sorted path (CUB radix sort + windows, any N and V), 2 = the tiled path
+ *     where it applies (N <= 131072, V <= 262142), 3 = its first kernel only (timing; dwte
+ *     is not computed);
+ *   kp: 16-byte packs per lane per pass in the item kernel (1 or 2);
+ *   l2: bit 0 = dwpe's reads of dout keep the lines in L2 (evict_last), bit 1 = the item
+ *     kernel's reads of dout mark them evict_first, bit 2 = so do its dwte reads and writes;
+ *   prefetch_mb: without dwpe, the tile kernel's extra blocks prefetch this many MB of dout
+ *     into L2 (0 = none);
+ *   pdl: 0 = launch the item kernel without programmatic dependent launch. */
+void sx_embedding_backward_tune(int path, int kp, int l2, int prefetch_mb, int pdl);
+
 #ifdef __cplusplus
 }
 #endif
