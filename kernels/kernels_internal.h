@@ -20,8 +20,9 @@ cudaError_t sx_softmax_causal_backward_path(int path, sx_bf16 *dscores, const sx
  * (0 or -1 = automatic, the default; the setting is global and stays until changed):
  *   k: 16-byte packs per thread (1 or 2); blocks_per_sm: cap on the persistent grid's
  *   blocks per SM; pdl: 0 = launch the final reduction without programmatic dependent launch;
- *   stages: depth of the shared-memory ring the rows are copied into with cp.async (2..8,
- *   default 4), 0 = no ring (the next row prefetched into registers). */
+ *   stages: depth of the shared-memory ring the rows are copied into with cp.async (2..8),
+ *   0 = no ring (the next row prefetched into registers).  Automatic: C <= 768: k = 1, no
+ *   ring; C > 768: k = 2, 4 stages (3 where 4 would leave one block per SM). */
 void sx_norm_backward_tune(int k, int blocks_per_sm, int pdl, int stages);
 
 /* Tuning knobs of the embedding backward (0 or -1 = automatic):
@@ -32,7 +33,7 @@ void sx_norm_backward_tune(int k, int blocks_per_sm, int pdl, int stages);
  *   l2: bit 0 = dwpe's reads of dout keep the lines in L2 (evict_last), bit 1 = the item
  *     kernel's reads of dout mark them evict_first, bit 2 = so do its dwte reads and writes;
  *   prefetch_mb: without dwpe, the tile kernel's extra blocks prefetch this many MB of dout
- *     into L2 (0 = none);
+ *     into L2 (0 or -1 = none, the default);
  *   pdl: 0 = launch the item kernel without programmatic dependent launch. */
 void sx_embedding_backward_tune(int path, int kp, int l2, int prefetch_mb, int pdl);
 

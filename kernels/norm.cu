@@ -5,13 +5,15 @@
  * registers, written once.  Generic path (any C, any alignment): scalar loops that re-read
  * the row (L1/L2 hits).
  *
- * Backward: fast path (C <= 1024) fuses dx with the parameter-gradient partials: a
- * persistent grid of G blocks (as many as fit on the GPU), one warp per row at a time; each
- * warp accumulates fp32 partials of dweight/dbias for the rows it visits in its own slice
- * of shared memory; at the end the block sums its warps' slices in warp order and writes
- * its [2][C] partial to the workspace, and a second kernel sums the G partials per channel
- * in fixed order and adds them into dweight/dbias.  No atomics: bitwise reproducible for a
- * given grid (G depends on the GPU's SM count).
+ * Backward, fast path (16-byte aligned, C % 8 == 0 in bf16 / C % 4 == 0 in fp32, C <= 8192 in
+ * bf16 / 4096 in fp32): a persistent grid of G blocks (as many as fit on the GPU); a group of
+ * W warps owns one row at a time and each thread owns fixed columns of every row, so it keeps
+ * its dweight/dbias partial sums in registers for the whole kernel; dx is computed from the
+ * row held once (registers, or a cp.async ring in shared memory), with one barrier per row
+ * when W > 1.  At the end each block sums its row groups in order and writes its [2][C]
+ * partial to the workspace, and a second kernel (launched with PDL) sums the G partials per
+ * channel in fixed order and adds them into dweight/dbias.  No atomics: bitwise reproducible
+ * for a given grid (G depends on the GPU's SM count).
  * Generic path: dx by a warp per row, the partials by a column kernel, then the same sum. */
 #include "common.cuh"
 #include "kernels_internal.h"
@@ -569,12 +571,13 @@ extern "C" void sx_norm_backward_tune(int k, int blocks_per_sm, int pdl, int sta
 }
 #define NORM_STAGES 4 /* default ring depth: 3 rows in flight per thread */
 
-/* packs per thread: 1 up to 16 warps per row (bf16 C <= 4096, fp32 C <= 2048), else 2
- * (bf16 C <= 8192, fp32 C <= 4096; beyond that the generic path) */
-static int norm_auto_k(int C, int P) {
-    const int packs = (C + P - 1) / P;
-    return packs <= 16 * SX_WARP ? 1 : 2;
-}
+/* Automatic settings, from the sweep of docs/validation/h200-kernels-2026-11-23 (H200, bf16,
+ * % of copy bandwidth).  C <= 768: 1 pack per thread, next row prefetched into registers (no
+ * ring): at C = 768 LN 65.2%, RMS 79.5%, against 55.1% / 71.1% with the ring.  C > 768: 2
+ * packs per thread and the 4-stage ring: at C = 1024 LN 70.7%, RMS 83.6% (1 pack without a
+ * ring: 65.8% / 78.9%); at C = 4096 LN 63.3%, RMS 74.2% (56.0% / 68.1%). */
+static int norm_auto_k(int C) { return C <= 768 ? 1 : 2; }
+static int norm_auto_stages(int C) { return C <= 768 ? 0 : NORM_STAGES; }
 
 template <typename T, bool RMS, int K, bool ACC>
 static cudaError_t launch_bwd_rows(T *dx, float *part, const T *dy, const T *x, const T *w, const float *mean,
@@ -589,7 +592,7 @@ static cudaError_t launch_bwd_rows(T *dx, float *part, const T *dy, const T *x, 
     const size_t gbytes = (size_t)NA * C * sizeof(float);
     while (NG > 1 && (size_t)NG * gbytes > 64 * 1024) NG--;
     const int threads = NG * W * SX_WARP;
-    int S = g_norm_stages >= 0 ? (g_norm_stages > 8 ? 8 : g_norm_stages) : NORM_STAGES;
+    int S = g_norm_stages >= 0 ? (g_norm_stages > 8 ? 8 : g_norm_stages) : norm_auto_stages(C);
     int dev = 0, smem_max = 0;
     SX_CHECK(cudaGetDevice(&dev));
     SX_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
@@ -643,7 +646,7 @@ static cudaError_t norm_backward(T *dx, void *dw, void *db, sx_dtype gt, const T
     int G = 0;
     cudaError_t e = cudaSuccess;
     if (vec) {
-        int k = g_norm_k ? g_norm_k : norm_auto_k(C, P);
+        int k = g_norm_k ? g_norm_k : norm_auto_k(C);
         if (k != 1 || packs > 16 * SX_WARP) k = 2; /* at most 16 warps (512 threads) per row */
 #define NB_ROWS(KK, AA) launch_bwd_rows<T, RMS, KK, AA>(dx, part, dy, x, w, mean, rstd, N, C, &G, stream)
         if (k == 1) e = acc ? NB_ROWS(1, true) : NB_ROWS(1, false);
