@@ -22,7 +22,8 @@ cudaError_t sx_softmax_causal_backward_path(int path, sx_bf16 *dscores, const sx
  *   blocks per SM; pdl: 0 = launch the final reduction without programmatic dependent launch;
  *   stages: depth of the shared-memory ring the rows are copied into with cp.async (2..8),
  *   0 = no ring (the next row prefetched into registers).  Automatic: C <= 768: k = 1, no
- *   ring; C > 768: k = 2, 4 stages (3 where 4 would leave one block per SM). */
+ *   ring; C > 768: k = 2, 4 stages.  A ring that does not fit in one block's shared memory
+ *   is made shallower. */
 void sx_norm_backward_tune(int k, int blocks_per_sm, int pdl, int stages);
 
 /* Tuning knobs of the embedding backward (0 or -1 = automatic):

@@ -602,11 +602,6 @@ static cudaError_t launch_bwd_rows(T *dx, float *part, const T *dy, const T *x, 
         return red + (ring > (size_t)NG * gbytes ? ring : (size_t)NG * gbytes);
     };
     while (S > 2 && ring_bytes(S) > (size_t)smem_max) S--; /* the ring must fit in one block's shared memory */
-    if (g_norm_stages < 0) { /* automatic depth: keep two blocks per SM where one block is half the SM */
-        int smem_sm = 0;
-        SX_CHECK(cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
-        while (S > 2 && 2 * (ring_bytes(S) + 1024) > (size_t)smem_sm) S--;
-    }
     const bool staged = S >= 2 && ring_bytes(S) <= (size_t)smem_max;
     const size_t smem = staged ? ring_bytes(S) : red + (NG > 1 ? (size_t)NG * gbytes : 0);
     auto kern = staged ? norm_backward_staged<T, RMS, K, ACC> : nullptr;
