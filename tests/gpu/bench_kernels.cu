@@ -208,7 +208,8 @@ static void bench_embedding_bwd(int B, int T, int C, int Vids, int V, bool with_
     auto fn = [&] { CK(sx_embedding_backward(dwte, dwpe, gt, (const sx_bf16 *)dout, ids, ws, wsb, B, T, C, V, 0)); };
     row(nm, sz, bytes, fn, remark);
     if (sweep) {
-        /* pf: -1 = automatic (dout prefetched into L2 when it takes at most 60% of it) */
+        /* pf: -1 = the default: none since commit 7b7941b; in the 2026-11-23 H200 run (commit
+         * edc6ce4) it prefetched dout into L2 when dout took at most 60% of the L2 */
         struct { int kp, l2, pf, pdl; } vs[] = {
             {1, 7, -1, 1}, {3, 7, -1, 1}, {2, 0, -1, 1}, {2, 6, -1, 1}, {2, 7, 0, 1}, {2, 7, 32, 1}, {2, 7, 64, 1},
             {2, 7, -1, 0}};
