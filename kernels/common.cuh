@@ -104,6 +104,86 @@ __device__ __forceinline__ float block_max(float v) {
     return warp_max(v);
 }
 
+/* ---------------------------------------------------------- Hopper helpers
+ * Programmatic dependent launch (PDL, sm_90): a kernel launched with sx_launch(pdl = true)
+ * may be scheduled while the previous kernel of the stream still runs; it must call
+ * sx_griddep_wait() before it reads anything that kernel wrote (the wait returns at once
+ * when there is no such kernel).  sx_griddep_launch() in the earlier kernel lets the
+ * dependent one be scheduled before the earlier one ends.  Both compile to nothing below
+ * sm_90. */
+__device__ __forceinline__ void sx_griddep_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void sx_griddep_launch(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+/* compute capability major of the current device (0 on error) */
+static inline int sx_cc_major(void) {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return 0;
+    return v;
+}
+
+/* launch with or without the PDL attribute (ignored below sm_90) */
+template <typename... KArgs, typename... Args>
+static cudaError_t sx_launch(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                             cudaStream_t stream, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = (pdl && sx_cc_major() >= 9) ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+}
+
+/* L2 eviction-priority policies (sm_80+) for 16-byte loads and stores: evict_last keeps a
+ * line that will be read again soon; evict_first marks a line read for the last time. */
+__device__ __forceinline__ uint64_t sx_policy_evict_last(void) {
+    uint64_t p;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+__device__ __forceinline__ uint64_t sx_policy_evict_first(void) {
+    uint64_t p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+__device__ __forceinline__ int4 sx_ld_nc_hint(const void *ptr, uint64_t pol) { /* read-only data */
+    int4 v;
+    asm volatile("ld.global.nc.L2::cache_hint.v4.s32 {%0,%1,%2,%3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(ptr), "l"(pol));
+    return v;
+}
+__device__ __forceinline__ int4 sx_ld_hint(const void *ptr, uint64_t pol) { /* coherent: may be written */
+    int4 v;
+    asm volatile("ld.global.L2::cache_hint.v4.s32 {%0,%1,%2,%3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(ptr), "l"(pol) : "memory");
+    return v;
+}
+__device__ __forceinline__ void sx_st_hint(void *ptr, int4 v, uint64_t pol) {
+    asm volatile("st.global.L2::cache_hint.v4.s32 [%0], {%1,%2,%3,%4}, %5;"
+                 :: "l"(ptr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(pol) : "memory");
+}
+/* asynchronous bulk prefetch of [ptr, ptr+bytes) into L2 (sm_90; bytes a multiple of 16,
+ * ptr 16-byte aligned); nothing below sm_90 */
+__device__ __forceinline__ void sx_prefetch_l2(const void *ptr, unsigned bytes, uint64_t pol) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" :: "l"(ptr), "r"(bytes), "l"(pol)
+                 : "memory");
+#endif
+}
+
 /* read-modify-write of an accumulated gradient of either dtype */
 __device__ __forceinline__ void grad_add(void *g, sx_dtype t, size_t i, float add) {
     if (t == SX_F32) {

@@ -1,6 +1,9 @@
 /* Token + position embedding, forward and deterministic backward. */
+#include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include "common.cuh"
+#include "kernels_internal.h"
 
 /* ------------------------------------------------------------------ forward
  * One thread per 8 channels of one token (VEC) or per channel (scalar). */
@@ -103,8 +106,7 @@ static cudaError_t emb_ws_layout(EmbWs *w, void *base, int N, int C, int V) {
     return cudaSuccess;
 }
 
-extern "C" size_t sx_embedding_backward_workspace_bytes(int N, int C, int V) {
-    if (N <= 0 || C <= 0 || V <= 0) return 0;
+static size_t emb_sorted_ws_bytes(int N, int C, int V) {
     EmbWs w;
     if (emb_ws_layout(&w, nullptr, N, C, V) != cudaSuccess) return 0;
     return w.total;
@@ -255,15 +257,11 @@ __global__ void wpe_backward_kernel(void *dwpe, sx_dtype gt, const bf16 *__restr
     add_row<P>(dwpe, gt, idx, acc);
 }
 
-extern "C" cudaError_t sx_embedding_backward(void *dwte, void *dwpe, sx_dtype grad_type,
-                                             const sx_bf16 *dout, const int32_t *ids,
-                                             void *workspace, size_t workspace_bytes,
-                                             int B, int T, int C, int V, cudaStream_t stream) {
-    SX_REQUIRE(B >= 0 && T >= 0 && C >= 0 && V > 0);
-    SX_REQUIRE(grad_type == SX_F32 || grad_type == SX_BF16);
+/* the sorted path (any N, V): CUB radix sort, windows of 32 sorted rows, ordered merge */
+static cudaError_t emb_backward_sorted(void *dwte, void *dwpe, sx_dtype grad_type, const sx_bf16 *dout,
+                                       const int32_t *ids, void *workspace, size_t workspace_bytes, int B, int T,
+                                       int C, int V, cudaStream_t stream) {
     const int N = B * T;
-    if (N == 0 || C == 0) return cudaSuccess;
-    SX_REQUIRE(dout && ids && dwte && workspace);
     EmbWs w;
     SX_CHECK(emb_ws_layout(&w, workspace, N, C, V));
     SX_REQUIRE(workspace_bytes >= w.total);
@@ -298,4 +296,570 @@ extern "C" cudaError_t sx_embedding_backward(void *dwte, void *dwpe, sx_dtype gr
         wte_merge_kernel<false><<<grid, threads, 0, stream>>>(dwte, grad_type, w.part, w.keys_out, N, C, V);
     }
     SX_LAUNCHED();
+}
+
+/* ------------------------------------------------------ backward, tiled path
+ * For N <= 32 * 4096 tokens and V <= 2^18 - 2.  Two launches, no sort over the whole batch:
+ *
+ *  K1 (emb_tile_kernel), one block per tile of L = 256..4096 consecutive tokens (G <= 32
+ *     tiles): the block sorts its tile's (id, position) keys in shared memory (CUB
+ *     BlockRadixSort, stable: equal ids keep position order) and writes, per tile: the sorted
+ *     token positions, one record per run of equal ids (start, length, first work item, id),
+ *     a bitmap of the ids present with a prefix count per 32-bit word (so the run of id v in
+ *     tile j is found with two loads), and the tile's work items: a run of len tokens gives
+ *     ceil(len / 32) items.  Every word of these tables is written each call (no zeroing of
+ *     the workspace, no global atomics).  Blocks beyond the G tile blocks stream over dout
+ *     meanwhile: they compute dwpe (when wanted; every b summed in order), or else prefetch
+ *     dout into L2 (cp.async.bulk.prefetch), so that K1's latency overlaps useful reads.
+ *  K2 (emb_item_kernel), one warp per work item, launched with PDL: the warp looks its id up
+ *     in every tile (lane j <-> tile j: bitmap word, prefix, run record), so it knows the
+ *     id's n tokens in canonical order (tile order, then position order = ascending
+ *     position) and which of the id's ceil(n / 32) segments of 32 tokens it sums (surplus
+ *     items exit).  An id with n <= 32 is one segment: its warp sums the rows in order and
+ *     adds the sum into dwte (each touched dwte row is read and written once, by one warp).
+ *     A frequent id is spread over several warps: each writes its segment's fp32 sum to the
+ *     workspace, and the last of them to finish (an integer counter zeroed by K1) adds the
+ *     segment sums in segment order and then into dwte.
+ * Every sum has a fixed order, so the result is bitwise reproducible run to run; the only
+ * atomics are on integers (the counter, and a slot allocator whose order does not matter). */
+
+#define EMB_S 32     /* tokens per segment (one per lane) */
+#define EMB_BT 256   /* K1 threads */
+#define EMB_MAXG 32  /* tiles: one lane each in K2 */
+#define EMB_MAXL 4096
+#define EMB_MAXV ((1 << 18) - 2)
+
+struct Emb2 {
+    int *pos;           /* [G][L] sorted token positions */
+    int4 *run;          /* [G][L] (start, len, first item, id) */
+    int4 *items;        /* [G][IL] (segment in run, run start, run length, id) */
+    int *counter;       /* [G][IL] arrivals at an id's first item */
+    int *pslot;         /* [G][IL] partial slot of a worker item */
+    int *nitems;        /* [G] items per tile, then the slot allocator at [EMB_MAXG] */
+    unsigned *bits;     /* [G][Wp] ids present */
+    unsigned short *pre;/* [G][Wp] runs before each word */
+    float *partial;     /* [slots][C] */
+    int G, L, IL, Wp, lbits, kbits;
+};
+
+static int g_emb_path = 0, g_emb_kp = 0, g_emb_l2 = -1, g_emb_pf = -1, g_emb_pdl = -1;
+extern "C" void sx_embedding_backward_tune(int path, int kp, int l2, int prefetch_mb, int pdl) {
+    g_emb_path = path;
+    g_emb_kp = kp;
+    g_emb_l2 = l2;
+    g_emb_pf = prefetch_mb;
+    g_emb_pdl = pdl;
+}
+
+static int emb2_tile(int N, int *G) { /* tile length L (0 if the tiled path does not apply) */
+    int L = 256;
+    while (L * EMB_MAXG < N && L < EMB_MAXL) L *= 2;
+    *G = (N + L - 1) / L;
+    return *G <= EMB_MAXG ? L : 0;
+}
+static int emb2_applies(int N, int V) {
+    int G;
+    return N > 0 && V <= EMB_MAXV && emb2_tile(N, &G) > 0;
+}
+
+static size_t emb2_layout(Emb2 *e, void *base, int N, int C, int V) {
+    int G;
+    const int L = emb2_tile(N, &G);
+    const int IL = L + L / EMB_S, W = (V + 31) / 32, Wp = (W + 7) & ~7;
+    int lbits = 0, kbits = 0;
+    while ((1 << lbits) < L) lbits++;
+    while (kbits < 31 && (1u << kbits) <= (unsigned)(V + 1)) kbits++; /* keys 0 .. V+1 */
+    const size_t slots = (size_t)N / 16 + 2;
+    const uintptr_t p = (uintptr_t)base;
+    size_t off = 0;
+    e->pos = (int *)(p + off); off += align256((size_t)G * L * 4);
+    e->run = (int4 *)(p + off); off += align256((size_t)G * L * 16);
+    e->items = (int4 *)(p + off); off += align256((size_t)G * IL * 16);
+    e->counter = (int *)(p + off); off += align256((size_t)G * IL * 4);
+    e->pslot = (int *)(p + off); off += align256((size_t)G * IL * 4);
+    e->nitems = (int *)(p + off); off += align256((EMB_MAXG + 1) * 4);
+    e->bits = (unsigned *)(p + off); off += align256((size_t)G * Wp * 4);
+    e->pre = (unsigned short *)(p + off); off += align256((size_t)G * Wp * 2);
+    e->partial = (float *)(p + off); off += align256(slots * C * 4);
+    e->G = G;
+    e->L = L;
+    e->IL = IL;
+    e->Wp = Wp;
+    e->lbits = lbits;
+    e->kbits = kbits;
+    return off;
+}
+
+extern "C" size_t sx_embedding_backward_workspace_bytes(int N, int C, int V) {
+    if (N <= 0 || C <= 0 || V <= 0) return 0;
+    size_t a = emb_sorted_ws_bytes(N, C, V);
+    if (a == 0) return 0;
+    if (emb2_applies(N, V)) {
+        Emb2 e;
+        const size_t b = emb2_layout(&e, nullptr, N, C, V);
+        if (b > a) a = b;
+    }
+    return a;
+}
+
+/* dwpe, or an L2 prefetch of dout, by the blocks of K1 beyond the tiles */
+template <bool VEC>
+__device__ void emb_stream_part(int sb, int nsb, void *dwpe, sx_dtype gt, const bf16 *__restrict__ dout, int B,
+                                int T, int C, int l2, int pf_bytes_k) {
+    if (dwpe) {
+        constexpr int P = VEC ? 8 : 1;
+        const uint64_t pol = sx_policy_evict_last();
+        const bool hint = VEC && (l2 & 1);
+        for (size_t idx = ((size_t)sb * blockDim.x + threadIdx.x) * P; idx < (size_t)T * C;
+             idx += (size_t)nsb * blockDim.x * P) {
+            float acc[P];
+#pragma unroll
+            for (int k = 0; k < P; k++) acc[k] = 0.0f;
+#pragma unroll 8
+            for (int b = 0; b < B; b++) {
+                const bf16 *row = dout + (size_t)b * T * C + idx;
+                if constexpr (VEC) {
+                    Pack<bf16> d;
+                    d.bits = hint ? sx_ld_nc_hint(row, pol) : __ldg(reinterpret_cast<const int4 *>(row));
+#pragma unroll
+                    for (int k = 0; k < P; k++) acc[k] += d.get(k);
+                } else {
+                    acc[0] += __bfloat162float(row[0]);
+                }
+            }
+            add_row<P>(dwpe, gt, idx, acc);
+        }
+    } else if (VEC && pf_bytes_k > 0) {
+        const uint64_t pol = sx_policy_evict_last();
+        const size_t total = (size_t)B * T * C * 2, cap = (size_t)pf_bytes_k << 10;
+        const size_t bytes = (total < cap ? total : cap) & ~(size_t)15;
+        const size_t chunk = 16384;
+        for (size_t o = ((size_t)sb * blockDim.x + threadIdx.x) * chunk; o < bytes;
+             o += (size_t)nsb * blockDim.x * chunk) {
+            const size_t n = bytes - o < chunk ? bytes - o : chunk;
+            sx_prefetch_l2((const char *)dout + o, (unsigned)n, pol);
+        }
+    }
+}
+
+template <int IPT, bool VEC>
+__global__ void __launch_bounds__(EMB_BT)
+emb_tile_kernel(Emb2 e, const int32_t *__restrict__ ids, int N, int V, void *dwpe, sx_dtype gt,
+                const bf16 *__restrict__ dout, int B, int T, int C, int l2, int pf_bytes_k) {
+    constexpr int L = EMB_BT * IPT;
+    using Sort = cub::BlockRadixSort<unsigned, EMB_BT, IPT>;
+    using Scan = cub::BlockScan<int, EMB_BT>;
+    __shared__ union {
+        typename Sort::TempStorage sort;
+        struct {
+            unsigned key[L];
+            int start[L + 1];
+        } s;
+    } u;
+    __shared__ typename Scan::TempStorage scan;
+    __shared__ int s_nv;
+    extern __shared__ unsigned s_bits[];
+    sx_griddep_launch(); /* K2 may be scheduled now; it waits for this grid to finish */
+    if ((int)blockIdx.x >= e.G) {
+        emb_stream_part<VEC>(blockIdx.x - e.G, gridDim.x - e.G, dwpe, gt, dout, B, T, C, l2, pf_bytes_k);
+        return;
+    }
+    const int tid = threadIdx.x, t = blockIdx.x, base = t * L;
+    const int W = (V + 31) / 32;
+    for (int i = tid; i < W; i += EMB_BT) s_bits[i] = 0u;
+    if (tid == 0) s_nv = 0;
+    const unsigned lmask = (1u << e.lbits) - 1u;
+    unsigned key[IPT];
+#pragma unroll
+    for (int i = 0; i < IPT; i++) {
+        const int local = tid * IPT + i, n = base + local;
+        unsigned k = (unsigned)V + 1u; /* past the end of the batch */
+        if (n < N) {
+            const int id = __ldg(ids + n);
+            k = (id >= 0 && id < V) ? (unsigned)id : (unsigned)V; /* V: a bad id, skipped */
+        }
+        key[i] = (k << e.lbits) | (unsigned)local;
+    }
+    Sort(u.sort).Sort(key, e.lbits, e.lbits + e.kbits);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < IPT; i++) u.s.key[tid * IPT + i] = key[i];
+    __syncthreads();
+    /* runs of equal valid ids */
+    int heads = 0;
+#pragma unroll
+    for (int i = 0; i < IPT; i++) {
+        const int p = tid * IPT + i;
+        const unsigned id = key[i] >> e.lbits;
+        const unsigned prev = p ? (u.s.key[p - 1] >> e.lbits) : 0xffffffffu;
+        if (id < (unsigned)V && id != prev) heads++;
+        if (id < (unsigned)V && (p == L - 1 || (u.s.key[p + 1] >> e.lbits) >= (unsigned)V)) s_nv = p + 1;
+    }
+    int rb, R;
+    Scan(scan).ExclusiveSum(heads, rb, R);
+#pragma unroll
+    for (int i = 0; i < IPT; i++) {
+        const int p = tid * IPT + i;
+        const unsigned id = key[i] >> e.lbits;
+        const unsigned prev = p ? (u.s.key[p - 1] >> e.lbits) : 0xffffffffu;
+        if (id < (unsigned)V && id != prev) {
+            u.s.start[rb++] = p;
+            atomicOr(&s_bits[id >> 5], 1u << (id & 31));
+        }
+    }
+    __syncthreads();
+    const int nv = s_nv;
+    if (tid == 0) u.s.start[R] = nv;
+#pragma unroll
+    for (int i = 0; i < IPT; i++) {
+        const int p = tid * IPT + i;
+        if (p < nv) e.pos[(size_t)t * L + p] = base + (int)(key[i] & lmask);
+    }
+    __syncthreads();
+    /* work items: ceil(len / 32) per run, numbered in run order */
+    int nl[IPT], mine = 0;
+#pragma unroll
+    for (int i = 0; i < IPT; i++) {
+        const int r = tid * IPT + i;
+        nl[i] = r < R ? (u.s.start[r + 1] - u.s.start[r] + EMB_S - 1) / EMB_S : 0;
+        mine += nl[i];
+    }
+    int ib, I;
+    Scan(scan).ExclusiveSum(mine, ib, I);
+#pragma unroll
+    for (int i = 0; i < IPT; i++) {
+        const int r = tid * IPT + i;
+        if (r < R) {
+            const int st = u.s.start[r], len = u.s.start[r + 1] - st;
+            const unsigned id = u.s.key[st] >> e.lbits;
+            e.run[(size_t)t * L + r] = make_int4(st, len, ib, (int)id);
+            for (int q = 0; q < nl[i]; q++) {
+                e.items[(size_t)t * e.IL + ib + q] = make_int4(q, st, len, (int)id);
+                e.counter[(size_t)t * e.IL + ib + q] = 0;
+            }
+            ib += nl[i];
+        }
+    }
+    if (tid == 0) {
+        e.nitems[t] = I;
+        if (t == 0) e.nitems[EMB_MAXG] = 0; /* partial-slot allocator */
+    }
+    /* bitmap of the ids present, and the number of runs before each word: each thread counts
+     * an odd-length chunk of words (no bank conflicts), the block scans, the prefixes go to
+     * shared memory and both arrays are written coalesced */
+    unsigned *s_pre = s_bits + W;
+    const int wpt = ((W + EMB_BT - 1) / EMB_BT) | 1, w0 = tid * wpt;
+    int cnt = 0;
+    for (int w = w0; w < w0 + wpt && w < W; w++) cnt += __popc(s_bits[w]);
+    __syncthreads(); /* scan storage reuse */
+    int pb, tot;
+    Scan(scan).ExclusiveSum(cnt, pb, tot);
+    for (int w = w0; w < w0 + wpt && w < W; w++) {
+        s_pre[w] = (unsigned)pb;
+        pb += __popc(s_bits[w]);
+    }
+    __syncthreads();
+    for (int w = tid; w < W; w += EMB_BT) {
+        e.bits[(size_t)t * e.Wp + w] = s_bits[w];
+        e.pre[(size_t)t * e.Wp + w] = (unsigned short)s_pre[w];
+    }
+}
+
+/* one warp per work item (see above) */
+template <bool VEC, int KP, int U>
+__global__ void __launch_bounds__(256, KP * U <= 4 ? 4 : 2)
+emb_item_kernel(Emb2 e, void *dwte, sx_dtype gt, const bf16 *__restrict__ dout, int C, int l2) {
+    constexpr int P = VEC ? 8 : 1;
+    constexpr int CW = SX_WARP * KP * P; /* channels per pass */
+    sx_griddep_wait();
+    const int lane = threadIdx.x % SX_WARP;
+    const int gw = blockIdx.x * (blockDim.x / SX_WARP) + threadIdx.x / SX_WARP;
+    const int t = gw / e.IL, q = gw % e.IL;
+    if (t >= e.G) return;
+    const int ni = __ldg(e.nitems + t);
+    const int4 it4 = __ldg(e.items + (size_t)t * e.IL + q); /* loaded with ni: a slot past ni holds garbage */
+    if (q >= ni) return;
+    const int kl = it4.x, v = it4.w;
+    /* the id's run in every tile (lane j <-> tile j) */
+    int sj = 0, lj = 0, fj = 0;
+    if (lane < e.G) {
+        if (lane == t) {
+            sj = it4.y; lj = it4.z; fj = q - kl;
+        } else {
+            const size_t wo = (size_t)lane * e.Wp + (v >> 5);
+            const unsigned word = __ldg(e.bits + wo);
+            const int pr = __ldg(e.pre + wo);
+            if ((word >> (v & 31)) & 1u) {
+                const int rj = pr + __popc(word & ((1u << (v & 31)) - 1u));
+                const int4 o = __ldg(e.run + (size_t)lane * e.L + rj);
+                sj = o.x; lj = o.y; fj = o.z;
+            }
+        }
+    }
+    const int nl = (lj + EMB_S - 1) / EMB_S;
+    int il = lj, in = nl; /* inclusive scans over the tiles */
+#pragma unroll
+    for (int o = 1; o < SX_WARP; o <<= 1) {
+        const int a = __shfl_up_sync(0xffffffffu, il, o), b = __shfl_up_sync(0xffffffffu, in, o);
+        if (lane >= o) { il += a; in += b; }
+    }
+    const int n_v = __shfl_sync(0xffffffffu, il, SX_WARP - 1);
+    const int xl = il - lj, xn = in - nl; /* tokens / items of this id in earlier tiles */
+    const int nseg = (n_v + EMB_S - 1) / EMB_S;
+    const int rank = __shfl_sync(0xffffffffu, xn, t) + kl;
+    if (rank >= nseg) return; /* a surplus item: the id's segments are taken by earlier items */
+    const unsigned present = __ballot_sync(0xffffffffu, lj > 0);
+    const int c0 = rank * EMB_S, cnt = min(EMB_S, n_v - c0);
+    /* position of canonical token c0 + lane */
+    int pidx = -1;
+    {
+        const int c = c0 + lane;
+        for (unsigned m = present; m; m &= m - 1) {
+            const int jj = __ffs(m) - 1;
+            const int x = __shfl_sync(0xffffffffu, xl, jj), l = __shfl_sync(0xffffffffu, lj, jj),
+                      st = __shfl_sync(0xffffffffu, sj, jj);
+            if (lane < cnt && c >= x && c < x + l) pidx = jj * e.L + st + (c - x);
+        }
+    }
+    const int mypos = pidx >= 0 ? __ldg(e.pos + pidx) : 0;
+    const bool direct = nseg == 1;
+    const uint64_t pol = sx_policy_evict_first();
+    const bool hd = VEC && (l2 & 2), hw = VEC && (l2 & 4);
+    int slot = 0;
+    if (!direct) {
+        if (lane == 0) slot = atomicAdd(e.nitems + EMB_MAXG, 1);
+        slot = __shfl_sync(0xffffffffu, slot, 0);
+    }
+    for (int cb = 0; cb < C; cb += CW) {
+        float acc[KP][P];
+        float gw_[KP][P];
+#pragma unroll
+        for (int k = 0; k < KP; k++)
+#pragma unroll
+            for (int x = 0; x < P; x++) acc[k][x] = gw_[k][x] = 0.0f;
+        int col[KP];
+#pragma unroll
+        for (int k = 0; k < KP; k++) col[k] = cb + (k * SX_WARP + lane) * P;
+        if (direct) { /* the dwte row segment, loaded before the dout rows */
+#pragma unroll
+            for (int k = 0; k < KP; k++)
+                if (col[k] < C) {
+                    const size_t gi = (size_t)v * C + col[k];
+                    if constexpr (VEC) {
+                        if (gt == SX_F32) {
+                            const float *g = (const float *)dwte + gi;
+                            int4 a = hw ? sx_ld_hint(g, pol) : *reinterpret_cast<const int4 *>(g);
+                            int4 b = hw ? sx_ld_hint(g + 4, pol) : *reinterpret_cast<const int4 *>(g + 4);
+                            gw_[k][0] = __int_as_float(a.x); gw_[k][1] = __int_as_float(a.y);
+                            gw_[k][2] = __int_as_float(a.z); gw_[k][3] = __int_as_float(a.w);
+                            gw_[k][4] = __int_as_float(b.x); gw_[k][5] = __int_as_float(b.y);
+                            gw_[k][6] = __int_as_float(b.z); gw_[k][7] = __int_as_float(b.w);
+                        } else {
+                            Pack<bf16> o;
+                            o.bits = hw ? sx_ld_hint((const bf16 *)dwte + gi, pol)
+                                        : *reinterpret_cast<const int4 *>((const bf16 *)dwte + gi);
+#pragma unroll
+                            for (int x = 0; x < 8; x++) gw_[k][x] = o.get(x);
+                        }
+                    } else {
+                        gw_[k][0] = gt == SX_F32 ? ((const float *)dwte)[gi] : __bfloat162float(((const bf16 *)dwte)[gi]);
+                    }
+                }
+        }
+        for (int b0 = 0; b0 < cnt; b0 += U) {
+            Pack<bf16> rows[U][KP];
+            float rs[U][KP];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int p = __shfl_sync(0xffffffffu, mypos, (b0 + u) & (SX_WARP - 1));
+                if (b0 + u < cnt)
+#pragma unroll
+                    for (int k = 0; k < KP; k++)
+                        if (col[k] < C) {
+                            const bf16 *src = dout + (size_t)p * C + col[k];
+                            if constexpr (VEC) rows[u][k].bits = hd ? sx_ld_nc_hint(src, pol) : __ldg(reinterpret_cast<const int4 *>(src));
+                            else rs[u][k] = __bfloat162float(src[0]);
+                        }
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (b0 + u < cnt)
+#pragma unroll
+                    for (int k = 0; k < KP; k++)
+                        if (col[k] < C) {
+                            if constexpr (VEC) {
+#pragma unroll
+                                for (int x = 0; x < P; x++) acc[k][x] += rows[u][k].get(x);
+                            } else {
+                                acc[k][0] += rs[u][k];
+                            }
+                        }
+        }
+#pragma unroll
+        for (int k = 0; k < KP; k++)
+            if (col[k] < C) {
+                if (direct) {
+                    const size_t gi = (size_t)v * C + col[k];
+                    if constexpr (VEC) {
+                        if (gt == SX_F32) {
+                            float *g = (float *)dwte + gi;
+                            int4 a, b;
+                            a.x = __float_as_int(gw_[k][0] + acc[k][0]); a.y = __float_as_int(gw_[k][1] + acc[k][1]);
+                            a.z = __float_as_int(gw_[k][2] + acc[k][2]); a.w = __float_as_int(gw_[k][3] + acc[k][3]);
+                            b.x = __float_as_int(gw_[k][4] + acc[k][4]); b.y = __float_as_int(gw_[k][5] + acc[k][5]);
+                            b.z = __float_as_int(gw_[k][6] + acc[k][6]); b.w = __float_as_int(gw_[k][7] + acc[k][7]);
+                            if (hw) { sx_st_hint(g, a, pol); sx_st_hint(g + 4, b, pol); }
+                            else { *reinterpret_cast<int4 *>(g) = a; *reinterpret_cast<int4 *>(g + 4) = b; }
+                        } else {
+                            Pack<bf16> o;
+#pragma unroll
+                            for (int x = 0; x < 8; x++) o.set(x, gw_[k][x] + acc[k][x]);
+                            bf16 *g = (bf16 *)dwte + gi;
+                            if (hw) sx_st_hint(g, o.bits, pol);
+                            else *reinterpret_cast<int4 *>(g) = o.bits;
+                        }
+                    } else {
+                        if (gt == SX_F32) ((float *)dwte)[gi] = gw_[k][0] + acc[k][0];
+                        else ((bf16 *)dwte)[gi] = __float2bfloat16_rn(gw_[k][0] + acc[k][0]);
+                    }
+                } else {
+                    float *dst = e.partial + (size_t)slot * C + col[k];
+#pragma unroll
+                    for (int x = 0; x < P; x += 4) {
+                        if constexpr (VEC)
+                            *reinterpret_cast<float4 *>(dst + x) = make_float4(acc[k][x], acc[k][x + 1], acc[k][x + 2], acc[k][x + 3]);
+                        else
+                            dst[0] = acc[k][0];
+                    }
+                }
+            }
+    }
+    if (direct) return;
+    /* segment sums: publish, and the last of the id's segments adds them in order */
+    if (lane == 0) e.pslot[(size_t)t * e.IL + q] = slot;
+    __threadfence();
+    __syncwarp();
+    const int j0 = __ffs(present) - 1;
+    const int f0 = __shfl_sync(0xffffffffu, fj, j0);
+    int old = 0;
+    if (lane == 0) old = atomicAdd(e.counter + (size_t)j0 * e.IL + f0, 1);
+    old = __shfl_sync(0xffffffffu, old, 0);
+    if (old != nseg - 1) return;
+    __threadfence();
+    for (int cb = 0; cb < C; cb += CW) {
+        float acc[KP][P];
+#pragma unroll
+        for (int k = 0; k < KP; k++)
+#pragma unroll
+            for (int x = 0; x < P; x++) acc[k][x] = 0.0f;
+        for (int kb = 0; kb < nseg; kb += SX_WARP) {
+            /* the worker item of segment kb + lane: tile jj with xn <= k < xn + nl */
+            int sidx = 0;
+            {
+                const int k = kb + lane;
+                for (unsigned m = present; m; m &= m - 1) {
+                    const int jj = __ffs(m) - 1;
+                    const int x = __shfl_sync(0xffffffffu, xn, jj), l = __shfl_sync(0xffffffffu, nl, jj),
+                              f = __shfl_sync(0xffffffffu, fj, jj);
+                    if (k < nseg && k >= x && k < x + l) sidx = jj * e.IL + f + (k - x);
+                }
+            }
+            const int myslot = (kb + lane < nseg) ? __ldcg(e.pslot + sidx) : 0;
+            const int ns = min(SX_WARP, nseg - kb);
+            for (int s0 = 0; s0 < ns; s0++) {
+                const int sl = __shfl_sync(0xffffffffu, myslot, s0);
+#pragma unroll
+                for (int k = 0; k < KP; k++) {
+                    const int c = cb + (k * SX_WARP + lane) * P;
+                    if (c < C) {
+                        const float *src = e.partial + (size_t)sl * C + c;
+#pragma unroll
+                        for (int x = 0; x < P; x += 4) {
+                            if constexpr (VEC) {
+                                const float4 f = __ldcg(reinterpret_cast<const float4 *>(src + x));
+                                acc[k][x] += f.x; acc[k][x + 1] += f.y; acc[k][x + 2] += f.z; acc[k][x + 3] += f.w;
+                            } else {
+                                acc[k][0] += __ldcg(src);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < KP; k++) {
+            const int c = cb + (k * SX_WARP + lane) * P;
+            if (c < C) add_row<P>(dwte, gt, (size_t)v * C + c, acc[k]);
+        }
+    }
+}
+
+template <int IPT>
+static cudaError_t emb2_launch_tiles(const Emb2 &e, bool vec, const int32_t *ids, int N, int V, void *dwpe,
+                                     sx_dtype gt, const bf16 *dout, int B, int T, int C, int l2, int pf_k,
+                                     int extra, cudaStream_t stream) {
+    const size_t smem = (size_t)((V + 31) / 32) * 8; /* bitmap and prefix words */
+    auto k = vec ? emb_tile_kernel<IPT, true> : emb_tile_kernel<IPT, false>;
+    SX_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    k<<<e.G + extra, EMB_BT, smem, stream>>>(e, ids, N, V, dwpe, gt, dout, B, T, C, l2, pf_k);
+    return cudaGetLastError();
+}
+
+static cudaError_t emb_backward_tiled(void *dwte, void *dwpe, sx_dtype gt, const bf16 *dout, const int32_t *ids,
+                                      void *workspace, size_t workspace_bytes, int B, int T, int C, int V,
+                                      cudaStream_t stream) {
+    const int N = B * T;
+    Emb2 e;
+    SX_REQUIRE(workspace_bytes >= emb2_layout(&e, workspace, N, C, V));
+    const bool vec = C % 8 == 0 && sx_aligned16(dout) && sx_aligned16(dwte) && (!dwpe || sx_aligned16(dwpe));
+    const int l2 = g_emb_l2 >= 0 ? g_emb_l2 : 7;
+    const bool pdl = g_emb_pdl != 0;
+    /* K1's extra blocks: dwpe (one thread per 8 channels of a position), or the prefetch */
+    int extra = 0, pf_k = 0;
+    if (dwpe) {
+        extra = (int)sx_blocks((size_t)T * C / (vec ? 8 : 1), EMB_BT);
+        const int cap = sx_num_sms() * 4;
+        if (extra > cap) extra = cap;
+        if (extra < 1) extra = 1;
+    } else if (vec && sx_cc_major() >= 9) {
+        /* prefetch of dout into L2 (knob only): on an H200 it made the LLaMA-style size (34 MB
+         * of dout, 60 MB of L2) 3-5% slower and the GPT-2 size (50 MB) 4-7% slower */
+        pf_k = g_emb_pf > 0 ? g_emb_pf * 1024 : 0;
+        if (pf_k > 0) extra = e.G;
+    }
+    cudaError_t err;
+    switch (e.L) {
+    case 256: err = emb2_launch_tiles<1>(e, vec, ids, N, V, dwpe, gt, dout, B, T, C, l2, pf_k, extra, stream); break;
+    case 512: err = emb2_launch_tiles<2>(e, vec, ids, N, V, dwpe, gt, dout, B, T, C, l2, pf_k, extra, stream); break;
+    case 1024: err = emb2_launch_tiles<4>(e, vec, ids, N, V, dwpe, gt, dout, B, T, C, l2, pf_k, extra, stream); break;
+    case 2048: err = emb2_launch_tiles<8>(e, vec, ids, N, V, dwpe, gt, dout, B, T, C, l2, pf_k, extra, stream); break;
+    default: err = emb2_launch_tiles<16>(e, vec, ids, N, V, dwpe, gt, dout, B, T, C, l2, pf_k, extra, stream); break;
+    }
+    SX_CHECK(err);
+    if (g_emb_path == 3) SX_LAUNCHED(); /* benchmark only: the tile kernel alone (dwte untouched) */
+    const unsigned grid = sx_blocks((size_t)e.G * e.IL, 8);
+    int kp = g_emb_kp; /* 1: 1 pack per lane, 4 rows per batch; 2: 2 packs, 4 rows; 3: 1 pack, 8 rows */
+    if (kp <= 0) kp = 2;
+    if (vec) {
+        if (kp == 2) SX_CHECK(sx_launch(pdl, emb_item_kernel<true, 2, 4>, dim3(grid), dim3(256), 0, stream, e, dwte, gt, dout, C, l2));
+        else if (kp == 3) SX_CHECK(sx_launch(pdl, emb_item_kernel<true, 1, 8>, dim3(grid), dim3(256), 0, stream, e, dwte, gt, dout, C, l2));
+        else SX_CHECK(sx_launch(pdl, emb_item_kernel<true, 1, 4>, dim3(grid), dim3(256), 0, stream, e, dwte, gt, dout, C, l2));
+    } else {
+        SX_CHECK(sx_launch(pdl, emb_item_kernel<false, 4, 8>, dim3(grid), dim3(256), 0, stream, e, dwte, gt, dout, C, l2));
+    }
+    SX_LAUNCHED();
+}
+
+extern "C" cudaError_t sx_embedding_backward(void *dwte, void *dwpe, sx_dtype grad_type, const sx_bf16 *dout,
+                                             const int32_t *ids, void *workspace, size_t workspace_bytes, int B,
+                                             int T, int C, int V, cudaStream_t stream) {
+    SX_REQUIRE(B >= 0 && T >= 0 && C >= 0 && V > 0);
+    SX_REQUIRE(grad_type == SX_F32 || grad_type == SX_BF16);
+    const int N = B * T;
+    if (N == 0 || C == 0) return cudaSuccess;
+    SX_REQUIRE(dout && ids && dwte && workspace);
+    if (g_emb_path != 1 && emb2_applies(N, V))
+        return emb_backward_tiled(dwte, dwpe, grad_type, (const bf16 *)dout, ids, workspace, workspace_bytes, B, T,
+                                  C, V, stream);
+    return emb_backward_sorted(dwte, dwpe, grad_type, dout, ids, workspace, workspace_bytes, B, T, C, V, stream);
 }

@@ -54,10 +54,12 @@ size_t sx_embedding_backward_workspace_bytes(int N, int C, int V);
  * dwpe[t,:] += sum over b of dout[b,t,:]            (dwpe may be NULL)
  * grad_type says whether dwte and dwpe are fp32 or bf16 (bf16: each touched row is
  * read, the fp32 sum added and rounded once).
- * Deterministic, no atomics: the token ids are stable-radix-sorted (CUB), each id's rows
- * are summed in token order (in windows of 32 sorted rows, the windows of one id then
- * added in order), and each row of dwte is written by one warp.  Ids outside [0, V) are
- * skipped. */
+ * Deterministic, no floating-point atomics: each id's rows are summed in ascending token
+ * order in segments of 32 tokens, the segments of one id added in order, and each touched
+ * row of dwte is read and written once.  N <= 131072 and V <= 262142: tiles of up to 4096
+ * tokens sorted in shared memory, one warp per segment; otherwise the ids are
+ * stable-radix-sorted (CUB) and summed in windows of 32 sorted rows.  Ids outside [0, V)
+ * are skipped. */
 cudaError_t sx_embedding_backward(void *dwte, void *dwpe, sx_dtype grad_type,
                                   const sx_bf16 *dout, const int32_t *ids,
                                   void *workspace, size_t workspace_bytes,

@@ -20,6 +20,27 @@ cudaError_t sx_softmax_causal_backward_path(int path, sx_bf16 *dscores, const sx
  * angle t * theta^(-2i/D).  For test_kernels' check of the angle reduction. */
 cudaError_t sx_rope_angles_f32(float *cos_out, float *sin_out, int T, int D, float theta,
                                cudaStream_t stream);
+/* Tuning knobs of the norm backward fast path, for the benchmark's sweeps and the tests
+ * (0 or -1 = automatic, the default; the setting is global and stays until changed):
+ *   k: 16-byte packs per thread (1 or 2); blocks_per_sm: cap on the persistent grid's
+ *   blocks per SM; pdl: 0 = launch the final reduction without programmatic dependent launch;
+ *   stages: depth of the shared-memory ring the rows are copied into with cp.async (2..8),
+ *   0 = no ring (the next row prefetched into registers).  Automatic: C <= 768: k = 1, no
+ *   ring; C > 768: k = 2, 4 stages.  A ring that does not fit in one block's shared memory
+ *   is made shallower. */
+void sx_norm_backward_tune(int k, int blocks_per_sm, int pdl, int stages);
+
+/* Tuning knobs of the embedding backward (0 or -1 = automatic):
+ *   path: 1 = the sorted path (CUB radix sort + windows, any N and V), 2 = the tiled path
+ *     where it applies (N <= 131072, V <= 262142), 3 = its first kernel only (timing; dwte
+ *     is not computed);
+ *   kp: 16-byte packs per lane per pass in the item kernel (1 or 2);
+ *   l2: bit 0 = dwpe's reads of dout keep the lines in L2 (evict_last), bit 1 = the item
+ *     kernel's reads of dout mark them evict_first, bit 2 = so do its dwte reads and writes;
+ *   prefetch_mb: without dwpe, the tile kernel's extra blocks prefetch this many MB of dout
+ *     into L2 (0 or -1 = none, the default);
+ *   pdl: 0 = launch the item kernel without programmatic dependent launch. */
+void sx_embedding_backward_tune(int path, int kp, int l2, int prefetch_mb, int pdl);
 
 #ifdef __cplusplus
 }

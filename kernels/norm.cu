@@ -5,15 +5,18 @@
  * registers, written once.  Generic path (any C, any alignment): scalar loops that re-read
  * the row (L1/L2 hits).
  *
- * Backward: fast path (C <= 1024) fuses dx with the parameter-gradient partials: a
- * persistent grid of G blocks (as many as fit on the GPU), one warp per row at a time; each
- * warp accumulates fp32 partials of dweight/dbias for the rows it visits in its own slice
- * of shared memory; at the end the block sums its warps' slices in warp order and writes
- * its [2][C] partial to the workspace, and a second kernel sums the G partials per channel
- * in fixed order and adds them into dweight/dbias.  No atomics: bitwise reproducible for a
- * given grid (G depends on the GPU's SM count).
+ * Backward, fast path (16-byte aligned, C % 8 == 0 in bf16 / C % 4 == 0 in fp32, C <= 8192 in
+ * bf16 / 4096 in fp32): a persistent grid of G blocks (as many as fit on the GPU); a group of
+ * W warps owns one row at a time and each thread owns fixed columns of every row, so it keeps
+ * its dweight/dbias partial sums in registers for the whole kernel; dx is computed from the
+ * row held once (registers, or a cp.async ring in shared memory), with one barrier per row
+ * when W > 1.  At the end each block sums its row groups in order and writes its [2][C]
+ * partial to the workspace, and a second kernel (launched with PDL) sums the G partials per
+ * channel in fixed order and adds them into dweight/dbias.  No atomics: bitwise reproducible
+ * for a given grid (G depends on the GPU's SM count).
  * Generic path: dx by a warp per row, the partials by a column kernel, then the same sum. */
 #include "common.cuh"
+#include "kernels_internal.h"
 
 #define NORM_MAX_G 1024
 #define NORM_THREADS 256
@@ -141,6 +144,7 @@ static cudaError_t norm_forward(T *out, float *mean, float *rstd, const T *x, co
 __global__ void __launch_bounds__(1024)
 norm_param_reduce(void *dw, void *db, sx_dtype gt, const float *__restrict__ part, int G, int C) {
     __shared__ float sw[32][33], sb[32][33];
+    sx_griddep_wait(); /* launched with PDL: the partials are complete after this */
     const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
     const int c = blockIdx.x * 32 + tx;
     float a = 0.0f, bb = 0.0f;
@@ -161,95 +165,343 @@ norm_param_reduce(void *dw, void *db, sx_dtype gt, const float *__restrict__ par
     }
 }
 
-template <typename T, int CH, bool RMS, int MINB>
-__global__ void __launch_bounds__(NORM_THREADS, MINB)
-norm_backward_vec(T *dx, float *__restrict__ part, const T *__restrict__ dy, const T *__restrict__ x,
-                  const T *__restrict__ w, const float *__restrict__ mean, const float *__restrict__ rstd,
-                  int N, int C, int accumulate) {
-    /* per-warp fp32 accumulators of dweight (and dbias) in shared memory: [warps][NA][C] */
+/* Fast path.  A "row group" of W warps (TPR = 32 W threads) owns one row at a time; thread
+ * t of the group owns the K 16-byte packs at columns (k TPR + t) P, k < K, of every row it
+ * sees, so its dweight/dbias partial sums for those columns stay in registers for the whole
+ * kernel.  A block holds NG groups (NG W 32 threads); the grid is persistent (as many blocks
+ * as fit), block b's groups take rows (it G + b) NG + g.  Per row: x, dy (and dx when
+ * accumulating) are read once with 16-byte loads, the next row's loads are issued before
+ * the current row is reduced (one row in flight while one is computed), the two row sums
+ * are reduced in the warp with shuffles and, for W > 1, across the group's warps through
+ * shared memory in warp order (one barrier per row, double-buffered), and dx is written
+ * once.  At the end the block sums its NG groups' registers in group order and writes its
+ * [2][C] partial; norm_param_reduce sums the G partials in block order.  Deterministic. */
+template <typename T, bool RMS, int K, bool ACC>
+__global__ void __launch_bounds__(512, K == 1 ? 2 : 1)
+norm_backward_rows(T *dx, float *__restrict__ part, const T *__restrict__ dy, const T *__restrict__ x,
+                   const T *__restrict__ w, const float *__restrict__ mean, const float *__restrict__ rstd,
+                   int N, int C, int W) {
+    constexpr bool accumulate = ACC;
     extern __shared__ float4 norm_smem[];
     constexpr int P = Pack<T>::N;
     constexpr int NA = RMS ? 1 : 2;
-    constexpr int Q = P / 4; /* float4 per pack */
-    const int lane = threadIdx.x % SX_WARP, warp = threadIdx.x / SX_WARP;
-    const int nwarps = blockDim.x / SX_WARP;
-    float *acc = reinterpret_cast<float *>(norm_smem) + (size_t)warp * NA * C;
-    for (int i = lane; i < NA * C; i += SX_WARP) acc[i] = 0.0f;
-    __syncwarp();
+    sx_griddep_launch(); /* the reduce kernel may be scheduled now; it waits for this grid */
+    const int TPR = W * SX_WARP;
+    const int NG = blockDim.x / TPR;
+    const int warp = threadIdx.x / SX_WARP, lane = threadIdx.x % SX_WARP;
+    const int g = warp / W, wi = warp % W, t = threadIdx.x % TPR;
+    float2 *red = reinterpret_cast<float2 *>(norm_smem);            /* [2][NG][W] row sums */
+    float *gbuf = reinterpret_cast<float *>(red + 2 * NG * W);      /* [NG][NA][C] when NG > 1 */
 
-    for (int row = blockIdx.x * nwarps + warp; row < N; row += gridDim.x * nwarps) {
-        const T *xr = x + (size_t)row * C, *gr = dy + (size_t)row * C;
-        Pack<T> xv[CH], gv[CH];
+    int col[K];
+    bool ok[K];
+    Pack<T> wv[K];
 #pragma unroll
-        for (int c = 0; c < CH; c++) {
-            const int col = (c * SX_WARP + lane) * P;
-            if (col < C) {
-                xv[c] = ld_pack_cs(xr + col);
-                gv[c] = ld_pack_cs(gr + col);
+    for (int k = 0; k < K; k++) {
+        col[k] = (k * TPR + t) * P;
+        ok[k] = col[k] < C;
+        wv[k].bits = ok[k] ? ld_pack(w + col[k]).bits : make_int4(0, 0, 0, 0);
+    }
+    float aw[K][P], ab[K][P];
+#pragma unroll
+    for (int k = 0; k < K; k++)
+#pragma unroll
+        for (int e = 0; e < P; e++) aw[k][e] = ab[k][e] = 0.0f;
+
+    Pack<T> cx[K], cg[K], cd[K], nx[K], ng[K], nd[K];
+#pragma unroll
+    for (int k = 0; k < K; k++) cx[k].bits = cg[k].bits = cd[k].bits = nx[k].bits = ng[k].bits = nd[k].bits = make_int4(0, 0, 0, 0);
+    float cm = 0.0f, cr = 0.0f, nm = 0.0f, nr = 0.0f;
+    const int step = gridDim.x * NG;
+    int base = blockIdx.x * NG;
+    int row = base + g;
+    bool have = row < N;
+    if (have) {
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (ok[k]) {
+                cx[k] = ld_pack_cs(x + (size_t)row * C + col[k]);
+                cg[k] = ld_pack_cs(dy + (size_t)row * C + col[k]);
+                if (accumulate) cd[k] = ld_pack_plain(dx + (size_t)row * C + col[k]);
             }
+        cm = RMS ? 0.0f : __ldg(mean + row);
+        cr = __ldg(rstd + row);
+    }
+    for (int it = 0; base < N; base += step, it ^= 1) {
+        const int nrow = base + step + g;
+        const bool nhave = nrow < N;
+        if (nhave) { /* next row's loads in flight while this one is reduced */
+#pragma unroll
+            for (int k = 0; k < K; k++)
+                if (ok[k]) {
+                    nx[k] = ld_pack_cs(x + (size_t)nrow * C + col[k]);
+                    ng[k] = ld_pack_cs(dy + (size_t)nrow * C + col[k]);
+                    if (accumulate) nd[k] = ld_pack_plain(dx + (size_t)nrow * C + col[k]);
+                }
+            nm = RMS ? 0.0f : __ldg(mean + nrow);
+            nr = __ldg(rstd + nrow);
         }
-        const float m = RMS ? 0.0f : __ldg(mean + row);
-        const float r = __ldg(rstd + row);
         float s1 = 0.0f, s2 = 0.0f;
+        if (have) {
 #pragma unroll
-        for (int c = 0; c < CH; c++) {
-            const int col = (c * SX_WARP + lane) * P;
-            if (col < C) {
-                const Pack<T> wv = ld_pack(w + col);
-                float4 aw[Q], ab[Q];
+            for (int k = 0; k < K; k++)
+                if (ok[k])
 #pragma unroll
-                for (int q = 0; q < Q; q++) {
-                    aw[q] = *reinterpret_cast<float4 *>(acc + col + 4 * q);
-                    if (!RMS) ab[q] = *reinterpret_cast<float4 *>(acc + C + col + 4 * q);
-                }
-                float *fw = reinterpret_cast<float *>(aw), *fb = reinterpret_cast<float *>(ab);
-#pragma unroll
-                for (int k = 0; k < P; k++) {
-                    const float xh = (xv[c].get(k) - m) * r;
-                    const float d = gv[c].get(k);
-                    const float g = d * wv.get(k);
-                    s1 += g;
-                    s2 += g * xh;
-                    fw[k] += d * xh;
-                    if (!RMS) fb[k] += d;
-                }
-#pragma unroll
-                for (int q = 0; q < Q; q++) {
-                    *reinterpret_cast<float4 *>(acc + col + 4 * q) = aw[q];
-                    if (!RMS) *reinterpret_cast<float4 *>(acc + C + col + 4 * q) = ab[q];
-                }
+                    for (int e = 0; e < P; e++) {
+                        const float xh = (cx[k].get(e) - cm) * cr;
+                        const float d = cg[k].get(e);
+                        const float gg = d * wv[k].get(e);
+                        s1 += gg;
+                        s2 += gg * xh;
+                        aw[k][e] += d * xh;
+                        if (!RMS) ab[k][e] += d;
+                    }
+        }
+        s1 = warp_sum(s1);
+        s2 = warp_sum(s2);
+        if (W > 1) {
+            float2 *rb = red + (it * NG + g) * W;
+            if (lane == 0) rb[wi] = make_float2(s1, s2);
+            __syncthreads();
+            s1 = 0.0f;
+            s2 = 0.0f;
+            for (int i = 0; i < W; i++) {
+                const float2 q = rb[i];
+                s1 += q.x;
+                s2 += q.y;
             }
         }
-        s1 = RMS ? 0.0f : warp_sum(s1) / C;
-        s2 = warp_sum(s2) / C;
-        T *dxr = dx + (size_t)row * C;
+        if (have) {
+            const float m1 = RMS ? 0.0f : s1 / C, m2 = s2 / C;
+            T *dxr = dx + (size_t)row * C;
 #pragma unroll
-        for (int c = 0; c < CH; c++) {
-            const int col = (c * SX_WARP + lane) * P;
-            if (col < C) {
-                const Pack<T> wv = ld_pack(w + col);
-                Pack<T> o;
-                if (accumulate) o = ld_pack_plain(dxr + col);
+            for (int k = 0; k < K; k++)
+                if (ok[k]) {
+                    Pack<T> o;
 #pragma unroll
-                for (int k = 0; k < P; k++) {
-                    const float xh = (xv[c].get(k) - m) * r;
-                    const float g = gv[c].get(k) * wv.get(k);
-                    float v = r * (g - s1 - xh * s2);
-                    if (accumulate) v += o.get(k);
-                    o.set(k, v);
+                    for (int e = 0; e < P; e++) {
+                        const float xh = (cx[k].get(e) - cm) * cr;
+                        const float gg = cg[k].get(e) * wv[k].get(e);
+                        float v = cr * (gg - m1 - xh * m2);
+                        if (accumulate) v += cd[k].get(e);
+                        o.set(e, v);
+                    }
+                    st_pack_cs(dxr + col[k], o);
                 }
-                st_pack_cs(dxr + col, o);
-            }
+        }
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            cx[k] = nx[k];
+            cg[k] = ng[k];
+            cd[k] = nd[k];
+        }
+        cm = nm;
+        cr = nr;
+        row = nrow;
+        have = nhave;
+    }
+    /* block partial: the groups' registers summed in group order */
+    float *pb = part + (size_t)blockIdx.x * 2 * C;
+    if (NG == 1) {
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (ok[k])
+#pragma unroll
+                for (int e = 0; e < P; e += 4) {
+                    *reinterpret_cast<float4 *>(pb + col[k] + e) = make_float4(aw[k][e], aw[k][e + 1], aw[k][e + 2], aw[k][e + 3]);
+                    if (!RMS)
+                        *reinterpret_cast<float4 *>(pb + C + col[k] + e) =
+                            make_float4(ab[k][e], ab[k][e + 1], ab[k][e + 2], ab[k][e + 3]);
+                }
+    } else {
+        float *mine = gbuf + (size_t)g * NA * C;
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (ok[k])
+#pragma unroll
+                for (int e = 0; e < P; e += 4) {
+                    *reinterpret_cast<float4 *>(mine + col[k] + e) = make_float4(aw[k][e], aw[k][e + 1], aw[k][e + 2], aw[k][e + 3]);
+                    if (!RMS)
+                        *reinterpret_cast<float4 *>(mine + C + col[k] + e) =
+                            make_float4(ab[k][e], ab[k][e + 1], ab[k][e + 2], ab[k][e + 3]);
+                }
+        __syncthreads();
+        for (int i = threadIdx.x; i < NA * C; i += blockDim.x) {
+            float sum = 0.0f;
+            for (int gi = 0; gi < NG; gi++) sum += gbuf[(size_t)gi * NA * C + i];
+            pb[i] = sum;
         }
     }
-    __syncthreads();
-    /* sum the warps' accumulators in warp order; the block's partial goes to the workspace */
-    const float *all = reinterpret_cast<const float *>(norm_smem);
+}
+
+/* The same with the rows staged through shared memory: every thread copies its own 16-byte
+ * packs of the next S - 1 rows (x, dy, and dx when accumulating; its mean and rstd) into a
+ * ring of S stages with cp.async, so S - 1 rows per thread are in flight while one is
+ * reduced, and the data in flight holds no registers.  A thread reads back only what it
+ * copied itself (cp.async.wait_group), so the ring needs no barrier; the per-row barrier for
+ * W > 1 is the same as above.  After the loop the ring's memory holds the group partials. */
+__device__ __forceinline__ unsigned nb_smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void nb_cp16(unsigned s, const void *g) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(g) : "memory");
+}
+__device__ __forceinline__ void nb_cp4(unsigned s, const void *g) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(g) : "memory");
+}
+__device__ __forceinline__ void nb_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void nb_wait(int n) { /* at most n groups still pending (n <= 7) */
+    switch (n) {
+    case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 5;\n" ::: "memory"); break;
+    case 6: asm volatile("cp.async.wait_group 6;\n" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 7;\n" ::: "memory"); break;
+    }
+}
+
+template <typename T, bool RMS, int K, bool ACC>
+__global__ void __launch_bounds__(512, K == 1 ? 2 : 1)
+norm_backward_staged(T *dx, float *__restrict__ part, const T *__restrict__ dy, const T *__restrict__ x,
+                     const T *__restrict__ w, const float *__restrict__ mean, const float *__restrict__ rstd,
+                     int N, int C, int W, int S) {
+    extern __shared__ float4 norm_smem[];
+    constexpr int P = Pack<T>::N;
+    constexpr int NA = RMS ? 1 : 2;
+    constexpr int NB = ACC ? 3 : 2; /* streams per pack: x, dy (, dx) */
+    sx_griddep_launch();
+    const int TPR = W * SX_WARP, nt = blockDim.x, tid = threadIdx.x;
+    const int NG = nt / TPR;
+    const int warp = tid / SX_WARP, lane = tid % SX_WARP;
+    const int g = warp / W, wi = warp % W, t = tid % TPR;
+    float2 *red = reinterpret_cast<float2 *>(norm_smem);             /* [2][NG][W] */
+    int4 *ring = reinterpret_cast<int4 *>(red + 2 * NG * W);         /* [S][K][NB][nt] */
+    float *sring = reinterpret_cast<float *>(ring + (size_t)S * K * NB * nt); /* [S][2][nt] */
+    float *gbuf = reinterpret_cast<float *>(ring);                   /* [NG][NA][C] after the loop */
+
+    int col[K];
+    bool ok[K];
+    Pack<T> wv[K];
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        col[k] = (k * TPR + t) * P;
+        ok[k] = col[k] < C;
+        wv[k].bits = ok[k] ? ld_pack(w + col[k]).bits : make_int4(0, 0, 0, 0);
+    }
+    float aw[K][P], ab[K][P];
+#pragma unroll
+    for (int k = 0; k < K; k++)
+#pragma unroll
+        for (int e = 0; e < P; e++) aw[k][e] = ab[k][e] = 0.0f;
+
+    const int nbr = (N + NG - 1) / NG; /* row blocks */
+    const int nit = (int)blockIdx.x < nbr ? (nbr - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    auto issue = [&](int i, int stage) {
+        const int row = ((int)blockIdx.x + i * (int)gridDim.x) * NG + g;
+        if (row < N) {
+#pragma unroll
+            for (int k = 0; k < K; k++)
+                if (ok[k]) {
+                    const size_t o = (size_t)row * C + col[k];
+                    int4 *r = ring + ((size_t)(stage * K + k) * NB) * nt + tid;
+                    nb_cp16(nb_smem_u32(r), x + o);
+                    nb_cp16(nb_smem_u32(r + nt), dy + o);
+                    if (ACC) nb_cp16(nb_smem_u32(r + 2 * nt), dx + o);
+                }
+            if (!RMS) nb_cp4(nb_smem_u32(sring + (stage * 2) * nt + tid), mean + row);
+            nb_cp4(nb_smem_u32(sring + (stage * 2 + 1) * nt + tid), rstd + row);
+        }
+        nb_commit();
+    };
+    for (int i = 0; i < S - 1; i++) issue(i, i);
+    for (int it = 0; it < nit; it++) {
+        issue(it + S - 1, (it + S - 1) % S); /* refills the stage read in the previous iteration */
+        nb_wait(S - 1);                      /* this thread's copies of row it have landed */
+        const int stage = it % S;
+        const int row = ((int)blockIdx.x + it * (int)gridDim.x) * NG + g;
+        const bool have = row < N;
+        Pack<T> cx[K], cg[K];
+        float cm = 0.0f, cr = 0.0f, s1 = 0.0f, s2 = 0.0f;
+        if (have) {
+            cm = RMS ? 0.0f : sring[(stage * 2) * nt + tid];
+            cr = sring[(stage * 2 + 1) * nt + tid];
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                const int4 *r = ring + ((size_t)(stage * K + k) * NB) * nt + tid;
+                cx[k].bits = cg[k].bits = make_int4(0, 0, 0, 0);
+                if (ok[k]) {
+                    cx[k].bits = r[0];
+                    cg[k].bits = r[nt];
+                }
+                if (ok[k])
+#pragma unroll
+                    for (int e = 0; e < P; e++) {
+                        const float xh = (cx[k].get(e) - cm) * cr;
+                        const float d = cg[k].get(e);
+                        const float gg = d * wv[k].get(e);
+                        s1 += gg;
+                        s2 += gg * xh;
+                        aw[k][e] += d * xh;
+                        if (!RMS) ab[k][e] += d;
+                    }
+            }
+        }
+        s1 = warp_sum(s1);
+        s2 = warp_sum(s2);
+        if (W > 1) {
+            float2 *rb = red + ((it & 1) * NG + g) * W;
+            if (lane == 0) rb[wi] = make_float2(s1, s2);
+            __syncthreads();
+            s1 = 0.0f;
+            s2 = 0.0f;
+            for (int i = 0; i < W; i++) {
+                const float2 q = rb[i];
+                s1 += q.x;
+                s2 += q.y;
+            }
+        }
+        if (have) {
+            const float m1 = RMS ? 0.0f : s1 / C, m2 = s2 / C;
+            T *dxr = dx + (size_t)row * C;
+#pragma unroll
+            for (int k = 0; k < K; k++)
+                if (ok[k]) {
+                    Pack<T> o, cd;
+                    if (ACC) cd.bits = ring[((size_t)(stage * K + k) * NB + 2) * nt + tid];
+#pragma unroll
+                    for (int e = 0; e < P; e++) {
+                        const float xh = (cx[k].get(e) - cm) * cr;
+                        const float gg = cg[k].get(e) * wv[k].get(e);
+                        float v = cr * (gg - m1 - xh * m2);
+                        if (ACC) v += cd.get(e);
+                        o.set(e, v);
+                    }
+                    st_pack_cs(dxr + col[k], o);
+                }
+        }
+    }
+    nb_wait(0);
+    __syncthreads(); /* the ring is free: it holds the group partials now */
     float *pb = part + (size_t)blockIdx.x * 2 * C;
-    for (int i = threadIdx.x; i < NA * C; i += blockDim.x) {
-        float sum = 0.0f;
-        for (int wi = 0; wi < nwarps; wi++) sum += all[(size_t)wi * NA * C + i];
-        pb[i] = sum;
+    float *dst = NG == 1 ? pb : gbuf + (size_t)g * NA * C;
+#pragma unroll
+    for (int k = 0; k < K; k++)
+        if (ok[k])
+#pragma unroll
+            for (int e = 0; e < P; e += 4) {
+                *reinterpret_cast<float4 *>(dst + col[k] + e) = make_float4(aw[k][e], aw[k][e + 1], aw[k][e + 2], aw[k][e + 3]);
+                if (!RMS)
+                    *reinterpret_cast<float4 *>(dst + C + col[k] + e) =
+                        make_float4(ab[k][e], ab[k][e + 1], ab[k][e + 2], ab[k][e + 3]);
+            }
+    if (NG > 1) {
+        __syncthreads();
+        for (int i = tid; i < NA * C; i += nt) {
+            float sum = 0.0f;
+            for (int gi = 0; gi < NG; gi++) sum += gbuf[(size_t)gi * NA * C + i];
+            pb[i] = sum;
+        }
     }
 }
 
@@ -309,22 +561,66 @@ norm_backward_param_generic(float *__restrict__ part, const T *__restrict__ dy, 
     }
 }
 
-template <typename T, int CH, bool RMS, int MINB>
-static cudaError_t launch_bwd_vec(T *dx, float *part, const T *dy, const T *x, const T *w, const float *mean,
-                                  const float *rstd, int N, int C, int acc, int *G, cudaStream_t stream) {
-    const size_t smem = (size_t)(NORM_THREADS / SX_WARP) * (RMS ? 1 : 2) * C * sizeof(float);
-    SX_CHECK(cudaFuncSetAttribute(norm_backward_vec<T, CH, RMS, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)smem));
+/* tuning knobs (kernels_internal.h); 0 = automatic */
+static int g_norm_k = 0, g_norm_bps = 0, g_norm_pdl = -1, g_norm_stages = -1;
+extern "C" void sx_norm_backward_tune(int k, int blocks_per_sm, int pdl, int stages) {
+    g_norm_k = k;
+    g_norm_bps = blocks_per_sm;
+    g_norm_pdl = pdl;
+    g_norm_stages = stages;
+}
+#define NORM_STAGES 4 /* default ring depth: 3 rows in flight per thread */
+
+/* Automatic settings, from the sweep of docs/validation/h200-kernels-2026-11-23 (H200, bf16,
+ * % of copy bandwidth).  C <= 768: 1 pack per thread, next row prefetched into registers (no
+ * ring): at C = 768 LN 65.2%, RMS 79.5%, against 55.1% / 71.1% with the ring.  C > 768: 2
+ * packs per thread and the 4-stage ring: at C = 1024 LN 70.7%, RMS 83.6% (1 pack without a
+ * ring: 65.8% / 78.9%); at C = 4096 LN 63.3%, RMS 74.2% (56.0% / 68.1%). */
+static int norm_auto_k(int C) { return C <= 768 ? 1 : 2; }
+static int norm_auto_stages(int C) { return C <= 768 ? 0 : NORM_STAGES; }
+
+template <typename T, bool RMS, int K, bool ACC>
+static cudaError_t launch_bwd_rows(T *dx, float *part, const T *dy, const T *x, const T *w, const float *mean,
+                                   const float *rstd, int N, int C, int *G, cudaStream_t stream) {
+    constexpr int P = Pack<T>::N;
+    constexpr int NA = RMS ? 1 : 2;
+    const int packs = (C + P - 1) / P;
+    const int W = (packs + K * SX_WARP - 1) / (K * SX_WARP); /* warps per row */
+    if (W > 16) return cudaErrorInvalidValue;
+    int NG = 512 / (W * SX_WARP); /* rows in flight per block */
+    if (NG < 1) NG = 1;
+    const size_t gbytes = (size_t)NA * C * sizeof(float);
+    while (NG > 1 && (size_t)NG * gbytes > 64 * 1024) NG--;
+    const int threads = NG * W * SX_WARP;
+    int S = g_norm_stages >= 0 ? (g_norm_stages > 8 ? 8 : g_norm_stages) : norm_auto_stages(C);
+    int dev = 0, smem_max = 0;
+    SX_CHECK(cudaGetDevice(&dev));
+    SX_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    const size_t red = 2 * (size_t)NG * W * sizeof(float2);
+    auto ring_bytes = [&](int st) {
+        const size_t ring = (size_t)st * threads * (K * (ACC ? 3 : 2) * 16 + 8);
+        return red + (ring > (size_t)NG * gbytes ? ring : (size_t)NG * gbytes);
+    };
+    while (S > 2 && ring_bytes(S) > (size_t)smem_max) S--; /* the ring must fit in one block's shared memory */
+    const bool staged = S >= 2 && ring_bytes(S) <= (size_t)smem_max;
+    const size_t smem = staged ? ring_bytes(S) : red + (NG > 1 ? (size_t)NG * gbytes : 0);
+    auto kern = staged ? norm_backward_staged<T, RMS, K, ACC> : nullptr;
+    const void *kf = staged ? (const void *)norm_backward_staged<T, RMS, K, ACC> : (const void *)norm_backward_rows<T, RMS, K, ACC>;
+    SX_CHECK(cudaFuncSetAttribute(kf, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     int per_sm = 0;
-    SX_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, norm_backward_vec<T, CH, RMS, MINB>,
-                                                           NORM_THREADS, smem));
-    int g = sx_num_sms() * (per_sm > 0 ? per_sm : 1);
-    const int need = (int)sx_blocks(N, NORM_THREADS / SX_WARP);
+    SX_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kf, threads, smem));
+    if (per_sm < 1) per_sm = 1;
+    if (g_norm_bps > 0 && g_norm_bps < per_sm) per_sm = g_norm_bps;
+    int g = sx_num_sms() * per_sm;
+    const int need = (N + NG - 1) / NG;
     if (g > need) g = need;
     if (g > NORM_MAX_G) g = NORM_MAX_G;
     if (g < 1) g = 1;
     *G = g;
-    norm_backward_vec<T, CH, RMS, MINB><<<g, NORM_THREADS, smem, stream>>>(dx, part, dy, x, w, mean, rstd, N, C, acc);
+    if (staged)
+        kern<<<g, threads, smem, stream>>>(dx, part, dy, x, w, mean, rstd, N, C, W, S);
+    else
+        norm_backward_rows<T, RMS, K, ACC><<<g, threads, smem, stream>>>(dx, part, dy, x, w, mean, rstd, N, C, W);
     return cudaGetLastError();
 }
 
@@ -339,21 +635,18 @@ static cudaError_t norm_backward(T *dx, void *dw, void *db, sx_dtype gt, const T
     SX_REQUIRE(ws_bytes >= sx_norm_backward_workspace_bytes(C));
     float *part = (float *)ws;
     constexpr int P = Pack<T>::N;
-    constexpr bool BF = sizeof(T) == 2;
-    const int chunks = (C + SX_WARP * P - 1) / (SX_WARP * P);
-    const bool vec = C % P == 0 && sx_aligned16(dx) && sx_aligned16(dy) && sx_aligned16(x) && sx_aligned16(w);
+    const int packs = (C + P - 1) / P;
+    const bool vec = C % P == 0 && sx_aligned16(dx) && sx_aligned16(dy) && sx_aligned16(x) && sx_aligned16(w) &&
+                     packs <= 2 * 16 * SX_WARP;
     int G = 0;
     cudaError_t e = cudaSuccess;
-    /* fast path for C <= 1024 (bf16: 4 chunks of 256, fp32: 8 chunks of 128); 64 KB of shared memory at most */
-    if (vec && chunks <= 1) e = launch_bwd_vec<T, 1, RMS, 4>(dx, part, dy, x, w, mean, rstd, N, C, acc, &G, stream);
-    else if (vec && chunks <= 2) e = launch_bwd_vec<T, 2, RMS, 4>(dx, part, dy, x, w, mean, rstd, N, C, acc, &G, stream);
-    else if (vec && chunks <= 3) e = launch_bwd_vec<T, 3, RMS, 4>(dx, part, dy, x, w, mean, rstd, N, C, acc, &G, stream);
-    else if (vec && chunks <= 4) e = launch_bwd_vec<T, 4, RMS, BF ? 3 : 2>(dx, part, dy, x, w, mean, rstd, N, C, acc, &G, stream);
-    else if (!BF && vec && chunks <= 8) {
-        if constexpr (!BF) {
-            if (chunks <= 6) e = launch_bwd_vec<T, 6, RMS, 1>(dx, part, dy, x, w, mean, rstd, N, C, acc, &G, stream);
-            else e = launch_bwd_vec<T, 8, RMS, 1>(dx, part, dy, x, w, mean, rstd, N, C, acc, &G, stream);
-        }
+    if (vec) {
+        int k = g_norm_k ? g_norm_k : norm_auto_k(C);
+        if (k != 1 || packs > 16 * SX_WARP) k = 2; /* at most 16 warps (512 threads) per row */
+#define NB_ROWS(KK, AA) launch_bwd_rows<T, RMS, KK, AA>(dx, part, dy, x, w, mean, rstd, N, C, &G, stream)
+        if (k == 1) e = acc ? NB_ROWS(1, true) : NB_ROWS(1, false);
+        else e = acc ? NB_ROWS(2, true) : NB_ROWS(2, false);
+#undef NB_ROWS
     } else {
         norm_backward_dx_generic<T, RMS><<<sx_blocks(N, NORM_THREADS / SX_WARP), NORM_THREADS, 0, stream>>>(
             dx, dy, x, w, mean, rstd, N, C, acc);
@@ -365,7 +658,9 @@ static cudaError_t norm_backward(T *dx, void *dw, void *db, sx_dtype gt, const T
         e = cudaGetLastError();
     }
     SX_CHECK(e);
-    norm_param_reduce<<<sx_blocks(C, 32), 1024, 0, stream>>>(dw, RMS ? nullptr : db, gt, part, G, C);
+    const bool pdl = vec && g_norm_pdl != 0;
+    SX_CHECK(sx_launch(pdl, norm_param_reduce, dim3(sx_blocks(C, 32)), dim3(1024), 0, stream, dw,
+                       RMS ? nullptr : db, gt, (const float *)part, G, C));
     SX_LAUNCHED();
 }
 

@@ -1,5 +1,7 @@
 /* Bandwidth benchmark of the memory-bound kernels at GPT-2 124M sizes
- * (B*T = 32*1024 tokens, C = 768, 4C = 3072, 12 heads, V = 50304, 124.5M parameters).
+ * (B*T = 32*1024 tokens, C = 768, 4C = 3072, 12 heads, V = 50304, 124.5M parameters), the
+ * norm backward also at C = 1024 (N = 32768) and C = 2048, 4096 (N = 8192), the embedding
+ * backward also at a LLaMA-style size (N = 4*2048, C = 2048, V = 128256).
  *
  * Each timed run is preceded by a read of a 256 MiB buffer that evicts the inputs from L2,
  * and is bracketed by CUDA events; the figure is the median of ITERS runs after WARMUP runs.
@@ -9,7 +11,9 @@
  * same run; %copy = kernel GB/s / copy GB/s.
  * Then the fused attention against the unfused path (TFLOP/s; links cuBLAS for the baseline).
  * RoPE rows use GPT-2 and LLaMA (1B, 8B) head shapes, not the GPT-2 sizes above.
- *   bench_kernels [--iters N] [--attention] [--rope]   --attention / --rope: that table only
+ *   bench_kernels [--iters N] [--attention] [--rope] [--sweep]
+ *     --attention, --rope: that table only; --sweep: the norm and embedding backward rows,
+ *     each also with every setting of its tuning knobs (kernels_internal.h)
  */
 #include <string.h>
 #include <algorithm>
@@ -165,6 +169,96 @@ static void rope_rows(void) {
     }
 }
 
+/* ----------------------------------------------------------- norm and embedding backward */
+
+/* LayerNorm / RMSNorm backward, bf16, fp32 parameter grads.  bytes: dy and x read, dx
+ * written (and read when accumulating), mean/rstd read, weight read, dweight (dbias) read
+ * and written in fp32.  sweep: the same with every setting of the tuning knobs. */
+static void bench_norm_bwd(bool rms, int N, int C, bool acc, bool sweep) {
+    const size_t NC = (size_t)N * C;
+    void *x = bf16_buf(NC, 2.0f, 0.3f), *w = bf16_buf(C, 0.2f, 1.0f), *dy = bf16_buf(NC, 1.0f), *dx = bf16_buf(NC, 1.0f);
+    float *mean = f32_buf(N, 0.5f), *rstd = f32_buf(N, 0.2f, 0.5f, true);
+    float *dw = f32_buf(C, 0.01f), *db = f32_buf(C, 0.01f);
+    const size_t wsb = sx_norm_backward_workspace_bytes(C);
+    void *ws = dmalloc(wsb);
+    char sz[64], nm[64];
+    snprintf(sz, sizeof sz, "N=%d C=%d", N, C);
+    const double bytes = NC * (acc ? 8.0 : 6.0) + N * (rms ? 4.0 : 8.0) + C * 2.0 + C * (rms ? 8.0 : 16.0);
+    auto fn = [&] {
+        if (rms)
+            CK(sx_rmsnorm_backward((sx_bf16 *)dx, dw, SX_F32, (const sx_bf16 *)dy, (const sx_bf16 *)x,
+                                   (const sx_bf16 *)w, rstd, acc, ws, wsb, N, C, 0));
+        else
+            CK(sx_layernorm_backward((sx_bf16 *)dx, dw, db, SX_F32, (const sx_bf16 *)dy, (const sx_bf16 *)x,
+                                     (const sx_bf16 *)w, mean, rstd, acc, ws, wsb, N, C, 0));
+    };
+    snprintf(nm, sizeof nm, "%s_bwd%s", rms ? "rmsnorm" : "layernorm", acc ? "(dx+=)" : "");
+    row(nm, sz, bytes, fn);
+    if (sweep) {
+        static const int stages[5] = {0, 2, 3, 4, 6};
+        for (int k = 1; k <= 2; k++)
+            for (int si = 0; si < 5; si++) {
+                char note[64];
+                snprintf(note, sizeof note, "(sweep k=%d S=%d pdl)", k, stages[si]);
+                sx_norm_backward_tune(k, 0, 1, stages[si]);
+                row(nm, sz, bytes, fn, note);
+            }
+        sx_norm_backward_tune(1, 0, 0, 4);
+        row(nm, sz, bytes, fn, "(sweep k=1 S=4 no-pdl)");
+        sx_norm_backward_tune(0, 0, -1, -1);
+    }
+    void *bufs[] = {x, w, dy, dx, mean, rstd, dw, db, ws};
+    for (void *p : bufs) CK(cudaFree(p));
+}
+
+/* Embedding backward.  bytes = the fewest the operation must move: ids read, dout read once,
+ * each touched row of dwte read and written, and dwpe (T rows) read and written when the
+ * position embedding is there.  With dwpe the kernels read dout twice (once grouped by id,
+ * once by position), so that row's ceiling is below copy speed (see kernels/README.md). */
+static void bench_embedding_bwd(int B, int T, int C, int Vids, int V, bool with_wpe, sx_dtype gt, bool sweep,
+                                const char *remark = NULL) {
+    const int N = B * T;
+    const size_t NC = (size_t)N * C, gs = gt == SX_F32 ? 4 : 2;
+    int32_t *ids = ids_buf(N, Vids);
+    void *dout = bf16_buf(NC, 0.5f);
+    void *dwte = gt == SX_F32 ? (void *)f32_buf((size_t)V * C, 0.01f) : bf16_buf((size_t)V * C, 0.01f);
+    void *dwpe = !with_wpe ? NULL : gt == SX_F32 ? (void *)f32_buf((size_t)T * C, 0.01f) : bf16_buf((size_t)T * C, 0.01f);
+    std::vector<int32_t> h(N);
+    CK(cudaMemcpy(h.data(), ids, N * 4, cudaMemcpyDeviceToHost));
+    std::sort(h.begin(), h.end());
+    const size_t uniq = std::unique(h.begin(), h.end()) - h.begin();
+    const size_t wsb = sx_embedding_backward_workspace_bytes(N, C, V);
+    void *ws = dmalloc(wsb);
+    char sz[96], nm[64];
+    snprintf(sz, sizeof sz, "N=%d C=%d V=%d uniq=%zu", N, C, V, uniq);
+    snprintf(nm, sizeof nm, "embedding_bwd(%s%s)", gt == SX_F32 ? "fp32" : "bf16", with_wpe ? ",wpe" : "");
+    const double bytes = N * 4.0 + NC * 2.0 + (double)uniq * C * gs * 2 + (with_wpe ? (double)T * C * gs * 2 : 0.0);
+    auto fn = [&] { CK(sx_embedding_backward(dwte, dwpe, gt, (const sx_bf16 *)dout, ids, ws, wsb, B, T, C, V, 0)); };
+    row(nm, sz, bytes, fn, remark);
+    if (sweep) {
+        /* pf: -1 = the default: none since commit 7b7941b; in the 2026-11-23 H200 run (commit
+         * edc6ce4) it prefetched dout into L2 when dout took at most 60% of the L2 */
+        struct { int kp, l2, pf, pdl; } vs[] = {
+            {1, 7, -1, 1}, {3, 7, -1, 1}, {2, 0, -1, 1}, {2, 6, -1, 1}, {2, 7, 0, 1}, {2, 7, 32, 1}, {2, 7, 64, 1},
+            {2, 7, -1, 0}};
+        for (auto &v : vs) {
+            if (with_wpe && v.pf > 0) continue;
+            if (!with_wpe && v.l2 == 6) continue;
+            char note[64];
+            snprintf(note, sizeof note, "(sweep kp=%d l2=%d pf=%d%s %s)", v.kp, v.l2, v.pf, v.pf > 0 ? "MB" : "",
+                     v.pdl ? "pdl" : "no-pdl");
+            sx_embedding_backward_tune(0, v.kp, v.l2, v.pf, v.pdl);
+            row(nm, sz, bytes, fn, note);
+        }
+        sx_embedding_backward_tune(3, 0, -1, 0, -1);
+        row(nm, sz, bytes, fn, "(sweep: tile kernel alone, no prefetch)");
+        sx_embedding_backward_tune(0, 0, -1, -1, -1);
+    }
+    void *bufs[] = {ids, dout, dwte, dwpe, ws};
+    for (void *p : bufs)
+        if (p) CK(cudaFree(p));
+}
+
 /* ----------------------------------------------------------- fused attention */
 
 #define CB(call)                                                                     \
@@ -297,13 +391,14 @@ static void attention_table(void) {
 }
 
 int main(int argc, char **argv) {
-    bool only_attention = false, only_rope = false;
+    bool only_attention = false, only_rope = false, sweep = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--iters") && i + 1 < argc) ITERS = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--attention")) only_attention = true;
         else if (!strcmp(argv[i], "--rope")) only_rope = true;
+        else if (!strcmp(argv[i], "--sweep")) sweep = true;
         else {
-            fprintf(stderr, "usage: %s [--iters N] [--attention] [--rope]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--iters N] [--attention] [--rope] [--sweep]\n", argv[0]);
             return 2;
         }
     }
@@ -360,50 +455,48 @@ int main(int argc, char **argv) {
         row("embedding_fwd", sz, N * 4.0 + NC * 2.0 + (double)T * C * 2 + NC * 2.0, [&] {
             CK(sx_embedding_forward((sx_bf16 *)out, ids, (const sx_bf16 *)wte, (const sx_bf16 *)wpe, B, T, C, V, 0));
         });
-        /* unique ids, for the bytes of the rows of dwte touched */
-        std::vector<int32_t> h(N);
-        CK(cudaMemcpy(h.data(), ids, N * 4, cudaMemcpyDeviceToHost));
-        std::sort(h.begin(), h.end());
-        const size_t uniq = std::unique(h.begin(), h.end()) - h.begin();
-        float *dwte = f32_buf((size_t)Vp * C, 0.01f), *dwpe = f32_buf((size_t)T * C, 0.01f);
-        const size_t wsb = sx_embedding_backward_workspace_bytes(N, C, V);
-        ws = dmalloc(wsb);
-        snprintf(sz, sizeof sz, "N=%d C=%d uniq=%zu", N, C, uniq);
-        row("embedding_bwd(fp32 grad)", sz, N * 4.0 + NC * 2.0 + uniq * C * 8.0 + (double)T * C * 8, [&] {
-            CK(sx_embedding_backward(dwte, dwpe, SX_F32, (const sx_bf16 *)out, ids, ws, wsb, B, T, C, V, 0));
-        }, "(sort + gather: not a pure stream)");
-        CK(cudaFree(ids)); CK(cudaFree(wte)); CK(cudaFree(wpe)); CK(cudaFree(out)); CK(cudaFree(dwte));
-        CK(cudaFree(dwpe)); CK(cudaFree(ws));
+        CK(cudaFree(ids)); CK(cudaFree(wte)); CK(cudaFree(wpe)); CK(cudaFree(out));
+        /* backward: GPT-2 (ids in [0, 50257), vocabulary padded to 50304, with and without the
+         * position embedding) and a LLaMA-style batch (4 x 2048 tokens, C = 2048, V = 128256) */
+        bench_embedding_bwd(B, T, C, V, Vp, true, SX_F32, sweep);
+        bench_embedding_bwd(B, T, C, V, Vp, false, SX_F32, sweep);
+        bench_embedding_bwd(B, T, C, V, Vp, true, SX_BF16, sweep);
+        bench_embedding_bwd(4, 2048, 2048, 128256, 128256, false, SX_F32, sweep);
+        bench_embedding_bwd(4, 2048, 2048, 128256, 128256, false, SX_BF16, sweep);
+        sx_embedding_backward_tune(1, 0, -1, -1, -1); /* before: the sorted path */
+        bench_embedding_bwd(B, T, C, V, Vp, true, SX_F32, false, "(sorted path, for comparison)");
+        bench_embedding_bwd(4, 2048, 2048, 128256, 128256, false, SX_F32, false, "(sorted path, for comparison)");
+        sx_embedding_backward_tune(0, 0, -1, -1, -1);
     }
 
     /* ---------------------------------------------------------- norms */
     {
+        /* forward at GPT-2 size, backward at C = 768, 1024 (N = 32768) and 2048, 4096 (N = 8192) */
         void *x = bf16_buf(NC, 2.0f, 0.3f), *w = bf16_buf(C, 0.2f, 1.0f), *b = bf16_buf(C, 0.2f), *out = dmalloc(NC * 2);
-        void *dy = bf16_buf(NC, 1.0f), *dx = dmalloc(NC * 2);
         float *mean = (float *)dmalloc(N * 4), *rstd = (float *)dmalloc(N * 4);
-        float *dw = f32_buf(C, 0.01f), *db = f32_buf(C, 0.01f);
-        const size_t wsb = sx_norm_backward_workspace_bytes(C);
-        ws = dmalloc(wsb);
         snprintf(sz, sizeof sz, "N=%d C=%d", N, C);
         row("layernorm_fwd", sz, NC * 4.0 + C * 4.0 + N * 8.0, [&] {
             CK(sx_layernorm_forward((sx_bf16 *)out, mean, rstd, (const sx_bf16 *)x, (const sx_bf16 *)w,
                                     (const sx_bf16 *)b, N, C, 1e-5f, 0));
         });
-        row("layernorm_bwd", sz, NC * 6.0 + N * 8.0 + C * 2.0 + C * 16.0, [&] {
-            CK(sx_layernorm_backward((sx_bf16 *)dx, dw, db, SX_F32, (const sx_bf16 *)dy, (const sx_bf16 *)x,
-                                     (const sx_bf16 *)w, mean, rstd, 0, ws, wsb, N, C, 0));
-        });
         row("rmsnorm_fwd", sz, NC * 4.0 + C * 2.0 + N * 4.0, [&] {
             CK(sx_rmsnorm_forward((sx_bf16 *)out, rstd, (const sx_bf16 *)x, (const sx_bf16 *)w, N, C, 1e-5f, 0));
         });
-        row("rmsnorm_bwd", sz, NC * 6.0 + N * 4.0 + C * 2.0 + C * 8.0, [&] {
-            CK(sx_rmsnorm_backward((sx_bf16 *)dx, dw, SX_F32, (const sx_bf16 *)dy, (const sx_bf16 *)x,
-                                   (const sx_bf16 *)w, rstd, 0, ws, wsb, N, C, 0));
-        });
-        CK(cudaFree(x)); CK(cudaFree(w)); CK(cudaFree(b)); CK(cudaFree(out)); CK(cudaFree(dy)); CK(cudaFree(dx));
+        CK(cudaFree(x)); CK(cudaFree(w)); CK(cudaFree(b)); CK(cudaFree(out)); CK(cudaFree(mean)); CK(cudaFree(rstd));
+        const int cs[4] = {768, 1024, 2048, 4096}, ns[4] = {N, N, 8192, 8192};
+        for (int i = 0; i < 4; i++) {
+            bench_norm_bwd(false, ns[i], cs[i], false, sweep);
+            bench_norm_bwd(true, ns[i], cs[i], false, sweep);
+        }
+        bench_norm_bwd(true, 8192, 2048, true, sweep); /* as in training: dx += (residual stream) */
         /* fp32 storage */
         float *xf = f32_buf(NC, 2.0f, 0.3f), *wf = f32_buf(C, 0.2f, 1.0f), *bf = f32_buf(C, 0.2f);
         float *of = (float *)dmalloc(NC * 4), *dyf = f32_buf(NC, 1.0f), *dxf = (float *)dmalloc(NC * 4);
+        mean = (float *)dmalloc(N * 4);
+        rstd = (float *)dmalloc(N * 4);
+        float *dw = f32_buf(C, 0.01f), *db = f32_buf(C, 0.01f);
+        const size_t wsb = sx_norm_backward_workspace_bytes(C);
+        ws = dmalloc(wsb);
         row("layernorm_fwd_f32", sz, NC * 8.0 + C * 8.0 + N * 8.0, [&] {
             CK(sx_layernorm_forward_f32(of, mean, rstd, xf, wf, bf, N, C, 1e-5f, 0));
         });
@@ -412,6 +505,11 @@ int main(int argc, char **argv) {
         });
         CK(cudaFree(xf)); CK(cudaFree(wf)); CK(cudaFree(bf)); CK(cudaFree(of)); CK(cudaFree(dyf)); CK(cudaFree(dxf));
         CK(cudaFree(mean)); CK(cudaFree(rstd)); CK(cudaFree(dw)); CK(cudaFree(db)); CK(cudaFree(ws));
+    }
+
+    if (sweep) { /* the sweep covers the norm and embedding backward only */
+        CK(cudaDeviceSynchronize());
+        return 0;
     }
 
     /* ---------------------------------------------------------- elementwise */

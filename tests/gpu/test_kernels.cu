@@ -9,9 +9,9 @@
  * Inputs are rounded to their storage type on the host first, so the reference sees exactly
  * the values the GPU sees.  Exit 1 if any check fails, 2 on a CUDA error.
  * RoPE has its own, tighter, derived tolerance (see test_rope).
- *   test_kernels [--quick] [--attention] [--rope] [--seed S]
+ *   test_kernels [--quick] [--attention | --no-attention] [--rope] [--seed S]
  *     --quick: small sizes (for compute-sanitizer); --attention: the fused attention tests only;
- *     --rope: the RoPE tests only
+ *     --no-attention: all but those; --rope: the RoPE tests only
  */
 #include <string.h>
 #include <time.h>
@@ -129,13 +129,26 @@ static double tol_of(sx_dtype t) { return t == SX_F32 ? TOL_F32 : TOL_BF16; }
 
 /* ----------------------------------------------------------- embedding */
 
-static void test_embedding(int B, int T, int C, int V, bool use_wpe, sx_dtype gt) {
+/* ids: 0 = skewed (V u^3: many repeats of small ids, like real text; the most frequent id
+ * has ~2.7% of the tokens, so several segments of 32 tokens are merged), 1 = one id for
+ * every token but every 97th, which is out of range (-1, V or 2V+5: skipped), so one id has
+ * ~N segments, 2 = uniform.  path: 0 = automatic, 1 = the sorted path, 2 = the tiled path
+ * (kernels_internal.h). */
+static void test_embedding(int B, int T, int C, int V, bool use_wpe, sx_dtype gt, int ids_mode = 0, int path = 0) {
     const int N = B * T;
-    char sz[64];
-    snprintf(sz, sizeof sz, "B*T=%dx%d C=%d V=%d", B, T, C, V);
-    /* skewed ids (many repeats of small ids, like real text) */
+    char sz[80];
+    snprintf(sz, sizeof sz, "B*T=%dx%d C=%d V=%d%s%s", B, T, C, V,
+             ids_mode == 1 ? " one-id" : ids_mode == 2 ? " uniform" : "", path == 1 ? " sorted" : "");
     std::vector<int32_t> ids(N);
-    for (auto &id : ids) id = (int32_t)(V * pow(rng_unif(), 3.0));
+    for (int n = 0; n < N; n++) {
+        if (ids_mode == 1)
+            ids[n] = n % 97 != 13 ? V / 3 : (n % 3 == 0 ? -1 : n % 3 == 1 ? V : 2 * V + 5);
+        else if (ids_mode == 2)
+            ids[n] = (int32_t)(rng_u64() % (uint64_t)V);
+        else
+            ids[n] = (int32_t)(V * pow(rng_unif(), 3.0));
+    }
+    sx_embedding_backward_tune(path, 0, -1, -1, -1);
     vec wte = randn((size_t)V * C, 0, 0.5), wpe = randn((size_t)T * C, 0, 0.5);
     void *d_ids = up_i32(ids), *d_wte = up_bf16(wte), *d_wpe = use_wpe ? up_bf16(wpe) : NULL;
     void *d_out = dmalloc((size_t)N * C * 2);
@@ -173,6 +186,7 @@ static void test_embedding(int B, int T, int C, int V, bool use_wpe, sx_dtype gt
     CK(sx_embedding_backward(d_dwte, NULL, gt, (const sx_bf16 *)d_dout, (const int32_t *)d_ids, ws, wsb, B, T, C, V,
                              0));
     check_true("embedding_bwd.deterministic", sz, raw(d_dwte, first.size()) == first, "bitwise equal twice");
+    sx_embedding_backward_tune(0, 0, -1, -1, -1);
     CK(cudaFree(d_ids)); CK(cudaFree(d_wte)); CK(cudaFree(d_out)); CK(cudaFree(d_dout)); CK(cudaFree(d_dwte));
     CK(cudaFree(d_dwte0)); CK(cudaFree(ws));
     if (d_wpe) { CK(cudaFree(d_wpe)); CK(cudaFree(d_dwpe)); }
@@ -193,9 +207,14 @@ static void test_embedding_bad_id(void) {
 
 /* ----------------------------------------------------------- norms */
 
-static void test_norm(bool rms, sx_dtype t, int N, int C, bool with_bias, bool dx_acc, sx_dtype gt) {
-    char sz[64], nm[96];
-    snprintf(sz, sizeof sz, "N=%d C=%d", N, C);
+/* knob_*: the backward's tuning knobs (kernels_internal.h), 0/-1 = automatic */
+static void test_norm(bool rms, sx_dtype t, int N, int C, bool with_bias, bool dx_acc, sx_dtype gt, int knob_k = 0,
+                      int knob_bps = 0, int knob_pdl = -1, int knob_stages = -1) {
+    char sz[64], nm[96], st[16] = "";
+    if (knob_stages >= 0) snprintf(st, sizeof st, " S=%d", knob_stages);
+    snprintf(sz, sizeof sz, "N=%d C=%d%s%s%s%s", N, C, knob_k == 2 ? " k=2" : "", knob_bps ? " 1/SM" : "",
+             knob_pdl == 0 ? " no-pdl" : "", st);
+    sx_norm_backward_tune(knob_k, knob_bps, knob_pdl, knob_stages);
     const char *kn = rms ? "rmsnorm" : "layernorm";
     const size_t nc = (size_t)N * C, es = t == SX_F32 ? 4 : 2;
     const double eps = 1e-5;
@@ -280,6 +299,7 @@ static void test_norm(bool rms, sx_dtype t, int N, int C, bool with_bias, bool d
     run_bwd();
     snprintf(nm, sizeof nm, "%s_bwd.deterministic", kn);
     check_true(nm, sz, raw(d_dw, C * gs) == a1 && raw(d_dx, nc * es) == a2, "bitwise equal twice");
+    sx_norm_backward_tune(0, 0, -1, -1);
     void *bufs[] = {d_x, d_w, d_b, d_out, d_mean, d_rstd, d_dy, d_dx, d_dw, d_db, ws, d_dw0, d_db0, d_dx0};
     for (void *p : bufs)
         if (p) CK(cudaFree(p));
@@ -707,19 +727,51 @@ static void test_others(void) {
     const int V = g_quick ? 1003 : 50257, Vp = g_quick ? 1008 : 50304;
 
     test_errors();
+    /* embedding backward: tiles of 256 tokens for N = 3007 (12 tiles; quick: 67 = 1 tile),
+     * 1024 for N = 32768 (32 tiles); N > 131072 takes the sorted path */
     test_embedding(B, T, 768, V, true, SX_F32);
     test_embedding(B, T, 1000, V, true, SX_BF16);
     test_embedding(B, T, 77, 1009, false, SX_F32); /* scalar path */
+    test_embedding(B, T, 768, V, true, SX_F32, 0, 1); /* the sorted path, same sizes */
+    test_embedding(4, g_quick ? 150 : 1000, 64, 1009, true, SX_F32, 1);  /* one id: ~N/32 segments merged */
+    test_embedding(4, g_quick ? 150 : 1000, 64, 1009, true, SX_BF16, 1, 1);
+    test_embedding(4, g_quick ? 150 : 1000, 72, 1009, false, SX_BF16, 2); /* uniform ids, bf16 grads */
+    test_embedding(4, g_quick ? 150 : 1000, 33, 1009, true, SX_BF16, 1); /* scalar path, merges */
+    if (!g_quick) {
+        test_embedding(4, 2048, 64, 128256, false, SX_F32);  /* LLaMA-size vocabulary, 32 tiles of 256 */
+        test_embedding(32, 1024, 16, 50304, true, SX_F32);   /* 32 tiles of 1024 */
+        test_embedding(32, 1024, 16, 50304, false, SX_BF16, 1);
+        test_embedding(67, 2089, 8, 5003, true, SX_F32);     /* N = 139963 > 131072: the sorted path */
+    }
     test_embedding_bad_id();
 
+    /* norm backward fast path: a group of W = C / (256 k) warps per row (bf16; fp32: C / (128 k)),
+     * 512 / (32 W) rows per block */
     for (int rms = 0; rms <= 1; rms++) {
         test_norm(rms, SX_BF16, N, 768, true, false, SX_F32);
         test_norm(rms, SX_BF16, N, 1000, false, true, SX_BF16);
-        test_norm(rms, SX_BF16, N, 200, true, false, SX_BF16); /* one chunk */
+        test_norm(rms, SX_BF16, N, 200, true, false, SX_BF16); /* one warp per row, 16 rows per block */
         test_norm(rms, SX_BF16, N, 77, true, false, SX_F32);   /* scalar path */
-        test_norm(rms, SX_BF16, N / 3, 3000, true, true, SX_F32); /* generic path (C > fast-path limit) */
+        test_norm(rms, SX_BF16, N / 3, 3000, true, true, SX_F32); /* 12 warps per row, some lanes idle */
+        test_norm(rms, SX_BF16, N / 3, 1024, true, false, SX_F32);
+        test_norm(rms, SX_BF16, N / 3, 2048, true, true, SX_BF16); /* 8 warps per row, dx += */
+        test_norm(rms, SX_BF16, g_quick ? 67 : 1003, 4096, true, false, SX_F32); /* 16 warps: one row per block */
+        test_norm(rms, SX_BF16, 5, 4096, true, false, SX_F32);   /* fewer rows than blocks */
+        test_norm(rms, SX_BF16, g_quick ? 33 : 257, 5000, true, true, SX_F32); /* 2 packs per thread, 10 warps */
+        test_norm(rms, SX_BF16, g_quick ? 33 : 257, 8192, true, false, SX_BF16); /* 2 packs, 16 warps */
+        test_norm(rms, SX_BF16, g_quick ? 33 : 257, 8200, true, false, SX_F32);  /* beyond: generic path */
+        test_norm(rms, SX_BF16, N, 768, true, false, SX_F32, 2);     /* knobs: 2 packs per thread */
+        test_norm(rms, SX_BF16, N / 3, 2048, true, true, SX_F32, 0, 1, 0); /* 1 block per SM, no PDL */
+        test_norm(rms, SX_BF16, N, 768, true, false, SX_F32, 0, 0, -1, 0);   /* no ring: registers */
+        test_norm(rms, SX_BF16, N / 3, 2048, true, true, SX_BF16, 0, 0, -1, 0);
+        test_norm(rms, SX_BF16, N, 1000, false, true, SX_F32, 2, 0, -1, 0);
+        test_norm(rms, SX_BF16, N, 768, true, true, SX_F32, 0, 0, -1, 2);    /* ring of 2 and of 7 */
+        test_norm(rms, SX_BF16, N / 3, 4096, true, false, SX_F32, 0, 0, -1, 7);
+        test_norm(rms, SX_F32, N, 1000, true, true, SX_F32, 0, 0, -1, 0);
         test_norm(rms, SX_F32, N, 768, true, false, SX_F32);
         test_norm(rms, SX_F32, N, 1000, true, true, SX_F32);
+        test_norm(rms, SX_F32, N / 3, 2048, true, false, SX_F32);
+        test_norm(rms, SX_F32, g_quick ? 33 : 257, 4096, true, true, SX_F32); /* 2 packs per thread */
         test_norm(rms, SX_F32, N, 77, true, false, SX_F32);
     }
 
@@ -846,14 +898,15 @@ static void test_tp_vocab(int B, int T, int C, int V, int shards, bool use_wpe) 
 
 int main(int argc, char **argv) {
     uint64_t seed = (uint64_t)time(NULL);
-    bool only_attention = false, only_rope = false;
+    bool only_attention = false, only_rope = false, no_attention = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) g_quick = true;
         else if (!strcmp(argv[i], "--attention")) only_attention = true;
+        else if (!strcmp(argv[i], "--no-attention")) no_attention = true;
         else if (!strcmp(argv[i], "--rope")) only_rope = true;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--attention] [--rope] [--seed S]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--attention | --no-attention] [--rope] [--seed S]\n", argv[0]);
             return 2;
         }
     }
@@ -868,7 +921,7 @@ int main(int argc, char **argv) {
     header();
 
     if (!only_attention) test_rope_all();
-    if (!only_rope) {
+    if (!only_rope && !no_attention) {
         /* fused attention: MHA and GQA, D 64 and 128, fused qkv and separate tensors, T not a
          * multiple of the 64-row tiles (97, 1000), T a multiple (128), T = 1 */
         test_attention_errors();
@@ -878,9 +931,9 @@ int main(int argc, char **argv) {
         test_attention(1, g_quick ? 200 : 1000, 2, 2, 128, false);
         test_attention(2, 128, 8, 2, 128, true);
         test_attention(2, 1, 2, 2, 64, false);
-        if (!only_attention) test_others();
     }
     if (!only_attention && !only_rope) {
+        test_others();
         test_tp_vocab(2, 37, 64, 1000, 2, true);       /* GPT-2-like: position table on one rank */
         test_tp_vocab(3, 29, 96, 50257, 4, false);     /* the last shard holds padding only in part */
         test_tp_vocab(1, 5, 8, 100, 2, true);          /* the second shard is all padding */
