@@ -8,7 +8,10 @@
  *    ops (finite differences cannot see a consistent error in the forward,
  *    such as the wrong key/value head, the wrong gate half or scale);
  *  - causality, the grouped-query and SwiGLU layouts, ln V at a zero head,
- *    the padded vocabulary, overwriting, and bad input.
+ *    the padded vocabulary, overwriting, and bad input;
+ *  - rotary positions (LLaMA-like, theta 1e4 and 5e5): the same gradient
+ *    check, the forward against ref_rope_forward composed in, and that the
+ *    rotation is really applied (it changes the loss).
  *
  * Finite differences: Richardson-extrapolated central differences,
  *   f' = (8 (f(x+h) - f(x-h)) - (f(x+2h) - f(x-2h))) / (12 h) + O(h^4),
@@ -59,6 +62,15 @@ static ref_config llama_config(void)
 {
     ref_config c = {.L = 2, .C = 16, .H = 4, .KV = 2, .D = 4, .F = 24, .V = 50, .Vp = 128, .maxT = 8, .B = 2, .T = 5,
                     .rms = 1, .swiglu = 1, .bias = 0, .learned_pos = 0, .tied = 0};
+    return c;
+}
+
+/* LLaMA-like with rotary positions of base theta */
+static ref_config llama_rope_config(double theta)
+{
+    ref_config c = llama_config();
+    c.rope = 1;
+    c.rope_theta = theta;
     return c;
 }
 
@@ -267,14 +279,21 @@ static void llama_gradients_match_finite_differences(void **state)
     check_family(llama_config(), "llama");
 }
 
+static void llama_rope_gradients_match_finite_differences(void **state)
+{
+    (void)state;
+    check_family(llama_rope_config(10000.0), "llama rope 1e4");
+    check_family(llama_rope_config(500000.0), "llama rope 5e5");
+}
+
 /* The comparison can fail: in every tensor, the sampled element with the
  * largest gradient passes, and fails once its analytic value is off by
  * 1e-5 relative (10x the tolerance). */
 static void a_wrong_gradient_is_detected(void **state)
 {
     (void)state;
-    ref_config configs[2] = {gpt2_config(), llama_config()};
-    for (int f = 0; f < 2; f++) {
+    ref_config configs[3] = {gpt2_config(), llama_config(), llama_rope_config(10000.0)};
+    for (int f = 0; f < 3; f++) {
         model m;
         model_init(&m, configs[f], 7);
         loss_and_grads(&m);
@@ -337,6 +356,7 @@ static double kernel_reference_loss(const model *m)
     for (int l = 0; l < c->L; l++) {
         norm(m, h, x, layer_block(m, REF_LN1W, l), layer_block(m, REF_LN1B, l), mean, rstd);
         matmul(qkv, h, layer_block(m, REF_QKVW, l), layer_block(m, REF_QKVB, l), N, C, W);
+        if (c->rope) ref_rope_forward(qkv, c->B, c->T, c->H, c->KV, c->D, (size_t)W, c->rope_theta);
         ref_attention_forward(atty, NULL, qkv, qkv + A, qkv + (size_t)(c->H + c->KV) * c->D, c->B, c->T, c->H, c->KV, c->D,
                               (size_t)W, (size_t)W, 1.0 / sqrt((double)c->D));
         matmul(branch, atty, layer_block(m, REF_ATTW, l), layer_block(m, REF_ATTB, l), N, A, C);
@@ -361,8 +381,8 @@ static double kernel_reference_loss(const model *m)
 static void forward_matches_kernel_references(void **state)
 {
     (void)state;
-    ref_config configs[2] = {gpt2_config(), llama_config()};
-    for (int f = 0; f < 2; f++) {
+    ref_config configs[4] = {gpt2_config(), llama_config(), llama_rope_config(10000.0), llama_rope_config(500000.0)};
+    for (int f = 0; f < 4; f++) {
         model m;
         model_init(&m, configs[f], 11);
         /* same textbook formulas, different loop orders: agreement to a few
@@ -450,6 +470,29 @@ static void grouped_query_and_swiglu_layouts(void **state)
     }
     assert_true(scaled[0] == scaled[2]);
     assert_true(fabs(scaled[1] - scaled[2]) > 1e-6);
+    model_free(&m);
+}
+
+/* RoPE is applied: with the same parameters it changes the loss, and the
+ * base matters.  (Which positions, and that only q and k turn, is checked
+ * against ref_rope_forward in forward_matches_kernel_references.  Nothing
+ * here can tell t = n mod T from t = n: a score q_t . k_u depends on t - u
+ * only, so shifting a whole sequence's positions changes neither the loss
+ * nor a gradient beyond rounding.) */
+static void rope_is_applied(void **state)
+{
+    (void)state;
+    model m;
+    model_init(&m, llama_config(), 41);
+    double plain = loss_only(&m);
+    m.c = llama_rope_config(10000.0);
+    double rope4 = loss_only(&m);
+    m.c = llama_rope_config(500000.0);
+    double rope5 = loss_only(&m);
+    assert_true(isfinite(plain) && isfinite(rope4) && isfinite(rope5));
+    assert_true(fabs(rope4 - plain) > 1e-6);
+    assert_true(fabs(rope5 - plain) > 1e-6);
+    assert_true(fabs(rope5 - rope4) > 1e-6);
     model_free(&m);
 }
 
@@ -575,6 +618,24 @@ static void bad_input_returns_nan(void **state)
     assert_true(isnan(ref_model_loss_grads(&good, NULL, m.g, m.inputs, m.targets)));
     assert_true(isnan(ref_model_loss_grads(&good, m.p, m.g, NULL, m.targets)));
     assert_true(isnan(ref_model_loss_grads(&good, m.p, m.g, m.inputs, NULL)));
+    /* RoPE needs an even head size and a finite base > 0 */
+    ref_config bad_rope[5];
+    for (int i = 0; i < 5; i++) bad_rope[i] = llama_rope_config(10000.0);
+    bad_rope[0].D = 3;
+    bad_rope[1].rope_theta = 0.0;
+    bad_rope[2].rope_theta = -10000.0;
+    bad_rope[3].rope_theta = NAN;
+    bad_rope[4].rope_theta = INFINITY;
+    for (int i = 0; i < 5; i++) {
+        assert_true(isnan(ref_model_loss_grads(&bad_rope[i], m.p, m.g, m.inputs, m.targets)));
+        assert_int_equal(ref_tensor_size(&bad_rope[i], REF_WTE), 0);
+    }
+    /* without rope, neither is asked for */
+    ref_config no_rope = good;
+    no_rope.rope_theta = -1.0;
+    assert_true(isfinite(ref_model_loss_grads(&no_rope, m.p, NULL, m.inputs, m.targets)));
+    no_rope.D = 3;
+    assert_true(ref_tensor_size(&no_rope, REF_QKVW) > 0);
     /* tokens outside [0, V): padded rows are not tokens */
     int32_t saved = m.inputs[3];
     int32_t bad_tokens[3] = {-1, good.V, good.Vp - 1};
@@ -611,10 +672,12 @@ int main(void)
         cmocka_unit_test(tensor_sizes),
         cmocka_unit_test(gpt2_gradients_match_finite_differences),
         cmocka_unit_test(llama_gradients_match_finite_differences),
+        cmocka_unit_test(llama_rope_gradients_match_finite_differences),
         cmocka_unit_test(a_wrong_gradient_is_detected),
         cmocka_unit_test(forward_matches_kernel_references),
         cmocka_unit_test(attention_is_causal),
         cmocka_unit_test(grouped_query_and_swiglu_layouts),
+        cmocka_unit_test(rope_is_applied),
         cmocka_unit_test(zero_head_gives_ln_v),
         cmocka_unit_test(padded_vocabulary_is_ignored),
         cmocka_unit_test(gradients_are_overwritten),

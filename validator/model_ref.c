@@ -27,7 +27,8 @@ typedef struct {
     size_t A;   /* attention output width, H D */
     size_t W;   /* fused QKV width, (H + 2 KV) D */
     size_t up;  /* the FFN's first projection width: 2F for SwiGLU (gate | up), else F */
-    int rms, swiglu, bias, learned_pos, tied;
+    int rms, swiglu, bias, learned_pos, tied, rope;
+    double rope_theta;
     size_t sizes[REF_COUNT];
 } dims;
 
@@ -51,12 +52,14 @@ static int dims_of(const ref_config *c, dims *d)
     if (c->L < 1 || c->C < 1 || c->H < 1 || c->KV < 1 || c->D < 1 || c->F < 1 || c->V < 1 || c->Vp < c->V || c->B < 1 ||
         c->T < 1 || c->H % c->KV != 0 || (c->learned_pos && c->maxT < c->T))
         return -1;
+    if (c->rope && (c->D % 2 != 0 || !(c->rope_theta > 0.0) || !isfinite(c->rope_theta))) return -1;
     memset(d, 0, sizeof *d);
     d->L = (size_t)c->L; d->C = (size_t)c->C; d->H = (size_t)c->H; d->KV = (size_t)c->KV; d->D = (size_t)c->D;
     d->F = (size_t)c->F; d->V = (size_t)c->V; d->Vp = (size_t)c->Vp; d->B = (size_t)c->B; d->T = (size_t)c->T;
     d->maxT = c->learned_pos ? (size_t)c->maxT : 0;
     d->rms = c->rms != 0; d->swiglu = c->swiglu != 0; d->bias = c->bias != 0;
     d->learned_pos = c->learned_pos != 0; d->tied = c->tied != 0;
+    d->rope = c->rope != 0; d->rope_theta = d->rope ? c->rope_theta : 0.0;
     int ok = 1;
     d->N = mul(d->B, d->T, &ok);
     d->A = mul(d->H, d->D, &ok);
@@ -258,6 +261,32 @@ static void residual_forward(double *out, const double *a, const double *b, size
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
+/* ---- rotary position embedding ------------------------------------------------ */
+
+/* In place on the first H + KV heads of each row of qkv [N][W] (queries, then
+ * keys; the values are left alone): for token n at position t = n mod T and
+ * i < D/2, the pair (x[i], x[i + D/2]) of every such head is rotated by the
+ * angle sign t theta^(-2i/D).  sign = 1 is the forward; sign = -1, the
+ * inverse rotation, is its backward (a rotation's Jacobian is the rotation,
+ * whose transpose is the rotation by the negative angle), applied to dqkv. */
+static void rope_rotate(double *qkv, const dims *d, double sign)
+{
+    size_t half = d->D / 2, heads = d->H + d->KV;
+    double log_theta = log(d->rope_theta);
+    for (size_t n = 0; n < d->N; n++) {
+        double t = (double)(n % d->T);
+        for (size_t i = 0; i < half; i++) {
+            double freq = exp(-(double)(2 * i) / (double)d->D * log_theta), angle = t * freq;
+            double cs = cos(angle), sn = sign * sin(angle);
+            for (size_t h = 0; h < heads; h++) {
+                double *x = qkv + n * d->W + h * d->D, x1 = x[i], x2 = x[i + half];
+                x[i] = x1 * cs - x2 * sn;
+                x[i + half] = x2 * cs + x1 * sn;
+            }
+        }
+    }
+}
+
 /* ---- attention -------------------------------------------------------------- */
 
 /* Causal attention from the fused projection qkv [N][W] into out [N][H D]:
@@ -424,7 +453,7 @@ typedef struct {
     double *resid;       /* [L+1][N][C]: the stream entering each layer, then the last */
     double *ln1, *ln2;   /* [L][N][C] */
     double *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* [L][N] */
-    double *qkv;         /* [L][N][W] */
+    double *qkv;         /* [L][N][W]: after RoPE, as attention reads it */
     double *prob;        /* [L][B][H][T][T] */
     double *atty;        /* [L][N][A] */
     double *mid;         /* [L][N][C]: the stream after attention's residual add */
@@ -485,6 +514,7 @@ static double model_forward(const dims *d, double *const P[REF_COUNT], workspace
         double *prob = w->prob + l * d->B * d->H * d->T * d->T, *fch = w->fch + l * N * d->up, *act = w->act + l * N * d->F;
         norm_forward(d, ln1, w->ln1_mean + l * N, w->ln1_rstd + l * N, x, block(d, P, REF_LN1W, l), block(d, P, REF_LN1B, l));
         linear_forward(qkv, ln1, block(d, P, REF_QKVW, l), block(d, P, REF_QKVB, l), N, C, d->W);
+        if (d->rope) rope_rotate(qkv, d, 1.0);
         attention_forward(atty, prob, qkv, d);
         linear_forward(w->branch, atty, block(d, P, REF_ATTW, l), block(d, P, REF_ATTB, l), N, d->A, C);
         residual_forward(mid, x, w->branch, NC);
@@ -533,6 +563,8 @@ static void model_backward(const dims *d, double *const P[REF_COUNT], double *co
         linear_backward(w->datty, block(d, G, REF_ATTW, l), block(d, G, REF_ATTB, l), w->dres, atty,
                         block(d, P, REF_ATTW, l), N, d->A, C);
         attention_backward(w->dqkv, w->datty, prob, qkv, w->dp, d);
+        /* dloss/d(the rotated q and k) back to the projection's output */
+        if (d->rope) rope_rotate(w->dqkv, d, -1.0);
         linear_backward(w->dnorm, block(d, G, REF_QKVW, l), block(d, G, REF_QKVB, l), w->dqkv, ln1,
                         block(d, P, REF_QKVW, l), N, C, d->W);
         norm_backward(d, w->dres, block(d, G, REF_LN1W, l), block(d, G, REF_LN1B, l), w->dnorm, x,

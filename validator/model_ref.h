@@ -12,7 +12,7 @@
  *
  * The model, exactly as train.c builds it:
  *   x = WTE[token] (+ WPE[position] with learned positions)
- *   per layer: x += ATTW attention(QKVW norm1(x) + QKVB) + ATTB
+ *   per layer: x += ATTW attention(rope(QKVW norm1(x) + QKVB)) + ATTB
  *              x += PROJW act(FCW norm2(x) + FCB) + PROJB
  *   logits = HEAD normf(x)   (HEAD is WTE when tied; no bias)
  *   loss   = mean over the B*T tokens of cross-entropy over the first V logits
@@ -22,7 +22,15 @@
  *   F columns of the up-projection's 2F outputs, up = the next F;
  * - attention: causal, softmax scale 1/sqrt(D); the fused projection's output
  *   columns are [H*D queries | KV*D keys | KV*D values]; query head h reads
- *   key/value head h / (H/KV); no RoPE;
+ *   key/value head h / (H/KV);
+ * - rope (only when `rope`; the identity otherwise): rotary position
+ *   embedding as sx_rope_forward (kernels/rope.cu), in place on the fused
+ *   projection's output after its bias and before attention, on the H query
+ *   heads and the KV key heads (columns [0, (H+KV)D)), not on the values:
+ *   "rotate half", element i of a head is paired with element i + D/2 and
+ *   the pair (x1, x2) becomes (x1 cos a - x2 sin a, x2 cos a + x1 sin a),
+ *   a = t theta^(-2i/D), i < D/2, t the token's position in its sequence;
+ *   its backward rotates dq and dk by -a;
  * - the vocabulary V is padded to Vp: the padded rows of WTE and HEAD exist,
  *   the logits over columns >= V are ignored (so their gradients are 0);
  * - weights in PyTorch convention W[out, in], y = x W^T + b;
@@ -38,10 +46,14 @@
  * FFN width (of one half for SwiGLU), V the vocabulary padded to Vp, maxT the
  * position table's rows, B sequences of T tokens.  Flags (0 or not 0): rms
  * (RMSNorm, else LayerNorm), swiglu (else GELU), bias (linear biases),
- * learned_pos (WPE), tied (the head is WTE). */
+ * learned_pos (WPE), tied (the head is WTE), rope (rotary positions with
+ * base rope_theta; rope_theta is ignored without rope).  rope and
+ * rope_theta come last so that initialisers that omit them mean no RoPE. */
 typedef struct {
     int L, C, H, KV, D, F, V, Vp, maxT, B, T;
     int rms, swiglu, bias, learned_pos, tied;
+    int rope;
+    double rope_theta;
 } ref_config;
 
 enum { REF_WTE, REF_WPE, REF_LN1W, REF_LN1B, REF_QKVW, REF_QKVB, REF_ATTW, REF_ATTB, REF_LN2W, REF_LN2B, REF_FCW, REF_FCB,
@@ -61,7 +73,8 @@ size_t ref_tensor_size(const ref_config *c, int which);
  *   PROJW [L][C][F], PROJB [L][C], LNFW/LNFB [C], HEAD [Vp][C] (untied only).
  * inputs and targets hold B*T tokens, sequence b's token t at b*T + t.
  * Returns NaN, and leaves grads untouched, on bad input: a dimension below 1,
- * H % KV != 0, Vp < V, T > maxT with learned positions, sizes that overflow,
+ * H % KV != 0, Vp < V, T > maxT with learned positions, rope with D odd or
+ * rope_theta not a finite number > 0, sizes that overflow,
  * a token outside [0, V), a NULL pointer where a tensor has elements, or no
  * memory for the activations. */
 double ref_model_loss_grads(const ref_config *c, double *const params[REF_COUNT], double *const grads[REF_COUNT],
