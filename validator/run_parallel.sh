@@ -62,10 +62,27 @@ if [ "$PHASE" = faults ] || [ "$PHASE" = all ]; then
   timeout 60 $G train llama3.2-1b --gpu $GPU --tp 4 > "$R/refuse_tp4.log" 2>&1; echo "refuse rc=$?" | tee -a "$R/refuse_tp4.log"
   bash tests/gpu/parallel_equivalence.sh $G $GPU > "$R/equivalence.log" 2>&1; echo "equivalence rc=$?"
 fi
+if [ "$PHASE" = final ]; then
+  # the float64 gradient check (one GPU), mpirun's launch, and two plans larger than the machine validated as slices
+  $G check-gradients > "$R/check_gradients.log" 2>&1; echo "check-gradients rc=$?"
+  C="--calibration docs/validation/h200x2-train-2026-11-23/h200-x2.csv"
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  timeout 200 mpirun -np 2 -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH $G train llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --gbs 16 \
+    --steps 15 --dp 2 --zero 1 $C --csv "$R/t_mpirun_llama_dp2z1.csv" > "$R/t_mpirun_llama_dp2z1.log" 2>&1; echo "mpirun rc=$?"
+  B=./build/sextant
+  $B estimate llama3.2-1b --gpu $GPU --gpus 64 --tp 2 --pp 4 --mbs 2 --gbs 128 --seq 2048 --sp --zero 1 --recompute selective \
+    --format json > "$R/plan_tp2pp4dp8.json"
+  $B estimate llama3.2-1b --gpu $GPU --gpus 64 --tp 1 --pp 4 --mbs 2 --gbs 128 --seq 2048 --zero 1 \
+    --format json > "$R/plan_pp4dp16.json"
+  for p in tp2pp4dp8 pp4dp16; do
+    timeout 200 $G train --plan "$R/plan_$p.json" --gpus 2 --steps 15 $C --csv "$R/slice_$p.csv" > "$R/slice_$p.log" 2>&1
+    echo "slice $p rc=$?"
+  done
+fi
 cd "$OUT" && tar cf results.tar run && rm -rf run
 for f in $(tar tf results.tar | grep "eq_.*txt$"); do echo "$f: $(tar xOf results.tar $f | awk '{printf "%s ", $2}')"; done
 for f in $(tar tf results.tar | grep "eq_.*\.log$"); do echo "== $f"; tar xOf results.tar $f | grep -E "rror|rank [0-9]+:|loss .* ->|DID NOT" | head -4; done
 for f in $(tar tf results.tar | grep "t_.*\.log$"); do echo "== $f"; tar xOf results.tar $f | grep -E "step time|uncalibrated|memory:" | cut -c1-160; done
 tar xOf results.tar run/comm.log 2>/dev/null | grep -E "fit|communicator|overlay|time =" | head -12
-for f in fault_dp2 refuse_tp4 equivalence; do echo "== $f"; tar xOf results.tar run/$f.log 2>/dev/null | tail -16; done
+for f in fault_dp2 refuse_tp4 equivalence check_gradients t_mpirun_llama_dp2z1 slice_tp2pp4dp8 slice_pp4dp16; do echo "== $f"; tar xOf results.tar run/$f.log 2>/dev/null | tail -16; done
 tar xOf results.tar run/t_gpt2m_tp2sp.log 2>/dev/null | grep -E "tp_|step "

@@ -42,6 +42,8 @@
 
 #include "kernels.h"
 #include "launch.h"
+#include "model_ref.h"
+#include "plot.h"
 #include "planner.h"
 #include "train.h"
 
@@ -1266,40 +1268,22 @@ static int write_json(const char *path, const report_info *in, const report_row 
     return 0;
 }
 
-/* Predicted against measured time per op on log axes, the diagonal drawn:
- * the worst-predicted op is the point farthest from it. */
+/* The per-op plot of this rank's rows (validator/plot.c). */
 static int write_plot(const char *path, const report_info *in, const report_row *rows, int n)
 {
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
-        fprintf(stderr, "sextant-gpu train: --plot needs gnuplot (Debian: apt-get install gnuplot-nox); no plot written\n");
-        return 0;
+    const char **ops = host_alloc((size_t)n * sizeof *ops);
+    double *predicted = host_alloc((size_t)n * sizeof *predicted), *measured = host_alloc((size_t)n * sizeof *measured);
+    for (int i = 0; i < n; i++) {
+        ops[i] = rows[i].op;
+        predicted[i] = rows[i].predicted_s;
+        measured[i] = rows[i].measured_s;
     }
-    char script[4200], tmp[4200];
-    snprintf(script, sizeof script, "%s.gp.tmp", path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(script, "w");
-    if (!f) { fprintf(stderr, "sextant-gpu train: --plot %s: cannot write\n", path); return 1; }
-    fprintf(f, "set terminal svg size 900,700 dynamic\nset output '%s'\nset logscale xy\n", tmp);
-    fprintf(f, "set title '%s on %d x %s, tp %d pp %d dp %d, micro-batch %d, seq %d: time per op and step (rank 0)'\n",
-            in->m->name, in->gpus, in->gpu->name, in->o->tp, in->o->pp, in->o->dp, in->o->mbs, in->o->seq);
-    fprintf(f, "set xlabel 'measured ms'\nset ylabel 'predicted ms'\nset key top left\n");
-    fprintf(f, "$ops << EOD\n");
-    for (int i = 0; i < n; i++)
-        if (rows[i].predicted_s > 0 && rows[i].measured_s > 0)
-            fprintf(f, "%.6f %.6f %s\n", rows[i].measured_s * 1e3, rows[i].predicted_s * 1e3, rows[i].op);
-    fprintf(f, "EOD\nplot $ops using 1:2 with points pt 7 title 'op', $ops using 1:2:3 with labels offset 1,0.5 font ',8' "
-               "notitle, x title 'prediction = measurement' lc rgb 'gray'\n");
-    fclose(f);
-    char cmd[8600];
-    snprintf(cmd, sizeof cmd, "gnuplot '%s'", script);
-    int rc = system(cmd);
-    remove(script);
-    if (rc != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "sextant-gpu train: --plot %s: gnuplot failed\n", path);
-        remove(tmp);
-        return 1;
-    }
-    return 0;
+    char title[1024];
+    snprintf(title, sizeof title, "%.64s on %d x %.64s, tp %d pp %d dp %d, micro-batch %d, seq %d: time per op and step (rank 0)",
+             in->m->name, in->gpus, in->gpu->name, in->o->tp, in->o->pp, in->o->dp, in->o->mbs, in->o->seq);
+    int rc = plot_predicted_measured(path, title, ops, predicted, measured, n);
+    free(ops); free(predicted); free(measured);
+    return rc == 1;   /* no gnuplot: said so, the run still counts */
 }
 
 static int compare_double(const void *a, const void *b)
@@ -1487,6 +1471,110 @@ static double measured_of(const measured_op *ms, int n, const char *name, pass_t
     if (calls) *calls = 0;
     if (fastest) *fastest = 0;
     return 0.0;
+}
+
+/* ---- the gradient check: the real step against the float64 reference ---------- */
+
+static double bf16_to_double(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* One forward and backward of the real training step (one GPU, one
+ * micro-batch), then every parameter's gradient against validator/model_ref.c
+ * computed in float64 from the same bf16 weights and tokens.
+ * Tolerance: relative L2 error per tensor 5e-2 and loss 1e-2.  Every stored
+ * activation and gradient is rounded to bf16 (2^-9 relative each), a value
+ * passes through about ten such roundings between the loss and a first-layer
+ * gradient, and the errors of a sum of thousands of terms mostly cancel: a
+ * correct step lands near 1e-2; a wrong index, a missing term or a wrong
+ * scale gives errors of order one. */
+static int check_gradients(gpt *g, const train_options *o, const model_t *m)
+{
+    const shapes *s = &g->s;
+    const param_layout *pl = &g->pl;
+    size_t N = (size_t)s->N, gn = (size_t)o->gbs * s->T;
+    int32_t *global_in = host_alloc(gn * sizeof *global_in), *global_tg = host_alloc(gn * sizeof *global_tg);
+    unsigned long long state = 42;
+    load_batch(g, o, &state, global_in, global_tg);
+    current_pass = PASS_BWD;
+    CK(cudaMemsetAsync(g->grads, 0, pl->count * sizeof(bf16), stream));
+    run_schedule(g);
+    CK(cudaStreamSynchronize(stream));
+    uint16_t *params = host_alloc(pl->count * sizeof *params), *grads = host_alloc(pl->count * sizeof *grads);
+    float *losses = host_alloc(N * sizeof *losses);
+    CK(cudaMemcpy(params, g->params, pl->count * sizeof *params, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(grads, g->grads, pl->count * sizeof *grads, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(losses, g->scr.losses, N * sizeof *losses, cudaMemcpyDeviceToHost));
+    double gpu_loss = 0;
+    for (size_t i = 0; i < N; i++) gpu_loss += losses[i];
+    gpu_loss /= (double)N;
+
+    ref_config c = {0};
+    c.L = s->L; c.C = s->C; c.H = s->H; c.KV = s->KV; c.D = s->D; c.F = s->F; c.V = s->V; c.Vp = s->Vp;
+    c.maxT = s->maxT; c.B = s->B; c.T = s->T;
+    c.rms = s->rms; c.swiglu = s->swiglu; c.bias = s->bias; c.learned_pos = s->learned_pos; c.tied = s->tied;
+    c.rope = s->rope; c.rope_theta = s->rope_theta;
+    double *ref_params[REF_COUNT] = {0}, *ref_grads[REF_COUNT] = {0}, *gpu_grads[REF_COUNT] = {0};
+    int ok = 1;
+    for (int w = 0; w < P_COUNT; w++) {
+        size_t n = ref_tensor_size(&c, w);
+        int layers = is_layer_param(w) ? s->L : 1;
+        if (n != (size_t)layers * pl->size[w]) {
+            fprintf(stderr, "sextant-gpu check: tensor %d: the reference holds %zu elements, the step %zu\n", w, n,
+                    (size_t)layers * pl->size[w]);
+            return 2;
+        }
+        if (n == 0) continue;
+        ref_params[w] = host_alloc(n * sizeof(double));
+        ref_grads[w] = host_alloc(n * sizeof(double));
+        gpu_grads[w] = host_alloc(n * sizeof(double));
+        for (int l = 0; l < layers; l++) {
+            size_t at = param_offset(g, w, l), per = pl->size[w];
+            for (size_t i = 0; i < per; i++) {
+                ref_params[w][(size_t)l * per + i] = bf16_to_double(params[at + i]);
+                gpu_grads[w][(size_t)l * per + i] = bf16_to_double(grads[at + i]);
+            }
+        }
+    }
+    int32_t *inputs = host_alloc(N * sizeof *inputs), *targets = host_alloc(N * sizeof *targets);
+    memcpy(inputs, g->host_ids, N * sizeof *inputs);
+    memcpy(targets, g->host_ids + (size_t)g->microbatches * N, N * sizeof *targets);
+    double ref_loss = ref_model_loss_grads(&c, ref_params, ref_grads, inputs, targets);
+    static const char *const names[P_COUNT] = {"wte", "wpe", "ln1.w", "ln1.b", "qkv.w", "qkv.b", "attn_out.w", "attn_out.b",
+                                               "ln2.w", "ln2.b", "mlp_up.w", "mlp_up.b", "mlp_down.w", "mlp_down.b",
+                                               "lnf.w", "lnf.b", "head"};
+    printf("# gradient check: %s as L=%d C=%d H=%d KV=%d D=%d F=%d V=%d (padded %d), B=%d T=%d%s; the real step (bf16) "
+           "against validator/model_ref.c (float64, same bf16 weights and tokens)\n", m->name, s->L, s->C, s->H, s->KV, s->D,
+           s->F, s->V, s->Vp, s->B, s->T, s->rope ? ", RoPE" : "");
+    double loss_err = fabs(gpu_loss - ref_loss) / fabs(ref_loss);
+    int loss_ok = isfinite(ref_loss) && loss_err <= 1e-2;
+    printf("%-12s %14s %14s %10s %s\n", "loss", "", "", "", "");
+    printf("%-12s %14.6f %14.6f %10.2e %s\n", "", gpu_loss, ref_loss, loss_err, loss_ok ? "PASS" : "FAIL");
+    ok &= loss_ok;
+    printf("%-12s %14s %14s %10s %s\n", "gradient", "|ref| (L2)", "max |err|", "rel. L2", "");
+    for (int w = 0; w < P_COUNT; w++) {
+        size_t n = ref_tensor_size(&c, w);
+        if (n == 0) continue;
+        double num = 0, den = 0, worst = 0;
+        for (size_t i = 0; i < n; i++) {
+            double d = gpu_grads[w][i] - ref_grads[w][i];
+            num += d * d;
+            den += ref_grads[w][i] * ref_grads[w][i];
+            if (fabs(d) > worst || !isfinite(d)) worst = fabs(d);
+        }
+        double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+        int pass = isfinite(rel) && rel <= 5e-2;
+        ok &= pass;
+        printf("%-12s %14.4e %14.4e %10.2e %s\n", names[w], sqrt(den), worst, rel, pass ? "PASS" : "FAIL");
+        free(ref_params[w]); free(ref_grads[w]); free(gpu_grads[w]);
+    }
+    printf("gradient check %s: %s\n", m->name, ok ? "all tensors within tolerance" : "FAILED");
+    free(params); free(grads); free(losses); free(inputs); free(targets); free(global_in); free(global_tg);
+    return ok ? 0 : 1;
 }
 
 typedef struct {
@@ -1715,6 +1803,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     CK(cudaEventCreateWithFlags(&g.reduce_done, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g.optimizer_done, cudaEventDisableTiming));
     gpt_init(&g);
+    if (o->check_gradients) return check_gradients(&g, o, m);
     profile_events = host_alloc(2 * (size_t)PROFILE_MAX * sizeof *profile_events);
     profile_tags = host_alloc((size_t)PROFILE_MAX * sizeof *profile_tags);
     profile_events_made = 0;

@@ -15,6 +15,7 @@ typedef struct {
     int calibrated;
     int flash;         /* --attention flash: the fused kernel instead of cuBLAS + softmax */
     int quiet_steps;   /* print the loss of every step (equivalence tests) instead of every tenth */
+    int check_gradients; /* one forward and backward, every gradient against the float64 reference (model_ref.h) */
     const char *csv;   /* NULL, or where the rows go (docs/validation's columns) */
     const char *json;  /* NULL, or the same as JSON */
     const char *plot;  /* NULL, or an SVG of predicted against measured per op (gnuplot) */

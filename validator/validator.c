@@ -17,6 +17,7 @@
  *   sextant-gpu train MODEL [--tp N --pp N --dp N --sp --zero 1 --recompute full ...]
  *       a real training step (validator/train.c), on one GPU or one process
  *       per GPU, measured against the planner.  See docs/validation/README.md. */
+#include <cjson/cJSON.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <gsl/gsl_fit.h>
@@ -657,6 +658,155 @@ static int train_body(launch_ctx *ctx, void *arg)
     return train_run(job->m, job->gpu, job->node, &job->o, ctx);
 }
 
+/* ---- validate --plan FILE: a faithful slice of a plan larger than the machine -- */
+
+typedef struct {
+    char model[64], gpu[64];
+    layout_t layout;
+} plan_file;
+
+static const cJSON *json_get(const cJSON *o, const char *key)
+{
+    return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+}
+
+/* Reads what `sextant plan --format json` (its first layout) or `sextant
+ * estimate --format json` printed; -1 after one stderr line naming the field. */
+static int read_plan(const char *path, plan_file *p)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) { fprintf(stderr, "sextant-gpu: --plan %s: cannot open\n", path); return -1; }
+    static char text[1 << 20];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    cJSON *root = cJSON_Parse(text);
+    if (!root) { fprintf(stderr, "sextant-gpu: --plan %s: not JSON (near byte %ld)\n", path, (long)(cJSON_GetErrorPtr() - text)); return -1; }
+    int rc = -1;
+    const cJSON *model = json_get(json_get(root, "model"), "name"), *layout = json_get(root, "layout"), *gpu = NULL;
+    const cJSON *top = json_get(root, "top");
+    if (cJSON_IsArray(top)) {          /* sextant plan: the best layout */
+        const cJSON *best = cJSON_GetArrayItem(top, 0);
+        layout = json_get(best, "layout");
+        gpu = json_get(best, "gpu");
+    } else {
+        gpu = json_get(json_get(root, "gpu"), "name");
+    }
+    const char *missing = !cJSON_IsString(model) ? "model.name" : !cJSON_IsString(gpu) ? "gpu" : !cJSON_IsObject(layout) ? "layout" : NULL;
+    if (missing) { fprintf(stderr, "sextant-gpu: --plan %s: no %s (a `sextant plan` or `sextant estimate` JSON?)\n", path, missing); goto done; }
+    snprintf(p->model, sizeof p->model, "%s", model->valuestring);
+    snprintf(p->gpu, sizeof p->gpu, "%s", gpu->valuestring);
+    layout_t *l = &p->layout;
+    memset(l, 0, sizeof *l);
+    static const char *const ints[] = {"gpus", "tp", "pp", "dp", "vpp", "mbs", "gbs", "seq", "zero", "gpus_per_node"};
+    int64_t *fields[] = {&l->gpus, &l->tp, &l->pp, &l->dp, &l->vpp, &l->mbs, &l->gbs, &l->seq, NULL, &l->gpus_per_node};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        const cJSON *v = json_get(layout, ints[i]);
+        if (!v && fields[i] == &l->gpus_per_node) continue;   /* sextant plan leaves it out: the node's */
+        if (!cJSON_IsNumber(v) || v->valuedouble < (i == 8 ? 0 : 1) || v->valuedouble > 1e9) {
+            fprintf(stderr, "sextant-gpu: --plan %s: layout.%s is missing or out of range\n", path, ints[i]);
+            goto done;
+        }
+        if (fields[i]) *fields[i] = (int64_t)v->valuedouble;
+        else l->zero = (int)v->valuedouble;
+    }
+    const cJSON *rc_ = json_get(layout, "recompute"), *att = json_get(layout, "attention"), *sp = json_get(layout, "sp");
+    const cJSON *prec = json_get(layout, "precision");
+    if (!cJSON_IsString(rc_) || (att && !cJSON_IsString(att)) || !cJSON_IsBool(sp) || !cJSON_IsString(prec)) {
+        fprintf(stderr, "sextant-gpu: --plan %s: layout.recompute, .attention, .sp or .precision is missing\n", path);
+        goto done;
+    }
+    l->recompute = !strcmp(rc_->valuestring, "full") ? RECOMPUTE_FULL : !strcmp(rc_->valuestring, "selective") ? RECOMPUTE_SELECTIVE
+                                                                                                            : RECOMPUTE_NONE;
+    /* sextant plan searches with the fused kernel and does not print it */
+    l->attention = att && !strcmp(att->valuestring, "unfused") ? ATTENTION_UNFUSED : ATTENTION_FLASH;
+    l->sp = cJSON_IsTrue(sp);
+    if (strcmp(prec->valuestring, "bf16")) {
+        fprintf(stderr, "sextant-gpu: --plan %s: layout.precision %s: the training step runs bf16\n", path, prec->valuestring);
+        goto done;
+    }
+    l->precision = PREC_BF16;
+    rc = 0;
+done:
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* Picks the slice of plan p that `available` GPUs can run: the same TP group,
+ * micro-batch, sequence, recomputation, attention and GPU type; as many
+ * pipeline stages as fit, each with the plan's layers per stage; data
+ * parallelism reduced to what is left, with the plan's micro-batches per
+ * step (so each stage sees the same schedule); ZeRO shards follow the smaller
+ * DP.  Prints which terms of the plan the slice measures.  Fills the model
+ * and the options; -1 after one stderr line. */
+static int slice_plan(const plan_file *p, const model_t *full_model, const hw_gpu *gpu, const hw_node *node, int available,
+                      model_t *slice_model, train_options *o)
+{
+    layout_t plan_layout = p->layout;
+    const layout_t *l = &plan_layout;
+    if (plan_layout.gpus_per_node == 0) plan_layout.gpus_per_node = node->gpus_per_node;
+    if (l->vpp > 1) { fprintf(stderr, "sextant-gpu: --plan: interleaved 1F1B (vpp %lld) is not in the training step\n", (long long)l->vpp); return -1; }
+    if (l->zero > 1) { fprintf(stderr, "sextant-gpu: --plan: ZeRO-%d is not in the training step (0 and 1 are)\n", l->zero); return -1; }
+    if (l->recompute == RECOMPUTE_SELECTIVE && l->attention == ATTENTION_UNFUSED) {
+        fprintf(stderr, "sextant-gpu: --plan: selective recomputation of unfused attention is not in the training step\n");
+        return -1;
+    }
+    if (l->tp > available) {
+        fprintf(stderr, "sextant-gpu: --plan: its TP group needs %lld GPUs, %d here; nothing started\n", (long long)l->tp, available);
+        return -1;
+    }
+    int64_t per_stage = layers_on_stage(full_model->layers, l->pp, 0);
+    int64_t pp = available / l->tp < l->pp ? available / l->tp : l->pp;
+    int64_t dp = available / (l->tp * pp) < l->dp ? available / (l->tp * pp) : l->dp;
+    int64_t m = l->gbs / (l->mbs * l->dp);
+    *slice_model = *full_model;
+    if (pp < l->pp) slice_model->layers = per_stage * pp;
+    o->tp = (int)l->tp; o->pp = (int)pp; o->dp = (int)dp;
+    o->mbs = (int)l->mbs; o->seq = (int)l->seq; o->gbs = (int)(l->mbs * dp * m);
+    o->sp = l->sp; o->zero = l->zero;
+    /* with flash attention selective recomputation recomputes nothing (docs/model.md, "Activations") */
+    o->recompute = l->recompute == RECOMPUTE_FULL ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+    o->flash = l->attention == ATTENTION_FLASH;
+    job_t job = {1e9, 1.0};
+    static estimate_t full, slice;
+    char err[256];
+    if (estimate_layout(full_model, gpu, node, l, &job, &full, err, sizeof err) != 0) {
+        fprintf(stderr, "sextant-gpu: --plan: %s\n", err);
+        return -1;
+    }
+    layout_t sl = *l;
+    sl.pp = pp; sl.dp = dp; sl.gpus = l->tp * pp * dp; sl.gbs = o->gbs;
+    if (estimate_layout(slice_model, gpu, node, &sl, &job, &slice, err, sizeof err) != 0) {
+        fprintf(stderr, "sextant-gpu: --plan: the slice: %s\n", err);
+        return -1;
+    }
+    /* which of the plan's terms the slice runs as the plan would */
+    int same_tp_link = full.tp_link_bytes_per_s == slice.tp_link_bytes_per_s;
+    int stages_same = pp == l->pp;
+    int dp_same = dp == l->dp && l->tp * l->pp * l->dp <= l->gpus_per_node;
+    int optimizer_same = dp == l->dp || l->zero == 0;
+    double backed = full.compute_s + (same_tp_link ? full.tp_comm_s : 0) + (stages_same ? full.pp_comm_s + full.bubble_s : 0) +
+                    (dp_same ? full.dp_comm_s : 0) + (optimizer_same ? full.optimizer_s : 0);
+    printf("# --plan: %s on %lld x %s: tp %lld, pp %lld, dp %lld, mbs %lld, gbs %lld, seq %lld, %s, ZeRO %d%s\n", p->model,
+           (long long)l->gpus, p->gpu, (long long)l->tp, (long long)l->pp, (long long)l->dp, (long long)l->mbs,
+           (long long)l->gbs, (long long)l->seq, recompute_name(l->recompute), l->zero, l->sp ? ", SP" : "");
+    printf("# slice on %d GPU%s: tp %d, pp %lld (%lld layers per stage, %lld layers in all%s), dp %lld, gbs %d (%lld micro-batches "
+           "per step as in the plan)\n", (int)(l->tp * pp * dp), l->tp * pp * dp > 1 ? "s" : "", o->tp, (long long)pp,
+           (long long)per_stage, (long long)slice_model->layers,
+           pp < l->pp && pp == 1 ? "; its one stage also holds the head, which the plan's first stage does not" : "",
+           (long long)dp, o->gbs, (long long)m);
+    printf("# the plan's predicted step %.3f s: compute %.3f (measured on the slice: same layers per stage, micro-batch, "
+           "sequence, recomputation), TP %.3f (%s), PP %.3f + bubble %.3f (%s), DP %.3f (%s), optimizer %.3f (%s)\n",
+           full.step_s, full.compute_s, full.tp_comm_s, same_tp_link ? "measured: the same group on the same link" : "predicted only",
+           full.pp_comm_s, full.bubble_s, stages_same ? "measured" : "predicted only: the slice has fewer stages",
+           full.dp_comm_s, dp_same ? "measured" : "predicted only: the slice has a smaller or node-local DP group",
+           full.optimizer_s, optimizer_same ? "measured" : "predicted only: the slice's ZeRO shards are larger");
+    printf("# share of the plan's predicted step backed by measurement on the slice: %.1f%%\n", 100.0 * backed / full.step_s);
+    printf("# the plan's peak memory per GPU %.2f GiB; the slice's %.2f GiB (its own prediction; measured below)\n",
+           full.memory.total / 1073741824.0, slice.memory.total / 1073741824.0);
+    return 0;
+}
+
 /* A whole number flag from min to max; -1 after one stderr line naming it. */
 static int int_flag(int argc, char **argv, const char *flag, int fallback, int min, int max, int *out)
 {
@@ -685,9 +835,11 @@ static int main_train(int argc, char **argv)
 {
     static const char *const known[] = {"--gpu", "--mbs", "--gbs", "--seq", "--steps", "--tp", "--pp", "--dp", "--gpus",
                                         "--zero", "--recompute", "--attention", "--calibration", "--csv", "--json", "--plot",
-                                        "--losses", "--timeout", "--warmup", "--sp", "--every-step"};
-    if (argc < 3 || argv[2][0] == '-') { fprintf(stderr, "sextant-gpu: train needs a MODEL\n"); return 2; }
-    for (int i = 3; i < argc; i++) {
+                                        "--losses", "--timeout", "--warmup", "--sp", "--every-step", "--plan"};
+    const char *plan_path = arg_value(argc, argv, "--plan", NULL);
+    int first_flag = plan_path && argc > 2 && argv[2][0] == '-' ? 2 : 3;
+    if (!plan_path && (argc < 3 || argv[2][0] == '-')) { fprintf(stderr, "sextant-gpu: train needs a MODEL or --plan FILE\n"); return 2; }
+    for (int i = first_flag; i < argc; i++) {
         if (argv[i][0] != '-') continue;
         int ok = 0;
         for (size_t k = 0; k < sizeof known / sizeof known[0] && !ok; k++) ok = !strcmp(argv[i], known[k]);
@@ -713,11 +865,14 @@ static int main_train(int argc, char **argv)
     }
     snprintf(path, sizeof path, "%s/models/zoo.csv", root);
     if (model_zoo_load(path, &zoo, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: %s\n", err); return 2; }
-    const model_t *zoo_model = model_zoo_find(&zoo, argv[2]);
-    if (!zoo_model) { fprintf(stderr, "sextant-gpu: unknown model '%s'\n", argv[2]); return 2; }
+    static plan_file plan;
+    if (plan_path && read_plan(plan_path, &plan) != 0) return 2;
+    const char *model_name = plan_path ? plan.model : argv[2];
+    const model_t *zoo_model = model_zoo_find(&zoo, model_name);
+    if (!zoo_model) { fprintf(stderr, "sextant-gpu: unknown model '%s'\n", model_name); return 2; }
     static train_job job;
     job.m = zoo_model;
-    job.gpu = hwdb_find_gpu(&db, arg_value(argc, argv, "--gpu", "h100-sxm"));
+    job.gpu = hwdb_find_gpu(&db, arg_value(argc, argv, "--gpu", plan_path ? plan.gpu : "h100-sxm"));
     if (!job.gpu) { fprintf(stderr, "sextant-gpu: train: --gpu: unknown GPU\n"); return 2; }
     job.node = hwdb_find_node(&db, job.gpu->node);
     /* the same GPU on hwdb defaults: the report puts the uncalibrated prediction beside the calibrated one */
@@ -755,6 +910,21 @@ static int main_train(int argc, char **argv)
     executed = *zoo_model;
     executed.dropout = 0;   /* the training step runs without dropout */
     job.m = &executed;
+    if (plan_path) {
+        /* the GPUs here: --gpus, the launcher's, or every visible one */
+        const char *ompi_size = getenv("OMPI_COMM_WORLD_SIZE"), *slurm_size = getenv("SLURM_NTASKS");
+        int available = gpus ? gpus : ompi_size ? atoi(ompi_size) : (getenv("SLURM_STEP_ID") && slurm_size) ? atoi(slurm_size) : 0;
+        if (!available) {
+            char why[256];
+            available = launch_visible_gpus(why, sizeof why);
+            if (available == 0) { printf("sextant-gpu: no GPU found, skipping\n"); return 0; }
+            if (available < 0) { fprintf(stderr, "sextant-gpu: cannot count the GPUs: %s\n", why); return 2; }
+        }
+        static model_t sliced;
+        if (slice_plan(&plan, &executed, job.gpu, job.node, available, &sliced, o) != 0) return 2;
+        job.m = &sliced;
+        gpus = o->tp * o->pp * o->dp;
+    }
     if (train_check(job.m, o) != 0) return 2;
     int ranks = o->tp * o->pp * o->dp;
     if (gpus && gpus != ranks) {
@@ -785,6 +955,55 @@ static int main_train(int argc, char **argv)
     return train_body(NULL, &job);
 }
 
+/* check-gradients: the real step on two tiny models (GPT-2's and LLaMA's
+ * architectures, two layers) against the float64 reference. */
+static int main_check(int argc, char **argv)
+{
+    (void)argc; (void)argv;
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        printf("sextant-gpu: no GPU found, skipping\n");
+        return 0;
+    }
+    char root[4096], path[4200], err[1024];
+    data_root(root, sizeof root);
+    static hwdb db;
+    static model_zoo zoo;
+    snprintf(path, sizeof path, "%s/hwdb", root);
+    if (hwdb_load(path, &db, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: %s\n", err); return 2; }
+    snprintf(path, sizeof path, "%s/models/zoo.csv", root);
+    if (model_zoo_load(path, &zoo, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: %s\n", err); return 2; }
+    const hw_gpu *gpu = hwdb_find_gpu(&db, "h100-sxm");
+    const hw_node *node = hwdb_find_node(&db, gpu->node);
+    char device[256];
+    device_line(device, sizeof device);
+    printf("# on %s\n", device);
+    /* the families' architectures at a size the float64 reference runs in a second:
+     * GPT-2 (LayerNorm, GELU, biases, learned positions, tied head) and LLaMA 3.2
+     * (RMSNorm, SwiGLU, GQA 4/2, RoPE, tied head), and an untied LLaMA 2 */
+    static const struct { const char *base, *name; int kv, ffn, tied; } tiny[] = {
+        {"gpt2", "tiny-gpt2", 4, 256, 1}, {"llama3.2-1b", "tiny-llama3", 2, 96, 1}, {"llama2-7b", "tiny-llama2", 4, 96, 0}};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof tiny / sizeof tiny[0]; i++) {
+        const model_t *base = model_zoo_find(&zoo, tiny[i].base);
+        if (!base) { fprintf(stderr, "sextant-gpu: check-gradients: %s is not in the zoo\n", tiny[i].base); return 2; }
+        static model_t m;
+        m = *base;
+        snprintf(m.name, sizeof m.name, "%s", tiny[i].name);
+        m.layers = 2; m.hidden = 64; m.heads = 4; m.kv_heads = tiny[i].kv; m.head_dim = 16; m.ffn = tiny[i].ffn;
+        m.vocab = 100; m.max_positions = 64; m.seq = 16; m.tied_embeddings = tiny[i].tied; m.dropout = 0;
+        train_options o = {0};
+        o.mbs = 2; o.gbs = 2; o.seq = 16; o.steps = 8; o.warmup = 5; o.tp = o.pp = o.dp = 1;
+        o.recompute = RECOMPUTE_NONE; o.check_gradients = 1;
+        int r = train_run(&m, gpu, node, &o, NULL);
+        if (r != 0) rc = 1;
+        printf("\n");
+    }
+    model_zoo_free(&zoo);
+    hwdb_free(&db);
+    return rc;
+}
+
 /* calibrate --comm forks its ranks, so it must run before this process
  * makes its first CUDA call; it needs only the hwdb. */
 static int main_comm(int argc, char **argv)
@@ -802,7 +1021,8 @@ static int main_comm(int argc, char **argv)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc < 2 || (strcmp(argv[1], "calibrate") && strcmp(argv[1], "ops") && strcmp(argv[1], "train"))) {
+    if (argc < 2 || (strcmp(argv[1], "calibrate") && strcmp(argv[1], "ops") && strcmp(argv[1], "train") &&
+                     strcmp(argv[1], "check-gradients"))) {
         fprintf(stderr, "usage: sextant-gpu calibrate [--gpu NAME] [--out FILE]\n"
                         "       sextant-gpu calibrate --comm [--gpus N] [--gpu NAME] [--out FILE] [--min-bytes SIZE] [--max-bytes SIZE]\n"
                         "                                    [--warmup N] [--iters N] [--repeats N] [--timeout S]\n"
@@ -811,13 +1031,15 @@ int main(int argc, char **argv)
                         "                             [--tp N] [--pp N] [--dp N] [--sp] [--zero 0|1] [--recompute none|full]\n"
                         "                             [--gpus N] [--timeout S] [--attention unfused|flash] [--calibration FILE]\n"
                         "                             [--csv FILE] [--json FILE] [--plot FILE.svg] [--losses FILE] [--every-step]\n"
-                        "         (several GPUs: one process each, forked here, or started by mpirun / srun)\n");
+                        "         (several GPUs: one process each, forked here, or started by mpirun / srun)\n"
+                        "       sextant-gpu check-gradients   (the step's gradients on tiny models against float64)\n");
         return 2;
     }
     if (!strcmp(argv[1], "calibrate"))
         for (int i = 2; i < argc; i++)
             if (!strcmp(argv[i], "--comm")) return main_comm(argc, argv);
     if (!strcmp(argv[1], "train")) return main_train(argc, argv);
+    if (!strcmp(argv[1], "check-gradients")) return main_check(argc, argv);
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
         printf("sextant-gpu: no GPU found, skipping\n");
