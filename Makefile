@@ -134,7 +134,8 @@ gpu-test:
 	    echo "gpu-test: no GPU found, skipping"; exit 0; fi; \
 	 if ! ls kernels/*.cu >/dev/null 2>&1; then echo "gpu-test: no GPU sources, skipping"; exit 0; fi; \
 	 $(MAKE) -f kernels/gpu.mk NVCC=$(NVCC) BUILD=$(BUILD) gpu-test && \
-	 $(MAKE) -s $(BUILD)/sextant-gpu NVCC=$(NVCC) && tests/gpu/parallel_equivalence.sh $(BUILD)/sextant-gpu
+	 $(MAKE) -s $(BUILD)/sextant-gpu NVCC=$(NVCC) && $(BUILD)/sextant-gpu check-gradients && \
+	 tests/gpu/parallel_equivalence.sh $(BUILD)/sextant-gpu
 
 install: $(BUILD)/sextant
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(DATADIR)/hwdb $(DESTDIR)$(DATADIR)/models \
