@@ -58,6 +58,7 @@ static const gpu_numeric_column gpu_overlay_only_columns[] = {
     {"context_memory_gib", GPU_FIELD(context_bytes), GIB, 0, 64},
     {"nccl_memory_gib", GPU_FIELD(nccl_comm_bytes), GIB, 0, 64},
     {"nccl_first_memory_gib", GPU_FIELD(nccl_first_comm_bytes), GIB, 0, 64},
+    {"nccl_p2p_memory_gib", GPU_FIELD(nccl_p2p_comm_bytes), GIB, 0, 64},
     {"nccl_busbw_intra_gbs", GPU_FIELD(measured_intra_bytes_per_s), GIGA, 0, 1e5},
     {"nccl_busbw_inter_gbs", GPU_FIELD(measured_inter_bytes_per_s), GIGA, 0, 1e5},
     {"attention_fwd_efficiency", GPU_FIELD(attention_fwd_efficiency), 1, 0, 1},

@@ -68,6 +68,7 @@ typedef struct {
     double context_bytes;             /* CUDA context + library workspaces, measured; 0: the default */
     double nccl_comm_bytes;           /* device memory one NCCL communicator holds, measured; 0: the default */
     double nccl_first_comm_bytes;     /* the same for a process's first (NCCL's per-process state with it); 0: as above */
+    double nccl_p2p_comm_bytes;       /* the same for one that runs send/recv only (a pipeline's); 0: as nccl_comm_bytes */
     double measured_intra_bytes_per_s;/* collective bus bandwidth inside a node; 0 until calibrated */
     double measured_inter_bytes_per_s;/* the same across nodes, per GPU; 0 until calibrated */
     double attention_fwd_efficiency;  /* fused (flash) attention forward: fraction of the 16-bit peak it

@@ -367,8 +367,7 @@ static void summarize_stage(const model_t *m, const hw_gpu *gpu, const hw_node *
 }
 
 static void memory_of_stage(const model_t *m, const layout_t *l, const stage_summary *s,
-                            double gpu_context_bytes, double nccl_comm_bytes, double nccl_first_comm_bytes,
-                            memory_breakdown *mem)
+                            const hw_gpu *gpu, memory_breakdown *mem)
 {
     /* every field is written below; no memset, which the search would pay
      * twice per layout (GCC makes it a slow `rep stos`) */
@@ -408,7 +407,8 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
     }
     mem->workspace = workspace;
     int tied_group = m->tied_embeddings && l->pp > 1 && (s->stage == 0 || s->last);
-    mem->other = other_memory_allowance(l, gpu_context_bytes, nccl_comm_bytes, nccl_first_comm_bytes, tied_group, workspace);
+    mem->other = other_memory_allowance(l, gpu->context_bytes, gpu->nccl_comm_bytes, gpu->nccl_first_comm_bytes,
+                                        gpu->nccl_p2p_comm_bytes, tied_group, workspace);
     mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations + mem->logits + mem->other;
 }
 
@@ -443,10 +443,10 @@ static void settle_memory(const model_t *m, const hw_gpu *gpu, const layout_t *l
                           estimate_t *e)
 {
     memory_breakdown mem[2];
-    memory_of_stage(m, l, &s[0], gpu->context_bytes, gpu->nccl_comm_bytes, gpu->nccl_first_comm_bytes, &mem[0]);
+    memory_of_stage(m, l, &s[0], gpu, &mem[0]);
     /* with one stage, the first is the last: the same numbers again */
     if (l->pp == 1) mem[1] = mem[0];
-    else memory_of_stage(m, l, &s[1], gpu->context_bytes, gpu->nccl_comm_bytes, gpu->nccl_first_comm_bytes, &mem[1]);
+    else memory_of_stage(m, l, &s[1], gpu, &mem[1]);
     int heavy = mem[1].total > mem[0].total ? 1 : 0;
     e->memory = mem[heavy];
     e->memory.capacity = gpu->memory_bytes;

@@ -116,18 +116,21 @@ double roofline_s(double flops, double flop_per_s, double bytes, double bytes_pe
  * calibration measures them), plus NCCL's buffers for every communicator
  * the layout opens. */
 double other_memory_allowance(const layout_t *l, double context_bytes, double nccl_comm_bytes,
-                              double nccl_first_comm_bytes, int tied_group, double backward_workspace)
+                              double nccl_first_comm_bytes, double nccl_p2p_comm_bytes, int tied_group,
+                              double backward_workspace)
 {
     const double gib = 1073741824.0;
     double bytes = context_bytes > 0.0 ? context_bytes : 1.0 * gib;
     double per_comm = nccl_comm_bytes > 0.0 ? nccl_comm_bytes : 0.25 * gib;
-    /* the world's communicator (frameworks keep one for barriers and the
-     * loss), one per parallel group of more than one GPU, and the group that
-     * adds the two copies of a tied embedding on the first and last stage */
-    int communicators = (l->gpus > 1) + (l->tp > 1) + (l->pp > 1) + (l->dp > 1) + (tied_group != 0);
-    /* the first also carries NCCL's per-process state, when a calibration measured it */
+    /* a pipeline's communicator runs send/recv only: NCCL connects no ring or tree for it */
+    double per_p2p = nccl_p2p_comm_bytes > 0.0 ? nccl_p2p_comm_bytes : per_comm;
+    /* the world's communicator (frameworks keep one for barriers and the loss;
+     * it carries NCCL's per-process state when a calibration measured it), one
+     * per parallel group of more than one GPU, and the group that adds the two
+     * copies of a tied embedding on the first and last stage */
     double first = nccl_first_comm_bytes > 0.0 ? nccl_first_comm_bytes : per_comm;
-    double comms = communicators > 0 ? first + per_comm * (double)(communicators - 1) : 0.0;
+    int collective_groups = (l->tp > 1) + (l->dp > 1) + (tied_group != 0);
+    double comms = l->gpus > 1 ? first + per_comm * collective_groups + (l->pp > 1 ? per_p2p : 0.0) : 0.0;
     return bytes + comms + backward_workspace;
 }
 

@@ -178,7 +178,8 @@ double pipeline_bubble_fraction(double pp, double microbatches, double vpp);
 double pipeline_inflight_microbatches(double pp, double microbatches, double vpp, double stage);
 double roofline_s(double flops, double flop_per_s, double bytes, double bytes_per_s);
 double other_memory_allowance(const layout_t *l, double context_bytes, double nccl_comm_bytes,
-                              double nccl_first_comm_bytes, int tied_group, double backward_workspace);
+                              double nccl_first_comm_bytes, double nccl_p2p_comm_bytes, int tied_group,
+                              double backward_workspace);
 double backward_workspace_bytes(double tokens, double hidden, double qkv_width, double ffn_up_width,
                                 double score_elements, double elem_bytes);
 double flash_attention_flops(double b, double heads, double s, double d, int causal, int backward);

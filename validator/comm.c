@@ -316,7 +316,7 @@ static void print_residuals(const comm_results *res, double ab[NCOLL][2], const 
 
 static int write_overlay(const comm_job *job, const char *gpu, const char *device, int n, const comm_results *res,
                          const double alpha[NCOLL], const double bw[NCOLL], const int ok[NCOLL], double comm_bytes,
-                         double first_comm_bytes)
+                         double first_comm_bytes, double p2p_bytes)
 {
     const char *path = job->o.out_path;
     char tmp[4200];
@@ -353,8 +353,11 @@ static int write_overlay(const comm_job *job, const char *gpu, const char *devic
             fprintf(f, "%s,intra_latency_us_%s,%.4f,\"%s\"\n", gpu, suffix[c], alpha[c] * 1e6, source);
         }
     if (comm_bytes > 0)
-        fprintf(f, "%s,nccl_memory_gib,%.4f,\"%s; device memory of one %d-rank communicator once every collective ran\"\n",
+        fprintf(f, "%s,nccl_memory_gib,%.4f,\"%s; device memory of one %d-rank communicator once all-reduce, reduce-scatter and all-gather ran\"\n",
                 gpu, comm_bytes / 1073741824.0, source, n);
+    if (p2p_bytes > 0)
+        fprintf(f, "%s,nccl_p2p_memory_gib,%.4f,\"%s; device memory of one %d-rank communicator running send/recv only\"\n",
+                gpu, p2p_bytes / 1073741824.0, source, n);
     if (first_comm_bytes > 0)
         fprintf(f, "%s,nccl_first_memory_gib,%.4f,\"%s; device memory of the process's first %d-rank communicator once "
                    "every collective ran (NCCL's per-process state included)\"\n", gpu, first_comm_bytes / 1073741824.0,
@@ -365,6 +368,43 @@ static int write_overlay(const comm_job *job, const char *gpu, const char *devic
         return 2;
     }
     printf("overlay written to %s (intra_gbs_per_dir, intra_latency_us of %s's node; nccl_memory_gib)\n", path, gpu);
+    return 0;
+}
+
+/* The device memory a fresh communicator over the same ranks holds once the
+ * collectives [first, last] have run on it (NCCL connects each algorithm and
+ * protocol on first use); -1 after one stderr line. */
+static int probe_comm_bytes(launch_ctx *ctx, int first, int last, void *send, void *recv, size_t count,
+                            cudaStream_t stream, cudaEvent_t done, double *bytes)
+{
+    size_t free0 = 0, free1 = 0, total = 0;
+    cudaError_t e = cudaStreamSynchronize(stream);
+    if (e == cudaSuccess) e = cudaMemGetInfo(&free0, &total);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "sextant-gpu: rank %d: probing NCCL's memory: %s\n", ctx->rank, cudaGetErrorString(e));
+        return -1;
+    }
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 1;
+    ncclComm_t probe = NULL, world = ctx->comm;
+    if (launch_nccl_done(ctx, ncclCommSplit(world, 0, ctx->rank, &probe, &cfg), "ncclCommSplit(probe)")) return -1;
+    ctx->comm = probe;
+    int failed = 0;
+    for (int c = first; c <= last && !failed; c++)
+        failed = launch_nccl_done(ctx, enqueue(c, send, recv, count, ctx, stream), "a collective on the probe communicator");
+    if (!failed) {
+        e = cudaEventRecord(done, stream);
+        failed = e != cudaSuccess || launch_event_wait(ctx, done, "the probe communicator's collectives");
+    }
+    ctx->comm = world;
+    if (failed) return -1;
+    e = cudaMemGetInfo(&free1, &total);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "sextant-gpu: rank %d: probing NCCL's memory: %s\n", ctx->rank, cudaGetErrorString(e));
+        return -1;
+    }
+    *bytes = free0 > free1 ? (double)(free0 - free1) : 0.0;
+    ncclCommDestroy(probe);
     return 0;
 }
 
@@ -508,41 +548,27 @@ static int comm_body(launch_ctx *ctx, void *arg)
             }
         }
     }
-    /* One more communicator over the same ranks, every collective run on it
-     * once (NCCL connects each algorithm and protocol on first use): the
-     * device memory it then holds is what each of a training run's groups
-     * costs, the planner's nccl_memory_gib. */
-    double comm_bytes = 0.0, first_comm_bytes = 0.0;
+    /* The device memory of NCCL's communicators, for the planner's
+     * nccl_*_memory_gib: the process's first (everything in use now, less the
+     * context before it was made and our own buffers), then a fresh one that
+     * runs the collectives (a TP or DP group's use) and one that runs only
+     * send/recv (a pipeline's). */
+    double comm_bytes = 0.0, p2p_bytes = 0.0, first_comm_bytes = 0.0;
     {
-        size_t free0 = 0, free1 = 0, total = 0;
+        size_t free0 = 0, total = 0;
         CK(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
         CK(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
-        /* the process's first communicator, every collective run on it: what is in use now, less
-         * the context before it was made and our own buffers */
         double ours = 2.0 * (double)o->max_bytes + 2.0 * sizeof *stat;
         if (ctx->used_before_comm > 0)
             first_comm_bytes = (double)(total - free0) - (double)ctx->used_before_comm - ours;
         if (first_comm_bytes < 0) first_comm_bytes = 0;
-        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-        cfg.blocking = 1;
-        ncclComm_t probe = NULL, world = ctx->comm;
-        if (launch_nccl_done(ctx, ncclCommSplit(world, 0, ctx->rank, &probe, &cfg), "ncclCommSplit(probe)")) goto fail;
-        ctx->comm = probe;
         size_t count = (o->max_bytes < ((size_t)64 << 20) ? o->max_bytes : ((size_t)64 << 20)) / 2 / (size_t)n;
-        for (int c = 0; c < NCOLL; c++)
-            if (launch_nccl_done(ctx, enqueue(c, send, recv, count, ctx, stream), "a collective on the probe communicator")) {
-                ctx->comm = world;
-                goto fail;
-            }
-        CK(cudaEventRecord(stop, stream), "cudaEventRecord");
-        int waited = launch_event_wait(ctx, stop, "the probe communicator's collectives");
-        ctx->comm = world;
-        if (waited) goto fail;
-        CK(cudaMemGetInfo(&free1, &total), "cudaMemGetInfo");
-        comm_bytes = free0 > free1 ? (double)(free0 - free1) : 0.0;
-        ncclCommDestroy(probe);
-        if (root) printf("\n# the first communicator over the %d ranks holds %.3f GiB of device memory once used, one more "
-                         "%.3f GiB\n", n, first_comm_bytes / 1073741824.0, comm_bytes / 1073741824.0);
+        if (probe_comm_bytes(ctx, COLL_AR, COLL_AG, send, recv, count, stream, stop, &comm_bytes) ||
+            probe_comm_bytes(ctx, COLL_SR, COLL_SR, send, recv, count, stream, stop, &p2p_bytes))
+            goto fail;
+        if (root) printf("\n# NCCL's device memory over the %d ranks, once used: the first communicator %.3f GiB, one more "
+                         "running all-reduce, reduce-scatter and all-gather %.3f GiB, one running send/recv only %.3f GiB\n",
+                         n, first_comm_bytes / 1073741824.0, comm_bytes / 1073741824.0, p2p_bytes / 1073741824.0);
     }
     rc = 0;
     if (root) {
@@ -562,7 +588,7 @@ static int comm_body(launch_ctx *ctx, void *arg)
             rc = 1;
         } else if (o->out_path) {
             rc = write_overlay(job, hwdb_find_gpu(job->db, gpu)->name, prop.name, n, res, alpha, bw, ok, comm_bytes,
-                               first_comm_bytes);
+                               first_comm_bytes, p2p_bytes);
         }
     }
     goto done;
