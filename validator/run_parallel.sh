@@ -79,6 +79,19 @@ if [ "$PHASE" = final ]; then
     echo "slice $p rc=$?"
   done
 fi
+if [ "$PHASE" = pipeline ]; then
+  # calibrate --comm again (NCCL's memory per kind of communicator), then the pipeline layouts with it
+  timeout 240 $G calibrate --comm --gpus 2 --gpu $GPU --max-bytes 1G --out "$R/comm.csv" > "$R/comm.log" 2>&1; echo "comm rc=$?"
+  { cat docs/validation/h200x2-train-2026-11-23/one.csv 2>/dev/null || head -1 "$R/comm.csv"; tail -n +2 "$R/comm.csv"; } > "$R/$GPU-x2.csv"
+  C="--calibration $R/$GPU-x2.csv"
+  L="llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --steps 15"
+  M="gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --steps 15"
+  for spec in "llama_pp2:$L --gbs 16 --pp 2" "gpt2m_pp2:$M --gbs 64 --pp 2" "gpt2m_pp2rc:$M --gbs 64 --pp 2 --recompute full" \
+              "gpt2m_tp2:$M --gbs 64 --tp 2"; do
+    name=${spec%%:*}; args=${spec#*:}
+    run "t_$name" $args $C --csv "$R/t_$name.csv"
+  done
+fi
 cd "$OUT" && tar cf results.tar run && rm -rf run
 for f in $(tar tf results.tar | grep "eq_.*txt$"); do echo "$f: $(tar xOf results.tar $f | awk '{printf "%s ", $2}')"; done
 for f in $(tar tf results.tar | grep "eq_.*\.log$"); do echo "== $f"; tar xOf results.tar $f | grep -E "rror|rank [0-9]+:|loss .* ->|DID NOT" | head -4; done
