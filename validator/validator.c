@@ -383,6 +383,27 @@ static void data_root(char *out, size_t len)
     snprintf(out, len, ".");
 }
 
+/* Loads the hwdb (with the overlay `calibration` applied when not NULL; `plain`,
+ * when not NULL, gets it without) and, when zoo is not NULL, the model zoo.
+ * -1 after one stderr line. */
+static int load_data(hwdb *db, hwdb *plain, model_zoo *zoo, const char *calibration)
+{
+    char root[4096], path[4200], err[1024];
+    data_root(root, sizeof root);
+    snprintf(path, sizeof path, "%s/hwdb", root);
+    if (hwdb_load(path, db, err, sizeof err) != 0 || (plain && hwdb_load(path, plain, err, sizeof err) != 0) ||
+        (calibration && hwdb_apply_overlay(db, calibration, err, sizeof err) != 0)) {
+        fprintf(stderr, "sextant-gpu: %s\n", err);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/models/zoo.csv", root);
+    if (zoo && model_zoo_load(path, zoo, err, sizeof err) != 0) {
+        fprintf(stderr, "sextant-gpu: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
 static void device_line(char *out, size_t len)
 {
     struct cudaDeviceProp prop;
@@ -849,22 +870,10 @@ static int main_train(int argc, char **argv)
             i++;
         }
     }
-    char root[4096], path[4200], err[1024];
-    data_root(root, sizeof root);
     static hwdb db, defaults;
     static model_zoo zoo;
-    snprintf(path, sizeof path, "%s/hwdb", root);
-    if (hwdb_load(path, &db, err, sizeof err) != 0 || hwdb_load(path, &defaults, err, sizeof err) != 0) {
-        fprintf(stderr, "sextant-gpu: %s\n", err);
-        return 2;
-    }
     const char *calibration = arg_value(argc, argv, "--calibration", NULL);
-    if (calibration && hwdb_apply_overlay(&db, calibration, err, sizeof err) != 0) {
-        fprintf(stderr, "sextant-gpu: %s\n", err);
-        return 2;
-    }
-    snprintf(path, sizeof path, "%s/models/zoo.csv", root);
-    if (model_zoo_load(path, &zoo, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: %s\n", err); return 2; }
+    if (load_data(&db, &defaults, &zoo, calibration) != 0) return 2;
     static plan_file plan;
     if (plan_path && read_plan(plan_path, &plan) != 0) return 2;
     const char *model_name = plan_path ? plan.model : argv[2];
@@ -965,14 +974,9 @@ static int main_check(int argc, char **argv)
         printf("sextant-gpu: no GPU found, skipping\n");
         return 0;
     }
-    char root[4096], path[4200], err[1024];
-    data_root(root, sizeof root);
     static hwdb db;
     static model_zoo zoo;
-    snprintf(path, sizeof path, "%s/hwdb", root);
-    if (hwdb_load(path, &db, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: %s\n", err); return 2; }
-    snprintf(path, sizeof path, "%s/models/zoo.csv", root);
-    if (model_zoo_load(path, &zoo, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: %s\n", err); return 2; }
+    if (load_data(&db, NULL, &zoo, NULL) != 0) return 2;
     const hw_gpu *gpu = hwdb_find_gpu(&db, "h100-sxm");
     const hw_node *node = hwdb_find_node(&db, gpu->node);
     char device[256];
@@ -1008,11 +1012,8 @@ static int main_check(int argc, char **argv)
  * makes its first CUDA call; it needs only the hwdb. */
 static int main_comm(int argc, char **argv)
 {
-    char root[4096], path[4200], err[1024];
-    data_root(root, sizeof root);
     hwdb db;
-    snprintf(path, sizeof path, "%s/hwdb", root);
-    if (hwdb_load(path, &db, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: %s\n", err); return 2; }
+    if (load_data(&db, NULL, NULL, NULL) != 0) return 2;
     int rc = comm_calibrate(argc, argv, &db);
     hwdb_free(&db);
     return rc;
@@ -1045,19 +1046,9 @@ int main(int argc, char **argv)
         printf("sextant-gpu: no GPU found, skipping\n");
         return 0;
     }
-    char root[4096], path[4200], err[1024];
-    data_root(root, sizeof root);
     hwdb db;
     model_zoo zoo;
-    snprintf(path, sizeof path, "%s/hwdb", root);
-    if (hwdb_load(path, &db, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: %s\n", err); return 2; }
-    const char *calibration = arg_value(argc, argv, "--calibration", NULL);
-    if (calibration && hwdb_apply_overlay(&db, calibration, err, sizeof err) != 0) {
-        fprintf(stderr, "sextant-gpu: %s\n", err);
-        return 2;
-    }
-    snprintf(path, sizeof path, "%s/models/zoo.csv", root);
-    if (model_zoo_load(path, &zoo, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: %s\n", err); return 2; }
+    if (load_data(&db, NULL, &zoo, arg_value(argc, argv, "--calibration", NULL)) != 0) return 2;
     CUDA_CHECK(cudaStreamCreate(&stream));
     CUBLAS_CHECK(cublasCreate(&blas));
     CUBLAS_CHECK(cublasSetStream(blas, stream));
