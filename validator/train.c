@@ -44,6 +44,7 @@
 #include "launch.h"
 #include "model_ref.h"
 #include "plot.h"
+#include "schedule.h"
 #include "planner.h"
 #include "train.h"
 
@@ -1108,43 +1109,38 @@ static void stage_backward(gpt *g, int mb, int slot)
     if (s->last && last_mb) bucket_ready(g, B_HEAD);
 }
 
-/* One step on this rank: the 1F1B schedule (Narayanan et al. 2021; with one
- * stage, forward and backward of each micro-batch in turn), then the wait
- * for the data-parallel reduction and the optimizer. */
+/* One step on this rank: the 1F1B schedule of validator/schedule.c (with one
+ * stage, forward and backward of each micro-batch in turn); the data-parallel
+ * wait and the optimizer follow in optimizer_step. */
 static void run_schedule(gpt *g)
 {
     const shapes *s = &g->s;
-    int m = g->microbatches, ns = g->nslots;
-    int warm = s->pp - s->pp_rank - 1;
-    if (warm > m) warm = m;
-    int rest = m - warm, fwd = 0, bwd = 0;
+    int max = pipeline_max_actions(s->pp, g->microbatches);
+    pipe_action *actions = host_alloc((size_t)max * sizeof *actions);
+    int n = pipeline_1f1b(s->pp, s->pp_rank, g->microbatches, actions, max);
+    if (n < 0) { fprintf(stderr, "sextant-gpu train: rank %d: internal: the pipeline schedule does not fit\n", my_rank); exit(1); }
     size_t count = (size_t)s->Nl * s->C;
     int prev = s->pp_rank - 1, next = s->pp_rank + 1;
-#define IN(slot) (g->slots[(slot)].residual)
-#define OUT(slot) (g->slots[(slot)].residual + (size_t)s->L * count)
-    for (int i = 0; i < warm; i++, fwd++) {
-        if (!s->first) pp_exchange(g, NULL, 0, IN(fwd % ns), prev, count);
-        stage_forward(g, fwd, fwd % ns);
-        if (!s->last) pp_exchange(g, OUT(fwd % ns), next, NULL, 0, count);
+    for (int i = 0; i < n; i++) {
+        const pipe_action *a = &actions[i];
+        if (a->kind == PIPE_FORWARD) { stage_forward(g, a->microbatch, a->slot); continue; }
+        if (a->kind == PIPE_BACKWARD) { stage_backward(g, a->microbatch, a->slot); continue; }
+        /* one group: with the next stage (output out, its gradient in) or with the previous (gradient out, input in) */
+        const bf16 *send = NULL;
+        bf16 *recv = NULL;
+        int peer;
+        if (a->act_send_mb >= 0 || a->grad_recv_mb >= 0) {
+            peer = next;
+            if (a->act_send_mb >= 0) send = g->slots[a->act_send_slot].residual + (size_t)s->L * count;
+            if (a->grad_recv_mb >= 0) recv = g->scr.dresidual;
+        } else {
+            peer = prev;
+            if (a->grad_send_mb >= 0) send = g->scr.dresidual;
+            if (a->act_recv_mb >= 0) recv = g->slots[a->act_recv_slot].residual;
+        }
+        pp_exchange(g, send, peer, recv, peer, count);
     }
-    if (rest > 0 && !s->first) pp_exchange(g, NULL, 0, IN(fwd % ns), prev, count);
-    for (int i = 0; i < rest; i++) {
-        stage_forward(g, fwd, fwd % ns);
-        if (!s->last) pp_exchange(g, OUT(fwd % ns), next, g->scr.dresidual, next, count);
-        fwd++;
-        stage_backward(g, bwd, bwd % ns);
-        bwd++;
-        if (s->first) continue;
-        if (i == rest - 1) pp_exchange(g, g->scr.dresidual, prev, NULL, 0, count);
-        else pp_exchange(g, g->scr.dresidual, prev, IN(fwd % ns), prev, count);
-    }
-    for (int i = 0; i < warm; i++, bwd++) {
-        if (!s->last) pp_exchange(g, NULL, 0, g->scr.dresidual, next, count);
-        stage_backward(g, bwd, bwd % ns);
-        if (!s->first) pp_exchange(g, g->scr.dresidual, prev, NULL, 0, count);
-    }
-#undef IN
-#undef OUT
+    free(actions);
 }
 
 static void optimizer_step(gpt *g, int step)
@@ -1688,7 +1684,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     s->recompute = o->recompute == RECOMPUTE_FULL;
     g.tied_sync = s->tied && o->pp > 1 && (s->first || s->last);
     g.microbatches = o->gbs / (o->mbs * o->dp);
-    g.nslots = o->pp - s->pp_rank < g.microbatches ? o->pp - s->pp_rank : g.microbatches;
+    g.nslots = pipeline_slots(o->pp, s->pp_rank, g.microbatches);
     if (g.nslots > (int)(sizeof g.slots / sizeof g.slots[0])) {
         fprintf(stderr, "sextant-gpu train: --pp %d: more than %zu micro-batches in flight\n", o->pp,
                 sizeof g.slots / sizeof g.slots[0]);
