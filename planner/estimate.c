@@ -581,7 +581,8 @@ typedef struct {
  * micro-batch, sequence, recomputation, attention kernel and SP.  The
  * pipeline: its send/recv's size and count, and the link between stages
  * whatever DP makes of that link.  The data-parallel part: the stage's
- * parameters, DP degree, ZeRO stage and gradient width.  The FLOPs of one
+ * parameters, DP degree, ZeRO stage and gradient width (and SP, whose norm
+ * gradients are summed over the TP group once per step).  The FLOPs of one
  * sequence: the unsplit model, whatever the GPU. */
 static const uint32_t part_inputs[] = {
     [CACHED_BODY] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_MBS) | ON(KEY_SEQ) |
@@ -589,7 +590,7 @@ static const uint32_t part_inputs[] = {
     [CACHED_PIPELINE] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_VPP) | ON(KEY_MBS) |
                         ON(KEY_SEQ) | ON(KEY_PRECISION) | ON(KEY_LINK_BYTES_PER_S) | ON(KEY_LINK_LATENCY_S),
     [CACHED_DATA_PARALLEL] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_GPUS) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_DP) |
-                             ON(KEY_GPUS_PER_NODE) | ON(KEY_ZERO) | ON(KEY_FP32_GRADS) | ON(KEY_PRECISION),
+                             ON(KEY_GPUS_PER_NODE) | ON(KEY_ZERO) | ON(KEY_FP32_GRADS) | ON(KEY_PRECISION) | ON(KEY_SP),
     [CACHED_SEQUENCE_FLOPS] = ON(KEY_SEQ) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_PRECISION),
 };
 #undef ON

@@ -361,7 +361,6 @@ static void step_ops(builder *b, const model_t *m, double params)
     double weight_bytes = l->precision == PREC_FP32 || l->precision == PREC_TF32 ? 4.0 : 2.0;
     double grad_bytes = l->fp32_grads ? 4.0 : weight_bytes;
     double dp = (double)l->dp;
-    (void)m;
     if (l->zero == 0) {
         collective(b, "dp_allreduce_grads", PASS_STEP, 1, COLL_ALLREDUCE, GROUP_DP, l->dp,
                    params * grad_bytes, OVERLAP_BWD);
@@ -385,6 +384,18 @@ static void step_ops(builder *b, const model_t *m, double params)
     /* AdamW over the local shard: read and write master weight, m and v in
      * fp32, read the gradient, write the 16-bit weight */
     double shard = l->zero >= 1 ? params / dp : params;
+    /* the gradients are accumulated into over a step's micro-batches, so they
+     * are cleared before its first (the validator measured it as its own op) */
+    op_t *clear = push(b, "zero_grads", OP_MEMBOUND, PASS_STEP, 1);
+    if (!clear) return;
+    clear->bytes = (l->zero >= 2 ? params / dp : params) * grad_bytes;
+    /* with sequence parallelism each rank's norm weights see 1/t of the
+     * tokens: their gradients are summed over the TP group, one layer at a
+     * time, once per step (Megatron's allreduce of the sequence-parallel
+     * gradients), exposed */
+    if (l->sp && l->tp > 1)
+        collective(b, "tp_allreduce_norm_grads", PASS_STEP, b->out->layers + (b->out->last ? 1 : 0), COLL_ALLREDUCE,
+                   GROUP_TP, l->tp, 2.0 * model_norm_params(m) * grad_bytes, EXPOSED);
     op_t *opt = push(b, "optimizer", OP_MEMBOUND, PASS_STEP, 1);
     if (!opt) return;
     double master = weight_bytes == 4.0 ? 0.0 : 8.0;

@@ -789,6 +789,8 @@ static void tp_allreduce_norm_grads(gpt *g, int layer, int final)
     if (!spg(&g->s)) return;
     bf16 *G = g->grads;
     int list[4] = {final ? P_LNFW : P_LN1W, final ? P_LNFB : P_LN1B, final ? -1 : P_LN2W, final ? -1 : P_LN2B};
+    pass_t saved = current_pass;
+    current_pass = PASS_STEP;   /* once per step, as the op list has it */
     profile_mark("tp_allreduce_norm_grads", 0);
     NC(ncclGroupStart());
     for (int i = 0; i < 4; i++) {
@@ -798,6 +800,7 @@ static void tp_allreduce_norm_grads(gpt *g, int layer, int final)
     }
     NC(ncclGroupEnd());
     profile_mark("tp_allreduce_norm_grads", 1);
+    current_pass = saved;
 }
 
 /* A bucket's gradients are complete (last micro-batch of the step): reduce
@@ -1420,7 +1423,7 @@ static void load_batch(gpt *g, const train_options *o, unsigned long long *state
 
 static void one_step(gpt *g, int step)
 {
-    current_pass = PASS_BWD;
+    current_pass = PASS_STEP;
     OP("zero_grads", CK(cudaMemsetAsync(g->grads, 0, g->pl.count * sizeof(bf16), stream)));
     run_schedule(g);
     optimizer_step(g, step);
