@@ -165,6 +165,63 @@ static void comm_flag_errors(void **state)
     expect_refusal("", "calibrate --comm --gpu h900 --gpus 2", "unknown GPU 'h900'");
 }
 
+/* validate's layout flags are checked before anything starts, GPUs or not. */
+static void train_flag_errors(void **state)
+{
+    (void)state;
+    if (access(SEXTANT_GPU_BIN, X_OK) != 0) skip();
+    expect_refusal("", "validate gpt2 --bogus 1", "unknown flag --bogus");
+    expect_refusal("", "validate gpt2 --tp 5", "--tp 5 must divide");
+    expect_refusal("", "validate gpt2 --tp 2 --gpus 3", "--gpus 3 but --tp 2");
+    expect_refusal("", "validate gpt2 --mbs 4 --dp 2 --gbs 12", "--gbs 12 is not a multiple");
+    expect_refusal("", "validate gpt2 --zero 2 --dp 2", "ZeRO 0 and 1");
+    expect_refusal("", "validate gpt2 --recompute selective", "--recompute 'selective'");
+    expect_refusal("", "validate gpt2 --pp 13", "--pp 13 exceeds");
+    expect_refusal("", "validate gpt2 --tp two", "--tp 'two'");
+    expect_refusal("", "validate nosuch --tp 2", "unknown model 'nosuch'");
+    expect_refusal("", "validate", "needs a MODEL or --plan FILE");
+}
+
+/* validate --plan: bad files are refused with the field; a good plan's slice
+ * is printed (what of the plan it measures) before any GPU is needed. */
+static void plan_slices(void **state)
+{
+    (void)state;
+    if (access(SEXTANT_GPU_BIN, X_OK) != 0) skip();
+    expect_refusal("", "validate --plan /nonexistent-sextant.json", "--plan /nonexistent-sextant.json: cannot open");
+    char bad[] = "/tmp/sextant-plan-XXXXXX";
+    int fd = mkstemp(bad);
+    assert_true(fd >= 0);
+    assert_true(write(fd, "{\"model\": {\"name\": \"gpt2\"}}", 27) == 27);
+    close(fd);
+    char args[512];
+    snprintf(args, sizeof args, "validate --plan %s --gpus 2", bad);
+    expect_refusal("", args, "no gpu");
+    char plan[] = "/tmp/sextant-plan-XXXXXX";
+    fd = mkstemp(plan);
+    assert_true(fd >= 0);
+    close(fd);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s estimate llama3.2-1b --gpu h200 --gpus 64 --tp 1 --pp 4 --mbs 2 --gbs 128 --seq 2048 --zero 1 "
+             "--format json > %s", SEXTANT_BIN, plan);
+    assert_int_equal(system(cmd), 0);
+    /* 64 GPUs' plan on 32: the slice is printed, then either no GPU (skip, 0) or too few (2) */
+    snprintf(args, sizeof args, "validate --plan %s --gpus 32", plan);
+    run_result r = run_env("", args);
+    assert_non_null(strstr(r.out, "# slice on 32 GPUs: tp 1, pp 4 (4 layers per stage, 16 layers in all), dp 8"));
+    assert_non_null(strstr(r.out, "share of the plan's predicted step backed by measurement on the slice"));
+    assert_non_null(strstr(r.out, "DP"));
+    run_free(&r);
+    /* ZeRO-3 is refused */
+    snprintf(cmd, sizeof cmd, "%s estimate llama3.2-1b --gpu h200 --gpus 64 --tp 1 --pp 4 --mbs 2 --gbs 128 --seq 2048 --zero 3 "
+             "--format json > %s", SEXTANT_BIN, plan);
+    assert_int_equal(system(cmd), 0);
+    snprintf(args, sizeof args, "validate --plan %s --gpus 2", plan);
+    expect_refusal("", args, "ZeRO-3 is not in the training step");
+    unlink(bad);
+    unlink(plan);
+}
+
 /* Under srun or mpirun with no libmpi to load, one line says so. */
 static void launcher_without_mpi(void **state)
 {
@@ -196,6 +253,8 @@ int main(void)
         cmocka_unit_test(the_deadline_kills_hung_ranks),
         cmocka_unit_test(visible_gpus_answers),
         cmocka_unit_test(comm_flag_errors),
+        cmocka_unit_test(train_flag_errors),
+        cmocka_unit_test(plan_slices),
         cmocka_unit_test(launcher_without_mpi),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
