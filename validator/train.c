@@ -1635,6 +1635,36 @@ static int op_rows(const estimate_t *e, const gpt *g, const measured_step *ms, r
     return nrows;
 }
 
+/* Frees what gpt's set-up in train_run made: events, the libraries' handles
+ * and workspaces, every device allocation, the communicators and the streams. */
+static void gpt_free(gpt *g, int nptrs, void *blas_workspace)
+{
+    for (int b = 0; b < g->pl.nbuckets; b++) {
+        CK(cudaEventDestroy(g->grad_ready[b]));
+        CK(cudaEventDestroy(g->params_ready[b]));
+    }
+    CK(cudaEventDestroy(g->reduce_done));
+    CK(cudaEventDestroy(g->optimizer_done));
+    lt_free();
+    LTC(cublasLtDestroy(lt));
+    CB(cublasDestroy(blas));
+    for (int i = 0; i < nptrs; i++)
+        if (g->ptrs[i].block) CK(cudaFree(g->ptrs[i].block));
+    free(g->ptrs);
+    CK(cudaFreeHost(g->host_ids));
+    void *blocks[] = {g->params, g->grads, g->master, g->m, g->v, g->slot_block, g->recomp_block, g->scr_block,
+                      g->norm_ws, g->emb_ws, lt_workspace, blas_workspace, world_scratch};
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
+        if (blocks[i]) CK(cudaFree(blocks[i]));
+    if (g->ctx) {
+        ncclComm_t comms[] = {g->tp_comm, g->dp_comm, g->pp_comm, g->tied_comm};
+        for (size_t i = 0; i < sizeof comms / sizeof comms[0]; i++)
+            if (comms[i]) NC(ncclCommDestroy(comms[i]));
+    }
+    CK(cudaStreamDestroy(stream));
+    CK(cudaStreamDestroy(comm_stream));
+}
+
 int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, const train_options *o, launch_ctx *ctx)
 {
     if (train_check(model, o) != 0) return 2;
@@ -1802,7 +1832,11 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     CK(cudaEventCreateWithFlags(&g.reduce_done, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g.optimizer_done, cudaEventDisableTiming));
     gpt_init(&g);
-    if (o->check_gradients) return check_gradients(&g, o, m);
+    if (o->check_gradients) {
+        int rc = check_gradients(&g, o, m);
+        gpt_free(&g, nptrs, blas_workspace);
+        return rc;
+    }
     profile_events = host_alloc(2 * (size_t)PROFILE_MAX * sizeof *profile_events);
     profile_tags = host_alloc((size_t)PROFILE_MAX * sizeof *profile_tags);
     profile_events_made = 0;
@@ -2050,30 +2084,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     free(global_in); free(global_tg); free(host_loss); free(step_s);
     CK(cudaEventDestroy(t0));
     CK(cudaEventDestroy(t1));
-    for (int b = 0; b < pl->nbuckets; b++) {
-        CK(cudaEventDestroy(g.grad_ready[b]));
-        CK(cudaEventDestroy(g.params_ready[b]));
-    }
-    CK(cudaEventDestroy(g.reduce_done));
-    CK(cudaEventDestroy(g.optimizer_done));
-    lt_free();
-    LTC(cublasLtDestroy(lt));
-    CB(cublasDestroy(blas));
-    for (int i = 0; i < nptrs; i++)
-        if (g.ptrs[i].block) CK(cudaFree(g.ptrs[i].block));
-    free(g.ptrs);
-    CK(cudaFreeHost(g.host_ids));
-    void *blocks[] = {g.params, g.grads, g.master, g.m, g.v, g.slot_block, g.recomp_block, g.scr_block, g.norm_ws, g.emb_ws,
-                      lt_workspace, blas_workspace, world_scratch};
-    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
-        if (blocks[i]) CK(cudaFree(blocks[i]));
-    if (ctx) {
-        ncclComm_t comms[] = {g.tp_comm, g.dp_comm, g.pp_comm, g.tied_comm};
-        for (size_t i = 0; i < sizeof comms / sizeof comms[0]; i++)
-            if (comms[i]) NC(ncclCommDestroy(comms[i]));
-    }
-    CK(cudaStreamDestroy(stream));
-    CK(cudaStreamDestroy(comm_stream));
+    gpt_free(&g, nptrs, blas_workspace);
     if (write_failed) return 2;
     return ok ? 0 : 1;
 }
