@@ -45,13 +45,11 @@ static layout_t layout(int64_t gpus, int64_t tp, int64_t pp, int64_t mbs, int64_
     return l;
 }
 
-static estimate_t *run(const char *model, const char *gpu, layout_t l)
+static estimate_t *run_on(const char *model, const hw_gpu *g, layout_t l)
 {
     static estimate_t e;
     const model_t *m = model_zoo_find(&zoo, model);
-    const hw_gpu *g = hwdb_find_gpu(&db, gpu);
     assert_non_null(m);
-    assert_non_null(g);
     const hw_node *n = hwdb_find_node(&db, g->node);
     l.gpus_per_node = n->gpus_per_node;
     job_t job = {2e12, g->cloud_usd_per_gpu_hour};
@@ -61,6 +59,13 @@ static estimate_t *run(const char *model, const char *gpu, layout_t l)
         fail();
     }
     return &e;
+}
+
+static estimate_t *run(const char *model, const char *gpu, layout_t l)
+{
+    const hw_gpu *g = hwdb_find_gpu(&db, gpu);
+    assert_non_null(g);
+    return run_on(model, g, l);
 }
 
 static int has_warning(const estimate_t *e, const char *text)
@@ -281,21 +286,6 @@ static const op_t *costed_op(const estimate_t *e, const char *name, pass_t pass)
     return NULL;
 }
 
-static estimate_t *run_on(const char *model, const hw_gpu *g, layout_t l)
-{
-    static estimate_t e;
-    const model_t *m = model_zoo_find(&zoo, model);
-    assert_non_null(m);
-    const hw_node *n = hwdb_find_node(&db, g->node);
-    l.gpus_per_node = n->gpus_per_node;
-    job_t job = {2e12, g->cloud_usd_per_gpu_hour};
-    char err[512];
-    if (estimate_layout(m, g, n, &l, &job, &e, err, sizeof err) != 0) {
-        print_error("%s\n", err);
-        fail();
-    }
-    return &e;
-}
 
 /* calibrate's attention_fwd/bwd_efficiency replace the GEMM efficiency for the
  * fused attention only: forward and its recomputation at the forward's fraction,
