@@ -400,7 +400,7 @@ done:
     return rc;
 }
 
-int launch_run(const launch_options *o, int (*body)(launch_ctx *, void *), void *arg)
+int launch_launcher_ranks(const char **launcher)
 {
     int ompi_size = env_int("OMPI_COMM_WORLD_SIZE");
     int slurm_size = env_int("SLURM_STEP_NUM_TASKS");
@@ -408,7 +408,18 @@ int launch_run(const launch_options *o, int (*body)(launch_ctx *, void *), void 
     /* SLURM_STEP_ID: inside an srun step, not merely inside an allocation
      * (a batch script runs as one process even when --ntasks is larger) */
     int in_srun = getenv("SLURM_STEP_ID") != NULL && env_int("SLURM_PROCID") >= 0;
-    if (ompi_size > 1) {
+    if (launcher) *launcher = ompi_size > 1 ? "mpirun" : "srun";
+    if (ompi_size > 1) return ompi_size;
+    if (in_srun && slurm_size > 1) return slurm_size;
+    return 0;
+}
+
+int launch_run(const launch_options *o, int (*body)(launch_ctx *, void *), void *arg)
+{
+    const char *launcher;
+    int launched = launch_launcher_ranks(&launcher);
+    if (launched && !strcmp(launcher, "mpirun")) {
+        int ompi_size = launched;
         int rank = env_int("OMPI_COMM_WORLD_RANK"), local = env_int("OMPI_COMM_WORLD_LOCAL_RANK");
         int local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
         if (rank < 0 || local < 0) {
@@ -417,7 +428,8 @@ int launch_run(const launch_options *o, int (*body)(launch_ctx *, void *), void 
         }
         return launcher_run(o, "mpirun", rank, ompi_size, local, local_size, body, arg);
     }
-    if (in_srun && slurm_size > 1) {
+    if (launched) {
+        int slurm_size = launched;
         int rank = env_int("SLURM_PROCID"), local = env_int("SLURM_LOCALID");
         int nodes = env_int("SLURM_STEP_NUM_NODES");
         if (nodes < 0) nodes = env_int("SLURM_NNODES");

@@ -38,6 +38,11 @@ typedef struct {
  * Every failure is reported on stderr as one line naming the rank. */
 int launch_run(const launch_options *o, int (*body)(launch_ctx *ctx, void *arg), void *arg);
 
+/* The ranks mpirun (OMPI_COMM_WORLD_SIZE) or an srun step (SLURM_STEP_ID,
+ * SLURM_STEP_NUM_TASKS or SLURM_NTASKS) started, when more than one; else 0.
+ * *launcher (may be NULL) gets "mpirun" or "srun". */
+int launch_launcher_ranks(const char **launcher);
+
 /* Forks n children that each run child(rank, arg) and exit with its value;
  * waits for all of them.  When one exits non-zero or is killed, or when
  * deadline_s (> 0) passes, the others are killed (SIGTERM, then SIGKILL)

@@ -921,8 +921,7 @@ static int main_train(int argc, char **argv)
     job.m = &executed;
     if (plan_path) {
         /* the GPUs here: --gpus, the launcher's, or every visible one */
-        const char *ompi_size = getenv("OMPI_COMM_WORLD_SIZE"), *slurm_size = getenv("SLURM_NTASKS");
-        int available = gpus ? gpus : ompi_size ? atoi(ompi_size) : (getenv("SLURM_STEP_ID") && slurm_size) ? atoi(slurm_size) : 0;
+        int available = gpus ? gpus : launch_launcher_ranks(NULL);
         if (!available) {
             char why[256];
             available = launch_visible_gpus(why, sizeof why);
@@ -940,8 +939,7 @@ static int main_train(int argc, char **argv)
         fprintf(stderr, "sextant-gpu: train: --gpus %d but --tp %d x --pp %d x --dp %d = %d\n", gpus, o->tp, o->pp, o->dp, ranks);
         return 2;
     }
-    const char *ompi = getenv("OMPI_COMM_WORLD_SIZE"), *slurm = getenv("SLURM_STEP_ID");
-    int launched = (ompi && atoi(ompi) > 1) || (slurm && getenv("SLURM_NTASKS") && atoi(getenv("SLURM_NTASKS")) > 1);
+    int launched = launch_launcher_ranks(NULL) > 0;
     if (ranks > 1 || launched) {
         if (!launched) {
             char why[256];
