@@ -589,6 +589,9 @@ typedef struct {
     int tied_sync;                /* the tied table's two copies (first and last stage) add their gradients */
     cudaEvent_t grad_ready[BUCKETS_MAX], params_ready[BUCKETS_MAX], reduce_done, optimizer_done;
     int comm_used;                /* the second stream got work this step */
+    pipe_action *schedule;        /* this stage's 1F1B actions, the same every step */
+    int nschedule;
+    cudaEvent_t synced;           /* recorded to wait for the compute stream alone */
 } gpt;
 
 static int spg(const shapes *s) { return s->sp && s->tp > 1; }
@@ -1118,10 +1121,8 @@ static void stage_backward(gpt *g, int mb, int slot)
 static void run_schedule(gpt *g)
 {
     const shapes *s = &g->s;
-    int max = pipeline_max_actions(s->pp, g->microbatches);
-    pipe_action *actions = host_alloc((size_t)max * sizeof *actions);
-    int n = pipeline_1f1b(s->pp, s->pp_rank, g->microbatches, actions, max);
-    if (n < 0) { fprintf(stderr, "sextant-gpu train: rank %d: internal: the pipeline schedule does not fit\n", my_rank); exit(1); }
+    const pipe_action *actions = g->schedule;
+    int n = g->nschedule;
     size_t count = (size_t)s->Nl * s->C;
     int prev = s->pp_rank - 1, next = s->pp_rank + 1;
     for (int i = 0; i < n; i++) {
@@ -1143,7 +1144,6 @@ static void run_schedule(gpt *g)
         }
         pp_exchange(g, send, peer, recv, peer, count);
     }
-    free(actions);
 }
 
 static void optimizer_step(gpt *g, int step)
@@ -1369,15 +1369,12 @@ static void sync_all(gpt *g, const char *what)
 /* Waits for the compute stream alone (the second stream may run on). */
 static void sync_compute(gpt *g, const char *what)
 {
-    cudaEvent_t done;
-    CK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    CK(cudaEventRecord(done, stream));
+    CK(cudaEventRecord(g->synced, stream));
     if (g->ctx) {
-        if (launch_event_wait(g->ctx, done, what) != 0) exit(1);
+        if (launch_event_wait(g->ctx, g->synced, what) != 0) exit(1);
     } else {
-        CK(cudaEventSynchronize(done));
+        CK(cudaEventSynchronize(g->synced));
     }
-    CK(cudaEventDestroy(done));
 }
 
 static double *world_scratch;   /* device: 8 doubles per rank */
@@ -1645,6 +1642,8 @@ static void gpt_free(gpt *g, int nptrs, void *blas_workspace)
     }
     CK(cudaEventDestroy(g->reduce_done));
     CK(cudaEventDestroy(g->optimizer_done));
+    CK(cudaEventDestroy(g->synced));
+    free(g->schedule);
     lt_free();
     LTC(cublasLtDestroy(lt));
     CB(cublasDestroy(blas));
@@ -1831,6 +1830,11 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     }
     CK(cudaEventCreateWithFlags(&g.reduce_done, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g.optimizer_done, cudaEventDisableTiming));
+    CK(cudaEventCreateWithFlags(&g.synced, cudaEventDisableTiming));
+    int max_actions = pipeline_max_actions(o->pp, g.microbatches);
+    g.schedule = host_alloc((size_t)max_actions * sizeof *g.schedule);
+    g.nschedule = pipeline_1f1b(o->pp, s->pp_rank, g.microbatches, g.schedule, max_actions);
+    if (g.nschedule < 0) { fprintf(stderr, "sextant-gpu train: rank %d: internal: the pipeline schedule does not fit\n", rank); exit(1); }
     gpt_init(&g);
     if (o->check_gradients) {
         int rc = check_gradients(&g, o, m);
