@@ -37,9 +37,11 @@ void sx_norm_backward_tune(int k, int blocks_per_sm, int pdl, int stages);
  *   k: 16-byte packs per thread (registers: 1 or 2; bulk: 1 to 4; raised where a row would
  *     need more than 16 warps, 15 for bulk);
  *   depth: registers: rows loaded per thread ahead of use (1 to 3; 2 at most with k = 2);
- *     bulk: stages of the ring (2 to 16, made shallower where they do not fit);
+ *     bulk: stages of the ring (2 to 16, made shallower where they do not fit; default 3);
  *   rows: registers: row groups per block (default: the count giving the most resident
  *     warps); bulk: rows per stage (= row groups per block; default: 15 warps' worth).
+ * Automatic (norm_auto in norm.cu): registers, k = 2, one row ahead; RMSNorm bf16 at C <= 768
+ * k = 1; RMSNorm at C >= 4096 (while k = 2 fits in 15 warps) bulk, k = 2, 3 stages.
  * blocks_per_sm and pdl of sx_norm_backward_tune apply to every version; for the bulk path
  * blocks_per_sm also sizes the ring so that that many blocks fit on an SM. */
 void sx_norm_backward_variant(int impl, int k, int depth, int rows);

@@ -1054,8 +1054,9 @@ static cudaError_t launch_regs(T *dx, float *part, const T *dy, const T *x, cons
     return cudaGetLastError();
 }
 
-/* bulk copies: NG rows per stage (at most 15 consumer warps), S stages (at most 16), as deep
- * as fits in the shared memory of the blocks_per_sm (default 1) blocks of an SM */
+/* bulk copies: NG rows per stage (at most 15 consumer warps), S stages (default 3, at most 16,
+ * fewer where they do not fit in the shared memory of the blocks_per_sm (default 1) blocks of
+ * an SM) */
 template <typename T, bool RMS, int K, bool ACC>
 static cudaError_t launch_bulk(T *dx, float *part, const T *dy, const T *x, const T *w, const float *mean,
                                const float *rstd, int N, int C, int *G, cudaStream_t stream) {
@@ -1081,7 +1082,7 @@ static cudaError_t launch_bulk(T *dx, float *part, const T *dy, const T *x, cons
         const size_t ring = (size_t)s * NB * ng * C * sizeof(T), gb = (size_t)ng * NA * C * sizeof(float);
         return (size_t)NB2_HDR + (ring > gb ? ring : gb);
     };
-    int S = g_norm_depth > 0 ? g_norm_depth : 16;
+    int S = g_norm_depth > 0 ? g_norm_depth : 3; /* deeper measured slower (see norm_auto) */
     if (S > 16) S = 16;
     if (S < 2) S = 2;
     while (S > 2 && bytes(NG, S) > budget) S--;
@@ -1103,12 +1104,20 @@ static cudaError_t launch_bulk(T *dx, float *part, const T *dy, const T *x, cons
     return cudaGetLastError();
 }
 
-/* Automatic choice of the fast path (set from the sweep of docs/validation/h200-kernels2-2026-11-23) */
-static int norm_auto_impl(int C) { (void)C; return 3; }
-static int norm_auto_k2(int impl, int C, int P) {
-    (void)P;
-    if (impl == 2) return C <= 768 ? 1 : 2;
-    return C <= 1024 ? 1 : 2;
+/* Automatic choice of the fast path, from the two sweeps of docs/validation/h200-kernels2-2026-11-23
+ * (H200, % of copy bandwidth, mean of the two runs; version 1's defaults in brackets):
+ * registers, 2 packs per thread, 1 row ahead everywhere (LayerNorm bf16: C = 768 81.8% [65.3],
+ * 1024 88.2% [71.8], 2048 85.8% [63.9], 4096 77.0% [63.7]; RMSNorm C = 1024 90.5%, 2048 90.5%;
+ * dx +=: LN 768 91.0%, RMS 2048 93.6%; LN fp32 768 89.8%), except RMSNorm bf16 at C <= 768: 1
+ * pack per thread (89.7% against 86.8%), and RMSNorm at C >= 4096 while 2 packs per thread fit
+ * in 15 warps: bulk copies, 2 packs, a 3-stage ring (81.3% against 80.2%).  Deeper rings measured
+ * slower (LN C = 4096: 3 stages 76.5%, 8 stages 69.2%). */
+struct NormAuto { int impl, k, depth; };
+static NormAuto norm_auto(bool rms, int C, int P) {
+    const int packs = (C + P - 1) / P;
+    if (rms && C >= 4096 && packs <= 15 * SX_WARP * 2) return {3, 2, 3};
+    if (rms && P == 8 && C <= 768) return {2, 1, 1};
+    return {2, 2, 1};
 }
 
 template <typename T, bool RMS>
@@ -1124,10 +1133,11 @@ static cudaError_t launch_fast(int impl, T *dx, float *part, const T *dy, const 
         return acc ? NB_ROWS(2, true) : NB_ROWS(2, false);
 #undef NB_ROWS
     }
-    int k = g_norm_k2 ? g_norm_k2 : norm_auto_k2(impl, C, P);
+    const NormAuto au = norm_auto(RMS, C, P);
+    int k = g_norm_k2 ? g_norm_k2 : impl == au.impl ? au.k : 2;
     if (impl == 2) {
         if (k != 1 || packs > 16 * SX_WARP) k = 2;
-        int d = g_norm_depth > 0 ? (g_norm_depth > 3 ? 3 : g_norm_depth) : 2;
+        int d = g_norm_depth > 0 ? (g_norm_depth > 3 ? 3 : g_norm_depth) : impl == au.impl ? au.depth : 1;
 #define NB_REGS(KK, DD) (acc ? launch_regs<T, RMS, KK, DD, true>(dx, part, dy, x, w, mean, rstd, N, C, G, stream) \
                              : launch_regs<T, RMS, KK, DD, false>(dx, part, dy, x, w, mean, rstd, N, C, G, stream))
         if (k == 1) return d == 1 ? NB_REGS(1, 1) : d == 2 ? NB_REGS(1, 2) : NB_REGS(1, 3);
@@ -1164,7 +1174,7 @@ static cudaError_t norm_backward(T *dx, void *dw, void *db, sx_dtype gt, const T
     int G = 0;
     cudaError_t e = cudaSuccess;
     if (vec) {
-        int impl = g_norm_impl > 0 ? g_norm_impl : norm_auto_impl(C);
+        int impl = g_norm_impl > 0 ? g_norm_impl : norm_auto(RMS, C, P).impl;
         if (impl == 3 && sx_cc_major() < 9) impl = 2; /* bulk copies and mbarrier waits: sm_90 */
         e = launch_fast<T, RMS>(impl, dx, part, dy, x, w, mean, rstd, acc, N, C, &G, stream);
     } else {

@@ -731,10 +731,12 @@ static void test_errors(void) {
 /* LayerNorm and RMSNorm, forward and backward.  Backward fast paths: version 1 and version 2's
  * two kernels (registers, bulk copies), each with its knobs; the automatic choice runs first. */
 static void test_norms(int N) {
-    /* norm backward fast path: a group of W = C / (256 k) warps per row (bf16; fp32: C / (128 k)),
-     * 512 / (32 W) rows per block */
+    /* norm backward, automatic path: version 2, registers, 2 packs per thread (RMSNorm bf16 at
+     * C <= 768: 1 pack; RMSNorm at C >= 4096: bulk copies, 3 stages); a group of W = C / (256 k)
+     * warps per row (bf16; fp32: C / (128 k)) */
     for (int rms = 0; rms <= 1; rms++) {
         test_norm(rms, SX_BF16, N, 768, true, false, SX_F32);
+        test_norm(rms, SX_BF16, N, 768, true, true, SX_BF16); /* dx += */
         test_norm(rms, SX_BF16, N, 1000, false, true, SX_BF16);
         test_norm(rms, SX_BF16, N, 200, true, false, SX_BF16); /* one warp per row, 16 rows per block */
         test_norm(rms, SX_BF16, N, 77, true, false, SX_F32);   /* scalar path */
