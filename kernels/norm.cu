@@ -8,12 +8,18 @@
  * Backward, fast path (16-byte aligned, C % 8 == 0 in bf16 / C % 4 == 0 in fp32, C <= 8192 in
  * bf16 / 4096 in fp32): a persistent grid of G blocks (as many as fit on the GPU); a group of
  * W warps owns one row at a time and each thread owns fixed columns of every row, so it keeps
- * its dweight/dbias partial sums in registers for the whole kernel; dx is computed from the
- * row held once (registers, or a cp.async ring in shared memory), with one barrier per row
- * when W > 1.  At the end each block sums its row groups in order and writes its [2][C]
- * partial to the workspace, and a second kernel (launched with PDL) sums the G partials per
- * channel in fixed order and adds them into dweight/dbias.  No atomics: bitwise reproducible
- * for a given grid (G depends on the GPU's SM count).
+ * its dweight/dbias partial sums in registers for the whole kernel.  At the end each block sums
+ * its row groups in order and writes its [2][C] partial to the workspace, and a second kernel
+ * (launched with PDL) sums the G partials per channel in fixed order and adds them into
+ * dweight/dbias.  No atomics: bitwise reproducible for a given grid (G depends on the GPU's SM
+ * count and the kernel's occupancy).  Two versions, chosen by norm_auto (and the knobs of
+ * kernels_internal.h):
+ *   version 2 (the default): each block owns a contiguous range of rows; a row group's warps
+ *     meet at a named barrier of their own once per row (never the whole block); the next row
+ *     is loaded into registers (norm_bwd_regs) or whole stages of rows are copied into a
+ *     shared-memory ring by bulk copies (norm_bwd_bulk, sm_90);
+ *   version 1 (norm_backward_rows / _staged, kept for comparison): rows strided over the grid,
+ *     one block-wide barrier per row, the next row in registers or a per-thread cp.async ring.
  * Generic path: dx by a warp per row, the partials by a column kernel, then the same sum. */
 #include "common.cuh"
 #include "kernels_internal.h"
@@ -505,6 +511,367 @@ norm_backward_staged(T *dx, float *__restrict__ part, const T *__restrict__ dy, 
     }
 }
 
+/* ---------------------------------------------------------- norm backward, version 2
+ * Two kernels with the same row math (nb2_row) and the same work split: block b of G owns the
+ * contiguous rows [b N / G, (b+1) N / G) (at most one row more than another block), its NG
+ * row groups of W warps take them NG at a time (group g: rows lo + i NG + g), each thread owns
+ * the K packs at columns (k TPR + t) P of every row and keeps its dweight/dbias partials in
+ * registers.  A group's W warps exchange the two row sums through shared memory behind a
+ * named barrier of the group alone (bar.sync 1 + g, TPR), so groups never wait for each other.
+ *   norm_bwd_regs: the next D rows of each thread are loaded into registers (D - 1 rows
+ *     ahead of the one being reduced), so every thread keeps 2 D (3 D with dx +=) 16-byte
+ *     loads per pack in flight.
+ *   norm_bwd_bulk: one producer warp copies whole stages of NG consecutive rows (x, dy and,
+ *     with dx +=, dx: one bulk copy each, cp.async.bulk, completing on an mbarrier) into a
+ *     ring of S stages in shared memory; the groups read their row from shared memory,
+ *     release the stage on a second mbarrier and compute.  S - 1 stages are in flight and no
+ *     register holds data in flight. */
+
+__device__ __forceinline__ unsigned nb2_smem(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void nb2_bar(int id, int nthreads) { /* named barrier of one row group */
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
+}
+/* mbarriers and bulk copies (sm_90; the bulk kernel is launched only there, and below sm_90
+ * these compile to nothing) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define NB2_BULK 1
+__device__ __forceinline__ void mb_init(uint64_t *b, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(nb2_smem(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mb_fence_init(void) {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void mb_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(nb2_smem(b)) : "memory");
+}
+__device__ __forceinline__ void mb_wait(uint64_t *b, unsigned parity) { /* until phase `parity` completed */
+    const unsigned a = nb2_smem(b);
+    unsigned done = 0;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(a), "r"(parity) : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void mb_expect(uint64_t *b, unsigned bytes) { /* arrive and expect `bytes` */
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(nb2_smem(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_load(void *dst, const void *src, unsigned bytes, uint64_t *b) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(nb2_smem(dst)), "l"(src), "r"(bytes), "r"(nb2_smem(b)) : "memory");
+}
+#else
+#define NB2_BULK 0
+__device__ __forceinline__ void mb_init(uint64_t *, unsigned) {}
+__device__ __forceinline__ void mb_fence_init(void) {}
+__device__ __forceinline__ void mb_arrive(uint64_t *) {}
+__device__ __forceinline__ void mb_wait(uint64_t *, unsigned) {}
+#endif
+
+/* hides the value of a pack from the compiler, so that what was computed from it before is
+ * computed again after (fewer registers live across the row reduction) */
+template <typename T> __device__ __forceinline__ void nb2_opaque(Pack<T> &p) {
+    asm volatile("" : "+r"(p.bits.x), "+r"(p.bits.y), "+r"(p.bits.z), "+r"(p.bits.w));
+}
+
+/* One row of a group: pass 1 over the thread's packs (row sums, dweight/dbias partials), the
+ * sums over the warp and the group, pass 2 (dx).  `have` is uniform over the group.  RC: pass
+ * 2 converts x and dy again instead of keeping pass 1's fp32 values in registers. */
+template <typename T, bool RMS, int K, bool ACC, bool RC>
+__device__ __forceinline__ void nb2_row(T *dxr, bool have, Pack<T> (&cx)[K], Pack<T> (&cg)[K],
+                                        const Pack<T> (&cd)[K], const float (&wf)[K][Pack<T>::N],
+                                        const Pack<T> (&wv)[K], const int (&col)[K], const bool (&ok)[K], float cm,
+                                        float cr, float invC,
+                                        float (&aw)[K][Pack<T>::N], float (&ab)[K][Pack<T>::N], float2 *rb, int W,
+                                        int lane, int wi, int barid, int TPR) {
+    constexpr int P = Pack<T>::N;
+    constexpr bool WP = K >= 3; /* weights kept packed (converted at each use): fewer registers */
+    auto wgt = [&](int k, int e) { return WP ? wv[k].get(e) : wf[k][e]; };
+    const float nmr = RMS ? 0.0f : -cm * cr;
+    float s1 = 0.0f, s2 = 0.0f;
+    if (have) {
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (ok[k])
+#pragma unroll
+                for (int e = 0; e < P; e++) {
+                    const float d = cg[k].get(e);
+                    const float xh = RMS ? cx[k].get(e) * cr : fmaf(cx[k].get(e), cr, nmr);
+                    const float gg = d * wgt(k, e);
+                    if (!RMS) s1 += gg;
+                    s2 = fmaf(gg, xh, s2);
+                    aw[k][e] = fmaf(d, xh, aw[k][e]);
+                    if (!RMS) ab[k][e] += d;
+                }
+    }
+    if (RC)
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            nb2_opaque(cx[k]);
+            nb2_opaque(cg[k]);
+        }
+    /* the two sums reduced together: interleaved shuffles */
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        if (!RMS) s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+        s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+    }
+    if (W > 1) {
+        if (lane == 0) rb[wi] = make_float2(s1, s2);
+        nb2_bar(barid, TPR);
+        s1 = 0.0f;
+        s2 = 0.0f;
+        for (int i = 0; i < W; i++) {
+            const float2 q = rb[i];
+            s1 += q.x;
+            s2 += q.y;
+        }
+    }
+    if (have) {
+        /* dx = cr (gg - m1 - xh m2) = cr gg + (-cr m2) xh + (-cr m1) */
+        const float a = -cr * (s2 * invC), c = RMS ? 0.0f : -cr * (s1 * invC);
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (ok[k]) {
+                Pack<T> o;
+#pragma unroll
+                for (int e = 0; e < P; e++) {
+                    const float xh = RMS ? cx[k].get(e) * cr : fmaf(cx[k].get(e), cr, nmr);
+                    const float gg = cg[k].get(e) * wgt(k, e);
+                    float v = fmaf(cr, gg, fmaf(a, xh, c));
+                    if (ACC) v += cd[k].get(e);
+                    o.set(e, v);
+                }
+                st_pack_cs(dxr + col[k], o);
+            }
+    }
+}
+
+/* the block's partial: its NG groups' registers summed in group order into part[blockIdx.x] */
+template <typename T, bool RMS, int K>
+__device__ __forceinline__ void nb2_partial(float *__restrict__ part, float *gbuf, const float (&aw)[K][Pack<T>::N],
+                                            const float (&ab)[K][Pack<T>::N], const int (&col)[K],
+                                            const bool (&ok)[K], bool member, int g, int NG, int C) {
+    constexpr int P = Pack<T>::N;
+    constexpr int NA = RMS ? 1 : 2;
+    float *pb = part + (size_t)blockIdx.x * 2 * C;
+    float *dst = NG == 1 ? pb : gbuf + (size_t)g * NA * C;
+    if (member)
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (ok[k])
+#pragma unroll
+                for (int e = 0; e < P; e += 4) {
+                    *reinterpret_cast<float4 *>(dst + col[k] + e) = make_float4(aw[k][e], aw[k][e + 1], aw[k][e + 2], aw[k][e + 3]);
+                    if (!RMS)
+                        *reinterpret_cast<float4 *>(dst + C + col[k] + e) =
+                            make_float4(ab[k][e], ab[k][e + 1], ab[k][e + 2], ab[k][e + 3]);
+                }
+    if (NG > 1) {
+        __syncthreads();
+        for (int i = threadIdx.x; i < NA * C; i += blockDim.x) {
+            float sum = 0.0f;
+            for (int gi = 0; gi < NG; gi++) sum += gbuf[(size_t)gi * NA * C + i];
+            pb[i] = sum;
+        }
+    }
+}
+
+template <typename T, int K>
+__device__ __forceinline__ void nb2_setup(const T *__restrict__ w, int t, int TPR, int C, int (&col)[K], bool (&ok)[K],
+                                          float (&wf)[K][Pack<T>::N], Pack<T> (&wv)[K]) {
+    constexpr int P = Pack<T>::N;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        col[k] = (k * TPR + t) * P;
+        ok[k] = col[k] < C;
+        wv[k].bits = ok[k] ? ld_pack(w + col[k]).bits : make_int4(0, 0, 0, 0);
+#pragma unroll
+        for (int e = 0; e < P; e++) wf[k][e] = wv[k].get(e);
+    }
+}
+
+/* rows [lo, hi) of block b of G: the split of N rows into G nearly equal contiguous parts */
+__device__ __forceinline__ void nb2_range(int N, int &lo, int &hi) {
+    lo = (int)((long long)blockIdx.x * N / gridDim.x);
+    hi = (int)((long long)(blockIdx.x + 1) * N / gridDim.x);
+}
+
+template <typename T, bool RMS, int K, int D, bool ACC>
+__global__ void __launch_bounds__(512, 1)
+norm_bwd_regs(T *dx, float *__restrict__ part, const T *__restrict__ dy, const T *__restrict__ x,
+              const T *__restrict__ w, const float *__restrict__ mean, const float *__restrict__ rstd, int N, int C,
+              int W) {
+    extern __shared__ float4 norm_smem[];
+    constexpr int P = Pack<T>::N;
+    sx_griddep_launch();
+    const int TPR = W * SX_WARP, NG = blockDim.x / TPR;
+    const int warp = threadIdx.x / SX_WARP, lane = threadIdx.x % SX_WARP;
+    const int g = warp / W, wi = warp % W, t = threadIdx.x % TPR;
+    float2 *red = reinterpret_cast<float2 *>(norm_smem);        /* [2][NG][W] */
+    float *gbuf = reinterpret_cast<float *>(red + 2 * NG * W); /* [NG][NA][C] when NG > 1 */
+    const float invC = 1.0f / C;
+    int lo, hi;
+    nb2_range(N, lo, hi);
+    const int nit = (hi - lo + NG - 1) / NG;
+
+    int col[K];
+    bool ok[K];
+    float wf[K][P], aw[K][P], ab[K][P];
+    Pack<T> wv[K];
+    nb2_setup<T, K>(w, t, TPR, C, col, ok, wf, wv);
+#pragma unroll
+    for (int k = 0; k < K; k++)
+#pragma unroll
+        for (int e = 0; e < P; e++) aw[k][e] = ab[k][e] = 0.0f;
+
+    Pack<T> bx[D][K], bg[D][K], bd[D][K];
+    float bm[D], br[D];
+#pragma unroll
+    for (int j = 0; j < D; j++) {
+        bm[j] = br[j] = 0.0f;
+#pragma unroll
+        for (int k = 0; k < K; k++) bx[j][k].bits = bg[j][k].bits = bd[j][k].bits = make_int4(0, 0, 0, 0);
+    }
+    auto load = [&](Pack<T>(&ax)[K], Pack<T>(&ag)[K], Pack<T>(&ad)[K], float &am, float &ar, int row) {
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (ok[k]) {
+                const size_t o = (size_t)row * C + col[k];
+                ax[k] = ld_pack_cs(x + o);
+                ag[k] = ld_pack_cs(dy + o);
+                if (ACC) ad[k] = ld_pack_plain(dx + o);
+            }
+        if (!RMS) am = __ldg(mean + row);
+        ar = __ldg(rstd + row);
+    };
+#pragma unroll
+    for (int j = 0; j < D; j++) {
+        const int r = lo + j * NG + g;
+        if (r < hi) load(bx[j], bg[j], bd[j], bm[j], br[j], r);
+    }
+    for (int i0 = 0; i0 < nit; i0 += D) {
+#pragma unroll
+        for (int j = 0; j < D; j++) {
+            const int i = i0 + j;
+            if (i < nit) { /* uniform over the block */
+                const int row = lo + i * NG + g;
+                Pack<T> cx[K], cg[K], cd[K];
+#pragma unroll
+                for (int k = 0; k < K; k++) {
+                    cx[k] = bx[j][k];
+                    cg[k] = bg[j][k];
+                    cd[k] = bd[j][k];
+                }
+                const float cm = bm[j], cr = br[j];
+                const int nrow = row + D * NG;
+                if (nrow < hi) load(bx[j], bg[j], bd[j], bm[j], br[j], nrow); /* D rows ahead */
+                nb2_row<T, RMS, K, ACC, true>(dx + (size_t)row * C, row < hi, cx, cg, cd, wf, wv, col, ok, cm, cr, invC, aw, ab,
+                                        red + ((i & 1) * NG + g) * W, W, lane, wi, 1 + g, TPR);
+            }
+        }
+    }
+    nb2_partial<T, RMS, K>(part, gbuf, aw, ab, col, ok, true, g, NG, C);
+}
+
+/* Shared memory of norm_bwd_bulk: [S] full + [S] empty mbarriers, [2][NG][W] row sums, then
+ * the ring [S][NB][NG][C] of T (NB = 2, 3 with dx +=); after the loop the ring holds the
+ * groups' partials [NG][NA][C] fp32. */
+#define NB2_HDR 512
+template <typename T, bool RMS, int K, bool ACC>
+__global__ void __launch_bounds__(512, 1)
+norm_bwd_bulk(T *dx, float *__restrict__ part, const T *__restrict__ dy, const T *__restrict__ x,
+              const T *__restrict__ w, const float *__restrict__ mean, const float *__restrict__ rstd, int N, int C,
+              int W, int NG, int S) {
+    extern __shared__ float4 norm_smem[];
+    constexpr int P = Pack<T>::N;
+    constexpr int NB = ACC ? 3 : 2;
+    sx_griddep_launch();
+    const int TPR = W * SX_WARP, ncons = NG * TPR;
+    const int warp = threadIdx.x / SX_WARP, lane = threadIdx.x % SX_WARP;
+    char *sm = reinterpret_cast<char *>(norm_smem);
+    uint64_t *full = reinterpret_cast<uint64_t *>(sm), *empty = full + S;
+    float2 *red = reinterpret_cast<float2 *>(sm + 256);
+    T *ring = reinterpret_cast<T *>(sm + NB2_HDR);
+    const size_t plane = (size_t)NG * C; /* elements of one stream in one stage */
+    int lo, hi;
+    nb2_range(N, lo, hi);
+    const int nit = (hi - lo + NG - 1) / NG;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < S; s++) {
+            mb_init(full + s, 1);
+            mb_init(empty + s, NG * W);
+        }
+        mb_fence_init();
+    }
+    __syncthreads();
+
+    const bool producer = (int)threadIdx.x >= ncons;
+    const int g = warp / W, wi = warp % W, t = threadIdx.x % TPR;
+    int col[K];
+    bool ok[K];
+    float wf[K][P], aw[K][P], ab[K][P];
+    Pack<T> wv[K];
+    nb2_setup<T, K>(w, t, TPR, C, col, ok, wf, wv);
+#pragma unroll
+    for (int k = 0; k < K; k++)
+#pragma unroll
+        for (int e = 0; e < P; e++) aw[k][e] = ab[k][e] = 0.0f;
+    if (producer) {
+#if NB2_BULK
+        if (lane == 0)
+            for (int i = 0; i < nit; i++) {
+                const int s = i % S;
+                if (i >= S) mb_wait(empty + s, ((i / S) - 1) & 1);
+                const int r0 = lo + i * NG;
+                const int nr = hi - r0 < NG ? hi - r0 : NG;
+                const unsigned bytes = (unsigned)((size_t)nr * C * sizeof(T));
+                const size_t o = (size_t)r0 * C;
+                T *st = ring + (size_t)s * NB * plane;
+                mb_expect(full + s, NB * bytes);
+                bulk_load(st, x + o, bytes, full + s);
+                bulk_load(st + plane, dy + o, bytes, full + s);
+                if (ACC) bulk_load(st + 2 * plane, dx + o, bytes, full + s);
+            }
+#endif
+        __syncwarp();
+    } else {
+        const float invC = 1.0f / C;
+        float nm = 0.0f, nr = 0.0f;
+        if (lo + g < hi) {
+            if (!RMS) nm = __ldg(mean + lo + g);
+            nr = __ldg(rstd + lo + g);
+        }
+        for (int i = 0; i < nit; i++) {
+            const int s = i % S;
+            const int row = lo + i * NG + g;
+            const bool have = row < hi;
+            const float cm = nm, cr = nr;
+            if (row + NG < hi) { /* the next row's statistics, one row ahead */
+                if (!RMS) nm = __ldg(mean + row + NG);
+                nr = __ldg(rstd + row + NG);
+            }
+            Pack<T> cx[K], cg[K], cd[K];
+            mb_wait(full + s, (i / S) & 1);
+            const T *st = ring + (size_t)s * NB * plane + (size_t)g * C;
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                cx[k].bits = cg[k].bits = cd[k].bits = make_int4(0, 0, 0, 0);
+                if (have && ok[k]) {
+                    cx[k].bits = *reinterpret_cast<const int4 *>(st + col[k]);
+                    cg[k].bits = *reinterpret_cast<const int4 *>(st + plane + col[k]);
+                    if (ACC) cd[k].bits = *reinterpret_cast<const int4 *>(st + 2 * plane + col[k]);
+                }
+            }
+            __syncwarp();
+            if (lane == 0) mb_arrive(empty + s); /* this warp is done with the stage */
+            nb2_row<T, RMS, K, ACC, (K >= 3)>(dx + (size_t)row * C, have, cx, cg, cd, wf, wv, col, ok, cm, cr, invC, aw, ab,
+                                    red + ((i & 1) * NG + g) * W, W, lane, wi, 1 + g, TPR);
+        }
+    }
+    __syncthreads(); /* every stage consumed: the ring is free */
+    nb2_partial<T, RMS, K>(part, reinterpret_cast<float *>(ring), aw, ab, col, ok, !producer, g, NG, C);
+}
+
 /* generic dx: warp per row, scalar, re-reads the row */
 template <typename T, bool RMS>
 __global__ void __launch_bounds__(NORM_THREADS)
@@ -571,7 +938,18 @@ extern "C" void sx_norm_backward_tune(int k, int blocks_per_sm, int pdl, int sta
 }
 #define NORM_STAGES 4 /* default ring depth: 3 rows in flight per thread */
 
-/* Automatic settings, from the sweep of docs/validation/h200-kernels-2026-11-23 (H200, bf16,
+/* the launch parameters of the last fast-path call (kernels_internal.h) */
+static int g_last[8];
+extern "C" void sx_norm_backward_last_config(int cfg[8]) {
+    for (int i = 0; i < 8; i++) cfg[i] = g_last[i];
+}
+static void nb2_record(int impl, int k, int depth, int W, int NG, int G, int per_sm, int smem) {
+    const int v[8] = {impl, k, depth, W, NG, G, per_sm, smem};
+    for (int i = 0; i < 8; i++) g_last[i] = v[i];
+}
+
+
+/* Version 1's automatic settings, from the sweep of docs/validation/h200-kernels-2026-11-23 (H200, bf16,
  * % of copy bandwidth).  C <= 768: 1 pack per thread, next row prefetched into registers (no
  * ring): at C = 768 LN 65.2%, RMS 79.5%, against 55.1% / 71.1% with the ring.  C > 768: 2
  * packs per thread and the 4-stage ring: at C = 1024 LN 70.7%, RMS 83.6% (1 pack without a
@@ -617,11 +995,166 @@ static cudaError_t launch_bwd_rows(T *dx, float *part, const T *dy, const T *x, 
     if (g > NORM_MAX_G) g = NORM_MAX_G;
     if (g < 1) g = 1;
     *G = g;
+    nb2_record(1, K, staged ? S : 0, W, NG, g, per_sm, (int)smem);
     if (staged)
         kern<<<g, threads, smem, stream>>>(dx, part, dy, x, w, mean, rstd, N, C, W, S);
     else
         norm_backward_rows<T, RMS, K, ACC><<<g, threads, smem, stream>>>(dx, part, dy, x, w, mean, rstd, N, C, W);
     return cudaGetLastError();
+}
+
+/* ---------------------------------------------------------- launching version 2 */
+
+/* knobs of version 2 (kernels_internal.h); 0 = automatic */
+static int g_norm_impl = 0, g_norm_k2 = 0, g_norm_depth = 0, g_norm_rows = 0;
+extern "C" void sx_norm_backward_variant(int impl, int k, int depth, int rows) {
+    g_norm_impl = impl;
+    g_norm_k2 = k;
+    g_norm_depth = depth;
+    g_norm_rows = rows;
+}
+
+static int nb2_grid(int per_sm, int N, int NG) {
+    if (g_norm_bps > 0 && g_norm_bps < per_sm) per_sm = g_norm_bps;
+    long long g = (long long)sx_num_sms() * per_sm;
+    const long long need = (N + NG - 1) / NG;
+    if (g > need) g = need;
+    if (g > NORM_MAX_G) g = NORM_MAX_G;
+    return g < 1 ? 1 : (int)g;
+}
+
+/* registers: NG row groups per block, NG chosen (unless set) for the most resident warps */
+template <typename T, bool RMS, int K, int D, bool ACC>
+static cudaError_t launch_regs(T *dx, float *part, const T *dy, const T *x, const T *w, const float *mean,
+                               const float *rstd, int N, int C, int *G, cudaStream_t stream) {
+    constexpr int P = Pack<T>::N;
+    constexpr int NA = RMS ? 1 : 2;
+    const int packs = (C + P - 1) / P;
+    const int W = (packs + K * SX_WARP - 1) / (K * SX_WARP);
+    if (W > 16) return cudaErrorInvalidValue;
+    const size_t gbytes = (size_t)NA * C * sizeof(float);
+    int ngmax = 512 / (W * SX_WARP);
+    while (ngmax > 1 && (size_t)ngmax * gbytes > 96 * 1024) ngmax--;
+    const void *kf = (const void *)norm_bwd_regs<T, RMS, K, D, ACC>;
+    auto smem_of = [&](int ng) { return 2 * (size_t)ng * W * sizeof(float2) + (ng > 1 ? (size_t)ng * gbytes : 0); };
+    SX_CHECK(cudaFuncSetAttribute(kf, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_of(ngmax)));
+    int NG = 1, best = -1, per_sm = 0;
+    for (int ng = ngmax; ng >= 1; ng--) {
+        if (g_norm_rows > 0 && ng != (g_norm_rows < ngmax ? g_norm_rows : ngmax)) continue;
+        int b = 0;
+        SX_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kf, ng * W * SX_WARP, smem_of(ng)));
+        if (g_norm_bps > 0 && g_norm_bps < b) b = g_norm_bps;
+        if (b * ng > best) { best = b * ng; NG = ng; per_sm = b; }
+    }
+    if (per_sm < 1) per_sm = 1;
+    *G = nb2_grid(per_sm, N, NG);
+    nb2_record(2, K, D, W, NG, *G, per_sm, (int)smem_of(NG));
+    norm_bwd_regs<T, RMS, K, D, ACC><<<*G, NG * W * SX_WARP, smem_of(NG), stream>>>(dx, part, dy, x, w, mean, rstd,
+                                                                                  N, C, W);
+    return cudaGetLastError();
+}
+
+/* bulk copies: NG rows per stage (at most 15 consumer warps), S stages (default 3, at most 16,
+ * fewer where they do not fit in the shared memory of the blocks_per_sm (default 1) blocks of
+ * an SM) */
+template <typename T, bool RMS, int K, bool ACC>
+static cudaError_t launch_bulk(T *dx, float *part, const T *dy, const T *x, const T *w, const float *mean,
+                               const float *rstd, int N, int C, int *G, cudaStream_t stream) {
+    constexpr int P = Pack<T>::N;
+    constexpr int NA = RMS ? 1 : 2;
+    constexpr int NB = ACC ? 3 : 2;
+    const int packs = (C + P - 1) / P;
+    const int W = (packs + K * SX_WARP - 1) / (K * SX_WARP);
+    if (W > 16) return cudaErrorInvalidValue;
+    if (W > 15) return cudaErrorInvalidValue;
+    int NG = g_norm_rows > 0 ? g_norm_rows : 15 / W;
+    if (NG * W > 15) NG = 15 / W; /* with the producer at most 16 warps: 128 registers per thread */
+    if (W > 1 && NG > 15) NG = 15; /* named barriers 1..15 */
+    if (NG < 1) NG = 1;
+    int dev = 0, smem_blk = 0, smem_sm = 0;
+    SX_CHECK(cudaGetDevice(&dev));
+    SX_CHECK(cudaDeviceGetAttribute(&smem_blk, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    SX_CHECK(cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    const int want = g_norm_bps > 0 ? g_norm_bps : 1;
+    size_t budget = (size_t)smem_sm / want - 1024;
+    if (budget > (size_t)smem_blk) budget = smem_blk;
+    auto bytes = [&](int ng, int s) {
+        const size_t ring = (size_t)s * NB * ng * C * sizeof(T), gb = (size_t)ng * NA * C * sizeof(float);
+        return (size_t)NB2_HDR + (ring > gb ? ring : gb);
+    };
+    int S = g_norm_depth > 0 ? g_norm_depth : 3; /* deeper measured slower (see norm_auto) */
+    if (S > 16) S = 16;
+    if (S < 2) S = 2;
+    while (S > 2 && bytes(NG, S) > budget) S--;
+    while (NG > 1 && bytes(NG, S) > budget) NG--;
+    if (bytes(NG, S) > (size_t)smem_blk) return cudaErrorInvalidValue;
+    const void *kf = (const void *)norm_bwd_bulk<T, RMS, K, ACC>;
+    SX_CHECK(cudaFuncSetAttribute(kf, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes(NG, S)));
+    int per_sm = 0;
+    for (;;) {
+        SX_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kf, NG * W * SX_WARP + SX_WARP, bytes(NG, S)));
+        if (per_sm >= 1 || NG == 1) break;
+        NG--;
+    }
+    if (per_sm < 1) return cudaErrorInvalidConfiguration;
+    *G = nb2_grid(per_sm, N, NG);
+    nb2_record(3, K, S, W, NG, *G, per_sm, (int)bytes(NG, S));
+    norm_bwd_bulk<T, RMS, K, ACC><<<*G, NG * W * SX_WARP + SX_WARP, bytes(NG, S), stream>>>(dx, part, dy, x, w, mean,
+                                                                                         rstd, N, C, W, NG, S);
+    return cudaGetLastError();
+}
+
+/* Automatic choice of the fast path, from the two sweeps of docs/validation/h200-kernels2-2026-11-23
+ * (H200, % of copy bandwidth, mean of the two runs; version 1's defaults in brackets):
+ * registers, 2 packs per thread, 1 row ahead everywhere (LayerNorm bf16: C = 768 81.8% [65.3],
+ * 1024 88.2% [71.8], 2048 85.8% [63.9], 4096 77.0% [63.7]; RMSNorm C = 1024 90.5%, 2048 90.5%;
+ * dx +=: LN 768 91.0%, RMS 2048 93.6%; LN fp32 768 89.8%), except RMSNorm bf16 at C <= 768: 1
+ * pack per thread (89.7% against 86.8%), and RMSNorm at C >= 4096 while 2 packs per thread fit
+ * in 15 warps: bulk copies, 2 packs, a 3-stage ring (81.3% against 80.2%).  Deeper rings measured
+ * slower (LN C = 4096: 3 stages 76.5%, 8 stages 69.2%). */
+struct NormAuto { int impl, k, depth; };
+static NormAuto norm_auto(bool rms, int C, int P) {
+    const int packs = (C + P - 1) / P;
+    if (rms && C >= 4096 && packs <= 15 * SX_WARP * 2) return {3, 2, 3};
+    if (rms && P == 8 && C <= 768) return {2, 1, 1};
+    return {2, 2, 1};
+}
+
+template <typename T, bool RMS>
+static cudaError_t launch_fast(int impl, T *dx, float *part, const T *dy, const T *x, const T *w, const float *mean,
+                               const float *rstd, int acc, int N, int C, int *G, cudaStream_t stream) {
+    constexpr int P = Pack<T>::N;
+    const int packs = (C + P - 1) / P;
+    if (impl == 1) {
+        int k = g_norm_k ? g_norm_k : norm_auto_k(C);
+        if (k != 1 || packs > 16 * SX_WARP) k = 2; /* at most 16 warps (512 threads) per row */
+#define NB_ROWS(KK, AA) launch_bwd_rows<T, RMS, KK, AA>(dx, part, dy, x, w, mean, rstd, N, C, G, stream)
+        if (k == 1) return acc ? NB_ROWS(1, true) : NB_ROWS(1, false);
+        return acc ? NB_ROWS(2, true) : NB_ROWS(2, false);
+#undef NB_ROWS
+    }
+    const NormAuto au = norm_auto(RMS, C, P);
+    int k = g_norm_k2 ? g_norm_k2 : impl == au.impl ? au.k : 2;
+    if (impl == 2) {
+        if (k != 1 || packs > 16 * SX_WARP) k = 2;
+        int d = g_norm_depth > 0 ? (g_norm_depth > 3 ? 3 : g_norm_depth) : impl == au.impl ? au.depth : 1;
+#define NB_REGS(KK, DD) (acc ? launch_regs<T, RMS, KK, DD, true>(dx, part, dy, x, w, mean, rstd, N, C, G, stream) \
+                             : launch_regs<T, RMS, KK, DD, false>(dx, part, dy, x, w, mean, rstd, N, C, G, stream))
+        if (k == 1) return d == 1 ? NB_REGS(1, 1) : d == 2 ? NB_REGS(1, 2) : NB_REGS(1, 3);
+        return d == 1 ? NB_REGS(2, 1) : NB_REGS(2, 2); /* 2 packs, 3 rows ahead: spills */
+#undef NB_REGS
+    }
+    if (k < 1 || k > 4) k = 2;
+    while (packs > 15 * SX_WARP * k) k++; /* at most 15 warps per row */
+#define NB_BULK(KK) (acc ? launch_bulk<T, RMS, KK, true>(dx, part, dy, x, w, mean, rstd, N, C, G, stream) \
+                         : launch_bulk<T, RMS, KK, false>(dx, part, dy, x, w, mean, rstd, N, C, G, stream))
+    switch (k) {
+    case 1: return NB_BULK(1);
+    case 2: return NB_BULK(2);
+    case 3: return NB_BULK(3);
+    default: return NB_BULK(4);
+    }
+#undef NB_BULK
 }
 
 template <typename T, bool RMS>
@@ -641,12 +1174,9 @@ static cudaError_t norm_backward(T *dx, void *dw, void *db, sx_dtype gt, const T
     int G = 0;
     cudaError_t e = cudaSuccess;
     if (vec) {
-        int k = g_norm_k ? g_norm_k : norm_auto_k(C);
-        if (k != 1 || packs > 16 * SX_WARP) k = 2; /* at most 16 warps (512 threads) per row */
-#define NB_ROWS(KK, AA) launch_bwd_rows<T, RMS, KK, AA>(dx, part, dy, x, w, mean, rstd, N, C, &G, stream)
-        if (k == 1) e = acc ? NB_ROWS(1, true) : NB_ROWS(1, false);
-        else e = acc ? NB_ROWS(2, true) : NB_ROWS(2, false);
-#undef NB_ROWS
+        int impl = g_norm_impl > 0 ? g_norm_impl : norm_auto(RMS, C, P).impl;
+        if (impl == 3 && sx_cc_major() < 9) impl = 2; /* bulk copies and mbarrier waits: sm_90 */
+        e = launch_fast<T, RMS>(impl, dx, part, dy, x, w, mean, rstd, acc, N, C, &G, stream);
     } else {
         norm_backward_dx_generic<T, RMS><<<sx_blocks(N, NORM_THREADS / SX_WARP), NORM_THREADS, 0, stream>>>(
             dx, dy, x, w, mean, rstd, N, C, acc);

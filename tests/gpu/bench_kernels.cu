@@ -11,9 +11,12 @@
  * same run; %copy = kernel GB/s / copy GB/s.
  * Then the fused attention against the unfused path (TFLOP/s; links cuBLAS for the baseline).
  * RoPE rows use GPT-2 and LLaMA (1B, 8B) head shapes, not the GPT-2 sizes above.
- *   bench_kernels [--iters N] [--attention] [--rope] [--sweep]
+ *   bench_kernels [--iters N] [--attention] [--rope] [--sweep] [--norm]
  *     --attention, --rope: that table only; --sweep: the norm and embedding backward rows,
- *     each also with every setting of its tuning knobs (kernels_internal.h)
+ *     each also with every setting of its tuning knobs (kernels_internal.h); --norm: the norm
+ *     rows only (with --sweep: the norm backward sweep only)
+ *   bench_kernels --profile rms N C acc impl k depth rows bps
+ *     runs one norm backward setting 3 times, untimed (for ncu)
  */
 #include <string.h>
 #include <algorithm>
@@ -171,41 +174,99 @@ static void rope_rows(void) {
 
 /* ----------------------------------------------------------- norm and embedding backward */
 
-/* LayerNorm / RMSNorm backward, bf16, fp32 parameter grads.  bytes: dy and x read, dx
- * written (and read when accumulating), mean/rstd read, weight read, dweight (dbias) read
- * and written in fp32.  sweep: the same with every setting of the tuning knobs. */
-static void bench_norm_bwd(bool rms, int N, int C, bool acc, bool sweep) {
-    const size_t NC = (size_t)N * C;
-    void *x = bf16_buf(NC, 2.0f, 0.3f), *w = bf16_buf(C, 0.2f, 1.0f), *dy = bf16_buf(NC, 1.0f), *dx = bf16_buf(NC, 1.0f);
+/* LayerNorm / RMSNorm backward, bf16 (or fp32 with f32) storage, fp32 parameter grads.  bytes:
+ * dy and x read, dx written (and read when accumulating), mean/rstd read, weight read,
+ * dweight (dbias) read and written in fp32.  sweep: the same with every setting of the tuning
+ * knobs (kernels_internal.h), each row with the launch it made; the copy is timed once per
+ * size for the sweep rows. */
+struct NormV { int impl, k, depth, rows, bps; };
+static void norm_note(char *note, size_t n, const NormV &v) {
+    int c[8];
+    sx_norm_backward_last_config(c);
+    snprintf(note, n, "(sweep impl=%d k=%d d=%d r=%d bps=%d | k=%d d=%d W=%d NG=%d G=%d /SM=%d smem=%d)", v.impl, v.k,
+             v.depth, v.rows, v.bps, c[1], c[2], c[3], c[4], c[5], c[6], c[7]);
+}
+static void row_copy(const char *name, const char *size, double bytes, const std::function<void()> &fn,
+                     const char *note, const Stat &c) {
+    Stat k = time_it(fn);
+    const double gbs = bytes / (k.med * 1e-6) / 1e9, cgbs = bytes / (c.med * 1e-6) / 1e9;
+    const double spread = (k.hi - k.lo) / k.med * 100.0;
+    printf("%-26s %-22s %10.1f %10.1f %6.1f%% %9.0f %10.1f %9.0f %6.1f%%  %s\n", name, size, bytes / 1e6, k.med, spread,
+           gbs, c.med, cgbs, 100.0 * gbs / cgbs, note);
+    fflush(stdout);
+}
+static void bench_norm_bwd(bool rms, int N, int C, bool acc, bool sweep, bool f32 = false, int profile = 0,
+                           const NormV *pv = NULL) {
+    const size_t NC = (size_t)N * C, es = f32 ? 4 : 2;
+    void *x = f32 ? (void *)f32_buf(NC, 2.0f, 0.3f) : bf16_buf(NC, 2.0f, 0.3f);
+    void *w = f32 ? (void *)f32_buf(C, 0.2f, 1.0f) : bf16_buf(C, 0.2f, 1.0f);
+    void *dy = f32 ? (void *)f32_buf(NC, 1.0f) : bf16_buf(NC, 1.0f);
+    void *dx = f32 ? (void *)f32_buf(NC, 1.0f) : bf16_buf(NC, 1.0f);
     float *mean = f32_buf(N, 0.5f), *rstd = f32_buf(N, 0.2f, 0.5f, true);
     float *dw = f32_buf(C, 0.01f), *db = f32_buf(C, 0.01f);
     const size_t wsb = sx_norm_backward_workspace_bytes(C);
     void *ws = dmalloc(wsb);
     char sz[64], nm[64];
     snprintf(sz, sizeof sz, "N=%d C=%d", N, C);
-    const double bytes = NC * (acc ? 8.0 : 6.0) + N * (rms ? 4.0 : 8.0) + C * 2.0 + C * (rms ? 8.0 : 16.0);
+    const double bytes = NC * es * (acc ? 4.0 : 3.0) + N * (rms ? 4.0 : 8.0) + C * (double)es + C * (rms ? 8.0 : 16.0);
     auto fn = [&] {
-        if (rms)
+        if (rms && !f32)
             CK(sx_rmsnorm_backward((sx_bf16 *)dx, dw, SX_F32, (const sx_bf16 *)dy, (const sx_bf16 *)x,
                                    (const sx_bf16 *)w, rstd, acc, ws, wsb, N, C, 0));
-        else
+        else if (!f32)
             CK(sx_layernorm_backward((sx_bf16 *)dx, dw, db, SX_F32, (const sx_bf16 *)dy, (const sx_bf16 *)x,
                                      (const sx_bf16 *)w, mean, rstd, acc, ws, wsb, N, C, 0));
+        else if (rms)
+            CK(sx_rmsnorm_backward_f32((float *)dx, dw, (const float *)dy, (const float *)x, (const float *)w, rstd, acc,
+                                       ws, wsb, N, C, 0));
+        else
+            CK(sx_layernorm_backward_f32((float *)dx, dw, db, (const float *)dy, (const float *)x, (const float *)w,
+                                         mean, rstd, acc, ws, wsb, N, C, 0));
     };
-    snprintf(nm, sizeof nm, "%s_bwd%s", rms ? "rmsnorm" : "layernorm", acc ? "(dx+=)" : "");
-    row(nm, sz, bytes, fn);
-    if (sweep) {
-        static const int stages[5] = {0, 2, 3, 4, 6};
-        for (int k = 1; k <= 2; k++)
-            for (int si = 0; si < 5; si++) {
-                char note[64];
-                snprintf(note, sizeof note, "(sweep k=%d S=%d pdl)", k, stages[si]);
-                sx_norm_backward_tune(k, 0, 1, stages[si]);
-                row(nm, sz, bytes, fn, note);
+    snprintf(nm, sizeof nm, "%s_bwd%s%s", rms ? "rmsnorm" : "layernorm", f32 ? "_f32" : "", acc ? "(dx+=)" : "");
+    if (profile) { /* for a profiler: the chosen variant a few times, nothing timed */
+        if (pv) {
+            sx_norm_backward_variant(pv->impl, pv->k, pv->depth, pv->rows);
+            sx_norm_backward_tune(0, pv->bps, -1, -1);
+        }
+        for (int i = 0; i < profile; i++) fn();
+        CK(cudaDeviceSynchronize());
+        char note[160];
+        norm_note(note, sizeof note, pv ? *pv : NormV{0, 0, 0, 0, 0});
+        printf("# profiled %s %s %s\n", nm, sz, note);
+    } else {
+        row(nm, sz, bytes, fn);
+        if (sweep) {
+            static const NormV vs[] = {
+                {1, 0, 0, 0, 0},                                                           /* version 1, automatic */
+                {2, 1, 1, 0, 0}, {2, 1, 2, 0, 0}, {2, 1, 3, 0, 0}, {2, 2, 1, 0, 0}, {2, 2, 2, 0, 0}, /* registers */
+                {3, 1, 3, 0, 0}, {3, 1, 4, 0, 0}, {3, 1, 6, 0, 0}, {3, 1, 8, 0, 0}, {3, 1, 16, 0, 0}, /* bulk */
+                {3, 2, 3, 0, 0}, {3, 2, 4, 0, 0}, {3, 2, 6, 0, 0}, {3, 2, 8, 0, 0}, {3, 2, 16, 0, 0},
+                {3, 3, 3, 0, 0}, {3, 3, 4, 0, 0}, {3, 3, 6, 0, 0}, {3, 3, 8, 0, 0}, {3, 3, 16, 0, 0},
+                {3, 4, 3, 0, 0}, {3, 4, 4, 0, 0}, {3, 4, 6, 0, 0}, {3, 4, 8, 0, 0}, {3, 4, 16, 0, 0},
+                {3, 1, 16, -2, 2}, {3, 2, 16, -2, 2}, {3, 3, 16, -2, 2}, {3, 4, 16, -2, 2}, /* 2 blocks/SM, half */
+                {3, 1, 16, -2, 1}, {3, 2, 16, -2, 1}, {3, 3, 8, 4, 1}, {3, 3, 8, 8, 1}};
+            const Stat c = time_copy((size_t)(bytes / 2));
+            const int P = f32 ? 4 : 8;
+            for (const NormV &v0 : vs) {
+                NormV v = v0;
+                if (v.rows == -2) { /* half of the automatic rows per stage */
+                    int k = v.k;
+                    while (C / P > 15 * 32 * k) k++;
+                    const int W = (C / P + 32 * k - 1) / (32 * k);
+                    v.rows = (15 / W + 1) / 2;
+                    if (v.rows < 1) v.rows = 1;
+                }
+                sx_norm_backward_variant(v.impl, v.k, v.depth, v.rows);
+                sx_norm_backward_tune(0, v.bps, -1, -1);
+                char note[200];
+                fn(); /* records the launch */
+                norm_note(note, sizeof note, v);
+                row_copy(nm, sz, bytes, fn, note, c);
             }
-        sx_norm_backward_tune(1, 0, 0, 4);
-        row(nm, sz, bytes, fn, "(sweep k=1 S=4 no-pdl)");
-        sx_norm_backward_tune(0, 0, -1, -1);
+            sx_norm_backward_variant(0, 0, 0, 0);
+            sx_norm_backward_tune(0, 0, -1, -1);
+        }
     }
     void *bufs[] = {x, w, dy, dx, mean, rstd, dw, db, ws};
     for (void *p : bufs) CK(cudaFree(p));
@@ -391,18 +452,32 @@ static void attention_table(void) {
 }
 
 int main(int argc, char **argv) {
-    bool only_attention = false, only_rope = false, sweep = false;
+    bool only_attention = false, only_rope = false, sweep = false, only_norm = false;
+    int profile = 0;
+    NormV pv = {0, 0, 0, 0, 0};
+    int prms = 0, pN = 0, pC = 0, pacc = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--iters") && i + 1 < argc) ITERS = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--attention")) only_attention = true;
         else if (!strcmp(argv[i], "--rope")) only_rope = true;
         else if (!strcmp(argv[i], "--sweep")) sweep = true;
-        else {
-            fprintf(stderr, "usage: %s [--iters N] [--attention] [--rope] [--sweep]\n", argv[0]);
+        else if (!strcmp(argv[i], "--norm")) only_norm = true;
+        else if (!strcmp(argv[i], "--profile") && i + 9 < argc) {
+            prms = atoi(argv[++i]); pN = atoi(argv[++i]); pC = atoi(argv[++i]); pacc = atoi(argv[++i]);
+            pv.impl = atoi(argv[++i]); pv.k = atoi(argv[++i]); pv.depth = atoi(argv[++i]); pv.rows = atoi(argv[++i]);
+            pv.bps = atoi(argv[++i]);
+            profile = 3;
+        } else {
+            fprintf(stderr, "usage: %s [--iters N] [--attention] [--rope] [--sweep] [--norm]\n"
+                            "       %s --profile rms N C acc impl k depth rows bps\n", argv[0], argv[0]);
             return 2;
         }
     }
     if (ITERS < 10) ITERS = 10;
+    if (profile) {
+        bench_norm_bwd(prms, pN, pC, pacc, false, false, profile, &pv);
+        return 0;
+    }
     int dev = 0, drv = 0, rt = 0;
     cudaDeviceProp prop;
     CK(cudaGetDevice(&dev));
@@ -445,10 +520,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     char sz[64];
-    void *ws;
 
     /* ---------------------------------------------------------- embedding */
-    {
+    if (!only_norm) {
         int32_t *ids = ids_buf(N, V);
         void *wte = bf16_buf((size_t)Vp * C, 0.5f), *wpe = bf16_buf((size_t)T * C, 0.5f), *out = dmalloc(NC * 2);
         snprintf(sz, sizeof sz, "N=%d C=%d", N, C);
@@ -489,25 +563,20 @@ int main(int argc, char **argv) {
             bench_norm_bwd(true, ns[i], cs[i], false, sweep);
         }
         bench_norm_bwd(true, 8192, 2048, true, sweep); /* as in training: dx += (residual stream) */
+        bench_norm_bwd(false, N, C, true, sweep);        /* LayerNorm with dx += */
         /* fp32 storage */
         float *xf = f32_buf(NC, 2.0f, 0.3f), *wf = f32_buf(C, 0.2f, 1.0f), *bf = f32_buf(C, 0.2f);
-        float *of = (float *)dmalloc(NC * 4), *dyf = f32_buf(NC, 1.0f), *dxf = (float *)dmalloc(NC * 4);
+        float *of = (float *)dmalloc(NC * 4);
         mean = (float *)dmalloc(N * 4);
         rstd = (float *)dmalloc(N * 4);
-        float *dw = f32_buf(C, 0.01f), *db = f32_buf(C, 0.01f);
-        const size_t wsb = sx_norm_backward_workspace_bytes(C);
-        ws = dmalloc(wsb);
         row("layernorm_fwd_f32", sz, NC * 8.0 + C * 8.0 + N * 8.0, [&] {
             CK(sx_layernorm_forward_f32(of, mean, rstd, xf, wf, bf, N, C, 1e-5f, 0));
         });
-        row("layernorm_bwd_f32", sz, NC * 12.0 + N * 8.0 + C * 4.0 + C * 16.0, [&] {
-            CK(sx_layernorm_backward_f32(dxf, dw, db, dyf, xf, wf, mean, rstd, 0, ws, wsb, N, C, 0));
-        });
-        CK(cudaFree(xf)); CK(cudaFree(wf)); CK(cudaFree(bf)); CK(cudaFree(of)); CK(cudaFree(dyf)); CK(cudaFree(dxf));
-        CK(cudaFree(mean)); CK(cudaFree(rstd)); CK(cudaFree(dw)); CK(cudaFree(db)); CK(cudaFree(ws));
+        CK(cudaFree(xf)); CK(cudaFree(wf)); CK(cudaFree(bf)); CK(cudaFree(of)); CK(cudaFree(mean)); CK(cudaFree(rstd));
+        bench_norm_bwd(false, N, C, false, sweep, true);
     }
 
-    if (sweep) { /* the sweep covers the norm and embedding backward only */
+    if (sweep || only_norm) { /* the sweep covers the norm and embedding backward only */
         CK(cudaDeviceSynchronize());
         return 0;
     }

@@ -9,9 +9,9 @@
  * Inputs are rounded to their storage type on the host first, so the reference sees exactly
  * the values the GPU sees.  Exit 1 if any check fails, 2 on a CUDA error.
  * RoPE has its own, tighter, derived tolerance (see test_rope).
- *   test_kernels [--quick] [--attention | --no-attention] [--rope] [--seed S]
+ *   test_kernels [--quick] [--attention | --no-attention] [--rope] [--norm] [--seed S]
  *     --quick: small sizes (for compute-sanitizer); --attention: the fused attention tests only;
- *     --no-attention: all but those; --rope: the RoPE tests only
+ *     --no-attention: all but those; --rope: the RoPE tests only; --norm: the norm tests only
  */
 #include <string.h>
 #include <time.h>
@@ -208,13 +208,20 @@ static void test_embedding_bad_id(void) {
 /* ----------------------------------------------------------- norms */
 
 /* knob_*: the backward's tuning knobs (kernels_internal.h), 0/-1 = automatic */
+struct NormVariant { int impl, k, depth, rows; }; /* sx_norm_backward_variant; {0,0,0,0} = automatic */
+static const NormVariant NV_AUTO = {0, 0, 0, 0};
+
 static void test_norm(bool rms, sx_dtype t, int N, int C, bool with_bias, bool dx_acc, sx_dtype gt, int knob_k = 0,
-                      int knob_bps = 0, int knob_pdl = -1, int knob_stages = -1) {
-    char sz[64], nm[96], st[16] = "";
+                      int knob_bps = 0, int knob_pdl = -1, int knob_stages = -1, NormVariant nv = NV_AUTO) {
+    char sz[96], nm[96], st[16] = "", vs[40] = "";
     if (knob_stages >= 0) snprintf(st, sizeof st, " S=%d", knob_stages);
-    snprintf(sz, sizeof sz, "N=%d C=%d%s%s%s%s", N, C, knob_k == 2 ? " k=2" : "", knob_bps ? " 1/SM" : "",
+    if (nv.impl == 1) snprintf(vs, sizeof vs, " v1");
+    else if (nv.impl == 2) snprintf(vs, sizeof vs, " regs k=%d D=%d%s", nv.k, nv.depth, nv.rows ? " r" : "");
+    else if (nv.impl == 3) snprintf(vs, sizeof vs, " bulk k=%d S=%d r=%d", nv.k, nv.depth, nv.rows);
+    snprintf(sz, sizeof sz, "N=%d C=%d%s%s%s%s%s", N, C, vs, knob_k == 2 ? " k=2" : "", knob_bps ? " bps" : "",
              knob_pdl == 0 ? " no-pdl" : "", st);
     sx_norm_backward_tune(knob_k, knob_bps, knob_pdl, knob_stages);
+    sx_norm_backward_variant(nv.impl, nv.k, nv.depth, nv.rows);
     const char *kn = rms ? "rmsnorm" : "layernorm";
     const size_t nc = (size_t)N * C, es = t == SX_F32 ? 4 : 2;
     const double eps = 1e-5;
@@ -300,6 +307,7 @@ static void test_norm(bool rms, sx_dtype t, int N, int C, bool with_bias, bool d
     snprintf(nm, sizeof nm, "%s_bwd.deterministic", kn);
     check_true(nm, sz, raw(d_dw, C * gs) == a1 && raw(d_dx, nc * es) == a2, "bitwise equal twice");
     sx_norm_backward_tune(0, 0, -1, -1);
+    sx_norm_backward_variant(0, 0, 0, 0);
     void *bufs[] = {d_x, d_w, d_b, d_out, d_mean, d_rstd, d_dy, d_dx, d_dw, d_db, ws, d_dw0, d_db0, d_dx0};
     for (void *p : bufs)
         if (p) CK(cudaFree(p));
@@ -720,6 +728,83 @@ static void test_errors(void) {
     CK(cudaGetLastError());
 }
 
+/* LayerNorm and RMSNorm, forward and backward.  Backward fast paths: version 1 and version 2's
+ * two kernels (registers, bulk copies), each with its knobs; the automatic choice runs first. */
+static void test_norms(int N) {
+    /* norm backward, automatic path: version 2, registers, 2 packs per thread (RMSNorm bf16 at
+     * C <= 768: 1 pack; RMSNorm at C >= 4096: bulk copies, 3 stages); a group of W = C / (256 k)
+     * warps per row (bf16; fp32: C / (128 k)) */
+    for (int rms = 0; rms <= 1; rms++) {
+        test_norm(rms, SX_BF16, N, 768, true, false, SX_F32);
+        test_norm(rms, SX_BF16, N, 768, true, true, SX_BF16); /* dx += */
+        test_norm(rms, SX_BF16, N, 1000, false, true, SX_BF16);
+        test_norm(rms, SX_BF16, N, 200, true, false, SX_BF16); /* one warp per row, 16 rows per block */
+        test_norm(rms, SX_BF16, N, 77, true, false, SX_F32);   /* scalar path */
+        test_norm(rms, SX_BF16, N / 3, 3000, true, true, SX_F32); /* 12 warps per row, some lanes idle */
+        test_norm(rms, SX_BF16, N / 3, 1024, true, false, SX_F32);
+        test_norm(rms, SX_BF16, N / 3, 2048, true, true, SX_BF16); /* 8 warps per row, dx += */
+        test_norm(rms, SX_BF16, g_quick ? 67 : 1003, 4096, true, false, SX_F32); /* 16 warps: one row per block */
+        test_norm(rms, SX_BF16, 5, 4096, true, false, SX_F32);   /* fewer rows than blocks */
+        test_norm(rms, SX_BF16, g_quick ? 33 : 257, 5000, true, true, SX_F32); /* 2 packs per thread, 10 warps */
+        test_norm(rms, SX_BF16, g_quick ? 33 : 257, 8192, true, false, SX_BF16); /* 2 packs, 16 warps */
+        test_norm(rms, SX_BF16, g_quick ? 33 : 257, 8200, true, false, SX_F32);  /* beyond: generic path */
+        /* version 1 (norm_backward_rows / _staged) with its knobs */
+        const NormVariant v1 = {1, 0, 0, 0};
+        test_norm(rms, SX_BF16, N, 768, true, false, SX_F32, 2, 0, -1, -1, v1); /* 2 packs per thread */
+        test_norm(rms, SX_BF16, N / 3, 2048, true, true, SX_F32, 0, 1, 0, -1, v1); /* 1 block per SM, no PDL */
+        test_norm(rms, SX_BF16, N, 768, true, false, SX_F32, 0, 0, -1, 0, v1);   /* no ring: registers */
+        test_norm(rms, SX_BF16, N / 3, 2048, true, true, SX_BF16, 0, 0, -1, 0, v1);
+        test_norm(rms, SX_BF16, N, 1000, false, true, SX_F32, 2, 0, -1, 0, v1);
+        test_norm(rms, SX_BF16, N, 768, true, true, SX_F32, 0, 0, -1, 2, v1);    /* ring of 2 and of 7 */
+        test_norm(rms, SX_BF16, N / 3, 4096, true, false, SX_F32, 0, 0, -1, 7, v1);
+        test_norm(rms, SX_F32, N, 1000, true, true, SX_F32, 0, 0, -1, 0, v1);
+        test_norm(rms, SX_F32, N, 768, true, false, SX_F32);
+        test_norm(rms, SX_F32, N, 1000, true, true, SX_F32);
+        test_norm(rms, SX_F32, N / 3, 2048, true, false, SX_F32);
+        test_norm(rms, SX_F32, g_quick ? 33 : 257, 4096, true, true, SX_F32); /* 2 packs per thread */
+        test_norm(rms, SX_F32, N, 77, true, false, SX_F32);
+
+        /* version 2, registers: k packs per thread, D rows loaded ahead, r = 1 row group per block */
+        for (int d = 1; d <= 3; d++) {
+            const NormVariant vr = {2, 1, d, 0};
+            test_norm(rms, SX_BF16, N, 768, true, d == 2, SX_F32, 0, 0, -1, -1, vr);
+        }
+        const NormVariant r12 = {2, 1, 2, 0}, r13 = {2, 1, 3, 0}, r21 = {2, 2, 1, 0}, r22 = {2, 2, 2, 0};
+        const NormVariant r13a = {2, 1, 3, 1};
+        test_norm(rms, SX_BF16, N, 1000, false, true, SX_BF16, 0, 0, -1, -1, r22);
+        test_norm(rms, SX_BF16, N / 3, 2048, true, true, SX_F32, 0, 0, -1, -1, r13);   /* 8 warps per row */
+        test_norm(rms, SX_BF16, N / 3, 3000, true, false, SX_F32, 0, 0, -1, -1, r13a); /* 12 warps, some lanes idle */
+        test_norm(rms, SX_BF16, g_quick ? 33 : 257, 8192, true, false, SX_F32, 0, 0, -1, -1, r21); /* 16 warps */
+        test_norm(rms, SX_BF16, 5, 4096, true, true, SX_F32, 0, 0, -1, -1, r12);
+        test_norm(rms, SX_F32, N, 1000, true, true, SX_F32, 0, 0, -1, -1, r12);
+        test_norm(rms, SX_F32, g_quick ? 33 : 257, 4096, true, false, SX_F32, 0, 0, -1, -1, r22);
+        test_norm(rms, SX_BF16, g_quick ? 301 : 32768, 768, true, false, SX_F32, 0, 0, -1, -1, r13); /* many rows per block */
+
+        /* version 2, bulk copies: k packs per thread, S stages, r rows per stage (0: automatic) */
+        for (int k = 1; k <= 4; k++) {
+            const NormVariant vb = {3, k, k == 1 ? 2 : 16, 0};
+            test_norm(rms, SX_BF16, N, 768, true, k == 3, SX_F32, 0, 0, -1, -1, vb);
+        }
+        const NormVariant b23 = {3, 2, 3, 0}, b1_4_1 = {3, 1, 4, 1}, b3_2_15 = {3, 3, 2, 15}, b2_8_2 = {3, 2, 8, 2};
+        const NormVariant b4_16 = {3, 4, 16, 0}, b1_5_0 = {3, 1, 5, 0};
+        test_norm(rms, SX_BF16, N, 1000, false, true, SX_BF16, 0, 0, -1, -1, b23);
+        test_norm(rms, SX_BF16, N, 768, true, false, SX_BF16, 0, 0, -1, -1, b1_4_1);   /* 1 row per stage */
+        test_norm(rms, SX_BF16, N, 768, true, true, SX_F32, 0, 0, -1, -1, b3_2_15);    /* 15 rows per stage, S = 2 */
+        test_norm(rms, SX_BF16, N / 3, 1024, true, false, SX_F32, 0, 2, -1, -1, b2_8_2); /* 2 blocks per SM */
+        test_norm(rms, SX_BF16, N / 3, 2048, true, true, SX_BF16, 0, 0, -1, -1, b1_5_0); /* 8 warps per row */
+        test_norm(rms, SX_BF16, N / 3, 3000, true, true, SX_F32, 0, 0, -1, -1, b1_5_0);  /* 12 warps, lanes idle */
+        test_norm(rms, SX_BF16, g_quick ? 67 : 1003, 4096, true, false, SX_F32, 0, 0, -1, -1, b4_16);
+        test_norm(rms, SX_BF16, 5, 4096, true, false, SX_F32, 0, 0, -1, -1, b23);     /* fewer rows than blocks */
+        test_norm(rms, SX_BF16, g_quick ? 33 : 257, 5000, true, true, SX_F32, 0, 0, -1, -1, b23); /* 10 warps */
+        test_norm(rms, SX_BF16, g_quick ? 33 : 257, 8192, true, true, SX_BF16, 0, 0, -1, -1, b1_5_0); /* k raised to 3 */
+        test_norm(rms, SX_F32, N, 768, true, false, SX_F32, 0, 0, -1, -1, b1_5_0);
+        test_norm(rms, SX_F32, N, 1000, true, true, SX_F32, 0, 0, -1, -1, b23);
+        test_norm(rms, SX_F32, g_quick ? 33 : 257, 4096, true, true, SX_F32, 0, 0, -1, -1, b4_16);
+        test_norm(rms, SX_BF16, g_quick ? 301 : 32768, 768, true, true, SX_F32, 0, 0, -1, -1, b1_5_0); /* ring wraps */
+    }
+
+}
+
 /* every kernel but the fused attention */
 static void test_others(void) {
     const int B = g_quick ? 1 : 31, T = g_quick ? 67 : 97; /* N = B*T = 3007 = 3*1000+7 */
@@ -745,35 +830,7 @@ static void test_others(void) {
     }
     test_embedding_bad_id();
 
-    /* norm backward fast path: a group of W = C / (256 k) warps per row (bf16; fp32: C / (128 k)),
-     * 512 / (32 W) rows per block */
-    for (int rms = 0; rms <= 1; rms++) {
-        test_norm(rms, SX_BF16, N, 768, true, false, SX_F32);
-        test_norm(rms, SX_BF16, N, 1000, false, true, SX_BF16);
-        test_norm(rms, SX_BF16, N, 200, true, false, SX_BF16); /* one warp per row, 16 rows per block */
-        test_norm(rms, SX_BF16, N, 77, true, false, SX_F32);   /* scalar path */
-        test_norm(rms, SX_BF16, N / 3, 3000, true, true, SX_F32); /* 12 warps per row, some lanes idle */
-        test_norm(rms, SX_BF16, N / 3, 1024, true, false, SX_F32);
-        test_norm(rms, SX_BF16, N / 3, 2048, true, true, SX_BF16); /* 8 warps per row, dx += */
-        test_norm(rms, SX_BF16, g_quick ? 67 : 1003, 4096, true, false, SX_F32); /* 16 warps: one row per block */
-        test_norm(rms, SX_BF16, 5, 4096, true, false, SX_F32);   /* fewer rows than blocks */
-        test_norm(rms, SX_BF16, g_quick ? 33 : 257, 5000, true, true, SX_F32); /* 2 packs per thread, 10 warps */
-        test_norm(rms, SX_BF16, g_quick ? 33 : 257, 8192, true, false, SX_BF16); /* 2 packs, 16 warps */
-        test_norm(rms, SX_BF16, g_quick ? 33 : 257, 8200, true, false, SX_F32);  /* beyond: generic path */
-        test_norm(rms, SX_BF16, N, 768, true, false, SX_F32, 2);     /* knobs: 2 packs per thread */
-        test_norm(rms, SX_BF16, N / 3, 2048, true, true, SX_F32, 0, 1, 0); /* 1 block per SM, no PDL */
-        test_norm(rms, SX_BF16, N, 768, true, false, SX_F32, 0, 0, -1, 0);   /* no ring: registers */
-        test_norm(rms, SX_BF16, N / 3, 2048, true, true, SX_BF16, 0, 0, -1, 0);
-        test_norm(rms, SX_BF16, N, 1000, false, true, SX_F32, 2, 0, -1, 0);
-        test_norm(rms, SX_BF16, N, 768, true, true, SX_F32, 0, 0, -1, 2);    /* ring of 2 and of 7 */
-        test_norm(rms, SX_BF16, N / 3, 4096, true, false, SX_F32, 0, 0, -1, 7);
-        test_norm(rms, SX_F32, N, 1000, true, true, SX_F32, 0, 0, -1, 0);
-        test_norm(rms, SX_F32, N, 768, true, false, SX_F32);
-        test_norm(rms, SX_F32, N, 1000, true, true, SX_F32);
-        test_norm(rms, SX_F32, N / 3, 2048, true, false, SX_F32);
-        test_norm(rms, SX_F32, g_quick ? 33 : 257, 4096, true, true, SX_F32); /* 2 packs per thread */
-        test_norm(rms, SX_F32, N, 77, true, false, SX_F32);
-    }
+    test_norms(N);
 
     test_gelu((size_t)N * 4 * 768, 0);
     test_gelu(g_quick ? 10007 : 1000003, 0); /* n % 8 tail */
@@ -898,15 +955,16 @@ static void test_tp_vocab(int B, int T, int C, int V, int shards, bool use_wpe) 
 
 int main(int argc, char **argv) {
     uint64_t seed = (uint64_t)time(NULL);
-    bool only_attention = false, only_rope = false, no_attention = false;
+    bool only_attention = false, only_rope = false, no_attention = false, only_norm = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) g_quick = true;
         else if (!strcmp(argv[i], "--attention")) only_attention = true;
         else if (!strcmp(argv[i], "--no-attention")) no_attention = true;
         else if (!strcmp(argv[i], "--rope")) only_rope = true;
+        else if (!strcmp(argv[i], "--norm")) only_norm = true;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--attention | --no-attention] [--rope] [--seed S]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--attention | --no-attention] [--rope] [--norm] [--seed S]\n", argv[0]);
             return 2;
         }
     }
@@ -920,8 +978,13 @@ int main(int argc, char **argv) {
     printf("# rel_err = ||gpu-ref||/||ref|| vs float64 CPU reference; unwrit = elements left unwritten or NaN\n");
     header();
 
-    if (!only_attention) test_rope_all();
-    if (!only_rope && !no_attention) {
+    if (only_norm) {
+        test_norms(g_quick ? 67 : 3007);
+        only_attention = only_rope = false;
+        no_attention = true;
+    }
+    if (!only_attention && !only_norm) test_rope_all();
+    if (!only_rope && !no_attention && !only_norm) {
         /* fused attention: MHA and GQA, D 64 and 128, fused qkv and separate tensors, T not a
          * multiple of the 64-row tiles (97, 1000), T a multiple (128), T = 1 */
         test_attention_errors();
@@ -932,7 +995,7 @@ int main(int argc, char **argv) {
         test_attention(2, 128, 8, 2, 128, true);
         test_attention(2, 1, 2, 2, 64, false);
     }
-    if (!only_attention && !only_rope) {
+    if (!only_attention && !only_rope && !only_norm) {
         test_others();
         test_tp_vocab(2, 37, 64, 1000, 2, true);       /* GPT-2-like: position table on one rank */
         test_tp_vocab(3, 29, 96, 50257, 4, false);     /* the last shard holds padding only in part */
