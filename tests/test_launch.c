@@ -177,6 +177,10 @@ static void train_flag_errors(void **state)
     expect_refusal("", "validate gpt2 --zero 2 --dp 2", "ZeRO 0 and 1");
     expect_refusal("", "validate gpt2 --recompute selective", "--recompute 'selective'");
     expect_refusal("", "validate gpt2 --pp 13", "--pp 13 exceeds");
+    expect_refusal("", "validate gpt2 --vpp 2", "interleaving needs --pp of 2 or more");
+    expect_refusal("", "validate gpt2 --pp 2 --vpp 4", "12 layers do not split into --pp 2 x --vpp 4");
+    expect_refusal("", "validate gpt2 --pp 2 --vpp 2 --mbs 2 --gbs 6", "multiple of --pp 2");
+    expect_refusal("", "validate gpt2 --pp 2 --vpp 32", "at most 16 chunks");
     expect_refusal("", "validate gpt2 --tp two", "--tp 'two'");
     expect_refusal("", "validate nosuch --tp 2", "unknown model 'nosuch'");
     expect_refusal("", "validate", "needs a MODEL or --plan FILE");
@@ -211,6 +215,15 @@ static void plan_slices(void **state)
     assert_non_null(strstr(r.out, "# slice on 32 GPUs: tp 1, pp 4 (4 layers per stage, 16 layers in all), dp 8"));
     assert_non_null(strstr(r.out, "share of the plan's predicted step backed by measurement on the slice"));
     assert_non_null(strstr(r.out, "DP"));
+    run_free(&r);
+    /* an interleaved plan keeps its chunks on the slice's stages */
+    snprintf(cmd, sizeof cmd, "%s estimate llama3.2-1b --gpu h200 --gpus 64 --tp 1 --pp 4 --vpp 2 --mbs 2 --gbs 128 --seq 2048 "
+             "--format json > %s", SEXTANT_BIN, plan);
+    assert_int_equal(system(cmd), 0);
+    snprintf(args, sizeof args, "validate --plan %s --gpus 8", plan);
+    r = run_env("", args);
+    assert_non_null(strstr(r.out, "# slice on 8 GPUs: tp 1, pp 4 (4 layers per stage, 16 layers in all, interleaved: 2 chunks "
+                                  "of 2 layers per stage), dp 2"));
     run_free(&r);
     /* ZeRO-3 is refused */
     snprintf(cmd, sizeof cmd, "%s estimate llama3.2-1b --gpu h200 --gpus 64 --tp 1 --pp 4 --mbs 2 --gbs 128 --seq 2048 --zero 3 "

@@ -20,48 +20,78 @@
 
 #define MAX_PP 8
 #define MAX_M 24
-#define MAX_ACTIONS (4 * MAX_M + 2 * MAX_PP + 1)
+#define MAX_V 4
+#define MAX_ACTIONS (6 * MAX_M * MAX_V + 2 * MAX_PP + 1)
 
 typedef struct {
     pipe_action a[MAX_ACTIONS];
+    pipe_buffers need;
     int n, at;
-    int slot_owner[MAX_M];          /* the micro-batch living in a slot, -1 when free */
-    int forward_done[MAX_M], backward_done[MAX_M], input_ready[MAX_M], grad_ready[MAX_M], slot_of[MAX_M];
-    int act_sent[MAX_M];            /* the message of micro-batch i's output to the next stage has gone */
-    int grad_sent[MAX_M];           /* the message of its input gradient to the previous stage has gone */
+    int slot_owner[MAX_V * MAX_M];  /* chunk * MAX_M + micro-batch living in a slot, -1 when free */
+    int head_owner[MAX_M];          /* interleaved: the micro-batch whose head activations a buffer holds */
+    int input_owner[MAX_V * MAX_M]; /* interleaved: chunk * MAX_M + micro-batch whose input a buffer holds, -1 */
+    int buf_owner[MAX_V * MAX_M];   /* chunk * MAX_M + micro-batch whose gradient a buffer holds, -1 when free */
+    int in_place;                   /* 1F1B: a gradient received straight into the backward's buffer, not yet used */
+    int forward_done[MAX_V][MAX_M], backward_done[MAX_V][MAX_M], input_ready[MAX_V][MAX_M];
+    int grad_ready[MAX_V][MAX_M], grad_buf[MAX_V][MAX_M], slot_of[MAX_V][MAX_M];
+    int act_sent[MAX_V][MAX_M];     /* the message of a chunk's output of micro-batch i to the next stage has gone */
+    int grad_sent[MAX_V][MAX_M];    /* the message of its input gradient to the previous stage has gone */
 } stage_state;
 
 /* Does stage t's group at its head hold the counterpart of one transfer? */
-static int head_has(const stage_state *st, int t, int npp, int kind, int mb)
+static int head_has(const stage_state *st, int t, int kind, int mb, int chunk)
 {
-    if (t < 0 || t >= npp || st[t].at >= st[t].n) return 0;
+    if (st[t].at >= st[t].n) return 0;
     const pipe_action *a = &st[t].a[st[t].at];
     if (a->kind != PIPE_EXCHANGE) return 0;
     switch (kind) {
-    case 0: return a->act_recv_mb == mb;     /* my act send: the next stage receives it */
-    case 1: return a->act_send_mb == mb;     /* my act receive: the previous stage sends it */
-    case 2: return a->grad_recv_mb == mb;    /* my grad send: the previous stage receives it */
-    default: return a->grad_send_mb == mb;   /* my grad receive: the next stage sends it */
+    case 0: return a->act_recv_mb == mb && a->act_recv_chunk == chunk;     /* my act send: the next stage receives it */
+    case 1: return a->act_send_mb == mb && a->act_send_chunk == chunk;     /* my act receive: the previous stage sends it */
+    case 2: return a->grad_recv_mb == mb && a->grad_recv_chunk == chunk;   /* my grad send: the previous stage receives it */
+    default: return a->grad_send_mb == mb && a->grad_send_chunk == chunk;  /* my grad receive: the next stage sends it */
     }
 }
 
-static void play(int pp, int m)
+/* Plays every stage's list against the others'; returns the most activation
+ * slots any stage used, in units of a whole stage's layers (slots / vpp). */
+static double play(int pp, int m, int vpp)
 {
     static stage_state st[MAX_PP];
+    int V = pp * vpp;
     for (int s = 0; s < pp; s++) {
-        memset(&st[s], 0, sizeof st[s]);
-        st[s].n = pipeline_1f1b(pp, s, m, st[s].a, pipeline_max_actions(pp, m));
-        assert_true(st[s].n > 0);
-        assert_true(pipeline_max_actions(pp, m) <= MAX_ACTIONS);
-        for (int i = 0; i < MAX_M; i++) st[s].slot_owner[i] = -1;
-        for (int i = 0; i < MAX_M; i++) st[s].slot_of[i] = -1;
-        int slots = pipeline_slots(pp, s, m);
-        assert_true(slots >= 1 && slots <= pp - s && slots <= m);
-        for (int i = 0; i < st[s].n; i++) {
-            const pipe_action *a = &st[s].a[i];
-            if (a->kind != PIPE_EXCHANGE) assert_true(a->slot >= 0 && a->slot < slots);
-            if (a->act_recv_mb >= 0) assert_true(a->act_recv_slot >= 0 && a->act_recv_slot < slots);
-            if (a->act_send_mb >= 0) assert_true(a->act_send_slot >= 0 && a->act_send_slot < slots);
+        stage_state *me = &st[s];
+        memset(me, 0, sizeof *me);
+        int max = pipeline_max_actions(pp, m, vpp);
+        assert_true(max <= MAX_ACTIONS);
+        me->n = pipeline_schedule(pp, s, m, vpp, me->a, max, &me->need);
+        assert_true(me->n > 0);
+        for (int c = 0; c < MAX_V; c++)
+            for (int i = 0; i < MAX_M; i++) me->slot_of[c][i] = me->grad_buf[c][i] = -1;
+        for (int i = 0; i < MAX_V * MAX_M; i++) me->buf_owner[i] = me->input_owner[i] = me->slot_owner[i] = -1;
+        for (int i = 0; i < MAX_M; i++) me->head_owner[i] = -1;
+        me->in_place = -1;
+        if (vpp == 1) {
+            int slots = pipeline_slots(pp, s, m);
+            assert_true(slots >= 1 && slots <= pp - s && slots <= m);
+            assert_int_equal(me->need.slots, slots);
+        }
+        for (int i = 0; i < me->n; i++) {
+            const pipe_action *a = &me->a[i];
+            if (a->kind != PIPE_EXCHANGE) {
+                assert_true(a->chunk >= 0 && a->chunk < vpp);
+                assert_true(a->slot >= 0 && a->slot < me->need.slots);
+                int v = a->chunk * pp + s;
+                if (vpp > 1 && v == V - 1) assert_true(a->head >= 0 && a->head < me->need.heads);
+                else assert_int_equal(a->head, -1);
+                assert_true(a->grad_buf < me->need.grad_buffers);
+                if (vpp == 1) assert_int_equal(a->input, a->slot);
+                else assert_true(a->input >= 0 && a->input < me->need.inputs);
+            }
+            if (a->act_recv_mb >= 0)
+                assert_true(a->act_recv_slot >= 0 &&
+                            a->act_recv_slot < (vpp == 1 ? me->need.slots : me->need.inputs));
+            if (a->act_send_mb >= 0) assert_true(a->act_send_slot >= 0 && a->act_send_slot < me->need.slots);
+            if (a->grad_recv_mb >= 0) assert_true(a->grad_recv_buf < me->need.grad_buffers);
         }
     }
     for (;;) {
@@ -70,78 +100,166 @@ static void play(int pp, int m)
             stage_state *me = &st[s];
             if (me->at >= me->n) continue;
             left++;
+            int next = (s + 1) % pp, prev = (s + pp - 1) % pp;
             const pipe_action *a = &me->a[me->at];
             if (a->kind == PIPE_FORWARD) {
-                int mb = a->microbatch;
-                assert_false(me->forward_done[mb]);
-                if (s > 0) {
-                    if (!me->input_ready[mb]) continue;   /* waits: its input has not arrived */
-                    assert_int_equal(me->slot_owner[a->slot], mb);
+                int mb = a->microbatch, c = a->chunk, v = c * pp + s;
+                assert_false(me->forward_done[c][mb]);
+                if (v > 0 && !me->input_ready[c][mb]) continue;   /* waits: its input has not arrived */
+                if (vpp == 1 && v > 0) {
+                    assert_int_equal(me->slot_owner[a->slot], c * MAX_M + mb);   /* received into the slot */
                 } else {
                     assert_int_equal(me->slot_owner[a->slot], -1);   /* never over a live micro-batch */
-                    me->slot_owner[a->slot] = mb;
+                    me->slot_owner[a->slot] = c * MAX_M + mb;
                 }
-                me->forward_done[mb] = 1;
-                me->slot_of[mb] = a->slot;
+                if (a->head >= 0) {
+                    assert_int_equal(me->head_owner[a->head], -1);
+                    me->head_owner[a->head] = mb;
+                }
+                if (vpp > 1) {
+                    if (v > 0) assert_int_equal(me->input_owner[a->input], c * MAX_M + mb);
+                    else {
+                        assert_int_equal(me->input_owner[a->input], -1);
+                        me->input_owner[a->input] = c * MAX_M + mb;
+                    }
+                }
+                me->forward_done[c][mb] = 1;
+                me->slot_of[c][mb] = a->slot;
             } else if (a->kind == PIPE_BACKWARD) {
-                int mb = a->microbatch;
-                assert_true(me->forward_done[mb]);
-                assert_false(me->backward_done[mb]);
-                if (s < pp - 1 && !me->grad_ready[mb]) continue;
-                assert_int_equal(a->slot, me->slot_of[mb]);
-                assert_int_equal(me->slot_owner[a->slot], mb);
-                me->backward_done[mb] = 1;
+                int mb = a->microbatch, c = a->chunk, v = c * pp + s;
+                assert_true(me->forward_done[c][mb]);
+                assert_false(me->backward_done[c][mb]);
+                if (v < V - 1) {
+                    if (!me->grad_ready[c][mb]) continue;
+                    assert_int_equal(a->grad_buf, me->grad_buf[c][mb]);   /* reads the buffer its gradient arrived in */
+                    if (a->grad_buf >= 0) {
+                        assert_int_equal(me->buf_owner[a->grad_buf], c * MAX_M + mb);
+                        me->buf_owner[a->grad_buf] = -1;
+                    } else {
+                        assert_int_equal(me->in_place, c * MAX_M + mb);   /* nothing came in over it */
+                        me->in_place = -1;
+                    }
+                }
+                assert_int_equal(a->slot, me->slot_of[c][mb]);
+                assert_int_equal(me->slot_owner[a->slot], c * MAX_M + mb);
+                me->backward_done[c][mb] = 1;
                 me->slot_owner[a->slot] = -1;
+                if (a->head >= 0) {
+                    assert_int_equal(me->head_owner[a->head], mb);
+                    me->head_owner[a->head] = -1;
+                }
+                if (vpp > 1) {
+                    assert_int_equal(me->input_owner[a->input], c * MAX_M + mb);   /* its input is still there */
+                    me->input_owner[a->input] = -1;
+                }
             } else {
-                /* every part of the group needs its counterpart at the neighbour's head */
-                /* (a message already gone was matched when the other side's group completed) */
+                /* every part of the group needs its counterpart at the neighbour's head (a message
+                 * already gone was matched when the other side's group completed) */
+                int v_send = a->act_send_chunk * pp + s, v_gsend = a->grad_send_chunk * pp + s;
+                int v_recv = a->act_recv_chunk * pp + s, v_grecv = a->grad_recv_chunk * pp + s;
                 int ok = 1;
-                if (a->act_send_mb >= 0) ok &= me->act_sent[a->act_send_mb] || head_has(st, s + 1, pp, 0, a->act_send_mb);
-                if (a->act_recv_mb >= 0) ok &= st[s - 1].act_sent[a->act_recv_mb] || head_has(st, s - 1, pp, 1, a->act_recv_mb);
-                if (a->grad_send_mb >= 0) ok &= me->grad_sent[a->grad_send_mb] || head_has(st, s - 1, pp, 2, a->grad_send_mb);
-                if (a->grad_recv_mb >= 0) ok &= st[s + 1].grad_sent[a->grad_recv_mb] || head_has(st, s + 1, pp, 3, a->grad_recv_mb);
+                if (a->act_send_mb >= 0) {
+                    assert_true(v_send < V - 1);
+                    ok &= me->act_sent[a->act_send_chunk][a->act_send_mb] ||
+                          head_has(st, next, 0, a->act_send_mb, (v_send + 1) / pp);
+                }
+                if (a->act_recv_mb >= 0) {
+                    assert_true(v_recv > 0);
+                    ok &= st[prev].act_sent[(v_recv - 1) / pp][a->act_recv_mb] ||
+                          head_has(st, prev, 1, a->act_recv_mb, (v_recv - 1) / pp);
+                }
+                if (a->grad_send_mb >= 0) {
+                    assert_true(v_gsend > 0);
+                    ok &= me->grad_sent[a->grad_send_chunk][a->grad_send_mb] ||
+                          head_has(st, prev, 2, a->grad_send_mb, (v_gsend - 1) / pp);
+                }
+                if (a->grad_recv_mb >= 0) {
+                    assert_true(v_grecv < V - 1);
+                    ok &= st[next].grad_sent[(v_grecv + 1) / pp][a->grad_recv_mb] ||
+                          head_has(st, next, 3, a->grad_recv_mb, (v_grecv + 1) / pp);
+                }
                 if (!ok) continue;
-                if (a->act_send_mb >= 0) me->act_sent[a->act_send_mb] = 1;
-                if (a->act_recv_mb >= 0) st[s - 1].act_sent[a->act_recv_mb] = 1;
-                if (a->grad_send_mb >= 0) me->grad_sent[a->grad_send_mb] = 1;
-                if (a->grad_recv_mb >= 0) st[s + 1].grad_sent[a->grad_recv_mb] = 1;
+                if (a->act_send_mb >= 0) me->act_sent[a->act_send_chunk][a->act_send_mb] = 1;
+                if (a->act_recv_mb >= 0) st[prev].act_sent[(v_recv - 1) / pp][a->act_recv_mb] = 1;
+                if (a->grad_send_mb >= 0) me->grad_sent[a->grad_send_chunk][a->grad_send_mb] = 1;
+                if (a->grad_recv_mb >= 0) st[next].grad_sent[(v_grecv + 1) / pp][a->grad_recv_mb] = 1;
                 /* the sender's data must exist */
                 if (a->act_send_mb >= 0) {
-                    assert_true(me->forward_done[a->act_send_mb]);
-                    assert_int_equal(me->slot_owner[a->act_send_slot], a->act_send_mb);
+                    assert_true(me->forward_done[a->act_send_chunk][a->act_send_mb]);
+                    assert_int_equal(me->slot_owner[a->act_send_slot], a->act_send_chunk * MAX_M + a->act_send_mb);
                 }
-                if (a->grad_send_mb >= 0) assert_true(me->backward_done[a->grad_send_mb]);
+                if (a->grad_send_mb >= 0) assert_true(me->backward_done[a->grad_send_chunk][a->grad_send_mb]);
                 if (a->act_recv_mb >= 0) {
-                    assert_int_equal(me->slot_owner[a->act_recv_slot], -1);
-                    me->slot_owner[a->act_recv_slot] = a->act_recv_mb;
-                    me->input_ready[a->act_recv_mb] = 1;
+                    int c = a->act_recv_chunk;
+                    if (vpp == 1) {
+                        assert_int_equal(me->slot_owner[a->act_recv_slot], -1);
+                        me->slot_owner[a->act_recv_slot] = c * MAX_M + a->act_recv_mb;
+                    } else {
+                        assert_int_equal(me->input_owner[a->act_recv_slot], -1);
+                        me->input_owner[a->act_recv_slot] = c * MAX_M + a->act_recv_mb;
+                    }
+                    me->input_ready[c][a->act_recv_mb] = 1;
                 }
-                if (a->grad_recv_mb >= 0) me->grad_ready[a->grad_recv_mb] = 1;
+                if (a->grad_recv_mb >= 0) {
+                    int c = a->grad_recv_chunk, key = c * MAX_M + a->grad_recv_mb;
+                    if (a->grad_recv_buf >= 0) {
+                        assert_int_equal(me->buf_owner[a->grad_recv_buf], -1);   /* never over a gradient not yet used */
+                        me->buf_owner[a->grad_recv_buf] = key;
+                    } else {
+                        assert_int_equal(me->in_place, -1);
+                        me->in_place = key;
+                    }
+                    me->grad_ready[c][a->grad_recv_mb] = 1;
+                    me->grad_buf[c][a->grad_recv_mb] = a->grad_recv_buf;
+                }
             }
             me->at++;
             progress = 1;
         }
         if (!left) break;
         if (!progress) {
-            print_error("deadlock: pp %d, m %d\n", pp, m);
+            print_error("deadlock: pp %d, m %d, vpp %d\n", pp, m, vpp);
             for (int s = 0; s < pp; s++)
                 if (st[s].at < st[s].n) print_error("  stage %d waits at action %d of %d (kind %d)\n", s, st[s].at, st[s].n,
                                                     (int)st[s].a[st[s].at].kind);
             fail();
         }
     }
-    for (int s = 0; s < pp; s++)
-        for (int mb = 0; mb < m; mb++) {
-            assert_true(st[s].forward_done[mb]);
-            assert_true(st[s].backward_done[mb]);
-        }
+    double most = 0;
+    for (int s = 0; s < pp; s++) {
+        if ((double)st[s].need.slots / vpp > most) most = (double)st[s].need.slots / vpp;
+        for (int c = 0; c < vpp; c++)
+            for (int mb = 0; mb < m; mb++) {
+                assert_true(st[s].forward_done[c][mb]);
+                assert_true(st[s].backward_done[c][mb]);
+            }
+    }
+    return most;
 }
 
 static void every_depth_and_batch(void **state)
 {
     (void)state;
     for (int pp = 1; pp <= MAX_PP; pp++)
-        for (int m = 1; m <= MAX_M; m++) play(pp, m);
+        for (int m = 1; m <= MAX_M; m++) play(pp, m, 1);
+}
+
+/* Interleaved: every pp 2-8, vpp 2-4 and m a multiple of pp up to 24.  The
+ * activations held stay within what Megatron's warm-up keeps (the planner's
+ * pipeline_inflight_microbatches: p + (p - 1) / v whole-stage micro-batches on
+ * the first stage, m when m = p); inputs received early hold an input buffer
+ * each, not a slot. */
+static void interleaved_every_depth_and_batch(void **state)
+{
+    (void)state;
+    for (int pp = 2; pp <= MAX_PP; pp++)
+        for (int vpp = 2; vpp <= MAX_V; vpp++)
+            for (int m = pp; m <= MAX_M; m += pp) {
+                double most = play(pp, m, vpp);
+                double megatron = m == pp ? m : pp + (pp - 1.0) / vpp;
+                if (most > megatron + 1.0) print_error("pp %d vpp %d m %d: %.2f stages of activations\n", pp, vpp, m, most);
+                assert_true(most <= megatron + 1e-9);
+            }
 }
 
 static void refuses_bad_arguments(void **state)
@@ -154,12 +272,17 @@ static void refuses_bad_arguments(void **state)
     assert_int_equal(pipeline_1f1b(2, 0, 8, a, 4), -1);   /* the list does not fit */
     assert_int_equal(pipeline_slots(4, 0, 2), 2);
     assert_int_equal(pipeline_slots(4, 1, 8), 3);
+    pipe_action b[64];
+    assert_int_equal(pipeline_interleaved(2, 0, 3, 2, b, 64, NULL), -1);   /* m not a multiple of pp */
+    assert_int_equal(pipeline_interleaved(1, 0, 4, 2, b, 64, NULL), -1);   /* interleaving needs two stages */
+    assert_int_equal(pipeline_interleaved(2, 0, 4, 2, b, 4, NULL), -1);    /* the list does not fit */
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_depth_and_batch),
+        cmocka_unit_test(interleaved_every_depth_and_batch),
         cmocka_unit_test(refuses_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,7 +2,7 @@
 # One device call on 2 x H200: the multi-GPU training step's equivalence with
 # one GPU (loss of every step, same data and weights), then timed layouts.
 # Binary built on the development machine, carried with .deps/lib.
-# PHASE=equiv | timed | all (default all).  Results in $OUT/results.tar.
+# PHASE=equiv | timed | faults | final | equiv_pp | interleaved | all (default all).  Results in $OUT/results.tar.
 set -u
 export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
 export NCCL_NVLS_ENABLE=0
@@ -16,6 +16,7 @@ run() { # name, args...
   local n=$1; shift
   timeout 300 $G train "$@" > "$R/$n.log" 2>&1
   echo "$n rc=$?"
+  tar -C "$OUT" -cf "$OUT/results.tar" run   # after every run: a call cut short still brings back what ran
 }
 if [ "$PHASE" = equiv ] || [ "$PHASE" = all ]; then
   for model in gpt2 llama3.2-1b; do
@@ -33,6 +34,22 @@ if [ "$PHASE" = equiv_pp ]; then
     E="$model --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step"
     run "eq_${model}_1gpu" $E --losses "$R/eq_${model}_1gpu.txt"
     run "eq_${model}_pp2" $E --pp 2 --losses "$R/eq_${model}_pp2.txt"
+  done
+fi
+if [ "$PHASE" = interleaved ]; then
+  # interleaved 1F1B: every step's loss against one GPU, then timed layouts beside plain 1F1B
+  E="llama3.2-1b --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step"
+  run "eq_llama3.2-1b_1gpu" $E --losses "$R/eq_llama3.2-1b_1gpu.txt"
+  run "eq_llama3.2-1b_pp2vpp4" $E --pp 2 --vpp 4 --losses "$R/eq_llama3.2-1b_pp2vpp4.txt"
+  run "eq_llama3.2-1b_pp2vpp2rc" $E --pp 2 --vpp 2 --recompute full --losses "$R/eq_llama3.2-1b_pp2vpp2rc.txt"
+  C="--calibration ${CAL:-docs/validation/h200x2-train-2026-11-23/h200-x2.csv}"
+  L="llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --steps 15"
+  M="gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --steps 15"
+  # (plain 1F1B at the same sizes: docs/validation/h200x2-verify-2026-11-23, the same day)
+  for spec in "llama_pp2vpp2:$L --gbs 16 --pp 2 --vpp 2" "llama_pp2vpp4:$L --gbs 16 --pp 2 --vpp 4" \
+              "gpt2m_pp2vpp2:$M --gbs 64 --pp 2 --vpp 2" "gpt2m_pp2vpp2rc:$M --gbs 64 --pp 2 --vpp 2 --recompute full"; do
+    name=${spec%%:*}; args=${spec#*:}
+    run "t_$name" $args $C --csv "$R/t_$name.csv"
   done
 fi
 if [ "$PHASE" = timed ] || [ "$PHASE" = all ]; then

@@ -1,4 +1,7 @@
-/* The 1F1B pipeline schedule as a list of actions (schedule.h). */
+/* The 1F1B pipeline schedules as lists of actions (schedule.h). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "schedule.h"
 
 int pipeline_slots(int pp, int stage, int microbatches)
@@ -7,7 +10,16 @@ int pipeline_slots(int pp, int stage, int microbatches)
     return slots < microbatches ? slots : microbatches;
 }
 
-int pipeline_max_actions(int pp, int microbatches) { return 4 * microbatches + 2 * pp + 1; }
+/* 1F1B: 4 actions per micro-batch in the steady state, 3 in warm-up and
+ * cool-down (at most pp - 1 each), one receive.  Interleaved: each of the
+ * 2 m vpp computations, and at most one group per step in which this stage
+ * or a neighbour computed something that crosses to it (2 m vpp from each
+ * neighbour at most, counted once per step). */
+int pipeline_max_actions(int pp, int microbatches, int vpp)
+{
+    if (vpp <= 1) return 4 * microbatches + 2 * pp + 1;
+    return 6 * microbatches * vpp + 1;
+}
 
 typedef struct {
     pipe_action *out;
@@ -20,9 +32,21 @@ static void add(action_list *l, pipe_action a)
     l->n++;
 }
 
+static pipe_action none(pipe_kind kind)
+{
+    pipe_action a = {.kind = kind, .microbatch = -1, .chunk = 0, .slot = -1, .input = -1, .head = -1, .grad_buf = -1,
+                     .act_send_mb = -1, .act_send_chunk = 0, .act_send_slot = -1,
+                     .act_recv_mb = -1, .act_recv_chunk = 0, .act_recv_slot = -1,
+                     .grad_send_mb = -1, .grad_send_chunk = 0,
+                     .grad_recv_mb = -1, .grad_recv_chunk = 0, .grad_recv_buf = -1};
+    return a;
+}
+
 static pipe_action compute(pipe_kind kind, int mb, int slot)
 {
-    pipe_action a = {kind, mb, slot, -1, -1, -1, -1, -1, -1};
+    pipe_action a = none(kind);
+    a.microbatch = mb;
+    a.slot = a.input = slot;
     return a;
 }
 
@@ -31,8 +55,13 @@ static void exchange(action_list *l, int act_send_mb, int act_send_slot, int act
                      int grad_send_mb, int grad_recv_mb)
 {
     if (act_send_mb < 0 && act_recv_mb < 0 && grad_send_mb < 0 && grad_recv_mb < 0) return;
-    pipe_action a = {PIPE_EXCHANGE, -1, -1, act_send_mb, act_send_slot, act_recv_mb, act_recv_slot, grad_send_mb,
-                     grad_recv_mb};
+    pipe_action a = none(PIPE_EXCHANGE);
+    a.act_send_mb = act_send_mb;
+    a.act_send_slot = act_send_slot;
+    a.act_recv_mb = act_recv_mb;
+    a.act_recv_slot = act_recv_slot;
+    a.grad_send_mb = grad_send_mb;
+    a.grad_recv_mb = grad_recv_mb;
     add(l, a);
 }
 
@@ -72,4 +101,176 @@ int pipeline_1f1b(int pp, int stage, int microbatches, pipe_action *out, int max
         if (!first) exchange(&l, -1, -1, -1, -1, bwd, -1);
     }
     return l.n <= max ? l.n : -1;
+}
+
+/* ---- interleaved ------------------------------------------------------------- */
+
+typedef struct {
+    pipe_kind kind;
+    int chunk, mb;
+} work;
+
+/* Megatron's order: virtual micro-batch k of the forwards is chunk (k mod pp vpp) / pp
+ * of micro-batch (k / (pp vpp)) pp + k mod pp; the backwards run the chunks in reverse. */
+static work virtual_work(pipe_kind kind, int k, int pp, int vpp)
+{
+    int group = k / (pp * vpp), in = k % (pp * vpp);
+    int chunk = in / pp;
+    work w = {kind, kind == PIPE_FORWARD ? chunk : vpp - 1 - chunk, group * pp + in % pp};
+    return w;
+}
+
+static void stage_order(int pp, int stage, int m, int vpp, work *order)
+{
+    int total = m * vpp, n = 0;
+    int warm = m == pp ? total : 2 * (pp - stage - 1) + (vpp - 1) * pp;
+    if (warm > total) warm = total;
+    for (int k = 0; k < warm; k++) order[n++] = virtual_work(PIPE_FORWARD, k, pp, vpp);
+    for (int i = 0; i < total - warm; i++) {
+        order[n++] = virtual_work(PIPE_FORWARD, warm + i, pp, vpp);
+        order[n++] = virtual_work(PIPE_BACKWARD, i, pp, vpp);
+    }
+    for (int k = total - warm; k < total; k++) order[n++] = virtual_work(PIPE_BACKWARD, k, pp, vpp);
+}
+
+/* lowest free index of a pool of in-use flags; grows *size */
+static int take(int *used, int cap, int *size)
+{
+    for (int i = 0; i < cap; i++)
+        if (!used[i]) {
+            used[i] = 1;
+            if (i + 1 > *size) *size = i + 1;
+            return i;
+        }
+    return -1;
+}
+
+int pipeline_interleaved(int pp, int stage, int m, int vpp, pipe_action *out, int max, pipe_buffers *need)
+{
+    if (pp < 2 || vpp < 2 || vpp > PIPE_MAX_CHUNKS || m < 1 || m % pp || stage < 0 || stage >= pp || max < 0) return -1;
+    int total = m * vpp, per_stage = 2 * total, V = pp * vpp, rc = -1;
+    work *order = malloc(sizeof *order * (size_t)pp * per_stage);
+    int *when = malloc(sizeof *when * (size_t)pp * per_stage);            /* step of each stage's i-th computation */
+    int *fwd_at = malloc(sizeof *fwd_at * (size_t)V * m);                 /* step of virtual stage v's forward of mb */
+    int *bwd_at = malloc(sizeof *bwd_at * (size_t)V * m);
+    int *done = calloc((size_t)pp, sizeof *done);
+    int steps = pp * per_stage + 1;
+    int *at_step = malloc(sizeof *at_step * (size_t)pp * steps);          /* stage x step -> computation, -1 */
+    int *slot_of = malloc(sizeof *slot_of * (size_t)V * m), *buf_of = malloc(sizeof *buf_of * (size_t)V * m);
+    int *input_of = malloc(sizeof *input_of * (size_t)V * m);
+    int *slot_used = calloc((size_t)vpp * m, sizeof *slot_used), *buf_used = calloc((size_t)total, sizeof *buf_used);
+    int *input_used = calloc((size_t)total, sizeof *input_used), *head_used = calloc((size_t)m, sizeof *head_used);
+    int *head_of = malloc(sizeof *head_of * (size_t)m);
+    if (!order || !when || !fwd_at || !bwd_at || !done || !at_step || !slot_of || !buf_of || !input_of || !slot_used ||
+        !buf_used || !input_used || !head_used || !head_of)
+        goto out;
+    for (int s = 0; s < pp; s++) stage_order(pp, s, m, vpp, order + (size_t)s * per_stage);
+    for (int i = 0; i < V * m; i++) fwd_at[i] = bwd_at[i] = slot_of[i] = buf_of[i] = input_of[i] = -1;
+    for (int i = 0; i < pp * steps; i++) at_step[i] = -1;
+    /* every stage at once, each computation one step after the later of its predecessor on
+     * the stage and the neighbour's computation it takes its input from */
+    for (int progress = 1; progress;) {
+        progress = 0;
+        for (int s = 0; s < pp; s++)
+            while (done[s] < per_stage) {
+                const work *w = &order[(size_t)s * per_stage + done[s]];
+                int v = w->chunk * pp + s, dep = -1;
+                if (w->kind == PIPE_FORWARD && v > 0) {
+                    dep = fwd_at[(v - 1) * m + w->mb];
+                    if (dep < 0) break;
+                } else if (w->kind == PIPE_BACKWARD && v < V - 1) {
+                    dep = bwd_at[(v + 1) * m + w->mb];
+                    if (dep < 0) break;
+                }
+                int prev = done[s] > 0 ? when[(size_t)s * per_stage + done[s] - 1] : -1;
+                int t = (prev > dep ? prev : dep) + 1;
+                if (t >= steps) goto out;
+                when[(size_t)s * per_stage + done[s]] = t;
+                at_step[(size_t)s * steps + t] = done[s];
+                (w->kind == PIPE_FORWARD ? fwd_at : bwd_at)[v * m + w->mb] = t;
+                done[s]++;
+                progress = 1;
+            }
+    }
+    for (int s = 0; s < pp; s++)
+        if (done[s] < per_stage) goto out;   /* the order cannot run: not for any pp, m, vpp allowed */
+
+    action_list l = {out, 0, max};
+    pipe_buffers got;
+    memset(&got, 0, sizeof got);
+    int next = (stage + 1) % pp, prev = (stage + pp - 1) % pp;
+    for (int t = 0; t < steps; t++) {
+        pipe_action x = none(PIPE_EXCHANGE);
+        int any = 0, i = at_step[(size_t)stage * steps + t];
+        if (i >= 0) {
+            const work *w = &order[(size_t)stage * per_stage + i];
+            int v = w->chunk * pp + stage, key = v * m + w->mb;
+            pipe_action a = compute(w->kind, w->mb, -1);
+            a.chunk = w->chunk;
+            if (w->kind == PIPE_FORWARD) {
+                /* the first virtual stage's input is the embedding's output */
+                if (v == 0) input_of[key] = take(input_used, total, &got.inputs);
+                slot_of[key] = take(slot_used, total, &got.slots);
+                if (v == V - 1) head_of[w->mb] = take(head_used, m, &got.heads);
+                a.slot = slot_of[key];
+                a.input = input_of[key];
+                a.head = v == V - 1 ? head_of[w->mb] : -1;
+                if (v < V - 1) { x.act_send_mb = w->mb; x.act_send_chunk = w->chunk; x.act_send_slot = a.slot; any = 1; }
+            } else {
+                a.slot = slot_of[key];
+                a.input = input_of[key];
+                a.grad_buf = buf_of[key];
+                a.head = v == V - 1 ? head_of[w->mb] : -1;
+                if (a.slot < 0 || a.input < 0) goto out;
+                slot_used[a.slot] = 0;                                 /* free once the backward has run */
+                input_used[a.input] = 0;
+                if (a.head >= 0) head_used[a.head] = 0;
+                if (a.grad_buf >= 0) buf_used[a.grad_buf] = 0;
+                if (v > 0) { x.grad_send_mb = w->mb; x.grad_send_chunk = w->chunk; any = 1; }
+            }
+            if (a.slot < 0 || a.input < 0) goto out;
+            add(&l, a);
+        }
+        /* what the neighbours computed in this step and send here */
+        int j = at_step[(size_t)prev * steps + t];
+        if (j >= 0) {
+            const work *w = &order[(size_t)prev * per_stage + j];
+            int v = w->chunk * pp + prev;
+            if (w->kind == PIPE_FORWARD && v < V - 1) {
+                int c = (v + 1) / pp, key = (v + 1) * m + w->mb;
+                input_of[key] = take(input_used, total, &got.inputs);
+                x.act_recv_mb = w->mb; x.act_recv_chunk = c; x.act_recv_slot = input_of[key];
+                any = 1;
+            }
+        }
+        j = at_step[(size_t)next * steps + t];
+        if (j >= 0) {
+            const work *w = &order[(size_t)next * per_stage + j];
+            int v = w->chunk * pp + next;
+            if (w->kind == PIPE_BACKWARD && v > 0) {
+                int key = (v - 1) * m + w->mb;
+                buf_of[key] = take(buf_used, total, &got.grad_buffers);
+                x.grad_recv_mb = w->mb; x.grad_recv_chunk = (v - 1) / pp; x.grad_recv_buf = buf_of[key];
+                any = 1;
+            }
+        }
+        if (any) add(&l, x);
+    }
+    if (need) *need = got;
+    rc = l.n <= max ? l.n : -1;
+out:
+    free(order); free(when); free(fwd_at); free(bwd_at); free(done); free(at_step);
+    free(slot_of); free(buf_of); free(input_of); free(slot_used); free(buf_used); free(input_used); free(head_used);
+    free(head_of);
+    return rc;
+}
+
+int pipeline_schedule(int pp, int stage, int microbatches, int vpp, pipe_action *out, int max, pipe_buffers *need)
+{
+    if (vpp > 1) return pipeline_interleaved(pp, stage, microbatches, vpp, out, max, need);
+    if (need) {
+        memset(need, 0, sizeof *need);
+        if (pp >= 1 && stage >= 0 && stage < pp && microbatches >= 1) need->slots = pipeline_slots(pp, stage, microbatches);
+    }
+    return pipeline_1f1b(pp, stage, microbatches, out, max);
 }

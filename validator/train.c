@@ -99,6 +99,7 @@ static int is_layer_param(int p) { return p >= P_LN1W && p <= P_PROJB; }
 
 typedef struct {
     int L, layer0, Lmodel;    /* layers on this stage, the first one's index in the model, the model's */
+    int vpp, Lc;              /* model chunks on this stage (interleaved 1F1B) and layers in each: L = vpp Lc */
     int C, H, KV, D, F;       /* H, KV, F: this rank's share of the heads and of the FFN */
     int Hm, KVm, Fm;          /* the model's */
     int V, Vp, Vl, vocab0;    /* vocabulary, padded (all ranks), this rank's rows and the first of them */
@@ -218,8 +219,9 @@ static size_t carve(char **cursor, size_t bytes)
 }
 
 typedef struct {
-    bf16 *residual;         /* L+1 x Nl C: the stage's input, each layer's output */
-    char *layers;           /* L x one layer's block (none with full recomputation) */
+    bf16 *input;            /* Nl C: the chunk's input (interleaved: a buffer of the input pool, set by the forward) */
+    bf16 *residual;         /* Lc x Nl C: each layer's output */
+    char *layers;           /* Lc x one layer's block (none with full recomputation) */
     size_t layer_bytes;
     bf16 *lnf;              /* Nl C (last stage) */
     float *lnf_mean, *lnf_rstd;
@@ -252,22 +254,43 @@ static size_t layout_layer(layer_acts *a, char *base, const shapes *s)
     return total;
 }
 
+/* One micro-batch's activations of one chunk: with interleaving its input
+ * and its head live in pools of their own (schedule.h), so every slot is the
+ * same size and any chunk can use it. */
 static size_t layout_slot(slot_acts *a, char *base, const shapes *s)
 {
+    int own_input = s->vpp == 1, head = s->last && s->vpp == 1;
     size_t Nl = (size_t)s->Nl, N = (size_t)s->N, C = (size_t)s->C, means = s->rms ? 0 : 1;
     char *p = base;
     size_t total = 0;
     layer_acts probe;
     a->layer_bytes = layout_layer(&probe, NULL, s);
 #define TAKE(field, type, count) do { a->field = (count) != 0 && base ? (type *)p : NULL; total += carve(&p, (count) * sizeof(type)); } while (0)
-    TAKE(residual, bf16, (size_t)(s->L + 1) * Nl * C);
-    TAKE(layers, char, s->recompute ? 0 : (size_t)s->L * a->layer_bytes);
-    TAKE(lnf, bf16, s->last ? Nl * C : 0);
-    TAKE(lnf_mean, float, s->last ? means * Nl : 0);
-    TAKE(lnf_rstd, float, s->last ? Nl : 0);
-    TAKE(logits, bf16, s->last ? N * s->Vl : 0);
+    TAKE(input, bf16, own_input ? Nl * C : 0);
+    TAKE(residual, bf16, (size_t)s->Lc * Nl * C);
+    TAKE(layers, char, s->recompute ? 0 : (size_t)s->Lc * a->layer_bytes);
+    TAKE(lnf, bf16, head ? Nl * C : 0);
+    TAKE(lnf_mean, float, head ? means * Nl : 0);
+    TAKE(lnf_rstd, float, head ? Nl : 0);
+    TAKE(logits, bf16, head ? N * s->Vl : 0);
 #undef TAKE
     a->bytes = total;
+    return total;
+}
+
+/* Interleaved: the last chunk's head activations (final norm, logits), one
+ * pool of the schedule's size, lent to a slot by its forward. */
+static size_t layout_head(slot_acts *a, char *base, const shapes *s)
+{
+    size_t Nl = (size_t)s->Nl, N = (size_t)s->N, C = (size_t)s->C, means = s->rms ? 0 : 1;
+    char *p = base;
+    size_t total = 0;
+#define TAKE(field, type, count) do { a->field = (count) != 0 && base ? (type *)p : NULL; total += carve(&p, (count) * sizeof(type)); } while (0)
+    TAKE(lnf, bf16, Nl * C);
+    TAKE(lnf_mean, float, means * Nl);
+    TAKE(lnf_rstd, float, Nl);
+    TAKE(logits, bf16, N * s->Vl);
+#undef TAKE
     return total;
 }
 
@@ -572,9 +595,12 @@ typedef struct {
     int microbatches;             /* per step on this rank: gbs / (mbs dp) */
     bf16 *params, *grads;
     float *master, *m, *v;        /* the whole (ZeRO 0) or this rank's slice of every bucket (ZeRO-1) */
-    int nslots;                   /* micro-batches in flight: min(pp - stage, m) for 1F1B */
+    int nslots;                   /* micro-batches in flight: min(pp - stage, m) for 1F1B, the schedule's count interleaved */
     slot_acts slots[64];
     void *slot_block;
+    pipe_buffers pools;           /* interleaved: the schedule's inputs, heads and received gradients */
+    bf16 *inputs[64], *grad_bufs[64];
+    slot_acts heads[64];          /* lnf and logits only */
     layer_acts recomp;            /* full recomputation: the one layer whose activations are live */
     void *recomp_block;
     scratch_buffers scr;
@@ -663,6 +689,14 @@ static float initial_value(int which, int layer, uint64_t index, float stddev)
     return (float)(stddev * 1.7320508075688772 * (2.0 * u - 1.0));
 }
 
+/* The model's index of this stage's layer l: chunk c of stage s is virtual
+ * stage c pp + s, whose Lc layers follow the previous virtual stage's. */
+static int model_layer(const shapes *s, int l)
+{
+    if (s->vpp == 1) return s->layer0 + l;
+    return (l / s->Lc * s->pp + s->pp_rank) * s->Lc + l % s->Lc;
+}
+
 /* Fills this rank's part of one tensor: the tensor-parallel split maps its
  * rows (QKV, MLP up, the tables) or columns (attention out, MLP down) back to
  * the whole model's. */
@@ -671,7 +705,7 @@ static void fill_tensor(const gpt *g, int which, int layer, float *dst)
     const shapes *s = &g->s;
     size_t n = g->pl.size[which];
     if (n == 0) return;
-    int glayer = is_layer_param(which) ? s->layer0 + layer : 0;
+    int glayer = is_layer_param(which) ? model_layer(s, layer) : 0;
     int is_norm_weight = which == P_LN1W || which == P_LN2W || which == P_LNFW;
     int is_bias = which == P_LN1B || which == P_LN2B || which == P_LNFB || which == P_QKVB || which == P_ATTB ||
                   which == P_FCB || which == P_PROJB;
@@ -773,15 +807,25 @@ static void tp_reduce_scatter(gpt *g, const char *name, bf16 *local, const bf16 
     OP(name, NC(ncclReduceScatter(full, local, local_count, ncclBfloat16, ncclSum, g->tp_comm, stream)));
 }
 
-/* One pipeline transfer: a send, a receive, or both as one group (Megatron's
- * send_forward_recv_backward and send_backward_recv_forward), so that two
- * neighbours exchanging at once cannot wait on each other. */
-static void pp_exchange(gpt *g, const bf16 *send, int to, bf16 *recv, int from, size_t count)
+/* One group of pipeline transfers (NULL: absent): the schedule puts each
+ * transfer in one group on both sides (Megatron's send_forward_recv_backward
+ * and send_backward_recv_forward), so that two neighbours exchanging at once
+ * cannot wait on each other.  Activations go to the next stage, gradients to
+ * the previous; the order of the calls is the same on every rank, so that
+ * with two stages (next = previous) the sends and receives pair in order. */
+typedef struct {
+    const bf16 *act_send, *grad_send;
+    bf16 *act_recv, *grad_recv;
+} pipe_transfer;
+
+static void pp_exchange(gpt *g, const pipe_transfer *t, int next, int prev, size_t count)
 {
     profile_mark("pp_sendrecv", 0);
     NC(ncclGroupStart());
-    if (send) NC(ncclSend(send, count, ncclBfloat16, to, g->pp_comm, stream));
-    if (recv) NC(ncclRecv(recv, count, ncclBfloat16, from, g->pp_comm, stream));
+    if (t->act_send) NC(ncclSend(t->act_send, count, ncclBfloat16, next, g->pp_comm, stream));
+    if (t->act_recv) NC(ncclRecv(t->act_recv, count, ncclBfloat16, prev, g->pp_comm, stream));
+    if (t->grad_send) NC(ncclSend(t->grad_send, count, ncclBfloat16, prev, g->pp_comm, stream));
+    if (t->grad_recv) NC(ncclRecv(t->grad_recv, count, ncclBfloat16, next, g->pp_comm, stream));
     NC(ncclGroupEnd());
     profile_mark("pp_sendrecv", 1);
 }
@@ -885,10 +929,11 @@ static layer_acts layer_at(const gpt *g, int slot, int l)
     layer_acts a;
     const slot_acts *sa = &g->slots[slot];
     if (g->s.recompute) a = g->recomp;
-    else layout_layer(&a, sa->layers + (size_t)l * sa->layer_bytes, &g->s);
+    else layout_layer(&a, sa->layers + (size_t)(l % g->s.Lc) * sa->layer_bytes, &g->s);
     size_t nc = (size_t)g->s.Nl * g->s.C;
-    a.x = sa->residual + (size_t)l * nc;
-    a.out = sa->residual + (size_t)(l + 1) * nc;
+    int j = l % g->s.Lc;   /* its place in the chunk */
+    a.x = j == 0 ? sa->input : sa->residual + (size_t)(j - 1) * nc;
+    a.out = sa->residual + (size_t)j * nc;
     return a;
 }
 
@@ -998,10 +1043,29 @@ static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap
                                       param(g, P, P_LN1W, l), a->ln1_mean, a->ln1_rstd, 1, Nl));
 }
 
-static void stage_forward(gpt *g, int mb, int slot)
+/* Interleaved: the slot that a forward fills takes the input and head
+ * buffers the schedule gave the micro-batch, until its backward. */
+static slot_acts *bind_slot(gpt *g, const pipe_action *a)
+{
+    slot_acts *sa = &g->slots[a->slot];
+    if (g->s.vpp == 1) return sa;
+    sa->input = g->inputs[a->input];
+    const slot_acts *h = a->head >= 0 ? &g->heads[a->head] : NULL;
+    sa->lnf = h ? h->lnf : NULL;
+    sa->lnf_mean = h ? h->lnf_mean : NULL;
+    sa->lnf_rstd = h ? h->lnf_rstd : NULL;
+    sa->logits = h ? h->logits : NULL;
+    return sa;
+}
+
+/* The forward of one micro-batch through one chunk of this stage's layers
+ * (the embedding before the model's first, the head after its last). */
+static void stage_forward(gpt *g, const pipe_action *act)
 {
     const shapes *s = &g->s;
-    slot_acts *sa = &g->slots[slot];
+    int mb = act->microbatch, chunk = act->chunk;
+    slot_acts *sa = bind_slot(g, act);
+    int with_embedding = s->first && chunk == 0, with_head = s->last && chunk == s->vpp - 1;
     scratch_buffers *r = &g->scr;
     bf16 *P = g->params;
     int N = s->N, Nl = s->Nl, C = s->C;
@@ -1009,29 +1073,29 @@ static void stage_forward(gpt *g, int mb, int slot)
     current_pass = PASS_FWD;
     const int32_t *ids = r->inputs + (size_t)mb * N;
     const int32_t *ids_local = s->tp > 1 ? r->ids_shifted + (size_t)mb * N : ids;
-    if (s->first) {
+    if (with_embedding) {
         wait_params(g, B_EMBED);
         bf16 *wte = param(g, P, P_WTE, 0), *wpe = param(g, P, P_WPE, 0);
         if (s->tp == 1) {
-            OP("embedding", CK(sx_embedding_forward(sa->residual, ids, wte, wpe, s->B, s->T, C, s->Vp, stream)));
+            OP("embedding", CK(sx_embedding_forward(sa->input, ids, wte, wpe, s->B, s->T, C, s->Vp, stream)));
         } else {
             /* each rank looks up the ids it owns (the position table on one rank); the sum completes it */
-            bf16 *dst = spg(s) ? r->dbuf_c : sa->residual;
+            bf16 *dst = spg(s) ? r->dbuf_c : sa->input;
             OP("embedding", CK(sx_embedding_forward_shard(dst, ids_local, wte, s->tp_rank == 0 ? wpe : NULL, s->B, s->T, C,
                                                           s->Vl, stream)));
-            if (spg(s)) tp_reduce_scatter(g, "tp_reduce_scatter_embedding", sa->residual, r->dbuf_c, local);
-            else tp_allreduce(g, "tp_allreduce_embedding", sa->residual, (size_t)N * C);
+            if (spg(s)) tp_reduce_scatter(g, "tp_reduce_scatter_embedding", sa->input, r->dbuf_c, local);
+            else tp_allreduce(g, "tp_allreduce_embedding", sa->input, (size_t)N * C);
         }
     }
-    for (int l = 0; l < s->L; l++) {
+    for (int l = chunk * s->Lc; l < (chunk + 1) * s->Lc; l++) {
         wait_params(g, l);
-        layer_acts a = layer_at(g, slot, l);
-        layer_forward(g, &a, ptrs_at(g, slot, l), l);
+        layer_acts a = layer_at(g, act->slot, l);
+        layer_forward(g, &a, ptrs_at(g, act->slot, l), l);
     }
-    if (!s->last) return;
+    if (!with_head) return;
     wait_params(g, B_FINAL);
     wait_params(g, B_HEAD);
-    bf16 *x = sa->residual + (size_t)s->L * local;
+    bf16 *x = sa->residual + (size_t)(s->Lc - 1) * local;
     OP("final_norm", norm_forward(g, sa->lnf, sa->lnf_mean, sa->lnf_rstd, x, param(g, P, P_LNFW, 0), param(g, P, P_LNFB, 0), Nl));
     const bf16 *in = sa->lnf;
     if (spg(s)) { tp_allgather(g, "tp_allgather_head", r->gathered, sa->lnf, local); in = r->gathered; }
@@ -1059,20 +1123,29 @@ static void stage_forward(gpt *g, int mb, int slot)
     OP("cross_entropy", CK(sx_cross_entropy_shard_finish(losses, sa->logits, sa->logits, tg, st, N, cols, s->Vl, dloss, stream)));
 }
 
-/* The backward of one micro-batch; on the step's last, every bucket is
- * handed to the data-parallel reduction as soon as it is complete. */
-static void stage_backward(gpt *g, int mb, int slot)
+/* The backward of one micro-batch through one chunk; on the step's last
+ * micro-batch, every bucket is handed to the data-parallel reduction as soon
+ * as it is complete. */
+static void stage_backward(gpt *g, const pipe_action *act)
 {
     const shapes *s = &g->s;
+    int mb = act->microbatch, chunk = act->chunk, slot = act->slot;
     slot_acts *sa = &g->slots[slot];
+    int with_embedding = s->first && chunk == 0, with_head = s->last && chunk == s->vpp - 1;
     scratch_buffers *r = &g->scr;
+    if (act->grad_buf >= 0) {
+        /* the output gradient arrived in a buffer of the pool: it becomes the one the backward works in */
+        bf16 *t = r->dresidual;
+        r->dresidual = g->grad_bufs[act->grad_buf];
+        g->grad_bufs[act->grad_buf] = t;
+    }
     bf16 *P = g->params, *G = g->grads;
     int N = s->N, Nl = s->Nl, C = s->C;
     size_t local = (size_t)Nl * C;
     int last_mb = mb == g->microbatches - 1;
     current_pass = PASS_BWD;
     bias_accumulate = mb > 0;
-    if (s->last) {
+    if (with_head) {
         /* logits = lnf head^T: dlnf = dlogits head, dhead += dlogits^T lnf */
         const bf16 *in = sa->lnf;
         if (spg(s)) { tp_allgather(g, "tp_regather_head", r->gathered, sa->lnf, local); in = r->gathered; }
@@ -1082,7 +1155,7 @@ static void stage_backward(gpt *g, int mb, int slot)
         const bf16 *dn = r->dbuf_c;
         if (spg(s)) { tp_reduce_scatter(g, "tp_reduce_scatter_head_bwd", r->dlocal, r->dbuf_c, local); dn = r->dlocal; }
         else tp_allreduce(g, "tp_allreduce_head_bwd", r->dbuf_c, (size_t)N * C);
-        bf16 *x = sa->residual + (size_t)s->L * local;
+        bf16 *x = sa->residual + (size_t)(s->Lc - 1) * local;
         OP("final_norm_bwd", norm_backward(g, r->dresidual, param(g, G, P_LNFW, 0), param(g, G, P_LNFB, 0), dn, x,
                                            param(g, P, P_LNFW, 0), sa->lnf_mean, sa->lnf_rstd, 0, Nl));
         if (last_mb) {
@@ -1090,7 +1163,7 @@ static void stage_backward(gpt *g, int mb, int slot)
             bucket_ready(g, B_FINAL);
         }
     }
-    for (int l = s->L - 1; l >= 0; l--) {
+    for (int l = (chunk + 1) * s->Lc - 1; l >= chunk * s->Lc; l--) {
         layer_acts a = layer_at(g, slot, l);
         if (s->recompute) {
             /* the layer's forward again, from its saved input, into the shared block */
@@ -1104,7 +1177,7 @@ static void stage_backward(gpt *g, int mb, int slot)
             bucket_ready(g, l);
         }
     }
-    if (s->first) {
+    if (with_embedding) {
         const bf16 *dy = r->dresidual;
         if (spg(s)) { tp_allgather(g, "tp_allgather_embedding_bwd", r->dfull, r->dresidual, local); dy = r->dfull; }
         const int32_t *ids = s->tp > 1 ? r->ids_shifted + (size_t)mb * N : r->inputs + (size_t)mb * N;
@@ -1112,37 +1185,30 @@ static void stage_backward(gpt *g, int mb, int slot)
                                                       g->emb_ws_bytes, s->B, s->T, C, s->tp > 1 ? s->Vl : s->Vp, stream)));
         if (last_mb) bucket_ready(g, B_EMBED);
     }
-    if (s->last && last_mb) bucket_ready(g, B_HEAD);
+    if (with_head && last_mb) bucket_ready(g, B_HEAD);
 }
 
-/* One step on this rank: the 1F1B schedule of validator/schedule.c (with one
- * stage, forward and backward of each micro-batch in turn); the data-parallel
- * wait and the optimizer follow in optimizer_step. */
+/* One step on this rank: the schedule of validator/schedule.c, 1F1B or
+ * interleaved (with one stage, forward and backward of each micro-batch in
+ * turn); the data-parallel wait and the optimizer follow in optimizer_step. */
 static void run_schedule(gpt *g)
 {
     const shapes *s = &g->s;
     const pipe_action *actions = g->schedule;
     int n = g->nschedule;
     size_t count = (size_t)s->Nl * s->C;
-    int prev = s->pp_rank - 1, next = s->pp_rank + 1;
+    /* interleaved, the stages form a ring: the last one's chunk c feeds the first one's chunk c + 1 */
+    int prev = (s->pp_rank + s->pp - 1) % s->pp, next = (s->pp_rank + 1) % s->pp;
     for (int i = 0; i < n; i++) {
         const pipe_action *a = &actions[i];
-        if (a->kind == PIPE_FORWARD) { stage_forward(g, a->microbatch, a->slot); continue; }
-        if (a->kind == PIPE_BACKWARD) { stage_backward(g, a->microbatch, a->slot); continue; }
-        /* one group: with the next stage (output out, its gradient in) or with the previous (gradient out, input in) */
-        const bf16 *send = NULL;
-        bf16 *recv = NULL;
-        int peer;
-        if (a->act_send_mb >= 0 || a->grad_recv_mb >= 0) {
-            peer = next;
-            if (a->act_send_mb >= 0) send = g->slots[a->act_send_slot].residual + (size_t)s->L * count;
-            if (a->grad_recv_mb >= 0) recv = g->scr.dresidual;
-        } else {
-            peer = prev;
-            if (a->grad_send_mb >= 0) send = g->scr.dresidual;
-            if (a->act_recv_mb >= 0) recv = g->slots[a->act_recv_slot].residual;
-        }
-        pp_exchange(g, send, peer, recv, peer, count);
+        if (a->kind == PIPE_FORWARD) { stage_forward(g, a); continue; }
+        if (a->kind == PIPE_BACKWARD) { stage_backward(g, a); continue; }
+        pipe_transfer t = {NULL, NULL, NULL, NULL};
+        if (a->act_send_mb >= 0) t.act_send = g->slots[a->act_send_slot].residual + (size_t)(s->Lc - 1) * count;
+        if (a->act_recv_mb >= 0) t.act_recv = s->vpp == 1 ? g->slots[a->act_recv_slot].input : g->inputs[a->act_recv_slot];
+        if (a->grad_send_mb >= 0) t.grad_send = g->scr.dresidual;
+        if (a->grad_recv_mb >= 0) t.grad_recv = a->grad_recv_buf >= 0 ? g->grad_bufs[a->grad_recv_buf] : g->scr.dresidual;
+        pp_exchange(g, &t, next, prev, count);
     }
 }
 
@@ -1219,14 +1285,14 @@ static void csv_rows(FILE *f, const report_info *in, const report_row *rows, int
         if (rows[i].predicted_bytes > 0) fprintf(f, "%.0f", rows[i].predicted_bytes);
         fputc(',', f);
         if (rows[i].measured_bytes > 0) fprintf(f, "%.0f", rows[i].measured_bytes);
-        fprintf(f, ",%d,%d,%d,%s,%d,%s\n", calibrated, in->rank, in->stage, rows[i].pass, o->sp && o->tp > 1,
-                o->flash ? "flash" : "unfused");
+        fprintf(f, ",%d,%d,%d,%s,%d,%s,%d\n", calibrated, in->rank, in->stage, rows[i].pass, o->sp && o->tp > 1,
+                o->flash ? "flash" : "unfused", o->vpp > 1 ? o->vpp : 1);
     }
 }
 
 static const char csv_header[] =
     "model,gpu,gpus,tp,pp,dp,mbs,gbs,seq,recompute,zero,op,predicted_s,measured_s,predicted_bytes,measured_bytes,"
-    "calibrated,rank,stage,pass,sp,attention\n";
+    "calibrated,rank,stage,pass,sp,attention,vpp\n";
 
 static int write_json(const char *path, const report_info *in, const report_row *rows, int n, const double *ranks, int nranks)
 {
@@ -1236,8 +1302,9 @@ static int write_json(const char *path, const report_info *in, const report_row 
     if (!f) { fprintf(stderr, "sextant-gpu train: --json %s: cannot write\n", path); return 1; }
     const train_options *o = in->o;
     const report_row *step = &rows[n - 1];
-    fprintf(f, "{\n  \"model\": \"%s\", \"gpu\": \"%s\", \"gpus\": %d, \"tp\": %d, \"pp\": %d, \"dp\": %d, \"sp\": %s,\n",
-            in->m->name, in->gpu->name, in->gpus, o->tp, o->pp, o->dp, o->sp && o->tp > 1 ? "true" : "false");
+    fprintf(f, "{\n  \"model\": \"%s\", \"gpu\": \"%s\", \"gpus\": %d, \"tp\": %d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, "
+            "\"sp\": %s,\n", in->m->name, in->gpu->name, in->gpus, o->tp, o->pp, o->vpp > 1 ? o->vpp : 1, o->dp,
+            o->sp && o->tp > 1 ? "true" : "false");
     fprintf(f, "  \"mbs\": %d, \"gbs\": %d, \"seq\": %d, \"recompute\": \"%s\", \"zero\": %d, \"attention\": \"%s\", "
                "\"calibrated\": %s,\n", o->mbs, o->gbs, o->seq, recompute_label(o), o->zero, o->flash ? "flash" : "unfused",
             o->calibrated ? "true" : "false");
@@ -1321,6 +1388,20 @@ int train_check(const model_t *m, const train_options *o)
         bad = why;
     } else if (o->gbs % (o->mbs * o->dp)) {
         snprintf(why, sizeof why, "--gbs %d is not a multiple of --mbs x --dp = %d", o->gbs, o->mbs * o->dp);
+        bad = why;
+    } else if (o->vpp > 1 && o->pp < 2) {
+        snprintf(why, sizeof why, "--vpp %d: interleaving needs --pp of 2 or more", o->vpp);
+        bad = why;
+    } else if (o->vpp > PIPE_MAX_CHUNKS) {
+        snprintf(why, sizeof why, "--vpp %d: at most %d chunks per stage", o->vpp, PIPE_MAX_CHUNKS);
+        bad = why;
+    } else if (o->vpp > 1 && m->layers % ((int64_t)o->pp * o->vpp)) {
+        snprintf(why, sizeof why, "--vpp %d: %s's %lld layers do not split into --pp %d x --vpp %d equal chunks", o->vpp, m->name,
+                 (long long)m->layers, o->pp, o->vpp);
+        bad = why;
+    } else if (o->vpp > 1 && (o->gbs / (o->mbs * o->dp)) % o->pp) {
+        snprintf(why, sizeof why, "--vpp %d: interleaving needs micro-batches per step (gbs / (mbs x dp) = %d) to be a multiple "
+                 "of --pp %d", o->vpp, o->gbs / (o->mbs * o->dp), o->pp);
         bad = why;
     } else if (o->gbs / (o->mbs * o->dp) > 4096) {
         bad = "--gbs: more than 4096 micro-batches per step";
@@ -1690,6 +1771,8 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     s->Lmodel = (int)m->layers;
     s->L = (int)layers_on_stage(m->layers, o->pp, s->pp_rank);
     s->layer0 = (int)(layers_on_stage(m->layers, o->pp, 0) * s->pp_rank);
+    s->vpp = o->vpp > 1 ? o->vpp : 1;
+    s->Lc = s->L / s->vpp;   /* train_check: the layers split evenly into pp vpp chunks */
     s->first = s->pp_rank == 0;
     s->last = s->pp_rank == o->pp - 1;
     s->C = (int)m->hidden; s->Hm = (int)m->heads; s->KVm = (int)m->kv_heads; s->Fm = (int)m->ffn; s->D = (int)m->head_dim;
@@ -1716,19 +1799,23 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     s->recompute = o->recompute == RECOMPUTE_FULL;
     g.tied_sync = s->tied && o->pp > 1 && (s->first || s->last);
     g.microbatches = o->gbs / (o->mbs * o->dp);
-    g.nslots = pipeline_slots(o->pp, s->pp_rank, g.microbatches);
-    if (g.nslots > (int)(sizeof g.slots / sizeof g.slots[0])) {
-        fprintf(stderr, "sextant-gpu train: --pp %d: more than %zu micro-batches in flight\n", o->pp,
-                sizeof g.slots / sizeof g.slots[0]);
-        return 2;
+    int max_actions = pipeline_max_actions(o->pp, g.microbatches, s->vpp);
+    g.schedule = host_alloc((size_t)max_actions * sizeof *g.schedule);
+    g.nschedule = pipeline_schedule(o->pp, s->pp_rank, g.microbatches, s->vpp, g.schedule, max_actions, &g.pools);
+    if (g.nschedule < 0) { fprintf(stderr, "sextant-gpu train: rank %d: internal: the pipeline schedule does not fit\n", rank); exit(1); }
+    g.nslots = g.pools.slots;
+    int pool_max = (int)(sizeof g.slots / sizeof g.slots[0]);
+    if (g.nslots > pool_max || g.pools.inputs > pool_max || g.pools.heads > pool_max || g.pools.grad_buffers > pool_max) {
+        fprintf(stderr, "sextant-gpu train: --pp %d --vpp %d: more than %d micro-batches in flight\n", o->pp, s->vpp, pool_max);
+        free(g.schedule); return 2;
     }
-    if (s->L + 3 > BUCKETS_MAX) { fprintf(stderr, "sextant-gpu train: more than %d layers on a stage\n", BUCKETS_MAX - 3); return 2; }
+    if (s->L + 3 > BUCKETS_MAX) { fprintf(stderr, "sextant-gpu train: more than %d layers on a stage\n", BUCKETS_MAX - 3); free(g.schedule); return 2; }
     param_shapes(s, &g.pl);
     int N = s->N;
 
     /* the planner's view of the same run, before anything is allocated */
     layout_t l = {0};
-    l.gpus = nranks; l.tp = o->tp; l.pp = o->pp; l.dp = o->dp; l.vpp = 1;
+    l.gpus = nranks; l.tp = o->tp; l.pp = o->pp; l.dp = o->dp; l.vpp = s->vpp;
     l.mbs = o->mbs; l.gbs = o->gbs; l.seq = o->seq;
     l.gpus_per_node = node->gpus_per_node > nranks ? node->gpus_per_node : nranks;
     l.recompute = o->recompute; l.attention = o->flash ? ATTENTION_FLASH : ATTENTION_UNFUSED; l.precision = PREC_BF16;
@@ -1738,14 +1825,14 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     char err[256];
     if (estimate_layout(m, gpu, node, &l, &job, &e, err, sizeof err) != 0) {
         fprintf(stderr, "sextant-gpu train: %s\n", err);
-        return 2;
+        free(g.schedule); return 2;
     }
     g.predicted_bytes = e.memory.total;
     static estimate_t e_uncal;
     int have_uncal = o->calibrated && o->uncal_gpu && o->uncal_node;
     if (have_uncal && estimate_layout(m, o->uncal_gpu, o->uncal_node, &l, &job, &e_uncal, err, sizeof err) != 0) {
         fprintf(stderr, "sextant-gpu train: %s\n", err);
-        return 2;
+        free(g.schedule); return 2;
     }
     size_t free_before, total_mem;
     CK(cudaMemGetInfo(&free_before, &total_mem));
@@ -1755,7 +1842,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         fprintf(stderr, "sextant-gpu train: rank %d: %s at micro-batch %d, seq %d does not fit: predicted %.2f GiB, %.2f GiB free "
                 "of %.2f GiB on the device\n", rank, m->name, o->mbs, o->seq, e.memory.total / 1073741824.0,
                 free_before / 1073741824.0, total_mem / 1073741824.0);
-        return 3;
+        free(g.schedule); return 3;
     }
 
     /* streams and libraries of this process */
@@ -1794,10 +1881,18 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     g.m = device_alloc(&g, state * sizeof(float));
     g.v = device_alloc(&g, state * sizeof(float));
     size_t state_bytes = g.accounted_bytes;
+    /* the slots, and with interleaving the schedule's pools of inputs, heads and received gradients */
     size_t slot_bytes = layout_slot(&g.slots[0], NULL, s);
-    g.slot_block = device_alloc(&g, slot_bytes * (size_t)g.nslots);
-    for (int i = 0; i < g.nslots; i++) layout_slot(&g.slots[i], (char *)g.slot_block + (size_t)i * slot_bytes, s);
-    size_t act_bytes = slot_bytes * (size_t)g.nslots;
+    size_t tensor_bytes = ((size_t)s->Nl * s->C * sizeof(bf16) + 255) & ~(size_t)255;
+    size_t head_bytes = layout_head(&g.heads[0], NULL, s);
+    size_t act_bytes = slot_bytes * (size_t)g.nslots + tensor_bytes * (size_t)(g.pools.inputs + g.pools.grad_buffers) +
+                       head_bytes * (size_t)g.pools.heads;
+    g.slot_block = device_alloc(&g, act_bytes);
+    char *cursor = g.slot_block;
+    for (int i = 0; i < g.nslots; i++, cursor += slot_bytes) layout_slot(&g.slots[i], cursor, s);
+    for (int i = 0; i < g.pools.inputs; i++, cursor += tensor_bytes) g.inputs[i] = (bf16 *)cursor;
+    for (int i = 0; i < g.pools.grad_buffers; i++, cursor += tensor_bytes) g.grad_bufs[i] = (bf16 *)cursor;
+    for (int i = 0; i < g.pools.heads; i++, cursor += head_bytes) layout_head(&g.heads[i], cursor, s);
     if (s->recompute) {
         size_t bytes = layout_layer(&g.recomp, NULL, s);
         g.recomp_block = device_alloc(&g, bytes);
@@ -1831,10 +1926,6 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     CK(cudaEventCreateWithFlags(&g.reduce_done, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g.optimizer_done, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g.synced, cudaEventDisableTiming));
-    int max_actions = pipeline_max_actions(o->pp, g.microbatches);
-    g.schedule = host_alloc((size_t)max_actions * sizeof *g.schedule);
-    g.nschedule = pipeline_1f1b(o->pp, s->pp_rank, g.microbatches, g.schedule, max_actions);
-    if (g.nschedule < 0) { fprintf(stderr, "sextant-gpu train: rank %d: internal: the pipeline schedule does not fit\n", rank); exit(1); }
     gpt_init(&g);
     if (o->check_gradients) {
         int rc = check_gradients(&g, o, m);
@@ -1863,8 +1954,10 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         if (!loss_file) { fprintf(stderr, "sextant-gpu train: --losses %s: cannot write\n", o->losses); exit(2); }
     }
     if (rank == 0) {
-        printf("# sextant-gpu train %s: %d GPU%s (tp %d, pp %d, dp %d%s%s%s), mbs %d, gbs %d (%d micro-batch%s per rank), seq %d\n",
-               m->name, nranks, nranks > 1 ? "s" : "", o->tp, o->pp, o->dp, s->sp ? ", sequence parallel" : "",
+        char chunks[64] = "";
+        if (s->vpp > 1) snprintf(chunks, sizeof chunks, ", interleaved %d x %d layers", s->vpp, s->Lc);
+        printf("# sextant-gpu train %s: %d GPU%s (tp %d, pp %d%s, dp %d%s%s%s), mbs %d, gbs %d (%d micro-batch%s per rank), seq %d\n",
+               m->name, nranks, nranks > 1 ? "s" : "", o->tp, o->pp, chunks, o->dp, s->sp ? ", sequence parallel" : "",
                sharded ? ", ZeRO-1" : "", s->recompute ? ", full recomputation" : "", o->mbs, o->gbs, g.microbatches,
                g.microbatches == 1 ? "" : "es", o->seq);
         printf("# vocab %d padded to %d, %s, %s, %s, %s\n", s->V, s->Vp, s->rms ? "RMSNorm" : "LayerNorm",
@@ -2014,9 +2107,15 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
                        (r / o->tp) % o->dp, all[8 * r] * 1e3, 100.0 * all[8 * r + 1], all[8 * r + 2] / 1073741824.0,
                        all[8 * r + 3] / 1073741824.0, all[8 * r + 4] * 1e3, all[8 * r + 5] * 1e3);
         }
-        printf("our allocations: model state %.3f GiB, activations %.3f GiB (%d micro-batch%s in flight), scratch %.3f GiB "
-               "(rank 0)\n", state_bytes / 1073741824.0, act_bytes / 1073741824.0, g.nslots, g.nslots == 1 ? "" : "es",
-               g.scr.bytes / 1073741824.0);
+        if (s->vpp > 1)
+            printf("our allocations: model state %.3f GiB, activations %.3f GiB (%d chunk slot%s of %d layers in flight, %d "
+                   "inputs, %d heads, %d gradient buffers), scratch %.3f GiB (rank 0)\n", state_bytes / 1073741824.0,
+                   act_bytes / 1073741824.0, g.nslots, g.nslots == 1 ? "" : "s", s->Lc, g.pools.inputs, g.pools.heads,
+                   g.pools.grad_buffers, g.scr.bytes / 1073741824.0);
+        else
+            printf("our allocations: model state %.3f GiB, activations %.3f GiB (%d micro-batch%s in flight), scratch %.3f GiB "
+                   "(rank 0)\n", state_bytes / 1073741824.0, act_bytes / 1073741824.0, g.nslots, g.nslots == 1 ? "" : "es",
+                   g.scr.bytes / 1073741824.0);
     }
     /* one table per stage, from its first rank, stage after stage */
     report_info info = {m, gpu, o, rank, s->pp_rank, nranks, timed, spread, tokens_per_s, flops_per_s, mfu, first_loss,

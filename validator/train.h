@@ -9,6 +9,7 @@
 typedef struct {
     int mbs, gbs, seq, steps, warmup;
     int tp, pp, dp;
+    int vpp;           /* model chunks per pipeline stage: interleaved 1F1B when > 1 (0 is taken as 1) */
     int sp;            /* sequence parallelism: norms and residuals on 1/tp of the tokens */
     int zero;          /* 0, or 1: reduce-scatter of gradients, sharded AdamW, all-gather of parameters */
     recompute_t recompute;   /* none or full */

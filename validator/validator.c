@@ -766,7 +766,6 @@ static int slice_plan(const plan_file *p, const model_t *full_model, const hw_gp
     layout_t plan_layout = p->layout;
     const layout_t *l = &plan_layout;
     if (plan_layout.gpus_per_node == 0) plan_layout.gpus_per_node = node->gpus_per_node;
-    if (l->vpp > 1) { fprintf(stderr, "sextant-gpu: --plan: interleaved 1F1B (vpp %lld) is not in the training step\n", (long long)l->vpp); return -1; }
     if (l->zero > 1) { fprintf(stderr, "sextant-gpu: --plan: ZeRO-%d is not in the training step (0 and 1 are)\n", l->zero); return -1; }
     if (l->recompute == RECOMPUTE_SELECTIVE && l->attention == ATTENTION_UNFUSED) {
         fprintf(stderr, "sextant-gpu: --plan: selective recomputation of unfused attention is not in the training step\n");
@@ -783,6 +782,7 @@ static int slice_plan(const plan_file *p, const model_t *full_model, const hw_gp
     *slice_model = *full_model;
     if (pp < l->pp) slice_model->layers = per_stage * pp;
     o->tp = (int)l->tp; o->pp = (int)pp; o->dp = (int)dp;
+    o->vpp = pp > 1 ? (int)l->vpp : 1;   /* chunks of the plan's size: layers per stage / vpp */
     o->mbs = (int)l->mbs; o->seq = (int)l->seq; o->gbs = (int)(l->mbs * dp * m);
     o->sp = l->sp; o->zero = l->zero;
     /* with flash attention selective recomputation recomputes nothing (docs/model.md, "Activations") */
@@ -796,7 +796,7 @@ static int slice_plan(const plan_file *p, const model_t *full_model, const hw_gp
         return -1;
     }
     layout_t sl = *l;
-    sl.pp = pp; sl.dp = dp; sl.gpus = l->tp * pp * dp; sl.gbs = o->gbs;
+    sl.pp = pp; sl.dp = dp; sl.gpus = l->tp * pp * dp; sl.gbs = o->gbs; sl.vpp = o->vpp;
     if (estimate_layout(slice_model, gpu, node, &sl, &job, &slice, err, sizeof err) != 0) {
         fprintf(stderr, "sextant-gpu: --plan: the slice: %s\n", err);
         return -1;
@@ -811,10 +811,15 @@ static int slice_plan(const plan_file *p, const model_t *full_model, const hw_gp
     printf("# --plan: %s on %lld x %s: tp %lld, pp %lld, dp %lld, mbs %lld, gbs %lld, seq %lld, %s, ZeRO %d%s\n", p->model,
            (long long)l->gpus, p->gpu, (long long)l->tp, (long long)l->pp, (long long)l->dp, (long long)l->mbs,
            (long long)l->gbs, (long long)l->seq, recompute_name(l->recompute), l->zero, l->sp ? ", SP" : "");
-    printf("# slice on %d GPU%s: tp %d, pp %lld (%lld layers per stage, %lld layers in all%s), dp %lld, gbs %d (%lld micro-batches "
-           "per step as in the plan)\n", (int)(l->tp * pp * dp), l->tp * pp * dp > 1 ? "s" : "", o->tp, (long long)pp,
-           (long long)per_stage, (long long)slice_model->layers,
-           pp < l->pp && pp == 1 ? "; its one stage also holds the head, which the plan's first stage does not" : "",
+    char chunks[96] = "";
+    if (o->vpp > 1) snprintf(chunks, sizeof chunks, ", interleaved: %d chunks of %lld layers per stage", o->vpp,
+                             (long long)(per_stage / o->vpp));
+    else if (l->vpp > 1) snprintf(chunks, sizeof chunks, "; one stage cannot interleave, the plan's vpp %lld is not run",
+                                  (long long)l->vpp);
+    printf("# slice on %d GPU%s: tp %d, pp %lld (%lld layers per stage, %lld layers in all%s%s), dp %lld, gbs %d (%lld "
+           "micro-batches per step as in the plan)\n", (int)(l->tp * pp * dp), l->tp * pp * dp > 1 ? "s" : "", o->tp,
+           (long long)pp, (long long)per_stage, (long long)slice_model->layers,
+           pp < l->pp && pp == 1 ? "; its one stage also holds the head, which the plan's first stage does not" : "", chunks,
            (long long)dp, o->gbs, (long long)m);
     printf("# the plan's predicted step %.3f s: compute %.3f (measured on the slice: same layers per stage, micro-batch, "
            "sequence, recomputation), TP %.3f (%s), PP %.3f + bubble %.3f (%s), DP %.3f (%s), optimizer %.3f (%s)\n",
@@ -854,8 +859,8 @@ static int has_flag(int argc, char **argv, const char *flag)
  * process makes any CUDA call. */
 static int main_train(int argc, char **argv)
 {
-    static const char *const known[] = {"--gpu", "--mbs", "--gbs", "--seq", "--steps", "--tp", "--pp", "--dp", "--gpus",
-                                        "--zero", "--recompute", "--attention", "--calibration", "--csv", "--json", "--plot",
+    static const char *const known[] = {"--gpu", "--mbs", "--gbs", "--seq", "--steps", "--tp", "--pp", "--vpp", "--dp",
+                                        "--gpus", "--zero", "--recompute", "--attention", "--calibration", "--csv", "--json", "--plot",
                                         "--losses", "--timeout", "--warmup", "--sp", "--every-step", "--plan"};
     const char *plan_path = arg_value(argc, argv, "--plan", NULL);
     int first_flag = plan_path && argc > 2 && argv[2][0] == '-' ? 2 : 3;
@@ -902,6 +907,7 @@ static int main_train(int argc, char **argv)
     if (int_flag(argc, argv, "--mbs", 8, 1, 1 << 20, &o->mbs) || int_flag(argc, argv, "--seq", 1024, 1, 1 << 20, &o->seq) ||
         int_flag(argc, argv, "--steps", 50, 1, 1 << 24, &o->steps) || int_flag(argc, argv, "--warmup", 5, 0, 1 << 20, &o->warmup) ||
         int_flag(argc, argv, "--tp", 1, 1, 1024, &o->tp) || int_flag(argc, argv, "--pp", 1, 1, 1024, &o->pp) ||
+        int_flag(argc, argv, "--vpp", 1, 1, 1024, &o->vpp) ||
         int_flag(argc, argv, "--dp", 1, 1, 1 << 16, &o->dp) || int_flag(argc, argv, "--zero", 0, 0, 3, &o->zero) ||
         int_flag(argc, argv, "--gpus", 0, 1, 1 << 16, &gpus) || int_flag(argc, argv, "--timeout", 120, 1, 86400, &timeout))
         return 2;
@@ -1027,7 +1033,7 @@ int main(int argc, char **argv)
                         "                                    [--warmup N] [--iters N] [--repeats N] [--timeout S]\n"
                         "       sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]\n"
                         "       sextant-gpu train MODEL [--gpu NAME] [--mbs N] [--gbs N] [--seq N] [--steps N] [--warmup N]\n"
-                        "                             [--tp N] [--pp N] [--dp N] [--sp] [--zero 0|1] [--recompute none|full]\n"
+                        "                             [--tp N] [--pp N] [--vpp N] [--dp N] [--sp] [--zero 0|1] [--recompute none|full]\n"
                         "                             [--gpus N] [--timeout S] [--attention unfused|flash] [--calibration FILE]\n"
                         "                             [--csv FILE] [--json FILE] [--plot FILE.svg] [--losses FILE] [--every-step]\n"
                         "         (several GPUs: one process each, forked here, or started by mpirun / srun)\n"

@@ -23,11 +23,12 @@ for model in gpt2 llama3.2-1b; do
   if ! $BIN train $E --losses "$dir/one.txt" > "$dir/one.log" 2>&1; then
     echo "FAIL $model one GPU: $(tail -2 "$dir/one.log")"; fail=1; continue
   fi
-  layouts=("tp2:--tp 2" "tp2+sp:--tp 2 --sp" "pp2:--pp 2" "dp2:--dp 2" "dp2+zero1:--dp 2 --zero 1"
+  layouts=("tp2:--tp 2" "tp2+sp:--tp 2 --sp" "pp2:--pp 2" "pp2+vpp2:--pp 2 --vpp 2" "dp2:--dp 2" "dp2+zero1:--dp 2 --zero 1"
            "tp2+sp+recompute:--tp 2 --sp --recompute full")
   # the combinations, where four GPUs are present
   if [ "$gpus" -ge 4 ]; then
     layouts+=("tp2+pp2:--tp 2 --pp 2" "tp2+sp+dp2:--tp 2 --sp --dp 2" "pp2+dp2+zero1:--pp 2 --dp 2 --zero 1"
+              "pp2+vpp2+dp2:--pp 2 --vpp 2 --dp 2" "pp4+vpp2:--pp 4 --vpp 2"
               "tp2+pp2+recompute:--tp 2 --pp 2 --recompute full")
   fi
   for lay in "${layouts[@]}"; do
