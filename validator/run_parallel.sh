@@ -14,7 +14,7 @@ date -u +%Y-%m-%dT%H:%M:%SZ > "$R/date.txt"
 G=./build/sextant-gpu
 run() { # name, args...
   local n=$1; shift
-  timeout 300 $G train "$@" > "$R/$n.log" 2>&1
+  timeout ${TMO:-300} $G train "$@" > "$R/$n.log" 2>&1
   echo "$n rc=$?"
   tar -C "$OUT" -cf "$OUT/results.tar" run   # after every run: a call cut short still brings back what ran
 }
@@ -38,8 +38,12 @@ if [ "$PHASE" = equiv_pp ]; then
 fi
 if [ "$PHASE" = interleaved ]; then
   # interleaved 1F1B: every step's loss against one GPU, then timed layouts beside plain 1F1B
+  for model in gpt2 llama3.2-1b; do
+    E="$model --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step"
+    run "eq_${model}_1gpu" $E --losses "$R/eq_${model}_1gpu.txt"
+    run "eq_${model}_pp2vpp2" $E --pp 2 --vpp 2 --losses "$R/eq_${model}_pp2vpp2.txt"
+  done
   E="llama3.2-1b --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step"
-  run "eq_llama3.2-1b_1gpu" $E --losses "$R/eq_llama3.2-1b_1gpu.txt"
   run "eq_llama3.2-1b_pp2vpp4" $E --pp 2 --vpp 4 --losses "$R/eq_llama3.2-1b_pp2vpp4.txt"
   run "eq_llama3.2-1b_pp2vpp2rc" $E --pp 2 --vpp 2 --recompute full --losses "$R/eq_llama3.2-1b_pp2vpp2rc.txt"
   C="--calibration ${CAL:-docs/validation/h200x2-train-2026-11-23/h200-x2.csv}"
@@ -47,7 +51,8 @@ if [ "$PHASE" = interleaved ]; then
   M="gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --steps 15"
   # (plain 1F1B at the same sizes: docs/validation/h200x2-verify-2026-11-23, the same day)
   for spec in "llama_pp2vpp2:$L --gbs 16 --pp 2 --vpp 2" "llama_pp2vpp4:$L --gbs 16 --pp 2 --vpp 4" \
-              "gpt2m_pp2vpp2:$M --gbs 64 --pp 2 --vpp 2" "gpt2m_pp2vpp2rc:$M --gbs 64 --pp 2 --vpp 2 --recompute full"; do
+              "gpt2m_pp2vpp2:$M --gbs 64 --pp 2 --vpp 2" "gpt2m_pp2vpp2rc:$M --gbs 64 --pp 2 --vpp 2 --recompute full" \
+              "gpt2m_pp2vpp2_m2:$M --gbs 16 --pp 2 --vpp 2"; do
     name=${spec%%:*}; args=${spec#*:}
     run "t_$name" $args $C --csv "$R/t_$name.csv"
   done

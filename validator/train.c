@@ -1476,6 +1476,11 @@ int train_check(const model_t *m, const train_options *o)
         snprintf(why, sizeof why, "--vpp %d: %s's %lld layers do not split into --pp %d x --vpp %d equal chunks", o->vpp, m->name,
                  (long long)m->layers, o->pp, o->vpp);
         bad = why;
+    } else if (o->vpp > 1 && o->gbs / (o->mbs * o->dp) == o->pp) {
+        /* Megatron's "all forwards first" case: hung on 2 x H200 (docs/validation/h200x2-interleaved-2026-11-23) */
+        snprintf(why, sizeof why, "--vpp %d with micro-batches per step = --pp %d is not supported (it hung; use 2 pp or "
+                 "more micro-batches)", o->vpp, o->pp);
+        bad = why;
     } else if (o->vpp > 1 && (o->gbs / (o->mbs * o->dp)) % o->pp) {
         snprintf(why, sizeof why, "--vpp %d: interleaving needs micro-batches per step (gbs / (mbs x dp) = %d) to be a multiple "
                  "of --pp %d", o->vpp, o->gbs / (o->mbs * o->dp), o->pp);
