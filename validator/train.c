@@ -891,6 +891,17 @@ static void bucket_ready(gpt *g, int kind)
     current_pass = saved;
 }
 
+/* The compute stream waits for an event of another stream, timed as a step op. */
+static void step_wait(const char *name, cudaEvent_t event)
+{
+    pass_t saved = current_pass;
+    current_pass = PASS_STEP;
+    profile_mark(name, 0);
+    CK(cudaStreamWaitEvent(stream, event, 0));
+    profile_mark(name, 1);
+    current_pass = saved;
+}
+
 /* ZeRO-1: before a bucket's parameters are read, the all-gather that
  * brought them after the last step's optimizer must be complete. */
 static void wait_params(gpt *g, int kind)
@@ -898,12 +909,7 @@ static void wait_params(gpt *g, int kind)
     if (g->s.dp == 1 || g->pl.shard_count == g->pl.count) return;
     int b = bucket_index(g, kind);
     if (b < 0) return;
-    pass_t saved = current_pass;
-    current_pass = PASS_STEP;
-    profile_mark("dp_allgather_wait", 0);
-    CK(cudaStreamWaitEvent(stream, g->params_ready[b], 0));
-    profile_mark("dp_allgather_wait", 1);
-    current_pass = saved;
+    step_wait("dp_allgather_wait", g->params_ready[b]);
 }
 
 /* ---- forward and backward ------------------------------------------------------ */
@@ -1197,38 +1203,34 @@ static void stage_backward(gpt *g, const pipe_action *act)
 /* One step on this rank: the schedule of validator/schedule.c, 1F1B or
  * interleaved (with one stage, forward and backward of each micro-batch in
  * turn); the data-parallel wait and the optimizer follow in optimizer_step. */
-static void run_schedule(gpt *g)
+/* One exchange of the schedule as one NCCL group on stream `on`. */
+static void pp_group(gpt *g, const pipe_action *a, cudaStream_t on)
 {
     const shapes *s = &g->s;
-    const pipe_action *actions = g->schedule;
-    int n = g->nschedule;
     size_t count = (size_t)s->Nl * s->C;
     /* interleaved, the stages form a ring: the last one's chunk c feeds the first one's chunk c + 1 */
     int prev = (s->pp_rank + s->pp - 1) % s->pp, next = (s->pp_rank + 1) % s->pp;
-    for (int i = 0; i < n; i++) {
-        const pipe_action *a = &actions[i];
-        if (a->kind == PIPE_FORWARD) { stage_forward(g, a); continue; }
-        if (a->kind == PIPE_BACKWARD) { stage_backward(g, a); continue; }
-        pipe_transfer t = {NULL, NULL, NULL, NULL};
-        if (a->act_send_mb >= 0) t.act_send = g->slots[a->act_send_slot].residual + (size_t)(s->Lc - 1) * count;
-        if (a->act_recv_mb >= 0) t.act_recv = s->vpp == 1 ? g->slots[a->act_recv_slot].input : g->inputs[a->act_recv_slot];
-        if (a->grad_send_mb >= 0) t.grad_send = g->scr.dresidual;
-        if (a->grad_recv_mb >= 0) t.grad_recv = a->grad_recv_buf >= 0 ? g->grad_bufs[a->grad_recv_buf] : g->scr.dresidual;
-        pp_exchange(g, &t, next, prev, count, stream);
+    pipe_transfer t = {NULL, NULL, NULL, NULL};
+    if (a->act_send_mb >= 0) t.act_send = g->slots[a->act_send_slot].residual + (size_t)(s->Lc - 1) * count;
+    if (a->act_recv_mb >= 0) t.act_recv = s->vpp == 1 ? g->slots[a->act_recv_slot].input : g->inputs[a->act_recv_slot];
+    if (a->grad_send_mb >= 0) t.grad_send = g->scr.dresidual;
+    if (a->grad_recv_mb >= 0) t.grad_recv = a->grad_recv_buf >= 0 ? g->grad_bufs[a->grad_recv_buf] : g->scr.dresidual;
+    pp_exchange(g, &t, next, prev, count, on);
+}
+
+static void run_schedule(gpt *g)
+{
+    for (int i = 0; i < g->nschedule; i++) {
+        const pipe_action *a = &g->schedule[i];
+        if (a->kind == PIPE_FORWARD) stage_forward(g, a);
+        else if (a->kind == PIPE_BACKWARD) stage_backward(g, a);
+        else pp_group(g, a, stream);
     }
 }
 
 /* The compute stream waits for a transfer's group: the time it stands still
  * is the pipeline's bubble on this stage. */
-static void pp_wait(gpt *g, int action)
-{
-    pass_t saved = current_pass;
-    current_pass = PASS_STEP;
-    profile_mark("pp_wait", 0);
-    CK(cudaStreamWaitEvent(stream, g->action_done[action], 0));
-    profile_mark("pp_wait", 1);
-    current_pass = saved;
-}
+static void pp_wait(gpt *g, int action) { step_wait("pp_wait", g->action_done[action]); }
 
 /* Interleaved 1F1B: the same list, with every group of transfers on a stream
  * of its own, so that a stage waits only for the data it needs, not for its
@@ -1241,11 +1243,8 @@ static void pp_wait(gpt *g, int action)
  * for the group still sending from it.  The step ends when the last group has. */
 static void run_schedule_async(gpt *g)
 {
-    const shapes *s = &g->s;
     const pipe_action *actions = g->schedule;
     int n = g->nschedule;
-    size_t count = (size_t)s->Nl * s->C;
-    int prev = (s->pp_rank + s->pp - 1) % s->pp, next = (s->pp_rank + 1) % s->pp;
     int slot_sent[64], input_in[64], buf_in[64], phys_sent[65];   /* the group (action index) concerned, -1: none */
     for (int k = 0; k < 64; k++) slot_sent[k] = input_in[k] = buf_in[k] = phys_sent[k] = -1;
     phys_sent[64] = -1;
@@ -1265,15 +1264,10 @@ static void run_schedule_async(gpt *g)
             }
             stage_backward(g, a);
         } else {
-            pipe_transfer t = {NULL, NULL, NULL, NULL};
-            if (a->act_send_mb >= 0) t.act_send = g->slots[a->act_send_slot].residual + (size_t)(s->Lc - 1) * count;
-            if (a->act_recv_mb >= 0) t.act_recv = g->inputs[a->act_recv_slot];
-            if (a->grad_send_mb >= 0) t.grad_send = g->scr.dresidual;
-            if (a->grad_recv_mb >= 0) t.grad_recv = g->grad_bufs[a->grad_recv_buf];
             if (last_compute >= 0) CK(cudaStreamWaitEvent(pp_stream, g->action_done[last_compute], 0));
             pass_t saved = current_pass;
             current_pass = a->act_send_mb >= 0 || a->act_recv_mb >= 0 ? PASS_FWD : PASS_BWD;
-            pp_exchange(g, &t, next, prev, count, pp_stream);
+            pp_group(g, a, pp_stream);
             current_pass = saved;
             CK(cudaEventRecord(g->action_done[i], pp_stream));
             last_group = i;
