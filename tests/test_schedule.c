@@ -262,6 +262,194 @@ static void interleaved_every_depth_and_batch(void **state)
             }
 }
 
+/* ---- the interleaved list run with its transfers on a stream of their own ----
+ * Every stage's list is played on two streams (computation, transfers) with
+ * pipeline_async_waits' waits and random durations; a group of transfers ends
+ * when it and every neighbour's group holding a counterpart have started, plus
+ * its own duration (NCCL's send/recv).  Every buffer's accesses, in list order,
+ * must not overlap in time when one of them writes: a slot (written by its
+ * forward, read by the send of its output and by its backward), an input
+ * buffer (written by a receive or the embedding, read by the forward and the
+ * backward), and the gradient buffers followed by identity through the
+ * backward's swap (written by a receive or a backward, read by a send). */
+
+#define ASYNC_MAX (6 * MAX_M * MAX_V + 1)
+
+typedef struct {
+    double last_write_end, reads_end;   /* reads_end: the latest end of a read since the last write */
+} buffer_use;
+
+static void use(buffer_use *b, int write, double start, double end, const char *what, int stage, int action)
+{
+    double must = write ? (b->last_write_end > b->reads_end ? b->last_write_end : b->reads_end) : b->last_write_end;
+    if (start + 1e-9 < must) {
+        print_error("stage %d action %d: %s %s at %.3f before %.3f\n", stage, action, write ? "writes" : "reads", what, start,
+                    must);
+        fail();
+    }
+    if (write) {
+        b->last_write_end = end;
+        b->reads_end = 0;
+    } else if (end > b->reads_end) {
+        b->reads_end = end;
+    }
+}
+
+static double uniform(unsigned long long *state, double lo, double hi)
+{
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return lo + (hi - lo) * (double)(*state >> 11) / 9007199254740992.0;
+}
+
+static void play_async(int pp, int m, int vpp, unsigned long long seed)
+{
+    static pipe_action a[MAX_PP][ASYNC_MAX];
+    static pipe_wait w[MAX_PP][ASYNC_MAX];
+    static double start[MAX_PP][ASYNC_MAX], end[MAX_PP][ASYNC_MAX], dur[MAX_PP][ASYNC_MAX];
+    static int peer[MAX_PP][ASYNC_MAX][4];   /* the neighbours' groups holding a counterpart, -1 */
+    int n[MAX_PP], last[MAX_PP];
+    pipe_buffers need[MAX_PP];
+    int V = pp * vpp;
+    for (int s = 0; s < pp; s++) {
+        n[s] = pipeline_schedule(pp, s, m, vpp, a[s], ASYNC_MAX, &need[s]);
+        assert_true(n[s] > 0);
+        last[s] = pipeline_async_waits(a[s], n[s], need[s].grad_buffers, w[s]);
+        assert_true(last[s] >= -1);
+        for (int i = 0; i < n[s]; i++) {
+            start[s][i] = end[s][i] = -1;
+            pipe_kind k = a[s][i].kind;
+            dur[s][i] = k == PIPE_FORWARD ? uniform(&seed, 1, 3) : k == PIPE_BACKWARD ? uniform(&seed, 2, 6)
+                                                                                       : uniform(&seed, 0.05, 1);
+        }
+    }
+    /* each transfer's counterpart group on the neighbour */
+    for (int s = 0; s < pp; s++) {
+        int next = (s + 1) % pp, prev = (s + pp - 1) % pp;
+        for (int i = 0; i < n[s]; i++) {
+            const pipe_action *x = &a[s][i];
+            for (int k = 0; k < 4; k++) peer[s][i][k] = -1;
+            if (x->kind != PIPE_EXCHANGE) continue;
+            for (int j = 0; j < n[next]; j++) {
+                const pipe_action *y = &a[next][j];
+                if (y->kind != PIPE_EXCHANGE) continue;
+                if (x->act_send_mb >= 0 && y->act_recv_mb == x->act_send_mb && y->act_recv_chunk == (x->act_send_chunk * pp + s + 1) / pp)
+                    peer[s][i][0] = j;
+                if (x->grad_recv_mb >= 0 && y->grad_send_mb == x->grad_recv_mb && y->grad_send_chunk == (x->grad_recv_chunk * pp + s + 1) / pp)
+                    peer[s][i][3] = j;
+            }
+            for (int j = 0; j < n[prev]; j++) {
+                const pipe_action *y = &a[prev][j];
+                if (y->kind != PIPE_EXCHANGE) continue;
+                if (x->act_recv_mb >= 0 && y->act_send_mb == x->act_recv_mb && (y->act_send_chunk * pp + prev + 1) / pp == x->act_recv_chunk &&
+                    y->act_send_chunk * pp + prev + 1 == x->act_recv_chunk * pp + s)
+                    peer[s][i][1] = j;
+                if (x->grad_send_mb >= 0 && y->grad_recv_mb == x->grad_send_mb && y->grad_recv_chunk * pp + prev + 1 == x->grad_send_chunk * pp + s)
+                    peer[s][i][2] = j;
+            }
+            if (x->act_send_mb >= 0) assert_true(peer[s][i][0] >= 0);
+            if (x->act_recv_mb >= 0) assert_true(peer[s][i][1] >= 0);
+            if (x->grad_send_mb >= 0) assert_true(peer[s][i][2] >= 0);
+            if (x->grad_recv_mb >= 0) assert_true(peer[s][i][3] >= 0);
+        }
+    }
+    /* times, by relaxation: an action starts when its stream and its waits allow; a group ends when
+     * every group it pairs with has started */
+    for (int progress = 1; progress;) {
+        progress = 0;
+        for (int s = 0; s < pp; s++) {
+            int next = (s + 1) % pp, prev = (s + pp - 1) % pp;
+            for (int i = 0; i < n[s]; i++) {
+                if (end[s][i] >= 0) continue;
+                const pipe_action *x = &a[s][i];
+                int on_pp = x->kind == PIPE_EXCHANGE;
+                double t = 0;
+                int known = 1;
+                for (int j = i - 1; j >= 0; j--)   /* the stream's previous action */
+                    if ((a[s][j].kind == PIPE_EXCHANGE) == on_pp) {
+                        if (end[s][j] < 0) known = 0;
+                        else t = end[s][j];
+                        break;
+                    }
+                if (on_pp && w[s][i].compute >= 0) {
+                    if (end[s][w[s][i].compute] < 0) known = 0;
+                    else if (end[s][w[s][i].compute] > t) t = end[s][w[s][i].compute];
+                }
+                for (int k = 0; !on_pp && k < 3; k++) {
+                    int gi = w[s][i].groups[k];
+                    if (gi < 0) continue;
+                    if (end[s][gi] < 0) known = 0;
+                    else if (end[s][gi] > t) t = end[s][gi];
+                }
+                if (!known) continue;
+                if (start[s][i] < 0) { start[s][i] = t; progress = 1; }
+                if (!on_pp) { end[s][i] = t + dur[s][i]; progress = 1; continue; }
+                double meet = start[s][i];
+                for (int k = 0; k < 4; k++) {
+                    int j = peer[s][i][k];
+                    if (j < 0) continue;
+                    int ps = k == 0 || k == 3 ? next : prev;
+                    if (start[ps][j] < 0) { known = 0; break; }
+                    if (start[ps][j] > meet) meet = start[ps][j];
+                }
+                if (!known) continue;
+                end[s][i] = meet + dur[s][i];
+                progress = 1;
+            }
+        }
+    }
+    for (int s = 0; s < pp; s++)
+        for (int i = 0; i < n[s]; i++)
+            if (end[s][i] < 0) {
+                print_error("deadlock: pp %d m %d vpp %d: stage %d action %d never ends\n", pp, m, vpp, s, i);
+                fail();
+            }
+    /* the hazards, stage by stage in list order */
+    for (int s = 0; s < pp; s++) {
+        static buffer_use slot[MAX_V * MAX_M], input[MAX_V * MAX_M], phys[MAX_V * MAX_M + 1];
+        memset(slot, 0, sizeof slot);
+        memset(input, 0, sizeof input);
+        memset(phys, 0, sizeof phys);
+        int buf_phys[MAX_V * MAX_M], dres = 0;
+        for (int b = 0; b < MAX_V * MAX_M; b++) buf_phys[b] = b + 1;
+        for (int i = 0; i < n[s]; i++) {
+            const pipe_action *x = &a[s][i];
+            double t0 = start[s][i], t1 = end[s][i];
+            if (x->kind == PIPE_FORWARD) {
+                int v = x->chunk * pp + s;
+                use(&input[x->input], v == 0, t0, t1, "its input", s, i);   /* the first virtual stage embeds */
+                use(&slot[x->slot], 1, t0, t1, "its slot", s, i);
+            } else if (x->kind == PIPE_BACKWARD) {
+                use(&slot[x->slot], 0, t0, t1, "its slot", s, i);
+                use(&input[x->input], 0, t0, t1, "its input", s, i);
+                if (x->grad_buf >= 0) {
+                    int t = dres;
+                    dres = buf_phys[x->grad_buf];
+                    buf_phys[x->grad_buf] = t;
+                }
+                use(&phys[dres], 1, t0, t1, "its gradient buffer", s, i);
+            } else {
+                if (x->act_send_mb >= 0) use(&slot[x->act_send_slot], 0, t0, t1, "the slot it sends", s, i);
+                if (x->act_recv_mb >= 0) use(&input[x->act_recv_slot], 1, t0, t1, "the input it receives", s, i);
+                if (x->grad_send_mb >= 0) use(&phys[dres], 0, t0, t1, "the gradient it sends", s, i);
+                if (x->grad_recv_mb >= 0) use(&phys[buf_phys[x->grad_recv_buf]], 1, t0, t1, "the gradient it receives", s, i);
+            }
+        }
+        /* the step's end waits for the last group */
+        if (last[s] >= 0) assert_int_equal(a[s][last[s]].kind, PIPE_EXCHANGE);
+    }
+    (void)V;
+}
+
+static void interleaved_on_two_streams(void **state)
+{
+    (void)state;
+    unsigned long long seed = 12345;
+    for (int pp = 2; pp <= 6; pp++)
+        for (int vpp = 2; vpp <= MAX_V; vpp++)
+            for (int m = pp; m <= MAX_M; m += pp)
+                for (int trial = 0; trial < 4; trial++) play_async(pp, m, vpp, seed++);
+}
+
 static void refuses_bad_arguments(void **state)
 {
     (void)state;
@@ -283,6 +471,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_depth_and_batch),
         cmocka_unit_test(interleaved_every_depth_and_batch),
+        cmocka_unit_test(interleaved_on_two_streams),
         cmocka_unit_test(refuses_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -274,3 +274,58 @@ int pipeline_schedule(int pp, int stage, int microbatches, int vpp, pipe_action 
     }
     return pipeline_1f1b(pp, stage, microbatches, out, max);
 }
+
+/* ---- running a list with the transfers beside the computation ---------------- */
+
+#define PIPE_POOL 256
+
+int pipeline_async_waits(const pipe_action *actions, int n, int grad_buffers, pipe_wait *waits)
+{
+    if (n < 0 || grad_buffers < 0 || grad_buffers >= PIPE_POOL) return -2;
+    /* the exchange (index) that last received into or sent from each buffer, -1: none pending */
+    int slot_sent[PIPE_POOL], input_in[PIPE_POOL], buf_in[PIPE_POOL], phys_sent[PIPE_POOL + 1];
+    int buf_phys[PIPE_POOL], dres_phys = 0;
+    for (int k = 0; k < PIPE_POOL; k++) {
+        slot_sent[k] = input_in[k] = buf_in[k] = phys_sent[k] = -1;
+        buf_phys[k] = k + 1;
+    }
+    phys_sent[PIPE_POOL] = -1;
+    int last_compute = -1, last_group = -1;
+    for (int i = 0; i < n; i++) {
+        const pipe_action *a = &actions[i];
+        pipe_wait *w = &waits[i];
+        w->compute = w->groups[0] = w->groups[1] = w->groups[2] = -1;
+        if (a->kind == PIPE_EXCHANGE) {
+            if ((a->act_send_mb >= 0 && (a->act_send_slot < 0 || a->act_send_slot >= PIPE_POOL)) ||
+                (a->act_recv_mb >= 0 && (a->act_recv_slot < 0 || a->act_recv_slot >= PIPE_POOL)) ||
+                (a->grad_recv_mb >= 0 && (a->grad_recv_buf < 0 || a->grad_recv_buf >= grad_buffers)))
+                return -2;
+            w->compute = last_compute;
+            if (a->act_send_mb >= 0) slot_sent[a->act_send_slot] = i;
+            if (a->grad_send_mb >= 0) phys_sent[dres_phys] = i;
+            if (a->act_recv_mb >= 0) input_in[a->act_recv_slot] = i;
+            if (a->grad_recv_mb >= 0) buf_in[a->grad_recv_buf] = i;
+            last_group = i;
+            continue;
+        }
+        if (a->slot < 0 || a->slot >= PIPE_POOL || a->input < 0 || a->input >= PIPE_POOL || a->grad_buf >= grad_buffers)
+            return -2;
+        int k = 0;
+        if (a->kind == PIPE_FORWARD) {
+            if (input_in[a->input] >= 0) { w->groups[k++] = input_in[a->input]; input_in[a->input] = -1; }
+            /* (implied for these lists: the slot is free again only after its backward, whose gradient came
+             * back after the output had arrived; kept so that the rule holds without that argument) */
+            if (slot_sent[a->slot] >= 0) { w->groups[k++] = slot_sent[a->slot]; slot_sent[a->slot] = -1; }
+        } else if (a->grad_buf >= 0) {
+            if (buf_in[a->grad_buf] >= 0) { w->groups[k++] = buf_in[a->grad_buf]; buf_in[a->grad_buf] = -1; }
+            int t = dres_phys;   /* the backward takes the buffer its gradient arrived in */
+            dres_phys = buf_phys[a->grad_buf];
+            buf_phys[a->grad_buf] = t;
+        } else if (phys_sent[dres_phys] >= 0) {
+            w->groups[k++] = phys_sent[dres_phys];   /* the head's backward writes the buffer afresh */
+            phys_sent[dres_phys] = -1;
+        }
+        last_compute = i;
+    }
+    return last_group;
+}

@@ -66,6 +66,26 @@ int pipeline_1f1b(int pp, int stage, int microbatches, pipe_action *out, int max
  * and gradient buffers the list uses.  Returns the action count or -1. */
 int pipeline_interleaved(int pp, int stage, int microbatches, int vpp, pipe_action *out, int max, pipe_buffers *need);
 
+/* Running a list with the transfers on a stream of their own (the training
+ * step does it for interleaved lists): what each action must wait for.  An
+ * exchange waits for the computation before it in the list (what it sends is
+ * written, and the buffers it receives into are no longer read); a
+ * computation waits for the groups that brought its input or its output
+ * gradient, and, before it writes a slot or the backward's gradient buffer,
+ * for the group still sending from it.  The backward's gradient buffer and
+ * the received-gradient buffers swap (a backward takes the buffer its
+ * gradient arrived in), so the buffers are followed by identity: physical
+ * buffer 0 starts as the backward's, 1 + b as received-gradient buffer b. */
+typedef struct {
+    int compute;     /* exchange: the computation it waits for, -1: none */
+    int groups[3];   /* computation: the exchanges it waits for, -1: none */
+} pipe_wait;
+
+/* Fills waits[0..n) for a list of n actions using grad_buffers received-
+ * gradient buffers; returns the last exchange's index (the step is over when
+ * it is), -1 when there is none, or -2 on a list this cannot follow. */
+int pipeline_async_waits(const pipe_action *actions, int n, int grad_buffers, pipe_wait *waits);
+
 /* Either: 1F1B for vpp 1 (need: min(pp - stage, m) slots, nothing else),
  * else interleaved. */
 int pipeline_schedule(int pp, int stage, int microbatches, int vpp, pipe_action *out, int max, pipe_buffers *need);

@@ -602,8 +602,9 @@ typedef struct {
     pipe_buffers pools;           /* interleaved: the schedule's inputs, heads and received gradients */
     bf16 *inputs[64], *grad_bufs[64];
     slot_acts heads[64];          /* lnf and logits only */
-    int dres_phys, buf_phys[64];  /* which physical buffer scr.dresidual and each grad_bufs[] is (they swap) */
     cudaEvent_t *action_done;     /* interleaved: one per schedule action, on the stream that ran it */
+    pipe_wait *waits;             /* interleaved: what each action waits for (schedule.h) */
+    int last_group;
     layer_acts recomp;            /* full recomputation: the one layer whose activations are live */
     void *recomp_block;
     scratch_buffers scr;
@@ -1147,9 +1148,6 @@ static void stage_backward(gpt *g, const pipe_action *act)
         bf16 *t = r->dresidual;
         r->dresidual = g->grad_bufs[act->grad_buf];
         g->grad_bufs[act->grad_buf] = t;
-        int id = g->dres_phys;
-        g->dres_phys = g->buf_phys[act->grad_buf];
-        g->buf_phys[act->grad_buf] = id;
     }
     bf16 *P = g->params, *G = g->grads;
     int N = s->N, Nl = s->Nl, C = s->C;
@@ -1236,51 +1234,30 @@ static void pp_wait(gpt *g, int action) { step_wait("pp_wait", g->action_done[ac
  * of its own, so that a stage waits only for the data it needs, not for its
  * neighbour to reach the same step (with one stream, each group held both
  * sides' computation until the slower of the two arrived: measured 3-12%
- * slower than predicted on 2 x H200).  Each group waits for the computation
- * before it in the list (what it sends, and the buffers it receives into, are
- * then ready and free); a computation waits for the group that brought its
- * input or gradient, and, before it writes a slot or the gradient buffer,
- * for the group still sending from it.  The step ends when the last group has. */
+ * slower than predicted on 2 x H200).  The waits are pipeline_async_waits'
+ * (schedule.h; checked against random durations by tests/test_schedule.c);
+ * the step ends when the last group has. */
 static void run_schedule_async(gpt *g)
 {
-    const pipe_action *actions = g->schedule;
-    int n = g->nschedule;
-    int slot_sent[64], input_in[64], buf_in[64], phys_sent[65];   /* the group (action index) concerned, -1: none */
-    for (int k = 0; k < 64; k++) slot_sent[k] = input_in[k] = buf_in[k] = phys_sent[k] = -1;
-    phys_sent[64] = -1;
-    int last_compute = -1, last_group = -1;
-    for (int i = 0; i < n; i++) {
-        const pipe_action *a = &actions[i];
-        if (a->kind == PIPE_FORWARD) {
-            if (input_in[a->input] >= 0) { pp_wait(g, input_in[a->input]); input_in[a->input] = -1; }
-            if (slot_sent[a->slot] >= 0) { pp_wait(g, slot_sent[a->slot]); slot_sent[a->slot] = -1; }
-            stage_forward(g, a);
-        } else if (a->kind == PIPE_BACKWARD) {
-            if (a->grad_buf >= 0) {
-                if (buf_in[a->grad_buf] >= 0) { pp_wait(g, buf_in[a->grad_buf]); buf_in[a->grad_buf] = -1; }
-            } else if (phys_sent[g->dres_phys] >= 0) {
-                pp_wait(g, phys_sent[g->dres_phys]);   /* the head's backward writes the buffer afresh */
-                phys_sent[g->dres_phys] = -1;
-            }
-            stage_backward(g, a);
-        } else {
-            if (last_compute >= 0) CK(cudaStreamWaitEvent(pp_stream, g->action_done[last_compute], 0));
+    for (int i = 0; i < g->nschedule; i++) {
+        const pipe_action *a = &g->schedule[i];
+        const pipe_wait *w = &g->waits[i];
+        if (a->kind == PIPE_EXCHANGE) {
+            if (w->compute >= 0) CK(cudaStreamWaitEvent(pp_stream, g->action_done[w->compute], 0));
             pass_t saved = current_pass;
             current_pass = a->act_send_mb >= 0 || a->act_recv_mb >= 0 ? PASS_FWD : PASS_BWD;
             pp_group(g, a, pp_stream);
             current_pass = saved;
             CK(cudaEventRecord(g->action_done[i], pp_stream));
-            last_group = i;
-            if (a->act_send_mb >= 0) slot_sent[a->act_send_slot] = i;
-            if (a->grad_send_mb >= 0) phys_sent[g->dres_phys] = i;
-            if (a->act_recv_mb >= 0) input_in[a->act_recv_slot] = i;
-            if (a->grad_recv_mb >= 0) buf_in[a->grad_recv_buf] = i;
             continue;
         }
+        for (int k = 0; k < 3; k++)
+            if (w->groups[k] >= 0) pp_wait(g, w->groups[k]);
+        if (a->kind == PIPE_FORWARD) stage_forward(g, a);
+        else stage_backward(g, a);
         CK(cudaEventRecord(g->action_done[i], stream));
-        last_compute = i;
     }
-    if (last_group >= 0) pp_wait(g, last_group);
+    if (g->last_group >= 0) pp_wait(g, g->last_group);
 }
 
 static void optimizer_step(gpt *g, int step)
@@ -1813,6 +1790,7 @@ static void gpt_free(gpt *g, int nptrs, void *blas_workspace)
     if (g->action_done) {
         for (int i = 0; i < g->nschedule; i++) CK(cudaEventDestroy(g->action_done[i]));
         free(g->action_done);
+        free(g->waits);
     }
     free(g->schedule);
     lt_free();
@@ -1985,11 +1963,12 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     for (int i = 0; i < g.pools.inputs; i++, cursor += tensor_bytes) g.inputs[i] = (bf16 *)cursor;
     for (int i = 0; i < g.pools.grad_buffers; i++, cursor += tensor_bytes) g.grad_bufs[i] = (bf16 *)cursor;
     for (int i = 0; i < g.pools.heads; i++, cursor += head_bytes) layout_head(&g.heads[i], cursor, s);
-    g.dres_phys = 0;
-    for (int i = 0; i < 64; i++) g.buf_phys[i] = i + 1;
     if (s->vpp > 1) {
         g.action_done = host_alloc((size_t)g.nschedule * sizeof *g.action_done);
         for (int i = 0; i < g.nschedule; i++) CK(cudaEventCreateWithFlags(&g.action_done[i], cudaEventDisableTiming));
+        g.waits = host_alloc((size_t)g.nschedule * sizeof *g.waits);
+        g.last_group = pipeline_async_waits(g.schedule, g.nschedule, g.pools.grad_buffers, g.waits);
+        if (g.last_group < -1) { fprintf(stderr, "sextant-gpu train: rank %d: internal: the schedule's waits\n", rank); exit(1); }
     }
     if (s->recompute) {
         size_t bytes = layout_layer(&g.recomp, NULL, s);
