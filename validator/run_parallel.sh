@@ -2,7 +2,7 @@
 # One device call on 2 x H200: the multi-GPU training step's equivalence with
 # one GPU (loss of every step, same data and weights), then timed layouts.
 # Binary built on the development machine, carried with .deps/lib.
-# PHASE=equiv | timed | faults | final | equiv_pp | interleaved | all (default all).  Results in $OUT/results.tar.
+# PHASE=equiv | timed | faults | final | equiv_pp | interleaved | m_eq_pp | all (default all).  Results in $OUT/results.tar.
 set -u
 export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
 export NCCL_NVLS_ENABLE=0
@@ -56,6 +56,17 @@ if [ "$PHASE" = interleaved ]; then
     name=${spec%%:*}; args=${spec#*:}
     run "t_$name" $args $C --csv "$R/t_$name.csv"
   done
+fi
+if [ "$PHASE" = m_eq_pp ]; then
+  # micro-batches per step = pp (hung with --vpp 2 on 2 x H200): plain 1F1B first, then interleaved with every
+  # action traced (SEXTANT_TRAIN_TRACE: issued/done per action and rank, streams serialised), untied and tied
+  TMO=${TMO:-60}
+  run "m2_gpt2m_pp2" gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 16 --pp 2 --steps 4 --warmup 1
+  run "m2_llama_pp2" llama3.2-1b --gpu $GPU --seq 256 --mbs 2 --gbs 4 --pp 2 --steps 4 --warmup 1
+  export SEXTANT_TRAIN_ALLOW_M_EQ_PP=1
+  run "m2_llama_pp2vpp2" llama3.2-1b --gpu $GPU --seq 256 --mbs 2 --gbs 4 --pp 2 --vpp 2 --steps 4 --warmup 1
+  SEXTANT_TRAIN_TRACE=1 run "m2_gpt2_pp2vpp2_trace" gpt2 --gpu $GPU --seq 256 --mbs 2 --gbs 4 --pp 2 --vpp 2 --steps 2 --warmup 1
+  SEXTANT_TRAIN_TRACE=1 run "m2_gpt2m_pp2vpp2_trace" gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 16 --pp 2 --vpp 2 --steps 2 --warmup 1
 fi
 if [ "$PHASE" = timed ] || [ "$PHASE" = all ]; then
   # calibration: one GPU's microbenchmarks, then the node's collectives; one overlay

@@ -1201,6 +1201,35 @@ static void stage_backward(gpt *g, const pipe_action *act)
 /* One step on this rank: the schedule of validator/schedule.c, 1F1B or
  * interleaved (with one stage, forward and backward of each micro-batch in
  * turn); the data-parallel wait and the optimizer follow in optimizer_step. */
+/* SEXTANT_TRAIN_TRACE=1, for finding where a pipeline stalls: every action is
+ * printed when it is issued and again when the stream that ran it has
+ * finished it (waited for with the launch timeout and NCCL's error checks),
+ * so the last lines of each rank say whether the host or the device stopped,
+ * and in which action.  It serialises the streams: no timing is meaningful. */
+static int trace_actions = -1;
+
+static void trace_action(gpt *g, const pipe_action *a, int i, cudaStream_t on, int done)
+{
+    if (trace_actions < 0) trace_actions = getenv("SEXTANT_TRAIN_TRACE") != NULL;
+    if (!trace_actions) return;
+    const char *kind = a->kind == PIPE_FORWARD ? "forward" : a->kind == PIPE_BACKWARD ? "backward" : "exchange";
+    if (done) {
+        cudaEvent_t ev;
+        CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        CK(cudaEventRecord(ev, on));
+        if (g->ctx) {
+            if (launch_event_wait(g->ctx, ev, "a traced pipeline action") != 0) exit(1);
+        } else {
+            CK(cudaEventSynchronize(ev));
+        }
+        CK(cudaEventDestroy(ev));
+    }
+    fprintf(stderr, "trace rank %d: action %d %s mb %d chunk %d (act %d/%d, grad %d/%d) %s\n", my_rank, i, kind,
+            a->microbatch, a->chunk, a->act_send_mb, a->act_recv_mb, a->grad_send_mb, a->grad_recv_mb,
+            done ? "done" : "issued");
+    fflush(stderr);
+}
+
 /* One exchange of the schedule as one NCCL group on stream `on`. */
 static void pp_group(gpt *g, const pipe_action *a, cudaStream_t on)
 {
@@ -1220,9 +1249,11 @@ static void run_schedule(gpt *g)
 {
     for (int i = 0; i < g->nschedule; i++) {
         const pipe_action *a = &g->schedule[i];
+        trace_action(g, a, i, stream, 0);
         if (a->kind == PIPE_FORWARD) stage_forward(g, a);
         else if (a->kind == PIPE_BACKWARD) stage_backward(g, a);
         else pp_group(g, a, stream);
+        trace_action(g, a, i, stream, 1);
     }
 }
 
@@ -1242,6 +1273,7 @@ static void run_schedule_async(gpt *g)
     for (int i = 0; i < g->nschedule; i++) {
         const pipe_action *a = &g->schedule[i];
         const pipe_wait *w = &g->waits[i];
+        trace_action(g, a, i, a->kind == PIPE_EXCHANGE ? pp_stream : stream, 0);
         if (a->kind == PIPE_EXCHANGE) {
             if (w->compute >= 0) CK(cudaStreamWaitEvent(pp_stream, g->action_done[w->compute], 0));
             pass_t saved = current_pass;
@@ -1249,6 +1281,7 @@ static void run_schedule_async(gpt *g)
             pp_group(g, a, pp_stream);
             current_pass = saved;
             CK(cudaEventRecord(g->action_done[i], pp_stream));
+            trace_action(g, a, i, pp_stream, 1);
             continue;
         }
         for (int k = 0; k < 3; k++)
@@ -1256,6 +1289,7 @@ static void run_schedule_async(gpt *g)
         if (a->kind == PIPE_FORWARD) stage_forward(g, a);
         else stage_backward(g, a);
         CK(cudaEventRecord(g->action_done[i], stream));
+        trace_action(g, a, i, stream, 1);
     }
     if (g->last_group >= 0) pp_wait(g, g->last_group);
 }
@@ -1447,7 +1481,7 @@ int train_check(const model_t *m, const train_options *o)
         snprintf(why, sizeof why, "--vpp %d: %s's %lld layers do not split into --pp %d x --vpp %d equal chunks", o->vpp, m->name,
                  (long long)m->layers, o->pp, o->vpp);
         bad = why;
-    } else if (o->vpp > 1 && o->gbs / (o->mbs * o->dp) == o->pp) {
+    } else if (o->vpp > 1 && o->gbs / (o->mbs * o->dp) == o->pp && !getenv("SEXTANT_TRAIN_ALLOW_M_EQ_PP")) {
         /* Megatron's "all forwards first" case: hung on 2 x H200 (docs/validation/h200x2-interleaved-2026-11-23) */
         snprintf(why, sizeof why, "--vpp %d with micro-batches per step = --pp %d is not supported (it hung; use 2 pp or "
                  "more micro-batches)", o->vpp, o->pp);
