@@ -1547,6 +1547,73 @@ static void sync_compute(gpt *g, const char *what)
 
 static double *world_scratch;   /* device: 8 doubles per rank */
 
+/* Every communicator once before the first step, with the operations and
+ * sizes the step uses, communicator after communicator in the same order on
+ * every rank and each finished before the next.  NCCL connects a
+ * communicator's peers on its first use of them (NCCL_RUNTIME_CONNECT), in
+ * the calling thread, which waits there for its peers to connect too; inside
+ * a step, one rank's host could then wait in a collective's connection while
+ * its peer's host waits in a pipeline transfer's, each for the other.  (A
+ * suspect for the interleaved hang with m = pp, docs/validation/
+ * h200x2-interleaved-2026-11-23; not shown.)  The buffers touched are the
+ * gradients, zero until the first step, and scratch. */
+static void comm_warmup(gpt *g)
+{
+    const shapes *s = &g->s;
+    if (!g->ctx) return;
+    scratch_buffers *r = &g->scr;
+    size_t N = (size_t)s->N, Nl = (size_t)s->Nl, C = (size_t)s->C;
+    if (s->tp > 1) {
+        if (spg(s)) {
+            NC(ncclAllGather(r->dresidual, r->dbuf_c, Nl * C, ncclBfloat16, g->tp_comm, stream));
+            NC(ncclReduceScatter(r->dbuf_c, r->dresidual, Nl * C, ncclBfloat16, ncclSum, g->tp_comm, stream));
+        } else {
+            NC(ncclAllReduce(r->dbuf_c, r->dbuf_c, N * C, ncclBfloat16, ncclSum, g->tp_comm, stream));
+        }
+        if (s->last) {
+            NC(ncclAllReduce(r->ce_stats + N, r->ce_stats + N, N, ncclFloat32, ncclMax, g->tp_comm, stream));
+            NC(ncclAllReduce(r->ce_stats + N, r->ce_stats + N, N, ncclFloat32, ncclSum, g->tp_comm, stream));
+        }
+        sync_all(g, "the tensor-parallel group's first use");
+    }
+    if (s->dp > 1) {
+        int sharded = g->pl.shard_count != g->pl.count;
+        for (int b = 0; b < g->pl.nbuckets; b++) {
+            const bucket *k = &g->pl.buckets[b];
+            bf16 *grad = g->grads + k->offset;
+            size_t slice = k->size / (size_t)s->dp;
+            if (sharded) {
+                NC(ncclReduceScatter(grad, grad + (size_t)s->dp_rank * slice, slice, ncclBfloat16, ncclSum, g->dp_comm, stream));
+                NC(ncclAllGather(grad + (size_t)s->dp_rank * slice, grad, slice, ncclBfloat16, g->dp_comm, stream));
+            } else {
+                NC(ncclAllReduce(grad, grad, k->size, ncclBfloat16, ncclSum, g->dp_comm, stream));
+            }
+        }
+        sync_all(g, "the data-parallel group's first use");
+    }
+    if (g->tied_sync) {
+        int t = s->first ? P_WTE : P_HEAD;
+        bf16 *grad = param(g, g->grads, t, 0);
+        NC(ncclAllReduce(grad, grad, g->pl.size[t], ncclBfloat16, ncclSum, g->tied_comm, stream));
+        sync_all(g, "the tied embedding's first all-reduce");
+    }
+    if (s->pp > 1) {
+        /* both directions with each neighbour the schedule talks to (interleaved: a ring) */
+        int ring = s->vpp > 1;
+        int next = (s->pp_rank + 1) % s->pp, prev = (s->pp_rank + s->pp - 1) % s->pp;
+        int to_next = ring || !s->last, from_prev = ring || !s->first;
+        for (int direction = 0; direction < 2; direction++) {
+            NC(ncclGroupStart());
+            if (direction == 0 ? to_next : from_prev)
+                NC(ncclSend(r->dresidual, Nl * C, ncclBfloat16, direction == 0 ? next : prev, g->pp_comm, stream));
+            if (direction == 0 ? from_prev : to_next)
+                NC(ncclRecv(r->dbuf_c, Nl * C, ncclBfloat16, direction == 0 ? prev : next, g->pp_comm, stream));
+            NC(ncclGroupEnd());
+        }
+        sync_all(g, "the pipeline's first transfers");
+    }
+}
+
 /* The sum over every rank of x (x itself on one GPU). */
 static double world_sum(gpt *g, double x)
 {
@@ -2038,6 +2105,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     CK(cudaEventCreateWithFlags(&g.optimizer_done, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g.synced, cudaEventDisableTiming));
     gpt_init(&g);
+    comm_warmup(&g);
     if (o->check_gradients) {
         int rc = check_gradients(&g, o, m);
         gpt_free(&g, nptrs, blas_workspace);
