@@ -66,7 +66,12 @@ if [ "$PHASE" = m_eq_pp ]; then
   export SEXTANT_TRAIN_ALLOW_M_EQ_PP=1
   run "m2_llama_pp2vpp2" llama3.2-1b --gpu $GPU --seq 256 --mbs 2 --gbs 4 --pp 2 --vpp 2 --steps 4 --warmup 1
   SEXTANT_TRAIN_TRACE=1 run "m2_gpt2_pp2vpp2_trace" gpt2 --gpu $GPU --seq 256 --mbs 2 --gbs 4 --pp 2 --vpp 2 --steps 2 --warmup 1
-  SEXTANT_TRAIN_TRACE=1 run "m2_gpt2m_pp2vpp2_trace" gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 16 --pp 2 --vpp 2 --steps 2 --warmup 1
+  run "m2_gpt2m_pp2vpp2" gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 16 --pp 2 --vpp 2 --steps 4 --warmup 1
+  # the suspicion (comm_warmup in train.c): without the communicators' first use before the step, does it hang again?
+  SEXTANT_TRAIN_NO_COMM_WARMUP=1 run "m2_gpt2m_pp2vpp2_nowarm" gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 16 --pp 2 \
+    --vpp 2 --steps 4 --warmup 1
+  SEXTANT_TRAIN_NO_COMM_WARMUP=1 SEXTANT_TRAIN_TRACE=1 run "m2_gpt2m_pp2vpp2_nowarm_trace" gpt2-medium --gpu $GPU --seq 1024 \
+    --mbs 8 --gbs 16 --pp 2 --vpp 2 --steps 2 --warmup 1
 fi
 if [ "$PHASE" = timed ] || [ "$PHASE" = all ]; then
   # calibration: one GPU's microbenchmarks, then the node's collectives; one overlay

@@ -1560,7 +1560,7 @@ static double *world_scratch;   /* device: 8 doubles per rank */
 static void comm_warmup(gpt *g)
 {
     const shapes *s = &g->s;
-    if (!g->ctx) return;
+    if (!g->ctx || getenv("SEXTANT_TRAIN_NO_COMM_WARMUP")) return;   /* the variable: to test the suspicion */
     scratch_buffers *r = &g->scr;
     size_t N = (size_t)s->N, Nl = (size_t)s->Nl, C = (size_t)s->C;
     if (s->tp > 1) {
