@@ -2,7 +2,7 @@
 # One device call on 2 x H200: the multi-GPU training step's equivalence with
 # one GPU (loss of every step, same data and weights), then timed layouts.
 # Binary built on the development machine, carried with .deps/lib.
-# PHASE=equiv | timed | faults | final | equiv_pp | interleaved | m_eq_pp | all (default all).  Results in $OUT/results.tar.
+# PHASE=equiv | timed | faults | final | equiv_pp | interleaved | m_eq_pp | four_timed | four_equiv | all (default all).  Results in $OUT/results.tar.
 set -u
 export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
 export NCCL_NVLS_ENABLE=0
@@ -72,6 +72,36 @@ if [ "$PHASE" = m_eq_pp ]; then
     --vpp 2 --steps 4 --warmup 1
   SEXTANT_TRAIN_NO_COMM_WARMUP=1 SEXTANT_TRAIN_TRACE=1 run "m2_gpt2m_pp2vpp2_nowarm_trace" gpt2-medium --gpu $GPU --seq 1024 \
     --mbs 8 --gbs 16 --pp 2 --vpp 2 --steps 2 --warmup 1
+fi
+if [ "$PHASE" = four_timed ]; then
+  # 4 GPUs (issue 5's second machine): the node's collectives, then TP x PP x DP layouts of both models, calibrated,
+  # and the issue's mpirun example; one call of at most 600 s (the tar after every run keeps what ran)
+  $G calibrate --gpu $GPU --out "$R/one.csv" > "$R/calibrate.log" 2>&1; echo "calibrate rc=$?"
+  timeout 200 $G calibrate --comm --gpus 4 --gpu $GPU --max-bytes 1G --out "$R/comm4.csv" > "$R/comm4.log" 2>&1
+  echo "comm rc=$?"
+  { cat "$R/one.csv"; tail -n +2 "$R/comm4.csv"; } > "$R/$GPU-x4.csv"
+  tar -C "$OUT" -cf "$OUT/results.tar" run
+  C="--calibration $R/$GPU-x4.csv"
+  L="llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --steps 12 --gbs 16"
+  M="gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --steps 12 --gbs 64"
+  for spec in "llama_tp2pp2:$L --tp 2 --pp 2" "llama_tp2pp2sp:$L --tp 2 --pp 2 --sp" "llama_tp2spdp2:$L --tp 2 --sp --dp 2" \
+              "llama_pp2dp2z1:$L --pp 2 --dp 2 --zero 1" "llama_tp4:$L --tp 4" "llama_pp4:$L --pp 4" "llama_dp4:$L --dp 4" \
+              "llama_pp4vpp2:$L --pp 4 --vpp 2" "llama_tp2pp2rc:$L --tp 2 --pp 2 --recompute full" \
+              "gpt2m_tp2pp2:$M --tp 2 --pp 2" "gpt2m_pp2dp2:$M --pp 2 --dp 2" "gpt2m_tp4:$M --tp 4" "gpt2m_pp4:$M --pp 4" \
+              "gpt2m_dp4z1:$M --dp 4 --zero 1" "gpt2m_pp4vpp2:$M --pp 4 --vpp 2"; do
+    name=${spec%%:*}; args=${spec#*:}
+    run "t4_$name" $args $C --csv "$R/t4_$name.csv"
+  done
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  timeout 200 mpirun -np 4 -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH ./build/sextant validate llama3.2-1b --gpu $GPU --tp 2 --pp 2 \
+    --mbs 4 --gbs 64 --steps 30 $C --csv "$R/t4_mpirun_llama_tp2pp2.csv" > "$R/t4_mpirun_llama_tp2pp2.log" 2>&1
+  echo "mpirun rc=$?"
+fi
+if [ "$PHASE" = four_equiv ]; then
+  # every layout's loss against one GPU, the TP x PP x DP combinations included (4 GPUs present)
+  bash tests/gpu/parallel_equivalence.sh $G $GPU > "$R/equivalence4.log" 2>&1; echo "equivalence rc=$?"
+  SEXTANT_TRAIN_FAIL=3:4 timeout 120 $G train llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --gbs 16 --steps 15 --tp 2 --pp 2 \
+    > "$R/fault_tp2pp2.log" 2>&1; echo "fault rc=$?"
 fi
 if [ "$PHASE" = timed ] || [ "$PHASE" = all ]; then
   # calibration: one GPU's microbenchmarks, then the node's collectives; one overlay
