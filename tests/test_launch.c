@@ -69,6 +69,25 @@ static int child_hangs(int rank, void *arg)
     return 0;
 }
 
+/* arms a 1 s watchdog and then sits in a call that never returns */
+static int child_stuck(int rank, void *arg)
+{
+    (void)arg;
+    launch_watchdog(rank, 1, "a stuck call");
+    sleep(60);
+    return 0;
+}
+
+/* disarmed in time: nothing happens */
+static int child_disarms(int rank, void *arg)
+{
+    (void)arg;
+    launch_watchdog(rank, 1, "a short call");
+    launch_watchdog(rank, 0, NULL);
+    sleep(2);
+    return 0;
+}
+
 static void every_rank_succeeds(void **state)
 {
     (void)state;
@@ -114,6 +133,21 @@ static void the_deadline_kills_hung_ranks(void **state)
     assert_int_equal(fork_captured(2, 1.0, child_hangs, NULL, &err), 1);
     assert_true(wall() - t0 < 15.0);
     assert_non_null(strstr(err, "deadline"));
+    free(err);
+}
+
+static void the_watchdog_ends_a_stuck_host(void **state)
+{
+    (void)state;
+    char *err;
+    double t0 = wall();
+    assert_int_equal(fork_captured(2, 0, child_stuck, NULL, &err), 1);
+    assert_true(wall() - t0 < 15.0);
+    assert_non_null(strstr(err, "a stuck call did not finish in 1 s"));
+    assert_non_null(strstr(err, "status 4"));
+    free(err);
+    assert_int_equal(fork_captured(1, 0, child_disarms, NULL, &err), 0);
+    assert_string_equal(err, "");
     free(err);
 }
 
@@ -265,6 +299,7 @@ int main(void)
         cmocka_unit_test(a_failing_rank_stops_the_others),
         cmocka_unit_test(a_killed_rank_is_named_with_its_signal),
         cmocka_unit_test(the_deadline_kills_hung_ranks),
+        cmocka_unit_test(the_watchdog_ends_a_stuck_host),
         cmocka_unit_test(visible_gpus_answers),
         cmocka_unit_test(comm_flag_errors),
         cmocka_unit_test(train_flag_errors),

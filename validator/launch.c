@@ -74,6 +74,36 @@ int launch_nccl_done(launch_ctx *ctx, ncclResult_t r, const char *what)
     return 0;
 }
 
+static char watchdog_line[256];
+static size_t watchdog_length;
+
+static void watchdog_fires(int sig)
+{
+    (void)sig;
+    /* only async-signal-safe calls: the line was written when the watchdog was armed */
+    ssize_t unused = write(2, watchdog_line, watchdog_length);
+    (void)unused;
+    _exit(4);
+}
+
+void launch_watchdog(int rank, int seconds, const char *what)
+{
+    if (seconds <= 0) {
+        alarm(0);
+        return;
+    }
+    int n = snprintf(watchdog_line, sizeof watchdog_line,
+                     "sextant-gpu: rank %d: %s did not finish in %d s (the host is stuck in a CUDA or NCCL call); exiting\n",
+                     rank, what ? what : "a step", seconds);
+    watchdog_length = n < 0 ? 0 : (size_t)n < sizeof watchdog_line ? (size_t)n : sizeof watchdog_line - 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = watchdog_fires;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    alarm((unsigned)seconds);
+}
+
 int launch_event_wait(launch_ctx *ctx, cudaEvent_t ev, const char *what)
 {
     /* cudaEventSynchronize would block forever on a collective whose peer

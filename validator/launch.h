@@ -67,4 +67,12 @@ int launch_nccl_done(launch_ctx *ctx, ncclResult_t r, const char *what);
  * Returns 0, or -1 after one stderr line. */
 int launch_event_wait(launch_ctx *ctx, cudaEvent_t ev, const char *what);
 
+/* A host-side bound: launch_watchdog(rank, seconds, what) arms it (seconds
+ * > 0), launch_watchdog(rank, 0, NULL) disarms it.  When it fires, this
+ * process writes one line naming the rank and `what`, and exits with status
+ * 4, so the launcher stops the others.  For a host thread stuck inside a
+ * library call (an NCCL connection that waits for a peer's host), which no
+ * polling loop of ours can see.  One per process (SIGALRM). */
+void launch_watchdog(int rank, int seconds, const char *what);
+
 #endif

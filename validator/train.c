@@ -2105,7 +2105,11 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     CK(cudaEventCreateWithFlags(&g.optimizer_done, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g.synced, cudaEventDisableTiming));
     gpt_init(&g);
+    /* the host's own bound: each wait on the GPU has --timeout, a host stuck inside NCCL has this */
+    int watchdog_s = ctx ? (int)(2.0 * ctx->timeout_s) + 1 : 0;
+    if (watchdog_s > 0) launch_watchdog(rank, watchdog_s, "the communicators' first use");
     comm_warmup(&g);
+    if (watchdog_s > 0) launch_watchdog(rank, 0, NULL);
     if (o->check_gradients) {
         int rc = check_gradients(&g, o, m);
         gpt_free(&g, nptrs, blas_workspace);
@@ -2155,6 +2159,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
             fprintf(stderr, "sextant-gpu train: rank %d: SEXTANT_TRAIN_FAIL: dying at step %d\n", rank, step);
             _exit(9);
         }
+        if (watchdog_s > 0) launch_watchdog(rank, watchdog_s, "a training step");
         load_batch(&g, o, &data_state, global_in, global_tg);
         CK(cudaEventRecord(t0, stream));
         one_step(&g, step);
@@ -2166,6 +2171,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         float ms;
         CK(cudaEventElapsedTime(&ms, t0, t1));
         double loss = step_loss(&g, o, host_loss);
+        if (watchdog_s > 0) launch_watchdog(rank, 0, NULL);
         if (!isfinite(loss)) {
             fprintf(stderr, "sextant-gpu train: rank %d: step %d: loss is %f\n", rank, step, loss);
             return 1;
@@ -2183,6 +2189,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     }
 
     /* the profiling step: one more step with events around every op */
+    if (watchdog_s > 0) launch_watchdog(rank, watchdog_s, "the profiling step");
     load_batch(&g, o, &data_state, global_in, global_tg);
     profiling = 1;
     profile_count = 0;
@@ -2192,6 +2199,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     sync_all(&g, "the profiling step");
     profiling = 0;
     (void)step_loss(&g, o, host_loss);
+    if (watchdog_s > 0) launch_watchdog(rank, 0, NULL);
     float profiled_ms;
     CK(cudaEventElapsedTime(&profiled_ms, t0, t1));
     measured_op ms_ops[MEASURED_MAX];
