@@ -60,18 +60,18 @@ fi
 if [ "$PHASE" = m_eq_pp ]; then
   # micro-batches per step = pp (hung with --vpp 2 on 2 x H200): plain 1F1B first, then interleaved with every
   # action traced (SEXTANT_TRAIN_TRACE: issued/done per action and rank, streams serialised), untied and tied
-  TMO=${TMO:-60}
-  run "m2_gpt2m_pp2" gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 16 --pp 2 --steps 4 --warmup 1
-  run "m2_llama_pp2" llama3.2-1b --gpu $GPU --seq 256 --mbs 2 --gbs 4 --pp 2 --steps 4 --warmup 1
+  TMO=${TMO:-60}   # --timeout 20: a GPU wait gives up at 20 s, a host stuck in NCCL at 41 s (launch_watchdog)
+  run "m2_gpt2m_pp2" gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 16 --pp 2 --steps 4 --warmup 1 --timeout 20
+  run "m2_llama_pp2" llama3.2-1b --gpu $GPU --seq 256 --mbs 2 --gbs 4 --pp 2 --steps 4 --warmup 1 --timeout 20
   export SEXTANT_TRAIN_ALLOW_M_EQ_PP=1
-  run "m2_llama_pp2vpp2" llama3.2-1b --gpu $GPU --seq 256 --mbs 2 --gbs 4 --pp 2 --vpp 2 --steps 4 --warmup 1
-  SEXTANT_TRAIN_TRACE=1 run "m2_gpt2_pp2vpp2_trace" gpt2 --gpu $GPU --seq 256 --mbs 2 --gbs 4 --pp 2 --vpp 2 --steps 2 --warmup 1
-  run "m2_gpt2m_pp2vpp2" gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 16 --pp 2 --vpp 2 --steps 4 --warmup 1
+  run "m2_llama_pp2vpp2" llama3.2-1b --gpu $GPU --seq 256 --mbs 2 --gbs 4 --pp 2 --vpp 2 --steps 4 --warmup 1 --timeout 20
+  SEXTANT_TRAIN_TRACE=1 run "m2_gpt2_pp2vpp2_trace" gpt2 --gpu $GPU --seq 256 --mbs 2 --gbs 4 --pp 2 --vpp 2 --steps 2 --warmup 1 --timeout 20
+  run "m2_gpt2m_pp2vpp2" gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 16 --pp 2 --vpp 2 --steps 4 --warmup 1 --timeout 20
   # the suspicion (comm_warmup in train.c): without the communicators' first use before the step, does it hang again?
   SEXTANT_TRAIN_NO_COMM_WARMUP=1 run "m2_gpt2m_pp2vpp2_nowarm" gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 16 --pp 2 \
-    --vpp 2 --steps 4 --warmup 1
+    --vpp 2 --steps 4 --warmup 1 --timeout 20
   SEXTANT_TRAIN_NO_COMM_WARMUP=1 SEXTANT_TRAIN_TRACE=1 run "m2_gpt2m_pp2vpp2_nowarm_trace" gpt2-medium --gpu $GPU --seq 1024 \
-    --mbs 8 --gbs 16 --pp 2 --vpp 2 --steps 2 --warmup 1
+    --mbs 8 --gbs 16 --pp 2 --vpp 2 --steps 2 --warmup 1 --timeout 20
 fi
 if [ "$PHASE" = four_timed ]; then
   # 4 GPUs (issue 5's second machine): the node's collectives, then TP x PP x DP layouts of both models, calibrated,
