@@ -70,6 +70,9 @@ if [ "$PHASE" = m_eq_pp ]; then
   # the suspicion (comm_warmup in train.c): without the communicators' first use before the step, does it hang again?
   SEXTANT_TRAIN_NO_COMM_WARMUP=1 run "m2_gpt2m_pp2vpp2_nowarm" gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 16 --pp 2 \
     --vpp 2 --steps 4 --warmup 1 --timeout 20
+  # the second suspicion (NVIDIA/nccl#1766): launch queues full on both ranks; the host kept 2 computations ahead
+  SEXTANT_TRAIN_NO_COMM_WARMUP=1 SEXTANT_TRAIN_LOOKAHEAD=2 run "m2_gpt2m_pp2vpp2_nowarm_look2" gpt2-medium --gpu $GPU \
+    --seq 1024 --mbs 8 --gbs 16 --pp 2 --vpp 2 --steps 4 --warmup 1 --timeout 20
   SEXTANT_TRAIN_NO_COMM_WARMUP=1 SEXTANT_TRAIN_TRACE=1 run "m2_gpt2m_pp2vpp2_nowarm_trace" gpt2-medium --gpu $GPU --seq 1024 \
     --mbs 8 --gbs 16 --pp 2 --vpp 2 --steps 2 --warmup 1 --timeout 20
 fi
