@@ -309,7 +309,6 @@ static void play_async(int pp, int m, int vpp, unsigned long long seed)
     static int peer[MAX_PP][ASYNC_MAX][4];   /* the neighbours' groups holding a counterpart, -1 */
     int n[MAX_PP], last[MAX_PP];
     pipe_buffers need[MAX_PP];
-    int V = pp * vpp;
     for (int s = 0; s < pp; s++) {
         n[s] = pipeline_schedule(pp, s, m, vpp, a[s], ASYNC_MAX, &need[s]);
         assert_true(n[s] > 0);
@@ -340,8 +339,7 @@ static void play_async(int pp, int m, int vpp, unsigned long long seed)
             for (int j = 0; j < n[prev]; j++) {
                 const pipe_action *y = &a[prev][j];
                 if (y->kind != PIPE_EXCHANGE) continue;
-                if (x->act_recv_mb >= 0 && y->act_send_mb == x->act_recv_mb && (y->act_send_chunk * pp + prev + 1) / pp == x->act_recv_chunk &&
-                    y->act_send_chunk * pp + prev + 1 == x->act_recv_chunk * pp + s)
+                if (x->act_recv_mb >= 0 && y->act_send_mb == x->act_recv_mb && y->act_send_chunk * pp + prev + 1 == x->act_recv_chunk * pp + s)
                     peer[s][i][1] = j;
                 if (x->grad_send_mb >= 0 && y->grad_recv_mb == x->grad_send_mb && y->grad_recv_chunk * pp + prev + 1 == x->grad_send_chunk * pp + s)
                     peer[s][i][2] = j;
@@ -437,7 +435,6 @@ static void play_async(int pp, int m, int vpp, unsigned long long seed)
         /* the step's end waits for the last group */
         if (last[s] >= 0) assert_int_equal(a[s][last[s]].kind, PIPE_EXCHANGE);
     }
-    (void)V;
 }
 
 static void interleaved_on_two_streams(void **state)

@@ -63,7 +63,7 @@ static int my_rank;   /* for error lines */
     do {                                                                                                         \
         cublasStatus_t s_ = (call);                                                                              \
         if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                       \
-            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: cuBLAS status %d\n", my_rank, __FILE__, __LINE__, \
+            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: cuBLAS(Lt) status %d\n", my_rank, __FILE__, __LINE__, \
                     #call, (int)s_);                                                                             \
             exit(1);                                                                                             \
         }                                                                                                        \
@@ -254,30 +254,6 @@ static size_t layout_layer(layer_acts *a, char *base, const shapes *s)
     return total;
 }
 
-/* One micro-batch's activations of one chunk: with interleaving its input
- * and its head live in pools of their own (schedule.h), so every slot is the
- * same size and any chunk can use it. */
-static size_t layout_slot(slot_acts *a, char *base, const shapes *s)
-{
-    int own_input = s->vpp == 1, head = s->last && s->vpp == 1;
-    size_t Nl = (size_t)s->Nl, N = (size_t)s->N, C = (size_t)s->C, means = s->rms ? 0 : 1;
-    char *p = base;
-    size_t total = 0;
-    layer_acts probe;
-    a->layer_bytes = layout_layer(&probe, NULL, s);
-#define TAKE(field, type, count) do { a->field = (count) != 0 && base ? (type *)p : NULL; total += carve(&p, (count) * sizeof(type)); } while (0)
-    TAKE(input, bf16, own_input ? Nl * C : 0);
-    TAKE(residual, bf16, (size_t)s->Lc * Nl * C);
-    TAKE(layers, char, s->recompute ? 0 : (size_t)s->Lc * a->layer_bytes);
-    TAKE(lnf, bf16, head ? Nl * C : 0);
-    TAKE(lnf_mean, float, head ? means * Nl : 0);
-    TAKE(lnf_rstd, float, head ? Nl : 0);
-    TAKE(logits, bf16, head ? N * s->Vl : 0);
-#undef TAKE
-    a->bytes = total;
-    return total;
-}
-
 /* Interleaved: the last chunk's head activations (final norm, logits), one
  * pool of the schedule's size, lent to a slot by its forward. */
 static size_t layout_head(slot_acts *a, char *base, const shapes *s)
@@ -291,6 +267,32 @@ static size_t layout_head(slot_acts *a, char *base, const shapes *s)
     TAKE(lnf_rstd, float, Nl);
     TAKE(logits, bf16, N * s->Vl);
 #undef TAKE
+    return total;
+}
+
+/* One micro-batch's activations of one chunk: with interleaving its input
+ * and its head live in pools of their own (schedule.h), so every slot is the
+ * same size and any chunk can use it. */
+static size_t layout_slot(slot_acts *a, char *base, const shapes *s)
+{
+    int own_input = s->vpp == 1, head = s->last && s->vpp == 1;
+    size_t Nl = (size_t)s->Nl, C = (size_t)s->C;
+    char *p = base;
+    size_t total = 0;
+    layer_acts probe;
+    a->layer_bytes = layout_layer(&probe, NULL, s);
+#define TAKE(field, type, count) do { a->field = (count) != 0 && base ? (type *)p : NULL; total += carve(&p, (count) * sizeof(type)); } while (0)
+    TAKE(input, bf16, own_input ? Nl * C : 0);
+    TAKE(residual, bf16, (size_t)s->Lc * Nl * C);
+    TAKE(layers, char, s->recompute ? 0 : (size_t)s->Lc * a->layer_bytes);
+#undef TAKE
+    if (head) {
+        total += layout_head(a, base ? p : NULL, s);   /* last in the slot: nothing follows it */
+    } else {
+        a->lnf = a->logits = NULL;
+        a->lnf_mean = a->lnf_rstd = NULL;
+    }
+    a->bytes = total;
     return total;
 }
 
@@ -382,16 +384,6 @@ static void profile_mark(const char *name, int end) { profile_mark_on(name, end,
 
 static const float one = 1.0f, zero = 0.0f;
 
-#define LTC(call)                                                                                                \
-    do {                                                                                                         \
-        cublasStatus_t s_ = (call);                                                                              \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                       \
-            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: cuBLASLt status %d\n", my_rank, __FILE__, __LINE__, \
-                    #call, (int)s_);                                                                             \
-            exit(1);                                                                                             \
-        }                                                                                                        \
-    } while (0)
-
 /* One cuBLASLt problem (column-major D = op(A) op(B) + beta C with an
  * epilogue), its descriptors and chosen algorithm kept so that a step asks
  * the heuristic once per shape, not once per call. */
@@ -420,18 +412,18 @@ static lt_plan *lt_find(int ta, int tb, int m, int n, int k, int lda, int ldb, i
     *p = (lt_plan){ta, tb, m, n, k, lda, ldb, ldc, accumulate, epi, 0, 0, 0, 0, {{0}}, 0};
     cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cudaDataType_t bias_type = CUDA_R_16BF;
-    LTC(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    LTC(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-    LTC(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    LTC(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    LTC(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
-    LTC(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, ta ? k : m, ta ? m : k, lda));
-    LTC(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, tb ? n : k, tb ? k : n, ldb));
-    LTC(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_16BF, m, n, ldc));
+    CB(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CB(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    CB(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    CB(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    CB(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+    CB(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, ta ? k : m, ta ? m : k, lda));
+    CB(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, tb ? n : k, tb ? k : n, ldb));
+    CB(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_16BF, m, n, ldc));
     cublasLtMatmulPreference_t pref;
     size_t ws = LT_WORKSPACE_BYTES;
-    LTC(cublasLtMatmulPreferenceCreate(&pref));
-    LTC(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    CB(cublasLtMatmulPreferenceCreate(&pref));
+    CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
     if (cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found) ==
@@ -439,7 +431,7 @@ static lt_plan *lt_find(int ta, int tb, int m, int n, int k, int lda, int ldb, i
         p->algo = result.algo;
         p->usable = 1;
     }
-    LTC(cublasLtMatmulPreferenceDestroy(pref));
+    CB(cublasLtMatmulPreferenceDestroy(pref));
     return p;
 }
 
@@ -450,8 +442,8 @@ static int lt_gemm(int ta, int tb, int m, int n, int k, const bf16 *A, int lda, 
 {
     lt_plan *p = lt_find(ta, tb, m, n, k, lda, ldb, ldc, accumulate, epi);
     if (!p || !p->usable) return 0;
-    LTC(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    LTC(cublasLtMatmul(lt, p->desc, &one, A, p->a, Bm, p->b, accumulate ? &one : &zero, C, p->c, C, p->c, &p->algo,
+    CB(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    CB(cublasLtMatmul(lt, p->desc, &one, A, p->a, Bm, p->b, accumulate ? &one : &zero, C, p->c, C, p->c, &p->algo,
                        lt_workspace, LT_WORKSPACE_BYTES, stream));
     return 1;
 }
@@ -459,10 +451,10 @@ static int lt_gemm(int ta, int tb, int m, int n, int k, const bf16 *A, int lda, 
 static void lt_free(void)
 {
     for (int i = 0; i < lt_nplans; i++) {
-        LTC(cublasLtMatrixLayoutDestroy(lt_plans[i].a));
-        LTC(cublasLtMatrixLayoutDestroy(lt_plans[i].b));
-        LTC(cublasLtMatrixLayoutDestroy(lt_plans[i].c));
-        LTC(cublasLtMatmulDescDestroy(lt_plans[i].desc));
+        CB(cublasLtMatrixLayoutDestroy(lt_plans[i].a));
+        CB(cublasLtMatrixLayoutDestroy(lt_plans[i].b));
+        CB(cublasLtMatrixLayoutDestroy(lt_plans[i].c));
+        CB(cublasLtMatmulDescDestroy(lt_plans[i].desc));
     }
     lt_nplans = 0;
 }
@@ -1912,7 +1904,7 @@ static void gpt_free(gpt *g, int nptrs, void *blas_workspace)
     }
     free(g->schedule);
     lt_free();
-    LTC(cublasLtDestroy(lt));
+    CB(cublasLtDestroy(lt));
     CB(cublasDestroy(blas));
     for (int i = 0; i < nptrs; i++)
         if (g->ptrs[i].block) CK(cudaFree(g->ptrs[i].block));
@@ -2040,7 +2032,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     CB(cublasSetStream(blas, stream));
     void *blas_workspace = device_alloc(&g, CUBLAS_WORKSPACE_BYTES);
     CB(cublasSetWorkspace(blas, blas_workspace, CUBLAS_WORKSPACE_BYTES));
-    LTC(cublasLtCreate(&lt));
+    CB(cublasLtCreate(&lt));
     lt_workspace = device_alloc(&g, LT_WORKSPACE_BYTES);
     CK(cudaMalloc((void **)&world_scratch, 8 * sizeof(double) * (size_t)nranks));
 
