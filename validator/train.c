@@ -1193,6 +1193,28 @@ static void stage_backward(gpt *g, const pipe_action *act)
 /* One step on this rank: the schedule of validator/schedule.c, 1F1B or
  * interleaved (with one stage, forward and backward of each micro-batch in
  * turn); the data-parallel wait and the optimizer follow in optimizer_step. */
+/* The host waits for an event; with several ranks it watches NCCL's error
+ * state and gives up after the launch timeout instead of hanging on a peer
+ * that died. */
+static void host_wait(gpt *g, cudaEvent_t ev, const char *what)
+{
+    if (g->ctx) {
+        if (launch_event_wait(g->ctx, ev, what) != 0) exit(1);
+    } else {
+        CK(cudaEventSynchronize(ev));
+    }
+}
+
+/* The host waits for everything enqueued so far on one stream. */
+static void sync_stream(gpt *g, cudaStream_t on, const char *what)
+{
+    cudaEvent_t ev;
+    CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    CK(cudaEventRecord(ev, on));
+    host_wait(g, ev, what);
+    CK(cudaEventDestroy(ev));
+}
+
 /* SEXTANT_TRAIN_TRACE=1, for finding where a pipeline stalls: every action is
  * printed when it is issued and again when the stream that ran it has
  * finished it (waited for with the launch timeout and NCCL's error checks),
@@ -1206,17 +1228,7 @@ static void trace_action(gpt *g, const pipe_action *a, int i, cudaStream_t on, i
     if (trace_actions < 0) trace_actions = getenv("SEXTANT_TRAIN_TRACE") != NULL;
     if (!trace_actions) return;
     const char *kind = a->kind == PIPE_FORWARD ? "forward" : a->kind == PIPE_BACKWARD ? "backward" : "exchange";
-    if (done) {
-        cudaEvent_t ev;
-        CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-        CK(cudaEventRecord(ev, on));
-        if (g->ctx) {
-            if (launch_event_wait(g->ctx, ev, "a traced pipeline action") != 0) exit(1);
-        } else {
-            CK(cudaEventSynchronize(ev));
-        }
-        CK(cudaEventDestroy(ev));
-    }
+    if (done) sync_stream(g, on, "a traced pipeline action");
     fprintf(stderr, "trace rank %d: action %d %s mb %d chunk %d (act %d/%d, grad %d/%d) %s\n", my_rank, i, kind,
             a->microbatch, a->chunk, a->act_send_mb, a->act_recv_mb, a->grad_send_mb, a->grad_recv_mb,
             done ? "done" : "issued");
@@ -1279,7 +1291,7 @@ static void run_schedule_async(gpt *g)
         const pipe_wait *w = &g->waits[i];
         if (lookahead > 0 && a->kind != PIPE_EXCHANGE && ncomputed >= lookahead) {
             int back = computed[(ncomputed - lookahead) % PIPE_MAX_LOOKAHEAD];
-            if (g->ctx && launch_event_wait(g->ctx, g->action_done[back], "a computation of the pipeline") != 0) exit(1);
+            host_wait(g, g->action_done[back], "a computation of the pipeline");
         }
         trace_action(g, a, i, a->kind == PIPE_EXCHANGE ? pp_stream : stream, 0);
         if (a->kind == PIPE_EXCHANGE) {
@@ -1524,34 +1536,20 @@ int train_check(const model_t *m, const train_options *o)
 
 /* ---- the run ----------------------------------------------------------------------- */
 
-/* Waits for everything enqueued so far on both streams; with several ranks it
- * watches NCCL's error state and gives up after the launch timeout instead of
- * hanging on a peer that died. */
+/* Waits for everything enqueued so far on the compute and data-parallel
+ * streams (the interleaved step joins its transfer stream into the compute
+ * stream before it ends). */
 static void sync_all(gpt *g, const char *what)
 {
-    cudaEvent_t done[2];
-    cudaStream_t on[2] = {stream, comm_stream};
-    for (int i = 0; i < 2; i++) {
-        CK(cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming));
-        CK(cudaEventRecord(done[i], on[i]));
-        if (g->ctx) {
-            if (launch_event_wait(g->ctx, done[i], what) != 0) exit(1);
-        } else {
-            CK(cudaEventSynchronize(done[i]));
-        }
-        CK(cudaEventDestroy(done[i]));
-    }
+    sync_stream(g, stream, what);
+    sync_stream(g, comm_stream, what);
 }
 
 /* Waits for the compute stream alone (the second stream may run on). */
 static void sync_compute(gpt *g, const char *what)
 {
     CK(cudaEventRecord(g->synced, stream));
-    if (g->ctx) {
-        if (launch_event_wait(g->ctx, g->synced, what) != 0) exit(1);
-    } else {
-        CK(cudaEventSynchronize(g->synced));
-    }
+    host_wait(g, g->synced, what);
 }
 
 static double *world_scratch;   /* device: 8 doubles per rank */
@@ -2174,8 +2172,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         one_step(&g, step);
         CK(cudaEventRecord(t1, stream));
         /* the compute stream only: ZeRO-1's all-gather may run on into the next step's forward */
-        if (ctx) { if (launch_event_wait(ctx, t1, "a training step") != 0) exit(1); }
-        else CK(cudaEventSynchronize(t1));
+        host_wait(&g, t1, "a training step");
         CK(cudaGetLastError());
         float ms;
         CK(cudaEventElapsedTime(&ms, t0, t1));
