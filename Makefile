@@ -99,9 +99,11 @@ $(BUILD)/tests/test_model_ref: tests/test_model_ref.c tests/test_util.h $(MODEL_
 	$(CC) $(CFLAGS) -Itests -Ivalidator -Ikernels -o $@ $< $(MODEL_REF_OBJ) $(LDSAN) -lm -lcmocka
 
 # The pipeline schedule the training step runs: plain C, no CUDA.
-$(BUILD)/tests/test_schedule: tests/test_schedule.c tests/test_util.h validator/schedule.c validator/schedule.h
+# and the planner's count of what it holds (formulas.c: plain C, libm).
+$(BUILD)/tests/test_schedule: tests/test_schedule.c tests/test_util.h validator/schedule.c validator/schedule.h planner/formulas.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -Ivalidator -o $@ tests/test_schedule.c validator/schedule.c $(LDSAN) -lcmocka
+	$(CC) $(CFLAGS) -Itests -Ivalidator -Iplanner -Ihwdb -Imodels -o $@ tests/test_schedule.c validator/schedule.c \
+		planner/formulas.c $(LDSAN) -lm -lcmocka
 
 # The validator's per-op plot: plain C calling gnuplot, no CUDA.
 $(BUILD)/tests/test_plot: tests/test_plot.c tests/test_util.h validator/plot.c validator/plot.h

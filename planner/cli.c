@@ -35,7 +35,7 @@ typedef struct {
     precision_t precision;
     recompute_t recompute;
     attention_impl_t attention;
-    int sp, zero, fp32_grads, with_ops, spec_examples;
+    int sp, zero, fp32_grads, no_dropout, with_ops, spec_examples;
     format_t format;
     /* plan */
     const char *gpus_text, *emit, *plot;
@@ -86,6 +86,7 @@ static const char *usage_text =
     "  --sp                   sequence parallelism\n"
     "  --zero 0|1|2|3         optimizer sharding (1 = Megatron's distributed optimizer)\n"
     "  --fp32-grads           accumulate gradients in fp32 (18 instead of 16 bytes/param)\n"
+    "  --no-dropout           the model without dropout (no masks saved), as sextant-gpu trains it\n"
     "  --precision fp32|tf32|fp16|bf16|fp8 (default bf16 where the GPU has it)\n"
     "job:\n"
     "  --tokens N             training tokens, with K/M/B/T suffixes (default 20 x params)\n"
@@ -254,6 +255,7 @@ static int parse_args(int argc, char **argv, options *o)
             else return fail("--format: '%s' is not one of table|csv|json", t ? t : "");
         } else if (!strcmp(a, "--sp")) o->sp = 1;
         else if (!strcmp(a, "--fp32-grads")) o->fp32_grads = 1;
+        else if (!strcmp(a, "--no-dropout")) o->no_dropout = 1;
         else if (!strcmp(a, "--ops")) o->with_ops = 1;
         else if (!strcmp(a, "--spec")) o->spec_examples = 1;
         else return fail("unknown flag '%s' (sextant --help lists them)", a);
@@ -509,6 +511,12 @@ static int cmd_estimate(const options *o, const char *root, FILE *out)
         m = model_zoo_find(&zoo, name);
         if (!m) { rc = unknown_model(&zoo, name); goto done; }
     }
+    model_t without_dropout;
+    if (o->no_dropout) {
+        without_dropout = *m;
+        without_dropout.dropout = 0;
+        m = &without_dropout;
+    }
     const char *gpu_name = o->gpu_name ? o->gpu_name : DEFAULT_GPU;
     const hw_gpu *g = hwdb_find_gpu(&db, gpu_name);
     if (!g) { rc = unknown_gpu(&db, gpu_name); goto done; }
@@ -618,6 +626,12 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
         const char *name = o->model_name ? o->model_name : DEFAULT_MODEL;
         req->model = model_zoo_find(&zoo, name);
         if (!req->model) { rc = unknown_model(&zoo, name); goto done; }
+    }
+    model_t without_dropout;
+    if (o->no_dropout) {
+        without_dropout = *req->model;
+        without_dropout.dropout = 0;
+        req->model = &without_dropout;
     }
     const char *gpu_list = o->gpu_name ? o->gpu_name : DEFAULT_GPU;
     if (!strcasecmp(gpu_list, "all")) {

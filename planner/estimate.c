@@ -389,10 +389,11 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
     mem->activations = s->cost.body.saved_bytes * mem->inflight_microbatches;
     if (l->recompute == RECOMPUTE_FULL && s->layers > 0) mem->activations += s->refill_bytes;
     if (s->last) {
-        /* the padded logits of one micro-batch; a fused cross-entropy writes
+        /* the padded logits of a micro-batch; a fused cross-entropy writes
          * their gradient in place (llm.c, Megatron's fused loss) */
         double B = activation_element_bytes(l->precision);
-        mem->logits = (double)(l->seq * l->mbs) * (double)padded_vocab(m, l->tp) / (double)l->tp * B;
+        mem->logits = (double)(l->seq * l->mbs) * (double)padded_vocab(m, l->tp) / (double)l->tp * B *
+                      pipeline_inflight_heads((double)l->pp, (double)m_micro, (double)l->vpp);
     }
     double workspace = 0.0;
     if (s->layers > 0) {

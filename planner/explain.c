@@ -168,8 +168,12 @@ void report_explain(FILE *out, const estimate_t *e)
             l->attention == ATTENTION_FLASH ? "flash-style" : "unfused",
             l->attention == ATTENTION_FLASH ? "no s x s scores at all but a 4-byte log-sum-exp per row"
                                             : "the s x s scores, softmax and dropout as in the paper");
-    fprintf(out, "In flight: 1F1B makes stage i hold min(m, p - i) micro-batches%s: %.2f here,\n",
-            l->vpp > 1 ? ", times 1 + (p-1)/(p v) when interleaved" : "", mem->inflight_microbatches);
+    if (l->vpp > 1)
+        fprintf(out, "In flight: interleaved 1F1B makes stage i run 2 (p - i - 1) + (v - 1) p chunk forwards before its first\n"
+                     "  backward and hold one more, each 1/v of the stage (all m when m = p): %.2f micro-batches here,\n",
+                mem->inflight_microbatches);
+    else
+        fprintf(out, "In flight: 1F1B makes stage i hold min(m, p - i) micro-batches: %.2f here,\n", mem->inflight_microbatches);
     fprintf(out, "  so activations = %.4g bytes per micro-batch on this stage x %.2f = %.2f GiB\n",
             saved_per_microbatch(heavy), mem->inflight_microbatches, mem->activations / GIB);
     if (mem->logits > 0)

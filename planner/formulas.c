@@ -96,12 +96,23 @@ double pipeline_bubble_fraction(double p, double m, double v)
 }
 
 /* "Pipeline": stage i of 1F1B runs p - i forwards before its first
- * backward; interleaving adds (p-1)/(p v) on the first stage. */
+ * backward.  Interleaved (Megatron's order, validator/schedule.c), stage i
+ * runs 2 (p - i - 1) + (v - 1) p chunk forwards before its first backward
+ * and holds one more; with m = p it runs every forward first.  In whole-stage
+ * micro-batches (a chunk is 1/v of the stage's layers). */
 double pipeline_inflight_microbatches(double p, double m, double v, double stage)
 {
-    double inflight = p - stage < m ? p - stage : m;
-    if (v > 1.0 && stage == 0.0) inflight *= 1.0 + (p - 1.0) / (p * v);
-    return inflight;
+    if (v <= 1.0) return p - stage < m ? p - stage : m;
+    if (m <= p) return m;
+    double chunks = 2.0 * (p - stage - 1.0) + (v - 1.0) * p + 1.0;
+    return (chunks < m * v ? chunks : m * v) / v;
+}
+
+/* "Pipeline": micro-batches whose logits the last stage holds at once: one,
+ * but every one of them when interleaving with m = p runs all forwards first. */
+double pipeline_inflight_heads(double p, double m, double v)
+{
+    return v > 1.0 && m <= p ? m : 1.0;
 }
 
 /* "Step time": an op is bound by arithmetic or by memory traffic. */

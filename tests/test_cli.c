@@ -127,6 +127,33 @@ static void csv_carries_the_same_content(void **state)
     run_free(&r);
 }
 
+/* The layout of the interleaved m = p run on 2 x H200 (docs/validation/
+ * h200x2-m-eq-pp-2026-11-23): all forwards first, so the last stage holds
+ * both micro-batches' activations and both heads' logits; --no-dropout is
+ * the model as sextant-gpu trains it (no masks saved). */
+static void interleaved_all_forwards_first(void **state)
+{
+    (void)state;
+    const char *args = "estimate gpt2-medium --gpu h200 --gpus 2 --pp 2 --vpp 2 --mbs 8 --gbs 16 --seq 1024 "
+                       "--attention unfused --recompute none --format json";
+    run_result plain = run_sextant("%s", args), bare = run_sextant("%s --no-dropout", args);
+    expect_ok(&plain);
+    expect_ok(&bare);
+    cJSON *with = cJSON_Parse(plain.out), *without = cJSON_Parse(bare.out);
+    assert_non_null(with);
+    assert_non_null(without);
+    assert_close(json_number(without, "memory", "inflight_microbatches"), 2, 0);
+    /* two micro-batches of 8 x 1024 tokens, 50304 padded vocabulary, 2 bytes */
+    assert_close(json_number(without, "memory", "logits"), 2.0 * 8 * 1024 * 50304 * 2, 1e-12);
+    /* dropout saves one byte per element after attention's softmax and after both residual branches */
+    assert_true(json_number(with, "memory", "activations") > json_number(without, "memory", "activations"));
+    assert_close(json_number(with, "memory", "weights"), json_number(without, "memory", "weights"), 0);
+    cJSON_Delete(with);
+    cJSON_Delete(without);
+    run_free(&plain);
+    run_free(&bare);
+}
+
 static void ops_listing(void **state)
 {
     (void)state;
@@ -413,6 +440,7 @@ int main(void)
         cmocka_unit_test(default_estimate_runs),
         cmocka_unit_test(json_has_every_documented_key),
         cmocka_unit_test(csv_carries_the_same_content),
+        cmocka_unit_test(interleaved_all_forwards_first),
         cmocka_unit_test(ops_listing),
         cmocka_unit_test(explain_walks_through_the_estimate),
         cmocka_unit_test(spec_example_compute),

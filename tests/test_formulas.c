@@ -128,7 +128,12 @@ static void pipeline_bubble_and_inflight(void **state)
     assert_close(pipeline_inflight_microbatches(4, 32, 1, 0), 4, 0);
     assert_close(pipeline_inflight_microbatches(4, 32, 1, 3), 1, 0);
     assert_close(pipeline_inflight_microbatches(4, 2, 1, 0), 2, 0);
-    assert_close(pipeline_inflight_microbatches(4, 32, 2, 0), 4 * (1 + 3.0 / 8), 1e-12);
+    assert_close(pipeline_inflight_microbatches(4, 32, 2, 0), 4 * (1 + 3.0 / 8), 1e-12);   /* Megatron: p + (p-1)/v */
+    assert_close(pipeline_inflight_microbatches(4, 32, 2, 3), (4 + 1) / 2.0, 1e-12);       /* last: (v-1) p + 1 chunks */
+    assert_close(pipeline_inflight_microbatches(2, 2, 2, 1), 2, 0);                        /* m = p: all forwards first */
+    assert_close(pipeline_inflight_heads(2, 2, 2), 2, 0);
+    assert_close(pipeline_inflight_heads(2, 4, 2), 1, 0);
+    assert_close(pipeline_inflight_heads(2, 2, 1), 1, 0);
 }
 
 static void chinchilla(void **state)

@@ -14,9 +14,12 @@
  *    backward reads the slot its forward filled;
  *  - every stage runs each micro-batch's forward and backward exactly once,
  *    with at most min(pp - stage, m) slots. */
+#include <math.h>
+
 #include "test_util.h"
 
 #include "schedule.h"
+#include "planner.h"
 
 #define MAX_PP 8
 #define MAX_M 24
@@ -53,7 +56,9 @@ static int head_has(const stage_state *st, int t, int kind, int mb, int chunk)
 }
 
 /* Plays every stage's list against the others'; returns the most activation
- * slots any stage used, in units of a whole stage's layers (slots / vpp). */
+ * slots any stage used, in units of a whole stage's layers (slots / vpp).
+ * Every stage's slots, and the last stage's heads, are what the planner's
+ * memory model counts (pipeline_inflight_microbatches, _heads). */
 static double play(int pp, int m, int vpp)
 {
     static stage_state st[MAX_PP];
@@ -228,6 +233,13 @@ static double play(int pp, int m, int vpp)
     double most = 0;
     for (int s = 0; s < pp; s++) {
         if ((double)st[s].need.slots / vpp > most) most = (double)st[s].need.slots / vpp;
+        double planned = pipeline_inflight_microbatches(pp, m, vpp, s) * vpp;
+        if (fabs(planned - st[s].need.slots) > 1e-9) {
+            print_error("pp %d m %d vpp %d stage %d: the schedule holds %d chunks, the planner counts %.2f\n", pp, m, vpp, s,
+                        st[s].need.slots, planned);
+            fail();
+        }
+        if (vpp > 1 && s == pp - 1) assert_int_equal(st[s].need.heads, (int)pipeline_inflight_heads(pp, m, vpp));
         for (int c = 0; c < vpp; c++)
             for (int mb = 0; mb < m; mb++) {
                 assert_true(st[s].forward_done[c][mb]);

@@ -58,23 +58,18 @@ if [ "$PHASE" = interleaved ]; then
   done
 fi
 if [ "$PHASE" = m_eq_pp ]; then
-  # micro-batches per step = pp (hung with --vpp 2 on 2 x H200): plain 1F1B first, then interleaved with every
-  # action traced (SEXTANT_TRAIN_TRACE: issued/done per action and rank, streams serialised), untied and tied
+  # micro-batches per step = pp (hung with --vpp 2 on 2 x H200 before comm_warmup): plain 1F1B, interleaved, and
+  # interleaved without the communicators' warm-up (should hang: the watchdog ends it at 41 s)
   TMO=${TMO:-60}   # --timeout 20: a GPU wait gives up at 20 s, a host stuck in NCCL at 41 s (launch_watchdog)
-  run "m2_gpt2m_pp2" gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 16 --pp 2 --steps 4 --warmup 1 --timeout 20
-  run "m2_llama_pp2" llama3.2-1b --gpu $GPU --seq 256 --mbs 2 --gbs 4 --pp 2 --steps 4 --warmup 1 --timeout 20
-  export SEXTANT_TRAIN_ALLOW_M_EQ_PP=1
-  run "m2_llama_pp2vpp2" llama3.2-1b --gpu $GPU --seq 256 --mbs 2 --gbs 4 --pp 2 --vpp 2 --steps 4 --warmup 1 --timeout 20
-  SEXTANT_TRAIN_TRACE=1 run "m2_gpt2_pp2vpp2_trace" gpt2 --gpu $GPU --seq 256 --mbs 2 --gbs 4 --pp 2 --vpp 2 --steps 2 --warmup 1 --timeout 20
-  run "m2_gpt2m_pp2vpp2" gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 16 --pp 2 --vpp 2 --steps 4 --warmup 1 --timeout 20
-  # the suspicion (comm_warmup in train.c): without the communicators' first use before the step, does it hang again?
+  C="--calibration docs/validation/h200x2-train-2026-11-23/h200-x2.csv"
+  run "m2_gpt2m_pp2" gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 16 --pp 2 --steps 10 --warmup 2 --timeout 20 $C \
+    --csv "$R/m2_gpt2m_pp2.csv"
+  run "m2_gpt2m_pp2vpp2" gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 16 --pp 2 --vpp 2 --steps 10 --warmup 2 \
+    --timeout 20 $C --csv "$R/m2_gpt2m_pp2vpp2.csv"
+  run "m2_llama_pp2vpp2" llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --gbs 4 --pp 2 --vpp 2 --steps 10 --warmup 2 \
+    --timeout 20 $C --csv "$R/m2_llama_pp2vpp2.csv"
   SEXTANT_TRAIN_NO_COMM_WARMUP=1 run "m2_gpt2m_pp2vpp2_nowarm" gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 16 --pp 2 \
     --vpp 2 --steps 4 --warmup 1 --timeout 20
-  # the second suspicion (NVIDIA/nccl#1766): launch queues full on both ranks; the host kept 2 computations ahead
-  SEXTANT_TRAIN_NO_COMM_WARMUP=1 SEXTANT_TRAIN_LOOKAHEAD=2 run "m2_gpt2m_pp2vpp2_nowarm_look2" gpt2-medium --gpu $GPU \
-    --seq 1024 --mbs 8 --gbs 16 --pp 2 --vpp 2 --steps 4 --warmup 1 --timeout 20
-  SEXTANT_TRAIN_NO_COMM_WARMUP=1 SEXTANT_TRAIN_TRACE=1 run "m2_gpt2m_pp2vpp2_nowarm_trace" gpt2-medium --gpu $GPU --seq 1024 \
-    --mbs 8 --gbs 16 --pp 2 --vpp 2 --steps 2 --warmup 1 --timeout 20
 fi
 if [ "$PHASE" = four_timed ]; then
   # 4 GPUs (issue 5's second machine): the node's collectives, then TP x PP x DP layouts of both models, calibrated,

@@ -1502,11 +1502,6 @@ int train_check(const model_t *m, const train_options *o)
         snprintf(why, sizeof why, "--vpp %d: %s's %lld layers do not split into --pp %d x --vpp %d equal chunks", o->vpp, m->name,
                  (long long)m->layers, o->pp, o->vpp);
         bad = why;
-    } else if (o->vpp > 1 && o->gbs / (o->mbs * o->dp) == o->pp && !getenv("SEXTANT_TRAIN_ALLOW_M_EQ_PP")) {
-        /* Megatron's "all forwards first" case: hung on 2 x H200 (docs/validation/h200x2-interleaved-2026-11-23) */
-        snprintf(why, sizeof why, "--vpp %d with micro-batches per step = --pp %d is not supported (it hung; use 2 pp or "
-                 "more micro-batches)", o->vpp, o->pp);
-        bad = why;
     } else if (o->vpp > 1 && (o->gbs / (o->mbs * o->dp)) % o->pp) {
         snprintf(why, sizeof why, "--vpp %d: interleaving needs micro-batches per step (gbs / (mbs x dp) = %d) to be a multiple "
                  "of --pp %d", o->vpp, o->gbs / (o->mbs * o->dp), o->pp);
@@ -1560,14 +1555,14 @@ static double *world_scratch;   /* device: 8 doubles per rank */
  * communicator's peers on its first use of them (NCCL_RUNTIME_CONNECT), in
  * the calling thread, which waits there for its peers to connect too; inside
  * a step, one rank's host could then wait in a collective's connection while
- * its peer's host waits in a pipeline transfer's, each for the other.  (A
- * suspect for the interleaved hang with m = pp, docs/validation/
- * h200x2-interleaved-2026-11-23; not shown.)  The buffers touched are the
- * gradients, zero until the first step, and scratch. */
+ * its peer's host waits in a pipeline transfer's, each for the other.  This
+ * was the interleaved hang with m = pp: without the warm-up it still hangs,
+ * with it it runs (docs/validation/h200x2-m-eq-pp-2026-11-23).  The buffers
+ * touched are the gradients, zero until the first step, and scratch. */
 static void comm_warmup(gpt *g)
 {
     const shapes *s = &g->s;
-    if (!g->ctx || getenv("SEXTANT_TRAIN_NO_COMM_WARMUP")) return;   /* the variable: to test the suspicion */
+    if (!g->ctx || getenv("SEXTANT_TRAIN_NO_COMM_WARMUP")) return;   /* the variable: to show the hang again */
     scratch_buffers *r = &g->scr;
     size_t N = (size_t)s->N, Nl = (size_t)s->Nl, C = (size_t)s->C;
     if (s->tp > 1) {

@@ -18,21 +18,15 @@ if [ "${gpus:-0}" -lt 2 ]; then echo "parallel_equivalence: fewer than 2 GPUs, s
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail=0
-for model in gpt2 llama3.2-1b; do
-  E="$model --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2"
+# compare MODEL GBS LAYOUT...: the one-GPU run at this global batch, then every layout against it
+compare() {
+  local model=$1 gbs=$2; shift 2
+  local E="$model --gpu $GPU --seq 256 --mbs 2 --gbs $gbs --steps 12 --warmup 2"
   if ! $BIN train $E --losses "$dir/one.txt" > "$dir/one.log" 2>&1; then
-    echo "FAIL $model one GPU: $(tail -2 "$dir/one.log")"; fail=1; continue
+    echo "FAIL $model one GPU: $(tail -2 "$dir/one.log")"; fail=1; return
   fi
-  layouts=("tp2:--tp 2" "tp2+sp:--tp 2 --sp" "pp2:--pp 2" "pp2+vpp2:--pp 2 --vpp 2" "dp2:--dp 2" "dp2+zero1:--dp 2 --zero 1"
-           "tp2+sp+recompute:--tp 2 --sp --recompute full")
-  # the combinations, where four GPUs are present
-  if [ "$gpus" -ge 4 ]; then
-    layouts+=("tp2+pp2:--tp 2 --pp 2" "tp2+sp+dp2:--tp 2 --sp --dp 2" "pp2+dp2+zero1:--pp 2 --dp 2 --zero 1"
-              "pp2+vpp2+dp2:--pp 2 --vpp 2 --dp 2" "pp4+vpp2:--pp 4 --vpp 2"
-              "tp2+pp2+recompute:--tp 2 --pp 2 --recompute full")
-  fi
-  for lay in "${layouts[@]}"; do
-    name=${lay%%:*}; flags=${lay#*:}
+  for lay in "$@"; do
+    local name=${lay%%:*} flags=${lay#*:}
     if ! $BIN train $E $flags --losses "$dir/lay.txt" > "$dir/lay.log" 2>&1; then
       echo "FAIL $model $name: the run failed: $(grep -m1 -i error "$dir/lay.log")"; fail=1; continue
     fi
@@ -42,6 +36,19 @@ for model in gpt2 llama3.2-1b; do
     echo "$verdict  $model $name"
     case $verdict in FAIL*) fail=1 ;; esac
   done
+}
+for model in gpt2 llama3.2-1b; do
+  layouts=("tp2:--tp 2" "tp2+sp:--tp 2 --sp" "pp2:--pp 2" "pp2+vpp2:--pp 2 --vpp 2" "dp2:--dp 2" "dp2+zero1:--dp 2 --zero 1"
+           "tp2+sp+recompute:--tp 2 --sp --recompute full")
+  # the combinations, where four GPUs are present
+  if [ "$gpus" -ge 4 ]; then
+    layouts+=("tp2+pp2:--tp 2 --pp 2" "tp2+sp+dp2:--tp 2 --sp --dp 2" "pp2+dp2+zero1:--pp 2 --dp 2 --zero 1"
+              "pp2+vpp2+dp2:--pp 2 --vpp 2 --dp 2" "pp4+vpp2:--pp 4 --vpp 2"
+              "tp2+pp2+recompute:--tp 2 --pp 2 --recompute full")
+  fi
+  compare $model 8 "${layouts[@]}"
+  # as many micro-batches per step as stages: 1F1B without a steady phase, interleaving's "all forwards first"
+  compare $model 4 "pp2 m=2:--pp 2" "pp2+vpp2 m=2:--pp 2 --vpp 2"
 done
 [ $fail -eq 0 ] && echo "parallel_equivalence: all layouts match one GPU" || echo "parallel_equivalence: FAILED"
 exit $fail

@@ -18,7 +18,8 @@ timeout 300 bash tests/gpu/parallel_equivalence.sh build/sextant-gpu $GPU > "$R/
 timeout 60 build/gpu/bench_kernels ${BENCH_FLAGS:---norm} > "$R/bench_norm.log" 2>&1; step bench_norm $?
 C="--calibration docs/validation/h200x2-train-2026-11-23/h200-x2.csv"
 for spec in "gpt2m_pp2:gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --steps 15 --gbs 64 --pp 2" \
-            "llama_pp2:llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --steps 15 --gbs 16 --pp 2"; do
+            "llama_pp2:llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --steps 15 --gbs 16 --pp 2" \
+            "gpt2m_pp2vpp2_m2:gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --steps 15 --gbs 16 --pp 2 --vpp 2"; do
   name=${spec%%:*}; args=${spec#*:}
   timeout 120 build/sextant-gpu train $args $C --csv "$R/t_$name.csv" > "$R/t_$name.log" 2>&1; step "t_$name" $?
 done
