@@ -53,7 +53,9 @@ void sx_norm_backward_last_config(int cfg[8]);
 /* Tuning knobs of the embedding backward (0 or -1 = automatic):
  *   path: 1 = the sorted path (CUB radix sort + windows, any N and V), 2 = the tiled path
  *     where it applies (N <= 131072, V <= 262142), 3 = its first kernel only (timing; dwte
- *     is not computed);
+ *     is not computed), 4 = the atomic experiment (vector reductions in L2, not deterministic,
+ *     C % 8 == 0 and 16-byte aligned; dwpe by atomics too), 5 = the same with dwpe by the
+ *     ordered kernel;
  *   kp: 16-byte packs per lane per pass in the item kernel (1 or 2);
  *   l2: bit 0 = dwpe's reads of dout keep the lines in L2 (evict_last), bit 1 = the item
  *     kernel's reads of dout mark them evict_first, bit 2 = so do its dwte reads and writes;

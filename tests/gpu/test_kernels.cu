@@ -132,13 +132,14 @@ static double tol_of(sx_dtype t) { return t == SX_F32 ? TOL_F32 : TOL_BF16; }
 /* ids: 0 = skewed (V u^3: many repeats of small ids, like real text; the most frequent id
  * has ~2.7% of the tokens, so several segments of 32 tokens are merged), 1 = one id for
  * every token but every 97th, which is out of range (-1, V or 2V+5: skipped), so one id has
- * ~N segments, 2 = uniform.  path: 0 = automatic, 1 = the sorted path, 2 = the tiled path
- * (kernels_internal.h). */
+ * ~N segments, 2 = uniform.  path: 0 = automatic, 1 = the sorted path, 2 = the tiled path,
+ * 4 and 5 = the atomic experiment (not deterministic: the bitwise check is skipped) (kernels_internal.h). */
 static void test_embedding(int B, int T, int C, int V, bool use_wpe, sx_dtype gt, int ids_mode = 0, int path = 0) {
     const int N = B * T;
     char sz[80];
     snprintf(sz, sizeof sz, "B*T=%dx%d C=%d V=%d%s%s", B, T, C, V,
-             ids_mode == 1 ? " one-id" : ids_mode == 2 ? " uniform" : "", path == 1 ? " sorted" : "");
+             ids_mode == 1 ? " one-id" : ids_mode == 2 ? " uniform" : "",
+             path == 1 ? " sorted" : path == 4 ? " atomic" : path == 5 ? " atomic+ordered-wpe" : "");
     std::vector<int32_t> ids(N);
     for (int n = 0; n < N; n++) {
         if (ids_mode == 1)
@@ -181,6 +182,13 @@ static void test_embedding(int B, int T, int C, int V, bool use_wpe, sx_dtype gt
         check(nm, sz, pname(gt), down(d_dwpe, dwpe.size(), gt), dwpe, tol_of(gt));
     }
     /* determinism: same inputs again, bitwise the same dwte */
+    if (path >= 4) {
+        sx_embedding_backward_tune(0, 0, -1, -1, -1);
+        CK(cudaFree(d_ids)); CK(cudaFree(d_wte)); CK(cudaFree(d_out)); CK(cudaFree(d_dout)); CK(cudaFree(d_dwte));
+        CK(cudaFree(d_dwte0)); CK(cudaFree(ws));
+        if (d_wpe) { CK(cudaFree(d_wpe)); CK(cudaFree(d_dwpe)); }
+        return;
+    }
     std::vector<uint8_t> first = raw(d_dwte, (size_t)V * C * gsz);
     CK(cudaMemcpy(d_dwte, d_dwte0, (size_t)V * C * gsz, cudaMemcpyDeviceToDevice));
     CK(sx_embedding_backward(d_dwte, NULL, gt, (const sx_bf16 *)d_dout, (const int32_t *)d_ids, ws, wsb, B, T, C, V,
@@ -572,6 +580,8 @@ static void test_softmax(int BH, int T, int path = 0) {
 
 /* ----------------------------------------------------------- cross-entropy */
 
+/* Every 5th row's target logit is 25 above the rest: a confident prediction, where the
+ * target's gradient p - 1 is small and cancels. */
 static void test_ce(int N, int V, int Vp, bool in_place) {
     char sz[64];
     snprintf(sz, sizeof sz, "N=%d V=%d Vp=%d", N, V, Vp);
@@ -580,6 +590,8 @@ static void test_ce(int N, int V, int Vp, bool in_place) {
     /* padding columns hold garbage (NaN bits) that must be ignored */
     std::vector<int32_t> tg(N);
     for (int i = 0; i < N; i++) tg[i] = (i % 97 == 5) ? -1 : (int32_t)(rng_u64() % (uint64_t)V);
+    for (int i = 0; i < N; i += 5)
+        if (tg[i] >= 0) x[(size_t)i * Vp + tg[i]] = 25.0;
     void *d_x = up_bf16(x), *d_t = up_i32(tg);
     for (int i = 0; i < N; i++)
         if (Vp > V) CK(cudaMemset((sx_bf16 *)d_x + (size_t)i * Vp + V, 0xff, (size_t)(Vp - V) * 2));
@@ -818,6 +830,10 @@ static void test_others(void) {
     test_embedding(B, T, 1000, V, true, SX_BF16);
     test_embedding(B, T, 77, 1009, false, SX_F32); /* scalar path */
     test_embedding(B, T, 768, V, true, SX_F32, 0, 1); /* the sorted path, same sizes */
+    test_embedding(B, T, 768, V, true, SX_F32, 0, 4); /* the atomic experiment: fp32, skewed and one id */
+    test_embedding(B, T, 768, V, true, SX_F32, 0, 5);
+    test_embedding(4, g_quick ? 150 : 1000, 64, 1009, true, SX_F32, 1, 4);
+    test_embedding(4, g_quick ? 150 : 1000, 72, 1009, true, SX_BF16, 2, 4); /* bf16: uniform ids (rounds per add) */
     test_embedding(4, g_quick ? 150 : 1000, 64, 1009, true, SX_F32, 1);  /* one id: ~N/32 segments merged */
     test_embedding(4, g_quick ? 150 : 1000, 64, 1009, true, SX_BF16, 1, 1);
     test_embedding(4, g_quick ? 150 : 1000, 72, 1009, false, SX_BF16, 2); /* uniform ids, bf16 grads */
