@@ -101,84 +101,138 @@ template <int NLEFT> __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(NLEFT) : "memory");
 }
 
-#define CE2_THREADS 1024
+/* Two layouts of the shared-memory path (both read each logit from DRAM once):
+ *  BUFS 2: one 1024-thread block per SM with two row buffers; the next row is copied in while
+ *    this one is reduced and its dlogits written.
+ *  BUFS 1: two 512-thread blocks per SM with one row buffer each; a block loads its row, then
+ *    reduces it and writes dlogits, while the other block is in another phase, so the SM's
+ *    loads, exponentials and stores overlap across the two blocks instead of inside one. */
+/* exp2 of x <= 0 in one MUFU op: ex2.approx flushing subnormal results to 0 (exp2f adds a
+ * fix-up for them that a softmax does not need: such terms are below fp32's sum resolution) */
+__device__ __forceinline__ float ce_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 
-__global__ void __launch_bounds__(CE2_THREADS, 1)
+template <int THREADS, int BUFS>
+__global__ void __launch_bounds__(THREADS, 2 / BUFS)
 ce_fused_smem_kernel(float *__restrict__ loss, bf16 *dlogits, const bf16 *logits, const int32_t *__restrict__ targets,
                      int N, int V, int Vp, float dloss) {
     extern __shared__ int4 ce_smem[];
     const int np = Vp / 8; /* 16-byte packs per row */
-    int4 *buf[2] = {ce_smem, ce_smem + np};
+    int4 *buf[2] = {ce_smem, ce_smem + (BUFS == 2 ? np : 0)};
     int row = blockIdx.x;
     if (row >= N) return;
-    {
+    if (BUFS == 2) {
         const int4 *src = reinterpret_cast<const int4 *>(logits + (size_t)row * Vp);
-        for (int i = threadIdx.x; i < np; i += blockDim.x) cp_async16(buf[0] + i, src + i);
+        for (int i = threadIdx.x; i < np; i += THREADS) cp_async16(buf[0] + i, src + i);
         cp_async_commit();
     }
     const int nv = (V + 7) / 8;
     for (int it = 0; row < N; it++, row += gridDim.x) {
-        const int4 *cur = buf[it & 1];
-        const int nrow = row + gridDim.x;
-        if (nrow < N) {
-            const int4 *src = reinterpret_cast<const int4 *>(logits + (size_t)nrow * Vp);
-            int4 *dst = buf[(it + 1) & 1];
-            for (int i = threadIdx.x; i < np; i += blockDim.x) cp_async16(dst + i, src + i);
+        const int4 *cur = buf[BUFS == 2 ? (it & 1) : 0];
+        if (BUFS == 1) {
+            const int4 *src = reinterpret_cast<const int4 *>(logits + (size_t)row * Vp);
+            for (int i = threadIdx.x; i < np; i += THREADS) cp_async16(buf[0] + i, src + i);
             cp_async_commit();
-            cp_async_wait<1>();
-        } else {
             cp_async_wait<0>();
+        } else {
+            const int nrow = row + gridDim.x;
+            if (nrow < N) {
+                const int4 *src = reinterpret_cast<const int4 *>(logits + (size_t)nrow * Vp);
+                int4 *dst = buf[(it + 1) & 1];
+                for (int i = threadIdx.x; i < np; i += THREADS) cp_async16(dst + i, src + i);
+                cp_async_commit();
+                cp_async_wait<1>();
+            } else {
+                cp_async_wait<0>();
+            }
         }
         __syncthreads(); /* the current row is in shared memory for every thread */
         const int tg = targets[row];
         const bool valid = tg >= 0 && tg < V;
+        /* online max and sum of exp2 over the row; the last pack may straddle V */
         float mx = -INFINITY, sm = 0.0f;
-        for (int i = threadIdx.x; i < nv; i += blockDim.x) {
+        for (int i = threadIdx.x; i < nv; i += THREADS) {
             Pack<bf16> p;
             p.bits = cur[i];
             const int c = i * 8;
-            float z[8], lm = -INFINITY;
+            float z[8];
+            if (c + 8 <= V) {
 #pragma unroll
-            for (int k = 0; k < 8; k++) {
-                z[k] = c + k < V ? p.get(k) * LOG2E : -INFINITY;
-                lm = fmaxf(lm, z[k]);
+                for (int k = 0; k < 8; k++) z[k] = p.get(k) * LOG2E;
+            } else {
+#pragma unroll
+                for (int k = 0; k < 8; k++) z[k] = c + k < V ? p.get(k) * LOG2E : -INFINITY;
             }
-            const float nm = fmaxf(mx, lm);
-            float s = sm * exp2f(mx - nm);
+            float lm = z[0];
 #pragma unroll
-            for (int k = 0; k < 8; k++) s += exp2f(z[k] - nm);
+            for (int k = 1; k < 8; k++) lm = fmaxf(lm, z[k]);
+            const float nm = fmaxf(mx, lm);
+            float s = sm * ce_exp2(mx - nm);   /* mx = -inf on the first pack: exp2(-inf) = 0 */
+#pragma unroll
+            for (int k = 0; k < 8; k++) s += ce_exp2(z[k] - nm);
             sm = s;
             mx = nm;
         }
         const float M = block_max(mx);
-        const float S = block_sum(mx == -INFINITY ? 0.0f : sm * exp2f(mx - M));
+        const float S = block_sum(mx == -INFINITY ? 0.0f : sm * ce_exp2(mx - M));
         if (threadIdx.x == 0) {
             const float xt = valid ? __bfloat162float(reinterpret_cast<const bf16 *>(cur)[tg]) : 0.0f;
             loss[row] = tg < 0 ? 0.0f : (valid ? (M + log2f(S)) * LN2 - xt : __int_as_float(0x7fffffff));
         }
         if (dlogits) {
+            /* dlogits = g (p - onehot): g p for every column, then the target's g (p - 1) again
+             * from its own probability, so the cancellation happens in fp32 */
             const float inv = 1.0f / S;
-            const float g = tg < 0 ? 0.0f : dloss;
+            const float g = tg < 0 ? 0.0f : dloss, gi = g * inv;
             bf16 *d = dlogits + (size_t)row * Vp;
-            for (int i = threadIdx.x; i < np; i += blockDim.x) {
+            for (int i = threadIdx.x; i < np; i += THREADS) {
                 const int c = i * 8;
-                Pack<bf16> r;
-                if (c < V) {
-                    Pack<bf16> p;
-                    p.bits = cur[i];
+                Pack<bf16> p;
+                p.bits = cur[i];
+                float e[8];
+                if (c + 8 <= V) {
 #pragma unroll
-                    for (int k = 0; k < 8; k++) {
-                        const float pr = exp2f(p.get(k) * LOG2E - M) * inv;
-                        r.set(k, c + k < V ? g * (pr - (c + k == tg ? 1.0f : 0.0f)) : 0.0f);
-                    }
+                    for (int k = 0; k < 8; k++) e[k] = ce_exp2(fmaf(p.get(k), LOG2E, -M)) * gi;
                 } else {
-                    r.bits = make_int4(0, 0, 0, 0);
+#pragma unroll
+                    for (int k = 0; k < 8; k++) e[k] = c + k < V ? ce_exp2(fmaf(p.get(k), LOG2E, -M)) * gi : 0.0f;
                 }
-                st_pack_cs(d + c, r);
+                if (valid && tg >= c && tg < c + 8) {   /* static indices: e[] stays in registers */
+#pragma unroll
+                    for (int k = 0; k < 8; k++)
+                        if (c + k == tg) e[k] = g * (ce_exp2(fmaf(p.get(k), LOG2E, -M)) * inv - 1.0f);
+                }
+                int4 out;
+                unsigned *w = reinterpret_cast<unsigned *>(&out);
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const __nv_bfloat162 h = __floats2bfloat162_rn(e[2 * k], e[2 * k + 1]);
+                    w[k] = *reinterpret_cast<const unsigned *>(&h);
+                }
+                __stcs(reinterpret_cast<int4 *>(d + c), out);
             }
         }
         __syncthreads(); /* every thread is done with this buffer before it is refilled */
     }
+}
+
+static int g_ce_layout = 0;
+extern "C" void sx_cross_entropy_tune(int layout) { g_ce_layout = layout; }
+#define CE_LAYOUT_DEFAULT 2
+
+template <int THREADS, int BUFS>
+static cudaError_t ce_launch_smem(float *loss, bf16 *dlogits, const bf16 *logits, const int32_t *targets, int N, int V,
+                                  int Vp, float dloss, cudaStream_t stream) {
+    const size_t smem = (size_t)BUFS * Vp * sizeof(bf16);
+    SX_CHECK(cudaFuncSetAttribute(ce_fused_smem_kernel<THREADS, BUFS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)smem));
+    const int per_sm = 2 / BUFS, blocks = sx_num_sms() * per_sm;
+    const int grid = N < blocks ? N : blocks;
+    ce_fused_smem_kernel<THREADS, BUFS><<<grid, THREADS, smem, stream>>>(loss, dlogits, logits, targets, N, V, Vp, dloss);
+    SX_LAUNCHED();
 }
 
 extern "C" cudaError_t sx_cross_entropy_fused(float *loss, sx_bf16 *dlogits, const sx_bf16 *logits,
@@ -188,17 +242,19 @@ extern "C" cudaError_t sx_cross_entropy_fused(float *loss, sx_bf16 *dlogits, con
     if (N == 0) return cudaSuccess;
     SX_REQUIRE(loss && logits && targets);
     const bool vec = Vp % 8 == 0 && sx_aligned16(logits) && (!dlogits || sx_aligned16(dlogits));
-    const size_t smem = 2 * (size_t)Vp * sizeof(bf16);
-    int dev = 0, smem_max = 0;
+    const size_t row_bytes = (size_t)Vp * sizeof(bf16);
+    int dev = 0, smem_max = 0, smem_sm = 0;
     SX_CHECK(cudaGetDevice(&dev));
     SX_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (vec && smem + 1024 <= (size_t)smem_max) {
-        SX_CHECK(cudaFuncSetAttribute(ce_fused_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        const int sms = sx_num_sms();
-        const int grid = N < sms ? N : sms;
-        ce_fused_smem_kernel<<<grid, CE2_THREADS, smem, stream>>>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets,
-                                                                 N, V, Vp, dloss);
-    } else if (vec)
+    SX_CHECK(cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    /* both layouts need two rows of shared memory per SM (plus the reductions' 1 KB per block) */
+    const bool fits = 2 * row_bytes + 1024 <= (size_t)smem_max && 2 * (row_bytes + 1024) <= (size_t)smem_sm;
+    const int layout = g_ce_layout ? g_ce_layout : CE_LAYOUT_DEFAULT;
+    if (vec && fits && layout == 1)
+        return ce_launch_smem<1024, 2>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets, N, V, Vp, dloss, stream);
+    if (vec && fits)
+        return ce_launch_smem<512, 1>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets, N, V, Vp, dloss, stream);
+    if (vec)
         ce_fused_kernel<true><<<N, CE_THREADS, 0, stream>>>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets,
                                                              V, Vp, dloss);
     else

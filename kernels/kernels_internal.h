@@ -64,6 +64,10 @@ void sx_norm_backward_last_config(int cfg[8]);
  *   pdl: 0 = launch the item kernel without programmatic dependent launch. */
 void sx_embedding_backward_tune(int path, int kp, int l2, int prefetch_mb, int pdl);
 
+/* The fused cross-entropy's shared-memory layout: 1 = one 1024-thread block per SM with two row
+ * buffers, 2 = two 512-thread blocks per SM with one each, 0 = the default. */
+void sx_cross_entropy_tune(int layout);
+
 #ifdef __cplusplus
 }
 #endif

@@ -662,6 +662,13 @@ int main(int argc, char **argv) {
         row("cross_entropy_fused", sz, n * 4.0 + N * 8.0, [&] {
             CK(sx_cross_entropy_fused(loss, (sx_bf16 *)dl, (const sx_bf16 *)logits, tg, N, V, Vp, 1.0f / N, 0));
         });
+        for (int layout = 1; layout <= 2; layout++) {
+            sx_cross_entropy_tune(layout);
+            row("cross_entropy_fused", sz, n * 4.0 + N * 8.0, [&] {
+                CK(sx_cross_entropy_fused(loss, (sx_bf16 *)dl, (const sx_bf16 *)logits, tg, N, V, Vp, 1.0f / N, 0));
+            }, layout == 1 ? "(1 block x 2 row buffers per SM)" : "(2 blocks x 1 row buffer per SM)");
+        }
+        sx_cross_entropy_tune(0);
         CK(cudaFree(logits)); CK(cudaFree(dl)); CK(cudaFree(tg)); CK(cudaFree(loss));
     }
 

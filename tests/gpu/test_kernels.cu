@@ -582,9 +582,10 @@ static void test_softmax(int BH, int T, int path = 0) {
 
 /* Every 5th row's target logit is 25 above the rest: a confident prediction, where the
  * target's gradient p - 1 is small and cancels. */
-static void test_ce(int N, int V, int Vp, bool in_place) {
-    char sz[64];
-    snprintf(sz, sizeof sz, "N=%d V=%d Vp=%d", N, V, Vp);
+static void test_ce(int N, int V, int Vp, bool in_place, int layout = 0) {
+    char sz[80];
+    snprintf(sz, sizeof sz, "N=%d V=%d Vp=%d%s", N, V, Vp, layout == 1 ? " 1 block x 2 buffers" : layout == 2 ? " 2 blocks x 1 buffer" : "");
+    sx_cross_entropy_tune(layout);
     const size_t n = (size_t)N * Vp;
     vec x = randn(n, 0, 2.0);
     /* padding columns hold garbage (NaN bits) that must be ignored */
@@ -616,6 +617,7 @@ static void test_ce(int N, int V, int Vp, bool in_place) {
         CK(cudaFree(d_d));
     }
     CK(cudaFree(d_x)); CK(cudaFree(d_t)); CK(cudaFree(d_loss));
+    sx_cross_entropy_tune(0);
 }
 
 /* ----------------------------------------------------------- adamw */
@@ -866,6 +868,9 @@ static void test_others(void) {
     test_softmax(g_quick ? 2 : 5, 77);                   /* scalar path */
 
     test_ce(N, V, Vp, false);
+    test_ce(N, V, Vp, false, 1); /* both shared-memory layouts */
+    test_ce(N, V, Vp, false, 2);
+    test_ce(g_quick ? 17 : 67, V, Vp, true, 1);
     test_ce(g_quick ? 17 : 67, V, Vp, true);
     test_ce(g_quick ? 17 : 67, 1001, 1001, false); /* scalar path */
     test_ce(g_quick ? 5 : 67, 59999, 60000, false); /* row too long for shared memory: one block per row */
