@@ -492,6 +492,15 @@ static int make_layout(const options *o, const model_t *m, const hw_gpu *g, cons
     return 0;
 }
 
+/* --no-dropout: a copy of the model without dropout in *copy, else the model itself */
+static const model_t *model_as_asked(const options *o, const model_t *m, model_t *copy)
+{
+    if (!o->no_dropout) return m;
+    *copy = *m;
+    copy->dropout = 0;
+    return copy;
+}
+
 static int cmd_estimate(const options *o, const char *root, FILE *out)
 {
     hwdb db;
@@ -512,11 +521,7 @@ static int cmd_estimate(const options *o, const char *root, FILE *out)
         if (!m) { rc = unknown_model(&zoo, name); goto done; }
     }
     model_t without_dropout;
-    if (o->no_dropout) {
-        without_dropout = *m;
-        without_dropout.dropout = 0;
-        m = &without_dropout;
-    }
+    m = model_as_asked(o, m, &without_dropout);
     const char *gpu_name = o->gpu_name ? o->gpu_name : DEFAULT_GPU;
     const hw_gpu *g = hwdb_find_gpu(&db, gpu_name);
     if (!g) { rc = unknown_gpu(&db, gpu_name); goto done; }
@@ -628,11 +633,7 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
         if (!req->model) { rc = unknown_model(&zoo, name); goto done; }
     }
     model_t without_dropout;
-    if (o->no_dropout) {
-        without_dropout = *req->model;
-        without_dropout.dropout = 0;
-        req->model = &without_dropout;
-    }
+    req->model = model_as_asked(o, req->model, &without_dropout);
     const char *gpu_list = o->gpu_name ? o->gpu_name : DEFAULT_GPU;
     if (!strcasecmp(gpu_list, "all")) {
         for (int i = 0; i < db.ngpus && i < PLAN_GPU_TYPES_MAX; i++) req->gpu[req->ngpu_types++] = &db.gpus[i];

@@ -1221,7 +1221,6 @@ static void sync_stream(gpt *g, cudaStream_t on, const char *what)
  * so the last lines of each rank say whether the host or the device stopped,
  * and in which action.  It serialises the streams: no timing is meaningful. */
 static int trace_actions = -1;
-#define PIPE_MAX_LOOKAHEAD 64
 
 static void trace_action(gpt *g, const pipe_action *a, int i, cudaStream_t on, int done)
 {
@@ -1275,24 +1274,9 @@ static void pp_wait(gpt *g, int action) { step_wait("pp_wait", g->action_done[ac
  * the step ends when the last group has. */
 static void run_schedule_async(gpt *g)
 {
-    /* SEXTANT_TRAIN_LOOKAHEAD=K (diagnosis): the host issues a computation only when the one K computations back
-     * has finished, so it never runs far ahead of the device (NVIDIA/nccl#1766: a full launch queue on two ranks,
-     * each behind an operation the other has not yet issued, is a deadlock) */
-    static int lookahead = -1;
-    if (lookahead < 0) {
-        const char *v = getenv("SEXTANT_TRAIN_LOOKAHEAD");
-        lookahead = v ? atoi(v) : 0;
-        if (lookahead < 0) lookahead = 0;
-        if (lookahead >= PIPE_MAX_LOOKAHEAD) lookahead = PIPE_MAX_LOOKAHEAD - 1;
-    }
-    int computed[PIPE_MAX_LOOKAHEAD], ncomputed = 0;
     for (int i = 0; i < g->nschedule; i++) {
         const pipe_action *a = &g->schedule[i];
         const pipe_wait *w = &g->waits[i];
-        if (lookahead > 0 && a->kind != PIPE_EXCHANGE && ncomputed >= lookahead) {
-            int back = computed[(ncomputed - lookahead) % PIPE_MAX_LOOKAHEAD];
-            host_wait(g, g->action_done[back], "a computation of the pipeline");
-        }
         trace_action(g, a, i, a->kind == PIPE_EXCHANGE ? pp_stream : stream, 0);
         if (a->kind == PIPE_EXCHANGE) {
             if (w->compute >= 0) CK(cudaStreamWaitEvent(pp_stream, g->action_done[w->compute], 0));
@@ -1309,7 +1293,6 @@ static void run_schedule_async(gpt *g)
         if (a->kind == PIPE_FORWARD) stage_forward(g, a);
         else stage_backward(g, a);
         CK(cudaEventRecord(g->action_done[i], stream));
-        computed[ncomputed++ % PIPE_MAX_LOOKAHEAD] = i;
         trace_action(g, a, i, stream, 1);
     }
     if (g->last_group >= 0) pp_wait(g, g->last_group);
