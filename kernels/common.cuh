@@ -184,6 +184,45 @@ __device__ __forceinline__ void sx_prefetch_l2(const void *ptr, unsigned bytes, 
 #endif
 }
 
+__device__ __forceinline__ unsigned sx_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+/* mbarriers and bulk copies (sm_90; kernels that use them are launched only there, and below
+ * sm_90 these compile to nothing) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define SX_BULK 1
+__device__ __forceinline__ void mb_init(uint64_t *b, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(sx_smem_addr(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mb_fence_init(void) {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void mb_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sx_smem_addr(b)) : "memory");
+}
+__device__ __forceinline__ void mb_wait(uint64_t *b, unsigned parity) { /* until phase `parity` completed */
+    const unsigned a = sx_smem_addr(b);
+    unsigned done = 0;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(a), "r"(parity) : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void mb_expect(uint64_t *b, unsigned bytes) { /* arrive and expect `bytes` */
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sx_smem_addr(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_load(void *dst, const void *src, unsigned bytes, uint64_t *b) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(sx_smem_addr(dst)), "l"(src), "r"(bytes), "r"(sx_smem_addr(b)) : "memory");
+}
+#else
+#define SX_BULK 0
+__device__ __forceinline__ void mb_init(uint64_t *, unsigned) {}
+__device__ __forceinline__ void mb_fence_init(void) {}
+__device__ __forceinline__ void mb_arrive(uint64_t *) {}
+__device__ __forceinline__ void mb_wait(uint64_t *, unsigned) {}
+__device__ __forceinline__ void mb_expect(uint64_t *, unsigned) { __trap(); }
+__device__ __forceinline__ void bulk_load(void *, const void *, unsigned, uint64_t *) { __trap(); }
+#endif
+
 /* read-modify-write of an accumulated gradient of either dtype */
 __device__ __forceinline__ void grad_add(void *g, sx_dtype t, size_t i, float add) {
     if (t == SX_F32) {

@@ -65,6 +65,25 @@ cudaError_t sx_embedding_backward(void *dwte, void *dwpe, sx_dtype grad_type,
                                   void *workspace, size_t workspace_bytes,
                                   int B, int T, int C, int V, cudaStream_t stream);
 
+/* The embedding backward in two parts (the grouped path; not yet what sextant-gpu train runs,
+ * see kernels/README.md).  The grouping of the tokens by id needs only the ids, which a
+ * training step knows when it starts, so it can run beside the forward pass and leave the
+ * backward pass only the memory-bound part:
+ *   prepare: sorts the N ids into `grouping` (sx_embedding_grouping_bytes(N, C, V) bytes);
+ *   apply:   the sums above, reading the grouping; `workspace` is its scratch
+ *            (sx_embedding_apply_workspace_bytes(N, C) bytes).
+ * A grouping serves any number of applies with the same ids (one at a time: apply keeps
+ * counters in it), and is independent of dout, dwte and grad_type.  An apply's workspace
+ * may be shared by applies on one stream. */
+size_t sx_embedding_grouping_bytes(int N, int C, int V);
+size_t sx_embedding_apply_workspace_bytes(int N, int C);
+cudaError_t sx_embedding_backward_prepare(void *grouping, size_t grouping_bytes, const int32_t *ids,
+                                          int N, int C, int V, cudaStream_t stream);
+cudaError_t sx_embedding_backward_apply(void *dwte, void *dwpe, sx_dtype grad_type, const sx_bf16 *dout,
+                                        void *grouping, size_t grouping_bytes,
+                                        void *workspace, size_t workspace_bytes,
+                                        int B, int T, int C, int V, cudaStream_t stream);
+
 /* --------------------------------------------------------------------- norms */
 
 /* LayerNorm: out = (x - mean) * rstd * weight + bias      (=)

@@ -51,7 +51,9 @@ void sx_norm_backward_variant(int impl, int k, int depth, int rows);
 void sx_norm_backward_last_config(int cfg[8]);
 
 /* Tuning knobs of the embedding backward (0 or -1 = automatic):
- *   path: 1 = the sorted path (CUB radix sort + windows, any N and V), 2 = the tiled path
+ *   path: 0 = automatic (tiled where it applies, else sorted), 1 = the sorted path (CUB radix
+ *     sort + windows of 32 summed by warps, any N and V), 6 = the grouped path (prepare +
+ *     apply in one call), 2 = the tiled path
  *     where it applies (N <= 131072, V <= 262142), 3 = its first kernel only (timing; dwte
  *     is not computed), 4 = the atomic experiment (vector reductions in L2, not deterministic,
  *     C % 8 == 0 and 16-byte aligned; dwpe by atomics too), 5 = the same with dwpe by the
@@ -63,6 +65,17 @@ void sx_norm_backward_last_config(int cfg[8]);
  *     into L2 (0 or -1 = none, the default);
  *   pdl: 0 = launch the item kernel without programmatic dependent launch. */
 void sx_embedding_backward_tune(int path, int kp, int l2, int prefetch_mb, int pdl);
+
+/* The grouped path (0 or -1 = automatic): window_rows = W, the most sorted tokens a block
+ * sums (<= 32; 16); nominal_rows = Wn, the nominal distance between cuts (W/2 < Wn <= W;
+ * 3W/4), so runs of up to W - Wn + 1 tokens are never split (Wn = W: cuts never move);
+ * chunk_channels = channels per block (a multiple of 8; 1024); wpe_blocks_first = 1: the
+ * blocks that sum dwpe come first in the grid (their reads of dout keep it in L2 for the
+ * gather), 0: last; min_blocks = 6: the apply kernel compiled for 6 blocks per SM (at most 40
+ * registers), otherwise for 4 (at most 64).  prepare and apply must run with the
+ * same settings, and the buffers be sized with them. */
+void sx_embedding_apply_tune(int window_rows, int nominal_rows, int chunk_channels, int wpe_blocks_first,
+                             int min_blocks);
 
 /* The fused cross-entropy's shared-memory layout: 1 = one 1024-thread block per SM with two row
  * buffers, 2 = two 512-thread blocks per SM with one each, 0 = the default. */

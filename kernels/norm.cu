@@ -527,45 +527,9 @@ norm_backward_staged(T *dx, float *__restrict__ part, const T *__restrict__ dy, 
  *     release the stage on a second mbarrier and compute.  S - 1 stages are in flight and no
  *     register holds data in flight. */
 
-__device__ __forceinline__ unsigned nb2_smem(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void nb2_bar(int id, int nthreads) { /* named barrier of one row group */
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
 }
-/* mbarriers and bulk copies (sm_90; the bulk kernel is launched only there, and below sm_90
- * these compile to nothing) */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define NB2_BULK 1
-__device__ __forceinline__ void mb_init(uint64_t *b, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(nb2_smem(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mb_fence_init(void) {
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-__device__ __forceinline__ void mb_arrive(uint64_t *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(nb2_smem(b)) : "memory");
-}
-__device__ __forceinline__ void mb_wait(uint64_t *b, unsigned parity) { /* until phase `parity` completed */
-    const unsigned a = nb2_smem(b);
-    unsigned done = 0;
-    do {
-        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(a), "r"(parity) : "memory");
-    } while (!done);
-}
-__device__ __forceinline__ void mb_expect(uint64_t *b, unsigned bytes) { /* arrive and expect `bytes` */
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(nb2_smem(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void bulk_load(void *dst, const void *src, unsigned bytes, uint64_t *b) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(nb2_smem(dst)), "l"(src), "r"(bytes), "r"(nb2_smem(b)) : "memory");
-}
-#else
-#define NB2_BULK 0
-__device__ __forceinline__ void mb_init(uint64_t *, unsigned) {}
-__device__ __forceinline__ void mb_fence_init(void) {}
-__device__ __forceinline__ void mb_arrive(uint64_t *) {}
-__device__ __forceinline__ void mb_wait(uint64_t *, unsigned) {}
-#endif
 
 /* hides the value of a pack from the compiler, so that what was computed from it before is
  * computed again after (fewer registers live across the row reduction) */
@@ -817,7 +781,7 @@ norm_bwd_bulk(T *dx, float *__restrict__ part, const T *__restrict__ dy, const T
 #pragma unroll
         for (int e = 0; e < P; e++) aw[k][e] = ab[k][e] = 0.0f;
     if (producer) {
-#if NB2_BULK
+#if SX_BULK
         if (lane == 0)
             for (int i = 0; i < nit; i++) {
                 const int s = i % S;

@@ -355,6 +355,7 @@ static void *lt_workspace;
 static cudaStream_t stream;       /* compute, tensor- and pipeline-parallel communication */
 static cudaStream_t comm_stream;  /* the data-parallel reduction, beside the backward */
 static cudaStream_t pp_stream;    /* interleaved 1F1B: the pipeline's transfers, beside the compute */
+static cudaStream_t prep_stream;  /* the embedding backward's grouping of the ids, beside the forward */
 
 #define PROFILE_MAX 32768
 static int profiling;
@@ -602,6 +603,9 @@ typedef struct {
     scratch_buffers scr;
     void *scr_block, *norm_ws, *emb_ws;
     size_t norm_ws_bytes, emb_ws_bytes;
+    void *emb_grouping;           /* [slot] the embedding backward's grouping of each micro-batch's ids */
+    size_t emb_grouping_bytes;    /* per slot */
+    cudaEvent_t emb_fwd_at[64], emb_prepared[64];
     attention_ptrs *ptrs;         /* unfused attention: [slot][layer], or one for the recomputed layer */
     int32_t *host_ids;            /* pinned: 4 m N */
     size_t accounted_bytes;       /* everything this program allocated */
@@ -1060,6 +1064,20 @@ static slot_acts *bind_slot(gpt *g, const pipe_action *a)
     return sa;
 }
 
+/* The embedding backward's grouping of one micro-batch's ids (sorted by id, cut into
+ * windows): it reads only the ids, so it runs on its own stream beside the forward pass, and
+ * the backward pass has only the memory-bound apply.  It starts once the compute stream
+ * reaches this forward, so the slot's previous micro-batch is through its backward. */
+static void embedding_prepare(gpt *g, int slot, const int32_t *ids)
+{
+    const shapes *s = &g->s;
+    CK(cudaEventRecord(g->emb_fwd_at[slot], stream));
+    CK(cudaStreamWaitEvent(prep_stream, g->emb_fwd_at[slot], 0));
+    CK(sx_embedding_backward_prepare((char *)g->emb_grouping + (size_t)slot * g->emb_grouping_bytes,
+                                     g->emb_grouping_bytes, ids, s->N, s->C, s->tp > 1 ? s->Vl : s->Vp, prep_stream));
+    CK(cudaEventRecord(g->emb_prepared[slot], prep_stream));
+}
+
 /* The forward of one micro-batch through one chunk of this stage's layers
  * (the embedding before the model's first, the head after its last). */
 static void stage_forward(gpt *g, const pipe_action *act)
@@ -1076,6 +1094,7 @@ static void stage_forward(gpt *g, const pipe_action *act)
     const int32_t *ids = r->inputs + (size_t)mb * N;
     const int32_t *ids_local = s->tp > 1 ? r->ids_shifted + (size_t)mb * N : ids;
     if (with_embedding) {
+        if (g->emb_grouping) embedding_prepare(g, act->slot, ids_local);
         wait_params(g, B_EMBED);
         bf16 *wte = param(g, P, P_WTE, 0), *wpe = param(g, P, P_WPE, 0);
         if (s->tp == 1) {
@@ -1183,8 +1202,17 @@ static void stage_backward(gpt *g, const pipe_action *act)
         const bf16 *dy = r->dresidual;
         if (spg(s)) { tp_allgather(g, "tp_allgather_embedding_bwd", r->dfull, r->dresidual, local); dy = r->dfull; }
         const int32_t *ids = s->tp > 1 ? r->ids_shifted + (size_t)mb * N : r->inputs + (size_t)mb * N;
-        OP("embedding_bwd", CK(sx_embedding_backward(param(g, G, P_WTE, 0), param(g, G, P_WPE, 0), SX_BF16, dy, ids, g->emb_ws,
-                                                      g->emb_ws_bytes, s->B, s->T, C, s->tp > 1 ? s->Vl : s->Vp, stream)));
+        const int V = s->tp > 1 ? s->Vl : s->Vp;
+        if (!g->emb_grouping) {
+            OP("embedding_bwd", CK(sx_embedding_backward(param(g, G, P_WTE, 0), param(g, G, P_WPE, 0), SX_BF16, dy, ids,
+                                                          g->emb_ws, g->emb_ws_bytes, s->B, s->T, C, V, stream)));
+        } else {
+            void *grouping = (char *)g->emb_grouping + (size_t)slot * g->emb_grouping_bytes;
+            CK(cudaStreamWaitEvent(stream, g->emb_prepared[slot], 0));
+            OP("embedding_bwd", CK(sx_embedding_backward_apply(param(g, G, P_WTE, 0), param(g, G, P_WPE, 0), SX_BF16, dy,
+                                                               grouping, g->emb_grouping_bytes, g->emb_ws,
+                                                               g->emb_ws_bytes, s->B, s->T, C, V, stream)));
+        }
         if (last_mb) bucket_ready(g, B_EMBED);
     }
     if (with_head && last_mb) bucket_ready(g, B_HEAD);
@@ -1887,7 +1915,7 @@ static void gpt_free(gpt *g, int nptrs, void *blas_workspace)
     free(g->ptrs);
     CK(cudaFreeHost(g->host_ids));
     void *blocks[] = {g->params, g->grads, g->master, g->m, g->v, g->slot_block, g->recomp_block, g->scr_block,
-                      g->norm_ws, g->emb_ws, lt_workspace, blas_workspace, world_scratch};
+                      g->norm_ws, g->emb_ws, g->emb_grouping, lt_workspace, blas_workspace, world_scratch};
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
         if (blocks[i]) CK(cudaFree(blocks[i]));
     if (g->ctx) {
@@ -1898,6 +1926,11 @@ static void gpt_free(gpt *g, int nptrs, void *blas_workspace)
     CK(cudaStreamDestroy(stream));
     CK(cudaStreamDestroy(comm_stream));
     CK(cudaStreamDestroy(pp_stream));
+    CK(cudaStreamDestroy(prep_stream));
+    for (int i = 0; g->emb_grouping && i < g->nslots; i++) {
+        CK(cudaEventDestroy(g->emb_fwd_at[i]));
+        CK(cudaEventDestroy(g->emb_prepared[i]));
+    }
 }
 
 int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, const train_options *o, launch_ctx *ctx)
@@ -2004,6 +2037,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     CK(cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking));
     CK(cudaStreamCreateWithFlags(&pp_stream, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&prep_stream, cudaStreamNonBlocking));
     CB(cublasCreate(&blas));
     CB(cublasSetStream(blas, stream));
     void *blas_workspace = device_alloc(&g, CUBLAS_WORKSPACE_BYTES);
@@ -2066,8 +2100,22 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     layout_scratch(&g.scr, g.scr_block, s, g.microbatches);
     g.norm_ws_bytes = sx_norm_backward_workspace_bytes(s->C);
     g.norm_ws = device_alloc(&g, g.norm_ws_bytes);
-    g.emb_ws_bytes = s->first ? sx_embedding_backward_workspace_bytes(N, s->C, s->tp > 1 ? s->Vl : s->Vp) : 0;
+    /* SEXTANT_TRAIN_EMB_SPLIT=1: the embedding backward as prepare (on prep_stream, beside the forward pass)
+     * and apply in the backward.  On one H100 it gave the same losses as the one call, with embedding_bwd
+     * 59.9 instead of 79.7 us (docs/validation/h100-embedding-2026-11-23); it stays opt-in until it has run
+     * the pipeline layouts, where a slot's grouping waits for that slot's previous backward. */
+    const char *split = getenv("SEXTANT_TRAIN_EMB_SPLIT");
+    const int emb_split = s->first && split && atoi(split) == 1;
+    const int Vb = s->tp > 1 ? s->Vl : s->Vp;
+    g.emb_ws_bytes = !s->first ? 0 : emb_split ? sx_embedding_apply_workspace_bytes(N, s->C)
+                                                : sx_embedding_backward_workspace_bytes(N, s->C, Vb);
     g.emb_ws = s->first ? device_alloc(&g, g.emb_ws_bytes) : NULL;
+    g.emb_grouping_bytes = emb_split ? (sx_embedding_grouping_bytes(N, s->C, Vb) + 255) & ~(size_t)255 : 0;
+    g.emb_grouping = emb_split ? device_alloc(&g, g.emb_grouping_bytes * (size_t)g.nslots) : NULL;
+    for (int i = 0; emb_split && i < g.nslots; i++) {
+        CK(cudaEventCreateWithFlags(&g.emb_fwd_at[i], cudaEventDisableTiming));
+        CK(cudaEventCreateWithFlags(&g.emb_prepared[i], cudaEventDisableTiming));
+    }
     CK(cudaMallocHost((void **)&g.host_ids, 4 * (size_t)g.microbatches * N * sizeof(int32_t)));
     int nptrs = s->flash ? 0 : s->recompute ? 1 : g.nslots * s->L;
     g.ptrs = calloc((size_t)(nptrs ? nptrs : 1), sizeof *g.ptrs);

@@ -296,7 +296,44 @@ static void bench_embedding_bwd(int B, int T, int C, int Vids, int V, bool with_
     const double bytes = N * 4.0 + NC * 2.0 + (double)uniq * C * gs * 2 + (with_wpe ? (double)T * C * gs * 2 : 0.0);
     auto fn = [&] { CK(sx_embedding_backward(dwte, dwpe, gt, (const sx_bf16 *)dout, ids, ws, wsb, B, T, C, V, 0)); };
     row(nm, sz, bytes, fn, remark);
+    if (!remark) {
+        /* the two parts of the grouped path: in training, prepare runs beside the forward pass
+         * (it reads only the ids), so the backward pass has apply alone */
+        auto split_rows = [&](const char *note_apply) {
+            const size_t gb = sx_embedding_grouping_bytes(N, C, V), sb = sx_embedding_apply_workspace_bytes(N, C);
+            void *grouping = dmalloc(gb), *scratch = dmalloc(sb);
+            auto prep = [&] { CK(sx_embedding_backward_prepare(grouping, gb, ids, N, C, V, 0)); };
+            if (!note_apply) row("embedding_bwd_prepare", sz, N * 4.0, prep, "(ids only: the time is the figure)");
+            else prep();
+            row(nm, sz, bytes - N * 4.0, [&] {
+                CK(sx_embedding_backward_apply(dwte, dwpe, gt, (const sx_bf16 *)dout, grouping, gb, scratch, sb, B, T,
+                                               C, V, 0));
+            }, note_apply ? note_apply : "(apply alone: the backward pass's kernel)");
+            CK(cudaFree(grouping));
+            CK(cudaFree(scratch));
+        };
+        split_rows(NULL);
+        if (sweep) {
+            struct { int w, wn, cc, first, minb; } vs[] = {
+                {16, 16, 0, -1, 0}, {16, 14, 0, -1, 0}, {12, 9, 0, -1, 0}, {24, 18, 0, -1, 0}, {16, 12, 512, -1, 0},
+                {16, 12, 0, -1, 6}, {16, 12, 512, -1, 6}, {12, 9, 512, -1, 6}, {12, 9, 0, -1, 6}, {8, 6, 0, -1, 6},
+                {16, 12, 0, 0, 0}};
+            for (auto &v : vs) {
+                if (v.first == 0 && !with_wpe) continue;
+                char note[80];
+                snprintf(note, sizeof note, "(apply alone, sweep W=%d Wn=%d CC=%d%s%s)", v.w, v.wn, v.cc,
+                         v.minb == 6 ? " minb=6" : "", v.first == 0 ? " dwpe last" : "");
+                sx_embedding_apply_tune(v.w, v.wn, v.cc, v.first, v.minb);
+                split_rows(note);
+            }
+            sx_embedding_apply_tune(0, 0, 0, -1, 0);
+        }
+        sx_embedding_backward_tune(6, 0, -1, -1, -1);
+        row(nm, sz, bytes, fn, "(grouped, one call: prepare + apply)");
+        sx_embedding_backward_tune(0, 0, -1, -1, -1);
+    }
     if (sweep) {
+        sx_embedding_backward_tune(2, 0, -1, -1, -1);
         /* pf: -1 = the default: none since commit 7b7941b; in the 2026-11-23 H200 run (commit
          * edc6ce4) it prefetched dout into L2 when dout took at most 60% of the L2 */
         struct { int kp, l2, pf, pdl; } vs[] = {
@@ -306,9 +343,9 @@ static void bench_embedding_bwd(int B, int T, int C, int Vids, int V, bool with_
             if (with_wpe && v.pf > 0) continue;
             if (!with_wpe && v.l2 == 6) continue;
             char note[64];
-            snprintf(note, sizeof note, "(sweep kp=%d l2=%d pf=%d%s %s)", v.kp, v.l2, v.pf, v.pf > 0 ? "MB" : "",
+            snprintf(note, sizeof note, "(tiled, sweep kp=%d l2=%d pf=%d%s %s)", v.kp, v.l2, v.pf, v.pf > 0 ? "MB" : "",
                      v.pdl ? "pdl" : "no-pdl");
-            sx_embedding_backward_tune(0, v.kp, v.l2, v.pf, v.pdl);
+            sx_embedding_backward_tune(2, v.kp, v.l2, v.pf, v.pdl);
             row(nm, sz, bytes, fn, note);
         }
         sx_embedding_backward_tune(3, 0, -1, 0, -1);
@@ -452,7 +489,7 @@ static void attention_table(void) {
 }
 
 int main(int argc, char **argv) {
-    bool only_attention = false, only_rope = false, sweep = false, only_norm = false;
+    bool only_attention = false, only_rope = false, sweep = false, only_norm = false, only_embedding = false;
     int profile = 0;
     NormV pv = {0, 0, 0, 0, 0};
     int prms = 0, pN = 0, pC = 0, pacc = 0;
@@ -462,6 +499,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--rope")) only_rope = true;
         else if (!strcmp(argv[i], "--sweep")) sweep = true;
         else if (!strcmp(argv[i], "--norm")) only_norm = true;
+        else if (!strcmp(argv[i], "--embedding")) only_embedding = true;
         else if (!strcmp(argv[i], "--profile") && i + 9 < argc) {
             prms = atoi(argv[++i]); pN = atoi(argv[++i]); pC = atoi(argv[++i]); pacc = atoi(argv[++i]);
             pv.impl = atoi(argv[++i]); pv.k = atoi(argv[++i]); pv.depth = atoi(argv[++i]); pv.rows = atoi(argv[++i]);
@@ -469,7 +507,7 @@ int main(int argc, char **argv) {
             profile = 3;
         } else {
             fprintf(stderr, "usage: %s [--iters N] [--attention] [--rope] [--sweep] [--norm]\n"
-                            "       %s --profile rms N C acc impl k depth rows bps\n", argv[0], argv[0]);
+                            "       %s --embedding [--sweep]\n       %s --profile rms N C acc impl k depth rows bps\n", argv[0], argv[0], argv[0]);
             return 2;
         }
     }
@@ -535,6 +573,7 @@ int main(int argc, char **argv) {
         bench_embedding_bwd(B, T, C, V, Vp, true, SX_F32, sweep);
         bench_embedding_bwd(B, T, C, V, Vp, false, SX_F32, sweep);
         bench_embedding_bwd(B, T, C, V, Vp, true, SX_BF16, sweep);
+        bench_embedding_bwd(B, T, C, V, Vp, false, SX_BF16, sweep);
         bench_embedding_bwd(4, 2048, 2048, 128256, 128256, false, SX_F32, sweep);
         bench_embedding_bwd(4, 2048, 2048, 128256, 128256, false, SX_BF16, sweep);
         /* the atomic experiment (not deterministic): dwpe by atomics (4) or by the ordered kernel (5) */
@@ -553,6 +592,10 @@ int main(int argc, char **argv) {
         bench_embedding_bwd(B, T, C, V, Vp, true, SX_F32, false, "(sorted path, for comparison)");
         bench_embedding_bwd(4, 2048, 2048, 128256, 128256, false, SX_F32, false, "(sorted path, for comparison)");
         sx_embedding_backward_tune(0, 0, -1, -1, -1);
+    }
+    if (only_embedding) {
+        CK(cudaDeviceSynchronize());
+        return 0;
     }
 
     /* ---------------------------------------------------------- norms */

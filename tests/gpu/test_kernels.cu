@@ -9,7 +9,7 @@
  * Inputs are rounded to their storage type on the host first, so the reference sees exactly
  * the values the GPU sees.  Exit 1 if any check fails, 2 on a CUDA error.
  * RoPE has its own, tighter, derived tolerance (see test_rope).
- *   test_kernels [--quick] [--attention | --no-attention] [--rope] [--norm] [--seed S]
+ *   test_kernels [--quick] [--attention | --no-attention] [--rope] [--norm] [--embedding] [--seed S]
  *     --quick: small sizes (for compute-sanitizer); --attention: the fused attention tests only;
  *     --no-attention: all but those; --rope: the RoPE tests only; --norm: the norm tests only
  */
@@ -132,14 +132,25 @@ static double tol_of(sx_dtype t) { return t == SX_F32 ? TOL_F32 : TOL_BF16; }
 /* ids: 0 = skewed (V u^3: many repeats of small ids, like real text; the most frequent id
  * has ~2.7% of the tokens, so several segments of 32 tokens are merged), 1 = one id for
  * every token but every 97th, which is out of range (-1, V or 2V+5: skipped), so one id has
- * ~N segments, 2 = uniform.  path: 0 = automatic, 1 = the sorted path, 2 = the tiled path,
- * 4 and 5 = the atomic experiment (not deterministic: the bitwise check is skipped) (kernels_internal.h). */
-static void test_embedding(int B, int T, int C, int V, bool use_wpe, sx_dtype gt, int ids_mode = 0, int path = 0) {
+ * ~N segments, 2 = uniform.  path: 0 = automatic (the tiled path), 1 = the sorted path,
+ * 2 = the tiled path, 4 and 5 = the atomic experiment (not deterministic: the bitwise check is
+ * skipped), 6 = the grouped path (kernels_internal.h).  W, CC, wpe_first: the grouped apply's
+ * knobs (0, 0, -1 = automatic; any set selects path 6), Wn: its nominal distance between cuts
+ * (0 = automatic).  The grouped path is also run as prepare + apply into poisoned buffers (bitwise
+ * the one call), then applied a second time on the same grouping. */
+static void test_embedding(int B, int T, int C, int V, bool use_wpe, sx_dtype gt, int ids_mode = 0, int path = 0,
+                           int W = 0, int CC = 0, int wpe_first = -1, int Wn = 0) {
     const int N = B * T;
-    char sz[80];
-    snprintf(sz, sizeof sz, "B*T=%dx%d C=%d V=%d%s%s", B, T, C, V,
+    char sz[120], knobs[48] = "";
+    if (W || CC || wpe_first >= 0 || Wn)
+        snprintf(knobs, sizeof knobs, " W=%d Wn=%d CC=%d wpe%s", W, Wn, CC, wpe_first == 0 ? "-last" : "-first");
+    snprintf(sz, sizeof sz, "B*T=%dx%d C=%d V=%d%s%s%s", B, T, C, V,
              ids_mode == 1 ? " one-id" : ids_mode == 2 ? " uniform" : "",
-             path == 1 ? " sorted" : path == 4 ? " atomic" : path == 5 ? " atomic+ordered-wpe" : "");
+             path == 1 ? " sorted" : path == 2 ? " tiled" : path == 4 ? " atomic" : path == 5 ? " atomic+ordered-wpe"
+             : path == 6 || W || CC || wpe_first >= 0 || Wn ? " grouped" : "",
+             knobs);
+    if (W || CC || wpe_first >= 0 || Wn) path = 6;
+    sx_embedding_apply_tune(W, Wn, CC, wpe_first, W == 12 ? 6 : 0); /* W = 12: the 6-block build */
     std::vector<int32_t> ids(N);
     for (int n = 0; n < N; n++) {
         if (ids_mode == 1)
@@ -182,14 +193,44 @@ static void test_embedding(int B, int T, int C, int V, bool use_wpe, sx_dtype gt
         check(nm, sz, pname(gt), down(d_dwpe, dwpe.size(), gt), dwpe, tol_of(gt));
     }
     /* determinism: same inputs again, bitwise the same dwte (not for the atomic paths) */
-    if (path < 4) {
+    if (path < 4 || path == 6) {
         std::vector<uint8_t> first = raw(d_dwte, (size_t)V * C * gsz);
         CK(cudaMemcpy(d_dwte, d_dwte0, (size_t)V * C * gsz, cudaMemcpyDeviceToDevice));
         CK(sx_embedding_backward(d_dwte, NULL, gt, (const sx_bf16 *)d_dout, (const int32_t *)d_ids, ws, wsb, B, T, C,
                                  V, 0));
         check_true("embedding_bwd.deterministic", sz, raw(d_dwte, first.size()) == first, "bitwise equal twice");
+        if (path == 6) { /* prepare + apply: dwte and dwpe bitwise the one call's, then once more on the grouping */
+            const size_t gb = sx_embedding_grouping_bytes(N, C, V), sb = sx_embedding_apply_workspace_bytes(N, C);
+            void *grouping = dmalloc(gb), *scratch = dmalloc(sb);
+            poison(grouping, gb);
+            poison(scratch, sb);
+            void *d_dwte1 = dmalloc((size_t)V * C * gsz);
+            CK(cudaMemcpy(d_dwte1, d_dwte0, (size_t)V * C * gsz, cudaMemcpyDeviceToDevice));
+            /* the one call again, with dwpe, from the same initial values as the split calls */
+            vec dwpe_init = randn((size_t)T * C, 0, 0.01);
+            void *d_dwpe_a = use_wpe ? up(dwpe_init, gt) : NULL, *d_dwpe_b = use_wpe ? up(dwpe_init, gt) : NULL;
+            CK(cudaMemcpy(d_dwte, d_dwte0, (size_t)V * C * gsz, cudaMemcpyDeviceToDevice));
+            CK(sx_embedding_backward(d_dwte, d_dwpe_a, gt, (const sx_bf16 *)d_dout, (const int32_t *)d_ids, ws, wsb, B,
+                                     T, C, V, 0));
+            CK(sx_embedding_backward_prepare(grouping, gb, (const int32_t *)d_ids, N, C, V, 0));
+            CK(sx_embedding_backward_apply(d_dwte1, d_dwpe_b, gt, (const sx_bf16 *)d_dout, grouping, gb, scratch, sb, B,
+                                           T, C, V, 0));
+            check_true("embedding_bwd.split", sz,
+                       raw(d_dwte1, first.size()) == first && raw(d_dwte, first.size()) == first &&
+                           (!use_wpe || raw(d_dwpe_a, (size_t)T * C * gsz) == raw(d_dwpe_b, (size_t)T * C * gsz)),
+                       "prepare + apply bitwise the one call");
+            /* the grouping again (its counters must be back at zero): dwte += the sums a second time */
+            CK(sx_embedding_backward_apply(d_dwte1, NULL, gt, (const sx_bf16 *)d_dout, grouping, gb, scratch, sb, B, T,
+                                           C, V, 0));
+            ref_embedding_backward(dwte.data(), NULL, dout.data(), ids.data(), B, T, C, V);
+            snprintf(nm, sizeof nm, "embedding_bwd.reuse.dwte(%s)", pname(gt));
+            check(nm, sz, pname(gt), down(d_dwte1, dwte.size(), gt), dwte, tol_of(gt));
+            CK(cudaFree(grouping)); CK(cudaFree(scratch)); CK(cudaFree(d_dwte1));
+            if (use_wpe) { CK(cudaFree(d_dwpe_a)); CK(cudaFree(d_dwpe_b)); }
+        }
     }
     sx_embedding_backward_tune(0, 0, -1, -1, -1);
+    sx_embedding_apply_tune(0, 0, 0, -1, 0);
     CK(cudaFree(d_ids)); CK(cudaFree(d_wte)); CK(cudaFree(d_out)); CK(cudaFree(d_dout)); CK(cudaFree(d_dwte));
     CK(cudaFree(d_dwte0)); CK(cudaFree(ws));
     if (d_wpe) { CK(cudaFree(d_wpe)); CK(cudaFree(d_dwpe)); }
@@ -814,6 +855,56 @@ static void test_norms(int N) {
 
 }
 
+/* the embedding: the grouped path (default) with its knobs, the split API, the tiled, sorted
+ * and atomic paths (knobs), and the scalar fallback (C % 8 != 0) */
+static void test_embedding_all(void) {
+    const int B = g_quick ? 1 : 31, T = g_quick ? 67 : 97; /* N = B*T = 3007 = 3*1000+7 */
+    const int V = g_quick ? 1003 : 50257;
+    test_embedding(B, T, 768, V, true, SX_F32);
+    test_embedding(B, T, 1000, V, true, SX_BF16);
+    test_embedding(B, T, 77, 1009, false, SX_F32);     /* scalar path */
+    test_embedding(B, T, 768, V, true, SX_F32, 0, 1);  /* the sorted path, same sizes */
+    test_embedding(B, T, 768, V, true, SX_F32, 0, 6);  /* the grouped path */
+    test_embedding(B, T, 1000, V, true, SX_BF16, 0, 6);
+    test_embedding(B, T, 768, V, true, SX_BF16, 0, 6);
+    test_embedding(B, T, 77, 1009, false, SX_F32, 0, 6); /* scalar: the sorted path's windows on the grouping */
+    test_embedding(B, T, 768, V, true, SX_F32, 0, 4);  /* the atomic experiment: fp32, skewed and one id */
+    test_embedding(B, T, 768, V, true, SX_F32, 0, 5);
+    test_embedding(B, T, 768, V, true, SX_BF16, 0, 0, 32, 256, 1); /* windows of 32, 3 chunks */
+    test_embedding(B, T, 776, V, true, SX_F32, 0, 0, 8, 512, 0);   /* chunks of 512 and 264, dwpe blocks last */
+    test_embedding(B, T, 768, V, true, SX_F32, 0, 0, 16, 0, -1, 16); /* cuts never move */
+    test_embedding(B, T, 1000, V, true, SX_BF16, 0, 0, 16, 0, 0, 9);  /* runs of up to 8 kept whole */
+    test_embedding(B, T, 768, V, false, SX_BF16, 0, 0, 5, 0, -1, 3);  /* the smallest Wn for W = 5 */
+    test_embedding(B, T, 768, V, true, SX_F32, 0, 0, 32, 0, -1, 17);
+    test_embedding(B, T, 768, V, true, SX_BF16, 0, 0, 12, 512, -1, 9); /* the 6-block build */
+    const int L = g_quick ? 150 : 1000;
+    test_embedding(4, L, 64, 1009, true, SX_F32, 1, 4);
+    test_embedding(4, L, 72, 1009, true, SX_BF16, 2, 4); /* bf16: uniform ids (rounds per add) */
+    test_embedding(4, L, 64, 1009, true, SX_F32, 1);     /* one id: ~N/16 windows merged */
+    test_embedding(4, L, 72, 1009, true, SX_F32, 1, 0, 4, 64, 0); /* ~N/4 windows merged, chunks of 64 and 8 */
+    test_embedding(4, L, 72, 1009, true, SX_F32, 1, 0, 4, 64, 0, 4); /* the same, cuts never move */
+    test_embedding(4, L, 64, 1009, false, SX_BF16, 2, 0, 8, 0, -1, 5); /* uniform ids, runs of up to 4 kept */
+    test_embedding(4, L, 64, 1009, true, SX_F32, 0, 0, 32, 0, -1, 17); /* skewed, runs of up to 16 kept */
+    test_embedding(4, L, 64, 1009, true, SX_BF16, 1, 1);
+    test_embedding(4, L, 64, 1009, true, SX_F32, 1, 6);
+    test_embedding(4, L, 72, 1009, false, SX_BF16, 2);   /* uniform ids, bf16 grads */
+    test_embedding(4, L, 33, 1009, true, SX_BF16, 1);    /* scalar path, merges */
+    test_embedding(1, 1, 64, 1009, true, SX_F32);        /* one token */
+    test_embedding(1, 33, 64, 7, true, SX_BF16);         /* 7 ids, two windows */
+    if (!g_quick) {
+        test_embedding(4, 2048, 64, 128256, false, SX_F32);   /* LLaMA-size vocabulary */
+        test_embedding(4, 2048, 2048, 128256, false, SX_BF16, 0, 6); /* LLaMA size: 2 chunks of 1024 */
+        test_embedding(4, 2048, 64, 128256, false, SX_F32, 0, 6);
+        test_embedding(32, 1024, 768, 50304, true, SX_BF16, 0, 6); /* GPT-2 training size, grouped */
+        test_embedding(32, 1024, 16, 50304, true, SX_F32);
+        test_embedding(32, 1024, 16, 50304, false, SX_BF16, 1);
+        test_embedding(32, 1024, 16, 50304, true, SX_F32, 0, 6);
+        test_embedding(67, 2089, 8, 5003, true, SX_F32);     /* N = 139963 */
+        test_embedding(67, 2089, 8, 5003, true, SX_F32, 0, 6);
+    }
+    test_embedding_bad_id();
+}
+
 /* every kernel but the fused attention */
 static void test_others(void) {
     const int B = g_quick ? 1 : 31, T = g_quick ? 67 : 97; /* N = B*T = 3007 = 3*1000+7 */
@@ -821,27 +912,7 @@ static void test_others(void) {
     const int V = g_quick ? 1003 : 50257, Vp = g_quick ? 1008 : 50304;
 
     test_errors();
-    /* embedding backward: tiles of 256 tokens for N = 3007 (12 tiles; quick: 67 = 1 tile),
-     * 1024 for N = 32768 (32 tiles); N > 131072 takes the sorted path */
-    test_embedding(B, T, 768, V, true, SX_F32);
-    test_embedding(B, T, 1000, V, true, SX_BF16);
-    test_embedding(B, T, 77, 1009, false, SX_F32); /* scalar path */
-    test_embedding(B, T, 768, V, true, SX_F32, 0, 1); /* the sorted path, same sizes */
-    test_embedding(B, T, 768, V, true, SX_F32, 0, 4); /* the atomic experiment: fp32, skewed and one id */
-    test_embedding(B, T, 768, V, true, SX_F32, 0, 5);
-    test_embedding(4, g_quick ? 150 : 1000, 64, 1009, true, SX_F32, 1, 4);
-    test_embedding(4, g_quick ? 150 : 1000, 72, 1009, true, SX_BF16, 2, 4); /* bf16: uniform ids (rounds per add) */
-    test_embedding(4, g_quick ? 150 : 1000, 64, 1009, true, SX_F32, 1);  /* one id: ~N/32 segments merged */
-    test_embedding(4, g_quick ? 150 : 1000, 64, 1009, true, SX_BF16, 1, 1);
-    test_embedding(4, g_quick ? 150 : 1000, 72, 1009, false, SX_BF16, 2); /* uniform ids, bf16 grads */
-    test_embedding(4, g_quick ? 150 : 1000, 33, 1009, true, SX_BF16, 1); /* scalar path, merges */
-    if (!g_quick) {
-        test_embedding(4, 2048, 64, 128256, false, SX_F32);  /* LLaMA-size vocabulary, 32 tiles of 256 */
-        test_embedding(32, 1024, 16, 50304, true, SX_F32);   /* 32 tiles of 1024 */
-        test_embedding(32, 1024, 16, 50304, false, SX_BF16, 1);
-        test_embedding(67, 2089, 8, 5003, true, SX_F32);     /* N = 139963 > 131072: the sorted path */
-    }
-    test_embedding_bad_id();
+    test_embedding_all();
 
     test_norms(N);
 
@@ -971,16 +1042,17 @@ static void test_tp_vocab(int B, int T, int C, int V, int shards, bool use_wpe) 
 
 int main(int argc, char **argv) {
     uint64_t seed = (uint64_t)time(NULL);
-    bool only_attention = false, only_rope = false, no_attention = false, only_norm = false;
+    bool only_attention = false, only_rope = false, no_attention = false, only_norm = false, only_embedding = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) g_quick = true;
         else if (!strcmp(argv[i], "--attention")) only_attention = true;
         else if (!strcmp(argv[i], "--no-attention")) no_attention = true;
         else if (!strcmp(argv[i], "--rope")) only_rope = true;
         else if (!strcmp(argv[i], "--norm")) only_norm = true;
+        else if (!strcmp(argv[i], "--embedding")) only_embedding = true;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--attention | --no-attention] [--rope] [--norm] [--seed S]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--attention | --no-attention] [--rope] [--norm] [--embedding] [--seed S]\n", argv[0]);
             return 2;
         }
     }
@@ -994,12 +1066,17 @@ int main(int argc, char **argv) {
     printf("# rel_err = ||gpu-ref||/||ref|| vs float64 CPU reference; unwrit = elements left unwritten or NaN\n");
     header();
 
+    if (only_embedding) {
+        test_embedding_all();
+        only_attention = only_rope = only_norm = false;
+        no_attention = true;
+    }
     if (only_norm) {
         test_norms(g_quick ? 67 : 3007);
         only_attention = only_rope = false;
         no_attention = true;
     }
-    if (!only_attention && !only_norm) test_rope_all();
+    if (!only_attention && !only_norm && !only_embedding) test_rope_all();
     if (!only_rope && !no_attention && !only_norm) {
         /* fused attention: MHA and GQA, D 64 and 128, fused qkv and separate tensors, T not a
          * multiple of the 64-row tiles (97, 1000), T a multiple (128), T = 1 */
@@ -1011,7 +1088,7 @@ int main(int argc, char **argv) {
         test_attention(2, 128, 8, 2, 128, true);
         test_attention(2, 1, 2, 2, 64, false);
     }
-    if (!only_attention && !only_rope && !only_norm) {
+    if (!only_attention && !only_rope && !only_norm && !only_embedding) {
         test_others();
         test_tp_vocab(2, 37, 64, 1000, 2, true);       /* GPT-2-like: position table on one rank */
         test_tp_vocab(3, 29, 96, 50257, 4, false);     /* the last shard holds padding only in part */
