@@ -234,12 +234,12 @@ __global__ void wte_merge_kernel(void *dwte, sx_dtype gt, const float *__restric
     }
 }
 
+/* dwpe[idx .. idx+P) += sum over b in order of dout[b, idx ..]: the position embedding's gradient,
+ * one unit of P channels (hint: read dout with the given L2 policy) */
 template <bool VEC>
-__global__ void wpe_backward_kernel(void *dwpe, sx_dtype gt, const bf16 *__restrict__ dout,
-                                    int B, int T, int C) {
+__device__ __forceinline__ void wpe_sum_unit(void *dwpe, sx_dtype gt, const bf16 *__restrict__ dout, int B, int T,
+                                             int C, size_t idx, bool hint, uint64_t pol) {
     constexpr int P = VEC ? 8 : 1;
-    const size_t idx = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * P;
-    if (idx >= (size_t)T * C) return;
     float acc[P];
 #pragma unroll
     for (int k = 0; k < P; k++) acc[k] = 0.0f;
@@ -247,7 +247,8 @@ __global__ void wpe_backward_kernel(void *dwpe, sx_dtype gt, const bf16 *__restr
     for (int b = 0; b < B; b++) {
         const bf16 *row = dout + (size_t)b * T * C + idx;
         if constexpr (VEC) {
-            const Pack<bf16> d = ld_pack(row);
+            Pack<bf16> d;
+            d.bits = hint ? sx_ld_nc_hint(row, pol) : __ldg(reinterpret_cast<const int4 *>(row));
 #pragma unroll
             for (int k = 0; k < P; k++) acc[k] += d.get(k);
         } else {
@@ -255,6 +256,15 @@ __global__ void wpe_backward_kernel(void *dwpe, sx_dtype gt, const bf16 *__restr
         }
     }
     add_row<P>(dwpe, gt, idx, acc);
+}
+
+template <bool VEC>
+__global__ void wpe_backward_kernel(void *dwpe, sx_dtype gt, const bf16 *__restrict__ dout,
+                                    int B, int T, int C) {
+    constexpr int P = VEC ? 8 : 1;
+    const size_t idx = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * P;
+    if (idx >= (size_t)T * C) return;
+    wpe_sum_unit<VEC>(dwpe, gt, dout, B, T, C, idx, false, 0);
 }
 
 /* ------------------------------------------------- backward, atomic path (experiment)
@@ -344,45 +354,51 @@ static cudaError_t emb_backward_atomic(void *dwte, void *dwpe, sx_dtype grad_typ
     SX_LAUNCHED();
 }
 
+/* dwpe (when wanted), then dwte from tokens sorted by key (keys, pos: N of them) in windows of
+ * EMB_WIN summed by warps and an ordered merge; part: [ceil(N / EMB_WIN)][2][C] fp32 */
+static cudaError_t emb_windows_launch(void *dwte, void *dwpe, sx_dtype gt, const bf16 *dout, const unsigned *keys,
+                                      const int *pos, float *part, int B, int T, int C, int V, cudaStream_t stream) {
+    const int N = B * T, threads = 256;
+    const bool vec = C % 8 == 0 && sx_aligned16(dout) && sx_aligned16(dwte) && (!dwpe || sx_aligned16(dwpe));
+    if (dwpe) {
+        if (vec)
+            wpe_backward_kernel<true><<<sx_blocks((size_t)T * C / 8, threads), threads, 0, stream>>>(dwpe, gt, dout, B,
+                                                                                                    T, C);
+        else
+            wpe_backward_kernel<false><<<sx_blocks((size_t)T * C, threads), threads, 0, stream>>>(dwpe, gt, dout, B, T,
+                                                                                                 C);
+        SX_CHECK(cudaGetLastError());
+    }
+    const size_t windows = ((size_t)N + EMB_WIN - 1) / EMB_WIN;
+    const int P = vec ? 8 : 1, nch = (C + SX_WARP * P - 1) / (SX_WARP * P);
+    const unsigned grid = sx_blocks(windows * nch * SX_WARP, threads);
+    if (vec) {
+        wte_window_kernel<true><<<grid, threads, 0, stream>>>(dwte, gt, part, dout, keys, pos, N, C, V);
+        SX_CHECK(cudaGetLastError());
+        wte_merge_kernel<true><<<grid, threads, 0, stream>>>(dwte, gt, part, keys, N, C, V);
+    } else {
+        wte_window_kernel<false><<<grid, threads, 0, stream>>>(dwte, gt, part, dout, keys, pos, N, C, V);
+        SX_CHECK(cudaGetLastError());
+        wte_merge_kernel<false><<<grid, threads, 0, stream>>>(dwte, gt, part, keys, N, C, V);
+    }
+    SX_LAUNCHED();
+}
+
 /* the sorted path (any N, V): CUB radix sort, windows of 32 sorted rows, ordered merge */
 static cudaError_t emb_backward_sorted(void *dwte, void *dwpe, sx_dtype grad_type, const sx_bf16 *dout,
                                        const int32_t *ids, void *workspace, size_t workspace_bytes, int B, int T,
                                        int C, int V, cudaStream_t stream) {
-    const int N = B * T;
+    const int N = B * T, threads = 256;
     EmbWs w;
     SX_CHECK(emb_ws_layout(&w, workspace, N, C, V));
     SX_REQUIRE(workspace_bytes >= w.total);
-    const int threads = 256;
-    const bool vec = C % 8 == 0 && sx_aligned16(dout) && sx_aligned16(dwte) && (!dwpe || sx_aligned16(dwpe));
-    if (dwpe) {
-        if (vec)
-            wpe_backward_kernel<true><<<sx_blocks((size_t)T * C / 8, threads), threads, 0, stream>>>(
-                dwpe, grad_type, (const bf16 *)dout, B, T, C);
-        else
-            wpe_backward_kernel<false><<<sx_blocks((size_t)T * C, threads), threads, 0, stream>>>(
-                dwpe, grad_type, (const bf16 *)dout, B, T, C);
-        SX_CHECK(cudaGetLastError());
-    }
     emb_keys_kernel<<<sx_blocks(N, threads), threads, 0, stream>>>(w.keys_in, w.vals_in, ids, N, V);
     SX_CHECK(cudaGetLastError());
     size_t cub_bytes = w.cub_bytes;
     SX_CHECK(cub::DeviceRadixSort::SortPairs(w.cub_tmp, cub_bytes, w.keys_in, w.keys_out, w.vals_in,
                                              w.vals_out, N, 0, sx_key_bits(V), stream));
-    const size_t windows = ((size_t)N + EMB_WIN - 1) / EMB_WIN;
-    const int P = vec ? 8 : 1, nch = (C + SX_WARP * P - 1) / (SX_WARP * P);
-    const unsigned grid = sx_blocks(windows * nch * SX_WARP, threads);
-    if (vec) {
-        wte_window_kernel<true><<<grid, threads, 0, stream>>>(dwte, grad_type, w.part, (const bf16 *)dout,
-                                                              w.keys_out, w.vals_out, N, C, V);
-        SX_CHECK(cudaGetLastError());
-        wte_merge_kernel<true><<<grid, threads, 0, stream>>>(dwte, grad_type, w.part, w.keys_out, N, C, V);
-    } else {
-        wte_window_kernel<false><<<grid, threads, 0, stream>>>(dwte, grad_type, w.part, (const bf16 *)dout,
-                                                               w.keys_out, w.vals_out, N, C, V);
-        SX_CHECK(cudaGetLastError());
-        wte_merge_kernel<false><<<grid, threads, 0, stream>>>(dwte, grad_type, w.part, w.keys_out, N, C, V);
-    }
-    SX_LAUNCHED();
+    return emb_windows_launch(dwte, dwpe, grad_type, (const bf16 *)dout, w.keys_out, w.vals_out, w.part, B, T, C, V,
+                              stream);
 }
 
 /* ------------------------------------------------------ backward, tiled path
@@ -501,24 +517,8 @@ __device__ void emb_stream_part(int sb, int nsb, void *dwpe, sx_dtype gt, const 
         const uint64_t pol = sx_policy_evict_last();
         const bool hint = VEC && (l2 & 1);
         for (size_t idx = ((size_t)sb * blockDim.x + threadIdx.x) * P; idx < (size_t)T * C;
-             idx += (size_t)nsb * blockDim.x * P) {
-            float acc[P];
-#pragma unroll
-            for (int k = 0; k < P; k++) acc[k] = 0.0f;
-#pragma unroll 8
-            for (int b = 0; b < B; b++) {
-                const bf16 *row = dout + (size_t)b * T * C + idx;
-                if constexpr (VEC) {
-                    Pack<bf16> d;
-                    d.bits = hint ? sx_ld_nc_hint(row, pol) : __ldg(reinterpret_cast<const int4 *>(row));
-#pragma unroll
-                    for (int k = 0; k < P; k++) acc[k] += d.get(k);
-                } else {
-                    acc[0] += __bfloat162float(row[0]);
-                }
-            }
-            add_row<P>(dwpe, gt, idx, acc);
-        }
+             idx += (size_t)nsb * blockDim.x * P)
+            wpe_sum_unit<VEC>(dwpe, gt, dout, B, T, C, idx, hint, pol);
     } else if (VEC && pf_bytes_k > 0) {
         const uint64_t pol = sx_policy_evict_last();
         const size_t total = (size_t)B * T * C * 2, cap = (size_t)pf_bytes_k << 10;
@@ -1310,35 +1310,6 @@ static cudaError_t emb3_apply(const EmbGroup &g, void *dwte, void *dwpe, sx_dtyp
     SX_LAUNCHED();
 }
 
-/* the apply where bulk copies do not apply: the sorted path's windows of 32 on the grouping */
-static cudaError_t emb3_apply_windows(const EmbGroup &g, void *dwte, void *dwpe, sx_dtype gt, const bf16 *dout,
-                                      float *partial, int B, int T, int C, int V, cudaStream_t stream) {
-    const int N = g.N, threads = 256;
-    const bool vec = C % 8 == 0 && sx_aligned16(dout) && sx_aligned16(dwte) && (!dwpe || sx_aligned16(dwpe));
-    if (dwpe) {
-        if (vec)
-            wpe_backward_kernel<true><<<sx_blocks((size_t)T * C / 8, threads), threads, 0, stream>>>(dwpe, gt, dout, B,
-                                                                                                    T, C);
-        else
-            wpe_backward_kernel<false><<<sx_blocks((size_t)T * C, threads), threads, 0, stream>>>(dwpe, gt, dout, B, T,
-                                                                                                 C);
-        SX_CHECK(cudaGetLastError());
-    }
-    const size_t windows = ((size_t)N + EMB_WIN - 1) / EMB_WIN;
-    const int P = vec ? 8 : 1, nch = (C + SX_WARP * P - 1) / (SX_WARP * P);
-    const unsigned grid = sx_blocks(windows * nch * SX_WARP, threads);
-    if (vec) {
-        wte_window_kernel<true><<<grid, threads, 0, stream>>>(dwte, gt, partial, dout, g.keys, g.pos, N, C, V);
-        SX_CHECK(cudaGetLastError());
-        wte_merge_kernel<true><<<grid, threads, 0, stream>>>(dwte, gt, partial, g.keys, N, C, V);
-    } else {
-        wte_window_kernel<false><<<grid, threads, 0, stream>>>(dwte, gt, partial, dout, g.keys, g.pos, N, C, V);
-        SX_CHECK(cudaGetLastError());
-        wte_merge_kernel<false><<<grid, threads, 0, stream>>>(dwte, gt, partial, g.keys, N, C, V);
-    }
-    SX_LAUNCHED();
-}
-
 extern "C" cudaError_t sx_embedding_backward_prepare(void *grouping, size_t grouping_bytes, const int32_t *ids, int N,
                                                      int C, int V, cudaStream_t stream) {
     SX_REQUIRE(N >= 0 && C >= 0 && V > 0);
@@ -1366,7 +1337,9 @@ extern "C" cudaError_t sx_embedding_backward_apply(void *dwte, void *dwpe, sx_dt
                       (!dwpe || sx_aligned16(dwpe));
     if (bulk)
         return emb3_apply(g, dwte, dwpe, grad_type, (const bf16 *)dout, (float *)workspace, B, T, C, V, stream);
-    return emb3_apply_windows(g, dwte, dwpe, grad_type, (const bf16 *)dout, (float *)workspace, B, T, C, V, stream);
+    /* elsewhere, the sorted path's windows of 32 on the grouping's sorted tokens */
+    return emb_windows_launch(dwte, dwpe, grad_type, (const bf16 *)dout, g.keys, g.pos, (float *)workspace, B, T, C, V,
+                              stream);
 }
 
 extern "C" cudaError_t sx_embedding_backward(void *dwte, void *dwpe, sx_dtype grad_type, const sx_bf16 *dout,
