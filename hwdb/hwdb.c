@@ -63,6 +63,7 @@ static const gpu_numeric_column gpu_overlay_only_columns[] = {
     {"nccl_busbw_inter_gbs", GPU_FIELD(measured_inter_bytes_per_s), GIGA, 0, 1e5},
     {"attention_fwd_efficiency", GPU_FIELD(attention_fwd_efficiency), 1, 0, 1},
     {"attention_bwd_efficiency", GPU_FIELD(attention_bwd_efficiency), 1, 0, 1},
+    {"membound_overhead_us", GPU_FIELD(membound_overhead_s), MICRO, 0, 1e3},
 };
 /* Overlay keys that land on the GPU's node (nodes.csv columns, same names
  * and units): calibrate --comm measures the intra-node link as the planner's
@@ -223,6 +224,33 @@ static const gpu_numeric_column *overlay_column(const char *key, int *on_node)
     return NULL;
 }
 
+/* A measured GEMM: key "gemm_us:MxNxK", value microseconds.  A shape given
+ * twice keeps the later value. */
+#define GEMM_KEY "gemm_us:"
+static int overlay_gemm_time(const csv_table *t, int r, hw_gpu *g, const char *dims, char *err, size_t errlen)
+{
+    long long d[3];
+    int used = 0;
+    if (sscanf(dims, "%lldx%lldx%lld%n", &d[0], &d[1], &d[2], &used) != 3 || dims[used] != '\0' || d[0] < 1 ||
+        d[1] < 1 || d[2] < 1 || d[0] > 1000000000LL || d[1] > 1000000000LL || d[2] > 1000000000LL) {
+        snprintf(err, errlen, "%s:%d:key: '%s%s' is not %sMxNxK with positive sizes", t->path, t->line[r], GEMM_KEY, dims,
+                 GEMM_KEY);
+        return -1;
+    }
+    double us;
+    if (csv_get_double(t, r, "value", 1e-3, 1e9, &us, err, errlen) != 0) return -1;
+    int i = 0;
+    while (i < g->gemm_times && !(g->gemm_time[i].m == d[0] && g->gemm_time[i].n == d[1] && g->gemm_time[i].k == d[2])) i++;
+    if (i == HWDB_GEMM_TIMES_MAX) {
+        snprintf(err, errlen, "%s:%d:key: more than %d measured GEMM shapes for GPU '%s'", t->path, t->line[r],
+                 HWDB_GEMM_TIMES_MAX, g->name);
+        return -1;
+    }
+    g->gemm_time[i] = (hw_gemm_time){d[0], d[1], d[2], us * 1e-6};
+    if (i == g->gemm_times) g->gemm_times++;
+    return 0;
+}
+
 int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen)
 {
     csv_table t;
@@ -240,6 +268,14 @@ int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen)
             snprintf(err, errlen, "%s:%d:gpu: unknown GPU '%s'", path, t.line[r], gpu_name);
             status = -1;
             break;
+        }
+        if (strncmp(key, GEMM_KEY, strlen(GEMM_KEY)) == 0) {
+            if (overlay_gemm_time(&t, r, g, key + strlen(GEMM_KEY), err, errlen) != 0) {
+                status = -1;
+                break;
+            }
+            snprintf(g->calibration, sizeof g->calibration, "%.200s (%.250s)", path, source);
+            continue;
         }
         int on_node;
         const gpu_numeric_column *col = overlay_column(key, &on_node);

@@ -49,6 +49,14 @@ int csv_get_string(const csv_table *t, int row, const char *column, int allow_em
 
 typedef enum { PREC_FP32 = 0, PREC_TF32, PREC_FP16, PREC_BF16, PREC_FP8, PREC_COUNT } precision_t;
 
+/* One GEMM shape timed by calibrate as the training step runs it (bf16, fp32
+ * accumulation): C[m, n] = A[m, k] B[k, n] in `seconds`. */
+#define HWDB_GEMM_TIMES_MAX 320
+typedef struct {
+    int64_t m, n, k;
+    double seconds;
+} hw_gemm_time;
+
 typedef struct {
     char name[HWDB_NAME_MAX];
     char full_name[128];
@@ -74,6 +82,10 @@ typedef struct {
     double attention_fwd_efficiency;  /* fused (flash) attention forward: fraction of the 16-bit peak it
                                          reaches on the FLOPs the planner executes; 0 until calibrated */
     double attention_bwd_efficiency;  /* the same for its backward; 0 until calibrated */
+    double membound_overhead_s;       /* fixed GPU time of one memory-bound kernel (ramp-up and tail) beside
+                                         its bytes / bandwidth; 0 until calibrated */
+    int gemm_times;                   /* measured GEMM shapes (overlay keys gemm_us:MxNxK); 0 until calibrated */
+    hw_gemm_time gemm_time[HWDB_GEMM_TIMES_MAX];
     char node[HWDB_NAME_MAX];
     char source[HWDB_SOURCE_MAX];
     char calibration[HWDB_SOURCE_MAX];/* where the overlay came from, "" when none */

@@ -115,6 +115,41 @@ static double gemm_efficiency(const hw_gpu *gpu, double flops)
     return gpu->gemm_efficiency * flops / (flops + gpu->gemm_half_flops);
 }
 
+/* Time of a GEMM calibrate timed on this GPU, or on the line through timed
+ * shapes that differ from it in one size only, the tokens (m for the forward
+ * and dgrad GEMMs, k for wgrad): piecewise linear between the two nearest,
+ * proportional beyond the largest, linear (at least proportional) below the
+ * smallest (docs/model.md, "Step time").  0 when no such line exists. */
+static double measured_gemm_s(const hw_gpu *gpu, double m, double n, double k)
+{
+    for (int vary = 0; vary < 2; vary++) { /* 0: m varies, 1: k varies */
+        double x = vary ? k : m;
+        double lo_x = 0, lo_t = 0, hi_x = 0, hi_t = 0;      /* the nearest below-or-at and above x */
+        double min_x = 0, min_t = 0, min2_x = 0, min2_t = 0; /* the two smallest */
+        double max_x = 0, max_t = 0;
+        int points = 0;
+        for (int i = 0; i < gpu->gemm_times; i++) {
+            const hw_gemm_time *g = &gpu->gemm_time[i];
+            if ((double)g->n != n || (double)(vary ? g->m : g->k) != (vary ? m : k)) continue;
+            double gx = (double)(vary ? g->k : g->m);
+            if (gx == x) return g->seconds;
+            points++;
+            if (gx < x && gx > lo_x) { lo_x = gx; lo_t = g->seconds; }
+            if (gx > x && (hi_x == 0 || gx < hi_x)) { hi_x = gx; hi_t = g->seconds; }
+            if (min_x == 0 || gx < min_x) { min2_x = min_x; min2_t = min_t; min_x = gx; min_t = g->seconds; }
+            else if (min2_x == 0 || gx < min2_x) { min2_x = gx; min2_t = g->seconds; }
+            if (gx > max_x) { max_x = gx; max_t = g->seconds; }
+        }
+        if (points < 2) continue;
+        if (lo_x > 0 && hi_x > 0) return lo_t + (hi_t - lo_t) * (x - lo_x) / (hi_x - lo_x);
+        if (x > max_x) return max_t * x / max_x;
+        double linear = min_t + (min2_t - min_t) * (x - min_x) / (min2_x - min_x);
+        double proportional = min_t * x / min_x;
+        return linear > proportional ? linear : proportional;
+    }
+    return 0.0;
+}
+
 /* The CPU issues one kernel per launch_overhead_s at best; while it runs
  * ahead of the GPU that cost hides, so it bounds an op from below rather
  * than adding to it (docs/model.md, "Step time"). */
@@ -123,13 +158,26 @@ static double with_launch(const hw_gpu *gpu, double seconds)
     return seconds > gpu->launch_overhead_s ? seconds : gpu->launch_overhead_s;
 }
 
+/* A memory-bound kernel: its bytes at the achievable bandwidth, plus the
+ * fixed time every kernel spends filling and draining the GPU (calibrated;
+ * 0 on hwdb defaults) (docs/model.md, "Step time"). */
+static double membound_s(const hw_gpu *gpu, double bytes)
+{
+    return bytes / (gpu->hbm_bytes_per_s * gpu->membound_efficiency) + gpu->membound_overhead_s;
+}
+
 static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t *l)
 {
     double membw = gpu->hbm_bytes_per_s * gpu->membound_efficiency;
     precision_t matrix = l->precision;
     switch (op->kind) {
-    case OP_GEMM:
+    case OP_GEMM: {
+        /* calibrate times bf16 GEMMs; other precisions take the curve */
+        double measured = matrix == PREC_BF16 || matrix == PREC_FP16
+                              ? measured_gemm_s(gpu, (double)op->m, (double)op->n, (double)op->k) : 0.0;
+        if (measured > 0.0 && op->batch <= 1) return with_launch(gpu, measured);
         return with_launch(gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->flops), op->bytes, membw));
+    }
     case OP_ATTENTION:
         /* attention kernels stay in 16-bit when the GEMMs run in fp8 */
         if (matrix == PREC_FP8) matrix = gpu->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
@@ -158,7 +206,7 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
         }
     case OP_MEMBOUND:
         if (op->bytes <= 0.0) return 0.0;   /* a bookkeeping entry, no kernel */
-        return with_launch(gpu, op->bytes / membw);
+        return with_launch(gpu, membound_s(gpu, op->bytes));
     case OP_COMM: {
         double bw, latency;
         group_link(gpu, node, l, op->group, &bw, &latency, &op->crosses_node);

@@ -326,6 +326,58 @@ static void calibrated_flash_attention_efficiency(void **state)
     assert_close(costed_op(run_on("llama3.2-1b", &g, l), "attention_bwd", PASS_BWD)->time_s, unfused_default, 1e-15);
 }
 
+/* calibrate's GEMM table: a GEMM op takes the measured time of its shape, or
+ * the line through shapes that differ only in the token count (m for forward
+ * and dgrad, k for wgrad); other shapes, batched GEMMs and fp8 keep the curve.
+ * membound_overhead_us adds to every memory-bound op. */
+static void calibrated_gemm_table_and_membound_overhead(void **state)
+{
+    (void)state;
+    hw_gpu g = *hwdb_find_gpu(&db, "h100-sxm");
+    layout_t l = layout(1, 1, 1, 8, 8, 1024); /* gpt2: 8192 tokens, C 768, qkv out 2304 */
+    l.recompute = RECOMPUTE_NONE;
+    estimate_t *e = run_on("gpt2", &g, l);
+    const double qkv_curve = costed_op(e, "qkv", PASS_FWD)->time_s, dgrad_curve = costed_op(e, "qkv_dgrad", PASS_BWD)->time_s;
+    const double out_curve = costed_op(e, "attn_out", PASS_FWD)->time_s, norm_default = costed_op(e, "attn_norm", PASS_FWD)->time_s;
+    const op_t *norm = costed_op(e, "attn_norm", PASS_FWD);
+    assert_close(norm_default, norm->bytes / (g.hbm_bytes_per_s * g.membound_efficiency), 1e-12);
+
+    g.gemm_times = 0;
+    const hw_gemm_time table[] = {
+        {8192, 2304, 768, 150e-6},                                                  /* qkv, exact */
+        {4096, 768, 2304, 60e-6}, {16384, 768, 2304, 200e-6},                       /* qkv dgrad around 8192 */
+        {768, 2304, 2048, 30e-6}, {768, 2304, 4096, 50e-6},                         /* qkv wgrad below 8192 */
+        {2048, 768, 768, 9e-6}, {1024, 768, 768, 6e-6},                             /* attn_out above: proportional */
+        {16384, 3072, 768, 1e-3}, {32768, 3072, 768, 1.2e-3},                       /* mlp_up far above: proportional */
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) g.gemm_time[g.gemm_times++] = table[i];
+    g.membound_overhead_s = 3e-6;
+    e = run_on("gpt2", &g, l);
+    assert_close(costed_op(e, "qkv", PASS_FWD)->time_s, 150e-6, 1e-12);
+    assert_close(costed_op(e, "qkv_dgrad", PASS_BWD)->time_s, 60e-6 + 140e-6 * (8192 - 4096) / (16384 - 4096.0), 1e-12);
+    assert_close(costed_op(e, "qkv_wgrad", PASS_BWD)->time_s, 50e-6 * 8192 / 4096.0, 1e-12);
+    assert_close(costed_op(e, "attn_out", PASS_FWD)->time_s, 9e-6 * 8192 / 2048.0, 1e-12);
+    assert_true(costed_op(e, "attn_out", PASS_FWD)->time_s != out_curve);
+    /* mlp_up at 8192 tokens is below both points: the line, at least proportional */
+    double line = 1e-3 + 0.2e-3 * (8192 - 16384) / 16384.0, prop = 1e-3 * 8192 / 16384.0;
+    assert_close(costed_op(e, "mlp_up", PASS_FWD)->time_s, line > prop ? line : prop, 1e-12);
+    /* no line through attn_out's dgrad (one point only) and none for the LM head: the curve */
+    const op_t *head = costed_op(e, "lm_head", PASS_FWD);
+    assert_close(head->time_s, roofline_s(head->flops, g.peak_flops[PREC_BF16] * g.gemm_efficiency, head->bytes,
+                                          g.hbm_bytes_per_s * g.membound_efficiency), 1e-12);
+    norm = costed_op(e, "attn_norm", PASS_FWD);
+    assert_close(norm->time_s, norm_default + 3e-6, 1e-12);
+
+    /* fp8 GEMMs are not what calibrate timed */
+    l.precision = PREC_FP8;
+    hw_gpu plain = *hwdb_find_gpu(&db, "h100-sxm");
+    plain.membound_overhead_s = 3e-6;
+    double fp8_plain = costed_op(run_on("gpt2", &plain, l), "qkv", PASS_FWD)->time_s;
+    assert_close(costed_op(run_on("gpt2", &g, l), "qkv", PASS_FWD)->time_s, fp8_plain, 1e-15);
+    (void)qkv_curve;
+    (void)dgrad_curve;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -341,6 +393,7 @@ int main(void)
         cmocka_unit_test(pipeline_stages_split_memory),
         cmocka_unit_test(moe_counts_active_parameters),
         cmocka_unit_test(calibrated_flash_attention_efficiency),
+        cmocka_unit_test(calibrated_gemm_table_and_membound_overhead),
     };
     return cmocka_run_group_tests_name("estimate", tests, setup, teardown);
 }

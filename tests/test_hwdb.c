@@ -112,6 +112,40 @@ static void calibration_overlay_replaces_figures(void **state)
     assert_non_null(strstr(g->calibration, "calibrate test"));
     unlink(path);
 
+    /* calibrate's GEMM table and the memory-bound kernels' fixed time */
+    char table[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(table, "gpu,key,value,source\n"
+                      "h100-sxm,gemm_us:8192x2304x768,150.5,calibrate test\n"
+                      "h100-sxm,gemm_us:768x2304x8192,210,calibrate test\n"
+                      "h100-sxm,gemm_us:8192x2304x768,151,calibrate test again\n"
+                      "h100-sxm,membound_overhead_us,2.5,calibrate test\n");
+    assert_int_equal(hwdb_apply_overlay(&copy, table, err, sizeof err), 0);
+    g = hwdb_find_gpu(&copy, "h100-sxm");
+    assert_int_equal(g->gemm_times, 2);
+    assert_true(g->gemm_time[0].m == 8192 && g->gemm_time[0].n == 2304 && g->gemm_time[0].k == 768);
+    assert_close(g->gemm_time[0].seconds, 151e-6, 1e-12); /* the later row wins */
+    assert_true(g->gemm_time[1].m == 768 && g->gemm_time[1].k == 8192);
+    assert_close(g->gemm_time[1].seconds, 210e-6, 1e-12);
+    assert_close(g->membound_overhead_s, 2.5e-6, 1e-12);
+    assert_int_equal(hwdb_find_gpu(&copy, "h200")->gemm_times, 0);
+    unlink(table);
+    const char *bad_gemm[][2] = {
+        {"h100-sxm,gemm_us:8192x2304,150,x\n", ":2:key"},     {"h100-sxm,gemm_us:8192x2304x768x1,150,x\n", ":2:key"},
+        {"h100-sxm,gemm_us:0x2304x768,150,x\n", ":2:key"},    {"h100-sxm,gemm_us:axbxc,150,x\n", ":2:key"},
+        {"h100-sxm,gemm_us:8192x2304x768,-1,x\n", ":2:value"}, {"h100-sxm,gemm_us:8192x2304x768,,x\n", ":2:value"},
+        {"h100-sxm,membound_overhead_us,5000,x\n", ":2:value"},
+    };
+    for (size_t i = 0; i < sizeof bad_gemm / sizeof bad_gemm[0]; i++) {
+        char badg[] = "/tmp/sextant-overlay-XXXXXX";
+        char text[256];
+        snprintf(text, sizeof text, "gpu,key,value,source\n%s", bad_gemm[i][0]);
+        write_temp(badg, text);
+        assert_int_equal(hwdb_apply_overlay(&copy, badg, err, sizeof err), -1);
+        if (!strstr(err, bad_gemm[i][1])) print_error("%s: %s\n", bad_gemm[i][0], err);
+        assert_non_null(strstr(err, bad_gemm[i][1]));
+        unlink(badg);
+    }
+
     char bad[] = "/tmp/sextant-overlay-XXXXXX";
     write_temp(bad, "gpu,key,value,source\nh100-sxm,gemm_efficiency,1.7,x\n");
     assert_int_equal(hwdb_apply_overlay(&copy, bad, err, sizeof err), -1);

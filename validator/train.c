@@ -480,16 +480,21 @@ static void linear_forward(const char *name, bf16 *y, const bf16 *x, const bf16 
     profile_mark(name, 1);
 }
 
-/* dx = dy W; dW += dy^T x; dbias (+)= dy^T 1, in the weight GEMM's epilogue
- * for a step's first micro-batch (the epilogue writes, it cannot add) */
-static void linear_backward(const char *dgrad, const char *wgrad, bf16 *dx, bf16 *dw, bf16 *dbias, const bf16 *dy,
-                            const bf16 *x, const bf16 *w, const bf16 *ones, int N, int in, int out)
+/* dx = dy W */
+static void linear_dgrad(const char *name, bf16 *dx, const bf16 *dy, const bf16 *w, int N, int in, int out)
 {
-    profile_mark(dgrad, 0);
+    profile_mark(name, 0);
     CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, in, N, out, &one, w, CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &zero, dx,
                     CUDA_R_16BF, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    profile_mark(dgrad, 1);
-    profile_mark(wgrad, 0);
+    profile_mark(name, 1);
+}
+
+/* dW += dy^T x; dbias (+)= dy^T 1, in the GEMM's epilogue for a step's first
+ * micro-batch (the epilogue writes, it cannot add) */
+static void linear_wgrad(const char *name, bf16 *dw, bf16 *dbias, const bf16 *dy, const bf16 *x, const bf16 *ones, int N,
+                         int in, int out)
+{
+    profile_mark(name, 0);
     if (!dbias || bias_accumulate || !lt_gemm(0, 1, in, out, N, x, in, dy, out, 1, dw, in, CUBLASLT_EPILOGUE_BGRADB, dbias)) {
         CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, N, &one, x, CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &one, dw,
                         CUDA_R_16BF, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -499,7 +504,86 @@ static void linear_backward(const char *dgrad, const char *wgrad, bf16 *dx, bf16
                             dbias, CUDA_R_16BF, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         }
     }
-    profile_mark(wgrad, 1);
+    profile_mark(name, 1);
+}
+
+static void linear_backward(const char *dgrad, const char *wgrad, bf16 *dx, bf16 *dw, bf16 *dbias, const bf16 *dy,
+                            const bf16 *x, const bf16 *w, const bf16 *ones, int N, int in, int out)
+{
+    linear_dgrad(dgrad, dx, dy, w, N, in, out);
+    linear_wgrad(wgrad, dw, dbias, dy, x, ones, N, in, out);
+}
+
+/* Seconds per call of one GEMM issued `reps` times back to back (the CPU
+ * ahead of the GPU, as in a step), the median over a few such batches. */
+static double time_linear_gemm(int which, bf16 *x, bf16 *w, bf16 *y, bf16 *dy, bf16 *dx, bf16 *dw, bf16 *bias,
+                               bf16 *dbias, const bf16 *ones, int N, int in, int out, int reps)
+{
+    enum { BATCHES = 5 };
+    cudaEvent_t start, stop;
+    CK(cudaEventCreate(&start));
+    CK(cudaEventCreate(&stop));
+    float ms[BATCHES];
+    for (int b = -1; b < BATCHES; b++) { /* batch -1 warms up (and picks the cuBLASLt algorithm) */
+        CK(cudaEventRecord(start, stream));
+        for (int r = 0; r < reps; r++) {
+            if (which == 0) linear_forward("calibrate", y, x, w, bias, ones, N, in, out);
+            else if (which == 1) linear_dgrad("calibrate", dx, dy, w, N, in, out);
+            else linear_wgrad("calibrate", dw, dbias, dy, x, ones, N, in, out);
+        }
+        CK(cudaEventRecord(stop, stream));
+        CK(cudaEventSynchronize(stop));
+        if (b >= 0) CK(cudaEventElapsedTime(&ms[b], start, stop));
+    }
+    CK(cudaEventDestroy(start));
+    CK(cudaEventDestroy(stop));
+    for (int i = 1; i < BATCHES; i++) /* insertion sort of five */
+        for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) { float t = ms[j]; ms[j] = ms[j - 1]; ms[j - 1] = t; }
+    return ms[BATCHES / 2] * 1e-3 / reps;
+}
+
+int train_time_linear(int N, int in, int out, int with_bias, void *const buffers[4], size_t buffer_bytes, double seconds[3])
+{
+    size_t xs = (size_t)N * in * sizeof(bf16), ys = (size_t)N * out * sizeof(bf16), ws = (size_t)in * out * sizeof(bf16);
+    size_t vs = 256 * (((size_t)out * sizeof(bf16) + 255) / 256), os = 256 * (((size_t)N * sizeof(bf16) + 255) / 256);
+    if (N <= 0 || in <= 0 || out <= 0 || 2 * xs > buffer_bytes || ys > buffer_bytes ||
+        2 * ws + 2 * vs + os > buffer_bytes) {
+        fprintf(stderr, "sextant-gpu calibrate: GEMM %d x %d x %d does not fit the %.2f GiB buffers\n", N, out, in,
+                buffer_bytes / 1073741824.0);
+        return -1;
+    }
+    /* buffers hold random bf16 in [-1, 1): x and dx share the first, W, dW and the biases the second */
+    bf16 *x = buffers[0], *dx = (bf16 *)((char *)buffers[0] + xs), *y = buffers[2], *dy = buffers[3];
+    bf16 *w = buffers[1], *dw = (bf16 *)((char *)buffers[1] + ws), *bias = (bf16 *)((char *)buffers[1] + 2 * ws);
+    bf16 *dbias = (bf16 *)((char *)bias + vs), *ones = (bf16 *)((char *)dbias + vs);
+    CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CB(cublasCreate(&blas));
+    CB(cublasSetStream(blas, stream));
+    void *blas_workspace, *lt_ws;
+    CK(cudaMalloc(&blas_workspace, CUBLAS_WORKSPACE_BYTES));
+    CK(cudaMalloc(&lt_ws, LT_WORKSPACE_BYTES));
+    lt_workspace = lt_ws;
+    CB(cublasSetWorkspace(blas, blas_workspace, CUBLAS_WORKSPACE_BYTES));
+    CB(cublasLtCreate(&lt));
+    bias_accumulate = 0;
+    /* about 2 ms of GEMMs per batch: launch gaps hide as they do in a step */
+    double flops = 2.0 * N * (double)in * out;
+    int reps = (int)(2e-3 / (flops / 500e12)) + 1;
+    if (reps > 200) reps = 200;
+    for (int which = 0; which < 3; which++)
+        seconds[which] = time_linear_gemm(which, x, w, y, dy, dx, dw, with_bias ? bias : NULL, with_bias ? dbias : NULL, ones,
+                                          N, in, out, reps);
+    lt_free();
+    CB(cublasLtDestroy(lt));
+    CB(cublasDestroy(blas));
+    CK(cudaFree(lt_ws));
+    CK(cudaFree(blas_workspace));
+    CK(cudaStreamDestroy(stream));
+    lt_workspace = NULL;
+    blas = NULL;
+    lt = NULL;
+    stream = NULL;
+    return 0;
 }
 
 /* Pointer arrays for the batched attention GEMMs.  Heads are ordered

@@ -32,6 +32,14 @@ typedef struct {
  * (launch.h).  0 when the loss fell. */
 int train_run(const model_t *m, const hw_gpu *gpu, const hw_node *node, const train_options *o, launch_ctx *ctx);
 
+/* Times the three GEMMs of one linear layer y[N, out] = x[N, in] W^T (+ bias) exactly as the
+ * training step issues them (forward with the bias in cuBLASLt's epilogue, dgrad, wgrad adding
+ * into dW with the bias gradient in the epilogue), each back to back: seconds per call in
+ * seconds[0..2].  buffers: four device buffers of buffer_bytes each, filled with random bf16 by
+ * the caller (the values set the GEMMs' power draw, and so their clocks).  0, or -1 after one
+ * stderr line. */
+int train_time_linear(int N, int in, int out, int with_bias, void *const buffers[4], size_t buffer_bytes, double seconds[3]);
+
 /* Checks the layout flags against the model before anything starts: 0, or
  * -1 after one stderr line naming the flag. */
 int train_check(const model_t *m, const train_options *o);

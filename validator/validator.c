@@ -1,6 +1,6 @@
 /* sextant-gpu: the validator's first half, on one GPU.
  *
- *   sextant-gpu calibrate [--gpu NAME] [--out FILE]
+ *   sextant-gpu calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B,...]
  *       microbenchmarks (device copy, bf16 GEMMs over transformer shapes,
  *       a memory-bound kernel, launch overhead, our fused attention forward
  *       and backward), fitted with GSL into the hwdb overlay that
@@ -422,7 +422,130 @@ static void run_copy(const void *ctx)
     CUDA_CHECK(cudaMemcpyAsync(scratch[1], scratch[0], bytes, cudaMemcpyDeviceToDevice, stream));
 }
 
-static int cmd_calibrate(int argc, char **argv, const hwdb *db)
+/* The fixed GPU time of a memory-bound kernel: our LayerNorm forward over
+ * 256 to 8192 rows of 768, fitted with GSL to t = t0 + bytes / bw; the
+ * intercept t0 is what a small kernel costs beyond its bytes (ramp-up and
+ * tail), which the planner adds to every memory-bound op.  Never negative. */
+static double membound_overhead(double large_bw)
+{
+    enum { SIZES = 6 };
+    double bytes[SIZES], seconds[SIZES];
+    printf("\n%-28s %10s %10s %10s\n", "layernorm fwd, rows x 768", "MB", "us", "GB/s");
+    for (int i = 0; i < SIZES; i++) {
+        int64_t rows = (int64_t)256 << i;
+        membound_ctx c = {"attn_norm", NULL, rows, 768, 3072, 50304, 1024, 32, 12, 0, 0};
+        seconds[i] = time_median(run_membound, &c, NULL);
+        bytes[i] = 2.0 * (double)rows * 768 * 2 + 2.0 * 768 * 2;
+        printf("%-28lld %10.2f %10.2f %10.0f\n", (long long)rows, bytes[i] / 1e6, seconds[i] * 1e6, bytes[i] / seconds[i] / 1e9);
+    }
+    double c0, c1, cov00, cov01, cov11, sumsq;
+    gsl_fit_linear(bytes, 1, seconds, 1, SIZES, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
+    printf("fit: t = %.2f us + bytes / %.0f GB/s (GSL least squares); at 32768 rows %.0f GB/s\n", c0 * 1e6,
+           c1 > 0 ? 1e-9 / c1 : 0.0, large_bw / 1e9);
+    return c0 > 0 ? c0 : 0.0;
+}
+
+/* The zoo models whose linear layers calibrate times by default: the ones the
+ * one-GPU validation reports train. */
+#define CALIBRATE_GEMM_MODELS "gpt2,gpt2-medium,llama3.2-1b"
+#define GEMM_TOKENS_MIN 1024
+#define GEMM_TOKENS_MAX 32768
+
+typedef struct {
+    int n;
+    hw_gemm_time shape[HWDB_GEMM_TIMES_MAX];
+    char what[HWDB_GEMM_TIMES_MAX][48];
+    double e_max, half_gflop;
+} gemm_timing;
+
+static void gemm_timing_add(gemm_timing *gt, int64_t m, int64_t n, int64_t k, double seconds, const char *what)
+{
+    for (int i = 0; i < gt->n; i++)
+        if (gt->shape[i].m == m && gt->shape[i].n == n && gt->shape[i].k == k) return; /* two models, one shape */
+    if (gt->n == HWDB_GEMM_TIMES_MAX) return;
+    gt->shape[gt->n] = (hw_gemm_time){m, n, k, seconds};
+    snprintf(gt->what[gt->n], sizeof gt->what[0], "%.47s", what);
+    gt->n++;
+}
+
+/* Times the forward, dgrad and wgrad GEMMs of every distinct linear layer of
+ * the listed models (the planner's own op list names them: qkv, attn_out,
+ * mlp_up, mlp_down, lm_head) at 1024 to 32768 tokens, through the training
+ * step's own code (train_time_linear), and fits the planner's efficiency
+ * curve eff(F) = e_max F / (F + F_half) to them with GSL for the shapes the
+ * table does not hold (other models, tensor-parallel shards).  -1 after one
+ * stderr line. */
+static int calibrate_gemms(const char *models, const model_zoo *zoo, const hw_gpu *g, gemm_timing *gt)
+{
+    gt->n = 0;
+    double peak = g->peak_flops[PREC_BF16] > 0 ? g->peak_flops[PREC_BF16] : g->peak_flops[PREC_FP16];
+    static double x[3 * HWDB_GEMM_TIMES_MAX], y[3 * HWDB_GEMM_TIMES_MAX], w[3 * HWDB_GEMM_TIMES_MAX];
+    int points = 0;
+    printf("\nGEMMs of the models' linear layers, as the training step runs them (bf16, fp32 accumulation)\n");
+    printf("%-14s %-9s %7s %7s %7s %11s %11s %11s %8s %8s %8s\n", "model", "linear", "tokens", "in", "out", "fwd us",
+           "dgrad us", "wgrad us", "fwd", "dgrad", "wgrad");
+    char list[512];
+    snprintf(list, sizeof list, "%s", models);
+    for (char *save = NULL, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        const model_t *model = model_zoo_find(zoo, name);
+        if (!model) { fprintf(stderr, "sextant-gpu: --gemm-models: unknown model '%s'\n", name); return -1; }
+        layout_t l = {0};
+        l.gpus = l.tp = l.pp = l.dp = l.vpp = l.mbs = l.gbs = l.gpus_per_node = 1;
+        l.seq = 1024;
+        l.attention = ATTENTION_UNFUSED;
+        l.precision = PREC_BF16;
+        static stage_ops ops;
+        if (build_stage_ops(model, &l, 0, &ops) != 0) {
+            fprintf(stderr, "sextant-gpu: --gemm-models: no op list for '%s'\n", name);
+            return -1;
+        }
+        for (int i = 0; i < ops.nops; i++) {
+            const op_t *op = &ops.ops[i];
+            if (op->kind != OP_GEMM || op->pass != PASS_FWD || op->batch > 1) continue;
+            int in = (int)op->k, out = (int)op->n, bias = model->bias && strcmp(op->name, "lm_head") != 0;
+            for (int64_t tokens = GEMM_TOKENS_MIN; tokens <= GEMM_TOKENS_MAX; tokens *= 2) {
+                size_t need_bytes = (size_t)tokens * (size_t)(out > in ? out : in) * 2 * 2;
+                if (need_bytes > scratch_bytes) break; /* the logits of a large vocabulary at many tokens */
+                double t[3];
+                if (train_time_linear((int)tokens, in, out, bias, scratch, scratch_bytes, t) != 0) return -1;
+                double F = 2.0 * (double)tokens * in * out;
+                printf("%-14s %-9s %7lld %7d %7d %11.1f %11.1f %11.1f %7.1f%% %7.1f%% %7.1f%%\n", name, op->name,
+                       (long long)tokens, in, out, t[0] * 1e6, t[1] * 1e6, t[2] * 1e6, 100 * F / t[0] / peak,
+                       100 * F / t[1] / peak, 100 * F / t[2] / peak);
+                char what[48];
+                snprintf(what, sizeof what, "%s %s", name, op->name);
+                gemm_timing_add(gt, tokens, out, in, t[0], what);
+                gemm_timing_add(gt, tokens, in, out, t[1], what);
+                gemm_timing_add(gt, in, out, tokens, t[2], what);
+                for (int j = 0; j < 3 && points < 3 * HWDB_GEMM_TIMES_MAX; j++, points++) {
+                    /* 1/eff = 1/e_max + (F_half/e_max) / F, weighted by size: the large GEMMs hold
+                     * most of a step's time */
+                    x[points] = 1e9 / F;
+                    y[points] = t[j] * peak / F;
+                    w[points] = F / 1e9;
+                }
+            }
+        }
+    }
+    if (gt->n == HWDB_GEMM_TIMES_MAX)
+        fprintf(stderr, "sextant-gpu: note: the GEMM table is full (%d shapes); later shapes are left to the curve\n",
+                HWDB_GEMM_TIMES_MAX);
+    if (points < 2) { fprintf(stderr, "sextant-gpu: --gemm-models: no GEMM to time\n"); return -1; }
+    double c0, c1, cov00, cov01, cov11, chisq;
+    gsl_fit_wlinear(x, 1, w, 1, y, 1, (size_t)points, &c0, &c1, &cov00, &cov01, &cov11, &chisq);
+    gt->e_max = 1.0 / c0;
+    gt->half_gflop = c1 / c0;
+    printf("\n%d GEMM shapes timed; fit: efficiency(F) = %.3f x F / (F + %.3g GFLOP)   (GSL weighted least squares on 1/eff, "
+           "chi^2 %.3g)\n", gt->n, gt->e_max, gt->half_gflop, chisq);
+    if (gt->e_max > 1.0 || gt->e_max < 0.05 || gt->half_gflop < 0) {
+        fprintf(stderr, "sextant-gpu: the GEMM fit is implausible (plateau %.3f, half %.3g GFLOP); not writing it\n", gt->e_max,
+                gt->half_gflop);
+        return -1;
+    }
+    return 0;
+}
+
+static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
 {
     const char *gpu_name = arg_value(argc, argv, "--gpu", "h100-sxm");
     const char *out_path = arg_value(argc, argv, "--out", NULL);
@@ -466,44 +589,17 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db)
     CUDA_CHECK(cudaEventElapsedTime(&launch_ms, a, b));
     double launch_s = launch_ms * 1e-3 / 2000.0;
     printf("launch overhead    %8.2f us per back-to-back kernel\n", launch_s * 1e6);
+    double membound_overhead_s = membound_overhead(ln_bw);
     printf("context memory     %8.3f GiB (CUDA context, cuBLAS and workspaces before any tensor)\n", context_bytes / 1073741824.0);
 
-    /* GEMMs over the shapes a transformer uses, plus squares */
-    static const int64_t shapes[][3] = {
-        {1024, 1024, 1024},   {2048, 2048, 2048},   {4096, 4096, 4096},  {8192, 8192, 8192},
-        {8192, 2304, 768},    {8192, 768, 768},     {8192, 3072, 768},   {8192, 768, 3072},
-        {32768, 2304, 768},   {32768, 768, 768},    {32768, 3072, 768},  {32768, 768, 3072},
-        {32768, 50304, 768},  {16384, 3072, 1024},  {16384, 1024, 4096}, {16384, 4096, 1024},
-        {16384, 3072, 2048},  {16384, 16384, 2048}, {16384, 2048, 8192}, {16384, 128256, 2048},
-        {4096, 12288, 4096},  {4096, 4096, 11008},  {4096, 22016, 4096}, {2048, 2048, 512},
-    };
-    int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
-    double x[64], y[64], w[64];
-    double peak = g->peak_flops[PREC_BF16] > 0 ? g->peak_flops[PREC_BF16] : g->peak_flops[PREC_FP16];
-    printf("\n%8s %8s %8s %12s %10s %8s\n", "m", "n", "k", "GFLOP", "TFLOP/s", "of peak");
-    for (int i = 0; i < nshapes; i++) {
-        double flops = 2.0 * (double)shapes[i][0] * (double)shapes[i][1] * (double)shapes[i][2];
-        double t = time_gemm(shapes[i][0], shapes[i][1], shapes[i][2], 1);
-        double eff = flops / t / peak;
-        printf("%8lld %8lld %8lld %12.2f %10.1f %7.1f%%\n", (long long)shapes[i][0], (long long)shapes[i][1],
-               (long long)shapes[i][2], flops / 1e9, flops / t / 1e12, 100.0 * eff);
-        /* efficiency saturates with size: 1/eff = 1/e_max + (F_half/e_max) / F,
-         * weighted by size because the large GEMMs hold most of a step's time */
-        x[i] = 1e9 / flops;
-        y[i] = 1.0 / eff;
-        w[i] = flops / 1e9;
-    }
-    double c0, c1, cov00, cov01, cov11, chisq;
-    gsl_fit_wlinear(x, 1, w, 1, y, 1, (size_t)nshapes, &c0, &c1, &cov00, &cov01, &cov11, &chisq);
-    double e_max = 1.0 / c0, half_gflop = c1 / c0;
-    printf("\nfit: efficiency(F) = %.3f x F / (F + %.3g GFLOP)   (GSL weighted least squares on 1/eff, chi^2 %.3g)\n", e_max,
-           half_gflop, chisq);
-    if (e_max > 1.0 || e_max < 0.05 || half_gflop < 0) {
-        fprintf(stderr, "sextant-gpu: the GEMM fit is implausible (plateau %.3f, half %.3g GFLOP); not writing it\n", e_max,
-                half_gflop);
+    /* GEMMs: every linear layer of the models, its three GEMMs as the step runs them */
+    gemm_timing gt;
+    if (calibrate_gemms(arg_value(argc, argv, "--gemm-models", CALIBRATE_GEMM_MODELS), zoo, g, &gt) != 0) {
         scratch_free();
-        return 1;
+        return 2;
     }
+    double e_max = gt.e_max, half_gflop = gt.half_gflop;
+    double peak = g->peak_flops[PREC_BF16] > 0 ? g->peak_flops[PREC_BF16] : g->peak_flops[PREC_FP16];
     double attention_fwd = 0.0, attention_bwd = 0.0;
     calibrate_attention(peak, &attention_fwd, &attention_bwd);
     /* a fraction outside (0, 1] is a failed or absurd measurement: leave the planner's default */
@@ -528,6 +624,12 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db)
         fprintf(f, "%s,membound_efficiency,%.4f,\"%s (device copy)\"\n", g->name, copy_bw / g->hbm_bytes_per_s, source);
         fprintf(f, "%s,launch_overhead_us,%.3f,\"%s\"\n", g->name, launch_s * 1e6, source);
         fprintf(f, "%s,context_memory_gib,%.4f,\"%s\"\n", g->name, context_bytes / 1073741824.0, source);
+        fprintf(f, "%s,membound_overhead_us,%.3f,\"%s (layernorm forward, 256 to 8192 rows of 768, GSL fit)\"\n", g->name,
+                membound_overhead_s * 1e6, source);
+        for (int i = 0; i < gt.n; i++)
+            fprintf(f, "%s,gemm_us:%lldx%lldx%lld,%.3f,\"%s (%s, as the training step runs it)\"\n", g->name,
+                    (long long)gt.shape[i].m, (long long)gt.shape[i].n, (long long)gt.shape[i].k, gt.shape[i].seconds * 1e6,
+                    source, gt.what[i]);
         if (attention_ok) {
             fprintf(f, "%s,attention_fwd_efficiency,%.4f,\"%s (sx_flash_attention_forward, causal, 4 shapes)\"\n", g->name,
                     attention_fwd, source);
@@ -1028,7 +1130,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2 || (strcmp(argv[1], "calibrate") && strcmp(argv[1], "ops") && strcmp(argv[1], "train") &&
                      strcmp(argv[1], "check-gradients"))) {
-        fprintf(stderr, "usage: sextant-gpu calibrate [--gpu NAME] [--out FILE]\n"
+        fprintf(stderr, "usage: sextant-gpu calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B,...]\n"
                         "       sextant-gpu calibrate --comm [--gpus N] [--gpu NAME] [--out FILE] [--min-bytes SIZE] [--max-bytes SIZE]\n"
                         "                                    [--warmup N] [--iters N] [--repeats N] [--timeout S]\n"
                         "       sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]\n"
@@ -1059,7 +1161,7 @@ int main(int argc, char **argv)
     CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
     CUBLAS_CHECK(cublasSetWorkspace(blas, workspace, CUBLAS_WORKSPACE_BYTES));
     int rc;
-    if (!strcmp(argv[1], "calibrate")) rc = cmd_calibrate(argc, argv, &db);
+    if (!strcmp(argv[1], "calibrate")) rc = cmd_calibrate(argc, argv, &db, &zoo);
     else rc = cmd_ops(argc, argv, &db, &zoo);
     CUBLAS_CHECK(cublasDestroy(blas));
     CUDA_CHECK(cudaFree(workspace));
