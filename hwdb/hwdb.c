@@ -224,30 +224,32 @@ static const gpu_numeric_column *overlay_column(const char *key, int *on_node)
     return NULL;
 }
 
-/* A measured GEMM: key "gemm_us:MxNxK", value microseconds.  A shape given
- * twice keeps the later value. */
-#define GEMM_KEY "gemm_us:"
-static int overlay_gemm_time(const csv_table *t, int r, hw_gpu *g, const char *dims, char *err, size_t errlen)
+/* A measured shape: key PREFIX + "AxBxC" (gemm_us: M x N x K; flash_fwd_us and
+ * flash_bwd_us: batch x heads, sequence, head size), value microseconds, into
+ * `table` of at most `max` rows.  A shape given twice keeps the later value. */
+static int overlay_shape_time(const csv_table *t, int r, const char *gpu, const char *key, size_t prefix_len,
+                              hw_gemm_time *table, int *count, int max, char *err, size_t errlen)
 {
+    const char *dims = key + prefix_len;
     long long d[3];
     int used = 0;
     if (sscanf(dims, "%lldx%lldx%lld%n", &d[0], &d[1], &d[2], &used) != 3 || dims[used] != '\0' || d[0] < 1 ||
         d[1] < 1 || d[2] < 1 || d[0] > 1000000000LL || d[1] > 1000000000LL || d[2] > 1000000000LL) {
-        snprintf(err, errlen, "%s:%d:key: '%s%s' is not %sMxNxK with positive sizes", t->path, t->line[r], GEMM_KEY, dims,
-                 GEMM_KEY);
+        snprintf(err, errlen, "%s:%d:key: '%s' is not %.*sAxBxC with positive sizes", t->path, t->line[r], key,
+                 (int)prefix_len, key);
         return -1;
     }
     double us;
     if (csv_get_double(t, r, "value", 1e-3, 1e9, &us, err, errlen) != 0) return -1;
     int i = 0;
-    while (i < g->gemm_times && !(g->gemm_time[i].m == d[0] && g->gemm_time[i].n == d[1] && g->gemm_time[i].k == d[2])) i++;
-    if (i == HWDB_GEMM_TIMES_MAX) {
-        snprintf(err, errlen, "%s:%d:key: more than %d measured GEMM shapes for GPU '%s'", t->path, t->line[r],
-                 HWDB_GEMM_TIMES_MAX, g->name);
+    while (i < *count && !(table[i].m == d[0] && table[i].n == d[1] && table[i].k == d[2])) i++;
+    if (i == max) {
+        snprintf(err, errlen, "%s:%d:key: more than %d shapes of %.*s for GPU '%s'", t->path, t->line[r], max,
+                 (int)prefix_len - 1, key, gpu);
         return -1;
     }
-    g->gemm_time[i] = (hw_gemm_time){d[0], d[1], d[2], us * 1e-6};
-    if (i == g->gemm_times) g->gemm_times++;
+    table[i] = (hw_gemm_time){d[0], d[1], d[2], us * 1e-6};
+    if (i == *count) (*count)++;
     return 0;
 }
 
@@ -269,8 +271,14 @@ int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen)
             status = -1;
             break;
         }
-        if (strncmp(key, GEMM_KEY, strlen(GEMM_KEY)) == 0) {
-            if (overlay_gemm_time(&t, r, g, key + strlen(GEMM_KEY), err, errlen) != 0) {
+        static const char *shape_keys[3] = {"gemm_us:", "flash_fwd_us:", "flash_bwd_us:"};
+        int shape_key = 0;
+        while (shape_key < 3 && strncmp(key, shape_keys[shape_key], strlen(shape_keys[shape_key])) != 0) shape_key++;
+        if (shape_key < 3) {
+            hw_gemm_time *table = shape_key == 0 ? g->gemm_time : g->attention_time[shape_key - 1];
+            int *count = shape_key == 0 ? &g->gemm_times : &g->attention_times[shape_key - 1];
+            int max = shape_key == 0 ? HWDB_GEMM_TIMES_MAX : HWDB_ATTENTION_TIMES_MAX;
+            if (overlay_shape_time(&t, r, g->name, key, strlen(shape_keys[shape_key]), table, count, max, err, errlen) != 0) {
                 status = -1;
                 break;
             }

@@ -49,9 +49,11 @@ int csv_get_string(const csv_table *t, int row, const char *column, int allow_em
 
 typedef enum { PREC_FP32 = 0, PREC_TF32, PREC_FP16, PREC_BF16, PREC_FP8, PREC_COUNT } precision_t;
 
-/* One GEMM shape timed by calibrate as the training step runs it (bf16, fp32
- * accumulation): C[m, n] = A[m, k] B[k, n] in `seconds`. */
+/* One shape timed by calibrate as the training step runs it: a GEMM (bf16,
+ * fp32 accumulation) C[m, n] = A[m, k] B[k, n], or our fused attention with
+ * m = batch x heads, n = sequence, k = head size; `seconds` per call. */
 #define HWDB_GEMM_TIMES_MAX 320
+#define HWDB_ATTENTION_TIMES_MAX 96
 typedef struct {
     int64_t m, n, k;
     double seconds;
@@ -86,6 +88,9 @@ typedef struct {
                                          its bytes / bandwidth; 0 until calibrated */
     int gemm_times;                   /* measured GEMM shapes (overlay keys gemm_us:MxNxK); 0 until calibrated */
     hw_gemm_time gemm_time[HWDB_GEMM_TIMES_MAX];
+    int attention_times[2];           /* measured fused attention, forward [0] and backward [1] (overlay keys
+                                         flash_fwd_us:BHxSxD, flash_bwd_us:BHxSxD); 0 until calibrated */
+    hw_gemm_time attention_time[2][HWDB_ATTENTION_TIMES_MAX];
     char node[HWDB_NAME_MAX];
     char source[HWDB_SOURCE_MAX];
     char calibration[HWDB_SOURCE_MAX];/* where the overlay came from, "" when none */

@@ -115,21 +115,24 @@ static double gemm_efficiency(const hw_gpu *gpu, double flops)
     return gpu->gemm_efficiency * flops / (flops + gpu->gemm_half_flops);
 }
 
-/* Time of a GEMM calibrate timed on this GPU, or on the line through timed
- * shapes that differ from it in one size only, the tokens (m for the forward
- * and dgrad GEMMs, k for wgrad): piecewise linear between the two nearest,
- * proportional beyond the largest, linear (at least proportional) below the
- * smallest (docs/model.md, "Step time").  0 when no such line exists. */
-static double measured_gemm_s(const hw_gpu *gpu, double m, double n, double k)
+/* Time of a shape calibrate timed on this GPU (`table`: GEMMs m x n x k, or
+ * the fused attention's batch x heads, sequence, head size), or on the line
+ * through timed shapes that differ from it in one size only: the first (the
+ * tokens of forward and dgrad GEMMs, the attention's batch) or, when
+ * `third_varies`, the third (the tokens of a wgrad GEMM).  Piecewise linear
+ * between the two nearest, proportional beyond the largest, linear (at least
+ * proportional) below the smallest (docs/model.md, "Step time").  0 when no
+ * such line exists. */
+static double measured_shape_s(const hw_gemm_time *table, int count, double m, double n, double k, int third_varies)
 {
-    for (int vary = 0; vary < 2; vary++) { /* 0: m varies, 1: k varies */
+    for (int vary = 0; vary <= third_varies; vary++) { /* 0: m varies, 1: k varies */
         double x = vary ? k : m;
-        double lo_x = 0, lo_t = 0, hi_x = 0, hi_t = 0;      /* the nearest below-or-at and above x */
+        double lo_x = 0, lo_t = 0, hi_x = 0, hi_t = 0;      /* the nearest below and above x */
         double min_x = 0, min_t = 0, min2_x = 0, min2_t = 0; /* the two smallest */
         double max_x = 0, max_t = 0;
         int points = 0;
-        for (int i = 0; i < gpu->gemm_times; i++) {
-            const hw_gemm_time *g = &gpu->gemm_time[i];
+        for (int i = 0; i < count; i++) {
+            const hw_gemm_time *g = &table[i];
             if ((double)g->n != n || (double)(vary ? g->m : g->k) != (vary ? m : k)) continue;
             double gx = (double)(vary ? g->k : g->m);
             if (gx == x) return g->seconds;
@@ -174,7 +177,8 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
     case OP_GEMM: {
         /* calibrate times bf16 GEMMs; other precisions take the curve */
         double measured = matrix == PREC_BF16 || matrix == PREC_FP16
-                              ? measured_gemm_s(gpu, (double)op->m, (double)op->n, (double)op->k) : 0.0;
+                              ? measured_shape_s(gpu->gemm_time, gpu->gemm_times, (double)op->m, (double)op->n, (double)op->k, 1)
+                              : 0.0;
         if (measured > 0.0 && op->batch <= 1) return with_launch(gpu, measured);
         return with_launch(gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->flops), op->bytes, membw));
     }
@@ -198,9 +202,14 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
             return with_launch(gpu, seconds);
         }
         {
-            /* fused: the fraction of peak calibrate measured on our kernel, forward (and
-             * its recomputation) or backward, when the overlay has it; else a GEMM's */
-            double measured = op->pass == PASS_BWD ? gpu->attention_bwd_efficiency : gpu->attention_fwd_efficiency;
+            /* fused: the time calibrate measured for this shape (or its line over the
+             * batch); else the fraction of peak it measured on our kernel, forward (and
+             * its recomputation) or backward; else a GEMM's */
+            int bwd = op->pass == PASS_BWD;
+            double timed = measured_shape_s(gpu->attention_time[bwd], gpu->attention_times[bwd], (double)op->batch,
+                                            (double)op->m, (double)op->k, 0);
+            if (timed > 0.0) return with_launch(gpu, timed);
+            double measured = bwd ? gpu->attention_bwd_efficiency : gpu->attention_fwd_efficiency;
             double efficiency = measured > 0.0 ? measured : gemm_efficiency(gpu, op->flops);
             return with_launch(gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * efficiency, op->bytes, membw));
         }

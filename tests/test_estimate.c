@@ -329,8 +329,9 @@ static void calibrated_flash_attention_efficiency(void **state)
 /* calibrate's GEMM table: a GEMM op takes the measured time of its shape, or
  * the line through shapes that differ only in the token count (m for forward
  * and dgrad, k for wgrad); other shapes, batched GEMMs and fp8 keep the curve.
- * membound_overhead_us adds to every memory-bound op. */
-static void calibrated_gemm_table_and_membound_overhead(void **state)
+ * membound_overhead_us adds to every memory-bound op.  The fused attention's
+ * table works the same way over batch x heads. */
+static void calibrated_shape_tables_and_membound_overhead(void **state)
 {
     (void)state;
     hw_gpu g = *hwdb_find_gpu(&db, "h100-sxm");
@@ -376,6 +377,28 @@ static void calibrated_gemm_table_and_membound_overhead(void **state)
     assert_close(costed_op(run_on("gpt2", &g, l), "qkv", PASS_FWD)->time_s, fp8_plain, 1e-15);
     (void)qkv_curve;
     (void)dgrad_curve;
+
+    /* the fused attention's table: its shape, or its line over batch x heads; the
+     * recomputation takes the forward's; a shape off the table keeps the efficiency */
+    hw_gpu a = *hwdb_find_gpu(&db, "h100-sxm");
+    a.attention_fwd_efficiency = 0.15;
+    a.attention_bwd_efficiency = 0.12;
+    l = layout(1, 1, 1, 8, 8, 1024);
+    l.attention = ATTENTION_FLASH;
+    l.recompute = RECOMPUTE_FULL;
+    a.attention_times[0] = a.attention_times[1] = 0;
+    a.attention_time[0][a.attention_times[0]++] = (hw_gemm_time){96, 1024, 64, 400e-6};  /* gpt2: 8 x 12 heads */
+    a.attention_time[1][a.attention_times[1]++] = (hw_gemm_time){48, 1024, 64, 500e-6};
+    a.attention_time[1][a.attention_times[1]++] = (hw_gemm_time){192, 1024, 64, 1700e-6};
+    e = run_on("gpt2", &a, l);
+    assert_close(costed_op(e, "attention", PASS_FWD)->time_s, 400e-6, 1e-12);
+    assert_close(costed_op(e, "attention", PASS_RECOMPUTE)->time_s, 400e-6, 1e-12);
+    assert_close(costed_op(e, "attention_bwd", PASS_BWD)->time_s, 500e-6 + 1200e-6 * (96 - 48) / 144.0, 1e-12);
+    l.seq = 512; /* off the table: the efficiency */
+    e = run_on("gpt2", &a, l);
+    const op_t *att = costed_op(e, "attention", PASS_FWD);
+    assert_close(att->time_s, roofline_s(att->flops, a.peak_flops[PREC_BF16] * 0.15, att->bytes,
+                                         a.hbm_bytes_per_s * a.membound_efficiency), 1e-12);
 }
 
 int main(void)
@@ -393,7 +416,7 @@ int main(void)
         cmocka_unit_test(pipeline_stages_split_memory),
         cmocka_unit_test(moe_counts_active_parameters),
         cmocka_unit_test(calibrated_flash_attention_efficiency),
-        cmocka_unit_test(calibrated_gemm_table_and_membound_overhead),
+        cmocka_unit_test(calibrated_shape_tables_and_membound_overhead),
     };
     return cmocka_run_group_tests_name("estimate", tests, setup, teardown);
 }

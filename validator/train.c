@@ -514,22 +514,34 @@ static void linear_backward(const char *dgrad, const char *wgrad, bf16 *dx, bf16
     linear_wgrad(wgrad, dw, dbias, dy, x, ones, N, in, out);
 }
 
+/* Where train_time_linear's operands lie: `rot` copies of each, so that the
+ * GEMMs issued back to back read operands that are not left in L2 by the
+ * previous call (a step's GEMMs read what other kernels wrote) */
+typedef struct {
+    bf16 *x, *w, *y, *dy, *dw, *dx, *bias, *dbias, *ones;
+    size_t xs, ws, ys; /* elements per copy */
+    int rot, N, in, out;
+} linear_operands;
+
 /* Seconds per call of one GEMM issued `reps` times back to back (the CPU
- * ahead of the GPU, as in a step), the median over a few such batches. */
-static double time_linear_gemm(int which, bf16 *x, bf16 *w, bf16 *y, bf16 *dy, bf16 *dx, bf16 *dw, bf16 *bias,
-                               bf16 *dbias, const bf16 *ones, int N, int in, int out, int reps)
+ * ahead of the GPU, as in a step), the median over five such batches after
+ * a warm-up of four, so that clocks settle where sustained GEMM work holds them */
+static double time_linear_gemm(int which, const linear_operands *o, int reps)
 {
-    enum { BATCHES = 5 };
+    enum { WARMUP = 4, BATCHES = 5 };
     cudaEvent_t start, stop;
     CK(cudaEventCreate(&start));
     CK(cudaEventCreate(&stop));
     float ms[BATCHES];
-    for (int b = -1; b < BATCHES; b++) { /* batch -1 warms up (and picks the cuBLASLt algorithm) */
+    for (int b = -WARMUP; b < BATCHES; b++) { /* the first warm-up also picks the cuBLASLt algorithm */
         CK(cudaEventRecord(start, stream));
         for (int r = 0; r < reps; r++) {
-            if (which == 0) linear_forward("calibrate", y, x, w, bias, ones, N, in, out);
-            else if (which == 1) linear_dgrad("calibrate", dx, dy, w, N, in, out);
-            else linear_wgrad("calibrate", dw, dbias, dy, x, ones, N, in, out);
+            int i = r % o->rot;
+            bf16 *x = o->x + i * o->xs, *w = o->w + i * o->ws, *y = o->y + i * o->ys, *dy = o->dy + i * o->ys;
+            bf16 *dw = o->dw + i * o->ws;
+            if (which == 0) linear_forward("calibrate", y, x, w, o->bias, o->ones, o->N, o->in, o->out);
+            else if (which == 1) linear_dgrad("calibrate", o->dx, dy, w, o->N, o->in, o->out);
+            else linear_wgrad("calibrate", dw, o->dbias, dy, x, o->ones, o->N, o->in, o->out);
         }
         CK(cudaEventRecord(stop, stream));
         CK(cudaEventSynchronize(stop));
@@ -544,18 +556,35 @@ static double time_linear_gemm(int which, bf16 *x, bf16 *w, bf16 *y, bf16 *dy, b
 
 int train_time_linear(int N, int in, int out, int with_bias, void *const buffers[4], size_t buffer_bytes, double seconds[3])
 {
-    size_t xs = (size_t)N * in * sizeof(bf16), ys = (size_t)N * out * sizeof(bf16), ws = (size_t)in * out * sizeof(bf16);
-    size_t vs = 256 * (((size_t)out * sizeof(bf16) + 255) / 256), os = 256 * (((size_t)N * sizeof(bf16) + 255) / 256);
-    if (N <= 0 || in <= 0 || out <= 0 || 2 * xs > buffer_bytes || ys > buffer_bytes ||
-        2 * ws + 2 * vs + os > buffer_bytes) {
+    const size_t E = sizeof(bf16);
+    size_t xs = (size_t)N * in, ys = (size_t)N * out, ws = (size_t)in * out;
+    size_t vs = 256 * (((size_t)out * E + 255) / 256), os = 256 * (((size_t)N * E + 255) / 256);
+    /* copies enough to pass 192 MB (four times an H100's or H200's L2) per turn, as many as fit */
+    int rot = (int)((192u << 20) / ((xs + ws + ys) * E)) + 1;
+    if (rot > 8) rot = 8;
+    while (rot > 1 && ((rot + 1) * xs * E > buffer_bytes || rot * ys * E > buffer_bytes ||
+                       2 * rot * ws * E + 2 * vs + os > buffer_bytes))
+        rot--;
+    if (N <= 0 || in <= 0 || out <= 0 || 2 * xs * E > buffer_bytes || ys * E > buffer_bytes ||
+        2 * ws * E + 2 * vs + os > buffer_bytes) {
         fprintf(stderr, "sextant-gpu calibrate: GEMM %d x %d x %d does not fit the %.2f GiB buffers\n", N, out, in,
                 buffer_bytes / 1073741824.0);
         return -1;
     }
-    /* buffers hold random bf16 in [-1, 1): x and dx share the first, W, dW and the biases the second */
-    bf16 *x = buffers[0], *dx = (bf16 *)((char *)buffers[0] + xs), *y = buffers[2], *dy = buffers[3];
-    bf16 *w = buffers[1], *dw = (bf16 *)((char *)buffers[1] + ws), *bias = (bf16 *)((char *)buffers[1] + 2 * ws);
-    bf16 *dbias = (bf16 *)((char *)bias + vs), *ones = (bf16 *)((char *)dbias + vs);
+    /* the buffers hold random bf16 in [-1, 1): x copies then dx; W copies, dW copies, the
+     * biases and a vector for the bias fallback; y copies; dy copies */
+    linear_operands o;
+    o.xs = xs; o.ws = ws; o.ys = ys; o.rot = rot; o.N = N; o.in = in; o.out = out;
+    o.x = buffers[0];
+    o.dx = o.x + rot * xs;
+    o.w = buffers[1];
+    o.dw = o.w + rot * ws;
+    bf16 *biases = (bf16 *)((char *)buffers[1] + 2 * rot * ws * E);
+    o.bias = with_bias ? biases : NULL;
+    o.dbias = with_bias ? (bf16 *)((char *)biases + vs) : NULL;
+    o.ones = (bf16 *)((char *)biases + 2 * vs);
+    o.y = buffers[2];
+    o.dy = buffers[3];
     CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     CB(cublasCreate(&blas));
     CB(cublasSetStream(blas, stream));
@@ -566,13 +595,11 @@ int train_time_linear(int N, int in, int out, int with_bias, void *const buffers
     CB(cublasSetWorkspace(blas, blas_workspace, CUBLAS_WORKSPACE_BYTES));
     CB(cublasLtCreate(&lt));
     bias_accumulate = 0;
-    /* about 2 ms of GEMMs per batch: launch gaps hide as they do in a step */
+    /* about 5 ms of GEMMs per batch: launch gaps hide as they do in a step */
     double flops = 2.0 * N * (double)in * out;
-    int reps = (int)(2e-3 / (flops / 500e12)) + 1;
-    if (reps > 200) reps = 200;
-    for (int which = 0; which < 3; which++)
-        seconds[which] = time_linear_gemm(which, x, w, y, dy, dx, dw, with_bias ? bias : NULL, with_bias ? dbias : NULL, ones,
-                                          N, in, out, reps);
+    int reps = (int)(5e-3 / (flops / 500e12)) + 1;
+    if (reps > 1000) reps = 1000;
+    for (int which = 0; which < 3; which++) seconds[which] = time_linear_gemm(which, &o, reps);
     lt_free();
     CB(cublasLtDestroy(lt));
     CB(cublasDestroy(blas));

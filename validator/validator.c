@@ -148,6 +148,30 @@ static double time_median(launch_fn fn, const void *ctx, double *spread)
     return median;
 }
 
+/* Seconds per launch of fn issued `reps` times back to back, the CPU ahead of
+ * the GPU as in a training step (so no launch latency in the figure): the
+ * median of five batches after one of warm-up. */
+static double time_back_to_back(launch_fn fn, const void *ctx, int reps)
+{
+    enum { BATCHES = 5 };
+    cudaEvent_t start, stop;
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+    float ms[BATCHES];
+    for (int b = -1; b < BATCHES; b++) {
+        CUDA_CHECK(cudaEventRecord(start, stream));
+        for (int r = 0; r < reps; r++) fn(ctx);
+        CUDA_CHECK(cudaEventRecord(stop, stream));
+        CUDA_CHECK(cudaEventSynchronize(stop));
+        if (b >= 0) CUDA_CHECK(cudaEventElapsedTime(&ms[b], start, stop));
+    }
+    CUDA_CHECK(cudaGetLastError());
+    qsort(ms, BATCHES, sizeof ms[0], compare_float);
+    CUDA_CHECK(cudaEventDestroy(start));
+    CUDA_CHECK(cudaEventDestroy(stop));
+    return ms[BATCHES / 2] * 1e-3 / reps;
+}
+
 /* ---- the ops ----------------------------------------------------------- */
 
 typedef struct {
@@ -308,7 +332,44 @@ static void run_flash(const void *ctx)
  * planner's op list assigns it (flash_attention_flops: causal, backward 2.5 x
  * forward): the sum of those FLOPs over the sum of the times, so the longer
  * shapes weigh more.  0 for a pass whose kernel failed. */
-static void calibrate_attention(double peak, double *fwd_eff, double *bwd_eff)
+/* Our fused attention's time for each listed model's heads, at batch 1 to 32
+ * and sequence 1024 and 2048, launched back to back: the table the planner
+ * reads per shape (overlay keys flash_fwd_us / flash_bwd_us: batch x heads,
+ * sequence, head size; its line over the batch for other micro-batches). */
+typedef struct {
+    int n[2];
+    hw_gemm_time shape[2][HWDB_ATTENTION_TIMES_MAX];
+    char what[HWDB_ATTENTION_TIMES_MAX][48];
+} attention_timing;
+
+static int time_flash_shape(flash_ctx *f, double t[2])
+{
+    double qkv_bytes = 2.0 * f->B * (double)f->T * (f->H + 2 * f->KV) * f->D;
+    need(qkv_bytes, "the attention's qkv buffer");
+    f->ws_bytes = sx_flash_attention_backward_workspace_bytes(f->B, f->T, f->H);
+    CUDA_CHECK(cudaMalloc((void **)&f->lse, (size_t)f->B * f->H * f->T * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&f->ws, f->ws_bytes));
+    int failed = 0;
+    for (int pass = 0; pass < 2; pass++) {   /* forward first: the backward reads its out and lse */
+        f->backward = pass;
+        flash_error = cudaSuccess;
+        /* about 2 ms per batch at 150 TFLOP/s, at least one call */
+        int reps = (int)(2e-3 / (flash_attention_flops(f->B, f->H, f->T, f->D, 1, pass) / 150e12)) + 1;
+        t[pass] = time_back_to_back(run_flash, f, reps > 50 ? 50 : reps);
+        if (flash_error != cudaSuccess) {
+            fprintf(stderr, "sextant-gpu: flash attention %s (B %d T %d H %d KV %d D %d): %s\n", pass ? "backward" : "forward",
+                    f->B, f->T, f->H, f->KV, f->D, cudaGetErrorString(flash_error));
+            (void)cudaGetLastError();
+            failed = 1;
+        }
+    }
+    CUDA_CHECK(cudaFree(f->lse));
+    CUDA_CHECK(cudaFree(f->ws));
+    return failed ? -1 : 0;
+}
+
+static void calibrate_attention(double peak, const char *models, const model_zoo *zoo, double *fwd_eff, double *bwd_eff,
+                                attention_timing *at)
 {
     static const int shapes[][5] = {
         /* B, T, H, KV, D */
@@ -319,43 +380,52 @@ static void calibrate_attention(double peak, double *fwd_eff, double *bwd_eff)
     };
     int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
     double flops[2] = {0, 0}, seconds[2] = {0, 0};
-    int failed[2] = {0, 0};
+    int failed = 0;
     printf("\n%-36s %9s %9s %8s %9s %9s %8s\n", "fused causal attention (flash)", "fwd ms", "TFLOP/s", "of peak", "bwd ms",
            "TFLOP/s", "of peak");
     for (int i = 0; i < nshapes; i++) {
         flash_ctx f = {shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], 0, NULL, NULL, 0};
-        double qkv_bytes = 2.0 * f.B * (double)f.T * (f.H + 2 * f.KV) * f.D;
-        need(qkv_bytes, "the attention's qkv buffer");
-        f.ws_bytes = sx_flash_attention_backward_workspace_bytes(f.B, f.T, f.H);
-        CUDA_CHECK(cudaMalloc((void **)&f.lse, (size_t)f.B * f.H * f.T * sizeof(float)));
-        CUDA_CHECK(cudaMalloc(&f.ws, f.ws_bytes));
-        double t[2], F[2];
-        for (int pass = 0; pass < 2; pass++) {   /* forward first: the backward reads its out and lse */
-            f.backward = pass;
-            flash_error = cudaSuccess;
-            t[pass] = time_median(run_flash, &f, NULL);
-            F[pass] = flash_attention_flops(f.B, f.H, f.T, f.D, 1, pass);
-            if (flash_error != cudaSuccess) {
-                fprintf(stderr, "sextant-gpu: flash attention %s (B %d T %d H %d KV %d D %d): %s\n", pass ? "backward" : "forward",
-                        f.B, f.T, f.H, f.KV, f.D, cudaGetErrorString(flash_error));
-                (void)cudaGetLastError();
-                failed[pass] = 1;
-                continue;
-            }
-            flops[pass] += F[pass];
-            seconds[pass] += t[pass];
-        }
+        double t[2], F[2] = {flash_attention_flops(f.B, f.H, f.T, f.D, 1, 0), flash_attention_flops(f.B, f.H, f.T, f.D, 1, 1)};
+        if (time_flash_shape(&f, t) != 0) { failed = 1; continue; }
+        for (int pass = 0; pass < 2; pass++) { flops[pass] += F[pass]; seconds[pass] += t[pass]; }
         char shape[64];
         snprintf(shape, sizeof shape, "B %d T %d H %d KV %d D %d", f.B, f.T, f.H, f.KV, f.D);
         printf("%-36s %9.3f %9.1f %7.1f%% %9.3f %9.1f %7.1f%%\n", shape, t[0] * 1e3, F[0] / t[0] / 1e12,
                100.0 * F[0] / t[0] / peak, t[1] * 1e3, F[1] / t[1] / 1e12, 100.0 * F[1] / t[1] / peak);
-        CUDA_CHECK(cudaFree(f.lse));
-        CUDA_CHECK(cudaFree(f.ws));
     }
-    *fwd_eff = failed[0] || seconds[0] <= 0 ? 0.0 : flops[0] / seconds[0] / peak;
-    *bwd_eff = failed[1] || seconds[1] <= 0 ? 0.0 : flops[1] / seconds[1] / peak;
+    *fwd_eff = failed || seconds[0] <= 0 ? 0.0 : flops[0] / seconds[0] / peak;
+    *bwd_eff = failed || seconds[1] <= 0 ? 0.0 : flops[1] / seconds[1] / peak;
     printf("attention efficiency (planner FLOPs: causal 2 b h s^2 d forward, 2.5 x that backward; sum over shapes):\n"
            "  forward %.3f, backward %.3f of the bf16 peak %.0f TFLOP/s\n", *fwd_eff, *bwd_eff, peak / 1e12);
+
+    at->n[0] = at->n[1] = 0;
+    printf("\n%-14s %5s %5s %4s %4s %4s %9s %9s %8s %8s\n", "model heads", "B", "T", "H", "KV", "D", "fwd ms", "bwd ms",
+           "fwd", "bwd");
+    char list[512];
+    snprintf(list, sizeof list, "%s", models);
+    for (char *save = NULL, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        const model_t *m = model_zoo_find(zoo, name);
+        if (!m || (m->head_dim != 64 && m->head_dim != 128)) continue; /* the fused kernel's head sizes */
+        for (int T = 1024; T <= 2048; T *= 2)
+            for (int B = 1; B <= 32; B *= 2) {
+                flash_ctx f = {B, T, (int)m->heads, (int)m->kv_heads, (int)m->head_dim, 0, NULL, NULL, 0};
+                double t[2];
+                if (2.0 * B * (double)T * (f.H + 2 * f.KV) * f.D > (double)scratch_bytes) continue;
+                if (time_flash_shape(&f, t) != 0) continue;
+                printf("%-14s %5d %5d %4d %4d %4d %9.3f %9.3f %7.1f%% %7.1f%%\n", name, B, T, f.H, f.KV, f.D, t[0] * 1e3,
+                       t[1] * 1e3, 100 * flash_attention_flops(B, f.H, T, f.D, 1, 0) / t[0] / peak,
+                       100 * flash_attention_flops(B, f.H, T, f.D, 1, 1) / t[1] / peak);
+                for (int pass = 0; pass < 2; pass++) {
+                    int dup = 0;
+                    for (int j = 0; j < at->n[pass]; j++)
+                        dup |= at->shape[pass][j].m == (int64_t)B * f.H && at->shape[pass][j].n == T &&
+                               at->shape[pass][j].k == f.D;
+                    if (dup || at->n[pass] == HWDB_ATTENTION_TIMES_MAX) continue;
+                    if (pass == 0) snprintf(at->what[at->n[0]], sizeof at->what[0], "%.40s heads", name);
+                    at->shape[pass][at->n[pass]++] = (hw_gemm_time){(int64_t)B * f.H, T, f.D, t[pass]};
+                }
+            }
+    }
 }
 
 /* ---- commands ------------------------------------------------------------ */
@@ -423,9 +493,12 @@ static void run_copy(const void *ctx)
 }
 
 /* The fixed GPU time of a memory-bound kernel: our LayerNorm forward over
- * 256 to 8192 rows of 768, fitted with GSL to t = t0 + bytes / bw; the
- * intercept t0 is what a small kernel costs beyond its bytes (ramp-up and
- * tail), which the planner adds to every memory-bound op.  Never negative. */
+ * 256 to 8192 rows of 768, launched back to back as a step launches its
+ * kernels, fitted with GSL to t = t0 + bytes / bw; the intercept t0 is what a
+ * small kernel costs beyond its bytes (ramp-up and tail), which the planner
+ * adds to every memory-bound op.  Never negative.  (Timed one launch at a
+ * time, t0 came out 7.2 us on an H100: the launch latency, which a step
+ * hides.) */
 static double membound_overhead(double large_bw)
 {
     enum { SIZES = 6 };
@@ -434,7 +507,7 @@ static double membound_overhead(double large_bw)
     for (int i = 0; i < SIZES; i++) {
         int64_t rows = (int64_t)256 << i;
         membound_ctx c = {"attn_norm", NULL, rows, 768, 3072, 50304, 1024, 32, 12, 0, 0};
-        seconds[i] = time_median(run_membound, &c, NULL);
+        seconds[i] = time_back_to_back(run_membound, &c, 200);
         bytes[i] = 2.0 * (double)rows * 768 * 2 + 2.0 * 768 * 2;
         printf("%-28lld %10.2f %10.2f %10.0f\n", (long long)rows, bytes[i] / 1e6, seconds[i] * 1e6, bytes[i] / seconds[i] / 1e9);
     }
@@ -601,7 +674,9 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
     double e_max = gt.e_max, half_gflop = gt.half_gflop;
     double peak = g->peak_flops[PREC_BF16] > 0 ? g->peak_flops[PREC_BF16] : g->peak_flops[PREC_FP16];
     double attention_fwd = 0.0, attention_bwd = 0.0;
-    calibrate_attention(peak, &attention_fwd, &attention_bwd);
+    static attention_timing at;
+    calibrate_attention(peak, arg_value(argc, argv, "--gemm-models", CALIBRATE_GEMM_MODELS), zoo, &attention_fwd,
+                        &attention_bwd, &at);
     /* a fraction outside (0, 1] is a failed or absurd measurement: leave the planner's default */
     int attention_ok = attention_fwd > 0.0 && attention_fwd <= 1.0 && attention_bwd > 0.0 && attention_bwd <= 1.0;
     if (!attention_ok)
@@ -635,6 +710,11 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
                     attention_fwd, source);
             fprintf(f, "%s,attention_bwd_efficiency,%.4f,\"%s (sx_flash_attention_backward, causal, 4 shapes)\"\n", g->name,
                     attention_bwd, source);
+            for (int pass = 0; pass < 2; pass++)
+                for (int i = 0; i < at.n[pass]; i++)
+                    fprintf(f, "%s,flash_%s_us:%lldx%lldx%lld,%.3f,\"%s (%s, our fused attention, causal)\"\n", g->name,
+                            pass ? "bwd" : "fwd", (long long)at.shape[pass][i].m, (long long)at.shape[pass][i].n,
+                            (long long)at.shape[pass][i].k, at.shape[pass][i].seconds * 1e6, source, at.what[i]);
         }
         if (fclose(f) != 0 || rename(tmp, out_path) != 0) { fprintf(stderr, "sextant-gpu: --out %s: write failed\n", out_path); return 2; }
         printf("overlay written to %s\n", out_path);
