@@ -15,14 +15,20 @@ R=$OUT/run; mkdir -p "$R"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$R/gpu.txt" 2>&1
 date -u +%Y-%m-%dT%H:%M:%SZ > "$R/date.txt"
 G=./build/sextant-gpu
+# SM clock, power and the clock limiters every 200 ms: the power cap sets the clock a step runs at
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv,noheader \
+  -lms 200 > "$R/smi.csv" 2>/dev/null &
+SMI=$!
+stamp() { date +%Y/%m/%d\ %H:%M:%S.%3N; }
 if [ "$PART" = 2 ]; then
   CAL=${CAL:?PART=2 needs CAL, the overlay of an earlier calibrate}
   cp "$CAL" "$R/"
   MODES=flash
 else
   CAL="$R/$GPU.csv"
+  echo "calibrate $(stamp)" >> "$R/runs.txt"
   timeout 150 $G calibrate --gpu "$GPU" --out "$CAL" > "$R/calibrate.log" 2>&1
-  rc=$?; echo "calibrate rc=$rc"
+  rc=$?; echo "calibrate rc=$rc"; echo "end $(stamp)" >> "$R/runs.txt"
   if [ $rc != 0 ]; then tail -20 "$R/calibrate.log"; cd "$OUT" && tar cf results.tar run && rm -rf run; exit 1; fi
   MODES=unfused; [ "$PART" = all ] && MODES="unfused flash"
 fi
@@ -34,11 +40,14 @@ for ATT in $MODES; do
     n="${1}_mbs$2"
     timeout 60 $G train "$1" --gpu "$GPU" --mbs "$2" --seq "$3" --steps 20 --attention $ATT \
        --csv "$R/uncal_${P}_$n.csv" > "$R/uncal_${P}_$n.log" 2>&1
+    echo "${P}_$n $(stamp)" >> "$R/runs.txt"
     timeout 90 $G train "$1" --gpu "$GPU" --mbs "$2" --seq "$3" --steps 50 --attention $ATT --calibration "$CAL" \
        --csv "$R/${P}_$n.csv" --json "$R/${P}_$n.json" > "$R/${P}_$n.log" 2>&1
-    echo "$ATT $n rc=$?"
+    echo "$ATT $n rc=$?"; echo "end $(stamp)" >> "$R/runs.txt"
   done
 done
+kill $SMI 2>/dev/null
+bash validator/smi_summary.sh "$R/runs.txt" "$R/smi.csv" > "$R/clocks.txt"; cat "$R/clocks.txt"
 cd "$OUT" && tar cf results.tar run && rm -rf run
 tar xOf results.tar run/calibrate.log 2>/dev/null | grep -E "copy|launch|fit|efficiency|shapes timed"
 for f in $(tar tf results.tar | grep -E "run/(train|flash)_.*log"); do echo "$f: $(tar xOf results.tar $f | grep -E 'step time|rror')"; done

@@ -650,17 +650,8 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
     printf("layernorm fwd      %8.0f GB/s (32768 x 768), gelu fwd %.0f GB/s (32768 x 3072)\n", ln_bw / 1e9, gelu_bw / 1e9);
 
     membound_ctx tiny = {"attn_residual", NULL, 1, 32, 32, 32, 1, 1, 1, 0, 0};
-    cudaEvent_t a, b;
-    CUDA_CHECK(cudaEventCreate(&a));
-    CUDA_CHECK(cudaEventCreate(&b));
-    for (int i = 0; i < 100; i++) run_membound(&tiny);
-    CUDA_CHECK(cudaEventRecord(a, stream));
-    for (int i = 0; i < 2000; i++) run_membound(&tiny);
-    CUDA_CHECK(cudaEventRecord(b, stream));
-    CUDA_CHECK(cudaEventSynchronize(b));
-    float launch_ms;
-    CUDA_CHECK(cudaEventElapsedTime(&launch_ms, a, b));
-    double launch_s = launch_ms * 1e-3 / 2000.0;
+    /* the median of five batches: one batch alone once read 14.7 us on an H100 whose host was busy */
+    double launch_s = time_back_to_back(run_membound, &tiny, 2000);
     printf("launch overhead    %8.2f us per back-to-back kernel\n", launch_s * 1e6);
     double membound_overhead_s = membound_overhead(ln_bw);
     printf("context memory     %8.3f GiB (CUDA context, cuBLAS and workspaces before any tensor)\n", context_bytes / 1073741824.0);
