@@ -525,15 +525,18 @@ typedef struct {
 
 /* Seconds per call of one GEMM issued `reps` times back to back (the CPU
  * ahead of the GPU, as in a step), the median over five such batches after
- * a warm-up of four, so that clocks settle where sustained GEMM work holds them */
+ * at least 100 ms of warm-up: long enough for the power cap to pull the clock
+ * down to where a training step's sustained GEMMs hold it (an H100 at 700 W
+ * runs them at 1600-1800 MHz, short bursts at 1980) */
 static double time_linear_gemm(int which, const linear_operands *o, int reps)
 {
-    enum { WARMUP = 4, BATCHES = 5 };
+    enum { BATCHES = 5 };
+    const float warm_ms = 100.0f;
     cudaEvent_t start, stop;
     CK(cudaEventCreate(&start));
     CK(cudaEventCreate(&stop));
-    float ms[BATCHES];
-    for (int b = -WARMUP; b < BATCHES; b++) { /* the first warm-up also picks the cuBLASLt algorithm */
+    float ms[BATCHES], warmed = 0.0f;
+    for (int b = -1; b < BATCHES; b++) { /* the first warm-up also picks the cuBLASLt algorithm */
         CK(cudaEventRecord(start, stream));
         for (int r = 0; r < reps; r++) {
             int i = r % o->rot;
@@ -545,7 +548,14 @@ static double time_linear_gemm(int which, const linear_operands *o, int reps)
         }
         CK(cudaEventRecord(stop, stream));
         CK(cudaEventSynchronize(stop));
-        if (b >= 0) CK(cudaEventElapsedTime(&ms[b], start, stop));
+        if (b < 0) {
+            float t;
+            CK(cudaEventElapsedTime(&t, start, stop));
+            warmed += t;
+            if (warmed < warm_ms) b--; /* warm again */
+        } else {
+            CK(cudaEventElapsedTime(&ms[b], start, stop));
+        }
     }
     CK(cudaEventDestroy(start));
     CK(cudaEventDestroy(stop));

@@ -150,20 +150,29 @@ static double time_median(launch_fn fn, const void *ctx, double *spread)
 
 /* Seconds per launch of fn issued `reps` times back to back, the CPU ahead of
  * the GPU as in a training step (so no launch latency in the figure): the
- * median of five batches after one of warm-up. */
-static double time_back_to_back(launch_fn fn, const void *ctx, int reps)
+ * median of five batches after at least one batch and warm_ms of warm-up
+ * (compute-bound kernels: long enough for the power cap to settle the clock
+ * where a step's sustained work holds it). */
+static double time_back_to_back(launch_fn fn, const void *ctx, int reps, float warm_ms)
 {
     enum { BATCHES = 5 };
     cudaEvent_t start, stop;
     CUDA_CHECK(cudaEventCreate(&start));
     CUDA_CHECK(cudaEventCreate(&stop));
-    float ms[BATCHES];
+    float ms[BATCHES], warmed = 0.0f;
     for (int b = -1; b < BATCHES; b++) {
         CUDA_CHECK(cudaEventRecord(start, stream));
         for (int r = 0; r < reps; r++) fn(ctx);
         CUDA_CHECK(cudaEventRecord(stop, stream));
         CUDA_CHECK(cudaEventSynchronize(stop));
-        if (b >= 0) CUDA_CHECK(cudaEventElapsedTime(&ms[b], start, stop));
+        if (b < 0) {
+            float t;
+            CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+            warmed += t;
+            if (warmed < warm_ms) b--;
+        } else {
+            CUDA_CHECK(cudaEventElapsedTime(&ms[b], start, stop));
+        }
     }
     CUDA_CHECK(cudaGetLastError());
     qsort(ms, BATCHES, sizeof ms[0], compare_float);
@@ -355,7 +364,7 @@ static int time_flash_shape(flash_ctx *f, double t[2])
         flash_error = cudaSuccess;
         /* about 2 ms per batch at 150 TFLOP/s, at least one call */
         int reps = (int)(2e-3 / (flash_attention_flops(f->B, f->H, f->T, f->D, 1, pass) / 150e12)) + 1;
-        t[pass] = time_back_to_back(run_flash, f, reps > 50 ? 50 : reps);
+        t[pass] = time_back_to_back(run_flash, f, reps > 50 ? 50 : reps, 100.0f);
         if (flash_error != cudaSuccess) {
             fprintf(stderr, "sextant-gpu: flash attention %s (B %d T %d H %d KV %d D %d): %s\n", pass ? "backward" : "forward",
                     f->B, f->T, f->H, f->KV, f->D, cudaGetErrorString(flash_error));
@@ -507,7 +516,7 @@ static double membound_overhead(double large_bw)
     for (int i = 0; i < SIZES; i++) {
         int64_t rows = (int64_t)256 << i;
         membound_ctx c = {"attn_norm", NULL, rows, 768, 3072, 50304, 1024, 32, 12, 0, 0};
-        seconds[i] = time_back_to_back(run_membound, &c, 200);
+        seconds[i] = time_back_to_back(run_membound, &c, 200, 0.0f);
         bytes[i] = 2.0 * (double)rows * 768 * 2 + 2.0 * 768 * 2;
         printf("%-28lld %10.2f %10.2f %10.0f\n", (long long)rows, bytes[i] / 1e6, seconds[i] * 1e6, bytes[i] / seconds[i] / 1e9);
     }
@@ -651,7 +660,7 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
 
     membound_ctx tiny = {"attn_residual", NULL, 1, 32, 32, 32, 1, 1, 1, 0, 0};
     /* the median of five batches: one batch alone once read 14.7 us on an H100 whose host was busy */
-    double launch_s = time_back_to_back(run_membound, &tiny, 2000);
+    double launch_s = time_back_to_back(run_membound, &tiny, 2000, 0.0f);
     printf("launch overhead    %8.2f us per back-to-back kernel\n", launch_s * 1e6);
     double membound_overhead_s = membound_overhead(ln_bw);
     printf("context memory     %8.3f GiB (CUDA context, cuBLAS and workspaces before any tensor)\n", context_bytes / 1073741824.0);
