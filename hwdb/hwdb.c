@@ -224,31 +224,34 @@ static const gpu_numeric_column *overlay_column(const char *key, int *on_node)
     return NULL;
 }
 
-/* A measured shape: key PREFIX + "AxBxC" (gemm_us: M x N x K; flash_fwd_us and
- * flash_bwd_us: batch x heads, sequence, head size), value microseconds, into
- * `table` of at most `max` rows.  A shape given twice keeps the later value. */
-static int overlay_shape_time(const csv_table *t, int r, const char *gpu, const char *key, size_t prefix_len,
+/* A measured shape: key PREFIX + sizes (gemm_us: MxNxK; flash_fwd_us and
+ * flash_bwd_us: (batch x heads)x(sequence)x(head size)x(batch x KV heads)),
+ * value microseconds, into `table` of at most `max` rows.  A shape given twice
+ * keeps the later value. */
+static int overlay_shape_time(const csv_table *t, int r, const char *gpu, const char *key, size_t prefix_len, int sizes,
                               hw_gemm_time *table, int *count, int max, char *err, size_t errlen)
 {
     const char *dims = key + prefix_len;
-    long long d[3];
-    int used = 0;
-    if (sscanf(dims, "%lldx%lldx%lld%n", &d[0], &d[1], &d[2], &used) != 3 || dims[used] != '\0' || d[0] < 1 ||
-        d[1] < 1 || d[2] < 1 || d[0] > 1000000000LL || d[1] > 1000000000LL || d[2] > 1000000000LL) {
-        snprintf(err, errlen, "%s:%d:key: '%s' is not %.*sAxBxC with positive sizes", t->path, t->line[r], key,
-                 (int)prefix_len, key);
+    long long d[4] = {0, 0, 0, 0};
+    int used = 0, got = sizes == 3 ? sscanf(dims, "%lldx%lldx%lld%n", &d[0], &d[1], &d[2], &used)
+                                   : sscanf(dims, "%lldx%lldx%lldx%lld%n", &d[0], &d[1], &d[2], &d[3], &used);
+    int ok = got == sizes && dims[used] == '\0';
+    for (int i = 0; i < sizes; i++) ok = ok && d[i] >= 1 && d[i] <= 1000000000LL;
+    if (!ok) {
+        snprintf(err, errlen, "%s:%d:key: '%s' is not %.*s%s with positive sizes", t->path, t->line[r], key,
+                 (int)prefix_len, key, sizes == 3 ? "MxNxK" : "BHxSxDxBKV");
         return -1;
     }
     double us;
     if (csv_get_double(t, r, "value", 1e-3, 1e9, &us, err, errlen) != 0) return -1;
     int i = 0;
-    while (i < *count && !(table[i].m == d[0] && table[i].n == d[1] && table[i].k == d[2])) i++;
+    while (i < *count && !(table[i].m == d[0] && table[i].n == d[1] && table[i].k == d[2] && table[i].kv == d[3])) i++;
     if (i == max) {
         snprintf(err, errlen, "%s:%d:key: more than %d shapes of %.*s for GPU '%s'", t->path, t->line[r], max,
                  (int)prefix_len - 1, key, gpu);
         return -1;
     }
-    table[i] = (hw_gemm_time){d[0], d[1], d[2], us * 1e-6};
+    table[i] = (hw_gemm_time){d[0], d[1], d[2], d[3], us * 1e-6};
     if (i == *count) (*count)++;
     return 0;
 }
@@ -278,7 +281,8 @@ int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen)
             hw_gemm_time *table = shape_key == 0 ? g->gemm_time : g->attention_time[shape_key - 1];
             int *count = shape_key == 0 ? &g->gemm_times : &g->attention_times[shape_key - 1];
             int max = shape_key == 0 ? HWDB_GEMM_TIMES_MAX : HWDB_ATTENTION_TIMES_MAX;
-            if (overlay_shape_time(&t, r, g->name, key, strlen(shape_keys[shape_key]), table, count, max, err, errlen) != 0) {
+            if (overlay_shape_time(&t, r, g->name, key, strlen(shape_keys[shape_key]), shape_key == 0 ? 3 : 4, table, count,
+                                   max, err, errlen) != 0) {
                 status = -1;
                 break;
             }

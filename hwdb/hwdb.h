@@ -51,11 +51,13 @@ typedef enum { PREC_FP32 = 0, PREC_TF32, PREC_FP16, PREC_BF16, PREC_FP8, PREC_CO
 
 /* One shape timed by calibrate as the training step runs it: a GEMM (bf16,
  * fp32 accumulation) C[m, n] = A[m, k] B[k, n], or our fused attention with
- * m = batch x heads, n = sequence, k = head size; `seconds` per call. */
+ * m = batch x heads, n = sequence, k = head size, kv = batch x KV heads;
+ * `seconds` per call. */
 #define HWDB_GEMM_TIMES_MAX 320
 #define HWDB_ATTENTION_TIMES_MAX 96
 typedef struct {
     int64_t m, n, k;
+    int64_t kv;       /* attention: batch x KV heads (its GQA grouping); 0 for a GEMM */
     double seconds;
 } hw_gemm_time;
 

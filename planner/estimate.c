@@ -116,14 +116,16 @@ static double gemm_efficiency(const hw_gpu *gpu, double flops)
 }
 
 /* Time of a shape calibrate timed on this GPU (`table`: GEMMs m x n x k, or
- * the fused attention's batch x heads, sequence, head size), or on the line
+ * the fused attention's batch x heads, sequence, head size, whose KV heads
+ * per query head must be the op's), or on the line
  * through timed shapes that differ from it in one size only: the first (the
  * tokens of forward and dgrad GEMMs, the attention's batch) or, when
  * `third_varies`, the third (the tokens of a wgrad GEMM).  Piecewise linear
  * between the two nearest, proportional beyond the largest, linear (at least
  * proportional) below the smallest (docs/model.md, "Step time").  0 when no
  * such line exists. */
-static double measured_shape_s(const hw_gemm_time *table, int count, double m, double n, double k, int third_varies)
+static double measured_shape_s(const hw_gemm_time *table, int count, double m, double n, double k, double kv,
+                               int third_varies)
 {
     for (int vary = 0; vary <= third_varies; vary++) { /* 0: m varies, 1: k varies */
         double x = vary ? k : m;
@@ -134,6 +136,8 @@ static double measured_shape_s(const hw_gemm_time *table, int count, double m, d
         for (int i = 0; i < count; i++) {
             const hw_gemm_time *g = &table[i];
             if ((double)g->n != n || (double)(vary ? g->m : g->k) != (vary ? m : k)) continue;
+            /* the attention's KV heads per query head (its GQA grouping) must match */
+            if (g->kv > 0 && (double)g->kv * m != kv * (double)g->m) continue;
             double gx = (double)(vary ? g->k : g->m);
             if (gx == x) return g->seconds;
             points++;
@@ -177,7 +181,7 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
     case OP_GEMM: {
         /* calibrate times bf16 GEMMs; other precisions take the curve */
         double measured = matrix == PREC_BF16 || matrix == PREC_FP16
-                              ? measured_shape_s(gpu->gemm_time, gpu->gemm_times, (double)op->m, (double)op->n, (double)op->k, 1)
+                              ? measured_shape_s(gpu->gemm_time, gpu->gemm_times, (double)op->m, (double)op->n, (double)op->k, 0.0, 1)
                               : 0.0;
         if (measured > 0.0 && op->batch <= 1) return with_launch(gpu, measured);
         return with_launch(gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->flops), op->bytes, membw));
@@ -207,7 +211,7 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
              * its recomputation) or backward; else a GEMM's */
             int bwd = op->pass == PASS_BWD;
             double timed = measured_shape_s(gpu->attention_time[bwd], gpu->attention_times[bwd], (double)op->batch,
-                                            (double)op->m, (double)op->k, 0);
+                                            (double)op->m, (double)op->k, (double)op->kv_batch, 0);
             if (timed > 0.0) return with_launch(gpu, timed);
             double measured = bwd ? gpu->attention_bwd_efficiency : gpu->attention_fwd_efficiency;
             double efficiency = measured > 0.0 ? measured : gemm_efficiency(gpu, op->flops);

@@ -190,6 +190,7 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     op_t *att = push(b, "attention", OP_ATTENTION, PASS_FWD, count);
     if (!att) return;
     att->batch = (int64_t)(mb * heads);
+    att->kv_batch = (int64_t)(mb * kv_heads);
     att->m = att->n = (int64_t)s;
     att->k = (int64_t)d;
     att->model_flops = att->hardware_flops = core_model;

@@ -47,6 +47,7 @@ typedef struct {
     pass_t pass;
     int64_t count;          /* instances per micro-batch (PASS_STEP: per step) */
     int64_t m, n, k, batch; /* GEMM: batch x (m x k) * (k x n); attention: batch = b*heads, m=n=s, k=d */
+    int64_t kv_batch;       /* attention: b * KV heads (grouped-query attention); else 0 */
     double flops;           /* executed per instance: what the time is costed on */
     double model_flops;     /* per instance, MFU convention (0 for recomputation and memory-bound ops) */
     double hardware_flops;  /* per instance, HFU convention (model + recomputation) */

@@ -345,11 +345,11 @@ static void calibrated_shape_tables_and_membound_overhead(void **state)
 
     g.gemm_times = 0;
     const hw_gemm_time table[] = {
-        {8192, 2304, 768, 150e-6},                                                  /* qkv, exact */
-        {4096, 768, 2304, 60e-6}, {16384, 768, 2304, 200e-6},                       /* qkv dgrad around 8192 */
-        {768, 2304, 2048, 30e-6}, {768, 2304, 4096, 50e-6},                         /* qkv wgrad below 8192 */
-        {2048, 768, 768, 9e-6}, {1024, 768, 768, 6e-6},                             /* attn_out above: proportional */
-        {16384, 3072, 768, 1e-3}, {32768, 3072, 768, 1.2e-3},                       /* mlp_up far above: proportional */
+        {8192, 2304, 768, 0, 150e-6},                                                  /* qkv, exact */
+        {4096, 768, 2304, 0, 60e-6}, {16384, 768, 2304, 0, 200e-6},                       /* qkv dgrad around 8192 */
+        {768, 2304, 2048, 0, 30e-6}, {768, 2304, 4096, 0, 50e-6},                         /* qkv wgrad below 8192 */
+        {2048, 768, 768, 0, 9e-6}, {1024, 768, 768, 0, 6e-6},                             /* attn_out above: proportional */
+        {16384, 3072, 768, 0, 1e-3}, {32768, 3072, 768, 0, 1.2e-3},                       /* mlp_up far above: proportional */
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) g.gemm_time[g.gemm_times++] = table[i];
     g.membound_overhead_s = 3e-6;
@@ -387,9 +387,11 @@ static void calibrated_shape_tables_and_membound_overhead(void **state)
     l.attention = ATTENTION_FLASH;
     l.recompute = RECOMPUTE_FULL;
     a.attention_times[0] = a.attention_times[1] = 0;
-    a.attention_time[0][a.attention_times[0]++] = (hw_gemm_time){96, 1024, 64, 400e-6};  /* gpt2: 8 x 12 heads */
-    a.attention_time[1][a.attention_times[1]++] = (hw_gemm_time){48, 1024, 64, 500e-6};
-    a.attention_time[1][a.attention_times[1]++] = (hw_gemm_time){192, 1024, 64, 1700e-6};
+    a.attention_time[0][a.attention_times[0]++] = (hw_gemm_time){96, 1024, 64, 96, 400e-6};  /* gpt2: 8 x 12 heads */
+    a.attention_time[1][a.attention_times[1]++] = (hw_gemm_time){48, 1024, 64, 48, 500e-6};
+    a.attention_time[1][a.attention_times[1]++] = (hw_gemm_time){192, 1024, 64, 192, 1700e-6};
+    /* a grouped-query model of the same batch x heads: not gpt2's line */
+    a.attention_time[1][a.attention_times[1]++] = (hw_gemm_time){96, 1024, 64, 24, 9e-3};
     e = run_on("gpt2", &a, l);
     assert_close(costed_op(e, "attention", PASS_FWD)->time_s, 400e-6, 1e-12);
     assert_close(costed_op(e, "attention", PASS_RECOMPUTE)->time_s, 400e-6, 1e-12);

@@ -119,9 +119,9 @@ static void calibration_overlay_replaces_figures(void **state)
                       "h100-sxm,gemm_us:768x2304x8192,210,calibrate test\n"
                       "h100-sxm,gemm_us:8192x2304x768,151,calibrate test again\n"
                       "h100-sxm,membound_overhead_us,2.5,calibrate test\n"
-                      "h100-sxm,flash_fwd_us:384x1024x64,500,calibrate test\n"
-                      "h100-sxm,flash_bwd_us:384x1024x64,1500,calibrate test\n"
-                      "h100-sxm,flash_bwd_us:192x1024x64,800,calibrate test\n");
+                      "h100-sxm,flash_fwd_us:384x1024x64x96,500,calibrate test\n"
+                      "h100-sxm,flash_bwd_us:384x1024x64x96,1500,calibrate test\n"
+                      "h100-sxm,flash_bwd_us:192x1024x64x48,800,calibrate test\n");
     assert_int_equal(hwdb_apply_overlay(&copy, table, err, sizeof err), 0);
     g = hwdb_find_gpu(&copy, "h100-sxm");
     assert_int_equal(g->gemm_times, 2);
@@ -134,6 +134,7 @@ static void calibration_overlay_replaces_figures(void **state)
     assert_int_equal(g->attention_times[1], 2);
     assert_true(g->attention_time[0][0].m == 384 && g->attention_time[0][0].n == 1024 && g->attention_time[0][0].k == 64);
     assert_close(g->attention_time[0][0].seconds, 500e-6, 1e-12);
+    assert_true(g->attention_time[0][0].kv == 96 && g->gemm_time[0].kv == 0);
     assert_close(g->attention_time[1][1].seconds, 800e-6, 1e-12);
     assert_int_equal(hwdb_find_gpu(&copy, "h200")->gemm_times, 0);
     unlink(table);
@@ -142,7 +143,7 @@ static void calibration_overlay_replaces_figures(void **state)
         {"h100-sxm,gemm_us:0x2304x768,150,x\n", ":2:key"},    {"h100-sxm,gemm_us:axbxc,150,x\n", ":2:key"},
         {"h100-sxm,gemm_us:8192x2304x768,-1,x\n", ":2:value"}, {"h100-sxm,gemm_us:8192x2304x768,,x\n", ":2:value"},
         {"h100-sxm,membound_overhead_us,5000,x\n", ":2:value"},   {"h100-sxm,flash_fwd_us:384x1024,5,x\n", ":2:key"},
-        {"h100-sxm,flash_bwd_us:384x1024x64,0,x\n", ":2:value"},   {"h100-sxm,flash_mid_us:1x2x3,5,x\n", ":2:key"},
+        {"h100-sxm,flash_bwd_us:384x1024x64x96,0,x\n", ":2:value"}, {"h100-sxm,gemm_us:1x2x3x4,5,x\n", ":2:key"},   {"h100-sxm,flash_mid_us:1x2x3,5,x\n", ":2:key"},
     };
     for (size_t i = 0; i < sizeof bad_gemm / sizeof bad_gemm[0]; i++) {
         char badg[] = "/tmp/sextant-overlay-XXXXXX";

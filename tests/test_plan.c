@@ -211,8 +211,8 @@ static void fast_path_matches_estimate(void **state)
     calibrated.membound_overhead_s = 2.5e-6;
     /* a GEMM table on two of llama3-8b's lines (4096 hidden, 14336 MLP) */
     calibrated.gemm_times = 0;
-    const hw_gemm_time rows[] = {{4096, 14336, 4096, 1.1e-3}, {8192, 14336, 4096, 2.1e-3}, {4096, 4096, 2048, 0.1e-3},
-                                 {4096, 4096, 8192, 0.35e-3}};
+    const hw_gemm_time rows[] = {{4096, 14336, 4096, 0, 1.1e-3}, {8192, 14336, 4096, 0, 2.1e-3}, {4096, 4096, 2048, 0, 0.1e-3},
+                                 {4096, 4096, 8192, 0, 0.35e-3}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) calibrated.gemm_time[calibrated.gemm_times++] = rows[i];
     const struct { const char *model, *gpu; } pairs[] = {
         {"llama2-70b", "h100-sxm"}, {"megatron-1t", "b200"}, {"mixtral-8x7b", "a100-sxm4-80gb"},

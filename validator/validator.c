@@ -428,10 +428,10 @@ static void calibrate_attention(double peak, const char *models, const model_zoo
                     int dup = 0;
                     for (int j = 0; j < at->n[pass]; j++)
                         dup |= at->shape[pass][j].m == (int64_t)B * f.H && at->shape[pass][j].n == T &&
-                               at->shape[pass][j].k == f.D;
+                               at->shape[pass][j].k == f.D && at->shape[pass][j].kv == (int64_t)B * f.KV;
                     if (dup || at->n[pass] == HWDB_ATTENTION_TIMES_MAX) continue;
                     if (pass == 0) snprintf(at->what[at->n[0]], sizeof at->what[0], "%.40s heads", name);
-                    at->shape[pass][at->n[pass]++] = (hw_gemm_time){(int64_t)B * f.H, T, f.D, t[pass]};
+                    at->shape[pass][at->n[pass]++] = (hw_gemm_time){(int64_t)B * f.H, T, f.D, (int64_t)B * f.KV, t[pass]};
                 }
             }
     }
@@ -545,7 +545,7 @@ static void gemm_timing_add(gemm_timing *gt, int64_t m, int64_t n, int64_t k, do
     for (int i = 0; i < gt->n; i++)
         if (gt->shape[i].m == m && gt->shape[i].n == n && gt->shape[i].k == k) return; /* two models, one shape */
     if (gt->n == HWDB_GEMM_TIMES_MAX) return;
-    gt->shape[gt->n] = (hw_gemm_time){m, n, k, seconds};
+    gt->shape[gt->n] = (hw_gemm_time){m, n, k, 0, seconds};
     snprintf(gt->what[gt->n], sizeof gt->what[0], "%.47s", what);
     gt->n++;
 }
@@ -712,9 +712,10 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
                     attention_bwd, source);
             for (int pass = 0; pass < 2; pass++)
                 for (int i = 0; i < at.n[pass]; i++)
-                    fprintf(f, "%s,flash_%s_us:%lldx%lldx%lld,%.3f,\"%s (%s, our fused attention, causal)\"\n", g->name,
-                            pass ? "bwd" : "fwd", (long long)at.shape[pass][i].m, (long long)at.shape[pass][i].n,
-                            (long long)at.shape[pass][i].k, at.shape[pass][i].seconds * 1e6, source, at.what[i]);
+                    fprintf(f, "%s,flash_%s_us:%lldx%lldx%lldx%lld,%.3f,\"%s (%s, our fused attention, causal)\"\n",
+                            g->name, pass ? "bwd" : "fwd", (long long)at.shape[pass][i].m, (long long)at.shape[pass][i].n,
+                            (long long)at.shape[pass][i].k, (long long)at.shape[pass][i].kv, at.shape[pass][i].seconds * 1e6,
+                            source, at.what[i]);
         }
         if (fclose(f) != 0 || rename(tmp, out_path) != 0) { fprintf(stderr, "sextant-gpu: --out %s: write failed\n", out_path); return 2; }
         printf("overlay written to %s\n", out_path);
