@@ -286,7 +286,8 @@ int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen)
                 status = -1;
                 break;
             }
-            snprintf(g->calibration, sizeof g->calibration, "%.200s (%.250s)", path, source);
+            /* the table's rows name their shape; the GPU names the file and its first row's source */
+            if (!g->calibration[0]) snprintf(g->calibration, sizeof g->calibration, "%.200s (%.250s)", path, source);
             continue;
         }
         int on_node;
