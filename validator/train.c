@@ -2221,12 +2221,12 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     layout_scratch(&g.scr, g.scr_block, s, g.microbatches);
     g.norm_ws_bytes = sx_norm_backward_workspace_bytes(s->C);
     g.norm_ws = device_alloc(&g, g.norm_ws_bytes);
-    /* SEXTANT_TRAIN_EMB_SPLIT=1: the embedding backward as prepare (on prep_stream, beside the forward pass)
-     * and apply in the backward.  On one H100 it gave the same losses as the one call, with embedding_bwd
-     * 59.9 instead of 79.7 us (docs/validation/h100-embedding-2026-11-23); it stays opt-in until it has run
-     * the pipeline layouts, where a slot's grouping waits for that slot's previous backward. */
+    /* The embedding backward as prepare (ids only, on prep_stream, beside the forward pass) and apply in the
+     * backward.  On one H100 it gave the same losses as the one call, with embedding_bwd 59.9 instead of
+     * 79.7 us (docs/validation/h100-embedding-2026-11-23); on 2 x H200 all 18 parallel layouts matched one
+     * GPU with it (docs/validation/h200x2-emb-split-2026-11-23).  SEXTANT_TRAIN_EMB_SPLIT=0: the one call. */
     const char *split = getenv("SEXTANT_TRAIN_EMB_SPLIT");
-    const int emb_split = s->first && split && atoi(split) == 1;
+    const int emb_split = s->first && !(split && atoi(split) == 0);
     const int Vb = s->tp > 1 ? s->Vl : s->Vp;
     g.emb_ws_bytes = !s->first ? 0 : emb_split ? sx_embedding_apply_workspace_bytes(N, s->C)
                                                 : sx_embedding_backward_workspace_bytes(N, s->C, Vb);
