@@ -142,6 +142,7 @@ gpu-test:
 	 if ! ls kernels/*.cu >/dev/null 2>&1; then echo "gpu-test: no GPU sources, skipping"; exit 0; fi; \
 	 $(MAKE) -f kernels/gpu.mk NVCC=$(NVCC) BUILD=$(BUILD) gpu-test && \
 	 $(MAKE) -s $(BUILD)/sextant-gpu NVCC=$(NVCC) && $(BUILD)/sextant-gpu check-gradients && \
+	 $(MAKE) -s $(BUILD)/sextant && tests/gpu/calibrate_check.sh $(BUILD) && \
 	 tests/gpu/parallel_equivalence.sh $(BUILD)/sextant-gpu
 
 install: $(BUILD)/sextant

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# make gpu-test: calibrate on the GPU at hand for GPT-2's shapes, then check that the overlay it
+# wrote holds what the planner needs and that the planner reads it:
+#   - every one of GPT-2's linear layers (qkv, attn_out, mlp_up, mlp_down, lm_head) timed forward,
+#     dgrad and wgrad at 1024 to 32768 tokens (duplicate shapes kept once);
+#   - our fused attention's forward and backward for 12 heads at batch 1-32 and sequence 1024, 2048;
+#   - a memory-bound kernel's fixed time between 0 and 20 us;
+#   - `sextant hw` and `sextant estimate` accept it, and the estimate uses the measured shapes.
+# Usage: tests/gpu/calibrate_check.sh [BUILD]
+set -u
+B=${1:-build}
+if ! nvidia-smi -L >/dev/null 2>&1; then echo "calibrate_check: no GPU, skipping"; exit 0; fi
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$name" in
+  *H100*) gpu=h100-sxm ;; *H200*) gpu=h200 ;; *A100*80GB*) gpu=a100-sxm4-80gb ;; *A100*) gpu=a100-sxm4-40gb ;;
+  *) echo "calibrate_check: no hwdb row for '$name', skipping"; exit 0 ;;
+esac
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "calibrate_check: FAIL: $*"; exit 1; }
+"$B/sextant-gpu" calibrate --gpu $gpu --gemm-models gpt2 --out "$dir/cal.csv" > "$dir/cal.log" 2>&1 || { tail -5 "$dir/cal.log"; fail "calibrate exited $?"; }
+grep -q "^$gpu,membound_overhead_us," "$dir/cal.csv" || fail "no membound_overhead_us row"
+awk -F, -v g=$gpu '$1 == g && $2 == "membound_overhead_us" { exit !($3 > 0 && $3 < 20) }' "$dir/cal.csv" || fail "membound_overhead_us out of (0, 20)"
+for t in 1024 2048 4096 8192 16384 32768; do
+  for io in "768 2304" "768 768" "768 3072" "3072 768"; do
+    set -- $io   # in out
+    for key in "${t}x$2x$1" "${t}x$1x$2" "$1x$2x$t"; do
+      grep -q "^$gpu,gemm_us:$key," "$dir/cal.csv" || fail "no GEMM row $key"
+    done
+  done
+done
+grep -q "^$gpu,gemm_us:1024x50304x768," "$dir/cal.csv" || fail "no lm_head row at 1024 tokens"
+for p in fwd bwd; do
+  for b in 1 2 4 8 16 32; do
+    for t in 1024 2048; do
+      grep -q "^$gpu,flash_${p}_us:$((12 * b))x${t}x64x$((12 * b))," "$dir/cal.csv" || fail "no flash_$p row for batch $b, seq $t"
+    done
+  done
+done
+"$B/sextant" hw $gpu --calibration "$dir/cal.csv" > "$dir/hw.txt" 2>&1 || fail "sextant hw refused the overlay: $(head -1 "$dir/hw.txt")"
+grep -q "measured shapes" "$dir/hw.txt" || fail "sextant hw does not report the measured shapes"
+"$B/sextant" explain gpt2 --gpu $gpu --gpus 1 --mbs 8 --gbs 8 --calibration "$dir/cal.csv" > "$dir/explain.txt" 2>&1 ||
+  fail "sextant explain refused the overlay"
+grep -q "GEMM shapes and" "$dir/explain.txt" || fail "the estimate does not use the measured shapes"
+echo "calibrate_check: PASS ($(grep -c gemm_us "$dir/cal.csv") GEMM shapes, $(grep -c flash_ "$dir/cal.csv") attention rows," \
+     "memory-bound fixed time $(awk -F, '$2 == "membound_overhead_us" { print $3 }' "$dir/cal.csv") us)"
