@@ -171,6 +171,38 @@ norm_param_reduce(void *dw, void *db, sx_dtype gt, const float *__restrict__ par
     }
 }
 
+/* The block's dweight/dbias partial: its NG row groups' registers summed in group order into
+ * part[blockIdx.x] (gbuf: NG x NA x C floats of shared memory, used when NG > 1).  Every norm
+ * backward kernel ends with it. */
+template <typename T, bool RMS, int K>
+__device__ __forceinline__ void norm_block_partial(float *__restrict__ part, float *gbuf, const float (&aw)[K][Pack<T>::N],
+                                            const float (&ab)[K][Pack<T>::N], const int (&col)[K],
+                                            const bool (&ok)[K], bool member, int g, int NG, int C) {
+    constexpr int P = Pack<T>::N;
+    constexpr int NA = RMS ? 1 : 2;
+    float *pb = part + (size_t)blockIdx.x * 2 * C;
+    float *dst = NG == 1 ? pb : gbuf + (size_t)g * NA * C;
+    if (member)
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (ok[k])
+#pragma unroll
+                for (int e = 0; e < P; e += 4) {
+                    *reinterpret_cast<float4 *>(dst + col[k] + e) = make_float4(aw[k][e], aw[k][e + 1], aw[k][e + 2], aw[k][e + 3]);
+                    if (!RMS)
+                        *reinterpret_cast<float4 *>(dst + C + col[k] + e) =
+                            make_float4(ab[k][e], ab[k][e + 1], ab[k][e + 2], ab[k][e + 3]);
+                }
+    if (NG > 1) {
+        __syncthreads();
+        for (int i = threadIdx.x; i < NA * C; i += blockDim.x) {
+            float sum = 0.0f;
+            for (int gi = 0; gi < NG; gi++) sum += gbuf[(size_t)gi * NA * C + i];
+            pb[i] = sum;
+        }
+    }
+}
+
 /* Fast path.  A "row group" of W warps (TPR = 32 W threads) owns one row at a time; thread
  * t of the group owns the K 16-byte packs at columns (k TPR + t) P, k < K, of every row it
  * sees, so its dweight/dbias partial sums for those columns stay in registers for the whole
@@ -190,7 +222,6 @@ norm_backward_rows(T *dx, float *__restrict__ part, const T *__restrict__ dy, co
     constexpr bool accumulate = ACC;
     extern __shared__ float4 norm_smem[];
     constexpr int P = Pack<T>::N;
-    constexpr int NA = RMS ? 1 : 2;
     sx_griddep_launch(); /* the reduce kernel may be scheduled now; it waits for this grid */
     const int TPR = W * SX_WARP;
     const int NG = blockDim.x / TPR;
@@ -306,38 +337,7 @@ norm_backward_rows(T *dx, float *__restrict__ part, const T *__restrict__ dy, co
         row = nrow;
         have = nhave;
     }
-    /* block partial: the groups' registers summed in group order */
-    float *pb = part + (size_t)blockIdx.x * 2 * C;
-    if (NG == 1) {
-#pragma unroll
-        for (int k = 0; k < K; k++)
-            if (ok[k])
-#pragma unroll
-                for (int e = 0; e < P; e += 4) {
-                    *reinterpret_cast<float4 *>(pb + col[k] + e) = make_float4(aw[k][e], aw[k][e + 1], aw[k][e + 2], aw[k][e + 3]);
-                    if (!RMS)
-                        *reinterpret_cast<float4 *>(pb + C + col[k] + e) =
-                            make_float4(ab[k][e], ab[k][e + 1], ab[k][e + 2], ab[k][e + 3]);
-                }
-    } else {
-        float *mine = gbuf + (size_t)g * NA * C;
-#pragma unroll
-        for (int k = 0; k < K; k++)
-            if (ok[k])
-#pragma unroll
-                for (int e = 0; e < P; e += 4) {
-                    *reinterpret_cast<float4 *>(mine + col[k] + e) = make_float4(aw[k][e], aw[k][e + 1], aw[k][e + 2], aw[k][e + 3]);
-                    if (!RMS)
-                        *reinterpret_cast<float4 *>(mine + C + col[k] + e) =
-                            make_float4(ab[k][e], ab[k][e + 1], ab[k][e + 2], ab[k][e + 3]);
-                }
-        __syncthreads();
-        for (int i = threadIdx.x; i < NA * C; i += blockDim.x) {
-            float sum = 0.0f;
-            for (int gi = 0; gi < NG; gi++) sum += gbuf[(size_t)gi * NA * C + i];
-            pb[i] = sum;
-        }
-    }
+    norm_block_partial<T, RMS, K>(part, gbuf, aw, ab, col, ok, true, g, NG, C);
 }
 
 /* The same with the rows staged through shared memory: every thread copies its own 16-byte
@@ -374,7 +374,6 @@ norm_backward_staged(T *dx, float *__restrict__ part, const T *__restrict__ dy, 
                      int N, int C, int W, int S) {
     extern __shared__ float4 norm_smem[];
     constexpr int P = Pack<T>::N;
-    constexpr int NA = RMS ? 1 : 2;
     constexpr int NB = ACC ? 3 : 2; /* streams per pack: x, dy (, dx) */
     sx_griddep_launch();
     const int TPR = W * SX_WARP, nt = blockDim.x, tid = threadIdx.x;
@@ -489,26 +488,7 @@ norm_backward_staged(T *dx, float *__restrict__ part, const T *__restrict__ dy, 
     }
     nb_wait(0);
     __syncthreads(); /* the ring is free: it holds the group partials now */
-    float *pb = part + (size_t)blockIdx.x * 2 * C;
-    float *dst = NG == 1 ? pb : gbuf + (size_t)g * NA * C;
-#pragma unroll
-    for (int k = 0; k < K; k++)
-        if (ok[k])
-#pragma unroll
-            for (int e = 0; e < P; e += 4) {
-                *reinterpret_cast<float4 *>(dst + col[k] + e) = make_float4(aw[k][e], aw[k][e + 1], aw[k][e + 2], aw[k][e + 3]);
-                if (!RMS)
-                    *reinterpret_cast<float4 *>(dst + C + col[k] + e) =
-                        make_float4(ab[k][e], ab[k][e + 1], ab[k][e + 2], ab[k][e + 3]);
-            }
-    if (NG > 1) {
-        __syncthreads();
-        for (int i = tid; i < NA * C; i += nt) {
-            float sum = 0.0f;
-            for (int gi = 0; gi < NG; gi++) sum += gbuf[(size_t)gi * NA * C + i];
-            pb[i] = sum;
-        }
-    }
+    norm_block_partial<T, RMS, K>(part, gbuf, aw, ab, col, ok, true, g, NG, C);
 }
 
 /* ---------------------------------------------------------- norm backward, version 2
@@ -610,36 +590,6 @@ __device__ __forceinline__ void nb2_row(T *dxr, bool have, Pack<T> (&cx)[K], Pac
     }
 }
 
-/* the block's partial: its NG groups' registers summed in group order into part[blockIdx.x] */
-template <typename T, bool RMS, int K>
-__device__ __forceinline__ void nb2_partial(float *__restrict__ part, float *gbuf, const float (&aw)[K][Pack<T>::N],
-                                            const float (&ab)[K][Pack<T>::N], const int (&col)[K],
-                                            const bool (&ok)[K], bool member, int g, int NG, int C) {
-    constexpr int P = Pack<T>::N;
-    constexpr int NA = RMS ? 1 : 2;
-    float *pb = part + (size_t)blockIdx.x * 2 * C;
-    float *dst = NG == 1 ? pb : gbuf + (size_t)g * NA * C;
-    if (member)
-#pragma unroll
-        for (int k = 0; k < K; k++)
-            if (ok[k])
-#pragma unroll
-                for (int e = 0; e < P; e += 4) {
-                    *reinterpret_cast<float4 *>(dst + col[k] + e) = make_float4(aw[k][e], aw[k][e + 1], aw[k][e + 2], aw[k][e + 3]);
-                    if (!RMS)
-                        *reinterpret_cast<float4 *>(dst + C + col[k] + e) =
-                            make_float4(ab[k][e], ab[k][e + 1], ab[k][e + 2], ab[k][e + 3]);
-                }
-    if (NG > 1) {
-        __syncthreads();
-        for (int i = threadIdx.x; i < NA * C; i += blockDim.x) {
-            float sum = 0.0f;
-            for (int gi = 0; gi < NG; gi++) sum += gbuf[(size_t)gi * NA * C + i];
-            pb[i] = sum;
-        }
-    }
-}
-
 template <typename T, int K>
 __device__ __forceinline__ void nb2_setup(const T *__restrict__ w, int t, int TPR, int C, int (&col)[K], bool (&ok)[K],
                                           float (&wf)[K][Pack<T>::N], Pack<T> (&wv)[K]) {
@@ -734,7 +684,7 @@ norm_bwd_regs(T *dx, float *__restrict__ part, const T *__restrict__ dy, const T
             }
         }
     }
-    nb2_partial<T, RMS, K>(part, gbuf, aw, ab, col, ok, true, g, NG, C);
+    norm_block_partial<T, RMS, K>(part, gbuf, aw, ab, col, ok, true, g, NG, C);
 }
 
 /* Shared memory of norm_bwd_bulk: [S] full + [S] empty mbarriers, [2][NG][W] row sums, then
@@ -833,7 +783,7 @@ norm_bwd_bulk(T *dx, float *__restrict__ part, const T *__restrict__ dy, const T
         }
     }
     __syncthreads(); /* every stage consumed: the ring is free */
-    nb2_partial<T, RMS, K>(part, reinterpret_cast<float *>(ring), aw, ab, col, ok, !producer, g, NG, C);
+    norm_block_partial<T, RMS, K>(part, reinterpret_cast<float *>(ring), aw, ab, col, ok, !producer, g, NG, C);
 }
 
 /* generic dx: warp per row, scalar, re-reads the row */
