@@ -1,21 +1,24 @@
 /* Fused softmax cross-entropy over a (padded) vocabulary: loss per token (fp32) and, in the
  * same pass, dlogits (bf16).
  * Fast path (ce_fused_smem_kernel, below): rows staged in shared memory, double-buffered.
- * Fallback (ce_fused_kernel: rows too long for shared memory, Vp % 8 != 0, unaligned): one
- * block per row; pass 1 reads the row (online max / sum of exp2, 16-byte loads), block
- * reductions give max and sum, pass 2 re-reads the row (from L2 when it is still there) and
- * writes dlogits with streaming stores. */
+ * Fallback (ce_fused_kernel: rows too long for shared memory, Vp % 8 != 0, unaligned): a
+ * persistent grid of one 1024-thread block per SM, each block taking rows in turn; pass 1
+ * reads the row (online max / sum of exp2, 16-byte loads), block reductions give max and
+ * sum, pass 2 re-reads the row and writes dlogits with streaming stores.  Pass 2 must find
+ * the row in L2 for the logits to come from DRAM once: with one block per row (the first
+ * version) an H100 held 4 x 132 rows of LLaMA-3's 128k vocabulary (256 KB each, 135 MB) in
+ * flight against a 50 MB L2, so pass 2 went to DRAM again; one row per SM is 34 MB. */
 #include "common.cuh"
 
-#define CE_THREADS 512
+#define CE_THREADS 1024
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
 
 template <bool VEC>
 __global__ void __launch_bounds__(CE_THREADS)
 ce_fused_kernel(float *__restrict__ loss, bf16 *dlogits, const bf16 *logits, const int32_t *__restrict__ targets,
-                int V, int Vp, float dloss) {
-    const size_t row = blockIdx.x;
+                int N, int V, int Vp, float dloss) {
+  for (size_t row = blockIdx.x; row < (size_t)N; row += gridDim.x) {
     const bf16 *x = logits + row * Vp;
     const int tg = targets[row];
     const bool valid = tg >= 0 && tg < V;
@@ -54,7 +57,7 @@ ce_fused_kernel(float *__restrict__ loss, bf16 *dlogits, const bf16 *logits, con
     const float S = block_sum(mx == -INFINITY ? 0.0f : sm * exp2f(mx - M));
     if (threadIdx.x == 0)
         loss[row] = tg < 0 ? 0.0f : (valid ? (M + log2f(S)) * LN2 - xt : __int_as_float(0x7fffffff));
-    if (!dlogits) return;
+    if (!dlogits) continue;
     __syncthreads(); /* every read of the row in pass 1 is done before pass 2 overwrites it */
     const float inv = 1.0f / S;
     const float g = tg < 0 ? 0.0f : dloss;
@@ -84,6 +87,7 @@ ce_fused_kernel(float *__restrict__ loss, bf16 *dlogits, const bf16 *logits, con
             d[c] = __float2bfloat16_rn(v);
         }
     }
+  }
 }
 
 /* Fast path: a persistent grid, one block of 1024 threads per SM, two shared-memory row
@@ -252,13 +256,15 @@ extern "C" cudaError_t sx_cross_entropy_fused(float *loss, sx_bf16 *dlogits, con
     const int layout = g_ce_layout ? g_ce_layout : CE_LAYOUT_DEFAULT;
     if (vec && fits && layout == 1)
         return ce_launch_smem<1024, 2>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets, N, V, Vp, dloss, stream);
-    if (vec && fits)
+    if (vec && fits && layout == 2)
         return ce_launch_smem<512, 1>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets, N, V, Vp, dloss, stream);
+    /* layout 3: the first fallback's grid, one block per row (for the benchmark's comparison) */
+    const int sms = sx_num_sms(), grid = layout == 3 || N < sms ? N : sms;
     if (vec)
-        ce_fused_kernel<true><<<N, CE_THREADS, 0, stream>>>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets,
-                                                             V, Vp, dloss);
+        ce_fused_kernel<true><<<grid, CE_THREADS, 0, stream>>>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets,
+                                                                N, V, Vp, dloss);
     else
-        ce_fused_kernel<false><<<N, CE_THREADS, 0, stream>>>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets,
-                                                              V, Vp, dloss);
+        ce_fused_kernel<false><<<grid, CE_THREADS, 0, stream>>>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets,
+                                                                 N, V, Vp, dloss);
     SX_LAUNCHED();
 }

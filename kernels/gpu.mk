@@ -22,7 +22,7 @@ LDCUDA    ?= -lcudart
 LDBLAS    ?= -lcublas
 
 KSRC  = kernels/embedding.cu kernels/norm.cu kernels/activation.cu kernels/softmax.cu kernels/attention.cu \
-        kernels/rope.cu kernels/crossentropy.cu kernels/adamw.cu kernels/parallel.cu
+        kernels/rope.cu kernels/crossentropy.cu kernels/adamw.cu kernels/parallel.cu kernels/clock.cu
 KOBJ  = $(KSRC:%.cu=$(BUILD)/gpu/obj/%.o)
 KHDR  = kernels/kernels.h kernels/kernels_internal.h kernels/common.cuh
 REFO  = $(BUILD)/gpu/obj/kernels/reference.o

@@ -284,6 +284,15 @@ cudaError_t sx_adamw_f32grad(float *param, float *m, float *v, sx_bf16 *param_bf
                              const float *grad, size_t n, const sx_adamw_params *hp,
                              cudaStream_t stream);
 
+/* ------------------------------------------------------------- SM clock */
+
+/* *mhz (device memory, fp32) = the SM clock in MHz over the next `window_us`
+ * microseconds (1 to 100000, counted at the maximum clock): one thread counts
+ * SM cycles against the global timer.  Launched right after a kernel it reads
+ * the clock that kernel ran at (the power cap moves it over milliseconds);
+ * a window of 100 us or more keeps the timer's granularity (an H100 read 5% high at 50 us) small. */
+cudaError_t sx_sm_clock_probe(float *mhz, int window_us, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -77,8 +77,11 @@ void sx_embedding_backward_tune(int path, int kp, int l2, int prefetch_mb, int p
 void sx_embedding_apply_tune(int window_rows, int nominal_rows, int chunk_channels, int wpe_blocks_first,
                              int min_blocks);
 
-/* The fused cross-entropy's shared-memory layout: 1 = one 1024-thread block per SM with two row
- * buffers, 2 = two 512-thread blocks per SM with one each, 0 = the default. */
+/* The fused cross-entropy's layout: 1 = one 1024-thread block per SM with two row buffers in
+ * shared memory, 2 = two 512-thread blocks per SM with one each (the default where a row fits),
+ * 3 = the fallback for long rows as first written, one block per row, 4 = the fallback
+ * (one persistent block per SM, the default where a row does not fit) even where it fits;
+ * 0 = the default. */
 void sx_cross_entropy_tune(int layout);
 
 #ifdef __cplusplus

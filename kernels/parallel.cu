@@ -9,9 +9,8 @@
  *             logit when this rank owns it (else 0)                    -> all-reduce MAX of the max copy
  *   rescale:  sum_r *= exp(m_r - M)                                     -> all-reduce SUM of sums and of target logits
  *   finish:   loss = log S + M - x_t; dlogits = dloss (exp(x - M) / S - [v == t])
- * One block per row, as in crossentropy.cu's fallback path: the shard of a
- * row is at most a few thousand columns, read twice (the second time mostly
- * from L2). */
+ * One block per row: the shard of a row is at most a few thousand columns,
+ * read twice (the second time from L2: the rows in flight are a few MB). */
 #include "common.cuh"
 
 #define TP_CE_THREADS 256

@@ -185,6 +185,7 @@ double other_memory_allowance(const layout_t *l, double context_bytes, double nc
 double backward_workspace_bytes(double tokens, double hidden, double qkv_width, double ffn_up_width,
                                 double score_elements, double elem_bytes);
 double flash_attention_flops(double b, double heads, double s, double d, int causal, int backward);
+double seconds_at_clock(double seconds, double clock_mhz, double ref_mhz);
 #define UNFUSED_ATTENTION_KERNELS_MAX 5
 int unfused_attention_kernels(double s, double d, double elem_bytes, double mask_bytes, int backward,
                               double flops[UNFUSED_ATTENTION_KERNELS_MAX], double bytes[UNFUSED_ATTENTION_KERNELS_MAX]);

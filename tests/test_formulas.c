@@ -366,6 +366,20 @@ static void flash_attention_flops_convention(void **state)
     assert_close(flash_attention_flops(4, 32, 2048, 64, 0, 0), 4.0 * 4 * 32 * 2048.0 * 2048 * 64, 1e-15);
 }
 
+/* calibrate's clock scaling: a GEMM of 1000 us measured at 1600 MHz takes 1600/1850 of that at a
+ * reference of 1850 MHz; the attention timed alone at 1980 MHz takes longer at 1850; an
+ * unmeasured clock leaves the time as it is */
+static void clock_scaling_of_compute_bound_times(void **state)
+{
+    (void)state;
+    assert_close(seconds_at_clock(1000e-6, 1600, 1850), 1000e-6 * 1600.0 / 1850.0, 1e-15);
+    assert_close(seconds_at_clock(500e-6, 1980, 1850), 500e-6 * 1980.0 / 1850.0, 1e-15);
+    assert_true(seconds_at_clock(500e-6, 1980, 1850) > 500e-6);
+    assert_close(seconds_at_clock(500e-6, 0, 1850), 500e-6, 0);
+    assert_close(seconds_at_clock(500e-6, 1980, 0), 500e-6, 0);
+    assert_close(seconds_at_clock(500e-6, 1850, 1850), 500e-6, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,6 +400,7 @@ int main(void)
         cmocka_unit_test(unfused_attention_kernel_split),
         cmocka_unit_test(rope_ops_for_rotary_models),
         cmocka_unit_test(flash_attention_flops_convention),
+        cmocka_unit_test(clock_scaling_of_compute_bound_times),
     };
     return cmocka_run_group_tests_name("formulas", tests, NULL, NULL);
 }

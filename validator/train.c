@@ -366,6 +366,26 @@ static int profile_events_made;
 typedef struct { const char *name; pass_t pass; } profile_tag;
 static profile_tag *profile_tags;
 
+/* SEXTANT_CLOCK_PROBE=all or a list of op names (attention,mlp_up,...): the SM clock right
+ * after those ops of the profiling step and at the end of every timed step, by
+ * sx_sm_clock_probe (CLOCK_PROBE_US each; the profiling step's time includes them, the timed
+ * steps' do not).  A diagnostic: at what clock a kernel runs inside a step, against calibrate's
+ * clock for it alone. */
+/* 100 us: at 50 us an H100's probe read up to 5% above its top clock (the global timer's
+ * granularity), docs/validation/h100-clock-2026-11-23 */
+#define CLOCK_PROBE_US 100
+static const char *clock_probe_ops;
+static float *clock_probe_mhz; /* device: PROFILE_MAX slots for the ops, then one per step */
+static int clock_probe_wanted(const char *name)
+{
+    if (!clock_probe_ops) return 0;
+    if (!strcmp(clock_probe_ops, "all")) return 1;
+    size_t n = strlen(name);
+    for (const char *p = clock_probe_ops; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == clock_probe_ops || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return 1;
+    return 0;
+}
+
 static void profile_mark_on(const char *name, int end, cudaStream_t on)
 {
     if (!profiling || profile_count >= PROFILE_MAX) return;
@@ -375,6 +395,7 @@ static void profile_mark_on(const char *name, int end, cudaStream_t on)
         while (profile_events_made < 2 * profile_count + 2) CK(cudaEventCreate(&profile_events[profile_events_made++]));
     }
     CK(cudaEventRecord(profile_events[2 * profile_count + end], on));
+    if (end && clock_probe_wanted(name)) CK(sx_sm_clock_probe(clock_probe_mhz + profile_count, CLOCK_PROBE_US, on));
     if (end) profile_count++;
 }
 static void profile_mark(const char *name, int end) { profile_mark_on(name, end, stream); }
@@ -528,7 +549,18 @@ typedef struct {
  * at least 100 ms of warm-up: long enough for the power cap to pull the clock
  * down to where a training step's sustained GEMMs hold it (an H100 at 700 W
  * runs them at 1600-1800 MHz, short bursts at 1980) */
-static double time_linear_gemm(int which, const linear_operands *o, int reps)
+double sm_clock_after(cudaStream_t on)
+{
+    float *d_mhz, mhz = 0.0f;
+    if (cudaMalloc((void **)&d_mhz, sizeof mhz) != cudaSuccess) return 0.0;
+    if (sx_sm_clock_probe(d_mhz, CLOCK_PROBE_US, on) == cudaSuccess)
+        CK(cudaMemcpyAsync(&mhz, d_mhz, sizeof mhz, cudaMemcpyDeviceToHost, on));
+    CK(cudaStreamSynchronize(on));
+    CK(cudaFree(d_mhz));
+    return mhz;
+}
+
+static double time_linear_gemm(int which, const linear_operands *o, int reps, double *clock_mhz)
 {
     enum { BATCHES = 5 };
     const float warm_ms = 100.0f;
@@ -536,6 +568,7 @@ static double time_linear_gemm(int which, const linear_operands *o, int reps)
     CK(cudaEventCreate(&start));
     CK(cudaEventCreate(&stop));
     float ms[BATCHES], warmed = 0.0f;
+    double mhz[BATCHES];
     for (int b = -1; b < BATCHES; b++) { /* the first warm-up also picks the cuBLASLt algorithm */
         CK(cudaEventRecord(start, stream));
         for (int r = 0; r < reps; r++) {
@@ -547,6 +580,8 @@ static double time_linear_gemm(int which, const linear_operands *o, int reps)
             else linear_wgrad("calibrate", dw, o->dbias, dy, x, o->ones, o->N, o->in, o->out);
         }
         CK(cudaEventRecord(stop, stream));
+        /* the clock this batch left: the probe queues right behind it */
+        if (b >= 0) mhz[b] = sm_clock_after(stream);
         CK(cudaEventSynchronize(stop));
         if (b < 0) {
             float t;
@@ -559,12 +594,17 @@ static double time_linear_gemm(int which, const linear_operands *o, int reps)
     }
     CK(cudaEventDestroy(start));
     CK(cudaEventDestroy(stop));
-    for (int i = 1; i < BATCHES; i++) /* insertion sort of five */
-        for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) { float t = ms[j]; ms[j] = ms[j - 1]; ms[j - 1] = t; }
+    for (int i = 1; i < BATCHES; i++) /* insertion sort of five, the clocks beside their times */
+        for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+            float t = ms[j]; ms[j] = ms[j - 1]; ms[j - 1] = t;
+            double c = mhz[j]; mhz[j] = mhz[j - 1]; mhz[j - 1] = c;
+        }
+    if (clock_mhz) *clock_mhz = mhz[BATCHES / 2];
     return ms[BATCHES / 2] * 1e-3 / reps;
 }
 
-int train_time_linear(int N, int in, int out, int with_bias, void *const buffers[4], size_t buffer_bytes, double seconds[3])
+int train_time_linear(int N, int in, int out, int with_bias, void *const buffers[4], size_t buffer_bytes, double seconds[3],
+                      double clock_mhz[3])
 {
     const size_t E = sizeof(bf16);
     size_t xs = (size_t)N * in, ys = (size_t)N * out, ws = (size_t)in * out;
@@ -609,7 +649,7 @@ int train_time_linear(int N, int in, int out, int with_bias, void *const buffers
     double flops = 2.0 * N * (double)in * out;
     int reps = (int)(5e-3 / (flops / 500e12)) + 1;
     if (reps > 1000) reps = 1000;
-    for (int which = 0; which < 3; which++) seconds[which] = time_linear_gemm(which, &o, reps);
+    for (int which = 0; which < 3; which++) seconds[which] = time_linear_gemm(which, &o, reps, clock_mhz ? clock_mhz + which : NULL);
     lt_free();
     CB(cublasLtDestroy(lt));
     CB(cublasDestroy(blas));
@@ -2272,6 +2312,12 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     profile_events = host_alloc(2 * (size_t)PROFILE_MAX * sizeof *profile_events);
     profile_tags = host_alloc((size_t)PROFILE_MAX * sizeof *profile_tags);
     profile_events_made = 0;
+    clock_probe_ops = getenv("SEXTANT_CLOCK_PROBE");
+    if (clock_probe_ops && !*clock_probe_ops) clock_probe_ops = NULL;
+    if (clock_probe_ops) {
+        CK(cudaMalloc((void **)&clock_probe_mhz, (PROFILE_MAX + (size_t)o->steps) * sizeof(float)));
+        CK(cudaMemset(clock_probe_mhz, 0, (PROFILE_MAX + (size_t)o->steps) * sizeof(float)));
+    }
 
     size_t global_tokens = (size_t)o->gbs * o->seq;
     int32_t *global_in = host_alloc(global_tokens * sizeof *global_in), *global_tg = host_alloc(global_tokens * sizeof *global_tg);
@@ -2318,6 +2364,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         CK(cudaEventRecord(t0, stream));
         one_step(&g, step);
         CK(cudaEventRecord(t1, stream));
+        if (clock_probe_ops) CK(sx_sm_clock_probe(clock_probe_mhz + PROFILE_MAX + step - 1, CLOCK_PROBE_US, stream));
         /* the compute stream only: ZeRO-1's all-gather may run on into the next step's forward */
         host_wait(&g, t1, "a training step");
         CK(cudaGetLastError());
@@ -2369,6 +2416,32 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         ms_ops[k].seconds += ms * 1e-3;
         ms_ops[k].calls++;
         if (ms * 1e-3 < ms_ops[k].fastest) ms_ops[k].fastest = ms * 1e-3;
+    }
+    double clock_sum[MEASURED_MAX] = {0};
+    int clock_n[MEASURED_MAX] = {0};
+    double step_clock_median = 0.0;
+    if (clock_probe_ops) {
+        float *mhz = host_alloc((PROFILE_MAX + (size_t)o->steps) * sizeof *mhz);
+        CK(cudaMemcpy(mhz, clock_probe_mhz, (PROFILE_MAX + (size_t)o->steps) * sizeof *mhz, cudaMemcpyDeviceToHost));
+        for (int i = 0; i < profile_count; i++) {
+            if (mhz[i] <= 0.0f) continue;
+            for (int k = 0; k < nms; k++)
+                if (ms_ops[k].pass == profile_tags[i].pass && !strcmp(ms_ops[k].name, profile_tags[i].name)) {
+                    clock_sum[k] += mhz[i];
+                    clock_n[k]++;
+                    break;
+                }
+        }
+        double *timed_mhz = host_alloc((size_t)o->steps * sizeof *timed_mhz);
+        int nt = 0;
+        for (int st = o->warmup; st < o->steps; st++)
+            if (mhz[PROFILE_MAX + st] > 0.0f) timed_mhz[nt++] = mhz[PROFILE_MAX + st];
+        qsort(timed_mhz, (size_t)nt, sizeof *timed_mhz, compare_double);
+        if (nt) step_clock_median = timed_mhz[nt / 2];
+        free(timed_mhz);
+        free(mhz);
+        CK(cudaFree(clock_probe_mhz));
+        clock_probe_mhz = NULL;
     }
     size_t free_after;
     CK(cudaMemGetInfo(&free_after, &total_mem));
@@ -2473,6 +2546,15 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
                     printf("%-28s %-5s %12.4f %12.4f %+7.1f%%%s\n", r->op, r->pass, r->predicted_s * 1e3, r->measured_s * 1e3,
                            r->measured_s > 0 ? 100.0 * (r->predicted_s / r->measured_s - 1.0) : 0.0,
                            r->measured_s > 0 ? "" : "   (not executed)");
+            }
+            if (clock_probe_ops) {
+                printf("\nSM clock (SEXTANT_CLOCK_PROBE=%s): at the end of the timed steps median %.0f MHz; right after "
+                       "each op of the profiling step:\n%-28s %-5s %6s %10s\n", clock_probe_ops, step_clock_median, "op",
+                       "pass", "probes", "mean MHz");
+                for (int k = 0; k < nms; k++)
+                    if (clock_n[k])
+                        printf("%-28s %-5s %6d %10.0f\n", ms_ops[k].name, pass_name(ms_ops[k].pass), clock_n[k],
+                               clock_sum[k] / clock_n[k]);
             }
             fflush(stdout);
         }

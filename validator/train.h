@@ -35,10 +35,16 @@ int train_run(const model_t *m, const hw_gpu *gpu, const hw_node *node, const tr
 /* Times the three GEMMs of one linear layer y[N, out] = x[N, in] W^T (+ bias) exactly as the
  * training step issues them (forward with the bias in cuBLASLt's epilogue, dgrad, wgrad adding
  * into dW with the bias gradient in the epilogue), each back to back: seconds per call in
- * seconds[0..2].  buffers: four device buffers of buffer_bytes each, filled with random bf16 by
+ * seconds[0..2], and the SM clock each ran at in clock_mhz[0..2] (may be NULL).  buffers: four device buffers of buffer_bytes each, filled with random bf16 by
  * the caller (the values set the GEMMs' power draw, and so their clocks).  0, or -1 after one
  * stderr line. */
-int train_time_linear(int N, int in, int out, int with_bias, void *const buffers[4], size_t buffer_bytes, double seconds[3]);
+int train_time_linear(int N, int in, int out, int with_bias, void *const buffers[4], size_t buffer_bytes, double seconds[3],
+                      double clock_mhz[3]);
+
+/* The SM clock in MHz right after the work queued so far on `on` (sx_sm_clock_probe over
+ * 100 us); waits for the stream.  0 after a failed probe.  calibrate logs it beside every
+ * timing: under the power cap the same kernel runs at different clocks alone and in a step. */
+double sm_clock_after(cudaStream_t on);
 
 /* Checks the layout flags against the model before anything starts: 0, or
  * -1 after one stderr line naming the flag. */

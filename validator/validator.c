@@ -117,6 +117,12 @@ static void need(double bytes, const char *what)
 
 typedef void (*launch_fn)(const void *ctx);
 
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static int compare_float(const void *a, const void *b)
 {
     float x = *(const float *)a, y = *(const float *)b;
@@ -153,6 +159,7 @@ static double time_median(launch_fn fn, const void *ctx, double *spread)
  * median of five batches after at least one batch and warm_ms of warm-up
  * (compute-bound kernels: long enough for the power cap to settle the clock
  * where a step's sustained work holds it). */
+static double last_clock_mhz; /* the SM clock after time_back_to_back's median batch */
 static double time_back_to_back(launch_fn fn, const void *ctx, int reps, float warm_ms)
 {
     enum { BATCHES = 5 };
@@ -160,10 +167,12 @@ static double time_back_to_back(launch_fn fn, const void *ctx, int reps, float w
     CUDA_CHECK(cudaEventCreate(&start));
     CUDA_CHECK(cudaEventCreate(&stop));
     float ms[BATCHES], warmed = 0.0f;
+    double mhz[BATCHES];
     for (int b = -1; b < BATCHES; b++) {
         CUDA_CHECK(cudaEventRecord(start, stream));
         for (int r = 0; r < reps; r++) fn(ctx);
         CUDA_CHECK(cudaEventRecord(stop, stream));
+        if (b >= 0) mhz[b] = sm_clock_after(stream); /* the clock this batch left: the probe queues behind it */
         CUDA_CHECK(cudaEventSynchronize(stop));
         if (b < 0) {
             float t;
@@ -175,7 +184,12 @@ static double time_back_to_back(launch_fn fn, const void *ctx, int reps, float w
         }
     }
     CUDA_CHECK(cudaGetLastError());
-    qsort(ms, BATCHES, sizeof ms[0], compare_float);
+    for (int i = 1; i < BATCHES; i++) /* insertion sort of five, the clocks beside their times */
+        for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+            float t = ms[j]; ms[j] = ms[j - 1]; ms[j - 1] = t;
+            double c = mhz[j]; mhz[j] = mhz[j - 1]; mhz[j - 1] = c;
+        }
+    last_clock_mhz = mhz[BATCHES / 2];
     CUDA_CHECK(cudaEventDestroy(start));
     CUDA_CHECK(cudaEventDestroy(stop));
     return ms[BATCHES / 2] * 1e-3 / reps;
@@ -351,7 +365,7 @@ typedef struct {
     char what[HWDB_ATTENTION_TIMES_MAX][48];
 } attention_timing;
 
-static int time_flash_shape(flash_ctx *f, double t[2])
+static int time_flash_shape(flash_ctx *f, double t[2], double mhz[2])
 {
     double qkv_bytes = 2.0 * f->B * (double)f->T * (f->H + 2 * f->KV) * f->D;
     need(qkv_bytes, "the attention's qkv buffer");
@@ -365,6 +379,7 @@ static int time_flash_shape(flash_ctx *f, double t[2])
         /* about 2 ms per batch at 150 TFLOP/s, at least one call */
         int reps = (int)(2e-3 / (flash_attention_flops(f->B, f->H, f->T, f->D, 1, pass) / 150e12)) + 1;
         t[pass] = time_back_to_back(run_flash, f, reps > 50 ? 50 : reps, 100.0f);
+        mhz[pass] = last_clock_mhz;
         if (flash_error != cudaSuccess) {
             fprintf(stderr, "sextant-gpu: flash attention %s (B %d T %d H %d KV %d D %d): %s\n", pass ? "backward" : "forward",
                     f->B, f->T, f->H, f->KV, f->D, cudaGetErrorString(flash_error));
@@ -377,8 +392,10 @@ static int time_flash_shape(flash_ctx *f, double t[2])
     return failed ? -1 : 0;
 }
 
-static void calibrate_attention(double peak, const char *models, const model_zoo *zoo, double *fwd_eff, double *bwd_eff,
-                                attention_timing *at)
+static int clock_scaling = 1; /* calibrate --no-clock-scaling: 0 */
+
+static void calibrate_attention(double peak, const char *models, const model_zoo *zoo, double sustained_mhz,
+                                double *fwd_eff, double *bwd_eff, attention_timing *at)
 {
     static const int shapes[][5] = {
         /* B, T, H, KV, D */
@@ -390,12 +407,16 @@ static void calibrate_attention(double peak, const char *models, const model_zoo
     int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
     double flops[2] = {0, 0}, seconds[2] = {0, 0};
     int failed = 0;
+    if (clock_scaling && sustained_mhz > 0)
+        printf("\nfused attention: the times below are brought to the reference clock, %.0f MHz (time alone x clock alone "
+               "/ %.0f); the MHz columns give the clock alone", sustained_mhz, sustained_mhz);
     printf("\n%-36s %9s %9s %8s %9s %9s %8s\n", "fused causal attention (flash)", "fwd ms", "TFLOP/s", "of peak", "bwd ms",
            "TFLOP/s", "of peak");
     for (int i = 0; i < nshapes; i++) {
         flash_ctx f = {shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], 0, NULL, NULL, 0};
-        double t[2], F[2] = {flash_attention_flops(f.B, f.H, f.T, f.D, 1, 0), flash_attention_flops(f.B, f.H, f.T, f.D, 1, 1)};
-        if (time_flash_shape(&f, t) != 0) { failed = 1; continue; }
+        double t[2], mhz[2], F[2] = {flash_attention_flops(f.B, f.H, f.T, f.D, 1, 0), flash_attention_flops(f.B, f.H, f.T, f.D, 1, 1)};
+        if (time_flash_shape(&f, t, mhz) != 0) { failed = 1; continue; }
+        for (int pass = 0; pass < 2; pass++) t[pass] = seconds_at_clock(t[pass], mhz[pass], clock_scaling ? sustained_mhz : 0.0);
         for (int pass = 0; pass < 2; pass++) { flops[pass] += F[pass]; seconds[pass] += t[pass]; }
         char shape[64];
         snprintf(shape, sizeof shape, "B %d T %d H %d KV %d D %d", f.B, f.T, f.H, f.KV, f.D);
@@ -408,8 +429,8 @@ static void calibrate_attention(double peak, const char *models, const model_zoo
            "  forward %.3f, backward %.3f of the bf16 peak %.0f TFLOP/s\n", *fwd_eff, *bwd_eff, peak / 1e12);
 
     at->n[0] = at->n[1] = 0;
-    printf("\n%-14s %5s %5s %4s %4s %4s %9s %9s %8s %8s\n", "model heads", "B", "T", "H", "KV", "D", "fwd ms", "bwd ms",
-           "fwd", "bwd");
+    printf("\n%-14s %5s %5s %4s %4s %4s %9s %9s %8s %8s %8s %8s\n", "model heads", "B", "T", "H", "KV", "D", "fwd ms", "bwd ms",
+           "fwd", "bwd", "fwd MHz", "bwd MHz");
     char list[512];
     snprintf(list, sizeof list, "%s", models);
     for (char *save = NULL, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
@@ -418,12 +439,13 @@ static void calibrate_attention(double peak, const char *models, const model_zoo
         for (int T = 1024; T <= 2048; T *= 2)
             for (int B = 1; B <= 32; B *= 2) {
                 flash_ctx f = {B, T, (int)m->heads, (int)m->kv_heads, (int)m->head_dim, 0, NULL, NULL, 0};
-                double t[2];
+                double t[2], mhz[2];
                 if (2.0 * B * (double)T * (f.H + 2 * f.KV) * f.D > (double)scratch_bytes) continue;
-                if (time_flash_shape(&f, t) != 0) continue;
-                printf("%-14s %5d %5d %4d %4d %4d %9.3f %9.3f %7.1f%% %7.1f%%\n", name, B, T, f.H, f.KV, f.D, t[0] * 1e3,
-                       t[1] * 1e3, 100 * flash_attention_flops(B, f.H, T, f.D, 1, 0) / t[0] / peak,
-                       100 * flash_attention_flops(B, f.H, T, f.D, 1, 1) / t[1] / peak);
+                if (time_flash_shape(&f, t, mhz) != 0) continue;
+                for (int pass = 0; pass < 2; pass++) t[pass] = seconds_at_clock(t[pass], mhz[pass], clock_scaling ? sustained_mhz : 0.0);
+                printf("%-14s %5d %5d %4d %4d %4d %9.3f %9.3f %7.1f%% %7.1f%% %8.0f %8.0f\n", name, B, T, f.H, f.KV, f.D,
+                       t[0] * 1e3, t[1] * 1e3, 100 * flash_attention_flops(B, f.H, T, f.D, 1, 0) / t[0] / peak,
+                       100 * flash_attention_flops(B, f.H, T, f.D, 1, 1) / t[1] / peak, mhz[0], mhz[1]);
                 for (int pass = 0; pass < 2; pass++) {
                     int dup = 0;
                     for (int j = 0; j < at->n[pass]; j++)
@@ -538,6 +560,7 @@ typedef struct {
     hw_gemm_time shape[HWDB_GEMM_TIMES_MAX];
     char what[HWDB_GEMM_TIMES_MAX][48];
     double e_max, half_gflop;
+    double sustained_mhz; /* median SM clock after the GEMMs of 10 GFLOP or more: the power cap's clock */
 } gemm_timing;
 
 static void gemm_timing_add(gemm_timing *gt, int64_t m, int64_t n, int64_t k, double seconds, const char *what)
@@ -550,22 +573,28 @@ static void gemm_timing_add(gemm_timing *gt, int64_t m, int64_t n, int64_t k, do
     gt->n++;
 }
 
+
 /* Times the forward, dgrad and wgrad GEMMs of every distinct linear layer of
  * the listed models (the planner's own op list names them: qkv, attn_out,
  * mlp_up, mlp_down, lm_head) at 1024 to 32768 tokens, through the training
- * step's own code (train_time_linear), and fits the planner's efficiency
- * curve eff(F) = e_max F / (F + F_half) to them with GSL for the shapes the
- * table does not hold (other models, tensor-parallel shards).  -1 after one
- * stderr line. */
+ * step's own code (train_time_linear), brings those of 1 GFLOP or more to the
+ * reference clock (seconds_at_clock; the smaller ones wait on DRAM and
+ * launches more than on the clock), and fits the planner's efficiency curve
+ * eff(F) = e_max F / (F + F_half) to them with GSL for the shapes the table
+ * does not hold (other models, tensor-parallel shards).  -1 after one stderr
+ * line. */
 static int calibrate_gemms(const char *models, const model_zoo *zoo, const hw_gpu *g, gemm_timing *gt)
 {
     gt->n = 0;
     double peak = g->peak_flops[PREC_BF16] > 0 ? g->peak_flops[PREC_BF16] : g->peak_flops[PREC_FP16];
-    static double x[3 * HWDB_GEMM_TIMES_MAX], y[3 * HWDB_GEMM_TIMES_MAX], w[3 * HWDB_GEMM_TIMES_MAX];
-    int points = 0;
-    printf("\nGEMMs of the models' linear layers, as the training step runs them (bf16, fp32 accumulation)\n");
-    printf("%-14s %-9s %7s %7s %7s %11s %11s %11s %8s %8s %8s\n", "model", "linear", "tokens", "in", "out", "fwd us",
-           "dgrad us", "wgrad us", "fwd", "dgrad", "wgrad");
+    enum { ROWS = HWDB_GEMM_TIMES_MAX };
+    static struct { int64_t tokens, in, out; double t[3], mhz[3]; char what[48]; } row[ROWS];
+    static double loaded_mhz[3 * ROWS];
+    int rows = 0, nloaded = 0;
+    printf("\nGEMMs of the models' linear layers, as the training step runs them (bf16, fp32 accumulation; "
+           "as measured, before clock scaling)\n");
+    printf("%-14s %-9s %7s %7s %7s %11s %11s %11s %8s %8s %8s %17s\n", "model", "linear", "tokens", "in", "out", "fwd us",
+           "dgrad us", "wgrad us", "fwd", "dgrad", "wgrad", "MHz fwd/dgr/wgr");
     char list[512];
     snprintf(list, sizeof list, "%s", models);
     for (char *save = NULL, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
@@ -585,31 +614,51 @@ static int calibrate_gemms(const char *models, const model_zoo *zoo, const hw_gp
             const op_t *op = &ops.ops[i];
             if (op->kind != OP_GEMM || op->pass != PASS_FWD || op->batch > 1) continue;
             int in = (int)op->k, out = (int)op->n, bias = model->bias && strcmp(op->name, "lm_head") != 0;
-            for (int64_t tokens = GEMM_TOKENS_MIN; tokens <= GEMM_TOKENS_MAX; tokens *= 2) {
+            for (int64_t tokens = GEMM_TOKENS_MIN; tokens <= GEMM_TOKENS_MAX && rows < ROWS; tokens *= 2) {
                 size_t need_bytes = (size_t)tokens * (size_t)(out > in ? out : in) * 2 * 2;
                 if (need_bytes > scratch_bytes) break; /* the logits of a large vocabulary at many tokens */
-                double t[3];
-                if (train_time_linear((int)tokens, in, out, bias, scratch, scratch_bytes, t) != 0) return -1;
+                double *t = row[rows].t, *mhz = row[rows].mhz;
+                if (train_time_linear((int)tokens, in, out, bias, scratch, scratch_bytes, t, mhz) != 0) return -1;
                 double F = 2.0 * (double)tokens * in * out;
-                printf("%-14s %-9s %7lld %7d %7d %11.1f %11.1f %11.1f %7.1f%% %7.1f%% %7.1f%%\n", name, op->name,
-                       (long long)tokens, in, out, t[0] * 1e6, t[1] * 1e6, t[2] * 1e6, 100 * F / t[0] / peak,
-                       100 * F / t[1] / peak, 100 * F / t[2] / peak);
-                char what[48];
-                snprintf(what, sizeof what, "%s %s", name, op->name);
-                gemm_timing_add(gt, tokens, out, in, t[0], what);
-                gemm_timing_add(gt, tokens, in, out, t[1], what);
-                gemm_timing_add(gt, in, out, tokens, t[2], what);
-                for (int j = 0; j < 3 && points < 3 * HWDB_GEMM_TIMES_MAX; j++, points++) {
-                    /* 1/eff = 1/e_max + (F_half/e_max) / F, weighted by size: the large GEMMs hold
-                     * most of a step's time */
-                    x[points] = 1e9 / F;
-                    y[points] = t[j] * peak / F;
-                    w[points] = F / 1e9;
-                }
+                printf("%-14s %-9s %7lld %7d %7d %11.1f %11.1f %11.1f %7.1f%% %7.1f%% %7.1f%% %5.0f/%5.0f/%5.0f\n", name,
+                       op->name, (long long)tokens, in, out, t[0] * 1e6, t[1] * 1e6, t[2] * 1e6, 100 * F / t[0] / peak,
+                       100 * F / t[1] / peak, 100 * F / t[2] / peak, mhz[0], mhz[1], mhz[2]);
+                row[rows].tokens = tokens;
+                row[rows].in = in;
+                row[rows].out = out;
+                snprintf(row[rows].what, sizeof row[rows].what, "%.20s %.20s", name, op->name);
+                for (int j = 0; j < 3 && F >= 1e10; j++)
+                    if (mhz[j] > 0) loaded_mhz[nloaded++] = mhz[j];
+                rows++;
             }
         }
     }
-    if (gt->n == HWDB_GEMM_TIMES_MAX)
+    qsort(loaded_mhz, (size_t)nloaded, sizeof loaded_mhz[0], compare_double);
+    gt->sustained_mhz = nloaded ? loaded_mhz[nloaded / 2] : 0.0;
+    const double ref_mhz = clock_scaling ? gt->sustained_mhz : 0.0;
+    printf("SM clock after the GEMMs of 10 GFLOP or more: median %.0f MHz over %d, 10%%-90%% %.0f-%.0f MHz; %s\n",
+           gt->sustained_mhz, nloaded, nloaded ? loaded_mhz[nloaded / 10] : 0.0,
+           nloaded ? loaded_mhz[nloaded * 9 / 10] : 0.0,
+           ref_mhz > 0 ? "the times of 1 GFLOP or more are brought to that clock (--no-clock-scaling: as measured)"
+                       : "times written as measured");
+
+    static double x[3 * ROWS], y[3 * ROWS], w[3 * ROWS];
+    int points = 0;
+    for (int r = 0; r < rows; r++) {
+        double F = 2.0 * (double)row[r].tokens * (double)row[r].in * (double)row[r].out, t[3];
+        for (int j = 0; j < 3; j++) t[j] = F >= 1e9 ? seconds_at_clock(row[r].t[j], row[r].mhz[j], ref_mhz) : row[r].t[j];
+        gemm_timing_add(gt, row[r].tokens, row[r].out, row[r].in, t[0], row[r].what);
+        gemm_timing_add(gt, row[r].tokens, row[r].in, row[r].out, t[1], row[r].what);
+        gemm_timing_add(gt, row[r].in, row[r].out, row[r].tokens, t[2], row[r].what);
+        for (int j = 0; j < 3; j++, points++) {
+            /* 1/eff = 1/e_max + (F_half/e_max) / F, weighted by size: the large GEMMs hold
+             * most of a step's time */
+            x[points] = 1e9 / F;
+            y[points] = t[j] * peak / F;
+            w[points] = F / 1e9;
+        }
+    }
+    if (gt->n == HWDB_GEMM_TIMES_MAX || rows == ROWS)
         fprintf(stderr, "sextant-gpu: note: the GEMM table is full (%d shapes); later shapes are left to the curve\n",
                 HWDB_GEMM_TIMES_MAX);
     if (points < 2) { fprintf(stderr, "sextant-gpu: --gemm-models: no GEMM to time\n"); return -1; }
@@ -629,6 +678,16 @@ static int calibrate_gemms(const char *models, const model_zoo *zoo, const hw_gp
 
 static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
 {
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--no-clock-scaling")) { clock_scaling = 0; continue; }
+        if ((!strcmp(argv[i], "--gpu") || !strcmp(argv[i], "--out") || !strcmp(argv[i], "--gemm-models")) && i + 1 < argc) {
+            i++;
+            continue;
+        }
+        fprintf(stderr, "sextant-gpu: calibrate: %s flag %s\n", argv[i][0] == '-' ? "unknown or incomplete" : "unexpected",
+                argv[i]);
+        return 2;
+    }
     const char *gpu_name = arg_value(argc, argv, "--gpu", "h100-sxm");
     const char *out_path = arg_value(argc, argv, "--out", NULL);
     const hw_gpu *g = hwdb_find_gpu(db, gpu_name);
@@ -675,8 +734,8 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
     double peak = g->peak_flops[PREC_BF16] > 0 ? g->peak_flops[PREC_BF16] : g->peak_flops[PREC_FP16];
     double attention_fwd = 0.0, attention_bwd = 0.0;
     static attention_timing at;
-    calibrate_attention(peak, arg_value(argc, argv, "--gemm-models", CALIBRATE_GEMM_MODELS), zoo, &attention_fwd,
-                        &attention_bwd, &at);
+    calibrate_attention(peak, arg_value(argc, argv, "--gemm-models", CALIBRATE_GEMM_MODELS), zoo, gt.sustained_mhz,
+                        &attention_fwd, &attention_bwd, &at);
     /* a fraction outside (0, 1] is a failed or absurd measurement: leave the planner's default */
     int attention_ok = attention_fwd > 0.0 && attention_fwd <= 1.0 && attention_bwd > 0.0 && attention_bwd <= 1.0;
     if (!attention_ok)
@@ -1211,7 +1270,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2 || (strcmp(argv[1], "calibrate") && strcmp(argv[1], "ops") && strcmp(argv[1], "train") &&
                      strcmp(argv[1], "check-gradients"))) {
-        fprintf(stderr, "usage: sextant-gpu calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B,...]\n"
+        fprintf(stderr, "usage: sextant-gpu calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B,...] [--no-clock-scaling]\n"
                         "       sextant-gpu calibrate --comm [--gpus N] [--gpu NAME] [--out FILE] [--min-bytes SIZE] [--max-bytes SIZE]\n"
                         "                                    [--warmup N] [--iters N] [--repeats N] [--timeout S]\n"
                         "       sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]\n"

@@ -714,6 +714,24 @@ int main(int argc, char **argv) {
         sx_cross_entropy_tune(0);
         CK(cudaFree(logits)); CK(cudaFree(dl)); CK(cudaFree(tg)); CK(cudaFree(loss));
     }
+    /* LLaMA 3's vocabulary at micro-batch 4 x 2048: rows too long for shared memory (256 KB) */
+    {
+        const int Nl = 8192, Vl = 128256;
+        const size_t n = (size_t)Nl * Vl;
+        void *logits = bf16_buf(n, 4.0f), *dl = dmalloc(n * 2);
+        int32_t *tg = ids_buf(Nl, Vl);
+        float *loss = (float *)dmalloc(Nl * 4);
+        snprintf(sz, sizeof sz, "N=%d V=%d Vp=%d", Nl, Vl, Vl);
+        row("cross_entropy_fused", sz, n * 4.0 + Nl * 8.0, [&] {
+            CK(sx_cross_entropy_fused(loss, (sx_bf16 *)dl, (const sx_bf16 *)logits, tg, Nl, Vl, Vl, 1.0f / Nl, 0));
+        }, "(persistent, 1 block per SM)");
+        sx_cross_entropy_tune(3);
+        row("cross_entropy_fused", sz, n * 4.0 + Nl * 8.0, [&] {
+            CK(sx_cross_entropy_fused(loss, (sx_bf16 *)dl, (const sx_bf16 *)logits, tg, Nl, Vl, Vl, 1.0f / Nl, 0));
+        }, "(first fallback: 1 block per row)");
+        sx_cross_entropy_tune(0);
+        CK(cudaFree(logits)); CK(cudaFree(dl)); CK(cudaFree(tg)); CK(cudaFree(loss));
+    }
 
     /* ---------------------------------------------------------- adamw */
     {

@@ -620,7 +620,8 @@ static void test_softmax(int BH, int T, int path = 0) {
  * target's gradient p - 1 is small and cancels. */
 static void test_ce(int N, int V, int Vp, bool in_place, int layout = 0) {
     char sz[80];
-    snprintf(sz, sizeof sz, "N=%d V=%d Vp=%d%s", N, V, Vp, layout == 1 ? " 1 block x 2 buffers" : layout == 2 ? " 2 blocks x 1 buffer" : "");
+    snprintf(sz, sizeof sz, "N=%d V=%d Vp=%d%s", N, V, Vp, layout == 1 ? " 1 block x 2 buffers" : layout == 2 ? " 2 blocks x 1 buffer" :
+             layout == 3 ? " block per row" : layout == 4 ? " persistent" : "");
     sx_cross_entropy_tune(layout);
     const size_t n = (size_t)N * Vp;
     vec x = randn(n, 0, 2.0);
@@ -939,7 +940,11 @@ static void test_others(void) {
     test_ce(g_quick ? 17 : 67, V, Vp, true, 1);
     test_ce(g_quick ? 17 : 67, V, Vp, true);
     test_ce(g_quick ? 17 : 67, 1001, 1001, false); /* scalar path */
-    test_ce(g_quick ? 5 : 67, 59999, 60000, false); /* row too long for shared memory: one block per row */
+    test_ce(g_quick ? 5 : 67, 59999, 60000, false); /* row too long for shared memory: persistent fallback */
+    test_ce(g_quick ? 5 : 67, 59999, 60000, true);
+    test_ce(g_quick ? 5 : 300, 59999, 60000, false, 3); /* the fallback, one block per row */
+    test_ce(g_quick ? 17 : 300, V, Vp, false, 4);       /* the persistent fallback where a row would fit */
+    test_ce(g_quick ? 17 : 300, 1001, 1001, true, 4);   /* scalar, persistent, in place */
 
     const size_t na = g_quick ? 100003 : 3007007;
     test_adamw(na, SX_BF16, 0, false);
@@ -1040,9 +1045,47 @@ static void test_tp_vocab(int B, int T, int C, int V, int shards, bool use_wpe) 
     check("cross_entropy_shard.dlogits", sz, "bf16", all_d, dl, TOL_BF16);
 }
 
+/* The clock probe: its reading must agree with the wall time of its own window (cycles counted /
+ * elapsed time by events, within 3%), lie under the maximum clock (+3%), and refuse bad
+ * arguments.  The probe timed runs second, behind a first one, so that the events bracket the
+ * kernel alone and not the host's time to launch it. */
+static void test_clock_probe(void) {
+    int dev = 0, khz = 0;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
+    float *d_mhz;
+    CK(cudaMalloc(&d_mhz, 2 * sizeof(float)));
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    const int window_us[2] = {100, 20000};
+    CK(sx_sm_clock_probe(d_mhz, 10000, 0));
+    CK(cudaEventRecord(a, 0));
+    CK(sx_sm_clock_probe(d_mhz, window_us[1], 0));
+    CK(cudaEventRecord(b, 0));
+    CK(sx_sm_clock_probe(d_mhz + 1, window_us[0], 0));
+    CK(cudaDeviceSynchronize());
+    float ms = 0.0f, mhz[2] = {0.0f, 0.0f};
+    CK(cudaEventElapsedTime(&ms, a, b));
+    CK(cudaMemcpy(mhz, d_mhz, sizeof mhz, cudaMemcpyDeviceToHost));
+    const double cycles = (double)khz * window_us[1] / 1000.0, from_events_mhz = cycles / (ms * 1e-3) / 1e6;
+    char what[200];
+    snprintf(what, sizeof what, "20 ms: probe %.0f MHz, events %.0f MHz; 100 us: %.0f MHz; max %d MHz", mhz[0],
+             from_events_mhz, mhz[1], khz / 1000);
+    const double top = khz / 1000.0 * 1.03;
+    check_true("sm_clock_probe", "20 ms and 100 us", mhz[0] > 100.0f && mhz[0] <= top && mhz[1] > 100.0f &&
+               mhz[1] <= top && fabs(mhz[0] / from_events_mhz - 1.0) < 0.03, what);
+    check_true("sm_clock_probe(bad args)", "-", sx_sm_clock_probe(NULL, 50, 0) == cudaErrorInvalidValue &&
+               sx_sm_clock_probe(d_mhz, 0, 0) == cudaErrorInvalidValue, "NULL output, zero window");
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    CK(cudaFree(d_mhz));
+}
+
 int main(int argc, char **argv) {
     uint64_t seed = (uint64_t)time(NULL);
-    bool only_attention = false, only_rope = false, no_attention = false, only_norm = false, only_embedding = false;
+    bool only_attention = false, only_rope = false, no_attention = false, only_norm = false, only_embedding = false,
+         only_clock = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) g_quick = true;
         else if (!strcmp(argv[i], "--attention")) only_attention = true;
@@ -1050,9 +1093,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--rope")) only_rope = true;
         else if (!strcmp(argv[i], "--norm")) only_norm = true;
         else if (!strcmp(argv[i], "--embedding")) only_embedding = true;
+        else if (!strcmp(argv[i], "--clock")) only_clock = true;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--attention | --no-attention] [--rope] [--norm] [--embedding] [--seed S]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--attention | --no-attention] [--rope] [--norm] [--embedding] [--clock] [--seed S]\n", argv[0]);
             return 2;
         }
     }
@@ -1066,6 +1110,10 @@ int main(int argc, char **argv) {
     printf("# rel_err = ||gpu-ref||/||ref|| vs float64 CPU reference; unwrit = elements left unwritten or NaN\n");
     header();
 
+    if (only_clock) {
+        test_clock_probe();
+        goto done;
+    }
     if (only_embedding) {
         test_embedding_all();
         only_attention = only_rope = only_norm = false;
@@ -1090,11 +1138,13 @@ int main(int argc, char **argv) {
     }
     if (!only_attention && !only_rope && !only_norm && !only_embedding) {
         test_others();
+        test_clock_probe();
         test_tp_vocab(2, 37, 64, 1000, 2, true);       /* GPT-2-like: position table on one rank */
         test_tp_vocab(3, 29, 96, 50257, 4, false);     /* the last shard holds padding only in part */
         test_tp_vocab(1, 5, 8, 100, 2, true);          /* the second shard is all padding */
     }
 
+done:
     CK(cudaDeviceSynchronize());
     printf("# %d checks, %d failed\n", g_checks, g_fail);
     if (g_fail) {

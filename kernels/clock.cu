@@ -1,0 +1,29 @@
+/* The SM clock as the kernels see it.  Under the power cap the clock follows
+ * the recent power draw over milliseconds, so the same kernel runs at
+ * different speeds alone (calibrate) and among GEMMs (a training step); this
+ * probe, launched right after a kernel, reads the clock that kernel left.
+ * One thread counts SM cycles (clock64) against the global nanosecond timer;
+ * the timer's granularity (up to 1 us on some parts) is why the window is
+ * tens of microseconds, not a few. */
+#include "common.cuh"
+
+__global__ void sm_clock_probe_kernel(float *mhz, long long cycles) {
+    unsigned long long ns0, ns1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns0));
+    const long long c0 = clock64();
+    long long c = c0;
+    while (c - c0 < cycles) c = clock64();
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns1));
+    *mhz = ns1 > ns0 ? (float)((double)(c - c0) / (double)(ns1 - ns0) * 1e3) : 0.0f;
+}
+
+extern "C" cudaError_t sx_sm_clock_probe(float *mhz, int window_us, cudaStream_t stream) {
+    SX_REQUIRE(mhz != NULL && window_us > 0 && window_us <= 100000);
+    int dev = 0, khz = 0;
+    SX_CHECK(cudaGetDevice(&dev));
+    SX_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
+    /* cycles for window_us at the maximum clock: shorter at a lower one */
+    const long long cycles = (long long)khz * window_us / 1000;
+    sm_clock_probe_kernel<<<1, 1, 0, stream>>>(mhz, cycles > 0 ? cycles : 1);
+    SX_LAUNCHED();
+}
