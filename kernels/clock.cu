@@ -17,11 +17,22 @@ __global__ void sm_clock_probe_kernel(float *mhz, long long cycles) {
     *mhz = ns1 > ns0 ? (float)((double)(c - c0) / (double)(ns1 - ns0) * 1e3) : 0.0f;
 }
 
+/* The maximum clock per device, asked once: cudaDevAttrClockRate took about half a millisecond
+ * per query on an H100 (CUDA 13.0), which left the GPU idle before every probe of a profiling
+ * step and made that step 23-128% longer (docs/validation/h100-clock-2026-11-23). */
+#define SX_PROBE_DEVICES 64
+static int g_probe_khz[SX_PROBE_DEVICES];
+
 extern "C" cudaError_t sx_sm_clock_probe(float *mhz, int window_us, cudaStream_t stream) {
     SX_REQUIRE(mhz != NULL && window_us > 0 && window_us <= 100000);
     int dev = 0, khz = 0;
     SX_CHECK(cudaGetDevice(&dev));
-    SX_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
+    if (dev >= 0 && dev < SX_PROBE_DEVICES && g_probe_khz[dev] > 0) {
+        khz = g_probe_khz[dev];
+    } else {
+        SX_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
+        if (dev >= 0 && dev < SX_PROBE_DEVICES) g_probe_khz[dev] = khz;
+    }
     /* cycles for window_us at the maximum clock: shorter at a lower one */
     const long long cycles = (long long)khz * window_us / 1000;
     sm_clock_probe_kernel<<<1, 1, 0, stream>>>(mhz, cycles > 0 ? cycles : 1);

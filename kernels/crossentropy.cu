@@ -3,11 +3,13 @@
  * Fast path (ce_fused_smem_kernel, below): rows staged in shared memory, double-buffered.
  * Fallback (ce_fused_kernel: rows too long for shared memory, Vp % 8 != 0, unaligned): a
  * persistent grid of one 1024-thread block per SM, each block taking rows in turn; pass 1
- * reads the row (online max / sum of exp2, 16-byte loads), block reductions give max and
- * sum, pass 2 re-reads the row and writes dlogits with streaming stores.  Pass 2 must find
- * the row in L2 for the logits to come from DRAM once: with one block per row (the first
- * version) an H100 held 4 x 132 rows of LLaMA-3's 128k vocabulary (256 KB each, 135 MB) in
- * flight against a 50 MB L2, so pass 2 went to DRAM again; one row per SM is 34 MB. */
+ * reads the row (online max / sum of exp2, 16-byte loads) and keeps as much of it as fits
+ * in shared memory (227 KB of LLaMA 3's 256 KB rows on an H100), block reductions give max
+ * and sum, pass 2 takes the kept part from shared memory and re-reads only the rest, then
+ * writes dlogits with streaming stores.  Re-reading whole rows went to DRAM a second time:
+ * 60% of copy bandwidth at V = 128256 on an H100 with one block per row or one per SM
+ * (docs/validation/h100-clock-scaled-2026-11-23): the rows in flight, 34-135 MB, were more
+ * than L2 keeps. */
 #include "common.cuh"
 
 #define CE_THREADS 1024
@@ -17,7 +19,8 @@
 template <bool VEC>
 __global__ void __launch_bounds__(CE_THREADS)
 ce_fused_kernel(float *__restrict__ loss, bf16 *dlogits, const bf16 *logits, const int32_t *__restrict__ targets,
-                int N, int V, int Vp, float dloss) {
+                int N, int V, int Vp, float dloss, int staged_packs) {
+  extern __shared__ int4 ce_stage[]; /* the row's first staged_packs 16-byte packs (VEC only) */
   for (size_t row = blockIdx.x; row < (size_t)N; row += gridDim.x) {
     const bf16 *x = logits + row * Vp;
     const int tg = targets[row];
@@ -32,6 +35,7 @@ ce_fused_kernel(float *__restrict__ loss, bf16 *dlogits, const bf16 *logits, con
         for (int i = threadIdx.x; i < np; i += blockDim.x) {
             const int c = i * 8;
             const Pack<bf16> p = ld_pack_plain(x + c); /* in bounds: c + 8 <= Vp */
+            if (i < staged_packs) ce_stage[i] = p.bits; /* pass 2 reads it back: same thread, same i */
             float z[8], lm = -INFINITY;
 #pragma unroll
             for (int k = 0; k < 8; k++) {
@@ -69,7 +73,9 @@ ce_fused_kernel(float *__restrict__ loss, bf16 *dlogits, const bf16 *logits, con
             const int c = i * 8;
             Pack<bf16> r;
             if (c < V) {
-                const Pack<bf16> p = ld_pack_plain(x + c);
+                Pack<bf16> p;
+                if (i < staged_packs) p.bits = ce_stage[i];
+                else p = ld_pack_plain(x + c);
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
                     const float pr = exp2f(p.get(k) * LOG2E - M) * inv;
@@ -258,13 +264,22 @@ extern "C" cudaError_t sx_cross_entropy_fused(float *loss, sx_bf16 *dlogits, con
         return ce_launch_smem<1024, 2>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets, N, V, Vp, dloss, stream);
     if (vec && fits && layout == 2)
         return ce_launch_smem<512, 1>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets, N, V, Vp, dloss, stream);
-    /* layout 3: the first fallback's grid, one block per row (for the benchmark's comparison) */
+    /* layout 3: the first fallback, one block per row and nothing staged (for the benchmark's comparison) */
     const int sms = sx_num_sms(), grid = layout == 3 || N < sms ? N : sms;
+    int staged_packs = 0;
+    if (vec && layout != 3) {
+        /* what one block may take beside the reductions' static 256 bytes */
+        const int room = (smem_max - 1024) / 16, np = Vp / 8;
+        staged_packs = room < np ? room : np;
+        if (staged_packs < 0) staged_packs = 0;
+        SX_CHECK(cudaFuncSetAttribute(ce_fused_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      staged_packs * 16));
+    }
     if (vec)
-        ce_fused_kernel<true><<<grid, CE_THREADS, 0, stream>>>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets,
-                                                                N, V, Vp, dloss);
+        ce_fused_kernel<true><<<grid, CE_THREADS, (size_t)staged_packs * 16, stream>>>(
+            loss, (bf16 *)dlogits, (const bf16 *)logits, targets, N, V, Vp, dloss, staged_packs);
     else
         ce_fused_kernel<false><<<grid, CE_THREADS, 0, stream>>>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets,
-                                                                 N, V, Vp, dloss);
+                                                                 N, V, Vp, dloss, 0);
     SX_LAUNCHED();
 }

@@ -79,8 +79,9 @@ void sx_embedding_apply_tune(int window_rows, int nominal_rows, int chunk_channe
 
 /* The fused cross-entropy's layout: 1 = one 1024-thread block per SM with two row buffers in
  * shared memory, 2 = two 512-thread blocks per SM with one each (the default where a row fits),
- * 3 = the fallback for long rows as first written, one block per row, 4 = the fallback
- * (one persistent block per SM, the default where a row does not fit) even where it fits;
+ * 3 = the fallback for long rows as first written (one block per row, the row read twice),
+ * 4 = the fallback (one persistent block per SM with as much of the row as fits staged in
+ * shared memory, the default where a row does not fit) even where it fits;
  * 0 = the default. */
 void sx_cross_entropy_tune(int layout);
 

@@ -943,6 +943,10 @@ static void test_others(void) {
     test_ce(g_quick ? 5 : 67, 59999, 60000, false); /* row too long for shared memory: persistent fallback */
     test_ce(g_quick ? 5 : 67, 59999, 60000, true);
     test_ce(g_quick ? 5 : 300, 59999, 60000, false, 3); /* the fallback, one block per row */
+    /* rows longer than shared memory (LLaMA 3's 128k vocabulary): part staged, the rest re-read;
+     * more rows than SMs, so that blocks take several rows */
+    test_ce(140, 130001, 130008, false);
+    test_ce(140, 130001, 130008, true);
     test_ce(g_quick ? 17 : 300, V, Vp, false, 4);       /* the persistent fallback where a row would fit */
     test_ce(g_quick ? 17 : 300, 1001, 1001, true, 4);   /* scalar, persistent, in place */
 

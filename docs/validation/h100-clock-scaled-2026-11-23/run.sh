@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Device call on one H100: the clock probe's and the cross-entropy's kernel tests, the kernel
 # bandwidth table (with the 128k-vocabulary cross-entropy rows), then the one-GPU validation
-# runs: PART=1 (calibrate with clock scaling, unfused runs) or PART=2 (CAL, fused runs, and a
-# calibrate --no-clock-scaling beside it for the comparison).  Results in $OUT/*.tar.
+# runs of validator/run_h100.sh: PART=1 (calibrate with clock scaling, unfused runs) or
+# PART=all (both attentions; with UNSCALED=1 also a calibrate --no-clock-scaling for the
+# comparison).  Results in $OUT/*.tar.
 set -u
 export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
 K=$OUT/kernels; mkdir -p "$K"
 t0=$(date +%s)
-if [ "${PART:-1}" = 1 ]; then
-  timeout 30 build/gpu/test_kernels --clock > "$K/test_clock.log" 2>&1; echo "test_clock rc=$? at $(( $(date +%s) - t0 )) s"
-  timeout 150 build/gpu/test_kernels --quick --no-attention > "$K/test_kernels_quick.log" 2>&1; echo "test_kernels_quick rc=$? at $(( $(date +%s) - t0 )) s"
-  timeout 120 build/gpu/bench_kernels > "$K/bench_kernels.log" 2>&1; echo "bench rc=$? at $(( $(date +%s) - t0 )) s"
-else
+timeout 30 build/gpu/test_kernels --clock > "$K/test_clock.log" 2>&1; echo "test_clock rc=$? at $(( $(date +%s) - t0 )) s"
+timeout 150 build/gpu/test_kernels --quick --no-attention > "$K/test_kernels_quick.log" 2>&1; echo "test_kernels_quick rc=$? at $(( $(date +%s) - t0 )) s"
+timeout 120 build/gpu/bench_kernels > "$K/bench_kernels.log" 2>&1; echo "bench rc=$? at $(( $(date +%s) - t0 )) s"
+if [ -n "${UNSCALED:-}" ]; then
   timeout 150 build/sextant-gpu calibrate --gpu ${GPU:-h100-sxm} --no-clock-scaling --out "$K/${GPU:-h100-sxm}-unscaled.csv" > "$K/calibrate-unscaled.log" 2>&1
   echo "calibrate --no-clock-scaling rc=$? at $(( $(date +%s) - t0 )) s"
 fi
