@@ -172,10 +172,11 @@ double flash_attention_flops(double b, double heads, double s, double d, int cau
 
 /* A compute-bound kernel's time measured at clock_mhz, as at the reference clock ref_mhz
  * (docs/model.md, "Step time"): tensor-core and SM work takes a fixed number of cycles, so its
- * time scales as 1 / clock.  calibrate brings its GEMMs of 1 GFLOP or more and our fused
- * attention to one reference clock, the median clock under sustained GEMMs, because under the
- * power cap each timing lands wherever the clock happened to be (an H100: 1480-2085 MHz), and
- * a step holds yet another (1780-1965 MHz).  A clock of 0 (not measured): the time as is. */
+ * time scales as 1 / clock.  calibrate --clock-scaling brings its GEMMs of 1 GFLOP or more and
+ * our fused attention to one reference clock, the median clock under sustained GEMMs, because
+ * under the power cap each timing lands wherever the clock happened to be (an H100: 1480-2085
+ * MHz), and a step holds yet another (1780-1965 MHz).  A clock of 0 (not measured): the time
+ * as is. */
 double seconds_at_clock(double seconds, double clock_mhz, double ref_mhz)
 {
     return ref_mhz > 0 && clock_mhz > 0 ? seconds * clock_mhz / ref_mhz : seconds;

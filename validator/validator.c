@@ -392,7 +392,7 @@ static int time_flash_shape(flash_ctx *f, double t[2], double mhz[2])
     return failed ? -1 : 0;
 }
 
-static int clock_scaling = 1; /* calibrate --no-clock-scaling: 0 */
+static int clock_scaling = 0; /* calibrate --clock-scaling: 1 */
 
 static void calibrate_attention(double peak, const char *models, const model_zoo *zoo, double sustained_mhz,
                                 double *fwd_eff, double *bwd_eff, attention_timing *at)
@@ -577,9 +577,9 @@ static void gemm_timing_add(gemm_timing *gt, int64_t m, int64_t n, int64_t k, do
 /* Times the forward, dgrad and wgrad GEMMs of every distinct linear layer of
  * the listed models (the planner's own op list names them: qkv, attn_out,
  * mlp_up, mlp_down, lm_head) at 1024 to 32768 tokens, through the training
- * step's own code (train_time_linear), brings those of 1 GFLOP or more to the
- * reference clock (seconds_at_clock; the smaller ones wait on DRAM and
- * launches more than on the clock), and fits the planner's efficiency curve
+ * step's own code (train_time_linear), with --clock-scaling brings those of
+ * 1 GFLOP or more to the reference clock (seconds_at_clock; the smaller ones
+ * wait on DRAM and launches more than on the clock), and fits the planner's efficiency curve
  * eff(F) = e_max F / (F + F_half) to them with GSL for the shapes the table
  * does not hold (other models, tensor-parallel shards).  -1 after one stderr
  * line. */
@@ -639,8 +639,8 @@ static int calibrate_gemms(const char *models, const model_zoo *zoo, const hw_gp
     printf("SM clock after the GEMMs of 10 GFLOP or more: median %.0f MHz over %d, 10%%-90%% %.0f-%.0f MHz; %s\n",
            gt->sustained_mhz, nloaded, nloaded ? loaded_mhz[nloaded / 10] : 0.0,
            nloaded ? loaded_mhz[nloaded * 9 / 10] : 0.0,
-           ref_mhz > 0 ? "the times of 1 GFLOP or more are brought to that clock (--no-clock-scaling: as measured)"
-                       : "times written as measured");
+           ref_mhz > 0 ? "--clock-scaling: the times of 1 GFLOP or more are brought to that clock"
+                       : "times written as measured (--clock-scaling brings them to that clock)");
 
     static double x[3 * ROWS], y[3 * ROWS], w[3 * ROWS];
     int points = 0;
@@ -679,7 +679,7 @@ static int calibrate_gemms(const char *models, const model_zoo *zoo, const hw_gp
 static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
 {
     for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--no-clock-scaling")) { clock_scaling = 0; continue; }
+        if (!strcmp(argv[i], "--clock-scaling")) { clock_scaling = 1; continue; }
         if ((!strcmp(argv[i], "--gpu") || !strcmp(argv[i], "--out") || !strcmp(argv[i], "--gemm-models")) && i + 1 < argc) {
             i++;
             continue;
@@ -1270,7 +1270,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2 || (strcmp(argv[1], "calibrate") && strcmp(argv[1], "ops") && strcmp(argv[1], "train") &&
                      strcmp(argv[1], "check-gradients"))) {
-        fprintf(stderr, "usage: sextant-gpu calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B,...] [--no-clock-scaling]\n"
+        fprintf(stderr, "usage: sextant-gpu calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B,...] [--clock-scaling]\n"
                         "       sextant-gpu calibrate --comm [--gpus N] [--gpu NAME] [--out FILE] [--min-bytes SIZE] [--max-bytes SIZE]\n"
                         "                                    [--warmup N] [--iters N] [--repeats N] [--timeout S]\n"
                         "       sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]\n"

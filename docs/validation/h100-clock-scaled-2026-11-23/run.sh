@@ -3,7 +3,9 @@
 # bandwidth table (with the 128k-vocabulary cross-entropy rows), then the one-GPU validation
 # runs of validator/run_h100.sh: PART=1 (calibrate with clock scaling, unfused runs) or
 # PART=all (both attentions; with UNSCALED=1 also a calibrate --no-clock-scaling for the
-# comparison).  Results in $OUT/*.tar.
+# comparison).  Results in $OUT/*.tar.  Written for commit c1252a8, where clock scaling was
+# calibrate's default and --no-clock-scaling turned it off; since then the default is the times
+# as measured and --clock-scaling turns scaling on.
 set -u
 export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
 K=$OUT/kernels; mkdir -p "$K"
