@@ -21,6 +21,7 @@
 #include <string.h>
 #include <algorithm>
 #include <functional>
+#include <utility>
 #include <vector>
 #include "kernels.h"
 #include "kernels_internal.h"
@@ -696,42 +697,25 @@ int main(int argc, char **argv) {
     }
 
     /* ---------------------------------------------------------- cross-entropy */
-    {
-        const size_t n = (size_t)N * Vp;
+    /* one row per layout: {layout, remark}; layout 0 is the default */
+    auto bench_ce = [&](int Nc, int Vc, int Vpc, const std::vector<std::pair<int, const char *>> &layouts) {
+        const size_t n = (size_t)Nc * Vpc;
         void *logits = bf16_buf(n, 4.0f), *dl = dmalloc(n * 2);
-        int32_t *tg = ids_buf(N, V);
-        float *loss = (float *)dmalloc(N * 4);
-        snprintf(sz, sizeof sz, "N=%d V=%d Vp=%d", N, V, Vp);
-        row("cross_entropy_fused", sz, n * 4.0 + N * 8.0, [&] {
-            CK(sx_cross_entropy_fused(loss, (sx_bf16 *)dl, (const sx_bf16 *)logits, tg, N, V, Vp, 1.0f / N, 0));
-        });
-        for (int layout = 1; layout <= 2; layout++) {
-            sx_cross_entropy_tune(layout);
-            row("cross_entropy_fused", sz, n * 4.0 + N * 8.0, [&] {
-                CK(sx_cross_entropy_fused(loss, (sx_bf16 *)dl, (const sx_bf16 *)logits, tg, N, V, Vp, 1.0f / N, 0));
-            }, layout == 1 ? "(1 block x 2 row buffers per SM)" : "(2 blocks x 1 row buffer per SM)");
+        int32_t *tg = ids_buf(Nc, Vc);
+        float *loss = (float *)dmalloc(Nc * 4);
+        snprintf(sz, sizeof sz, "N=%d V=%d Vp=%d", Nc, Vc, Vpc);
+        for (const auto &l : layouts) {
+            sx_cross_entropy_tune(l.first);
+            row("cross_entropy_fused", sz, n * 4.0 + Nc * 8.0, [&] {
+                CK(sx_cross_entropy_fused(loss, (sx_bf16 *)dl, (const sx_bf16 *)logits, tg, Nc, Vc, Vpc, 1.0f / Nc, 0));
+            }, l.second);
         }
         sx_cross_entropy_tune(0);
         CK(cudaFree(logits)); CK(cudaFree(dl)); CK(cudaFree(tg)); CK(cudaFree(loss));
-    }
+    };
+    bench_ce(N, V, Vp, {{0, NULL}, {1, "(1 block x 2 row buffers per SM)"}, {2, "(2 blocks x 1 row buffer per SM)"}});
     /* LLaMA 3's vocabulary at micro-batch 4 x 2048: rows too long for shared memory (256 KB) */
-    {
-        const int Nl = 8192, Vl = 128256;
-        const size_t n = (size_t)Nl * Vl;
-        void *logits = bf16_buf(n, 4.0f), *dl = dmalloc(n * 2);
-        int32_t *tg = ids_buf(Nl, Vl);
-        float *loss = (float *)dmalloc(Nl * 4);
-        snprintf(sz, sizeof sz, "N=%d V=%d Vp=%d", Nl, Vl, Vl);
-        row("cross_entropy_fused", sz, n * 4.0 + Nl * 8.0, [&] {
-            CK(sx_cross_entropy_fused(loss, (sx_bf16 *)dl, (const sx_bf16 *)logits, tg, Nl, Vl, Vl, 1.0f / Nl, 0));
-        }, "(1 block per SM, 227 KB of the row staged)");
-        sx_cross_entropy_tune(3);
-        row("cross_entropy_fused", sz, n * 4.0 + Nl * 8.0, [&] {
-            CK(sx_cross_entropy_fused(loss, (sx_bf16 *)dl, (const sx_bf16 *)logits, tg, Nl, Vl, Vl, 1.0f / Nl, 0));
-        }, "(first fallback: 1 block per row)");
-        sx_cross_entropy_tune(0);
-        CK(cudaFree(logits)); CK(cudaFree(dl)); CK(cudaFree(tg)); CK(cudaFree(loss));
-    }
+    bench_ce(8192, 128256, 128256, {{0, "(1 block per SM, 227 KB of the row staged)"}, {3, "(first fallback: 1 block per row)"}});
 
     /* ---------------------------------------------------------- adamw */
     {
