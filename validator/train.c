@@ -544,22 +544,45 @@ typedef struct {
     int rot, N, in, out;
 } linear_operands;
 
+/* sm_clock_after's device float, allocated on first use and released by sm_clock_free: a
+ * cudaMalloc / cudaFree per probe would synchronise the device behind every timed batch */
+static float *clock_slot;
+
+double sm_clock_after(cudaStream_t on)
+{
+    float mhz = 0.0f;
+    if (!clock_slot && cudaMalloc((void **)&clock_slot, sizeof mhz) != cudaSuccess) {
+        clock_slot = NULL;
+        return 0.0;
+    }
+    if (sx_sm_clock_probe(clock_slot, CLOCK_PROBE_US, on) == cudaSuccess)
+        CK(cudaMemcpyAsync(&mhz, clock_slot, sizeof mhz, cudaMemcpyDeviceToHost, on));
+    CK(cudaStreamSynchronize(on));
+    return mhz;
+}
+
+void sm_clock_free(void)
+{
+    if (clock_slot) CK(cudaFree(clock_slot));
+    clock_slot = NULL;
+}
+
+float median_batch_ms(float *ms, double *mhz, int n, double *median_mhz)
+{
+    for (int i = 1; i < n; i++) /* insertion sort of a handful, the clocks beside their times */
+        for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+            float t = ms[j]; ms[j] = ms[j - 1]; ms[j - 1] = t;
+            double c = mhz[j]; mhz[j] = mhz[j - 1]; mhz[j - 1] = c;
+        }
+    if (median_mhz) *median_mhz = mhz[n / 2];
+    return ms[n / 2];
+}
+
 /* Seconds per call of one GEMM issued `reps` times back to back (the CPU
  * ahead of the GPU, as in a step), the median over five such batches after
  * at least 100 ms of warm-up: long enough for the power cap to pull the clock
  * down to where a training step's sustained GEMMs hold it (an H100 at 700 W
  * runs them at 1600-1800 MHz, short bursts at 1980) */
-double sm_clock_after(cudaStream_t on)
-{
-    float *d_mhz, mhz = 0.0f;
-    if (cudaMalloc((void **)&d_mhz, sizeof mhz) != cudaSuccess) return 0.0;
-    if (sx_sm_clock_probe(d_mhz, CLOCK_PROBE_US, on) == cudaSuccess)
-        CK(cudaMemcpyAsync(&mhz, d_mhz, sizeof mhz, cudaMemcpyDeviceToHost, on));
-    CK(cudaStreamSynchronize(on));
-    CK(cudaFree(d_mhz));
-    return mhz;
-}
-
 static double time_linear_gemm(int which, const linear_operands *o, int reps, double *clock_mhz)
 {
     enum { BATCHES = 5 };
@@ -594,13 +617,7 @@ static double time_linear_gemm(int which, const linear_operands *o, int reps, do
     }
     CK(cudaEventDestroy(start));
     CK(cudaEventDestroy(stop));
-    for (int i = 1; i < BATCHES; i++) /* insertion sort of five, the clocks beside their times */
-        for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
-            float t = ms[j]; ms[j] = ms[j - 1]; ms[j - 1] = t;
-            double c = mhz[j]; mhz[j] = mhz[j - 1]; mhz[j - 1] = c;
-        }
-    if (clock_mhz) *clock_mhz = mhz[BATCHES / 2];
-    return ms[BATCHES / 2] * 1e-3 / reps;
+    return median_batch_ms(ms, mhz, BATCHES, clock_mhz) * 1e-3 / reps;
 }
 
 int train_time_linear(int N, int in, int out, int with_bias, void *const buffers[4], size_t buffer_bytes, double seconds[3],

@@ -45,6 +45,12 @@ int train_time_linear(int N, int in, int out, int with_bias, void *const buffers
  * 100 us); waits for the stream.  0 after a failed probe.  calibrate logs it beside every
  * timing: under the power cap the same kernel runs at different clocks alone and in a step. */
 double sm_clock_after(cudaStream_t on);
+/* Releases sm_clock_after's device memory (it allocates again if called later). */
+void sm_clock_free(void);
+
+/* The median of n batch times (ms, sorted in place, the clocks mhz[] kept beside them) and,
+ * in *median_mhz when not NULL, the clock measured after that batch. */
+float median_batch_ms(float *ms, double *mhz, int n, double *median_mhz);
 
 /* Checks the layout flags against the model before anything starts: 0, or
  * -1 after one stderr line naming the flag. */

@@ -184,15 +184,9 @@ static double time_back_to_back(launch_fn fn, const void *ctx, int reps, float w
         }
     }
     CUDA_CHECK(cudaGetLastError());
-    for (int i = 1; i < BATCHES; i++) /* insertion sort of five, the clocks beside their times */
-        for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
-            float t = ms[j]; ms[j] = ms[j - 1]; ms[j - 1] = t;
-            double c = mhz[j]; mhz[j] = mhz[j - 1]; mhz[j - 1] = c;
-        }
-    last_clock_mhz = mhz[BATCHES / 2];
     CUDA_CHECK(cudaEventDestroy(start));
     CUDA_CHECK(cudaEventDestroy(stop));
-    return ms[BATCHES / 2] * 1e-3 / reps;
+    return median_batch_ms(ms, mhz, BATCHES, &last_clock_mhz) * 1e-3 / reps;
 }
 
 /* ---- the ops ----------------------------------------------------------- */
@@ -727,6 +721,7 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
     /* GEMMs: every linear layer of the models, its three GEMMs as the step runs them */
     gemm_timing gt;
     if (calibrate_gemms(arg_value(argc, argv, "--gemm-models", CALIBRATE_GEMM_MODELS), zoo, g, &gt) != 0) {
+        sm_clock_free();
         scratch_free();
         return 2;
     }
@@ -779,6 +774,7 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
         if (fclose(f) != 0 || rename(tmp, out_path) != 0) { fprintf(stderr, "sextant-gpu: --out %s: write failed\n", out_path); return 2; }
         printf("overlay written to %s\n", out_path);
     }
+    sm_clock_free();
     CUDA_CHECK(cudaFree(kernel_workspace));
     scratch_free();
     return 0;
