@@ -1,8 +1,10 @@
 /* Fused softmax cross-entropy over a (padded) vocabulary: loss per token (fp32) and, in the
  * same pass, dlogits (bf16).
  * Fast path (ce_fused_smem_kernel, below): rows staged in shared memory, double-buffered.
- * Fallback (ce_fused_kernel: rows too long for shared memory, Vp % 8 != 0, unaligned): a
- * persistent grid of one 1024-thread block per SM, each block taking rows in turn; pass 1
+ * Rows too long for two rows of shared memory per SM (LLaMA 3's 128k vocabulary), sm_90:
+ * ce_fused_cluster_kernel, one thread-block cluster per row, each block holding a slice.
+ * Fallback (ce_fused_kernel: no clusters, rows too long even for eight slices, Vp % 8 != 0,
+ * unaligned): a persistent grid of one 1024-thread block per SM, each block taking rows in turn; pass 1
  * reads the row (online max / sum of exp2, 16-byte loads) and keeps as much of it as fits
  * in shared memory (227 KB of LLaMA 3's 256 KB rows on an H100), block reductions give max
  * and sum, pass 2 takes the kept part from shared memory and re-reads only the rest, then
@@ -11,6 +13,7 @@
  * (docs/validation/h100-clock-scaled-2026-11-23): the rows in flight, 34-135 MB, were more
  * than L2 keeps. */
 #include "common.cuh"
+#include <cooperative_groups.h>
 
 #define CE_THREADS 1024
 #define LOG2E 1.4426950408889634f
@@ -229,6 +232,109 @@ ce_fused_smem_kernel(float *__restrict__ loss, bf16 *dlogits, const bf16 *logits
     }
 }
 
+/* Rows too long for two shared-memory rows per SM: a cluster of CL blocks (CL = 2, 4 or 8,
+ * on CL SMs) takes one row, block r of the cluster the packs [r S, (r + 1) S) with
+ * S = ceil(packs / CL).  Each block copies its slice into shared memory (cp.async), reduces
+ * it to a (max, sum of exp2) pair, and reads the cluster's CL pairs through distributed
+ * shared memory; every block combines them in the same order, so all get the same M and S.
+ * Then each writes dlogits for its own slice from shared memory.  The row is read from DRAM
+ * once and nothing is re-read, and with slices of at most half an SM's shared memory two or
+ * more blocks share an SM, one loading while another reduces or stores (what the
+ * two-blocks-per-SM layout does for rows that fit).  A block only ever reads its own slice
+ * before writing it, so dlogits may alias logits. */
+template <int THREADS>
+__global__ void __launch_bounds__(THREADS)
+ce_fused_cluster_kernel(float *__restrict__ loss, bf16 *dlogits, const bf16 *logits, const int32_t *__restrict__ targets,
+                        int N, int V, int Vp, float dloss, int slice_packs) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    extern __shared__ int4 ce_slice[];
+    __shared__ float2 s_pair;  /* this block's (max, sum of exp2 relative to it), log2 units */
+    __shared__ float2 s_total; /* the row's (M, S) */
+    const int CL = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
+    const size_t row = blockIdx.x / CL; /* 1-D grid and clusters: cluster i is blocks [i CL, (i + 1) CL) */
+    if (row >= (size_t)N) return;       /* never: the grid is N CL blocks */
+    const int np = Vp / 8, p0 = rank * slice_packs, p1 = min(np, p0 + slice_packs);
+    const int4 *src = reinterpret_cast<const int4 *>(logits + row * Vp);
+    for (int i = p0 + threadIdx.x; i < p1; i += THREADS) cp_async16(ce_slice + (i - p0), src + i);
+    cp_async_commit();
+    const int tg = targets[row];
+    const bool valid = tg >= 0 && tg < V;
+    cp_async_wait<0>();
+    __syncthreads();
+
+    const int nv = min(p1, (V + 7) / 8);
+    float mx = -INFINITY, sm = 0.0f;
+    for (int i = p0 + threadIdx.x; i < nv; i += THREADS) {
+        Pack<bf16> p;
+        p.bits = ce_slice[i - p0];
+        const int c = i * 8;
+        float z[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) z[k] = c + k < V ? p.get(k) * LOG2E : -INFINITY;
+        float lm = z[0];
+#pragma unroll
+        for (int k = 1; k < 8; k++) lm = fmaxf(lm, z[k]);
+        const float nm = fmaxf(mx, lm);
+        float s = sm * ce_exp2(mx - nm);
+#pragma unroll
+        for (int k = 0; k < 8; k++) s += ce_exp2(z[k] - nm);
+        sm = s;
+        mx = nm;
+    }
+    const float Mb = block_max(mx);
+    const float Sb = block_sum(mx == -INFINITY ? 0.0f : sm * ce_exp2(mx - Mb));
+    if (threadIdx.x == 0) s_pair = make_float2(Mb, Sb);
+    cluster.sync(); /* every block's pair is written and visible to the cluster */
+    if (threadIdx.x < SX_WARP) {
+        const int lane = threadIdx.x;
+        float2 q = make_float2(-INFINITY, 0.0f);
+        if (lane < CL) q = *cluster.map_shared_rank(&s_pair, lane);
+        const float M = warp_max(q.x);
+        const float S = warp_sum(q.x == -INFINITY ? 0.0f : q.y * ce_exp2(q.x - M));
+        if (lane == 0) s_total = make_float2(M, S);
+    }
+    cluster.barrier_arrive(); /* done with the peers' pairs; each waits for all before it exits */
+    __syncthreads();
+    const float M = s_total.x, S = s_total.y;
+    if (threadIdx.x == 0) {
+        const int owner = valid ? (tg / 8) / slice_packs : 0;
+        if (rank == owner) {
+            const float xt = valid ? __bfloat162float(reinterpret_cast<const bf16 *>(ce_slice)[tg - p0 * 8]) : 0.0f;
+            loss[row] = tg < 0 ? 0.0f : (valid ? (M + log2f(S)) * LN2 - xt : __int_as_float(0x7fffffff));
+        }
+    }
+    if (dlogits) {
+        const float inv = 1.0f / S;
+        const float g = tg < 0 ? 0.0f : dloss, gi = g * inv;
+        bf16 *d = dlogits + row * Vp;
+        for (int i = p0 + threadIdx.x; i < p1; i += THREADS) {
+            const int c = i * 8;
+            Pack<bf16> p;
+            p.bits = ce_slice[i - p0];
+            float e[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) e[k] = c + k < V ? ce_exp2(fmaf(p.get(k), LOG2E, -M)) * gi : 0.0f;
+            if (valid && tg >= c && tg < c + 8) {
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    if (c + k == tg) e[k] = g * (ce_exp2(fmaf(p.get(k), LOG2E, -M)) * inv - 1.0f);
+            }
+            int4 out;
+            unsigned *w = reinterpret_cast<unsigned *>(&out);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const __nv_bfloat162 h = __floats2bfloat162_rn(e[2 * k], e[2 * k + 1]);
+                w[k] = *reinterpret_cast<const unsigned *>(&h);
+            }
+            __stcs(reinterpret_cast<int4 *>(d + c), out);
+        }
+    }
+    cluster.barrier_wait(); /* no block leaves while a peer may still read its pair */
+#endif
+}
+
 static int g_ce_layout = 0;
 extern "C" void sx_cross_entropy_tune(int layout) { g_ce_layout = layout; }
 #define CE_LAYOUT_DEFAULT 2
@@ -242,6 +348,43 @@ static cudaError_t ce_launch_smem(float *loss, bf16 *dlogits, const bf16 *logits
     const int per_sm = 2 / BUFS, blocks = sx_num_sms() * per_sm;
     const int grid = N < blocks ? N : blocks;
     ce_fused_smem_kernel<THREADS, BUFS><<<grid, THREADS, smem, stream>>>(loss, dlogits, logits, targets, N, V, Vp, dloss);
+    SX_LAUNCHED();
+}
+
+/* the smallest cluster (2, 4 or 8 blocks) whose slices leave room for two blocks per SM;
+ * 0 where none does or clusters are unavailable */
+static int ce_cluster_size(int Vp, int smem_max, int smem_sm) {
+    if (sx_cc_major() < 9) return 0;
+    const int np = Vp / 8;
+    for (int cl = 2; cl <= 8; cl *= 2) {
+        const size_t slice = (size_t)((np + cl - 1) / cl) * 16;
+        if (slice + 1024 <= (size_t)smem_max && 2 * (slice + 2048) <= (size_t)smem_sm) return cl;
+    }
+    return 0;
+}
+
+template <int THREADS>
+static cudaError_t ce_launch_cluster(float *loss, bf16 *dlogits, const bf16 *logits, const int32_t *targets, int N,
+                                     int V, int Vp, float dloss, int cl, cudaStream_t stream) {
+    const int slice = (Vp / 8 + cl - 1) / cl;
+    const size_t smem = (size_t)slice * 16;
+    SX_REQUIRE((size_t)N * cl <= 0x7fffffffu);
+    SX_CHECK(cudaFuncSetAttribute(ce_fused_cluster_kernel<THREADS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)smem));
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(N * cl));
+    cfg.blockDim = dim3(THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)cl;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    SX_CHECK(cudaLaunchKernelEx(&cfg, ce_fused_cluster_kernel<THREADS>, loss, dlogits, logits, targets, N, V, Vp, dloss,
+                                slice));
     SX_LAUNCHED();
 }
 
@@ -264,6 +407,16 @@ extern "C" cudaError_t sx_cross_entropy_fused(float *loss, sx_bf16 *dlogits, con
         return ce_launch_smem<1024, 2>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets, N, V, Vp, dloss, stream);
     if (vec && fits && layout == 2)
         return ce_launch_smem<512, 1>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets, N, V, Vp, dloss, stream);
+    /* rows that do not fit: a cluster per row (layouts 5-7 force it: 5 default, 6 clusters of 8,
+     * 7 blocks of 256 threads) */
+    if (vec && layout != 3 && layout != 4) {
+        const int cl = layout == 6 ? (sx_cc_major() >= 9 && (Vp / 8 + 7) / 8 * 16 + 1024 <= smem_max ? 8 : 0)
+                                   : ce_cluster_size(Vp, smem_max, smem_sm);
+        if (cl && layout == 7)
+            return ce_launch_cluster<256>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets, N, V, Vp, dloss, cl, stream);
+        if (cl)
+            return ce_launch_cluster<512>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets, N, V, Vp, dloss, cl, stream);
+    }
     /* layout 3: the first fallback, one block per row and nothing staged (for the benchmark's comparison) */
     const int sms = sx_num_sms(), grid = layout == 3 || N < sms ? N : sms;
     int staged_packs = 0;

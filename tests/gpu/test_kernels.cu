@@ -621,7 +621,8 @@ static void test_softmax(int BH, int T, int path = 0) {
 static void test_ce(int N, int V, int Vp, bool in_place, int layout = 0) {
     char sz[80];
     snprintf(sz, sizeof sz, "N=%d V=%d Vp=%d%s", N, V, Vp, layout == 1 ? " 1 block x 2 buffers" : layout == 2 ? " 2 blocks x 1 buffer" :
-             layout == 3 ? " block per row" : layout == 4 ? " persistent" : "");
+             layout == 3 ? " block per row" : layout == 4 ? " persistent" : layout == 5 ? " cluster" :
+             layout == 6 ? " cluster of 8" : layout == 7 ? " cluster, 256 threads" : "");
     sx_cross_entropy_tune(layout);
     const size_t n = (size_t)N * Vp;
     vec x = randn(n, 0, 2.0);
@@ -906,6 +907,36 @@ static void test_embedding_all(void) {
     test_embedding_bad_id();
 }
 
+/* every layout of the fused cross-entropy; N, V, Vp: the GPT-2-like size of the other tests */
+static void test_ce_all(int N, int V, int Vp) {
+    test_ce(N, V, Vp, false);
+    test_ce(N, V, Vp, false, 1); /* both shared-memory layouts */
+    test_ce(N, V, Vp, false, 2);
+    test_ce(g_quick ? 17 : 67, V, Vp, true, 1);
+    test_ce(g_quick ? 17 : 67, V, Vp, true);
+    test_ce(g_quick ? 17 : 67, 1001, 1001, false); /* scalar path */
+    /* rows too long for two per SM: a cluster of 2 blocks per row */
+    test_ce(g_quick ? 5 : 67, 59999, 60000, false);
+    test_ce(g_quick ? 5 : 67, 59999, 60000, true);
+    test_ce(g_quick ? 5 : 67, 59999, 60000, true, 4);   /* the persistent fallback, whole rows staged */
+    test_ce(g_quick ? 5 : 300, 59999, 60000, false, 3); /* the fallback, one block per row */
+    /* LLaMA 3's 128k vocabulary: clusters of 4 by default; the persistent fallback stages part
+     * of each row and re-reads the rest; more rows than SMs, so that blocks take several rows */
+    test_ce(140, 130001, 130008, false);
+    test_ce(140, 130001, 130008, true);
+    test_ce(140, 130001, 130008, true, 7);  /* clusters of 256-thread blocks */
+    test_ce(140, 130001, 130008, false, 4);
+    test_ce(g_quick ? 5 : 67, 130001, 130008, true, 4);
+    /* clusters where a row would fit: 8 slices of a GPT-2 row, a row shorter than the block,
+     * and padding so wide that whole slices lie past V */
+    test_ce(g_quick ? 17 : 300, V, Vp, false, 6);
+    test_ce(g_quick ? 17 : 67, V, Vp, true, 5);
+    test_ce(g_quick ? 17 : 67, 1001, 1008, true, 6);
+    test_ce(g_quick ? 17 : 67, 100, 4096, false, 6);
+    test_ce(g_quick ? 17 : 300, V, Vp, false, 4);       /* the persistent fallback where a row would fit */
+    test_ce(g_quick ? 17 : 300, 1001, 1001, true, 4);   /* scalar, persistent, in place */
+}
+
 /* every kernel but the fused attention */
 static void test_others(void) {
     const int B = g_quick ? 1 : 31, T = g_quick ? 67 : 97; /* N = B*T = 3007 = 3*1000+7 */
@@ -934,21 +965,7 @@ static void test_others(void) {
     test_softmax(1, g_quick ? 264 : 2056);               /* T > 2048: two-pass loop (quick: registers) */
     test_softmax(g_quick ? 2 : 5, 77);                   /* scalar path */
 
-    test_ce(N, V, Vp, false);
-    test_ce(N, V, Vp, false, 1); /* both shared-memory layouts */
-    test_ce(N, V, Vp, false, 2);
-    test_ce(g_quick ? 17 : 67, V, Vp, true, 1);
-    test_ce(g_quick ? 17 : 67, V, Vp, true);
-    test_ce(g_quick ? 17 : 67, 1001, 1001, false); /* scalar path */
-    test_ce(g_quick ? 5 : 67, 59999, 60000, false); /* row too long for shared memory: persistent fallback */
-    test_ce(g_quick ? 5 : 67, 59999, 60000, true);
-    test_ce(g_quick ? 5 : 300, 59999, 60000, false, 3); /* the fallback, one block per row */
-    /* rows longer than shared memory (LLaMA 3's 128k vocabulary): part staged, the rest re-read;
-     * more rows than SMs, so that blocks take several rows */
-    test_ce(140, 130001, 130008, false);
-    test_ce(140, 130001, 130008, true);
-    test_ce(g_quick ? 17 : 300, V, Vp, false, 4);       /* the persistent fallback where a row would fit */
-    test_ce(g_quick ? 17 : 300, 1001, 1001, true, 4);   /* scalar, persistent, in place */
+    test_ce_all(N, V, Vp);
 
     const size_t na = g_quick ? 100003 : 3007007;
     test_adamw(na, SX_BF16, 0, false);
@@ -1089,7 +1106,7 @@ static void test_clock_probe(void) {
 int main(int argc, char **argv) {
     uint64_t seed = (uint64_t)time(NULL);
     bool only_attention = false, only_rope = false, no_attention = false, only_norm = false, only_embedding = false,
-         only_clock = false;
+         only_clock = false, only_ce = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) g_quick = true;
         else if (!strcmp(argv[i], "--attention")) only_attention = true;
@@ -1098,9 +1115,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--norm")) only_norm = true;
         else if (!strcmp(argv[i], "--embedding")) only_embedding = true;
         else if (!strcmp(argv[i], "--clock")) only_clock = true;
+        else if (!strcmp(argv[i], "--ce")) only_ce = true;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--attention | --no-attention] [--rope] [--norm] [--embedding] [--clock] [--seed S]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--attention | --no-attention] [--rope] [--norm] [--embedding] [--clock] [--ce] [--seed S]\n", argv[0]);
             return 2;
         }
     }
@@ -1116,6 +1134,10 @@ int main(int argc, char **argv) {
 
     if (only_clock) {
         test_clock_probe();
+        goto done;
+    }
+    if (only_ce) {
+        test_ce_all(g_quick ? 67 : 3007, g_quick ? 1003 : 50257, g_quick ? 1008 : 50304);
         goto done;
     }
     if (only_embedding) {
