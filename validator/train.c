@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "kernels.h"
+#include "kernels_internal.h"
 #include "launch.h"
 #include "model_ref.h"
 #include "plot.h"
@@ -2329,6 +2330,18 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     profile_events = host_alloc(2 * (size_t)PROFILE_MAX * sizeof *profile_events);
     profile_tags = host_alloc((size_t)PROFILE_MAX * sizeof *profile_tags);
     profile_events_made = 0;
+    /* the cross-entropy's layout (kernels_internal.h), to time the cluster layout in the step
+     * before it becomes the default */
+    const char *ce_layout = getenv("SEXTANT_CE_LAYOUT");
+    if (ce_layout && *ce_layout) {
+        char *end;
+        long v = strtol(ce_layout, &end, 10);
+        if (*end || v < 0 || v > 7) {
+            fprintf(stderr, "sextant-gpu train: SEXTANT_CE_LAYOUT=%s: expected an integer from 0 to 7\n", ce_layout);
+            exit(2);
+        }
+        sx_cross_entropy_tune((int)v);
+    }
     clock_probe_ops = getenv("SEXTANT_CLOCK_PROBE");
     if (clock_probe_ops && !*clock_probe_ops) clock_probe_ops = NULL;
     if (clock_probe_ops) {

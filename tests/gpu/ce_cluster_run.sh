@@ -5,7 +5,8 @@
 #   test_kernels --ce (full sizes), compute-sanitizer memcheck and racecheck on --ce --quick,
 #   bench_kernels (whole table), bench_kernels --embedding --sweep,
 #   LLaMA 3.2 1B with fused attention at micro-batch 4 (the cross-entropy in the step), with
-#   the overlay calibrate wrote on an H100 earlier today (CAL).
+#   the overlay calibrate wrote on an H100 on 2026-11-23 (CAL), with the default cross-entropy
+#   and with SEXTANT_CE_LAYOUT=5 (clusters).
 set -u
 export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
 CAL=${CAL:-docs/validation/h100-clock-scaled-2026-11-23/final/kernels/h100-sxm-unscaled.csv}
@@ -22,6 +23,8 @@ timeout 150 build/gpu/bench_kernels > "$R/bench_kernels.log" 2>&1; step bench $?
 timeout 90 build/gpu/bench_kernels --embedding --sweep > "$R/bench_embedding_sweep.log" 2>&1; step sweep $?
 timeout 90 build/sextant-gpu train llama3.2-1b --gpu h100-sxm --mbs 4 --seq 2048 --steps 30 --attention flash \
   --calibration "$CAL" --csv "$R/flash_llama3.2-1b_mbs4.csv" > "$R/flash_llama3.2-1b_mbs4.log" 2>&1; step train $?
+SEXTANT_CE_LAYOUT=5 timeout 90 build/sextant-gpu train llama3.2-1b --gpu h100-sxm --mbs 4 --seq 2048 --steps 30 --attention flash \
+  --calibration "$CAL" --csv "$R/flash_llama3.2-1b_mbs4_cluster.csv" > "$R/flash_llama3.2-1b_mbs4_cluster.log" 2>&1; step train_cluster $?
 tail -3 "$R/test_ce.log"; tail -3 "$R/memcheck.log"; tail -3 "$R/racecheck.log"
 grep cross_entropy "$R/bench_kernels.log"; grep -E "mean %copy" "$R/bench_kernels.log"
-grep -E "step time|cross_entropy" "$R/flash_llama3.2-1b_mbs4.log"
+grep -E "step time|cross_entropy|loss " "$R"/flash_llama3.2-1b_mbs4*.log
