@@ -400,6 +400,62 @@ static void profile_mark_on(const char *name, int end, cudaStream_t on)
     if (end) profile_count++;
 }
 static void profile_mark(const char *name, int end) { profile_mark_on(name, end, stream); }
+
+/* SEXTANT_GEMM_REPLAY=R, a diagnostic: after the profiling step, one more step in which every
+ * GEMM of a linear layer runs R more times back to back on the step's own operands, timed
+ * apart (forward and dgrad rewrite their own output, which they do not read; wgrad writes a
+ * spare dW).  Set beside the profiling step's time for the same GEMM and calibrate's, it
+ * tells what the operands' values cost (calibrate times random data) from what the step
+ * around the GEMM costs (the clock it holds, the caches). */
+static int gemm_replay;
+static int replaying;
+static int replay_count;
+static cudaEvent_t *replay_events;
+static int replay_events_made;
+static profile_tag *replay_tags;
+static void *replay_dw, *replay_dbias;
+static size_t replay_dw_bytes, replay_dbias_bytes;
+static int replay_dw_refused;
+
+static void replay_mark(const char *name, int end)
+{
+    if (!end) {
+        replay_tags[replay_count].name = name;
+        replay_tags[replay_count].pass = current_pass;
+        while (replay_events_made < 2 * replay_count + 2) CK(cudaEventCreate(&replay_events[replay_events_made++]));
+    }
+    CK(cudaEventRecord(replay_events[2 * replay_count + end], stream));
+    if (end) replay_count++;
+}
+static int replay_wanted(void) { return replaying && replay_count < PROFILE_MAX; }
+
+/* a spare buffer of at least `bytes` for the replayed wgrad; 0 where the device has no room */
+static int replay_reserve(void **buf, size_t *have, size_t bytes)
+{
+    if (*have >= bytes) return 1;
+    if (*buf) CK(cudaFree(*buf));
+    *buf = NULL;
+    *have = 0;
+    if (cudaMalloc(buf, bytes) != cudaSuccess) {
+        (void)cudaGetLastError(); /* out of memory is not sticky: clear it */
+        *buf = NULL;
+        if (!replay_dw_refused)
+            fprintf(stderr, "sextant-gpu train: SEXTANT_GEMM_REPLAY: no room for a spare dW of %.1f MiB; those wgrads "
+                            "are not replayed\n", bytes / 1048576.0);
+        replay_dw_refused = 1;
+        return 0;
+    }
+    CK(cudaMemset(*buf, 0, bytes)); /* dW accumulates: start from numbers */
+    *have = bytes;
+    return 1;
+}
+static void replay_free(void)
+{
+    if (replay_dw) CK(cudaFree(replay_dw));
+    if (replay_dbias) CK(cudaFree(replay_dbias));
+    replay_dw = replay_dbias = NULL;
+    replay_dw_bytes = replay_dbias_bytes = 0;
+}
 /* Brackets one op with events when profiling; otherwise runs it bare. */
 #define OP(name, stmt) do { profile_mark(name, 0); stmt; profile_mark(name, 1); } while (0)
 
@@ -485,48 +541,78 @@ static void lt_free(void)
 static int bias_fallbacks;   /* GEMMs whose bias ran as a separate rank-one GEMM */
 static int bias_accumulate;  /* a later micro-batch of the step: bias gradients add up, the epilogue would overwrite */
 
-/* y[N, out] = x[N, in] W^T (+ bias, in the GEMM's epilogue) */
+/* y[N, out] = x[N, in] W^T (+ bias, in the GEMM's epilogue); 1 when the bias
+ * needed the rank-one fallback */
+static int linear_forward_gemm(bf16 *y, const bf16 *x, const bf16 *w, const bf16 *bias, const bf16 *ones, int N, int in,
+                               int out)
+{
+    if (bias && lt_gemm(1, 0, out, N, in, w, in, x, in, 0, y, out, CUBLASLT_EPILOGUE_BIAS, bias)) return 0;
+    CB(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, N, in, &one, w, CUDA_R_16BF, in, x, CUDA_R_16BF, in, &zero, y,
+                    CUDA_R_16BF, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    if (!bias) return 0;
+    /* y += bias 1^T, a rank-one update */
+    CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, out, N, 1, &one, bias, CUDA_R_16BF, out, ones, CUDA_R_16BF, 1, &one, y,
+                    CUDA_R_16BF, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return 1;
+}
 static void linear_forward(const char *name, bf16 *y, const bf16 *x, const bf16 *w, const bf16 *bias, const bf16 *ones, int N,
                            int in, int out)
 {
     profile_mark(name, 0);
-    if (!bias || !lt_gemm(1, 0, out, N, in, w, in, x, in, 0, y, out, CUBLASLT_EPILOGUE_BIAS, bias)) {
-        CB(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, N, in, &one, w, CUDA_R_16BF, in, x, CUDA_R_16BF, in, &zero, y,
-                        CUDA_R_16BF, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-        if (bias) { /* y += bias 1^T, a rank-one update */
-            bias_fallbacks++;
-            CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, out, N, 1, &one, bias, CUDA_R_16BF, out, ones, CUDA_R_16BF, 1,
-                            &one, y, CUDA_R_16BF, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-        }
-    }
+    bias_fallbacks += linear_forward_gemm(y, x, w, bias, ones, N, in, out);
     profile_mark(name, 1);
+    if (replay_wanted()) {
+        replay_mark(name, 0);
+        for (int r = 0; r < gemm_replay; r++) (void)linear_forward_gemm(y, x, w, bias, ones, N, in, out);
+        replay_mark(name, 1);
+    }
 }
 
 /* dx = dy W */
+static void linear_dgrad_gemm(bf16 *dx, const bf16 *dy, const bf16 *w, int N, int in, int out)
+{
+    CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, in, N, out, &one, w, CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &zero, dx,
+                    CUDA_R_16BF, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
 static void linear_dgrad(const char *name, bf16 *dx, const bf16 *dy, const bf16 *w, int N, int in, int out)
 {
     profile_mark(name, 0);
-    CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, in, N, out, &one, w, CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &zero, dx,
-                    CUDA_R_16BF, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    linear_dgrad_gemm(dx, dy, w, N, in, out);
     profile_mark(name, 1);
+    if (replay_wanted()) {
+        replay_mark(name, 0);
+        for (int r = 0; r < gemm_replay; r++) linear_dgrad_gemm(dx, dy, w, N, in, out);
+        replay_mark(name, 1);
+    }
 }
 
 /* dW += dy^T x; dbias (+)= dy^T 1, in the GEMM's epilogue for a step's first
- * micro-batch (the epilogue writes, it cannot add) */
+ * micro-batch (the epilogue writes, it cannot add); 1 when the bias gradient
+ * needed the fallback on a first micro-batch */
+static int linear_wgrad_gemm(bf16 *dw, bf16 *dbias, const bf16 *dy, const bf16 *x, const bf16 *ones, int N, int in, int out)
+{
+    if (dbias && !bias_accumulate && lt_gemm(0, 1, in, out, N, x, in, dy, out, 1, dw, in, CUBLASLT_EPILOGUE_BGRADB, dbias))
+        return 0;
+    CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, N, &one, x, CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &one, dw,
+                    CUDA_R_16BF, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    if (!dbias) return 0;
+    CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, out, 1, N, &one, dy, CUDA_R_16BF, out, ones, CUDA_R_16BF, N, &one, dbias,
+                    CUDA_R_16BF, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return !bias_accumulate;
+}
 static void linear_wgrad(const char *name, bf16 *dw, bf16 *dbias, const bf16 *dy, const bf16 *x, const bf16 *ones, int N,
                          int in, int out)
 {
     profile_mark(name, 0);
-    if (!dbias || bias_accumulate || !lt_gemm(0, 1, in, out, N, x, in, dy, out, 1, dw, in, CUBLASLT_EPILOGUE_BGRADB, dbias)) {
-        CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, N, &one, x, CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &one, dw,
-                        CUDA_R_16BF, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-        if (dbias) {
-            if (!bias_accumulate) bias_fallbacks++;
-            CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, out, 1, N, &one, dy, CUDA_R_16BF, out, ones, CUDA_R_16BF, N, &one,
-                            dbias, CUDA_R_16BF, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-        }
-    }
+    bias_fallbacks += linear_wgrad_gemm(dw, dbias, dy, x, ones, N, in, out);
     profile_mark(name, 1);
+    if (replay_wanted() && replay_reserve(&replay_dw, &replay_dw_bytes, (size_t)in * out * sizeof(bf16)) &&
+        (!dbias || replay_reserve(&replay_dbias, &replay_dbias_bytes, (size_t)out * sizeof(bf16)))) {
+        replay_mark(name, 0);
+        for (int r = 0; r < gemm_replay; r++)
+            (void)linear_wgrad_gemm(replay_dw, dbias ? replay_dbias : NULL, dy, x, ones, N, in, out);
+        replay_mark(name, 1);
+    }
 }
 
 static void linear_backward(const char *dgrad, const char *wgrad, bf16 *dx, bf16 *dw, bf16 *dbias, const bf16 *dy,
@@ -2342,6 +2428,19 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         }
         sx_cross_entropy_tune((int)v);
     }
+    const char *replay = getenv("SEXTANT_GEMM_REPLAY");
+    if (replay && *replay) {
+        char *end;
+        long v = strtol(replay, &end, 10);
+        if (*end || v < 1 || v > 1000) {
+            fprintf(stderr, "sextant-gpu train: SEXTANT_GEMM_REPLAY=%s: expected a count from 1 to 1000\n", replay);
+            exit(2);
+        }
+        gemm_replay = (int)v;
+        replay_events = host_alloc(2 * (size_t)PROFILE_MAX * sizeof *replay_events);
+        replay_tags = host_alloc((size_t)PROFILE_MAX * sizeof *replay_tags);
+        replay_events_made = 0;
+    }
     clock_probe_ops = getenv("SEXTANT_CLOCK_PROBE");
     if (clock_probe_ops && !*clock_probe_ops) clock_probe_ops = NULL;
     if (clock_probe_ops) {
@@ -2473,6 +2572,34 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         CK(cudaFree(clock_probe_mhz));
         clock_probe_mhz = NULL;
     }
+    /* SEXTANT_GEMM_REPLAY: one more step, every linear layer's GEMMs replayed */
+    measured_op replayed[MEASURED_MAX];
+    int nreplayed = 0;
+    if (gemm_replay > 0) {
+        if (watchdog_s > 0) launch_watchdog(rank, watchdog_s, "the GEMM replay step");
+        load_batch(&g, o, &data_state, global_in, global_tg);
+        replaying = 1;
+        replay_count = 0;
+        one_step(&g, o->steps + 2);
+        sync_all(&g, "the GEMM replay step");
+        replaying = 0;
+        (void)step_loss(&g, o, host_loss);
+        if (watchdog_s > 0) launch_watchdog(rank, 0, NULL);
+        for (int i = 0; i < replay_count; i++) {
+            float ms;
+            CK(cudaEventElapsedTime(&ms, replay_events[2 * i], replay_events[2 * i + 1]));
+            int k = 0;
+            while (k < nreplayed && (replayed[k].pass != replay_tags[i].pass || strcmp(replayed[k].name, replay_tags[i].name)))
+                k++;
+            if (k == nreplayed) {
+                if (nreplayed == MEASURED_MAX) continue;
+                replayed[nreplayed++] = (measured_op){replay_tags[i].name, replay_tags[i].pass, 0.0, 0, 1e30};
+            }
+            replayed[k].seconds += ms * 1e-3 / gemm_replay; /* per run, summed over the op's calls like the step's */
+            replayed[k].calls++;
+        }
+        replay_free(); /* before the device's memory is read */
+    }
     size_t free_after;
     CK(cudaMemGetInfo(&free_after, &total_mem));
     qsort(step_s, (size_t)timed, sizeof *step_s, compare_double);
@@ -2585,6 +2712,24 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
                     if (clock_n[k])
                         printf("%-28s %-5s %6d %10.0f\n", ms_ops[k].name, pass_name(ms_ops[k].pass), clock_n[k],
                                clock_sum[k] / clock_n[k]);
+            }
+            if (nreplayed) {
+                printf("\nGEMMs replayed (SEXTANT_GEMM_REPLAY=%d): each ran %d more times back to back on the step's own "
+                       "operands, in a step of its own; ms per step as in the table above\n%-28s %-5s %12s %12s %12s %10s "
+                       "%10s\n", gemm_replay, gemm_replay, "op", "pass", "predicted ms", "in step ms", "replayed ms",
+                       "pred/repl", "step/repl");
+                for (int k = 0; k < nreplayed; k++) {
+                    const report_row *row = NULL;
+                    for (int i = 0; i < nrows && !row; i++)
+                        if (!strcmp(rows[i].op, replayed[k].name) && !strcmp(rows[i].pass, pass_name(replayed[k].pass)))
+                            row = &rows[i];
+                    double pred = row && row->predicted_s >= 0 ? row->predicted_s : 0.0;
+                    double in_step = row ? row->measured_s : 0.0, rep = replayed[k].seconds;
+                    printf("%-28s %-5s %12.4f %12.4f %12.4f %+9.1f%% %+9.1f%%\n", replayed[k].name,
+                           pass_name(replayed[k].pass), pred * 1e3, in_step * 1e3, rep * 1e3,
+                           pred > 0 && rep > 0 ? 100.0 * (pred / rep - 1.0) : 0.0,
+                           in_step > 0 && rep > 0 ? 100.0 * (in_step / rep - 1.0) : 0.0);
+                }
             }
             fflush(stdout);
         }
