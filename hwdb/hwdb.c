@@ -224,8 +224,9 @@ static const gpu_numeric_column *overlay_column(const char *key, int *on_node)
     return NULL;
 }
 
-/* A measured shape: key PREFIX + sizes (gemm_us: MxNxK; flash_fwd_us and
- * flash_bwd_us: (batch x heads)x(sequence)x(head size)x(batch x KV heads)),
+/* A measured shape: key PREFIX + sizes (gemm_us: MxNxK; flash_fwd_us,
+ * flash_bwd_us, unfused_fwd_us and unfused_bwd_us: (batch x heads)x(sequence)x
+ * (head size)x(batch x KV heads)),
  * value microseconds, into `table` of at most `max` rows.  A shape given twice
  * keeps the later value. */
 static int overlay_shape_time(const csv_table *t, int r, const char *gpu, const char *key, size_t prefix_len, int sizes,
@@ -274,12 +275,17 @@ int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen)
             status = -1;
             break;
         }
-        static const char *shape_keys[3] = {"gemm_us:", "flash_fwd_us:", "flash_bwd_us:"};
+        static const char *shape_keys[5] = {"gemm_us:", "flash_fwd_us:", "flash_bwd_us:", "unfused_fwd_us:",
+                                            "unfused_bwd_us:"};
         int shape_key = 0;
-        while (shape_key < 3 && strncmp(key, shape_keys[shape_key], strlen(shape_keys[shape_key])) != 0) shape_key++;
-        if (shape_key < 3) {
-            hw_gemm_time *table = shape_key == 0 ? g->gemm_time : g->attention_time[shape_key - 1];
-            int *count = shape_key == 0 ? &g->gemm_times : &g->attention_times[shape_key - 1];
+        while (shape_key < 5 && strncmp(key, shape_keys[shape_key], strlen(shape_keys[shape_key])) != 0) shape_key++;
+        if (shape_key < 5) {
+            hw_gemm_time *table = shape_key == 0 ? g->gemm_time
+                                  : shape_key <= 2 ? g->attention_time[shape_key - 1]
+                                                   : g->unfused_attention_time[shape_key - 3];
+            int *count = shape_key == 0 ? &g->gemm_times
+                         : shape_key <= 2 ? &g->attention_times[shape_key - 1]
+                                          : &g->unfused_attention_times[shape_key - 3];
             int max = shape_key == 0 ? HWDB_GEMM_TIMES_MAX : HWDB_ATTENTION_TIMES_MAX;
             if (overlay_shape_time(&t, r, g->name, key, strlen(shape_keys[shape_key]), shape_key == 0 ? 3 : 4, table, count,
                                    max, err, errlen) != 0) {

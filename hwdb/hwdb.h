@@ -93,6 +93,10 @@ typedef struct {
     int attention_times[2];           /* measured fused attention, forward [0] and backward [1] (overlay keys
                                          flash_fwd_us:BHxSxD, flash_bwd_us:BHxSxD); 0 until calibrated */
     hw_gemm_time attention_time[2][HWDB_ATTENTION_TIMES_MAX];
+    int unfused_attention_times[2];   /* measured unfused attention (cuBLAS batched GEMMs and our softmax),
+                                         forward [0] and backward [1] (overlay keys unfused_fwd_us:BHxSxDxBKV,
+                                         unfused_bwd_us:BHxSxDxBKV); 0 until calibrated */
+    hw_gemm_time unfused_attention_time[2][HWDB_ATTENTION_TIMES_MAX];
     char node[HWDB_NAME_MAX];
     char source[HWDB_SOURCE_MAX];
     char calibration[HWDB_SOURCE_MAX];/* where the overlay came from, "" when none */

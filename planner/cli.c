@@ -402,9 +402,11 @@ static void print_gpu(FILE *out, const hw_gpu *g, const hw_node *node)
     if (g->attention_fwd_efficiency > 0 || g->attention_bwd_efficiency > 0)
         fprintf(out, "  fused attention        forward %.3f, backward %.3f of the 16-bit peak (calibrated)\n",
                 g->attention_fwd_efficiency, g->attention_bwd_efficiency);
-    if (g->gemm_times || g->attention_times[0] || g->attention_times[1] || g->membound_overhead_s > 0)
-        fprintf(out, "  measured shapes        %d GEMMs, %d + %d fused attention (forward + backward); memory-bound "
-                     "kernels +%.2f us each (calibrated)\n", g->gemm_times, g->attention_times[0], g->attention_times[1],
+    if (g->gemm_times || g->attention_times[0] || g->attention_times[1] || g->unfused_attention_times[0] ||
+        g->unfused_attention_times[1] || g->membound_overhead_s > 0)
+        fprintf(out, "  measured shapes        %d GEMMs, %d + %d fused and %d + %d unfused attention (forward + "
+                     "backward); memory-bound kernels +%.2f us each (calibrated)\n", g->gemm_times, g->attention_times[0],
+                g->attention_times[1], g->unfused_attention_times[0], g->unfused_attention_times[1],
                 g->membound_overhead_s * 1e6);
     fprintf(out, "  source                 %s\n", g->source);
     if (node)

@@ -190,18 +190,25 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
         /* attention kernels stay in 16-bit when the GEMMs run in fp8 */
         if (matrix == PREC_FP8) matrix = gpu->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
         if (l->attention == ATTENTION_UNFUSED) {
-            /* its kernels in turn, each bound by its own roofline; bytes outside
-             * the split (dropout's mask) are one more pass over memory */
+            /* the time calibrate measured for the kernels of this shape (or its line over
+             * the batch), else its kernels in turn, each bound by its own roofline; bytes
+             * outside the split (dropout's mask) are one more pass over memory */
             double kflops[UNFUSED_ATTENTION_KERNELS_MAX], kbytes[UNFUSED_ATTENTION_KERNELS_MAX];
             double heads = (double)op->batch, s = (double)op->m, d = (double)op->k;
-            int kernels = unfused_attention_kernels(s, d, activation_element_bytes(l->precision), 0.0,
-                                                    op->pass == PASS_BWD, kflops, kbytes);
+            int bwd = op->pass == PASS_BWD;
+            int kernels = unfused_attention_kernels(s, d, activation_element_bytes(l->precision), 0.0, bwd, kflops, kbytes);
             double seconds = 0.0, split_bytes = 0.0;
             for (int i = 0; i < kernels; i++) {
                 double rate = gpu->peak_flops[matrix] * gemm_efficiency(gpu, heads * kflops[i]);
                 seconds += roofline_s(heads * kflops[i], rate, heads * kbytes[i], membw);
                 split_bytes += heads * kbytes[i];
             }
+            /* calibrate timed the 16-bit kernels */
+            double timed = matrix == PREC_BF16 || matrix == PREC_FP16
+                               ? measured_shape_s(gpu->unfused_attention_time[bwd], gpu->unfused_attention_times[bwd],
+                                                  (double)op->batch, (double)op->m, (double)op->k, (double)op->kv_batch, 0)
+                               : 0.0;
+            if (timed > 0.0) seconds = timed;
             if (op->bytes > split_bytes) seconds += (op->bytes - split_bytes) / membw;
             return with_launch(gpu, seconds);
         }

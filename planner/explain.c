@@ -240,11 +240,13 @@ void report_explain(FILE *out, const estimate_t *e)
         fprintf(out, "The fused attention uses the fractions calibrate measured on its kernel instead of %.2f: "
                      "forward %.3f, backward %.3f.\n",
                 g->gemm_efficiency, g->attention_fwd_efficiency, g->attention_bwd_efficiency);
-    if (g->gemm_times || g->attention_times[0] || g->attention_times[1])
-        fprintf(out, "Calibrated: %d GEMM shapes and %d + %d attention shapes were timed on this GPU; an op of a "
-                     "timed shape (or on the line through timed shapes that differ only in the token count) takes "
-                     "that time instead, the others the formula above.\n",
-                g->gemm_times, g->attention_times[0], g->attention_times[1]);
+    if (g->gemm_times || g->attention_times[0] || g->attention_times[1] || g->unfused_attention_times[0] ||
+        g->unfused_attention_times[1])
+        fprintf(out, "Calibrated: %d GEMM shapes, %d + %d fused and %d + %d unfused attention shapes were timed on "
+                     "this GPU; an op of a timed shape (or on the line through timed shapes that differ only in the "
+                     "token count) takes that time instead, the others the formula above.\n",
+                g->gemm_times, g->attention_times[0], g->attention_times[1], g->unfused_attention_times[0],
+                g->unfused_attention_times[1]);
     if (g->membound_overhead_s > 0)
         fprintf(out, "Each memory-bound op also pays the %.2f us a kernel spends filling and draining the GPU "
                      "(calibrated).\n", g->membound_overhead_s * 1e6);

@@ -61,6 +61,20 @@ static estimate_t *run_on(const char *model, const hw_gpu *g, layout_t l)
     return &e;
 }
 
+/* a model that is not (or not as) in the zoo, into `e` */
+static const estimate_t *run_model(const model_t *m, const hw_gpu *g, layout_t l, estimate_t *e)
+{
+    const hw_node *n = hwdb_find_node(&db, g->node);
+    l.gpus_per_node = n->gpus_per_node;
+    job_t job = {2e12, g->cloud_usd_per_gpu_hour};
+    char err[512];
+    if (estimate_layout(m, g, n, &l, &job, e, err, sizeof err) != 0) {
+        print_error("%s\n", err);
+        fail();
+    }
+    return e;
+}
+
 static estimate_t *run(const char *model, const char *gpu, layout_t l)
 {
     const hw_gpu *g = hwdb_find_gpu(&db, gpu);
@@ -401,6 +415,35 @@ static void calibrated_shape_tables_and_membound_overhead(void **state)
     const op_t *att = costed_op(e, "attention", PASS_FWD);
     assert_close(att->time_s, roofline_s(att->flops, a.peak_flops[PREC_BF16] * 0.15, att->bytes,
                                          a.hbm_bytes_per_s * a.membound_efficiency), 1e-12);
+
+    /* the unfused attention's own table: the fused one's does not apply to it, its shape
+     * (or line) does; dropout's mask is one more pass over memory on top */
+    l = layout(1, 1, 1, 8, 8, 1024);
+    l.attention = ATTENTION_UNFUSED;
+    hw_gpu u = a;
+    const model_t *gpt2 = model_zoo_find(&zoo, "gpt2");
+    assert_non_null(gpt2);
+    model_t no_dropout = *gpt2;
+    no_dropout.dropout = 0;
+    static estimate_t e1, e2;
+    double curve_fwd = costed_op(run_model(&no_dropout, &u, l, &e1), "attention", PASS_FWD)->time_s;
+    assert_true(fabs(curve_fwd - 400e-6) > 1e-6); /* not the fused table's */
+    u.unfused_attention_times[0] = u.unfused_attention_times[1] = 0;
+    u.unfused_attention_time[0][u.unfused_attention_times[0]++] = (hw_gemm_time){96, 1024, 64, 96, 900e-6};
+    u.unfused_attention_time[1][u.unfused_attention_times[1]++] = (hw_gemm_time){48, 1024, 64, 48, 1000e-6};
+    u.unfused_attention_time[1][u.unfused_attention_times[1]++] = (hw_gemm_time){192, 1024, 64, 192, 3400e-6};
+    run_model(&no_dropout, &u, l, &e1);
+    assert_close(costed_op(&e1, "attention", PASS_FWD)->time_s, 900e-6, 1e-12);
+    assert_close(costed_op(&e1, "attention_bwd", PASS_BWD)->time_s, 1000e-6 + 2400e-6 * (96 - 48) / 144.0, 1e-12);
+    assert_true(gpt2->dropout > 0);
+    run_model(gpt2, &u, l, &e2);
+    const op_t *masked = costed_op(&e2, "attention", PASS_FWD);
+    assert_true(masked->time_s > 900e-6 + 1e-9);
+    l.seq = 512; /* off the table: the kernels' rooflines, as without it */
+    hw_gpu plain_u = u;
+    plain_u.unfused_attention_times[0] = plain_u.unfused_attention_times[1] = 0;
+    assert_close(costed_op(run_model(&no_dropout, &u, l, &e1), "attention", PASS_FWD)->time_s,
+                 costed_op(run_model(&no_dropout, &plain_u, l, &e2), "attention", PASS_FWD)->time_s, 1e-15);
 }
 
 int main(void)

@@ -121,7 +121,10 @@ static void calibration_overlay_replaces_figures(void **state)
                       "h100-sxm,membound_overhead_us,2.5,calibrate test\n"
                       "h100-sxm,flash_fwd_us:384x1024x64x96,500,calibrate test\n"
                       "h100-sxm,flash_bwd_us:384x1024x64x96,1500,calibrate test\n"
-                      "h100-sxm,flash_bwd_us:192x1024x64x48,800,calibrate test\n");
+                      "h100-sxm,flash_bwd_us:192x1024x64x48,800,calibrate test\n"
+                      "h100-sxm,unfused_fwd_us:384x1024x64x96,700,calibrate test\n"
+                      "h100-sxm,unfused_bwd_us:384x1024x64x96,2100,calibrate test\n"
+                      "h100-sxm,unfused_bwd_us:384x1024x64x96,2000,calibrate test again\n");
     assert_int_equal(hwdb_apply_overlay(&copy, table, err, sizeof err), 0);
     g = hwdb_find_gpu(&copy, "h100-sxm");
     assert_int_equal(g->gemm_times, 2);
@@ -136,6 +139,12 @@ static void calibration_overlay_replaces_figures(void **state)
     assert_close(g->attention_time[0][0].seconds, 500e-6, 1e-12);
     assert_true(g->attention_time[0][0].kv == 96 && g->gemm_time[0].kv == 0);
     assert_close(g->attention_time[1][1].seconds, 800e-6, 1e-12);
+    /* the unfused attention's tables apart from the fused one's */
+    assert_int_equal(g->unfused_attention_times[0], 1);
+    assert_int_equal(g->unfused_attention_times[1], 1);
+    assert_true(g->unfused_attention_time[0][0].m == 384 && g->unfused_attention_time[0][0].kv == 96);
+    assert_close(g->unfused_attention_time[0][0].seconds, 700e-6, 1e-12);
+    assert_close(g->unfused_attention_time[1][0].seconds, 2000e-6, 1e-12); /* the later row wins */
     assert_int_equal(hwdb_find_gpu(&copy, "h200")->gemm_times, 0);
     unlink(table);
     const char *bad_gemm[][2] = {
@@ -144,6 +153,7 @@ static void calibration_overlay_replaces_figures(void **state)
         {"h100-sxm,gemm_us:8192x2304x768,-1,x\n", ":2:value"}, {"h100-sxm,gemm_us:8192x2304x768,,x\n", ":2:value"},
         {"h100-sxm,membound_overhead_us,5000,x\n", ":2:value"},   {"h100-sxm,flash_fwd_us:384x1024,5,x\n", ":2:key"},
         {"h100-sxm,flash_bwd_us:384x1024x64x96,0,x\n", ":2:value"}, {"h100-sxm,gemm_us:1x2x3x4,5,x\n", ":2:key"},   {"h100-sxm,flash_mid_us:1x2x3,5,x\n", ":2:key"},
+        {"h100-sxm,unfused_fwd_us:384x1024x64,5,x\n", ":2:key"}, {"h100-sxm,unfused_bwd_us:384x1024x64x96,-2,x\n", ":2:value"},
     };
     for (size_t i = 0; i < sizeof bad_gemm / sizeof bad_gemm[0]; i++) {
         char badg[] = "/tmp/sextant-overlay-XXXXXX";

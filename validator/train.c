@@ -665,12 +665,12 @@ float median_batch_ms(float *ms, double *mhz, int n, double *median_mhz)
     return ms[n / 2];
 }
 
-/* Seconds per call of one GEMM issued `reps` times back to back (the CPU
+/* Seconds per call of run(ctx, r) issued `reps` times back to back (the CPU
  * ahead of the GPU, as in a step), the median over five such batches after
  * at least 100 ms of warm-up: long enough for the power cap to pull the clock
  * down to where a training step's sustained GEMMs hold it (an H100 at 700 W
  * runs them at 1600-1800 MHz, short bursts at 1980) */
-static double time_linear_gemm(int which, const linear_operands *o, int reps, double *clock_mhz)
+static double time_batches(void (*run)(const void *ctx, int r), const void *ctx, int reps, double *clock_mhz)
 {
     enum { BATCHES = 5 };
     const float warm_ms = 100.0f;
@@ -681,14 +681,7 @@ static double time_linear_gemm(int which, const linear_operands *o, int reps, do
     double mhz[BATCHES];
     for (int b = -1; b < BATCHES; b++) { /* the first warm-up also picks the cuBLASLt algorithm */
         CK(cudaEventRecord(start, stream));
-        for (int r = 0; r < reps; r++) {
-            int i = r % o->rot;
-            bf16 *x = o->x + i * o->xs, *w = o->w + i * o->ws, *y = o->y + i * o->ys, *dy = o->dy + i * o->ys;
-            bf16 *dw = o->dw + i * o->ws;
-            if (which == 0) linear_forward("calibrate", y, x, w, o->bias, o->ones, o->N, o->in, o->out);
-            else if (which == 1) linear_dgrad("calibrate", o->dx, dy, w, o->N, o->in, o->out);
-            else linear_wgrad("calibrate", dw, o->dbias, dy, x, o->ones, o->N, o->in, o->out);
-        }
+        for (int r = 0; r < reps; r++) run(ctx, r);
         CK(cudaEventRecord(stop, stream));
         /* the clock this batch left: the probe queues right behind it */
         if (b >= 0) mhz[b] = sm_clock_after(stream);
@@ -705,6 +698,48 @@ static double time_linear_gemm(int which, const linear_operands *o, int reps, do
     CK(cudaEventDestroy(start));
     CK(cudaEventDestroy(stop));
     return median_batch_ms(ms, mhz, BATCHES, clock_mhz) * 1e-3 / reps;
+}
+
+typedef struct { int which; const linear_operands *o; } linear_run;
+static void run_linear_gemm(const void *ctx, int r)
+{
+    const linear_run *lr = ctx;
+    const linear_operands *o = lr->o;
+    int i = r % o->rot;
+    bf16 *x = o->x + i * o->xs, *w = o->w + i * o->ws, *y = o->y + i * o->ys, *dy = o->dy + i * o->ys;
+    bf16 *dw = o->dw + i * o->ws;
+    if (lr->which == 0) linear_forward("calibrate", y, x, w, o->bias, o->ones, o->N, o->in, o->out);
+    else if (lr->which == 1) linear_dgrad("calibrate", o->dx, dy, w, o->N, o->in, o->out);
+    else linear_wgrad("calibrate", dw, o->dbias, dy, x, o->ones, o->N, o->in, o->out);
+}
+
+/* calibrate's own stream, cuBLAS handles and workspaces, as a step sets them up */
+static void *calibrate_blas_ws, *calibrate_lt_ws;
+static void calibrate_begin(void)
+{
+    CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CB(cublasCreate(&blas));
+    CB(cublasSetStream(blas, stream));
+    CK(cudaMalloc(&calibrate_blas_ws, CUBLAS_WORKSPACE_BYTES));
+    CK(cudaMalloc(&calibrate_lt_ws, LT_WORKSPACE_BYTES));
+    lt_workspace = calibrate_lt_ws;
+    CB(cublasSetWorkspace(blas, calibrate_blas_ws, CUBLAS_WORKSPACE_BYTES));
+    CB(cublasLtCreate(&lt));
+    bias_accumulate = 0;
+}
+static void calibrate_end(void)
+{
+    lt_free();
+    CB(cublasLtDestroy(lt));
+    CB(cublasDestroy(blas));
+    CK(cudaFree(calibrate_lt_ws));
+    CK(cudaFree(calibrate_blas_ws));
+    CK(cudaStreamDestroy(stream));
+    calibrate_lt_ws = calibrate_blas_ws = NULL;
+    lt_workspace = NULL;
+    blas = NULL;
+    lt = NULL;
+    stream = NULL;
 }
 
 int train_time_linear(int N, int in, int out, int with_bias, void *const buffers[4], size_t buffer_bytes, double seconds[3],
@@ -739,31 +774,16 @@ int train_time_linear(int N, int in, int out, int with_bias, void *const buffers
     o.ones = (bf16 *)((char *)biases + 2 * vs);
     o.y = buffers[2];
     o.dy = buffers[3];
-    CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    CB(cublasCreate(&blas));
-    CB(cublasSetStream(blas, stream));
-    void *blas_workspace, *lt_ws;
-    CK(cudaMalloc(&blas_workspace, CUBLAS_WORKSPACE_BYTES));
-    CK(cudaMalloc(&lt_ws, LT_WORKSPACE_BYTES));
-    lt_workspace = lt_ws;
-    CB(cublasSetWorkspace(blas, blas_workspace, CUBLAS_WORKSPACE_BYTES));
-    CB(cublasLtCreate(&lt));
-    bias_accumulate = 0;
+    calibrate_begin();
     /* about 5 ms of GEMMs per batch: launch gaps hide as they do in a step */
     double flops = 2.0 * N * (double)in * out;
     int reps = (int)(5e-3 / (flops / 500e12)) + 1;
     if (reps > 1000) reps = 1000;
-    for (int which = 0; which < 3; which++) seconds[which] = time_linear_gemm(which, &o, reps, clock_mhz ? clock_mhz + which : NULL);
-    lt_free();
-    CB(cublasLtDestroy(lt));
-    CB(cublasDestroy(blas));
-    CK(cudaFree(lt_ws));
-    CK(cudaFree(blas_workspace));
-    CK(cudaStreamDestroy(stream));
-    lt_workspace = NULL;
-    blas = NULL;
-    lt = NULL;
-    stream = NULL;
+    for (int which = 0; which < 3; which++) {
+        linear_run lr = {which, &o};
+        seconds[which] = time_batches(run_linear_gemm, &lr, reps, clock_mhz ? clock_mhz + which : NULL);
+    }
+    calibrate_end();
     return 0;
 }
 
@@ -845,6 +865,52 @@ static void attention_backward(const attention_ptrs *ap, bf16 *att, bf16 *datt, 
         BATCHED(CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, ap->q + g * BKV, W, ap->ds + g * BKV, T, g ? &one : &zero, ap->dk, W, BKV);
 }
 
+
+/* calibrate: the unfused attention's forward (two batched GEMMs around the causal softmax)
+ * and backward (dP, dV, the softmax backward, dQ, dK; dV and dK once per query head of a
+ * KV head) as the step runs them, on the random data of calibrate's buffers: qkv then dout
+ * in buffers[0], the probabilities in buffers[1], the output in buffers[2], dqkv then the
+ * scores (the step's shared scratch) in buffers[3].  Seconds per call; -1 when the shape
+ * does not fit the buffers. */
+typedef struct { const attention_ptrs *ap; bf16 *att, *datt; const shapes *s; int backward; } attention_run;
+static void run_unfused_attention(const void *ctx, int r)
+{
+    const attention_run *ar = ctx;
+    (void)r;
+    if (ar->backward) attention_backward(ar->ap, ar->att, ar->datt, ar->s);
+    else attention_forward(ar->ap, ar->att, ar->datt, ar->s);
+}
+
+int train_time_unfused_attention(int B, int T, int H, int KV, int D, void *const buffers[4], size_t buffer_bytes,
+                                 double seconds[2], double clock_mhz[2])
+{
+    const size_t E = sizeof(bf16);
+    if (B <= 0 || T <= 0 || H <= 0 || KV <= 0 || D <= 0 || H % KV) return -1;
+    shapes s;
+    memset(&s, 0, sizeof s);
+    s.B = B; s.T = T; s.H = H; s.KV = KV; s.D = D; s.qkv = (H + 2 * KV) * D;
+    const size_t qkv_bytes = 256 * (((size_t)B * T * s.qkv * E + 255) / 256), out_bytes = (size_t)B * T * H * D * E;
+    const size_t score_bytes = (size_t)B * H * T * T * E;
+    if (qkv_bytes + out_bytes > buffer_bytes || score_bytes > buffer_bytes || qkv_bytes + score_bytes > buffer_bytes)
+        return -1;
+    bf16 *qkv = buffers[0], *dout = (bf16 *)((char *)buffers[0] + qkv_bytes), *att = buffers[1], *out = buffers[2];
+    bf16 *dqkv = buffers[3], *datt = (bf16 *)((char *)buffers[3] + qkv_bytes);
+    calibrate_begin();
+    attention_ptrs ap = {0};
+    attention_pointers(&ap, qkv, att, out, dqkv, datt, dout, &s);
+    /* about 5 ms per batch at 300 TFLOP/s; cuBLAS computes the whole T x T square */
+    const double fwd_flops = 4.0 * B * H * (double)T * T * D;
+    for (int pass = 0; pass < 2; pass++) {
+        attention_run ar = {&ap, att, datt, &s, pass};
+        int reps = (int)(5e-3 / ((pass ? 2.0 : 1.0) * fwd_flops / 300e12)) + 1;
+        if (reps > 200) reps = 200;
+        /* the forward first: the backward reads its probabilities */
+        seconds[pass] = time_batches(run_unfused_attention, &ar, reps, clock_mhz ? clock_mhz + pass : NULL);
+    }
+    CK(cudaFree(ap.block));
+    calibrate_end();
+    return 0;
+}
 
 /* ---- the model on this rank ------------------------------------------------ */
 

@@ -40,6 +40,12 @@ int train_run(const model_t *m, const hw_gpu *gpu, const hw_node *node, const tr
  * stderr line. */
 int train_time_linear(int N, int in, int out, int with_bias, void *const buffers[4], size_t buffer_bytes, double seconds[3],
                       double clock_mhz[3]);
+/* calibrate: the unfused causal attention's forward [0] and backward [1] as the step runs them
+ * (cuBLAS batched GEMMs and our softmax), B sequences of T tokens, H query and KV key/value
+ * heads of size D, on the random data of `buffers` (four of `buffer_bytes`); seconds per call
+ * and the SM clock after the median batch (clock_mhz may be NULL).  -1 when it does not fit. */
+int train_time_unfused_attention(int B, int T, int H, int KV, int D, void *const buffers[4], size_t buffer_bytes,
+                                 double seconds[2], double clock_mhz[2]);
 
 /* The SM clock in MHz right after the work queued so far on `on` (sx_sm_clock_probe over
  * 100 us); waits for the stream.  0 after a failed probe.  calibrate logs it beside every

@@ -388,7 +388,22 @@ typedef struct {
     int n[2];
     hw_gemm_time shape[2][HWDB_ATTENTION_TIMES_MAX];
     char what[HWDB_ATTENTION_TIMES_MAX][48];
+    /* the unfused attention (cuBLAS batched GEMMs and our softmax, as the step runs them):
+     * overlay keys unfused_fwd_us / unfused_bwd_us, the same sizes */
+    int un[2];
+    hw_gemm_time unfused[2][HWDB_ATTENTION_TIMES_MAX];
+    char unfused_what[HWDB_ATTENTION_TIMES_MAX][48];
 } attention_timing;
+
+/* one more row of a shape table unless the shape is there or the table is full */
+static void timing_add(hw_gemm_time *table, int *count, char (*what)[48], const char *name, hw_gemm_time row)
+{
+    for (int j = 0; j < *count; j++)
+        if (table[j].m == row.m && table[j].n == row.n && table[j].k == row.k && table[j].kv == row.kv) return;
+    if (*count == HWDB_ATTENTION_TIMES_MAX) return;
+    if (what) snprintf(what[*count], sizeof what[0], "%.40s heads", name);
+    table[(*count)++] = row;
+}
 
 static int time_flash_shape(flash_ctx *f, double t[2], double mhz[2])
 {
@@ -453,32 +468,50 @@ static void calibrate_attention(double peak, const char *models, const model_zoo
     printf("attention efficiency (planner FLOPs: causal 2 b h s^2 d forward, 2.5 x that backward; sum over shapes):\n"
            "  forward %.3f, backward %.3f of the bf16 peak %.0f TFLOP/s\n", *fwd_eff, *bwd_eff, peak / 1e12);
 
-    at->n[0] = at->n[1] = 0;
-    printf("\n%-14s %5s %5s %4s %4s %4s %9s %9s %8s %8s %8s %8s\n", "model heads", "B", "T", "H", "KV", "D", "fwd ms", "bwd ms",
-           "fwd", "bwd", "fwd MHz", "bwd MHz");
+    at->n[0] = at->n[1] = at->un[0] = at->un[1] = 0;
+    printf("\n%-14s %5s %5s %4s %4s %4s %9s %9s %8s %8s %8s %8s %11s %11s\n", "model heads", "B", "T", "H", "KV", "D",
+           "fwd ms", "bwd ms", "fwd", "bwd", "fwd MHz", "bwd MHz", "unfused fwd", "unfused bwd");
     char list[512];
     snprintf(list, sizeof list, "%s", models);
     for (char *save = NULL, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
         const model_t *m = model_zoo_find(zoo, name);
-        if (!m || (m->head_dim != 64 && m->head_dim != 128)) continue; /* the fused kernel's head sizes */
+        if (!m) continue;
+        int fused = m->head_dim == 64 || m->head_dim == 128; /* the fused kernel's head sizes */
         for (int T = 1024; T <= 2048; T *= 2)
             for (int B = 1; B <= 32; B *= 2) {
                 flash_ctx f = {B, T, (int)m->heads, (int)m->kv_heads, (int)m->head_dim, 0, NULL, NULL, 0};
-                double t[2], mhz[2];
+                double t[2] = {0, 0}, mhz[2] = {0, 0}, u[2] = {0, 0}, umhz[2] = {0, 0};
                 if (2.0 * B * (double)T * (f.H + 2 * f.KV) * f.D > (double)scratch_bytes) continue;
-                if (time_flash_shape(&f, t, mhz) != 0) continue;
-                for (int pass = 0; pass < 2; pass++) t[pass] = seconds_at_clock(t[pass], mhz[pass], clock_scaling ? sustained_mhz : 0.0);
-                printf("%-14s %5d %5d %4d %4d %4d %9.3f %9.3f %7.1f%% %7.1f%% %8.0f %8.0f\n", name, B, T, f.H, f.KV, f.D,
-                       t[0] * 1e3, t[1] * 1e3, 100 * flash_attention_flops(B, f.H, T, f.D, 1, 0) / t[0] / peak,
-                       100 * flash_attention_flops(B, f.H, T, f.D, 1, 1) / t[1] / peak, mhz[0], mhz[1]);
+                int have_fused = fused && time_flash_shape(&f, t, mhz) == 0;
+                int have_unfused = train_time_unfused_attention(B, T, f.H, f.KV, f.D, scratch, scratch_bytes, u, umhz) == 0;
+                if (!have_fused && !have_unfused) continue;
                 for (int pass = 0; pass < 2; pass++) {
-                    int dup = 0;
-                    for (int j = 0; j < at->n[pass]; j++)
-                        dup |= at->shape[pass][j].m == (int64_t)B * f.H && at->shape[pass][j].n == T &&
-                               at->shape[pass][j].k == f.D && at->shape[pass][j].kv == (int64_t)B * f.KV;
-                    if (dup || at->n[pass] == HWDB_ATTENTION_TIMES_MAX) continue;
-                    if (pass == 0) snprintf(at->what[at->n[0]], sizeof at->what[0], "%.40s heads", name);
-                    at->shape[pass][at->n[pass]++] = (hw_gemm_time){(int64_t)B * f.H, T, f.D, (int64_t)B * f.KV, t[pass]};
+                    double ref = clock_scaling ? sustained_mhz : 0.0;
+                    if (have_fused) t[pass] = seconds_at_clock(t[pass], mhz[pass], ref);
+                    if (have_unfused) u[pass] = seconds_at_clock(u[pass], umhz[pass], ref);
+                }
+                char fwd[16] = "-", bwd[16] = "-";
+                if (have_unfused) {
+                    snprintf(fwd, sizeof fwd, "%.3f", u[0] * 1e3);
+                    snprintf(bwd, sizeof bwd, "%.3f", u[1] * 1e3);
+                }
+                if (have_fused)
+                    printf("%-14s %5d %5d %4d %4d %4d %9.3f %9.3f %7.1f%% %7.1f%% %8.0f %8.0f %11s %11s\n", name, B, T, f.H,
+                           f.KV, f.D, t[0] * 1e3, t[1] * 1e3, 100 * flash_attention_flops(B, f.H, T, f.D, 1, 0) / t[0] / peak,
+                           100 * flash_attention_flops(B, f.H, T, f.D, 1, 1) / t[1] / peak, mhz[0], mhz[1], fwd, bwd);
+                else
+                    printf("%-14s %5d %5d %4d %4d %4d %9s %9s %8s %8s %8s %8s %11s %11s\n", name, B, T, f.H, f.KV, f.D, "-",
+                           "-", "-", "-", "-", "-", fwd, bwd);
+                for (int pass = 0; pass < 2; pass++) {
+                    hw_gemm_time shape = {(int64_t)B * f.H, T, f.D, (int64_t)B * f.KV, 0.0};
+                    if (have_fused) {
+                        shape.seconds = t[pass];
+                        timing_add(at->shape[pass], &at->n[pass], pass ? NULL : at->what, name, shape);
+                    }
+                    if (have_unfused) {
+                        shape.seconds = u[pass];
+                        timing_add(at->unfused[pass], &at->un[pass], pass ? NULL : at->unfused_what, name, shape);
+                    }
                 }
             }
     }
@@ -816,6 +849,13 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
                             (long long)at.shape[pass][i].k, (long long)at.shape[pass][i].kv, at.shape[pass][i].seconds * 1e6,
                             source, at.what[i]);
         }
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < at.un[pass]; i++)
+                fprintf(f, "%s,unfused_%s_us:%lldx%lldx%lldx%lld,%.3f,\"%s (%s, unfused attention: cuBLAS batched GEMMs "
+                           "and our causal softmax, as the training step runs them)\"\n",
+                        g->name, pass ? "bwd" : "fwd", (long long)at.unfused[pass][i].m, (long long)at.unfused[pass][i].n,
+                        (long long)at.unfused[pass][i].k, (long long)at.unfused[pass][i].kv,
+                        at.unfused[pass][i].seconds * 1e6, source, at.unfused_what[i]);
         if (fclose(f) != 0 || rename(tmp, out_path) != 0) { fprintf(stderr, "sextant-gpu: --out %s: write failed\n", out_path); return 2; }
         printf("overlay written to %s\n", out_path);
     }

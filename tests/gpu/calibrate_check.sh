@@ -3,7 +3,8 @@
 # wrote holds what the planner needs and that the planner reads it:
 #   - every one of GPT-2's linear layers (qkv, attn_out, mlp_up, mlp_down, lm_head) timed forward,
 #     dgrad and wgrad at 1024 to 32768 tokens (duplicate shapes kept once);
-#   - our fused attention's forward and backward for 12 heads at batch 1-32 and sequence 1024, 2048;
+#   - our fused attention's forward and backward for 12 heads at batch 1-32 and sequence 1024, 2048,
+#     and the unfused attention's (cuBLAS batched GEMMs and our softmax) at the same shapes;
 #   - a memory-bound kernel's fixed time between 0 and 20 us;
 #   - `sextant hw` and `sextant estimate` accept it, and the estimate uses the measured shapes.
 # Usage: tests/gpu/calibrate_check.sh [BUILD]
@@ -34,6 +35,7 @@ for p in fwd bwd; do
   for b in 1 2 4 8 16 32; do
     for t in 1024 2048; do
       grep -q "^$gpu,flash_${p}_us:$((12 * b))x${t}x64x$((12 * b))," "$dir/cal.csv" || fail "no flash_$p row for batch $b, seq $t"
+      grep -q "^$gpu,unfused_${p}_us:$((12 * b))x${t}x64x$((12 * b))," "$dir/cal.csv" || fail "no unfused_$p row for batch $b, seq $t"
     done
   done
 done
@@ -41,6 +43,16 @@ done
 grep -q "measured shapes" "$dir/hw.txt" || fail "sextant hw does not report the measured shapes"
 "$B/sextant" explain gpt2 --gpu $gpu --gpus 1 --mbs 8 --gbs 8 --calibration "$dir/cal.csv" > "$dir/explain.txt" 2>&1 ||
   fail "sextant explain refused the overlay"
-grep -q "GEMM shapes and" "$dir/explain.txt" || fail "the estimate does not use the measured shapes"
-echo "calibrate_check: PASS ($(grep -c gemm_us "$dir/cal.csv") GEMM shapes, $(grep -c flash_ "$dir/cal.csv") attention rows," \
+grep -q "GEMM shapes, " "$dir/explain.txt" || fail "the estimate does not use the measured shapes"
+# the unfused step's attention takes the unfused table: the step moves when its rows are left out
+grep -v ",unfused_" "$dir/cal.csv" > "$dir/cal-no-unfused.csv"
+step_of() {
+  "$B/sextant" estimate gpt2 --gpu $gpu --gpus 1 --mbs 8 --gbs 8 --attention unfused --recompute none --no-dropout \
+    --calibration "$1" --format json 2>/dev/null | grep -o '"step_s":[^,]*' | head -1 | sed 's/.*:[[:space:]]*//'
+}
+with=$(step_of "$dir/cal.csv"); without=$(step_of "$dir/cal-no-unfused.csv")
+[ -n "$with" ] && [ -n "$without" ] || fail "sextant estimate --attention unfused --format json gave no step_s"
+[ "$with" != "$without" ] || fail "the unfused attention's rows do not change the estimate ($with s both ways)"
+echo "calibrate_check: PASS ($(grep -c gemm_us "$dir/cal.csv") GEMM shapes, $(grep -c flash_ "$dir/cal.csv") fused and" \
+     "$(grep -c unfused_ "$dir/cal.csv") unfused attention rows," \
      "memory-bound fixed time $(awk -F, '$2 == "membound_overhead_us" { print $3 }' "$dir/cal.csv") us)"
