@@ -129,6 +129,56 @@ __device__ __forceinline__ float ce_exp2(float x) {
     return y;
 }
 
+/* the online max and sum of exp2 (log2 units) over one pack of 8 logits at column c; the
+ * last pack may straddle V; mx = -inf before the first pack (exp2(-inf) = 0) */
+__device__ __forceinline__ void ce_pack_online(const Pack<bf16> &p, int c, int V, float &mx, float &sm) {
+    float z[8];
+    if (c + 8 <= V) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) z[k] = p.get(k) * LOG2E;
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; k++) z[k] = c + k < V ? p.get(k) * LOG2E : -INFINITY;
+    }
+    float lm = z[0];
+#pragma unroll
+    for (int k = 1; k < 8; k++) lm = fmaxf(lm, z[k]);
+    const float nm = fmaxf(mx, lm);
+    float s = sm * ce_exp2(mx - nm);
+#pragma unroll
+    for (int k = 0; k < 8; k++) s += ce_exp2(z[k] - nm);
+    sm = s;
+    mx = nm;
+}
+
+/* dlogits of one pack at column c: g (p - onehot), g p for every column, then the target's
+ * g (p - 1) again from its own probability, so the cancellation happens in fp32; zeros past V.
+ * M: the row's max (log2 units), inv = 1 / S, gi = g inv. */
+__device__ __forceinline__ int4 ce_pack_grad(const Pack<bf16> &p, int c, int V, int tg, bool valid, float M, float g,
+                                             float inv, float gi) {
+    float e[8];
+    if (c + 8 <= V) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) e[k] = ce_exp2(fmaf(p.get(k), LOG2E, -M)) * gi;
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; k++) e[k] = c + k < V ? ce_exp2(fmaf(p.get(k), LOG2E, -M)) * gi : 0.0f;
+    }
+    if (valid && tg >= c && tg < c + 8) { /* static indices: e[] stays in registers */
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (c + k == tg) e[k] = g * (ce_exp2(fmaf(p.get(k), LOG2E, -M)) * inv - 1.0f);
+    }
+    int4 out;
+    unsigned *w = reinterpret_cast<unsigned *>(&out);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(e[2 * k], e[2 * k + 1]);
+        w[k] = *reinterpret_cast<const unsigned *>(&h);
+    }
+    return out;
+}
+
 template <int THREADS, int BUFS>
 __global__ void __launch_bounds__(THREADS, 2 / BUFS)
 ce_fused_smem_kernel(float *__restrict__ loss, bf16 *dlogits, const bf16 *logits, const int32_t *__restrict__ targets,
@@ -171,24 +221,7 @@ ce_fused_smem_kernel(float *__restrict__ loss, bf16 *dlogits, const bf16 *logits
         for (int i = threadIdx.x; i < nv; i += THREADS) {
             Pack<bf16> p;
             p.bits = cur[i];
-            const int c = i * 8;
-            float z[8];
-            if (c + 8 <= V) {
-#pragma unroll
-                for (int k = 0; k < 8; k++) z[k] = p.get(k) * LOG2E;
-            } else {
-#pragma unroll
-                for (int k = 0; k < 8; k++) z[k] = c + k < V ? p.get(k) * LOG2E : -INFINITY;
-            }
-            float lm = z[0];
-#pragma unroll
-            for (int k = 1; k < 8; k++) lm = fmaxf(lm, z[k]);
-            const float nm = fmaxf(mx, lm);
-            float s = sm * ce_exp2(mx - nm);   /* mx = -inf on the first pack: exp2(-inf) = 0 */
-#pragma unroll
-            for (int k = 0; k < 8; k++) s += ce_exp2(z[k] - nm);
-            sm = s;
-            mx = nm;
+            ce_pack_online(p, i * 8, V, mx, sm);
         }
         const float M = block_max(mx);
         const float S = block_sum(mx == -INFINITY ? 0.0f : sm * ce_exp2(mx - M));
@@ -197,36 +230,13 @@ ce_fused_smem_kernel(float *__restrict__ loss, bf16 *dlogits, const bf16 *logits
             loss[row] = tg < 0 ? 0.0f : (valid ? (M + log2f(S)) * LN2 - xt : __int_as_float(0x7fffffff));
         }
         if (dlogits) {
-            /* dlogits = g (p - onehot): g p for every column, then the target's g (p - 1) again
-             * from its own probability, so the cancellation happens in fp32 */
             const float inv = 1.0f / S;
             const float g = tg < 0 ? 0.0f : dloss, gi = g * inv;
             bf16 *d = dlogits + (size_t)row * Vp;
             for (int i = threadIdx.x; i < np; i += THREADS) {
-                const int c = i * 8;
                 Pack<bf16> p;
                 p.bits = cur[i];
-                float e[8];
-                if (c + 8 <= V) {
-#pragma unroll
-                    for (int k = 0; k < 8; k++) e[k] = ce_exp2(fmaf(p.get(k), LOG2E, -M)) * gi;
-                } else {
-#pragma unroll
-                    for (int k = 0; k < 8; k++) e[k] = c + k < V ? ce_exp2(fmaf(p.get(k), LOG2E, -M)) * gi : 0.0f;
-                }
-                if (valid && tg >= c && tg < c + 8) {   /* static indices: e[] stays in registers */
-#pragma unroll
-                    for (int k = 0; k < 8; k++)
-                        if (c + k == tg) e[k] = g * (ce_exp2(fmaf(p.get(k), LOG2E, -M)) * inv - 1.0f);
-                }
-                int4 out;
-                unsigned *w = reinterpret_cast<unsigned *>(&out);
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    const __nv_bfloat162 h = __floats2bfloat162_rn(e[2 * k], e[2 * k + 1]);
-                    w[k] = *reinterpret_cast<const unsigned *>(&h);
-                }
-                __stcs(reinterpret_cast<int4 *>(d + c), out);
+                __stcs(reinterpret_cast<int4 *>(d + i * 8), ce_pack_grad(p, i * 8, V, tg, valid, M, g, inv, gi));
             }
         }
         __syncthreads(); /* every thread is done with this buffer before it is refilled */
@@ -270,19 +280,7 @@ ce_fused_cluster_kernel(float *__restrict__ loss, bf16 *dlogits, const bf16 *log
     for (int i = p0 + threadIdx.x; i < nv; i += THREADS) {
         Pack<bf16> p;
         p.bits = ce_slice[i - p0];
-        const int c = i * 8;
-        float z[8];
-#pragma unroll
-        for (int k = 0; k < 8; k++) z[k] = c + k < V ? p.get(k) * LOG2E : -INFINITY;
-        float lm = z[0];
-#pragma unroll
-        for (int k = 1; k < 8; k++) lm = fmaxf(lm, z[k]);
-        const float nm = fmaxf(mx, lm);
-        float s = sm * ce_exp2(mx - nm);
-#pragma unroll
-        for (int k = 0; k < 8; k++) s += ce_exp2(z[k] - nm);
-        sm = s;
-        mx = nm;
+        ce_pack_online(p, i * 8, V, mx, sm);
     }
     const float Mb = block_max(mx);
     const float Sb = block_sum(mx == -INFINITY ? 0.0f : sm * ce_exp2(mx - Mb));
@@ -311,25 +309,9 @@ ce_fused_cluster_kernel(float *__restrict__ loss, bf16 *dlogits, const bf16 *log
         const float g = tg < 0 ? 0.0f : dloss, gi = g * inv;
         bf16 *d = dlogits + row * Vp;
         for (int i = p0 + threadIdx.x; i < p1; i += THREADS) {
-            const int c = i * 8;
             Pack<bf16> p;
             p.bits = ce_slice[i - p0];
-            float e[8];
-#pragma unroll
-            for (int k = 0; k < 8; k++) e[k] = c + k < V ? ce_exp2(fmaf(p.get(k), LOG2E, -M)) * gi : 0.0f;
-            if (valid && tg >= c && tg < c + 8) {
-#pragma unroll
-                for (int k = 0; k < 8; k++)
-                    if (c + k == tg) e[k] = g * (ce_exp2(fmaf(p.get(k), LOG2E, -M)) * inv - 1.0f);
-            }
-            int4 out;
-            unsigned *w = reinterpret_cast<unsigned *>(&out);
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const __nv_bfloat162 h = __floats2bfloat162_rn(e[2 * k], e[2 * k + 1]);
-                w[k] = *reinterpret_cast<const unsigned *>(&h);
-            }
-            __stcs(reinterpret_cast<int4 *>(d + c), out);
+            __stcs(reinterpret_cast<int4 *>(d + i * 8), ce_pack_grad(p, i * 8, V, tg, valid, M, g, inv, gi));
         }
     }
     cluster.barrier_wait(); /* no block leaves while a peer may still read its pair */
