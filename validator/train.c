@@ -407,6 +407,21 @@ static void profile_mark(const char *name, int end) { profile_mark_on(name, end,
  * spare dW).  Set beside the profiling step's time for the same GEMM and calibrate's, it
  * tells what the operands' values cost (calibrate times random data) from what the step
  * around the GEMM costs (the clock it holds, the caches). */
+/* an environment variable holding an integer in [lo, hi]; `unset` when absent or empty; exits
+ * with one line naming it otherwise */
+static int env_int_in(const char *name, int lo, int hi, int unset)
+{
+    const char *text = getenv(name);
+    if (!text || !*text) return unset;
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (*end || v < lo || v > hi) {
+        fprintf(stderr, "sextant-gpu train: %s=%s: expected an integer from %d to %d\n", name, text, lo, hi);
+        exit(2);
+    }
+    return (int)v;
+}
+
 static int gemm_replay;
 static int replaying;
 static int replay_count;
@@ -2484,25 +2499,10 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     profile_events_made = 0;
     /* the cross-entropy's layout (kernels_internal.h), to time the cluster layout in the step
      * before it becomes the default */
-    const char *ce_layout = getenv("SEXTANT_CE_LAYOUT");
-    if (ce_layout && *ce_layout) {
-        char *end;
-        long v = strtol(ce_layout, &end, 10);
-        if (*end || v < 0 || v > 7) {
-            fprintf(stderr, "sextant-gpu train: SEXTANT_CE_LAYOUT=%s: expected an integer from 0 to 7\n", ce_layout);
-            exit(2);
-        }
-        sx_cross_entropy_tune((int)v);
-    }
-    const char *replay = getenv("SEXTANT_GEMM_REPLAY");
-    if (replay && *replay) {
-        char *end;
-        long v = strtol(replay, &end, 10);
-        if (*end || v < 1 || v > 1000) {
-            fprintf(stderr, "sextant-gpu train: SEXTANT_GEMM_REPLAY=%s: expected a count from 1 to 1000\n", replay);
-            exit(2);
-        }
-        gemm_replay = (int)v;
+    int ce_layout = env_int_in("SEXTANT_CE_LAYOUT", 0, 7, -1);
+    if (ce_layout >= 0) sx_cross_entropy_tune(ce_layout);
+    gemm_replay = env_int_in("SEXTANT_GEMM_REPLAY", 1, 1000, 0);
+    if (gemm_replay > 0) {
         replay_events = host_alloc(2 * (size_t)PROFILE_MAX * sizeof *replay_events);
         replay_tags = host_alloc((size_t)PROFILE_MAX * sizeof *replay_tags);
         replay_events_made = 0;
