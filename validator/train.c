@@ -401,10 +401,10 @@ static void profile_mark_on(const char *name, int end, cudaStream_t on)
 }
 static void profile_mark(const char *name, int end) { profile_mark_on(name, end, stream); }
 
-/* SEXTANT_GEMM_REPLAY=R, a diagnostic: after the profiling step, one more step in which every
- * GEMM of a linear layer runs R more times back to back on the step's own operands, timed
- * apart (forward and dgrad rewrite their own output, which they do not read; wgrad writes a
- * spare dW).  Set beside the profiling step's time for the same GEMM and calibrate's, it
+/* SEXTANT_REPLAY=R, a diagnostic: after the profiling step, one more step in which every
+ * GEMM of a linear layer and every attention runs R more times back to back on the step's own
+ * operands, timed apart (forward, dgrad and the attention rewrite their own outputs, which they
+ * do not read; wgrad writes a spare dW).  Set beside the profiling step's time for the same GEMM and calibrate's, it
  * tells what the operands' values cost (calibrate times random data) from what the step
  * around the GEMM costs (the clock it holds, the caches). */
 /* an environment variable holding an integer in [lo, hi]; `unset` when absent or empty; exits
@@ -422,7 +422,7 @@ static int env_int_in(const char *name, int lo, int hi, int unset)
     return (int)v;
 }
 
-static int gemm_replay;
+static int replay_runs;
 static int replaying;
 static int replay_count;
 static cudaEvent_t *replay_events;
@@ -443,6 +443,17 @@ static void replay_mark(const char *name, int end)
     if (end) replay_count++;
 }
 static int replay_wanted(void) { return replaying && replay_count < PROFILE_MAX; }
+/* an op whose outputs do not feed its inputs (attention): profiled, and in the replay step run
+ * replay_runs more times back to back */
+#define OP_REPLAYED(name, stmt)                                            \
+    do {                                                                   \
+        OP(name, stmt);                                                    \
+        if (replay_wanted()) {                                             \
+            replay_mark(name, 0);                                          \
+            for (int replay_ = 0; replay_ < replay_runs; replay_++) stmt;  \
+            replay_mark(name, 1);                                          \
+        }                                                                  \
+    } while (0)
 
 /* a spare buffer of at least `bytes` for the replayed wgrad; 0 where the device has no room */
 static int replay_reserve(void **buf, size_t *have, size_t bytes)
@@ -455,7 +466,7 @@ static int replay_reserve(void **buf, size_t *have, size_t bytes)
         (void)cudaGetLastError(); /* out of memory is not sticky: clear it */
         *buf = NULL;
         if (!replay_dw_refused)
-            fprintf(stderr, "sextant-gpu train: SEXTANT_GEMM_REPLAY: no room for a spare dW of %.1f MiB; those wgrads "
+            fprintf(stderr, "sextant-gpu train: SEXTANT_REPLAY: no room for a spare dW of %.1f MiB; those wgrads "
                             "are not replayed\n", bytes / 1048576.0);
         replay_dw_refused = 1;
         return 0;
@@ -578,7 +589,7 @@ static void linear_forward(const char *name, bf16 *y, const bf16 *x, const bf16 
     profile_mark(name, 1);
     if (replay_wanted()) {
         replay_mark(name, 0);
-        for (int r = 0; r < gemm_replay; r++) (void)linear_forward_gemm(y, x, w, bias, ones, N, in, out);
+        for (int r = 0; r < replay_runs; r++) (void)linear_forward_gemm(y, x, w, bias, ones, N, in, out);
         replay_mark(name, 1);
     }
 }
@@ -596,7 +607,7 @@ static void linear_dgrad(const char *name, bf16 *dx, const bf16 *dy, const bf16 
     profile_mark(name, 1);
     if (replay_wanted()) {
         replay_mark(name, 0);
-        for (int r = 0; r < gemm_replay; r++) linear_dgrad_gemm(dx, dy, w, N, in, out);
+        for (int r = 0; r < replay_runs; r++) linear_dgrad_gemm(dx, dy, w, N, in, out);
         replay_mark(name, 1);
     }
 }
@@ -624,7 +635,7 @@ static void linear_wgrad(const char *name, bf16 *dw, bf16 *dbias, const bf16 *dy
     if (replay_wanted() && replay_reserve(&replay_dw, &replay_dw_bytes, (size_t)in * out * sizeof(bf16)) &&
         (!dbias || replay_reserve(&replay_dbias, &replay_dbias_bytes, (size_t)out * sizeof(bf16)))) {
         replay_mark(name, 0);
-        for (int r = 0; r < gemm_replay; r++)
+        for (int r = 0; r < replay_runs; r++)
             (void)linear_wgrad_gemm(replay_dw, dbias ? replay_dbias : NULL, dy, x, ones, N, in, out);
         replay_mark(name, 1);
     }
@@ -1307,11 +1318,11 @@ static void layer_forward(gpt *g, const layer_acts *a, const attention_ptrs *ap,
     linear_forward("qkv", a->qkv, in, param(g, P, P_QKVW, l), param(g, P, P_QKVB, l), ones, N, C, s->qkv);
     if (s->rope) OP("rope", CK(sx_rope_forward(a->qkv, s->B, s->T, s->H, s->KV, s->D, s->qkv, s->rope_theta, stream)));
     if (s->flash)
-        OP("attention", CK(sx_flash_attention_forward(a->atty, a->lse, a->qkv, a->qkv + (size_t)s->H * s->D,
+        OP_REPLAYED("attention", CK(sx_flash_attention_forward(a->atty, a->lse, a->qkv, a->qkv + (size_t)s->H * s->D,
                                                        a->qkv + (size_t)(s->H + s->KV) * s->D, s->B, s->T, s->H, s->KV, s->D,
                                                        s->qkv, s->qkv, 1.0f / sqrtf((float)s->D), stream)));
     else
-        OP("attention", attention_forward(ap, a->att, g->scr.datt, s));
+        OP_REPLAYED("attention", attention_forward(ap, a->att, g->scr.datt, s));
     /* a row-parallel bias is added by one rank, so that the group's sum has it once */
     bf16 *row_bias = s->tp_rank == 0 ? param(g, P, P_ATTB, l) : NULL;
     linear_forward("attn_out", g->scr.dbuf_c, a->atty, param(g, P, P_ATTW, l), row_bias, ones, N, A, C);
@@ -1377,11 +1388,11 @@ static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap
     if (s->flash) {
         size_t ws = sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->H);
         size_t hd = (size_t)s->H * s->D, kd = (size_t)(s->H + s->KV) * s->D;
-        OP("attention_bwd", CK(sx_flash_attention_backward(r->dqkv, r->dqkv + hd, r->dqkv + kd, datty, a->atty, a->lse, a->qkv,
+        OP_REPLAYED("attention_bwd", CK(sx_flash_attention_backward(r->dqkv, r->dqkv + hd, r->dqkv + kd, datty, a->atty, a->lse, a->qkv,
                                                             a->qkv + hd, a->qkv + kd, s->B, s->T, s->H, s->KV, s->D, s->qkv,
                                                             s->qkv, 1.0f / sqrtf((float)s->D), r->flash_ws, ws, stream)));
     } else {
-        OP("attention_bwd", attention_backward(ap, a->att, r->datt, s));
+        OP_REPLAYED("attention_bwd", attention_backward(ap, a->att, r->datt, s));
     }
     if (s->rope) OP("rope_bwd", CK(sx_rope_backward(r->dqkv, s->B, s->T, s->H, s->KV, s->D, s->qkv, s->rope_theta, stream)));
     in = a->ln1;
@@ -2501,8 +2512,8 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
      * before it becomes the default */
     int ce_layout = env_int_in("SEXTANT_CE_LAYOUT", 0, 7, -1);
     if (ce_layout >= 0) sx_cross_entropy_tune(ce_layout);
-    gemm_replay = env_int_in("SEXTANT_GEMM_REPLAY", 1, 1000, 0);
-    if (gemm_replay > 0) {
+    replay_runs = env_int_in("SEXTANT_REPLAY", 1, 1000, 0);
+    if (replay_runs > 0) {
         replay_events = host_alloc(2 * (size_t)PROFILE_MAX * sizeof *replay_events);
         replay_tags = host_alloc((size_t)PROFILE_MAX * sizeof *replay_tags);
         replay_events_made = 0;
@@ -2638,16 +2649,16 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         CK(cudaFree(clock_probe_mhz));
         clock_probe_mhz = NULL;
     }
-    /* SEXTANT_GEMM_REPLAY: one more step, every linear layer's GEMMs replayed */
+    /* SEXTANT_REPLAY: one more step, every linear layer's GEMMs and the attention replayed */
     measured_op replayed[MEASURED_MAX];
     int nreplayed = 0;
-    if (gemm_replay > 0) {
-        if (watchdog_s > 0) launch_watchdog(rank, watchdog_s, "the GEMM replay step");
+    if (replay_runs > 0) {
+        if (watchdog_s > 0) launch_watchdog(rank, watchdog_s, "the replay step");
         load_batch(&g, o, &data_state, global_in, global_tg);
         replaying = 1;
         replay_count = 0;
         one_step(&g, o->steps + 2);
-        sync_all(&g, "the GEMM replay step");
+        sync_all(&g, "the replay step");
         replaying = 0;
         (void)step_loss(&g, o, host_loss);
         if (watchdog_s > 0) launch_watchdog(rank, 0, NULL);
@@ -2661,7 +2672,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
                 if (nreplayed == MEASURED_MAX) continue;
                 replayed[nreplayed++] = (measured_op){replay_tags[i].name, replay_tags[i].pass, 0.0, 0, 1e30};
             }
-            replayed[k].seconds += ms * 1e-3 / gemm_replay; /* per run, summed over the op's calls like the step's */
+            replayed[k].seconds += ms * 1e-3 / replay_runs; /* per run, summed over the op's calls like the step's */
             replayed[k].calls++;
         }
         replay_free(); /* before the device's memory is read */
@@ -2780,9 +2791,9 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
                                clock_sum[k] / clock_n[k]);
             }
             if (nreplayed) {
-                printf("\nGEMMs replayed (SEXTANT_GEMM_REPLAY=%d): each ran %d more times back to back on the step's own "
+                printf("\nReplayed (SEXTANT_REPLAY=%d): each GEMM and attention ran %d more times back to back on the step's own "
                        "operands, in a step of its own; ms per step as in the table above\n%-28s %-5s %12s %12s %12s %10s "
-                       "%10s\n", gemm_replay, gemm_replay, "op", "pass", "predicted ms", "in step ms", "replayed ms",
+                       "%10s\n", replay_runs, replay_runs, "op", "pass", "predicted ms", "in step ms", "replayed ms",
                        "pred/repl", "step/repl");
                 for (int k = 0; k < nreplayed; k++) {
                     const report_row *row = NULL;

@@ -4,7 +4,7 @@
 # micro-batch 4, GEMMs 4-15% slower in the step.)  Two suspects, told apart here:
 #   - the operands' values: calibrate times uniform [-1, 1) data; under the power cap a GEMM's
 #     clock follows its operands' switching.  calibrate --data uniform and --data normal;
-#   - the step around the GEMM: SEXTANT_GEMM_REPLAY=10 replays every GEMM of one more step
+#   - the step around the GEMM: SEXTANT_REPLAY=10 replays every GEMM and attention of one more step
 #     10 times back to back on the step's own operands.  Replay = in-step time: the context is
 #     innocent and the data is the suspect; replay = calibrate: the context is.
 # Results land in $OUT/gemmdata (written here; the report goes under docs/validation/ once it
@@ -30,10 +30,10 @@ for spec in "llama3.2-1b 4 2048 flash" "gpt2 32 1024 unfused" "gpt2-medium 16 10
   set -- $spec
   n="$4_$1_mbs$2"
   echo "$n $(stamp)" >> "$R/runs.txt"
-  SEXTANT_GEMM_REPLAY=10 timeout 100 $G train "$1" --gpu "$GPU" --mbs "$2" --seq "$3" --steps 30 --attention "$4" \
+  SEXTANT_REPLAY=10 timeout 100 $G train "$1" --gpu "$GPU" --mbs "$2" --seq "$3" --steps 30 --attention "$4" \
     --calibration "$R/$GPU-uniform.csv" --csv "$R/$n.csv" > "$R/$n.log" 2>&1; step "$n" $?
 done
 kill $SMI 2>/dev/null
 bash validator/smi_summary.sh "$R/runs.txt" "$R/smi.csv" > "$R/clocks.txt" 2>/dev/null; cat "$R/clocks.txt"
 grep -E "operands|efficiency\(F\)" "$R"/calibrate_*.log
-for f in "$R"/*_mbs*.log; do echo "== $f"; grep -E "step time|GEMMs replayed" "$f"; sed -n '/GEMMs replayed/,$p' "$f" | head -40; done
+for f in "$R"/*_mbs*.log; do echo "== $f"; grep -E "step time" "$f"; sed -n "/^Replayed/,\$p" "$f" | head -40; done
