@@ -401,12 +401,6 @@ static void profile_mark_on(const char *name, int end, cudaStream_t on)
 }
 static void profile_mark(const char *name, int end) { profile_mark_on(name, end, stream); }
 
-/* SEXTANT_REPLAY=R, a diagnostic: after the profiling step, one more step in which every
- * GEMM of a linear layer and every attention runs R more times back to back on the step's own
- * operands, timed apart (forward, dgrad and the attention rewrite their own outputs, which they
- * do not read; wgrad writes a spare dW).  Set beside the profiling step's time for the same GEMM and calibrate's, it
- * tells what the operands' values cost (calibrate times random data) from what the step
- * around the GEMM costs (the clock it holds, the caches). */
 /* an environment variable holding an integer in [lo, hi]; `unset` when absent or empty; exits
  * with one line naming it otherwise */
 static int env_int_in(const char *name, int lo, int hi, int unset)
@@ -422,6 +416,13 @@ static int env_int_in(const char *name, int lo, int hi, int unset)
     return (int)v;
 }
 
+/* SEXTANT_REPLAY=R, a diagnostic: after the profiling step, one more step in which every
+ * GEMM of a linear layer and every attention runs R more times back to back on the step's
+ * own operands, timed apart (forward, dgrad and the attention rewrite their own outputs,
+ * which they do not read; wgrad writes a spare dW).  Set beside the profiling step's time
+ * for the same op and calibrate's, it tells what the operands' values cost (calibrate
+ * times random data) from what the step around the op costs (the clock it holds, the
+ * caches). */
 static int replay_runs;
 static int replaying;
 static int replay_count;
