@@ -81,9 +81,9 @@ void sx_embedding_apply_tune(int window_rows, int nominal_rows, int chunk_channe
  * shared memory, 2 = two 512-thread blocks per SM with one each (the default where a row fits),
  * 3 = the fallback for long rows as first written (one block per row, the row read twice),
  * 4 = the fallback (one persistent block per SM with as much of the row as fits staged in
- * shared memory; the default where a row does not fit) even where a row fits,
+ * shared memory; the default before sm_90 where a row does not fit) even where a row fits,
  * 5 = a cluster of 2, 4 or 8 blocks of 512 threads per row, each holding a slice in shared
- * memory (sm_90; opt-in until it has run on a GPU), also where a row fits,
+ * memory (sm_90; the default where a row does not fit), also where a row fits,
  * 6 = the same with clusters of 8, 7 = clusters of blocks of 256 threads;
  * 0 = the default. */
 void sx_cross_entropy_tune(int layout);

@@ -216,6 +216,10 @@ static void train_flag_errors(void **state)
     expect_refusal("", "validate gpt2 --pp 2 --vpp 2 --mbs 2 --gbs 6", "multiple of --pp 2");
     expect_refusal("", "validate gpt2 --pp 2 --vpp 32", "at most 16 chunks");
     expect_refusal("", "validate gpt2 --tp two", "--tp 'two'");
+    expect_refusal("", "validate gpt2 --lr 0", "--lr '0' is not a number above 0");
+    expect_refusal("", "validate gpt2 --lr 3e-4x", "--lr '3e-4x'");
+    expect_refusal("", "validate gpt2 --lr 2", "at most 1");
+    expect_refusal("", "validate gpt2 --lr-warmup -1", "--lr-warmup '-1'");
     expect_refusal("", "validate nosuch --tp 2", "unknown model 'nosuch'");
     expect_refusal("", "validate", "needs a MODEL or --plan FILE");
 }

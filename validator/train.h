@@ -6,8 +6,13 @@
 #include "launch.h"
 #include "planner.h"
 
+/* steps of linear learning-rate warm-up unless --lr-warmup says otherwise */
+#define TRAIN_LR_WARMUP_DEFAULT 10
+
 typedef struct {
     int mbs, gbs, seq, steps, warmup;
+    double lr;         /* AdamW's peak learning rate (--lr; 0 is taken as 3e-4) */
+    int lr_warmup;     /* steps of linear warm-up to lr (--lr-warmup) */
     int tp, pp, dp;
     int vpp;           /* model chunks per pipeline stage: interleaved 1F1B when > 1 (0 is taken as 1) */
     int sp;            /* sequence parallelism: norms and residuals on 1/tp of the tokens */

@@ -1171,6 +1171,21 @@ static int int_flag(int argc, char **argv, const char *flag, int fallback, int m
     return 0;
 }
 
+/* A real number in (min, max]; -1 after one stderr line naming it. */
+static int real_flag(int argc, char **argv, const char *flag, double fallback, double min, double max, double *out)
+{
+    const char *text = arg_value(argc, argv, flag, NULL);
+    if (!text) { *out = fallback; return 0; }
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end || !(v > min) || !(v <= max)) {
+        fprintf(stderr, "sextant-gpu: train: %s '%s' is not a number above %g and at most %g\n", flag, text, min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 static int has_flag(int argc, char **argv, const char *flag)
 {
     for (int i = 2; i < argc; i++)
@@ -1184,7 +1199,8 @@ static int main_train(int argc, char **argv)
 {
     static const char *const known[] = {"--gpu", "--mbs", "--gbs", "--seq", "--steps", "--tp", "--pp", "--vpp", "--dp",
                                         "--gpus", "--zero", "--recompute", "--attention", "--calibration", "--csv", "--json", "--plot",
-                                        "--losses", "--timeout", "--warmup", "--sp", "--every-step", "--plan"};
+                                        "--losses", "--timeout", "--warmup", "--sp", "--every-step", "--plan",
+                                        "--lr", "--lr-warmup"};
     const char *plan_path = arg_value(argc, argv, "--plan", NULL);
     int first_flag = plan_path && argc > 2 && argv[2][0] == '-' ? 2 : 3;
     if (!plan_path && (argc < 3 || argv[2][0] == '-')) { fprintf(stderr, "sextant-gpu: train needs a MODEL or --plan FILE\n"); return 2; }
@@ -1232,7 +1248,9 @@ static int main_train(int argc, char **argv)
         int_flag(argc, argv, "--tp", 1, 1, 1024, &o->tp) || int_flag(argc, argv, "--pp", 1, 1, 1024, &o->pp) ||
         int_flag(argc, argv, "--vpp", 1, 1, 1024, &o->vpp) ||
         int_flag(argc, argv, "--dp", 1, 1, 1 << 16, &o->dp) || int_flag(argc, argv, "--zero", 0, 0, 3, &o->zero) ||
-        int_flag(argc, argv, "--gpus", 0, 1, 1 << 16, &gpus) || int_flag(argc, argv, "--timeout", 120, 1, 86400, &timeout))
+        int_flag(argc, argv, "--gpus", 0, 1, 1 << 16, &gpus) || int_flag(argc, argv, "--timeout", 120, 1, 86400, &timeout) ||
+        real_flag(argc, argv, "--lr", 3e-4, 0.0, 1.0, &o->lr) ||
+        int_flag(argc, argv, "--lr-warmup", TRAIN_LR_WARMUP_DEFAULT, 0, 1 << 20, &o->lr_warmup))
         return 2;
     if (int_flag(argc, argv, "--gbs", o->mbs * o->dp, 1, 1 << 24, &o->gbs)) return 2;
     o->sp = has_flag(argc, argv, "--sp");
@@ -1360,6 +1378,7 @@ int main(int argc, char **argv)
                         "                             [--tp N] [--pp N] [--vpp N] [--dp N] [--sp] [--zero 0|1] [--recompute none|full]\n"
                         "                             [--gpus N] [--timeout S] [--attention unfused|flash] [--calibration FILE]\n"
                         "                             [--csv FILE] [--json FILE] [--plot FILE.svg] [--losses FILE] [--every-step]\n"
+                        "                             [--lr RATE] [--lr-warmup STEPS]\n"
                         "         (several GPUs: one process each, forked here, or started by mpirun / srun)\n"
                         "       sextant-gpu check-gradients   (the step's gradients on tiny models against float64)\n");
         return 2;

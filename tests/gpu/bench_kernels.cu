@@ -715,8 +715,8 @@ int main(int argc, char **argv) {
     };
     bench_ce(N, V, Vp, {{0, NULL}, {1, "(1 block x 2 row buffers per SM)"}, {2, "(2 blocks x 1 row buffer per SM)"}});
     /* LLaMA 3's vocabulary at micro-batch 4 x 2048: rows too long for shared memory (256 KB) */
-    bench_ce(8192, 128256, 128256, {{0, "(1 block per SM, 227 KB of the row staged)"},
-                                    {5, "(a cluster of 4 blocks per row, a slice each)"},
+    bench_ce(8192, 128256, 128256, {{0, "(default: a cluster of 4 blocks per row, a slice each)"},
+                                    {4, "(fallback: 1 block per SM, 227 KB of the row staged)"},
                                     {7, "(clusters of 4 blocks of 256 threads)"},
                                     {6, "(clusters of 8)"},
                                     {3, "(first fallback: 1 block per row)"}});

@@ -915,18 +915,20 @@ static void test_ce_all(int N, int V, int Vp) {
     test_ce(g_quick ? 17 : 67, V, Vp, true, 1);
     test_ce(g_quick ? 17 : 67, V, Vp, true);
     test_ce(g_quick ? 17 : 67, 1001, 1001, false); /* scalar path */
-    /* rows too long for two per SM: the persistent fallback; clusters of 2 blocks per row */
+    /* rows too long for two per SM: clusters of 2 blocks per row (the default, and layout 5),
+     * the persistent fallback (layout 4) */
     test_ce(g_quick ? 5 : 67, 59999, 60000, false);
     test_ce(g_quick ? 5 : 67, 59999, 60000, true);
     test_ce(g_quick ? 5 : 67, 59999, 60000, false, 5);
-    test_ce(g_quick ? 5 : 67, 59999, 60000, true, 5);
+    test_ce(g_quick ? 5 : 67, 59999, 60000, false, 4);
+    test_ce(g_quick ? 5 : 67, 59999, 60000, true, 4);
     test_ce(g_quick ? 5 : 300, 59999, 60000, false, 3); /* the fallback, one block per row */
-    /* LLaMA 3's 128k vocabulary: the persistent fallback stages part of each row and re-reads
-     * the rest; clusters of 4; more rows than SMs, so that blocks take several rows */
+    /* LLaMA 3's 128k vocabulary: clusters of 4 (the default); the persistent fallback stages
+     * part of each row and re-reads the rest; more rows than SMs, so that blocks take several rows */
     test_ce(140, 130001, 130008, false);
     test_ce(140, 130001, 130008, true);
-    test_ce(140, 130001, 130008, false, 5);
-    test_ce(140, 130001, 130008, true, 5);
+    test_ce(140, 130001, 130008, false, 4);
+    test_ce(140, 130001, 130008, true, 4);
     test_ce(g_quick ? 5 : 67, 130001, 130008, true, 7);  /* clusters of 256-thread blocks */
     /* clusters where a row would fit: 8 slices of a GPT-2 row, a row shorter than the block,
      * and padding so wide that whole slices lie past V */
