@@ -2506,7 +2506,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     CK(cudaEventCreateWithFlags(&g.reduce_done, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g.optimizer_done, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g.synced, cudaEventDisableTiming));
-    g.lr = o->lr > 0.0 ? o->lr : 3e-4;
+    g.lr = o->lr > 0.0 ? o->lr : TRAIN_LR_DEFAULT;
     g.lr_warmup = o->lr_warmup;
     gpt_init(&g);
     /* the host's own bound: each wait on the GPU has --timeout, a host stuck inside NCCL has this */

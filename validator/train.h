@@ -8,10 +8,15 @@
 
 /* steps of linear learning-rate warm-up unless --lr-warmup says otherwise */
 #define TRAIN_LR_WARMUP_DEFAULT 10
+/* AdamW's peak learning rate unless --lr says otherwise: at 3e-4 GPT-2 124M and 350M stayed
+ * on the unigram plateau (loss 8.9) for 100 steps and the LLaMA-style 1.24B diverged back to
+ * it; at 1e-4 all three learned the data's rule (2.1, 3.4, 2.7 after 100 steps; H100,
+ * docs/validation/h100-2026-11-24/lr-default) */
+#define TRAIN_LR_DEFAULT 1e-4
 
 typedef struct {
     int mbs, gbs, seq, steps, warmup;
-    double lr;         /* AdamW's peak learning rate (--lr; 0 is taken as 3e-4) */
+    double lr;         /* AdamW's peak learning rate (--lr; 0 is taken as TRAIN_LR_DEFAULT) */
     int lr_warmup;     /* steps of linear warm-up to lr (--lr-warmup) */
     int tp, pp, dp;
     int vpp;           /* model chunks per pipeline stage: interleaved 1F1B when > 1 (0 is taken as 1) */

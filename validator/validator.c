@@ -1249,7 +1249,7 @@ static int main_train(int argc, char **argv)
         int_flag(argc, argv, "--vpp", 1, 1, 1024, &o->vpp) ||
         int_flag(argc, argv, "--dp", 1, 1, 1 << 16, &o->dp) || int_flag(argc, argv, "--zero", 0, 0, 3, &o->zero) ||
         int_flag(argc, argv, "--gpus", 0, 1, 1 << 16, &gpus) || int_flag(argc, argv, "--timeout", 120, 1, 86400, &timeout) ||
-        real_flag(argc, argv, "--lr", 3e-4, 0.0, 1.0, &o->lr) ||
+        real_flag(argc, argv, "--lr", TRAIN_LR_DEFAULT, 0.0, 1.0, &o->lr) ||
         int_flag(argc, argv, "--lr-warmup", TRAIN_LR_WARMUP_DEFAULT, 0, 1 << 20, &o->lr_warmup))
         return 2;
     if (int_flag(argc, argv, "--gbs", o->mbs * o->dp, 1, 1 << 24, &o->gbs)) return 2;
