@@ -356,6 +356,8 @@ typedef struct {
     float *lse;
     void *ws;
     size_t ws_bytes;
+    int copies;          /* operand sets rotated through, so that L2 does not keep one for the next call */
+    size_t copy_elems;   /* elements from one set to the next in each scratch buffer */
 } flash_ctx;
 
 static cudaError_t flash_error;     /* the last kernel's answer, checked by the caller */
@@ -366,8 +368,12 @@ static void run_flash(const void *ctx)
     const int ld = (f->H + 2 * f->KV) * f->D;
     const size_t ko = (size_t)f->H * (size_t)f->D, vo = (size_t)(f->H + f->KV) * (size_t)f->D;
     const float scale = 1.0f / sqrtf((float)f->D);
-    const sx_bf16 *q = scratch[0];
-    sx_bf16 *out = scratch[1], *dout = scratch[2], *dq = scratch[3];
+    /* a training step's attention reads q, k, v and out written long before (and in the
+     * backward dout just written): one set per call, in turn, as train_time_linear does */
+    static unsigned call;
+    const size_t at = f->copies > 1 ? (size_t)(call++ % (unsigned)f->copies) * f->copy_elems : 0;
+    const sx_bf16 *q = (const sx_bf16 *)scratch[0] + at;
+    sx_bf16 *out = (sx_bf16 *)scratch[1] + at, *dout = (sx_bf16 *)scratch[2] + at, *dq = (sx_bf16 *)scratch[3] + at;
     cudaError_t err = f->backward
         ? sx_flash_attention_backward(dq, dq + ko, dq + vo, dout, out, f->lse, q, q + ko, q + vo, f->B, f->T, f->H, f->KV,
                                       f->D, ld, ld, scale, f->ws, f->ws_bytes, stream)
@@ -409,6 +415,16 @@ static int time_flash_shape(flash_ctx *f, double t[2], double mhz[2])
 {
     double qkv_bytes = 2.0 * f->B * (double)f->T * (f->H + 2 * f->KV) * f->D;
     need(qkv_bytes, "the attention's qkv buffer");
+    /* sets enough that a turn passes 192 MB (four times an H100's or H200's L2; a call reads
+     * qkv, out and dout, writes out or dqkv), as many as the scratch buffers hold.
+     * SEXTANT_FLASH_WARM=1: one set, L2 left warm between calls (what calibrate did until
+     * 2026-11-24, kept to compare) */
+    const char *warm = getenv("SEXTANT_FLASH_WARM");
+    f->copy_elems = (((size_t)qkv_bytes + 4095) / 4096) * 4096 / sizeof(sx_bf16);
+    f->copies = warm && !strcmp(warm, "1") ? 1 : (int)(192e6 / (2.0 * qkv_bytes)) + 1;
+    if (f->copies > 16) f->copies = 16;
+    while (f->copies > 1 && (double)f->copies * (double)f->copy_elems * sizeof(sx_bf16) > (double)scratch_bytes)
+        f->copies--;
     f->ws_bytes = sx_flash_attention_backward_workspace_bytes(f->B, f->T, f->H);
     CUDA_CHECK(cudaMalloc((void **)&f->lse, (size_t)f->B * f->H * f->T * sizeof(float)));
     CUDA_CHECK(cudaMalloc(&f->ws, f->ws_bytes));
@@ -453,7 +469,7 @@ static void calibrate_attention(double peak, const char *models, const model_zoo
     printf("\n%-36s %9s %9s %8s %9s %9s %8s\n", "fused causal attention (flash)", "fwd ms", "TFLOP/s", "of peak", "bwd ms",
            "TFLOP/s", "of peak");
     for (int i = 0; i < nshapes; i++) {
-        flash_ctx f = {shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], 0, NULL, NULL, 0};
+        flash_ctx f = {shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], 0, NULL, NULL, 0, 1, 0};
         double t[2], mhz[2], F[2] = {flash_attention_flops(f.B, f.H, f.T, f.D, 1, 0), flash_attention_flops(f.B, f.H, f.T, f.D, 1, 1)};
         if (time_flash_shape(&f, t, mhz) != 0) { failed = 1; continue; }
         for (int pass = 0; pass < 2; pass++) t[pass] = seconds_at_clock(t[pass], mhz[pass], clock_scaling ? sustained_mhz : 0.0);
@@ -479,7 +495,7 @@ static void calibrate_attention(double peak, const char *models, const model_zoo
         int fused = m->head_dim == 64 || m->head_dim == 128; /* the fused kernel's head sizes */
         for (int T = 1024; T <= 2048; T *= 2)
             for (int B = 1; B <= 32; B *= 2) {
-                flash_ctx f = {B, T, (int)m->heads, (int)m->kv_heads, (int)m->head_dim, 0, NULL, NULL, 0};
+                flash_ctx f = {B, T, (int)m->heads, (int)m->kv_heads, (int)m->head_dim, 0, NULL, NULL, 0, 1, 0};
                 double t[2] = {0, 0}, mhz[2] = {0, 0}, u[2] = {0, 0}, umhz[2] = {0, 0};
                 if (2.0 * B * (double)T * (f.H + 2 * f.KV) * f.D > (double)scratch_bytes) continue;
                 int have_fused = fused && time_flash_shape(&f, t, mhz) == 0;
