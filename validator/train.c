@@ -476,12 +476,122 @@ static int replay_reserve(void **buf, size_t *have, size_t bytes)
     *have = bytes;
     return 1;
 }
+/* SEXTANT_REPLAY_COPIES=1, with SEXTANT_REPLAY: the fused attention of the replay step runs its R
+ * times once more on copies of its operands in an allocation of their own, outside the step's one
+ * allocation.  On an H100 the step's LLaMA attention backward took 17.5% longer than calibrate's,
+ * with L2, the operands' values and the clock ruled out as far as measured
+ * (docs/validation/h100-heated-attention-2026-11-25): if the copies run at calibrate's speed, the
+ * placement of the step's buffers is the cause; if at the step's, the step around them. */
+static int replay_copies;
+static void *replay_copy;
+static size_t replay_copy_have;
+static int replay_copy_refused;
+
+/* the copies' layout in replay_copy: qkv, out, dout, dqkv, lse, workspace (part: their sizes) */
+static void replay_copy_layout(const shapes *s, size_t at[7], size_t part[6])
+{
+    const size_t n_qkv = (size_t)s->B * s->T * s->qkv, n_out = (size_t)s->B * s->T * s->H * s->D;
+    part[0] = part[3] = n_qkv * sizeof(bf16);
+    part[1] = part[2] = n_out * sizeof(bf16);
+    part[4] = (size_t)s->B * s->H * s->T * sizeof(float);
+    part[5] = sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->H);
+    at[0] = 0;
+    for (int i = 0; i < 6; i++) at[i + 1] = at[i] + (part[i] + 255) / 256 * 256;
+}
+
+static void run_attention_on_copies(const shapes *s, int backward)
+{
+    size_t at[7], part[6];
+    replay_copy_layout(s, at, part);
+    char *base = replay_copy;
+    bf16 *cq = (bf16 *)(base + at[0]), *cout = (bf16 *)(base + at[1]), *cdout = (bf16 *)(base + at[2]);
+    bf16 *cdq = (bf16 *)(base + at[3]);
+    float *clse = (float *)(base + at[4]);
+    const size_t hd = (size_t)s->H * s->D, kd = (size_t)(s->H + s->KV) * s->D;
+    const float scale = 1.0f / sqrtf((float)s->D);
+    CK(backward ? sx_flash_attention_backward(cdq, cdq + hd, cdq + kd, cdout, cout, clse, cq, cq + hd, cq + kd, s->B, s->T, s->H,
+                                              s->KV, s->D, s->qkv, s->qkv, scale, base + at[5], part[5], stream)
+                : sx_flash_attention_forward(cout, clse, cq, cq + hd, cq + kd, s->B, s->T, s->H, s->KV, s->D, s->qkv, s->qkv,
+                                             scale, stream));
+}
+
+/* After the replay step, with the last layer's copies (the backward's operands of layer 0): each
+ * pass back to back alone, as calibrate times it, after a second of idle and 100 ms of warm-up;
+ * milliseconds per call, the median of 5 batches of 20 */
+static void replay_copies_alone(const shapes *s, double ms_per_call[2])
+{
+    ms_per_call[0] = ms_per_call[1] = 0.0;
+    if (!replay_copy) return;
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int pass = 0; pass < 2; pass++) {
+        CK(cudaStreamSynchronize(stream));
+        sleep(1);
+        float ms[5], warmed = 0.0f;
+        for (int b = -1; b < 5; b++) {
+            CK(cudaEventRecord(e0, stream));
+            for (int r = 0; r < 20; r++) run_attention_on_copies(s, pass);
+            CK(cudaEventRecord(e1, stream));
+            CK(cudaEventSynchronize(e1));
+            float t;
+            CK(cudaEventElapsedTime(&t, e0, e1));
+            if (b < 0) {
+                warmed += t;
+                if (warmed < 100.0f) b--;
+            } else {
+                ms[b] = t / 20.0f;
+            }
+        }
+        for (int i = 1; i < 5; i++)
+            for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+                float x = ms[j]; ms[j] = ms[j - 1]; ms[j - 1] = x;
+            }
+        ms_per_call[pass] = ms[2];
+    }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+}
+
+static void replay_attention_on_copies(const shapes *s, int backward, const bf16 *qkv, const bf16 *out, const float *lse,
+                                       const bf16 *dout)
+{
+    size_t at[7], part[6];
+    replay_copy_layout(s, at, part);
+    const size_t lse_bytes = part[4];
+    if (replay_copy_have < at[6]) {
+        if (replay_copy) CK(cudaFree(replay_copy));
+        replay_copy = NULL;
+        replay_copy_have = 0;
+        if (replay_copy_refused) return;
+        if (cudaMalloc(&replay_copy, at[6]) != cudaSuccess) {
+            (void)cudaGetLastError();
+            replay_copy = NULL;
+            replay_copy_refused = 1;
+            fprintf(stderr, "sextant-gpu train: SEXTANT_REPLAY_COPIES: no room for %.1f MiB of copies; not replayed\n",
+                    at[6] / 1048576.0);
+            return;
+        }
+        replay_copy_have = at[6];
+    }
+    char *base = replay_copy;
+    CK(cudaMemcpyAsync(base + at[0], qkv, part[0], cudaMemcpyDeviceToDevice, stream));
+    CK(cudaMemcpyAsync(base + at[1], out, part[1], cudaMemcpyDeviceToDevice, stream));
+    CK(cudaMemcpyAsync(base + at[4], lse, lse_bytes, cudaMemcpyDeviceToDevice, stream));
+    if (backward) CK(cudaMemcpyAsync(base + at[2], dout, part[2], cudaMemcpyDeviceToDevice, stream));
+    replay_mark(backward ? "attention_bwd_on_copies" : "attention_on_copies", 0);
+    for (int r = 0; r < replay_runs; r++) run_attention_on_copies(s, backward);
+    replay_mark(backward ? "attention_bwd_on_copies" : "attention_on_copies", 1);
+}
+
 static void replay_free(void)
 {
     if (replay_dw) CK(cudaFree(replay_dw));
     if (replay_dbias) CK(cudaFree(replay_dbias));
+    if (replay_copy) CK(cudaFree(replay_copy));
     replay_dw = replay_dbias = NULL;
-    replay_dw_bytes = replay_dbias_bytes = 0;
+    replay_copy = NULL;
+    replay_dw_bytes = replay_dbias_bytes = replay_copy_have = 0;
 }
 /* Brackets one op with events when profiling; otherwise runs it bare. */
 #define OP(name, stmt) do { profile_mark(name, 0); stmt; profile_mark(name, 1); } while (0)
@@ -1324,7 +1434,8 @@ static void layer_forward(gpt *g, const layer_acts *a, const attention_ptrs *ap,
         OP_REPLAYED("attention", CK(sx_flash_attention_forward(a->atty, a->lse, a->qkv, a->qkv + (size_t)s->H * s->D,
                                                        a->qkv + (size_t)(s->H + s->KV) * s->D, s->B, s->T, s->H, s->KV, s->D,
                                                        s->qkv, s->qkv, 1.0f / sqrtf((float)s->D), stream)));
-    else
+    if (s->flash && replay_copies && replay_wanted()) replay_attention_on_copies(s, 0, a->qkv, a->atty, a->lse, NULL);
+    if (!s->flash)
         OP_REPLAYED("attention", attention_forward(ap, a->att, g->scr.datt, s));
     /* a row-parallel bias is added by one rank, so that the group's sum has it once */
     bf16 *row_bias = s->tp_rank == 0 ? param(g, P, P_ATTB, l) : NULL;
@@ -1394,6 +1505,7 @@ static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap
         OP_REPLAYED("attention_bwd", CK(sx_flash_attention_backward(r->dqkv, r->dqkv + hd, r->dqkv + kd, datty, a->atty, a->lse, a->qkv,
                                                             a->qkv + hd, a->qkv + kd, s->B, s->T, s->H, s->KV, s->D, s->qkv,
                                                             s->qkv, 1.0f / sqrtf((float)s->D), r->flash_ws, ws, stream)));
+        if (replay_copies && replay_wanted()) replay_attention_on_copies(s, 1, a->qkv, a->atty, a->lse, datty);
     } else {
         OP_REPLAYED("attention_bwd", attention_backward(ap, a->att, r->datt, s));
     }
@@ -2527,6 +2639,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     int ce_layout = env_int_in("SEXTANT_CE_LAYOUT", 0, 7, -1);
     if (ce_layout >= 0) sx_cross_entropy_tune(ce_layout);
     replay_runs = env_int_in("SEXTANT_REPLAY", 1, 1000, 0);
+    replay_copies = env_int_in("SEXTANT_REPLAY_COPIES", 0, 1, 0);
     if (replay_runs > 0) {
         replay_events = host_alloc(2 * (size_t)PROFILE_MAX * sizeof *replay_events);
         replay_tags = host_alloc((size_t)PROFILE_MAX * sizeof *replay_tags);
@@ -2689,6 +2802,13 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
             replayed[k].seconds += ms * 1e-3 / replay_runs; /* per run, summed over the op's calls like the step's */
             replayed[k].calls++;
         }
+        if (replay_copies && g.s.flash) {
+            double alone[2];
+            replay_copies_alone(&g.s, alone);
+            if (rank == 0 && alone[0] > 0)
+                printf("SEXTANT_REPLAY_COPIES: layer 0's attention on the copies, back to back alone after 1 s idle: "
+                       "forward %.4f ms, backward %.4f ms per call\n", alone[0], alone[1]);
+        }
         replay_free(); /* before the device's memory is read */
     }
     size_t free_after;
@@ -2811,8 +2931,12 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
                        "pred/repl", "step/repl");
                 for (int k = 0; k < nreplayed; k++) {
                     const report_row *row = NULL;
+                    /* SEXTANT_REPLAY_COPIES' rows beside their op's */
+                    const char *copies = strstr(replayed[k].name, "_on_copies");
+                    size_t base_len = copies ? (size_t)(copies - replayed[k].name) : strlen(replayed[k].name);
                     for (int i = 0; i < nrows && !row; i++)
-                        if (!strcmp(rows[i].op, replayed[k].name) && !strcmp(rows[i].pass, pass_name(replayed[k].pass)))
+                        if (strlen(rows[i].op) == base_len && !strncmp(rows[i].op, replayed[k].name, base_len) &&
+                            !strcmp(rows[i].pass, pass_name(replayed[k].pass)))
                             row = &rows[i];
                     double pred = row && row->predicted_s >= 0 ? row->predicted_s : 0.0;
                     double in_step = row ? row->measured_s : 0.0, rep = replayed[k].seconds;
