@@ -67,8 +67,8 @@ void sx_norm_backward_last_config(int cfg[8]);
 void sx_embedding_backward_tune(int path, int kp, int l2, int prefetch_mb, int pdl);
 
 /* The grouped path (0 or -1 = automatic): window_rows = W, the most sorted tokens a block
- * sums (<= 32; 16); nominal_rows = Wn, the nominal distance between cuts (W/2 < Wn <= W;
- * 3W/4), so runs of up to W - Wn + 1 tokens are never split (Wn = W: cuts never move);
+ * sums (<= 32; 16, or 12 where C >= 2048); nominal_rows = Wn, the nominal distance between
+ * cuts (W/2 < Wn <= W; 3W/4), so runs of up to W - Wn + 1 tokens are never split (Wn = W: cuts never move);
  * chunk_channels = channels per block (a multiple of 8; 1024); wpe_blocks_first = 1: the
  * blocks that sum dwpe come first in the grid (their reads of dout keep it in L2 for the
  * gather), 0: last; min_blocks = 6: the apply kernel compiled for 6 blocks per SM (at most 40
