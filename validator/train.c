@@ -515,42 +515,29 @@ static void run_attention_on_copies(const shapes *s, int backward)
                                              scale, stream));
 }
 
-/* After the replay step, with the last layer's copies (the backward's operands of layer 0): each
- * pass back to back alone, as calibrate times it, after a second of idle and 100 ms of warm-up;
- * milliseconds per call, the median of 5 batches of 20 */
-static void replay_copies_alone(const shapes *s, double ms_per_call[2])
+static double time_batches(void (*run)(const void *ctx, int r), const void *ctx, int reps, double *clock_mhz);
+
+typedef struct { const shapes *s; int backward; } copies_run;
+static void run_copies(const void *ctx, int r)
 {
-    ms_per_call[0] = ms_per_call[1] = 0.0;
+    (void)r;
+    const copies_run *c = ctx;
+    run_attention_on_copies(c->s, c->backward);
+}
+
+/* After the replay step, with the last layer's copies (the backward's operands of layer 0): each
+ * pass back to back alone as calibrate times it (time_batches), after a second of idle;
+ * milliseconds per call and the clock the batches left */
+static void replay_copies_alone(const shapes *s, double ms_per_call[2], double mhz[2])
+{
+    ms_per_call[0] = ms_per_call[1] = mhz[0] = mhz[1] = 0.0;
     if (!replay_copy) return;
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     for (int pass = 0; pass < 2; pass++) {
         CK(cudaStreamSynchronize(stream));
         sleep(1);
-        float ms[5], warmed = 0.0f;
-        for (int b = -1; b < 5; b++) {
-            CK(cudaEventRecord(e0, stream));
-            for (int r = 0; r < 20; r++) run_attention_on_copies(s, pass);
-            CK(cudaEventRecord(e1, stream));
-            CK(cudaEventSynchronize(e1));
-            float t;
-            CK(cudaEventElapsedTime(&t, e0, e1));
-            if (b < 0) {
-                warmed += t;
-                if (warmed < 100.0f) b--;
-            } else {
-                ms[b] = t / 20.0f;
-            }
-        }
-        for (int i = 1; i < 5; i++)
-            for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
-                float x = ms[j]; ms[j] = ms[j - 1]; ms[j - 1] = x;
-            }
-        ms_per_call[pass] = ms[2];
+        const copies_run c = {s, pass};
+        ms_per_call[pass] = 1e3 * time_batches(run_copies, &c, 20, &mhz[pass]);
     }
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
 }
 
 static void replay_attention_on_copies(const shapes *s, int backward, const bf16 *qkv, const bf16 *out, const float *lse,
@@ -2803,11 +2790,12 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
             replayed[k].calls++;
         }
         if (replay_copies && g.s.flash) {
-            double alone[2];
-            replay_copies_alone(&g.s, alone);
+            double alone[2], mhz[2];
+            replay_copies_alone(&g.s, alone, mhz);
             if (rank == 0 && alone[0] > 0)
                 printf("SEXTANT_REPLAY_COPIES: layer 0's attention on the copies, back to back alone after 1 s idle: "
-                       "forward %.4f ms, backward %.4f ms per call\n", alone[0], alone[1]);
+                       "forward %.4f ms (%.0f MHz), backward %.4f ms (%.0f MHz) per call\n", alone[0], mhz[0], alone[1],
+                       mhz[1]);
         }
         replay_free(); /* before the device's memory is read */
     }

@@ -501,8 +501,14 @@ static int attention_heated(void)
 static float heat_warm_ms(void)
 {
     const char *v = getenv("SEXTANT_ATTENTION_HEAT_MS");
-    float ms = v ? strtof(v, NULL) : 400.0f;
-    return ms >= 0.0f && ms <= 10000.0f ? ms : 400.0f;
+    if (!v || !*v) return 400.0f;
+    char *end;
+    float ms = strtof(v, &end);
+    if (*end || !(ms >= 0.0f && ms <= 10000.0f)) {
+        fprintf(stderr, "sextant-gpu: SEXTANT_ATTENTION_HEAT_MS=%s: expected milliseconds in [0, 10000]\n", v);
+        exit(2);
+    }
+    return ms;
 }
 
 static int time_flash_shape(flash_ctx *f, double t[2], double mhz[2])
@@ -528,15 +534,18 @@ static int time_flash_shape(flash_ctx *f, double t[2], double mhz[2])
         flash_error = cudaSuccess;
         /* about 2 ms per batch at 150 TFLOP/s, at least one call */
         int reps = (int)(2e-3 / (flash_attention_flops(f->B, f->H, f->T, f->D, 1, pass) / 150e12)) + 1;
-        /* the heater's tokens as the step's, or as many as half a scratch buffer holds */
-        const int64_t widest = f->up_cols > f->hidden ? f->up_cols : f->hidden;
-        int64_t tokens = (int64_t)f->B * f->T;
-        if (widest > 0 && 2.0 * (double)tokens * (double)widest > (double)(scratch_bytes / 2))
-            tokens = (int64_t)(scratch_bytes / 2 / (2 * (size_t)widest));
-        const heater h = {tokens, f->hidden, (int64_t)f->H * f->D, (int64_t)(f->H + 2 * f->KV) * f->D, f->up_cols, f->ffn,
-                          pass + 1};
-        const int heat = f->hidden > 0 && attention_heated();
-        t[pass] = heat ? time_heated(run_flash, f, &h, 21, heat_warm_ms()) : time_back_to_back(run_flash, f, reps > 50 ? 50 : reps, 100.0f);
+        if (f->hidden > 0 && attention_heated()) {
+            /* the heater's tokens as the step's, or as many as half a scratch buffer holds */
+            const int64_t widest = f->up_cols > f->hidden ? f->up_cols : f->hidden;
+            int64_t tokens = (int64_t)f->B * f->T;
+            if (2.0 * (double)tokens * (double)widest > (double)(scratch_bytes / 2))
+                tokens = (int64_t)(scratch_bytes / 2 / (2 * (size_t)widest));
+            const heater h = {tokens, f->hidden, (int64_t)f->H * f->D, (int64_t)(f->H + 2 * f->KV) * f->D, f->up_cols,
+                              f->ffn, pass + 1};
+            t[pass] = time_heated(run_flash, f, &h, 21, heat_warm_ms());
+        } else {
+            t[pass] = time_back_to_back(run_flash, f, reps > 50 ? 50 : reps, 100.0f);
+        }
         mhz[pass] = last_clock_mhz;
         if (flash_error != cudaSuccess) {
             fprintf(stderr, "sextant-gpu: flash attention %s (B %d T %d H %d KV %d D %d): %s\n", pass ? "backward" : "forward",
@@ -572,9 +581,9 @@ static void calibrate_attention(double peak, const char *models, const model_zoo
            "TFLOP/s", "of peak");
     for (int i = 0; i < nshapes; i++) {
         /* a layer of width H x D with a 4x MLP around it */
-        flash_ctx f = {shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], 0, NULL, NULL, 0, 1, 0,
-                       (int64_t)shapes[i][2] * shapes[i][4], 4 * (int64_t)shapes[i][2] * shapes[i][4],
-                       4 * (int64_t)shapes[i][2] * shapes[i][4]};
+        const int64_t width = (int64_t)shapes[i][2] * shapes[i][4];
+        flash_ctx f = {.B = shapes[i][0], .T = shapes[i][1], .H = shapes[i][2], .KV = shapes[i][3], .D = shapes[i][4],
+                       .hidden = width, .up_cols = 4 * width, .ffn = 4 * width};
         double t[2], mhz[2], F[2] = {flash_attention_flops(f.B, f.H, f.T, f.D, 1, 0), flash_attention_flops(f.B, f.H, f.T, f.D, 1, 1)};
         if (time_flash_shape(&f, t, mhz) != 0) { failed = 1; continue; }
         for (int pass = 0; pass < 2; pass++) t[pass] = seconds_at_clock(t[pass], mhz[pass], clock_scaling ? sustained_mhz : 0.0);
@@ -600,8 +609,9 @@ static void calibrate_attention(double peak, const char *models, const model_zoo
         int fused = m->head_dim == 64 || m->head_dim == 128; /* the fused kernel's head sizes */
         for (int T = 1024; T <= 2048; T *= 2)
             for (int B = 1; B <= 32; B *= 2) {
-                flash_ctx f = {B, T, (int)m->heads, (int)m->kv_heads, (int)m->head_dim, 0, NULL, NULL, 0, 1, 0,
-                               m->hidden, (m->ffn_kind == FFN_SWIGLU ? 2 : 1) * m->ffn, m->ffn};
+                flash_ctx f = {.B = B, .T = T, .H = (int)m->heads, .KV = (int)m->kv_heads, .D = (int)m->head_dim,
+                               .hidden = m->hidden, .up_cols = (m->ffn_kind == FFN_SWIGLU ? 2 : 1) * m->ffn,
+                               .ffn = m->ffn};
                 double t[2] = {0, 0}, mhz[2] = {0, 0}, u[2] = {0, 0}, umhz[2] = {0, 0};
                 if (2.0 * B * (double)T * (f.H + 2 * f.KV) * f.D > (double)scratch_bytes) continue;
                 int have_fused = fused && time_flash_shape(&f, t, mhz) == 0;
@@ -858,6 +868,7 @@ static int calibrate_gemms(const char *models, const model_zoo *zoo, const hw_gp
 
 static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
 {
+    if (attention_heated()) (void)heat_warm_ms(); /* a bad value stops here, not after the GEMMs */
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--clock-scaling")) { clock_scaling = 1; continue; }
         if (!strcmp(argv[i], "--data") && i + 1 < argc) {
