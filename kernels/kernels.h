@@ -114,6 +114,19 @@ cudaError_t sx_layernorm_backward_f32(float *dx, float *dweight, float *dbias,
                                       void *workspace, size_t workspace_bytes,
                                       int N, int C, cudaStream_t stream);
 
+/* The first layer's LayerNorm backward in a model with learned positions, where dx is the
+ * gradient of the embedding's output: sx_layernorm_backward (rows b-major, N = B T), and also
+ *   dpos[t,:] += sum over b of dx[b,t,:]      (+=; dx as stored, after dx_accumulate's +=)
+ * which is the position table's gradient, summed from registers while dx is written; the
+ * embedding backward then runs with dwpe = NULL and reads dx once instead of twice.  dpos is
+ * grad_type like dweight.  Deterministic: a position's B rows are summed in a fixed order.
+ * Fast path C % 8 == 0, aligned, C <= 8192; otherwise the plain backward and a pass over dx. */
+cudaError_t sx_layernorm_backward_pos(sx_bf16 *dx, void *dweight, void *dbias, void *dpos, sx_dtype grad_type,
+                                      const sx_bf16 *dy, const sx_bf16 *x, const sx_bf16 *weight,
+                                      const float *mean, const float *rstd, int dx_accumulate,
+                                      void *workspace, size_t workspace_bytes,
+                                      int B, int T, int C, cudaStream_t stream);
+
 /* RMSNorm: out = x * rstd * weight,  rstd = 1/sqrt(mean(x^2) + eps)   (=); rstd may be NULL */
 cudaError_t sx_rmsnorm_forward(sx_bf16 *out, float *rstd, const sx_bf16 *x, const sx_bf16 *weight,
                                int N, int C, float eps, cudaStream_t stream);

@@ -49,6 +49,12 @@ void sx_norm_backward_variant(int impl, int k, int depth, int rows);
  * impl, k, depth (version 1: ring stages or 0), warps per row, rows per block (row groups),
  * blocks, blocks per SM, dynamic shared memory bytes. */
 void sx_norm_backward_last_config(int cfg[8]);
+/* the launch of the last sx_layernorm_backward_pos: packs per thread, warps per row, row groups per
+ * block, blocks, blocks per SM, rows ahead (all 0: the generic path) */
+void sx_layernorm_backward_pos_last_config(int cfg[6]);
+/* sx_layernorm_backward_pos's fast path: rows loaded ahead (1 or 2) and the most packs per thread
+ * (1 to 3); 0 = automatic (3 packs at most; 2 rows ahead with up to 2 packs, else 1) */
+void sx_layernorm_backward_pos_tune(int depth, int k);
 
 /* Tuning knobs of the embedding backward (0 or -1 = automatic):
  *   path: 0 = automatic (tiled where it applies, else sorted), 1 = the sorted path (CUB radix

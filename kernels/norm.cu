@@ -520,13 +520,14 @@ template <typename T> __device__ __forceinline__ void nb2_opaque(Pack<T> &p) {
 /* One row of a group: pass 1 over the thread's packs (row sums, dweight/dbias partials), the
  * sums over the warp and the group, pass 2 (dx).  `have` is uniform over the group.  RC: pass
  * 2 converts x and dy again instead of keeping pass 1's fp32 values in registers. */
-template <typename T, bool RMS, int K, bool ACC, bool RC>
+template <typename T, bool RMS, int K, bool ACC, bool RC, bool POS = false>
 __device__ __forceinline__ void nb2_row(T *dxr, bool have, Pack<T> (&cx)[K], Pack<T> (&cg)[K],
                                         const Pack<T> (&cd)[K], const float (&wf)[K][Pack<T>::N],
                                         const Pack<T> (&wv)[K], const int (&col)[K], const bool (&ok)[K], float cm,
                                         float cr, float invC,
                                         float (&aw)[K][Pack<T>::N], float (&ab)[K][Pack<T>::N], float2 *rb, int W,
-                                        int lane, int wi, int barid, int TPR) {
+                                        int lane, int wi, int barid, int TPR,
+                                        float (*ap)[Pack<T>::N] = nullptr) { /* POS: += the stored dx */
     constexpr int P = Pack<T>::N;
     constexpr bool WP = K >= 3; /* weights kept packed (converted at each use): fewer registers */
     auto wgt = [&](int k, int e) { return WP ? wv[k].get(e) : wf[k][e]; };
@@ -586,6 +587,9 @@ __device__ __forceinline__ void nb2_row(T *dxr, bool have, Pack<T> (&cx)[K], Pac
                     o.set(e, v);
                 }
                 st_pack_cs(dxr + col[k], o);
+                if (POS)
+#pragma unroll
+                    for (int e = 0; e < P; e++) ap[k][e] += o.get(e);
             }
     }
 }
@@ -1105,6 +1109,258 @@ static cudaError_t norm_backward(T *dx, void *dw, void *db, sx_dtype gt, const T
     const bool pdl = vec && g_norm_pdl != 0;
     SX_CHECK(sx_launch(pdl, norm_param_reduce, dim3(sx_blocks(C, 32)), dim3(1024), 0, stream, dw,
                        RMS ? nullptr : db, gt, (const float *)part, G, C));
+    SX_LAUNCHED();
+}
+
+/* ------------------------------------------ LayerNorm backward with the position gradient
+ *
+ * For the first layer of a model with learned positions: dx is the gradient of the embedding's
+ * output, so the position table's gradient dpos[t] = sum over b of dx[b, t] can be summed here,
+ * from registers, instead of by a second pass of the embedding backward over dx.
+ *
+ * Version 2's row math (nb2_row) with another work split: row group i of the grid (W warps,
+ * the columns split as there) owns positions t = i, i + NG G, ... and takes all B rows of each,
+ * b = 0 .. B - 1, D rows ahead in registers across positions.  Each thread adds its columns of
+ * every dx row it stores (as stored, bf16) into its own fp32 columns of the group's row of shared
+ * memory (registers are short); after a position's B rows it adds them into dpos[t], whose row
+ * it loaded when the position began.  No group waits for
+ * another; dweight/dbias partials as in every norm backward (norm_block_partial,
+ * norm_param_reduce).  Deterministic: each dpos[t] is summed over b in order. */
+template <int K, int D, bool ACC>
+__global__ void __launch_bounds__(256, 1)
+ln_backward_pos(bf16 *dx, float *__restrict__ part, void *dpos, sx_dtype gt, const bf16 *__restrict__ dy,
+                const bf16 *__restrict__ x, const bf16 *__restrict__ w, const float *__restrict__ mean,
+                const float *__restrict__ rstd, int B, int T, int C, int W) {
+    extern __shared__ float4 norm_smem[];
+    constexpr int P = Pack<bf16>::N;
+    sx_griddep_launch();
+    const int TPR = W * SX_WARP, NG = blockDim.x / TPR;
+    const int warp = threadIdx.x / SX_WARP, lane = threadIdx.x % SX_WARP;
+    const int g = warp / W, wi = warp % W, tid = threadIdx.x % TPR;
+    float2 *red = reinterpret_cast<float2 *>(norm_smem);        /* [2][NG][W] */
+    float *gbuf = reinterpret_cast<float *>(red + 2 * NG * W); /* [NG][2][C] when NG > 1 */
+    float *apos = gbuf + (NG > 1 ? (size_t)NG * 2 * C : 0) + (size_t)g * C; /* the group's position sums */
+    const float invC = 1.0f / C;
+    const int GT = gridDim.x * NG, gid = blockIdx.x * NG + g;
+    const int npos = gid < T ? (T - 1 - gid) / GT + 1 : 0;
+    const int nit = npos * B; /* the group's rows: position-major, b in order */
+    auto row_at = [&](int i) { return (i % B) * T + gid + (i / B) * GT; };
+
+    int col[K];
+    bool ok[K];
+    float wf[K][P], aw[K][P], ab[K][P], ap[K][P];
+    Pack<bf16> wv[K];
+    nb2_setup<bf16, K>(w, tid, TPR, C, col, ok, wf, wv);
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+#pragma unroll
+        for (int e = 0; e < P; e++) aw[k][e] = ab[k][e] = 0.0f;
+        if (ok[k]) { /* a thread's own columns: no other thread touches them */
+            reinterpret_cast<float4 *>(apos + col[k])[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            reinterpret_cast<float4 *>(apos + col[k])[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    }
+    int4 pr[K][2]; /* the raw dpos row of the current position: fp32 two 16-byte packs, bf16 one */
+
+    Pack<bf16> bx[D][K], bg[D][K], bd[D][K];
+    float bm[D], br[D];
+#pragma unroll
+    for (int j = 0; j < D; j++) {
+        bm[j] = br[j] = 0.0f;
+#pragma unroll
+        for (int k = 0; k < K; k++) bx[j][k].bits = bg[j][k].bits = bd[j][k].bits = make_int4(0, 0, 0, 0);
+    }
+    auto load = [&](Pack<bf16>(&ax)[K], Pack<bf16>(&ag)[K], Pack<bf16>(&ad)[K], float &am, float &ar, int row) {
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (ok[k]) {
+                const size_t o = (size_t)row * C + col[k];
+                ax[k] = ld_pack_cs(x + o);
+                ag[k] = ld_pack_cs(dy + o);
+                if (ACC) ad[k] = ld_pack_plain(dx + o);
+            }
+        am = __ldg(mean + row);
+        ar = __ldg(rstd + row);
+    };
+#pragma unroll
+    for (int j = 0; j < D; j++)
+        if (j < nit) load(bx[j], bg[j], bd[j], bm[j], br[j], row_at(j));
+    for (int i0 = 0; i0 < nit; i0 += D) {
+#pragma unroll
+        for (int j = 0; j < D; j++) {
+            const int i = i0 + j;
+            if (i < nit) { /* uniform over the group */
+                const int row = row_at(i);
+                const size_t prow = (size_t)(gid + (i / B) * GT) * C;
+                if (i % B == 0) /* the position begins: its dpos row, used when it ends */
+#pragma unroll
+                    for (int k = 0; k < K; k++)
+                        if (ok[k]) {
+                            if (gt == SX_F32) {
+                                const int4 *q = reinterpret_cast<const int4 *>((const float *)dpos + prow + col[k]);
+                                pr[k][0] = q[0];
+                                pr[k][1] = q[1];
+                            } else {
+                                pr[k][0] = *reinterpret_cast<const int4 *>((const bf16 *)dpos + prow + col[k]);
+                            }
+                        }
+                Pack<bf16> cx[K], cg[K], cd[K];
+#pragma unroll
+                for (int k = 0; k < K; k++) {
+                    cx[k] = bx[j][k];
+                    cg[k] = bg[j][k];
+                    cd[k] = bd[j][k];
+                }
+                const float cm = bm[j], cr = br[j];
+                if (i + D < nit) load(bx[j], bg[j], bd[j], bm[j], br[j], row_at(i + D)); /* D rows ahead */
+                /* the running sums live in shared memory (registers are short): this row's
+                 * contribution in registers, then added to them */
+#pragma unroll
+                for (int k = 0; k < K; k++)
+#pragma unroll
+                    for (int e = 0; e < P; e++) ap[k][e] = 0.0f;
+                nb2_row<bf16, false, K, ACC, true, true>(dx + (size_t)row * C, true, cx, cg, cd, wf, wv, col, ok, cm, cr,
+                                                         invC, aw, ab, red + ((i & 1) * NG + g) * W, W, lane, wi,
+                                                         1 + g, TPR, ap);
+#pragma unroll
+                for (int k = 0; k < K; k++)
+                    if (ok[k]) {
+                        float4 *q = reinterpret_cast<float4 *>(apos + col[k]);
+                        const float4 a0 = q[0], a1 = q[1];
+                        ap[k][0] += a0.x; ap[k][1] += a0.y; ap[k][2] += a0.z; ap[k][3] += a0.w;
+                        ap[k][4] += a1.x; ap[k][5] += a1.y; ap[k][6] += a1.z; ap[k][7] += a1.w;
+                        const bool last = i % B == B - 1; /* then ap goes to dpos, and the sums restart */
+                        q[0] = last ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : make_float4(ap[k][0], ap[k][1], ap[k][2], ap[k][3]);
+                        q[1] = last ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : make_float4(ap[k][4], ap[k][5], ap[k][6], ap[k][7]);
+                    }
+                if (i % B == B - 1) /* the position's last row: dpos[t] += the sum, in b order */
+#pragma unroll
+                    for (int k = 0; k < K; k++) {
+                        if (ok[k]) {
+                            if (gt == SX_F32) {
+                                float4 *q = reinterpret_cast<float4 *>((float *)dpos + prow + col[k]);
+                                const float4 a0 = *reinterpret_cast<const float4 *>(&pr[k][0]);
+                                const float4 a1 = *reinterpret_cast<const float4 *>(&pr[k][1]);
+                                q[0] = make_float4(a0.x + ap[k][0], a0.y + ap[k][1], a0.z + ap[k][2], a0.w + ap[k][3]);
+                                q[1] = make_float4(a1.x + ap[k][4], a1.y + ap[k][5], a1.z + ap[k][6], a1.w + ap[k][7]);
+                            } else {
+                                Pack<bf16> v;
+                                v.bits = pr[k][0];
+#pragma unroll
+                                for (int e = 0; e < P; e++) v.set(e, v.get(e) + ap[k][e]);
+                                st_pack((bf16 *)dpos + prow + col[k], v);
+                            }
+                        }
+                    }
+            }
+        }
+    }
+    norm_block_partial<bf16, false, K>(part, gbuf, aw, ab, col, ok, true, g, NG, C);
+}
+
+/* any size or alignment: dpos[t] += sum over b in order of dx[b, t], one thread per (t, c) */
+__global__ void position_grad_generic(void *dpos, sx_dtype gt, const bf16 *__restrict__ dx, int B, int T, int C) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)T * C) return;
+    float sum = 0.0f;
+    for (int b = 0; b < B; b++) sum += __bfloat162float(dx[(size_t)b * T * C + i]);
+    grad_add(dpos, gt, i, sum);
+}
+
+/* the launch of the last sx_layernorm_backward_pos (kernels_internal.h) */
+static int g_pos_last[6];
+extern "C" void sx_layernorm_backward_pos_last_config(int cfg[6]) {
+    for (int i = 0; i < 6; i++) cfg[i] = g_pos_last[i];
+}
+
+/* rows ahead and packs per thread (sx_layernorm_backward_pos_tune; 0 = automatic) */
+static int g_pos_depth = 0, g_pos_k = 0;
+extern "C" void sx_layernorm_backward_pos_tune(int depth, int k) {
+    g_pos_depth = depth;
+    g_pos_k = k;
+}
+
+template <int K, int D, bool ACC>
+static cudaError_t launch_pos(bf16 *dx, float *part, void *dpos, sx_dtype gt, const bf16 *dy, const bf16 *x,
+                              const bf16 *w, const float *mean, const float *rstd, int B, int T, int C, int *G,
+                              cudaStream_t stream) {
+    constexpr int P = Pack<bf16>::N;
+    const int packs = (C + P - 1) / P;
+    const int W = (packs + K * SX_WARP - 1) / (K * SX_WARP);
+    const int NG = 128 / (W * SX_WARP) > 0 ? 128 / (W * SX_WARP) : 1; /* small blocks: the groups never meet */
+    const int threads = NG * W * SX_WARP;
+    /* row sums, the partials' buffer (NG > 1), the groups' position sums */
+    const size_t smem = 2 * (size_t)NG * W * sizeof(float2) + (NG > 1 ? (size_t)NG * 2 * C * sizeof(float) : 0) +
+                        (size_t)NG * C * sizeof(float);
+    const void *kf = (const void *)ln_backward_pos<K, D, ACC>;
+    SX_CHECK(cudaFuncSetAttribute(kf, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    int per_sm = 0;
+    SX_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kf, threads, smem));
+    if (per_sm < 1) per_sm = 1;
+    /* one position per group while they all fit at once; else as many groups as fit */
+    int g = (T + NG - 1) / NG;
+    if (g > sx_num_sms() * per_sm) g = sx_num_sms() * per_sm;
+    if (g > NORM_MAX_G) g = NORM_MAX_G;
+    if (g < 1) g = 1;
+    *G = g;
+    const int cfg[6] = {K, W, NG, g, per_sm, D};
+    for (int i = 0; i < 6; i++) g_pos_last[i] = cfg[i];
+    ln_backward_pos<K, D, ACC><<<g, threads, smem, stream>>>(dx, part, dpos, gt, dy, x, w, mean, rstd, B, T, C, W);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t sx_layernorm_backward_pos(sx_bf16 *dx_, void *dweight, void *dbias, void *dpos,
+                                                 sx_dtype grad_type, const sx_bf16 *dy_, const sx_bf16 *x_,
+                                                 const sx_bf16 *weight_, const float *mean, const float *rstd,
+                                                 int dx_accumulate, void *workspace, size_t workspace_bytes, int B,
+                                                 int T, int C, cudaStream_t stream) {
+    SX_REQUIRE(B >= 0 && T >= 0 && C >= 0);
+    SX_REQUIRE(grad_type == SX_F32 || grad_type == SX_BF16);
+    SX_REQUIRE((size_t)B * T <= (size_t)INT32_MAX);
+    if (B == 0 || T == 0 || C == 0) return cudaSuccess;
+    SX_REQUIRE(dx_ && dweight && dpos && dy_ && x_ && weight_ && mean && rstd && workspace);
+    SX_REQUIRE(workspace_bytes >= sx_norm_backward_workspace_bytes(C));
+    bf16 *dx = (bf16 *)dx_;
+    const bf16 *dy = (const bf16 *)dy_, *x = (const bf16 *)x_, *w = (const bf16 *)weight_;
+    constexpr int P = Pack<bf16>::N;
+    const int packs = (C + P - 1) / P;
+    const bool vec = C % P == 0 && sx_aligned16(dx) && sx_aligned16(dy) && sx_aligned16(x) && sx_aligned16(w) &&
+                     sx_aligned16(dpos) && packs <= 3 * 8 * SX_WARP; /* at most 3 packs per thread, 8 warps per row */
+    if (!vec) { /* the plain backward, then a pass over dx */
+        SX_CHECK(sx_layernorm_backward(dx_, dweight, dbias, grad_type, dy_, x_, weight_, mean, rstd, dx_accumulate,
+                                       workspace, workspace_bytes, B * T, C, stream));
+        for (int i = 0; i < 6; i++) g_pos_last[i] = 0;
+        position_grad_generic<<<sx_blocks((size_t)T * C, NORM_THREADS), NORM_THREADS, 0, stream>>>(dpos, grad_type, dx,
+                                                                                                 B, T, C);
+        SX_LAUNCHED();
+    }
+    /* packs per thread: one warp per row up to 4 packs per thread (C <= 1024), else the fewest
+     * warps per row that keep it at 3 or below (4 spill a little, and two warps per row measured
+     * slower), then spread evenly; rows ahead: 2 with up to 2 packs per thread, else 1 (2 spill).
+     * From the H100 sweep of bench_kernels (docs/validation/h100-position-grad-2026-11-25):
+     * C = 768 B = 32: 3 packs, 1 row ahead 93.9% of copy (2 packs, 2 warps 77.0%); C = 1024
+     * B = 16: 4 packs 86.3% (2 packs, 2 warps 83.1-85.5%). */
+    const int kmax = g_pos_k >= 1 && g_pos_k <= 4 ? g_pos_k : packs <= 4 * SX_WARP ? 4 : 3;
+    const int W = (packs + kmax * SX_WARP - 1) / (kmax * SX_WARP);
+    const int K = (packs + W * SX_WARP - 1) / (W * SX_WARP);
+    float *part = (float *)workspace;
+    int G = 0;
+    cudaError_t e;
+    const int depth = g_pos_depth == 1 || g_pos_depth == 2 ? g_pos_depth : K <= 2 ? 2 : 1;
+#define POSD(KK, DD) (dx_accumulate ? launch_pos<KK, DD, true>(dx, part, dpos, grad_type, dy, x, w, mean, rstd, B, T, C, &G, stream) \
+                                    : launch_pos<KK, DD, false>(dx, part, dpos, grad_type, dy, x, w, mean, rstd, B, T, C, &G, stream))
+#define POS(KK) (depth == 1 ? POSD(KK, 1) : POSD(KK, 2))
+    switch (K) {
+    case 1: e = POS(1); break;
+    case 2: e = POS(2); break;
+    case 3: e = POS(3); break;
+    default: e = POS(4); break;
+    }
+#undef POS
+#undef POSD
+    SX_CHECK(e);
+    SX_CHECK(sx_launch(g_norm_pdl != 0, norm_param_reduce, dim3(sx_blocks(C, 32)), dim3(1024), 0, stream, dweight,
+                       dbias, grad_type, (const float *)part, G, C));
     SX_LAUNCHED();
 }
 

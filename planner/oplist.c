@@ -278,9 +278,17 @@ static void embedding(builder *b, const model_t *m)
     const layout_t *l = b->l;
     const double B = b->act_bytes, T = (double)(l->seq * l->mbs), h = (double)m->hidden;
     const double Tn = l->sp ? T / (double)l->tp : T;
-    double reads = T * h * B * (m->position == POS_LEARNED ? 2.0 : 1.0);
-    membound(b, "embedding", "embedding_bwd", 1, reads + T * h * B, 2.0 * reads + T * h * B, 0.0,
-             m->dropout ? Tn * h : 0.0, 0);
+    const int learned = m->position == POS_LEARNED;
+    double reads = T * h * B * (learned ? 2.0 : 1.0);
+    /* backward: the output gradient read once, each token's row of the table read and written
+     * (an upper bound: tokens that repeat share a row), and with learned positions the
+     * position table's rows read and written.  Layer 0's norm backward sums that gradient
+     * while it writes the residual gradient (sx_layernorm_backward_pos); with sequence
+     * parallelism it cannot (its rows are sharded), and the embedding reads the gathered
+     * gradient a second time.  The position rows are charged here either way. */
+    double bwd = 3.0 * T * h * B;
+    if (learned) bwd += 2.0 * (double)l->seq * h * B + (l->sp && l->tp > 1 ? T * h * B : 0.0);
+    membound(b, "embedding", "embedding_bwd", 1, reads + T * h * B, bwd, 0.0, m->dropout ? Tn * h : 0.0, 0);
     /* vocabulary-parallel lookup: each rank holds V/t rows, the sum finishes it */
     if (l->tp > 1)
         collective(b, l->sp ? "tp_reduce_scatter_embedding" : "tp_allreduce_embedding", PASS_FWD, 1,

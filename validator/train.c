@@ -1454,6 +1454,15 @@ static void layer_forward(gpt *g, const layer_acts *a, const attention_ptrs *ap,
 }
 
 /* scr.dresidual holds the gradient of the layer's output; leaves its input's. */
+/* Whether layer 0's norm backward also sums the position table's gradient, so that the
+ * embedding backward reads the residual gradient once instead of twice: learned positions,
+ * LayerNorm, the embedding on this rank, and every token's gradient here (no sequence
+ * parallelism).  The planner's op list assumes the same (planner/oplist.c, embedding). */
+static int position_grad_in_norm(const shapes *s)
+{
+    return s->learned_pos && !s->rms && s->first && !spg(s);
+}
+
 static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap, int l)
 {
     const shapes *s = &g->s;
@@ -1504,8 +1513,14 @@ static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap
     dn = r->dbuf_c;
     if (spg(s)) { tp_reduce_scatter(g, "tp_reduce_scatter_attn_bwd", r->dlocal, r->dbuf_c, local); dn = r->dlocal; }
     else tp_allreduce(g, "tp_allreduce_attn_bwd", r->dbuf_c, (size_t)N * C);
-    OP("attn_norm_bwd", norm_backward(g, r->dresidual, param(g, G, P_LN1W, l), param(g, G, P_LN1B, l), dn, a->x,
-                                      param(g, P, P_LN1W, l), a->ln1_mean, a->ln1_rstd, 1, Nl));
+    if (l == 0 && position_grad_in_norm(s))
+        OP("attn_norm_bwd", CK(sx_layernorm_backward_pos(r->dresidual, param(g, G, P_LN1W, 0), param(g, G, P_LN1B, 0),
+                                                          param(g, G, P_WPE, 0), SX_BF16, dn, a->x, param(g, P, P_LN1W, 0),
+                                                          a->ln1_mean, a->ln1_rstd, 1, g->norm_ws, g->norm_ws_bytes,
+                                                          s->B, s->T, C, stream)));
+    else
+        OP("attn_norm_bwd", norm_backward(g, r->dresidual, param(g, G, P_LN1W, l), param(g, G, P_LN1B, l), dn, a->x,
+                                          param(g, P, P_LN1W, l), a->ln1_mean, a->ln1_rstd, 1, Nl));
 }
 
 /* Interleaved: the slot that a forward fills takes the input and head
@@ -1662,13 +1677,14 @@ static void stage_backward(gpt *g, const pipe_action *act)
         if (spg(s)) { tp_allgather(g, "tp_allgather_embedding_bwd", r->dfull, r->dresidual, local); dy = r->dfull; }
         const int32_t *ids = s->tp > 1 ? r->ids_shifted + (size_t)mb * N : r->inputs + (size_t)mb * N;
         const int V = s->tp > 1 ? s->Vl : s->Vp;
+        bf16 *dwpe = position_grad_in_norm(s) ? NULL : param(g, G, P_WPE, 0); /* else summed by layer 0's norm */
         if (!g->emb_grouping) {
-            OP("embedding_bwd", CK(sx_embedding_backward(param(g, G, P_WTE, 0), param(g, G, P_WPE, 0), SX_BF16, dy, ids,
+            OP("embedding_bwd", CK(sx_embedding_backward(param(g, G, P_WTE, 0), dwpe, SX_BF16, dy, ids,
                                                           g->emb_ws, g->emb_ws_bytes, s->B, s->T, C, V, stream)));
         } else {
             void *grouping = (char *)g->emb_grouping + (size_t)slot * g->emb_grouping_bytes;
             CK(cudaStreamWaitEvent(stream, g->emb_prepared[slot], 0));
-            OP("embedding_bwd", CK(sx_embedding_backward_apply(param(g, G, P_WTE, 0), param(g, G, P_WPE, 0), SX_BF16, dy,
+            OP("embedding_bwd", CK(sx_embedding_backward_apply(param(g, G, P_WTE, 0), dwpe, SX_BF16, dy,
                                                                grouping, g->emb_grouping_bytes, g->emb_ws,
                                                                g->emb_ws_bytes, s->B, s->T, C, V, stream)));
         }

@@ -273,6 +273,68 @@ static void bench_norm_bwd(bool rms, int N, int C, bool acc, bool sweep, bool f3
     for (void *p : bufs) CK(cudaFree(p));
 }
 
+/* The end of GPT-2's backward: layer 0's LayerNorm backward (dx +=, into the residual gradient)
+ * and the embedding backward's apply, which reads that gradient.  Before: the plain norm
+ * backward, then the apply with dwpe (dout read twice).  Now: sx_layernorm_backward_pos sums
+ * dwpe from registers, then the apply without dwpe.  Each pair's bytes are the norm backward's
+ * (dx read and written, x, dy, mean, rstd, w; dweight, dbias fp32 read and written) plus the
+ * apply's (dout once, each touched dwte row read and written, dwpe read and written), the same
+ * for both pairs; also the new norm backward alone, its bytes with dwpe's. */
+static void bench_first_layer(int B, int T, int C, int Vids, int V, sx_dtype gt) {
+    const int N = B * T;
+    const size_t NC = (size_t)N * C, gs = gt == SX_F32 ? 4 : 2;
+    void *x = bf16_buf(NC, 2.0f, 0.3f), *w = bf16_buf(C, 0.2f, 1.0f), *dy = bf16_buf(NC, 1.0f), *dx = bf16_buf(NC, 1.0f);
+    float *mean = f32_buf(N, 0.5f), *rstd = f32_buf(N, 0.2f, 0.5f, true);
+    float *dw = f32_buf(C, 0.01f), *db = f32_buf(C, 0.01f);
+    const size_t wsb = sx_norm_backward_workspace_bytes(C);
+    void *ws = dmalloc(wsb);
+    int32_t *ids = ids_buf(N, Vids);
+    void *dwte = gt == SX_F32 ? (void *)f32_buf((size_t)V * C, 0.01f) : bf16_buf((size_t)V * C, 0.01f);
+    void *dwpe = gt == SX_F32 ? (void *)f32_buf((size_t)T * C, 0.01f) : bf16_buf((size_t)T * C, 0.01f);
+    std::vector<int32_t> h(N);
+    CK(cudaMemcpy(h.data(), ids, N * 4, cudaMemcpyDeviceToHost));
+    std::sort(h.begin(), h.end());
+    const size_t uniq = std::unique(h.begin(), h.end()) - h.begin();
+    const size_t gb = sx_embedding_grouping_bytes(N, C, V), sb = sx_embedding_apply_workspace_bytes(N, C);
+    void *grouping = dmalloc(gb), *scratch = dmalloc(sb);
+    CK(sx_embedding_backward_prepare(grouping, gb, ids, N, C, V, 0));
+    const double norm_bytes = NC * 2.0 * 4.0 + N * 8.0 + C * 2.0 + C * 16.0;
+    const double dwpe_bytes = (double)T * C * gs * 2;
+    const double apply_bytes = NC * 2.0 + (double)uniq * C * gs * 2 + dwpe_bytes;
+    char sz[96], note[96];
+    snprintf(sz, sizeof sz, "B=%d T=%d C=%d", B, T, C);
+    auto norm_plain = [&] {
+        CK(sx_layernorm_backward((sx_bf16 *)dx, dw, db, SX_F32, (const sx_bf16 *)dy, (const sx_bf16 *)x,
+                                 (const sx_bf16 *)w, mean, rstd, 1, ws, wsb, N, C, 0));
+    };
+    auto norm_pos = [&] {
+        CK(sx_layernorm_backward_pos((sx_bf16 *)dx, dw, db, dwpe, gt, (const sx_bf16 *)dy, (const sx_bf16 *)x,
+                                     (const sx_bf16 *)w, mean, rstd, 1, ws, wsb, B, T, C, 0));
+    };
+    auto apply = [&](void *pos) {
+        CK(sx_embedding_backward_apply(dwte, pos, gt, (const sx_bf16 *)dx, grouping, gb, scratch, sb, B, T, C, V, 0));
+    };
+    int cfg[6];
+    /* the automatic setting, then every (rows ahead, packs per thread) */
+    const int knobs[8][2] = {{0, 0}, {1, 1}, {2, 1}, {1, 2}, {2, 2}, {1, 3}, {2, 3}, {1, 4}};
+    for (int v = 0; v < 8; v++) {
+        sx_layernorm_backward_pos_tune(knobs[v][0], knobs[v][1]);
+        norm_pos();
+        sx_layernorm_backward_pos_last_config(cfg);
+        snprintf(note, sizeof note, "(%sdwpe %s; k=%d W=%d NG=%d G=%d /SM=%d D=%d)", v ? "knobs, " : "",
+                 gt == SX_F32 ? "fp32" : "bf16", cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5]);
+        row("layernorm_bwd_pos(dx+=)", sz, norm_bytes + dwpe_bytes, norm_pos, note);
+    }
+    sx_layernorm_backward_pos_tune(0, 0);
+    row("layernorm_bwd(dx+=)", sz, norm_bytes, norm_plain, "(the plain norm backward, for comparison)");
+    snprintf(note, sizeof note, "(before: norm bwd, then apply with dwpe, %s)", gt == SX_F32 ? "fp32" : "bf16");
+    row("layer0_norm+emb_bwd", sz, norm_bytes + apply_bytes, [&] { norm_plain(); apply(dwpe); }, note);
+    snprintf(note, sizeof note, "(now: norm bwd with dwpe, then apply, %s)", gt == SX_F32 ? "fp32" : "bf16");
+    row("layer0_norm+emb_bwd", sz, norm_bytes + apply_bytes, [&] { norm_pos(); apply(NULL); }, note);
+    void *bufs[] = {x, w, dy, dx, mean, rstd, dw, db, ws, ids, dwte, dwpe, grouping, scratch};
+    for (void *p : bufs) CK(cudaFree(p));
+}
+
 /* Embedding backward.  bytes = the fewest the operation must move: ids read, dout read once,
  * each touched row of dwte read and written, and dwpe (T rows) read and written when the
  * position embedding is there.  With dwpe the kernels read dout twice (once grouped by id,
@@ -589,6 +651,10 @@ int main(int argc, char **argv) {
                 bench_embedding_bwd(4, 2048, 2048, 128256, 128256, false, SX_BF16, false, why);
             }
         }
+        /* GPT-2 124M (mbs 32) and 350M (mbs 16): layer 0's norm backward and the embedding's */
+        bench_first_layer(B, T, C, V, Vp, SX_F32);
+        bench_first_layer(B, T, C, V, Vp, SX_BF16);
+        bench_first_layer(16, 1024, 1024, V, Vp, SX_BF16);
         sx_embedding_backward_tune(1, 0, -1, -1, -1); /* before: the sorted path */
         bench_embedding_bwd(B, T, C, V, Vp, true, SX_F32, false, "(sorted path, for comparison)");
         bench_embedding_bwd(4, 2048, 2048, 128256, 128256, false, SX_F32, false, "(sorted path, for comparison)");

@@ -357,6 +357,80 @@ static void test_norm(bool rms, sx_dtype t, int N, int C, bool with_bias, bool d
         if (p) CK(cudaFree(p));
 }
 
+/* The first layer's LayerNorm backward with the position gradient (sx_layernorm_backward_pos):
+ * dx, dweight, dbias against the float64 reference; dpos against the reference's position sum of
+ * its dx (ref_embedding_backward's dwpe part) at bf16's tolerance (dx is stored in bf16), and, tighter, against the
+ * float64 sum over b of the dx the GPU stored (what the kernel sums; fp32 dpos 1e-5); and the
+ * call is bitwise repeatable.  (dx is not bitwise that of sx_layernorm_backward: the row sums
+ * are added in another order.)  depth: rows ahead (sx_layernorm_backward_pos_tune; 0 = auto). */
+static void test_layernorm_pos(int B, int T, int C, bool dx_acc, sx_dtype gt, int depth = 0, int k = 0) {
+    char sz[112];
+    sx_layernorm_backward_pos_tune(depth, k);
+    const size_t N = (size_t)B * T, nc = N * C, gs = gt == SX_F32 ? 4 : 2;
+    snprintf(sz, sizeof sz, "B=%d T=%d C=%d", B, T, C);
+    vec x = randn(nc, 0.3, 2.0), w = randn(C, 1.0, 0.2), b = randn(C, 0.0, 0.2);
+    void *d_x = up_bf16(x), *d_w = up_bf16(w), *d_b = up_bf16(b);
+    void *d_out = dmalloc(nc * 2), *d_mean = dmalloc(N * 4), *d_rstd = dmalloc(N * 4);
+    CK(sx_layernorm_forward((sx_bf16 *)d_out, (float *)d_mean, (float *)d_rstd, (const sx_bf16 *)d_x,
+                            (const sx_bf16 *)d_w, (const sx_bf16 *)d_b, (int)N, C, 1e-5f, 0));
+    vec gmean = down_f32(d_mean, N), grstd = down_f32(d_rstd, N);
+    vec dy = randn(nc, 0, 1.0), dx = randn(nc, 0, 1.0), dw = randn(C, 0, 0.1), db = randn(C, 0, 0.1);
+    vec dpos = randn((size_t)T * C, 0, 0.1);
+    void *d_dy = up_bf16(dy), *d_dx = dx_acc ? up_bf16(dx) : dmalloc(nc * 2);
+    if (!dx_acc) poison(d_dx, nc * 2);
+    void *d_dw = up(dw, gt), *d_db = up(db, gt), *d_dpos = up(dpos, gt);
+    const size_t wsb = sx_norm_backward_workspace_bytes(C);
+    void *ws = dmalloc(wsb);
+    /* the inputs kept, for the repeat and for the plain backward */
+    void *d_dx0 = dmalloc(nc * 2), *d_dw0 = dmalloc(C * gs), *d_db0 = dmalloc(C * gs), *d_dpos0 = dmalloc((size_t)T * C * gs);
+    CK(cudaMemcpy(d_dx0, d_dx, nc * 2, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy(d_dw0, d_dw, C * gs, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy(d_db0, d_db, C * gs, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy(d_dpos0, d_dpos, (size_t)T * C * gs, cudaMemcpyDeviceToDevice));
+    auto restore = [&] {
+        CK(cudaMemcpy(d_dx, d_dx0, nc * 2, cudaMemcpyDeviceToDevice));
+        CK(cudaMemcpy(d_dw, d_dw0, C * gs, cudaMemcpyDeviceToDevice));
+        CK(cudaMemcpy(d_db, d_db0, C * gs, cudaMemcpyDeviceToDevice));
+        CK(cudaMemcpy(d_dpos, d_dpos0, (size_t)T * C * gs, cudaMemcpyDeviceToDevice));
+    };
+    auto run = [&] {
+        CK(sx_layernorm_backward_pos((sx_bf16 *)d_dx, d_dw, d_db, d_dpos, gt, (const sx_bf16 *)d_dy,
+                                     (const sx_bf16 *)d_x, (const sx_bf16 *)d_w, (const float *)d_mean,
+                                     (const float *)d_rstd, dx_acc, ws, wsb, B, T, C, 0));
+    };
+    run();
+    int cfg[6];
+    sx_layernorm_backward_pos_last_config(cfg);
+    if (cfg[0]) snprintf(sz + strlen(sz), sizeof sz - strlen(sz), " k=%d W=%d NG=%d G=%d D=%d", cfg[0], cfg[1], cfg[2], cfg[3],
+                         cfg[5]);
+    else snprintf(sz + strlen(sz), sizeof sz - strlen(sz), " generic");
+    ref_layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), gmean.data(), grstd.data(),
+                           (int)N, C, dx_acc);
+    vec got_dx = down_bf16(d_dx, nc);
+    check(dx_acc ? "layernorm_bwd_pos.dx(+=)" : "layernorm_bwd_pos.dx", sz, "bf16", got_dx, dx, TOL_BF16);
+    check("layernorm_bwd_pos.dweight", sz, pname(gt), down(d_dw, C, gt), dw, tol_of(gt));
+    check("layernorm_bwd_pos.dbias", sz, pname(gt), down(d_db, C, gt), db, tol_of(gt));
+    /* dpos: the reference's own dx summed over b */
+    vec ref_pos = dpos, stored_pos = dpos;
+    std::vector<int32_t> ids(N, 0);
+    vec scratch_wte(C, 0.0);
+    ref_embedding_backward(scratch_wte.data(), ref_pos.data(), dx.data(), ids.data(), B, T, C, 1);
+    ref_embedding_backward(scratch_wte.data(), stored_pos.data(), got_dx.data(), ids.data(), B, T, C, 1);
+    vec got_pos = down(d_dpos, (size_t)T * C, gt);
+    check("layernorm_bwd_pos.dpos", sz, "bf16", got_pos, ref_pos, TOL_BF16); /* dx is bf16 */
+    check("layernorm_bwd_pos.dpos(stored dx)", sz, pname(gt), got_pos, stored_pos, tol_of(gt));
+    /* repeatable, and the same dx and dweight as the plain backward */
+    std::vector<uint8_t> r_dx = raw(d_dx, nc * 2), r_dw = raw(d_dw, C * gs), r_pos = raw(d_dpos, (size_t)T * C * gs);
+    restore();
+    run();
+    check_true("layernorm_bwd_pos.deterministic", sz,
+               raw(d_dx, nc * 2) == r_dx && raw(d_dw, C * gs) == r_dw && raw(d_dpos, (size_t)T * C * gs) == r_pos,
+               "bitwise equal twice");
+    sx_layernorm_backward_pos_tune(0, 0);
+    void *bufs[] = {d_x, d_w, d_b, d_out, d_mean, d_rstd, d_dy, d_dx, d_dw, d_db, d_dpos, ws, d_dx0, d_dw0, d_db0, d_dpos0};
+    for (void *p : bufs) CK(cudaFree(p));
+}
+
 /* ----------------------------------------------------------- elementwise */
 
 static void test_gelu(size_t n, int offset) {
@@ -854,6 +928,24 @@ static void test_norms(int N) {
         test_norm(rms, SX_F32, g_quick ? 33 : 257, 4096, true, true, SX_F32, 0, 0, -1, -1, b4_16);
         test_norm(rms, SX_BF16, g_quick ? 301 : 32768, 768, true, true, SX_F32, 0, 0, -1, -1, b1_5_0); /* ring wraps */
     }
+    /* the first layer's LayerNorm backward with the position gradient: GPT-2 sizes (3 and 4
+     * packs per thread), 2 warps per row (C = 1280, 1600), B not a multiple of the rows per
+     * block, B = 1, T not a multiple of the grid, and the generic path (C % 8 != 0) */
+    test_layernorm_pos(g_quick ? 3 : 8, g_quick ? 67 : 1024, 768, true, SX_BF16);
+    test_layernorm_pos(g_quick ? 3 : 8, g_quick ? 67 : 1024, 768, false, SX_F32);
+    test_layernorm_pos(g_quick ? 2 : 5, g_quick ? 33 : 301, 1024, true, SX_F32);
+    test_layernorm_pos(g_quick ? 2 : 13, g_quick ? 33 : 97, 1280, true, SX_BF16);
+    test_layernorm_pos(g_quick ? 2 : 3, g_quick ? 33 : 1001, 1600, false, SX_F32);
+    test_layernorm_pos(1, g_quick ? 33 : 300, 768, true, SX_F32);
+    test_layernorm_pos(g_quick ? 2 : 9, g_quick ? 33 : 130, 4096, true, SX_BF16); /* 4 warps per row, 1 group */
+    test_layernorm_pos(g_quick ? 2 : 4, 37, 77, true, SX_F32); /* generic */
+    test_layernorm_pos(g_quick ? 2 : 3, g_quick ? 33 : 1001, 768, true, SX_BF16, 2); /* 2 rows ahead, 3 packs */
+    test_layernorm_pos(g_quick ? 3 : 8, g_quick ? 67 : 1024, 768, true, SX_F32, 1, 2); /* 2 packs: 2 warps, lanes idle */
+    test_layernorm_pos(g_quick ? 2 : 5, g_quick ? 33 : 301, 1024, false, SX_BF16, 1, 1); /* 1 pack, 4 warps */
+    test_layernorm_pos(g_quick ? 2 : 5, g_quick ? 33 : 301, 1024, true, SX_F32, 1, 4);   /* 4 packs, 1 warp */
+    test_layernorm_pos(g_quick ? 2 : 5, g_quick ? 33 : 301, 1024, true, SX_BF16, 2, 2);  /* 2 packs, 2 warps, 2 ahead */
+    test_layernorm_pos(g_quick ? 2 : 7, g_quick ? 3000 : 5000, 768, true, SX_F32); /* more positions than groups */
+    test_layernorm_pos(g_quick ? 2 : 9, g_quick ? 33 : 130, 6000, true, SX_BF16); /* beyond the fast path */
 
 }
 
