@@ -5,11 +5,13 @@
 
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <stdint.h>
 #include <stddef.h>
 #include "kernels.h"
 
 typedef __nv_bfloat16 bf16;
+typedef __half f16;
 
 #define SX_WARP 32
 
@@ -36,10 +38,12 @@ static inline int sx_num_sms(void) {
 template <typename T> __device__ __forceinline__ float to_f(T x);
 template <> __device__ __forceinline__ float to_f<float>(float x) { return x; }
 template <> __device__ __forceinline__ float to_f<bf16>(bf16 x) { return __bfloat162float(x); }
+template <> __device__ __forceinline__ float to_f<f16>(f16 x) { return __half2float(x); }
 
 template <typename T> __device__ __forceinline__ T from_f(float x);
 template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
 template <> __device__ __forceinline__ bf16 from_f<bf16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ f16 from_f<f16>(float x) { return __float2half_rn(x); }
 
 /* ---------------------------------------------------------- 16-byte packs
  * Pack<T> holds 16 bytes = N elements of T and is moved with one 128-bit load or store

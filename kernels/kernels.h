@@ -3,8 +3,9 @@
  * Plain C declarations, usable from C11 and from .cu files (C linkage).
  *
  * Conventions
- *   - Storage is bfloat16 unless a name ends in _f32.  A bf16 tensor is passed as
- *     sx_bf16 * (the raw 16 bits of an IEEE bfloat16; __nv_bfloat16 in device code).
+ *   - Storage is bfloat16 unless a name ends in _f32 (fp32) or _f16 (IEEE half, the norms
+ *     only).  A bf16 tensor is passed as sx_bf16 * (the raw 16 bits of a bfloat16;
+ *     __nv_bfloat16 in device code), a half one as sx_f16 * (__half).
  *   - Arithmetic and every reduction are in fp32.  Saved statistics (mean, rstd),
  *     losses and optimizer state are fp32.
  *   - Row-major tensors; "N" is the number of rows (B*T tokens), "C" the row length.
@@ -34,8 +35,11 @@ extern "C" {
 #endif
 
 typedef uint16_t sx_bf16; /* raw bfloat16 bits */
+typedef uint16_t sx_f16;  /* raw IEEE binary16 (half) bits: the _f16 variants' storage */
 
-typedef enum sx_dtype { SX_F32 = 0, SX_BF16 = 1 } sx_dtype;
+/* Gradient types take SX_F32 or SX_BF16; SX_F16 names half storage (the tests' and the
+ * benchmark's tables), which no function takes as a gradient type. */
+typedef enum sx_dtype { SX_F32 = 0, SX_BF16 = 1, SX_F16 = 2 } sx_dtype;
 
 /* ---------------------------------------------------------------- embedding */
 
@@ -114,6 +118,19 @@ cudaError_t sx_layernorm_backward_f32(float *dx, float *dweight, float *dbias,
                                       void *workspace, size_t workspace_bytes,
                                       int N, int C, cudaStream_t stream);
 
+/* fp16 storage (IEEE half: for GPUs without bf16, or half-precision training with a loss
+ * scale), the same kernels and semantics as the bf16 functions; statistics and the parameter
+ * gradients dweight, dbias in fp32.  No overflow handling beyond IEEE's: a loss scale is the
+ * caller's business. */
+cudaError_t sx_layernorm_forward_f16(sx_f16 *out, float *mean, float *rstd, const sx_f16 *x,
+                                     const sx_f16 *weight, const sx_f16 *bias,
+                                     int N, int C, float eps, cudaStream_t stream);
+cudaError_t sx_layernorm_backward_f16(sx_f16 *dx, float *dweight, float *dbias,
+                                      const sx_f16 *dy, const sx_f16 *x, const sx_f16 *weight,
+                                      const float *mean, const float *rstd, int dx_accumulate,
+                                      void *workspace, size_t workspace_bytes,
+                                      int N, int C, cudaStream_t stream);
+
 /* The first layer's LayerNorm backward in a model with learned positions, where dx is the
  * gradient of the embedding's output: sx_layernorm_backward (rows b-major, N = B T), and also
  *   dpos[t,:] += sum over b of dx[b,t,:]      (+=; dx as stored, after dx_accumulate's +=)
@@ -141,6 +158,13 @@ cudaError_t sx_rmsnorm_backward(sx_bf16 *dx, void *dweight, sx_dtype grad_type,
                                 int N, int C, cudaStream_t stream);
 cudaError_t sx_rmsnorm_backward_f32(float *dx, float *dweight,
                                     const float *dy, const float *x, const float *weight,
+                                    const float *rstd, int dx_accumulate,
+                                    void *workspace, size_t workspace_bytes,
+                                    int N, int C, cudaStream_t stream);
+cudaError_t sx_rmsnorm_forward_f16(sx_f16 *out, float *rstd, const sx_f16 *x, const sx_f16 *weight,
+                                   int N, int C, float eps, cudaStream_t stream);
+cudaError_t sx_rmsnorm_backward_f16(sx_f16 *dx, float *dweight,
+                                    const sx_f16 *dy, const sx_f16 *x, const sx_f16 *weight,
                                     const float *rstd, int dx_accumulate,
                                     void *workspace, size_t workspace_bytes,
                                     int N, int C, cudaStream_t stream);

@@ -29,6 +29,44 @@ static inline float sx_ref_bf2f(uint16_t b) {
     return f;
 }
 
+/* IEEE binary16 (half) <-> float on the host, round to nearest even: subnormals kept, values
+ * from 65520 up become infinity, NaN stays NaN */
+static inline uint16_t sx_ref_f2h(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    const uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return sign | 0x7e00u;
+    if (a >= 0x477ff000u) return sign | 0x7c00u;
+    if (a >= 0x38800000u) { /* normal: rebias the exponent by 127 - 15, round the 13 dropped bits */
+        uint32_t r = a - 0x38000000u;
+        r += 0xfffu + ((r >> 13) & 1u);
+        return sign | (uint16_t)(r >> 13);
+    }
+    /* subnormal half (or zero): the value in units of 2^-24 */
+    const uint32_t e = a >> 23, mant = (a & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126u - e; /* >= 14 */
+    if (shift >= 32u) return sign;
+    uint32_t q = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (q & 1u))) q++;
+    return sign | (uint16_t)q;
+}
+static inline float sx_ref_h2f(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    uint32_t u;
+    if (e == 0x1fu) u = sign | 0x7f800000u | (m << 13);
+    else if (e) u = sign | ((e + 112u) << 23) | (m << 13);
+    else {
+        float v = (float)m * 5.9604644775390625e-08f; /* m 2^-24, exact */
+        memcpy(&u, &v, 4);
+        u |= sign;
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 void ref_embedding_forward(double *out, const int32_t *ids, const double *wte, const double *wpe,
                            int B, int T, int C, int V);
 void ref_embedding_backward(double *dwte, double *dwpe, const double *dout, const int32_t *ids,

@@ -27,6 +27,7 @@
 #include "kernels_internal.h"
 #include "gpu_util.h"
 #include <cublas_v2.h>
+#include <cuda_fp16.h>
 
 static int ITERS = 100;
 static const int WARMUP = 5;
@@ -47,6 +48,10 @@ __global__ void init_bf16(uint16_t *p, size_t n, float scale, float offset, uint
         u += 0x7fffu + ((u >> 16) & 1u);
         p[i] = (uint16_t)(u >> 16);
     }
+}
+__global__ void init_f16(__half *p, size_t n, float scale, float offset, uint64_t seed) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        p[i] = __float2half_rn(offset + scale * unif(i, seed));
 }
 __global__ void init_f32(float *p, size_t n, float scale, float offset, bool absval, uint64_t seed) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -75,6 +80,12 @@ static uint64_t g_seed = 1234;
 static void *bf16_buf(size_t n, float scale, float offset = 0.0f) {
     void *p = dmalloc(n * 2);
     init_bf16<<<1024, 256>>>((uint16_t *)p, n, scale, offset, g_seed++);
+    CK(cudaGetLastError());
+    return p;
+}
+static void *f16_buf(size_t n, float scale, float offset = 0.0f) {
+    void *p = dmalloc(n * 2);
+    init_f16<<<1024, 256>>>((__half *)p, n, scale, offset, g_seed++);
     CK(cudaGetLastError());
     return p;
 }
@@ -696,6 +707,25 @@ int main(int argc, char **argv) {
         });
         CK(cudaFree(xf)); CK(cudaFree(wf)); CK(cudaFree(bf)); CK(cudaFree(of)); CK(cudaFree(mean)); CK(cudaFree(rstd));
         bench_norm_bwd(false, N, C, false, sweep, true);
+        /* fp16 storage, GPT-2 size: the same kernels as bf16 */
+        {
+            void *xh = f16_buf(NC, 2.0f, 0.3f), *wh = f16_buf(C, 0.2f, 1.0f), *bh = f16_buf(C, 0.2f);
+            void *oh = dmalloc(NC * 2), *dyh = f16_buf(NC, 1.0f), *dxh = dmalloc(NC * 2);
+            float *mh = (float *)dmalloc(N * 4), *rh = (float *)dmalloc(N * 4);
+            float *dwh = f32_buf(C, 0.01f), *dbh = f32_buf(C, 0.01f);
+            const size_t wsb = sx_norm_backward_workspace_bytes(C);
+            void *ws = dmalloc(wsb);
+            row("layernorm_fwd_f16", sz, NC * 4.0 + C * 4.0 + N * 8.0, [&] {
+                CK(sx_layernorm_forward_f16((sx_f16 *)oh, mh, rh, (const sx_f16 *)xh, (const sx_f16 *)wh,
+                                            (const sx_f16 *)bh, N, C, 1e-5f, 0));
+            });
+            row("layernorm_bwd_f16", sz, NC * 6.0 + N * 8.0 + C * 2.0 + C * 16.0, [&] {
+                CK(sx_layernorm_backward_f16((sx_f16 *)dxh, dwh, dbh, (const sx_f16 *)dyh, (const sx_f16 *)xh,
+                                             (const sx_f16 *)wh, mh, rh, 0, ws, wsb, N, C, 0));
+            });
+            void *bufs[] = {xh, wh, bh, oh, dyh, dxh, mh, rh, dwh, dbh, ws};
+            for (void *p : bufs) CK(cudaFree(p));
+        }
     }
 
     if (sweep || only_norm) { /* the sweep covers the norm and embedding backward only */

@@ -5,6 +5,7 @@
  * launch, then every element is checked to be written and the relative error
  * ||gpu - ref||_2 / ||ref||_2 compared with a tolerance per output precision:
  *   bf16 outputs 1e-2 (bf16 rounding alone is ~2^-9 per element)
+ *   fp16 outputs 2e-3 (half rounding ~2^-12)
  *   fp32 outputs 1e-5
  * Inputs are rounded to their storage type on the host first, so the reference sees exactly
  * the values the GPU sees.  Exit 1 if any check fails, 2 on a CUDA error.
@@ -24,6 +25,7 @@
 typedef std::vector<double> vec;
 
 #define TOL_BF16 1e-2
+#define TOL_F16 2e-3 /* half rounding alone is ~2^-12 relative per element, 8 times finer than bf16 */
 #define TOL_F32 1e-5
 
 static int g_fail = 0, g_checks = 0;
@@ -75,8 +77,28 @@ static vec down_f32(const void *d, size_t n) {
     CK(cudaMemcpy(b.data(), d, n * 4, cudaMemcpyDeviceToHost));
     return vec(b.begin(), b.end());
 }
-static vec down(const void *d, size_t n, sx_dtype t) { return t == SX_F32 ? down_f32(d, n) : down_bf16(d, n); }
-static void *up(vec &h, sx_dtype t) { return t == SX_F32 ? up_f32(h) : up_bf16(h); }
+/* half storage: rounded on the host to binary16 first, like bf16 */
+static void *up_f16(vec &h) {
+    std::vector<uint16_t> b(h.size());
+    for (size_t i = 0; i < h.size(); i++) {
+        b[i] = sx_ref_f2h((float)h[i]);
+        h[i] = sx_ref_h2f(b[i]);
+    }
+    void *d = dmalloc(b.size() * 2);
+    CK(cudaMemcpy(d, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+    return d;
+}
+static vec down_f16(const void *d, size_t n) {
+    std::vector<uint16_t> b(n);
+    CK(cudaMemcpy(b.data(), d, n * 2, cudaMemcpyDeviceToHost));
+    vec h(n);
+    for (size_t i = 0; i < n; i++) h[i] = sx_ref_h2f(b[i]);
+    return h;
+}
+static vec down(const void *d, size_t n, sx_dtype t) {
+    return t == SX_F32 ? down_f32(d, n) : t == SX_F16 ? down_f16(d, n) : down_bf16(d, n);
+}
+static void *up(vec &h, sx_dtype t) { return t == SX_F32 ? up_f32(h) : t == SX_F16 ? up_f16(h) : up_bf16(h); }
 static void poison(void *d, size_t bytes) { CK(cudaMemset(d, 0xff, bytes)); }
 static std::vector<uint8_t> raw(const void *d, size_t bytes) {
     std::vector<uint8_t> b(bytes);
@@ -124,8 +146,8 @@ static void check_true(const char *name, const char *size, bool ok, const char *
     g_checks++;
     if (!ok) g_fail++;
 }
-static const char *pname(sx_dtype t) { return t == SX_F32 ? "fp32" : "bf16"; }
-static double tol_of(sx_dtype t) { return t == SX_F32 ? TOL_F32 : TOL_BF16; }
+static const char *pname(sx_dtype t) { return t == SX_F32 ? "fp32" : t == SX_F16 ? "fp16" : "bf16"; }
+static double tol_of(sx_dtype t) { return t == SX_F32 ? TOL_F32 : t == SX_F16 ? TOL_F16 : TOL_BF16; }
 
 /* ----------------------------------------------------------- embedding */
 
@@ -278,6 +300,12 @@ static void test_norm(bool rms, sx_dtype t, int N, int C, bool with_bias, bool d
     if (!rms && t == SX_BF16)
         CK(sx_layernorm_forward((sx_bf16 *)d_out, (float *)d_mean, (float *)d_rstd, (const sx_bf16 *)d_x,
                                 (const sx_bf16 *)d_w, (const sx_bf16 *)d_b, N, C, (float)eps, 0));
+    else if (!rms && t == SX_F16)
+        CK(sx_layernorm_forward_f16((sx_f16 *)d_out, (float *)d_mean, (float *)d_rstd, (const sx_f16 *)d_x,
+                                    (const sx_f16 *)d_w, (const sx_f16 *)d_b, N, C, (float)eps, 0));
+    else if (rms && t == SX_F16)
+        CK(sx_rmsnorm_forward_f16((sx_f16 *)d_out, (float *)d_rstd, (const sx_f16 *)d_x, (const sx_f16 *)d_w, N, C,
+                                  (float)eps, 0));
     else if (!rms)
         CK(sx_layernorm_forward_f32((float *)d_out, (float *)d_mean, (float *)d_rstd, (const float *)d_x,
                                     (const float *)d_w, (const float *)d_b, N, C, (float)eps, 0));
@@ -315,7 +343,14 @@ static void test_norm(bool rms, sx_dtype t, int N, int C, bool with_bias, bool d
     CK(cudaMemcpy(d_db0, d_db, C * gs, cudaMemcpyDeviceToDevice));
     CK(cudaMemcpy(d_dx0, d_dx, nc * es, cudaMemcpyDeviceToDevice));
     auto run_bwd = [&]() {
-        if (!rms && t == SX_BF16)
+        if (t == SX_F16 && !rms)
+            CK(sx_layernorm_backward_f16((sx_f16 *)d_dx, (float *)d_dw, (float *)d_db, (const sx_f16 *)d_dy,
+                                         (const sx_f16 *)d_x, (const sx_f16 *)d_w, (const float *)d_mean,
+                                         (const float *)d_rstd, dx_acc, ws, wsb, N, C, 0));
+        else if (t == SX_F16)
+            CK(sx_rmsnorm_backward_f16((sx_f16 *)d_dx, (float *)d_dw, (const sx_f16 *)d_dy, (const sx_f16 *)d_x,
+                                       (const sx_f16 *)d_w, (const float *)d_rstd, dx_acc, ws, wsb, N, C, 0));
+        else if (!rms && t == SX_BF16)
             CK(sx_layernorm_backward((sx_bf16 *)d_dx, d_dw, d_db, gt, (const sx_bf16 *)d_dy, (const sx_bf16 *)d_x,
                                      (const sx_bf16 *)d_w, (const float *)d_mean, (const float *)d_rstd, dx_acc, ws,
                                      wsb, N, C, 0));
@@ -860,6 +895,15 @@ static void test_norms(int N) {
     /* norm backward, automatic path: version 2, registers, 2 packs per thread (RMSNorm bf16 at
      * C <= 768: 1 pack; RMSNorm at C >= 4096: bulk copies, 3 stages); a group of W = C / (256 k)
      * warps per row (bf16; fp32: C / (128 k)) */
+    /* fp16 storage (parameter gradients fp32): the automatic path, dx +=, two warps per row, the
+     * bulk path (RMSNorm C = 4096), the scalar path */
+    for (int rms = 0; rms <= 1; rms++) {
+        test_norm(rms, SX_F16, N, 768, true, false, SX_F32);
+        test_norm(rms, SX_F16, N, 1000, true, true, SX_F32);
+        test_norm(rms, SX_F16, N / 3, 2048, true, true, SX_F32);
+        test_norm(rms, SX_F16, g_quick ? 67 : 1003, 4096, true, false, SX_F32);
+        test_norm(rms, SX_F16, N, 77, true, true, SX_F32);
+    }
     for (int rms = 0; rms <= 1; rms++) {
         test_norm(rms, SX_BF16, N, 768, true, false, SX_F32);
         test_norm(rms, SX_BF16, N, 768, true, true, SX_BF16); /* dx += */
@@ -945,7 +989,7 @@ static void test_norms(int N) {
     test_layernorm_pos(g_quick ? 2 : 5, g_quick ? 33 : 301, 1024, true, SX_F32, 1, 4);   /* 4 packs, 1 warp */
     test_layernorm_pos(g_quick ? 2 : 5, g_quick ? 33 : 301, 1024, true, SX_BF16, 2, 2);  /* 2 packs, 2 warps, 2 ahead */
     test_layernorm_pos(g_quick ? 2 : 7, g_quick ? 3000 : 5000, 768, true, SX_F32); /* more positions than groups */
-    test_layernorm_pos(g_quick ? 2 : 9, g_quick ? 33 : 130, 6000, true, SX_BF16); /* beyond the fast path */
+    test_layernorm_pos(g_quick ? 2 : 9, g_quick ? 33 : 130, 6000, true, SX_BF16); /* 8 warps per row, lanes idle */
 
 }
 

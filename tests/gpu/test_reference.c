@@ -256,8 +256,43 @@ static void check_adamw(void) {
     free(p); free(g); free(m); free(v); free(p0);
 }
 
+/* the host half conversions: every binary16 value survives h2f then f2h; ties go to even, at
+ * the normal/subnormal boundary, in the subnormals and at the overflow threshold */
+static void check_half(void) {
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        const uint16_t b = (uint16_t)h;
+        if ((b & 0x7c00u) == 0x7c00u && (b & 0x3ffu)) { /* NaN: stays NaN */
+            const float f = sx_ref_h2f(b);
+            if (f == f || !((sx_ref_f2h(f) & 0x7c00u) == 0x7c00u && (sx_ref_f2h(f) & 0x3ffu))) bad++;
+            continue;
+        }
+        if (sx_ref_f2h(sx_ref_h2f(b)) != b) bad++;
+    }
+    const struct { float f; uint16_t h; } cases[] = {
+        {1.0f, 0x3c00u}, {-2.0f, 0xc000u}, {65504.0f, 0x7bffu}, {65519.99f, 0x7bffu}, {65520.0f, 0x7c00u},
+        {1.0f + 0.00048828125f, 0x3c00u},          /* 1 + 2^-11: a tie, to even */
+        {1.0f + 3 * 0.00048828125f, 0x3c02u},      /* 1 + 3 2^-11: a tie, to even (up) */
+        {6.103515625e-05f, 0x0400u},              /* 2^-14: the smallest normal */
+        {6.0975551605224609e-05f, 0x03ffu},       /* the largest subnormal */
+        {5.9604644775390625e-08f, 0x0001u},       /* 2^-24 */
+        {2.98023223876953125e-08f, 0x0000u},      /* 2^-25: a tie, to even (zero) */
+        {8.94069671630859375e-08f, 0x0002u},      /* 1.5 2^-24: a tie, to even (2) */
+        {1e-9f, 0x0000u}, {-0.0f, 0x8000u}, {1e30f, 0x7c00u}, {0.333251953125f, 0x3555u},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (sx_ref_f2h(cases[i].f) != cases[i].h) {
+            printf("  f2h(%.10g) = 0x%04x, want 0x%04x\n", cases[i].f, sx_ref_f2h(cases[i].f), cases[i].h);
+            bad++;
+        }
+    printf("%-28s %s (65536 round trips, %zu rounding cases)\n", "half conversion", bad ? "FAIL" : "PASS",
+           sizeof cases / sizeof cases[0]);
+    if (bad) failures++;
+}
+
 int main(void) {
     printf("# references vs central finite differences (float64), tolerance rel_err < 1e-6\n");
+    check_half();
     check_embedding();
     check_norm(0);
     check_norm(1);
