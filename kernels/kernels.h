@@ -137,7 +137,7 @@ cudaError_t sx_layernorm_backward_f16(sx_f16 *dx, float *dweight, float *dbias,
  * which is the position table's gradient, summed from registers while dx is written; the
  * embedding backward then runs with dwpe = NULL and reads dx once instead of twice.  dpos is
  * grad_type like dweight.  Deterministic: a position's B rows are summed in a fixed order.
- * Fast path C % 8 == 0, aligned, C <= 8192; otherwise the plain backward and a pass over dx. */
+ * Fast path C % 8 == 0, aligned, C <= 6144; otherwise the plain backward and a pass over dx. */
 cudaError_t sx_layernorm_backward_pos(sx_bf16 *dx, void *dweight, void *dbias, void *dpos, sx_dtype grad_type,
                                       const sx_bf16 *dy, const sx_bf16 *x, const sx_bf16 *weight,
                                       const float *mean, const float *rstd, int dx_accumulate,
