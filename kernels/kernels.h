@@ -3,8 +3,8 @@
  * Plain C declarations, usable from C11 and from .cu files (C linkage).
  *
  * Conventions
- *   - Storage is bfloat16 unless a name ends in _f32 (fp32) or _f16 (IEEE half, the norms
- *     only).  A bf16 tensor is passed as sx_bf16 * (the raw 16 bits of a bfloat16;
+ *   - Storage is bfloat16 unless a name ends in _f32 (fp32) or _f16 (IEEE half: the norms,
+ *     GELU, SwiGLU and the residual add).  A bf16 tensor is passed as sx_bf16 * (the raw 16 bits of a bfloat16;
  *     __nv_bfloat16 in device code), a half one as sx_f16 * (__half).
  *   - Arithmetic and every reduction are in fp32.  Saved statistics (mean, rstd),
  *     losses and optimizer state are fp32.
@@ -191,6 +191,16 @@ cudaError_t sx_swiglu_backward(sx_bf16 *dgate, sx_bf16 *dup, const sx_bf16 *dout
  * e.g. the residual stream saved for backward).  out may alias a or b. */
 cudaError_t sx_residual_add(sx_bf16 *out, sx_bf16 *copy, const sx_bf16 *a, const sx_bf16 *b,
                             size_t n, cudaStream_t stream);
+
+/* fp16 (IEEE half) storage: the same kernels and semantics as the bf16 functions above */
+cudaError_t sx_gelu_forward_f16(sx_f16 *out, const sx_f16 *x, size_t n, cudaStream_t stream);
+cudaError_t sx_gelu_backward_f16(sx_f16 *dx, const sx_f16 *x, const sx_f16 *dy, size_t n, cudaStream_t stream);
+cudaError_t sx_swiglu_forward_f16(sx_f16 *out, const sx_f16 *gate, const sx_f16 *up, int N, int H, int ld,
+                                  cudaStream_t stream);
+cudaError_t sx_swiglu_backward_f16(sx_f16 *dgate, sx_f16 *dup, const sx_f16 *dout, const sx_f16 *gate,
+                                   const sx_f16 *up, int N, int H, int ld, cudaStream_t stream);
+cudaError_t sx_residual_add_f16(sx_f16 *out, sx_f16 *copy, const sx_f16 *a, const sx_f16 *b, size_t n,
+                                cudaStream_t stream);
 
 /* ------------------------------------------------ rotary position embedding */
 

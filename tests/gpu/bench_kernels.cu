@@ -758,6 +758,28 @@ int main(int argc, char **argv) {
             CK(sx_residual_add((sx_bf16 *)out, (sx_bf16 *)dg, (const sx_bf16 *)x, (const sx_bf16 *)dy, NC, 0));
         });
         CK(cudaFree(x)); CK(cudaFree(dy)); CK(cudaFree(out)); CK(cudaFree(up)); CK(cudaFree(dg)); CK(cudaFree(du));
+        /* fp16 storage: the same kernels */
+        void *xh = f16_buf(NC4, 2.0f), *dyh = f16_buf(NC4, 1.0f), *uh = f16_buf(NC4, 1.0f), *oh = dmalloc(NC4 * 2);
+        void *gh = dmalloc(NC4 * 2), *vh = dmalloc(NC4 * 2);
+        snprintf(sz, sizeof sz, "n=%dx%d", N, C4);
+        row("gelu_fwd_f16", sz, NC4 * 4.0, [&] { CK(sx_gelu_forward_f16((sx_f16 *)oh, (const sx_f16 *)xh, NC4, 0)); });
+        row("gelu_bwd_f16", sz, NC4 * 6.0, [&] {
+            CK(sx_gelu_backward_f16((sx_f16 *)oh, (const sx_f16 *)xh, (const sx_f16 *)dyh, NC4, 0));
+        });
+        snprintf(sz, sizeof sz, "N=%d H=%d", N, C4);
+        row("swiglu_fwd_f16", sz, NC4 * 6.0, [&] {
+            CK(sx_swiglu_forward_f16((sx_f16 *)oh, (const sx_f16 *)xh, (const sx_f16 *)uh, N, C4, C4, 0));
+        });
+        row("swiglu_bwd_f16", sz, NC4 * 10.0, [&] {
+            CK(sx_swiglu_backward_f16((sx_f16 *)gh, (sx_f16 *)vh, (const sx_f16 *)dyh, (const sx_f16 *)xh,
+                                      (const sx_f16 *)uh, N, C4, C4, 0));
+        });
+        snprintf(sz, sizeof sz, "n=%dx%d", N, C);
+        row("residual_add_f16", sz, NC * 6.0, [&] {
+            CK(sx_residual_add_f16((sx_f16 *)oh, NULL, (const sx_f16 *)xh, (const sx_f16 *)dyh, NC, 0));
+        });
+        void *hb[] = {xh, dyh, uh, oh, gh, vh};
+        for (void *q : hb) CK(cudaFree(q));
     }
 
     /* ---------------------------------------------------------- rotary embedding (LLaMA shapes) */

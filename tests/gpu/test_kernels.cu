@@ -10,9 +10,10 @@
  * Inputs are rounded to their storage type on the host first, so the reference sees exactly
  * the values the GPU sees.  Exit 1 if any check fails, 2 on a CUDA error.
  * RoPE has its own, tighter, derived tolerance (see test_rope).
- *   test_kernels [--quick] [--attention | --no-attention] [--rope] [--norm] [--embedding] [--seed S]
+ *   test_kernels [--quick] [--attention | --no-attention] [--rope] [--norm] [--embedding] [--elementwise] [--seed S]
  *     --quick: small sizes (for compute-sanitizer); --attention: the fused attention tests only;
- *     --no-attention: all but those; --rope: the RoPE tests only; --norm: the norm tests only
+ *     --no-attention: all but those; --rope: the RoPE tests only; --norm: the norm tests only;
+ *     --elementwise: GELU, SwiGLU and the residual add only
  */
 #include <string.h>
 #include <time.h>
@@ -468,30 +469,43 @@ static void test_layernorm_pos(int B, int T, int C, bool dx_acc, sx_dtype gt, in
 
 /* ----------------------------------------------------------- elementwise */
 
-static void test_gelu(size_t n, int offset) {
+static void test_gelu(size_t n, int offset, sx_dtype t = SX_BF16) {
     char sz[64];
     snprintf(sz, sizeof sz, "n=%zu%s", n, offset ? " unaligned" : "");
+    const bool h = t == SX_F16;
+    const char *pn = pname(t);
+    const double tol = tol_of(t);
     vec x = randn(n + offset, 0, 2.0), dy = randn(n + offset, 0, 1.0);
-    void *d_x = up_bf16(x), *d_dy = up_bf16(dy), *d_out = dmalloc((n + offset) * 2), *d_dx = dmalloc((n + offset) * 2);
+    void *d_x = up(x, t), *d_dy = up(dy, t), *d_out = dmalloc((n + offset) * 2), *d_dx = dmalloc((n + offset) * 2);
     poison(d_out, (n + offset) * 2);
     poison(d_dx, (n + offset) * 2);
-    const sx_bf16 *px = (const sx_bf16 *)d_x + offset, *pdy = (const sx_bf16 *)d_dy + offset;
-    CK(sx_gelu_forward((sx_bf16 *)d_out + offset, px, n, 0));
-    CK(sx_gelu_backward((sx_bf16 *)d_dx + offset, px, pdy, n, 0));
+    const uint16_t *px = (const uint16_t *)d_x + offset, *pdy = (const uint16_t *)d_dy + offset;
+    auto fwd = [&](void *o) {
+        if (h) CK(sx_gelu_forward_f16((sx_f16 *)o + offset, px, n, 0));
+        else CK(sx_gelu_forward((sx_bf16 *)o + offset, px, n, 0));
+    };
+    auto bwd = [&](void *o) {
+        if (h) CK(sx_gelu_backward_f16((sx_f16 *)o + offset, px, pdy, n, 0));
+        else CK(sx_gelu_backward((sx_bf16 *)o + offset, px, pdy, n, 0));
+    };
+    fwd(d_out);
+    bwd(d_dx);
     vec ref(n), rdx(n);
     ref_gelu_forward(ref.data(), x.data() + offset, n);
     ref_gelu_backward(rdx.data(), x.data() + offset, dy.data() + offset, n);
-    vec got = down_bf16(d_out, n + offset), gdx = down_bf16(d_dx, n + offset);
-    check("gelu_fwd.out", sz, "bf16", vec(got.begin() + offset, got.end()), ref, TOL_BF16);
-    check("gelu_bwd.dx", sz, "bf16", vec(gdx.begin() + offset, gdx.end()), rdx, TOL_BF16);
+    vec got = down(d_out, n + offset, t), gdx = down(d_dx, n + offset, t);
+    check(h ? "gelu_fwd_f16.out" : "gelu_fwd.out", sz, pn, vec(got.begin() + offset, got.end()), ref, tol);
+    check(h ? "gelu_bwd_f16.dx" : "gelu_bwd.dx", sz, pn, vec(gdx.begin() + offset, gdx.end()), rdx, tol);
     /* in place: dx aliases dy */
-    CK(sx_gelu_backward((sx_bf16 *)d_dy + offset, px, pdy, n, 0));
-    vec gip = down_bf16(d_dy, n + offset);
-    check("gelu_bwd.dx(in place)", sz, "bf16", vec(gip.begin() + offset, gip.end()), rdx, TOL_BF16);
+    bwd(d_dy);
+    vec gip = down(d_dy, n + offset, t);
+    check(h ? "gelu_bwd_f16.dx(in place)" : "gelu_bwd.dx(in place)", sz, pn, vec(gip.begin() + offset, gip.end()), rdx,
+          tol);
     CK(cudaFree(d_x)); CK(cudaFree(d_dy)); CK(cudaFree(d_out)); CK(cudaFree(d_dx));
 }
 
-static void test_swiglu(int N, int H, bool fused) {
+static void test_swiglu(int N, int H, bool fused, sx_dtype t = SX_BF16) {
+    const bool hf = t == SX_F16;
     const int ld = fused ? 2 * H : H;
     char sz[64];
     snprintf(sz, sizeof sz, "N=%d H=%d ld=%d", N, H, ld);
@@ -500,7 +514,7 @@ static void test_swiglu(int N, int H, bool fused) {
     if (fused) /* one [N, 2H] buffer: gate | up; ubuf unused */
         for (int n = 0; n < N; n++)
             for (int h = 0; h < H; h++) gbuf[(size_t)n * ld + H + h] = ubuf[(size_t)n * ld + h];
-    void *d_g = up_bf16(gbuf), *d_u = fused ? NULL : up_bf16(ubuf), *d_do = up_bf16(dout);
+    void *d_g = up(gbuf, t), *d_u = fused ? NULL : up(ubuf, t), *d_do = up(dout, t);
     const sx_bf16 *pg = (const sx_bf16 *)d_g, *pu = fused ? pg + H : (const sx_bf16 *)d_u;
     const double *hg = gbuf.data(), *hu = fused ? gbuf.data() + H : ubuf.data();
     void *d_out = dmalloc(nout * 2), *d_dg = dmalloc(nin * 2), *d_du = fused ? NULL : dmalloc(nin * 2);
@@ -508,39 +522,53 @@ static void test_swiglu(int N, int H, bool fused) {
     poison(d_dg, nin * 2);
     if (d_du) poison(d_du, nin * 2);
     sx_bf16 *pdg = (sx_bf16 *)d_dg, *pdu = fused ? pdg + H : (sx_bf16 *)d_du;
-    CK(sx_swiglu_forward((sx_bf16 *)d_out, pg, pu, N, H, ld, 0));
-    CK(sx_swiglu_backward(pdg, pdu, (const sx_bf16 *)d_do, pg, pu, N, H, ld, 0));
+    if (hf) {
+        CK(sx_swiglu_forward_f16((sx_f16 *)d_out, pg, pu, N, H, ld, 0));
+        CK(sx_swiglu_backward_f16(pdg, pdu, (const sx_f16 *)d_do, pg, pu, N, H, ld, 0));
+    } else {
+        CK(sx_swiglu_forward((sx_bf16 *)d_out, pg, pu, N, H, ld, 0));
+        CK(sx_swiglu_backward(pdg, pdu, (const sx_bf16 *)d_do, pg, pu, N, H, ld, 0));
+    }
     vec ref(nout), rdg(nin, 0.0), rdu(nin, 0.0);
     ref_swiglu_forward(ref.data(), hg, hu, N, H, ld);
     if (fused) ref_swiglu_backward(rdg.data(), rdg.data() + H, dout.data(), hg, hu, N, H, ld);
     else ref_swiglu_backward(rdg.data(), rdu.data(), dout.data(), hg, hu, N, H, ld);
-    check("swiglu_fwd.out", sz, "bf16", down_bf16(d_out, nout), ref, TOL_BF16);
-    check(fused ? "swiglu_bwd.d[gate|up]" : "swiglu_bwd.dgate", sz, "bf16", down_bf16(d_dg, nin), rdg, TOL_BF16);
-    if (!fused) check("swiglu_bwd.dup", sz, "bf16", down_bf16(d_du, nin), rdu, TOL_BF16);
+    check(hf ? "swiglu_fwd_f16.out" : "swiglu_fwd.out", sz, pname(t), down(d_out, nout, t), ref, tol_of(t));
+    check(fused ? (hf ? "swiglu_bwd_f16.d[gate|up]" : "swiglu_bwd.d[gate|up]") : (hf ? "swiglu_bwd_f16.dgate" : "swiglu_bwd.dgate"),
+          sz, pname(t), down(d_dg, nin, t), rdg, tol_of(t));
+    if (!fused) check(hf ? "swiglu_bwd_f16.dup" : "swiglu_bwd.dup", sz, pname(t), down(d_du, nin, t), rdu, tol_of(t));
     void *bufs[] = {d_g, d_u, d_do, d_out, d_dg, d_du};
     for (void *p : bufs)
         if (p) CK(cudaFree(p));
 }
 
-static void test_residual(size_t n, int offset) {
+static void test_residual(size_t n, int offset, sx_dtype t = SX_BF16) {
     char sz[64];
     snprintf(sz, sizeof sz, "n=%zu%s", n, offset ? " unaligned" : "");
+    const bool h = t == SX_F16;
     vec a = randn(n + offset, 0, 1.0), b = randn(n + offset, 0, 1.0);
-    void *d_a = up_bf16(a), *d_b = up_bf16(b), *d_o = dmalloc((n + offset) * 2), *d_c = dmalloc((n + offset) * 2);
+    void *d_a = up(a, t), *d_b = up(b, t), *d_o = dmalloc((n + offset) * 2), *d_c = dmalloc((n + offset) * 2);
     poison(d_o, (n + offset) * 2);
     poison(d_c, (n + offset) * 2);
-    CK(sx_residual_add((sx_bf16 *)d_o + offset, (sx_bf16 *)d_c + offset, (const sx_bf16 *)d_a + offset,
-                       (const sx_bf16 *)d_b + offset, n, 0));
+    auto add = [&](void *o, void *c) {
+        uint16_t *po = (uint16_t *)o + offset, *pc = c ? (uint16_t *)c + offset : NULL;
+        const uint16_t *pa = (const uint16_t *)d_a + offset, *pb = (const uint16_t *)d_b + offset;
+        if (h) CK(sx_residual_add_f16(po, pc, pa, pb, n, 0));
+        else CK(sx_residual_add(po, pc, pa, pb, n, 0));
+    };
+    add(d_o, d_c);
     vec ref(n);
     ref_residual_add(ref.data(), a.data() + offset, b.data() + offset, n);
-    vec go = down_bf16(d_o, n + offset), gc = down_bf16(d_c, n + offset);
-    check("residual_add.out", sz, "bf16", vec(go.begin() + offset, go.end()), ref, TOL_BF16);
-    check("residual_add.copy", sz, "bf16", vec(gc.begin() + offset, gc.end()), ref, TOL_BF16);
+    vec go = down(d_o, n + offset, t), gc = down(d_c, n + offset, t);
+    check(h ? "residual_add_f16.out" : "residual_add.out", sz, pname(t), vec(go.begin() + offset, go.end()), ref,
+          tol_of(t));
+    check(h ? "residual_add_f16.copy" : "residual_add.copy", sz, pname(t), vec(gc.begin() + offset, gc.end()), ref,
+          tol_of(t));
     /* in place: out = a */
-    CK(sx_residual_add((sx_bf16 *)d_a + offset, NULL, (const sx_bf16 *)d_a + offset, (const sx_bf16 *)d_b + offset,
-                       n, 0));
-    vec gi = down_bf16(d_a, n + offset);
-    check("residual_add.out(in place)", sz, "bf16", vec(gi.begin() + offset, gi.end()), ref, TOL_BF16);
+    add(d_a, NULL);
+    vec gi = down(d_a, n + offset, t);
+    check(h ? "residual_add_f16.out(in place)" : "residual_add.out(in place)", sz, pname(t),
+          vec(gi.begin() + offset, gi.end()), ref, tol_of(t));
     CK(cudaFree(d_a)); CK(cudaFree(d_b)); CK(cudaFree(d_o)); CK(cudaFree(d_c));
 }
 
@@ -1076,6 +1104,26 @@ static void test_ce_all(int N, int V, int Vp) {
     test_ce(g_quick ? 17 : 300, 1001, 1001, true, 4);   /* scalar, persistent, in place */
 }
 
+/* GELU, SwiGLU, residual add, in bf16 and fp16 */
+static void test_elementwise(int N) {
+    test_gelu((size_t)N * 4 * 768, 0);
+    test_gelu(g_quick ? 10007 : 1000003, 0); /* n % 8 tail */
+    test_gelu(1001, 1);                       /* unaligned: scalar path */
+    test_swiglu(N, 1000, false);
+    test_swiglu(N, 768, true);
+    test_swiglu(g_quick ? 13 : 301, 77, false); /* scalar path */
+    test_residual((size_t)N * 768 + 5, 0);
+    test_residual(1001, 1);
+    /* fp16 storage: the same kernels */
+    test_gelu(g_quick ? 10007 : 1000003, 0, SX_F16);
+    test_gelu(1001, 1, SX_F16);
+    test_swiglu(N, 1000, false, SX_F16);
+    test_swiglu(N, 768, true, SX_F16);
+    test_swiglu(g_quick ? 13 : 301, 77, false, SX_F16);
+    test_residual((size_t)N * 768 + 5, 0, SX_F16);
+    test_residual(1001, 1, SX_F16);
+}
+
 /* every kernel but the fused attention */
 static void test_others(void) {
     const int B = g_quick ? 1 : 31, T = g_quick ? 67 : 97; /* N = B*T = 3007 = 3*1000+7 */
@@ -1087,14 +1135,7 @@ static void test_others(void) {
 
     test_norms(N);
 
-    test_gelu((size_t)N * 4 * 768, 0);
-    test_gelu(g_quick ? 10007 : 1000003, 0); /* n % 8 tail */
-    test_gelu(1001, 1);                       /* unaligned: scalar path */
-    test_swiglu(N, 1000, false);
-    test_swiglu(N, 768, true);
-    test_swiglu(g_quick ? 13 : 301, 77, false); /* scalar path */
-    test_residual((size_t)N * 768 + 5, 0);
-    test_residual(1001, 1);
+    test_elementwise(N);
 
     test_softmax(g_quick ? 2 : 6, g_quick ? 200 : 1000); /* registers, 4 chunks */
     test_softmax(g_quick ? 2 : 6, g_quick ? 200 : 1000, 1); /* both paths explicitly */
@@ -1245,7 +1286,7 @@ static void test_clock_probe(void) {
 int main(int argc, char **argv) {
     uint64_t seed = (uint64_t)time(NULL);
     bool only_attention = false, only_rope = false, no_attention = false, only_norm = false, only_embedding = false,
-         only_clock = false, only_ce = false;
+         only_clock = false, only_ce = false, only_elementwise = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) g_quick = true;
         else if (!strcmp(argv[i], "--attention")) only_attention = true;
@@ -1255,9 +1296,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--embedding")) only_embedding = true;
         else if (!strcmp(argv[i], "--clock")) only_clock = true;
         else if (!strcmp(argv[i], "--ce")) only_ce = true;
+        else if (!strcmp(argv[i], "--elementwise")) only_elementwise = true;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--attention | --no-attention] [--rope] [--norm] [--embedding] [--clock] [--ce] [--seed S]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--attention | --no-attention] [--rope] [--norm] [--embedding] [--clock] [--ce] [--elementwise] [--seed S]\n", argv[0]);
             return 2;
         }
     }
@@ -1273,6 +1315,10 @@ int main(int argc, char **argv) {
 
     if (only_clock) {
         test_clock_probe();
+        goto done;
+    }
+    if (only_elementwise) {
+        test_elementwise(g_quick ? 67 : 3007);
         goto done;
     }
     if (only_ce) {
