@@ -31,10 +31,11 @@ LIB   = $(BUILD)/libkernels.a
 TEST  = $(BUILD)/gpu/test_kernels
 BENCH = $(BUILD)/gpu/bench_kernels
 REFT  = $(BUILD)/gpu/test_reference
+PROBE = $(BUILD)/gpu/launch_probe
 
 .PHONY: all gpu-test gpu-bench ref-test clean-gpu
 
-all: $(LIB) $(TEST) $(BENCH) $(REFT)
+all: $(LIB) $(TEST) $(BENCH) $(REFT) $(PROBE)
 
 $(BUILD)/gpu/obj/kernels/%.o: kernels/%.cu $(KHDR)
 	@mkdir -p $(dir $@)
@@ -58,6 +59,10 @@ $(BENCH): tests/gpu/bench_kernels.cu tests/gpu/gpu_util.h $(LIB) $(KHDR)
 $(REFT): tests/gpu/test_reference.c $(REFO) kernels/reference.h
 	@mkdir -p $(dir $@)
 	$(CC) $(REFCFLAGS) -Ikernels -o $@ $< $(REFO) -lm
+
+$(PROBE): tests/gpu/launch_probe.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LDCUDA)
 
 ref-test: $(REFT)
 	$(REFT)
