@@ -608,6 +608,38 @@ __device__ __forceinline__ void nb2_setup(const T *__restrict__ w, int t, int TP
     }
 }
 
+/* The next D rows of a thread's columns, in registers: x, dy and, when accumulating, dx, as
+ * 16-byte packs; the row's mean (LayerNorm) and rstd.  Indexed by constants only (unrolled
+ * loops), so it stays in registers. */
+template <typename T, int K, int D> struct Nb2Ring {
+    Pack<T> x[D][K], g[D][K], d[D][K];
+    float m[D], r[D];
+    __device__ __forceinline__ void clear() {
+#pragma unroll
+        for (int j = 0; j < D; j++) {
+            m[j] = r[j] = 0.0f;
+#pragma unroll
+            for (int k = 0; k < K; k++) x[j][k].bits = g[j][k].bits = d[j][k].bits = make_int4(0, 0, 0, 0);
+        }
+    }
+    /* slot j <- row: x and dy streamed (read once), dx plain (it is also written) */
+    template <bool RMS, bool ACC>
+    __device__ __forceinline__ void load(int j, const T *__restrict__ xs, const T *__restrict__ dys, const T *dxs,
+                                         const float *__restrict__ mean, const float *__restrict__ rstd, int row,
+                                         int C, const int (&col)[K], const bool (&ok)[K]) {
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (ok[k]) {
+                const size_t o = (size_t)row * C + col[k];
+                x[j][k] = ld_pack_cs(xs + o);
+                g[j][k] = ld_pack_cs(dys + o);
+                if (ACC) d[j][k] = ld_pack_plain(dxs + o);
+            }
+        if (!RMS) m[j] = __ldg(mean + row);
+        r[j] = __ldg(rstd + row);
+    }
+};
+
 /* rows [lo, hi) of block b of G: the split of N rows into G nearly equal contiguous parts */
 __device__ __forceinline__ void nb2_range(int N, int &lo, int &hi) {
     lo = (int)((long long)blockIdx.x * N / gridDim.x);
@@ -642,30 +674,12 @@ norm_bwd_regs(T *dx, float *__restrict__ part, const T *__restrict__ dy, const T
 #pragma unroll
         for (int e = 0; e < P; e++) aw[k][e] = ab[k][e] = 0.0f;
 
-    Pack<T> bx[D][K], bg[D][K], bd[D][K];
-    float bm[D], br[D];
-#pragma unroll
-    for (int j = 0; j < D; j++) {
-        bm[j] = br[j] = 0.0f;
-#pragma unroll
-        for (int k = 0; k < K; k++) bx[j][k].bits = bg[j][k].bits = bd[j][k].bits = make_int4(0, 0, 0, 0);
-    }
-    auto load = [&](Pack<T>(&ax)[K], Pack<T>(&ag)[K], Pack<T>(&ad)[K], float &am, float &ar, int row) {
-#pragma unroll
-        for (int k = 0; k < K; k++)
-            if (ok[k]) {
-                const size_t o = (size_t)row * C + col[k];
-                ax[k] = ld_pack_cs(x + o);
-                ag[k] = ld_pack_cs(dy + o);
-                if (ACC) ad[k] = ld_pack_plain(dx + o);
-            }
-        if (!RMS) am = __ldg(mean + row);
-        ar = __ldg(rstd + row);
-    };
+    Nb2Ring<T, K, D> ring;
+    ring.clear();
 #pragma unroll
     for (int j = 0; j < D; j++) {
         const int r = lo + j * NG + g;
-        if (r < hi) load(bx[j], bg[j], bd[j], bm[j], br[j], r);
+        if (r < hi) ring.template load<RMS, ACC>(j, x, dy, dx, mean, rstd, r, C, col, ok);
     }
     for (int i0 = 0; i0 < nit; i0 += D) {
 #pragma unroll
@@ -676,13 +690,13 @@ norm_bwd_regs(T *dx, float *__restrict__ part, const T *__restrict__ dy, const T
                 Pack<T> cx[K], cg[K], cd[K];
 #pragma unroll
                 for (int k = 0; k < K; k++) {
-                    cx[k] = bx[j][k];
-                    cg[k] = bg[j][k];
-                    cd[k] = bd[j][k];
+                    cx[k] = ring.x[j][k];
+                    cg[k] = ring.g[j][k];
+                    cd[k] = ring.d[j][k];
                 }
-                const float cm = bm[j], cr = br[j];
+                const float cm = ring.m[j], cr = ring.r[j];
                 const int nrow = row + D * NG;
-                if (nrow < hi) load(bx[j], bg[j], bd[j], bm[j], br[j], nrow); /* D rows ahead */
+                if (nrow < hi) ring.template load<RMS, ACC>(j, x, dy, dx, mean, rstd, nrow, C, col, ok); /* D rows ahead */
                 nb2_row<T, RMS, K, ACC, true>(dx + (size_t)row * C, row < hi, cx, cg, cd, wf, wv, col, ok, cm, cr, invC, aw, ab,
                                         red + ((i & 1) * NG + g) * W, W, lane, wi, 1 + g, TPR);
             }
@@ -1162,29 +1176,11 @@ ln_backward_pos(bf16 *dx, float *__restrict__ part, void *dpos, sx_dtype gt, con
     }
     int4 pr[K][2]; /* the raw dpos row of the current position: fp32 two 16-byte packs, bf16 one */
 
-    Pack<bf16> bx[D][K], bg[D][K], bd[D][K];
-    float bm[D], br[D];
-#pragma unroll
-    for (int j = 0; j < D; j++) {
-        bm[j] = br[j] = 0.0f;
-#pragma unroll
-        for (int k = 0; k < K; k++) bx[j][k].bits = bg[j][k].bits = bd[j][k].bits = make_int4(0, 0, 0, 0);
-    }
-    auto load = [&](Pack<bf16>(&ax)[K], Pack<bf16>(&ag)[K], Pack<bf16>(&ad)[K], float &am, float &ar, int row) {
-#pragma unroll
-        for (int k = 0; k < K; k++)
-            if (ok[k]) {
-                const size_t o = (size_t)row * C + col[k];
-                ax[k] = ld_pack_cs(x + o);
-                ag[k] = ld_pack_cs(dy + o);
-                if (ACC) ad[k] = ld_pack_plain(dx + o);
-            }
-        am = __ldg(mean + row);
-        ar = __ldg(rstd + row);
-    };
+    Nb2Ring<bf16, K, D> ring;
+    ring.clear();
 #pragma unroll
     for (int j = 0; j < D; j++)
-        if (j < nit) load(bx[j], bg[j], bd[j], bm[j], br[j], row_at(j));
+        if (j < nit) ring.template load<false, ACC>(j, x, dy, dx, mean, rstd, row_at(j), C, col, ok);
     for (int i0 = 0; i0 < nit; i0 += D) {
 #pragma unroll
         for (int j = 0; j < D; j++) {
@@ -1207,12 +1203,13 @@ ln_backward_pos(bf16 *dx, float *__restrict__ part, void *dpos, sx_dtype gt, con
                 Pack<bf16> cx[K], cg[K], cd[K];
 #pragma unroll
                 for (int k = 0; k < K; k++) {
-                    cx[k] = bx[j][k];
-                    cg[k] = bg[j][k];
-                    cd[k] = bd[j][k];
+                    cx[k] = ring.x[j][k];
+                    cg[k] = ring.g[j][k];
+                    cd[k] = ring.d[j][k];
                 }
-                const float cm = bm[j], cr = br[j];
-                if (i + D < nit) load(bx[j], bg[j], bd[j], bm[j], br[j], row_at(i + D)); /* D rows ahead */
+                const float cm = ring.m[j], cr = ring.r[j];
+                if (i + D < nit)
+                    ring.template load<false, ACC>(j, x, dy, dx, mean, rstd, row_at(i + D), C, col, ok); /* D rows ahead */
                 /* the running sums live in shared memory (registers are short): this row's
                  * contribution in registers, then added to them */
 #pragma unroll

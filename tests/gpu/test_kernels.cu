@@ -45,15 +45,28 @@ static void round_bf16(vec &h) {
 static void round_f32(vec &h) {
     for (auto &x : h) x = (double)(float)x;
 }
-/* rounds h in place to bf16, uploads, returns the device copy */
-static void *up_bf16(vec &h) {
-    round_bf16(h);
+/* 16-bit storage (bf16 or half): rounds h in place to it, uploads, returns the device copy */
+static void *up_u16(vec &h, uint16_t (*enc)(float), float (*dec)(uint16_t)) {
     std::vector<uint16_t> b(h.size());
-    for (size_t i = 0; i < h.size(); i++) b[i] = sx_ref_f2bf((float)h[i]);
+    for (size_t i = 0; i < h.size(); i++) {
+        b[i] = enc((float)h[i]);
+        h[i] = dec(b[i]);
+    }
     void *d = dmalloc(b.size() * 2);
     CK(cudaMemcpy(d, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
     return d;
 }
+static vec down_u16(const void *d, size_t n, float (*dec)(uint16_t)) {
+    std::vector<uint16_t> b(n);
+    CK(cudaMemcpy(b.data(), d, n * 2, cudaMemcpyDeviceToHost));
+    vec h(n);
+    for (size_t i = 0; i < n; i++) h[i] = dec(b[i]);
+    return h;
+}
+static void *up_bf16(vec &h) { return up_u16(h, sx_ref_f2bf, sx_ref_bf2f); }
+static void *up_f16(vec &h) { return up_u16(h, sx_ref_f2h, sx_ref_h2f); }
+static vec down_bf16(const void *d, size_t n) { return down_u16(d, n, sx_ref_bf2f); }
+static vec down_f16(const void *d, size_t n) { return down_u16(d, n, sx_ref_h2f); }
 static void *up_f32(vec &h) {
     round_f32(h);
     std::vector<float> b(h.begin(), h.end());
@@ -66,35 +79,10 @@ static void *up_i32(const std::vector<int32_t> &h) {
     CK(cudaMemcpy(d, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
     return d;
 }
-static vec down_bf16(const void *d, size_t n) {
-    std::vector<uint16_t> b(n);
-    CK(cudaMemcpy(b.data(), d, n * 2, cudaMemcpyDeviceToHost));
-    vec h(n);
-    for (size_t i = 0; i < n; i++) h[i] = sx_ref_bf2f(b[i]);
-    return h;
-}
 static vec down_f32(const void *d, size_t n) {
     std::vector<float> b(n);
     CK(cudaMemcpy(b.data(), d, n * 4, cudaMemcpyDeviceToHost));
     return vec(b.begin(), b.end());
-}
-/* half storage: rounded on the host to binary16 first, like bf16 */
-static void *up_f16(vec &h) {
-    std::vector<uint16_t> b(h.size());
-    for (size_t i = 0; i < h.size(); i++) {
-        b[i] = sx_ref_f2h((float)h[i]);
-        h[i] = sx_ref_h2f(b[i]);
-    }
-    void *d = dmalloc(b.size() * 2);
-    CK(cudaMemcpy(d, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
-    return d;
-}
-static vec down_f16(const void *d, size_t n) {
-    std::vector<uint16_t> b(n);
-    CK(cudaMemcpy(b.data(), d, n * 2, cudaMemcpyDeviceToHost));
-    vec h(n);
-    for (size_t i = 0; i < n; i++) h[i] = sx_ref_h2f(b[i]);
-    return h;
 }
 static vec down(const void *d, size_t n, sx_dtype t) {
     return t == SX_F32 ? down_f32(d, n) : t == SX_F16 ? down_f16(d, n) : down_bf16(d, n);
