@@ -1453,7 +1453,6 @@ static void layer_forward(gpt *g, const layer_acts *a, const attention_ptrs *ap,
     OP("mlp_residual", CK(sx_residual_add(a->out, NULL, a->mid, branch, local, stream)));
 }
 
-/* scr.dresidual holds the gradient of the layer's output; leaves its input's. */
 /* Whether layer 0's norm backward also sums the position table's gradient, so that the
  * embedding backward reads the residual gradient once instead of twice: learned positions,
  * LayerNorm, the embedding on this rank, and every token's gradient here (no sequence
@@ -1463,6 +1462,7 @@ static int position_grad_in_norm(const shapes *s)
     return s->learned_pos && !s->rms && s->first && !spg(s);
 }
 
+/* scr.dresidual holds the gradient of the layer's output; leaves its input's. */
 static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap, int l)
 {
     const shapes *s = &g->s;
