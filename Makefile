@@ -69,7 +69,7 @@ VALIDATOR_SRC = validator/validator.c validator/train.c validator/comm.c validat
 # MPI is never linked: launch.c loads libmpi with dlopen (-ldl) when mpirun or srun started the ranks.
 $(BUILD)/sextant-gpu: $(VALIDATOR_SRC) validator/model_ref.h validator/plot.h validator/schedule.h validator/train.h validator/comm.h validator/launch.h $(BUILD)/libsextant.a $(BUILD)/libkernels.a kernels/kernels.h
 	$(CC) $(CFLAGS) -Ikernels -Ivalidator -I$(CUDA_HOME)/include $(NCCL_INC) -o $@ $(VALIDATOR_SRC) $(BUILD)/libsextant.a \
-	    $(BUILD)/libkernels.a -L$(CUDA_HOME)/lib64 $(NCCL_LIB) -lcublasLt -lcublas -lcudart -lgsl -lgslcblas -ldl -lstdc++ $(LDSAN) $(LDLIBS)
+	    $(BUILD)/libkernels.a -L$(CUDA_HOME)/lib64 $(NCCL_LIB) -lcublasLt -lcublas -lcudart -lgsl -lgslcblas -ldl -lpthread -lstdc++ $(LDSAN) $(LDLIBS)
 
 # The launcher's process handling and calibrate --comm's flag errors, on the CPU
 # (no GPU needed, but CUDA and NCCL must be there to build): part of `make test` when nvcc is found.
