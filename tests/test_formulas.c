@@ -357,6 +357,34 @@ static void rope_ops_for_rotary_models(void **state)
     assert_close(s.ops[re].saved_bytes, 0, 0);
 }
 
+/* The embedding's backward (docs/model.md, "Memory-bound ops"): the output gradient read once,
+ * each token's table row read and written (3 T h B), and with learned positions the position
+ * table's s rows read and written (2 s h B), which layer 0's norm backward sums while it writes
+ * the gradient; with sequence parallelism the embedding reads the gathered gradient again
+ * (T h B more).  Worked example: GPT-2 124M, micro-batch 32, seq 1024, bf16:
+ * 3 x 32768 x 768 x 2 + 2 x 1024 x 768 x 2 = 154,140,672 bytes. */
+static void embedding_backward_reads_the_gradient_once(void **state)
+{
+    (void)state;
+    model_t m = textbook_gpt(12, 768, 12, 50257, 1024);
+    layout_t l = one_gpu(32, 1024);
+    stage_ops s;
+    assert_int_equal(build_stage_ops(&m, &l, 0, &s), 0);
+    int b = find_op(&s, "embedding_bwd", PASS_BWD);
+    assert_true(b >= 0);
+    assert_close(s.ops[b].bytes, 154140672.0, 1e-15);
+    /* sequence parallelism over 2: the second read of the gathered gradient, 32768 x 768 x 2 */
+    l.tp = l.gpus = 2;
+    l.sp = 1;
+    assert_int_equal(build_stage_ops(&m, &l, 0, &s), 0);
+    assert_close(s.ops[find_op(&s, "embedding_bwd", PASS_BWD)].bytes, 154140672.0 + 50331648.0, 1e-15);
+    /* rotary positions: no position table, 3 T h B */
+    m.position = POS_ROPE;
+    l = one_gpu(32, 1024);
+    assert_int_equal(build_stage_ops(&m, &l, 0, &s), 0);
+    assert_close(s.ops[find_op(&s, "embedding_bwd", PASS_BWD)].bytes, 3.0 * 32768 * 768 * 2, 1e-15);
+}
+
 /* the fused attention's executed FLOPs: 2 b a s^2 d causal forward, 2.5 x backward */
 static void flash_attention_flops_convention(void **state)
 {
@@ -399,6 +427,7 @@ int main(void)
         cmocka_unit_test(backward_workspace_gpt2),
         cmocka_unit_test(unfused_attention_kernel_split),
         cmocka_unit_test(rope_ops_for_rotary_models),
+        cmocka_unit_test(embedding_backward_reads_the_gradient_once),
         cmocka_unit_test(flash_attention_flops_convention),
         cmocka_unit_test(clock_scaling_of_compute_bound_times),
     };
