@@ -622,6 +622,18 @@ template <typename T, int K, int D> struct Nb2Ring {
             for (int k = 0; k < K; k++) x[j][k].bits = g[j][k].bits = d[j][k].bits = make_int4(0, 0, 0, 0);
         }
     }
+    /* slot j's row, copied out so that the slot can take the next one */
+    __device__ __forceinline__ void take(int j, Pack<T> (&cx)[K], Pack<T> (&cg)[K], Pack<T> (&cd)[K], float &cm,
+                                         float &cr) const {
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            cx[k] = x[j][k];
+            cg[k] = g[j][k];
+            cd[k] = d[j][k];
+        }
+        cm = m[j];
+        cr = r[j];
+    }
     /* slot j <- row: x and dy streamed (read once), dx plain (it is also written) */
     template <bool RMS, bool ACC>
     __device__ __forceinline__ void load(int j, const T *__restrict__ xs, const T *__restrict__ dys, const T *dxs,
@@ -688,13 +700,8 @@ norm_bwd_regs(T *dx, float *__restrict__ part, const T *__restrict__ dy, const T
             if (i < nit) { /* uniform over the block */
                 const int row = lo + i * NG + g;
                 Pack<T> cx[K], cg[K], cd[K];
-#pragma unroll
-                for (int k = 0; k < K; k++) {
-                    cx[k] = ring.x[j][k];
-                    cg[k] = ring.g[j][k];
-                    cd[k] = ring.d[j][k];
-                }
-                const float cm = ring.m[j], cr = ring.r[j];
+                float cm, cr;
+                ring.take(j, cx, cg, cd, cm, cr);
                 const int nrow = row + D * NG;
                 if (nrow < hi) ring.template load<RMS, ACC>(j, x, dy, dx, mean, rstd, nrow, C, col, ok); /* D rows ahead */
                 nb2_row<T, RMS, K, ACC, true>(dx + (size_t)row * C, row < hi, cx, cg, cd, wf, wv, col, ok, cm, cr, invC, aw, ab,
@@ -1201,13 +1208,8 @@ ln_backward_pos(bf16 *dx, float *__restrict__ part, void *dpos, sx_dtype gt, con
                             }
                         }
                 Pack<bf16> cx[K], cg[K], cd[K];
-#pragma unroll
-                for (int k = 0; k < K; k++) {
-                    cx[k] = ring.x[j][k];
-                    cg[k] = ring.g[j][k];
-                    cd[k] = ring.d[j][k];
-                }
-                const float cm = ring.m[j], cr = ring.r[j];
+                float cm, cr;
+                ring.take(j, cx, cg, cd, cm, cr);
                 if (i + D < nit)
                     ring.template load<false, ACC>(j, x, dy, dx, mean, rstd, row_at(i + D), C, col, ok); /* D rows ahead */
                 /* the running sums live in shared memory (registers are short): this row's
