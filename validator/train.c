@@ -1160,16 +1160,20 @@ static int model_layer(const shapes *s, int l)
 /* Fills this rank's part of one tensor: the tensor-parallel split maps its
  * rows (QKV, MLP up, the tables) or columns (attention out, MLP down) back to
  * the whole model's. */
-/* The rows of one tensor as fill_tensor counts them (norm weights and biases: one row). */
+static int is_norm_weight(int which) { return which == P_LN1W || which == P_LN2W || which == P_LNFW; }
+static int is_bias(int which)
+{
+    return which == P_LN1B || which == P_LN2B || which == P_LNFB || which == P_QKVB || which == P_ATTB ||
+           which == P_FCB || which == P_PROJB;
+}
+
+/* The rows of one tensor as fill_tensor counts them (norm weights and biases, constants: one row). */
 static size_t tensor_rows(const gpt *g, int which)
 {
-    const shapes *s = &g->s;
     size_t n = g->pl.size[which];
-    int plain = which == P_LN1W || which == P_LN2W || which == P_LNFW || which == P_LN1B || which == P_LN2B ||
-                which == P_LNFB || which == P_QKVB || which == P_ATTB || which == P_FCB || which == P_PROJB;
     if (n == 0) return 0;
-    if (plain) return 1;
-    return which == P_ATTW || which == P_PROJW ? (size_t)s->C : n / (size_t)s->C;
+    if (is_norm_weight(which) || is_bias(which)) return 1;
+    return which == P_ATTW || which == P_PROJW ? (size_t)g->s.C : n / (size_t)g->s.C;
 }
 
 static void fill_tensor(const gpt *g, int which, int layer, float *dst, size_t row_lo, size_t row_hi)
@@ -1178,11 +1182,8 @@ static void fill_tensor(const gpt *g, int which, int layer, float *dst, size_t r
     size_t n = g->pl.size[which];
     if (n == 0) return;
     int glayer = is_layer_param(which) ? model_layer(s, layer) : 0;
-    int is_norm_weight = which == P_LN1W || which == P_LN2W || which == P_LNFW;
-    int is_bias = which == P_LN1B || which == P_LN2B || which == P_LNFB || which == P_QKVB || which == P_ATTB ||
-                  which == P_FCB || which == P_PROJB;
-    if (is_norm_weight || is_bias) {
-        for (size_t i = 0; i < n; i++) dst[i] = is_norm_weight ? 1.0f : 0.0f;
+    if (is_norm_weight(which) || is_bias(which)) {
+        for (size_t i = 0; i < n; i++) dst[i] = is_norm_weight(which) ? 1.0f : 0.0f;
         return;
     }
     float stddev = (which == P_ATTW || which == P_PROJW) ? 0.02f / sqrtf(2.0f * (float)s->Lmodel) : 0.02f;
@@ -1231,9 +1232,8 @@ static void *init_worker(void *arg)
     init_work *w = arg;
     for (int k; (k = atomic_fetch_add(&w->next, 1)) < w->npieces;) {
         const init_piece *p = &w->pieces[k];
-        size_t off = param_offset(w->g, p->which, p->layer), cols = 0;
-        size_t rows = tensor_rows(w->g, p->which);
-        cols = rows ? w->g->pl.size[p->which] / rows : 0;
+        const size_t off = param_offset(w->g, p->which, p->layer);
+        const size_t cols = w->g->pl.size[p->which] / tensor_rows(w->g, p->which); /* pieces have rows */
         fill_tensor(w->g, p->which, p->layer, w->host + off, p->row_lo, p->row_hi);
         size_t lo = off + p->row_lo * cols, hi = off + p->row_hi * cols;
         for (size_t i = lo; i < hi; i++) w->half[i] = to_bf16(w->host[i]);
@@ -1244,10 +1244,15 @@ static void *init_worker(void *arg)
 static void gpt_init(gpt *g)
 {
     const param_layout *pl = &g->pl;
-    float *host = host_alloc(pl->count * sizeof *host);
-    uint16_t *half = host_alloc(pl->count * sizeof *half);
-    memset(host, 0, pl->count * sizeof *host);
-    memset(half, 0, pl->count * sizeof *half);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* zeroed for the padding between tensors; calloc's pages are zeroed as the threads first touch them */
+    float *host = calloc(pl->count ? pl->count : 1, sizeof *host);
+    uint16_t *half = calloc(pl->count ? pl->count : 1, sizeof *half);
+    if (!host || !half) {
+        fprintf(stderr, "sextant-gpu train: rank %d: out of host memory (%zu initial weights)\n", my_rank, pl->count);
+        exit(1);
+    }
     enum { PIECE_ELEMENTS = 1 << 22 };
     int npieces = 0, cap = 64;
     init_piece *pieces = host_alloc((size_t)cap * sizeof *pieces);
@@ -1267,8 +1272,6 @@ static void gpt_init(gpt *g)
                 pieces[npieces++] = (init_piece){w, l, r0, r0 + step < rows ? r0 + step : rows};
             }
     }
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int nthreads = cpus < 1 ? 1 : cpus > 32 ? 32 : (int)cpus;
     init_work work = {.g = g, .host = host, .half = half, .pieces = pieces, .npieces = npieces};
