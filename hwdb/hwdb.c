@@ -64,6 +64,13 @@ static const gpu_numeric_column gpu_overlay_only_columns[] = {
     {"attention_fwd_efficiency", GPU_FIELD(attention_fwd_efficiency), 1, 0, 1},
     {"attention_bwd_efficiency", GPU_FIELD(attention_bwd_efficiency), 1, 0, 1},
     {"membound_overhead_us", GPU_FIELD(membound_overhead_s), MICRO, 0, 1e3},
+    {"power_cap_w", GPU_FIELD(power_cap_w), 1, 1, 1e5},
+    {"clock_max_mhz", GPU_FIELD(clock_max_hz), 1e6, 100, 1e4},
+    {"power_static_w", GPU_FIELD(power_static_w), 1, 0, 1e5},
+    {"energy_gemm_pj_per_flop", GPU_FIELD(energy_gemm_j_per_flop), 1e-12, 0, 1e3},
+    {"energy_attention_pj_per_flop", GPU_FIELD(energy_attention_j_per_flop), 1e-12, 0, 1e3},
+    {"energy_pj_per_byte", GPU_FIELD(energy_j_per_byte), 1e-12, 0, 1e4},
+    {"clock_energy_exponent", GPU_FIELD(clock_energy_exponent), 1, 0, 8},
 };
 /* Overlay keys that land on the GPU's node (nodes.csv columns, same names
  * and units): calibrate --comm measures the intra-node link as the planner's

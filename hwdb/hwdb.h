@@ -88,6 +88,16 @@ typedef struct {
     double attention_bwd_efficiency;  /* the same for its backward; 0 until calibrated */
     double membound_overhead_s;       /* fixed GPU time of one memory-bound kernel (ramp-up and tail) beside
                                          its bytes / bandwidth; 0 until calibrated */
+    /* The step's clock under the power cap (docs/model.md, "Clock under the power cap"): at clock
+     * fraction x a step draws static_w + (e_gemm F_gemm + e_attention F_attention + e_byte bytes) x^exponent
+     * per second; all 0 until calibrate measures them (then the model is on). */
+    double power_cap_w;               /* the enforced power limit; 0: tdp_w */
+    double clock_max_hz;              /* the top SM clock, which calibrate's shape times are taken at */
+    double power_static_w;            /* drawn while busy, whatever the work */
+    double energy_gemm_j_per_flop;    /* switching energy of a GEMM's FLOP at the top clock */
+    double energy_attention_j_per_flop; /* the same for our fused attention's */
+    double energy_j_per_byte;         /* the same for a byte of device-memory traffic */
+    double clock_energy_exponent;     /* how energy per operation falls with the clock */
     int gemm_times;                   /* measured GEMM shapes (overlay keys gemm_us:MxNxK); 0 until calibrated */
     hw_gemm_time gemm_time[HWDB_GEMM_TIMES_MAX];
     int attention_times[2];           /* measured fused attention, forward [0] and backward [1] (overlay keys

@@ -173,18 +173,49 @@ static double membound_s(const hw_gpu *gpu, double bytes)
     return bytes / (gpu->hbm_bytes_per_s * gpu->membound_efficiency) + gpu->membound_overhead_s;
 }
 
+/* The GPU's power model (docs/model.md, "Clock under the power cap"): on
+ * once calibrate has measured it. */
+static int power_model_on(const hw_gpu *gpu)
+{
+    return gpu->clock_max_hz > 0.0 && gpu->power_static_w > 0.0;
+}
+
+/* GEMMs of 1 GFLOP or more follow the SM clock; smaller ones wait on memory
+ * and launches (docs/model.md, "Clock under the power cap"). */
+#define CLOCK_BOUND_GEMM_FLOPS 1e9
+/* no clock below 30% of the top: the lowest an H100 showed under the cap was 66% (docs/validation) */
+#define CLOCK_FRACTION_MIN 0.3
+
+/* Records what the power model needs of a costed op: the seconds of it that
+ * follow the clock (none when the launch bound sets its time) and its
+ * switching energy at the top clock.  Returns the op's time. */
+static double with_power(op_t *op, const hw_gpu *gpu, double seconds, double clock_bound, double j_per_flop)
+{
+    double t = with_launch(gpu, seconds);
+    op->clock_bound_s = 0.0;
+    op->energy_j = 0.0;
+    if (!power_model_on(gpu)) return t;
+    op->clock_bound_s = t > seconds ? 0.0 : clock_bound * seconds;
+    op->energy_j = j_per_flop * op->flops + gpu->energy_j_per_byte * op->bytes;
+    return t;
+}
+
 static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t *l)
 {
     double membw = gpu->hbm_bytes_per_s * gpu->membound_efficiency;
     precision_t matrix = l->precision;
     switch (op->kind) {
     case OP_GEMM: {
+        double clock_bound = op->flops >= CLOCK_BOUND_GEMM_FLOPS ? 1.0 : 0.0;
         /* calibrate times bf16 GEMMs; other precisions take the curve */
         double measured = matrix == PREC_BF16 || matrix == PREC_FP16
                               ? measured_shape_s(gpu->gemm_time, gpu->gemm_times, (double)op->m, (double)op->n, (double)op->k, 0.0, 1)
                               : 0.0;
-        if (measured > 0.0 && op->batch <= 1) return with_launch(gpu, measured);
-        return with_launch(gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->flops), op->bytes, membw));
+        if (measured > 0.0 && op->batch <= 1) return with_power(op, gpu, measured, clock_bound, gpu->energy_gemm_j_per_flop);
+        double rate = gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->flops);
+        if (op->flops / rate < op->bytes / membw) clock_bound = 0.0;
+        return with_power(op, gpu, roofline_s(op->flops, rate, op->bytes, membw), clock_bound,
+                          gpu->energy_gemm_j_per_flop);
     }
     case OP_ATTENTION:
         /* attention kernels stay in 16-bit when the GEMMs run in fp8 */
@@ -192,42 +223,54 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
         if (l->attention == ATTENTION_UNFUSED) {
             /* the time calibrate measured for the kernels of this shape (or its line over
              * the batch), else its kernels in turn, each bound by its own roofline; bytes
-             * outside the split (dropout's mask) are one more pass over memory */
+             * outside the split (dropout's mask) are one more pass over memory.  The
+             * compute-bound kernels' share of the roofline time follows the clock. */
             double kflops[UNFUSED_ATTENTION_KERNELS_MAX], kbytes[UNFUSED_ATTENTION_KERNELS_MAX];
             double heads = (double)op->batch, s = (double)op->m, d = (double)op->k;
             int bwd = op->pass == PASS_BWD;
             int kernels = unfused_attention_kernels(s, d, activation_element_bytes(l->precision), 0.0, bwd, kflops, kbytes);
-            double seconds = 0.0, split_bytes = 0.0;
+            double seconds = 0.0, split_bytes = 0.0, compute_s = 0.0;
             for (int i = 0; i < kernels; i++) {
                 double rate = gpu->peak_flops[matrix] * gemm_efficiency(gpu, heads * kflops[i]);
-                seconds += roofline_s(heads * kflops[i], rate, heads * kbytes[i], membw);
+                double t = roofline_s(heads * kflops[i], rate, heads * kbytes[i], membw);
+                if (heads * kflops[i] / rate >= heads * kbytes[i] / membw) compute_s += t;
+                seconds += t;
                 split_bytes += heads * kbytes[i];
             }
+            double clock_bound = seconds > 0.0 ? compute_s / seconds : 0.0;
             /* calibrate timed the 16-bit kernels */
             double timed = matrix == PREC_BF16 || matrix == PREC_FP16
                                ? measured_shape_s(gpu->unfused_attention_time[bwd], gpu->unfused_attention_times[bwd],
                                                   (double)op->batch, (double)op->m, (double)op->k, (double)op->kv_batch, 0)
                                : 0.0;
             if (timed > 0.0) seconds = timed;
+            double clock_bound_s = clock_bound * seconds;
             if (op->bytes > split_bytes) seconds += (op->bytes - split_bytes) / membw;
-            return with_launch(gpu, seconds);
+            return with_power(op, gpu, seconds, seconds > 0.0 ? clock_bound_s / seconds : 0.0,
+                              gpu->energy_gemm_j_per_flop);
         }
         {
             /* fused: the time calibrate measured for this shape (or its line over the
              * batch); else the fraction of peak it measured on our kernel, forward (and
-             * its recomputation) or backward; else a GEMM's */
+             * its recomputation) or backward; else a GEMM's.  All of it follows the clock. */
             int bwd = op->pass == PASS_BWD;
             double timed = measured_shape_s(gpu->attention_time[bwd], gpu->attention_times[bwd], (double)op->batch,
                                             (double)op->m, (double)op->k, (double)op->kv_batch, 0);
-            if (timed > 0.0) return with_launch(gpu, timed);
+            if (timed > 0.0) return with_power(op, gpu, timed, 1.0, gpu->energy_attention_j_per_flop);
             double measured = bwd ? gpu->attention_bwd_efficiency : gpu->attention_fwd_efficiency;
             double efficiency = measured > 0.0 ? measured : gemm_efficiency(gpu, op->flops);
-            return with_launch(gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * efficiency, op->bytes, membw));
+            return with_power(op, gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * efficiency, op->bytes, membw), 1.0,
+                              gpu->energy_attention_j_per_flop);
         }
     case OP_MEMBOUND:
+        op->clock_bound_s = 0.0;
+        op->energy_j = 0.0;
         if (op->bytes <= 0.0) return 0.0;   /* a bookkeeping entry, no kernel */
-        return with_launch(gpu, membound_s(gpu, op->bytes));
+        return with_power(op, gpu, membound_s(gpu, op->bytes), 0.0, 0.0);
     case OP_COMM: {
+        /* the power model leaves communication out: its seconds draw the static power */
+        op->clock_bound_s = 0.0;
+        op->energy_j = 0.0;
         double bw, latency;
         group_link(gpu, node, l, op->group, &bw, &latency, &op->crosses_node);
         double n = (double)op->group_size;
@@ -264,6 +307,8 @@ typedef struct {
     double compute_fwd, compute_bwd;      /* per micro-batch, recomputation counted in bwd */
     double tp;                            /* exposed per micro-batch */
     double saved_bytes;                   /* per micro-batch */
+    double clock_bound_fwd, clock_bound_bwd; /* of compute_fwd and _bwd, the seconds that follow the clock */
+    double energy_j;                      /* switching energy per micro-batch at the top clock */
 } body_cost;
 
 typedef struct {
@@ -276,6 +321,7 @@ typedef struct {
     double step_exposed;                  /* per step, never overlapped (the tied embedding's all-reduce) */
     double dp_bucket_fraction;
     double optimizer;
+    double optimizer_clock_bound, optimizer_energy_j;
 } data_parallel_cost;
 
 typedef struct {
@@ -309,9 +355,20 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
         /* collectives keep nothing for backward: the saved activations are the body's */
         if (part == PART_BODY && op->pass == PASS_FWD) c->body.saved_bytes += op->saved_bytes * (double)op->count;
         if (op->kind != OP_COMM) {
-            if (op->pass == PASS_FWD) c->body.compute_fwd += t;
-            else if (op->pass == PASS_BWD || op->pass == PASS_RECOMPUTE) c->body.compute_bwd += t;
-            else c->dp.optimizer += t;
+            double clock_bound = op->clock_bound_s * (double)op->count, energy = op->energy_j * (double)op->count;
+            if (op->pass == PASS_FWD) {
+                c->body.compute_fwd += t;
+                c->body.clock_bound_fwd += clock_bound;
+                c->body.energy_j += energy;
+            } else if (op->pass == PASS_BWD || op->pass == PASS_RECOMPUTE) {
+                c->body.compute_bwd += t;
+                c->body.clock_bound_bwd += clock_bound;
+                c->body.energy_j += energy;
+            } else {
+                c->dp.optimizer += t;
+                c->dp.optimizer_clock_bound += clock_bound;
+                c->dp.optimizer_energy_j += energy;
+            }
             continue;
         }
         if (part == PART_PIPELINE) c->pipeline.pp += t;
@@ -523,9 +580,9 @@ static void settle_memory(const model_t *m, const hw_gpu *gpu, const layout_t *l
 }
 
 /* Step time, FLOPs, throughput, time-to-train and cost from the first and
- * last stages' costs. */
-static void settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
-                        const job_t *job, const stage_summary s[2], const sequence_flops *f, estimate_t *e)
+ * last stages' costs, at the clock they were costed at. */
+static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
+                           const job_t *job, const stage_summary s[2], const sequence_flops *f, estimate_t *e)
 {
     const double B = activation_element_bytes(l->precision);
     double stage_mb_s[2], stage_dp_s[2];
@@ -590,6 +647,44 @@ static void settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *node
     e->tp_ratio_limit = tp_ratio_limit((double)m->hidden, B, peak, e->tp_link_bytes_per_s);
 }
 
+/* The step at the clock the power cap leaves it (docs/model.md, "Clock under
+ * the power cap"): costed at the top clock first; when the work of the
+ * slowest stage's GPU would draw more than the cap there, the seconds that
+ * follow the clock stretch by 1 / x and the step is settled again.  Returns
+ * 1 / x, 1 without the GPU's power model or below the cap. */
+static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
+                          const job_t *job, const stage_summary s[2], const sequence_flops *f, estimate_t *e)
+{
+    settle_time_at(m, gpu, node, l, job, s, f, e);
+    e->clock_fraction = 1.0;
+    if (!power_model_on(gpu)) return 1.0;
+    const stage_cost *c = &s[e->slowest_stage == s[0].stage ? 0 : 1].cost;
+    double microbatches = (double)e->microbatches;
+    double clock_bound = microbatches * (c->body.clock_bound_fwd + c->body.clock_bound_bwd) + c->dp.optimizer_clock_bound;
+    double energy = microbatches * c->body.energy_j + c->dp.optimizer_energy_j;
+    double cap = gpu->power_cap_w > 0.0 ? gpu->power_cap_w : gpu->tdp_w;
+    double x = power_capped_clock_fraction(gpu->power_static_w, cap, energy, e->step_s - clock_bound, clock_bound,
+                                           gpu->clock_energy_exponent, CLOCK_FRACTION_MIN);
+    double top_power = e->step_s > 0.0 ? gpu->power_static_w + energy / e->step_s : 0.0;
+    if (x < 1.0) {
+        double stretch = 1.0 / x - 1.0;
+        stage_summary slowed[2] = {s[0], s[1]};
+        for (int i = 0; i < 2; i++) {
+            stage_cost *sc = &slowed[i].cost;
+            sc->body.compute_fwd += sc->body.clock_bound_fwd * stretch;
+            sc->body.compute_bwd += sc->body.clock_bound_bwd * stretch;
+            sc->dp.optimizer += sc->dp.optimizer_clock_bound * stretch;
+        }
+        settle_time_at(m, gpu, node, l, job, slowed, f, e);
+    }
+    e->clock_fraction = x;
+    e->step_clock_hz = x * gpu->clock_max_hz;
+    e->top_clock_power_w = top_power;
+    e->step_power_w = e->step_s > 0.0 ? gpu->power_static_w + energy * pow(x, gpu->clock_energy_exponent) / e->step_s : 0.0;
+    e->clock_bound_top_s = clock_bound;
+    return 1.0 / x;
+}
+
 static int estimate_core(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
                          const job_t *job, estimate_t *e, char *err, size_t errlen)
 {
@@ -608,7 +703,13 @@ static int estimate_core(const model_t *m, const hw_gpu *gpu, const hw_node *nod
     settle_memory(m, gpu, l, s, e);
     sequence_flops f;
     model_flops_per_sequence(m, l, &f);
-    settle_time(m, gpu, node, l, job, s, &f, e);
+    double stretch = settle_time(m, gpu, node, l, job, s, &f, e);
+    /* each op at the step's clock, as the validator compares them */
+    if (stretch != 1.0)
+        for (int st = 0; st < 2; st++) {
+            stage_ops *ops = st ? &e->last_stage : &e->first_stage;
+            for (int i = 0; i < ops->nops; i++) ops->ops[i].time_s += ops->ops[i].clock_bound_s * (stretch - 1.0);
+        }
     return 0;
 }
 

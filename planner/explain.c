@@ -259,6 +259,21 @@ void report_explain(FILE *out, const estimate_t *e)
     fprintf(out, "  bubble = %g%s x %.4g ms = %.4g s, %.1f%% of the step ((p-1)/(m+p-1) = %.1f%% of the pipeline's slots).\n",
             p - 1.0, l->vpp > 1 ? " / v" : "", e->microbatch_s * 1e3, e->bubble_s, 100.0 * e->bubble_fraction,
             100.0 * (p - 1.0) / ((double)e->microbatches + p - 1.0));
+    if (e->step_clock_hz > 0) {
+        double cap = g->power_cap_w > 0 ? g->power_cap_w : g->tdp_w;
+        fprintf(out, "Power cap (calibrated): at clock fraction x a step draws P = P_static + E x^%.2f / t, with "
+                     "P_static %.0f W and E the switching energy of its work at the top clock (%.3g pJ per GEMM FLOP, "
+                     "%.3g per attention FLOP, %.3g per byte); at the top clock (%.0f MHz) this step would draw %.0f W",
+                g->clock_energy_exponent, g->power_static_w, g->energy_gemm_j_per_flop * 1e12,
+                g->energy_attention_j_per_flop * 1e12, g->energy_j_per_byte * 1e12, g->clock_max_hz / 1e6,
+                e->top_clock_power_w);
+        if (e->clock_fraction < 1.0)
+            fprintf(out, ", over the %.0f W cap, so the GPU lowers its clock to where P = cap: %.0f MHz. The %.4g s of "
+                         "work that follows the clock (tensor-core GEMMs, fused attention) take %.4g s.\n",
+                    cap, e->step_clock_hz / 1e6, e->clock_bound_top_s, e->clock_bound_top_s / e->clock_fraction);
+        else
+            fprintf(out, ", under the %.0f W cap: the clock stays at the top.\n", cap);
+    }
     fprintf(out, "Step = compute %.4g + TP %.4g + PP %.4g + DP exposed %.4g + bubble %.4g + optimizer %.4g = %.4g s.\n",
             e->compute_s, e->tp_comm_s, e->pp_comm_s, e->dp_comm_s, e->bubble_s, e->optimizer_s, e->step_s);
 

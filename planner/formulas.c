@@ -182,6 +182,34 @@ double seconds_at_clock(double seconds, double clock_mhz, double ref_mhz)
     return ref_mhz > 0 && clock_mhz > 0 ? seconds * clock_mhz / ref_mhz : seconds;
 }
 
+/* "Clock under the power cap": the SM clock, as a fraction x of the top
+ * clock, at which a step's average power meets the cap.  At x the step draws
+ *     P(x) = static_w + dynamic_j x^exponent / (other_s + clock_bound_s / x)
+ * where dynamic_j is the switching energy of the step's work at the top clock
+ * (it falls with the voltage a lower clock needs: x^exponent), other_s the
+ * seconds that do not follow the clock (memory-bound kernels, launches,
+ * exposed communication) and clock_bound_s the seconds at the top clock of
+ * the work that does (tensor-core GEMMs, our fused attention).  P rises with
+ * x, so the clock is the top one when P(1) <= cap_w, else the x in
+ * [x_min, 1] where P(x) = cap_w (bisection to 1e-12), x_min when even x_min
+ * draws more. */
+double power_capped_clock_fraction(double static_w, double cap_w, double dynamic_j, double other_s,
+                                   double clock_bound_s, double exponent, double x_min)
+{
+    if (clock_bound_s <= 0.0 || dynamic_j <= 0.0 || cap_w <= 0.0) return 1.0;
+    double lo = x_min, hi = 1.0;
+#define STEP_POWER(x) (static_w + dynamic_j * pow((x), exponent) / (other_s + clock_bound_s / (x)))
+    if (STEP_POWER(1.0) <= cap_w) return 1.0;
+    if (STEP_POWER(lo) >= cap_w) return lo;
+    while (hi - lo > 1e-12) {
+        double mid = 0.5 * (lo + hi);
+        if (STEP_POWER(mid) > cap_w) hi = mid;
+        else lo = mid;
+    }
+#undef STEP_POWER
+    return 0.5 * (lo + hi);
+}
+
 /* Unfused attention as the kernels that run it (docs/model.md, "Attention"),
  * per (micro-batch x head): the score GEMM, the softmax, the value GEMM
  * forward; dP, dV, the softmax backward, dQ and dK backward.  Each kernel

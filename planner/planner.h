@@ -60,6 +60,9 @@ typedef struct {
     int crosses_node;
     overlap_t overlap;
     double time_s;          /* per instance, filled in by costing */
+    double clock_bound_s;   /* of time_s, the seconds that follow the SM clock (docs/model.md, "Clock under
+                               the power cap"); 0 without the GPU's power model */
+    double energy_j;        /* switching energy per instance at the top clock; 0 without the power model */
 } op_t;
 
 #define OPS_MAX 96
@@ -122,6 +125,14 @@ typedef struct {
 
     double tp_ratio, tp_ratio_limit, tp_link_bytes_per_s;
     double bubble_fraction;
+
+    /* the clock under the power cap (docs/model.md); clock_fraction 1 and the rest 0 without the
+     * GPU's power model */
+    double clock_fraction;         /* the step's SM clock / the top clock */
+    double step_clock_hz;          /* the step's SM clock */
+    double top_clock_power_w;      /* average power the step would draw at the top clock */
+    double step_power_w;           /* ... at step_clock_hz */
+    double clock_bound_top_s;      /* seconds per step at the top clock of the work that follows the clock */
 
     int nwarnings;
     char warnings[WARNINGS_MAX][256];
@@ -186,6 +197,8 @@ double backward_workspace_bytes(double tokens, double hidden, double qkv_width, 
                                 double score_elements, double elem_bytes);
 double flash_attention_flops(double b, double heads, double s, double d, int causal, int backward);
 double seconds_at_clock(double seconds, double clock_mhz, double ref_mhz);
+double power_capped_clock_fraction(double static_w, double cap_w, double dynamic_j, double other_s,
+                                   double clock_bound_s, double exponent, double x_min);
 #define UNFUSED_ATTENTION_KERNELS_MAX 5
 int unfused_attention_kernels(double s, double d, double elem_bytes, double mask_bytes, int backward,
                               double flops[UNFUSED_ATTENTION_KERNELS_MAX], double bytes[UNFUSED_ATTENTION_KERNELS_MAX]);

@@ -93,6 +93,11 @@ static int estimate_fields(const estimate_t *e, field *f)
     NUM("time.optimizer_s", e->optimizer_s);
     NUM("time.bubble_fraction", e->bubble_fraction);
     INT("time.slowest_stage", e->slowest_stage);
+    NUM("time.clock_fraction", e->clock_fraction);
+    NUM("time.sm_clock_mhz", e->step_clock_hz / 1e6);
+    NUM("time.power_w", e->step_power_w);
+    NUM("time.top_clock_power_w", e->top_clock_power_w);
+    NUM("time.clock_bound_top_s", e->clock_bound_top_s);
     NUM("flops.model_per_step", e->model_flops_per_step);
     NUM("flops.hardware_per_step", e->hardware_flops_per_step);
     NUM("flops.six_nd_per_step", e->six_nd_per_step);
@@ -297,6 +302,17 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         fprintf(out, "  %-34s %9.4f  %5.1f%%\n", rows[i].label, rows[i].s, 100.0 * rows[i].s / e->step_s);
     fprintf(out, "  %-34s %9.4f\n", "step", e->step_s);
+    if (e->step_clock_hz > 0) {
+        double cap = e->gpu->power_cap_w > 0 ? e->gpu->power_cap_w : e->gpu->tdp_w;
+        if (e->clock_fraction < 1.0)
+            fprintf(out, "  power cap: at the top clock the step would draw %.0f W, over the %.0f W cap; it runs at %.0f MHz "
+                         "(%.0f%%), its %.4f s of clock-bound work taking %.4f s\n", e->top_clock_power_w, cap,
+                    e->step_clock_hz / 1e6, 100.0 * e->clock_fraction, e->clock_bound_top_s,
+                    e->clock_bound_top_s / e->clock_fraction);
+        else
+            fprintf(out, "  power cap: the step draws %.0f W at the top clock (%.0f MHz), under the %.0f W cap\n",
+                    e->step_power_w, e->step_clock_hz / 1e6, cap);
+    }
 
     fprintf(out, "\nThroughput\n");
     fprintf(out, "  tokens/s                  %.4g in all, %.4g per GPU\n", e->tokens_per_s, e->tokens_per_s_per_gpu);

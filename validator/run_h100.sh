@@ -11,6 +11,7 @@ set -u
 export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
 GPU=${GPU:-h100-sxm}
 PART=${PART:-1}
+UNCAL=${UNCAL:-1}   # 0: leave out the runs on hwdb defaults
 R=$OUT/run; mkdir -p "$R"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$R/gpu.txt" 2>&1
 date -u +%Y-%m-%dT%H:%M:%SZ > "$R/date.txt"
@@ -27,7 +28,7 @@ if [ "$PART" = 2 ]; then
 else
   CAL="$R/$GPU.csv"
   echo "calibrate $(stamp)" >> "$R/runs.txt"
-  timeout 150 $G calibrate --gpu "$GPU" --out "$CAL" > "$R/calibrate.log" 2>&1
+  timeout 400 $G calibrate --gpu "$GPU" --out "$CAL" > "$R/calibrate.log" 2>&1
   rc=$?; echo "calibrate rc=$rc"; echo "end $(stamp)" >> "$R/runs.txt"
   if [ $rc != 0 ]; then tail -20 "$R/calibrate.log"; cd "$OUT" && tar cf results.tar run && rm -rf run; exit 1; fi
   MODES=unfused; [ "$PART" = all ] && MODES="unfused flash"
@@ -38,7 +39,7 @@ for ATT in $MODES; do
               "llama3.2-1b 1 2048" "llama3.2-1b 2 2048" "llama3.2-1b 4 2048"; do
     set -- $spec
     n="${1}_mbs$2"
-    timeout 60 $G train "$1" --gpu "$GPU" --mbs "$2" --seq "$3" --steps 20 --attention $ATT \
+    [ "$UNCAL" = 1 ] && timeout 60 $G train "$1" --gpu "$GPU" --mbs "$2" --seq "$3" --steps 20 --attention $ATT \
        --csv "$R/uncal_${P}_$n.csv" > "$R/uncal_${P}_$n.log" 2>&1
     echo "${P}_$n $(stamp)" >> "$R/runs.txt"
     timeout 90 $G train "$1" --gpu "$GPU" --mbs "$2" --seq "$3" --steps 50 --attention $ATT --calibration "$CAL" \
@@ -50,5 +51,6 @@ kill $SMI 2>/dev/null
 bash validator/smi_summary.sh "$R/runs.txt" "$R/smi.csv" > "$R/clocks.txt"; cat "$R/clocks.txt"
 cd "$OUT" && tar cf results.tar run && rm -rf run
 tar xOf results.tar run/calibrate.log 2>/dev/null | grep -E "copy|launch|fit|efficiency|shapes timed"
-for f in $(tar tf results.tar | grep -E "run/(train|flash)_.*log"); do echo "$f: $(tar xOf results.tar $f | grep -E 'step time|rror')"; done
+tar xOf results.tar run/calibrate.log 2>/dev/null | sed -n '/^power (per/,/^model: P/p'
+for f in $(tar tf results.tar | grep -E "run/(train|flash)_.*log"); do echo "$f: $(tar xOf results.tar $f | grep -E 'step time|^power|rror')"; done
 for f in $(tar tf results.tar | grep "uncal_.*log"); do echo "$f: $(tar xOf results.tar $f | grep -E 'step time|rror')"; done

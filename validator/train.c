@@ -50,6 +50,7 @@
 #include "plot.h"
 #include "schedule.h"
 #include "planner.h"
+#include "power.h"
 #include "train.h"
 
 static int my_rank;   /* for error lines */
@@ -792,21 +793,37 @@ float median_batch_ms(float *ms, double *mhz, int n, double *median_mhz)
     return ms[n / 2];
 }
 
+static int cool_batches;
+void train_time_cool(int on) { cool_batches = on; }
+int train_time_is_cool(void) { return cool_batches; }
+
+void idle_ms(int ms)
+{
+    const struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
 /* Seconds per call of run(ctx, r) issued `reps` times back to back (the CPU
- * ahead of the GPU, as in a step), the median over five such batches after
- * at least 100 ms of warm-up: long enough for the power cap to pull the clock
- * down to where a training step's sustained GEMMs hold it (an H100 at 700 W
- * runs them at 1600-1800 MHz, short bursts at 1980) */
+ * ahead of the GPU, as in a step), the median over five such batches.  Warm
+ * (train_time_cool(0)): after at least 100 ms of warm-up, long enough for the
+ * power cap to pull the clock down to where the work's own power holds it (an
+ * H100 at 700 W runs sustained GEMMs at 1600-1800 MHz, short bursts at 1980).
+ * Cool: one untimed batch (cuBLASLt picks its algorithm), then each batch after
+ * CALIBRATE_COOL_IDLE_MS of idle, at the top clock. */
 static double time_batches(void (*run)(const void *ctx, int r), const void *ctx, int reps, double *clock_mhz)
 {
     enum { BATCHES = 5 };
-    const float warm_ms = 100.0f;
+    const float warm_ms = cool_batches ? 0.0f : 100.0f;
     cudaEvent_t start, stop;
     CK(cudaEventCreate(&start));
     CK(cudaEventCreate(&stop));
     float ms[BATCHES], warmed = 0.0f;
     double mhz[BATCHES];
     for (int b = -1; b < BATCHES; b++) { /* the first warm-up also picks the cuBLASLt algorithm */
+        if (b >= 0 && cool_batches) {
+            CK(cudaStreamSynchronize(stream));
+            idle_ms(CALIBRATE_COOL_IDLE_MS);
+        }
         CK(cudaEventRecord(start, stream));
         for (int r = 0; r < reps; r++) run(ctx, r);
         CK(cudaEventRecord(stop, stream));
@@ -1941,6 +1958,7 @@ typedef struct {
     int rank, stage, gpus;
     int timed_steps;
     double spread, tokens_per_s, flops_per_s, mfu, first_loss, last_loss;
+    double measured_w, measured_mhz;    /* NVML over the timed steps; 0 when not available */
 } report_info;
 
 static const char *recompute_label(const train_options *o) { return o->recompute == RECOMPUTE_FULL ? "full" : "none"; }
@@ -1989,6 +2007,7 @@ static int write_json(const char *path, const report_info *in, const report_row 
             step->measured_bytes);
     fprintf(f, "  \"tokens_per_s\": %.1f, \"model_flops_per_s\": %.6e, \"mfu\": %.4f,\n", in->tokens_per_s, in->flops_per_s,
             in->mfu);
+    fprintf(f, "  \"power\": {\"measured_w\": %.1f, \"measured_sm_mhz\": %.0f},\n", in->measured_w, in->measured_mhz);
     fprintf(f, "  \"loss\": {\"first\": %.4f, \"last\": %.4f},\n  \"ranks\": [\n", in->first_loss, in->last_loss);
     for (int r = 0; r < nranks; r++)
         fprintf(f, "    {\"rank\": %d, \"step_s\": %.6e, \"device_bytes\": %.0f}%s\n", r, ranks[8 * r], ranks[8 * r + 2],
@@ -2767,7 +2786,13 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     int fail_rank = -1, fail_step = -1;
     const char *fail = getenv("SEXTANT_TRAIN_FAIL");
     if (fail && sscanf(fail, "%d:%d", &fail_rank, &fail_step) != 2) fail_rank = -1;
+    /* the GPU's power and clock over the timed steps (NVML; nothing when it is not there) */
+    char nvml_why[256];
+    int have_nvml = power_open(nvml_why, sizeof nvml_why) == 0;
+    power_window *timed_window = NULL;
+    double measured_w = 0.0, measured_mhz = 0.0;
     for (int step = 1; step <= o->steps; step++) {
+        if (have_nvml && step == o->warmup + 1) timed_window = power_window_begin();
         if (rank == fail_rank && step == fail_step) {
             fprintf(stderr, "sextant-gpu train: rank %d: SEXTANT_TRAIN_FAIL: dying at step %d\n", rank, step);
             _exit(9);
@@ -2796,6 +2821,12 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         if (rank == 0 && (o->quiet_steps || step == 1 || step % 10 == 0 || step == o->steps))
             printf("step %4d  loss %.6f  %.2f ms\n", step, loss, ms);
     }
+    if (timed_window) {
+        double window_s;
+        int updates;
+        if (power_window_end(timed_window, &measured_w, &measured_mhz, &window_s, &updates) != 0) measured_w = measured_mhz = 0.0;
+    }
+    if (have_nvml) power_close();
     if (loss_file && (fclose(loss_file) != 0 || rename(loss_tmp, o->losses) != 0)) {
         fprintf(stderr, "sextant-gpu train: --losses %s: write failed\n", o->losses);
         exit(2);
@@ -2957,6 +2988,9 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         printf("predicted step: compute %.2f ms, tp %.2f, pp %.2f, bubble %.2f, dp exposed %.2f, optimizer %.2f\n",
                e.compute_s * 1e3, e.tp_comm_s * 1e3, e.pp_comm_s * 1e3, e.bubble_s * 1e3, e.dp_comm_s * 1e3,
                e.optimizer_s * 1e3);
+        if (measured_w > 0)
+            printf("power: %.0f W and %.0f MHz SM clock over the timed steps (NVML: energy counter, clock every 5 ms%s)\n",
+                   measured_w, measured_mhz, nranks > 1 ? "; rank 0's GPU" : "");
         if (have_uncal)
             printf("uncalibrated (hwdb defaults): step %.2f ms (%+.1f%%), memory %.3f GiB (%+.1f%%)\n", e_uncal.step_s * 1e3,
                    100.0 * (e_uncal.step_s / slowest - 1.0), e_uncal.memory.total / 1073741824.0,
@@ -2981,7 +3015,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     }
     /* one table per stage, from its first rank, stage after stage */
     report_info info = {m, gpu, o, rank, s->pp_rank, nranks, timed, spread, tokens_per_s, flops_per_s, mfu, first_loss,
-                        last_loss};
+                        last_loss, measured_w, measured_mhz};
     for (int stage = 0; stage < o->pp; stage++) {
         if (s->pp_rank == stage && s->tp_rank == 0 && s->dp_rank == 0) {
             printf("\nstage %d (rank %d), profiling step: %.2f ms with %d event pairs (%+.1f%% on the timed median: what the "

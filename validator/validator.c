@@ -21,6 +21,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <gsl/gsl_fit.h>
+#include <gsl/gsl_multifit.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@
 #include "launch.h"
 #include "kernels.h"
 #include "planner.h"
+#include "power.h"
 #include "train.h"
 
 #define CUDA_CHECK(call)                                                                                   \
@@ -191,8 +193,12 @@ static double time_median(launch_fn fn, const void *ctx, double *spread)
  * (compute-bound kernels: long enough for the power cap to settle the clock
  * where a step's sustained work holds it). */
 static double last_clock_mhz; /* the SM clock after time_back_to_back's median batch */
+/* Cool timing (train_time_is_cool): a batch that would warm first runs instead after
+ * CALIBRATE_COOL_IDLE_MS of idle, at the top clock (train.h). */
 static double time_back_to_back(launch_fn fn, const void *ctx, int reps, float warm_ms)
 {
+    const int cool = warm_ms > 0.0f && train_time_is_cool();
+    if (cool) warm_ms = 0.0f;
     enum { BATCHES = 5 };
     cudaEvent_t start, stop;
     CUDA_CHECK(cudaEventCreate(&start));
@@ -200,6 +206,10 @@ static double time_back_to_back(launch_fn fn, const void *ctx, int reps, float w
     float ms[BATCHES], warmed = 0.0f;
     double mhz[BATCHES];
     for (int b = -1; b < BATCHES; b++) {
+        if (b >= 0 && cool) {
+            CUDA_CHECK(cudaStreamSynchronize(stream));
+            idle_ms(CALIBRATE_COOL_IDLE_MS);
+        }
         CUDA_CHECK(cudaEventRecord(start, stream));
         for (int r = 0; r < reps; r++) fn(ctx);
         CUDA_CHECK(cudaEventRecord(stop, stream));
@@ -511,23 +521,12 @@ static float heat_warm_ms(void)
     return ms;
 }
 
+static void flash_prepare(flash_ctx *f);
+static void flash_release(flash_ctx *f);
+
 static int time_flash_shape(flash_ctx *f, double t[2], double mhz[2])
 {
-    double qkv_bytes = 2.0 * f->B * (double)f->T * (f->H + 2 * f->KV) * f->D;
-    need(qkv_bytes, "the attention's qkv buffer");
-    /* sets enough that a turn passes 192 MB (four times an H100's or H200's L2; a call reads
-     * qkv, out and dout, writes out or dqkv), as many as the scratch buffers hold.
-     * SEXTANT_FLASH_WARM=1: one set, L2 left warm between calls (what calibrate did until
-     * 2026-11-24, kept to compare) */
-    const char *warm = getenv("SEXTANT_FLASH_WARM");
-    f->copy_elems = (((size_t)qkv_bytes + 4095) / 4096) * 4096 / sizeof(sx_bf16);
-    f->copies = warm && !strcmp(warm, "1") ? 1 : (int)(192e6 / (2.0 * qkv_bytes)) + 1;
-    if (f->copies > 16) f->copies = 16;
-    while (f->copies > 1 && (double)f->copies * (double)f->copy_elems * sizeof(sx_bf16) > (double)scratch_bytes)
-        f->copies--;
-    f->ws_bytes = sx_flash_attention_backward_workspace_bytes(f->B, f->T, f->H);
-    CUDA_CHECK(cudaMalloc((void **)&f->lse, (size_t)f->B * f->H * f->T * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&f->ws, f->ws_bytes));
+    flash_prepare(f);
     int failed = 0;
     for (int pass = 0; pass < 2; pass++) {   /* forward first: the backward reads its out and lse */
         f->backward = pass;
@@ -554,9 +553,34 @@ static int time_flash_shape(flash_ctx *f, double t[2], double mhz[2])
             failed = 1;
         }
     }
+    flash_release(f);
+    return failed ? -1 : 0;
+}
+
+/* The operand sets, log-sum-exp and backward workspace of one attention shape. */
+static void flash_prepare(flash_ctx *f)
+{
+    double qkv_bytes = 2.0 * f->B * (double)f->T * (f->H + 2 * f->KV) * f->D;
+    need(qkv_bytes, "the attention's qkv buffer");
+    /* sets enough that a turn passes 192 MB (four times an H100's or H200's L2; a call reads
+     * qkv, out and dout, writes out or dqkv), as many as the scratch buffers hold.
+     * SEXTANT_FLASH_WARM=1: one set, L2 left warm between calls (what calibrate did until
+     * 2026-11-24, kept to compare) */
+    const char *warm = getenv("SEXTANT_FLASH_WARM");
+    f->copy_elems = (((size_t)qkv_bytes + 4095) / 4096) * 4096 / sizeof(sx_bf16);
+    f->copies = warm && !strcmp(warm, "1") ? 1 : (int)(192e6 / (2.0 * qkv_bytes)) + 1;
+    if (f->copies > 16) f->copies = 16;
+    while (f->copies > 1 && (double)f->copies * (double)f->copy_elems * sizeof(sx_bf16) > (double)scratch_bytes)
+        f->copies--;
+    f->ws_bytes = sx_flash_attention_backward_workspace_bytes(f->B, f->T, f->H);
+    CUDA_CHECK(cudaMalloc((void **)&f->lse, (size_t)f->B * f->H * f->T * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&f->ws, f->ws_bytes));
+}
+
+static void flash_release(flash_ctx *f)
+{
     CUDA_CHECK(cudaFree(f->lse));
     CUDA_CHECK(cudaFree(f->ws));
-    return failed ? -1 : 0;
 }
 
 static int clock_scaling = 0; /* calibrate --clock-scaling: 1 */
@@ -866,6 +890,335 @@ static int calibrate_gemms(const char *models, const model_zoo *zoo, const hw_gp
     return 0;
 }
 
+
+/* ---- the power model (docs/model.md, "Clock under the power cap") -------- */
+
+/* One workload held for a second: its work per call and what NVML saw. */
+typedef struct {
+    char what[48];
+    double duty;                                 /* the workload's share of the time; idle spin between */
+    double gemm_flops, attention_flops, bytes;   /* per call */
+    double gemm_rate, attention_rate, byte_rate; /* per second over the window */
+    double watts, mhz, seconds;
+    double speed;                                /* the rate of the work against its rate on a cool GPU (the top
+                                                    clock): the clock fraction the power model sees */
+    int energy_updates;
+} power_sample;
+
+typedef struct {
+    int ok;
+    double cap_w, top_mhz;
+    double static_w, e_gemm, e_attention, e_byte; /* W; J per FLOP, per byte at the top clock */
+    double exponent, rms_w;
+} power_model;
+
+/* a call of the workload, then the idle spin that sets its duty: one thread
+ * of one SM counting cycles (the clock probe), the rest of the GPU idle */
+typedef struct {
+    launch_fn fn;
+    const void *ctx;
+    int gap_us;
+} duty_ctx;
+static float *gap_slot;
+
+static void run_duty(const void *ctx)
+{
+    const duty_ctx *d = ctx;
+    if (d->fn) d->fn(d->ctx);
+    if (d->gap_us > 0) CUDA_CHECK(sx_sm_clock_probe(gap_slot, d->gap_us, stream));
+}
+
+/* Keeps the GPU busy with chunks of calls for `seconds` of wall time, two
+ * chunks in flight, and returns the calls made; *elapsed the wall time until
+ * the last finished. */
+static long run_for(const duty_ctx *d, int per_chunk, double seconds, double *elapsed)
+{
+    cudaEvent_t done[2];
+    CUDA_CHECK(cudaEventCreateWithFlags(&done[0], cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&done[1], cudaEventDisableTiming));
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long calls = 0;
+    for (int chunk = 0;; chunk++) {
+        for (int i = 0; i < per_chunk; i++) run_duty(d);
+        calls += per_chunk;
+        CUDA_CHECK(cudaEventRecord(done[chunk & 1], stream));
+        if (chunk > 0) CUDA_CHECK(cudaEventSynchronize(done[(chunk - 1) & 1]));
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) >= seconds) break;
+    }
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    *elapsed = (double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec);
+    CUDA_CHECK(cudaEventDestroy(done[0]));
+    CUDA_CHECK(cudaEventDestroy(done[1]));
+    return calls;
+}
+
+/* One call's time on a cool GPU, at the top clock: after 300 ms idle, the mean over a
+ * burst of about 2 ms (far shorter than the power cap takes to answer: hundreds of ms
+ * on an H100, nvidia-smi at 200 ms), the faster of two bursts. */
+static double cool_call_s(launch_fn fn, const void *ctx, double call_s)
+{
+    int calls = call_s > 0 ? (int)(2e-3 / call_s) : 1;
+    calls = calls < 3 ? 3 : calls > 200 ? 200 : calls;
+    cudaEvent_t start, stop;
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+    double best = 0.0;
+    for (int burst = 0; burst < 2; burst++) {
+        const struct timespec idle = {0, 300000000};
+        nanosleep(&idle, NULL);
+        CUDA_CHECK(cudaEventRecord(start, stream));
+        for (int i = 0; i < calls; i++) fn(ctx);
+        CUDA_CHECK(cudaEventRecord(stop, stream));
+        CUDA_CHECK(cudaEventSynchronize(stop));
+        float ms;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        double per_call = ms * 1e-3 / calls;
+        if (best == 0.0 || per_call < best) best = per_call;
+    }
+    CUDA_CHECK(cudaEventDestroy(start));
+    CUDA_CHECK(cudaEventDestroy(stop));
+    return best;
+}
+
+/* A workload at `duty` (call_s: one call's time, timed before): POWER_SETTLE_S
+ * for the power cap and NVML's power reading to settle, then POWER_MEASURE_S
+ * measured.  NVML's reading trails the work by about a second (nvidia-smi's
+ * power.draw ramps over 1 s after a step in load, H100, driver 580), so both
+ * are long against that.  -1 when NVML fails. */
+#define POWER_SETTLE_S 1.5
+#define POWER_MEASURE_S 2.0
+/* a sample drawing less than this share of the cap runs at the top clock */
+#define POWER_UNCAPPED 0.95
+#define POWER_EXPONENT_DEFAULT 2.0
+static int power_sample_run(launch_fn fn, const void *ctx, double call_s, double duty, power_sample *ps)
+{
+    duty_ctx d = {fn, ctx, 0};
+    if (duty < 1.0) {
+        double gap_us = call_s * (1.0 - duty) / duty * 1e6;
+        d.gap_us = gap_us < 1 ? 1 : gap_us > 100000 ? 100000 : (int)gap_us;
+    }
+    double period = call_s + d.gap_us * 1e-6;
+    int per_chunk = period > 0.02 ? 1 : (int)(0.02 / period);
+    /* below full duty the work runs at the top clock; at full duty, its rate against a cool burst's */
+    double cool_s = duty < 1.0 || (ps->gemm_flops <= 0 && ps->attention_flops <= 0) ? 0.0 : cool_call_s(fn, ctx, call_s);
+    double elapsed;
+    run_for(&d, per_chunk, POWER_SETTLE_S, &elapsed);
+    power_window *w = power_window_begin();
+    long calls = run_for(&d, per_chunk, POWER_MEASURE_S, &elapsed);
+    if (power_window_end(w, &ps->watts, &ps->mhz, &ps->seconds, &ps->energy_updates) != 0) return -1;
+    ps->duty = duty;
+    ps->gemm_rate = (double)calls * ps->gemm_flops / elapsed;
+    ps->attention_rate = (double)calls * ps->attention_flops / elapsed;
+    ps->byte_rate = (double)calls * ps->bytes / elapsed;
+    ps->speed = cool_s > 0 ? fmin(1.0, cool_s * (double)calls / elapsed) : 1.0;
+    return 0;
+}
+
+/* a GEMM, then `ln_calls` LayerNorms: a step's alternation of tensor-core and memory-bound kernels */
+typedef struct {
+    gemm_shape gemm;
+    membound_ctx ln;
+    int ln_calls;
+} mix_ctx;
+
+static void run_mix(const void *ctx)
+{
+    const mix_ctx *x = ctx;
+    run_gemm(&x->gemm);
+    for (int i = 0; i < x->ln_calls; i++) run_membound(&x->ln);
+}
+
+static void run_spin(const void *ctx)
+{
+    (void)ctx;
+    CUDA_CHECK(sx_sm_clock_probe(gap_slot, 1000, stream));
+}
+
+/* The switching energies at the top clock, by least squares (GSL) over the
+ * samples below the cap (at the top clock): P - static = e_gemm F_gemm/s +
+ * e_attention F_attention/s + e_byte bytes/s.  The residual's rms in *rms_w.
+ * -1 when fewer samples than unknowns. */
+static int power_fit_energies(const power_sample *ps, int n, double static_w, double cap_w, double e[3], double *rms_w)
+{
+    int rows = 0;
+    for (int i = 0; i < n; i++) rows += ps[i].watts < POWER_UNCAPPED * cap_w && i > 0;
+    if (rows < 3) return -1;
+    gsl_matrix *X = gsl_matrix_alloc((size_t)rows, 3);
+    gsl_vector *y = gsl_vector_alloc((size_t)rows), *coef = gsl_vector_alloc(3);
+    gsl_matrix *cov = gsl_matrix_alloc(3, 3);
+    gsl_multifit_linear_workspace *ws = gsl_multifit_linear_alloc((size_t)rows, 3);
+    if (!X || !y || !coef || !cov || !ws) { fprintf(stderr, "sextant-gpu: out of host memory\n"); exit(1); }
+    for (int i = 1, r = 0; i < n; i++) {   /* sample 0, the spinning thread, is the static power */
+        if (ps[i].watts >= POWER_UNCAPPED * cap_w) continue;
+        gsl_matrix_set(X, (size_t)r, 0, ps[i].gemm_rate * 1e-12);      /* TFLOP/s and TB/s: coefficients near 1 */
+        gsl_matrix_set(X, (size_t)r, 1, ps[i].attention_rate * 1e-12);
+        gsl_matrix_set(X, (size_t)r, 2, ps[i].byte_rate * 1e-12);
+        gsl_vector_set(y, (size_t)r, ps[i].watts - static_w);
+        r++;
+    }
+    double chisq = 0.0;
+    gsl_multifit_linear(X, y, coef, cov, &chisq, ws);
+    for (int k = 0; k < 3; k++) e[k] = gsl_vector_get(coef, (size_t)k) * 1e-12;
+    *rms_w = sqrt(chisq / rows);
+    gsl_multifit_linear_free(ws);
+    gsl_matrix_free(cov);
+    gsl_vector_free(coef);
+    gsl_vector_free(y);
+    gsl_matrix_free(X);
+    return 0;
+}
+
+static double sample_dynamic_w(const power_sample *p, const power_model *pm)
+{
+    return pm->e_gemm * p->gemm_rate + pm->e_attention * p->attention_rate + pm->e_byte * p->byte_rate;
+}
+
+/* One sample of a workload whose work per call is given (F and bytes). */
+static int power_sample_of(power_sample *ps, const char *what, launch_fn fn, const void *ctx, double gemm_flops,
+                           double attention_flops, double bytes, double duty)
+{
+    snprintf(ps->what, sizeof ps->what, "%s", what);
+    ps->gemm_flops = gemm_flops;
+    ps->attention_flops = attention_flops;
+    ps->bytes = bytes;
+    return power_sample_run(fn, ctx, time_median(fn, ctx, NULL), duty, ps);
+}
+
+/* The power model (docs/model.md, "Clock under the power cap"): workloads of
+ * known work held for seconds each, on the scratch buffers' random operands
+ * (the operands' values move a GEMM's power by a quarter: measured on zeroed
+ * buffers, 2026-11-25) -- a spinning thread, the device copy, our
+ * memory-bound kernels, GEMMs at full and partial duty, GEMMs between
+ * LayerNorms, our fused attention -- with NVML's energy counter.  Then:
+ *   static: the spinning thread's power;
+ *   e_gemm, e_attention, e_byte: least squares over the samples that stay
+ *     below the cap (they run at the top clock);
+ *   exponent: from the samples the cap holds down, each gives
+ *     ln((P - static) / dynamic at the top clock) / ln(speed); the median.
+ * pm->ok = 0 with the reason on stdout when NVML or the fit fails: the
+ * overlay then leaves the power model out. */
+static void calibrate_power(size_t copy_bytes, power_model *pm)
+{
+    memset(pm, 0, sizeof *pm);
+    char why[256];
+    printf("\npower (per workload: %.1f s to settle, then %.1f s measured; power from NVML's energy counter between its "
+           "first and last step in that time; speed: the work's rate against 2 ms bursts on a cool GPU; NVML's mean SM "
+           "clock for reference)\n", POWER_SETTLE_S, POWER_MEASURE_S);
+    if (power_open(why, sizeof why) != 0) {
+        printf("  not measured: %s; the overlay leaves the power model out\n", why);
+        return;
+    }
+    pm->cap_w = power_limit_w();
+    pm->top_mhz = power_max_sm_mhz();
+    if (pm->cap_w <= 0 || pm->top_mhz <= 0) {
+        printf("  not measured: NVML gives no power limit or maximum SM clock\n");
+        return;
+    }
+    CUDA_CHECK(cudaMalloc((void **)&gap_slot, sizeof(float)));
+    enum { SAMPLES_MAX = 24 };
+    power_sample ps[SAMPLES_MAX];
+    int n = 0, failed = 0;
+    memset(ps, 0, sizeof ps);
+    char what[48];
+
+    failed |= power_sample_run(run_spin, NULL, 1e-3, 1.0, &ps[n]);
+    snprintf(ps[n++].what, sizeof ps[0].what, "one thread spinning");
+    snprintf(what, sizeof what, "device copy %zu MiB", copy_bytes >> 20);
+    failed |= power_sample_of(&ps[n++], what, run_copy, &copy_bytes, 0, 0, 2.0 * (double)copy_bytes, 1.0);
+    const double ln_bytes = 2.0 * 32768 * 768 * 2 + 2.0 * 768 * 2;
+    membound_ctx ln = {"attn_norm", NULL, 32768, 768, 3072, 50304, 1024, 32, 12, 0, 0};
+    failed |= power_sample_of(&ps[n++], "layernorm fwd 32768 x 768", run_membound, &ln, 0, 0, ln_bytes, 1.0);
+    membound_ctx adamw = {"optimizer", NULL, 0, 0, 0, 0, 0, 0, 0, 500000000, 0};
+    /* reads grad, p, m, v; writes p, m, v and the bf16 weights */
+    failed |= power_sample_of(&ps[n++], "AdamW over 500M parameters", run_membound, &adamw, 0, 0, 500e6 * (2.0 + 12 + 12 + 2),
+                              1.0);
+
+    /* m, n, k, duty %: a square GEMM at full and partial duty, the LLaMA-style 1.24B's largest at 8192 tokens */
+    static const int64_t gemms[][4] = {{8192, 8192, 8192, 100}, {8192, 8192, 8192, 60}, {8192, 8192, 8192, 30},
+                                       {8192, 16384, 2048, 100}, {8192, 2048, 8192, 100}, {8192, 128256, 2048, 100}};
+    for (size_t i = 0; i < sizeof gemms / sizeof gemms[0]; i++) {
+        int64_t m = gemms[i][0], nn = gemms[i][1], k = gemms[i][2];
+        gemm_shape gs = {m, nn, k, 1, (long long)(m * k), (long long)(k * nn), (long long)(m * nn)};
+        need(2.0 * (double)(m * nn > m * k ? (m * nn > k * nn ? m * nn : k * nn) : (m * k > k * nn ? m * k : k * nn)), "a GEMM");
+        snprintf(what, sizeof what, "GEMM %lldx%lldx%lld, %lld%% of the time", (long long)m, (long long)nn, (long long)k,
+                 (long long)gemms[i][3]);
+        failed |= power_sample_of(&ps[n++], what, run_gemm, &gs, 2.0 * (double)m * (double)nn * (double)k, 0,
+                                  2.0 * ((double)m * k + (double)k * nn + (double)m * nn), gemms[i][3] / 100.0);
+    }
+    /* GEMMs between memory-bound kernels, as in a step */
+    static const int64_t mixes[][4] = {{8192, 2048, 8192, 3}, {8192, 3072, 768, 1}}; /* m, n, k, LayerNorms per GEMM */
+    for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++) {
+        int64_t m = mixes[i][0], nn = mixes[i][1], k = mixes[i][2];
+        mix_ctx mx = {{m, nn, k, 1, (long long)(m * k), (long long)(k * nn), (long long)(m * nn)}, ln, (int)mixes[i][3]};
+        snprintf(what, sizeof what, "GEMM %lldx%lldx%lld + %d layernorm", (long long)m, (long long)nn, (long long)k,
+                 mx.ln_calls);
+        failed |= power_sample_of(&ps[n++], what, run_mix, &mx, 2.0 * (double)m * (double)nn * (double)k, 0,
+                                  mx.ln_calls * ln_bytes + 2.0 * ((double)m * k + (double)k * nn + (double)m * nn), 1.0);
+    }
+    /* the fused attention of the LLaMA-style 1.24B at micro-batch 4, forward also at partial duty (alone it
+     * comes near the cap) */
+    flash_ctx f = {.B = 4, .T = 2048, .H = 32, .KV = 8, .D = 64};
+    flash_prepare(&f);
+    static const int passes[][2] = {{0, 100}, {0, 60}, {1, 100}}; /* backward, duty % */
+    for (int i = 0; i < 3; i++) {
+        f.backward = passes[i][0];
+        flash_error = cudaSuccess;
+        double qkv = 2.0 * f.B * (double)f.T * (f.H + 2 * f.KV) * f.D, out = 2.0 * f.B * (double)f.T * f.H * f.D;
+        snprintf(what, sizeof what, "attention %s B4 T2048 H32/8 D64, %d%%", f.backward ? "bwd" : "fwd", passes[i][1]);
+        failed |= power_sample_of(&ps[n++], what, run_flash, &f, 0, flash_attention_flops(f.B, f.H, f.T, f.D, 1, f.backward),
+                                  f.backward ? 2.0 * qkv + 2.0 * out : qkv + out, passes[i][1] / 100.0);
+        if (flash_error != cudaSuccess) failed = 1;
+    }
+    flash_release(&f);
+    CUDA_CHECK(cudaFree(gap_slot));
+    gap_slot = NULL;
+    if (failed) {
+        printf("  not measured: an NVML reading or a kernel failed; the overlay leaves the power model out\n");
+        return;
+    }
+
+    pm->static_w = ps[0].watts;
+    double e[3];
+    if (power_fit_energies(ps, n, pm->static_w, pm->cap_w, e, &pm->rms_w) != 0) {
+        printf("  fewer than three workloads stayed below the cap; the overlay leaves the power model out\n");
+        return;
+    }
+    pm->e_gemm = e[0];
+    pm->e_attention = e[1];
+    pm->e_byte = e[2];
+    double exponents[SAMPLES_MAX];
+    int capped = 0;
+    for (int i = 1; i < n; i++) {
+        double dynamic = sample_dynamic_w(&ps[i], pm);
+        if (ps[i].watts >= POWER_UNCAPPED * pm->cap_w && ps[i].speed < 0.99 && dynamic > ps[i].watts - pm->static_w &&
+            ps[i].watts > pm->static_w)
+            exponents[capped++] = log((ps[i].watts - pm->static_w) / dynamic) / log(ps[i].speed);
+    }
+    qsort(exponents, (size_t)capped, sizeof exponents[0], compare_double);
+    pm->exponent = capped ? exponents[capped / 2] : POWER_EXPONENT_DEFAULT;
+
+    printf("%-40s %5s %9s %9s %7s %6s %8s %7s %8s %4s\n", "workload", "duty", "GEMM TF/s", "attn TF/s", "GB/s", "speed",
+           "NVML MHz", "W", "model W", "cap");
+    for (int i = 0; i < n; i++) {
+        double model = pm->static_w + sample_dynamic_w(&ps[i], pm) * pow(ps[i].speed, pm->exponent);
+        printf("%-40s %5.2f %9.1f %9.1f %7.0f %6.3f %8.0f %7.1f %8.1f %4s\n", ps[i].what, ps[i].duty,
+               ps[i].gemm_rate / 1e12, ps[i].attention_rate / 1e12, ps[i].byte_rate / 1e9, ps[i].speed, ps[i].mhz,
+               ps[i].watts, model, ps[i].watts >= POWER_UNCAPPED * pm->cap_w ? "yes" : "");
+    }
+    printf("model: P = %.1f W + (%.3f pJ/GEMM FLOP + %.3f pJ/attention FLOP + %.1f pJ/byte) x^%.2f per second of work; "
+           "energies fit on the %s samples below %.0f%% of the %.0f W cap (rms %.1f W); exponent: median of %d capped "
+           "samples (%.2f-%.2f)%s\n", pm->static_w, pm->e_gemm * 1e12, pm->e_attention * 1e12, pm->e_byte * 1e12,
+           pm->exponent, "workload", 100 * POWER_UNCAPPED, pm->cap_w, pm->rms_w, capped,
+           capped ? exponents[0] : 0.0, capped ? exponents[capped - 1] : 0.0,
+           capped ? "" : " -- none, so 2 (energy per operation as the voltage squared, the voltage as the clock)");
+    pm->ok = pm->static_w > 0 && pm->e_gemm > 0 && pm->e_attention > 0 && pm->e_byte >= 0 && pm->static_w < pm->cap_w &&
+             pm->exponent >= 0 && pm->exponent <= 8;
+    if (!pm->ok) printf("  the fit is implausible (a term not positive or static power above the cap); the overlay leaves it out\n");
+}
+
 static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
 {
     if (attention_heated()) (void)heat_warm_ms(); /* a bad value stops here, not after the GEMMs */
@@ -928,6 +1281,14 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
     double membound_overhead_s = membound_overhead(ln_bw);
     printf("context memory     %8.3f GiB (CUDA context, cuBLAS and workspaces before any tensor)\n", context_bytes / 1073741824.0);
 
+    /* the power model first, on the scratch buffers' fresh random operands; with it, the shapes
+     * below are timed cool, at the top clock, and the model sets each step's clock */
+    power_model pm;
+    calibrate_power(copy_bytes, &pm);
+    train_time_cool(pm.ok);
+    if (pm.ok) idle_ms(3000); /* the shapes below start on a GPU back near idle */
+    printf("\nshapes timed %s\n", pm.ok ? "cool: each batch after 50 ms idle, at the top clock"
+                                         : "warm: each after 100 ms of the same work, at the clock its power settles at");
     /* GEMMs: every linear layer of the models, its three GEMMs as the step runs them */
     gemm_timing gt;
     if (calibrate_gemms(arg_value(argc, argv, "--gemm-models", CALIBRATE_GEMM_MODELS), zoo, g, &gt) != 0) {
@@ -966,10 +1327,22 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
         fprintf(f, "%s,context_memory_gib,%.4f,\"%s\"\n", g->name, context_bytes / 1073741824.0, source);
         fprintf(f, "%s,membound_overhead_us,%.3f,\"%s (layernorm forward, 256 to 8192 rows of 768, GSL fit)\"\n", g->name,
                 membound_overhead_s * 1e6, source);
+        if (pm.ok) {
+            fprintf(f, "%s,power_cap_w,%.1f,\"%s (NVML enforced power limit)\"\n", g->name, pm.cap_w, source);
+            fprintf(f, "%s,clock_max_mhz,%.0f,\"%s (NVML maximum SM clock)\"\n", g->name, pm.top_mhz, source);
+            fprintf(f, "%s,power_static_w,%.2f,\"%s (power model fit, rms %.1f W)\"\n", g->name, pm.static_w, source,
+                    pm.rms_w);
+            fprintf(f, "%s,energy_gemm_pj_per_flop,%.5f,\"%s (power model fit)\"\n", g->name, pm.e_gemm * 1e12, source);
+            fprintf(f, "%s,energy_attention_pj_per_flop,%.5f,\"%s (power model fit)\"\n", g->name, pm.e_attention * 1e12,
+                    source);
+            fprintf(f, "%s,energy_pj_per_byte,%.3f,\"%s (power model fit)\"\n", g->name, pm.e_byte * 1e12, source);
+            fprintf(f, "%s,clock_energy_exponent,%.2f,\"%s (power model fit)\"\n", g->name, pm.exponent, source);
+        }
         for (int i = 0; i < gt.n; i++)
             fprintf(f, "%s,gemm_us:%lldx%lldx%lld,%.3f,\"%s (%s, as the training step runs it)\"\n", g->name,
                     (long long)gt.shape[i].m, (long long)gt.shape[i].n, (long long)gt.shape[i].k, gt.shape[i].seconds * 1e6,
                     source, gt.what[i]);
+
         if (attention_ok) {
             fprintf(f, "%s,attention_fwd_efficiency,%.4f,\"%s (sx_flash_attention_forward, causal, 4 shapes)\"\n", g->name,
                     attention_fwd, source);
@@ -993,6 +1366,7 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
         printf("overlay written to %s\n", out_path);
     }
     sm_clock_free();
+    power_close();
     CUDA_CHECK(cudaFree(kernel_workspace));
     scratch_free();
     return 0;

@@ -1,0 +1,32 @@
+/* The GPU's power and clock as NVML reports them, for calibrate's power model
+ * and for the step's measured power (docs/model.md, "Clock under the power
+ * cap").  NVML comes with the driver, not the toolkit: it is loaded with
+ * dlopen, and every function here reports "not available" when it is not. */
+#ifndef SEXTANT_POWER_H
+#define SEXTANT_POWER_H
+
+#include <stddef.h>
+
+/* Opens NVML on the GPU of the current CUDA device.  0, or -1 (NVML or the
+ * device not found: the reason in `why`). */
+int power_open(char *why, size_t why_len);
+void power_close(void);
+
+/* Energy since the driver loaded, joules; -1 when not available. */
+double power_energy_j(void);
+/* The enforced power limit, watts; 0 when not available. */
+double power_limit_w(void);
+/* The SM clock's maximum and present values, MHz; 0 when not available. */
+double power_max_sm_mhz(void);
+double power_sm_mhz(void);
+
+/* A window of measurement: a thread samples the SM clock every 5 ms while
+ * the caller keeps the GPU busy; power_window_end gives the average power
+ * over the window (energy counter difference / wall time), the mean SM
+ * clock, the window's seconds and how many distinct energy readings the
+ * samples saw (the counter's resolution in time).  -1 when not available. */
+typedef struct power_window power_window;
+power_window *power_window_begin(void);
+int power_window_end(power_window *w, double *watts, double *mhz, double *seconds, int *energy_updates);
+
+#endif
