@@ -12,6 +12,7 @@ export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
 GPU=${GPU:-h100-sxm}
 PART=${PART:-1}
 UNCAL=${UNCAL:-1}   # 0: leave out the runs on hwdb defaults
+CALFLAGS=${CALFLAGS:-}   # e.g. --power-model
 R=$OUT/run; mkdir -p "$R"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$R/gpu.txt" 2>&1
 date -u +%Y-%m-%dT%H:%M:%SZ > "$R/date.txt"
@@ -28,7 +29,7 @@ if [ "$PART" = 2 ]; then
 else
   CAL="$R/$GPU.csv"
   echo "calibrate $(stamp)" >> "$R/runs.txt"
-  timeout 400 $G calibrate --gpu "$GPU" --out "$CAL" > "$R/calibrate.log" 2>&1
+  timeout 400 $G calibrate --gpu "$GPU" --out "$CAL" $CALFLAGS > "$R/calibrate.log" 2>&1
   rc=$?; echo "calibrate rc=$rc"; echo "end $(stamp)" >> "$R/runs.txt"
   if [ $rc != 0 ]; then tail -20 "$R/calibrate.log"; cd "$OUT" && tar cf results.tar run && rm -rf run; exit 1; fi
   MODES=unfused; [ "$PART" = all ] && MODES="unfused flash"

@@ -584,6 +584,7 @@ static void flash_release(flash_ctx *f)
 }
 
 static int clock_scaling = 0; /* calibrate --clock-scaling: 1 */
+static int power_model_asked = 0; /* calibrate --power-model: 1 */
 
 static void calibrate_attention(double peak, const char *models, const model_zoo *zoo, double sustained_mhz,
                                 double *fwd_eff, double *bwd_eff, attention_timing *at)
@@ -1224,6 +1225,7 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
     if (attention_heated()) (void)heat_warm_ms(); /* a bad value stops here, not after the GEMMs */
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--clock-scaling")) { clock_scaling = 1; continue; }
+        if (!strcmp(argv[i], "--power-model")) { power_model_asked = 1; continue; }
         if (!strcmp(argv[i], "--data") && i + 1 < argc) {
             i++;
             if (!strcmp(argv[i], "uniform")) scratch_data = SCRATCH_UNIFORM;
@@ -1281,10 +1283,13 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
     double membound_overhead_s = membound_overhead(ln_bw);
     printf("context memory     %8.3f GiB (CUDA context, cuBLAS and workspaces before any tensor)\n", context_bytes / 1073741824.0);
 
-    /* the power model first, on the scratch buffers' fresh random operands; with it, the shapes
-     * below are timed cool, at the top clock, and the model sets each step's clock */
+    /* --power-model: the power model first, on the scratch buffers' fresh random operands; with it,
+     * the shapes below are timed cool, at the top clock, and the model sets each step's clock.
+     * Without it (the default) each shape is timed warm, at the clock its own power settles at:
+     * on an H100 that predicted the fused steps better (docs/validation/h100-power-2026-11-25). */
     power_model pm;
-    calibrate_power(copy_bytes, &pm);
+    memset(&pm, 0, sizeof pm);
+    if (power_model_asked) calibrate_power(copy_bytes, &pm);
     train_time_cool(pm.ok);
     if (pm.ok) idle_ms(3000); /* the shapes below start on a GPU back near idle */
     printf("\nshapes timed %s\n", pm.ok ? "cool: each batch after 50 ms idle, at the top clock"
@@ -1876,7 +1881,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2 || (strcmp(argv[1], "calibrate") && strcmp(argv[1], "ops") && strcmp(argv[1], "train") &&
                      strcmp(argv[1], "check-gradients"))) {
-        fprintf(stderr, "usage: sextant-gpu calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B,...] [--clock-scaling]\n"
+        fprintf(stderr, "usage: sextant-gpu calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B,...] [--clock-scaling] [--power-model]\n"
                         "                            [--data uniform|normal]\n"
                         "       sextant-gpu calibrate --comm [--gpus N] [--gpu NAME] [--out FILE] [--min-bytes SIZE] [--max-bytes SIZE]\n"
                         "                                    [--warmup N] [--iters N] [--repeats N] [--timeout S]\n"

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The one-GPU validation reports (docs/validation/), in one or two device calls of under 10 minutes:
+#   PART=1: calibrate, then train every model x micro-batch twice, unfused attention: on hwdb
+#           defaults (uncalibrated) and with the fresh overlay (calibrated);
+#   PART=2: the same nine runs with the fused attention (--attention flash), calibrated with
+#           CAL (an earlier overlay, copied into the tree between the calls) and uncalibrated;
+#   PART=all: both after one calibrate (about 6 minutes on an H100).
+# The binaries are built on the development machine and carried with .deps/lib (GSL, libcsv,
+# cJSON).  GPU=h200 for an H200.  Everything lands in $OUT/results.tar.
+set -u
+export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
+GPU=${GPU:-h100-sxm}
+PART=${PART:-1}
+UNCAL=${UNCAL:-1}   # 0: leave out the runs on hwdb defaults
+CALFLAGS=${CALFLAGS:-}   # e.g. --power-model
+R=$OUT/run; mkdir -p "$R"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$R/gpu.txt" 2>&1
+date -u +%Y-%m-%dT%H:%M:%SZ > "$R/date.txt"
+G=./build/sextant-gpu
+# SM clock, power and the clock limiters every 200 ms: the power cap sets the clock a step runs at
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv,noheader \
+  -lms 200 > "$R/smi.csv" 2>/dev/null &
+SMI=$!
+stamp() { date +%Y/%m/%d\ %H:%M:%S.%3N; }
+if [ "$PART" = 2 ]; then
+  CAL=${CAL:?PART=2 needs CAL, the overlay of an earlier calibrate}
+  cp "$CAL" "$R/"
+  MODES=flash
+else
+  CAL="$R/$GPU.csv"
+  echo "calibrate $(stamp)" >> "$R/runs.txt"
+  timeout 400 $G calibrate --gpu "$GPU" --out "$CAL" $CALFLAGS > "$R/calibrate.log" 2>&1
+  rc=$?; echo "calibrate rc=$rc"; echo "end $(stamp)" >> "$R/runs.txt"
+  if [ $rc != 0 ]; then tail -20 "$R/calibrate.log"; cd "$OUT" && tar cf results.tar run && rm -rf run; exit 1; fi
+  MODES=unfused; [ "$PART" = all ] && MODES="unfused flash"
+fi
+for ATT in $MODES; do
+  P=train; [ $ATT = flash ] && P=flash
+  for spec in "gpt2 8 1024" "gpt2 16 1024" "gpt2 32 1024" "gpt2-medium 4 1024" "gpt2-medium 8 1024" "gpt2-medium 16 1024" \
+              "llama3.2-1b 1 2048" "llama3.2-1b 2 2048" "llama3.2-1b 4 2048"; do
+    set -- $spec
+    n="${1}_mbs$2"
+    [ "$UNCAL" = 1 ] && timeout 60 $G train "$1" --gpu "$GPU" --mbs "$2" --seq "$3" --steps 20 --attention $ATT \
+       --csv "$R/uncal_${P}_$n.csv" > "$R/uncal_${P}_$n.log" 2>&1
+    echo "${P}_$n $(stamp)" >> "$R/runs.txt"
+    timeout 90 $G train "$1" --gpu "$GPU" --mbs "$2" --seq "$3" --steps 50 --attention $ATT --calibration "$CAL" \
+       --csv "$R/${P}_$n.csv" --json "$R/${P}_$n.json" > "$R/${P}_$n.log" 2>&1
+    echo "$ATT $n rc=$?"; echo "end $(stamp)" >> "$R/runs.txt"
+  done
+done
+kill $SMI 2>/dev/null
+bash validator/smi_summary.sh "$R/runs.txt" "$R/smi.csv" > "$R/clocks.txt"; cat "$R/clocks.txt"
+cd "$OUT" && tar cf results.tar run && rm -rf run
+tar xOf results.tar run/calibrate.log 2>/dev/null | grep -E "copy|launch|fit|efficiency|shapes timed"
+tar xOf results.tar run/calibrate.log 2>/dev/null | sed -n '/^power (per/,/^model: P/p'
+for f in $(tar tf results.tar | grep -E "run/(train|flash)_.*log"); do echo "$f: $(tar xOf results.tar $f | grep -E 'step time|^power|rror')"; done
+for f in $(tar tf results.tar | grep "uncal_.*log"); do echo "$f: $(tar xOf results.tar $f | grep -E 'step time|rror')"; done
