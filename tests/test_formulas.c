@@ -408,6 +408,106 @@ static void clock_scaling_of_compute_bound_times(void **state)
     assert_close(seconds_at_clock(500e-6, 1850, 1850), 500e-6, 0);
 }
 
+/* "Clock under the power cap": a step's average power at clock fraction x,
+ * written out again here so that the tests do not lean on the planner's macro. */
+static double capped_step_power(double static_w, double dynamic_j, double other_s, double clock_bound_s,
+                                double exponent, double x)
+{
+    return static_w + dynamic_j * pow(x, exponent) / (other_s + clock_bound_s / x);
+}
+
+/* At or below the cap the clock stays at the top: exactly 1, not a bisection's
+ * 1 - 1e-12.  P(1) = 100 + 50 / (0.02 + 0.1) = 516.7 W under 700; with 150 J over
+ * 0.125 + 0.125 s, P(1) = 100 + 600 = 700 W, exactly the cap (every term is exact
+ * in binary), still the top clock; a hair less cap and it drops. */
+static void power_cap_below_the_cap_keeps_the_top_clock(void **state)
+{
+    (void)state;
+    assert_true(power_capped_clock_fraction(100, 700, 50, 0.02, 0.1, 2, 0.3) == 1.0);
+    assert_true(power_capped_clock_fraction(100, 700, 50, 0.02, 0.1, 0, 0.3) == 1.0);
+    assert_true(capped_step_power(100, 150, 0.125, 0.125, 2, 1.0) == 700.0);
+    assert_true(power_capped_clock_fraction(100, 700, 150, 0.125, 0.125, 2, 0.3) == 1.0);
+    double x = power_capped_clock_fraction(100, 699.999, 150, 0.125, 0.125, 2, 0.3);
+    assert_true(x < 1.0 && x > 0.999);
+}
+
+/* Exponent 0 (energy per operation independent of the clock) has a closed form:
+ * static + D / (o + c / x) = cap  <=>  x = c / (D / (cap - static) - o).
+ * 100 W static, 700 W cap, 90 J, 0.02 s other, 0.1 s clock-bound:
+ * x = 0.1 / (90 / 600 - 0.02) = 0.1 / 0.13 = 0.769230769...  With nothing outside
+ * the clock (o = 0) P is linear in x: x = c (cap - static) / D = 0.1 x 600 / 90 = 2/3.
+ * Tolerance: the bisection stops at an interval of 1e-12 and returns its middle,
+ * so x is within 5e-13 of the root; 1e-10 relative leaves room and still fails
+ * on any other root. */
+static void power_cap_exponent_zero_closed_form(void **state)
+{
+    (void)state;
+    double x = power_capped_clock_fraction(100, 700, 90, 0.02, 0.1, 0, 0.3);
+    assert_close(x, 0.1 / (90.0 / 600.0 - 0.02), 1e-10);
+    assert_close(x, 0.7692307692307692, 1e-10);
+    assert_close(power_capped_clock_fraction(100, 700, 90, 0.0, 0.1, 0, 0.3), 2.0 / 3.0, 1e-10);
+    /* the same closed form with another x_min in force (above the root's floor) */
+    assert_close(power_capped_clock_fraction(100, 700, 90, 0.02, 0.1, 0, 0.5), 0.1 / 0.13, 1e-10);
+}
+
+/* Exponent 2, an H100 step's worth (124.5 W static, 88.9 J of switching energy at
+ * the top clock, 0.0215 s that do not follow the clock, 0.0978 s that do):
+ * P(1) = 124.5 + 88.9 / 0.1193 = 869.7 W, over the 700 W cap.  P(x) = 700 is the
+ * cubic 88.9 x^3 - 575.5 (0.0215 x + 0.0978) = 0, whose root in [0.3, 1] is
+ * x = 0.912635292645827787 (mpmath, 40 digits).  At that x the step draws the cap:
+ * dP/dx is about 1.8 kW here, so the bisection's 5e-13 in x is 1e-9 W, and 1e-6 W
+ * is a defensible bound.  More work per second (more energy, more static power,
+ * a lower cap) settles a lower clock; a higher cap a higher one. */
+static void power_cap_exponent_two_meets_the_cap(void **state)
+{
+    (void)state;
+    assert_close(capped_step_power(124.5, 88.9, 0.0215, 0.0978, 2, 1.0), 869.68021793797150, 1e-12);
+    double x = power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, 0.0978, 2, 0.3);
+    assert_close(x, 0.912635292645827787, 1e-10);
+    assert_true(fabs(capped_step_power(124.5, 88.9, 0.0215, 0.0978, 2, x) - 700.0) <= 1e-6);
+    assert_true(fabs(88.9 * x * x * x - 575.5 * (0.0215 * x + 0.0978)) <= 1e-8);
+    /* monotonic in the work and the cap */
+    double heavier = power_capped_clock_fraction(124.5, 700, 100.0, 0.0215, 0.0978, 2, 0.3);
+    double heavier_still = power_capped_clock_fraction(124.5, 700, 120.0, 0.0215, 0.0978, 2, 0.3);
+    double lighter = power_capped_clock_fraction(124.5, 700, 80.0, 0.0215, 0.0978, 2, 0.3);
+    assert_true(heavier < x && heavier_still < heavier && lighter > x && lighter < 1.0);
+    assert_true(fabs(capped_step_power(124.5, 120.0, 0.0215, 0.0978, 2, heavier_still) - 700.0) <= 1e-6);
+    assert_true(power_capped_clock_fraction(150.0, 700, 88.9, 0.0215, 0.0978, 2, 0.3) < x);
+    assert_true(power_capped_clock_fraction(124.5, 650, 88.9, 0.0215, 0.0978, 2, 0.3) < x);
+    assert_true(power_capped_clock_fraction(124.5, 750, 88.9, 0.0215, 0.0978, 2, 0.3) > x);
+    /* a steeper fall of energy with the clock needs less of a drop: x^3 beats x^2 */
+    double cubic = power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, 0.0978, 3, 0.3);
+    assert_true(cubic > x && cubic < 1.0);
+    assert_true(fabs(capped_step_power(124.5, 88.9, 0.0215, 0.0978, 3, cubic) - 700.0) <= 1e-6);
+}
+
+/* The floor: work that would draw the cap even at x_min gets x_min itself
+ * (1 MJ of switching energy in a 0.12 s step: P(0.3) is in the megawatts). */
+static void power_cap_floor_at_x_min(void **state)
+{
+    (void)state;
+    assert_true(power_capped_clock_fraction(124.5, 700, 1e6, 0.0215, 0.0978, 2, 0.3) == 0.3);
+    assert_true(power_capped_clock_fraction(124.5, 700, 1e6, 0.0215, 0.0978, 0, 0.5) == 0.5);
+    /* static power alone above the cap: no clock helps */
+    assert_true(power_capped_clock_fraction(800, 700, 1.0, 0.0215, 0.0978, 2, 0.3) == 0.3);
+}
+
+/* Nothing to slow, nothing that draws, or no cap: the top clock, even where
+ * the static power alone is over the cap (800 W under 700), which would
+ * otherwise send the bisection to the floor. */
+static void power_cap_degenerate_inputs(void **state)
+{
+    (void)state;
+    assert_true(power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, 0.0, 2, 0.3) == 1.0);
+    assert_true(power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, -0.1, 2, 0.3) == 1.0);
+    assert_true(power_capped_clock_fraction(124.5, 700, 0.0, 0.0215, 0.0978, 2, 0.3) == 1.0);
+    assert_true(power_capped_clock_fraction(124.5, 700, -5.0, 0.0215, 0.0978, 2, 0.3) == 1.0);
+    assert_true(power_capped_clock_fraction(124.5, 0.0, 88.9, 0.0215, 0.0978, 2, 0.3) == 1.0);
+    assert_true(power_capped_clock_fraction(124.5, -700, 88.9, 0.0215, 0.0978, 2, 0.3) == 1.0);
+    assert_true(power_capped_clock_fraction(800, 700, 0.0, 0.0215, 0.0978, 2, 0.3) == 1.0);
+    assert_true(power_capped_clock_fraction(800, 700, 88.9, 0.0215, 0.0, 2, 0.3) == 1.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -430,6 +530,11 @@ int main(void)
         cmocka_unit_test(embedding_backward_reads_the_gradient_once),
         cmocka_unit_test(flash_attention_flops_convention),
         cmocka_unit_test(clock_scaling_of_compute_bound_times),
+        cmocka_unit_test(power_cap_below_the_cap_keeps_the_top_clock),
+        cmocka_unit_test(power_cap_exponent_zero_closed_form),
+        cmocka_unit_test(power_cap_exponent_two_meets_the_cap),
+        cmocka_unit_test(power_cap_floor_at_x_min),
+        cmocka_unit_test(power_cap_degenerate_inputs),
     };
     return cmocka_run_group_tests_name("formulas", tests, NULL, NULL);
 }

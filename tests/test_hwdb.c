@@ -218,6 +218,84 @@ static void attention_efficiency_overlay(void **state)
     hwdb_free(&hw);
 }
 
+/* calibrate's power model: seven overlay-only keys, in the units calibrate
+ * prints (MHz, pJ per FLOP and per byte) and stored in SI (Hz, J).  A GPU
+ * without them keeps zeros, which leaves the planner's power model off. */
+static void power_model_overlay(void **state)
+{
+    (void)state;
+    hwdb hw;
+    char err[512];
+    assert_int_equal(hwdb_load(SEXTANT_ROOT "/hwdb", &hw, err, sizeof err), 0);
+    /* no gpus.csv row carries them */
+    for (int i = 0; i < hw.ngpus; i++) {
+        const hw_gpu *g = &hw.gpus[i];
+        assert_true(g->power_cap_w == 0.0 && g->clock_max_hz == 0.0 && g->power_static_w == 0.0);
+        assert_true(g->energy_gemm_j_per_flop == 0.0 && g->energy_attention_j_per_flop == 0.0);
+        assert_true(g->energy_j_per_byte == 0.0 && g->clock_energy_exponent == 0.0);
+    }
+    char path[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(path, "gpu,key,value,source\n"
+                     "h100-sxm,power_cap_w,700,calibrate power test\n"
+                     "h100-sxm,clock_max_mhz,1980,calibrate power test\n"
+                     "h100-sxm,power_static_w,124.5,calibrate power test\n"
+                     "h100-sxm,energy_gemm_pj_per_flop,0.955,calibrate power test\n"
+                     "h100-sxm,energy_attention_pj_per_flop,2.886,calibrate power test\n"
+                     "h100-sxm,energy_pj_per_byte,149,calibrate power test\n"
+                     "h100-sxm,clock_energy_exponent,2.25,calibrate power test\n");
+    assert_int_equal(hwdb_apply_overlay(&hw, path, err, sizeof err), 0);
+    unlink(path);
+    const hw_gpu *g = hwdb_find_gpu(&hw, "h100-sxm");
+    /* the scale is one multiplication: within a rounding of the literal */
+    assert_close(g->power_cap_w, 700.0, 1e-15);
+    assert_close(g->clock_max_hz, 1980e6, 1e-15);
+    assert_close(g->power_static_w, 124.5, 1e-15);
+    assert_close(g->energy_gemm_j_per_flop, 0.955e-12, 1e-15);
+    assert_close(g->energy_attention_j_per_flop, 2.886e-12, 1e-15);
+    assert_close(g->energy_j_per_byte, 149e-12, 1e-15);
+    assert_close(g->clock_energy_exponent, 2.25, 1e-15);
+    assert_non_null(strstr(g->calibration, "calibrate power test"));
+    /* the other GPUs keep zeros, and the rest of the H100's row is untouched */
+    const hw_gpu *h200 = hwdb_find_gpu(&hw, "h200");
+    assert_true(h200->power_cap_w == 0.0 && h200->clock_max_hz == 0.0 && h200->power_static_w == 0.0);
+    assert_true(h200->energy_gemm_j_per_flop == 0.0 && h200->energy_attention_j_per_flop == 0.0);
+    assert_true(h200->energy_j_per_byte == 0.0 && h200->clock_energy_exponent == 0.0);
+    assert_close(g->tdp_w, 700.0, 1e-12);
+    assert_close(g->peak_flops[PREC_BF16], 989.4e12, 0.005);
+
+    /* malformed values are refused at the value, like every other key's; the
+     * ranges: a cap of at least 1 W, a top clock of 100 MHz to 10 GHz, energies
+     * and static power not negative, the exponent 0 to 8 */
+    const char *bad_rows[] = {
+        "h100-sxm,energy_gemm_pj_per_flop,cheap,x\n", "h100-sxm,energy_attention_pj_per_flop,-0.1,x\n",
+        "h100-sxm,energy_pj_per_byte,,x\n",           "h100-sxm,energy_pj_per_byte,1e5,x\n",
+        "h100-sxm,power_cap_w,0,x\n",                 "h100-sxm,power_cap_w,700W,x\n",
+        "h100-sxm,clock_max_mhz,50,x\n",              "h100-sxm,clock_max_mhz,2e4,x\n",
+        "h100-sxm,power_static_w,-1,x\n",             "h100-sxm,clock_energy_exponent,9,x\n",
+        "h100-sxm,clock_energy_exponent,nan,x\n",
+    };
+    for (size_t i = 0; i < sizeof bad_rows / sizeof bad_rows[0]; i++) {
+        char bad[] = "/tmp/sextant-overlay-XXXXXX", text[256];
+        snprintf(text, sizeof text, "gpu,key,value,source\n%s", bad_rows[i]);
+        write_temp(bad, text);
+        assert_int_equal(hwdb_apply_overlay(&hw, bad, err, sizeof err), -1);
+        if (!strstr(err, ":2:value")) print_error("%s: %s\n", bad_rows[i], err);
+        assert_non_null(strstr(err, ":2:value"));
+        unlink(bad);
+    }
+    /* a misspelt key is refused at the key */
+    char bad_key[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(bad_key, "gpu,key,value,source\nh100-sxm,energy_gemm_j_per_flop,0.955e-12,x\n");
+    assert_int_equal(hwdb_apply_overlay(&hw, bad_key, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":2:key"));
+    unlink(bad_key);
+    /* the refusals left the calibrated figures as they were */
+    assert_close(g->energy_gemm_j_per_flop, 0.955e-12, 1e-15);
+    assert_close(g->power_cap_w, 700.0, 1e-15);
+    assert_close(g->clock_max_hz, 1980e6, 1e-15);
+    hwdb_free(&hw);
+}
+
 /* calibrate --comm writes the node's intra-node link terms through the GPU's
  * row; they must land on that GPU's node and nowhere else. */
 static void comm_overlay_replaces_node_link(void **state)
@@ -357,6 +435,7 @@ int main(void)
         cmocka_unit_test(node_networks),
         cmocka_unit_test(calibration_overlay_replaces_figures),
         cmocka_unit_test(attention_efficiency_overlay),
+        cmocka_unit_test(power_model_overlay),
         cmocka_unit_test(comm_overlay_replaces_node_link),
         cmocka_unit_test(malformed_gpus_csv),
         cmocka_unit_test(missing_directory),
