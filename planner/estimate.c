@@ -647,6 +647,7 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
     e->tp_ratio_limit = tp_ratio_limit((double)m->hidden, B, peak, e->tp_link_bytes_per_s);
 }
 
+#define SETTLE_PASSES_MAX 8
 /* The step at the clock the power cap leaves it (docs/model.md, "Clock under
  * the power cap"): costed at the top clock first; when the work of the
  * slowest stage's GPU would draw more than the cap there, the seconds that
@@ -663,10 +664,15 @@ static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *no
     double clock_bound = microbatches * (c->body.clock_bound_fwd + c->body.clock_bound_bwd) + c->dp.optimizer_clock_bound;
     double energy = microbatches * c->body.energy_j + c->dp.optimizer_energy_j;
     double cap = gpu->power_cap_w > 0.0 ? gpu->power_cap_w : gpu->tdp_w;
-    double x = power_capped_clock_fraction(gpu->power_static_w, cap, energy, e->step_s - clock_bound, clock_bound,
-                                           gpu->clock_energy_exponent, CLOCK_FRACTION_MIN);
     double top_power = e->step_s > 0.0 ? gpu->power_static_w + energy / e->step_s : 0.0;
-    if (x < 1.0) {
+    double other = e->step_s - clock_bound;
+    double x = power_capped_clock_fraction(gpu->power_static_w, cap, energy, other, clock_bound,
+                                           gpu->clock_energy_exponent, CLOCK_FRACTION_MIN);
+    /* The seconds that do not follow the clock are not fixed on more than one GPU: the bubble is
+     * the other stages' compute, slowing with them, and slower compute hides more of the gradient
+     * reduction.  So settle the step at x, take what is left of it beside CB / x as those seconds,
+     * and solve again: a fixed point, a few passes to 1e-9. */
+    for (int pass = 0; x < 1.0; pass++) {
         double stretch = 1.0 / x - 1.0;
         stage_summary slowed[2] = {s[0], s[1]};
         for (int i = 0; i < 2; i++) {
@@ -676,6 +682,12 @@ static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *no
             sc->dp.optimizer += sc->dp.optimizer_clock_bound * stretch;
         }
         settle_time_at(m, gpu, node, l, job, slowed, f, e);
+        double settled_other = e->step_s - clock_bound / x;
+        if (pass == SETTLE_PASSES_MAX - 1 || fabs(settled_other - other) <= 1e-9 * e->step_s) break;
+        other = settled_other > 0.0 ? settled_other : 0.0;
+        x = power_capped_clock_fraction(gpu->power_static_w, cap, energy, other, clock_bound, gpu->clock_energy_exponent,
+                                        CLOCK_FRACTION_MIN);
+        if (x >= 1.0) settle_time_at(m, gpu, node, l, job, s, f, e); /* back under the cap at the top clock */
     }
     e->clock_fraction = x;
     e->step_clock_hz = x * gpu->clock_max_hz;

@@ -738,7 +738,13 @@ static void power_cap_same_on_every_entry_point(void **state)
     }
     assert_close(slow.clock_bound_top_s, clock_bound, 1e-12);
     assert_close(slow.top_clock_power_w, 124.5 + energy / top.step_s, 1e-12);
-    assert_close(x, power_capped_clock_fraction(124.5, 700.0, energy, top.step_s - clock_bound, clock_bound, 2.0, 0.3), 1e-12);
+    /* the bubble slows with the other stages: the settled step, not the top-clock one, meets the cap (the
+     * one-shot solve on the top-clock step put the clock too low), and x is the fixed point of the solve on
+     * what the settled step leaves beside CB / x */
+    assert_close(slow.step_power_w, 700.0, 1e-6);
+    assert_close(x, power_capped_clock_fraction(124.5, 700.0, energy, slow.step_s - clock_bound / x, clock_bound, 2.0, 0.3),
+                 1e-9);
+    assert_true(x > power_capped_clock_fraction(124.5, 700.0, energy, top.step_s - clock_bound, clock_bound, 2.0, 0.3));
     for (int st = 0; st < 2; st++) {
         const stage_ops *a = st ? &slow.last_stage : &slow.first_stage, *t = st ? &top.last_stage : &top.first_stage;
         assert_int_equal(a->nops, t->nops);
@@ -750,6 +756,45 @@ static void power_cap_same_on_every_entry_point(void **state)
         }
         assert_true(stretched > 0);
     }
+}
+
+/* Data parallel over a slow NIC: slower compute hides more of the gradient
+ * reduction, so the step at x is shorter than the top-clock step stretched by
+ * CB (1/x - 1).  The settled step must still draw the cap (the one-shot solve
+ * left it at 703.9 W here), and x must be the fixed point. */
+static void power_cap_settles_with_exposed_data_parallel(void **state)
+{
+    (void)state;
+    hw_gpu capped = *hwdb_find_gpu(&db, "h100-sxm");
+    capped.power_cap_w = 700.0;
+    capped.clock_max_hz = 1980e6;
+    capped.power_static_w = 124.5;
+    capped.energy_gemm_j_per_flop = 0.955e-12;
+    capped.energy_attention_j_per_flop = 2.886e-12;
+    capped.energy_j_per_byte = 149e-12;
+    capped.clock_energy_exponent = 2.0;
+    hw_node slow_nic = *hwdb_find_node(&db, capped.node);
+    slow_nic.nic_bits_per_s = 25e9;
+    layout_t l = layout(16, 1, 1, 8, 16 * 8 * 4, 1024);
+    l.gpus_per_node = slow_nic.gpus_per_node;
+    job_t job = {2e12, capped.cloud_usd_per_gpu_hour};
+    char err[512];
+    static estimate_t e;
+    const model_t *m = model_zoo_find(&zoo, "gpt2");
+    assert_non_null(m);
+    assert_int_equal(estimate_layout(m, &capped, &slow_nic, &l, &job, &e, err, sizeof err), 0);
+    double x = e.clock_fraction;
+    assert_true(x > 0.3 && x < 1.0);
+    assert_true(e.dp_comm_s > 0.0);   /* some of the reduction stays exposed: the case this test is for */
+    assert_close(e.step_power_w, 700.0, 1e-6);
+    /* P(x) = static + E x^2 / step: E from the top-clock power and step */
+    static estimate_t top;
+    hw_gpu plain = *hwdb_find_gpu(&db, "h100-sxm");
+    assert_int_equal(estimate_layout(m, &plain, &slow_nic, &l, &job, &top, err, sizeof err), 0);
+    double dynamic_j = (e.top_clock_power_w - 124.5) * top.step_s;
+    assert_close(x, power_capped_clock_fraction(124.5, 700.0, dynamic_j, e.step_s - e.clock_bound_top_s / x,
+                                                e.clock_bound_top_s, 2.0, 0.3), 1e-9);
+    assert_true(e.step_s < top.step_s + e.clock_bound_top_s * (1.0 / x - 1.0));
 }
 
 int main(void)
@@ -772,6 +817,7 @@ int main(void)
         cmocka_unit_test(power_cap_slows_the_clock_bound_work),
         cmocka_unit_test(power_cap_which_gemms_follow_the_clock),
         cmocka_unit_test(power_cap_same_on_every_entry_point),
+        cmocka_unit_test(power_cap_settles_with_exposed_data_parallel),
     };
     return cmocka_run_group_tests_name("estimate", tests, setup, teardown);
 }

@@ -1,6 +1,6 @@
 /* NVML through dlopen: the handful of calls sextant needs, declared from
  * NVML's documented C ABI (nvmlReturn_t is an int, a device handle a
- * pointer, 0 is NVML_SUCCESS, NVML_CLOCK_SM is 1). */
+ * pointer, 0 is NVML_SUCCESS, NVML_CLOCK_SM is 1, NVML_TEMPERATURE_GPU 0). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,7 +13,7 @@
 #include "power.h"
 
 typedef void *nvml_device;
-enum { NVML_OK = 0, NVML_CLOCK_SM = 1 };
+enum { NVML_OK = 0, NVML_CLOCK_SM = 1, NVML_TEMPERATURE_GPU = 0 };
 
 static void *nvml_lib;
 static nvml_device device;
@@ -22,6 +22,7 @@ static int (*nvml_energy)(nvml_device, unsigned long long *mj);
 static int (*nvml_limit)(nvml_device, unsigned int *mw);
 static int (*nvml_max_clock)(nvml_device, int type, unsigned int *mhz);
 static int (*nvml_clock)(nvml_device, int type, unsigned int *mhz);
+static int (*nvml_temperature)(nvml_device, int sensor, unsigned int *celsius);
 
 int power_open(char *why, size_t why_len)
 {
@@ -38,7 +39,9 @@ int power_open(char *why, size_t why_len)
     nvml_limit = (int (*)(nvml_device, unsigned int *))dlsym(lib, "nvmlDeviceGetEnforcedPowerLimit");
     nvml_max_clock = (int (*)(nvml_device, int, unsigned int *))dlsym(lib, "nvmlDeviceGetMaxClockInfo");
     nvml_clock = (int (*)(nvml_device, int, unsigned int *))dlsym(lib, "nvmlDeviceGetClockInfo");
-    if (!init || !by_bus || !nvml_shutdown || !nvml_energy || !nvml_limit || !nvml_max_clock || !nvml_clock) {
+    nvml_temperature = (int (*)(nvml_device, int, unsigned int *))dlsym(lib, "nvmlDeviceGetTemperature");
+    if (!init || !by_bus || !nvml_shutdown || !nvml_energy || !nvml_limit || !nvml_max_clock || !nvml_clock ||
+        !nvml_temperature) {
         snprintf(why, why_len, "libnvidia-ml.so.1 lacks a function sextant needs");
         dlclose(lib);
         return -1;
@@ -100,6 +103,12 @@ double power_sm_mhz(void)
     return nvml_lib && nvml_clock(device, NVML_CLOCK_SM, &mhz) == NVML_OK ? (double)mhz : 0.0;
 }
 
+double power_temperature_c(void)
+{
+    unsigned int celsius;
+    return nvml_lib && nvml_temperature(device, NVML_TEMPERATURE_GPU, &celsius) == NVML_OK ? (double)celsius : 0.0;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -115,8 +124,8 @@ static double now_s(void)
 struct power_window {
     pthread_t thread;
     atomic_int stop;
-    double mhz_sum;
-    int samples, energy_updates;
+    double mhz_sum, celsius_sum;
+    int samples, celsius_samples, energy_updates;
     double last_j, first_move_s, first_move_j, last_move_s, last_move_j;
 };
 
@@ -140,6 +149,11 @@ static void *sample_clock(void *arg)
             w->mhz_sum += mhz;
             w->samples++;
         }
+        double celsius = tick % 50 == 0 ? power_temperature_c() : 0.0;
+        if (celsius > 0) {
+            w->celsius_sum += celsius;
+            w->celsius_samples++;
+        }
         nanosleep(&period, NULL);
     }
     return NULL;
@@ -158,7 +172,7 @@ power_window *power_window_begin(void)
     return w;
 }
 
-int power_window_end(power_window *w, double *watts, double *mhz, double *seconds, int *energy_updates)
+int power_window_end(power_window *w, double *watts, double *mhz, double *celsius, double *seconds, int *energy_updates)
 {
     if (!w) return -1;
     atomic_store(&w->stop, 1);
@@ -169,6 +183,7 @@ int power_window_end(power_window *w, double *watts, double *mhz, double *second
         *seconds = w->last_move_s - w->first_move_s;
         *watts = (w->last_move_j - w->first_move_j) / *seconds;
         *mhz = w->mhz_sum / w->samples;
+        *celsius = w->celsius_samples ? w->celsius_sum / w->celsius_samples : 0.0;
         *energy_updates = w->energy_updates;
     }
     free(w);

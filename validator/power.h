@@ -19,14 +19,17 @@ double power_limit_w(void);
 /* The SM clock's maximum and present values, MHz; 0 when not available. */
 double power_max_sm_mhz(void);
 double power_sm_mhz(void);
+/* The GPU's temperature, degrees Celsius; 0 when not available. */
+double power_temperature_c(void);
 
-/* A window of measurement: a thread samples the SM clock every 5 ms while
- * the caller keeps the GPU busy; power_window_end gives the average power
- * over the window (energy counter difference / wall time), the mean SM
- * clock, the window's seconds and how many distinct energy readings the
+/* A window of measurement: a thread samples the SM clock every 5 ms and the
+ * temperature every 50 ms while the caller keeps the GPU busy;
+ * power_window_end gives the average power over the window (energy counter
+ * difference / wall time), the mean SM clock and temperature (0 when NVML
+ * gives none), the window's seconds and how many distinct energy readings the
  * samples saw (the counter's resolution in time).  -1 when not available. */
 typedef struct power_window power_window;
 power_window *power_window_begin(void);
-int power_window_end(power_window *w, double *watts, double *mhz, double *seconds, int *energy_updates);
+int power_window_end(power_window *w, double *watts, double *mhz, double *celsius, double *seconds, int *energy_updates);
 
 #endif

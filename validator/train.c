@@ -1958,7 +1958,7 @@ typedef struct {
     int rank, stage, gpus;
     int timed_steps;
     double spread, tokens_per_s, flops_per_s, mfu, first_loss, last_loss;
-    double measured_w, measured_mhz;    /* NVML over the timed steps; 0 when not available */
+    double measured_w, measured_mhz, measured_c; /* NVML over the timed steps; 0 when not available */
 } report_info;
 
 static const char *recompute_label(const train_options *o) { return o->recompute == RECOMPUTE_FULL ? "full" : "none"; }
@@ -2007,7 +2007,8 @@ static int write_json(const char *path, const report_info *in, const report_row 
             step->measured_bytes);
     fprintf(f, "  \"tokens_per_s\": %.1f, \"model_flops_per_s\": %.6e, \"mfu\": %.4f,\n", in->tokens_per_s, in->flops_per_s,
             in->mfu);
-    fprintf(f, "  \"power\": {\"measured_w\": %.1f, \"measured_sm_mhz\": %.0f},\n", in->measured_w, in->measured_mhz);
+    fprintf(f, "  \"power\": {\"measured_w\": %.1f, \"measured_sm_mhz\": %.0f, \"measured_celsius\": %.1f},\n",
+            in->measured_w, in->measured_mhz, in->measured_c);
     fprintf(f, "  \"loss\": {\"first\": %.4f, \"last\": %.4f},\n  \"ranks\": [\n", in->first_loss, in->last_loss);
     for (int r = 0; r < nranks; r++)
         fprintf(f, "    {\"rank\": %d, \"step_s\": %.6e, \"device_bytes\": %.0f}%s\n", r, ranks[8 * r], ranks[8 * r + 2],
@@ -2790,7 +2791,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     char nvml_why[256];
     int have_nvml = power_open(nvml_why, sizeof nvml_why) == 0;
     power_window *timed_window = NULL;
-    double measured_w = 0.0, measured_mhz = 0.0;
+    double measured_w = 0.0, measured_mhz = 0.0, measured_c = 0.0;
     for (int step = 1; step <= o->steps; step++) {
         if (have_nvml && step == o->warmup + 1) timed_window = power_window_begin();
         if (rank == fail_rank && step == fail_step) {
@@ -2824,7 +2825,8 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     if (timed_window) {
         double window_s;
         int updates;
-        if (power_window_end(timed_window, &measured_w, &measured_mhz, &window_s, &updates) != 0) measured_w = measured_mhz = 0.0;
+        if (power_window_end(timed_window, &measured_w, &measured_mhz, &measured_c, &window_s, &updates) != 0)
+            measured_w = measured_mhz = measured_c = 0.0;
     }
     if (have_nvml) power_close();
     if (loss_file && (fclose(loss_file) != 0 || rename(loss_tmp, o->losses) != 0)) {
@@ -2989,8 +2991,8 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
                e.compute_s * 1e3, e.tp_comm_s * 1e3, e.pp_comm_s * 1e3, e.bubble_s * 1e3, e.dp_comm_s * 1e3,
                e.optimizer_s * 1e3);
         if (measured_w > 0)
-            printf("power: %.0f W and %.0f MHz SM clock over the timed steps (NVML: energy counter, clock every 5 ms%s)\n",
-                   measured_w, measured_mhz, nranks > 1 ? "; rank 0's GPU" : "");
+            printf("power: %.0f W and %.0f MHz SM clock at %.0f C over the timed steps (NVML: energy counter, clock every "
+                   "5 ms%s)\n", measured_w, measured_mhz, measured_c, nranks > 1 ? "; rank 0's GPU" : "");
         if (have_uncal)
             printf("uncalibrated (hwdb defaults): step %.2f ms (%+.1f%%), memory %.3f GiB (%+.1f%%)\n", e_uncal.step_s * 1e3,
                    100.0 * (e_uncal.step_s / slowest - 1.0), e_uncal.memory.total / 1073741824.0,
@@ -3015,7 +3017,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     }
     /* one table per stage, from its first rank, stage after stage */
     report_info info = {m, gpu, o, rank, s->pp_rank, nranks, timed, spread, tokens_per_s, flops_per_s, mfu, first_loss,
-                        last_loss, measured_w, measured_mhz};
+                        last_loss, measured_w, measured_mhz, measured_c};
     for (int stage = 0; stage < o->pp; stage++) {
         if (s->pp_rank == stage && s->tp_rank == 0 && s->dp_rank == 0) {
             printf("\nstage %d (rank %d), profiling step: %.2f ms with %d event pairs (%+.1f%% on the timed median: what the "

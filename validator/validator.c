@@ -900,18 +900,27 @@ typedef struct {
     double duty;                                 /* the workload's share of the time; idle spin between */
     double gemm_flops, attention_flops, bytes;   /* per call */
     double gemm_rate, attention_rate, byte_rate; /* per second over the window */
-    double watts, mhz, seconds;
+    double watts, mhz, celsius, seconds;
     double speed;                                /* the rate of the work against its rate on a cool GPU (the top
                                                     clock): the clock fraction the power model sees */
     int energy_updates;
+    int is_static;                               /* the spinning thread: static power, not work */
 } power_sample;
 
 typedef struct {
     int ok;
     double cap_w, top_mhz;
-    double static_w, e_gemm, e_attention, e_byte; /* W; J per FLOP, per byte at the top clock */
+    /* static power: cold_w at cold_c (the GPU idle but for one thread), rising by w_per_c
+     * per degree as leakage does; static_w at capped_c, the temperature the GPU holds at its cap */
+    double cold_w, cold_c, w_per_c, capped_c, static_w;
+    double e_gemm, e_attention, e_byte; /* J per FLOP, per byte at the top clock */
     double exponent, rms_w;
 } power_model;
+
+static double static_at(const power_model *pm, double celsius)
+{
+    return pm->cold_w + (celsius > 0 ? pm->w_per_c * (celsius - pm->cold_c) : 0.0);
+}
 
 /* a call of the workload, then the idle spin that sets its duty: one thread
  * of one SM counting cycles (the clock probe), the rest of the GPU idle */
@@ -994,7 +1003,12 @@ static double cool_call_s(launch_fn fn, const void *ctx, double call_s)
 /* a sample drawing less than this share of the cap runs at the top clock */
 #define POWER_UNCAPPED 0.95
 #define POWER_EXPONENT_DEFAULT 2.0
-static int power_sample_run(launch_fn fn, const void *ctx, double call_s, double duty, power_sample *ps)
+/* seconds of the square GEMM before the hot static sample; degrees apart below which the two static
+ * samples give no slope */
+#define POWER_HEAT_S 5.0
+#define POWER_STATIC_MIN_DC 3.0
+static int power_sample_run_for(launch_fn fn, const void *ctx, double call_s, double duty, double settle_s,
+                                double measure_s, power_sample *ps)
 {
     duty_ctx d = {fn, ctx, 0};
     if (duty < 1.0) {
@@ -1006,16 +1020,21 @@ static int power_sample_run(launch_fn fn, const void *ctx, double call_s, double
     /* below full duty the work runs at the top clock; at full duty, its rate against a cool burst's */
     double cool_s = duty < 1.0 || (ps->gemm_flops <= 0 && ps->attention_flops <= 0) ? 0.0 : cool_call_s(fn, ctx, call_s);
     double elapsed;
-    run_for(&d, per_chunk, POWER_SETTLE_S, &elapsed);
+    run_for(&d, per_chunk, settle_s, &elapsed);
     power_window *w = power_window_begin();
-    long calls = run_for(&d, per_chunk, POWER_MEASURE_S, &elapsed);
-    if (power_window_end(w, &ps->watts, &ps->mhz, &ps->seconds, &ps->energy_updates) != 0) return -1;
+    long calls = run_for(&d, per_chunk, measure_s, &elapsed);
+    if (power_window_end(w, &ps->watts, &ps->mhz, &ps->celsius, &ps->seconds, &ps->energy_updates) != 0) return -1;
     ps->duty = duty;
     ps->gemm_rate = (double)calls * ps->gemm_flops / elapsed;
     ps->attention_rate = (double)calls * ps->attention_flops / elapsed;
     ps->byte_rate = (double)calls * ps->bytes / elapsed;
     ps->speed = cool_s > 0 ? fmin(1.0, cool_s * (double)calls / elapsed) : 1.0;
     return 0;
+}
+
+static int power_sample_run(launch_fn fn, const void *ctx, double call_s, double duty, power_sample *ps)
+{
+    return power_sample_run_for(fn, ctx, call_s, duty, POWER_SETTLE_S, POWER_MEASURE_S, ps);
 }
 
 /* a GEMM, then `ln_calls` LayerNorms: a step's alternation of tensor-core and memory-bound kernels */
@@ -1039,31 +1058,34 @@ static void run_spin(const void *ctx)
 }
 
 /* The switching energies at the top clock, by least squares (GSL) over the
- * samples below the cap (at the top clock): P - static = e_gemm F_gemm/s +
- * e_attention F_attention/s + e_byte bytes/s.  The residual's rms in *rms_w.
- * -1 when fewer samples than unknowns. */
-static int power_fit_energies(const power_sample *ps, int n, double static_w, double cap_w, double e[3], double *rms_w)
+ * work samples below the cap (at the top clock): P - static(T) = e_gemm
+ * F_gemm/s + e_attention F_attention/s + e_byte bytes/s, static(T) at the
+ * sample's temperature.  The residual's rms in pm->rms_w.  -1 when fewer
+ * samples than unknowns. */
+static int power_fit_energies(const power_sample *ps, int n, power_model *pm)
 {
     int rows = 0;
-    for (int i = 0; i < n; i++) rows += ps[i].watts < POWER_UNCAPPED * cap_w && i > 0;
+    for (int i = 0; i < n; i++) rows += ps[i].watts < POWER_UNCAPPED * pm->cap_w && !ps[i].is_static;
     if (rows < 3) return -1;
     gsl_matrix *X = gsl_matrix_alloc((size_t)rows, 3);
     gsl_vector *y = gsl_vector_alloc((size_t)rows), *coef = gsl_vector_alloc(3);
     gsl_matrix *cov = gsl_matrix_alloc(3, 3);
     gsl_multifit_linear_workspace *ws = gsl_multifit_linear_alloc((size_t)rows, 3);
     if (!X || !y || !coef || !cov || !ws) { fprintf(stderr, "sextant-gpu: out of host memory\n"); exit(1); }
-    for (int i = 1, r = 0; i < n; i++) {   /* sample 0, the spinning thread, is the static power */
-        if (ps[i].watts >= POWER_UNCAPPED * cap_w) continue;
+    for (int i = 0, r = 0; i < n; i++) {
+        if (ps[i].watts >= POWER_UNCAPPED * pm->cap_w || ps[i].is_static) continue;
         gsl_matrix_set(X, (size_t)r, 0, ps[i].gemm_rate * 1e-12);      /* TFLOP/s and TB/s: coefficients near 1 */
         gsl_matrix_set(X, (size_t)r, 1, ps[i].attention_rate * 1e-12);
         gsl_matrix_set(X, (size_t)r, 2, ps[i].byte_rate * 1e-12);
-        gsl_vector_set(y, (size_t)r, ps[i].watts - static_w);
+        gsl_vector_set(y, (size_t)r, ps[i].watts - static_at(pm, ps[i].celsius));
         r++;
     }
     double chisq = 0.0;
     gsl_multifit_linear(X, y, coef, cov, &chisq, ws);
-    for (int k = 0; k < 3; k++) e[k] = gsl_vector_get(coef, (size_t)k) * 1e-12;
-    *rms_w = sqrt(chisq / rows);
+    pm->e_gemm = gsl_vector_get(coef, 0) * 1e-12;
+    pm->e_attention = gsl_vector_get(coef, 1) * 1e-12;
+    pm->e_byte = gsl_vector_get(coef, 2) * 1e-12;
+    pm->rms_w = sqrt(chisq / rows);
     gsl_multifit_linear_free(ws);
     gsl_matrix_free(cov);
     gsl_vector_free(coef);
@@ -1126,6 +1148,7 @@ static void calibrate_power(size_t copy_bytes, power_model *pm)
     char what[48];
 
     failed |= power_sample_run(run_spin, NULL, 1e-3, 1.0, &ps[n]);
+    ps[n].is_static = 1;
     snprintf(ps[n++].what, sizeof ps[0].what, "one thread spinning");
     snprintf(what, sizeof what, "device copy %zu MiB", copy_bytes >> 20);
     failed |= power_sample_of(&ps[n++], what, run_copy, &copy_bytes, 0, 0, 2.0 * (double)copy_bytes, 1.0);
@@ -1173,6 +1196,17 @@ static void calibrate_power(size_t copy_bytes, power_model *pm)
                                   f.backward ? 2.0 * qkv + 2.0 * out : qkv + out, passes[i][1] / 100.0);
         if (flash_error != cudaSuccess) failed = 1;
     }
+    /* static power hot: the spinning thread again, right after POWER_HEAT_S of the square GEMM has
+     * heated the chip to where it holds at its cap; measured briefly, before it cools */
+    {
+        gemm_shape heat = {8192, 8192, 8192, 1, 8192LL * 8192, 8192LL * 8192, 8192LL * 8192};
+        duty_ctx hd = {run_gemm, &heat, 0};
+        double heated_s;
+        run_for(&hd, 1, POWER_HEAT_S, &heated_s);
+        failed |= power_sample_run_for(run_spin, NULL, 1e-3, 1.0, 0.3, 1.0, &ps[n]);
+        ps[n].is_static = 1;
+        snprintf(ps[n++].what, sizeof ps[0].what, "one thread spinning, hot");
+    }
     flash_release(&f);
     CUDA_CHECK(cudaFree(gap_slot));
     gap_slot = NULL;
@@ -1181,34 +1215,48 @@ static void calibrate_power(size_t copy_bytes, power_model *pm)
         return;
     }
 
-    pm->static_w = ps[0].watts;
-    double e[3];
-    if (power_fit_energies(ps, n, pm->static_w, pm->cap_w, e, &pm->rms_w) != 0) {
+    /* static power as leakage: linear in the temperature between the cold and the hot spin */
+    const power_sample *cold = &ps[0], *hot = &ps[n - 1];
+    pm->cold_w = cold->watts;
+    pm->cold_c = cold->celsius;
+    pm->w_per_c = hot->celsius - cold->celsius >= POWER_STATIC_MIN_DC && hot->watts > cold->watts
+                      ? (hot->watts - cold->watts) / (hot->celsius - cold->celsius)
+                      : 0.0;
+    double capped_c = 0.0;
+    int capped_samples = 0;
+    for (int i = 0; i < n; i++)
+        if (!ps[i].is_static && ps[i].watts >= POWER_UNCAPPED * pm->cap_w && ps[i].celsius > 0) {
+            capped_c += ps[i].celsius;
+            capped_samples++;
+        }
+    pm->capped_c = capped_samples ? capped_c / capped_samples : hot->celsius;
+    pm->static_w = static_at(pm, pm->capped_c);
+    if (power_fit_energies(ps, n, pm) != 0) {
         printf("  fewer than three workloads stayed below the cap; the overlay leaves the power model out\n");
         return;
     }
-    pm->e_gemm = e[0];
-    pm->e_attention = e[1];
-    pm->e_byte = e[2];
     double exponents[SAMPLES_MAX];
     int capped = 0;
-    for (int i = 1; i < n; i++) {
-        double dynamic = sample_dynamic_w(&ps[i], pm);
-        if (ps[i].watts >= POWER_UNCAPPED * pm->cap_w && ps[i].speed < 0.99 && dynamic > ps[i].watts - pm->static_w &&
-            ps[i].watts > pm->static_w)
-            exponents[capped++] = log((ps[i].watts - pm->static_w) / dynamic) / log(ps[i].speed);
+    for (int i = 0; i < n; i++) {
+        double dynamic = sample_dynamic_w(&ps[i], pm), held = ps[i].watts - static_at(pm, ps[i].celsius);
+        if (!ps[i].is_static && ps[i].watts >= POWER_UNCAPPED * pm->cap_w && ps[i].speed < 0.99 && dynamic > held &&
+            held > 0)
+            exponents[capped++] = log(held / dynamic) / log(ps[i].speed);
     }
     qsort(exponents, (size_t)capped, sizeof exponents[0], compare_double);
     pm->exponent = capped ? exponents[capped / 2] : POWER_EXPONENT_DEFAULT;
 
-    printf("%-40s %5s %9s %9s %7s %6s %8s %7s %8s %4s\n", "workload", "duty", "GEMM TF/s", "attn TF/s", "GB/s", "speed",
-           "NVML MHz", "W", "model W", "cap");
+    printf("%-40s %5s %9s %9s %7s %6s %8s %5s %7s %8s %4s\n", "workload", "duty", "GEMM TF/s", "attn TF/s", "GB/s", "speed",
+           "NVML MHz", "C", "W", "model W", "cap");
     for (int i = 0; i < n; i++) {
-        double model = pm->static_w + sample_dynamic_w(&ps[i], pm) * pow(ps[i].speed, pm->exponent);
-        printf("%-40s %5.2f %9.1f %9.1f %7.0f %6.3f %8.0f %7.1f %8.1f %4s\n", ps[i].what, ps[i].duty,
+        double model = static_at(pm, ps[i].celsius) + sample_dynamic_w(&ps[i], pm) * pow(ps[i].speed, pm->exponent);
+        printf("%-40s %5.2f %9.1f %9.1f %7.0f %6.3f %8.0f %5.1f %7.1f %8.1f %4s\n", ps[i].what, ps[i].duty,
                ps[i].gemm_rate / 1e12, ps[i].attention_rate / 1e12, ps[i].byte_rate / 1e9, ps[i].speed, ps[i].mhz,
-               ps[i].watts, model, ps[i].watts >= POWER_UNCAPPED * pm->cap_w ? "yes" : "");
+               ps[i].celsius, ps[i].watts, model, ps[i].watts >= POWER_UNCAPPED * pm->cap_w ? "yes" : "");
     }
+    printf("static: %.1f W at %.1f C, %.1f W at %.1f C after %.0f s of GEMMs: %+.2f W per C%s; at the %.1f C the capped "
+           "samples held: %.1f W\n", cold->watts, cold->celsius, hot->watts, hot->celsius, POWER_HEAT_S, pm->w_per_c,
+           pm->w_per_c > 0 ? "" : " (taken as 0: less than a few degrees apart, or not rising)", pm->capped_c, pm->static_w);
     printf("model: P = %.1f W + (%.3f pJ/GEMM FLOP + %.3f pJ/attention FLOP + %.1f pJ/byte) x^%.2f per second of work; "
            "energies fit on the %s samples below %.0f%% of the %.0f W cap (rms %.1f W); exponent: median of %d capped "
            "samples (%.2f-%.2f)%s\n", pm->static_w, pm->e_gemm * 1e12, pm->e_attention * 1e12, pm->e_byte * 1e12,
