@@ -1112,11 +1112,13 @@ static int power_sample_of(power_sample *ps, const char *what, launch_fn fn, con
 
 /* The power model (docs/model.md, "Clock under the power cap"): workloads of
  * known work held for seconds each, on the scratch buffers' random operands
- * (the operands' values move a GEMM's power by a quarter: measured on zeroed
- * buffers, 2026-11-25) -- a spinning thread, the device copy, our
+ * (the operands' values move a GEMM's power by a quarter: measured on the buffers
+ * the GEMM tables had left, 2026-11-25) -- a spinning thread, the device copy, our
  * memory-bound kernels, GEMMs at full and partial duty, GEMMs between
  * LayerNorms, our fused attention -- with NVML's energy counter.  Then:
- *   static: the spinning thread's power;
+ *   static: the spinning thread's power, cold (first) and hot (after 5 s of
+ *     GEMMs), as a line in the temperature (leakage), taken at the capped
+ *     samples' temperature;
  *   e_gemm, e_attention, e_byte: least squares over the samples that stay
  *     below the cap (they run at the top clock);
  *   exponent: from the samples the cap holds down, each gives
