@@ -1959,6 +1959,7 @@ typedef struct {
     int timed_steps;
     double spread, tokens_per_s, flops_per_s, mfu, first_loss, last_loss;
     double measured_w, measured_mhz, measured_c; /* NVML over the timed steps; 0 when not available */
+    double predicted_w, predicted_mhz;           /* the power model's; 0 without it */
 } report_info;
 
 static const char *recompute_label(const train_options *o) { return o->recompute == RECOMPUTE_FULL ? "full" : "none"; }
@@ -2007,8 +2008,9 @@ static int write_json(const char *path, const report_info *in, const report_row 
             step->measured_bytes);
     fprintf(f, "  \"tokens_per_s\": %.1f, \"model_flops_per_s\": %.6e, \"mfu\": %.4f,\n", in->tokens_per_s, in->flops_per_s,
             in->mfu);
-    fprintf(f, "  \"power\": {\"measured_w\": %.1f, \"measured_sm_mhz\": %.0f, \"measured_celsius\": %.1f},\n",
-            in->measured_w, in->measured_mhz, in->measured_c);
+    fprintf(f, "  \"power\": {\"measured_w\": %.1f, \"measured_sm_mhz\": %.0f, \"measured_celsius\": %.1f, "
+               "\"predicted_w\": %.1f, \"predicted_sm_mhz\": %.0f},\n",
+            in->measured_w, in->measured_mhz, in->measured_c, in->predicted_w, in->predicted_mhz);
     fprintf(f, "  \"loss\": {\"first\": %.4f, \"last\": %.4f},\n  \"ranks\": [\n", in->first_loss, in->last_loss);
     for (int r = 0; r < nranks; r++)
         fprintf(f, "    {\"rank\": %d, \"step_s\": %.6e, \"device_bytes\": %.0f}%s\n", r, ranks[8 * r], ranks[8 * r + 2],
@@ -2993,6 +2995,10 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         if (measured_w > 0)
             printf("power: %.0f W and %.0f MHz SM clock at %.0f C over the timed steps (NVML: energy counter, clock every "
                    "5 ms%s)\n", measured_w, measured_mhz, measured_c, nranks > 1 ? "; rank 0's GPU" : "");
+        if (e.step_clock_hz > 0)
+            printf("power model: predicted %.0f W at %.0f MHz (%.0f W at the top clock%s)%s\n", e.step_power_w,
+                   e.step_clock_hz / 1e6, e.top_clock_power_w, e.clock_fraction < 1.0 ? ", over the cap" : "",
+                   measured_mhz > 0 ? "" : "; not measured here");
         if (have_uncal)
             printf("uncalibrated (hwdb defaults): step %.2f ms (%+.1f%%), memory %.3f GiB (%+.1f%%)\n", e_uncal.step_s * 1e3,
                    100.0 * (e_uncal.step_s / slowest - 1.0), e_uncal.memory.total / 1073741824.0,
@@ -3017,7 +3023,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     }
     /* one table per stage, from its first rank, stage after stage */
     report_info info = {m, gpu, o, rank, s->pp_rank, nranks, timed, spread, tokens_per_s, flops_per_s, mfu, first_loss,
-                        last_loss, measured_w, measured_mhz, measured_c};
+                        last_loss, measured_w, measured_mhz, measured_c, e.step_power_w, e.step_clock_hz / 1e6};
     for (int stage = 0; stage < o->pp; stage++) {
         if (s->pp_rank == stage && s->tp_rank == 0 && s->dp_rank == 0) {
             printf("\nstage %d (rank %d), profiling step: %.2f ms with %d event pairs (%+.1f%% on the timed median: what the "
