@@ -163,6 +163,10 @@ static cJSON *op_json(const op_t *op)
         cJSON_AddNumberToObject(o, "saved_bytes", op->saved_bytes);
     }
     cJSON_AddNumberToObject(o, "time_s", op->time_s);
+    if (op->clock_bound_s > 0.0 || op->energy_j > 0.0) { /* the power model's, when it is on */
+        cJSON_AddNumberToObject(o, "clock_bound_s", op->clock_bound_s);
+        cJSON_AddNumberToObject(o, "energy_j", op->energy_j);
+    }
     return o;
 }
 
