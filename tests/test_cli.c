@@ -237,6 +237,59 @@ static void explain_llama2_70b_both_ways(void **state)
     run_free(&r);
 }
 
+/* The power model through the CLI: with the overlay the JSON names the step's
+ * clock and power, the text says why, and each clock-bound op carries its
+ * seconds and energy; without it the clock is the top one and no op has them. */
+static void power_model_in_json_and_text(void **state)
+{
+    (void)state;
+    const char *layout = "estimate llama3.2-1b --gpu h100-sxm --mbs 4 --gbs 4 --seq 2048 --attention flash";
+    run_result r = run_sextant("%s --calibration %s/tests/data/power-overlay.csv --format json --ops", layout, SEXTANT_ROOT);
+    expect_ok(&r);
+    cJSON *root = cJSON_Parse(r.out);
+    assert_non_null(root);
+    double x = json_number(root, "time", "clock_fraction");
+    assert_true(x > 0.3 && x < 1.0);
+    assert_close(json_number(root, "time", "sm_clock_mhz"), x * 1980.0, 1e-9);
+    assert_close(json_number(root, "time", "power_w"), 700.0, 1e-6);
+    assert_true(json_number(root, "time", "top_clock_power_w") > 700.0);
+    assert_true(json_number(root, "time", "clock_bound_top_s") > 0.0);
+    const cJSON *stage = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "stages"), 0), *op;
+    int gemms = 0, membound = 0;
+    cJSON_ArrayForEach(op, cJSON_GetObjectItemCaseSensitive(stage, "ops")) {
+        const char *kind = cJSON_GetObjectItemCaseSensitive(op, "kind")->valuestring;
+        const cJSON *cb = cJSON_GetObjectItemCaseSensitive(op, "clock_bound_s");
+        if (!strcmp(kind, "gemm") && cJSON_GetObjectItemCaseSensitive(op, "flops")->valuedouble >= 1e9) {
+            assert_non_null(cb);
+            assert_true(cb->valuedouble > 0.0 && cb->valuedouble <= cJSON_GetObjectItemCaseSensitive(op, "time_s")->valuedouble);
+            assert_true(cJSON_GetObjectItemCaseSensitive(op, "energy_j")->valuedouble > 0.0);
+            gemms++;
+        }
+        if (!strcmp(kind, "membound") && cJSON_GetObjectItemCaseSensitive(op, "bytes")->valuedouble > 0.0) {
+            assert_true(cb == NULL || cb->valuedouble == 0.0);
+            membound++;
+        }
+    }
+    assert_true(gemms >= 6 && membound >= 6);
+    cJSON_Delete(root);
+    run_free(&r);
+
+    r = run_sextant("%s --calibration %s/tests/data/power-overlay.csv", layout, SEXTANT_ROOT);
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "power cap: at the top clock the step would draw"));
+    run_free(&r);
+
+    r = run_sextant("%s --format json --ops", layout);
+    expect_ok(&r);
+    root = cJSON_Parse(r.out);
+    assert_non_null(root);
+    assert_true(json_number(root, "time", "clock_fraction") == 1.0);
+    assert_true(json_number(root, "time", "power_w") == 0.0);
+    assert_null(strstr(r.out, "energy_j"));
+    cJSON_Delete(root);
+    run_free(&r);
+}
+
 static void model_config_imports(void **state)
 {
     (void)state;
@@ -439,6 +492,7 @@ int main(void)
         cmocka_unit_test(hw_shows_sources),
         cmocka_unit_test(default_estimate_runs),
         cmocka_unit_test(json_has_every_documented_key),
+        cmocka_unit_test(power_model_in_json_and_text),
         cmocka_unit_test(csv_carries_the_same_content),
         cmocka_unit_test(interleaved_all_forwards_first),
         cmocka_unit_test(ops_listing),
