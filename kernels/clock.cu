@@ -33,7 +33,7 @@ extern "C" cudaError_t sx_sm_clock_probe(float *mhz, int window_us, cudaStream_t
         SX_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
         if (dev >= 0 && dev < SX_PROBE_DEVICES) g_probe_khz[dev] = khz;
     }
-    /* cycles for window_us at the maximum clock: shorter at a lower one */
+    /* cycles for window_us at the maximum clock: longer at a lower one */
     const long long cycles = (long long)khz * window_us / 1000;
     sm_clock_probe_kernel<<<1, 1, 0, stream>>>(mhz, cycles > 0 ? cycles : 1);
     SX_LAUNCHED();

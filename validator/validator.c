@@ -1057,6 +1057,75 @@ static void run_spin(const void *ctx)
     CUDA_CHECK(sx_sm_clock_probe(gap_slot, 1000, stream));
 }
 
+/* one burst's time from its event pair, kept when it ran inside the power window */
+static void read_burst(cudaEvent_t pair[2], long cycle, long measured_from, double *burst_s, int *nburst)
+{
+    CUDA_CHECK(cudaEventSynchronize(pair[1]));
+    float ms;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, pair[0], pair[1]));
+    if (measured_from >= 0 && cycle >= measured_from && *nburst < 100000) burst_s[(*nburst)++] = ms * 1e-3;
+}
+
+/* The power limiter's window: the square GEMM in bursts at half duty, the
+ * period from 2 to 512 ms.  The bursts alone would draw over the cap; their
+ * average does not.  Bursts shorter than the window the limiter averages
+ * over run at the top clock (speed 1), longer ones are held down: the period
+ * where the speed falls bounds that window.  A diagnostic for
+ * docs/validation/h100-power-2026-11-25; it feeds no overlay key. */
+static void power_window_sweep(gemm_shape *gs, double call_cool_s, double call_s)
+{
+    printf("\npower limiter's window: GEMM %lldx%lldx%lld in bursts at 50%% duty (one thread spinning between)\n"
+           "%10s %9s %7s %8s %7s %12s\n", (long long)gs->m, (long long)gs->n, (long long)gs->k, "period ms", "burst ms", "W",
+           "NVML MHz", "C", "burst speed");
+    static const double periods_ms[] = {2, 8, 32, 128, 512};
+    enum { RING = 64 };
+    cudaEvent_t ev[RING][2];
+    for (int i = 0; i < RING; i++)
+        for (int j = 0; j < 2; j++) CUDA_CHECK(cudaEventCreate(&ev[i][j]));
+    for (size_t p = 0; p < sizeof periods_ms / sizeof periods_ms[0]; p++) {
+        int burst = (int)(periods_ms[p] * 0.5e-3 / call_s + 0.5);
+        if (burst < 1) burst = 1;
+        double gap_s = burst * call_s;
+        double *burst_s = malloc(sizeof(double) * 100000);
+        if (!burst_s) { fprintf(stderr, "sextant-gpu: out of host memory\n"); exit(1); }
+        int nburst = 0;
+        power_window *w = NULL;
+        long measured_from = -1, cycles = 0; /* the first burst inside the power window */
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (;; cycles++) {
+            int slot = (int)(cycles % RING);
+            if (cycles >= RING) /* the pair from RING bursts ago: done long since, or wait for it */
+                read_burst(ev[slot], cycles - RING, measured_from, burst_s, &nburst);
+            CUDA_CHECK(cudaEventRecord(ev[slot][0], stream));
+            for (int i = 0; i < burst; i++) run_gemm(gs);
+            CUDA_CHECK(cudaEventRecord(ev[slot][1], stream));
+            for (double left = gap_s; left > 0; left -= 0.1)
+                CUDA_CHECK(sx_sm_clock_probe(gap_slot, left > 0.1 ? 100000 : (int)(left * 1e6) + 1, stream));
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            double elapsed = (double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec);
+            if (!w && elapsed >= POWER_SETTLE_S) {
+                w = power_window_begin();
+                measured_from = cycles + 1;
+            }
+            if (elapsed >= POWER_SETTLE_S + POWER_MEASURE_S + periods_ms[p] * 1e-3) break;
+        }
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        for (long c = cycles + 1 > RING ? cycles + 1 - RING : 0; c <= cycles; c++)
+            read_burst(ev[c % RING], c, measured_from, burst_s, &nburst);
+        double watts = 0, mhz = 0, celsius = 0, seconds = 0;
+        int updates = 0;
+        if (power_window_end(w, &watts, &mhz, &celsius, &seconds, &updates) != 0) watts = 0;
+        qsort(burst_s, (size_t)nburst, sizeof burst_s[0], compare_double);
+        double median = nburst ? burst_s[nburst / 2] : 0.0;
+        printf("%10.0f %9.2f %7.1f %8.0f %7.1f %12.3f\n", periods_ms[p], burst * call_s * 1e3, watts, mhz, celsius,
+               median > 0 ? call_cool_s * burst / median : 0.0);
+        free(burst_s);
+    }
+    for (int i = 0; i < RING; i++)
+        for (int j = 0; j < 2; j++) CUDA_CHECK(cudaEventDestroy(ev[i][j]));
+}
+
 /* The switching energies at the top clock, by least squares (GSL) over the
  * work samples below the cap (at the top clock): P - static(T) = e_gemm
  * F_gemm/s + e_attention F_attention/s + e_byte bytes/s, static(T) at the
@@ -1197,6 +1266,11 @@ static void calibrate_power(size_t copy_bytes, power_model *pm)
         failed |= power_sample_of(&ps[n++], what, run_flash, &f, 0, flash_attention_flops(f.B, f.H, f.T, f.D, 1, f.backward),
                                   f.backward ? 2.0 * qkv + 2.0 * out : qkv + out, passes[i][1] / 100.0);
         if (flash_error != cudaSuccess) failed = 1;
+    }
+    {
+        gemm_shape sq = {8192, 8192, 8192, 1, 8192LL * 8192, 8192LL * 8192, 8192LL * 8192};
+        double call_s = time_median(run_gemm, &sq, NULL);
+        power_window_sweep(&sq, cool_call_s(run_gemm, &sq, call_s), call_s);
     }
     /* static power hot: the spinning thread again, right after POWER_HEAT_S of the square GEMM has
      * heated the chip to where it holds at its cap; measured briefly, before it cools */
