@@ -66,7 +66,7 @@ static const gpu_numeric_column gpu_overlay_only_columns[] = {
     {"membound_overhead_us", GPU_FIELD(membound_overhead_s), MICRO, 0, 1e3},
     {"power_cap_w", GPU_FIELD(power_cap_w), 1, 1, 1e5},
     {"clock_max_mhz", GPU_FIELD(clock_max_hz), 1e6, 100, 1e4},
-    {"power_static_w", GPU_FIELD(power_static_w), 1, 0, 1e5},
+    {"power_static_w", GPU_FIELD(power_static_w), 1, 1, 1e5}, /* 0 would switch the power model off unseen */
     {"energy_gemm_pj_per_flop", GPU_FIELD(energy_gemm_j_per_flop), 1e-12, 0, 1e3},
     {"energy_attention_pj_per_flop", GPU_FIELD(energy_attention_j_per_flop), 1e-12, 0, 1e3},
     {"energy_pj_per_byte", GPU_FIELD(energy_j_per_byte), 1e-12, 0, 1e4},

@@ -127,7 +127,8 @@ typedef struct {
     double bubble_fraction;
 
     /* the clock under the power cap (docs/model.md); clock_fraction 1 and the rest 0 without the
-     * GPU's power model */
+     * GPU's power model; all 0 when the time was not computed (a cached estimate of a layout that
+     * does not fit) */
     double clock_fraction;         /* the step's SM clock / the top clock */
     double step_clock_hz;          /* the step's SM clock */
     double top_clock_power_w;      /* average power the step would draw at the top clock */

@@ -265,14 +265,15 @@ static void power_model_overlay(void **state)
 
     /* malformed values are refused at the value, like every other key's; the
      * ranges: a cap of at least 1 W, a top clock of 100 MHz to 10 GHz, energies
-     * and static power not negative, the exponent 0 to 8 */
+     * not negative, a static power of at least 1 W (0 would switch the model off
+     * unseen), the exponent 0 to 8 */
     const char *bad_rows[] = {
         "h100-sxm,energy_gemm_pj_per_flop,cheap,x\n", "h100-sxm,energy_attention_pj_per_flop,-0.1,x\n",
         "h100-sxm,energy_pj_per_byte,,x\n",           "h100-sxm,energy_pj_per_byte,1e5,x\n",
         "h100-sxm,power_cap_w,0,x\n",                 "h100-sxm,power_cap_w,700W,x\n",
         "h100-sxm,clock_max_mhz,50,x\n",              "h100-sxm,clock_max_mhz,2e4,x\n",
         "h100-sxm,power_static_w,-1,x\n",             "h100-sxm,clock_energy_exponent,9,x\n",
-        "h100-sxm,clock_energy_exponent,nan,x\n",
+        "h100-sxm,clock_energy_exponent,nan,x\n",    "h100-sxm,power_static_w,0,x\n",
     };
     for (size_t i = 0; i < sizeof bad_rows / sizeof bad_rows[0]; i++) {
         char bad[] = "/tmp/sextant-overlay-XXXXXX", text[256];
