@@ -180,7 +180,9 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                             plan_candidate c = {e->layout, gi, e->step_s, e->time_to_train_s, e->cost_usd,
                                                                 e->mfu, e->memory.total, e->memory.capacity,
                                                                 e->tokens_per_s, e->compute_s, e->tp_comm_s,
-                                                                e->pp_comm_s, e->dp_comm_s, e->bubble_s};
+                                                                e->pp_comm_s, e->dp_comm_s, e->bubble_s,
+                                                                e->clock_fraction, e->step_clock_hz,
+                                                                e->top_clock_power_w};
                                             if (!have_best || c.time_to_train_s < best_here.time_to_train_s) {
                                                 best_here = c;
                                                 have_best = 1;

@@ -43,6 +43,15 @@ static void winner_reason(FILE *out, const plan_request *req, const plan_result 
                      "less recomputation) do not fit. ", 100.0 * memory_share);
     else
         fprintf(out, "It uses %.0f of %.0f GiB, so memory does not bind. ", w->memory_total / GIB, w->memory_capacity / GIB);
+    if (w->step_clock_hz > 0) {
+        const hw_gpu *g = req->gpu[w->gpu_type];
+        double cap = g->power_cap_w > 0 ? g->power_cap_w : g->tdp_w;
+        if (w->clock_fraction < 1.0)
+            fprintf(out, "Under the %.0f W power cap it runs at %.0f MHz (%.0f%% of the top clock): at the top clock it "
+                         "would draw %.0f W. ", cap, w->step_clock_hz / 1e6, 100.0 * w->clock_fraction, w->top_clock_power_w);
+        else
+            fprintf(out, "It stays under the %.0f W power cap at the top clock (%.0f W). ", cap, w->top_clock_power_w);
+    }
     if (l->tp > 1)
         fprintf(out, "TP %lld keeps within the node's fast link. ", (long long)l->tp);
     if (l->pp > 1)

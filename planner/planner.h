@@ -252,6 +252,7 @@ typedef struct {
     int gpu_type;
     double step_s, time_to_train_s, cost_usd, mfu, memory_total, memory_capacity, tokens_per_s;
     double compute_s, tp_comm_s, pp_comm_s, dp_comm_s, bubble_s;
+    double clock_fraction, step_clock_hz, top_clock_power_w; /* the power model's (estimate_t) */
 } plan_candidate;
 
 typedef struct {

@@ -279,6 +279,17 @@ static void power_model_in_json_and_text(void **state)
     assert_non_null(strstr(r.out, "power cap: at the top clock the step would draw"));
     run_free(&r);
 
+    /* plan says at what clock its winner runs, and only with the power model */
+    r = run_sextant("plan llama3.2-1b --gpu h100-sxm --gpus 8 --tokens 20B --calibration %s/tests/data/power-overlay.csv",
+                    SEXTANT_ROOT);
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "Under the 700 W power cap it runs at "));
+    run_free(&r);
+    r = run_sextant("plan llama3.2-1b --gpu h100-sxm --gpus 8 --tokens 20B");
+    expect_ok(&r);
+    assert_null(strstr(r.out, "power cap"));
+    run_free(&r);
+
     r = run_sextant("%s --format json --ops", layout);
     expect_ok(&r);
     root = cJSON_Parse(r.out);
