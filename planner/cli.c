@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef SEXTANT_DATADIR
@@ -39,6 +40,8 @@ typedef struct {
     format_t format;
     /* plan */
     const char *gpus_text, *emit, *plot;
+    /* fit-power */
+    const char *runs;
     double days, budget;
     int have_objective, top, strict, allow_tp_across_nodes;
     objective_t objective;
@@ -189,6 +192,7 @@ static int parse_args(int argc, char **argv, options *o)
         }
         else if (!strcmp(a, "--emit")) { if (!(o->emit = TAKE())) return fail("--emit: missing value"); }
         else if (!strcmp(a, "--plot")) { if (!(o->plot = TAKE())) return fail("--plot: missing value"); }
+        else if (!strcmp(a, "--runs")) { if (!(o->runs = TAKE())) return fail("--runs: missing value"); }
         else if (!strcmp(a, "--days") || !strcmp(a, "--budget")) {
             const char *t = TAKE();
             double value;
@@ -554,6 +558,116 @@ done:
     return rc;
 }
 
+/* The overlay with the fitted rows in place of the old ones (appended when it had none), whole or not at all. */
+static int write_fitted_overlay(const options *o, const hw_gpu *g, const power_fit_run *runs, const power_fit_result *fit,
+                                int nruns)
+{
+    FILE *in = fopen(o->calibration, "r");
+    if (!in) return fail("--calibration %s: cannot read: %s", o->calibration, strerror(errno));
+    char tmp[PATH_MAX + 32];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o->out_path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fclose(in);
+        return fail("--out %s: cannot create %s: %s", o->out_path, tmp, strerror(errno));
+    }
+    time_t now = time(NULL);
+    char date[32], source[400];
+    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+    /* the runs by file name, as many as fit */
+    int len = snprintf(source, sizeof source, "sextant fit-power %s on %d validate runs:", date, nruns);
+    for (int i = 0; i < nruns && len < (int)sizeof source - 48; i++) {
+        const char *base = strrchr(runs[i].path, '/');
+        len += snprintf(source + len, sizeof source - (size_t)len, " %.40s", base ? base + 1 : runs[i].path);
+    }
+    char row_exponent[512], row_energy[512];
+    snprintf(row_exponent, sizeof row_exponent, "%s,clock_energy_exponent,%.4f,\"%s\"\n", g->name, fit->exponent, source);
+    snprintf(row_energy, sizeof row_energy, "%s,energy_attention_pj_per_flop,%.5f,\"%s\"\n", g->name,
+             fit->energy_attention_j_per_flop * 1e12, source);
+    int wrote_exponent = 0, wrote_energy = 0, bad = 0;
+    char line[8192];
+    size_t gpu_len = strlen(g->name);
+    while (fgets(line, sizeof line, in)) {
+        /* gpu,key,... of this GPU: the two fitted keys are replaced, every other line kept as it was */
+        if (!strncasecmp(line, g->name, gpu_len) && line[gpu_len] == ',') {
+            const char *key = line + gpu_len + 1;
+            if (!strncmp(key, "clock_energy_exponent,", 22)) {
+                if (!wrote_exponent++) bad |= fputs(row_exponent, f) < 0;
+                continue;
+            }
+            if (!strncmp(key, "energy_attention_pj_per_flop,", 29)) {
+                if (!wrote_energy++) bad |= fputs(row_energy, f) < 0;
+                continue;
+            }
+        }
+        bad |= fputs(line, f) < 0;
+        if (!strchr(line, '\n')) bad |= fputc('\n', f) == EOF;
+    }
+    bad |= ferror(in);
+    fclose(in);
+    if (!wrote_exponent) bad |= fputs(row_exponent, f) < 0;
+    if (!wrote_energy) bad |= fputs(row_energy, f) < 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, o->out_path) != 0) {
+        unlink(tmp);
+        return fail("--out %s: write failed: %s", o->out_path, strerror(errno));
+    }
+    return 0;
+}
+
+/* fit-power: the power model's exponent and attention energy fitted to validate's measured steps. */
+static int cmd_fit_power(const options *o, const char *root, FILE *out)
+{
+    if (!o->calibration) return fail("fit-power: --calibration OVERLAY (from sextant-gpu calibrate --power-model) is required");
+    if (!o->runs) return fail("fit-power: --runs A.csv,B.csv,... (validate --csv files) is required");
+    if (!o->out_path) return fail("fit-power: --out FILE (the fitted overlay) is required");
+    hwdb db;
+    model_zoo zoo = {0};
+    char err[ERR_MAX];
+    power_fit_run *runs = NULL;
+    power_fit_result *fit = NULL;
+    int rc = load_hwdb(o, root, &db);
+    if (rc) return rc;
+    if ((rc = load_zoo(o, root, &zoo))) goto done;
+    const char *gpu_name = o->gpu_name ? o->gpu_name : DEFAULT_GPU;
+    const hw_gpu *g = hwdb_find_gpu(&db, gpu_name);
+    if (!g) { rc = unknown_gpu(&db, gpu_name); goto done; }
+    const hw_node *node = hwdb_find_node(&db, g->node);
+    runs = calloc(POWER_FIT_RUNS_MAX, sizeof *runs);
+    fit = calloc(1, sizeof *fit);
+    if (!runs || !fit) { rc = fail("out of memory"); goto done; }
+    int nruns = 0;
+    char list[8192];
+    if (strlen(o->runs) >= sizeof list) { rc = fail("--runs: longer than %zu characters", sizeof list - 1); goto done; }
+    strcpy(list, o->runs);
+    for (char *save = NULL, *path = strtok_r(list, ",", &save); path; path = strtok_r(NULL, ",", &save)) {
+        if (nruns == POWER_FIT_RUNS_MAX) { rc = fail("--runs: more than %d files", POWER_FIT_RUNS_MAX); goto done; }
+        if (power_fit_read_run(path, &zoo, g, node, &runs[nruns], err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
+        nruns++;
+    }
+    if (power_fit_steps(g, node, runs, nruns, fit, err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
+    fprintf(out, "sextant fit-power: %d validate runs on %s, overlay %s\n", nruns, g->name, o->calibration);
+    fprintf(out, "%-44s %10s %10s %8s %10s %8s\n", "run", "measured", "before", "error", "after", "error");
+    for (int i = 0; i < nruns; i++) {
+        const char *base = strrchr(runs[i].path, '/');
+        fprintf(out, "%-44.44s %8.2fms %8.2fms %+7.1f%% %8.2fms %+7.1f%%\n", base ? base + 1 : runs[i].path,
+                runs[i].measured_s * 1e3, fit->before_s[i] * 1e3, 100.0 * (fit->before_s[i] / runs[i].measured_s - 1.0),
+                fit->after_s[i] * 1e3, 100.0 * (fit->after_s[i] / runs[i].measured_s - 1.0));
+    }
+    fprintf(out, "clock exponent %.3f -> %.3f, fused attention energy %.3f -> %.3f pJ/FLOP; rms step error %.2f%% -> %.2f%%\n",
+            g->clock_energy_exponent, fit->exponent, g->energy_attention_j_per_flop * 1e12,
+            fit->energy_attention_j_per_flop * 1e12, 100.0 * sqrt(fit->before_cost / nruns),
+            100.0 * sqrt(fit->after_cost / nruns));
+    if ((rc = write_fitted_overlay(o, g, runs, fit, nruns))) goto done;
+    fprintf(out, "overlay written to %s\n", o->out_path);
+done:
+    free(runs);
+    free(fit);
+    model_zoo_free(&zoo);
+    hwdb_free(&db);
+    return rc;
+}
+
 /* Powers of two from A to B, for --gpus A-B. */
 static int parse_gpu_range(const char *text, plan_request *req)
 {
@@ -796,8 +910,11 @@ int main(int argc, char **argv)
         rc = cmd_plan(&o, root, out);
     } else if (!strcmp(o.command, "estimate") || !strcmp(o.command, "explain")) {
         rc = cmd_estimate(&o, root, out);
+    } else if (!strcmp(o.command, "fit-power")) {
+        rc = cmd_fit_power(&o, root, out);
+        o.out_path = NULL; /* --out is the overlay, written above; the report goes to stdout */
     } else {
-        rc = fail("unknown command '%s' (models, hw, estimate, explain, plan; sextant --help)", o.command);
+        rc = fail("unknown command '%s' (models, hw, estimate, explain, plan, published, fit-power; sextant --help)", o.command);
     }
     if (fclose(out) != 0 && !rc) rc = fail("out of memory");
     if (!rc) rc = emit(&o, text, len);

@@ -276,6 +276,31 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
 int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const model_zoo *extra, const char *runs_path,
                      int with_plan, char *err, size_t errlen);
 
+/* ---- the power model fitted to measured steps (planner/fit_power.c) ---- */
+
+#define POWER_FIT_RUNS_MAX 64
+/* One step `validate` measured: its calibrated step row, the model as it ran (no dropout), the layout. */
+typedef struct {
+    char path[512];
+    model_t model;
+    layout_t layout;
+    double measured_s;
+} power_fit_run;
+
+typedef struct {
+    double exponent, energy_attention_j_per_flop;  /* the fitted clock exponent and fused attention energy */
+    double before_s[POWER_FIT_RUNS_MAX], after_s[POWER_FIT_RUNS_MAX]; /* each run's predicted step */
+    double before_cost, after_cost;                 /* sums of squared relative errors */
+} power_fit_result;
+
+/* Reads a validate --csv file's calibrated step row for `gpu`.  0, or -1 with "file:line:field: why". */
+int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu, const hw_node *node, power_fit_run *run,
+                       char *err, size_t errlen);
+/* Least squares over the runs' relative step errors, on a grid: the exponent in [0, 4], the attention energy
+ * within a factor 4 of gpu's (docs/model.md, "Clock under the power cap").  gpu must carry a power model. */
+int power_fit_steps(const hw_gpu *gpu, const hw_node *node, const power_fit_run *runs, int nruns, power_fit_result *out,
+                    char *err, size_t errlen);
+
 /* ---- reports ----------------------------------------------------------- */
 
 

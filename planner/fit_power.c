@@ -1,0 +1,178 @@
+/* The power model's step-level fit (docs/model.md, "Clock under the power
+ * cap", "Fitting it to measured steps"): the clock exponent and the fused
+ * attention's energy per FLOP chosen so that the planner's steps match steps
+ * that `validate` measured, everything else as `calibrate --power-model`
+ * measured it.  Those two are the terms calibrate's own samples pin down
+ * worst: its capped samples give exponents from 1.5 to 12, and our fused
+ * attention runs slower inside a step than alone, so its energy alone is not
+ * its energy in a step. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "planner.h"
+
+/* The fit's box: exponent in [0, 4], attention energy from a quarter to four
+ * times calibrate's.  Grid steps: 0.125 and 2^(1/8); then a grid ten times finer
+ * around the best. */
+#define FIT_EXPONENT_MAX 4.0
+#define FIT_EXPONENT_STEP 0.125
+#define FIT_ENERGY_OCTAVES 2.0
+#define FIT_ENERGY_STEPS_PER_OCTAVE 8
+
+static int field(const csv_table *t, int row, const char *column, char *out, size_t outlen, char *err, size_t errlen)
+{
+    return csv_get_string(t, row, column, 0, out, outlen, err, errlen);
+}
+
+int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu, const hw_node *node, power_fit_run *run,
+                       char *err, size_t errlen)
+{
+    memset(run, 0, sizeof *run);
+    snprintf(run->path, sizeof run->path, "%s", path);
+    csv_table t;
+    if (csv_table_read(path, &t, err, errlen) != 0) return -1;
+    int row = -1, rc = -1;
+    for (int r = 0; r < t.nrows && row < 0; r++) {
+        const char *op = csv_table_cell(&t, r, "op"), *calibrated = csv_table_cell(&t, r, "calibrated");
+        if (op && calibrated && !strcmp(op, "step") && !strcmp(calibrated, "1")) row = r;
+    }
+    if (row < 0) {
+        snprintf(err, errlen, "%s: no calibrated step row (op = step, calibrated = 1): not a validate --csv file?", path);
+        goto done;
+    }
+    char name[128], gpu_name[128], recompute[32], attention[32];
+    int64_t gpus, tp, pp, dp, mbs, gbs, seq, zero, vpp = 1, sp = 0;
+    if (field(&t, row, "model", name, sizeof name, err, errlen) || field(&t, row, "gpu", gpu_name, sizeof gpu_name, err, errlen) ||
+        field(&t, row, "recompute", recompute, sizeof recompute, err, errlen) ||
+        field(&t, row, "attention", attention, sizeof attention, err, errlen) ||
+        csv_get_int64(&t, row, "gpus", 1, 1 << 24, &gpus, err, errlen) || csv_get_int64(&t, row, "tp", 1, 1 << 20, &tp, err, errlen) ||
+        csv_get_int64(&t, row, "pp", 1, 1 << 20, &pp, err, errlen) || csv_get_int64(&t, row, "dp", 1, 1 << 24, &dp, err, errlen) ||
+        csv_get_int64(&t, row, "mbs", 1, 1 << 20, &mbs, err, errlen) || csv_get_int64(&t, row, "gbs", 1, 1 << 30, &gbs, err, errlen) ||
+        csv_get_int64(&t, row, "seq", 1, 1 << 24, &seq, err, errlen) || csv_get_int64(&t, row, "zero", 0, 3, &zero, err, errlen) ||
+        csv_get_double(&t, row, "measured_s", 1e-9, 1e6, &run->measured_s, err, errlen))
+        goto done;
+    if (csv_table_column(&t, "vpp") >= 0 && csv_get_int64(&t, row, "vpp", 1, 1000, &vpp, err, errlen)) goto done;
+    if (csv_table_column(&t, "sp") >= 0 && csv_get_int64(&t, row, "sp", 0, 1, &sp, err, errlen)) goto done;
+    if (strcasecmp(gpu_name, gpu->name) != 0) {
+        snprintf(err, errlen, "%s:%d:gpu: '%s', but the fit is for %s", path, t.line[row], gpu_name, gpu->name);
+        goto done;
+    }
+    const model_t *m = model_zoo_find(zoo, name);
+    if (!m) {
+        snprintf(err, errlen, "%s:%d:model: '%s' is not in the model zoo", path, t.line[row], name);
+        goto done;
+    }
+    run->model = *m;
+    run->model.dropout = 0; /* sextant-gpu trains without dropout: the model as executed */
+    layout_t *l = &run->layout;
+    l->gpus = gpus;
+    l->tp = tp;
+    l->pp = pp;
+    l->dp = dp;
+    l->vpp = vpp;
+    l->mbs = mbs;
+    l->gbs = gbs;
+    l->seq = seq;
+    l->zero = (int)zero;
+    l->sp = (int)sp;
+    l->gpus_per_node = node->gpus_per_node;
+    l->precision = gpu->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
+    if (!strcmp(recompute, "none")) l->recompute = RECOMPUTE_NONE;
+    else if (!strcmp(recompute, "selective")) l->recompute = RECOMPUTE_SELECTIVE;
+    else if (!strcmp(recompute, "full")) l->recompute = RECOMPUTE_FULL;
+    else {
+        snprintf(err, errlen, "%s:%d:recompute: '%s' is not one of none|selective|full", path, t.line[row], recompute);
+        goto done;
+    }
+    if (!strcmp(attention, "flash")) l->attention = ATTENTION_FLASH;
+    else if (!strcmp(attention, "unfused")) l->attention = ATTENTION_UNFUSED;
+    else {
+        snprintf(err, errlen, "%s:%d:attention: '%s' is not one of flash|unfused", path, t.line[row], attention);
+        goto done;
+    }
+    if (tp * pp * dp != gpus) {
+        snprintf(err, errlen, "%s:%d:gpus: %lld is not tp x pp x dp", path, t.line[row], (long long)gpus);
+        goto done;
+    }
+    rc = 0;
+done:
+    csv_table_free(&t);
+    return rc;
+}
+
+/* The planner's step for each run on `gpu`; the sum of squared relative errors. */
+static int fit_cost(const hw_gpu *gpu, const hw_node *node, const power_fit_run *runs, int nruns, double *predicted,
+                    double *cost, char *err, size_t errlen)
+{
+    static estimate_t e;
+    job_t job = {1e9, gpu->cloud_usd_per_gpu_hour};
+    double sum = 0.0;
+    for (int i = 0; i < nruns; i++) {
+        if (estimate_layout(&runs[i].model, gpu, node, &runs[i].layout, &job, &e, err, errlen) != 0) return -1;
+        predicted[i] = e.step_s;
+        double relative = e.step_s / runs[i].measured_s - 1.0;
+        sum += relative * relative;
+    }
+    *cost = sum;
+    return 0;
+}
+
+/* A grid over (exponent, log energy), kept where the cost is least. */
+static int fit_grid(hw_gpu *trial, const hw_node *node, const power_fit_run *runs, int nruns, double *scratch,
+                    double exponent_lo, double exponent_hi, double exponent_step, double energy_lo, double energy_hi,
+                    double energy_ratio, double *best_exponent, double *best_energy, double *best_cost, char *err,
+                    size_t errlen)
+{
+    for (double g = exponent_lo; g <= exponent_hi + 1e-9; g += exponent_step) {
+        for (double ea = energy_lo; ea <= energy_hi * (1.0 + 1e-9); ea *= energy_ratio) {
+            trial->clock_energy_exponent = g < 0.0 ? 0.0 : g;
+            trial->energy_attention_j_per_flop = ea;
+            double cost;
+            if (fit_cost(trial, node, runs, nruns, scratch, &cost, err, errlen) != 0) return -1;
+            if (cost < *best_cost) {
+                *best_cost = cost;
+                *best_exponent = trial->clock_energy_exponent;
+                *best_energy = ea;
+            }
+        }
+    }
+    return 0;
+}
+
+int power_fit_steps(const hw_gpu *gpu, const hw_node *node, const power_fit_run *runs, int nruns, power_fit_result *out,
+                    char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (nruns < 2 || nruns > POWER_FIT_RUNS_MAX) {
+        snprintf(err, errlen, "--runs: %d runs; the fit needs 2 to %d", nruns, POWER_FIT_RUNS_MAX);
+        return -1;
+    }
+    if (!(gpu->clock_max_hz > 0.0 && gpu->power_static_w > 0.0 && gpu->energy_attention_j_per_flop > 0.0)) {
+        snprintf(err, errlen, "%s has no power model in the overlay (sextant-gpu calibrate --power-model writes one)", gpu->name);
+        return -1;
+    }
+    hw_gpu trial = *gpu;
+    double calibrated = gpu->energy_attention_j_per_flop;
+    if (fit_cost(&trial, node, runs, nruns, out->before_s, &out->before_cost, err, errlen) != 0) return -1;
+    double best_exponent = gpu->clock_energy_exponent, best_energy = calibrated, best_cost = out->before_cost;
+    double ratio = pow(2.0, 1.0 / FIT_ENERGY_STEPS_PER_OCTAVE), spread = pow(2.0, FIT_ENERGY_OCTAVES);
+    double scratch[POWER_FIT_RUNS_MAX];
+    if (fit_grid(&trial, node, runs, nruns, scratch, 0.0, FIT_EXPONENT_MAX, FIT_EXPONENT_STEP, calibrated / spread,
+                 calibrated * spread, ratio, &best_exponent, &best_energy, &best_cost, err, errlen) != 0)
+        return -1;
+    double fine_ratio = pow(ratio, 0.1);
+    double coarse_exponent = best_exponent, coarse_energy = best_energy;
+    if (fit_grid(&trial, node, runs, nruns, scratch, fmax(0.0, coarse_exponent - FIT_EXPONENT_STEP),
+                 fmin(FIT_EXPONENT_MAX, coarse_exponent + FIT_EXPONENT_STEP), FIT_EXPONENT_STEP / 10.0,
+                 coarse_energy / ratio, coarse_energy * ratio, fine_ratio, &best_exponent, &best_energy, &best_cost, err,
+                 errlen) != 0)
+        return -1;
+    trial.clock_energy_exponent = best_exponent;
+    trial.energy_attention_j_per_flop = best_energy;
+    if (fit_cost(&trial, node, runs, nruns, out->after_s, &out->after_cost, err, errlen) != 0) return -1;
+    out->exponent = best_exponent;
+    out->energy_attention_j_per_flop = best_energy;
+    return 0;
+}
