@@ -61,6 +61,8 @@ static const char *usage_text =
     "  calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B] [--clock-scaling] [--power-model]   GPU microbenchmarks,\n"
     "                         the models' GEMM and attention shapes -> hwdb overlay (needs a GPU); --power-model also\n"
     "                         fits the GPU's power (NVML) so the planner sets each step's clock under the power cap\n"
+    "  fit-power --calibration OVERLAY --runs A.csv,B.csv,... --out FILE   the power model's clock exponent and fused\n"
+    "                         attention energy fitted to steps validate measured (its --csv files) -> a new overlay\n"
     "  calibrate --comm [--gpus N] [--out FILE] [--max-bytes SIZE]   NCCL collectives on one node's GPUs -> intra-node\n"
     "                         latency and bandwidth in the overlay (needs 2+ GPUs)\n"
     "  validate MODEL [--gpu NAME --mbs N --gbs N --seq N --steps N --calibration FILE --csv FILE --json FILE --plot FILE.svg]\n"
