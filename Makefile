@@ -146,10 +146,11 @@ gpu-test:
 	 tests/gpu/parallel_equivalence.sh $(BUILD)/sextant-gpu
 
 install: $(BUILD)/sextant
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(DATADIR)/hwdb $(DESTDIR)$(DATADIR)/models \
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(DATADIR)/hwdb/measured $(DESTDIR)$(DATADIR)/models \
 	    $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(BUILD)/sextant $(DESTDIR)$(PREFIX)/bin/sextant
 	install -m 644 hwdb/*.csv $(DESTDIR)$(DATADIR)/hwdb/
+	install -m 644 hwdb/measured/*.csv $(DESTDIR)$(DATADIR)/hwdb/measured/
 	install -m 644 models/*.csv $(DESTDIR)$(DATADIR)/models/
 	install -m 644 docs/sextant.1 $(DESTDIR)$(PREFIX)/share/man/man1/sextant.1
 

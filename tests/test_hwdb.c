@@ -428,6 +428,27 @@ static void precision_names(void **state)
     assert_string_equal(precision_name(PREC_FP8), "fp8");
 }
 
+/* The overlays shipped in hwdb/measured/ load over the database, every row
+ * has a source, and the H100's carries a power model. */
+static void measured_overlays_load(void **state)
+{
+    (void)state;
+    hwdb hw;
+    char err[512];
+    assert_int_equal(hwdb_load(SEXTANT_ROOT "/hwdb", &hw, err, sizeof err), 0);
+    if (hwdb_apply_overlay(&hw, SEXTANT_ROOT "/hwdb/measured/h100-sxm.csv", err, sizeof err) != 0) {
+        print_error("%s\n", err);
+        fail();
+    }
+    const hw_gpu *g = hwdb_find_gpu(&hw, "h100-sxm");
+    assert_true(g->clock_max_hz == 1980e6 && g->power_cap_w == 700.0);
+    assert_true(g->power_static_w > 100.0 && g->power_static_w < 200.0);
+    assert_true(g->clock_energy_exponent > 0.5 && g->clock_energy_exponent < 3.0);
+    assert_true(g->gemm_times > 100 && g->attention_times[0] > 0 && g->attention_times[1] > 0);
+    assert_non_null(strstr(g->calibration, "sextant"));
+    hwdb_free(&hw);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -435,6 +456,7 @@ int main(void)
         cmocka_unit_test(datasheet_figures),
         cmocka_unit_test(node_networks),
         cmocka_unit_test(calibration_overlay_replaces_figures),
+        cmocka_unit_test(measured_overlays_load),
         cmocka_unit_test(attention_efficiency_overlay),
         cmocka_unit_test(power_model_overlay),
         cmocka_unit_test(comm_overlay_replaces_node_link),
