@@ -4,6 +4,7 @@
 #           defaults (uncalibrated) and with the fresh overlay (calibrated);
 #   PART=2: the same nine runs with the fused attention (--attention flash), calibrated with
 #           CAL (an earlier overlay, copied into the tree between the calls) and uncalibrated;
+#           MODES="unfused flash" runs all 18 on CAL;
 #   PART=all: both after one calibrate (about 6 minutes on an H100).
 # The binaries are built on the development machine and carried with .deps/lib (GSL, libcsv,
 # cJSON).  GPU=h200 for an H200.  Everything lands in $OUT/results.tar.
@@ -25,7 +26,7 @@ stamp() { date +%Y/%m/%d\ %H:%M:%S.%3N; }
 if [ "$PART" = 2 ]; then
   CAL=${CAL:?PART=2 needs CAL, the overlay of an earlier calibrate}
   cp "$CAL" "$R/"
-  MODES=flash
+  MODES=${MODES:-flash}   # MODES="unfused flash": all 18 on that overlay (e.g. CAL=hwdb/measured/h100-sxm.csv)
 else
   CAL="$R/$GPU.csv"
   echo "calibrate $(stamp)" >> "$R/runs.txt"
