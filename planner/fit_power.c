@@ -33,10 +33,18 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
     snprintf(run->path, sizeof run->path, "%s", path);
     csv_table t;
     if (csv_table_read(path, &t, err, errlen) != 0) return -1;
+    /* one calibrated step row per stage on more than one GPU: the step is the slowest's */
     int row = -1, rc = -1;
-    for (int r = 0; r < t.nrows && row < 0; r++) {
+    double slowest = 0.0;
+    for (int r = 0; r < t.nrows; r++) {
         const char *op = csv_table_cell(&t, r, "op"), *calibrated = csv_table_cell(&t, r, "calibrated");
-        if (op && calibrated && !strcmp(op, "step") && !strcmp(calibrated, "1")) row = r;
+        if (!op || !calibrated || strcmp(op, "step") || strcmp(calibrated, "1")) continue;
+        double measured;
+        if (csv_get_double(&t, r, "measured_s", 1e-9, 1e6, &measured, err, errlen)) goto done;
+        if (row < 0 || measured > slowest) {
+            row = r;
+            slowest = measured;
+        }
     }
     if (row < 0) {
         snprintf(err, errlen, "%s: no calibrated step row (op = step, calibrated = 1): not a validate --csv file?", path);

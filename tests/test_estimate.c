@@ -797,6 +797,41 @@ static void power_cap_settles_with_exposed_data_parallel(void **state)
     assert_true(e.step_s < top.step_s + e.clock_bound_top_s * (1.0 / x - 1.0));
 }
 
+/* fit-power's reader: a two-stage pipeline's CSV gives its layout and the
+ * slower stage's measured step; a run of another GPU is refused at its line. */
+static void power_fit_reads_a_pipeline_run(void **state)
+{
+    (void)state;
+    const hw_gpu *h200 = hwdb_find_gpu(&db, "h200");
+    assert_non_null(h200);
+    const hw_node *node = hwdb_find_node(&db, h200->node);
+    static power_fit_run run;
+    char err[512];
+    const char *path = SEXTANT_ROOT "/docs/validation/h200x2-train-2026-11-23/t_gpt2m_pp2.csv";
+    if (power_fit_read_run(path, &zoo, h200, node, &run, err, sizeof err) != 0) {
+        print_error("%s\n", err);
+        fail();
+    }
+    assert_string_equal(run.model.name, "gpt2-medium");
+    assert_true(run.model.dropout == 0);
+    assert_true(run.layout.gpus == 2 && run.layout.pp == 2 && run.layout.tp == 1 && run.layout.dp == 1);
+    assert_true(run.layout.mbs == 8 && run.layout.gbs == 64 && run.layout.seq == 1024);
+    assert_true(run.layout.recompute == RECOMPUTE_NONE && run.layout.attention == ATTENTION_UNFUSED);
+    assert_close(run.measured_s, 2.446229e-01, 1e-12); /* stage 0's 0.2446229 s, not stage 1's 0.2445891 */
+
+    const hw_gpu *h100 = hwdb_find_gpu(&db, "h100-sxm");
+    assert_int_equal(power_fit_read_run(path, &zoo, h100, node, &run, err, sizeof err), -1);
+    assert_non_null(strstr(err, "t_gpt2m_pp2.csv:"));
+    assert_non_null(strstr(err, ":gpu: 'h200', but the fit is for h100-sxm"));
+    /* without the power model the fit refuses, naming the way to get one */
+    static power_fit_run two[2];
+    static power_fit_result fit;
+    assert_int_equal(power_fit_read_run(path, &zoo, h200, node, &two[0], err, sizeof err), 0);
+    two[1] = two[0];
+    assert_int_equal(power_fit_steps(h200, node, two, 2, &fit, err, sizeof err), -1);
+    assert_non_null(strstr(err, "calibrate --power-model"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -818,6 +853,7 @@ int main(void)
         cmocka_unit_test(power_cap_which_gemms_follow_the_clock),
         cmocka_unit_test(power_cap_same_on_every_entry_point),
         cmocka_unit_test(power_cap_settles_with_exposed_data_parallel),
+        cmocka_unit_test(power_fit_reads_a_pipeline_run),
     };
     return cmocka_run_group_tests_name("estimate", tests, setup, teardown);
 }
