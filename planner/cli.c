@@ -339,21 +339,22 @@ static int unknown_gpu(const hwdb *db, const char *name)
 }
 
 /* Writes the finished report to stdout, or to --out through a temporary file. */
-static int emit(const options *o, const char *text, size_t len)
+/* text to stdout, or to `path` whole: a temporary file renamed over it */
+static int emit(const char *path, const char *text, size_t len)
 {
-    if (!o->out_path) {
+    if (!path) {
         if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) return fail("stdout: write failed");
         return 0;
     }
     char tmp[PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o->out_path, (long)getpid());
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
-    if (!f) return fail("--out %s: cannot create %s: %s", o->out_path, tmp, strerror(errno));
+    if (!f) return fail("--out %s: cannot create %s: %s", path, tmp, strerror(errno));
     int bad = fwrite(text, 1, len, f) != len;
     bad |= fclose(f) != 0;
-    if (bad || rename(tmp, o->out_path) != 0) {
+    if (bad || rename(tmp, path) != 0) {
         unlink(tmp);
-        return fail("--out %s: write failed: %s", o->out_path, strerror(errno));
+        return fail("--out %s: write failed: %s", path, strerror(errno));
     }
     return 0;
 }
@@ -566,27 +567,27 @@ static int write_fitted_overlay(const options *o, const hw_gpu *g, const power_f
 {
     FILE *in = fopen(o->calibration, "r");
     if (!in) return fail("--calibration %s: cannot read: %s", o->calibration, strerror(errno));
-    char tmp[PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o->out_path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
     if (!f) {
         fclose(in);
-        return fail("--out %s: cannot create %s: %s", o->out_path, tmp, strerror(errno));
+        return fail("out of memory");
     }
     time_t now = time(NULL);
     char date[32], source[400];
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
     /* the runs by file name, as many as fit */
-    int len = snprintf(source, sizeof source, "sextant fit-power %s on %d validate runs:", date, nruns);
-    for (int i = 0; i < nruns && len < (int)sizeof source - 48; i++) {
+    int used = snprintf(source, sizeof source, "sextant fit-power %s on %d validate runs:", date, nruns);
+    for (int i = 0; i < nruns && used < (int)sizeof source - 48; i++) {
         const char *base = strrchr(runs[i].path, '/');
-        len += snprintf(source + len, sizeof source - (size_t)len, " %.40s", base ? base + 1 : runs[i].path);
+        used += snprintf(source + used, sizeof source - (size_t)used, " %.40s", base ? base + 1 : runs[i].path);
     }
     char row_exponent[512], row_energy[512];
     snprintf(row_exponent, sizeof row_exponent, "%s,clock_energy_exponent,%.4f,\"%s\"\n", g->name, fit->exponent, source);
     snprintf(row_energy, sizeof row_energy, "%s,energy_attention_pj_per_flop,%.5f,\"%s\"\n", g->name,
              fit->energy_attention_j_per_flop * 1e12, source);
-    int wrote_exponent = 0, wrote_energy = 0, bad = 0;
+    int wrote_exponent = 0, wrote_energy = 0;
     char line[8192];
     size_t gpu_len = strlen(g->name);
     while (fgets(line, sizeof line, in)) {
@@ -594,27 +595,25 @@ static int write_fitted_overlay(const options *o, const hw_gpu *g, const power_f
         if (!strncasecmp(line, g->name, gpu_len) && line[gpu_len] == ',') {
             const char *key = line + gpu_len + 1;
             if (!strncmp(key, "clock_energy_exponent,", 22)) {
-                if (!wrote_exponent++) bad |= fputs(row_exponent, f) < 0;
+                if (!wrote_exponent++) fputs(row_exponent, f);
                 continue;
             }
             if (!strncmp(key, "energy_attention_pj_per_flop,", 29)) {
-                if (!wrote_energy++) bad |= fputs(row_energy, f) < 0;
+                if (!wrote_energy++) fputs(row_energy, f);
                 continue;
             }
         }
-        bad |= fputs(line, f) < 0;
-        if (!strchr(line, '\n')) bad |= fputc('\n', f) == EOF;
+        fputs(line, f);
+        if (!strchr(line, '\n')) fputc('\n', f);
     }
-    bad |= ferror(in);
+    int bad = ferror(in);
     fclose(in);
-    if (!wrote_exponent) bad |= fputs(row_exponent, f) < 0;
-    if (!wrote_energy) bad |= fputs(row_energy, f) < 0;
+    if (!wrote_exponent) fputs(row_exponent, f);
+    if (!wrote_energy) fputs(row_energy, f);
     bad |= fclose(f) != 0;
-    if (bad || rename(tmp, o->out_path) != 0) {
-        unlink(tmp);
-        return fail("--out %s: write failed: %s", o->out_path, strerror(errno));
-    }
-    return 0;
+    int rc = bad ? fail("--calibration %s: read failed", o->calibration) : emit(o->out_path, text, len);
+    free(text);
+    return rc;
 }
 
 /* fit-power: the power model's exponent and attention energy fitted to validate's measured steps. */
@@ -914,12 +913,12 @@ int main(int argc, char **argv)
         rc = cmd_estimate(&o, root, out);
     } else if (!strcmp(o.command, "fit-power")) {
         rc = cmd_fit_power(&o, root, out);
-        o.out_path = NULL; /* --out is the overlay, written above; the report goes to stdout */
     } else {
         rc = fail("unknown command '%s' (models, hw, estimate, explain, plan, published, fit-power; sextant --help)", o.command);
     }
     if (fclose(out) != 0 && !rc) rc = fail("out of memory");
-    if (!rc) rc = emit(&o, text, len);
+    /* fit-power's --out is the overlay, written above: its report goes to stdout */
+    if (!rc) rc = emit(strcmp(o.command, "fit-power") ? o.out_path : NULL, text, len);
     free(text);
     return rc;
 }

@@ -192,8 +192,6 @@ static int power_model_on(const hw_gpu *gpu)
 static double with_power(op_t *op, const hw_gpu *gpu, double seconds, double clock_bound, double j_per_flop)
 {
     double t = with_launch(gpu, seconds);
-    op->clock_bound_s = 0.0;
-    op->energy_j = 0.0;
     if (!power_model_on(gpu)) return t;
     op->clock_bound_s = t > seconds ? 0.0 : clock_bound * seconds;
     op->energy_j = j_per_flop * op->flops + gpu->energy_j_per_byte * op->bytes;
@@ -204,6 +202,9 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
 {
     double membw = gpu->hbm_bytes_per_s * gpu->membound_efficiency;
     precision_t matrix = l->precision;
+    /* with_power sets them for kernels; communication and bookkeeping entries keep none */
+    op->clock_bound_s = 0.0;
+    op->energy_j = 0.0;
     switch (op->kind) {
     case OP_GEMM: {
         double clock_bound = op->flops >= CLOCK_BOUND_GEMM_FLOPS ? 1.0 : 0.0;
@@ -263,14 +264,10 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
                               gpu->energy_attention_j_per_flop);
         }
     case OP_MEMBOUND:
-        op->clock_bound_s = 0.0;
-        op->energy_j = 0.0;
         if (op->bytes <= 0.0) return 0.0;   /* a bookkeeping entry, no kernel */
         return with_power(op, gpu, membound_s(gpu, op->bytes), 0.0, 0.0);
     case OP_COMM: {
         /* the power model leaves communication out: its seconds draw the static power */
-        op->clock_bound_s = 0.0;
-        op->energy_j = 0.0;
         double bw, latency;
         group_link(gpu, node, l, op->group, &bw, &latency, &op->crosses_node);
         double n = (double)op->group_size;

@@ -938,6 +938,14 @@ static void run_duty(const void *ctx)
     if (d->gap_us > 0) CUDA_CHECK(sx_sm_clock_probe(gap_slot, d->gap_us, stream));
 }
 
+/* Seconds of wall time since t0 (CLOCK_MONOTONIC). */
+static double wall_since_s(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
+}
+
 /* Keeps the GPU busy with chunks of calls for `seconds` of wall time, two
  * chunks in flight, and returns the calls made; *elapsed the wall time until
  * the last finished. */
@@ -946,7 +954,7 @@ static long run_for(const duty_ctx *d, int per_chunk, double seconds, double *el
     cudaEvent_t done[2];
     CUDA_CHECK(cudaEventCreateWithFlags(&done[0], cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&done[1], cudaEventDisableTiming));
-    struct timespec t0, t;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     long calls = 0;
     for (int chunk = 0;; chunk++) {
@@ -954,12 +962,10 @@ static long run_for(const duty_ctx *d, int per_chunk, double seconds, double *el
         calls += per_chunk;
         CUDA_CHECK(cudaEventRecord(done[chunk & 1], stream));
         if (chunk > 0) CUDA_CHECK(cudaEventSynchronize(done[(chunk - 1) & 1]));
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) >= seconds) break;
+        if (wall_since_s(&t0) >= seconds) break;
     }
     CUDA_CHECK(cudaStreamSynchronize(stream));
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    *elapsed = (double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec);
+    *elapsed = wall_since_s(&t0);
     CUDA_CHECK(cudaEventDestroy(done[0]));
     CUDA_CHECK(cudaEventDestroy(done[1]));
     return calls;
@@ -977,8 +983,7 @@ static double cool_call_s(launch_fn fn, const void *ctx, double call_s)
     CUDA_CHECK(cudaEventCreate(&stop));
     double best = 0.0;
     for (int burst = 0; burst < 2; burst++) {
-        const struct timespec idle = {0, 300000000};
-        nanosleep(&idle, NULL);
+        idle_ms(300);
         CUDA_CHECK(cudaEventRecord(start, stream));
         for (int i = 0; i < calls; i++) fn(ctx);
         CUDA_CHECK(cudaEventRecord(stop, stream));
@@ -1091,7 +1096,7 @@ static void power_window_sweep(gemm_shape *gs, double call_cool_s, double call_s
         int nburst = 0;
         power_window *w = NULL;
         long measured_from = -1, cycles = 0; /* the first burst inside the power window */
-        struct timespec t0, t;
+        struct timespec t0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         for (;; cycles++) {
             int slot = (int)(cycles % RING);
@@ -1102,8 +1107,7 @@ static void power_window_sweep(gemm_shape *gs, double call_cool_s, double call_s
             CUDA_CHECK(cudaEventRecord(ev[slot][1], stream));
             for (double left = gap_s; left > 0; left -= 0.1)
                 CUDA_CHECK(sx_sm_clock_probe(gap_slot, left > 0.1 ? 100000 : (int)(left * 1e6) + 1, stream));
-            clock_gettime(CLOCK_MONOTONIC, &t);
-            double elapsed = (double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec);
+            double elapsed = wall_since_s(&t0);
             if (!w && elapsed >= POWER_SETTLE_S) {
                 w = power_window_begin();
                 measured_from = cycles + 1;
@@ -1267,16 +1271,13 @@ static void calibrate_power(size_t copy_bytes, power_model *pm)
                                   f.backward ? 2.0 * qkv + 2.0 * out : qkv + out, passes[i][1] / 100.0);
         if (flash_error != cudaSuccess) failed = 1;
     }
-    {
-        gemm_shape sq = {8192, 8192, 8192, 1, 8192LL * 8192, 8192LL * 8192, 8192LL * 8192};
-        double call_s = time_median(run_gemm, &sq, NULL);
-        power_window_sweep(&sq, cool_call_s(run_gemm, &sq, call_s), call_s);
-    }
+    gemm_shape square = {8192, 8192, 8192, 1, 8192LL * 8192, 8192LL * 8192, 8192LL * 8192};
+    double square_s = time_median(run_gemm, &square, NULL);
+    power_window_sweep(&square, cool_call_s(run_gemm, &square, square_s), square_s);
     /* static power hot: the spinning thread again, right after POWER_HEAT_S of the square GEMM has
      * heated the chip to where it holds at its cap; measured briefly, before it cools */
     {
-        gemm_shape heat = {8192, 8192, 8192, 1, 8192LL * 8192, 8192LL * 8192, 8192LL * 8192};
-        duty_ctx hd = {run_gemm, &heat, 0};
+        duty_ctx hd = {run_gemm, &square, 0};
         double heated_s;
         run_for(&hd, 1, POWER_HEAT_S, &heated_s);
         failed |= power_sample_run_for(run_spin, NULL, 1e-3, 1.0, 0.3, 1.0, &ps[n]);
