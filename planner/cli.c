@@ -58,9 +58,10 @@ static const char *usage_text =
     "  explain --spec         SPEC.md's worked examples through the same formulas\n"
     "  plan [MODEL]           search every layout: how many GPUs, which layout, how long, how much\n"
     "  published              published runs (models/published_runs.csv) against their estimates and plans\n"
-    "  calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B] [--clock-scaling] [--power-model]   GPU microbenchmarks,\n"
-    "                         the models' GEMM and attention shapes -> hwdb overlay (needs a GPU); --power-model also\n"
-    "                         fits the GPU's power (NVML) so the planner sets each step's clock under the power cap\n"
+    "  calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B] [--warm | --no-step-fit] [--step-runs DIR]   GPU\n"
+    "                         microbenchmarks, the models' GEMM and attention shapes, the GPU's power (NVML) so the\n"
+    "                         planner sets each step's clock under the power cap, refined on six GPT-2 training runs\n"
+    "                         -> hwdb overlay (needs a GPU; about 4 minutes); --warm: shapes timed warm, no power model\n"
     "  fit-power --calibration OVERLAY --runs A.csv,B.csv,... --out FILE   the power model's clock exponent and fused\n"
     "                         attention energy fitted to steps validate measured (its --csv files) -> a new overlay\n"
     "  calibrate --comm [--gpus N] [--out FILE] [--max-bytes SIZE]   NCCL collectives on one node's GPUs -> intra-node\n"
@@ -561,65 +562,10 @@ done:
     return rc;
 }
 
-/* The overlay with the fitted rows in place of the old ones (appended when it had none), whole or not at all. */
-static int write_fitted_overlay(const options *o, const hw_gpu *g, const power_fit_run *runs, const power_fit_result *fit,
-                                int nruns)
-{
-    FILE *in = fopen(o->calibration, "r");
-    if (!in) return fail("--calibration %s: cannot read: %s", o->calibration, strerror(errno));
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) {
-        fclose(in);
-        return fail("out of memory");
-    }
-    time_t now = time(NULL);
-    char date[32], source[400];
-    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
-    /* the runs by file name, as many as fit */
-    int used = snprintf(source, sizeof source, "sextant fit-power %s on %d validate runs:", date, nruns);
-    for (int i = 0; i < nruns && used < (int)sizeof source - 48; i++) {
-        const char *base = strrchr(runs[i].path, '/');
-        used += snprintf(source + used, sizeof source - (size_t)used, " %.40s", base ? base + 1 : runs[i].path);
-    }
-    char row_exponent[512], row_energy[512];
-    snprintf(row_exponent, sizeof row_exponent, "%s,clock_energy_exponent,%.4f,\"%s\"\n", g->name, fit->exponent, source);
-    snprintf(row_energy, sizeof row_energy, "%s,energy_attention_pj_per_flop,%.5f,\"%s\"\n", g->name,
-             fit->energy_attention_j_per_flop * 1e12, source);
-    int wrote_exponent = 0, wrote_energy = 0;
-    char line[8192];
-    size_t gpu_len = strlen(g->name);
-    while (fgets(line, sizeof line, in)) {
-        /* gpu,key,... of this GPU: the two fitted keys are replaced, every other line kept as it was */
-        if (!strncasecmp(line, g->name, gpu_len) && line[gpu_len] == ',') {
-            const char *key = line + gpu_len + 1;
-            if (!strncmp(key, "clock_energy_exponent,", 22)) {
-                if (!wrote_exponent++) fputs(row_exponent, f);
-                continue;
-            }
-            if (!strncmp(key, "energy_attention_pj_per_flop,", 29)) {
-                if (!wrote_energy++) fputs(row_energy, f);
-                continue;
-            }
-        }
-        fputs(line, f);
-        if (!strchr(line, '\n')) fputc('\n', f);
-    }
-    int bad = ferror(in);
-    fclose(in);
-    if (!wrote_exponent) fputs(row_exponent, f);
-    if (!wrote_energy) fputs(row_energy, f);
-    bad |= fclose(f) != 0;
-    int rc = bad ? fail("--calibration %s: read failed", o->calibration) : emit(o->out_path, text, len);
-    free(text);
-    return rc;
-}
-
 /* fit-power: the power model's exponent and attention energy fitted to validate's measured steps. */
 static int cmd_fit_power(const options *o, const char *root, FILE *out)
 {
-    if (!o->calibration) return fail("fit-power: --calibration OVERLAY (from sextant-gpu calibrate --power-model) is required");
+    if (!o->calibration) return fail("fit-power: --calibration OVERLAY (from sextant calibrate, with its power model) is required");
     if (!o->runs) return fail("fit-power: --runs A.csv,B.csv,... (validate --csv files) is required");
     if (!o->out_path) return fail("fit-power: --out FILE (the fitted overlay) is required");
     hwdb db;
@@ -659,7 +605,15 @@ static int cmd_fit_power(const options *o, const char *root, FILE *out)
             g->clock_energy_exponent, fit->exponent, g->energy_attention_j_per_flop * 1e12,
             fit->energy_attention_j_per_flop * 1e12, 100.0 * sqrt(fit->before_cost / nruns),
             100.0 * sqrt(fit->after_cost / nruns));
-    if ((rc = write_fitted_overlay(o, g, runs, fit, nruns))) goto done;
+    char *text = NULL;
+    size_t len = 0;
+    if (power_fit_overlay_text(o->calibration, g, "sextant fit-power", runs, nruns, fit, &text, &len, err, sizeof err) != 0) {
+        rc = fail("--calibration %s", err);
+        goto done;
+    }
+    rc = emit(o->out_path, text, len);
+    free(text);
+    if (rc) goto done;
     fprintf(out, "overlay written to %s\n", o->out_path);
 done:
     free(runs);

@@ -1,15 +1,18 @@
 /* The power model's step-level fit (docs/model.md, "Clock under the power
  * cap", "Fitting it to measured steps"): the clock exponent and the fused
  * attention's energy per FLOP chosen so that the planner's steps match steps
- * that `validate` measured, everything else as `calibrate --power-model`
+ * that `validate` measured, everything else as `calibrate`'s power model
  * measured it.  Those two are the terms calibrate's own samples pin down
  * worst: its capped samples give exponents from 1.5 to 12, and our fused
  * attention runs slower inside a step than alone, so its energy alone is not
  * its energy in a step. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "planner.h"
 
@@ -158,7 +161,7 @@ int power_fit_steps(const hw_gpu *gpu, const hw_node *node, const power_fit_run 
         return -1;
     }
     if (!(gpu->clock_max_hz > 0.0 && gpu->power_static_w > 0.0 && gpu->energy_attention_j_per_flop > 0.0)) {
-        snprintf(err, errlen, "%s has no power model in the overlay (sextant-gpu calibrate --power-model writes one)", gpu->name);
+        snprintf(err, errlen, "%s has no power model in the overlay (sextant calibrate without --warm writes one)", gpu->name);
         return -1;
     }
     hw_gpu trial = *gpu;
@@ -182,5 +185,68 @@ int power_fit_steps(const hw_gpu *gpu, const hw_node *node, const power_fit_run 
     if (fit_cost(&trial, node, runs, nruns, out->after_s, &out->after_cost, err, errlen) != 0) return -1;
     out->exponent = best_exponent;
     out->energy_attention_j_per_flop = best_energy;
+    return 0;
+}
+
+int power_fit_overlay_text(const char *overlay_path, const hw_gpu *gpu, const char *fitted_by, const power_fit_run *runs,
+                           int nruns, const power_fit_result *fit, char **text, size_t *len, char *err, size_t errlen)
+{
+    *text = NULL;
+    *len = 0;
+    FILE *in = fopen(overlay_path, "r");
+    if (!in) {
+        snprintf(err, errlen, "%s: cannot read: %s", overlay_path, strerror(errno));
+        return -1;
+    }
+    FILE *f = open_memstream(text, len);
+    if (!f) {
+        fclose(in);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    time_t now = time(NULL);
+    char date[32], source[400];
+    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+    /* the runs by file name, as many as fit */
+    int used = snprintf(source, sizeof source, "%s %s on %d validate runs:", fitted_by, date, nruns);
+    for (int i = 0; i < nruns && used < (int)sizeof source - 48; i++) {
+        const char *base = strrchr(runs[i].path, '/');
+        used += snprintf(source + used, sizeof source - (size_t)used, " %.40s", base ? base + 1 : runs[i].path);
+    }
+    char row_exponent[512], row_energy[512];
+    snprintf(row_exponent, sizeof row_exponent, "%s,clock_energy_exponent,%.4f,\"%s\"\n", gpu->name, fit->exponent, source);
+    snprintf(row_energy, sizeof row_energy, "%s,energy_attention_pj_per_flop,%.5f,\"%s\"\n", gpu->name,
+             fit->energy_attention_j_per_flop * 1e12, source);
+    int wrote_exponent = 0, wrote_energy = 0;
+    char line[8192];
+    size_t gpu_len = strlen(gpu->name);
+    while (fgets(line, sizeof line, in)) {
+        /* gpu,key,... of this GPU: the two fitted keys are replaced, every other line kept as it was */
+        if (!strncasecmp(line, gpu->name, gpu_len) && line[gpu_len] == ',') {
+            const char *key = line + gpu_len + 1;
+            if (!strncmp(key, "clock_energy_exponent,", 22)) {
+                if (!wrote_exponent++) fputs(row_exponent, f);
+                continue;
+            }
+            if (!strncmp(key, "energy_attention_pj_per_flop,", 29)) {
+                if (!wrote_energy++) fputs(row_energy, f);
+                continue;
+            }
+        }
+        fputs(line, f);
+        if (!strchr(line, '\n')) fputc('\n', f);
+    }
+    int bad = ferror(in);
+    fclose(in);
+    if (!wrote_exponent) fputs(row_exponent, f);
+    if (!wrote_energy) fputs(row_energy, f);
+    bad |= fclose(f) != 0;
+    if (bad) {
+        free(*text);
+        *text = NULL;
+        *len = 0;
+        snprintf(err, errlen, "%s: read failed", overlay_path);
+        return -1;
+    }
     return 0;
 }

@@ -300,6 +300,11 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
  * within a factor 4 of gpu's (docs/model.md, "Clock under the power cap").  gpu must carry a power model. */
 int power_fit_steps(const hw_gpu *gpu, const hw_node *node, const power_fit_run *runs, int nruns, power_fit_result *out,
                     char *err, size_t errlen);
+/* The overlay at overlay_path with gpu's two fitted rows in place of its old ones (appended when it had
+ * none), every other line as it was; their source names fitted_by, the date and the runs.  *text is
+ * malloc'd (the caller frees it).  0, or -1 with why in err. */
+int power_fit_overlay_text(const char *overlay_path, const hw_gpu *gpu, const char *fitted_by, const power_fit_run *runs,
+                           int nruns, const power_fit_result *fit, char **text, size_t *len, char *err, size_t errlen);
 
 /* ---- reports ----------------------------------------------------------- */
 

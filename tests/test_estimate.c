@@ -829,7 +829,45 @@ static void power_fit_reads_a_pipeline_run(void **state)
     assert_int_equal(power_fit_read_run(path, &zoo, h200, node, &two[0], err, sizeof err), 0);
     two[1] = two[0];
     assert_int_equal(power_fit_steps(h200, node, two, 2, &fit, err, sizeof err), -1);
-    assert_non_null(strstr(err, "calibrate --power-model"));
+    assert_non_null(strstr(err, "has no power model in the overlay"));
+}
+
+/* The fitted overlay: the two fitted rows replace the old ones (or are appended), every other
+ * line kept byte for byte, the source naming who fitted it and the runs; a missing overlay is
+ * refused by name. */
+static void power_fit_overlay_replaces_two_rows(void **state)
+{
+    (void)state;
+    const hw_gpu *h100 = hwdb_find_gpu(&db, "h100-sxm");
+    assert_non_null(h100);
+    char dir[] = "/tmp/sextant-overlay-XXXXXX", path[128], err[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/overlay.csv", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("gpu,key,value,source\n# a comment\nh100-sxm,clock_energy_exponent,2.04,calibrate\nh200,clock_energy_exponent,"
+          "1.5,other gpu\nh100-sxm,gemm_efficiency,0.86,calibrate",
+          f);
+    fclose(f);
+    static power_fit_run runs[2];
+    snprintf(runs[0].path, sizeof runs[0].path, "/x/train_gpt2_mbs8.csv");
+    snprintf(runs[1].path, sizeof runs[1].path, "flash_gpt2_mbs8.csv");
+    power_fit_result fit = {.exponent = 1.3875, .energy_attention_j_per_flop = 4.5e-12};
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(power_fit_overlay_text(path, h100, "test fit", runs, 2, &fit, &text, &len, err, sizeof err), 0);
+    assert_int_equal(strlen(text), len);
+    assert_non_null(strstr(text, "gpu,key,value,source\n# a comment\nh100-sxm,clock_energy_exponent,1.3875,\"test fit "));
+    assert_non_null(strstr(text, " on 2 validate runs: train_gpt2_mbs8.csv flash_gpt2_mbs8.csv\"\n"));
+    assert_non_null(strstr(text, "\nh200,clock_energy_exponent,1.5,other gpu\nh100-sxm,gemm_efficiency,0.86,calibrate\n"));
+    assert_non_null(strstr(text, "\nh100-sxm,energy_attention_pj_per_flop,4.50000,\"test fit ")); /* appended */
+    assert_null(strstr(text, "2.04"));
+    free(text);
+    unlink(path);
+    assert_int_equal(power_fit_overlay_text(path, h100, "test fit", runs, 2, &fit, &text, &len, err, sizeof err), -1);
+    assert_null(text);
+    assert_non_null(strstr(err, "overlay.csv: cannot read"));
+    rmdir(dir);
 }
 
 int main(void)
@@ -854,6 +892,7 @@ int main(void)
         cmocka_unit_test(power_cap_same_on_every_entry_point),
         cmocka_unit_test(power_cap_settles_with_exposed_data_parallel),
         cmocka_unit_test(power_fit_reads_a_pipeline_run),
+        cmocka_unit_test(power_fit_overlay_replaces_two_rows),
     };
     return cmocka_run_group_tests_name("estimate", tests, setup, teardown);
 }

@@ -6,7 +6,9 @@
 #   - our fused attention's forward and backward for 12 heads at batch 1-32 and sequence 1024, 2048,
 #     and the unfused attention's (cuBLAS batched GEMMs and our softmax) at the same shapes;
 #   - a memory-bound kernel's fixed time between 0 and 20 us;
-#   - `sextant hw` and `sextant estimate` accept it, and the estimate uses the measured shapes.
+#   - `sextant hw` and `sextant estimate` accept it, and the estimate uses the measured shapes;
+#   - where the GPU gives power readings: the power model's seven keys, the two the step fit
+#     rewrites naming it, and an estimate that settles the clock under the cap.
 # Usage: tests/gpu/calibrate_check.sh [BUILD]
 set -u
 B=${1:-build}
@@ -53,6 +55,20 @@ step_of() {
 with=$(step_of "$dir/cal.csv"); without=$(step_of "$dir/cal-no-unfused.csv")
 [ -n "$with" ] && [ -n "$without" ] || fail "sextant estimate --attention unfused --format json gave no step_s"
 [ "$with" != "$without" ] || fail "the unfused attention's rows do not change the estimate ($with s both ways)"
+# the power model and its step fit (calibrate's default)
+power="no power model (no NVML power readings)"
+if grep -q "^$gpu,power_cap_w," "$dir/cal.csv"; then
+  for k in clock_max_mhz power_static_w energy_gemm_pj_per_flop energy_attention_pj_per_flop energy_pj_per_byte clock_energy_exponent; do
+    [ "$(grep -c "^$gpu,$k," "$dir/cal.csv")" = 1 ] || fail "the power model has not exactly one $k row"
+  done
+  for k in clock_energy_exponent energy_attention_pj_per_flop; do
+    grep -q "^$gpu,$k,.*calibrate step fit .* on 6 validate runs" "$dir/cal.csv" || fail "the step fit did not rewrite $k"
+  done
+  "$B/sextant" estimate gpt2 --gpu $gpu --gpus 1 --mbs 32 --gbs 32 --calibration "$dir/cal.csv" | grep -q "power cap:" ||
+    fail "the estimate does not settle GPT-2's clock under the power cap"
+  power="power model and step fit: $(grep '^clock exponent' "$dir/cal.log")"
+fi
+echo "calibrate_check: $power"
 echo "calibrate_check: PASS ($(grep -c gemm_us "$dir/cal.csv") GEMM shapes, $(grep -c flash_ "$dir/cal.csv") fused and" \
      "$(grep -c unfused_ "$dir/cal.csv") unfused attention rows," \
      "memory-bound fixed time $(awk -F, '$2 == "membound_overhead_us" { print $3 }' "$dir/cal.csv") us)"
