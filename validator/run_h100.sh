@@ -13,7 +13,7 @@ export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
 GPU=${GPU:-h100-sxm}
 PART=${PART:-1}
 UNCAL=${UNCAL:-1}   # 0: leave out the runs on hwdb defaults
-CALFLAGS=${CALFLAGS:-}   # e.g. --power-model
+CALFLAGS=${CALFLAGS:-}   # e.g. --warm, --no-step-fit, --step-runs DIR
 R=$OUT/run; mkdir -p "$R"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$R/gpu.txt" 2>&1
 date -u +%Y-%m-%dT%H:%M:%SZ > "$R/date.txt"
