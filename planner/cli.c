@@ -594,17 +594,7 @@ static int cmd_fit_power(const options *o, const char *root, FILE *out)
     }
     if (power_fit_steps(g, node, runs, nruns, fit, err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
     fprintf(out, "sextant fit-power: %d validate runs on %s, overlay %s\n", nruns, g->name, o->calibration);
-    fprintf(out, "%-44s %10s %10s %8s %10s %8s\n", "run", "measured", "before", "error", "after", "error");
-    for (int i = 0; i < nruns; i++) {
-        const char *base = strrchr(runs[i].path, '/');
-        fprintf(out, "%-44.44s %8.2fms %8.2fms %+7.1f%% %8.2fms %+7.1f%%\n", base ? base + 1 : runs[i].path,
-                runs[i].measured_s * 1e3, fit->before_s[i] * 1e3, 100.0 * (fit->before_s[i] / runs[i].measured_s - 1.0),
-                fit->after_s[i] * 1e3, 100.0 * (fit->after_s[i] / runs[i].measured_s - 1.0));
-    }
-    fprintf(out, "clock exponent %.3f -> %.3f, fused attention energy %.3f -> %.3f pJ/FLOP; rms step error %.2f%% -> %.2f%%\n",
-            g->clock_energy_exponent, fit->exponent, g->energy_attention_j_per_flop * 1e12,
-            fit->energy_attention_j_per_flop * 1e12, 100.0 * sqrt(fit->before_cost / nruns),
-            100.0 * sqrt(fit->after_cost / nruns));
+    power_fit_report(out, g, runs, nruns, fit);
     char *text = NULL;
     size_t len = 0;
     if (power_fit_overlay_text(o->calibration, g, "sextant fit-power", runs, nruns, fit, &text, &len, err, sizeof err) != 0) {

@@ -250,3 +250,18 @@ int power_fit_overlay_text(const char *overlay_path, const hw_gpu *gpu, const ch
     }
     return 0;
 }
+
+void power_fit_report(FILE *out, const hw_gpu *gpu, const power_fit_run *runs, int nruns, const power_fit_result *fit)
+{
+    fprintf(out, "%-44s %10s %10s %8s %10s %8s\n", "run", "measured", "before", "error", "after", "error");
+    for (int i = 0; i < nruns; i++) {
+        const char *base = strrchr(runs[i].path, '/');
+        fprintf(out, "%-44.44s %8.2fms %8.2fms %+7.1f%% %8.2fms %+7.1f%%\n", base ? base + 1 : runs[i].path,
+                runs[i].measured_s * 1e3, fit->before_s[i] * 1e3, 100.0 * (fit->before_s[i] / runs[i].measured_s - 1.0),
+                fit->after_s[i] * 1e3, 100.0 * (fit->after_s[i] / runs[i].measured_s - 1.0));
+    }
+    fprintf(out, "clock exponent %.3f -> %.3f, fused attention energy %.3f -> %.3f pJ/FLOP; rms step error %.2f%% -> %.2f%%\n",
+            gpu->clock_energy_exponent, fit->exponent, gpu->energy_attention_j_per_flop * 1e12,
+            fit->energy_attention_j_per_flop * 1e12, 100.0 * sqrt(fit->before_cost / nruns),
+            100.0 * sqrt(fit->after_cost / nruns));
+}

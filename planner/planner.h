@@ -300,6 +300,8 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
  * within a factor 4 of gpu's (docs/model.md, "Clock under the power cap").  gpu must carry a power model. */
 int power_fit_steps(const hw_gpu *gpu, const hw_node *node, const power_fit_run *runs, int nruns, power_fit_result *out,
                     char *err, size_t errlen);
+/* The fit as a table: each run's measured step, predicted before and after; the two terms and the rms error. */
+void power_fit_report(FILE *out, const hw_gpu *gpu, const power_fit_run *runs, int nruns, const power_fit_result *fit);
 /* The overlay at overlay_path with gpu's two fitted rows in place of its old ones (appended when it had
  * none), every other line as it was; their source names fitted_by, the date and the runs.  *text is
  * malloc'd (the caller frees it).  0, or -1 with why in err. */

@@ -2084,6 +2084,7 @@ static int calibrate_step_fit(int argc, char **argv, const model_zoo *zoo)
 
     static power_fit_run runs[2 * sizeof step_fit_mbs / sizeof step_fit_mbs[0]];
     static char csv_paths[sizeof runs / sizeof runs[0]][4200], log_paths[sizeof runs / sizeof runs[0]][4200];
+    int succeeded[sizeof runs / sizeof runs[0]] = {0};
     int nruns = 0, nfiles = 0, rc = 1;
     hwdb db;
     int db_loaded = 0;
@@ -2105,9 +2106,10 @@ static int calibrate_step_fit(int argc, char **argv, const model_zoo *zoo)
             if (status != 0) {
                 char why[1024];
                 last_line(log, why, sizeof why);
-                printf("  %-32s failed (exit %d): %s\n", strrchr(csv, '/') + 1, status, why);
+                printf("  %-32s failed (exit %d), left out: %s\n", strrchr(csv, '/') + 1, status, why);
                 continue;
             }
+            succeeded[nfiles - 1] = 1;
             printf("  %-32s done\n", strrchr(csv, '/') + 1);
         }
     }
@@ -2117,7 +2119,7 @@ static int calibrate_step_fit(int argc, char **argv, const model_zoo *zoo)
     const hw_node *node = g ? hwdb_find_node(&db, g->node) : NULL;
     if (!g || !node) { fprintf(stderr, "sextant-gpu: calibrate: step fit: %s or its node is not in the hwdb\n", gpu_name); goto done; }
     for (int i = 0; i < nfiles; i++) {
-        if (access(csv_paths[i], R_OK) != 0) continue;
+        if (!succeeded[i]) continue;
         if (power_fit_read_run(csv_paths[i], zoo, g, node, &runs[nruns], err, sizeof err) != 0) {
             fprintf(stderr, "sextant-gpu: calibrate: step fit: %s\n", err);
             goto done;
@@ -2129,14 +2131,7 @@ static int calibrate_step_fit(int argc, char **argv, const model_zoo *zoo)
         fprintf(stderr, "sextant-gpu: calibrate: step fit: %s; %s keeps calibrate's own power model\n", err, out_path);
         goto done;
     }
-    printf("%-32s %10s %10s %8s %10s %8s\n", "run", "measured", "before", "error", "after", "error");
-    for (int i = 0; i < nruns; i++)
-        printf("%-32.32s %8.2fms %8.2fms %+7.1f%% %8.2fms %+7.1f%%\n", strrchr(runs[i].path, '/') + 1, runs[i].measured_s * 1e3,
-               fit.before_s[i] * 1e3, 100.0 * (fit.before_s[i] / runs[i].measured_s - 1.0), fit.after_s[i] * 1e3,
-               100.0 * (fit.after_s[i] / runs[i].measured_s - 1.0));
-    printf("clock exponent %.3f -> %.3f, fused attention energy %.3f -> %.3f pJ/FLOP; rms step error %.2f%% -> %.2f%%\n",
-           g->clock_energy_exponent, fit.exponent, g->energy_attention_j_per_flop * 1e12,
-           fit.energy_attention_j_per_flop * 1e12, 100.0 * sqrt(fit.before_cost / nruns), 100.0 * sqrt(fit.after_cost / nruns));
+    power_fit_report(stdout, g, runs, nruns, &fit);
     char *text = NULL;
     size_t len = 0;
     if (power_fit_overlay_text(out_path, g, "sextant-gpu calibrate step fit", runs, nruns, &fit, &text, &len, err,
