@@ -1371,7 +1371,7 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
             continue;
         }
         if ((!strcmp(argv[i], "--gpu") || !strcmp(argv[i], "--out") || !strcmp(argv[i], "--gemm-models") ||
-             !strcmp(argv[i], "--step-model") || !strcmp(argv[i], "--step-runs")) &&
+             !strcmp(argv[i], "--step-runs")) &&
             i + 1 < argc) {
             i++;
             continue;
@@ -1382,6 +1382,12 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
     }
     const char *gpu_name = arg_value(argc, argv, "--gpu", "h100-sxm");
     const char *out_path = arg_value(argc, argv, "--out", NULL);
+    const char *step_runs = arg_value(argc, argv, "--step-runs", NULL);
+    /* the step fit's folder is made now, not after minutes of calibration */
+    if (step_runs && mkdir(step_runs, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "sextant-gpu: calibrate: --step-runs %s: %s\n", step_runs, strerror(errno));
+        return 2;
+    }
     const hw_gpu *g = hwdb_find_gpu(db, gpu_name);
     if (!g) { fprintf(stderr, "sextant-gpu: --gpu: unknown GPU '%s'\n", gpu_name); return 2; }
     char device[256];
@@ -2004,8 +2010,6 @@ static int main_check(int argc, char **argv)
     return rc;
 }
 
-/* calibrate --comm forks its ranks, so it must run before this process
- * makes its first CUDA call; it needs only the hwdb. */
 /* ---- calibrate's step fit: the power model's two loosest terms fitted to real steps ---- */
 
 /* The reference runs: a small model at three micro-batches, unfused and fused attention.  GPT-2 124M
@@ -2062,10 +2066,9 @@ static int calibrate_step_fit(int argc, char **argv, const model_zoo *zoo)
 {
     const char *out_path = arg_value(argc, argv, "--out", NULL);
     const char *gpu_name = arg_value(argc, argv, "--gpu", "h100-sxm");
-    const char *model_name = arg_value(argc, argv, "--step-model", STEP_FIT_MODEL);
     const char *keep = arg_value(argc, argv, "--step-runs", NULL);
-    const model_t *m = model_zoo_find(zoo, model_name);
-    if (!m) { fprintf(stderr, "sextant-gpu: calibrate: --step-model: unknown model '%s'\n", model_name); return 2; }
+    const model_t *m = model_zoo_find(zoo, STEP_FIT_MODEL);
+    if (!m) { fprintf(stderr, "sextant-gpu: calibrate: step fit: the model zoo has no %s\n", STEP_FIT_MODEL); return 2; }
     char dir[4096];
     if (keep) {
         snprintf(dir, sizeof dir, "%s", keep);
@@ -2165,6 +2168,8 @@ done:
     return rc;
 }
 
+/* calibrate --comm forks its ranks, so it must run before this process
+ * makes its first CUDA call; it needs only the hwdb. */
 static int main_comm(int argc, char **argv)
 {
     hwdb db;
@@ -2180,8 +2185,7 @@ int main(int argc, char **argv)
     if (argc < 2 || (strcmp(argv[1], "calibrate") && strcmp(argv[1], "ops") && strcmp(argv[1], "train") &&
                      strcmp(argv[1], "check-gradients"))) {
         fprintf(stderr, "usage: sextant-gpu calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B,...] [--clock-scaling]\n"
-                        "                            [--data uniform|normal] [--warm | --no-step-fit] [--step-model MODEL]\n"
-                        "                            [--step-runs DIR]\n"
+                        "                            [--data uniform|normal] [--warm | --no-step-fit] [--step-runs DIR]\n"
                         "       sextant-gpu calibrate --comm [--gpus N] [--gpu NAME] [--out FILE] [--min-bytes SIZE] [--max-bytes SIZE]\n"
                         "                                    [--warmup N] [--iters N] [--repeats N] [--timeout S]\n"
                         "       sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]\n"
