@@ -1,10 +1,11 @@
 /* sextant-gpu: the validator's first half, on one GPU.
  *
- *   sextant-gpu calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B,...]
+ *   sextant-gpu calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B,...] [--warm | --no-step-fit]
  *       microbenchmarks (device copy, bf16 GEMMs over transformer shapes,
  *       a memory-bound kernel, launch overhead, our fused attention forward
- *       and backward), fitted with GSL into the hwdb overlay that
- *       estimate/plan read with --calibration.
+ *       and backward) and the GPU's power model (NVML), fitted with GSL into
+ *       the hwdb overlay that estimate/plan read with --calibration; then the
+ *       step fit: six GPT-2 training runs refine the power model.
  *   sextant-gpu calibrate --comm [--gpus N] [--gpu NAME] [--out FILE] ...
  *       NCCL collectives over the GPUs of one node, one process per GPU
  *       (validator/comm.c, validator/launch.c), fitted into the node's
