@@ -329,10 +329,11 @@ static double measured_step_s(const char *path)
     return measured;
 }
 
-static double step_error(const char *overlay, const char *model, int mbs, int seq, int fused)
+/* The planner's step against the step measured in runs/{train,flash}_MODEL_mbsB.csv, with `overlay`. */
+static double step_error_in(const char *runs, const char *overlay, const char *model, int mbs, int seq, int fused)
 {
     char path[1024];
-    snprintf(path, sizeof path, POWER_RUNS "/%s_%s_mbs%d.csv", fused ? "flash" : "train", model, mbs);
+    snprintf(path, sizeof path, "%s/%s_%s_mbs%d.csv", runs, fused ? "flash" : "train", model, mbs);
     run_result r = run_sextant("estimate %s --gpu h100-sxm --mbs %d --gbs %d --seq %d --attention %s --recompute none "
                                "--no-dropout --calibration %s --format json", model, mbs, mbs, seq, fused ? "flash" : "unfused",
                                overlay);
@@ -343,6 +344,39 @@ static double step_error(const char *overlay, const char *model, int mbs, int se
     cJSON_Delete(root);
     run_free(&r);
     return predicted / measured_step_s(path) - 1.0;
+}
+
+static double step_error(const char *overlay, const char *model, int mbs, int seq, int fused)
+{
+    return step_error_in(POWER_RUNS, overlay, model, mbs, seq, fused);
+}
+
+/* The issue's fidelity target on recorded H100 steps: the overlay `calibrate` wrote (power model and
+ * step fit) and the shipped hwdb/measured/h100-sxm.csv each put all 18 runs of their call within 5%
+ * (docs/validation/h100-fitted-2026-11-25).  A planner change that moves these predictions by a few
+ * percent fails here: the fused LLaMA at micro-batch 4 sits at -3.8% and -3.4%. */
+#define FITTED_RUNS SEXTANT_ROOT "/docs/validation/h100-fitted-2026-11-25"
+
+static void calibrated_overlays_predict_all_18_runs(void **state)
+{
+    (void)state;
+    const char *calls[][2] = {{FITTED_RUNS "/run-calibrate", FITTED_RUNS "/run-calibrate/h100-sxm.csv"},
+                              {FITTED_RUNS "/run", SEXTANT_ROOT "/hwdb/measured/h100-sxm.csv"}};
+    const char *models[] = {"gpt2", "gpt2-medium", "llama3.2-1b"};
+    const int mbs[3][3] = {{8, 16, 32}, {4, 8, 16}, {1, 2, 4}}, seq[] = {1024, 1024, 2048};
+    for (int c = 0; c < 2; c++) {
+        double worst = 0.0;
+        for (int m = 0; m < 3; m++)
+            for (int b = 0; b < 3; b++)
+                for (int fused = 0; fused < 2; fused++) {
+                    double e = step_error_in(calls[c][0], calls[c][1], models[m], mbs[m][b], seq[m], fused);
+                    if (fabs(e) >= 0.05)
+                        print_error("%s: %s mbs %d %s: %+.1f%%\n", calls[c][0], models[m], mbs[m][b],
+                                    fused ? "fused" : "unfused", 100 * e);
+                    worst = fmax(worst, fabs(e));
+                }
+        assert_true(worst < 0.05);
+    }
 }
 
 static void fit_power_predicts_other_models(void **state)
@@ -614,6 +648,7 @@ int main(void)
         cmocka_unit_test(json_has_every_documented_key),
         cmocka_unit_test(power_model_in_json_and_text),
         cmocka_unit_test(fit_power_predicts_other_models),
+        cmocka_unit_test(calibrated_overlays_predict_all_18_runs),
         cmocka_unit_test(fit_power_bad_input),
         cmocka_unit_test(csv_carries_the_same_content),
         cmocka_unit_test(interleaved_all_forwards_first),
