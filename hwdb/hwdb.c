@@ -203,6 +203,51 @@ const hw_gpu *hwdb_find_gpu(const hwdb *db, const char *name)
     return NULL;
 }
 
+/* Whether word occurs in text as a whole word (bounded by non-alphanumerics), ignoring case. */
+static int has_word(const char *text, const char *word)
+{
+    size_t n = strlen(word);
+    if (n == 0) return 0;
+    for (const char *p = text; *p; p++) {
+        if (strncasecmp(p, word, n) != 0) continue;
+        int starts = p == text || !isalnum((unsigned char)p[-1]), ends = !isalnum((unsigned char)p[n]);
+        if (starts && ends) return 1;
+    }
+    return 0;
+}
+
+int hwdb_gpu_matches_device(const hw_gpu *g, const char *device_name, double device_bytes, char *why, size_t whylen)
+{
+    /* the model: the first word of the name with a digit in it ("NVIDIA A100-SXM4-80GB": A100) */
+    char model[32] = "";
+    for (const char *p = device_name; *p && !model[0];) {
+        while (*p && !isalnum((unsigned char)*p)) p++;
+        size_t n = 0;
+        int digit = 0;
+        while (p[n] && isalnum((unsigned char)p[n])) digit |= isdigit((unsigned char)p[n++]) != 0;
+        if (digit && n < sizeof model) {
+            memcpy(model, p, n);
+            model[n] = '\0';
+        }
+        p += n;
+    }
+    if (model[0] && !has_word(g->full_name, model)) {
+        snprintf(why, whylen, "%s is not a %s", g->full_name, model);
+        return 0;
+    }
+    if (device_bytes > 0 && g->memory_bytes > 0 &&
+        (device_bytes < 0.85 * g->memory_bytes || device_bytes > 1.05 * g->memory_bytes)) {
+        snprintf(why, whylen, "%s has %.0f GiB, this GPU %.1f GiB", g->name, g->memory_bytes / 1073741824.0,
+                 device_bytes / 1073741824.0);
+        return 0;
+    }
+    if (has_word(device_name, "PCIe") != has_word(g->full_name, "PCIe")) {
+        snprintf(why, whylen, "one of %s and this GPU is a PCIe card, the other not", g->name);
+        return 0;
+    }
+    return 1;
+}
+
 const hw_node *hwdb_find_node(const hwdb *db, const char *name)
 {
     for (int i = 0; i < db->nnodes; i++)

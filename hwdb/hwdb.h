@@ -146,6 +146,11 @@ void hwdb_free(hwdb *db);
 /* Case-insensitive lookups; NULL when absent. */
 const hw_gpu *hwdb_find_gpu(const hwdb *db, const char *name);
 const hw_node *hwdb_find_node(const hwdb *db, const char *name);
+/* Whether the GPU CUDA names device_name, with device_bytes of memory, plausibly is row g: g's
+ * full name holds the device's model (H100, A100, 4090, ...), the memory is within 85-105% of g's
+ * (CUDA reports a little less than the datasheet), and both or neither are PCIe cards.  1, or 0
+ * with the first difference in why. */
+int hwdb_gpu_matches_device(const hw_gpu *g, const char *device_name, double device_bytes, char *why, size_t whylen);
 /* Applies a calibration overlay (CSV gpu,key,value,source) to the loaded
  * database: each row replaces one numeric column of one GPU (or sets one of
  * the overlay-only keys: launch_overhead_us, gemm_half_gflop,

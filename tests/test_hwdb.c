@@ -449,6 +449,43 @@ static void measured_overlays_load(void **state)
     hwdb_free(&hw);
 }
 
+/* calibrate and validate warn when --gpu names another GPU than the one CUDA sees: names and memory
+ * as CUDA reports them (an H100 SXM said "NVIDIA H100 80GB HBM3" with 79.2 GiB on the lent machines;
+ * an H200 "NVIDIA H200" with 139.8 GiB). */
+static void device_names_match_their_rows(void **state)
+{
+    (void)state;
+    const double gib = 1073741824.0;
+    const struct {
+        const char *row, *device;
+        double gib;
+        int match;
+        const char *why;
+    } cases[] = {
+        {"h100-sxm", "NVIDIA H100 80GB HBM3", 79.2, 1, NULL},
+        {"h200", "NVIDIA H200", 139.8, 1, NULL},
+        {"h200", "NVIDIA H100 80GB HBM3", 79.2, 0, "is not a H100"},
+        {"h100-pcie", "NVIDIA H100 80GB HBM3", 79.2, 0, "PCIe card"},
+        {"h100-pcie", "NVIDIA H100 PCIe", 79.2, 1, NULL},
+        {"h100-sxm", "NVIDIA H100 PCIe", 79.2, 0, "PCIe card"},
+        {"a100-sxm4-80gb", "NVIDIA A100-SXM4-80GB", 79.1, 1, NULL},
+        {"a100-sxm4-40gb", "NVIDIA A100-SXM4-80GB", 79.1, 0, "has 40 GiB, this GPU 79.1 GiB"},
+        {"a100-sxm4-40gb", "NVIDIA A100-SXM4-40GB", 39.4, 1, NULL},
+        {"rtx4090", "NVIDIA GeForce RTX 4090", 23.6, 1, NULL},
+        {"l40s", "NVIDIA GeForce RTX 4090", 23.6, 0, "is not a 4090"},
+        {"h100-sxm", "NVIDIA H100 80GB HBM3", 0.0, 1, NULL}, /* memory unknown: not held against it */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const hw_gpu *g = hwdb_find_gpu(&db, cases[i].row);
+        assert_non_null(g);
+        char why[256] = "";
+        int match = hwdb_gpu_matches_device(g, cases[i].device, cases[i].gib * gib, why, sizeof why);
+        if (match != cases[i].match) print_error("%s on %s: %d (%s)\n", cases[i].row, cases[i].device, match, why);
+        assert_int_equal(match, cases[i].match);
+        if (cases[i].why) assert_non_null(strstr(why, cases[i].why));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -463,6 +500,7 @@ int main(void)
         cmocka_unit_test(malformed_gpus_csv),
         cmocka_unit_test(missing_directory),
         cmocka_unit_test(precision_names),
+        cmocka_unit_test(device_names_match_their_rows),
     };
     return cmocka_run_group_tests_name("hwdb", tests, load_db, free_db);
 }

@@ -727,6 +727,20 @@ static int load_data(hwdb *db, hwdb *plain, model_zoo *zoo, const char *calibrat
     return 0;
 }
 
+/* One stderr line when --gpu names a row that does not look like the GPU at hand: the row's datasheet
+ * figures stay in every prediction, and calibrate writes its efficiencies as fractions of them (an
+ * H100 calibrated as h200 predicts itself well under that row and nothing else). */
+static void warn_if_other_gpu(const hw_gpu *g)
+{
+    struct cudaDeviceProp prop;
+    int device;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) return;
+    char why[256];
+    if (!hwdb_gpu_matches_device(g, prop.name, (double)prop.totalGlobalMem, why, sizeof why))
+        fprintf(stderr, "sextant-gpu: warning: --gpu %s does not look like this GPU, %s (%s); predictions and overlays "
+                        "use that row's datasheet figures\n", g->name, prop.name, why);
+}
+
 static void device_line(char *out, size_t len)
 {
     struct cudaDeviceProp prop;
@@ -1393,6 +1407,7 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
     if (!g) { fprintf(stderr, "sextant-gpu: --gpu: unknown GPU '%s'\n", gpu_name); return 2; }
     char device[256];
     device_line(device, sizeof device);
+    warn_if_other_gpu(g);
     /* what the process holds before any tensor: context, cuBLAS, workspaces */
     size_t free_bytes, total_bytes;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -1656,7 +1671,10 @@ static int train_body(launch_ctx *ctx, void *arg)
     train_job *job = arg;
     char device[256];
     device_line(device, sizeof device);
-    if (!ctx || ctx->rank == 0) printf("# on %s\n", device);
+    if (!ctx || ctx->rank == 0) {
+        printf("# on %s\n", device);
+        warn_if_other_gpu(job->gpu);
+    }
     return train_run(job->m, job->gpu, job->node, &job->o, ctx);
 }
 
