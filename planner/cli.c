@@ -241,16 +241,12 @@ static int parse_args(int argc, char **argv, options *o)
             o->have_precision = 1;
         } else if (!strcmp(a, "--recompute")) {
             const char *t = TAKE();
-            if (t && !strcasecmp(t, "none")) o->recompute = RECOMPUTE_NONE;
-            else if (t && !strcasecmp(t, "selective")) o->recompute = RECOMPUTE_SELECTIVE;
-            else if (t && !strcasecmp(t, "full")) o->recompute = RECOMPUTE_FULL;
-            else return fail("--recompute: '%s' is not one of none|selective|full", t ? t : "");
+            if (recompute_parse(t, &o->recompute) != 0)
+                return fail("--recompute: '%s' is not one of none|selective|full", t ? t : "");
             o->have_recompute = 1;
         } else if (!strcmp(a, "--attention")) {
             const char *t = TAKE();
-            if (t && !strcasecmp(t, "flash")) o->attention = ATTENTION_FLASH;
-            else if (t && !strcasecmp(t, "unfused")) o->attention = ATTENTION_UNFUSED;
-            else return fail("--attention: '%s' is not one of flash|unfused", t ? t : "");
+            if (attention_parse(t, &o->attention) != 0) return fail("--attention: '%s' is not one of flash|unfused", t ? t : "");
         } else if (!strcmp(a, "--zero")) {
             const char *t = TAKE();
             if (!t || strlen(t) != 1 || t[0] < '0' || t[0] > '3')
@@ -595,15 +591,10 @@ static int cmd_fit_power(const options *o, const char *root, FILE *out)
     if (power_fit_steps(g, node, runs, nruns, fit, err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
     fprintf(out, "sextant fit-power: %d validate runs on %s, overlay %s\n", nruns, g->name, o->calibration);
     power_fit_report(out, g, runs, nruns, fit);
-    char *text = NULL;
-    size_t len = 0;
-    if (power_fit_overlay_text(o->calibration, g, "sextant fit-power", runs, nruns, fit, &text, &len, err, sizeof err) != 0) {
-        rc = fail("--calibration %s", err);
+    if (power_fit_write_overlay(o->calibration, o->out_path, g, "sextant fit-power", runs, nruns, fit, err, sizeof err) != 0) {
+        rc = fail("%s", err);
         goto done;
     }
-    rc = emit(o->out_path, text, len);
-    free(text);
-    if (rc) goto done;
     fprintf(out, "overlay written to %s\n", o->out_path);
 done:
     free(runs);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "planner.h"
 
@@ -54,18 +55,26 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
         goto done;
     }
     char name[128], gpu_name[128], recompute[32], attention[32];
-    int64_t gpus, tp, pp, dp, mbs, gbs, seq, zero, vpp = 1, sp = 0;
+    layout_t *l = &run->layout;
+    int64_t zero, sp = 0;
+    l->vpp = 1;
     if (field(&t, row, "model", name, sizeof name, err, errlen) || field(&t, row, "gpu", gpu_name, sizeof gpu_name, err, errlen) ||
         field(&t, row, "recompute", recompute, sizeof recompute, err, errlen) ||
         field(&t, row, "attention", attention, sizeof attention, err, errlen) ||
-        csv_get_int64(&t, row, "gpus", 1, 1 << 24, &gpus, err, errlen) || csv_get_int64(&t, row, "tp", 1, 1 << 20, &tp, err, errlen) ||
-        csv_get_int64(&t, row, "pp", 1, 1 << 20, &pp, err, errlen) || csv_get_int64(&t, row, "dp", 1, 1 << 24, &dp, err, errlen) ||
-        csv_get_int64(&t, row, "mbs", 1, 1 << 20, &mbs, err, errlen) || csv_get_int64(&t, row, "gbs", 1, 1 << 30, &gbs, err, errlen) ||
-        csv_get_int64(&t, row, "seq", 1, 1 << 24, &seq, err, errlen) || csv_get_int64(&t, row, "zero", 0, 3, &zero, err, errlen) ||
+        csv_get_int64(&t, row, "gpus", 1, 1 << 24, &l->gpus, err, errlen) ||
+        csv_get_int64(&t, row, "tp", 1, 1 << 20, &l->tp, err, errlen) || csv_get_int64(&t, row, "pp", 1, 1 << 20, &l->pp, err, errlen) ||
+        csv_get_int64(&t, row, "dp", 1, 1 << 24, &l->dp, err, errlen) ||
+        csv_get_int64(&t, row, "mbs", 1, 1 << 20, &l->mbs, err, errlen) ||
+        csv_get_int64(&t, row, "gbs", 1, 1 << 30, &l->gbs, err, errlen) ||
+        csv_get_int64(&t, row, "seq", 1, 1 << 24, &l->seq, err, errlen) || csv_get_int64(&t, row, "zero", 0, 3, &zero, err, errlen) ||
         csv_get_double(&t, row, "measured_s", 1e-9, 1e6, &run->measured_s, err, errlen))
         goto done;
-    if (csv_table_column(&t, "vpp") >= 0 && csv_get_int64(&t, row, "vpp", 1, 1000, &vpp, err, errlen)) goto done;
+    if (csv_table_column(&t, "vpp") >= 0 && csv_get_int64(&t, row, "vpp", 1, 1000, &l->vpp, err, errlen)) goto done;
     if (csv_table_column(&t, "sp") >= 0 && csv_get_int64(&t, row, "sp", 0, 1, &sp, err, errlen)) goto done;
+    l->zero = (int)zero;
+    l->sp = (int)sp;
+    l->gpus_per_node = node->gpus_per_node;
+    l->precision = gpu->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
     if (strcasecmp(gpu_name, gpu->name) != 0) {
         snprintf(err, errlen, "%s:%d:gpu: '%s', but the fit is for %s", path, t.line[row], gpu_name, gpu->name);
         goto done;
@@ -77,34 +86,16 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
     }
     run->model = *m;
     run->model.dropout = 0; /* sextant-gpu trains without dropout: the model as executed */
-    layout_t *l = &run->layout;
-    l->gpus = gpus;
-    l->tp = tp;
-    l->pp = pp;
-    l->dp = dp;
-    l->vpp = vpp;
-    l->mbs = mbs;
-    l->gbs = gbs;
-    l->seq = seq;
-    l->zero = (int)zero;
-    l->sp = (int)sp;
-    l->gpus_per_node = node->gpus_per_node;
-    l->precision = gpu->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
-    if (!strcmp(recompute, "none")) l->recompute = RECOMPUTE_NONE;
-    else if (!strcmp(recompute, "selective")) l->recompute = RECOMPUTE_SELECTIVE;
-    else if (!strcmp(recompute, "full")) l->recompute = RECOMPUTE_FULL;
-    else {
+    if (recompute_parse(recompute, &l->recompute) != 0) {
         snprintf(err, errlen, "%s:%d:recompute: '%s' is not one of none|selective|full", path, t.line[row], recompute);
         goto done;
     }
-    if (!strcmp(attention, "flash")) l->attention = ATTENTION_FLASH;
-    else if (!strcmp(attention, "unfused")) l->attention = ATTENTION_UNFUSED;
-    else {
+    if (attention_parse(attention, &l->attention) != 0) {
         snprintf(err, errlen, "%s:%d:attention: '%s' is not one of flash|unfused", path, t.line[row], attention);
         goto done;
     }
-    if (tp * pp * dp != gpus) {
-        snprintf(err, errlen, "%s:%d:gpus: %lld is not tp x pp x dp", path, t.line[row], (long long)gpus);
+    if (l->tp * l->pp * l->dp != l->gpus) {
+        snprintf(err, errlen, "%s:%d:gpus: %lld is not tp x pp x dp", path, t.line[row], (long long)l->gpus);
         goto done;
     }
     rc = 0;
@@ -264,4 +255,24 @@ void power_fit_report(FILE *out, const hw_gpu *gpu, const power_fit_run *runs, i
             gpu->clock_energy_exponent, fit->exponent, gpu->energy_attention_j_per_flop * 1e12,
             fit->energy_attention_j_per_flop * 1e12, 100.0 * sqrt(fit->before_cost / nruns),
             100.0 * sqrt(fit->after_cost / nruns));
+}
+
+int power_fit_write_overlay(const char *overlay_path, const char *out_path, const hw_gpu *gpu, const char *fitted_by,
+                            const power_fit_run *runs, int nruns, const power_fit_result *fit, char *err, size_t errlen)
+{
+    char *text;
+    size_t len;
+    if (power_fit_overlay_text(overlay_path, gpu, fitted_by, runs, nruns, fit, &text, &len, err, errlen) != 0) return -1;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    int bad = !f || fwrite(text, 1, len, f) != len;
+    if (f) bad |= fclose(f) != 0;
+    free(text);
+    if (bad || rename(tmp, out_path) != 0) {
+        snprintf(err, errlen, "%s: write failed: %s", out_path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
 }

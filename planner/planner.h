@@ -307,6 +307,10 @@ void power_fit_report(FILE *out, const hw_gpu *gpu, const power_fit_run *runs, i
  * malloc'd (the caller frees it).  0, or -1 with why in err. */
 int power_fit_overlay_text(const char *overlay_path, const hw_gpu *gpu, const char *fitted_by, const power_fit_run *runs,
                            int nruns, const power_fit_result *fit, char **text, size_t *len, char *err, size_t errlen);
+/* The same, written to out_path whole or not at all (a temporary file renamed); out_path may be
+ * overlay_path.  0, or -1 with why in err. */
+int power_fit_write_overlay(const char *overlay_path, const char *out_path, const hw_gpu *gpu, const char *fitted_by,
+                            const power_fit_run *runs, int nruns, const power_fit_result *fit, char *err, size_t errlen);
 
 /* ---- reports ----------------------------------------------------------- */
 
@@ -317,6 +321,10 @@ void report_explain(FILE *out, const estimate_t *e);
 void report_spec_examples(FILE *out);
 
 const char *recompute_name(recompute_t r);
+const char *attention_name(attention_impl_t a);
+/* none|selective|full and flash|unfused, ignoring case: 0, or -1 for anything else (or NULL). */
+int recompute_parse(const char *name, recompute_t *out);
+int attention_parse(const char *name, attention_impl_t *out);
 const char *op_kind_name(op_kind_t k);
 const char *pass_name(pass_t p);
 const char *group_name(group_t g);

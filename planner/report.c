@@ -5,12 +5,35 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 
 #define GIB 1073741824.0
 
 const char *recompute_name(recompute_t r)
 {
     return r == RECOMPUTE_NONE ? "none" : r == RECOMPUTE_SELECTIVE ? "selective" : "full";
+}
+int recompute_parse(const char *name, recompute_t *out)
+{
+    for (recompute_t r = RECOMPUTE_NONE; r <= RECOMPUTE_FULL; r++)
+        if (name && !strcasecmp(name, recompute_name(r))) {
+            *out = r;
+            return 0;
+        }
+    return -1;
+}
+const char *attention_name(attention_impl_t a)
+{
+    return a == ATTENTION_FLASH ? "flash" : "unfused";
+}
+int attention_parse(const char *name, attention_impl_t *out)
+{
+    for (attention_impl_t a = ATTENTION_FLASH; a <= ATTENTION_UNFUSED; a++)
+        if (name && !strcasecmp(name, attention_name(a))) {
+            *out = a;
+            return 0;
+        }
+    return -1;
 }
 const char *op_kind_name(op_kind_t k)
 {
@@ -70,7 +93,7 @@ static int estimate_fields(const estimate_t *e, field *f)
     BOOL("layout.sp", l->sp);
     INT("layout.vpp", l->vpp);
     STR("layout.precision", precision_name(l->precision));
-    STR("layout.attention", l->attention == ATTENTION_FLASH ? "flash" : "unfused");
+    STR("layout.attention", attention_name(l->attention));
     INT("layout.gpus_per_node", l->gpus_per_node);
     INT("layout.microbatches", e->microbatches);
     NUM("memory.weights", e->memory.weights);

@@ -870,6 +870,34 @@ static void power_fit_overlay_replaces_two_rows(void **state)
     rmdir(dir);
 }
 
+/* The layout names every reader shares (CLI flags, validate CSVs, plan JSON): each name parses back
+ * to its value, ignoring case; anything else is refused. */
+static void layout_names_parse_back(void **state)
+{
+    (void)state;
+    for (recompute_t r = RECOMPUTE_NONE; r <= RECOMPUTE_FULL; r++) {
+        recompute_t back = (recompute_t)-1;
+        assert_int_equal(recompute_parse(recompute_name(r), &back), 0);
+        assert_int_equal(back, r);
+    }
+    for (attention_impl_t a = ATTENTION_FLASH; a <= ATTENTION_UNFUSED; a++) {
+        attention_impl_t back = (attention_impl_t)-1;
+        assert_int_equal(attention_parse(attention_name(a), &back), 0);
+        assert_int_equal(back, a);
+    }
+    recompute_t r = RECOMPUTE_NONE;
+    attention_impl_t a = ATTENTION_FLASH;
+    assert_int_equal(recompute_parse("FULL", &r), 0);
+    assert_int_equal(r, RECOMPUTE_FULL);
+    assert_int_equal(attention_parse("Unfused", &a), 0);
+    assert_int_equal(a, ATTENTION_UNFUSED);
+    assert_int_equal(recompute_parse("some", &r), -1);
+    assert_int_equal(recompute_parse(NULL, &r), -1);
+    assert_int_equal(attention_parse("flash2", &a), -1);
+    assert_int_equal(r, RECOMPUTE_FULL); /* a refusal leaves the value */
+    assert_int_equal(a, ATTENTION_UNFUSED);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -893,6 +921,7 @@ int main(void)
         cmocka_unit_test(power_cap_settles_with_exposed_data_parallel),
         cmocka_unit_test(power_fit_reads_a_pipeline_run),
         cmocka_unit_test(power_fit_overlay_replaces_two_rows),
+        cmocka_unit_test(layout_names_parse_back),
     };
     return cmocka_run_group_tests_name("estimate", tests, setup, teardown);
 }

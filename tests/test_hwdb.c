@@ -31,6 +31,18 @@ static int free_db(void **state)
     return 0;
 }
 
+/* One overlay row that apply must refuse, naming `where` (":2:value", ":2:key", ...). */
+static void expect_overlay_row_refused(hwdb *into, const char *row, const char *where)
+{
+    char path[] = "/tmp/sextant-overlay-XXXXXX", text[512], err[512];
+    snprintf(text, sizeof text, "gpu,key,value,source\n%s", row);
+    write_temp(path, text);
+    assert_int_equal(hwdb_apply_overlay(into, path, err, sizeof err), -1);
+    if (!strstr(err, where)) print_error("%s: %s\n", row, err);
+    assert_non_null(strstr(err, where));
+    unlink(path);
+}
+
 static void every_required_gpu_has_a_sourced_row(void **state)
 {
     (void)state;
@@ -155,32 +167,11 @@ static void calibration_overlay_replaces_figures(void **state)
         {"h100-sxm,flash_bwd_us:384x1024x64x96,0,x\n", ":2:value"}, {"h100-sxm,gemm_us:1x2x3x4,5,x\n", ":2:key"},   {"h100-sxm,flash_mid_us:1x2x3,5,x\n", ":2:key"},
         {"h100-sxm,unfused_fwd_us:384x1024x64,5,x\n", ":2:key"}, {"h100-sxm,unfused_bwd_us:384x1024x64x96,-2,x\n", ":2:value"},
     };
-    for (size_t i = 0; i < sizeof bad_gemm / sizeof bad_gemm[0]; i++) {
-        char badg[] = "/tmp/sextant-overlay-XXXXXX";
-        char text[256];
-        snprintf(text, sizeof text, "gpu,key,value,source\n%s", bad_gemm[i][0]);
-        write_temp(badg, text);
-        assert_int_equal(hwdb_apply_overlay(&copy, badg, err, sizeof err), -1);
-        if (!strstr(err, bad_gemm[i][1])) print_error("%s: %s\n", bad_gemm[i][0], err);
-        assert_non_null(strstr(err, bad_gemm[i][1]));
-        unlink(badg);
-    }
-
-    char bad[] = "/tmp/sextant-overlay-XXXXXX";
-    write_temp(bad, "gpu,key,value,source\nh100-sxm,gemm_efficiency,1.7,x\n");
-    assert_int_equal(hwdb_apply_overlay(&copy, bad, err, sizeof err), -1);
-    assert_non_null(strstr(err, ":2:value"));
-    unlink(bad);
-    char bad2[] = "/tmp/sextant-overlay-XXXXXX";
-    write_temp(bad2, "gpu,key,value,source\nh100-sxm,warp_drive,1,x\n");
-    assert_int_equal(hwdb_apply_overlay(&copy, bad2, err, sizeof err), -1);
-    assert_non_null(strstr(err, ":2:key"));
-    unlink(bad2);
-    char bad3[] = "/tmp/sextant-overlay-XXXXXX";
-    write_temp(bad3, "gpu,key,value,source\nh900,gemm_efficiency,0.5,x\n");
-    assert_int_equal(hwdb_apply_overlay(&copy, bad3, err, sizeof err), -1);
-    assert_non_null(strstr(err, ":2:gpu"));
-    unlink(bad3);
+    for (size_t i = 0; i < sizeof bad_gemm / sizeof bad_gemm[0]; i++)
+        expect_overlay_row_refused(&copy, bad_gemm[i][0], bad_gemm[i][1]);
+    expect_overlay_row_refused(&copy, "h100-sxm,gemm_efficiency,1.7,x\n", ":2:value");
+    expect_overlay_row_refused(&copy, "h100-sxm,warp_drive,1,x\n", ":2:key");
+    expect_overlay_row_refused(&copy, "h900,gemm_efficiency,0.5,x\n", ":2:gpu");
     hwdb_free(&copy);
 }
 
@@ -207,14 +198,7 @@ static void attention_efficiency_overlay(void **state)
     unlink(path);
     const char *bad_rows[] = {"h200,attention_fwd_efficiency,1.2,x\n", "h200,attention_bwd_efficiency,-0.1,x\n",
                               "h200,attention_bwd_efficiency,fast,x\n"};
-    for (int i = 0; i < 3; i++) {
-        char bad[] = "/tmp/sextant-overlay-XXXXXX", text[256];
-        snprintf(text, sizeof text, "gpu,key,value,source\n%s", bad_rows[i]);
-        write_temp(bad, text);
-        assert_int_equal(hwdb_apply_overlay(&hw, bad, err, sizeof err), -1);
-        assert_non_null(strstr(err, ":2:value"));
-        unlink(bad);
-    }
+    for (int i = 0; i < 3; i++) expect_overlay_row_refused(&hw, bad_rows[i], ":2:value");
     hwdb_free(&hw);
 }
 
@@ -275,21 +259,9 @@ static void power_model_overlay(void **state)
         "h100-sxm,power_static_w,-1,x\n",             "h100-sxm,clock_energy_exponent,9,x\n",
         "h100-sxm,clock_energy_exponent,nan,x\n",    "h100-sxm,power_static_w,0,x\n",
     };
-    for (size_t i = 0; i < sizeof bad_rows / sizeof bad_rows[0]; i++) {
-        char bad[] = "/tmp/sextant-overlay-XXXXXX", text[256];
-        snprintf(text, sizeof text, "gpu,key,value,source\n%s", bad_rows[i]);
-        write_temp(bad, text);
-        assert_int_equal(hwdb_apply_overlay(&hw, bad, err, sizeof err), -1);
-        if (!strstr(err, ":2:value")) print_error("%s: %s\n", bad_rows[i], err);
-        assert_non_null(strstr(err, ":2:value"));
-        unlink(bad);
-    }
+    for (size_t i = 0; i < sizeof bad_rows / sizeof bad_rows[0]; i++) expect_overlay_row_refused(&hw, bad_rows[i], ":2:value");
     /* a misspelt key is refused at the key */
-    char bad_key[] = "/tmp/sextant-overlay-XXXXXX";
-    write_temp(bad_key, "gpu,key,value,source\nh100-sxm,energy_gemm_j_per_flop,0.955e-12,x\n");
-    assert_int_equal(hwdb_apply_overlay(&hw, bad_key, err, sizeof err), -1);
-    assert_non_null(strstr(err, ":2:key"));
-    unlink(bad_key);
+    expect_overlay_row_refused(&hw, "h100-sxm,energy_gemm_j_per_flop,0.955e-12,x\n", ":2:key");
     /* the refusals left the calibrated figures as they were */
     assert_close(g->energy_gemm_j_per_flop, 0.955e-12, 1e-15);
     assert_close(g->power_cap_w, 700.0, 1e-15);
@@ -333,16 +305,8 @@ static void comm_overlay_replaces_node_link(void **state)
     assert_close(h100_node->intra_latency_s, h100_lat, 1e-12);
     unlink(path);
 
-    char bad[] = "/tmp/sextant-overlay-XXXXXX";
-    write_temp(bad, "gpu,key,value,source\nh200,intra_gbs_per_dir,0,x\n");
-    assert_int_equal(hwdb_apply_overlay(&hw, bad, err, sizeof err), -1);
-    assert_non_null(strstr(err, ":2:value"));
-    unlink(bad);
-    char bad2[] = "/tmp/sextant-overlay-XXXXXX";
-    write_temp(bad2, "gpu,key,value,source\nh200,intra_latency_us,-1,x\n");
-    assert_int_equal(hwdb_apply_overlay(&hw, bad2, err, sizeof err), -1);
-    assert_non_null(strstr(err, ":2:value"));
-    unlink(bad2);
+    expect_overlay_row_refused(&hw, "h200,intra_gbs_per_dir,0,x\n", ":2:value");
+    expect_overlay_row_refused(&hw, "h200,intra_latency_us,-1,x\n", ":2:value");
     hwdb_free(&hw);
 }
 

@@ -1736,10 +1736,13 @@ static int read_plan(const char *path, plan_file *p)
         fprintf(stderr, "sextant-gpu: --plan %s: layout.recompute, .attention, .sp or .precision is missing\n", path);
         goto done;
     }
-    l->recompute = !strcmp(rc_->valuestring, "full") ? RECOMPUTE_FULL : !strcmp(rc_->valuestring, "selective") ? RECOMPUTE_SELECTIVE
-                                                                                                            : RECOMPUTE_NONE;
     /* sextant plan searches with the fused kernel and does not print it */
-    l->attention = att && !strcmp(att->valuestring, "unfused") ? ATTENTION_UNFUSED : ATTENTION_FLASH;
+    l->attention = ATTENTION_FLASH;
+    if (recompute_parse(rc_->valuestring, &l->recompute) != 0 || (att && attention_parse(att->valuestring, &l->attention) != 0)) {
+        fprintf(stderr, "sextant-gpu: --plan %s: layout.recompute '%s' or .attention '%s' is not none|selective|full or flash|unfused\n",
+                path, rc_->valuestring, att ? att->valuestring : "flash");
+        goto done;
+    }
     l->sp = cJSON_IsTrue(sp);
     if (strcmp(prec->valuestring, "bf16")) {
         fprintf(stderr, "sextant-gpu: --plan %s: layout.precision %s: the training step runs bf16\n", path, prec->valuestring);
@@ -2154,22 +2157,9 @@ static int calibrate_step_fit(int argc, char **argv, const model_zoo *zoo)
         goto done;
     }
     power_fit_report(stdout, g, runs, nruns, &fit);
-    char *text = NULL;
-    size_t len = 0;
-    if (power_fit_overlay_text(out_path, g, "sextant-gpu calibrate step fit", runs, nruns, &fit, &text, &len, err,
-                               sizeof err) != 0) {
-        fprintf(stderr, "sextant-gpu: calibrate: step fit: %s\n", err);
-        goto done;
-    }
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
-    FILE *f = fopen(tmp, "w");
-    int bad = !f || fwrite(text, 1, len, f) != len;
-    if (f) bad |= fclose(f) != 0;
-    free(text);
-    if (bad || rename(tmp, out_path) != 0) {
-        unlink(tmp);
-        fprintf(stderr, "sextant-gpu: --out %s: write failed\n", out_path);
+    if (power_fit_write_overlay(out_path, out_path, g, "sextant-gpu calibrate step fit", runs, nruns, &fit, err,
+                                sizeof err) != 0) {
+        fprintf(stderr, "sextant-gpu: calibrate: step fit: --out %s\n", err);
         goto done;
     }
     printf("overlay written to %s with the step fit\n", out_path);
