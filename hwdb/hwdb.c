@@ -237,8 +237,8 @@ int hwdb_gpu_matches_device(const hw_gpu *g, const char *device_name, double dev
     }
     if (device_bytes > 0 && g->memory_bytes > 0 &&
         (device_bytes < 0.85 * g->memory_bytes || device_bytes > 1.05 * g->memory_bytes)) {
-        snprintf(why, whylen, "%s has %.0f GiB, this GPU %.1f GiB", g->name, g->memory_bytes / 1073741824.0,
-                 device_bytes / 1073741824.0);
+        snprintf(why, whylen, "%s has %.0f GiB, this GPU %.1f GiB", g->name, g->memory_bytes / GIB,
+                 device_bytes / GIB);
         return 0;
     }
     if (has_word(device_name, "PCIe") != has_word(g->full_name, "PCIe")) {
