@@ -57,7 +57,8 @@ static const char *usage_text =
     "  explain [MODEL]        the same, as a step-by-step derivation\n"
     "  explain --spec         SPEC.md's worked examples through the same formulas\n"
     "  plan [MODEL]           search every layout: how many GPUs, which layout, how long, how much\n"
-    "  published              published runs (models/published_runs.csv) against their estimates and plans\n"
+    "  published [--runs FILE] [--format json]   published runs (default models/published_runs.csv, with the plan\n"
+    "                         column) against their estimates, per source group; data/published/runs.csv holds more\n"
     "  calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B] [--warm | --no-step-fit] [--step-runs DIR]   GPU\n"
     "                         microbenchmarks, the models' GEMM and attention shapes, the GPU's power (NVML) so the\n"
     "                         planner sets each step's clock under the power cap, refined on six GPT-2 training runs\n"
@@ -755,21 +756,21 @@ done:
     return rc;
 }
 
+/* Without --runs, the project's own list (models/published_runs.csv) with the plan column; with --runs,
+ * any file of the same format (data/published/runs.csv, a user's), without it. */
 static int cmd_published(const options *o, const char *root, FILE *out)
 {
     hwdb db;
-    model_zoo zoo, extra;
+    model_zoo zoo;
     char path[PATH_MAX + 64], err[ERR_MAX];
     int rc = load_hwdb(o, root, &db);
     if (rc) return rc;
     if ((rc = load_zoo(o, root, &zoo))) { hwdb_free(&db); return rc; }
-    snprintf(path, sizeof path, "%s/models/published_models.csv", root);
-    if (model_zoo_load(path, &extra, err, sizeof err) != 0) rc = fail("%s", err);
-    if (!rc) {
-        snprintf(path, sizeof path, "%s/models/published_runs.csv", root);
-        if (report_published(out, &db, &zoo, &extra, path, !o->spec_examples, err, sizeof err) != 0) rc = fail("%s", err);
-        model_zoo_free(&extra);
-    }
+    if (o->format == FORMAT_CSV) rc = fail("published: --format table or json");
+    snprintf(path, sizeof path, "%s/models/published_runs.csv", root);
+    int with_plan = !o->runs && o->format == FORMAT_TABLE;
+    if (!rc && report_published(out, &db, &zoo, o->runs ? o->runs : path, o->format, with_plan, err, sizeof err) != 0)
+        rc = fail("%s", err);
     model_zoo_free(&zoo);
     hwdb_free(&db);
     return rc;

@@ -272,8 +272,43 @@ void report_plan(FILE *out, const plan_request *req, const plan_result *res, for
 int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const char *framework, char *err,
               size_t errlen);
 
-/* Published runs (models/published_runs.csv) against their estimates and plans. */
-int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const model_zoo *extra, const char *runs_path,
+/* ---- published runs (planner/published_row.c, planner/published.c) ---- */
+
+typedef enum {
+    METRIC_MFU = 0, METRIC_TFLOPS_HW, METRIC_TFLOPS_MODEL, METRIC_TOKENS_PER_S_PER_GPU, METRIC_S_PER_ITER,
+    METRIC_SAMPLES_PER_S, METRIC_GPU_HOURS, METRIC_COUNT
+} published_metric_t;
+
+/* One row of a published-runs CSV (data/published/README.md), as the estimate needs it. */
+typedef struct {
+    char case_name[128], group[64], gpu_text[128];
+    char source[1024];
+    int line;                      /* the CSV line the row starts on */
+    model_t model;                 /* the row's shape (empty fields from the zoo model of the same name) */
+    layout_t layout;
+    const hw_gpu *gpu;             /* NULL when the GPU is not in the hardware database */
+    const hw_node *node;
+    published_metric_t metric;
+    double value;
+    precision_t mfu_peak;          /* the peak the source's MFU divides by */
+    int64_t cp, ep;
+    int older_framework;           /* a 2021-2022 framework: unfused attention, no SP unless stated, dropout */
+    char skip_class[48];           /* empty when estimable, else the kind of reason (counted) */
+    char skip_detail[200];         /* and this row's reason */
+} published_row;
+
+/* Reads row r.  0 (the row may still be marked not estimable), or -1 with "file:line:field: why" for a
+ * row the format does not allow (a missing column, an unknown metric, a value that is not a number). */
+int published_row_read(const csv_table *t, int r, const hwdb *db, const model_zoo *zoo, published_row *row,
+                       char *err, size_t errlen);
+const char *published_metric_name(published_metric_t m);
+/* The estimate's figure in the row's metric and the source's FLOP convention. */
+double published_predicted(const published_row *row, const estimate_t *e);
+/* predicted / published - 1 as throughput (inverted for time metrics): positive means too optimistic. */
+double published_signed_error(const published_row *row, double predicted);
+const char *published_convention(const published_row *row);
+/* Every row against its estimate (and, with_plan, its plan), per source group, as a table or JSON. */
+int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char *runs_path, format_t format,
                      int with_plan, char *err, size_t errlen);
 
 /* ---- the power model fitted to measured steps (planner/fit_power.c) ---- */

@@ -1,78 +1,215 @@
-/* sextant published: every run of models/published_runs.csv estimated with
- * its published layout and compared with its published throughput, in the
- * paper's own FLOP convention; then `plan` on the same model, GPU type and
- * count, to see whether the published layout is among sextant's best. */
+/* sextant published: every row of a published-runs CSV estimated with its
+ * published shape and layout and compared with its published figure, in the
+ * source's own metric and FLOP convention (planner/published_row.c reads the
+ * rows); per source group the mean absolute and signed errors, and the rows
+ * that cannot be estimated with the reason.  With a plan, `plan` on the same
+ * model, GPU type and count says whether the published layout is among
+ * sextant's best. */
 #include "planner.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
+
+#define GROUPS_MAX 64
+#define REASONS_MAX 16
 
 typedef struct {
-    char run[64], model[64], gpu[64], recompute[16], unit[32], convention[48], attention[16];
-    int64_t gpus, tp, pp, dp, vpp, mbs, gbs, seq, cp;
-    int sp, zero;
-    double measured;
-    char source[512];
-} published_run;
+    char name[64];
+    int rows, estimated;
+    double sum_abs, sum_signed;
+} group_stats;
 
-static int read_run(const csv_table *t, int r, published_run *p, char *err, size_t errlen)
+typedef struct {
+    char reason[48];
+    int count;
+} reason_count;
+
+typedef struct {
+    group_stats group[GROUPS_MAX];
+    int ngroups;
+    reason_count reason[REASONS_MAX];
+    int nreasons;
+    int rows, estimated;
+    double sum_abs, sum_signed;
+} published_totals;
+
+static group_stats *group_of(published_totals *s, const char *name)
 {
-    memset(p, 0, sizeof *p);
-    int64_t sp, zero;
-    if (csv_get_string(t, r, "run", 0, p->run, sizeof p->run, err, errlen) ||
-        csv_get_string(t, r, "model", 0, p->model, sizeof p->model, err, errlen) ||
-        csv_get_string(t, r, "gpu", 0, p->gpu, sizeof p->gpu, err, errlen) ||
-        csv_get_int64(t, r, "gpus", 1, 10000000, &p->gpus, err, errlen) ||
-        csv_get_int64(t, r, "tp", 1, 100000, &p->tp, err, errlen) ||
-        csv_get_int64(t, r, "pp", 1, 100000, &p->pp, err, errlen) ||
-        csv_get_int64(t, r, "dp", 1, 10000000, &p->dp, err, errlen) ||
-        csv_get_int64(t, r, "vpp", 0, 1000, &p->vpp, err, errlen) ||
-        csv_get_int64(t, r, "mbs", 0, 100000, &p->mbs, err, errlen) ||
-        csv_get_int64(t, r, "gbs", 1, 100000000, &p->gbs, err, errlen) ||
-        csv_get_int64(t, r, "seq", 1, 100000000, &p->seq, err, errlen) ||
-        csv_get_string(t, r, "recompute", 0, p->recompute, sizeof p->recompute, err, errlen) ||
-        csv_get_int64(t, r, "sp", 0, 1, &sp, err, errlen) || csv_get_int64(t, r, "zero", 0, 3, &zero, err, errlen) ||
-        csv_get_double(t, r, "measured", 1e-9, 1e12, &p->measured, err, errlen) ||
-        csv_get_string(t, r, "measured_unit", 0, p->unit, sizeof p->unit, err, errlen) ||
-        csv_get_string(t, r, "flop_convention", 0, p->convention, sizeof p->convention, err, errlen) ||
-        csv_get_string(t, r, "attention", 0, p->attention, sizeof p->attention, err, errlen) ||
-        csv_get_string(t, r, "source", 0, p->source, sizeof p->source, err, errlen))
-        return -1;
-    p->sp = (int)sp;
-    p->zero = (int)zero;
-    p->cp = 1;
-    if (!strncmp(p->source, "cp=", 3)) p->cp = strtoll(p->source + 3, NULL, 10);
-    if (p->cp < 1) p->cp = 1;
-    return 0;
+    for (int i = 0; i < s->ngroups; i++)
+        if (!strcmp(s->group[i].name, name)) return &s->group[i];
+    if (s->ngroups == GROUPS_MAX) return &s->group[GROUPS_MAX - 1];   /* the last one takes the rest */
+    group_stats *g = &s->group[s->ngroups++];
+    snprintf(g->name, sizeof g->name, "%s", name);
+    return g;
 }
 
-/* The estimate's throughput in the unit and FLOP convention the paper used. */
-static double predicted_in_unit(const published_run *p, const estimate_t *e, const char **convention_note)
+static void count_reason(published_totals *s, const char *reason)
 {
-    if (!strcmp(p->unit, "tokens_per_s_per_gpu")) { *convention_note = "tokens"; return e->tokens_per_s_per_gpu; }
-    if (!strcmp(p->unit, "tokens_per_s")) { *convention_note = "tokens"; return e->tokens_per_s; }
-    double gpus = (double)e->layout.gpus;
-    if (!strcmp(p->convention, "narayanan-with-recompute")) {
-        /* SC'21 counts the recomputed forward: sextant's hardware FLOPs */
-        *convention_note = "hardware FLOPs";
-        double tflops = e->hardware_flops_per_step / e->step_s / gpus / 1e12;
-        return !strcmp(p->unit, "mfu") ? tflops * 1e12 / e->gpu->peak_flops[e->layout.precision] : tflops;
+    for (int i = 0; i < s->nreasons; i++)
+        if (!strcmp(s->reason[i].reason, reason)) { s->reason[i].count++; return; }
+    if (s->nreasons == REASONS_MAX) return;
+    snprintf(s->reason[s->nreasons].reason, sizeof s->reason[0].reason, "%s", reason);
+    s->reason[s->nreasons++].count = 1;
+}
+
+/* A JSON string's body: the CSV's free text may hold quotes and backslashes. */
+static void json_text(FILE *out, const char *text)
+{
+    for (const char *c = text; *c; c++) {
+        if (*c == '"' || *c == '\\') fputc('\\', out);
+        if ((unsigned char)*c >= 0x20) fputc(*c, out);
     }
-    *convention_note = "model FLOPs";
-    double tflops = e->model_flops_per_step / e->step_s / gpus / 1e12;
-    return !strcmp(p->unit, "mfu") ? tflops * 1e12 / e->gpu->peak_flops[e->layout.precision] : tflops;
 }
 
-static recompute_t parse_recompute(const char *text)
+/* A Markdown cell: '|' would end it. */
+static void md_text(FILE *out, const char *text)
 {
-    if (!strcasecmp(text, "none")) return RECOMPUTE_NONE;
-    if (!strcasecmp(text, "full")) return RECOMPUTE_FULL;
-    return RECOMPUTE_SELECTIVE;
+    for (const char *c = text; *c; c++) fputc(*c == '|' ? '/' : *c, out);
 }
 
-int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const model_zoo *extra, const char *runs_path,
+/* Where the published layout ranks among `plan`'s five best for the same model, GPU and count. */
+static void plan_column(FILE *out, const published_row *row, const estimate_t *e, plan_request *req, plan_result *res)
+{
+    char why[512];
+    memset(req, 0, sizeof *req);
+    req->model = &row->model;
+    req->gpu[0] = row->gpu;
+    req->node[0] = row->node;
+    req->ngpu_types = 1;
+    req->gpu_counts[0] = row->layout.gpus;
+    req->ncounts = 1;
+    req->seq = row->layout.seq;
+    req->gbs = row->layout.gbs;
+    req->tokens = 1e12;
+    req->objective = OBJECTIVE_TIME;
+    req->top = 5;
+    req->max_zero = 3;
+    req->precision = row->layout.precision;
+    if (plan_search(req, res, 0, why, sizeof why) != 0 || res->ntop == 0) {
+        fprintf(out, " no feasible plan | |");
+        return;
+    }
+    const layout_t *l = &row->layout;
+    int rank = 0;
+    for (int i = 0; i < res->ntop && !rank; i++) {
+        const layout_t *c = &res->top[i].layout;
+        if (c->tp == l->tp && c->pp == l->pp && c->mbs == l->mbs && c->vpp == l->vpp) rank = i + 1;
+    }
+    const plan_candidate *w = &res->top[0];
+    if (rank) fprintf(out, " rank %d of the top 5 |", rank);
+    else fprintf(out, " not in the top 5 (%.1f%% slower than the winner) |", 100.0 * (e->step_s / w->step_s - 1.0));
+    fprintf(out, " TP %lld PP %lld DP %lld VPP %lld mbs %lld %s ZeRO %d%s, %.1f%% MFU |", (long long)w->layout.tp,
+            (long long)w->layout.pp, (long long)w->layout.dp, (long long)w->layout.vpp, (long long)w->layout.mbs,
+            recompute_name(w->layout.recompute), w->layout.zero, w->layout.sp ? " SP" : "", 100.0 * w->mfu);
+}
+
+static void layout_text(char *buf, size_t len, const layout_t *l)
+{
+    char vpp[32] = "";
+    if (l->vpp > 1) snprintf(vpp, sizeof vpp, " VPP %lld", (long long)l->vpp);
+    snprintf(buf, len, "TP %lld PP %lld DP %lld%s mbs %lld gbs %lld, %s, ZeRO %d%s, %s, %s", (long long)l->tp,
+             (long long)l->pp, (long long)l->dp, vpp, (long long)l->mbs, (long long)l->gbs,
+             precision_name(l->precision), l->zero, l->sp ? ", SP" : "", recompute_name(l->recompute),
+             attention_name(l->attention));
+}
+
+static void print_row_table(FILE *out, const published_row *row, const estimate_t *e, int estimated, double predicted,
+                            double error, int with_plan, plan_request *req, plan_result *res)
+{
+    char layout[256] = "";
+    if (estimated) layout_text(layout, sizeof layout, &row->layout);
+    fprintf(out, "| %s | %d | ", row->case_name, row->line);
+    md_text(out, row->model.name);
+    fprintf(out, " | %s %lld | %s | %s %.4g |", row->gpu ? row->gpu->name : "?", (long long)row->layout.gpus, layout,
+            published_metric_name(row->metric), row->value);
+    if (!estimated) {
+        fprintf(out, " not estimated | | ");
+        md_text(out, row->skip_class[0] ? row->skip_detail : "");
+        fprintf(out, " |%s\n", with_plan ? " | |" : "");
+        return;
+    }
+    fprintf(out, " %.4g%s | %+.1f%% | %s |", predicted, e->fits ? "" : " (does not fit)", 100.0 * error,
+            published_convention(row));
+    if (with_plan) plan_column(out, row, e, req, res);
+    fputc('\n', out);
+}
+
+static void print_row_json(FILE *out, const published_row *row, const estimate_t *e, int estimated, double predicted,
+                           double error, int first)
+{
+    fprintf(out, "%s    {\"case\": \"", first ? "" : ",\n");
+    json_text(out, row->case_name);
+    fprintf(out, "\", \"line\": %d, \"source_group\": \"", row->line);
+    json_text(out, row->group);
+    fprintf(out, "\", \"model\": \"");
+    json_text(out, row->model.name);
+    fprintf(out, "\", \"gpu\": \"%s\", \"metric\": \"%s\", \"published\": %.6g, \"estimated\": %s",
+            row->gpu ? row->gpu->name : "", published_metric_name(row->metric), row->value, estimated ? "true" : "false");
+    if (estimated) {
+        const layout_t *l = &row->layout;
+        fprintf(out, ", \"predicted\": %.6g, \"signed_err\": %.6f, \"convention\": \"%s\", \"fits\": %s, \"step_s\": %.6g, "
+                "\"layout\": {\"gpus\": %lld, \"tp\": %lld, \"pp\": %lld, \"dp\": %lld, \"vpp\": %lld, \"mbs\": %lld, "
+                "\"gbs\": %lld, \"seq\": %lld, \"zero\": %d, \"sp\": %d, \"recompute\": \"%s\", \"attention\": \"%s\", "
+                "\"precision\": \"%s\"}",
+                predicted, error, published_convention(row), e->fits ? "true" : "false", e->step_s, (long long)l->gpus,
+                (long long)l->tp, (long long)l->pp, (long long)l->dp, (long long)l->vpp, (long long)l->mbs,
+                (long long)l->gbs, (long long)l->seq, l->zero, l->sp, recompute_name(l->recompute),
+                attention_name(l->attention), precision_name(l->precision));
+    } else {
+        fprintf(out, ", \"reason\": \"");
+        json_text(out, row->skip_class);
+        fprintf(out, "\", \"detail\": \"");
+        json_text(out, row->skip_detail);
+        fputc('"', out);
+    }
+    fputc('}', out);
+}
+
+static void print_totals_table(FILE *out, const published_totals *s)
+{
+    fprintf(out, "\n| source group | rows | estimated | mean abs error | mean signed error |\n|---|---|---|---|---|\n");
+    for (int i = 0; i < s->ngroups; i++) {
+        const group_stats *g = &s->group[i];
+        fprintf(out, "| ");
+        md_text(out, g->name);
+        if (g->estimated)
+            fprintf(out, " | %d | %d | %.1f%% | %+.1f%% |\n", g->rows, g->estimated, 100.0 * g->sum_abs / g->estimated,
+                    100.0 * g->sum_signed / g->estimated);
+        else
+            fprintf(out, " | %d | 0 | | |\n", g->rows);
+    }
+    if (s->nreasons) {
+        fprintf(out, "\n| not estimable | rows |\n|---|---|\n");
+        for (int i = 0; i < s->nreasons; i++) fprintf(out, "| %s | %d |\n", s->reason[i].reason, s->reason[i].count);
+    }
+    fprintf(out, "\n%d of %d rows estimated", s->estimated, s->rows);
+    if (s->estimated)
+        fprintf(out, ": mean absolute error %.1f%%, mean signed error %+.1f%% (positive: sextant too optimistic)",
+                100.0 * s->sum_abs / s->estimated, 100.0 * s->sum_signed / s->estimated);
+    fprintf(out, ".\n");
+}
+
+static void print_totals_json(FILE *out, const published_totals *s)
+{
+    double n = s->estimated ? (double)s->estimated : 1.0;
+    fprintf(out, "\n  ],\n  \"rows_total\": %d,\n  \"rows_estimated\": %d,\n  \"mean_abs_err\": %.6f,\n"
+            "  \"mean_signed_err\": %.6f,\n  \"not_estimable\": {", s->rows, s->estimated, s->sum_abs / n, s->sum_signed / n);
+    for (int i = 0; i < s->nreasons; i++)
+        fprintf(out, "%s\"%s\": %d", i ? ", " : "", s->reason[i].reason, s->reason[i].count);
+    fprintf(out, "},\n  \"groups\": [");
+    for (int i = 0; i < s->ngroups; i++) {
+        const group_stats *g = &s->group[i];
+        double k = g->estimated ? (double)g->estimated : 1.0;
+        fprintf(out, "%s\n    {\"source_group\": \"", i ? "," : "");
+        json_text(out, g->name);
+        fprintf(out, "\", \"rows\": %d, \"rows_estimated\": %d, \"mean_abs_err\": %.6f, \"mean_signed_err\": %.6f}",
+                g->rows, g->estimated, g->sum_abs / k, g->sum_signed / k);
+    }
+    fprintf(out, "\n  ]\n}\n");
+}
+
+int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char *runs_path, format_t format,
                      int with_plan, char *err, size_t errlen)
 {
     csv_table t;
@@ -80,99 +217,64 @@ int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const mode
     estimate_t *e = malloc(sizeof *e);
     plan_request *req = calloc(1, sizeof *req);
     plan_result *res = calloc(1, sizeof *res);
-    if (!e || !req || !res) {
-        free(e); free(req); free(res);
-        csv_table_free(&t);
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
+    published_totals *s = calloc(1, sizeof *s);
+    published_row *row = malloc(sizeof *row);
     int status = 0;
-    double sum_abs = 0.0;
-    int compared = 0;
-    fprintf(out, "| run | model | GPUs | TP | PP | DP | published | predicted | error | convention | plan: published layout | plan: sextant's best |\n");
-    fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (int r = 0; r < t.nrows && !status; r++) {
-        published_run p;
-        if ((status = read_run(&t, r, &p, err, errlen))) break;
-        const model_t *m = model_zoo_find(zoo, p.model);
-        if (!m && extra) m = model_zoo_find(extra, p.model);
-        const hw_gpu *g = hwdb_find_gpu(db, p.gpu);
-        if (!m || !g) {
-            snprintf(err, errlen, "%s:%d:%s: unknown %s '%s'", runs_path, t.line[r], m ? "gpu" : "model",
-                     m ? "GPU" : "model", m ? p.gpu : p.model);
-            status = -1;
-            break;
-        }
-        const hw_node *node = hwdb_find_node(db, g->node);
-        fprintf(out, "| %s | %s | %lld | %lld | %lld | %lld | %.4g %s |", p.run, p.model, (long long)p.gpus, (long long)p.tp,
-                (long long)p.pp, (long long)p.dp, p.measured, p.unit);
-        if (p.cp > 1) {
-            fprintf(out, " not estimated | | | context parallelism (cp=%lld) is not modelled | |\n", (long long)p.cp);
-            continue;
-        }
-        layout_t l = {0};
-        l.gpus = p.gpus; l.tp = p.tp; l.pp = p.pp; l.dp = p.dp;
-        l.vpp = p.vpp ? p.vpp : 1;
-        l.mbs = p.mbs ? p.mbs : 1;
-        l.gbs = p.gbs; l.seq = p.seq;
-        l.gpus_per_node = node->gpus_per_node;
-        l.recompute = parse_recompute(p.recompute);
-        l.sp = p.sp; l.zero = p.zero;
-        l.precision = g->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
-        /* the attention kernels of the run's day: flash-style only from mid-2022 */
-        l.attention = strcasecmp(p.attention, "unfused") ? ATTENTION_FLASH : ATTENTION_UNFUSED;
-        job_t job = {1e12, g->cloud_usd_per_gpu_hour};
-        char why[512];
-        if (estimate_layout(m, g, node, &l, &job, e, why, sizeof why) != 0) {
-            fprintf(out, " not estimated | | | %s | |\n", why);
-            continue;
-        }
-        const char *convention;
-        double predicted = predicted_in_unit(&p, e, &convention);
-        double error = (predicted - p.measured) / p.measured;
-        sum_abs += fabs(error);
-        compared++;
-        double published_time = e->step_s;
-        fprintf(out, " %.4g%s | %+.1f%% | %s |", predicted, e->fits ? "" : " (does not fit)", 100.0 * error, convention);
-        if (!with_plan) {
-            fprintf(out, " | |\n");
-            continue;
-        }
-        memset(req, 0, sizeof *req);
-        req->model = m;
-        req->gpu[0] = g;
-        req->node[0] = node;
-        req->ngpu_types = 1;
-        req->gpu_counts[0] = p.gpus;
-        req->ncounts = 1;
-        req->seq = p.seq;
-        req->gbs = p.gbs;
-        req->tokens = 1e12;
-        req->objective = OBJECTIVE_TIME;
-        req->top = 5;
-        req->max_zero = 3;
-        req->precision = l.precision;
-        if (plan_search(req, res, 0, why, sizeof why) != 0 || res->ntop == 0) {
-            fprintf(out, " no feasible plan | |\n");
-            continue;
-        }
-        int rank = 0;
-        for (int i = 0; i < res->ntop && !rank; i++) {
-            const layout_t *c = &res->top[i].layout;
-            if (c->tp == l.tp && c->pp == l.pp && c->mbs == l.mbs && c->vpp == l.vpp) rank = i + 1;
-        }
-        const plan_candidate *w = &res->top[0];
-        if (rank) fprintf(out, " rank %d of the top 5 |", rank);
-        else fprintf(out, " not in the top 5 (%.1f%% slower than the winner) |", 100.0 * (published_time / w->step_s - 1.0));
-        fprintf(out, " TP %lld PP %lld DP %lld VPP %lld mbs %lld %s ZeRO %d%s, %.1f%% MFU |\n", (long long)w->layout.tp,
-                (long long)w->layout.pp, (long long)w->layout.dp, (long long)w->layout.vpp, (long long)w->layout.mbs,
-                recompute_name(w->layout.recompute), w->layout.zero, w->layout.sp ? " SP" : "", 100.0 * w->mfu);
+    if (!e || !req || !res || !s || !row) {
+        snprintf(err, errlen, "out of memory");
+        status = -1;
     }
-    if (!status && compared)
-        fprintf(out, "\nMean absolute error over %d estimated runs: %.1f%%.\n", compared, 100.0 * sum_abs / compared);
+    int json = format == FORMAT_JSON;
+    if (!status && json) {
+        fprintf(out, "{\n  \"runs\": \"");
+        json_text(out, runs_path);
+        fprintf(out, "\",\n  \"rows\": [\n");
+    } else if (!status) {
+        fprintf(out, "| case | line | model | GPUs | layout as estimated | published | predicted | error | convention |%s\n",
+                with_plan ? " plan: published layout | plan: sextant's best |" : "");
+        fprintf(out, "|---|---|---|---|---|---|---|---|---|%s\n", with_plan ? "---|---|" : "");
+    }
+    for (int r = 0; r < t.nrows && !status; r++) {
+        if ((status = published_row_read(&t, r, db, zoo, row, err, errlen))) break;
+        int estimated = 0;
+        double predicted = 0.0, error = 0.0;
+        char why[512];
+        if (!row->skip_class[0]) {
+            job_t job = {1e12, row->gpu->cloud_usd_per_gpu_hour};
+            if (estimate_layout(&row->model, row->gpu, row->node, &row->layout, &job, e, why, sizeof why) != 0) {
+                snprintf(row->skip_class, sizeof row->skip_class, "layout refused by the estimate");
+                snprintf(row->skip_detail, sizeof row->skip_detail, "%s", why);
+            } else {
+                predicted = published_predicted(row, e);
+                error = published_signed_error(row, predicted);
+                estimated = 1;
+            }
+        }
+        group_stats *g = group_of(s, row->group);
+        g->rows++;
+        s->rows++;
+        if (estimated) {
+            g->estimated++;
+            g->sum_abs += fabs(error);
+            g->sum_signed += error;
+            s->estimated++;
+            s->sum_abs += fabs(error);
+            s->sum_signed += error;
+        } else {
+            count_reason(s, row->skip_class);
+        }
+        if (json) print_row_json(out, row, e, estimated, predicted, error, r == 0);
+        else print_row_table(out, row, e, estimated, predicted, error, with_plan, req, res);
+    }
+    if (!status) {
+        if (json) print_totals_json(out, s);
+        else print_totals_table(out, s);
+    }
     free(e);
     free(req);
     free(res);
+    free(s);
+    free(row);
     csv_table_free(&t);
     return status;
 }

@@ -1,0 +1,353 @@
+/* One row of a published-runs CSV (data/published/README.md's format) read
+ * into what the estimate needs: the model's shape, the layout, the GPU, the
+ * metric and the peak its MFU divides by.  The free-text columns (GPU,
+ * precision, recomputation, ZeRO/FSDP, framework) are read by the rules of
+ * docs/model.md, "Published runs"; a row that cannot be estimated says why in
+ * skip_class (the reason's kind, counted) and skip_detail (this row's). */
+#include "planner.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const metric_names[METRIC_COUNT] = {
+    "mfu", "tflops_per_gpu_hw", "tflops_per_gpu_model", "tokens_per_s_per_gpu", "s_per_iter", "samples_per_s",
+    "gpu_hours",
+};
+
+const char *published_metric_name(published_metric_t m) { return m < METRIC_COUNT ? metric_names[m] : "?"; }
+
+static void skip(published_row *row, const char *class, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void skip(published_row *row, const char *class, const char *fmt, ...)
+{
+    if (row->skip_class[0]) return;   /* the first reason found is the row's */
+    snprintf(row->skip_class, sizeof row->skip_class, "%s", class);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(row->skip_detail, sizeof row->skip_detail, fmt, ap);
+    va_end(ap);
+}
+
+/* Case-insensitive substring test. */
+static int has(const char *text, const char *word) { return text && strcasestr(text, word) != NULL; }
+
+/* An optional integer cell: empty gives `fallback`; text that is not a plain
+ * integer in [min, max] marks the row not estimable (the shared data holds
+ * cells such as "MLA" or "15360 (after ramp from 3072)").  Returns 1 when the
+ * cell was empty, 0 when read, -1 when the row was marked. */
+static int optional_int(const csv_table *t, int r, const char *column, int64_t fallback, int64_t min, int64_t max,
+                        int64_t *out, published_row *row)
+{
+    const char *text = csv_table_cell(t, r, column);
+    *out = fallback;
+    if (!text || !*text) return 1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (end == text || *end || errno == ERANGE || v < min || v > max) {
+        skip(row, "a field is not a plain number", "%s is '%.40s'", column, text);
+        return -1;
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* "8B", "1.7B", "125m", "1T", "671B/37B act" (total first) or a plain count; 0 when absent or unreadable. */
+static double parse_params(const char *text)
+{
+    if (!text || !*text) return 0.0;
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || !(v > 0.0)) return 0.0;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': return v * 1e3;
+    case 'M': return v * 1e6;
+    case 'B': return v * 1e9;
+    case 'T': return v * 1e12;
+    default: return *end ? 0.0 : v;
+    }
+}
+
+/* The hwdb row a published GPU description names: the first rule that
+ * matches, most specific first.  NULL when none does. */
+static const char *gpu_row_name(const char *text)
+{
+    static const struct { const char *word, *also, *name; } rules[] = {
+        {"h100", "pcie", "h100-pcie"},  {"h100", NULL, "h100-sxm"},       {"h800", NULL, "h800"},
+        {"h200", NULL, "h200"},         {"b200", NULL, "b200"},           {"a100", "40gb", "a100-sxm4-40gb"},
+        {"a100", NULL, "a100-sxm4-80gb"}, {"v100", "16gb", "v100-sxm2-16gb"}, {"v100", NULL, "v100-sxm2-32gb"},
+        {"l40s", NULL, "l40s"},         {"a6000", NULL, "a6000"},         {"4090", NULL, "rtx4090"},
+        {"3090", NULL, "rtx3090ti"},
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (has(text, rules[i].word) && (!rules[i].also || has(text, rules[i].also))) return rules[i].name;
+    return NULL;
+}
+
+/* Runs from frameworks of 2021-2022 (Megatron-LM of SC'21, Megatron-DeepSpeed, metaseq) had neither a
+ * flash-style attention kernel nor, before Korthikanti et al., sequence parallelism, and trained with
+ * dropout; later frameworks (Megatron-Core, NeMo, torchtitan, Composer, Meta's) have all three defaults
+ * the other way (docs/model.md, "Published runs"). */
+static int framework_before_2023(const char *framework, const char *source)
+{
+    static const char *const older[] = {"(2021)", "Megatron-DeepSpeed", "metaseq", "SC'21", "Narayanan",
+                                        "Korthikanti", "OPT paper", "Smith et al", "bigscience"};
+    for (size_t i = 0; i < sizeof older / sizeof older[0]; i++)
+        if (has(framework, older[i]) || has(source, older[i])) return 1;
+    return 0;
+}
+
+static int read_metric(const char *text, published_metric_t *out)
+{
+    for (int i = 0; i < METRIC_COUNT; i++)
+        if (!strcasecmp(text, metric_names[i])) { *out = (published_metric_t)i; return 0; }
+    return -1;
+}
+
+/* The source's group: its repository (owner/name) or, for a paper, the text before its first '(' or ','. */
+static void source_group(const char *source, char *out, size_t outlen)
+{
+    size_t n = strcspn(source, " ");
+    if (memchr(source, '/', n) && n < outlen) {
+        memcpy(out, source, n);
+        out[n] = '\0';
+        return;
+    }
+    n = strcspn(source, "(,;");
+    const char *arxiv = strstr(source, " arXiv");
+    if (arxiv && (size_t)(arxiv - source) < n) n = (size_t)(arxiv - source);
+    while (n > 0 && source[n - 1] == ' ') n--;
+    if (n >= outlen) n = outlen - 1;
+    memcpy(out, source, n);
+    out[n] = '\0';
+}
+
+/* A name's letters and digits, lower case: "GPT-3 175B", "GPT3-175B" and the zoo's "gpt3-175b" agree. */
+static void name_key(const char *name, char *out, size_t outlen)
+{
+    size_t j = 0;
+    for (size_t i = 0; name[i] && name[i] != '(' && j + 1 < outlen; i++)
+        if (isalnum((unsigned char)name[i])) out[j++] = (char)tolower((unsigned char)name[i]);
+    out[j] = '\0';
+}
+
+/* The zoo model a published name spells, to borrow the fields a row leaves empty; NULL when none. */
+static const model_t *zoo_model_named(const model_zoo *zoo, const char *name)
+{
+    char key[64], zoo_key[64];
+    name_key(name, key, sizeof key);
+    for (int i = 0; zoo && key[0] && i < zoo->count; i++) {
+        name_key(zoo->models[i].name, zoo_key, sizeof zoo_key);
+        if (!strcmp(key, zoo_key)) return &zoo->models[i];
+    }
+    return NULL;
+}
+
+/* The FFN's kind: the one whose parameter count comes nearer the published one; without a count,
+ * gated for the LLaMA-style families (docs/model.md, "Published runs"). */
+static ffn_kind_t ffn_kind_of(model_t *m, double params_published)
+{
+    if (params_published > 0.0) {
+        model_t gated = *m, plain = *m;
+        gated.ffn_kind = FFN_SWIGLU;
+        plain.ffn_kind = FFN_GELU;
+        double eg = fabs(model_params_total(&gated) - params_published);
+        double ep = fabs(model_params_total(&plain) - params_published);
+        return eg < ep ? FFN_SWIGLU : FFN_GELU;
+    }
+    static const char *const gated_families[] = {"llama", "mistral", "mixtral", "qwen", "gemma", "deepseek", "grok"};
+    for (size_t i = 0; i < sizeof gated_families / sizeof gated_families[0]; i++)
+        if (has(m->name, gated_families[i])) return FFN_SWIGLU;
+    return FFN_GELU;
+}
+
+/* The architecture: the row's own fields, each empty one from the zoo model of the same name when there
+ * is one.  Marks the row when a field the estimate needs is missing. */
+static void read_model(const csv_table *t, int r, const model_zoo *zoo, published_row *row)
+{
+    model_t *m = &row->model;
+    const char *text = csv_table_cell(t, r, "model");
+    snprintf(m->name, sizeof m->name, "%s", text ? text : "");
+    const model_t *known = zoo_model_named(zoo, m->name);
+    int64_t layers, hidden, heads, kv, ffn, vocab, seq;
+    optional_int(t, r, "layers", known ? known->layers : 0, 1, 100000, &layers, row);
+    optional_int(t, r, "hidden", known ? known->hidden : 0, 1, 1000000, &hidden, row);
+    optional_int(t, r, "heads", known ? known->heads : 0, 1, 100000, &heads, row);
+    optional_int(t, r, "kv_heads", known ? known->kv_heads : heads, 1, 100000, &kv, row);
+    optional_int(t, r, "ffn", known ? known->ffn : 4 * hidden, 1, 16000000, &ffn, row);
+    optional_int(t, r, "vocab", known ? known->vocab : 0, 1, 100000000, &vocab, row);
+    optional_int(t, r, "seq", 0, 1, 100000000, &seq, row);
+    if (!layers) skip(row, "architecture not published", "no layers");
+    else if (!hidden || !heads) skip(row, "architecture not published", "no hidden size or heads");
+    else if (!vocab) skip(row, "architecture not published", "no vocabulary");
+    else if (!seq) skip(row, "architecture not published", "no sequence length");
+    if (row->skip_class[0]) return;
+    snprintf(m->family, sizeof m->family, "%s", known ? known->family : "published");
+    m->layers = layers;
+    m->hidden = hidden;
+    m->heads = heads;
+    m->kv_heads = kv;
+    m->head_dim = known && known->hidden == hidden && known->heads == heads ? known->head_dim : hidden / heads;
+    m->ffn = ffn;
+    m->vocab = vocab;
+    m->seq = m->max_positions = seq;
+    m->experts = m->top_k = 1;
+    double published = parse_params(csv_table_cell(t, r, "params"));
+    m->params_published = m->active_params_published = published;
+    if (known) {
+        m->ffn_kind = known->ffn_kind;
+        m->position = known->position == POS_LEARNED ? POS_ROPE : known->position; /* no table to outgrow */
+        m->tied_embeddings = known->tied_embeddings;
+        m->norm = known->norm;
+        m->bias = known->bias;
+    } else {
+        m->ffn_kind = ffn_kind_of(m, published);
+        /* the LLaMA recipe with a gated FFN, the GPT recipe without */
+        int gated = m->ffn_kind == FFN_SWIGLU;
+        m->position = POS_ROPE;
+        m->tied_embeddings = !gated;
+        m->norm = gated ? NORM_RMSNORM : NORM_LAYERNORM;
+        m->bias = !gated;
+    }
+    if (m->heads % m->kv_heads) skip(row, "architecture not published", "kv_heads %lld do not divide heads %lld",
+                                     (long long)m->kv_heads, (long long)m->heads);
+}
+
+static void read_layout(const csv_table *t, int r, published_row *row)
+{
+    layout_t *l = &row->layout;
+    int64_t gpus, per_node, tp, pp, vpp, cp, ep, dp, mbs, gbs;
+    optional_int(t, r, "gpus", 0, 1, 100000000, &gpus, row);
+    optional_int(t, r, "gpus_per_node", row->node ? row->node->gpus_per_node : 8, 1, 1024, &per_node, row);
+    optional_int(t, r, "tp", 0, 1, 100000, &tp, row);
+    optional_int(t, r, "pp", 0, 1, 100000, &pp, row);
+    optional_int(t, r, "vpp", 1, 1, 1000, &vpp, row);
+    optional_int(t, r, "cp", 1, 1, 100000, &cp, row);
+    optional_int(t, r, "ep", 1, 1, 100000, &ep, row);
+    optional_int(t, r, "dp", 0, 1, 100000000, &dp, row);
+    optional_int(t, r, "mbs", 1, 1, 1000000, &mbs, row);
+    optional_int(t, r, "gbs", 0, 1, 1000000000, &gbs, row);
+    row->cp = cp;
+    row->ep = ep;
+    if (row->skip_class[0]) return;
+    if (!gpus || !tp || !pp) { skip(row, "layout not published", "no GPU count, TP or PP"); return; }
+    if (!gbs) { skip(row, "layout not published", "no global batch"); return; }
+    if (!dp) dp = gpus / (tp * pp * cp);
+    if (ep > 1 || has(row->model.name, "moe") || has(row->model.name, "expert")) {
+        skip(row, "mixture of experts", "expert parallelism (ep %lld) is not modelled", (long long)ep);
+        return;
+    }
+    if (cp > 1) { skip(row, "context parallelism", "context parallelism (cp %lld) is not modelled", (long long)cp); return; }
+    l->gpus = gpus;
+    l->gpus_per_node = per_node;
+    l->tp = tp;
+    l->pp = pp;
+    l->dp = dp;
+    l->vpp = vpp;
+    l->mbs = mbs;
+    l->gbs = gbs;
+    l->seq = row->model.seq;
+}
+
+/* Precision, recomputation, ZeRO stage, attention kernel and sequence parallelism from the free text. */
+static void read_practice(const csv_table *t, int r, published_row *row)
+{
+    const char *precision = csv_table_cell(t, r, "precision"), *recompute = csv_table_cell(t, r, "recompute");
+    const char *zero = csv_table_cell(t, r, "zero_or_fsdp"), *framework = csv_table_cell(t, r, "framework");
+    const char *notes = csv_table_cell(t, r, "notes");
+    layout_t *l = &row->layout;
+    int older = framework_before_2023(framework, row->source);
+    if (has(precision, "fp8")) l->precision = PREC_FP8;
+    else if (has(precision, "bf16")) l->precision = PREC_BF16;
+    else if (has(precision, "fp16")) l->precision = PREC_FP16;
+    else l->precision = PREC_BF16;
+    if (row->gpu && row->gpu->peak_flops[l->precision] <= 0.0) l->precision = PREC_FP16;
+    /* MFU divides by the peak of the run's precision unless the source says FP8 runs are measured
+     * against the 16-bit peak; NVIDIA's DGX Cloud tables say FP8 MFU is against the FP8 peak */
+    row->mfu_peak = l->precision == PREC_FP8 && !has(notes, "fp8 peak") ? PREC_BF16 : l->precision;
+    if (!recompute || !*recompute || !strncasecmp(recompute, "none", 4)) l->recompute = RECOMPUTE_NONE;
+    else if (has(recompute, "full")) l->recompute = RECOMPUTE_FULL;
+    else l->recompute = RECOMPUTE_SELECTIVE;   /* selective op/layer, partial */
+    if (has(zero, "zero-2") || has(zero, "not resharded") || has(zero, "shard_grad_op")) l->zero = 2;
+    else if (has(zero, "zero-3") || has(zero, "full shard") || has(zero, "full_shard") || has(zero, "fsdp")) l->zero = 3;
+    else if (has(zero, "zero-1") || has(zero, "distributed optimizer")) l->zero = 1;
+    else l->zero = 0;
+    l->attention = older ? ATTENTION_UNFUSED : ATTENTION_FLASH;
+    l->sp = l->tp > 1 && (!older || has(recompute, "sequence parallel"));
+    row->model.dropout = older;
+    row->older_framework = older;
+}
+
+int published_row_read(const csv_table *t, int r, const hwdb *db, const model_zoo *zoo, published_row *row,
+                       char *err, size_t errlen)
+{
+    memset(row, 0, sizeof *row);
+    row->line = t->line[r];
+    char metric[32];
+    if (csv_get_string(t, r, "case", 0, row->case_name, sizeof row->case_name, err, errlen) ||
+        csv_get_string(t, r, "source", 0, row->source, sizeof row->source, err, errlen) ||
+        csv_get_string(t, r, "gpu", 1, row->gpu_text, sizeof row->gpu_text, err, errlen) ||
+        csv_get_string(t, r, "metric", 0, metric, sizeof metric, err, errlen) ||
+        csv_get_double(t, r, "value", 1e-12, 1e15, &row->value, err, errlen))
+        return -1;
+    if (read_metric(metric, &row->metric) != 0) {
+        snprintf(err, errlen, "%s:%d:metric: '%s' is not one of mfu, tflops_per_gpu_hw, tflops_per_gpu_model, "
+                 "tokens_per_s_per_gpu, s_per_iter, samples_per_s, gpu_hours", t->path, t->line[r], metric);
+        return -1;
+    }
+    source_group(row->source, row->group, sizeof row->group);
+    const char *gpu_name = gpu_row_name(row->gpu_text);
+    row->gpu = gpu_name ? hwdb_find_gpu(db, gpu_name) : NULL;
+    row->node = row->gpu ? hwdb_find_node(db, row->gpu->node) : NULL;
+    read_model(t, r, zoo, row);
+    read_layout(t, r, row);
+    read_practice(t, r, row);
+    if (!row->gpu || !row->node) skip(row, "GPU not in the hardware database", "'%.60s'", row->gpu_text);
+    if (row->metric == METRIC_GPU_HOURS)
+        skip(row, "GPU-hours of a whole campaign", "the row's token count and phases are not one layout's step");
+    return 0;
+}
+
+/* Throughput in the row's metric from an estimate, in the source's FLOP convention. */
+double published_predicted(const published_row *row, const estimate_t *e)
+{
+    double gpus = (double)e->layout.gpus;
+    switch (row->metric) {
+    case METRIC_MFU: return e->model_flops_per_step / e->step_s / gpus / e->gpu->peak_flops[row->mfu_peak];
+    case METRIC_TFLOPS_HW: return e->hardware_flops_per_step / e->step_s / gpus / 1e12;
+    case METRIC_TFLOPS_MODEL: return e->model_flops_per_step / e->step_s / gpus / 1e12;
+    case METRIC_TOKENS_PER_S_PER_GPU: return e->tokens_per_s_per_gpu;
+    case METRIC_S_PER_ITER: return e->step_s;
+    case METRIC_SAMPLES_PER_S: return (double)e->layout.gbs / e->step_s;
+    case METRIC_GPU_HOURS: case METRIC_COUNT: break;
+    }
+    return 0.0;
+}
+
+/* Signed error as throughput: predicted over published minus one, inverted for the time metrics, so a
+ * positive error always means sextant is too optimistic. */
+double published_signed_error(const published_row *row, double predicted)
+{
+    if (row->metric == METRIC_S_PER_ITER || row->metric == METRIC_GPU_HOURS) return row->value / predicted - 1.0;
+    return predicted / row->value - 1.0;
+}
+
+const char *published_convention(const published_row *row)
+{
+    switch (row->metric) {
+    case METRIC_MFU:
+        return row->mfu_peak == PREC_FP8 ? "model FLOPs / FP8 peak"
+               : row->mfu_peak == PREC_FP16 ? "model FLOPs / fp16 peak" : "model FLOPs / bf16 peak";
+    case METRIC_TFLOPS_HW: return "hardware FLOPs (recomputation counted)";
+    case METRIC_TFLOPS_MODEL: return "model FLOPs";
+    case METRIC_TOKENS_PER_S_PER_GPU: return "tokens";
+    case METRIC_S_PER_ITER: return "seconds per step";
+    case METRIC_SAMPLES_PER_S: return "sequences";
+    case METRIC_GPU_HOURS: case METRIC_COUNT: break;
+    }
+    return "GPU-hours";
+}
