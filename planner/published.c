@@ -148,7 +148,7 @@ static void print_row_json(FILE *out, const published_row *row, const estimate_t
             row->gpu ? row->gpu->name : "", published_metric_name(row->metric), row->value, estimated ? "true" : "false");
     if (estimated) {
         const layout_t *l = &row->layout;
-        fprintf(out, ", \"predicted\": %.6g, \"signed_err\": %.6f, \"convention\": \"%s\", \"fits\": %s, \"step_s\": %.6g, "
+        fprintf(out, ", \"predicted\": %.9g, \"signed_err\": %.9g, \"convention\": \"%s\", \"fits\": %s, \"step_s\": %.6g, "
                 "\"layout\": {\"gpus\": %lld, \"tp\": %lld, \"pp\": %lld, \"dp\": %lld, \"vpp\": %lld, \"mbs\": %lld, "
                 "\"gbs\": %lld, \"seq\": %lld, \"zero\": %d, \"sp\": %d, \"recompute\": \"%s\", \"attention\": \"%s\", "
                 "\"precision\": \"%s\"}",
@@ -193,8 +193,8 @@ static void print_totals_table(FILE *out, const published_totals *s)
 static void print_totals_json(FILE *out, const published_totals *s)
 {
     double n = s->estimated ? (double)s->estimated : 1.0;
-    fprintf(out, "\n  ],\n  \"rows_total\": %d,\n  \"rows_estimated\": %d,\n  \"mean_abs_err\": %.6f,\n"
-            "  \"mean_signed_err\": %.6f,\n  \"not_estimable\": {", s->rows, s->estimated, s->sum_abs / n, s->sum_signed / n);
+    fprintf(out, "\n  ],\n  \"rows_total\": %d,\n  \"rows_estimated\": %d,\n  \"mean_abs_err\": %.9g,\n"
+            "  \"mean_signed_err\": %.9g,\n  \"not_estimable\": {", s->rows, s->estimated, s->sum_abs / n, s->sum_signed / n);
     for (int i = 0; i < s->nreasons; i++)
         fprintf(out, "%s\"%s\": %d", i ? ", " : "", s->reason[i].reason, s->reason[i].count);
     fprintf(out, "},\n  \"groups\": [");
@@ -243,7 +243,7 @@ int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char
             job_t job = {1e12, row->gpu->cloud_usd_per_gpu_hour};
             if (estimate_layout(&row->model, row->gpu, row->node, &row->layout, &job, e, why, sizeof why) != 0) {
                 snprintf(row->skip_class, sizeof row->skip_class, "layout refused by the estimate");
-                snprintf(row->skip_detail, sizeof row->skip_detail, "%s", why);
+                snprintf(row->skip_detail, sizeof row->skip_detail, "%.190s", why);
             } else {
                 predicted = published_predicted(row, e);
                 error = published_signed_error(row, predicted);

@@ -488,15 +488,139 @@ static void published_runs_regression(void **state)
     run_result r = run_sextant("published");
     expect_ok(&r);
     const char *runs[] = {"megatron-sc21-1.7b", "megatron-sc21-1t", "opt-175b-992gpu", "bloom-176b-384gpu",
-                          "llama-65b-2048gpu", "llama3-405b-8k-8192gpu", "Mean absolute error"};
+                          "llama-65b-2048gpu", "llama3-405b-8k-8192gpu", "rows estimated: mean absolute error",
+                          "plan: sextant's best"};
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) assert_non_null(strstr(r.out, runs[i]));
-    /* SC'21's 1T row: 163 TFLOP/s per GPU with recomputation; the estimate must land within 25% */
-    const char *row = strstr(r.out, "| megatron-sc21-1t |");
-    assert_non_null(row);
-    double published = 0, predicted = 0;
-    assert_int_equal(sscanf(row, "| megatron-sc21-1t | megatron-1t | 3072 | 8 | 64 | 6 | %lf tflops_per_gpu | %lf", &published, &predicted), 2);
-    assert_close(predicted, published, 0.25);
     run_free(&r);
+    /* SC'21's 1T row: 163 TFLOP/s per GPU with recomputation; the estimate must land within 25% */
+    r = run_sextant("published --format json");
+    expect_ok(&r);
+    cJSON *root = cJSON_Parse(r.out);
+    assert_non_null(root);
+    const cJSON *row = NULL;
+    cJSON_ArrayForEach(row, cJSON_GetObjectItem(root, "rows"))
+        if (!strcmp(cJSON_GetObjectItem(row, "case")->valuestring, "megatron-sc21-1t")) break;
+    assert_non_null(row);
+    assert_string_equal(cJSON_GetObjectItem(row, "convention")->valuestring, "hardware FLOPs (recomputation counted)");
+    assert_close(cJSON_GetObjectItem(row, "predicted")->valuedouble, 163.0, 0.25);
+    cJSON_Delete(root);
+    run_free(&r);
+}
+
+/* The shared file as it is: every row read, the summary the per-row records add up to, errors signed as
+ * throughput (time metrics inverted), the reasons counted. */
+static void published_shared_runs_json(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("published --runs %s/data/published/runs.csv --format json", SEXTANT_ROOT);
+    expect_ok(&r);
+    cJSON *root = cJSON_Parse(r.out);
+    assert_non_null(root);
+    assert_int_equal(cJSON_GetObjectItem(root, "rows_total")->valueint, 357);
+    int estimated = cJSON_GetObjectItem(root, "rows_estimated")->valueint;
+    assert_true(estimated >= 250);
+    double sum_abs = 0, sum_signed = 0;
+    int counted = 0, skipped = 0;
+    const cJSON *row;
+    cJSON_ArrayForEach(row, cJSON_GetObjectItem(root, "rows")) {
+        if (!cJSON_IsTrue(cJSON_GetObjectItem(row, "estimated"))) { skipped++; continue; }
+        double published = cJSON_GetObjectItem(row, "published")->valuedouble;
+        double predicted = cJSON_GetObjectItem(row, "predicted")->valuedouble;
+        double err = cJSON_GetObjectItem(row, "signed_err")->valuedouble;
+        int time_metric = !strcmp(cJSON_GetObjectItem(row, "metric")->valuestring, "s_per_iter");
+        assert_close(err, time_metric ? published / predicted - 1.0 : predicted / published - 1.0, 1e-4);
+        sum_abs += fabs(err);
+        sum_signed += err;
+        counted++;
+    }
+    assert_int_equal(counted, estimated);
+    assert_int_equal(counted + skipped, 357);
+    assert_close(cJSON_GetObjectItem(root, "mean_abs_err")->valuedouble, sum_abs / counted, 1e-4);
+    assert_close(cJSON_GetObjectItem(root, "mean_signed_err")->valuedouble, sum_signed / counted, 1e-3);
+    int reasons = 0;
+    const cJSON *reason;
+    cJSON_ArrayForEach(reason, cJSON_GetObjectItem(root, "not_estimable")) reasons += reason->valueint;
+    assert_int_equal(reasons, skipped);
+    cJSON_Delete(root);
+    run_free(&r);
+}
+
+/* The free-text columns read by their rules, the reasons a row is not estimated, and a malformed row refused. */
+static void published_row_rules(void **state)
+{
+    (void)state;
+    const char *header = "case,source,model,layers,hidden,heads,kv_heads,ffn,vocab,seq,params,gpu,gpus,gpus_per_node,tp,"
+                         "pp,vpp,cp,ep,dp,mbs,gbs,precision,recompute,zero_or_fsdp,framework,metric,value,notes\n";
+    char path[] = "/tmp/sextant-published-XXXXXX", text[4096];
+    snprintf(text, sizeof text, "%s"
+             "a,\"x/y README\",Llama 3 8B,32,4096,32,8,14336,128256,8192,8B,H100-SXM-80GB,16,8,1,1,,1,,16,2,64,fp8 (TE),,"
+             "distributed optimizer,NeMo,mfu,0.4,FP8 MFU is vs FP8 peak\n"
+             "b,\"x/y README\",GPT3-175B,,,,,,,2048,,H100 SXM,128,8,4,8,12,1,,4,1,256,bf16,,,NeMo,tokens_per_s_per_gpu,800,\n"
+             "c,\"Some et al. 2025 (arXiv 1)\",M,32,4096,32,MLA,14336,128256,8192,,H100,16,8,1,1,,1,,16,1,64,bf16,,,,mfu,0.4,\n"
+             "d,\"Some et al. 2025 (arXiv 1)\",M,32,4096,32,8,14336,128256,8192,,TPU v5p,16,8,1,1,,1,,16,1,64,bf16,,,,mfu,0.4,\n"
+             "e,\"Some et al. 2025 (arXiv 1)\",M,32,4096,32,8,14336,128256,8192,,A100,16,8,1,1,,2,,8,1,64,bf16,,,,mfu,0.4,\n"
+             "f,\"Some et al. 2021\",GPT,24,2048,16,,,51200,2048,1.3B,A100,16,8,2,1,,1,,8,1,64,fp16,full,none,Megatron-LM (2021),tflops_per_gpu_hw,100,\n",
+             header);
+    write_temp(path, text);
+    run_result r = run_sextant("published --runs %s --format json", path);
+    expect_ok(&r);
+    cJSON *root = cJSON_Parse(r.out);
+    assert_non_null(root);
+    const cJSON *rows = cJSON_GetObjectItem(root, "rows");
+    const cJSON *a = cJSON_GetArrayItem(rows, 0), *b = cJSON_GetArrayItem(rows, 1);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(a, "estimated")));
+    assert_string_equal(cJSON_GetObjectItem(a, "convention")->valuestring, "model FLOPs / FP8 peak");
+    const cJSON *la = cJSON_GetObjectItem(a, "layout");
+    assert_string_equal(cJSON_GetObjectItem(la, "precision")->valuestring, "fp8");
+    assert_int_equal(cJSON_GetObjectItem(la, "zero")->valueint, 1);
+    assert_string_equal(cJSON_GetObjectItem(la, "attention")->valuestring, "flash");
+    /* b: the shape from the zoo's gpt3-175b, TP 4 with sequence parallelism in a 2024 framework */
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(b, "estimated")));
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "layout"), "sp")->valueint, 1);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "layout"), "vpp")->valueint, 12);
+    const char *reasons[] = {"a field is not a plain number", "GPU not in the hardware database", "context parallelism"};
+    for (int i = 0; i < 3; i++)
+        assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 2 + i), "reason")->valuestring, reasons[i]);
+    /* f: a 2021 framework: unfused attention, no SP, full recomputation, fp16, hardware FLOPs */
+    const cJSON *lf = cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 5), "layout");
+    assert_string_equal(cJSON_GetObjectItem(lf, "attention")->valuestring, "unfused");
+    assert_int_equal(cJSON_GetObjectItem(lf, "sp")->valueint, 0);
+    assert_string_equal(cJSON_GetObjectItem(lf, "recompute")->valuestring, "full");
+    assert_string_equal(cJSON_GetObjectItem(lf, "precision")->valuestring, "fp16");
+    assert_int_equal(cJSON_GetObjectItem(root, "rows_estimated")->valueint, 3);
+    cJSON_Delete(root);
+    run_free(&r);
+    unlink(path);
+    /* a metric the format does not know: refused with file:line:field */
+    char bad[] = "/tmp/sextant-published-bad-XXXXXX";
+    snprintf(text, sizeof text, "%sa,s,M,32,4096,32,8,14336,128256,8192,,H100,16,8,1,1,,1,,16,1,64,bf16,,,,speed,1,\n", header);
+    write_temp(bad, text);
+    r = run_sextant("published --runs %s", bad);
+    assert_int_not_equal(r.status, 0);
+    assert_non_null(strstr(r.err, ":2:metric: 'speed'"));
+    run_free(&r);
+    unlink(bad);
+}
+
+/* docs/validation/published.md is what `make published` writes today. */
+static void published_md_is_current(void **state)
+{
+    (void)state;
+    char build[512], cmd[2048], out_path[] = "/tmp/sextant-published-md-XXXXXX";
+    snprintf(build, sizeof build, "%s", SEXTANT_BIN);
+    *strrchr(build, '/') = '\0';
+    int fd = mkstemp(out_path);
+    assert_true(fd >= 0);
+    close(fd);
+    snprintf(cmd, sizeof cmd, "cd %s && sh docs/validation/published.sh %s > %s", SEXTANT_ROOT, build, out_path);
+    assert_int_equal(system(cmd), 0);
+    char *fresh = slurp(out_path), *committed = slurp(SEXTANT_ROOT "/docs/validation/published.md");
+    if (strcmp(fresh, committed) != 0)
+        print_error("docs/validation/published.md is stale: run `make published` and commit it\n");
+    assert_string_equal(fresh, committed);
+    free(fresh);
+    free(committed);
+    unlink(out_path);
 }
 
 static void plan_command_line(void **state)
@@ -662,6 +786,9 @@ int main(void)
         cmocka_unit_test(model_config_imports),
         cmocka_unit_test(out_file_is_written_whole),
         cmocka_unit_test(published_runs_regression),
+        cmocka_unit_test(published_shared_runs_json),
+        cmocka_unit_test(published_row_rules),
+        cmocka_unit_test(published_md_is_current),
         cmocka_unit_test(plan_command_line),
         cmocka_unit_test(version_and_help),
         cmocka_unit_test(gpu_commands_skip_without_a_gpu),
