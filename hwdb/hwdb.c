@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <strings.h>
 
 #define GIB 1073741824.0
@@ -63,6 +64,7 @@ static const gpu_numeric_column gpu_overlay_only_columns[] = {
     {"nccl_busbw_inter_gbs", GPU_FIELD(measured_inter_bytes_per_s), GIGA, 0, 1e5},
     {"attention_fwd_efficiency", GPU_FIELD(attention_fwd_efficiency), 1, 0, 1},
     {"attention_bwd_efficiency", GPU_FIELD(attention_bwd_efficiency), 1, 0, 1},
+    {"fp8_gemm_relative_efficiency", GPU_FIELD(fp8_gemm_relative_efficiency), 1, 0.05, 2},
     {"membound_overhead_us", GPU_FIELD(membound_overhead_s), MICRO, 0, 1e3},
     {"power_cap_w", GPU_FIELD(power_cap_w), 1, 1, 1e5},
     {"clock_max_mhz", GPU_FIELD(clock_max_hz), 1e6, 100, 1e4},
@@ -184,6 +186,12 @@ int hwdb_load(const char *dir, hwdb *db, char *err, size_t errlen)
             hwdb_free(db);
             return -1;
         }
+    }
+    char priors[1100];
+    snprintf(priors, sizeof priors, "%s/priors.csv", dir);
+    if (access(priors, F_OK) == 0 && hwdb_apply_overlay(db, priors, err, errlen) != 0) {
+        hwdb_free(db);
+        return -1;
     }
     return 0;
 }

@@ -86,6 +86,8 @@ typedef struct {
     double attention_fwd_efficiency;  /* fused (flash) attention forward: fraction of the 16-bit peak it
                                          reaches on the FLOPs the planner executes; 0 until calibrated */
     double attention_bwd_efficiency;  /* the same for its backward; 0 until calibrated */
+    double fp8_gemm_relative_efficiency; /* an FP8 GEMM's achieved fraction of the FP8 peak over a 16-bit GEMM's
+                                            of the 16-bit peak (hwdb/priors.csv); 0: taken as 1 */
     double membound_overhead_s;       /* fixed GPU time of one memory-bound kernel (ramp-up and tail) beside
                                          its bytes / bandwidth; 0 until calibrated */
     /* The step's clock under the power cap (docs/model.md, "Clock under the power cap"): at clock
@@ -159,6 +161,9 @@ int hwdb_gpu_matches_device(const hw_gpu *g, const char *device_name, double dev
  * keys intra_gbs_per_dir and intra_latency_us (nodes.csv columns, written by
  * calibrate --comm), of that GPU's node. */
 int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen);
+/* hwdb_load applies DIR/priors.csv, when present, as an overlay before any other: per-GPU priors for what
+ * the datasheet does not give (attention kernels' efficiency, kernels' fixed costs, FP8 GEMMs' efficiency),
+ * each row with its source (docs/model.md, "Priors").  A measured overlay applied later replaces them. */
 /* Inter-node bandwidth available to one GPU, per direction: the node's NICs
  * shared by its GPUs. */
 double hw_node_inter_bytes_per_s_per_gpu(const hw_node *node);

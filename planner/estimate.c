@@ -214,8 +214,18 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
                               : 0.0;
         if (measured > 0.0 && op->batch <= 1) return with_power(op, gpu, measured, clock_bound, gpu->energy_gemm_j_per_flop);
         double rate = gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->flops);
+        double cast_s = 0.0;
+        if (matrix == PREC_FP8) {
+            /* FP8 GEMMs reach a smaller share of their peak, and their 16-bit operands are
+             * quantized first, one memory-bound pass each (docs/model.md, "FP8 GEMMs") */
+            if (gpu->fp8_gemm_relative_efficiency > 0.0) rate *= gpu->fp8_gemm_relative_efficiency;
+            double cast = fp8_cast_bytes((double)op->m, (double)op->n, (double)op->k, op->pass == PASS_BWD,
+                                         strstr(op->name, "wgrad") != NULL);
+            if (cast > 0.0) cast_s = membound_s(gpu, cast);
+        }
         if (op->flops / rate < op->bytes / membw) clock_bound = 0.0;
-        return with_power(op, gpu, roofline_s(op->flops, rate, op->bytes, membw), clock_bound,
+        double seconds = roofline_s(op->flops, rate, op->bytes, membw);
+        return with_power(op, gpu, seconds + cast_s, seconds > 0.0 ? clock_bound * seconds / (seconds + cast_s) : 0.0,
                           gpu->energy_gemm_j_per_flop);
     }
     case OP_ATTENTION:

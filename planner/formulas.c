@@ -233,3 +233,15 @@ int unfused_attention_kernels(double s, double d, double elem_bytes, double mask
     flops[4] = gemm; bytes[4] = scores + 2.0 * tile;                     /* dK = dS^T Q */
     return 5;
 }
+
+/* Bytes an FP8 GEMM (m x k)(k x n) moves to quantize its 16-bit operands first: each element read at 2
+ * bytes and written twice at 1, plain and transposed (the backward needs both layouts; the amax rides
+ * along), 4 bytes in all.  Forward: the activation (m x k) and the weight (k x n), cast once per
+ * micro-batch.  Data gradient: the output gradient (its m x k).  Weight gradient: nothing, its operands
+ * are the transposed copies the other two casts wrote (docs/model.md, "FP8 GEMMs"). */
+double fp8_cast_bytes(double m, double n, double k, int backward, int weight_gradient)
+{
+    if (weight_gradient) return 0.0;
+    if (backward) return 4.0 * m * k;
+    return 4.0 * (m * k + k * n);
+}
