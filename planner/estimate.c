@@ -513,6 +513,8 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
     mem->stage = s->stage;
     mem->params = s->params;
     mem->weights = s->params * weight_bytes / (l->zero >= 3 ? dp : 1.0);
+    if (l->zero >= 3 && l->dp > 1 && s->layers > 0)
+        mem->weights += zero3_gathered_bytes(model_layer_params(m) / (double)l->tp, weight_bytes, grad_bytes);
     mem->gradients = s->params * grad_bytes / (l->zero >= 2 ? dp : 1.0);
     mem->optimizer = s->params * optimizer_bytes / (l->zero >= 1 ? dp : 1.0);
     int64_t m_micro = l->gbs / (l->mbs * l->dp);
@@ -595,8 +597,12 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
     double stage_mb_s[2], stage_dp_s[2];
     for (int i = 0; i < 2; i++) {
         const stage_cost *c = &s[i].cost;
-        double z3 = exposed(c->dp.zero3_fwd, c->body.compute_fwd, 0.0) +
-                    exposed(c->dp.zero3_bwd, c->body.compute_bwd, 0.0);
+        /* ZeRO-3/FSDP gathers and reduces one layer (one wrapped unit) at a time, prefetching the
+         * next: the first layer's gather waits with nothing to hide behind, and so does the last
+         * layer's reduce-scatter (docs/model.md, "ZeRO-3 and FSDP") */
+        double unit = s[i].layers > 0 ? 1.0 / (double)s[i].layers : 1.0;
+        double z3 = exposed(c->dp.zero3_fwd, c->body.compute_fwd, unit) +
+                    exposed(c->dp.zero3_bwd, c->body.compute_bwd, unit);
         stage_mb_s[i] = c->body.compute_fwd + c->body.compute_bwd + c->body.tp + c->pipeline.pp + z3;
         stage_dp_s[i] = exposed(c->dp.dp_bwd, c->body.compute_bwd, c->dp.dp_bucket_fraction) +
                         exposed(c->dp.dp_fwd, c->body.compute_fwd, c->dp.dp_bucket_fraction) +

@@ -245,3 +245,11 @@ double fp8_cast_bytes(double m, double n, double k, int backward, int weight_gra
     if (backward) return 4.0 * m * k;
     return 4.0 * (m * k + k * n);
 }
+
+/* What ZeRO-3/FSDP holds beyond its shards while it runs a layer: that layer's parameters gathered whole,
+ * the next layer's arriving (the prefetch), and the layer's whole gradient before its reduce-scatter
+ * (docs/model.md, "ZeRO-3 and FSDP"). */
+double zero3_gathered_bytes(double layer_params, double weight_bytes, double grad_bytes)
+{
+    return layer_params * (2.0 * weight_bytes + grad_bytes);
+}

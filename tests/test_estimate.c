@@ -136,8 +136,29 @@ static void zero_stages_shard_in_order(void **state)
     }
     assert_close(opt[1], opt[0] / 8, 1e-12);
     assert_close(grads[2], grads[1] / 8, 1e-12);
-    assert_close(weights[3], weights[2] / 8, 1e-12);
+    /* ZeRO-3 holds its shard plus one layer gathered, the next prefetched and one layer's whole gradient */
+    const model_t *m = model_zoo_find(&zoo, "llama2-13b");
+    double layer = model_layer_params(m) / 8.0;   /* TP 8 */
+    assert_close(weights[3], weights[2] / 8 + zero3_gathered_bytes(layer, 2.0, 2.0), 1e-3);
+    assert_close(zero3_gathered_bytes(1e6, 2.0, 4.0), 8e6, 1e-12);
     assert_true(total[0] > total[1] && total[1] > total[2] && total[2] > total[3]);
+}
+
+/* ZeRO-3's first gather and last reduce-scatter wait: with one layer per stage nothing hides them, and the
+ * exposed DP time is at least one layer's share of a micro-batch's ZeRO-3 traffic. */
+static void zero3_first_and_last_layer_exposed(void **state)
+{
+    (void)state;
+    layout_t l = layout(64, 1, 1, 1, 64, 4096);
+    l.zero = 3;
+    estimate_t *e = run("llama2-13b", "h100-sxm", l);
+    double traffic = 0.0;
+    for (int i = 0; i < e->first_stage.nops; i++) {
+        const op_t *op = &e->first_stage.ops[i];
+        if (op->kind == OP_COMM && op->group == GROUP_DP && op->pass != PASS_STEP) traffic += op->time_s * (double)op->count;
+    }
+    assert_true(traffic > 0.0);
+    assert_true(e->dp_comm_s >= traffic / (double)model_zoo_find(&zoo, "llama2-13b")->layers * (double)e->microbatches * 0.999);
 }
 
 static void fp32_gradients_cost_two_more_bytes(void **state)
@@ -909,6 +930,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(issue_example_is_plausible),
         cmocka_unit_test(zero_stages_shard_in_order),
+        cmocka_unit_test(zero3_first_and_last_layer_exposed),
         cmocka_unit_test(fp32_gradients_cost_two_more_bytes),
         cmocka_unit_test(recomputation_trades_memory_for_flops),
         cmocka_unit_test(gpt3_flops_match_narayanan),
