@@ -750,6 +750,13 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     req->max_zero = o->emit && !strcmp(o->emit, "megatron") ? 1 : 3;
     req->precision = o->have_precision ? o->precision : PREC_COUNT;
     req->fp32_grads = o->fp32_grads;
+    req->cp = o->cp;
+    req->cp_comm = o->cp_comm;
+    /* DeepSpeed has no context parallelism to emit */
+    if (o->emit && !strcmp(o->emit, "deepspeed")) {
+        if (o->cp > 1) { rc = fail("--cp %lld: --emit deepspeed has no context parallelism", (long long)o->cp); goto done; }
+        req->cp = 1;
+    }
     if (o->emit && strcmp(o->emit, "megatron") && strcmp(o->emit, "deepspeed") && strcmp(o->emit, "torchtitan")) {
         rc = fail("--emit: '%s' is not one of megatron|deepspeed|torchtitan", o->emit);
         goto done;

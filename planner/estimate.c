@@ -31,7 +31,7 @@ static double activation_element_bytes(precision_t p)
 }
 
 /* What context parallelism needs of the layout (docs/model.md, "Context parallelism"). */
-static int cp_layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen)
+int layout_check_cp(const model_t *m, const layout_t *l, char *err, size_t errlen)
 {
     if (l->cp < 0) {
         snprintf(err, errlen, "--cp %lld: expected 1 or more", (long long)l->cp);
@@ -66,7 +66,7 @@ int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen)
         snprintf(err, errlen, "layout: every degree and size must be at least 1");
         return -1;
     }
-    if (cp_layout_check(m, l, err, errlen) != 0) return -1;
+    if (layout_check_cp(m, l, err, errlen) != 0) return -1;
     if (l->tp * layout_cp(l) * l->pp * l->dp != l->gpus) {
         if (l->cp > 1)
             snprintf(err, errlen, "--gpus %lld is not --tp %lld x --cp %lld x --pp %lld x --dp %lld", (long long)l->gpus,

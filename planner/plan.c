@@ -182,7 +182,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                     continue;
                                                 }
                                                 char why[256];
-                                                if (cp > 1 && layout_check(m, &l, why, sizeof why) != 0) {
+                                                if (cp > 1 && layout_check_cp(m, &l, why, sizeof why) != 0) {
                                                     res->rejected[REJECT_CP]++;
                                                     continue;
                                                 }

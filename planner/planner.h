@@ -161,6 +161,8 @@ typedef struct {
 /* Checks a layout against the model and GPU count.  Returns -1 with one
  * message naming the flag for input that cannot be estimated. */
 int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen);
+/* The part of it that context parallelism adds: the degree, its exchange, the sequence it splits. */
+int layout_check_cp(const model_t *m, const layout_t *l, char *err, size_t errlen);
 /* Costs the layout.  The estimate refers to model, gpu and node: keep them alive. */
 int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
                     const job_t *job, estimate_t *e, char *err, size_t errlen);
