@@ -256,6 +256,29 @@ static void bad_cp_layouts_are_refused(void **state)
     assert_non_null(strstr(err, "--cp-comm"));
 }
 
+/* The planner's properties with CP: nothing negative, MFU at most 1, and more CP ranks (more GPUs,
+ * the rest of the layout the same) never more memory per GPU. */
+static void cp_keeps_the_planner_properties(void **state)
+{
+    (void)state;
+    static estimate_t e;
+    for (int comm = 0; comm <= 1; comm++)
+        for (int zero = 0; zero <= 3; zero++) {
+            double last_memory = 1e300;
+            for (int64_t cp = 1; cp <= 16; cp *= 2) {
+                layout_t l = cp_layout(2, cp, 2, 2, 16, 65536, (cp_comm_t)comm);
+                l.zero = zero;
+                estimate("llama3-8b", l, &e);
+                assert_true(e.memory.total > 0.0 && e.memory.activations >= 0.0 && e.memory.other >= 0.0);
+                assert_true(e.step_s > 0.0 && e.compute_s > 0.0 && e.cp_comm_s >= 0.0 && e.tp_comm_s >= 0.0 &&
+                            e.pp_comm_s >= 0.0 && e.dp_comm_s >= 0.0 && e.bubble_s >= 0.0);
+                assert_true(e.mfu > 0.0 && e.mfu <= 1.0 && e.hfu <= 1.0);
+                assert_true(e.memory.total <= last_memory);
+                last_memory = e.memory.total;
+            }
+        }
+}
+
 static plan_request *request(const char *model, int64_t gpus, int64_t seq)
 {
     static plan_request req;
@@ -360,6 +383,7 @@ int main(void)
         cmocka_unit_test(ring_exposure_adds_up_from_the_ops),
         cmocka_unit_test(cached_estimate_matches_with_cp),
         cmocka_unit_test(bad_cp_layouts_are_refused),
+        cmocka_unit_test(cp_keeps_the_planner_properties),
         cmocka_unit_test(plan_searches_cp_for_long_sequences),
         cmocka_unit_test(cli_takes_cp_and_emits_it),
     };
