@@ -30,8 +30,9 @@ typedef struct {
     const char *model_name;
     const char *gpu_name, *node_name;
     const char *hwdb_dir, *models_file, *model_config, *calibration, *out_path;
-    int64_t gpus, gpus_per_node, tp, pp, dp, vpp, mbs, gbs, seq;
+    int64_t gpus, gpus_per_node, tp, pp, dp, vpp, mbs, gbs, seq, cp;
     double tokens, price;
+    cp_comm_t cp_comm;
     int have_precision, have_recompute;
     precision_t precision;
     recompute_t recompute;
@@ -87,6 +88,9 @@ static const char *usage_text =
     "  --gpus-per-node K      GPUs per node (default from the node type)\n"
     "  --tp N --pp N --dp N   tensor, pipeline and data parallel degrees (dp derived)\n"
     "  --vpp N                virtual pipeline chunks per GPU (interleaved 1F1B)\n"
+    "  --cp N                 context parallel degree: each GPU holds seq/N tokens (GPUs = tp x cp x pp x dp);\n"
+    "                         plan searches 1-16 when --seq is 8192 or more, else takes 1 (or N)\n"
+    "  --cp-comm ring|allgather   how CP exchanges K and V: Megatron's ring (default) or Llama 3's all-gather\n"
     "  --mbs N                micro-batch size in sequences (default 1)\n"
     "  --gbs N                global batch in sequences (default: about 4M tokens)\n"
     "  --seq N                sequence length (default: the model's)\n"
@@ -221,6 +225,11 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(a, "--pp")) rc = parse_count(a, TAKE(), 100000, &o->pp);
         else if (!strcmp(a, "--dp")) rc = parse_count(a, TAKE(), 10000000, &o->dp);
         else if (!strcmp(a, "--vpp")) rc = parse_count(a, TAKE(), 1000, &o->vpp);
+        else if (!strcmp(a, "--cp")) rc = parse_count(a, TAKE(), 100000, &o->cp);
+        else if (!strcmp(a, "--cp-comm")) {
+            const char *t = TAKE();
+            if (cp_comm_parse(t, &o->cp_comm) != 0) return fail("--cp-comm: '%s' is not one of ring|allgather", t ? t : "");
+        }
         else if (!strcmp(a, "--mbs")) rc = parse_count(a, TAKE(), 1000000, &o->mbs);
         else if (!strcmp(a, "--gbs")) rc = parse_count(a, TAKE(), 1000000000, &o->gbs);
         else if (!strcmp(a, "--seq")) rc = parse_count(a, TAKE(), 100000000, &o->seq);
@@ -461,6 +470,8 @@ static int make_layout(const options *o, const model_t *m, const hw_gpu *g, cons
     l->tp = o->tp ? o->tp : 1;
     l->pp = o->pp ? o->pp : 1;
     l->vpp = o->vpp ? o->vpp : 1;
+    l->cp = o->cp ? o->cp : 1;
+    l->cp_comm = o->cp_comm;
     l->mbs = o->mbs ? o->mbs : 1;
     l->seq = o->seq ? o->seq : m->seq;
     l->sp = o->sp;
@@ -474,20 +485,24 @@ static int make_layout(const options *o, const model_t *m, const hw_gpu *g, cons
     if (g->peak_flops[l->precision] <= 0)
         return fail("--precision %s: %s has no %s tensor rate", precision_name(l->precision), g->name,
                     precision_name(l->precision));
-    int64_t model_parallel = l->tp * l->pp;
+    /* context parallel ranks split the sequence, not the model, but take GPUs like TP and PP */
+    if (l->tp * l->pp > INT64_MAX / l->cp) return fail("--tp x --cp x --pp: more than 10 million GPUs");
+    int64_t model_parallel = l->tp * l->pp * l->cp;
+    char cp_text[48] = "";
+    if (l->cp > 1) snprintf(cp_text, sizeof cp_text, " x --cp %lld", (long long)l->cp);
     if (o->gpus) {
         l->gpus = o->gpus;
         if (l->gpus % model_parallel != 0)
-            return fail("--gpus %lld is not divisible by --tp %lld x --pp %lld", (long long)l->gpus, (long long)l->tp,
-                        (long long)l->pp);
+            return fail("--gpus %lld is not divisible by --tp %lld%s x --pp %lld", (long long)l->gpus, (long long)l->tp,
+                        cp_text, (long long)l->pp);
         l->dp = l->gpus / model_parallel;
         if (o->dp && o->dp != l->dp)
-            return fail("--dp %lld: --gpus %lld / (--tp %lld x --pp %lld) is %lld", (long long)o->dp, (long long)l->gpus,
-                        (long long)l->tp, (long long)l->pp, (long long)l->dp);
+            return fail("--dp %lld: --gpus %lld / (--tp %lld%s x --pp %lld) is %lld", (long long)o->dp, (long long)l->gpus,
+                        (long long)l->tp, cp_text, (long long)l->pp, (long long)l->dp);
     } else {
         l->dp = o->dp ? o->dp : 1;
         if (model_parallel > INT64_MAX / l->dp || model_parallel * l->dp > 10000000)
-            return fail("--tp x --pp x --dp: more than 10 million GPUs");
+            return fail("--tp x --cp x --pp x --dp: more than 10 million GPUs");
         l->gpus = model_parallel * l->dp;
     }
     if (l->seq > 10000000 || (double)l->mbs * (double)l->seq > 1e10)
@@ -736,6 +751,13 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     req->max_zero = o->emit && !strcmp(o->emit, "megatron") ? 1 : 3;
     req->precision = o->have_precision ? o->precision : PREC_COUNT;
     req->fp32_grads = o->fp32_grads;
+    req->cp = o->cp;
+    req->cp_comm = o->cp_comm;
+    /* DeepSpeed has no context parallelism to emit */
+    if (o->emit && !strcmp(o->emit, "deepspeed")) {
+        if (o->cp > 1) { rc = fail("--cp %lld: --emit deepspeed has no context parallelism", (long long)o->cp); goto done; }
+        req->cp = 1;
+    }
     if (o->emit && strcmp(o->emit, "megatron") && strcmp(o->emit, "deepspeed") && strcmp(o->emit, "torchtitan")) {
         rc = fail("--emit: '%s' is not one of megatron|deepspeed|torchtitan", o->emit);
         goto done;

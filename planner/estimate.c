@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Megatron's default gradient bucket: 40M elements (docs/model.md, "Overlap"). */
 #define DP_BUCKET_ELEMENTS 40e6
@@ -29,6 +30,35 @@ static double activation_element_bytes(precision_t p)
     return (p == PREC_FP32 || p == PREC_TF32) ? 4.0 : 2.0;
 }
 
+/* What context parallelism needs of the layout (docs/model.md, "Context parallelism"). */
+int layout_check_cp(const model_t *m, const layout_t *l, char *err, size_t errlen)
+{
+    if (l->cp < 0) {
+        snprintf(err, errlen, "--cp %lld: expected 1 or more", (long long)l->cp);
+        return -1;
+    }
+    if (l->cp_comm != CP_COMM_RING && l->cp_comm != CP_COMM_ALLGATHER) {
+        snprintf(err, errlen, "--cp-comm: expected ring or allgather");
+        return -1;
+    }
+    if (l->cp <= 1) return 0;
+    /* a causal model's sequence is cut into 2 cp chunks, rank i holding chunks i and 2cp-1-i */
+    int64_t chunks = strcasecmp(m->family, "bert") != 0 ? 2 * l->cp : l->cp;
+    if (l->seq % chunks != 0) {
+        snprintf(err, errlen, "--cp %lld: the sequence %lld is not divisible by %s%lld (%s)", (long long)l->cp,
+                 (long long)l->seq, chunks == l->cp ? "" : "2 x cp = ", (long long)chunks,
+                 chunks == l->cp ? "each rank holds seq/cp tokens"
+                                 : "causal load balancing gives each rank two of 2 x cp chunks");
+        return -1;
+    }
+    if (l->attention != ATTENTION_FLASH) {
+        snprintf(err, errlen, "--cp %lld: context parallelism needs --attention flash (its blocks are fused attention "
+                 "kernels with a log-sum-exp)", (long long)l->cp);
+        return -1;
+    }
+    return 0;
+}
+
 int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen)
 {
     if (l->tp < 1 || l->pp < 1 || l->dp < 1 || l->mbs < 1 || l->gbs < 1 || l->seq < 1 || l->vpp < 1 ||
@@ -36,9 +66,14 @@ int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen)
         snprintf(err, errlen, "layout: every degree and size must be at least 1");
         return -1;
     }
-    if (l->tp * l->pp * l->dp != l->gpus) {
-        snprintf(err, errlen, "--gpus %lld is not --tp %lld x --pp %lld x --dp %lld", (long long)l->gpus,
-                 (long long)l->tp, (long long)l->pp, (long long)l->dp);
+    if (layout_check_cp(m, l, err, errlen) != 0) return -1;
+    if (l->tp * layout_cp(l) * l->pp * l->dp != l->gpus) {
+        if (l->cp > 1)
+            snprintf(err, errlen, "--gpus %lld is not --tp %lld x --cp %lld x --pp %lld x --dp %lld", (long long)l->gpus,
+                     (long long)l->tp, (long long)l->cp, (long long)l->pp, (long long)l->dp);
+        else
+            snprintf(err, errlen, "--gpus %lld is not --tp %lld x --pp %lld x --dp %lld", (long long)l->gpus,
+                     (long long)l->tp, (long long)l->pp, (long long)l->dp);
         return -1;
     }
     if (l->pp > m->layers) {
@@ -78,19 +113,24 @@ int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen)
 }
 
 /* Bandwidth per direction and latency of the link a group's traffic crosses.
- * Placement: TP innermost, then DP, then PP (Megatron's rank order). */
+ * Placement: TP innermost, then CP, then DP, then PP (Megatron's rank order);
+ * the gradient's group (GROUP_DP) is DP x CP, ranks tp apart. */
 static void group_link(const hw_gpu *gpu, const hw_node *node, const layout_t *l, group_t group,
                        double *bw, double *latency, int *crosses)
 {
-    int64_t span = group == GROUP_TP ? l->tp : group == GROUP_DP ? l->tp * l->dp : l->tp * l->dp * l->pp;
+    int64_t cp = layout_cp(l);
+    int64_t span = group == GROUP_TP   ? l->tp
+                   : group == GROUP_CP ? l->tp * cp
+                   : group == GROUP_DP ? l->tp * cp * l->dp
+                                       : l->tp * cp * l->dp * l->pp;
     *crosses = span > l->gpus_per_node;
     if (*crosses) {
         /* NCCL spreads a ring that crosses nodes over all of a node's NICs,
          * shared by the groups that cross at once: a TP group leaving the
-         * node has them all, each of the t DP groups of a node a t-th, and
-         * every pipeline stage pair its own GPU's share */
+         * node has them all, each of the t DP (or CP) groups of a node a
+         * t-th, and every pipeline stage pair its own GPU's share */
         double nic_per_gpu = hw_node_inter_bytes_per_s_per_gpu(node);
-        double sharing = group == GROUP_TP ? 1.0 : group == GROUP_DP ? (double)l->tp : (double)l->gpus_per_node;
+        double sharing = group == GROUP_TP ? 1.0 : group == GROUP_PP ? (double)l->gpus_per_node : (double)l->tp;
         if (sharing > (double)l->gpus_per_node) sharing = (double)l->gpus_per_node;
         double nic = nic_per_gpu * (double)node->gpus_per_node / sharing;
         *bw = gpu->measured_inter_bytes_per_s > 0 ? gpu->measured_inter_bytes_per_s : nic;
@@ -265,8 +305,10 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
              * batch); else the fraction of peak it measured on our kernel, forward (and
              * its recomputation) or backward; else a GEMM's.  All of it follows the clock. */
             int bwd = op->pass == PASS_BWD;
-            double timed = measured_shape_s(gpu->attention_time[bwd], gpu->attention_times[bwd], (double)op->batch,
-                                            (double)op->m, (double)op->k, (double)op->kv_batch, 0);
+            /* a context parallel rank's queries (m) against the whole sequence (n): its share of the whole's time */
+            double timed = (double)op->m / (double)op->n *
+                           measured_shape_s(gpu->attention_time[bwd], gpu->attention_times[bwd], (double)op->batch,
+                                            (double)op->n, (double)op->k, (double)op->kv_batch, 0);
             if (timed > 0.0) return with_power(op, gpu, timed, 1.0, gpu->energy_attention_j_per_flop);
             double measured = bwd ? gpu->attention_bwd_efficiency : gpu->attention_fwd_efficiency;
             double efficiency = measured > 0.0 ? measured : gemm_efficiency(gpu, op->flops);
@@ -313,6 +355,7 @@ enum { PART_BODY = 1, PART_PIPELINE = 2, PART_DATA_PARALLEL = 4, PART_ALL = 7 };
 typedef struct {
     double compute_fwd, compute_bwd;      /* per micro-batch, recomputation counted in bwd */
     double tp;                            /* exposed per micro-batch */
+    double cp;                            /* context parallelism's, exposed per micro-batch */
     double saved_bytes;                   /* per micro-batch */
     double clock_bound_fwd, clock_bound_bwd; /* of compute_fwd and _bwd, the seconds that follow the clock */
     double energy_j;                      /* switching energy per micro-batch at the top clock */
@@ -353,12 +396,20 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
 {
     memset(c, 0, sizeof *c);
     double grad_bytes = 0.0;
+    double attention_s[PASS_STEP + 1] = {0}; /* each pass's attention op, which hides the CP ring's steps */
     for (int i = 0; i < s->nops; i++) {
         op_t *op = &s->ops[i];
         int part = op_part(op);
         if (!(part & parts)) continue;
         op->time_s = op_cost(op, gpu, node, l);
         double t = op->time_s * (double)op->count;
+        if (op->kind == OP_ATTENTION) attention_s[op->pass] = op->time_s;
+        if (op->kind == OP_COMM && op->group == GROUP_CP) {
+            c->body.cp += op->overlap == OVERLAP_ATTENTION
+                              ? (double)op->count * cp_ring_exposed_s(op->time_s, attention_s[op->pass], (double)layout_cp(l))
+                              : t;
+            continue;
+        }
         /* collectives keep nothing for backward: the saved activations are the body's */
         if (part == PART_BODY && op->pass == PASS_FWD) c->body.saved_bytes += op->saved_bytes * (double)op->count;
         if (op->kind != OP_COMM) {
@@ -422,7 +473,7 @@ typedef struct {
 static void count_sequence_flops(const model_t *m, const layout_t *l, sequence_flops *f)
 {
     layout_t whole = *l;
-    whole.tp = whole.pp = whole.dp = whole.vpp = whole.mbs = 1;
+    whole.tp = whole.pp = whole.dp = whole.vpp = whole.mbs = whole.cp = 1;
     whole.gpus = 1;
     whole.sp = 0;
     whole.zero = 0;
@@ -505,7 +556,7 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
      * twice per layout (GCC makes it a slow `rep stos`) */
     mem->logits = 0.0;
     mem->capacity = 0.0;
-    double dp = (double)l->dp;
+    double dp = (double)dp_group_size(l);   /* ZeRO shards over DP x CP */
     int fp32 = l->precision == PREC_FP32 || l->precision == PREC_TF32;
     double weight_bytes = fp32 ? 4.0 : 2.0;
     double grad_bytes = l->fp32_grads ? 4.0 : weight_bytes;
@@ -526,19 +577,20 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
         /* the padded logits of a micro-batch; a fused cross-entropy writes
          * their gradient in place (llm.c, Megatron's fused loss) */
         double B = activation_element_bytes(l->precision);
-        mem->logits = (double)(l->seq * l->mbs) * (double)padded_vocab(m, l->tp) / (double)l->tp * B *
+        mem->logits = rank_tokens(l) * (double)padded_vocab(m, l->tp) / (double)l->tp * B *
                       pipeline_inflight_heads((double)l->pp, (double)m_micro, (double)l->vpp);
     }
     double workspace = 0.0;
     if (s->layers > 0) {
-        double t = (double)l->tp, tokens = (double)(l->seq * l->mbs);
+        double t = (double)l->tp, tokens = rank_tokens(l);
         double kv = local_kv_heads(m, l->tp);
         double qkv_width = ((double)m->heads / t + 2.0 * kv) * (double)m->head_dim;
         double up_width = (m->ffn_kind == FFN_SWIGLU ? 3.0 : 1.0) * (double)m->ffn / t * (double)m->top_k;
         double scores = l->attention == ATTENTION_UNFUSED
                             ? (double)l->mbs * (double)m->heads / t * (double)l->seq * (double)l->seq : 0.0;
         workspace = backward_workspace_bytes(tokens, (double)m->hidden, qkv_width, up_width, scores,
-                                             activation_element_bytes(l->precision));
+                                             activation_element_bytes(l->precision)) +
+                    cp_kv_transient_bytes(m, l);
     }
     mem->workspace = workspace;
     int tied_group = m->tied_embeddings && l->pp > 1 && (s->stage == 0 || s->last);
@@ -603,7 +655,7 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
         double unit = s[i].layers > 0 ? 1.0 / (double)s[i].layers : 1.0;
         double z3 = exposed(c->dp.zero3_fwd, c->body.compute_fwd, unit) +
                     exposed(c->dp.zero3_bwd, c->body.compute_bwd, unit);
-        stage_mb_s[i] = c->body.compute_fwd + c->body.compute_bwd + c->body.tp + c->pipeline.pp + z3;
+        stage_mb_s[i] = c->body.compute_fwd + c->body.compute_bwd + c->body.tp + c->body.cp + c->pipeline.pp + z3;
         stage_dp_s[i] = exposed(c->dp.dp_bwd, c->body.compute_bwd, c->dp.dp_bucket_fraction) +
                         exposed(c->dp.dp_fwd, c->body.compute_fwd, c->dp.dp_bucket_fraction) +
                         z3 * (double)e->microbatches + c->dp.step_exposed;
@@ -617,6 +669,7 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
     e->stage_microbatch_s[1] = stage_mb_s[1];
     e->compute_s = mbs_count * (c->body.compute_fwd + c->body.compute_bwd);
     e->tp_comm_s = mbs_count * c->body.tp;
+    e->cp_comm_s = mbs_count * c->body.cp;
     e->pp_comm_s = mbs_count * c->pipeline.pp;
     /* 1F1B's critical path: the slowest stage runs all m micro-batches, and
      * each other stage adds one micro-batch's forward and backward on the way
@@ -631,7 +684,7 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
     e->dp_comm_s = stage_dp_s[0] > stage_dp_s[1] ? stage_dp_s[0] : stage_dp_s[1];
     e->optimizer_s = s[0].cost.dp.optimizer > s[1].cost.dp.optimizer ? s[0].cost.dp.optimizer
                                                                       : s[1].cost.dp.optimizer;
-    e->step_s = e->compute_s + e->tp_comm_s + e->pp_comm_s + e->bubble_s + e->dp_comm_s + e->optimizer_s;
+    e->step_s = e->compute_s + e->tp_comm_s + e->cp_comm_s + e->pp_comm_s + e->bubble_s + e->dp_comm_s + e->optimizer_s;
     e->bubble_fraction = e->bubble_s / e->step_s;
 
     double sequences = (double)e->layout.gbs;
@@ -762,7 +815,7 @@ typedef enum { CACHED_BODY = 1, CACHED_PIPELINE, CACHED_DATA_PARALLEL, CACHED_SE
 enum {
     KEY_PART, KEY_MODEL, KEY_GPU, KEY_NODE, KEY_GPUS, KEY_TP, KEY_PP, KEY_DP, KEY_VPP, KEY_MBS, KEY_SEQ,
     KEY_GPUS_PER_NODE, KEY_RECOMPUTE, KEY_ATTENTION, KEY_SP, KEY_ZERO, KEY_FP32_GRADS, KEY_PRECISION,
-    KEY_LINK_BYTES_PER_S, KEY_LINK_LATENCY_S, KEY_WORDS
+    KEY_LINK_BYTES_PER_S, KEY_LINK_LATENCY_S, KEY_CP, KEY_CP_COMM, KEY_WORDS
 };
 
 typedef struct {
@@ -781,11 +834,13 @@ typedef struct {
  * sequence: the unsplit model, whatever the GPU. */
 static const uint32_t part_inputs[] = {
     [CACHED_BODY] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_MBS) | ON(KEY_SEQ) |
-                    ON(KEY_GPUS_PER_NODE) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_SP) | ON(KEY_PRECISION),
+                    ON(KEY_GPUS_PER_NODE) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_SP) | ON(KEY_PRECISION) |
+                    ON(KEY_CP) | ON(KEY_CP_COMM),
     [CACHED_PIPELINE] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_VPP) | ON(KEY_MBS) |
-                        ON(KEY_SEQ) | ON(KEY_PRECISION) | ON(KEY_LINK_BYTES_PER_S) | ON(KEY_LINK_LATENCY_S),
+                        ON(KEY_SEQ) | ON(KEY_PRECISION) | ON(KEY_LINK_BYTES_PER_S) | ON(KEY_LINK_LATENCY_S) | ON(KEY_CP),
     [CACHED_DATA_PARALLEL] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_GPUS) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_DP) |
-                             ON(KEY_GPUS_PER_NODE) | ON(KEY_ZERO) | ON(KEY_FP32_GRADS) | ON(KEY_PRECISION) | ON(KEY_SP),
+                             ON(KEY_GPUS_PER_NODE) | ON(KEY_ZERO) | ON(KEY_FP32_GRADS) | ON(KEY_PRECISION) | ON(KEY_SP) |
+                             ON(KEY_CP),
     [CACHED_SEQUENCE_FLOPS] = ON(KEY_SEQ) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_PRECISION),
 };
 #undef ON
@@ -814,7 +869,8 @@ static void part_key_of(cached_part part, const model_t *m, const hw_gpu *gpu, c
         [KEY_RECOMPUTE] = (uint64_t)l->recompute, [KEY_ATTENTION] = (uint64_t)l->attention,
         [KEY_SP] = (uint64_t)l->sp, [KEY_ZERO] = (uint64_t)l->zero, [KEY_FP32_GRADS] = (uint64_t)l->fp32_grads,
         [KEY_PRECISION] = (uint64_t)l->precision, [KEY_LINK_BYTES_PER_S] = double_bits(link_bytes_per_s),
-        [KEY_LINK_LATENCY_S] = double_bits(link_latency_s),
+        [KEY_LINK_LATENCY_S] = double_bits(link_latency_s), [KEY_CP] = (uint64_t)layout_cp(l),
+        [KEY_CP_COMM] = (uint64_t)l->cp_comm,
     };
     uint32_t keep = part_inputs[part] | (UINT32_C(1) << KEY_PART) | (UINT32_C(1) << KEY_MODEL);
     for (int i = 0; i < KEY_WORDS; i++) k->word[i] = (keep >> i) & 1u ? input[i] : 0;

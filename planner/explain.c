@@ -61,6 +61,52 @@ static double comm_time(const stage_ops *s, group_t group, pass_t pass_or_step, 
     return t;
 }
 
+/* The op of the slowest stage named `name` and pass, or NULL. */
+static const op_t *find_op(const stage_ops *s, const char *name, pass_t pass)
+{
+    for (int i = 0; i < s->nops; i++)
+        if (s->ops[i].pass == pass && !strcmp(s->ops[i].name, name)) return &s->ops[i];
+    return NULL;
+}
+
+/* Context parallelism's KV exchange, step by step (docs/model.md, "Context parallelism"). */
+static void cp_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
+{
+    const layout_t *l = &e->layout;
+    const model_t *m = e->model;
+    if (layout_cp(l) <= 1) {
+        fprintf(out, "CP: c = 1, no context-parallel traffic.\n");
+        return;
+    }
+    double c = (double)l->cp, B = (l->precision == PREC_FP32 || l->precision == PREC_TF32) ? 4.0 : 2.0;
+    double kv = local_kv_heads(m, l->tp);
+    double block = cp_kv_block_bytes(kv, (double)m->head_dim, (double)l->seq, c, (double)l->mbs, B);
+    int crosses = l->tp * l->cp > l->gpus_per_node;
+    fprintf(out, "CP: the group is c = %lld GPUs, t = %lld apart (TP innermost, then CP, then DP, then PP): it spans %lld GPUs, %s.\n",
+            (long long)l->cp, (long long)l->tp, (long long)(l->tp * l->cp),
+            crosses ? "across nodes" : "inside the node");
+    fprintf(out, "  A rank's K and V: 2 x KV heads %g x d %lld x s/c %g x b %g x %g B = %.4g MB.\n", kv, (long long)m->head_dim,
+            (double)l->seq / c, (double)l->mbs, B, block / 1e6);
+    const op_t *att = find_op(slow, "attention", PASS_FWD), *att_bwd = find_op(slow, "attention_bwd", PASS_BWD);
+    if (l->cp_comm == CP_COMM_RING) {
+        const op_t *ring = find_op(slow, "cp_ring_kv", PASS_FWD), *ring_bwd = find_op(slow, "cp_ring_kv_dkv_bwd", PASS_BWD);
+        if (!ring || !ring_bwd || !att || !att_bwd) return;
+        fprintf(out, "  Ring (Megatron): c - 1 = %lld send/recv steps per layer, each %.4g ms forward (K, V) and %.4g ms backward\n"
+                     "  (K, V and dK, dV, twice the bytes), each hidden behind the attention of the block before it, 1/c of\n"
+                     "  the layer's (%.4g ms forward, %.4g ms backward): exposed max(0, step - attention/c) = %.4g + %.4g ms per layer.\n",
+                (long long)(l->cp - 1), ring->time_s * 1e3, ring_bwd->time_s * 1e3, att->time_s * 1e3, att_bwd->time_s * 1e3,
+                (c - 1.0) * cp_ring_exposed_s(ring->time_s, att->time_s, c) * 1e3,
+                (c - 1.0) * cp_ring_exposed_s(ring_bwd->time_s, att_bwd->time_s, c) * 1e3);
+    } else {
+        const op_t *ag = find_op(slow, "cp_allgather_kv", PASS_FWD);
+        if (!ag) return;
+        fprintf(out, "  All-gather (Llama 3): each layer gathers the whole K and V, c x %.4g MB, before its attention (%.4g ms,\n"
+                     "  exposed), gathers them again in the backward and reduce-scatters dK, dV: 3 collectives per layer.\n",
+                block / 1e6, ag->time_s * 1e3);
+    }
+    fprintf(out, "  Exposed CP communication: %.4g s per step.\n", e->cp_comm_s);
+}
+
 void report_explain(FILE *out, const estimate_t *e)
 {
     const model_t *m = e->model;
@@ -69,6 +115,7 @@ void report_explain(FILE *out, const estimate_t *e)
     const double L = (double)m->layers, h = (double)m->hidden, a = (double)m->heads, V = (double)m->vocab;
     const double s = (double)l->seq, b = (double)l->mbs, t = (double)l->tp, p = (double)l->pp;
     const double Bglobal = (double)l->gbs, dp = (double)l->dp;
+    const char *shards = layout_cp(l) > 1 ? "d_p c" : "d_p";   /* ZeRO shards over DP x CP */
     const double B = (l->precision == PREC_FP32 || l->precision == PREC_TF32) ? 4.0 : 2.0;
     const double peak = g->peak_flops[l->precision];
 
@@ -78,6 +125,9 @@ void report_explain(FILE *out, const estimate_t *e)
             (long long)l->tp, (long long)l->pp, (long long)l->dp, (long long)l->mbs, (long long)l->gbs,
             (long long)l->seq, recompute_name(l->recompute), l->sp ? "on" : "off", l->zero,
             precision_name(l->precision));
+    if (layout_cp(l) > 1)
+        fprintf(out, "Context parallel c = %lld (%s): each GPU holds s / c = %lld tokens of every sequence; GPUs = t x c x p x d_p.\n",
+                (long long)l->cp, cp_comm_name(l->cp_comm), (long long)(l->seq / l->cp));
     fprintf(out, "Every formula is derived, with its source, in docs/model.md.\n");
 
     heading(out, 1, "The model and its parameters");
@@ -128,6 +178,10 @@ void report_explain(FILE *out, const estimate_t *e)
             e->logits_flops_per_step);
     fprintf(out, "  Convention: attention is counted over the full s x s (as Megatron and the 72 formula do), so a\n"
                  "  causal model executes about half the attention FLOPs with a flash-style kernel; time uses what executes.\n");
+    if (layout_cp(l) > 1)
+        fprintf(out, "  Context parallelism moves no FLOP: each of the c = %lld ranks runs 1/c of every GEMM (its s/c tokens)\n"
+                     "  and 1/c of the attention (its s/c queries against all s keys; Megatron pairs chunks i and 2c-1-i so\n"
+                     "  that the causal work is even).\n", (long long)l->cp);
     fprintf(out, "Hardware FLOPs (with recomputation, %s): %.4g per step.\n", recompute_name(l->recompute),
             e->hardware_flops_per_step);
     if (l->recompute == RECOMPUTE_FULL)
@@ -144,12 +198,17 @@ void report_explain(FILE *out, const estimate_t *e)
             mem->stage == 0 ? ", plus the embedding" : "", mem->stage == l->pp - 1 ? ", plus the head" : "");
     fprintf(out, "Mixed-precision Adam: weights 2 + gradients %g + optimizer 12 (fp32 master, m, v) = %g bytes per parameter.\n",
             grad_b, adam_bytes_per_param(l->fp32_grads));
-    fprintf(out, "  weights    %.4g x 2 B%s = %.2f GiB\n", mem->params, l->zero >= 3 ? " / d_p (ZeRO-3)" : "", mem->weights / GIB);
-    fprintf(out, "  gradients  %.4g x %g B%s = %.2f GiB\n", mem->params, grad_b, l->zero >= 2 ? " / d_p (ZeRO-2)" : "",
-            mem->gradients / GIB);
-    fprintf(out, "  optimizer  %.4g x 12 B%s = %.2f GiB\n", mem->params, l->zero >= 1 ? " / d_p (ZeRO-1)" : "",
-            mem->optimizer / GIB);
-    double korthikanti = korthikanti_activation_bytes_per_layer(s, b, h, a, t, l->sp, l->recompute);
+    fprintf(out, "  weights    %.4g x 2 B%s%s%s = %.2f GiB\n", mem->params, l->zero >= 3 ? " / " : "",
+            l->zero >= 3 ? shards : "", l->zero >= 3 ? " (ZeRO-3)" : "", mem->weights / GIB);
+    fprintf(out, "  gradients  %.4g x %g B%s%s%s = %.2f GiB\n", mem->params, grad_b, l->zero >= 2 ? " / " : "",
+            l->zero >= 2 ? shards : "", l->zero >= 2 ? " (ZeRO-2)" : "", mem->gradients / GIB);
+    fprintf(out, "  optimizer  %.4g x 12 B%s%s%s = %.2f GiB\n", mem->params, l->zero >= 1 ? " / " : "",
+            l->zero >= 1 ? shards : "", l->zero >= 1 ? " (ZeRO-1)" : "", mem->optimizer / GIB);
+    /* with context parallelism a rank's activations are those of its s / c tokens */
+    double korthikanti = korthikanti_activation_bytes_per_layer(s / (double)layout_cp(l), b, h, a, t, l->sp, l->recompute);
+    if (layout_cp(l) > 1)
+        fprintf(out, "With context parallelism every activation below is that of the GPU's s / c = %g tokens.\n",
+                s / (double)layout_cp(l));
     const stage_ops *heavy = mem->stage == 0 ? &e->first_stage : &e->last_stage;
     double exact_layer = layer_saved_bytes(heavy);
     fprintf(out, "Activations per layer per micro-batch, textbook (Korthikanti et al. 2022, Table 2, 16-bit):\n");
@@ -198,24 +257,28 @@ void report_explain(FILE *out, const estimate_t *e)
                  "  all-reduce 2(n-1)/n S/BW + 2(n-1) alpha; reduce-scatter and all-gather (n-1)/n S/BW + (n-1) alpha.\n");
     double tp_time = comm_time(slow, GROUP_TP, PASS_FWD, &bytes, &count);
     if (l->tp > 1)
-        fprintf(out, "TP: each layer %s, each of s b h B = %.4g MB;\n"
+        fprintf(out, "TP: each layer %s, each of s b h B%s = %.4g MB;\n"
                      "  %d TP collectives per micro-batch on stage %lld take %.4g ms, %.4g s per step over %lld micro-batches.\n",
                 l->sp ? "all-gathers twice and reduce-scatters twice in the forward, and the same in the backward (the volume\n"
                         "  of the 2 + 2 all-reduces they replace)"
                       : "all-reduces twice in the forward (after attention and after the MLP) and twice in the backward",
-                (double)l->seq * b * h * B / 1e6, count,
+                layout_cp(l) > 1 ? " / c" : "", rank_tokens(l) * h * B / 1e6, count,
                 (long long)slow->stage, tp_time * 1e3, e->tp_comm_s, (long long)e->microbatches);
     else
         fprintf(out, "TP: t = 1, no tensor-parallel traffic.\n");
+    cp_explain(out, e, slow);
     double pp_time = comm_time(slow, GROUP_PP, PASS_FWD, &bytes, &count);
     if (l->pp > 1)
-        fprintf(out, "PP: each boundary sends s b h B / t = %.4g MB forward and the same gradient backward per micro-batch:\n"
+        fprintf(out, "PP: each boundary sends s b h B / t%s = %.4g MB forward and the same gradient backward per micro-batch:\n"
                      "  %.4g ms per micro-batch, %.4g s per step.\n",
-                bytes / 1e6, pp_time * 1e3, e->pp_comm_s);
+                layout_cp(l) > 1 ? " / c" : "", bytes / 1e6, pp_time * 1e3, e->pp_comm_s);
     else
         fprintf(out, "PP: p = 1, no pipeline traffic.\n");
     double dp_time = comm_time(slow, GROUP_DP, PASS_STEP, &bytes, &count);
-    if (l->dp > 1)
+    if (layout_cp(l) > 1)
+        fprintf(out, "The gradient is reduced over DP x CP, d_p c = %lld GPUs (CP ranks hold the same weights, other tokens).\n",
+                (long long)dp_group_size(l));
+    if (dp_group_size(l) > 1)
         fprintf(out, "DP: %s of %.4g MB of gradients%s: %.4g s if nothing overlapped;\n"
                      "  it overlaps the last micro-batch's backward (and the parameter gather the next forward) except the last\n"
                      "  40M-element bucket, leaving %.4g s exposed.\n",
@@ -274,8 +337,13 @@ void report_explain(FILE *out, const estimate_t *e)
         else
             fprintf(out, ", under the %.0f W cap: the clock stays at the top.\n", cap);
     }
-    fprintf(out, "Step = compute %.4g + TP %.4g + PP %.4g + DP exposed %.4g + bubble %.4g + optimizer %.4g = %.4g s.\n",
-            e->compute_s, e->tp_comm_s, e->pp_comm_s, e->dp_comm_s, e->bubble_s, e->optimizer_s, e->step_s);
+    if (layout_cp(l) > 1)
+        fprintf(out, "Step = compute %.4g + TP %.4g + CP exposed %.4g + PP %.4g + DP exposed %.4g + bubble %.4g + optimizer %.4g "
+                     "= %.4g s.\n", e->compute_s, e->tp_comm_s, e->cp_comm_s, e->pp_comm_s, e->dp_comm_s, e->bubble_s,
+                e->optimizer_s, e->step_s);
+    else
+        fprintf(out, "Step = compute %.4g + TP %.4g + PP %.4g + DP exposed %.4g + bubble %.4g + optimizer %.4g = %.4g s.\n",
+                e->compute_s, e->tp_comm_s, e->pp_comm_s, e->dp_comm_s, e->bubble_s, e->optimizer_s, e->step_s);
 
     heading(out, 7, "Throughput, time and cost");
     fprintf(out, "tokens/s = B s / step = %g / %.4g = %.4g (%.4g per GPU).\n", tokens_per_step, e->step_s,

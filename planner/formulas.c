@@ -61,6 +61,25 @@ double ring_allgather_s(double n, double bytes, double bw, double latency)
 
 double sendrecv_s(double bytes, double bw, double latency) { return bytes / bw + latency; }
 
+/* "Context parallelism": the K and V of one rank's seq/cp tokens, the block
+ * the ring passes on at each of its cp - 1 steps (Megatron-LM's context
+ * parallelism, Transformer Engine's p2p ring).  kv_heads are the rank's own
+ * (after TP); the all-gather variant gathers cp of them. */
+double cp_kv_block_bytes(double kv_heads, double head_dim, double seq, double cp, double mbs, double elem_bytes)
+{
+    return 2.0 * kv_heads * head_dim * (seq / cp) * mbs * elem_bytes;
+}
+
+/* "Context parallelism": one step of the KV ring runs while the attention of
+ * the block received before it computes, 1/cp of the layer's attention with
+ * causal load balancing (each rank holds chunks i and 2cp-1-i); only what the
+ * transfer takes beyond that is exposed. */
+double cp_ring_exposed_s(double transfer_s, double attention_s, double cp)
+{
+    double hidden_by = attention_s / cp;
+    return transfer_s > hidden_by ? transfer_s - hidden_by : 0.0;
+}
+
 /* "Communication": nccl-tests' busbw = algbw * factor, so that busbw is
  * comparable to the link's bandwidth whatever n is. */
 double bus_bandwidth(coll_t coll, double n, double bytes, double seconds)
@@ -140,7 +159,9 @@ double other_memory_allowance(const layout_t *l, double context_bytes, double nc
      * per parallel group of more than one GPU, and the group that adds the two
      * copies of a tied embedding on the first and last stage */
     double first = nccl_first_comm_bytes > 0.0 ? nccl_first_comm_bytes : per_comm;
-    int collective_groups = (l->tp > 1) + (l->dp > 1) + (tied_group != 0);
+    /* with context parallelism the CP group is one more, and the gradient's group is DP x CP */
+    int64_t cp = l->cp > 1 ? l->cp : 1;
+    int collective_groups = (l->tp > 1) + (l->dp * cp > 1) + (cp > 1) + (tied_group != 0);
     double comms = l->gpus > 1 ? first + per_comm * collective_groups + (l->pp > 1 ? per_p2p : 0.0) : 0.0;
     return bytes + comms + backward_workspace;
 }

@@ -146,12 +146,63 @@ double local_kv_heads(const model_t *m, int64_t tp)
     return m->kv_heads >= tp ? (double)m->kv_heads / (double)tp : 1.0;
 }
 
+int64_t layout_cp(const layout_t *l) { return l->cp > 1 ? l->cp : 1; }
+
+int64_t dp_group_size(const layout_t *l) { return l->dp * layout_cp(l); }
+
+double rank_tokens(const layout_t *l) { return (double)l->seq * (double)l->mbs / (double)layout_cp(l); }
+
+/* One layer's KV exchange buffers, live only while its attention runs: the
+ * ring's block in use and the one arriving, and in the backward the same
+ * for dK, dV (4 blocks); the all-gather's whole-sequence K and V and their
+ * gradients before the reduce-scatter (2 x cp blocks). */
+double cp_kv_transient_bytes(const model_t *m, const layout_t *l)
+{
+    double cp = (double)layout_cp(l);
+    if (cp <= 1.0) return 0.0;
+    double B = (l->precision == PREC_FP32 || l->precision == PREC_TF32) ? 4.0 : 2.0;
+    double block = cp_kv_block_bytes(local_kv_heads(m, l->tp), (double)m->head_dim, (double)l->seq, cp,
+                                     (double)l->mbs, B);
+    return l->cp_comm == CP_COMM_ALLGATHER ? 2.0 * cp * block : 4.0 * block;
+}
+
+/* Context parallelism's KV exchange of one layer (docs/model.md, "Context
+ * parallelism"), after the attention ops whose compute hides the ring. */
+static void cp_exchange(builder *b, const model_t *m, int64_t count, int recompute)
+{
+    const layout_t *l = b->l;
+    int64_t cp = layout_cp(l);
+    if (cp <= 1) return;
+    double block = cp_kv_block_bytes(local_kv_heads(m, l->tp), (double)m->head_dim, (double)l->seq, (double)cp,
+                                     (double)l->mbs, b->act_bytes);
+    if (l->cp_comm == CP_COMM_RING) {
+        /* cp - 1 steps each way round the ring; the backward passes K, V and the dK, dV accumulated so far */
+        int64_t steps = count * (cp - 1);
+        collective(b, "cp_ring_kv", PASS_FWD, steps, COLL_SENDRECV, GROUP_CP, cp, block, OVERLAP_ATTENTION);
+        if (recompute)
+            collective(b, "cp_ring_kv", PASS_RECOMPUTE, steps, COLL_SENDRECV, GROUP_CP, cp, block, OVERLAP_ATTENTION);
+        collective(b, "cp_ring_kv_dkv_bwd", PASS_BWD, steps, COLL_SENDRECV, GROUP_CP, cp, 2.0 * block,
+                   OVERLAP_ATTENTION);
+        return;
+    }
+    /* Llama 3: K and V gathered whole before the attention, exposed; the backward gathers them again
+     * (nothing of the whole sequence is kept) and reduce-scatters dK, dV to their owners */
+    double whole = block * (double)cp;
+    collective(b, "cp_allgather_kv", PASS_FWD, count, COLL_ALLGATHER, GROUP_CP, cp, whole, EXPOSED);
+    if (recompute) collective(b, "cp_allgather_kv", PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_CP, cp, whole, EXPOSED);
+    collective(b, "cp_allgather_kv_bwd", PASS_BWD, count, COLL_ALLGATHER, GROUP_CP, cp, whole, EXPOSED);
+    collective(b, "cp_reduce_scatter_dkv", PASS_BWD, count, COLL_REDUCE_SCATTER, GROUP_CP, cp, whole, EXPOSED);
+}
+
 static void transformer_layers(builder *b, const model_t *m, int64_t count)
 {
     const layout_t *l = b->l;
     const double B = b->act_bytes;
     const double s = (double)l->seq, mb = (double)l->mbs, t = (double)l->tp;
-    const double T = s * mb;                      /* tokens per micro-batch */
+    /* with context parallelism a rank's queries are its seq/cp tokens (chunks i and 2cp-1-i), its keys the whole sequence */
+    const double cp = (double)layout_cp(l);
+    const double sq = s / cp;                     /* queries (and tokens) of one rank per sequence */
+    const double T = rank_tokens(l);              /* tokens per micro-batch on this rank */
     const double Tn = l->sp ? T / t : T;          /* tokens seen by norms and residuals */
     const double h = (double)m->hidden, d = (double)m->head_dim;
     const double heads = (double)m->heads / t;
@@ -182,8 +233,9 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
         if (!b->overflow) b->out->ops[b->out->nops - 1].flops = 3.0 * qk;
     }
 
-    /* attention core: scores Q K^T and the weighted sum P V, 2 * 2*s*s*d per head */
-    double core_model = 4.0 * mb * heads * s * s * d;
+    /* attention core: scores Q K^T and the weighted sum P V, 2 * 2*s*s*d per head; a CP rank's share is
+     * its sq queries against all s keys, 1/cp of the causal work too once the chunks are paired */
+    double core_model = 4.0 * mb * heads * sq * s * d;
     double qkv_saved = T * (heads + 2.0 * kv_heads) * d * B;
     double scores = mb * heads * s * s;
     int unfused = l->attention == ATTENTION_UNFUSED;
@@ -191,7 +243,8 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     if (!att) return;
     att->batch = (int64_t)(mb * heads);
     att->kv_batch = (int64_t)(mb * kv_heads);
-    att->m = att->n = (int64_t)s;
+    att->m = (int64_t)sq;
+    att->n = (int64_t)s;
     att->k = (int64_t)d;
     att->model_flops = att->hardware_flops = core_model;
     if (unfused) {
@@ -207,9 +260,10 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     } else {
         /* flash-style: tiles stay on chip, masked tiles are skipped, and only
          * the output and the log-sum-exp (fp32) survive */
-        att->flops = flash_attention_flops(mb, heads, s, d, causal(m), 0);
-        att->bytes = B * (T * (heads + 2.0 * kv_heads) * d + T * heads * d) + 4.0 * mb * heads * s;
-        att->saved_bytes = full ? 0.0 : qkv_saved + 4.0 * mb * heads * s;
+        att->flops = flash_attention_flops(mb, heads, s, d, causal(m), 0) / cp;
+        /* Q and O are the rank's, K and V the whole sequence's (received or gathered) */
+        att->bytes = B * (2.0 * T * heads * d + cp * T * 2.0 * kv_heads * d) + 4.0 * mb * heads * sq;
+        att->saved_bytes = full ? 0.0 : qkv_saved + 4.0 * mb * heads * sq;
     }
     if (full || (unfused && l->recompute == RECOMPUTE_SELECTIVE)) {
         op_t *re = push(b, "attention", OP_ATTENTION, PASS_RECOMPUTE, count);
@@ -227,7 +281,7 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     att_bwd->saved_bytes = 0.0;
     att_bwd->model_flops = att_bwd->hardware_flops = 2.0 * core_model;
     /* flash's backward also recomputes Q K^T: 2.5 forward passes in all */
-    att_bwd->flops = unfused ? 2.0 * att->flops : flash_attention_flops(mb, heads, s, d, causal(m), 1);
+    att_bwd->flops = unfused ? 2.0 * att->flops : flash_attention_flops(mb, heads, s, d, causal(m), 1) / cp;
     att_bwd->bytes = 2.0 * att->bytes;
     if (unfused) {
         /* five kernels, each touching the s x s matrix once (P twice in all, dP
@@ -237,6 +291,7 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
         att_bwd->bytes = 0.0;
         for (int i = 0; i < kernels; i++) att_bwd->bytes += mb * heads * kbytes[i];
     }
+    cp_exchange(b, m, count, full);
 
     gemm(b, "attn_out", "attn_out_dgrad", "attn_out_wgrad", count, T, h, heads * d, T * heads * d * B, full);
     tp_exit(b, "tp_allreduce_attn", "tp_reduce_scatter_attn", "tp_allgather_attn_bwd", count, T * h * B, full);
@@ -276,7 +331,7 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
 static void embedding(builder *b, const model_t *m)
 {
     const layout_t *l = b->l;
-    const double B = b->act_bytes, T = (double)(l->seq * l->mbs), h = (double)m->hidden;
+    const double B = b->act_bytes, T = rank_tokens(l), h = (double)m->hidden;
     const double Tn = l->sp ? T / (double)l->tp : T;
     const int learned = m->position == POS_LEARNED;
     double reads = T * h * B * (learned ? 2.0 : 1.0);
@@ -287,7 +342,7 @@ static void embedding(builder *b, const model_t *m)
      * parallelism it cannot (its rows are sharded), and the embedding reads the gathered
      * gradient a second time.  The position rows are charged here either way. */
     double bwd = 3.0 * T * h * B;
-    if (learned) bwd += 2.0 * (double)l->seq * h * B + (l->sp && l->tp > 1 ? T * h * B : 0.0);
+    if (learned) bwd += 2.0 * (double)l->seq / (double)layout_cp(l) * h * B + (l->sp && l->tp > 1 ? T * h * B : 0.0);
     membound(b, "embedding", "embedding_bwd", 1, reads + T * h * B, bwd, 0.0, m->dropout ? Tn * h : 0.0, 0);
     /* vocabulary-parallel lookup: each rank holds V/t rows, the sum finishes it */
     if (l->tp > 1)
@@ -307,8 +362,7 @@ int64_t padded_vocab(const model_t *m, int64_t tp)
 static void lm_head(builder *b, const model_t *m)
 {
     const layout_t *l = b->l;
-    const double B = b->act_bytes, T = (double)(l->seq * l->mbs), h = (double)m->hidden,
-                 t = (double)l->tp;
+    const double B = b->act_bytes, T = rank_tokens(l), h = (double)m->hidden, t = (double)l->tp;
     /* the table is padded (Megatron, llm.c) so that its GEMMs keep the fast
      * path; what runs is the padded width, what MFU counts the real one */
     const double Tn = l->sp ? T / t : T, Vt = (double)padded_vocab(m, l->tp) / t;
@@ -336,7 +390,7 @@ static void pipeline(builder *b, const model_t *m, int first, int last)
     const layout_t *l = b->l;
     if (l->pp <= 1) return;
     /* Megatron sends 1/t of the boundary activations per TP rank */
-    double bytes = (double)(l->seq * l->mbs) * (double)m->hidden * b->act_bytes / (double)l->tp;
+    double bytes = rank_tokens(l) * (double)m->hidden * b->act_bytes / (double)l->tp;
     int64_t chunks = l->vpp > 1 ? l->vpp : 1;
     collective(b, "pp_send_activations", PASS_FWD, chunks - (last ? 1 : 0), COLL_SENDRECV, GROUP_PP, l->pp,
                bytes, EXPOSED);
@@ -369,25 +423,28 @@ static void step_ops(builder *b, const model_t *m, double params)
     const layout_t *l = b->l;
     double weight_bytes = l->precision == PREC_FP32 || l->precision == PREC_TF32 ? 4.0 : 2.0;
     double grad_bytes = l->fp32_grads ? 4.0 : weight_bytes;
-    double dp = (double)l->dp;
+    /* context parallel ranks hold the same weights and see different tokens: the gradient is reduced,
+     * and ZeRO shards, over DP x CP (Megatron's data-parallel group with CP) */
+    int64_t group = dp_group_size(l);
+    double dp = (double)group;
     if (l->zero == 0) {
-        collective(b, "dp_allreduce_grads", PASS_STEP, 1, COLL_ALLREDUCE, GROUP_DP, l->dp,
+        collective(b, "dp_allreduce_grads", PASS_STEP, 1, COLL_ALLREDUCE, GROUP_DP, group,
                    params * grad_bytes, OVERLAP_BWD);
     } else {
         /* ZeRO-1 keeps whole gradients and reduces them once per step; from
          * ZeRO-2 on a rank keeps only its shard, so every micro-batch's
          * backward must reduce-scatter what it produced */
         collective(b, "dp_reduce_scatter_grads", l->zero >= 2 ? PASS_BWD : PASS_STEP, 1, COLL_REDUCE_SCATTER,
-                   GROUP_DP, l->dp, params * grad_bytes, OVERLAP_BWD);
+                   GROUP_DP, group, params * grad_bytes, OVERLAP_BWD);
         if (l->zero < 3)
-            collective(b, "dp_allgather_params", PASS_STEP, 1, COLL_ALLGATHER, GROUP_DP, l->dp,
+            collective(b, "dp_allgather_params", PASS_STEP, 1, COLL_ALLGATHER, GROUP_DP, group,
                        params * weight_bytes, OVERLAP_FWD);
     }
     if (l->zero == 3) {
         /* ZeRO-3 gathers the weights before each forward and each backward */
-        collective(b, "dp_allgather_params_fwd", PASS_FWD, 1, COLL_ALLGATHER, GROUP_DP, l->dp,
+        collective(b, "dp_allgather_params_fwd", PASS_FWD, 1, COLL_ALLGATHER, GROUP_DP, group,
                    params * weight_bytes, OVERLAP_FWD);
-        collective(b, "dp_allgather_params_bwd", PASS_BWD, 1, COLL_ALLGATHER, GROUP_DP, l->dp,
+        collective(b, "dp_allgather_params_bwd", PASS_BWD, 1, COLL_ALLGATHER, GROUP_DP, group,
                    params * weight_bytes, OVERLAP_BWD);
     }
     /* AdamW over the local shard: read and write master weight, m and v in

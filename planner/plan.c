@@ -19,7 +19,8 @@ const char *reject_reason_name(reject_reason_t r)
 {
     static const char *const names[] = {"does not fit in memory", "heads, KV heads or batch indivisible",
                                         "TP group would leave the node", "above the TP ratio limit (--strict)",
-                                        "slower than --days", "dearer than --budget"};
+                                        "slower than --days", "dearer than --budget",
+                                        "context parallelism the sequence cannot take"};
     return names[r];
 }
 
@@ -68,6 +69,17 @@ static int divides_heads(const model_t *m, int64_t tp)
 {
     if (m->heads % tp != 0) return 0;
     return m->kv_heads % tp == 0 || tp % m->kv_heads == 0;
+}
+
+/* The context parallel degrees to search: the one asked for, else 1, 2, 4, ... 16 from
+ * PLAN_CP_MIN_SEQ tokens on (below it a rank's attention is too short for CP to pay, and each degree
+ * multiplies the search); degrees the sequence cannot take are kept, to be rejected with their reason. */
+static int cp_degrees(const plan_request *req, int64_t cp[8])
+{
+    if (req->cp > 0) { cp[0] = req->cp; return 1; }
+    int n = 0;
+    for (int64_t c = 1; c <= (req->seq >= PLAN_CP_MIN_SEQ ? PLAN_CP_MAX : 1); c *= 2) cp[n++] = c;
+    return n;
 }
 
 static void progress(int show, double started, int64_t done, int64_t total)
@@ -134,71 +146,81 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
             int64_t gpus = req->gpu_counts[ci];
             plan_candidate best_here;
             int have_best = 0;
+            int64_t cps[8];
+            int ncp = cp_degrees(req, cps);
             for (int64_t tp = 1; tp <= gpus && tp <= m->heads; tp *= 2) {
-                if (gpus % tp) continue;
-                for (int64_t pp = 1; pp <= m->layers && tp * pp <= gpus; pp++) {
-                    if (gpus % (tp * pp)) continue;
-                    int64_t dp = gpus / (tp * pp);
-                    for (int64_t vpp = 1; vpp <= 8; vpp *= 2) {
-                        if (vpp > 1 && (pp < 2 || m->layers % (pp * vpp) != 0)) continue;
-                        for (size_t mi = 0; mi < sizeof micro_batches / sizeof micro_batches[0]; mi++) {
-                            int64_t mbs = micro_batches[mi];
-                            for (int64_t gbs = req->gbs ? req->gbs : req->gbs_min; gbs <= (req->gbs ? req->gbs : req->gbs_max);
-                                 gbs *= 2) {
-                                for (size_t ri = 0; ri < sizeof recomputes / sizeof recomputes[0]; ri++)
-                                    for (int zero = 0; zero <= req->max_zero; zero++)
-                                        for (int sp = 0; sp <= (tp > 1); sp++) {
-                                            layout_t l = {0};
-                                            l.gpus = gpus; l.tp = tp; l.pp = pp; l.dp = dp; l.vpp = vpp;
-                                            l.mbs = mbs; l.gbs = gbs; l.seq = req->seq;
-                                            l.gpus_per_node = node->gpus_per_node;
-                                            l.recompute = recomputes[ri]; l.zero = zero; l.sp = sp;
-                                            l.precision = prec; l.fp32_grads = req->fp32_grads;
-                                            l.attention = ATTENTION_FLASH;
-                                            res->evaluated++;
-                                            if (!divides_heads(m, tp) || gbs % (mbs * dp) != 0 || gbs < mbs * dp) {
-                                                res->rejected[REJECT_INDIVISIBLE]++;
-                                                continue;
+                for (int cpi = 0; cpi < ncp; cpi++) {
+                    int64_t cp = cps[cpi];
+                    if (gpus % (tp * cp)) continue;
+                    for (int64_t pp = 1; pp <= m->layers && tp * cp * pp <= gpus; pp++) {
+                        if (gpus % (tp * cp * pp)) continue;
+                        int64_t dp = gpus / (tp * cp * pp);
+                        for (int64_t vpp = 1; vpp <= 8; vpp *= 2) {
+                            if (vpp > 1 && (pp < 2 || m->layers % (pp * vpp) != 0)) continue;
+                            for (size_t mi = 0; mi < sizeof micro_batches / sizeof micro_batches[0]; mi++) {
+                                int64_t mbs = micro_batches[mi];
+                                for (int64_t gbs = req->gbs ? req->gbs : req->gbs_min; gbs <= (req->gbs ? req->gbs : req->gbs_max);
+                                     gbs *= 2) {
+                                    for (size_t ri = 0; ri < sizeof recomputes / sizeof recomputes[0]; ri++)
+                                        for (int zero = 0; zero <= req->max_zero; zero++)
+                                            for (int sp = 0; sp <= (tp > 1); sp++) {
+                                                layout_t l = {0};
+                                                l.gpus = gpus; l.tp = tp; l.pp = pp; l.dp = dp; l.vpp = vpp;
+                                                l.mbs = mbs; l.gbs = gbs; l.seq = req->seq;
+                                                l.cp = cp; l.cp_comm = req->cp_comm;
+                                                l.gpus_per_node = node->gpus_per_node;
+                                                l.recompute = recomputes[ri]; l.zero = zero; l.sp = sp;
+                                                l.precision = prec; l.fp32_grads = req->fp32_grads;
+                                                l.attention = ATTENTION_FLASH;
+                                                res->evaluated++;
+                                                if (!divides_heads(m, tp) || gbs % (mbs * dp) != 0 || gbs < mbs * dp) {
+                                                    res->rejected[REJECT_INDIVISIBLE]++;
+                                                    continue;
+                                                }
+                                                if (tp > node->gpus_per_node && !req->allow_tp_across_nodes) {
+                                                    res->rejected[REJECT_TP_ACROSS_NODES]++;
+                                                    continue;
+                                                }
+                                                char why[256];
+                                                if (cp > 1 && layout_check_cp(m, &l, why, sizeof why) != 0) {
+                                                    res->rejected[REJECT_CP]++;
+                                                    continue;
+                                                }
+                                                /* a layout that does not fit is rejected below whatever its time */
+                                                int rc = cache ? estimate_layout_cached(cache, m, g, node, &l, &job, 1, e, why, sizeof why)
+                                                               : estimate_layout_fast(m, g, node, &l, &job, e, why, sizeof why);
+                                                if (rc != 0) {
+                                                    res->rejected[REJECT_INDIVISIBLE]++;
+                                                    continue;
+                                                }
+                                                if (!e->fits) { res->rejected[REJECT_MEMORY]++; continue; }
+                                                if (req->strict && (double)tp > e->tp_ratio_limit) {
+                                                    res->rejected[REJECT_TP_RATIO]++;
+                                                    continue;
+                                                }
+                                                plan_candidate c = {e->layout, gi, e->step_s, e->time_to_train_s, e->cost_usd,
+                                                                    e->mfu, e->memory.total, e->memory.capacity,
+                                                                    e->tokens_per_s, e->compute_s, e->tp_comm_s,
+                                                                    e->pp_comm_s, e->dp_comm_s, e->bubble_s,
+                                                                    e->clock_fraction, e->step_clock_hz,
+                                                                    e->top_clock_power_w, e->cp_comm_s};
+                                                if (!have_best || c.time_to_train_s < best_here.time_to_train_s) {
+                                                    best_here = c;
+                                                    have_best = 1;
+                                                }
+                                                if (req->max_days > 0 && c.time_to_train_s > req->max_days * 86400.0) {
+                                                    res->rejected[REJECT_DEADLINE]++;
+                                                    continue;
+                                                }
+                                                if (req->max_budget > 0 && c.cost_usd > req->max_budget) {
+                                                    res->rejected[REJECT_BUDGET]++;
+                                                    continue;
+                                                }
+                                                res->feasible++;
+                                                keep_top(req, res, &c);
                                             }
-                                            if (tp > node->gpus_per_node && !req->allow_tp_across_nodes) {
-                                                res->rejected[REJECT_TP_ACROSS_NODES]++;
-                                                continue;
-                                            }
-                                            char why[256];
-                                            /* a layout that does not fit is rejected below whatever its time */
-                                            int rc = cache ? estimate_layout_cached(cache, m, g, node, &l, &job, 1, e, why, sizeof why)
-                                                           : estimate_layout_fast(m, g, node, &l, &job, e, why, sizeof why);
-                                            if (rc != 0) {
-                                                res->rejected[REJECT_INDIVISIBLE]++;
-                                                continue;
-                                            }
-                                            if (!e->fits) { res->rejected[REJECT_MEMORY]++; continue; }
-                                            if (req->strict && (double)tp > e->tp_ratio_limit) {
-                                                res->rejected[REJECT_TP_RATIO]++;
-                                                continue;
-                                            }
-                                            plan_candidate c = {e->layout, gi, e->step_s, e->time_to_train_s, e->cost_usd,
-                                                                e->mfu, e->memory.total, e->memory.capacity,
-                                                                e->tokens_per_s, e->compute_s, e->tp_comm_s,
-                                                                e->pp_comm_s, e->dp_comm_s, e->bubble_s,
-                                                                e->clock_fraction, e->step_clock_hz,
-                                                                e->top_clock_power_w};
-                                            if (!have_best || c.time_to_train_s < best_here.time_to_train_s) {
-                                                best_here = c;
-                                                have_best = 1;
-                                            }
-                                            if (req->max_days > 0 && c.time_to_train_s > req->max_days * 86400.0) {
-                                                res->rejected[REJECT_DEADLINE]++;
-                                                continue;
-                                            }
-                                            if (req->max_budget > 0 && c.cost_usd > req->max_budget) {
-                                                res->rejected[REJECT_BUDGET]++;
-                                                continue;
-                                            }
-                                            res->feasible++;
-                                            keep_top(req, res, &c);
-                                        }
-                                if (req->gbs) break;
+                                    if (req->gbs) break;
+                                }
                             }
                         }
                     }

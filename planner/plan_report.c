@@ -24,10 +24,11 @@ static void winner_reason(FILE *out, const plan_request *req, const plan_result 
 {
     const plan_candidate *w = &res->top[0];
     const layout_t *l = &w->layout;
-    double overhead[] = {w->tp_comm_s, w->pp_comm_s, w->dp_comm_s, w->bubble_s};
-    const char *names[] = {"TP communication", "PP communication", "exposed DP communication", "the pipeline bubble"};
+    double overhead[] = {w->tp_comm_s, w->pp_comm_s, w->dp_comm_s, w->bubble_s, w->cp_comm_s};
+    const char *names[] = {"TP communication", "PP communication", "exposed DP communication", "the pipeline bubble",
+                           "exposed CP communication"};
     int worst = 0;
-    for (int i = 1; i < 4; i++)
+    for (int i = 1; i < 5; i++)
         if (overhead[i] > overhead[worst]) worst = i;
     double memory_share = w->memory_total / w->memory_capacity;
     fprintf(out, "\nWhy it wins: on %s it trains in %.1f days at %.1f%% MFU, ranked by %s. ", req->gpu[w->gpu_type]->name,
@@ -54,33 +55,46 @@ static void winner_reason(FILE *out, const plan_request *req, const plan_result 
     }
     if (l->tp > 1)
         fprintf(out, "TP %lld keeps within the node's fast link. ", (long long)l->tp);
+    if (layout_cp(l) > 1)
+        fprintf(out, "CP %lld gives each GPU %lld of the %lld tokens of a sequence. ", (long long)l->cp,
+                (long long)(l->seq / l->cp), (long long)l->seq);
     if (l->pp > 1)
         fprintf(out, "PP %lld with %lld micro-batch(es) per step leaves a bubble of %.1f%%. ", (long long)l->pp,
                 (long long)(l->gbs / (l->mbs * l->dp)), 100.0 * w->bubble_s / w->step_s);
     if (res->ntop > 1) {
         const plan_candidate *r = &res->top[1];
-        fprintf(out, "The runner-up (TP %lld, PP %lld, DP %lld, mbs %lld, recompute %s, ZeRO %d) is %.1f%% behind.",
-                (long long)r->layout.tp, (long long)r->layout.pp, (long long)r->layout.dp, (long long)r->layout.mbs,
+        char cp_text[32] = "";
+        if (layout_cp(&r->layout) > 1) snprintf(cp_text, sizeof cp_text, ", CP %lld", (long long)r->layout.cp);
+        fprintf(out, "The runner-up (TP %lld%s, PP %lld, DP %lld, mbs %lld, recompute %s, ZeRO %d) is %.1f%% behind.",
+                (long long)r->layout.tp, cp_text, (long long)r->layout.pp, (long long)r->layout.dp, (long long)r->layout.mbs,
                 recompute_name(r->layout.recompute), r->layout.zero,
                 100.0 * (objective_of(req, r) / objective_of(req, w) - 1.0));
     }
     fputc('\n', out);
 }
 
+/* The tables show a CP column only when the search took context parallelism in. */
+static int searched_cp(const plan_request *req)
+{
+    return req->cp > 1 || (req->cp == 0 && req->seq >= PLAN_CP_MIN_SEQ);
+}
+
 static void print_candidate_row(FILE *out, const plan_request *req, int rank, const plan_candidate *c)
 {
     const layout_t *l = &c->layout;
-    fprintf(out, "%4d  %-14s %6lld %3lld %3lld %5lld %3lld %4lld %6lld  %-9s %4d %3s %7.1f %9.3f %6.1f%% %9.2f %12.4g\n", rank,
-            req->gpu[c->gpu_type]->name, (long long)l->gpus, (long long)l->tp, (long long)l->pp, (long long)l->dp,
+    fprintf(out, "%4d  %-14s %6lld %3lld ", rank, req->gpu[c->gpu_type]->name, (long long)l->gpus, (long long)l->tp);
+    if (searched_cp(req)) fprintf(out, "%3lld ", (long long)layout_cp(l));
+    fprintf(out, "%3lld %5lld %3lld %4lld %6lld  %-9s %4d %3s %7.1f %9.3f %6.1f%% %9.2f %12.4g\n", (long long)l->pp, (long long)l->dp,
             (long long)l->vpp, (long long)l->mbs, (long long)l->gbs, recompute_name(l->recompute), l->zero,
             l->sp ? "on" : "off", c->memory_total / GIB, c->step_s, 100.0 * c->mfu, c->time_to_train_s / 86400.0,
             c->cost_usd);
 }
 
-static void print_header(FILE *out)
+static void print_header(FILE *out, const plan_request *req)
 {
-    fprintf(out, "%4s  %-14s %6s %3s %3s %5s %3s %4s %6s  %-9s %4s %3s %7s %9s %7s %9s %12s\n", "rank", "gpu", "GPUs", "TP",
-            "PP", "DP", "VPP", "mbs", "gbs", "recompute", "ZeRO", "SP", "mem GiB", "step s", "MFU", "days", "cost $");
+    fprintf(out, "%4s  %-14s %6s %3s ", "rank", "gpu", "GPUs", "TP");
+    if (searched_cp(req)) fprintf(out, "%3s ", "CP");
+    fprintf(out, "%3s %5s %3s %4s %6s  %-9s %4s %3s %7s %9s %7s %9s %12s\n", "PP", "DP", "VPP", "mbs", "gbs", "recompute", "ZeRO", "SP", "mem GiB", "step s", "MFU", "days", "cost $");
 }
 
 static cJSON *candidate_json(const plan_request *req, const plan_candidate *c)
@@ -93,6 +107,8 @@ static cJSON *candidate_json(const plan_request *req, const plan_candidate *c)
     cJSON_AddNumberToObject(lj, "tp", (double)l->tp);
     cJSON_AddNumberToObject(lj, "pp", (double)l->pp);
     cJSON_AddNumberToObject(lj, "dp", (double)l->dp);
+    cJSON_AddNumberToObject(lj, "cp", (double)layout_cp(l));
+    cJSON_AddStringToObject(lj, "cp_comm", cp_comm_name(l->cp_comm));
     cJSON_AddNumberToObject(lj, "vpp", (double)l->vpp);
     cJSON_AddNumberToObject(lj, "mbs", (double)l->mbs);
     cJSON_AddNumberToObject(lj, "gbs", (double)l->gbs);
@@ -111,6 +127,7 @@ static cJSON *candidate_json(const plan_request *req, const plan_candidate *c)
     cJSON *t = cJSON_AddObjectToObject(o, "time");
     cJSON_AddNumberToObject(t, "compute_s", c->compute_s);
     cJSON_AddNumberToObject(t, "tp_comm_s", c->tp_comm_s);
+    cJSON_AddNumberToObject(t, "cp_comm_s", c->cp_comm_s);
     cJSON_AddNumberToObject(t, "pp_comm_s", c->pp_comm_s);
     cJSON_AddNumberToObject(t, "dp_comm_s", c->dp_comm_s);
     cJSON_AddNumberToObject(t, "bubble_s", c->bubble_s);
@@ -144,18 +161,18 @@ void report_plan(FILE *out, const plan_request *req, const plan_result *res, for
         return;
     }
     if (format == FORMAT_CSV) {
-        fprintf(out, "kind,rank,gpu,gpus,tp,pp,dp,vpp,mbs,gbs,seq,recompute,zero,sp,memory_total,step_s,mfu,time_to_train_s,cost_usd\n");
+        fprintf(out, "kind,rank,gpu,gpus,tp,pp,dp,vpp,mbs,gbs,seq,recompute,zero,sp,memory_total,step_s,mfu,time_to_train_s,cost_usd,cp\n");
         for (int k = 0; k < 2; k++) {
             const plan_candidate *list = k == 0 ? res->top : res->frontier;
             int n = k == 0 ? res->ntop : res->nfrontier;
             for (int i = 0; i < n; i++) {
                 const plan_candidate *c = &list[i];
                 const layout_t *l = &c->layout;
-                fprintf(out, "%s,%d,%s,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%s,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+                fprintf(out, "%s,%d,%s,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%s,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%lld\n",
                         k == 0 ? "top" : "frontier", i + 1, req->gpu[c->gpu_type]->name, (long long)l->gpus,
                         (long long)l->tp, (long long)l->pp, (long long)l->dp, (long long)l->vpp, (long long)l->mbs,
                         (long long)l->gbs, (long long)l->seq, recompute_name(l->recompute), l->zero, l->sp,
-                        c->memory_total, c->step_s, c->mfu, c->time_to_train_s, c->cost_usd);
+                        c->memory_total, c->step_s, c->mfu, c->time_to_train_s, c->cost_usd, (long long)layout_cp(l));
             }
         }
         return;
@@ -175,7 +192,7 @@ void report_plan(FILE *out, const plan_request *req, const plan_result *res, for
             fprintf(out, "The cheapest layout that fits costs $%.4g and takes %.1f days (%lld x %s).\n", cheapest->cost_usd,
                     cheapest->time_to_train_s / 86400.0, (long long)cheapest->layout.gpus, req->gpu[cheapest->gpu_type]->name);
     } else {
-        print_header(out);
+        print_header(out, req);
         for (int i = 0; i < res->ntop; i++) print_candidate_row(out, req, i + 1, &res->top[i]);
         winner_reason(out, req, res);
     }
@@ -184,7 +201,7 @@ void report_plan(FILE *out, const plan_request *req, const plan_result *res, for
         if (res->rejected[r]) fprintf(out, "  %10lld  %s\n", (long long)res->rejected[r], reject_reason_name((reject_reason_t)r));
     if (req->ncounts > 1 || req->ngpu_types > 1) {
         fprintf(out, "\nTime-cost frontier (fastest layout per GPU type and count, Pareto set):\n");
-        print_header(out);
+        print_header(out, req);
         for (int i = 0; i < res->nfrontier; i++) print_candidate_row(out, req, i + 1, &res->frontier[i]);
     }
 }
@@ -225,6 +242,10 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
         fprintf(out, "  --tensor-model-parallel-size %lld --pipeline-model-parallel-size %lld \\\n", (long long)l->tp, (long long)l->pp);
         if (l->vpp > 1)
             fprintf(out, "  --num-layers-per-virtual-pipeline-stage %lld \\\n", (long long)(m->layers / (l->pp * l->vpp)));
+        /* Megatron's --cp-comm-type: p2p is the ring, allgather Llama 3's */
+        if (layout_cp(l) > 1)
+            fprintf(out, "  --context-parallel-size %lld --cp-comm-type %s \\\n", (long long)l->cp,
+                    l->cp_comm == CP_COMM_ALLGATHER ? "allgather" : "p2p");
         if (l->sp) fprintf(out, "  --sequence-parallel \\\n");
         if (l->zero == 1) fprintf(out, "  --use-distributed-optimizer \\\n");
         if (l->recompute != RECOMPUTE_NONE) fprintf(out, "  %s \\\n", recompute_megatron(l->recompute));
@@ -235,6 +256,11 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
         return 0;
     }
     if (!strcmp(framework, "deepspeed")) {
+        if (layout_cp(l) > 1) {
+            snprintf(err, errlen, "--emit deepspeed: the plan uses context parallelism (cp %lld), which DeepSpeed does not "
+                     "have (its Ulysses sequence parallelism is another scheme)", (long long)l->cp);
+            return -1;
+        }
         cJSON *root = cJSON_CreateObject();
         cJSON_AddNumberToObject(root, "train_batch_size", (double)l->gbs);
         cJSON_AddNumberToObject(root, "train_micro_batch_size_per_gpu", (double)l->mbs);
@@ -276,6 +302,11 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
         fprintf(out, "[parallelism]\ndata_parallel_replicate_degree = %lld\ndata_parallel_shard_degree = %lld\n",
                 (long long)(l->zero >= 1 ? 1 : l->dp), (long long)(l->zero >= 1 ? l->dp : 1));
         fprintf(out, "tensor_parallel_degree = %lld\npipeline_parallel_degree = %lld\n", (long long)l->tp, (long long)l->pp);
+        /* PyTorch's context parallelism: "alltoall" passes the KV shards round the group step by step (the ring),
+         * "allgather" gathers them whole */
+        if (layout_cp(l) > 1)
+            fprintf(out, "context_parallel_degree = %lld\ncontext_parallel_rotate_method = \"%s\"\n", (long long)l->cp,
+                    l->cp_comm == CP_COMM_ALLGATHER ? "allgather" : "alltoall");
         if (l->pp > 1)
             fprintf(out, "pipeline_parallel_schedule = \"%s\"\n", l->vpp > 1 ? "Interleaved1F1B" : "1F1B");
         fprintf(out, "\n[activation_checkpoint]\nmode = \"%s\"\n", l->recompute == RECOMPUTE_FULL ? "full"

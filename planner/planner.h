@@ -16,9 +16,14 @@
 
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_t;
 typedef enum { ATTENTION_FLASH = 0, ATTENTION_UNFUSED } attention_impl_t;
+/* How context parallelism exchanges K and V (docs/model.md, "Context parallelism"): Megatron's ring of
+ * send/recv overlapped with attention, or Llama 3's all-gather before it. */
+typedef enum { CP_COMM_RING = 0, CP_COMM_ALLGATHER } cp_comm_t;
 
 typedef struct {
     int64_t gpus, tp, pp, dp, vpp, mbs, gbs, seq, gpus_per_node;
+    int64_t cp;        /* context parallel degree: each rank holds seq/cp tokens; 0 (a zeroed layout) means 1 */
+    cp_comm_t cp_comm;
     recompute_t recompute;
     attention_impl_t attention;
     int sp;            /* sequence parallelism (needs tp > 1 to matter) */
@@ -37,9 +42,12 @@ typedef struct {
 typedef enum { OP_GEMM = 0, OP_ATTENTION, OP_MEMBOUND, OP_COMM } op_kind_t;
 typedef enum { PASS_FWD = 0, PASS_BWD, PASS_RECOMPUTE, PASS_STEP } pass_t;
 typedef enum { COLL_ALLREDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_SENDRECV } coll_t;
-typedef enum { GROUP_TP = 0, GROUP_PP, GROUP_DP } group_t;
+/* GROUP_DP is the gradient's group: DP x CP ranks (dp_group_size) */
+typedef enum { GROUP_TP = 0, GROUP_PP, GROUP_DP, GROUP_CP } group_t;
 /* How a communication op meets the compute timeline (docs/model.md, "Overlap"). */
-typedef enum { EXPOSED = 0, OVERLAP_BWD, OVERLAP_FWD } overlap_t;
+/* OVERLAP_ATTENTION: one step of context parallelism's KV ring, hidden behind the attention of the block
+ * received before it. */
+typedef enum { EXPOSED = 0, OVERLAP_BWD, OVERLAP_FWD, OVERLAP_ATTENTION } overlap_t;
 
 typedef struct {
     const char *name;       /* static string, shared with the validator */
@@ -85,6 +93,14 @@ int64_t layers_on_stage(int64_t layers, int64_t pp, int64_t stage);
 
 /* KV heads one GPU holds at TP degree tp (replicated when tp exceeds them). */
 double local_kv_heads(const model_t *m, int64_t tp);
+/* The context parallel degree, 1 for a zeroed layout's 0. */
+int64_t layout_cp(const layout_t *l);
+/* The ranks a gradient is reduced over (and ZeRO shards over): DP x CP. */
+int64_t dp_group_size(const layout_t *l);
+/* Tokens of one micro-batch that one rank holds: seq x mbs / cp. */
+double rank_tokens(const layout_t *l);
+/* Transient memory of context parallelism's KV exchange in one layer (docs/model.md). */
+double cp_kv_transient_bytes(const model_t *m, const layout_t *l);
 
 /* ---- the estimate ------------------------------------------------------ */
 
@@ -111,6 +127,7 @@ typedef struct {
 
     /* seconds per step */
     double step_s, compute_s, tp_comm_s, pp_comm_s, dp_comm_s, bubble_s, optimizer_s;
+    double cp_comm_s;              /* context parallelism's KV exchange, what the attention does not hide */
     double microbatch_s;           /* slowest stage, forward + backward of one micro-batch */
     double stage_microbatch_s[2];  /* the first and the last stage's, the same */
     int64_t slowest_stage;
@@ -144,6 +161,8 @@ typedef struct {
 /* Checks a layout against the model and GPU count.  Returns -1 with one
  * message naming the flag for input that cannot be estimated. */
 int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen);
+/* The part of it that context parallelism adds: the degree, its exchange, the sequence it splits. */
+int layout_check_cp(const model_t *m, const layout_t *l, char *err, size_t errlen);
 /* Costs the layout.  The estimate refers to model, gpu and node: keep them alive. */
 int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
                     const job_t *job, estimate_t *e, char *err, size_t errlen);
@@ -183,6 +202,8 @@ double ring_allreduce_s(double n, double bytes, double bytes_per_s, double laten
 double ring_reduce_scatter_s(double n, double bytes, double bytes_per_s, double latency_s);
 double ring_allgather_s(double n, double bytes, double bytes_per_s, double latency_s);
 double sendrecv_s(double bytes, double bytes_per_s, double latency_s);
+double cp_kv_block_bytes(double kv_heads, double head_dim, double seq, double cp, double mbs, double elem_bytes);
+double cp_ring_exposed_s(double transfer_s, double attention_s, double cp);
 /* nccl-tests' bus bandwidth: algorithm bandwidth times the ring's factor. */
 double bus_bandwidth(coll_t coll, double n, double bytes, double seconds);
 double tp_compute_comm_ratio(double hidden, double tp, double bytes_per_value);
@@ -219,10 +240,14 @@ typedef enum {
     REJECT_TP_RATIO,        /* above t_max, with --strict */
     REJECT_DEADLINE,        /* slower than --days */
     REJECT_BUDGET,          /* dearer than --budget */
+    REJECT_CP,              /* context parallelism the sequence or attention cannot take */
     REJECT_COUNT
 } reject_reason_t;
 
 #define PLAN_TOP_MAX 32
+/* plan searches context parallelism only from this sequence length on (or when --cp asks) */
+#define PLAN_CP_MIN_SEQ 8192
+#define PLAN_CP_MAX 16
 #define PLAN_GPU_TYPES_MAX 64
 #define PLAN_COUNTS_MAX 32
 
@@ -245,6 +270,8 @@ typedef struct {
     int max_zero;                  /* highest ZeRO stage the target framework has (3 when any) */
     precision_t precision;         /* PREC_COUNT: each GPU's default */
     int fp32_grads;
+    int64_t cp;                    /* 0: search 1..16 when seq >= PLAN_CP_MIN_SEQ, else 1 */
+    cp_comm_t cp_comm;
     int uncached;                  /* cost every layout from scratch (estimate_layout_fast), without the
                                       search's cache: the reference for make bench and the tests */
 } plan_request;
@@ -255,6 +282,7 @@ typedef struct {
     double step_s, time_to_train_s, cost_usd, mfu, memory_total, memory_capacity, tokens_per_s;
     double compute_s, tp_comm_s, pp_comm_s, dp_comm_s, bubble_s;
     double clock_fraction, step_clock_hz, top_clock_power_w; /* the power model's (estimate_t) */
+    double cp_comm_s;
 } plan_candidate;
 
 typedef struct {
@@ -359,6 +387,9 @@ void report_spec_examples(FILE *out);
 
 const char *recompute_name(recompute_t r);
 const char *attention_name(attention_impl_t a);
+const char *cp_comm_name(cp_comm_t c);
+/* ring|allgather, ignoring case: 0, or -1 for anything else (or NULL). */
+int cp_comm_parse(const char *name, cp_comm_t *out);
 /* none|selective|full and flash|unfused, ignoring case: 0, or -1 for anything else (or NULL). */
 int recompute_parse(const char *name, recompute_t *out);
 int attention_parse(const char *name, attention_impl_t *out);

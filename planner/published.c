@@ -108,6 +108,7 @@ static void layout_text(char *buf, size_t len, const layout_t *l)
 {
     char vpp[32] = "";
     if (l->vpp > 1) snprintf(vpp, sizeof vpp, " VPP %lld", (long long)l->vpp);
+    if (l->cp > 1) snprintf(vpp + strlen(vpp), sizeof vpp - strlen(vpp), " CP %lld %s", (long long)l->cp, cp_comm_name(l->cp_comm));
     snprintf(buf, len, "TP %lld PP %lld DP %lld%s mbs %lld gbs %lld, %s, ZeRO %d%s, %s, %s", (long long)l->tp,
              (long long)l->pp, (long long)l->dp, vpp, (long long)l->mbs, (long long)l->gbs,
              precision_name(l->precision), l->zero, l->sp ? ", SP" : "", recompute_name(l->recompute),
@@ -151,12 +152,12 @@ static void print_row_json(FILE *out, const published_row *row, const estimate_t
         fprintf(out, ", \"predicted\": %.9g, \"signed_err\": %.9g, \"convention\": \"%s\", \"fits\": %s, \"step_s\": %.6g, "
                 "\"compute_s\": %.6g, \"tp_comm_s\": %.6g, \"pp_comm_s\": %.6g, \"dp_comm_s\": %.6g, \"bubble_s\": %.6g, "
                 "\"optimizer_s\": %.6g, \"memory_gib\": %.4g, "
-                "\"layout\": {\"gpus\": %lld, \"tp\": %lld, \"pp\": %lld, \"dp\": %lld, \"vpp\": %lld, \"mbs\": %lld, "
+                "\"layout\": {\"gpus\": %lld, \"tp\": %lld, \"cp\": %lld, \"pp\": %lld, \"dp\": %lld, \"vpp\": %lld, \"mbs\": %lld, "
                 "\"gbs\": %lld, \"seq\": %lld, \"zero\": %d, \"sp\": %d, \"recompute\": \"%s\", \"attention\": \"%s\", "
                 "\"precision\": \"%s\"}",
                 predicted, error, published_convention(row), e->fits ? "true" : "false", e->step_s, e->compute_s, e->tp_comm_s,
                 e->pp_comm_s, e->dp_comm_s, e->bubble_s, e->optimizer_s, e->memory.total / 1073741824.0, (long long)l->gpus,
-                (long long)l->tp, (long long)l->pp, (long long)l->dp, (long long)l->vpp, (long long)l->mbs,
+                (long long)l->tp, (long long)l->cp, (long long)l->pp, (long long)l->dp, (long long)l->vpp, (long long)l->mbs,
                 (long long)l->gbs, (long long)l->seq, l->zero, l->sp, recompute_name(l->recompute),
                 attention_name(l->attention), precision_name(l->precision));
     } else {

@@ -241,10 +241,10 @@ static void read_layout(const csv_table *t, int r, published_row *row)
         skip(row, "mixture of experts", "expert parallelism (ep %lld) is not modelled", (long long)ep);
         return;
     }
-    if (cp > 1) { skip(row, "context parallelism", "context parallelism (cp %lld) is not modelled", (long long)cp); return; }
     l->gpus = gpus;
     l->gpus_per_node = per_node;
     l->tp = tp;
+    l->cp = cp;
     l->pp = pp;
     l->dp = dp;
     l->vpp = vpp;
@@ -277,6 +277,8 @@ static void read_practice(const csv_table *t, int r, published_row *row)
     else if (has(zero, "zero-1") || has(zero, "distributed optimizer")) l->zero = 1;
     else l->zero = 0;
     l->attention = older ? ATTENTION_UNFUSED : ATTENTION_FLASH;
+    /* Meta's Llama 3 gathered K and V over the CP group; Megatron, NeMo and torchtitan pass them round a ring */
+    l->cp_comm = has(framework, "meta") || has(row->source, "llama 3 herd") ? CP_COMM_ALLGATHER : CP_COMM_RING;
     l->sp = l->tp > 1 && (!older || has(recompute, "sequence parallel"));
     row->model.dropout = older;
     row->older_framework = older;

@@ -35,6 +35,19 @@ int attention_parse(const char *name, attention_impl_t *out)
         }
     return -1;
 }
+const char *cp_comm_name(cp_comm_t c)
+{
+    return c == CP_COMM_ALLGATHER ? "allgather" : "ring";
+}
+int cp_comm_parse(const char *name, cp_comm_t *out)
+{
+    for (cp_comm_t c = CP_COMM_RING; c <= CP_COMM_ALLGATHER; c++)
+        if (name && !strcasecmp(name, cp_comm_name(c))) {
+            *out = c;
+            return 0;
+        }
+    return -1;
+}
 const char *op_kind_name(op_kind_t k)
 {
     static const char *const names[] = {"gemm", "attention", "membound", "comm"};
@@ -47,7 +60,7 @@ const char *pass_name(pass_t p)
 }
 const char *group_name(group_t g)
 {
-    static const char *const names[] = {"tp", "pp", "dp"};
+    static const char *const names[] = {"tp", "pp", "dp", "cp"};
     return names[g];
 }
 const char *coll_name(coll_t c)
@@ -85,6 +98,8 @@ static int estimate_fields(const estimate_t *e, field *f)
     INT("layout.tp", l->tp);
     INT("layout.pp", l->pp);
     INT("layout.dp", l->dp);
+    INT("layout.cp", layout_cp(l));
+    STR("layout.cp_comm", cp_comm_name(l->cp_comm));
     INT("layout.mbs", l->mbs);
     INT("layout.gbs", l->gbs);
     INT("layout.seq", l->seq);
@@ -112,6 +127,7 @@ static int estimate_fields(const estimate_t *e, field *f)
     NUM("time.tp_comm_s", e->tp_comm_s);
     NUM("time.pp_comm_s", e->pp_comm_s);
     NUM("time.dp_comm_s", e->dp_comm_s);
+    NUM("time.cp_comm_s", e->cp_comm_s);
     NUM("time.bubble_s", e->bubble_s);
     NUM("time.optimizer_s", e->optimizer_s);
     NUM("time.bubble_fraction", e->bubble_fraction);
@@ -298,7 +314,11 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
     if (e->model->experts > 1) fprintf(out, ", %.2fB active", e->params_active / 1e9);
     fprintf(out, ") on %lld x %s (node %s, %lld GPUs per node)\n", (long long)l->gpus, e->gpu->name, e->node->name,
             (long long)l->gpus_per_node);
-    fprintf(out, "layout: TP %lld x PP %lld x DP %lld", (long long)l->tp, (long long)l->pp, (long long)l->dp);
+    if (layout_cp(l) > 1)
+        fprintf(out, "layout: TP %lld x CP %lld (%s) x PP %lld x DP %lld", (long long)l->tp, (long long)l->cp,
+                cp_comm_name(l->cp_comm), (long long)l->pp, (long long)l->dp);
+    else
+        fprintf(out, "layout: TP %lld x PP %lld x DP %lld", (long long)l->tp, (long long)l->pp, (long long)l->dp);
     if (l->vpp > 1) fprintf(out, " (VPP %lld)", (long long)l->vpp);
     fprintf(out, ", micro-batch %lld, global batch %lld (%lld micro-batches per step), seq %lld\n", (long long)l->mbs,
             (long long)l->gbs, (long long)e->microbatches, (long long)l->seq);
@@ -326,8 +346,12 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
         {"PP communication", e->pp_comm_s},  {"DP communication (exposed)", e->dp_comm_s},
         {"pipeline bubble", e->bubble_s},    {"optimizer step", e->optimizer_s},
     };
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         fprintf(out, "  %-34s %9.4f  %5.1f%%\n", rows[i].label, rows[i].s, 100.0 * rows[i].s / e->step_s);
+        if (i == 1 && layout_cp(l) > 1)
+            fprintf(out, "  %-34s %9.4f  %5.1f%%\n", "CP communication (exposed)", e->cp_comm_s,
+                    100.0 * e->cp_comm_s / e->step_s);
+    }
     fprintf(out, "  %-34s %9.4f\n", "step", e->step_s);
     if (e->step_clock_hz > 0) {
         double cap = e->gpu->power_cap_w > 0 ? e->gpu->power_cap_w : e->gpu->tdp_w;

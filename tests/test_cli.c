@@ -578,16 +578,19 @@ static void published_row_rules(void **state)
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(b, "estimated")));
     assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "layout"), "sp")->valueint, 1);
     assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "layout"), "vpp")->valueint, 12);
-    const char *reasons[] = {"a field is not a plain number", "GPU not in the hardware database", "context parallelism"};
-    for (int i = 0; i < 3; i++)
+    const char *reasons[] = {"a field is not a plain number", "GPU not in the hardware database"};
+    for (int i = 0; i < 2; i++)
         assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 2 + i), "reason")->valuestring, reasons[i]);
+    /* e: context parallelism 2 over DP 8, a ring (Megatron's default) */
+    const cJSON *le = cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 4), "layout");
+    assert_int_equal(cJSON_GetObjectItem(le, "cp")->valueint, 2);
     /* f: a 2021 framework: unfused attention, no SP, full recomputation, fp16, hardware FLOPs */
     const cJSON *lf = cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 5), "layout");
     assert_string_equal(cJSON_GetObjectItem(lf, "attention")->valuestring, "unfused");
     assert_int_equal(cJSON_GetObjectItem(lf, "sp")->valueint, 0);
     assert_string_equal(cJSON_GetObjectItem(lf, "recompute")->valuestring, "full");
     assert_string_equal(cJSON_GetObjectItem(lf, "precision")->valuestring, "fp16");
-    assert_int_equal(cJSON_GetObjectItem(root, "rows_estimated")->valueint, 3);
+    assert_int_equal(cJSON_GetObjectItem(root, "rows_estimated")->valueint, 4);
     cJSON_Delete(root);
     run_free(&r);
     unlink(path);
