@@ -100,6 +100,14 @@ typedef struct {
     double energy_attention_j_per_flop; /* the same for our fused attention's */
     double energy_j_per_byte;         /* the same for a byte of device-memory traffic */
     double clock_energy_exponent;     /* how energy per operation falls with the clock */
+    /* Overlap is not free (docs/model.md): how much slower a bf16 GEMM runs while an NCCL collective of that
+     * kind runs beside it on another stream, t_beside / t_alone - 1 (0.12: 12% slower), and how much slower
+     * the collective runs beside the GEMM; measured by calibrate --comm; 0, the default, means not measured
+     * (the planner then uses its prior). */
+    double overlap_compute_slowdown_allgather;
+    double overlap_compute_slowdown_reducescatter;
+    double overlap_compute_slowdown_allreduce;
+    double overlap_comm_slowdown;
     int gemm_times;                   /* measured GEMM shapes (overlay keys gemm_us:MxNxK); 0 until calibrated */
     hw_gemm_time gemm_time[HWDB_GEMM_TIMES_MAX];
     int attention_times[2];           /* measured fused attention, forward [0] and backward [1] (overlay keys
@@ -157,7 +165,8 @@ int hwdb_gpu_matches_device(const hw_gpu *g, const char *device_name, double dev
  * database: each row replaces one numeric column of one GPU (or sets one of
  * the overlay-only keys: launch_overhead_us, gemm_half_gflop,
  * context_memory_gib, nccl_busbw_intra_gbs, nccl_busbw_inter_gbs,
- * attention_fwd_efficiency, attention_bwd_efficiency), or, for the
+ * attention_fwd_efficiency, attention_bwd_efficiency, the overlap_* slowdowns
+ * of calibrate --comm, ...), or, for the
  * keys intra_gbs_per_dir and intra_latency_us (nodes.csv columns, written by
  * calibrate --comm), of that GPU's node. */
 int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen);

@@ -313,6 +313,56 @@ static void comm_overlay_replaces_node_link(void **state)
     hwdb_free(&hw);
 }
 
+/* calibrate --comm's overlap measurement: four overlay-only fractions, 0 (the
+ * default: not measured) on every GPU until an overlay sets them. */
+static void overlap_slowdown_overlay(void **state)
+{
+    (void)state;
+    hwdb hw;
+    char err[512];
+    assert_int_equal(hwdb_load(SEXTANT_ROOT "/hwdb", &hw, err, sizeof err), 0);
+    for (int i = 0; i < hw.ngpus; i++) {
+        const hw_gpu *g = &hw.gpus[i];
+        assert_true(g->overlap_compute_slowdown_allgather == 0.0 && g->overlap_compute_slowdown_reducescatter == 0.0);
+        assert_true(g->overlap_compute_slowdown_allreduce == 0.0 && g->overlap_comm_slowdown == 0.0);
+    }
+    char path[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(path, "gpu,key,value,source\n"
+                     "h100-sxm,overlap_compute_slowdown_allgather,0.2,calibrate --comm overlap test\n"
+                     "h100-sxm,overlap_compute_slowdown_reducescatter,0.137,calibrate --comm overlap test\n"
+                     "h100-sxm,overlap_compute_slowdown_allreduce,0.161,calibrate --comm overlap test\n"
+                     "h100-sxm,overlap_comm_slowdown,1.75,calibrate --comm overlap test\n"
+                     "h100-sxm,overlap_compute_slowdown_allgather,0.118,calibrate --comm overlap test again\n");
+    assert_int_equal(hwdb_apply_overlay(&hw, path, err, sizeof err), 0);
+    unlink(path);
+    const hw_gpu *g = hwdb_find_gpu(&hw, "h100-sxm");
+    assert_close(g->overlap_compute_slowdown_allgather, 0.118, 1e-15); /* the later row wins */
+    assert_close(g->overlap_compute_slowdown_reducescatter, 0.137, 1e-15);
+    assert_close(g->overlap_compute_slowdown_allreduce, 0.161, 1e-15);
+    assert_close(g->overlap_comm_slowdown, 1.75, 1e-15);
+    assert_non_null(strstr(g->calibration, "overlap test again"));
+    /* the other GPUs and the rest of the row are untouched */
+    const hw_gpu *h200 = hwdb_find_gpu(&hw, "h200");
+    assert_true(h200->overlap_compute_slowdown_allgather == 0.0 && h200->overlap_comm_slowdown == 0.0);
+    assert_close(g->peak_flops[PREC_BF16], 989.4e12, 0.005);
+
+    /* fractions: the compute slowdowns 0 to 1, the collective's 0 to 10 */
+    const char *bad_rows[] = {
+        "h100-sxm,overlap_compute_slowdown_allgather,-0.01,x\n", "h100-sxm,overlap_compute_slowdown_allgather,1.5,x\n",
+        "h100-sxm,overlap_compute_slowdown_reducescatter,12%,x\n", "h100-sxm,overlap_compute_slowdown_allreduce,,x\n",
+        "h100-sxm,overlap_compute_slowdown_allreduce,nan,x\n",   "h100-sxm,overlap_comm_slowdown,11,x\n",
+        "h100-sxm,overlap_comm_slowdown,-1,x\n",
+    };
+    for (size_t i = 0; i < sizeof bad_rows / sizeof bad_rows[0]; i++) expect_overlay_row_refused(&hw, bad_rows[i], ":2:value");
+    /* the collective's own names are not the keys */
+    expect_overlay_row_refused(&hw, "h100-sxm,overlap_compute_slowdown_all_gather,0.1,x\n", ":2:key");
+    expect_overlay_row_refused(&hw, "h100-sxm,overlap_compute_slowdown,0.1,x\n", ":2:key");
+    /* the refusals left the measured figures as they were */
+    assert_close(g->overlap_compute_slowdown_allgather, 0.118, 1e-15);
+    assert_close(g->overlap_comm_slowdown, 1.75, 1e-15);
+    hwdb_free(&hw);
+}
+
 /* Copies the real hwdb into a temporary folder with gpus.csv replaced. */
 static void expect_gpus_csv_error(const char *gpus_csv, const char *where)
 {
@@ -464,6 +514,7 @@ int main(void)
         cmocka_unit_test(attention_efficiency_overlay),
         cmocka_unit_test(power_model_overlay),
         cmocka_unit_test(comm_overlay_replaces_node_link),
+        cmocka_unit_test(overlap_slowdown_overlay),
         cmocka_unit_test(malformed_gpus_csv),
         cmocka_unit_test(missing_directory),
         cmocka_unit_test(precision_names),

@@ -197,6 +197,21 @@ static void comm_flag_errors(void **state)
     expect_refusal("", "calibrate --comm --min-bytes 512", "at least 1K");
     expect_refusal("", "calibrate --comm --warp 9", "unknown flag '--warp'");
     expect_refusal("", "calibrate --comm --gpu h900 --gpus 2", "unknown GPU 'h900'");
+    /* the overlap measurement's flags */
+    expect_refusal("", "calibrate --comm --overlap-shapes 8192x8192", "'8192x8192' is not MxNxK");
+    expect_refusal("", "calibrate --comm --overlap-shapes 8192x8192x0", "'8192x8192x0' is not MxNxK");
+    expect_refusal("", "calibrate --comm --overlap-shapes 1x1x1,2x2x2,3x3x3,4x4x4,5x5x5", "comma list of 1 to 4 shapes");
+    expect_refusal("", "calibrate --comm --overlap-shapes 8192x8192x8192,", "comma list of 1 to 4 shapes");
+    expect_refusal("", "calibrate --comm --overlap-bytes 64M,4X", "--overlap-bytes '4X'");
+    expect_refusal("", "calibrate --comm --overlap-bytes ,64M", "comma list of 1 to 4 sizes");
+    expect_refusal("", "calibrate --comm --overlap-repeats 0", "--overlap-repeats '0'");
+    expect_refusal("", "calibrate --comm --overlap-csv", "--overlap-csv needs a value");
+    expect_refusal("", "calibrate --comm --no-overlap --overlap-bytes 64M", "--no-overlap leaves nothing for --overlap-bytes");
+    /* well-formed ones pass the flags and stop at the GPUs */
+    const char *gpus_refused = launch_visible_gpus(why, sizeof why) > 0 ? "--gpus 1000 but" : "no GPU is visible";
+    expect_refusal("", "calibrate --comm --overlap-shapes 8192x8192x8192,4096x4096x4096,8192x4096x1024,1x1x131072 "
+                       "--overlap-bytes 64M,256M,1G,512K --overlap-repeats 11 --overlap-csv /tmp/x.csv --gpus 1000", gpus_refused);
+    expect_refusal("", "calibrate --comm --no-overlap --gpus 1000", gpus_refused);
 }
 
 /* validate's layout flags are checked before anything starts, GPUs or not. */

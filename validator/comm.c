@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "launch.h"
+#include "overlap.h"
 
 enum { COLL_AR = 0, COLL_RS, COLL_AG, COLL_SR, NCOLL };
 static const char *const coll_names[NCOLL] = {"all_reduce", "reduce_scatter", "all_gather", "sendrecv"};
@@ -35,6 +36,7 @@ typedef struct {
     size_t min_bytes, max_bytes;
     int warmup, iters, repeats;
     double timeout_s;
+    overlap_options overlap;   /* the GEMM beside each collective (validator/overlap.c) */
 } comm_options;
 
 typedef struct {
@@ -77,19 +79,56 @@ static int parse_bytes(const char *flag, const char *text, size_t *out)
     return 0;
 }
 
+/* --overlap-shapes MxNxK,... and --overlap-bytes SIZE,...: comma lists of at most `max` */
+static int parse_overlap_list(const char *flag, const char *text, overlap_options *o)
+{
+    int shapes = !strcmp(flag, "--overlap-shapes"), max = shapes ? OVERLAP_MAX_SHAPES : OVERLAP_MAX_SIZES, n = 0;
+    char item[64];
+    for (const char *p = text;; n++) {
+        size_t len = strcspn(p, ",");
+        if (n == max || len == 0 || len >= sizeof item) {
+            fprintf(stderr, "sextant-gpu: calibrate --comm: %s '%s' is not a comma list of 1 to %d %s\n", flag, text, max,
+                    shapes ? "shapes MxNxK (e.g. 8192x8192x8192,4096x4096x4096)" : "sizes (e.g. 64M,256M)");
+            return -1;
+        }
+        memcpy(item, p, len);
+        item[len] = '\0';
+        if (shapes && overlap_parse_shape(item, &o->shape[n]) != 0) {
+            fprintf(stderr, "sextant-gpu: calibrate --comm: %s: '%s' is not MxNxK with sizes from 1 to 131072\n", flag, item);
+            return -1;
+        }
+        if (!shapes && parse_bytes(flag, item, &o->bytes[n]) != 0) return -1;
+        if (!p[len]) break;
+        p += len + 1;
+    }
+    if (shapes) o->nshapes = n + 1;
+    else o->nsizes = n + 1;
+    return 0;
+}
+
 static int parse_options(int argc, char **argv, comm_options *o)
 {
-    *o = (comm_options){0, NULL, NULL, (size_t)1 << 20, (size_t)4 << 30, 5, 20, 5, 300.0};
+    *o = (comm_options){0, NULL, NULL, (size_t)1 << 20, (size_t)4 << 30, 5, 20, 5, 300.0, {0}};
+    overlap_default_options(&o->overlap);
+    int no_overlap = 0;
+    const char *overlap_flag = NULL;
     for (int i = 2; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "--comm")) continue;
+        if (!strcmp(f, "--no-overlap")) {
+            no_overlap = 1;
+            continue;
+        }
         static const char *const valued[] = {"--gpus", "--gpu", "--out", "--min-bytes", "--max-bytes",
-                                             "--warmup", "--iters", "--repeats", "--timeout"};
+                                             "--warmup", "--iters", "--repeats", "--timeout", "--overlap-shapes",
+                                             "--overlap-bytes", "--overlap-repeats", "--overlap-csv"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(f, valued[k]);
         if (!known) {
             fprintf(stderr, "sextant-gpu: calibrate --comm: unknown flag '%s' (--gpus N, --gpu NAME, --out FILE, "
-                            "--min-bytes SIZE, --max-bytes SIZE, --warmup N, --iters N, --repeats N, --timeout S)\n", f);
+                            "--min-bytes SIZE, --max-bytes SIZE, --warmup N, --iters N, --repeats N, --timeout S, "
+                            "--overlap-shapes MxNxK,..., --overlap-bytes SIZE,..., --overlap-repeats N, --overlap-csv FILE, "
+                            "--no-overlap)\n", f);
             return -1;
         }
         if (i + 1 >= argc) {
@@ -106,12 +145,22 @@ static int parse_options(int argc, char **argv, comm_options *o)
         else if (!strcmp(f, "--warmup")) rc = parse_int(f, v, 0, 1000, &o->warmup);
         else if (!strcmp(f, "--iters")) rc = parse_int(f, v, 1, 100000, &o->iters);
         else if (!strcmp(f, "--repeats")) rc = parse_int(f, v, 1, 1000, &o->repeats);
-        else {
+        else if (!strncmp(f, "--overlap-", 10)) {
+            overlap_flag = f;
+            if (!strcmp(f, "--overlap-repeats")) rc = parse_int(f, v, 1, 101, &o->overlap.repeats);
+            else if (!strcmp(f, "--overlap-csv")) o->overlap.csv_path = v;
+            else rc = parse_overlap_list(f, v, &o->overlap);
+        } else {
             rc = parse_int(f, v, 1, 86400, &timeout);
             o->timeout_s = timeout;
         }
         if (rc) return -1;
     }
+    if (no_overlap && overlap_flag) {
+        fprintf(stderr, "sextant-gpu: calibrate --comm: --no-overlap leaves nothing for %s to set\n", overlap_flag);
+        return -1;
+    }
+    o->overlap.enabled = !no_overlap;
     if (o->min_bytes < 1024) {
         fprintf(stderr, "sextant-gpu: calibrate --comm: --min-bytes must be at least 1K\n");
         return -1;
@@ -316,7 +365,7 @@ static void print_residuals(const comm_results *res, double ab[NCOLL][2], const 
 
 static int write_overlay(const comm_job *job, const char *gpu, const char *device, int n, const comm_results *res,
                          const double alpha[NCOLL], const double bw[NCOLL], const int ok[NCOLL], double comm_bytes,
-                         double first_comm_bytes, double p2p_bytes)
+                         double first_comm_bytes, double p2p_bytes, const overlap_results *ov, const overlap_summary *ovs)
 {
     const char *path = job->o.out_path;
     char tmp[4200];
@@ -362,12 +411,20 @@ static int write_overlay(const comm_job *job, const char *gpu, const char *devic
         fprintf(f, "%s,nccl_first_memory_gib,%.4f,\"%s; device memory of the process's first %d-rank communicator once "
                    "every collective ran (NCCL's per-process state included)\"\n", gpu, first_comm_bytes / 1073741824.0,
                 source, n);
+    int overlap_keys = 0;
+    if (ov) {
+        char ov_source[256];
+        snprintf(ov_source, sizeof ov_source, "sextant-gpu calibrate --comm %s on %d x %.120s, NCCL %d.%d.%d", date, n, device,
+                 version / 10000, (version / 100) % 100, version % 100);
+        overlap_keys = overlap_write_overlay_rows(f, gpu, ov_source, ov, ovs);
+    }
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         fprintf(stderr, "sextant-gpu: --out %s: write failed: %s\n", path, strerror(errno));
         remove(tmp);
         return 2;
     }
-    printf("overlay written to %s (intra_gbs_per_dir, intra_latency_us of %s's node; nccl_memory_gib)\n", path, gpu);
+    printf("overlay written to %s (intra_gbs_per_dir, intra_latency_us of %s's node; nccl_memory_gib%s)\n", path, gpu,
+           overlap_keys ? "; the overlap_* slowdowns" : "");
     return 0;
 }
 
@@ -419,6 +476,7 @@ static int comm_body(launch_ctx *ctx, void *arg)
     double *stat = NULL;
     uint16_t *stage = NULL;
     comm_results *res = NULL;
+    overlap_results *ov = NULL;
     double *rep = NULL;
     int rc = 1;
 
@@ -445,9 +503,12 @@ static int comm_body(launch_ctx *ctx, void *arg)
     size_t free_b = 0, total_b = 0;
     CK(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
     /* NCCL's own buffers and the CUDA context need room beside ours */
-    if (2.0 * (double)o->max_bytes + (1u << 30) > (double)free_b) {
-        fprintf(stderr, "sextant-gpu: rank %d: --max-bytes %zu needs %.1f GiB of buffers and %.1f GiB is free; lower --max-bytes\n",
-                ctx->rank, o->max_bytes, 2.0 * (double)o->max_bytes / 1073741824.0, (double)free_b / 1073741824.0);
+    double overlap_b = o->overlap.enabled ? (double)overlap_device_bytes(&o->overlap) : 0.0;
+    if (2.0 * (double)o->max_bytes + overlap_b + (1u << 30) > (double)free_b) {
+        fprintf(stderr, "sextant-gpu: rank %d: --max-bytes %zu needs %.1f GiB of buffers (the overlap measurement %.1f GiB more) "
+                        "and %.1f GiB is free; lower --max-bytes\n",
+                ctx->rank, o->max_bytes, 2.0 * (double)o->max_bytes / 1073741824.0, overlap_b / 1073741824.0,
+                (double)free_b / 1073741824.0);
         goto fail;
     }
     CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -573,6 +634,15 @@ static int comm_body(launch_ctx *ctx, void *arg)
                          "running every collective and send/recv %.3f GiB, (for the record) one running send/recv only %.3f GiB\n",
                          n, first_comm_bytes / 1073741824.0, comm_bytes / 1073741824.0, p2p_bytes / 1073741824.0);
     }
+    /* after the memory probes: its buffers and cuBLAS must not count as NCCL's */
+    if (o->overlap.enabled) {
+        ov = calloc(1, sizeof *ov);
+        if (!ov) {
+            fprintf(stderr, "sextant-gpu: rank %d: out of host memory\n", ctx->rank);
+            goto fail;
+        }
+        if (overlap_measure(ctx, &o->overlap, ov) != 0) goto fail;
+    }
     rc = 0;
     if (root) {
         int64_t wrong = 0;
@@ -583,6 +653,13 @@ static int comm_body(launch_ctx *ctx, void *arg)
         int ok[NCOLL];
         for (int c = 0; c < NCOLL; c++) ok[c] = fit_collective(c, n, res, ab[c], &alpha[c], &bw[c]) == 0;
         print_residuals(res, ab, ok);
+        overlap_summary ovs;
+        int csv_rc = 0;
+        if (ov) {
+            overlap_summarise(ov, &ovs);
+            overlap_print(stdout, ov, &ovs);
+            if (o->overlap.csv_path && overlap_write_csv(o->overlap.csv_path, ov) != 0) csv_rc = 2;
+        }
         if (wrong) {
             fprintf(stderr, "sextant-gpu: %lld wrong elements in the results; not writing an overlay\n", (long long)wrong);
             rc = 1;
@@ -591,8 +668,9 @@ static int comm_body(launch_ctx *ctx, void *arg)
             rc = 1;
         } else if (o->out_path) {
             rc = write_overlay(job, hwdb_find_gpu(job->db, gpu)->name, prop.name, n, res, alpha, bw, ok, comm_bytes,
-                               first_comm_bytes, p2p_bytes);
+                               first_comm_bytes, p2p_bytes, ov, ov ? &ovs : NULL);
         }
+        rc = rc ? rc : csv_rc;
     }
     goto done;
 
@@ -614,6 +692,7 @@ done:
     if (stream) cudaStreamDestroy(stream);
     free(stage);
     free(res);
+    free(ov);
     free(rep);
     return rc;
 }

@@ -9,7 +9,8 @@
  *   sextant-gpu calibrate --comm [--gpus N] [--gpu NAME] [--out FILE] ...
  *       NCCL collectives over the GPUs of one node, one process per GPU
  *       (validator/comm.c, validator/launch.c), fitted into the node's
- *       intra-node latency and bandwidth.
+ *       intra-node latency and bandwidth; then a GEMM beside each collective
+ *       (validator/overlap.c): the slowdowns of overlapping them.
  *   sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]
  *       executes the planner's own op list of one micro-batch, op by op
  *       (cuBLAS for GEMMs and attention's batched GEMMs, our kernels for the
@@ -2197,6 +2198,8 @@ int main(int argc, char **argv)
                         "                            [--data uniform|normal] [--warm | --no-step-fit] [--step-runs DIR]\n"
                         "       sextant-gpu calibrate --comm [--gpus N] [--gpu NAME] [--out FILE] [--min-bytes SIZE] [--max-bytes SIZE]\n"
                         "                                    [--warmup N] [--iters N] [--repeats N] [--timeout S]\n"
+                        "                                    [--overlap-shapes MxNxK,...] [--overlap-bytes SIZE,...]\n"
+                        "                                    [--overlap-repeats N] [--overlap-csv FILE] [--no-overlap]\n"
                         "       sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]\n"
                         "       sextant-gpu train MODEL [--gpu NAME] [--mbs N] [--gbs N] [--seq N] [--steps N] [--warmup N]\n"
                         "                             [--tp N] [--pp N] [--vpp N] [--dp N] [--sp] [--zero 0|1] [--recompute none|full]\n"

@@ -1,0 +1,99 @@
+/* calibrate --comm's overlap measurement: how much slower a bf16 GEMM runs
+ * while an NCCL collective runs beside it on another stream, and how much
+ * slower the collective runs beside the GEMM (docs/model.md, "Overlap is not
+ * free").  overlap.c measures on the GPUs (every rank); overlap_report.c,
+ * plain C, summarises, prints and writes the CSV and the overlay rows. */
+#ifndef SEXTANT_OVERLAP_H
+#define SEXTANT_OVERLAP_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define OVERLAP_MAX_SHAPES 4
+#define OVERLAP_MAX_SIZES 4
+/* Below this a slowdown is not resolved (the medians of repeated runs move
+ * by about this much); the overlay gets this instead of 0, which means "not
+ * measured". */
+#define OVERLAP_RESOLUTION 0.001
+
+enum { OVERLAP_AG = 0, OVERLAP_RS, OVERLAP_AR, OVERLAP_KINDS };
+
+typedef struct {
+    long long m, n, k;   /* C[m, n] = A[m, k] B[k, n], bf16 with fp32 accumulation */
+} overlap_shape;
+
+typedef struct {
+    int enabled;
+    int nshapes;
+    overlap_shape shape[OVERLAP_MAX_SHAPES];
+    int nsizes;
+    size_t bytes[OVERLAP_MAX_SIZES];   /* the collective's whole, unsharded buffer, as calibrate --comm's size */
+    int repeats;                       /* timed pairs (alone, beside) per measurement; the median is kept */
+    const char *csv_path;              /* NULL: no CSV */
+} overlap_options;
+
+/* The defaults: 8192x8192x8192, 4096x4096x4096 and 8192x4096x1024 (a thin
+ * K, more bytes per FLOP); 64 MiB and 256 MiB; 9 repeats. */
+void overlap_default_options(overlap_options *o);
+
+/* One GEMM shape beside one collective of one size.  Times are per call,
+ * the slowest rank's median; the slowdowns t_beside / t_alone - 1 are
+ * computed per rank and their range over the ranks is kept. */
+typedef struct {
+    int measured;          /* 0: the other stream never covered the timed window; nothing else is set */
+    double gemm_alone_s, gemm_beside_s;
+    double coll_alone_s, coll_beside_s;
+    double gemm_slowdown_min, gemm_slowdown_max;
+    double coll_slowdown_min, coll_slowdown_max;
+} overlap_cell;
+
+typedef struct {
+    int ranks;
+    overlap_options o;
+    overlap_cell cell[OVERLAP_MAX_SHAPES][OVERLAP_KINDS][OVERLAP_MAX_SIZES];
+} overlap_results;
+
+/* The overlay's four figures: the median over the measured cells (shapes x
+ * sizes) of each kind's GEMM slowdown, and over every cell of the
+ * collective's; have_*: at least one cell was measured. */
+typedef struct {
+    int have_compute[OVERLAP_KINDS];
+    double compute[OVERLAP_KINDS];
+    int have_comm;
+    double comm;
+    int cells[OVERLAP_KINDS];
+} overlap_summary;
+
+extern const char *const overlap_kind_names[OVERLAP_KINDS];   /* all_gather, reduce_scatter, all_reduce */
+extern const char *const overlap_kind_keys[OVERLAP_KINDS];    /* the overlay key of each kind's GEMM slowdown */
+
+/* The device memory the measurement allocates on each rank, at most. */
+size_t overlap_device_bytes(const overlap_options *o);
+
+/* "MxNxK", each from 1 to 131072; 0, or -1 when it does not parse. */
+int overlap_parse_shape(const char *text, overlap_shape *out);
+
+/* The slowdown of one cell computed from its times (t_beside / t_alone - 1,
+ * the slowest rank's medians). */
+double overlap_gemm_slowdown(const overlap_cell *c);
+double overlap_coll_slowdown(const overlap_cell *c);
+
+void overlap_summarise(const overlap_results *r, overlap_summary *s);
+/* The table and the summary, to out. */
+void overlap_print(FILE *out, const overlap_results *r, const overlap_summary *s);
+/* One row per cell; 0, or -1 after one stderr line naming the path. */
+int overlap_write_csv(const char *path, const overlap_results *r);
+/* The overlay rows of the four keys (each measured one; a value beyond the
+ * key's range is kept as a comment row instead), for GPU `gpu`, with
+ * `source` naming the run.  Returns how many keys were written. */
+int overlap_write_overlay_rows(FILE *f, const char *gpu, const char *source, const overlap_results *r,
+                               const overlap_summary *s);
+
+struct launch_ctx;
+/* Every rank: measures each shape x kind x size cell of o on this rank's
+ * GPU and the ranks' communicator; the results (the same on every rank)
+ * into r.  0, or -1 after one stderr line naming the rank (the communicator
+ * may then be aborted). */
+int overlap_measure(struct launch_ctx *ctx, const overlap_options *o, overlap_results *r);
+
+#endif
