@@ -406,6 +406,7 @@ static double exposed(double comm, double window, double last_bucket_fraction)
 
 typedef struct {
     double model, hardware, attention, logits;   /* FLOP of one sequence through the whole model */
+    double model_full_attention, hardware_full_attention; /* the same, causal attention over the full s x s */
 } sequence_flops;
 
 /* Whole-model FLOPs of one sequence, from the op list of an unsplit model. */
@@ -419,15 +420,23 @@ static void count_sequence_flops(const model_t *m, const layout_t *l, sequence_f
     stage_ops s;
     build_stage_ops(m, &whole, 0, &s);
     f->model = f->hardware = f->attention = f->logits = 0.0;
+    double attention_hardware = 0.0;
     for (int i = 0; i < s.nops; i++) {
         const op_t *op = &s.ops[i];
         if (op->pass == PASS_STEP) continue;
         double c = (double)op->count;
         f->model += op->model_flops * c;
         f->hardware += op->hardware_flops * c;
-        if (op->kind == OP_ATTENTION) f->attention += op->model_flops * c;
+        if (op->kind == OP_ATTENTION) {
+            f->attention += op->model_flops * c;
+            attention_hardware += op->hardware_flops * c;
+        }
         if (strncmp(op->name, "lm_head", 7) == 0) f->logits += op->model_flops * c;
     }
+    /* a causal model's attention counts the half below the diagonal: the masked half again */
+    double masked = model_is_causal(m) ? 1.0 : 0.0;
+    f->model_full_attention = f->model + masked * f->attention;
+    f->hardware_full_attention = f->hardware + masked * attention_hardware;
 }
 
 static void model_flops_per_sequence(const model_t *m, const layout_t *l, sequence_flops *f)
@@ -623,6 +632,8 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
     e->hardware_flops_per_step = f->hardware * sequences;
     e->attention_flops_per_step = f->attention * sequences;
     e->logits_flops_per_step = f->logits * sequences;
+    e->model_flops_full_attention_per_step = f->model_full_attention * sequences;
+    e->hardware_flops_full_attention_per_step = f->hardware_full_attention * sequences;
     e->six_nd_per_step = six_n_d_flops(e->params_active, sequences * (double)l->seq);
 
     double peak = gpu->peak_flops[l->precision];

@@ -83,6 +83,9 @@ int64_t padded_vocab(const model_t *m, int64_t tp);
 /* Layers held by a stage: ceil(L/p) on the first stages, the rest on the last. */
 int64_t layers_on_stage(int64_t layers, int64_t pp, int64_t stage);
 
+/* Whether the model's attention is causal (every family but BERT's). */
+int model_is_causal(const model_t *m);
+
 /* KV heads one GPU holds at TP degree tp (replicated when tp exceeds them). */
 double local_kv_heads(const model_t *m, int64_t tp);
 
@@ -118,6 +121,10 @@ typedef struct {
     /* FLOPs per step, whole model, global batch */
     double model_flops_per_step, hardware_flops_per_step, six_nd_per_step;
     double attention_flops_per_step, logits_flops_per_step;
+    /* The same two counts with a causal model's attention over the full s x s, as Megatron-LM and
+     * Narayanan et al.'s formula count it: for numbers published that way.  MFU and HFU divide the
+     * counts above, the half a causal model needs (docs/model.md, "Conventions, kept apart"). */
+    double model_flops_full_attention_per_step, hardware_flops_full_attention_per_step;
     double params_total, params_active;
 
     double mfu, hfu, tokens_per_s, tokens_per_s_per_gpu, tflops_per_gpu;

@@ -193,6 +193,7 @@ static void assert_same_estimate(const estimate_t *fast, const estimate_t *full)
     SAME(memory.inflight_microbatches); SAME(memory.stage); SAME(fits);
     SAME(model_flops_per_step); SAME(hardware_flops_per_step); SAME(six_nd_per_step);
     SAME(attention_flops_per_step); SAME(logits_flops_per_step); SAME(params_total); SAME(params_active);
+    SAME(model_flops_full_attention_per_step); SAME(hardware_flops_full_attention_per_step);
     SAME(mfu); SAME(hfu); SAME(tokens_per_s); SAME(tokens_per_s_per_gpu); SAME(tflops_per_gpu);
     SAME(steps); SAME(time_to_train_s); SAME(gpu_hours); SAME(cost_usd);
     SAME(tp_ratio); SAME(tp_ratio_limit); SAME(tp_link_bytes_per_s); SAME(bubble_fraction);
