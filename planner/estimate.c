@@ -74,6 +74,14 @@ int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen)
                  (long long)l->mbs, (long long)l->dp);
         return -1;
     }
+    /* Megatron's interleaved schedule runs micro-batches in groups of p (docs/model.md, "Pipeline") */
+    int64_t microbatches = l->gbs / (l->mbs * l->dp);
+    if (l->vpp > 1 && microbatches % l->pp != 0) {
+        snprintf(err, errlen, "--vpp %lld: interleaved 1F1B needs the micro-batches per step, --gbs %lld / (--mbs %lld x dp %lld) "
+                 "= %lld, to be a multiple of --pp %lld, as Megatron-LM requires", (long long)l->vpp, (long long)l->gbs,
+                 (long long)l->mbs, (long long)l->dp, (long long)microbatches, (long long)l->pp);
+        return -1;
+    }
     return 0;
 }
 

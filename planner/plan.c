@@ -19,7 +19,8 @@ const char *reject_reason_name(reject_reason_t r)
 {
     static const char *const names[] = {"does not fit in memory", "heads, KV heads or batch indivisible",
                                         "TP group would leave the node", "above the TP ratio limit (--strict)",
-                                        "slower than --days", "dearer than --budget"};
+                                        "slower than --days", "dearer than --budget",
+                                        "interleaved with micro-batches not a multiple of PP"};
     return names[r];
 }
 
@@ -158,6 +159,11 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                             res->evaluated++;
                                             if (!divides_heads(m, tp) || gbs % (mbs * dp) != 0 || gbs < mbs * dp) {
                                                 res->rejected[REJECT_INDIVISIBLE]++;
+                                                continue;
+                                            }
+                                            /* Megatron interleaves micro-batches in groups of p */
+                                            if (vpp > 1 && (gbs / (mbs * dp)) % pp != 0) {
+                                                res->rejected[REJECT_INTERLEAVING]++;
                                                 continue;
                                             }
                                             if (tp > node->gpus_per_node && !req->allow_tp_across_nodes) {

@@ -224,6 +224,7 @@ typedef enum {
     REJECT_TP_RATIO,        /* above t_max, with --strict */
     REJECT_DEADLINE,        /* slower than --days */
     REJECT_BUDGET,          /* dearer than --budget */
+    REJECT_INTERLEAVING,    /* VPP > 1 with micro-batches not a multiple of PP */
     REJECT_COUNT
 } reject_reason_t;
 

@@ -229,6 +229,7 @@ static void bubble_and_divisibility_warnings(void **state)
     assert_close(e->bubble_s, 7 * first, 1e-9);
     assert_true(e->bubble_s / pipeline <= pipeline_bubble_fraction(8, 4, 1) + 1e-12);
     l.vpp = 2;
+    l.gbs = 8;   /* interleaving runs micro-batches in groups of p */
     e = run("llama2-7b", "h100-sxm", l);
     /* interleaving divides the fill and drain by the chunks per GPU */
     assert_close(e->bubble_s, 7 * e->stage_microbatch_s[0] / 2, 1e-9);
@@ -267,6 +268,20 @@ static void impossible_layouts_are_refused(void **state)
     l.precision = PREC_FP8;
     assert_int_equal(estimate_layout(m, hwdb_find_gpu(&db, "a100-sxm4-80gb"), n, &l, &job, &e, err, sizeof err), -1);
     assert_non_null(strstr(err, "--precision"));
+    /* interleaved 1F1B with micro-batches that are not a multiple of the pipeline depth, one
+     * micro-batch included (where the bubble was once a 10% guess): refused, as Megatron-LM does */
+    for (int64_t gbs = 1; gbs <= 12; gbs++) {
+        l = layout(8, 1, 4, 1, gbs * 2, 4096);
+        l.vpp = 2;
+        int rc = estimate_layout(m, g, n, &l, &job, &e, err, sizeof err);
+        if (gbs % 4 == 0) {
+            assert_int_equal(rc, 0);
+            continue;
+        }
+        assert_int_equal(rc, -1);
+        assert_non_null(strstr(err, "--vpp 2"));
+        assert_non_null(strstr(err, "multiple of --pp 4"));
+    }
 }
 
 static void pipeline_stages_split_memory(void **state)
