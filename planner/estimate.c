@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Megatron's default gradient bucket: 40M elements (docs/model.md, "Overlap"). */
 #define DP_BUCKET_ELEMENTS 40e6
@@ -552,6 +553,21 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
     mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations + mem->logits + mem->other;
 }
 
+int gpu_has_fused_attention(const hw_gpu *gpu)
+{
+    /* FlashAttention's kernels need sm80's asynchronous copies and larger shared memory; the
+     * architectures before Ampere are named, so that a newer one in a user's hwdb keeps it */
+    static const char *const before_sm80[] = {"volta", "turing", "pascal", "maxwell", "kepler"};
+    for (size_t i = 0; i < sizeof before_sm80 / sizeof before_sm80[0]; i++)
+        if (!strcasecmp(gpu->arch, before_sm80[i])) return 0;
+    return 1;
+}
+
+attention_impl_t default_attention(const hw_gpu *gpu)
+{
+    return gpu_has_fused_attention(gpu) ? ATTENTION_FLASH : ATTENTION_UNFUSED;
+}
+
 /* What every estimate starts from: the references, the checks, the micro-batches. */
 static int begin_estimate(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
                           const job_t *job, double params_total, double params_active, estimate_t *e, char *err,
@@ -569,6 +585,15 @@ static int begin_estimate(const model_t *m, const hw_gpu *gpu, const hw_node *no
     if (gpu->peak_flops[l->precision] <= 0.0) {
         snprintf(err, errlen, "--precision %s: %s has no %s tensor rate", precision_name(l->precision),
                  gpu->name, precision_name(l->precision));
+        return -1;
+    }
+    if (l->attention == ATTENTION_FLASH && !gpu_has_fused_attention(gpu)) {
+        snprintf(err, errlen, "--attention flash: %s is %s, and FlashAttention needs sm80 or newer (ampere, ada, "
+                 "hopper, blackwell): use --attention unfused", gpu->name, gpu->arch);
+        return -1;
+    }
+    if (l->attention != ATTENTION_FLASH && l->attention != ATTENTION_UNFUSED) {
+        snprintf(err, errlen, "--attention: expected flash or unfused");
         return -1;
     }
     e->microbatches = l->gbs / (l->mbs * l->dp);
@@ -997,6 +1022,23 @@ int estimate_layout_cached(estimate_cache *cache, const model_t *m, const hw_gpu
     return 0;
 }
 
+/* A sequence longer than the model was trained on (docs/model.md, "Warnings"): a learned table has no
+ * rows past its size; rotary and ALiBi positions run at any length, but were trained to their own. */
+static void warn_positions(estimate_t *e, const model_t *m, const layout_t *l)
+{
+    int64_t trained = m->max_positions > 0 ? m->max_positions : m->seq;
+    if (l->seq <= trained) return;
+    if (m->position == POS_LEARNED)
+        warn(e, "--seq %lld is beyond %s's %lld learned positions: its position table has no rows past %lld "
+                "(costed with the table as it is; the model cannot run this sequence without a larger one)",
+             (long long)l->seq, m->name, (long long)trained, (long long)trained);
+    else
+        warn(e, "--seq %lld is beyond the %lld positions %s was trained on: %s runs at any length, but quality past "
+                "it needs long-context training%s",
+             (long long)l->seq, (long long)trained, m->name, m->position == POS_ROPE ? "RoPE" : "ALiBi",
+             m->position == POS_ROPE ? " or RoPE scaling" : "");
+}
+
 int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
                     const job_t *job, estimate_t *e, char *err, size_t errlen)
 {
@@ -1010,6 +1052,7 @@ int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, co
         warn(e, "does not fit: stage %lld needs %.1f GiB per GPU, %s has %.1f GiB (%.1f GiB short)",
              (long long)e->memory.stage, e->memory.total / gib, gpu->name, gpu->memory_bytes / gib,
              (e->memory.total - gpu->memory_bytes) / gib);
+    warn_positions(e, m, l);
     if (tp_crosses)
         warn(e, "TP group of %lld leaves the node (%lld GPUs per node): its all-reduces run at the inter-node %.0f GB/s",
              (long long)l->tp, (long long)l->gpus_per_node, e->tp_link_bytes_per_s / 1e9);

@@ -15,7 +15,7 @@
 #define SEXTANT_VERSION "0.1.0"
 
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_t;
-typedef enum { ATTENTION_FLASH = 0, ATTENTION_UNFUSED } attention_impl_t;
+typedef enum { ATTENTION_FLASH = 0, ATTENTION_UNFUSED, ATTENTION_COUNT } attention_impl_t;
 
 typedef struct {
     int64_t gpus, tp, pp, dp, vpp, mbs, gbs, seq, gpus_per_node;
@@ -148,6 +148,12 @@ typedef struct {
     stage_ops first_stage, last_stage;  /* costed */
 } estimate_t;
 
+/* Whether the GPU runs a fused (FlashAttention-style) kernel: sm80 and newer, not volta or turing
+ * (hwdb's arch column; docs/model.md, "Time and cost"). */
+int gpu_has_fused_attention(const hw_gpu *gpu);
+/* The attention kernel a run on this GPU uses unless told otherwise: flash where it runs, else unfused. */
+attention_impl_t default_attention(const hw_gpu *gpu);
+
 /* Checks a layout against the model and GPU count.  Returns -1 with one
  * message naming the flag for input that cannot be estimated. */
 int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen);
@@ -250,6 +256,7 @@ typedef struct {
     int allow_tp_across_nodes;
     int max_zero;                  /* highest ZeRO stage the target framework has (3 when any) */
     precision_t precision;         /* PREC_COUNT: each GPU's default */
+    attention_impl_t attention;    /* ATTENTION_COUNT: each GPU's default (default_attention) */
     int fp32_grads;
     int uncached;                  /* cost every layout from scratch (estimate_layout_fast), without the
                                       search's cache: the reference for make bench and the tests */

@@ -245,6 +245,29 @@ static void bubble_and_divisibility_warnings(void **state)
     assert_true(has_warning(e, "not divisible by PP"));
 }
 
+/* A sequence beyond the model's trained positions is warned about, by the kind of its positions. */
+static void sequence_beyond_trained_positions_warns(void **state)
+{
+    (void)state;
+    /* GPT-2's learned table has 1024 rows */
+    estimate_t *e = run("gpt2", "h100-sxm", layout(1, 1, 1, 1, 8, 1024));
+    assert_false(has_warning(e, "positions"));
+    e = run("gpt2", "h100-sxm", layout(1, 1, 1, 1, 8, 1025));
+    assert_true(has_warning(e, "--seq 1025 is beyond gpt2's 1024 learned positions"));
+    /* LLaMA-2 was trained on 4096 tokens, rotary; BLOOM on 2048, ALiBi */
+    e = run("llama2-7b", "h100-sxm", layout(8, 8, 1, 1, 8, 4096));
+    assert_false(has_warning(e, "positions"));
+    e = run("llama2-7b", "h100-sxm", layout(8, 8, 1, 1, 8, 262144));
+    assert_true(has_warning(e, "--seq 262144 is beyond the 4096 positions llama2-7b was trained on: RoPE"));
+    e = run("bloom-176b", "h100-sxm", layout(64, 8, 8, 1, 64, 4096));
+    assert_true(has_warning(e, "ALiBi"));
+    /* a model whose table is larger than its training sequence: the table's size is the limit */
+    model_t wide = *model_zoo_find(&zoo, "gpt2");
+    wide.max_positions = 2048;
+    static estimate_t own;
+    assert_false(has_warning(run_model(&wide, hwdb_find_gpu(&db, "h100-sxm"), layout(1, 1, 1, 1, 8, 2048), &own), "positions"));
+}
+
 static void impossible_layouts_are_refused(void **state)
 {
     (void)state;
@@ -1014,6 +1037,7 @@ int main(void)
         cmocka_unit_test(tp_across_node_and_ratio_limit),
         cmocka_unit_test(bubble_and_divisibility_warnings),
         cmocka_unit_test(impossible_layouts_are_refused),
+        cmocka_unit_test(sequence_beyond_trained_positions_warns),
         cmocka_unit_test(pipeline_stages_split_memory),
         cmocka_unit_test(moe_counts_active_parameters),
         cmocka_unit_test(calibrated_flash_attention_efficiency),
