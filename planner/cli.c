@@ -106,7 +106,7 @@ static const char *usage_text =
     "  --gpus N               GPUs in all (default tp x pp x dp)\n"
     "  --gpus-per-node K      GPUs per node (default from the node type)\n"
     "  --tp N --pp N --dp N   tensor, pipeline and data parallel degrees (dp derived)\n"
-    "  --vpp N                virtual pipeline chunks per GPU (interleaved 1F1B)\n"
+    "  --vpp N                virtual pipeline chunks per GPU (interleaved 1F1B; micro-batches in multiples of --pp)\n"
     "  --mbs N                micro-batch size in sequences (default 1)\n"
     "  --gbs N                global batch in sequences (default: about 4M tokens)\n"
     "  --seq N                sequence length (default: the model's)\n"
