@@ -33,7 +33,7 @@ typedef struct {
     int64_t gpus, gpus_per_node, tp, pp, dp, vpp, mbs, gbs, seq, cp;
     double tokens, price;
     cp_comm_t cp_comm;
-    int have_precision, have_recompute;
+    int have_precision, have_recompute, have_attention;
     precision_t precision;
     recompute_t recompute;
     attention_impl_t attention;
@@ -46,7 +46,28 @@ typedef struct {
     double days, budget;
     int have_objective, top, strict, allow_tp_across_nodes;
     objective_t objective;
+    unsigned command_flags_seen;   /* bit i: command_flags[i] was given */
 } options;
+
+/* Flags that only some commands use; every other flag is common to estimate, explain and plan.
+ * estimate, explain and plan refuse a flag of this table meant for another command by name. */
+enum { FOR_ESTIMATE = 1, FOR_EXPLAIN = 2, FOR_PLAN = 4, FOR_FIT_POWER = 8 };
+static const struct {
+    const char *flag;
+    unsigned commands;
+} command_flags[] = {
+    /* one layout: plan searches these */
+    {"--tp", FOR_ESTIMATE | FOR_EXPLAIN}, {"--pp", FOR_ESTIMATE | FOR_EXPLAIN}, {"--dp", FOR_ESTIMATE | FOR_EXPLAIN},
+    {"--vpp", FOR_ESTIMATE | FOR_EXPLAIN}, {"--mbs", FOR_ESTIMATE | FOR_EXPLAIN},
+    {"--recompute", FOR_ESTIMATE | FOR_EXPLAIN}, {"--sp", FOR_ESTIMATE | FOR_EXPLAIN},
+    {"--zero", FOR_ESTIMATE | FOR_EXPLAIN}, {"--gpus-per-node", FOR_ESTIMATE | FOR_EXPLAIN},
+    {"--ops", FOR_ESTIMATE}, {"--format", FOR_ESTIMATE | FOR_PLAN}, {"--spec", FOR_EXPLAIN},
+    /* the search */
+    {"--top", FOR_PLAN}, {"--days", FOR_PLAN}, {"--budget", FOR_PLAN}, {"--objective", FOR_PLAN},
+    {"--strict", FOR_PLAN}, {"--allow-tp-across-nodes", FOR_PLAN}, {"--emit", FOR_PLAN}, {"--plot", FOR_PLAN},
+    {"--runs", FOR_FIT_POWER},
+};
+#define COMMAND_FLAGS (sizeof command_flags / sizeof command_flags[0])
 
 static const char *usage_text =
     "usage: sextant COMMAND [MODEL] [flags]\n"
@@ -87,7 +108,7 @@ static const char *usage_text =
     "  --gpus N               GPUs in all (default tp x pp x dp)\n"
     "  --gpus-per-node K      GPUs per node (default from the node type)\n"
     "  --tp N --pp N --dp N   tensor, pipeline and data parallel degrees (dp derived)\n"
-    "  --vpp N                virtual pipeline chunks per GPU (interleaved 1F1B)\n"
+    "  --vpp N                virtual pipeline chunks per GPU (interleaved 1F1B; micro-batches in multiples of --pp)\n"
     "  --cp N                 context parallel degree: each GPU holds seq/N tokens (GPUs = tp x cp x pp x dp);\n"
     "                         plan searches 1-16 when --seq is 8192 or more, else takes 1 (or N)\n"
     "  --cp-comm ring|allgather   how CP exchanges K and V: Megatron's ring (default) or Llama 3's all-gather\n"
@@ -95,7 +116,7 @@ static const char *usage_text =
     "  --gbs N                global batch in sequences (default: about 4M tokens)\n"
     "  --seq N                sequence length (default: the model's)\n"
     "  --recompute none|selective|full   activation recomputation (default selective)\n"
-    "  --attention flash|unfused          attention kernel (default flash)\n"
+    "  --attention flash|unfused          attention kernel (default flash where the GPU has it: sm80 and newer)\n"
     "  --sp                   sequence parallelism\n"
     "  --zero 0|1|2|3         optimizer sharding (1 = Megatron's distributed optimizer)\n"
     "  --fp32-grads           accumulate gradients in fp32 (18 instead of 16 bytes/param)\n"
@@ -132,13 +153,38 @@ static int fail(const char *fmt, ...)
     return 2;
 }
 
-/* A positive number with an optional K/M/B/T (or G) suffix: 2T = 2e12. */
+/* Whether text starts with a plain decimal number, digits with an optional fraction and exponent
+ * (2, 0.5, 1e12): no sign, space, hexadecimal, inf or nan, which strtod would take.  *len: its length. */
+static int plain_decimal(const char *text, size_t *len)
+{
+    const char *p = text;
+    int digits = 0;
+    while (isdigit((unsigned char)*p)) { p++; digits++; }
+    if (*p == '.') {
+        p++;
+        while (isdigit((unsigned char)*p)) { p++; digits++; }
+    }
+    if (!digits) return 0;
+    if (*p == 'e' || *p == 'E') {
+        const char *q = p + 1;
+        if (*q == '+' || *q == '-') q++;
+        if (!isdigit((unsigned char)*q)) return 0;
+        while (isdigit((unsigned char)*q)) q++;
+        p = q;
+    }
+    *len = (size_t)(p - text);
+    return 1;
+}
+
+/* A positive decimal number with an optional K/M/B/T (or G) suffix: 2T = 2e12. */
 static int parse_quantity(const char *text, double *out)
 {
+    size_t len;
+    if (!plain_decimal(text, &len)) return -1;
     char *end;
     errno = 0;
     double v = strtod(text, &end);
-    if (end == text || errno == ERANGE) return -1;
+    if (end != text + len || errno == ERANGE) return -1;
     double scale = 1.0;
     if (*end) {
         switch (toupper((unsigned char)*end)) {
@@ -179,6 +225,8 @@ static int parse_args(int argc, char **argv, options *o)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define TAKE() (v ? (i++, v) : NULL)
         int rc = 0;
+        for (size_t f = 0; f < COMMAND_FLAGS; f++)
+            if (!strcmp(a, command_flags[f].flag)) o->command_flags_seen |= 1u << f;
         if (a[0] != '-') {
             if (o->model_name) return fail("unexpected argument '%s' (the model is already '%s')", a, o->model_name);
             o->model_name = a;
@@ -195,7 +243,7 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(a, "--out")) { if (!(o->out_path = TAKE())) return fail("--out: missing value"); }
         else if (!strcmp(a, "--gpus")) {
             const char *t = TAKE();
-            if (t && strchr(t, '-') && t[0] != '-') o->gpus_text = t;
+            if (t && strchr(t, '-') && isdigit((unsigned char)t[0])) o->gpus_text = t;
             else rc = parse_count(a, t, 10000000, &o->gpus);
         }
         else if (!strcmp(a, "--emit")) { if (!(o->emit = TAKE())) return fail("--emit: missing value"); }
@@ -257,6 +305,7 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (!strcmp(a, "--attention")) {
             const char *t = TAKE();
             if (attention_parse(t, &o->attention) != 0) return fail("--attention: '%s' is not one of flash|unfused", t ? t : "");
+            o->have_attention = 1;
         } else if (!strcmp(a, "--zero")) {
             const char *t = TAKE();
             if (!t || strlen(t) != 1 || t[0] < '0' || t[0] > '3')
@@ -276,6 +325,28 @@ static int parse_args(int argc, char **argv, options *o)
         else return fail("unknown flag '%s' (sextant --help lists them)", a);
         if (rc) return rc;
 #undef TAKE
+    }
+    return 0;
+}
+
+/* estimate, explain and plan: a flag meant for another command is refused by name, not ignored. */
+static int refuse_other_commands_flags(const options *o)
+{
+    static const struct { unsigned bit; const char *name; } commands[] = {
+        {FOR_ESTIMATE, "estimate"}, {FOR_EXPLAIN, "explain"}, {FOR_PLAN, "plan"}, {FOR_FIT_POWER, "fit-power"}};
+    unsigned me = 0;
+    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++)
+        if (!strcmp(o->command, commands[c].name)) me = commands[c].bit;
+    if (me != FOR_ESTIMATE && me != FOR_EXPLAIN && me != FOR_PLAN) return 0;
+    for (size_t f = 0; f < COMMAND_FLAGS; f++) {
+        if (!(o->command_flags_seen & (1u << f)) || (command_flags[f].commands & me)) continue;
+        char owners[64] = "";
+        for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++)
+            if (command_flags[f].commands & commands[c].bit)
+                snprintf(owners + strlen(owners), sizeof owners - strlen(owners), "%s%s", owners[0] ? " and " : "",
+                         commands[c].name);
+        return fail("%s is a flag of %s, not of %s%s", command_flags[f].flag, owners, o->command,
+                    me == FOR_PLAN && (command_flags[f].commands & FOR_ESTIMATE) ? " (plan searches the layout)" : "");
     }
     return 0;
 }
@@ -467,6 +538,8 @@ static int cmd_hw(const options *o, const hwdb *db, FILE *out)
 static int make_layout(const options *o, const model_t *m, const hw_gpu *g, const hw_node *node, layout_t *l, job_t *job)
 {
     memset(l, 0, sizeof *l);
+    if (o->gpus_text)
+        return fail("--gpus %s: a range is for plan; estimate takes one GPU count", o->gpus_text);
     l->tp = o->tp ? o->tp : 1;
     l->pp = o->pp ? o->pp : 1;
     l->vpp = o->vpp ? o->vpp : 1;
@@ -477,7 +550,7 @@ static int make_layout(const options *o, const model_t *m, const hw_gpu *g, cons
     l->sp = o->sp;
     l->zero = o->zero >= 0 ? o->zero : 0;
     l->fp32_grads = o->fp32_grads;
-    l->attention = o->attention;
+    l->attention = o->have_attention ? o->attention : default_attention(g);
     l->recompute = o->have_recompute ? o->recompute : RECOMPUTE_SELECTIVE;
     l->gpus_per_node = o->gpus_per_node ? o->gpus_per_node : node->gpus_per_node;
     if (o->have_precision) l->precision = o->precision;
@@ -516,6 +589,10 @@ static int make_layout(const options *o, const model_t *m, const hw_gpu *g, cons
     if ((double)l->gbs * (double)l->seq > 1e13)
         return fail("--gbs %lld x --seq %lld: more than 1e13 tokens per step", (long long)l->gbs, (long long)l->seq);
     job->tokens = o->tokens > 0 ? o->tokens : chinchilla_tokens(model_params_active(m));
+    if (job->tokens < (double)l->gbs * (double)l->seq)
+        return fail("--tokens %.4g is less than one step's %.4g tokens (--gbs %lld x --seq %lld)%s", job->tokens,
+                    (double)l->gbs * (double)l->seq, (long long)l->gbs, (long long)l->seq,
+                    o->tokens > 0 ? "" : "; the default is 20 tokens per parameter");
     job->price_usd_per_gpu_hour = o->price > 0 ? o->price : g->cloud_usd_per_gpu_hour;
     return 0;
 }
@@ -551,6 +628,10 @@ static int cmd_estimate(const options *o, const char *root, FILE *out)
     model_t without_dropout;
     m = model_as_asked(o, m, &without_dropout);
     const char *gpu_name = o->gpu_name ? o->gpu_name : DEFAULT_GPU;
+    if (strchr(gpu_name, ',') || !strcasecmp(gpu_name, "all")) {
+        rc = fail("--gpu %s: %s takes one GPU type; plan compares several", gpu_name, o->command);
+        goto done;
+    }
     const hw_gpu *g = hwdb_find_gpu(&db, gpu_name);
     if (!g) { rc = unknown_gpu(&db, gpu_name); goto done; }
     const hw_node *node = hwdb_find_node(&db, o->node_name ? o->node_name : g->node);
@@ -717,12 +798,20 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
         for (char *save, *tok = strtok_r(names, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             const hw_gpu *g = hwdb_find_gpu(&db, tok);
             if (!g) { rc = unknown_gpu(&db, tok); goto done; }
+            for (int i = 0; i < req->ngpu_types; i++)
+                if (req->gpu[i] == g) { rc = fail("--gpu %s: %s is listed twice", gpu_list, g->name); goto done; }
             if (req->ngpu_types < PLAN_GPU_TYPES_MAX) req->gpu[req->ngpu_types++] = g;
         }
     }
+    req->attention = o->have_attention ? o->attention : ATTENTION_COUNT;
     for (int i = 0; i < req->ngpu_types; i++) {
         req->node[i] = hwdb_find_node(&db, o->node_name ? o->node_name : req->gpu[i]->node);
         if (!req->node[i]) { rc = fail("--node: unknown node '%s'", o->node_name); goto done; }
+        if (req->attention == ATTENTION_FLASH && !gpu_has_fused_attention(req->gpu[i])) {
+            rc = fail("--attention flash: %s is %s, and FlashAttention needs sm80 or newer (ampere, ada, hopper, "
+                      "blackwell); leave --attention out for each GPU's own default", req->gpu[i]->name, req->gpu[i]->arch);
+            goto done;
+        }
     }
     if (o->gpus_text) {
         if ((rc = parse_gpu_range(o->gpus_text, req))) goto done;
@@ -740,6 +829,13 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     req->gbs_min = power_of_two_at_least(DEFAULT_BATCH_TOKENS / 4.0 / (double)req->seq);
     req->gbs_max = power_of_two_at_least(DEFAULT_BATCH_TOKENS / (double)req->seq);
     req->tokens = o->tokens > 0 ? o->tokens : chinchilla_tokens(model_params_active(req->model));
+    double smallest_step = (double)(req->gbs ? req->gbs : req->gbs_min) * (double)req->seq;
+    if (req->tokens < smallest_step) {
+        rc = fail("--tokens %.4g is less than one step's %.4g tokens (global batch %lld x --seq %lld)%s", req->tokens,
+                  smallest_step, (long long)(req->gbs ? req->gbs : req->gbs_min), (long long)req->seq,
+                  o->tokens > 0 ? "" : "; the default is 20 tokens per parameter");
+        goto done;
+    }
     req->price = o->price;
     req->max_days = o->days;
     req->max_budget = o->budget;
@@ -843,6 +939,7 @@ int main(int argc, char **argv)
         printf("sextant %s\n", SEXTANT_VERSION);
         return 0;
     }
+    if ((rc = refuse_other_commands_flags(&o))) return rc;
     char root[PATH_MAX];
     find_data_root(root, sizeof root);
     char *text = NULL;

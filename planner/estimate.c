@@ -109,6 +109,14 @@ int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen)
                  (long long)l->mbs, (long long)l->dp);
         return -1;
     }
+    /* Megatron's interleaved schedule runs micro-batches in groups of p (docs/model.md, "Pipeline") */
+    int64_t microbatches = l->gbs / (l->mbs * l->dp);
+    if (l->vpp > 1 && microbatches % l->pp != 0) {
+        snprintf(err, errlen, "--vpp %lld: interleaved 1F1B needs the micro-batches per step, --gbs %lld / (--mbs %lld x dp %lld) "
+                 "= %lld, to be a multiple of --pp %lld, as Megatron-LM requires", (long long)l->vpp, (long long)l->gbs,
+                 (long long)l->mbs, (long long)l->dp, (long long)microbatches, (long long)l->pp);
+        return -1;
+    }
     return 0;
 }
 
@@ -467,6 +475,7 @@ static double exposed(double comm, double window, double last_bucket_fraction)
 
 typedef struct {
     double model, hardware, attention, logits;   /* FLOP of one sequence through the whole model */
+    double model_full_attention, hardware_full_attention; /* the same, causal attention over the full s x s */
 } sequence_flops;
 
 /* Whole-model FLOPs of one sequence, from the op list of an unsplit model. */
@@ -480,15 +489,23 @@ static void count_sequence_flops(const model_t *m, const layout_t *l, sequence_f
     stage_ops s;
     build_stage_ops(m, &whole, 0, &s);
     f->model = f->hardware = f->attention = f->logits = 0.0;
+    double attention_hardware = 0.0;
     for (int i = 0; i < s.nops; i++) {
         const op_t *op = &s.ops[i];
         if (op->pass == PASS_STEP) continue;
         double c = (double)op->count;
         f->model += op->model_flops * c;
         f->hardware += op->hardware_flops * c;
-        if (op->kind == OP_ATTENTION) f->attention += op->model_flops * c;
+        if (op->kind == OP_ATTENTION) {
+            f->attention += op->model_flops * c;
+            attention_hardware += op->hardware_flops * c;
+        }
         if (strncmp(op->name, "lm_head", 7) == 0) f->logits += op->model_flops * c;
     }
+    /* a causal model's attention counts the half below the diagonal: the masked half again */
+    double masked = model_is_causal(m) ? 1.0 : 0.0;
+    f->model_full_attention = f->model + masked * f->attention;
+    f->hardware_full_attention = f->hardware + masked * attention_hardware;
 }
 
 static void model_flops_per_sequence(const model_t *m, const layout_t *l, sequence_flops *f)
@@ -599,6 +616,21 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
     mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations + mem->logits + mem->other;
 }
 
+int gpu_has_fused_attention(const hw_gpu *gpu)
+{
+    /* FlashAttention's kernels need sm80's asynchronous copies and larger shared memory; the
+     * architectures before Ampere are named, so that a newer one in a user's hwdb keeps it */
+    static const char *const before_sm80[] = {"volta", "turing", "pascal", "maxwell", "kepler"};
+    for (size_t i = 0; i < sizeof before_sm80 / sizeof before_sm80[0]; i++)
+        if (!strcasecmp(gpu->arch, before_sm80[i])) return 0;
+    return 1;
+}
+
+attention_impl_t default_attention(const hw_gpu *gpu)
+{
+    return gpu_has_fused_attention(gpu) ? ATTENTION_FLASH : ATTENTION_UNFUSED;
+}
+
 /* What every estimate starts from: the references, the checks, the micro-batches. */
 static int begin_estimate(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
                           const job_t *job, double params_total, double params_active, estimate_t *e, char *err,
@@ -616,6 +648,15 @@ static int begin_estimate(const model_t *m, const hw_gpu *gpu, const hw_node *no
     if (gpu->peak_flops[l->precision] <= 0.0) {
         snprintf(err, errlen, "--precision %s: %s has no %s tensor rate", precision_name(l->precision),
                  gpu->name, precision_name(l->precision));
+        return -1;
+    }
+    if (l->attention == ATTENTION_FLASH && !gpu_has_fused_attention(gpu)) {
+        snprintf(err, errlen, "--attention flash: %s is %s, and FlashAttention needs sm80 or newer (ampere, ada, "
+                 "hopper, blackwell): use --attention unfused", gpu->name, gpu->arch);
+        return -1;
+    }
+    if (l->attention != ATTENTION_FLASH && l->attention != ATTENTION_UNFUSED) {
+        snprintf(err, errlen, "--attention: expected flash or unfused");
         return -1;
     }
     e->microbatches = l->gbs / (l->mbs * l->dp);
@@ -692,6 +733,8 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
     e->hardware_flops_per_step = f->hardware * sequences;
     e->attention_flops_per_step = f->attention * sequences;
     e->logits_flops_per_step = f->logits * sequences;
+    e->model_flops_full_attention_per_step = f->model_full_attention * sequences;
+    e->hardware_flops_full_attention_per_step = f->hardware_full_attention * sequences;
     e->six_nd_per_step = six_n_d_flops(e->params_active, sequences * (double)l->seq);
 
     double peak = gpu->peak_flops[l->precision];
@@ -1050,6 +1093,23 @@ int estimate_layout_cached(estimate_cache *cache, const model_t *m, const hw_gpu
     return 0;
 }
 
+/* A sequence longer than the model was trained on (docs/model.md, "Warnings"): a learned table has no
+ * rows past its size; rotary and ALiBi positions run at any length, but were trained to their own. */
+static void warn_positions(estimate_t *e, const model_t *m, const layout_t *l)
+{
+    int64_t trained = m->max_positions > 0 ? m->max_positions : m->seq;
+    if (l->seq <= trained) return;
+    if (m->position == POS_LEARNED)
+        warn(e, "--seq %lld is beyond %s's %lld learned positions: its position table has no rows past %lld "
+                "(costed with the table as it is; the model cannot run this sequence without a larger one)",
+             (long long)l->seq, m->name, (long long)trained, (long long)trained);
+    else
+        warn(e, "--seq %lld is beyond the %lld positions %s was trained on: %s runs at any length, but quality past "
+                "it needs long-context training%s",
+             (long long)l->seq, (long long)trained, m->name, m->position == POS_ROPE ? "RoPE" : "ALiBi",
+             m->position == POS_ROPE ? " or RoPE scaling" : "");
+}
+
 int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
                     const job_t *job, estimate_t *e, char *err, size_t errlen)
 {
@@ -1063,6 +1123,7 @@ int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, co
         warn(e, "does not fit: stage %lld needs %.1f GiB per GPU, %s has %.1f GiB (%.1f GiB short)",
              (long long)e->memory.stage, e->memory.total / gib, gpu->name, gpu->memory_bytes / gib,
              (e->memory.total - gpu->memory_bytes) / gib);
+    warn_positions(e, m, l);
     if (tp_crosses)
         warn(e, "TP group of %lld leaves the node (%lld GPUs per node): its all-reduces run at the inter-node %.0f GB/s",
              (long long)l->tp, (long long)l->gpus_per_node, e->tp_link_bytes_per_s / 1e9);

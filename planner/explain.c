@@ -176,8 +176,12 @@ void report_explain(FILE *out, const estimate_t *e)
                  "  of which attention scores and values %.4g, logits %.4g.\n",
             e->model_flops_per_step, e->model_flops_per_step / e->six_nd_per_step, e->attention_flops_per_step,
             e->logits_flops_per_step);
-    fprintf(out, "  Convention: attention is counted over the full s x s (as Megatron and the 72 formula do), so a\n"
-                 "  causal model executes about half the attention FLOPs with a flash-style kernel; time uses what executes.\n");
+    if (model_is_causal(m))
+        fprintf(out, "  Convention: a causal model's attention is counted below the diagonal only, what a flash-style\n"
+                     "  kernel executes, so MFU never exceeds 1; over the full s x s, as Megatron and the 72 formula\n"
+                     "  count it: %.4g model FLOP per step.\n", e->model_flops_full_attention_per_step);
+    else
+        fprintf(out, "  Convention: attention is bidirectional, counted over the full s x s, as the 72 formula does.\n");
     if (layout_cp(l) > 1)
         fprintf(out, "  Context parallelism moves no FLOP: each of the c = %lld ranks runs 1/c of every GEMM (its s/c tokens)\n"
                      "  and 1/c of the attention (its s/c queries against all s keys; Megatron pairs chunks i and 2c-1-i so\n"

@@ -137,7 +137,7 @@ static void tp_entry(builder *b, const char *ag, const char *ar_bwd, const char 
     }
 }
 
-static int causal(const model_t *m) { return strcasecmp(m->family, "bert") != 0; }
+int model_is_causal(const model_t *m) { return strcasecmp(m->family, "bert") != 0; }
 
 /* KV heads per GPU: split across the TP group, or replicated (one per GPU)
  * when the group is wider than the model has KV heads, as Megatron does. */
@@ -233,9 +233,13 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
         if (!b->overflow) b->out->ops[b->out->nops - 1].flops = 3.0 * qk;
     }
 
-    /* attention core: scores Q K^T and the weighted sum P V, 2 * 2*s*s*d per head; a CP rank's share is
-     * its sq queries against all s keys, 1/cp of the causal work too once the chunks are paired */
-    double core_model = 4.0 * mb * heads * sq * s * d;
+    /* attention core: scores Q K^T and the weighted sum P V, 2 * 2*s*s*d per head over the full
+     * s x s; a causal model needs only the half below the diagonal, and that half is what model
+     * and hardware FLOPs count, so that neither ever exceeds what a kernel executes (docs/model.md,
+     * "Conventions, kept apart").  A CP rank's share is its sq queries against all s keys, 1/cp of
+     * the causal work too once the chunks are paired */
+    double core_full = 4.0 * mb * heads * sq * s * d;
+    double core_model = model_is_causal(m) ? core_full / 2.0 : core_full;
     double qkv_saved = T * (heads + 2.0 * kv_heads) * d * B;
     double scores = mb * heads * s * s;
     int unfused = l->attention == ATTENTION_UNFUSED;
@@ -252,7 +256,7 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
          * softmax reads and writes them (and the dropout its mask) */
         double kflops[UNFUSED_ATTENTION_KERNELS_MAX], kbytes[UNFUSED_ATTENTION_KERNELS_MAX];
         int kernels = unfused_attention_kernels(s, d, B, mask * 3.0, 0, kflops, kbytes);
-        att->flops = core_model;
+        att->flops = core_full;
         att->bytes = 0.0;
         for (int i = 0; i < kernels; i++) att->bytes += mb * heads * kbytes[i];
         double kept = l->recompute == RECOMPUTE_SELECTIVE ? 0.0 : scores * (B + mask * (1.0 + B));
@@ -260,7 +264,7 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     } else {
         /* flash-style: tiles stay on chip, masked tiles are skipped, and only
          * the output and the log-sum-exp (fp32) survive */
-        att->flops = flash_attention_flops(mb, heads, s, d, causal(m), 0) / cp;
+        att->flops = flash_attention_flops(mb, heads, s, d, model_is_causal(m), 0) / cp;
         /* Q and O are the rank's, K and V the whole sequence's (received or gathered) */
         att->bytes = B * (2.0 * T * heads * d + cp * T * 2.0 * kv_heads * d) + 4.0 * mb * heads * sq;
         att->saved_bytes = full ? 0.0 : qkv_saved + 4.0 * mb * heads * sq;
@@ -281,7 +285,7 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     att_bwd->saved_bytes = 0.0;
     att_bwd->model_flops = att_bwd->hardware_flops = 2.0 * core_model;
     /* flash's backward also recomputes Q K^T: 2.5 forward passes in all */
-    att_bwd->flops = unfused ? 2.0 * att->flops : flash_attention_flops(mb, heads, s, d, causal(m), 1) / cp;
+    att_bwd->flops = unfused ? 2.0 * att->flops : flash_attention_flops(mb, heads, s, d, model_is_causal(m), 1) / cp;
     att_bwd->bytes = 2.0 * att->bytes;
     if (unfused) {
         /* five kernels, each touching the s x s matrix once (P twice in all, dP

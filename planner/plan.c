@@ -12,15 +12,17 @@
 #include <unistd.h>
 
 static const int64_t micro_batches[] = {1, 2, 4, 8, 16};
-/* with flash attention, selective recomputation costs and saves exactly what none does */
-static const recompute_t recomputes[] = {RECOMPUTE_NONE, RECOMPUTE_FULL};
+/* with flash attention, selective recomputation costs and saves exactly what none does: the
+ * search tries it (the last) with the unfused kernel only */
+static const recompute_t recomputes[] = {RECOMPUTE_NONE, RECOMPUTE_FULL, RECOMPUTE_SELECTIVE};
 
 const char *reject_reason_name(reject_reason_t r)
 {
     static const char *const names[] = {"does not fit in memory", "heads, KV heads or batch indivisible",
                                         "TP group would leave the node", "above the TP ratio limit (--strict)",
                                         "slower than --days", "dearer than --budget",
-                                        "context parallelism the sequence cannot take"};
+                                        "context parallelism the sequence cannot take",
+                                        "interleaved with micro-batches not a multiple of PP"};
     return names[r];
 }
 
@@ -140,6 +142,8 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
         precision_t prec = req->precision;
         if (prec == PREC_COUNT) prec = g->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
         if (g->peak_flops[prec] <= 0) { outer_done += req->ncounts; continue; }
+        attention_impl_t attention = req->attention == ATTENTION_COUNT ? default_attention(g) : req->attention;
+        if (attention == ATTENTION_FLASH && !gpu_has_fused_attention(g)) { outer_done += req->ncounts; continue; }
         job_t job = {req->tokens, req->price > 0 ? req->price : g->cloud_usd_per_gpu_hour};
         for (int ci = 0; ci < req->ncounts; ci++, outer_done++) {
             progress(show_progress, started, outer_done, outer_total);
@@ -161,7 +165,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                 int64_t mbs = micro_batches[mi];
                                 for (int64_t gbs = req->gbs ? req->gbs : req->gbs_min; gbs <= (req->gbs ? req->gbs : req->gbs_max);
                                      gbs *= 2) {
-                                    for (size_t ri = 0; ri < sizeof recomputes / sizeof recomputes[0]; ri++)
+                                    for (size_t ri = 0; ri < (attention == ATTENTION_FLASH ? 2u : 3u); ri++)
                                         for (int zero = 0; zero <= req->max_zero; zero++)
                                             for (int sp = 0; sp <= (tp > 1); sp++) {
                                                 layout_t l = {0};
@@ -171,10 +175,15 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                 l.gpus_per_node = node->gpus_per_node;
                                                 l.recompute = recomputes[ri]; l.zero = zero; l.sp = sp;
                                                 l.precision = prec; l.fp32_grads = req->fp32_grads;
-                                                l.attention = ATTENTION_FLASH;
+                                                l.attention = attention;
                                                 res->evaluated++;
                                                 if (!divides_heads(m, tp) || gbs % (mbs * dp) != 0 || gbs < mbs * dp) {
                                                     res->rejected[REJECT_INDIVISIBLE]++;
+                                                    continue;
+                                                }
+                                                /* Megatron interleaves micro-batches in groups of p */
+                                                if (vpp > 1 && (gbs / (mbs * dp)) % pp != 0) {
+                                                    res->rejected[REJECT_INTERLEAVING]++;
                                                     continue;
                                                 }
                                                 if (tp > node->gpus_per_node && !req->allow_tp_across_nodes) {

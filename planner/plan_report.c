@@ -114,6 +114,7 @@ static cJSON *candidate_json(const plan_request *req, const plan_candidate *c)
     cJSON_AddNumberToObject(lj, "gbs", (double)l->gbs);
     cJSON_AddNumberToObject(lj, "seq", (double)l->seq);
     cJSON_AddStringToObject(lj, "recompute", recompute_name(l->recompute));
+    cJSON_AddStringToObject(lj, "attention", attention_name(l->attention));
     cJSON_AddNumberToObject(lj, "zero", l->zero);
     cJSON_AddBoolToObject(lj, "sp", l->sp);
     cJSON_AddStringToObject(lj, "precision", precision_name(l->precision));
@@ -181,6 +182,10 @@ void report_plan(FILE *out, const plan_request *req, const plan_result *res, for
             model_params_total(req->model) / 1e9, req->tokens, (long long)req->seq, objective_name(req->objective));
     if (req->max_days > 0) fprintf(out, "deadline: %.4g days\n", req->max_days);
     if (req->max_budget > 0) fprintf(out, "budget: $%.4g\n", req->max_budget);
+    for (int i = 0; i < req->ngpu_types; i++)
+        if (req->attention == ATTENTION_UNFUSED || (req->attention == ATTENTION_COUNT && !gpu_has_fused_attention(req->gpu[i])))
+            fprintf(out, "attention: unfused on %s%s\n", req->gpu[i]->name,
+                    req->attention == ATTENTION_UNFUSED ? " (--attention unfused)" : " (FlashAttention needs sm80 or newer)");
     fprintf(out, "searched %lld layouts in %.3f s (%.3g layouts/s); %lld feasible\n\n", (long long)res->evaluated,
             res->seconds, (double)res->evaluated / (res->seconds > 0 ? res->seconds : 1e-9), (long long)res->feasible);
     if (res->ntop == 0) {
@@ -251,7 +256,8 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
         if (l->recompute != RECOMPUTE_NONE) fprintf(out, "  %s \\\n", recompute_megatron(l->recompute));
         fprintf(out, "  --micro-batch-size %lld --global-batch-size %lld --train-iters %.0f \\\n", (long long)l->mbs,
                 (long long)l->gbs, steps);
-        fprintf(out, "  --%s --use-flash-attn%s\n", l->precision == PREC_FP16 ? "fp16" : "bf16",
+        fprintf(out, "  --%s%s%s\n", l->precision == PREC_FP16 ? "fp16" : "bf16",
+                l->attention == ATTENTION_FLASH ? " --use-flash-attn" : "",
                 l->fp32_grads ? "" : " --no-gradient-accumulation-fusion");
         return 0;
     }

@@ -15,7 +15,7 @@
 #define SEXTANT_VERSION "0.1.0"
 
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_t;
-typedef enum { ATTENTION_FLASH = 0, ATTENTION_UNFUSED } attention_impl_t;
+typedef enum { ATTENTION_FLASH = 0, ATTENTION_UNFUSED, ATTENTION_COUNT } attention_impl_t;
 /* How context parallelism exchanges K and V (docs/model.md, "Context parallelism"): Megatron's ring of
  * send/recv overlapped with attention, or Llama 3's all-gather before it. */
 typedef enum { CP_COMM_RING = 0, CP_COMM_ALLGATHER } cp_comm_t;
@@ -91,6 +91,9 @@ int64_t padded_vocab(const model_t *m, int64_t tp);
 /* Layers held by a stage: ceil(L/p) on the first stages, the rest on the last. */
 int64_t layers_on_stage(int64_t layers, int64_t pp, int64_t stage);
 
+/* Whether the model's attention is causal (every family but BERT's). */
+int model_is_causal(const model_t *m);
+
 /* KV heads one GPU holds at TP degree tp (replicated when tp exceeds them). */
 double local_kv_heads(const model_t *m, int64_t tp);
 /* The context parallel degree, 1 for a zeroed layout's 0. */
@@ -135,6 +138,10 @@ typedef struct {
     /* FLOPs per step, whole model, global batch */
     double model_flops_per_step, hardware_flops_per_step, six_nd_per_step;
     double attention_flops_per_step, logits_flops_per_step;
+    /* The same two counts with a causal model's attention over the full s x s, as Megatron-LM and
+     * Narayanan et al.'s formula count it: for numbers published that way.  MFU and HFU divide the
+     * counts above, the half a causal model needs (docs/model.md, "Conventions, kept apart"). */
+    double model_flops_full_attention_per_step, hardware_flops_full_attention_per_step;
     double params_total, params_active;
 
     double mfu, hfu, tokens_per_s, tokens_per_s_per_gpu, tflops_per_gpu;
@@ -157,6 +164,12 @@ typedef struct {
 
     stage_ops first_stage, last_stage;  /* costed */
 } estimate_t;
+
+/* Whether the GPU runs a fused (FlashAttention-style) kernel: sm80 and newer, not volta or turing
+ * (hwdb's arch column; docs/model.md, "Time and cost"). */
+int gpu_has_fused_attention(const hw_gpu *gpu);
+/* The attention kernel a run on this GPU uses unless told otherwise: flash where it runs, else unfused. */
+attention_impl_t default_attention(const hw_gpu *gpu);
 
 /* Checks a layout against the model and GPU count.  Returns -1 with one
  * message naming the flag for input that cannot be estimated. */
@@ -241,6 +254,7 @@ typedef enum {
     REJECT_DEADLINE,        /* slower than --days */
     REJECT_BUDGET,          /* dearer than --budget */
     REJECT_CP,              /* context parallelism the sequence or attention cannot take */
+    REJECT_INTERLEAVING,    /* VPP > 1 with micro-batches not a multiple of PP */
     REJECT_COUNT
 } reject_reason_t;
 
@@ -269,6 +283,7 @@ typedef struct {
     int allow_tp_across_nodes;
     int max_zero;                  /* highest ZeRO stage the target framework has (3 when any) */
     precision_t precision;         /* PREC_COUNT: each GPU's default */
+    attention_impl_t attention;    /* ATTENTION_COUNT: each GPU's default (default_attention) */
     int fp32_grads;
     int64_t cp;                    /* 0: search 1..16 when seq >= PLAN_CP_MIN_SEQ, else 1 */
     cp_comm_t cp_comm;

@@ -314,14 +314,17 @@ int published_row_read(const csv_table *t, int r, const hwdb *db, const model_zo
     return 0;
 }
 
-/* Throughput in the row's metric from an estimate, in the source's FLOP convention. */
+/* Throughput in the row's metric from an estimate, in the source's FLOP convention: every source here
+ * (Megatron's and NeMo's formulas, MosaicML's, torchtitan's, PaLM's) counts attention over the full
+ * s x s, causal or not, so the estimate's full-attention counts stand for them. */
 double published_predicted(const published_row *row, const estimate_t *e)
 {
     double gpus = (double)e->layout.gpus;
     switch (row->metric) {
-    case METRIC_MFU: return e->model_flops_per_step / e->step_s / gpus / e->gpu->peak_flops[row->mfu_peak];
-    case METRIC_TFLOPS_HW: return e->hardware_flops_per_step / e->step_s / gpus / 1e12;
-    case METRIC_TFLOPS_MODEL: return e->model_flops_per_step / e->step_s / gpus / 1e12;
+    case METRIC_MFU:
+        return e->model_flops_full_attention_per_step / e->step_s / gpus / e->gpu->peak_flops[row->mfu_peak];
+    case METRIC_TFLOPS_HW: return e->hardware_flops_full_attention_per_step / e->step_s / gpus / 1e12;
+    case METRIC_TFLOPS_MODEL: return e->model_flops_full_attention_per_step / e->step_s / gpus / 1e12;
     case METRIC_TOKENS_PER_S_PER_GPU: return e->tokens_per_s_per_gpu;
     case METRIC_S_PER_ITER: return e->step_s;
     case METRIC_SAMPLES_PER_S: return (double)e->layout.gbs / e->step_s;
@@ -342,10 +345,10 @@ const char *published_convention(const published_row *row)
 {
     switch (row->metric) {
     case METRIC_MFU:
-        return row->mfu_peak == PREC_FP8 ? "model FLOPs / FP8 peak"
-               : row->mfu_peak == PREC_FP16 ? "model FLOPs / fp16 peak" : "model FLOPs / bf16 peak";
-    case METRIC_TFLOPS_HW: return "hardware FLOPs (recomputation counted)";
-    case METRIC_TFLOPS_MODEL: return "model FLOPs";
+        return row->mfu_peak == PREC_FP8 ? "model FLOPs (full s x s) / FP8 peak"
+               : row->mfu_peak == PREC_FP16 ? "model FLOPs (full s x s) / fp16 peak" : "model FLOPs (full s x s) / bf16 peak";
+    case METRIC_TFLOPS_HW: return "hardware FLOPs (full s x s, recomputation counted)";
+    case METRIC_TFLOPS_MODEL: return "model FLOPs (full s x s)";
     case METRIC_TOKENS_PER_S_PER_GPU: return "tokens";
     case METRIC_S_PER_ITER: return "seconds per step";
     case METRIC_SAMPLES_PER_S: return "sequences";

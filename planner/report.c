@@ -142,6 +142,8 @@ static int estimate_fields(const estimate_t *e, field *f)
     NUM("flops.six_nd_per_step", e->six_nd_per_step);
     NUM("flops.attention_per_step", e->attention_flops_per_step);
     NUM("flops.logits_per_step", e->logits_flops_per_step);
+    NUM("flops.model_full_attention_per_step", e->model_flops_full_attention_per_step);
+    NUM("flops.hardware_full_attention_per_step", e->hardware_flops_full_attention_per_step);
     NUM("mfu", e->mfu);
     NUM("hfu", e->hfu);
     NUM("tokens_per_s", e->tokens_per_s);

@@ -501,7 +501,7 @@ static void published_runs_regression(void **state)
     cJSON_ArrayForEach(row, cJSON_GetObjectItem(root, "rows"))
         if (!strcmp(cJSON_GetObjectItem(row, "case")->valuestring, "megatron-sc21-1t")) break;
     assert_non_null(row);
-    assert_string_equal(cJSON_GetObjectItem(row, "convention")->valuestring, "hardware FLOPs (recomputation counted)");
+    assert_string_equal(cJSON_GetObjectItem(row, "convention")->valuestring, "hardware FLOPs (full s x s, recomputation counted)");
     assert_close(cJSON_GetObjectItem(row, "predicted")->valuedouble, 163.0, 0.25);
     cJSON_Delete(root);
     run_free(&r);
@@ -569,7 +569,7 @@ static void published_row_rules(void **state)
     const cJSON *rows = cJSON_GetObjectItem(root, "rows");
     const cJSON *a = cJSON_GetArrayItem(rows, 0), *b = cJSON_GetArrayItem(rows, 1);
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(a, "estimated")));
-    assert_string_equal(cJSON_GetObjectItem(a, "convention")->valuestring, "model FLOPs / FP8 peak");
+    assert_string_equal(cJSON_GetObjectItem(a, "convention")->valuestring, "model FLOPs (full s x s) / FP8 peak");
     const cJSON *la = cJSON_GetObjectItem(a, "layout");
     assert_string_equal(cJSON_GetObjectItem(la, "precision")->valuestring, "fp8");
     assert_int_equal(cJSON_GetObjectItem(la, "zero")->valueint, 1);
@@ -741,6 +741,104 @@ static void bad_input_is_one_clear_line(void **state)
     expect_bad_input("hw h900", "closest:");
 }
 
+/* Every flag is used by the command or refused by name; numbers are plain decimals with the
+ * documented suffixes; a GPU range, a GPU list or a token count below one step is refused by estimate. */
+static void flags_of_other_commands_are_refused(void **state)
+{
+    (void)state;
+    const char *plan_only[] = {"--top 3", "--days 30", "--budget 1e6", "--objective cost", "--strict",
+                               "--allow-tp-across-nodes", "--emit megatron", "--plot /tmp/sextant-x.svg"};
+    char args[256], flag[64];
+    for (size_t i = 0; i < sizeof plan_only / sizeof plan_only[0]; i++) {
+        snprintf(flag, sizeof flag, "%s", plan_only[i]);
+        *strchrnul(flag, ' ') = '\0';
+        char want[128];
+        snprintf(want, sizeof want, "%s is a flag of plan, not of estimate", flag);
+        snprintf(args, sizeof args, "estimate llama2-7b %s", plan_only[i]);
+        expect_bad_input(args, want);
+        snprintf(want, sizeof want, "%s is a flag of plan, not of explain", flag);
+        snprintf(args, sizeof args, "explain llama2-7b %s", plan_only[i]);
+        expect_bad_input(args, want);
+    }
+    const char *layout_only[] = {"--tp 2", "--pp 2", "--dp 2", "--vpp 2", "--mbs 2", "--recompute full", "--sp",
+                                 "--zero 1", "--gpus-per-node 4", "--ops"};
+    for (size_t i = 0; i < sizeof layout_only / sizeof layout_only[0]; i++) {
+        snprintf(flag, sizeof flag, "%s", layout_only[i]);
+        *strchrnul(flag, ' ') = '\0';
+        char want[128];
+        snprintf(want, sizeof want, "%s is a flag of estimate", flag);
+        snprintf(args, sizeof args, "plan llama2-7b --gpus 8 %s", layout_only[i]);
+        expect_bad_input(args, want);
+    }
+    expect_bad_input("explain llama2-7b --ops", "--ops is a flag of estimate, not of explain");
+    expect_bad_input("explain llama2-7b --format json", "--format is a flag of estimate and plan, not of explain");
+    expect_bad_input("estimate llama2-7b --spec", "--spec is a flag of explain, not of estimate");
+    expect_bad_input("estimate llama2-7b --runs a.csv", "--runs is a flag of fit-power, not of estimate");
+    /* a range of GPU counts and a list of GPU types are plan's */
+    expect_bad_input("estimate llama2-7b --gpus 8-16", "--gpus 8-16: a range is for plan");
+    expect_bad_input("estimate llama2-7b --gpu h100-sxm,a100-sxm4-80gb", "estimate takes one GPU type");
+    expect_bad_input("plan llama2-7b --gpus 8 --gpu h100-sxm,a100-sxm4-80gb,H100-SXM", "h100-sxm is listed twice");
+    /* numbers: plain decimals, not hexadecimal, signs, spaces or words strtod would take */
+    const char *not_counts[] = {"0x10", "+8", "' 8'", "8.5", "1e", "inf", "0x8-16", "8-0x10"};
+    for (size_t i = 0; i < sizeof not_counts / sizeof not_counts[0]; i++) {
+        snprintf(args, sizeof args, "estimate llama2-7b --gpus %s", not_counts[i]);
+        expect_bad_input(args, "--gpus");
+        snprintf(args, sizeof args, "plan llama2-7b --gpus %s", not_counts[i]);
+        expect_bad_input(args, "--gpus");
+    }
+    expect_bad_input("estimate llama2-7b --tokens 0x1p40", "--tokens");
+    expect_bad_input("estimate llama2-7b --days 0x10", "--days");
+    /* tokens below one step */
+    expect_bad_input("estimate llama2-7b --tokens 1e-5", "less than one step's");
+    expect_bad_input("estimate llama2-7b --gbs 1024 --tokens 4M", "--gbs 1024 x --seq 4096");
+    expect_bad_input("plan llama2-7b --gpus 8 --gbs 1024 --tokens 4M", "less than one step's");
+    /* the documented forms still parse */
+    run_result r = run_sextant("estimate llama2-7b --gpus 8 --tokens 1.5e9 --gbs 64");
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+    r = run_sextant("estimate llama2-7b --gpus 8 --tokens 2B --gbs 64");
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+}
+
+/* FlashAttention needs sm80 or newer: the default elsewhere is the unfused kernel, and asking for
+ * flash on such a GPU is refused, in estimate and in plan. */
+static void attention_default_is_one_the_gpu_has(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("estimate gpt-1.3b --gpu v100-sxm2-32gb --gpus 4 --format json");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "\"attention\":\t\"unfused\""));
+    run_free(&r);
+    r = run_sextant("estimate gpt-1.3b --gpu a100-sxm4-80gb --gpus 4 --format json");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "\"attention\":\t\"flash\""));
+    run_free(&r);
+    expect_bad_input("estimate gpt-1.3b --gpu v100-sxm2-32gb --gpus 4 --attention flash",
+                     "--attention flash: v100-sxm2-32gb is volta, and FlashAttention needs sm80");
+    expect_bad_input("plan gpt-1.3b --gpu v100-sxm2-32gb --gpus 4 --attention flash",
+                     "--attention flash: v100-sxm2-32gb is volta");
+    /* plan: the GPU's default, said in one line, and Megatron's flags without --use-flash-attn */
+    r = run_sextant("plan gpt-1.3b --gpu v100-sxm2-32gb,h100-sxm --gpus 4");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "attention: unfused on v100-sxm2-32gb (FlashAttention needs sm80 or newer)"));
+    assert_null(strstr(r.out, "attention: unfused on h100-sxm"));
+    run_free(&r);
+    r = run_sextant("plan gpt-1.3b --gpu v100-sxm2-32gb --gpus 4 --emit megatron");
+    assert_int_equal(r.status, 0);
+    assert_null(strstr(r.out, "--use-flash-attn"));
+    run_free(&r);
+    r = run_sextant("plan gpt-1.3b --gpu h100-sxm --gpus 4 --emit megatron");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "--use-flash-attn"));
+    run_free(&r);
+    r = run_sextant("plan gpt-1.3b --gpu h100-sxm --gpus 4 --attention unfused --format json");
+    assert_int_equal(r.status, 0);
+    assert_null(strstr(r.out, "\"flash\""));
+    assert_non_null(strstr(r.out, "\"unfused\""));
+    run_free(&r);
+}
+
 static void bad_csv_names_file_line_field(void **state)
 {
     (void)state;
@@ -797,6 +895,8 @@ int main(void)
         cmocka_unit_test(gpu_commands_skip_without_a_gpu),
         cmocka_unit_test(bad_input_is_one_clear_line),
         cmocka_unit_test(bad_csv_names_file_line_field),
+        cmocka_unit_test(flags_of_other_commands_are_refused),
+        cmocka_unit_test(attention_default_is_one_the_gpu_has),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
 }

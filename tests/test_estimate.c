@@ -200,9 +200,12 @@ static void gpt3_flops_match_narayanan(void **state)
     layout_t l = layout(1536, 8, 16, 1, 1536, 2048);
     estimate_t *e = run("gpt3-175b", "a100-sxm4-80gb", l);
     const model_t *m = e->model;
-    /* GPT-3 has learned positions (no FLOPs) and a tied head: exactly eq. (3) */
-    assert_close(e->model_flops_per_step,
-                 narayanan_model_flops(1536, 2048, (double)m->layers, (double)m->hidden, (double)m->vocab), 1e-9);
+    /* GPT-3 has learned positions (no FLOPs) and a tied head: exactly eq. (3) when causal attention
+     * is counted over the full s x s, as Megatron counts it; MFU's count is its half below the diagonal */
+    double narayanan = narayanan_model_flops(1536, 2048, (double)m->layers, (double)m->hidden, (double)m->vocab);
+    assert_close(e->model_flops_full_attention_per_step, narayanan, 1e-9);
+    assert_close(e->model_flops_per_step, narayanan - 6.0 * 1536 * 2048.0 * 2048 * (double)m->layers * (double)m->hidden, 1e-9);
+    assert_close(e->model_flops_full_attention_per_step - e->model_flops_per_step, e->attention_flops_per_step, 1e-9);
     assert_close(e->six_nd_per_step, 6 * e->params_active * 1536 * 2048, 1e-12);
 }
 
@@ -247,6 +250,7 @@ static void bubble_and_divisibility_warnings(void **state)
     assert_close(e->bubble_s, 7 * first, 1e-9);
     assert_true(e->bubble_s / pipeline <= pipeline_bubble_fraction(8, 4, 1) + 1e-12);
     l.vpp = 2;
+    l.gbs = 8;   /* interleaving runs micro-batches in groups of p */
     e = run("llama2-7b", "h100-sxm", l);
     /* interleaving divides the fill and drain by the chunks per GPU */
     assert_close(e->bubble_s, 7 * e->stage_microbatch_s[0] / 2, 1e-9);
@@ -260,6 +264,29 @@ static void bubble_and_divisibility_warnings(void **state)
     l = layout(24, 1, 3, 1, 24, 4096);
     e = run("llama2-7b", "h100-sxm", l);
     assert_true(has_warning(e, "not divisible by PP"));
+}
+
+/* A sequence beyond the model's trained positions is warned about, by the kind of its positions. */
+static void sequence_beyond_trained_positions_warns(void **state)
+{
+    (void)state;
+    /* GPT-2's learned table has 1024 rows */
+    estimate_t *e = run("gpt2", "h100-sxm", layout(1, 1, 1, 1, 8, 1024));
+    assert_false(has_warning(e, "positions"));
+    e = run("gpt2", "h100-sxm", layout(1, 1, 1, 1, 8, 1025));
+    assert_true(has_warning(e, "--seq 1025 is beyond gpt2's 1024 learned positions"));
+    /* LLaMA-2 was trained on 4096 tokens, rotary; BLOOM on 2048, ALiBi */
+    e = run("llama2-7b", "h100-sxm", layout(8, 8, 1, 1, 8, 4096));
+    assert_false(has_warning(e, "positions"));
+    e = run("llama2-7b", "h100-sxm", layout(8, 8, 1, 1, 8, 262144));
+    assert_true(has_warning(e, "--seq 262144 is beyond the 4096 positions llama2-7b was trained on: RoPE"));
+    e = run("bloom-176b", "h100-sxm", layout(64, 8, 8, 1, 64, 4096));
+    assert_true(has_warning(e, "ALiBi"));
+    /* a model whose table is larger than its training sequence: the table's size is the limit */
+    model_t wide = *model_zoo_find(&zoo, "gpt2");
+    wide.max_positions = 2048;
+    static estimate_t own;
+    assert_false(has_warning(run_model(&wide, hwdb_find_gpu(&db, "h100-sxm"), layout(1, 1, 1, 1, 8, 2048), &own), "positions"));
 }
 
 static void impossible_layouts_are_refused(void **state)
@@ -285,6 +312,20 @@ static void impossible_layouts_are_refused(void **state)
     l.precision = PREC_FP8;
     assert_int_equal(estimate_layout(m, hwdb_find_gpu(&db, "a100-sxm4-80gb"), n, &l, &job, &e, err, sizeof err), -1);
     assert_non_null(strstr(err, "--precision"));
+    /* interleaved 1F1B with micro-batches that are not a multiple of the pipeline depth, one
+     * micro-batch included (where the bubble was once a 10% guess): refused, as Megatron-LM does */
+    for (int64_t gbs = 1; gbs <= 12; gbs++) {
+        l = layout(8, 1, 4, 1, gbs * 2, 4096);
+        l.vpp = 2;
+        int rc = estimate_layout(m, g, n, &l, &job, &e, err, sizeof err);
+        if (gbs % 4 == 0) {
+            assert_int_equal(rc, 0);
+            continue;
+        }
+        assert_int_equal(rc, -1);
+        assert_non_null(strstr(err, "--vpp 2"));
+        assert_non_null(strstr(err, "multiple of --pp 4"));
+    }
 }
 
 static void pipeline_stages_split_memory(void **state)
@@ -925,6 +966,92 @@ static void layout_names_parse_back(void **state)
     assert_int_equal(a, ATTENTION_UNFUSED);
 }
 
+/* A small seeded generator (xorshift64*), so that a failure reproduces. */
+static uint64_t prng_next(uint64_t *state)
+{
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return *state * 0x2545f4914f6cdd1dULL;
+}
+
+static int64_t prng_below(uint64_t *state, int64_t n) { return (int64_t)(prng_next(state) % (uint64_t)n); }
+
+/* A random layout of m on g that layout_check accepts in its degrees (the estimate may still refuse
+ * it, as it refuses a user's: that is counted, not failed). */
+static layout_t random_layout(uint64_t *rng, const model_t *m, const hw_gpu *g, const hw_node *n)
+{
+    layout_t l;
+    memset(&l, 0, sizeof l);
+    l.tp = (int64_t)1 << prng_below(rng, 5);
+    while (l.tp > m->heads) l.tp /= 2;
+    /* half the draws on one pipeline stage and one data-parallel rank: compute-bound layouts,
+     * where a count above what executes would show */
+    int64_t max_pp = m->layers < 16 ? m->layers : 16;
+    l.pp = prng_below(rng, 2) ? 1 : 1 + prng_below(rng, max_pp);
+    l.vpp = 1;
+    if (l.pp > 1 && prng_below(rng, 3) == 0) {
+        l.vpp = (int64_t)2 << prng_below(rng, 2);
+        while (l.vpp > 1 && m->layers < l.pp * l.vpp) l.vpp /= 2;
+    }
+    l.dp = prng_below(rng, 2) ? 1 : 1 + prng_below(rng, 64);
+    l.gpus = l.tp * l.pp * l.dp;
+    l.mbs = (int64_t)1 << prng_below(rng, 4);
+    int64_t microbatches = l.vpp > 1 ? l.pp * (1 + prng_below(rng, 4)) : 1 + prng_below(rng, 32);
+    l.gbs = microbatches * l.mbs * l.dp;
+    l.seq = (int64_t)128 << prng_below(rng, 13);     /* 128 to 524288 */
+    l.gpus_per_node = n->gpus_per_node;
+    l.recompute = (recompute_t)prng_below(rng, 3);
+    l.attention = (attention_impl_t)prng_below(rng, 2);
+    l.sp = l.tp > 1 && prng_below(rng, 2);
+    l.zero = (int)prng_below(rng, 4);
+    l.fp32_grads = (int)prng_below(rng, 2);
+    do l.precision = (precision_t)prng_below(rng, PREC_COUNT);
+    while (g->peak_flops[l.precision] <= 0.0);
+    return l;
+}
+
+/* MFU and HFU are fractions of what the GPU can execute: never above 1, and MFU never above HFU,
+ * over random models, GPUs (hwdb defaults, and the shipped H100 overlay's measured shapes and power
+ * model) and layouts. */
+static void utilization_never_exceeds_peak(void **state)
+{
+    (void)state;
+    hwdb measured;
+    char err[512];
+    if (hwdb_load(SEXTANT_ROOT "/hwdb", &measured, err, sizeof err) != 0 ||
+        hwdb_apply_overlay(&measured, SEXTANT_ROOT "/hwdb/measured/h100-sxm.csv", err, sizeof err) != 0) {
+        print_error("%s\n", err);
+        fail();
+    }
+    const hw_gpu *calibrated = hwdb_find_gpu(&measured, "h100-sxm");
+    assert_non_null(calibrated);
+    uint64_t rng = 0x5eed2026u;
+    static estimate_t e;
+    int draws = 2000, estimated = 0;
+    for (int i = 0; i < draws; i++) {
+        const model_t *m = &zoo.models[prng_below(&rng, zoo.count)];
+        const hw_gpu *g = prng_below(&rng, 4) == 0 ? calibrated : &db.gpus[prng_below(&rng, db.ngpus)];
+        const hw_node *n = hwdb_find_node(g == calibrated ? &measured : &db, g->node);
+        assert_non_null(n);
+        layout_t l = random_layout(&rng, m, g, n);
+        job_t job = {1e12, 2.0};
+        if (estimate_layout(m, g, n, &l, &job, &e, err, sizeof err) != 0) continue;
+        estimated++;
+        if (!(e.mfu <= 1.0 && e.hfu <= 1.0 && e.mfu <= e.hfu * (1.0 + 1e-12))) {
+            print_error("draw %d: %s on %lld x %s, tp %lld pp %lld vpp %lld dp %lld mbs %lld gbs %lld seq %lld, "
+                        "recompute %s, %s, sp %d, zero %d, %s: MFU %.4f HFU %.4f\n", i, m->name, (long long)l.gpus,
+                        g->name, (long long)l.tp, (long long)l.pp, (long long)l.vpp, (long long)l.dp, (long long)l.mbs,
+                        (long long)l.gbs, (long long)l.seq, recompute_name(l.recompute), attention_name(l.attention),
+                        l.sp, l.zero, precision_name(l.precision), e.mfu, e.hfu);
+            fail();
+        }
+    }
+    hwdb_free(&measured);
+    /* the draws must mostly be estimable, or the property says little */
+    assert_true(estimated >= draws / 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -938,6 +1065,7 @@ int main(void)
         cmocka_unit_test(tp_across_node_and_ratio_limit),
         cmocka_unit_test(bubble_and_divisibility_warnings),
         cmocka_unit_test(impossible_layouts_are_refused),
+        cmocka_unit_test(sequence_beyond_trained_positions_warns),
         cmocka_unit_test(pipeline_stages_split_memory),
         cmocka_unit_test(moe_counts_active_parameters),
         cmocka_unit_test(calibrated_flash_attention_efficiency),
@@ -950,6 +1078,7 @@ int main(void)
         cmocka_unit_test(power_fit_reads_a_pipeline_run),
         cmocka_unit_test(power_fit_overlay_replaces_two_rows),
         cmocka_unit_test(layout_names_parse_back),
+        cmocka_unit_test(utilization_never_exceeds_peak),
     };
     return cmocka_run_group_tests_name("estimate", tests, setup, teardown);
 }

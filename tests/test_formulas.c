@@ -197,8 +197,10 @@ static void whole_model_flops(const model_t *m, layout_t l, double *model, doubl
 static void op_list_reproduces_narayanan(void **state)
 {
     (void)state;
-    /* GPT-3 175B's shape: the exact op count equals eq. (3) of Narayanan et al. */
+    /* GPT-3 175B's shape, attention over the full s x s (a bidirectional model, or Megatron's count
+     * of a causal one): the exact op count equals eq. (3) of Narayanan et al. */
     model_t m = textbook_gpt(96, 12288, 96, 51200, 2048);
+    snprintf(m.family, sizeof m.family, "bert");
     double model, hardware;
     whole_model_flops(&m, one_gpu(1, 2048), &model, &hardware);
     assert_close(model, narayanan_model_flops(1, 2048, 96, 12288, 51200), 1e-12);
@@ -208,6 +210,14 @@ static void op_list_reproduces_narayanan(void **state)
     whole_model_flops(&m, full, &model, &hardware);
     assert_close(model, narayanan_model_flops(1, 2048, 96, 12288, 51200), 1e-12);
     assert_close(hardware, narayanan_full_recompute_flops(1, 2048, 96, 12288, 51200), 1e-12);
+    /* causal, the count is the half below the diagonal: the attention terms 12 B s^2 L h (forward
+     * and backward) and 16 B s^2 L h (with the recomputed forward) halve */
+    snprintf(m.family, sizeof m.family, "gpt");
+    double s = 2048, h = 12288, L = 96;
+    whole_model_flops(&m, one_gpu(1, 2048), &model, &hardware);
+    assert_close(model, narayanan_model_flops(1, s, L, h, 51200) - 6 * s * s * L * h, 1e-12);
+    whole_model_flops(&m, full, &model, &hardware);
+    assert_close(hardware, narayanan_full_recompute_flops(1, s, L, h, 51200) - 8 * s * s * L * h, 1e-12);
     /* 72 B s L h^2 (...) is within 2% of 6ND once the attention term is counted */
     double n = model_params_total(&m);
     assert_close(narayanan_model_flops(1, 2048, 96, 12288, 51200) / six_n_d_flops(n, 2048),

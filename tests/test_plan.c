@@ -193,6 +193,7 @@ static void assert_same_estimate(const estimate_t *fast, const estimate_t *full)
     SAME(memory.inflight_microbatches); SAME(memory.stage); SAME(fits);
     SAME(model_flops_per_step); SAME(hardware_flops_per_step); SAME(six_nd_per_step);
     SAME(attention_flops_per_step); SAME(logits_flops_per_step); SAME(params_total); SAME(params_active);
+    SAME(model_flops_full_attention_per_step); SAME(hardware_flops_full_attention_per_step);
     SAME(mfu); SAME(hfu); SAME(tokens_per_s); SAME(tokens_per_s_per_gpu); SAME(tflops_per_gpu);
     SAME(steps); SAME(time_to_train_s); SAME(gpu_hours); SAME(cost_usd);
     SAME(tp_ratio); SAME(tp_ratio_limit); SAME(tp_link_bytes_per_s); SAME(bubble_fraction);
@@ -248,7 +249,8 @@ static void fast_path_matches_estimate(void **state)
                 l.dp = l.gpus / (l.tp * l.pp);
                 l.vpp = l.pp > 1 && r % 2 ? 2 : 1; r /= 2;
                 l.mbs = (int64_t)1 << (r % 3); r /= 3;
-                l.gbs = l.mbs * l.dp * (int64_t)(1 + r % 16); r /= 16;
+                /* interleaving needs micro-batches in multiples of PP (else refused) */
+                l.gbs = l.mbs * l.dp * (int64_t)(1 + r % 16) * (l.vpp > 1 ? l.pp : 1); r /= 16;
                 if (r % 7 == 0) l.gbs += 1;   /* not a multiple of mbs x dp: estimated with fewer */
                 r /= 7;
                 l.seq = r % 2 ? m->seq : 1024; r /= 2;
@@ -400,6 +402,35 @@ static void emitters_field_by_field(void **state)
     fclose(sink);
 }
 
+/* Interleaved layouts whose micro-batches per step are not a multiple of PP are skipped with their
+ * own reason, never ranked; those that are stay in the search. */
+static void interleaving_needs_microbatches_in_multiples_of_pp(void **state)
+{
+    (void)state;
+    plan_request *req = request("gpt2", "h100-sxm", 8, 16);
+    req->top = PLAN_TOP_MAX;
+    plan_result *res = search(req);
+    assert_true(res->rejected[REJECT_INTERLEAVING] > 0);
+    for (int i = 0; i < res->ntop; i++) {
+        const layout_t *l = &res->top[i].layout;
+        assert_true(l->vpp == 1 || (l->gbs / (l->mbs * l->dp)) % l->pp == 0);
+    }
+    /* PP 2 x VPP 2 with DP 4 and mbs 2: 2 micro-batches, a multiple of 2, is searched and ranked */
+    req->top = 1;
+    req->gpu_counts[0] = 8;
+    plan_result *all = search(req);
+    assert_true(all->feasible > 0);
+    static estimate_t e;
+    char err[256];
+    layout_t l = {.gpus = 8, .tp = 1, .pp = 2, .dp = 4, .vpp = 2, .mbs = 2, .gbs = 16, .seq = 1024,
+                  .gpus_per_node = 8, .precision = PREC_BF16};
+    job_t job = {1e11, 2.0};
+    assert_int_equal(estimate_layout(req->model, req->gpu[0], req->node[0], &l, &job, &e, err, sizeof err), 0);
+    l.mbs = 4;   /* one micro-batch per step: refused by the estimate, skipped by the search */
+    assert_int_equal(estimate_layout(req->model, req->gpu[0], req->node[0], &l, &job, &e, err, sizeof err), -1);
+    assert_non_null(strstr(err, "multiple of --pp 2"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -411,6 +442,7 @@ int main(void)
         cmocka_unit_test(emitters_field_by_field),
         cmocka_unit_test(fast_path_matches_estimate),
         cmocka_unit_test(search_matches_uncached_search),
+        cmocka_unit_test(interleaving_needs_microbatches_in_multiples_of_pp),
     };
     return cmocka_run_group_tests_name("plan", tests, setup, teardown);
 }
