@@ -465,12 +465,13 @@ typedef struct {
 } stage_summary;
 
 /* Communication that hides behind a compute window, except its last bucket. */
-static double exposed(double comm, double window, double last_bucket_fraction)
+static double exposed(const hw_gpu *gpu, coll_t coll, double comm, double window, double last_bucket_fraction)
 {
-    double rest = comm - window;
-    double tail = comm * last_bucket_fraction;
-    if (rest < tail) rest = tail;
-    return rest > 0.0 ? rest : 0.0;
+    /* how much the compute beside this kind of collective slows (0 when neither measured nor a prior) */
+    double sc = coll == COLL_ALLGATHER ? gpu->overlap_compute_slowdown_allgather
+                : coll == COLL_REDUCE_SCATTER ? gpu->overlap_compute_slowdown_reducescatter
+                                              : gpu->overlap_compute_slowdown_allreduce;
+    return overlapped_comm_cost_s(comm, window, last_bucket_fraction, sc, gpu->overlap_comm_slowdown);
 }
 
 typedef struct {
@@ -694,11 +695,14 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
          * next: the first layer's gather waits with nothing to hide behind, and so does the last
          * layer's reduce-scatter (docs/model.md, "ZeRO-3 and FSDP") */
         double unit = s[i].layers > 0 ? 1.0 / (double)s[i].layers : 1.0;
-        double z3 = exposed(c->dp.zero3_fwd, c->body.compute_fwd, unit) +
-                    exposed(c->dp.zero3_bwd, c->body.compute_bwd, unit);
+        /* the backward's ZeRO-3 traffic is a gather and a reduce-scatter of the same size: the
+         * reduce-scatter's slowdown stands for both (they differ by 2 points, docs/validation) */
+        double z3 = exposed(gpu, COLL_ALLGATHER, c->dp.zero3_fwd, c->body.compute_fwd, unit) +
+                    exposed(gpu, COLL_REDUCE_SCATTER, c->dp.zero3_bwd, c->body.compute_bwd, unit);
         stage_mb_s[i] = c->body.compute_fwd + c->body.compute_bwd + c->body.tp + c->body.cp + c->pipeline.pp + z3;
-        stage_dp_s[i] = exposed(c->dp.dp_bwd, c->body.compute_bwd, c->dp.dp_bucket_fraction) +
-                        exposed(c->dp.dp_fwd, c->body.compute_fwd, c->dp.dp_bucket_fraction) +
+        stage_dp_s[i] = exposed(gpu, l->zero == 0 ? COLL_ALLREDUCE : COLL_REDUCE_SCATTER, c->dp.dp_bwd, c->body.compute_bwd,
+                                c->dp.dp_bucket_fraction) +
+                        exposed(gpu, COLL_ALLGATHER, c->dp.dp_fwd, c->body.compute_fwd, c->dp.dp_bucket_fraction) +
                         z3 * (double)e->microbatches + c->dp.step_exposed;
     }
     int slow = stage_mb_s[1] > stage_mb_s[0] ? 1 : 0;

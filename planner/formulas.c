@@ -274,3 +274,22 @@ double zero3_gathered_bytes(double layer_params, double weight_bytes, double gra
 {
     return layer_params * (2.0 * weight_bytes + grad_bytes);
 }
+
+/* Seconds a collective of `comm` seconds adds to a compute window of `window` seconds it overlaps, when
+ * running side by side slows the compute by a fraction sc and the collective by sm (measured: NCCL's
+ * kernels hold SMs and share HBM; docs/model.md, "Overlap is not free").  The tail (tail_fraction of the
+ * collective: the last bucket, the last layer) runs alone, exposed.  The rest, stretched to
+ * C' = (comm - tail)(1 + sm), runs beside the compute: while it lasts the compute advances at 1/(1 + sc).
+ *   C' <= W (1 + sc):  the window grows by C' sc / (1 + sc);
+ *   else:              the compute is slowed all along, W sc, and the collective's remainder runs alone,
+ *                      (C' - W (1 + sc)) / (1 + sm).
+ * With sc = sm = 0 this is max(comm - window, tail): the old perfect hiding. */
+double overlapped_comm_cost_s(double comm, double window, double tail_fraction, double sc, double sm)
+{
+    if (comm <= 0.0) return 0.0;
+    double tail = comm * tail_fraction;
+    double beside = (comm - tail) * (1.0 + sm);
+    double stretched_window = window * (1.0 + sc);
+    if (beside <= stretched_window) return tail + beside * sc / (1.0 + sc);
+    return tail + window * sc + (beside - stretched_window) / (1.0 + sm);
+}

@@ -227,6 +227,7 @@ double pipeline_inflight_heads(double pp, double microbatches, double vpp);
 double roofline_s(double flops, double flop_per_s, double bytes, double bytes_per_s);
 double fp8_cast_bytes(double m, double n, double k, int backward, int weight_gradient);
 double zero3_gathered_bytes(double layer_params, double weight_bytes, double grad_bytes);
+double overlapped_comm_cost_s(double comm, double window, double tail_fraction, double sc, double sm);
 double other_memory_allowance(const layout_t *l, double context_bytes, double nccl_comm_bytes,
                               double nccl_first_comm_bytes, double nccl_p2p_comm_bytes, int tied_group,
                               double backward_workspace);

@@ -518,6 +518,29 @@ static void power_cap_degenerate_inputs(void **state)
     assert_true(power_capped_clock_fraction(800, 700, 88.9, 0.0215, 0.0, 2, 0.3) == 1.0);
 }
 
+/* Overlap with slowdowns: without them the old max(C - W, tail); with them the window grows by C' sc/(1+sc)
+ * while the stretched collective fits, and the two branches meet where it just fits. */
+static void overlapped_comm_cost_reduces_to_hiding_and_grows_with_slowdown(void **state)
+{
+    (void)state;
+    assert_close(overlapped_comm_cost_s(3.0, 10.0, 0.1, 0.0, 0.0), 0.3, 1e-12);
+    assert_close(overlapped_comm_cost_s(12.0, 10.0, 0.1, 0.0, 0.0), 2.0, 1e-12);
+    assert_close(overlapped_comm_cost_s(0.0, 10.0, 0.1, 0.3, 0.5), 0.0, 0);
+    /* fits: C' = 2.7 * 1.5 = 4.05 <= 13: 0.3 + 4.05 * 0.3 / 1.3 */
+    assert_close(overlapped_comm_cost_s(3.0, 10.0, 0.1, 0.3, 0.5), 0.3 + 4.05 * 0.3 / 1.3, 1e-12);
+    /* outlasts: C' = 10 * 1.5 = 15 > 13: 0 + 10 * 0.3 + 2 / 1.5 */
+    assert_close(overlapped_comm_cost_s(10.0, 10.0, 0.0, 0.3, 0.5), 3.0 + 2.0 / 1.5, 1e-12);
+    /* continuous where C' = W (1 + sc): C = 13 / 1.5 */
+    double at = 13.0 / 1.5;
+    assert_close(overlapped_comm_cost_s(at * (1 - 1e-12), 10.0, 0.0, 0.3, 0.5), overlapped_comm_cost_s(at * (1 + 1e-12), 10.0, 0.0, 0.3, 0.5), 1e-9);
+    /* never less than perfect hiding, more with a larger slowdown */
+    for (double c = 0.5; c < 30.0; c += 0.5) {
+        double none = overlapped_comm_cost_s(c, 10.0, 0.05, 0.0, 0.0);
+        double some = overlapped_comm_cost_s(c, 10.0, 0.05, 0.2, 0.3), more = overlapped_comm_cost_s(c, 10.0, 0.05, 0.4, 0.3);
+        assert_true(some >= none - 1e-12 && more >= some - 1e-12);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -545,6 +568,7 @@ int main(void)
         cmocka_unit_test(power_cap_exponent_two_meets_the_cap),
         cmocka_unit_test(power_cap_floor_at_x_min),
         cmocka_unit_test(power_cap_degenerate_inputs),
+        cmocka_unit_test(overlapped_comm_cost_reduces_to_hiding_and_grows_with_slowdown),
     };
     return cmocka_run_group_tests_name("formulas", tests, NULL, NULL);
 }

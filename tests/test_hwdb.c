@@ -323,8 +323,11 @@ static void overlap_slowdown_overlay(void **state)
     assert_int_equal(hwdb_load(SEXTANT_ROOT "/hwdb", &hw, err, sizeof err), 0);
     for (int i = 0; i < hw.ngpus; i++) {
         const hw_gpu *g = &hw.gpus[i];
-        assert_true(g->overlap_compute_slowdown_allgather == 0.0 && g->overlap_compute_slowdown_reducescatter == 0.0);
-        assert_true(g->overlap_compute_slowdown_allreduce == 0.0 && g->overlap_comm_slowdown == 0.0);
+        /* hwdb/priors.csv: the 2 x H100 measurement stands for every GPU until measured there */
+        assert_close(g->overlap_compute_slowdown_allgather, 0.322, 0);
+        assert_close(g->overlap_compute_slowdown_reducescatter, 0.344, 0);
+        assert_close(g->overlap_compute_slowdown_allreduce, 0.281, 0);
+        assert_close(g->overlap_comm_slowdown, 0.508, 0);
     }
     char path[] = "/tmp/sextant-overlay-XXXXXX";
     write_temp(path, "gpu,key,value,source\n"
@@ -343,7 +346,7 @@ static void overlap_slowdown_overlay(void **state)
     assert_non_null(strstr(g->calibration, "overlap test again"));
     /* the other GPUs and the rest of the row are untouched */
     const hw_gpu *h200 = hwdb_find_gpu(&hw, "h200");
-    assert_true(h200->overlap_compute_slowdown_allgather == 0.0 && h200->overlap_comm_slowdown == 0.0);
+    assert_true(h200->overlap_compute_slowdown_allgather == 0.322 && h200->overlap_comm_slowdown == 0.508);
     assert_close(g->peak_flops[PREC_BF16], 989.4e12, 0.005);
 
     /* fractions: the compute slowdowns 0 to 1, the collective's 0 to 10 */
