@@ -93,6 +93,8 @@ static const gpu_numeric_column node_overlay_columns[] = {
     {"intra_latency_us_all_gather", NODE_FIELD(intra_ag_latency_s), MICRO, 0, 1e4},
     {"intra_gbs_per_dir_sendrecv", NODE_FIELD(intra_sr_bytes_per_s), GIGA, 0.1, 1e5},
     {"intra_latency_us_sendrecv", NODE_FIELD(intra_sr_latency_s), MICRO, 0, 1e4},
+    {"inter_bus_efficiency", NODE_FIELD(inter_bus_efficiency), 1, 0.05, 1},
+    {"inter_half_mib", NODE_FIELD(inter_half_bytes), 1048576.0, 0, 1e6},
 };
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 

@@ -139,6 +139,9 @@ typedef struct {
     int64_t nics_per_node;
     double nic_bits_per_s;
     double inter_latency_s;
+    /* what NCCL reaches of the NICs across nodes (docs/model.md, "The network at scale"): the fraction of
+     * line rate for large messages, and the message size at which it reaches half of that; 0: 1 and none */
+    double inter_bus_efficiency, inter_half_bytes;
     char source[HWDB_SOURCE_MAX];
 } hw_node;
 

@@ -339,11 +339,15 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
             else if (op->coll == COLL_SENDRECV) { cbw = node->intra_sr_bytes_per_s; clat = node->intra_sr_latency_s; }
             if (cbw > 0.0) { bw = cbw; latency = clat; }
         }
+        /* an op may stand for several collectives (ZeRO-3's one per layer, the gradients' one per
+         * bucket): each pays its latency, and across nodes each reaches the bandwidth of its size */
+        double pieces = op->pieces > 1 ? (double)op->pieces : 1.0, bytes = op->comm_bytes / pieces;
+        if (op->crosses_node) bw = network_bus_bytes_per_s(bw, bytes, node->inter_bus_efficiency, node->inter_half_bytes);
         switch (op->coll) {
-        case COLL_ALLREDUCE: return ring_allreduce_s(n, op->comm_bytes, bw, latency);
-        case COLL_REDUCE_SCATTER: return ring_reduce_scatter_s(n, op->comm_bytes, bw, latency);
-        case COLL_ALLGATHER: return ring_allgather_s(n, op->comm_bytes, bw, latency);
-        case COLL_SENDRECV: return sendrecv_s(op->comm_bytes, bw, latency);
+        case COLL_ALLREDUCE: return pieces * ring_allreduce_s(n, bytes, bw, latency);
+        case COLL_REDUCE_SCATTER: return pieces * ring_reduce_scatter_s(n, bytes, bw, latency);
+        case COLL_ALLGATHER: return pieces * ring_allgather_s(n, bytes, bw, latency);
+        case COLL_SENDRECV: return pieces * sendrecv_s(bytes, bw, latency);
         }
     }
     }

@@ -293,3 +293,14 @@ double overlapped_comm_cost_s(double comm, double window, double tail_fraction, 
     if (beside <= stretched_window) return tail + beside * sc / (1.0 + sc);
     return tail + window * sc + (beside - stretched_window) / (1.0 + sm);
 }
+
+/* What a collective reaches across nodes of the NICs' line rate: NCCL's protocols pipeline a message in
+ * chunks, so small messages leave the links idle part of the time; measured bus bandwidth rises with the
+ * message size S as S / (S + S_half) towards a plateau `efficiency` of line rate (nccl-tests on 2-4 nodes,
+ * data/published/collectives.csv; docs/model.md, "The network at scale").  No S_half: the plateau alone. */
+double network_bus_bytes_per_s(double line_bytes_per_s, double message_bytes, double efficiency, double half_bytes)
+{
+    double bw = line_bytes_per_s * (efficiency > 0.0 ? efficiency : 1.0);
+    if (half_bytes > 0.0 && message_bytes > 0.0) bw *= message_bytes / (message_bytes + half_bytes);
+    return bw;
+}

@@ -3,6 +3,7 @@
  * validator executes.  docs/model.md, "The op list", derives every count. */
 #include "planner.h"
 
+#include <math.h>
 #include <string.h>
 #include <strings.h>
 
@@ -87,17 +88,32 @@ static void membound(builder *b, const char *fwd, const char *bwd, int64_t count
     back->flops = 2.0 * flops;
 }
 
-static void collective(builder *b, const char *name, pass_t pass, int64_t count, coll_t coll,
-                       group_t group, int64_t group_size, double bytes, overlap_t overlap)
+static op_t *collective(builder *b, const char *name, pass_t pass, int64_t count, coll_t coll,
+                        group_t group, int64_t group_size, double bytes, overlap_t overlap)
 {
-    if (group_size <= 1 || count <= 0) return;
+    if (group_size <= 1 || count <= 0) return NULL;
     op_t *op = push(b, name, OP_COMM, pass, count);
-    if (!op) return;
+    if (!op) return NULL;
     op->coll = coll;
     op->group = group;
     op->group_size = group_size;
     op->comm_bytes = bytes;
     op->overlap = overlap;
+    return op;
+}
+
+/* Megatron's gradient bucket, 40M elements (docs/model.md, "Overlap"): the step's gradient reduction and
+ * parameter gather run as that many collectives. */
+static int64_t buckets(double bytes, double element_bytes)
+{
+    double n = ceil(bytes / (40e6 * element_bytes));
+    return n > 1.0 ? (int64_t)n : 1;
+}
+
+/* Sets how many collectives an op stands for (op_t.pieces), when it was pushed. */
+static void in_pieces(op_t *op, int64_t pieces)
+{
+    if (op) op->pieces = pieces > 1 ? pieces : 1;
 }
 
 /* Megatron's tensor-parallel region boundary: an all-reduce without
@@ -431,25 +447,28 @@ static void step_ops(builder *b, const model_t *m, double params)
      * and ZeRO shards, over DP x CP (Megatron's data-parallel group with CP) */
     int64_t group = dp_group_size(l);
     double dp = (double)group;
+    /* ZeRO-2/3 and FSDP reduce and gather a layer at a time; the rest in Megatron's buckets */
+    int64_t layers = b->out->layers > 0 ? b->out->layers : 1;
     if (l->zero == 0) {
-        collective(b, "dp_allreduce_grads", PASS_STEP, 1, COLL_ALLREDUCE, GROUP_DP, group,
-                   params * grad_bytes, OVERLAP_BWD);
+        in_pieces(collective(b, "dp_allreduce_grads", PASS_STEP, 1, COLL_ALLREDUCE, GROUP_DP, group,
+                             params * grad_bytes, OVERLAP_BWD), buckets(params * grad_bytes, grad_bytes));
     } else {
         /* ZeRO-1 keeps whole gradients and reduces them once per step; from
          * ZeRO-2 on a rank keeps only its shard, so every micro-batch's
          * backward must reduce-scatter what it produced */
-        collective(b, "dp_reduce_scatter_grads", l->zero >= 2 ? PASS_BWD : PASS_STEP, 1, COLL_REDUCE_SCATTER,
-                   GROUP_DP, group, params * grad_bytes, OVERLAP_BWD);
+        in_pieces(collective(b, "dp_reduce_scatter_grads", l->zero >= 2 ? PASS_BWD : PASS_STEP, 1, COLL_REDUCE_SCATTER,
+                             GROUP_DP, group, params * grad_bytes, OVERLAP_BWD),
+                  l->zero >= 2 ? layers : buckets(params * grad_bytes, grad_bytes));
         if (l->zero < 3)
-            collective(b, "dp_allgather_params", PASS_STEP, 1, COLL_ALLGATHER, GROUP_DP, group,
-                       params * weight_bytes, OVERLAP_FWD);
+            in_pieces(collective(b, "dp_allgather_params", PASS_STEP, 1, COLL_ALLGATHER, GROUP_DP, group,
+                                 params * weight_bytes, OVERLAP_FWD), buckets(params * weight_bytes, weight_bytes));
     }
     if (l->zero == 3) {
         /* ZeRO-3 gathers the weights before each forward and each backward */
-        collective(b, "dp_allgather_params_fwd", PASS_FWD, 1, COLL_ALLGATHER, GROUP_DP, group,
-                   params * weight_bytes, OVERLAP_FWD);
-        collective(b, "dp_allgather_params_bwd", PASS_BWD, 1, COLL_ALLGATHER, GROUP_DP, group,
-                   params * weight_bytes, OVERLAP_BWD);
+        in_pieces(collective(b, "dp_allgather_params_fwd", PASS_FWD, 1, COLL_ALLGATHER, GROUP_DP, group,
+                             params * weight_bytes, OVERLAP_FWD), layers);
+        in_pieces(collective(b, "dp_allgather_params_bwd", PASS_BWD, 1, COLL_ALLGATHER, GROUP_DP, group,
+                             params * weight_bytes, OVERLAP_BWD), layers);
     }
     /* AdamW over the local shard: read and write master weight, m and v in
      * fp32, read the gradient, write the 16-bit weight */

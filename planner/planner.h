@@ -65,6 +65,8 @@ typedef struct {
     group_t group;
     int64_t group_size;
     double comm_bytes;      /* collective buffer size S per instance */
+    int64_t pieces;         /* separate collectives of comm_bytes / pieces each that the op stands for (a layer
+                               each for ZeRO-3, a bucket each for the gradients); 0 or 1: one */
     int crosses_node;
     overlap_t overlap;
     double time_s;          /* per instance, filled in by costing */
@@ -228,6 +230,7 @@ double roofline_s(double flops, double flop_per_s, double bytes, double bytes_pe
 double fp8_cast_bytes(double m, double n, double k, int backward, int weight_gradient);
 double zero3_gathered_bytes(double layer_params, double weight_bytes, double grad_bytes);
 double overlapped_comm_cost_s(double comm, double window, double tail_fraction, double sc, double sm);
+double network_bus_bytes_per_s(double line_bytes_per_s, double message_bytes, double efficiency, double half_bytes);
 double other_memory_allowance(const layout_t *l, double context_bytes, double nccl_comm_bytes,
                               double nccl_first_comm_bytes, double nccl_p2p_comm_bytes, int tied_group,
                               double backward_workspace);
