@@ -92,7 +92,7 @@ void overlap_summarise(const overlap_results *r, overlap_summary *s)
 void overlap_print(FILE *out, const overlap_results *r, const overlap_summary *s)
 {
     fprintf(out, "\n# overlap: a bf16 GEMM on one stream beside an NCCL collective looped on another, %d ranks;\n"
-                 "# each time is per call, the slowest rank's median of %d runs; slowdown = beside / alone - 1,\n"
+                 "# each time is per call, the slowest rank's median of %d windows; slowdown = beside / alone - 1,\n"
                  "# [lowest, highest rank]\n",
             r->ranks, r->o.repeats);
     fprintf(out, "#%19s %15s %10s %10s %10s %22s %10s %10s %22s\n", "gemm (MxNxK)", "collective", "size", "gemm",
