@@ -346,6 +346,7 @@ int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen)
             }
             /* the table's rows name their shape; the GPU names the file and its first row's source */
             if (!g->calibration[0]) snprintf(g->calibration, sizeof g->calibration, "%.200s (%.250s)", path, source);
+            snprintf(g->overlay_path, sizeof g->overlay_path, "%s", path);
             continue;
         }
         int on_node;
@@ -372,6 +373,7 @@ int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen)
         }
         *(double *)((char *)target + col->offset) = value * col->scale;
         snprintf(g->calibration, sizeof g->calibration, "%.200s (%.250s)", path, source);
+        snprintf(g->overlay_path, sizeof g->overlay_path, "%s", path);
     }
     csv_table_free(&t);
     return status ? -1 : 0;

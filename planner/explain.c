@@ -78,6 +78,8 @@ void report_explain(FILE *out, const estimate_t *e)
             (long long)l->tp, (long long)l->pp, (long long)l->dp, (long long)l->mbs, (long long)l->gbs,
             (long long)l->seq, recompute_name(l->recompute), l->sp ? "on" : "off", l->zero,
             precision_name(l->precision));
+    char calibration[HWDB_SOURCE_MAX + 128];
+    if (calibration_line(g, calibration, sizeof calibration)) fprintf(out, "%s\n", calibration);
     fprintf(out, "Every formula is derived, with its source, in docs/model.md.\n");
 
     heading(out, 1, "The model and its parameters");

@@ -117,6 +117,32 @@ static cJSON *candidate_json(const plan_request *req, const plan_candidate *c)
     return o;
 }
 
+/* One "calibration:" line per overlay the compared GPUs rest on, each once. */
+static void print_calibration_lines(FILE *out, const plan_request *req)
+{
+    char lines[PLAN_GPU_TYPES_MAX][HWDB_SOURCE_MAX + 128];
+    int n = 0;
+    for (int t = 0; t < req->ngpu_types; t++) {
+        if (!calibration_line(req->gpu[t], lines[n], sizeof lines[n])) continue;
+        int seen = 0;
+        for (int i = 0; i < n && !seen; i++) seen = !strcmp(lines[i], lines[n]);
+        if (!seen) fprintf(out, "%s\n", lines[n++]);
+    }
+}
+
+static cJSON *calibration_json(const plan_request *req)
+{
+    cJSON *list = cJSON_CreateArray();
+    for (int t = 0; t < req->ngpu_types; t++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "gpu", req->gpu[t]->name);
+        cJSON_AddStringToObject(o, "file", req->gpu[t]->overlay_path);
+        cJSON_AddStringToObject(o, "origin", calibration_origin(req->gpu[t]));
+        cJSON_AddItemToArray(list, o);
+    }
+    return list;
+}
+
 void report_plan(FILE *out, const plan_request *req, const plan_result *res, format_t format)
 {
     if (format == FORMAT_JSON) {
@@ -126,6 +152,7 @@ void report_plan(FILE *out, const plan_request *req, const plan_result *res, for
         cJSON_AddNumberToObject(mj, "params", model_params_total(req->model));
         cJSON_AddStringToObject(root, "objective", objective_name(req->objective));
         cJSON_AddNumberToObject(root, "tokens", req->tokens);
+        cJSON_AddItemToObject(root, "calibration", calibration_json(req));
         cJSON *sj = cJSON_AddObjectToObject(root, "search");
         cJSON_AddNumberToObject(sj, "layouts_evaluated", (double)res->evaluated);
         cJSON_AddNumberToObject(sj, "feasible", (double)res->feasible);
@@ -144,24 +171,27 @@ void report_plan(FILE *out, const plan_request *req, const plan_result *res, for
         return;
     }
     if (format == FORMAT_CSV) {
-        fprintf(out, "kind,rank,gpu,gpus,tp,pp,dp,vpp,mbs,gbs,seq,recompute,zero,sp,memory_total,step_s,mfu,time_to_train_s,cost_usd\n");
+        fprintf(out, "kind,rank,gpu,gpus,tp,pp,dp,vpp,mbs,gbs,seq,recompute,zero,sp,memory_total,step_s,mfu,time_to_train_s,"
+                     "cost_usd,calibration\n");
         for (int k = 0; k < 2; k++) {
             const plan_candidate *list = k == 0 ? res->top : res->frontier;
             int n = k == 0 ? res->ntop : res->nfrontier;
             for (int i = 0; i < n; i++) {
                 const plan_candidate *c = &list[i];
                 const layout_t *l = &c->layout;
-                fprintf(out, "%s,%d,%s,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%s,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+                fprintf(out, "%s,%d,%s,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%s,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%s\n",
                         k == 0 ? "top" : "frontier", i + 1, req->gpu[c->gpu_type]->name, (long long)l->gpus,
                         (long long)l->tp, (long long)l->pp, (long long)l->dp, (long long)l->vpp, (long long)l->mbs,
                         (long long)l->gbs, (long long)l->seq, recompute_name(l->recompute), l->zero, l->sp,
-                        c->memory_total, c->step_s, c->mfu, c->time_to_train_s, c->cost_usd);
+                        c->memory_total, c->step_s, c->mfu, c->time_to_train_s, c->cost_usd,
+                        req->gpu[c->gpu_type]->overlay_path);
             }
         }
         return;
     }
     fprintf(out, "sextant plan: %s (%.2fB parameters), %.4g tokens, seq %lld, ranked by %s\n", req->model->name,
             model_params_total(req->model) / 1e9, req->tokens, (long long)req->seq, objective_name(req->objective));
+    print_calibration_lines(out, req);
     if (req->max_days > 0) fprintf(out, "deadline: %.4g days\n", req->max_days);
     if (req->max_budget > 0) fprintf(out, "budget: $%.4g\n", req->max_budget);
     fprintf(out, "searched %lld layouts in %.3f s (%.3g layouts/s); %lld feasible\n\n", (long long)res->evaluated,

@@ -315,6 +315,11 @@ int power_fit_write_overlay(const char *overlay_path, const char *out_path, cons
 /* ---- reports ----------------------------------------------------------- */
 
 
+/* The one line that says which overlay a GPU's numbers rest on ("calibration: ..."): 1, or 0 when
+ * there is nothing to say (no overlay applied and none declined). */
+int calibration_line(const hw_gpu *g, char *out, size_t outlen);
+/* Where the GPU's overlay came from: "hwdb/measured" (the default), "--calibration", "hwdb defaults". */
+const char *calibration_origin(const hw_gpu *g);
 void report_estimate(FILE *out, const estimate_t *e, format_t format, int with_ops);
 void report_explain(FILE *out, const estimate_t *e);
 /* SPEC.md's worked examples, reproduced through the formula functions. */
