@@ -718,6 +718,29 @@ static int plot_frontier(const options *o, const plan_request *req, const plan_r
     return 0;
 }
 
+/* --emit: the same search again, limited to the layouts the framework can run; its winner,
+ * against the overall winner in `overall`. */
+static int emit_for_framework(const options *o, const plan_request *req, const plan_result *overall, FILE *out)
+{
+    char err[ERR_MAX];
+    plan_request *limited = malloc(sizeof *limited);
+    plan_result *res = malloc(sizeof *res);
+    int rc = 0;
+    if (!limited || !res) rc = fail("out of memory");
+    if (!rc) {
+        *limited = *req;
+        limited->framework = o->emit;
+        if (plan_search(limited, res, isatty(2), err, sizeof err) != 0) rc = fail("%s", err);
+        else if (res->ntop == 0)
+            rc = fail("--emit %s: no layout meets the request among those %s can run", o->emit, o->emit);
+        else if (emit_plan(out, req, &res->top[0], overall->ntop ? &overall->top[0] : NULL, o->emit, err, sizeof err) != 0)
+            rc = fail("%s", err);
+    }
+    free(limited);
+    free(res);
+    return rc;
+}
+
 static int cmd_plan(const options *o, const char *root, FILE *out)
 {
     hwdb db;
@@ -779,8 +802,7 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     req->top = o->top ? o->top : 5;
     req->strict = o->strict;
     req->allow_tp_across_nodes = o->allow_tp_across_nodes;
-    /* Megatron-LM shards the optimizer (ZeRO-1) and no further */
-    req->max_zero = o->emit && !strcmp(o->emit, "megatron") ? 1 : 3;
+    req->max_zero = 3;
     req->precision = o->have_precision ? o->precision : PREC_COUNT;
     req->fp32_grads = o->fp32_grads;
     if (o->emit && strcmp(o->emit, "megatron") && strcmp(o->emit, "deepspeed") && strcmp(o->emit, "torchtitan")) {
@@ -789,8 +811,7 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     }
     if (plan_search(req, res, isatty(2), err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
     if (o->emit) {
-        if (res->ntop == 0) { rc = fail("--emit %s: no layout meets the request", o->emit); goto done; }
-        if (emit_plan(out, req, &res->top[0], o->emit, err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
+        if ((rc = emit_for_framework(o, req, res, out))) goto done;
     } else {
         report_plan(out, req, res, o->format);
     }

@@ -217,6 +217,7 @@ typedef enum {
     REJECT_TP_RATIO,        /* above t_max, with --strict */
     REJECT_DEADLINE,        /* slower than --days */
     REJECT_BUDGET,          /* dearer than --budget */
+    REJECT_FRAMEWORK,       /* the --emit framework cannot run it */
     REJECT_COUNT
 } reject_reason_t;
 
@@ -241,6 +242,7 @@ typedef struct {
     int strict;                    /* reject layouts above the TP ratio limit */
     int allow_tp_across_nodes;
     int max_zero;                  /* highest ZeRO stage the target framework has (3 when any) */
+    const char *framework;         /* megatron, deepspeed, torchtitan: only layouts it can run; NULL: any */
     precision_t precision;         /* PREC_COUNT: each GPU's default */
     int fp32_grads;
     int uncached;                  /* cost every layout from scratch (estimate_layout_fast), without the
@@ -255,22 +257,36 @@ typedef struct {
     double clock_fraction, step_clock_hz, top_clock_power_w; /* the power model's (estimate_t) */
 } plan_candidate;
 
+/* Candidates within this fraction of the best objective are tied: among them the plan prefers
+ * fewer and cheaper communication patterns (plan_comm_order). */
+#define PLAN_TIE_FRACTION 0.005
+
 typedef struct {
     plan_candidate top[PLAN_TOP_MAX];
     int ntop;
+    plan_candidate objective_best; /* the best by the objective alone, before the tie-break */
+    int tie_broken;                /* 1: top[0] is not objective_best, which it ties with */
     plan_candidate frontier[PLAN_GPU_TYPES_MAX * PLAN_COUNTS_MAX]; /* best per (type, count), Pareto-filtered */
     int nfrontier;
     int64_t evaluated, feasible, rejected[REJECT_COUNT];
     double seconds;
 } plan_result;
 
+/* The tie-break's order of communication patterns: < 0 when a uses fewer or cheaper ones than b.
+ * Lower ZeRO stage first, then no pipeline (smaller PP, then smaller VPP), then smaller TP, then SP
+ * off; 0 when all are equal.  With why, the first difference in words ("ZeRO 1 against 3"). */
+int plan_comm_order(const layout_t *a, const layout_t *b, char *why, size_t whylen);
+/* Why `framework` (megatron, deepspeed, torchtitan) cannot run the layout, or NULL when it can. */
+const char *framework_refusal(const char *framework, const layout_t *l);
 /* Costs every layout the request allows (estimate_layout_cached) and keeps the best. */
 int plan_search(const plan_request *req, plan_result *res, int show_progress, char *err, size_t errlen);
 const char *reject_reason_name(reject_reason_t r);
 void report_plan(FILE *out, const plan_request *req, const plan_result *res, format_t format);
-/* Prints the winning plan as launch flags or a config: megatron, deepspeed, torchtitan. */
-int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const char *framework, char *err,
-              size_t errlen);
+/* Prints the winning plan as launch flags or a config: megatron, deepspeed, torchtitan.  With `overall` (the winner of the same search without the framework's limits), one line says when c
+ * is not that winner, why, and how far behind it is; NULL: no such line.  A layout the framework
+ * cannot run is refused. */
+int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const plan_candidate *overall,
+              const char *framework, char *err, size_t errlen);
 
 /* Published runs (models/published_runs.csv) against their estimates and plans. */
 int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const model_zoo *extra, const char *runs_path,

@@ -553,6 +553,89 @@ static void plan_command_line(void **state)
     expect_bad_input("plan llama2-70b --gpu h100-sxm --gpus 8 --emit megatron", "no layout meets");
 }
 
+/* --emit prints the best layout the framework can run, and one line when that is not the
+ * overall winner (which the framework then cannot run), with how far behind it is. */
+static void emit_says_when_not_the_winner(void **state)
+{
+    (void)state;
+    const char *frameworks[] = {"megatron", "deepspeed", "torchtitan"};
+    const char *requests[] = {"plan llama2-70b --gpu h100-sxm --gpus 1024 --tokens 2T",
+                              "plan gpt2 --gpu a100-sxm4-80gb --gpus 8 --tokens 10B"};
+    int lines = 0, silent = 0;
+    for (size_t q = 0; q < sizeof requests / sizeof requests[0]; q++) {
+        run_result r = run_sextant("%s --format json", requests[q]);
+        expect_ok(&r);
+        cJSON *root = cJSON_Parse(r.out);
+        const cJSON *layout = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "top"), 0), "layout");
+        layout_t w = {.tp = (int64_t)cJSON_GetObjectItem(layout, "tp")->valuedouble,
+                      .pp = (int64_t)cJSON_GetObjectItem(layout, "pp")->valuedouble,
+                      .vpp = (int64_t)cJSON_GetObjectItem(layout, "vpp")->valuedouble,
+                      .zero = cJSON_GetObjectItem(layout, "zero")->valueint,
+                      .sp = cJSON_IsTrue(cJSON_GetObjectItem(layout, "sp"))};
+        cJSON_Delete(root);
+        run_free(&r);
+        for (size_t f = 0; f < 3; f++) {
+            r = run_sextant("%s --emit %s", requests[q], frameworks[f]);
+            expect_ok(&r);
+            const char *why = framework_refusal(frameworks[f], &w);
+            const char *line = strstr(r.out, "not the overall winner: ");
+            if (why) {
+                if (!line || !strstr(line, why) || (!strstr(line, "% behind in") && !strstr(line, "% ahead in"))) {
+                    print_error("--emit %s: no line saying why it is not the winner:\n%s\n", frameworks[f], r.out);
+                    fail();
+                }
+                lines++;
+            } else {
+                assert_null(line);
+                silent++;
+            }
+            run_free(&r);
+        }
+    }
+    assert_true(lines > 0 && silent > 0);
+}
+
+/* Where the tie-break changed the winner, the JSON says from which and why, and the table's
+ * "Why it wins" says so. */
+static void tie_break_is_explained(void **state)
+{
+    (void)state;
+    const char *requests[] = {"plan llama2-70b --gpu h100-sxm --gpus 1024 --tokens 2T",
+                              "plan llama3-8b --gpu h100-sxm --gpus 64 --tokens 1T",
+                              "plan llama2-70b --gpu h100-sxm --gpus 1024 --tokens 2T --calibration none"};
+    int changed = 0;
+    for (size_t q = 0; q < sizeof requests / sizeof requests[0]; q++) {
+        run_result r = run_sextant("%s --format json", requests[q]);
+        expect_ok(&r);
+        cJSON *root = cJSON_Parse(r.out);
+        const cJSON *tie = cJSON_GetObjectItem(root, "tie_break");
+        assert_true(cJSON_IsBool(cJSON_GetObjectItem(tie, "changed_winner")));
+        int broken = cJSON_IsTrue(cJSON_GetObjectItem(tie, "changed_winner"));
+        char reason[128] = "";
+        if (broken) {
+            snprintf(reason, sizeof reason, "here %s.", cJSON_GetObjectItem(tie, "reason")->valuestring);
+            double best = cJSON_GetObjectItem(cJSON_GetObjectItem(tie, "objective_best"), "time_to_train_s")->valuedouble;
+            double won = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "top"), 0), "time_to_train_s")->valuedouble;
+            assert_true(won >= best && won <= best * (1.0 + cJSON_GetObjectItem(tie, "fraction")->valuedouble));
+            changed++;
+        }
+        cJSON_Delete(root);
+        run_free(&r);
+        r = run_sextant("%s", requests[q]);
+        expect_ok(&r);
+        const char *why = strstr(r.out, "Why it wins");
+        assert_non_null(why);
+        if (broken) {
+            assert_non_null(strstr(why, "It ties with the best by time-to-train"));
+            assert_non_null(strstr(why, reason));
+        } else {
+            assert_null(strstr(why, "It ties with"));
+        }
+        run_free(&r);
+    }
+    assert_true(changed > 0);
+}
+
 static void version_and_help(void **state)
 {
     (void)state;
@@ -813,6 +896,8 @@ int main(void)
         cmocka_unit_test(out_file_is_written_whole),
         cmocka_unit_test(published_runs_regression),
         cmocka_unit_test(plan_command_line),
+        cmocka_unit_test(emit_says_when_not_the_winner),
+        cmocka_unit_test(tie_break_is_explained),
         cmocka_unit_test(version_and_help),
         cmocka_unit_test(gpu_commands_skip_without_a_gpu),
         cmocka_unit_test(bad_input_is_one_clear_line),
