@@ -125,11 +125,19 @@ static int tie_set_offer(const plan_request *req, tie_set *t, const plan_candida
     return 0;
 }
 
-/* The plan's order: the candidates tied with the best (within PLAN_TIE_FRACTION) first, by
- * plan_comm_order and then the objective; the rest by the objective. */
-static int ranks_before(const plan_request *req, const plan_candidate *a, const plan_candidate *b, double window)
+/* Tied with the best: within PLAN_TIE_FRACTION of it by the objective, on the same GPU type and
+ * count, so that the tie-break never trades GPUs or days for simpler communication. */
+static int tied_with(const plan_request *req, const plan_candidate *c, const plan_candidate *best, double window)
 {
-    int a_tied = objective_value(req, a) <= window, b_tied = objective_value(req, b) <= window;
+    return objective_value(req, c) <= window && c->gpu_type == best->gpu_type && c->layout.gpus == best->layout.gpus;
+}
+
+/* The plan's order: the candidates tied with the best first, by plan_comm_order and then the
+ * objective; the rest by the objective. */
+static int ranks_before(const plan_request *req, const plan_candidate *a, const plan_candidate *b,
+                        const plan_candidate *best, double window)
+{
+    int a_tied = tied_with(req, a, best, window), b_tied = tied_with(req, b, best, window);
     if (a_tied != b_tied) return a_tied;
     int order = a_tied ? plan_comm_order(&a->layout, &b->layout, NULL, 0) : 0;
     return order ? order < 0 : better(req, a, b);
@@ -157,7 +165,7 @@ static int break_ties(const plan_request *req, plan_result *res, const tie_set *
         for (int j = 0; j < n && !dup; j++) dup = same_candidate(&all[j], c);
         if (dup) continue;
         int at = n++;
-        while (at > 0 && ranks_before(req, c, &all[at - 1], window)) {
+        while (at > 0 && ranks_before(req, c, &all[at - 1], &res->objective_best, window)) {
             all[at] = all[at - 1];
             at--;
         }

@@ -257,8 +257,8 @@ typedef struct {
     double clock_fraction, step_clock_hz, top_clock_power_w; /* the power model's (estimate_t) */
 } plan_candidate;
 
-/* Candidates within this fraction of the best objective are tied: among them the plan prefers
- * fewer and cheaper communication patterns (plan_comm_order). */
+/* Candidates within this fraction of the best objective, on its GPU type and count, are tied:
+ * among them the plan prefers fewer and cheaper communication patterns (plan_comm_order). */
 #define PLAN_TIE_FRACTION 0.005
 
 typedef struct {

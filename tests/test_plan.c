@@ -531,6 +531,19 @@ static void ties_go_to_cheaper_communication(void **state)
         }
     }
     assert_true(broken > 0);
+
+    /* by cost, perfect data parallelism makes many GPU counts tie: the tie-break stays on the best's
+     * GPU type and count, and never trades days for simpler communication */
+    plan_request *req = request("llama2-13b", "h800", 128, 1024);
+    req->ncounts = 0;
+    for (int64_t n = 128; n <= 1024; n *= 2) req->gpu_counts[req->ncounts++] = n;
+    req->objective = OBJECTIVE_COST;
+    req->tokens = 1e12;
+    req->top = 10;
+    assert_int_equal(plan_search(req, &wide, 0, err, sizeof err), 0);
+    assert_true(wide.ntop > 0);
+    assert_int_equal(wide.top[0].layout.gpus, wide.objective_best.layout.gpus);
+    assert_int_equal(wide.top[0].gpu_type, wide.objective_best.gpu_type);
 }
 
 int main(void)
