@@ -108,7 +108,7 @@ static const char *usage_text =
     "  --top K                how many plans to print (default 5)\n"
     "  --strict               reject layouts above the TP ratio limit\n"
     "  --allow-tp-across-nodes   let a TP group leave the node\n"
-    "  --emit megatron|deepspeed|torchtitan   print the winner as launch flags or config\n"
+    "  --emit megatron|deepspeed|torchtitan   the best layout that framework can run, as launch flags or config\n"
     "  --plot FILE.svg        draw the time-cost frontier with gnuplot\n"
     "output:\n"
     "  --format table|csv|json   (default table)\n"
