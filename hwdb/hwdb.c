@@ -201,6 +201,8 @@ int hwdb_load(const char *dir, hwdb *db, char *err, size_t errlen)
         hwdb_free(db);
         return -1;
     }
+    /* the priors are part of the database, not a calibration of the GPU at hand */
+    for (int i = 0; i < db->ngpus; i++) db->gpus[i].calibration[0] = db->gpus[i].overlay_path[0] = '\0';
     return 0;
 }
 
@@ -362,6 +364,7 @@ int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen)
             }
             /* the table's rows name their shape; the GPU names the file and its first row's source */
             if (!g->calibration[0]) snprintf(g->calibration, sizeof g->calibration, "%.200s (%.250s)", path, source);
+            snprintf(g->overlay_path, sizeof g->overlay_path, "%s", path);
             continue;
         }
         int on_node;
@@ -388,6 +391,7 @@ int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen)
         }
         *(double *)((char *)target + col->offset) = value * col->scale;
         snprintf(g->calibration, sizeof g->calibration, "%.200s (%.250s)", path, source);
+        snprintf(g->overlay_path, sizeof g->overlay_path, "%s", path);
     }
     csv_table_free(&t);
     return status ? -1 : 0;

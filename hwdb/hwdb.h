@@ -120,6 +120,10 @@ typedef struct {
     char node[HWDB_NAME_MAX];
     char source[HWDB_SOURCE_MAX];
     char calibration[HWDB_SOURCE_MAX];/* where the overlay came from, "" when none */
+    char overlay_path[HWDB_SOURCE_MAX];/* the overlay file last applied to this GPU as the user would name it,
+                                         "" when none */
+    int overlay_by_default;           /* 1: the CLI took overlay_path from hwdb/measured/ by the GPU's name */
+    int overlay_declined;             /* 1: hwdb/measured/ has one, and --calibration none declined it */
 } hw_gpu;
 
 typedef enum { LINK_NVLINK = 0, LINK_PCIE } link_kind_t;

@@ -103,7 +103,8 @@ static const char *usage_text =
     "  --node NAME            node type (default: the GPU's node in hwdb/nodes.csv)\n"
     "  --hwdb DIR             another hardware database (gpus.csv, nodes.csv)\n"
     "  --models FILE          another model zoo CSV\n"
-    "  --calibration FILE     a measured overlay (gpu,key,value,source) over hwdb\n"
+    "  --calibration FILE|none   a measured overlay (gpu,key,value,source) over hwdb; default for estimate, explain\n"
+    "                         and plan: hwdb/measured/<gpu>.csv where it exists; none: the hwdb defaults\n"
     "layout:\n"
     "  --gpus N               GPUs in all (default tp x pp x dp)\n"
     "  --gpus-per-node K      GPUs per node (default from the node type)\n"
@@ -133,7 +134,7 @@ static const char *usage_text =
     "  --top K                how many plans to print (default 5)\n"
     "  --strict               reject layouts above the TP ratio limit\n"
     "  --allow-tp-across-nodes   let a TP group leave the node\n"
-    "  --emit megatron|deepspeed|torchtitan   print the winner as launch flags or config\n"
+    "  --emit megatron|deepspeed|torchtitan   the best layout that framework can run, as launch flags or config\n"
     "  --plot FILE.svg        draw the time-cost frontier with gnuplot\n"
     "output:\n"
     "  --format table|csv|json   (default table)\n"
@@ -383,17 +384,63 @@ static int load_zoo(const options *o, const char *root, model_zoo *zoo)
     return 0;
 }
 
-static int load_hwdb(const options *o, const char *root, hwdb *db)
+/* Whether --gpu (default DEFAULT_GPU, "all", or a comma-separated list) names the GPU `name`. */
+static int gpu_requested(const options *o, const char *name)
+{
+    const char *list = o->gpu_name ? o->gpu_name : DEFAULT_GPU;
+    if (!strcasecmp(list, "all")) return 1;
+    size_t n = strlen(name);
+    for (const char *p = list;; p++) {
+        size_t len = strcspn(p, ",");
+        if (len == n && !strncasecmp(p, name, n)) return 1;
+        p += len;
+        if (!*p) return 0;
+    }
+}
+
+/* Each GPU that --gpu names and that --calibration FILE does not takes its measured overlay,
+ * DIR/measured/<gpu>.csv beside the hwdb it was loaded from, unless --calibration none. */
+static int apply_measured_overlays(const options *o, const char *dir, hwdb *db)
+{
+    char path[PATH_MAX + 160], err[ERR_MAX];
+    int declined = o->calibration && !strcmp(o->calibration, "none");
+    for (int i = 0; i < db->ngpus; i++) {
+        hw_gpu *g = &db->gpus[i];
+        if (g->overlay_path[0] || !gpu_requested(o, g->name)) continue;
+        snprintf(path, sizeof path, "%s/measured/%s.csv", dir, g->name);
+        if (!file_exists(path)) continue;
+        if (declined) { g->overlay_declined = 1; continue; }
+        if (hwdb_apply_overlay(db, path, err, sizeof err) != 0) return fail("%s", err);
+        /* named as the user finds it (beside the hwdb they chose, or the shipped hwdb/), not as
+         * the data-root search spelt it, in the reports and gpu.calibration alike */
+        if (!o->hwdb_dir) {
+            snprintf(g->overlay_path, sizeof g->overlay_path, "hwdb/measured/%s.csv", g->name);
+            size_t plen = strlen(path);
+            if (!strncmp(g->calibration, path, plen)) {
+                char rest[sizeof g->calibration];
+                snprintf(rest, sizeof rest, "%s", g->calibration + plen);
+                snprintf(g->calibration, sizeof g->calibration, "%.90s%.400s", g->overlay_path, rest);
+            }
+        }
+        g->overlay_by_default = 1;
+    }
+    return 0;
+}
+
+/* The hardware database, with --calibration FILE over it; with measured_by_default (estimate,
+ * explain, plan), also each named GPU's measured overlay when there is one. */
+static int load_hwdb(const options *o, const char *root, hwdb *db, int measured_by_default)
 {
     char dir[PATH_MAX + 32], err[ERR_MAX];
     if (o->hwdb_dir) snprintf(dir, sizeof dir, "%s", o->hwdb_dir);
     else snprintf(dir, sizeof dir, "%s/hwdb", root);
     if (hwdb_load(dir, db, err, sizeof err) != 0) return fail("%s", err);
-    if (o->calibration && hwdb_apply_overlay(db, o->calibration, err, sizeof err) != 0) {
-        hwdb_free(db);
-        return fail("%s", err);
-    }
-    return 0;
+    int rc = 0;
+    if (o->calibration && strcmp(o->calibration, "none") && hwdb_apply_overlay(db, o->calibration, err, sizeof err) != 0)
+        rc = fail("%s", err);
+    if (!rc && measured_by_default) rc = apply_measured_overlays(o, dir, db);
+    if (rc) hwdb_free(db);
+    return rc;
 }
 
 static int unknown_model(const model_zoo *zoo, const char *name)
@@ -613,7 +660,7 @@ static int cmd_estimate(const options *o, const char *root, FILE *out)
     model_t imported;
     const model_t *m = NULL;
     char err[ERR_MAX];
-    int rc = load_hwdb(o, root, &db);
+    int rc = load_hwdb(o, root, &db, 1);
     if (rc) return rc;
     if (o->model_config) {
         if (o->model_name) { rc = fail("give a model name or --model-config, not both"); goto done; }
@@ -658,7 +705,8 @@ done:
 /* fit-power: the power model's exponent and attention energy fitted to validate's measured steps. */
 static int cmd_fit_power(const options *o, const char *root, FILE *out)
 {
-    if (!o->calibration) return fail("fit-power: --calibration OVERLAY (from sextant calibrate, with its power model) is required");
+    if (!o->calibration || !strcmp(o->calibration, "none"))
+        return fail("fit-power: --calibration OVERLAY (from sextant calibrate, with its power model) is required");
     if (!o->runs) return fail("fit-power: --runs A.csv,B.csv,... (validate --csv files) is required");
     if (!o->out_path) return fail("fit-power: --out FILE (the fitted overlay) is required");
     hwdb db;
@@ -666,7 +714,7 @@ static int cmd_fit_power(const options *o, const char *root, FILE *out)
     char err[ERR_MAX];
     power_fit_run *runs = NULL;
     power_fit_result *fit = NULL;
-    int rc = load_hwdb(o, root, &db);
+    int rc = load_hwdb(o, root, &db, 0);
     if (rc) return rc;
     if ((rc = load_zoo(o, root, &zoo))) goto done;
     const char *gpu_name = o->gpu_name ? o->gpu_name : DEFAULT_GPU;
@@ -767,6 +815,29 @@ static int plot_frontier(const options *o, const plan_request *req, const plan_r
     return 0;
 }
 
+/* --emit: the same search again, limited to the layouts the framework can run; its winner,
+ * against the overall winner in `overall`. */
+static int emit_for_framework(const options *o, const plan_request *req, const plan_result *overall, FILE *out)
+{
+    char err[ERR_MAX];
+    plan_request *limited = malloc(sizeof *limited);
+    plan_result *res = malloc(sizeof *res);
+    int rc = 0;
+    if (!limited || !res) rc = fail("out of memory");
+    if (!rc) {
+        *limited = *req;
+        limited->framework = o->emit;
+        if (plan_search(limited, res, isatty(2), err, sizeof err) != 0) rc = fail("%s", err);
+        else if (res->ntop == 0)
+            rc = fail("--emit %s: no layout meets the request among those %s can run", o->emit, o->emit);
+        else if (emit_plan(out, req, &res->top[0], overall->ntop ? &overall->top[0] : NULL, o->emit, err, sizeof err) != 0)
+            rc = fail("%s", err);
+    }
+    free(limited);
+    free(res);
+    return rc;
+}
+
 static int cmd_plan(const options *o, const char *root, FILE *out)
 {
     hwdb db;
@@ -775,7 +846,7 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     char err[ERR_MAX];
     plan_request *req = calloc(1, sizeof *req);
     plan_result *res = calloc(1, sizeof *res);
-    int rc = (!req || !res) ? fail("out of memory") : load_hwdb(o, root, &db);
+    int rc = (!req || !res) ? fail("out of memory") : load_hwdb(o, root, &db, 1);
     if (rc) { free(req); free(res); return rc; }
     if (o->model_config) {
         if (o->model_name) { rc = fail("give a model name or --model-config, not both"); goto done; }
@@ -843,8 +914,7 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     req->top = o->top ? o->top : 5;
     req->strict = o->strict;
     req->allow_tp_across_nodes = o->allow_tp_across_nodes;
-    /* Megatron-LM shards the optimizer (ZeRO-1) and no further */
-    req->max_zero = o->emit && !strcmp(o->emit, "megatron") ? 1 : 3;
+    req->max_zero = 3;
     req->precision = o->have_precision ? o->precision : PREC_COUNT;
     req->fp32_grads = o->fp32_grads;
     req->cp = o->cp;
@@ -860,8 +930,7 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     }
     if (plan_search(req, res, isatty(2), err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
     if (o->emit) {
-        if (res->ntop == 0) { rc = fail("--emit %s: no layout meets the request", o->emit); goto done; }
-        if (emit_plan(out, req, &res->top[0], o->emit, err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
+        if ((rc = emit_for_framework(o, req, res, out))) goto done;
     } else {
         report_plan(out, req, res, o->format);
     }
@@ -881,7 +950,7 @@ static int cmd_published(const options *o, const char *root, FILE *out)
     hwdb db;
     model_zoo zoo;
     char path[PATH_MAX + 64], err[ERR_MAX];
-    int rc = load_hwdb(o, root, &db);
+    int rc = load_hwdb(o, root, &db, 0);
     if (rc) return rc;
     if ((rc = load_zoo(o, root, &zoo))) { hwdb_free(&db); return rc; }
     if (o->format == FORMAT_CSV) rc = fail("published: --format table or json");
@@ -953,7 +1022,7 @@ int main(int argc, char **argv)
         model_zoo_free(&zoo);
     } else if (!strcmp(o.command, "hw")) {
         hwdb db;
-        rc = load_hwdb(&o, root, &db);
+        rc = load_hwdb(&o, root, &db, 0);
         if (!rc) {
             rc = cmd_hw(&o, &db, out);
             hwdb_free(&db);

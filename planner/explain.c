@@ -125,6 +125,8 @@ void report_explain(FILE *out, const estimate_t *e)
             (long long)l->tp, (long long)l->pp, (long long)l->dp, (long long)l->mbs, (long long)l->gbs,
             (long long)l->seq, recompute_name(l->recompute), l->sp ? "on" : "off", l->zero,
             precision_name(l->precision));
+    char calibration[HWDB_SOURCE_MAX + 128];
+    if (calibration_line(g, calibration, sizeof calibration)) fprintf(out, "%s\n", calibration);
     if (layout_cp(l) > 1)
         fprintf(out, "Context parallel c = %lld (%s): each GPU holds s / c = %lld tokens of every sequence; GPUs = t x c x p x d_p.\n",
                 (long long)l->cp, cp_comm_name(l->cp_comm), (long long)(l->seq / l->cp));

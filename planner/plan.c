@@ -22,7 +22,8 @@ const char *reject_reason_name(reject_reason_t r)
                                         "TP group would leave the node", "above the TP ratio limit (--strict)",
                                         "slower than --days", "dearer than --budget",
                                         "context parallelism the sequence cannot take",
-                                        "interleaved with micro-batches not a multiple of PP"};
+                                        "interleaved with micro-batches not a multiple of PP",
+                                        "the --emit framework cannot run it"};
     return names[r];
 }
 
@@ -53,6 +54,131 @@ static int better(const plan_request *req, const plan_candidate *a, const plan_c
         return a->time_to_train_s < b->time_to_train_s;
     if (fabs(a->cost_usd - b->cost_usd) > 1e-6 * b->cost_usd) return a->cost_usd < b->cost_usd;
     return a->memory_total < b->memory_total;
+}
+
+const char *framework_refusal(const char *framework, const layout_t *l)
+{
+    if (!strcmp(framework, "megatron")) {
+        if (l->zero > 1) return "Megatron-LM shards the optimizer (ZeRO-1, its distributed optimizer) and no further";
+        return NULL;
+    }
+    if (!strcmp(framework, "deepspeed")) {
+        if (l->pp > 1 && l->zero > 1) return "DeepSpeed's pipeline engine runs with ZeRO 0 or 1 only";
+        if (l->vpp > 1) return "DeepSpeed's pipeline has no interleaved (virtual-stage) schedule";
+        return NULL;
+    }
+    if (!strcmp(framework, "torchtitan")) {
+        if (l->zero == 1) return "torchtitan shards with FSDP (ZeRO-2/3-like) or not at all: it has no ZeRO-1";
+        if (l->tp > 1 && !l->sp) return "torchtitan's TP always shards the sequence between its blocks (SP)";
+        return NULL;
+    }
+    return "not one of megatron|deepspeed|torchtitan";
+}
+
+int plan_comm_order(const layout_t *a, const layout_t *b, char *why, size_t whylen)
+{
+    struct { int64_t a, b; const char *what; } keys[] = {
+        {a->zero, b->zero, "ZeRO"}, {a->pp, b->pp, "PP"}, {a->vpp, b->vpp, "VPP"}, {a->tp, b->tp, "TP"}, {a->sp, b->sp, "SP"},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (keys[i].a == keys[i].b) continue;
+        if (why && i == 4) snprintf(why, whylen, "SP %s against %s", a->sp ? "on" : "off", b->sp ? "on" : "off");
+        else if (why) snprintf(why, whylen, "%s %lld against %lld", keys[i].what, (long long)keys[i].a, (long long)keys[i].b);
+        return keys[i].a < keys[i].b ? -1 : 1;
+    }
+    if (why && whylen) why[0] = '\0';
+    return 0;
+}
+
+/* The candidates within PLAN_TIE_FRACTION of the running best objective, the best of each
+ * communication class (GPU type and count, ZeRO, PP, VPP, TP, SP): whatever is tied with the
+ * final best was within the window, which only narrows, when it was seen. */
+typedef struct {
+    plan_candidate *c;
+    int n, cap;
+} tie_set;
+
+static int same_class(const plan_candidate *a, const plan_candidate *b)
+{
+    return a->gpu_type == b->gpu_type && a->layout.gpus == b->layout.gpus &&
+           plan_comm_order(&a->layout, &b->layout, NULL, 0) == 0;
+}
+
+static int tie_set_offer(const plan_request *req, tie_set *t, const plan_candidate *c, double best)
+{
+    double window = best * (1.0 + PLAN_TIE_FRACTION);
+    if (objective_value(req, c) > window) return 0;
+    int kept = 0;
+    for (int i = 0; i < t->n; i++)  /* the window narrowed: drop what left it */
+        if (objective_value(req, &t->c[i]) <= window) t->c[kept++] = t->c[i];
+    t->n = kept;
+    for (int i = 0; i < t->n; i++)
+        if (same_class(&t->c[i], c)) {
+            if (better(req, c, &t->c[i])) t->c[i] = *c;
+            return 0;
+        }
+    if (t->n == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 64;
+        plan_candidate *grown = realloc(t->c, (size_t)cap * sizeof *grown);
+        if (!grown) return -1;
+        t->c = grown;
+        t->cap = cap;
+    }
+    t->c[t->n++] = *c;
+    return 0;
+}
+
+/* Tied with the best: within PLAN_TIE_FRACTION of it by the objective, on the same GPU type and
+ * count, so that the tie-break never trades GPUs or days for simpler communication. */
+static int tied_with(const plan_request *req, const plan_candidate *c, const plan_candidate *best, double window)
+{
+    return objective_value(req, c) <= window && c->gpu_type == best->gpu_type && c->layout.gpus == best->layout.gpus;
+}
+
+/* The plan's order: the candidates tied with the best first, by plan_comm_order and then the
+ * objective; the rest by the objective. */
+static int ranks_before(const plan_request *req, const plan_candidate *a, const plan_candidate *b,
+                        const plan_candidate *best, double window)
+{
+    int a_tied = tied_with(req, a, best, window), b_tied = tied_with(req, b, best, window);
+    if (a_tied != b_tied) return a_tied;
+    int order = a_tied ? plan_comm_order(&a->layout, &b->layout, NULL, 0) : 0;
+    return order ? order < 0 : better(req, a, b);
+}
+
+static int same_candidate(const plan_candidate *a, const plan_candidate *b)
+{
+    const layout_t *x = &a->layout, *y = &b->layout;
+    return a->gpu_type == b->gpu_type && x->gpus == y->gpus && x->tp == y->tp && x->pp == y->pp && x->vpp == y->vpp &&
+           x->mbs == y->mbs && x->gbs == y->gbs && x->recompute == y->recompute && x->zero == y->zero && x->sp == y->sp;
+}
+
+/* Re-ranks the top list with the tie-break: the tied classes' bests join it, then all are ordered. */
+static int break_ties(const plan_request *req, plan_result *res, const tie_set *t)
+{
+    if (res->ntop == 0) return 0;
+    res->objective_best = res->top[0];
+    double window = objective_value(req, &res->top[0]) * (1.0 + PLAN_TIE_FRACTION);
+    int n = 0;
+    plan_candidate *all = malloc((size_t)(res->ntop + t->n) * sizeof *all);
+    if (!all) return -1;
+    for (int i = 0; i < res->ntop + t->n; i++) {
+        const plan_candidate *c = i < res->ntop ? &res->top[i] : &t->c[i - res->ntop];
+        int dup = 0;
+        for (int j = 0; j < n && !dup; j++) dup = same_candidate(&all[j], c);
+        if (dup) continue;
+        int at = n++;
+        while (at > 0 && ranks_before(req, c, &all[at - 1], &res->objective_best, window)) {
+            all[at] = all[at - 1];
+            at--;
+        }
+        all[at] = *c;
+    }
+    res->ntop = n < req->top ? n : req->top;
+    memcpy(res->top, all, (size_t)res->ntop * sizeof *all);
+    free(all);
+    res->tie_broken = !same_candidate(&res->top[0], &res->objective_best);
+    return 0;
 }
 
 /* Keeps the `top` best candidates, sorted, by insertion. */
@@ -135,6 +261,8 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    tie_set ties = {0};
+    int out_of_memory = 0;
     int64_t outer_total = (int64_t)req->ngpu_types * req->ncounts, outer_done = 0;
     for (int gi = 0; gi < req->ngpu_types; gi++) {
         const hw_gpu *g = req->gpu[gi];
@@ -177,6 +305,10 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                 l.precision = prec; l.fp32_grads = req->fp32_grads;
                                                 l.attention = attention;
                                                 res->evaluated++;
+                                                if (req->framework && framework_refusal(req->framework, &l)) {
+                                                    res->rejected[REJECT_FRAMEWORK]++;
+                                                    continue;
+                                                }
                                                 if (!divides_heads(m, tp) || gbs % (mbs * dp) != 0 || gbs < mbs * dp) {
                                                     res->rejected[REJECT_INDIVISIBLE]++;
                                                     continue;
@@ -227,6 +359,8 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                 }
                                                 res->feasible++;
                                                 keep_top(req, res, &c);
+                                                if (tie_set_offer(req, &ties, &c, objective_value(req, &res->top[0])) != 0)
+                                                    out_of_memory = 1;
                                             }
                                     if (req->gbs) break;
                                 }
@@ -241,6 +375,12 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
     progress(show_progress, started, outer_total, outer_total);
     free(e);
     estimate_cache_free(cache);
+    if (out_of_memory || break_ties(req, res, &ties) != 0) {
+        free(ties.c);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    free(ties.c);
     pareto(res);
     res->seconds = now_s() - started;
     return 0;

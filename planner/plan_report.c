@@ -61,14 +61,26 @@ static void winner_reason(FILE *out, const plan_request *req, const plan_result 
     if (l->pp > 1)
         fprintf(out, "PP %lld with %lld micro-batch(es) per step leaves a bubble of %.1f%%. ", (long long)l->pp,
                 (long long)(l->gbs / (l->mbs * l->dp)), 100.0 * w->bubble_s / w->step_s);
+    if (res->tie_broken) {
+        const plan_candidate *b = &res->objective_best;
+        char why[96];
+        plan_comm_order(l, &b->layout, why, sizeof why);
+        fprintf(out, "It ties with the best by %s (TP %lld, PP %lld, DP %lld, ZeRO %d, SP %s, %.2f%% ahead): within %.1f%% "
+                     "the plan takes fewer and cheaper communication patterns (ZeRO stage, then PP, VPP, TP, SP), here %s. ",
+                objective_name(req->objective), (long long)b->layout.tp, (long long)b->layout.pp, (long long)b->layout.dp,
+                b->layout.zero, b->layout.sp ? "on" : "off", 100.0 * (1.0 - objective_of(req, b) / objective_of(req, w)),
+                100.0 * PLAN_TIE_FRACTION, why);
+    }
     if (res->ntop > 1) {
         const plan_candidate *r = &res->top[1];
         char cp_text[32] = "";
         if (layout_cp(&r->layout) > 1) snprintf(cp_text, sizeof cp_text, ", CP %lld", (long long)r->layout.cp);
-        fprintf(out, "The runner-up (TP %lld%s, PP %lld, DP %lld, mbs %lld, recompute %s, ZeRO %d) is %.1f%% behind.",
+        double behind = objective_of(req, r) / objective_of(req, w) - 1.0;
+        fprintf(out, "The runner-up (TP %lld%s, PP %lld, DP %lld, mbs %lld, recompute %s, ZeRO %d, SP %s) is ",
                 (long long)r->layout.tp, cp_text, (long long)r->layout.pp, (long long)r->layout.dp, (long long)r->layout.mbs,
-                recompute_name(r->layout.recompute), r->layout.zero,
-                100.0 * (objective_of(req, r) / objective_of(req, w) - 1.0));
+                recompute_name(r->layout.recompute), r->layout.zero, r->layout.sp ? "on" : "off");
+        if (behind >= 0) fprintf(out, "%.1f%% behind.", 100.0 * behind);
+        else fprintf(out, "%.2f%% ahead, tied, and ranks below it on communication.", -100.0 * behind);
     }
     fputc('\n', out);
 }
@@ -135,6 +147,32 @@ static cJSON *candidate_json(const plan_request *req, const plan_candidate *c)
     return o;
 }
 
+/* One "calibration:" line per overlay the compared GPUs rest on, each once. */
+static void print_calibration_lines(FILE *out, const plan_request *req)
+{
+    char lines[PLAN_GPU_TYPES_MAX][HWDB_SOURCE_MAX + 128];
+    int n = 0;
+    for (int t = 0; t < req->ngpu_types; t++) {
+        if (!calibration_line(req->gpu[t], lines[n], sizeof lines[n])) continue;
+        int seen = 0;
+        for (int i = 0; i < n && !seen; i++) seen = !strcmp(lines[i], lines[n]);
+        if (!seen) fprintf(out, "%s\n", lines[n++]);
+    }
+}
+
+static cJSON *calibration_json(const plan_request *req)
+{
+    cJSON *list = cJSON_CreateArray();
+    for (int t = 0; t < req->ngpu_types; t++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "gpu", req->gpu[t]->name);
+        cJSON_AddStringToObject(o, "file", req->gpu[t]->overlay_path);
+        cJSON_AddStringToObject(o, "origin", calibration_origin(req->gpu[t]));
+        cJSON_AddItemToArray(list, o);
+    }
+    return list;
+}
+
 void report_plan(FILE *out, const plan_request *req, const plan_result *res, format_t format)
 {
     if (format == FORMAT_JSON) {
@@ -144,6 +182,7 @@ void report_plan(FILE *out, const plan_request *req, const plan_result *res, for
         cJSON_AddNumberToObject(mj, "params", model_params_total(req->model));
         cJSON_AddStringToObject(root, "objective", objective_name(req->objective));
         cJSON_AddNumberToObject(root, "tokens", req->tokens);
+        cJSON_AddItemToObject(root, "calibration", calibration_json(req));
         cJSON *sj = cJSON_AddObjectToObject(root, "search");
         cJSON_AddNumberToObject(sj, "layouts_evaluated", (double)res->evaluated);
         cJSON_AddNumberToObject(sj, "feasible", (double)res->feasible);
@@ -153,6 +192,15 @@ void report_plan(FILE *out, const plan_request *req, const plan_result *res, for
             cJSON_AddNumberToObject(rj, reject_reason_name((reject_reason_t)r), (double)res->rejected[r]);
         cJSON *top = cJSON_AddArrayToObject(root, "top");
         for (int i = 0; i < res->ntop; i++) cJSON_AddItemToArray(top, candidate_json(req, &res->top[i]));
+        cJSON *tie = cJSON_AddObjectToObject(root, "tie_break");
+        cJSON_AddNumberToObject(tie, "fraction", PLAN_TIE_FRACTION);
+        cJSON_AddBoolToObject(tie, "changed_winner", res->tie_broken);
+        if (res->tie_broken) {
+            char why[96];
+            plan_comm_order(&res->top[0].layout, &res->objective_best.layout, why, sizeof why);
+            cJSON_AddStringToObject(tie, "reason", why);
+            cJSON_AddItemToObject(tie, "objective_best", candidate_json(req, &res->objective_best));
+        }
         cJSON *front = cJSON_AddArrayToObject(root, "frontier");
         for (int i = 0; i < res->nfrontier; i++) cJSON_AddItemToArray(front, candidate_json(req, &res->frontier[i]));
         char *text = cJSON_Print(root);
@@ -162,24 +210,27 @@ void report_plan(FILE *out, const plan_request *req, const plan_result *res, for
         return;
     }
     if (format == FORMAT_CSV) {
-        fprintf(out, "kind,rank,gpu,gpus,tp,pp,dp,vpp,mbs,gbs,seq,recompute,zero,sp,memory_total,step_s,mfu,time_to_train_s,cost_usd,cp\n");
+        fprintf(out, "kind,rank,gpu,gpus,tp,pp,dp,vpp,mbs,gbs,seq,recompute,zero,sp,memory_total,step_s,mfu,time_to_train_s,"
+                     "cost_usd,cp,calibration\n");
         for (int k = 0; k < 2; k++) {
             const plan_candidate *list = k == 0 ? res->top : res->frontier;
             int n = k == 0 ? res->ntop : res->nfrontier;
             for (int i = 0; i < n; i++) {
                 const plan_candidate *c = &list[i];
                 const layout_t *l = &c->layout;
-                fprintf(out, "%s,%d,%s,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%s,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%lld\n",
+                fprintf(out, "%s,%d,%s,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%s,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%lld,%s\n",
                         k == 0 ? "top" : "frontier", i + 1, req->gpu[c->gpu_type]->name, (long long)l->gpus,
                         (long long)l->tp, (long long)l->pp, (long long)l->dp, (long long)l->vpp, (long long)l->mbs,
                         (long long)l->gbs, (long long)l->seq, recompute_name(l->recompute), l->zero, l->sp,
-                        c->memory_total, c->step_s, c->mfu, c->time_to_train_s, c->cost_usd, (long long)layout_cp(l));
+                        c->memory_total, c->step_s, c->mfu, c->time_to_train_s, c->cost_usd, (long long)layout_cp(l),
+                        req->gpu[c->gpu_type]->overlay_path);
             }
         }
         return;
     }
     fprintf(out, "sextant plan: %s (%.2fB parameters), %.4g tokens, seq %lld, ranked by %s\n", req->model->name,
             model_params_total(req->model) / 1e9, req->tokens, (long long)req->seq, objective_name(req->objective));
+    print_calibration_lines(out, req);
     if (req->max_days > 0) fprintf(out, "deadline: %.4g days\n", req->max_days);
     if (req->max_budget > 0) fprintf(out, "budget: $%.4g\n", req->max_budget);
     for (int i = 0; i < req->ngpu_types; i++)
@@ -217,22 +268,54 @@ static const char *recompute_megatron(recompute_t r)
                                : r == RECOMPUTE_SELECTIVE ? "--recompute-granularity selective" : "";
 }
 
-int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const char *framework, char *err,
-              size_t errlen)
+/* "not the overall winner: ..." when c is not `overall`, else "" (also without `overall`). */
+static void not_winner_line(const plan_request *req, const plan_candidate *c, const plan_candidate *overall,
+                            const char *framework, char *line, size_t len)
+{
+    line[0] = '\0';
+    if (!overall) return;
+    const layout_t *w = &overall->layout, *l = &c->layout;
+    if (overall->gpu_type == c->gpu_type && w->gpus == l->gpus && w->tp == l->tp && w->pp == l->pp && w->vpp == l->vpp &&
+        w->mbs == l->mbs && w->gbs == l->gbs && w->recompute == l->recompute && w->zero == l->zero && w->sp == l->sp)
+        return;
+    const char *why = framework_refusal(framework, w);
+    double behind = objective_of(req, c) / objective_of(req, overall) - 1.0;
+    char tie[160];
+    snprintf(tie, sizeof tie, "among the layouts %s can run, the tie-break ranks another first", framework);
+    snprintf(line, len, "not the overall winner: %s (the winner: %lld x %s, TP %lld, PP %lld, VPP %lld, DP %lld, ZeRO %d, "
+             "SP %s, mbs %lld, recompute %s); this layout is %.2f%% %s in %s%s",
+             why ? why : tie,
+             (long long)w->gpus, req->gpu[overall->gpu_type]->name, (long long)w->tp, (long long)w->pp,
+             (long long)w->vpp, (long long)w->dp, w->zero, w->sp ? "on" : "off", (long long)w->mbs,
+             recompute_name(w->recompute), 100.0 * fabs(behind), behind >= 0 ? "behind" : "ahead",
+             objective_name(req->objective), behind >= 0 ? "" : ", tied: the winner takes it on fewer communication patterns");
+}
+
+int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const plan_candidate *overall,
+              const char *framework, char *err, size_t errlen)
 {
     const model_t *m = req->model;
     const layout_t *l = &c->layout;
     const hw_gpu *g = req->gpu[c->gpu_type];
+    const char *refusal = framework_refusal(framework, l);
+    if (refusal) {
+        if (!strcmp(refusal, "not one of megatron|deepspeed|torchtitan"))
+            snprintf(err, errlen, "--emit: '%s' is not one of megatron|deepspeed|torchtitan", framework);
+        else
+            snprintf(err, errlen, "--emit %s: the plan (TP %lld, PP %lld, VPP %lld, ZeRO-%d, SP %s) cannot run there: %s",
+                     framework, (long long)l->tp, (long long)l->pp, (long long)l->vpp, l->zero, l->sp ? "on" : "off",
+                     refusal);
+        return -1;
+    }
+    char behind[768];
+    not_winner_line(req, c, overall, framework, behind, sizeof behind);
     int64_t nodes = (l->gpus + req->node[c->gpu_type]->gpus_per_node - 1) / req->node[c->gpu_type]->gpus_per_node;
     int64_t per_node = l->gpus < req->node[c->gpu_type]->gpus_per_node ? l->gpus : req->node[c->gpu_type]->gpus_per_node;
     double steps = ceil(req->tokens / ((double)l->gbs * (double)l->seq));
     if (!strcmp(framework, "megatron")) {
-        if (l->zero > 1) {
-            snprintf(err, errlen, "--emit megatron: the plan uses ZeRO-%d, which Megatron-LM does not have", l->zero);
-            return -1;
-        }
         fprintf(out, "# sextant plan for %s on %lld x %s (%lld nodes): Megatron-LM pretrain_gpt.py arguments\n", m->name,
                 (long long)l->gpus, g->name, (long long)nodes);
+        if (behind[0]) fprintf(out, "# %s\n", behind);
         fprintf(out, "torchrun --nnodes %lld --nproc-per-node %lld pretrain_gpt.py \\\n", (long long)nodes, (long long)per_node);
         fprintf(out, "  --num-layers %lld --hidden-size %lld --num-attention-heads %lld --ffn-hidden-size %lld \\\n",
                 (long long)m->layers, (long long)m->hidden, (long long)m->heads, (long long)m->ffn);
@@ -293,6 +376,7 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
         cJSON_AddNumberToObject(sx, "pipeline_parallel", (double)l->pp);
         cJSON_AddNumberToObject(sx, "data_parallel", (double)l->dp);
         cJSON_AddStringToObject(sx, "note", "DeepSpeed takes TP from the model code (Megatron-DeepSpeed --tensor-model-parallel-size)");
+        if (behind[0]) cJSON_AddStringToObject(sx, "not_overall_winner", behind + strlen("not the overall winner: "));
         char *text = cJSON_Print(root);
         if (text) fprintf(out, "%s\n", text);
         cJSON_free(text);
@@ -301,12 +385,15 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
     }
     if (!strcmp(framework, "torchtitan")) {
         fprintf(out, "# sextant plan for %s on %lld x %s: torchtitan job config (TOML)\n", m->name, (long long)l->gpus, g->name);
+        if (behind[0]) fprintf(out, "# %s\n", behind);
         fprintf(out, "[training]\nlocal_batch_size = %lld\nglobal_batch_size = %lld\nseq_len = %lld\nsteps = %.0f\n"
                      "mixed_precision_param = \"%s\"\n\n",
                 (long long)l->mbs, (long long)l->gbs, (long long)l->seq, steps,
                 l->precision == PREC_FP16 ? "float16" : "bfloat16");
+        /* FSDP is ZeRO-3 when it reshards after forward, ZeRO-2-like when it keeps the gathered weights */
         fprintf(out, "[parallelism]\ndata_parallel_replicate_degree = %lld\ndata_parallel_shard_degree = %lld\n",
-                (long long)(l->zero >= 1 ? 1 : l->dp), (long long)(l->zero >= 1 ? l->dp : 1));
+                (long long)(l->zero >= 2 ? 1 : l->dp), (long long)(l->zero >= 2 ? l->dp : 1));
+        if (l->zero >= 2) fprintf(out, "fsdp_reshard_after_forward = \"%s\"\n", l->zero == 3 ? "always" : "never");
         fprintf(out, "tensor_parallel_degree = %lld\npipeline_parallel_degree = %lld\n", (long long)l->tp, (long long)l->pp);
         /* PyTorch's context parallelism: "alltoall" passes the KV shards round the group step by step (the ring),
          * "allgather" gathers them whole */

@@ -259,6 +259,7 @@ typedef enum {
     REJECT_BUDGET,          /* dearer than --budget */
     REJECT_CP,              /* context parallelism the sequence or attention cannot take */
     REJECT_INTERLEAVING,    /* VPP > 1 with micro-batches not a multiple of PP */
+    REJECT_FRAMEWORK,       /* the --emit framework cannot run it */
     REJECT_COUNT
 } reject_reason_t;
 
@@ -286,6 +287,7 @@ typedef struct {
     int strict;                    /* reject layouts above the TP ratio limit */
     int allow_tp_across_nodes;
     int max_zero;                  /* highest ZeRO stage the target framework has (3 when any) */
+    const char *framework;         /* megatron, deepspeed, torchtitan: only layouts it can run; NULL: any */
     precision_t precision;         /* PREC_COUNT: each GPU's default */
     attention_impl_t attention;    /* ATTENTION_COUNT: each GPU's default (default_attention) */
     int fp32_grads;
@@ -304,22 +306,36 @@ typedef struct {
     double cp_comm_s;
 } plan_candidate;
 
+/* Candidates within this fraction of the best objective, on its GPU type and count, are tied:
+ * among them the plan prefers fewer and cheaper communication patterns (plan_comm_order). */
+#define PLAN_TIE_FRACTION 0.005
+
 typedef struct {
     plan_candidate top[PLAN_TOP_MAX];
     int ntop;
+    plan_candidate objective_best; /* the best by the objective alone, before the tie-break */
+    int tie_broken;                /* 1: top[0] is not objective_best, which it ties with */
     plan_candidate frontier[PLAN_GPU_TYPES_MAX * PLAN_COUNTS_MAX]; /* best per (type, count), Pareto-filtered */
     int nfrontier;
     int64_t evaluated, feasible, rejected[REJECT_COUNT];
     double seconds;
 } plan_result;
 
+/* The tie-break's order of communication patterns: < 0 when a uses fewer or cheaper ones than b.
+ * Lower ZeRO stage first, then no pipeline (smaller PP, then smaller VPP), then smaller TP, then SP
+ * off; 0 when all are equal.  With why, the first difference in words ("ZeRO 1 against 3"). */
+int plan_comm_order(const layout_t *a, const layout_t *b, char *why, size_t whylen);
+/* Why `framework` (megatron, deepspeed, torchtitan) cannot run the layout, or NULL when it can. */
+const char *framework_refusal(const char *framework, const layout_t *l);
 /* Costs every layout the request allows (estimate_layout_cached) and keeps the best. */
 int plan_search(const plan_request *req, plan_result *res, int show_progress, char *err, size_t errlen);
 const char *reject_reason_name(reject_reason_t r);
 void report_plan(FILE *out, const plan_request *req, const plan_result *res, format_t format);
-/* Prints the winning plan as launch flags or a config: megatron, deepspeed, torchtitan. */
-int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const char *framework, char *err,
-              size_t errlen);
+/* Prints the winning plan as launch flags or a config: megatron, deepspeed, torchtitan.  With `overall` (the winner of the same search without the framework's limits), one line says when c
+ * is not that winner, why, and how far behind it is; NULL: no such line.  A layout the framework
+ * cannot run is refused. */
+int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const plan_candidate *overall,
+              const char *framework, char *err, size_t errlen);
 
 /* ---- published runs (planner/published_row.c, planner/published.c) ---- */
 
@@ -399,6 +415,11 @@ int power_fit_write_overlay(const char *overlay_path, const char *out_path, cons
 /* ---- reports ----------------------------------------------------------- */
 
 
+/* The one line that says which overlay a GPU's numbers rest on ("calibration: ..."): 1, or 0 when
+ * there is nothing to say (no overlay applied and none declined). */
+int calibration_line(const hw_gpu *g, char *out, size_t outlen);
+/* Where the GPU's overlay came from: "hwdb/measured" (the default), "--calibration", "hwdb defaults". */
+const char *calibration_origin(const hw_gpu *g);
 void report_estimate(FILE *out, const estimate_t *e, format_t format, int with_ops);
 void report_explain(FILE *out, const estimate_t *e);
 /* SPEC.md's worked examples, reproduced through the formula functions. */

@@ -79,6 +79,26 @@ typedef struct {
 
 #define FIELDS_MAX 80
 
+const char *calibration_origin(const hw_gpu *g)
+{
+    if (!g->overlay_path[0]) return "hwdb defaults";
+    return g->overlay_by_default ? "hwdb/measured" : "--calibration";
+}
+
+int calibration_line(const hw_gpu *g, char *out, size_t outlen)
+{
+    if (g->overlay_path[0] && g->overlay_by_default)
+        snprintf(out, outlen, "calibration: %s (measured overlay; --calibration none for the hwdb defaults)", g->overlay_path);
+    else if (g->overlay_path[0])
+        snprintf(out, outlen, "calibration: %s (--calibration)", g->overlay_path);
+    else if (g->overlay_declined)
+        snprintf(out, outlen, "calibration: none (the hwdb defaults; --calibration none declined hwdb/measured/%s.csv)",
+                 g->name);
+    else
+        return 0;
+    return 1;
+}
+
 static int estimate_fields(const estimate_t *e, field *f)
 {
     const layout_t *l = &e->layout;
@@ -94,6 +114,8 @@ static int estimate_fields(const estimate_t *e, field *f)
     STR("gpu.node", e->node->name);
     NUM("gpu.peak_flops", e->gpu->peak_flops[l->precision]);
     STR("gpu.calibration", e->gpu->calibration);
+    STR("calibration.file", e->gpu->overlay_path);
+    STR("calibration.origin", calibration_origin(e->gpu));
     INT("layout.gpus", l->gpus);
     INT("layout.tp", l->tp);
     INT("layout.pp", l->pp);
@@ -328,7 +350,8 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
             precision_name(l->precision), recompute_name(l->recompute),
             l->attention == ATTENTION_FLASH ? "flash" : "unfused", l->sp ? "on" : "off", l->zero,
             l->fp32_grads ? "fp32" : "16-bit");
-    if (e->gpu->calibration[0]) fprintf(out, "        calibrated by %s\n", e->gpu->calibration);
+    char calibration[HWDB_SOURCE_MAX + 128];
+    if (calibration_line(e->gpu, calibration, sizeof calibration)) fprintf(out, "%s\n", calibration);
 
     fprintf(out, "\nMemory per GPU, stage %lld (the heaviest)       GiB\n", (long long)m->stage);
     fprintf(out, "  weights                              %9.2f   (%.3gB parameters on this GPU)\n", m->weights / GIB,

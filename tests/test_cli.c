@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "hwdb.h"
+#include "planner.h"
 #include <sys/stat.h>
 
 #define ISSUE_EXAMPLE "llama2-70b --gpu h100-sxm --gpus 1024 --tp 8 --pp 4 --mbs 1 --gbs 1024 --seq 4096 " \
@@ -289,12 +290,12 @@ static void power_model_in_json_and_text(void **state)
     expect_ok(&r);
     assert_non_null(strstr(r.out, "Under the 700 W power cap it runs at "));
     run_free(&r);
-    r = run_sextant("plan llama3.2-1b --gpu h100-sxm --gpus 8 --tokens 20B");
+    r = run_sextant("plan llama3.2-1b --gpu h100-sxm --gpus 8 --tokens 20B --calibration none");
     expect_ok(&r);
     assert_null(strstr(r.out, "power cap"));
     run_free(&r);
 
-    r = run_sextant("%s --format json --ops", layout);
+    r = run_sextant("%s --format json --ops --calibration none", layout);
     expect_ok(&r);
     root = cJSON_Parse(r.out);
     assert_non_null(root);
@@ -679,6 +680,91 @@ static void plan_command_line(void **state)
     expect_bad_input("plan llama2-70b --gpu h100-sxm --gpus 8 --emit megatron", "no layout meets");
 }
 
+/* --emit prints the best layout the framework can run, and one line when that is not the
+ * overall winner (which the framework then cannot run), with how far behind it is. */
+static void emit_says_when_not_the_winner(void **state)
+{
+    (void)state;
+    const char *frameworks[] = {"megatron", "deepspeed", "torchtitan"};
+    const char *requests[] = {"plan llama2-70b --gpu h100-sxm --gpus 1024 --tokens 2T",
+                              "plan gpt2 --gpu a100-sxm4-80gb --gpus 8 --tokens 10B"};
+    int lines = 0, silent = 0;
+    for (size_t q = 0; q < sizeof requests / sizeof requests[0]; q++) {
+        run_result r = run_sextant("%s --format json", requests[q]);
+        expect_ok(&r);
+        cJSON *root = cJSON_Parse(r.out);
+        const cJSON *layout = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "top"), 0), "layout");
+        layout_t w = {.tp = (int64_t)cJSON_GetObjectItem(layout, "tp")->valuedouble,
+                      .pp = (int64_t)cJSON_GetObjectItem(layout, "pp")->valuedouble,
+                      .vpp = (int64_t)cJSON_GetObjectItem(layout, "vpp")->valuedouble,
+                      .zero = cJSON_GetObjectItem(layout, "zero")->valueint,
+                      .sp = cJSON_IsTrue(cJSON_GetObjectItem(layout, "sp"))};
+        cJSON_Delete(root);
+        run_free(&r);
+        for (size_t f = 0; f < 3; f++) {
+            r = run_sextant("%s --emit %s", requests[q], frameworks[f]);
+            expect_ok(&r);
+            const char *why = framework_refusal(frameworks[f], &w);
+            /* a comment line in Megatron's and torchtitan's output, a key of DeepSpeed's JSON */
+            const char *line = strstr(r.out, "not the overall winner: ");
+            if (!line) line = strstr(r.out, "\"not_overall_winner\"");
+            if (why) {
+                if (!line || !strstr(line, why) || (!strstr(line, "% behind in") && !strstr(line, "% ahead in"))) {
+                    print_error("--emit %s: no line saying why it is not the winner:\n%s\n", frameworks[f], r.out);
+                    fail();
+                }
+                lines++;
+            } else {
+                assert_null(line);
+                silent++;
+            }
+            run_free(&r);
+        }
+    }
+    assert_true(lines > 0 && silent > 0);
+}
+
+/* Where the tie-break changed the winner, the JSON says from which and why, and the table's
+ * "Why it wins" says so. */
+static void tie_break_is_explained(void **state)
+{
+    (void)state;
+    const char *requests[] = {"plan llama2-70b --gpu h100-sxm --gpus 1024 --tokens 2T",
+                              "plan llama3-8b --gpu h100-sxm --gpus 64 --tokens 1T",
+                              "plan llama2-70b --gpu h100-sxm --gpus 1024 --tokens 2T --calibration none"};
+    int changed = 0;
+    for (size_t q = 0; q < sizeof requests / sizeof requests[0]; q++) {
+        run_result r = run_sextant("%s --format json", requests[q]);
+        expect_ok(&r);
+        cJSON *root = cJSON_Parse(r.out);
+        const cJSON *tie = cJSON_GetObjectItem(root, "tie_break");
+        assert_true(cJSON_IsBool(cJSON_GetObjectItem(tie, "changed_winner")));
+        int broken = cJSON_IsTrue(cJSON_GetObjectItem(tie, "changed_winner"));
+        char reason[128] = "";
+        if (broken) {
+            snprintf(reason, sizeof reason, "here %s.", cJSON_GetObjectItem(tie, "reason")->valuestring);
+            double best = cJSON_GetObjectItem(cJSON_GetObjectItem(tie, "objective_best"), "time_to_train_s")->valuedouble;
+            double won = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "top"), 0), "time_to_train_s")->valuedouble;
+            assert_true(won >= best && won <= best * (1.0 + cJSON_GetObjectItem(tie, "fraction")->valuedouble));
+            changed++;
+        }
+        cJSON_Delete(root);
+        run_free(&r);
+        r = run_sextant("%s", requests[q]);
+        expect_ok(&r);
+        const char *why = strstr(r.out, "Why it wins");
+        assert_non_null(why);
+        if (broken) {
+            assert_non_null(strstr(why, "It ties with the best by time-to-train"));
+            assert_non_null(strstr(why, reason));
+        } else {
+            assert_null(strstr(why, "It ties with"));
+        }
+        run_free(&r);
+    }
+    assert_true(changed > 0);
+}
+
 static void version_and_help(void **state)
 {
     (void)state;
@@ -839,6 +925,155 @@ static void attention_default_is_one_the_gpu_has(void **state)
     run_free(&r);
 }
 
+static double json_step_s(const char *args)
+{
+    run_result r = run_sextant("%s --format json", args);
+    expect_ok(&r);
+    cJSON *root = cJSON_Parse(r.out);
+    assert_non_null(root);
+    double step = json_number(root, "time", "step_s");
+    cJSON_Delete(root);
+    run_free(&r);
+    return step;
+}
+
+static const char *json_string(const cJSON *root, const char *a, const char *b)
+{
+    const cJSON *node = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, a), b);
+    if (!cJSON_IsString(node)) {
+        print_error("JSON key %s.%s is missing or not a string\n", a, b);
+        fail();
+    }
+    return node->valuestring;
+}
+
+/* hwdb/measured/h100-sxm.csv is taken by default: the step differs from the hwdb defaults'
+ * (--calibration none, which the library gives from gpus.csv alone), equals naming the file
+ * with --calibration, and one line says so in estimate, explain and plan. */
+static void measured_overlay_is_the_default(void **state)
+{
+    (void)state;
+    const char *layout = "estimate llama3.2-1b --gpu h100-sxm --gpus 8 --mbs 4 --gbs 64 --seq 2048";
+    char args[512];
+    double by_default = json_step_s(layout);
+    snprintf(args, sizeof args, "%s --calibration none", layout);
+    double none = json_step_s(args);
+    snprintf(args, sizeof args, "%s --calibration %s/hwdb/measured/h100-sxm.csv", layout, SEXTANT_ROOT);
+    double named = json_step_s(args);
+    assert_close(by_default, named, 1e-12);
+    assert_true(fabs(by_default / none - 1.0) > 1e-3);
+
+    /* none is the library's estimate on the hwdb alone */
+    hwdb db;
+    model_zoo zoo;
+    char err[512];
+    assert_int_equal(hwdb_load(SEXTANT_ROOT "/hwdb", &db, err, sizeof err), 0);
+    assert_int_equal(model_zoo_load(SEXTANT_ROOT "/models/zoo.csv", &zoo, err, sizeof err), 0);
+    const hw_gpu *g = hwdb_find_gpu(&db, "h100-sxm");
+    const hw_node *node = hwdb_find_node(&db, g->node);
+    layout_t l = {.gpus = 8, .tp = 1, .pp = 1, .dp = 8, .vpp = 1, .mbs = 4, .gbs = 64, .seq = 2048,
+                  .gpus_per_node = node->gpus_per_node, .recompute = RECOMPUTE_SELECTIVE, .precision = PREC_BF16};
+    job_t job = {1e9, 1.0};
+    estimate_t *e = malloc(sizeof *e);
+    assert_int_equal(estimate_layout(model_zoo_find(&zoo, "llama3.2-1b"), g, node, &l, &job, e, err, sizeof err), 0);
+    assert_close(none, e->step_s, 1e-9);
+    free(e);
+    model_zoo_free(&zoo);
+    hwdb_free(&db);
+
+    const char *line = "calibration: hwdb/measured/h100-sxm.csv (measured overlay; --calibration none for the hwdb defaults)\n";
+    const char *commands[] = {"estimate llama3.2-1b --gpus 8", "explain llama3.2-1b --gpus 8",
+                              "plan llama3.2-1b --gpus 8 --tokens 20B"};
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        run_result r = run_sextant("%s", commands[i]);
+        expect_ok(&r);
+        const char *at = strstr(r.out, line);
+        if (!at || count_lines(r.out) - count_lines(at) > 4) {
+            print_error("sextant %s: no '%s' among its first lines\n", commands[i], line);
+            fail();
+        }
+        run_free(&r);
+        r = run_sextant("%s --calibration none", commands[i]);
+        expect_ok(&r);
+        assert_null(strstr(r.out, "measured overlay"));
+        assert_non_null(strstr(r.out, "calibration: none (the hwdb defaults"));
+        run_free(&r);
+    }
+    /* a GPU without a measured file says nothing */
+    run_result r = run_sextant("estimate llama3.2-1b --gpu a100-sxm4-80gb --gpus 8");
+    expect_ok(&r);
+    assert_null(strstr(r.out, "calibration:"));
+    run_free(&r);
+
+    r = run_sextant("estimate llama3.2-1b --gpus 8 --format json");
+    expect_ok(&r);
+    cJSON *root = cJSON_Parse(r.out);
+    assert_string_equal(json_string(root, "calibration", "file"), "hwdb/measured/h100-sxm.csv");
+    assert_string_equal(json_string(root, "calibration", "origin"), "hwdb/measured");
+    cJSON_Delete(root);
+    run_free(&r);
+    r = run_sextant("estimate llama3.2-1b --gpus 8 --format csv --calibration none");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "calibration.file,calibration.origin"));
+    assert_non_null(strstr(r.out, "\"\",\"hwdb defaults\""));
+    run_free(&r);
+}
+
+/* In a plan over several GPU types each GPU with a measured file uses its own (found beside
+ * --hwdb DIR), --calibration FILE takes over the GPUs it names only, and a bad measured file
+ * is refused by file:line:field. */
+static void each_gpu_takes_its_own_measured_overlay(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sextant-measured-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char cmd[2048], args[1024];
+    snprintf(cmd, sizeof cmd, "cp -r %s/hwdb %s/hw && printf 'gpu,key,value,source\\na100-sxm4-80gb,gemm_efficiency,0.5,test\\n'"
+             " > %s/hw/measured/a100-sxm4-80gb.csv && printf 'gpu,key,value,source\\nh100-sxm,gemm_efficiency,0.6,test\\n'"
+             " > %s/h100.csv", SEXTANT_ROOT, dir, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    const char *plan = "plan llama3.2-1b --gpu h100-sxm,a100-sxm4-80gb --gpus 8 --tokens 20B --format json";
+    for (int flag = 0; flag < 2; flag++) {
+        char extra[600] = "";
+        if (flag) snprintf(extra, sizeof extra, " --calibration %s/h100.csv", dir);
+        run_result r = run_sextant("%s --hwdb %s/hw%s", plan, dir, extra);
+        expect_ok(&r);
+        cJSON *root = cJSON_Parse(r.out);
+        const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "calibration");
+        assert_int_equal(cJSON_GetArraySize(list), 2);
+        for (int i = 0; i < 2; i++) {
+            const cJSON *c = cJSON_GetArrayItem(list, i);
+            const char *gpu = cJSON_GetObjectItemCaseSensitive(c, "gpu")->valuestring;
+            const char *file = cJSON_GetObjectItemCaseSensitive(c, "file")->valuestring;
+            const char *origin = cJSON_GetObjectItemCaseSensitive(c, "origin")->valuestring;
+            char want[600];
+            if (flag && !strcmp(gpu, "h100-sxm")) snprintf(want, sizeof want, "%s/h100.csv", dir);
+            else snprintf(want, sizeof want, "%s/hw/measured/%s.csv", dir, gpu);
+            assert_string_equal(file, want);
+            assert_string_equal(origin, flag && !strcmp(gpu, "h100-sxm") ? "--calibration" : "hwdb/measured");
+        }
+        cJSON_Delete(root);
+        run_free(&r);
+    }
+    /* the a100's own file is what changed its step */
+    snprintf(args, sizeof args, "estimate llama3.2-1b --gpu a100-sxm4-80gb --gpus 8 --hwdb %s/hw", dir);
+    double measured = json_step_s(args);
+    snprintf(args, sizeof args, "estimate llama3.2-1b --gpu a100-sxm4-80gb --gpus 8 --hwdb %s/hw --calibration none", dir);
+    assert_true(measured > 1.1 * json_step_s(args));
+    snprintf(cmd, sizeof cmd, "printf 'gpu,key,value,source\\na100-sxm4-80gb,gemm_efficiency,fast,test\\n'"
+             " > %s/hw/measured/a100-sxm4-80gb.csv", dir);
+    assert_int_equal(system(cmd), 0);
+    char where[600];
+    snprintf(where, sizeof where, "%s/hw/measured/a100-sxm4-80gb.csv:2:value", dir);
+    run_result r = run_sextant("%s", args);  /* --calibration none: never read */
+    expect_ok(&r);
+    run_free(&r);
+    snprintf(args, sizeof args, "estimate llama3.2-1b --gpu a100-sxm4-80gb --gpus 8 --hwdb %s/hw", dir);
+    expect_bad_input(args, where);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void bad_csv_names_file_line_field(void **state)
 {
     (void)state;
@@ -891,12 +1126,17 @@ int main(void)
         cmocka_unit_test(published_row_rules),
         cmocka_unit_test(published_md_is_current),
         cmocka_unit_test(plan_command_line),
+        cmocka_unit_test(emit_says_when_not_the_winner),
+        cmocka_unit_test(tie_break_is_explained),
         cmocka_unit_test(version_and_help),
         cmocka_unit_test(gpu_commands_skip_without_a_gpu),
         cmocka_unit_test(bad_input_is_one_clear_line),
         cmocka_unit_test(bad_csv_names_file_line_field),
         cmocka_unit_test(flags_of_other_commands_are_refused),
         cmocka_unit_test(attention_default_is_one_the_gpu_has),
+
+        cmocka_unit_test(measured_overlay_is_the_default),
+        cmocka_unit_test(each_gpu_takes_its_own_measured_overlay),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
 }

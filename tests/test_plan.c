@@ -72,6 +72,8 @@ static void winner_matches_brute_force(void **state)
     char err[256];
     double best = 1e300;
     int64_t feasible = 0;
+    static layout_t all[20000];
+    static double all_time[20000];
     for (int64_t tp = 1; tp <= 8; tp *= 2)
         for (int64_t pp = 1; pp <= 8; pp++) {
             if (8 % (tp * pp)) continue;
@@ -87,13 +89,28 @@ static void winner_matches_brute_force(void **state)
                                 if (vpp > 1 && (pp < 2 || m->layers % (pp * vpp))) continue;
                                 if (m->heads % tp || 64 % (mbs * l.dp)) continue;
                                 if (estimate_layout(m, g, n, &l, &job, &e, err, sizeof err) != 0 || !e.fits) continue;
-                                feasible++;
+                                assert_true(feasible < (int64_t)(sizeof all / sizeof all[0]));
+                                all[feasible] = l;
+                                all_time[feasible++] = e.time_to_train_s;
                                 if (e.time_to_train_s < best) best = e.time_to_train_s;
                             }
         }
     assert_int_equal(res->feasible, feasible);
-    assert_close(res->top[0].time_to_train_s, best, 1e-12);
-    for (int i = 1; i < res->ntop; i++) assert_true(res->top[i].time_to_train_s >= res->top[i - 1].time_to_train_s);
+    assert_close(res->objective_best.time_to_train_s, best, 1e-12);
+    /* the tie-break: among the layouts within PLAN_TIE_FRACTION of the best, the fewest and cheapest
+     * communication patterns */
+    const layout_t *preferred = NULL;
+    double window = best * (1.0 + PLAN_TIE_FRACTION);
+    for (int64_t i = 0; i < feasible; i++)
+        if (all_time[i] <= window && (!preferred || plan_comm_order(&all[i], preferred, NULL, 0) < 0)) preferred = &all[i];
+    assert_true(res->top[0].time_to_train_s <= window);
+    assert_int_equal(plan_comm_order(&res->top[0].layout, preferred, NULL, 0), 0);
+    for (int i = 1; i < res->ntop; i++) {
+        int tied = res->top[i].time_to_train_s <= window, before_tied = res->top[i - 1].time_to_train_s <= window;
+        assert_true(before_tied || !tied);
+        if (tied) assert_true(plan_comm_order(&res->top[i - 1].layout, &res->top[i].layout, NULL, 0) <= 0);
+        else if (!before_tied) assert_true(res->top[i].time_to_train_s >= res->top[i - 1].time_to_train_s);
+    }
 }
 
 static void indivisible_heads_are_rejected(void **state)
@@ -149,7 +166,10 @@ static void deadline_and_budget(void **state)
     assert_true(res->rejected[REJECT_DEADLINE] > 0);
     for (int i = 0; i < res->ntop; i++) {
         assert_true(res->top[i].time_to_train_s <= 20 * 86400.0);
-        if (i) assert_true(res->top[i].cost_usd >= res->top[i - 1].cost_usd);
+        /* by cost, except where the tie-break reorders the layouts tied with the cheapest */
+        if (i && res->top[i - 1].cost_usd > res->objective_best.cost_usd * (1.0 + PLAN_TIE_FRACTION))
+            assert_true(res->top[i].cost_usd >= res->top[i - 1].cost_usd);
+        assert_true(res->top[i].cost_usd >= res->objective_best.cost_usd * (1 - 1e-12));
     }
     /* the frontier is a Pareto set: no point both faster and cheaper than another (with near-perfect
      * DP scaling one GPU count can dominate all others, so one point is a valid frontier) */
@@ -341,7 +361,7 @@ static char *emitted(plan_request *req, const plan_candidate *c, const char *fra
     char *text = NULL, err[256];
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    assert_int_equal(emit_plan(f, req, c, framework, err, sizeof err), 0);
+    assert_int_equal(emit_plan(f, req, c, NULL, framework, err, sizeof err), 0);
     fclose(f);
     return text;
 }
@@ -369,6 +389,7 @@ static void emitters_field_by_field(void **state)
         }
     free(meg);
 
+    c.layout.vpp = 1;  /* DeepSpeed's pipeline has no interleaving */
     char *ds = emitted(req, &c, "deepspeed");
     cJSON *root = cJSON_Parse(ds);
     assert_non_null(root);
@@ -381,9 +402,12 @@ static void emitters_field_by_field(void **state)
     cJSON_Delete(root);
     free(ds);
 
+    c.layout.vpp = 2;
+    c.layout.zero = 3;  /* torchtitan's FSDP */
     char *tt = emitted(req, &c, "torchtitan");
     const char *toml[] = {"[parallelism]", "tensor_parallel_degree = 8\n", "pipeline_parallel_degree = 4\n",
-                          "data_parallel_shard_degree = 2\n", "pipeline_parallel_schedule = \"Interleaved1F1B\"",
+                          "data_parallel_replicate_degree = 1\n", "data_parallel_shard_degree = 2\n",
+                          "fsdp_reshard_after_forward = \"always\"", "pipeline_parallel_schedule = \"Interleaved1F1B\"",
                           "local_batch_size = 2\n", "global_batch_size = 512\n", "seq_len = 4096\n",
                           "[activation_checkpoint]\nmode = \"selective\""};
     for (size_t i = 0; i < sizeof toml / sizeof toml[0]; i++)
@@ -393,12 +417,21 @@ static void emitters_field_by_field(void **state)
         }
     free(tt);
 
+    /* what a framework cannot run is refused, naming why */
     char err[256];
-    c.layout.zero = 3;
     FILE *sink = fopen("/dev/null", "w");
-    assert_int_equal(emit_plan(sink, req, &c, "megatron", err, sizeof err), -1);
+    assert_int_equal(emit_plan(sink, req, &c, NULL, "megatron", err, sizeof err), -1);
     assert_non_null(strstr(err, "ZeRO-3"));
-    assert_int_equal(emit_plan(sink, req, &c, "jax", err, sizeof err), -1);
+    assert_int_equal(emit_plan(sink, req, &c, NULL, "deepspeed", err, sizeof err), -1);
+    assert_non_null(strstr(err, "ZeRO 0 or 1"));
+    c.layout.zero = 1;
+    assert_int_equal(emit_plan(sink, req, &c, NULL, "torchtitan", err, sizeof err), -1);
+    assert_non_null(strstr(err, "no ZeRO-1"));
+    c.layout.zero = 0;
+    c.layout.sp = 0;
+    assert_int_equal(emit_plan(sink, req, &c, NULL, "torchtitan", err, sizeof err), -1);
+    assert_non_null(strstr(err, "(SP)"));
+    assert_int_equal(emit_plan(sink, req, &c, NULL, "jax", err, sizeof err), -1);
     fclose(sink);
 }
 
@@ -431,6 +464,119 @@ static void interleaving_needs_microbatches_in_multiples_of_pp(void **state)
     assert_non_null(strstr(err, "multiple of --pp 2"));
 }
 
+/* Each framework's search keeps only what it can run; Megatron's is the search held to ZeRO 1
+ * (max_zero), and the emitted line names the overall winner when it differs. */
+static void framework_limits_the_search(void **state)
+{
+    (void)state;
+    static plan_result overall, limited, zero1;
+    char err[256];
+    const char *frameworks[] = {"megatron", "deepspeed", "torchtitan"};
+    plan_request *req = request("llama2-70b", "h100-sxm", 256, 0);
+    req->gbs_min = 256;
+    req->gbs_max = 1024;
+    req->top = 10;
+    assert_int_equal(plan_search(req, &overall, 0, err, sizeof err), 0);
+    assert_int_equal(overall.rejected[REJECT_FRAMEWORK], 0);
+    int differs = 0;
+    for (int f = 0; f < 3; f++) {
+        req->framework = frameworks[f];
+        assert_int_equal(plan_search(req, &limited, 0, err, sizeof err), 0);
+        req->framework = NULL;
+        assert_true(limited.ntop > 0);
+        assert_true(limited.rejected[REJECT_FRAMEWORK] > 0);
+        assert_int_equal(limited.evaluated, overall.evaluated);
+        for (int i = 0; i < limited.ntop; i++) assert_null(framework_refusal(frameworks[f], &limited.top[i].layout));
+        assert_true(limited.objective_best.time_to_train_s >= overall.objective_best.time_to_train_s * (1 - 1e-12));
+        if (!strcmp(frameworks[f], "megatron")) {
+            req->max_zero = 1;
+            assert_int_equal(plan_search(req, &zero1, 0, err, sizeof err), 0);
+            req->max_zero = 3;
+            assert_memory_equal(&zero1.top[0].layout, &limited.top[0].layout, sizeof(layout_t));
+        }
+        char *text = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&text, &len);
+        assert_int_equal(emit_plan(out, req, &limited.top[0], &overall.top[0], frameworks[f], err, sizeof err), 0);
+        fclose(out);
+        const char *why = framework_refusal(frameworks[f], &overall.top[0].layout);
+        if (why) {
+            differs++;
+            assert_non_null(strstr(text, "not the overall winner: "));
+            assert_non_null(strstr(text, why));
+        }
+        /* the winner itself, emitted against itself, carries no such line */
+        free(text);
+        text = NULL;
+        out = open_memstream(&text, &len);
+        assert_int_equal(emit_plan(out, req, &limited.top[0], &limited.top[0], frameworks[f], err, sizeof err), 0);
+        fclose(out);
+        assert_null(strstr(text, "not the overall winner"));
+        free(text);
+    }
+    assert_true(differs > 0);
+}
+
+/* Layouts within PLAN_TIE_FRACTION of the best go to the fewer and cheaper communication
+ * patterns, whether or not the preferred one was among the top by the objective alone. */
+static void ties_go_to_cheaper_communication(void **state)
+{
+    (void)state;
+    layout_t a = {.tp = 2, .pp = 1, .vpp = 1, .zero = 1}, b = a;
+    char why[96];
+    assert_int_equal(plan_comm_order(&a, &b, why, sizeof why), 0);
+    b.zero = 3;
+    assert_true(plan_comm_order(&a, &b, why, sizeof why) < 0);
+    assert_string_equal(why, "ZeRO 1 against 3");
+    b.zero = 1;
+    b.sp = 1;
+    assert_true(plan_comm_order(&b, &a, why, sizeof why) > 0);
+    assert_string_equal(why, "SP on against off");
+    b.pp = 2;
+    b.zero = 0;
+    assert_true(plan_comm_order(&b, &a, NULL, 0) < 0);  /* ZeRO comes before PP in the order */
+
+    static plan_result wide, narrow;
+    char err[256];
+    const char *models[] = {"llama2-70b", "llama3-8b", "gpt3-175b", "llama3-70b", "llama2-13b", "mistral-7b"};
+    int broken = 0;
+    for (int i = 0; i < 6; i++) {
+        plan_request *req = request(models[i], "h100-sxm", 512, 0);
+        req->gbs_min = 256;
+        req->gbs_max = 1024;
+        req->top = 20;
+        assert_int_equal(plan_search(req, &wide, 0, err, sizeof err), 0);
+        req->top = 1;
+        assert_int_equal(plan_search(req, &narrow, 0, err, sizeof err), 0);
+        if (wide.ntop == 0) continue;
+        assert_memory_equal(&wide.top[0].layout, &narrow.top[0].layout, sizeof(layout_t));
+        const plan_candidate *w = &wide.top[0], *best = &wide.objective_best;
+        assert_true(w->time_to_train_s <= best->time_to_train_s * (1.0 + PLAN_TIE_FRACTION));
+        for (int k = 0; k < wide.ntop; k++)
+            assert_true(wide.top[k].time_to_train_s >= best->time_to_train_s * (1 - 1e-12));
+        if (wide.tie_broken) {
+            broken++;
+            assert_true(plan_comm_order(&w->layout, &best->layout, NULL, 0) < 0);
+        } else {
+            assert_memory_equal(&w->layout, &best->layout, sizeof(layout_t));
+        }
+    }
+    assert_true(broken > 0);
+
+    /* by cost, perfect data parallelism makes many GPU counts tie: the tie-break stays on the best's
+     * GPU type and count, and never trades days for simpler communication */
+    plan_request *req = request("llama2-13b", "h800", 128, 1024);
+    req->ncounts = 0;
+    for (int64_t n = 128; n <= 1024; n *= 2) req->gpu_counts[req->ncounts++] = n;
+    req->objective = OBJECTIVE_COST;
+    req->tokens = 1e12;
+    req->top = 10;
+    assert_int_equal(plan_search(req, &wide, 0, err, sizeof err), 0);
+    assert_true(wide.ntop > 0);
+    assert_int_equal(wide.top[0].layout.gpus, wide.objective_best.layout.gpus);
+    assert_int_equal(wide.top[0].gpu_type, wide.objective_best.gpu_type);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -440,6 +586,8 @@ int main(void)
         cmocka_unit_test(deadline_and_budget),
         cmocka_unit_test(strict_rejects_above_ratio_limit),
         cmocka_unit_test(emitters_field_by_field),
+        cmocka_unit_test(framework_limits_the_search),
+        cmocka_unit_test(ties_go_to_cheaper_communication),
         cmocka_unit_test(fast_path_matches_estimate),
         cmocka_unit_test(search_matches_uncached_search),
         cmocka_unit_test(interleaving_needs_microbatches_in_multiples_of_pp),
