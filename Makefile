@@ -30,7 +30,7 @@ LDLIBS   = -lcsv -lcjson -lm
 
 CORE_SRC = hwdb/csv_table.c hwdb/hwdb.c models/models.c models/hf_config.c \
            planner/formulas.c planner/oplist.c planner/estimate.c planner/report.c planner/explain.c \
-           planner/plan.c planner/plan_report.c planner/published_row.c planner/published.c planner/fit_power.c
+           planner/plan.c planner/plan_report.c planner/published_row.c planner/published.c planner/uncertainty.c planner/fit_power.c
 CORE_OBJ = $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    = test_formulas test_models test_hwdb test_estimate test_plan test_cp test_cli test_model_ref test_plot test_schedule \
            test_overlap test_docs
@@ -138,6 +138,7 @@ bench: $(BUILD)/bench_estimate
 # docs/validation/published.md; test_cli fails when the committed copy is stale.
 published: $(BUILD)/sextant
 	docs/validation/published.sh $(BUILD) > docs/validation/published.md.tmp && mv docs/validation/published.md.tmp docs/validation/published.md
+	$(BUILD)/sextant published --runs data/published/runs.csv --bands-out hwdb/uncertainty.csv
 	@tail -n 20 docs/validation/published.md
 
 gpu-test:

@@ -41,8 +41,8 @@ typedef struct {
     format_t format;
     /* plan */
     const char *gpus_text, *emit, *plot;
-    /* fit-power */
-    const char *runs;
+    /* fit-power, published */
+    const char *runs, *bands_out;
     double days, budget;
     int have_objective, top, strict, allow_tp_across_nodes;
     objective_t objective;
@@ -51,7 +51,7 @@ typedef struct {
 
 /* Flags that only some commands use; every other flag is common to estimate, explain and plan.
  * estimate, explain and plan refuse a flag of this table meant for another command by name. */
-enum { FOR_ESTIMATE = 1, FOR_EXPLAIN = 2, FOR_PLAN = 4, FOR_FIT_POWER = 8 };
+enum { FOR_ESTIMATE = 1, FOR_EXPLAIN = 2, FOR_PLAN = 4, FOR_FIT_POWER = 8, FOR_PUBLISHED = 16 };
 static const struct {
     const char *flag;
     unsigned commands;
@@ -65,7 +65,7 @@ static const struct {
     /* the search */
     {"--top", FOR_PLAN}, {"--days", FOR_PLAN}, {"--budget", FOR_PLAN}, {"--objective", FOR_PLAN},
     {"--strict", FOR_PLAN}, {"--allow-tp-across-nodes", FOR_PLAN}, {"--emit", FOR_PLAN}, {"--plot", FOR_PLAN},
-    {"--runs", FOR_FIT_POWER},
+    {"--runs", FOR_FIT_POWER | FOR_PUBLISHED}, {"--bands-out", FOR_PUBLISHED},
 };
 #define COMMAND_FLAGS (sizeof command_flags / sizeof command_flags[0])
 
@@ -249,6 +249,7 @@ static int parse_args(int argc, char **argv, options *o)
         }
         else if (!strcmp(a, "--emit")) { if (!(o->emit = TAKE())) return fail("--emit: missing value"); }
         else if (!strcmp(a, "--plot")) { if (!(o->plot = TAKE())) return fail("--plot: missing value"); }
+        else if (!strcmp(a, "--bands-out")) { if (!(o->bands_out = TAKE())) return fail("--bands-out: missing value"); }
         else if (!strcmp(a, "--runs")) { if (!(o->runs = TAKE())) return fail("--runs: missing value"); }
         else if (!strcmp(a, "--days") || !strcmp(a, "--budget")) {
             const char *t = TAKE();
@@ -334,7 +335,8 @@ static int parse_args(int argc, char **argv, options *o)
 static int refuse_other_commands_flags(const options *o)
 {
     static const struct { unsigned bit; const char *name; } commands[] = {
-        {FOR_ESTIMATE, "estimate"}, {FOR_EXPLAIN, "explain"}, {FOR_PLAN, "plan"}, {FOR_FIT_POWER, "fit-power"}};
+        {FOR_ESTIMATE, "estimate"}, {FOR_EXPLAIN, "explain"}, {FOR_PLAN, "plan"}, {FOR_FIT_POWER, "fit-power"},
+        {FOR_PUBLISHED, "published"}};
     unsigned me = 0;
     for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++)
         if (!strcmp(o->command, commands[c].name)) me = commands[c].bit;
@@ -874,6 +876,14 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
             if (req->ngpu_types < PLAN_GPU_TYPES_MAX) req->gpu[req->ngpu_types++] = g;
         }
     }
+    /* the published runs' error bands, when the database has them (`make published` writes them) */
+    static uncertainty_bands bands;
+    char bands_path[sizeof db.dir + 32];
+    snprintf(bands_path, sizeof bands_path, "%s/uncertainty.csv", db.dir);
+    if (access(bands_path, R_OK) == 0) {
+        if (uncertainty_read(bands_path, &bands, err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
+        req->bands = &bands;
+    }
     req->attention = o->have_attention ? o->attention : ATTENTION_COUNT;
     for (int i = 0; i < req->ngpu_types; i++) {
         req->node[i] = hwdb_find_node(&db, o->node_name ? o->node_name : req->gpu[i]->node);
@@ -956,7 +966,16 @@ static int cmd_published(const options *o, const char *root, FILE *out)
     if (o->format == FORMAT_CSV) rc = fail("published: --format table or json");
     snprintf(path, sizeof path, "%s/models/published_runs.csv", root);
     int with_plan = !o->runs && o->format == FORMAT_TABLE;
-    if (!rc && report_published(out, &db, &zoo, o->runs ? o->runs : path, o->format, with_plan, err, sizeof err) != 0)
+    if (!rc && o->bands_out) {
+        /* the bands come from the rows themselves, the report is not printed */
+        uncertainty_bands bands;
+        const char *runs = o->runs ? o->runs : path;
+        char source[1024];
+        snprintf(source, sizeof source, "sextant published --runs %.900s (hwdb defaults)", runs);
+        if (published_bands(&db, &zoo, runs, &bands, err, sizeof err) != 0 ||
+            uncertainty_write(o->bands_out, &bands, source, err, sizeof err) != 0)
+            rc = fail("%s", err);
+    } else if (!rc && report_published(out, &db, &zoo, o->runs ? o->runs : path, o->format, with_plan, err, sizeof err) != 0)
         rc = fail("%s", err);
     model_zoo_free(&zoo);
     hwdb_free(&db);

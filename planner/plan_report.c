@@ -82,6 +82,12 @@ static void winner_reason(FILE *out, const plan_request *req, const plan_result 
         if (behind >= 0) fprintf(out, "%.1f%% behind.", 100.0 * behind);
         else fprintf(out, "%.2f%% ahead, tied, and ranks below it on communication.", -100.0 * behind);
     }
+    double low, high;
+    if (uncertainty_band(req->bands, &w->layout, w->time_to_train_s, &low, &high)) {
+        parallelism_family_t f = parallelism_family(&w->layout);
+        fprintf(out, " On %d published runs of its family (%s) sextant's error put 80%% of them within a band that here "
+                     "reads %.1f to %.1f days.", req->bands->rows[f], parallelism_family_name(f), low / 86400.0, high / 86400.0);
+    }
     fputc('\n', out);
 }
 
@@ -96,17 +102,23 @@ static void print_candidate_row(FILE *out, const plan_request *req, int rank, co
     const layout_t *l = &c->layout;
     fprintf(out, "%4d  %-14s %6lld %3lld ", rank, req->gpu[c->gpu_type]->name, (long long)l->gpus, (long long)l->tp);
     if (searched_cp(req)) fprintf(out, "%3lld ", (long long)layout_cp(l));
-    fprintf(out, "%3lld %5lld %3lld %4lld %6lld  %-9s %4d %3s %7.1f %9.3f %6.1f%% %9.2f %12.4g\n", (long long)l->pp, (long long)l->dp,
+    fprintf(out, "%3lld %5lld %3lld %4lld %6lld  %-9s %4d %3s %7.1f %9.3f %6.1f%% %9.2f %12.4g", (long long)l->pp, (long long)l->dp,
             (long long)l->vpp, (long long)l->mbs, (long long)l->gbs, recompute_name(l->recompute), l->zero,
             l->sp ? "on" : "off", c->memory_total / GIB, c->step_s, 100.0 * c->mfu, c->time_to_train_s / 86400.0,
             c->cost_usd);
+    double low, high;
+    if (uncertainty_band(req->bands, l, c->time_to_train_s, &low, &high))
+        fprintf(out, "  %7.1f-%.1f", low / 86400.0, high / 86400.0);
+    fputc('\n', out);
 }
 
 static void print_header(FILE *out, const plan_request *req)
 {
     fprintf(out, "%4s  %-14s %6s %3s ", "rank", "gpu", "GPUs", "TP");
     if (searched_cp(req)) fprintf(out, "%3s ", "CP");
-    fprintf(out, "%3s %5s %3s %4s %6s  %-9s %4s %3s %7s %9s %7s %9s %12s\n", "PP", "DP", "VPP", "mbs", "gbs", "recompute", "ZeRO", "SP", "mem GiB", "step s", "MFU", "days", "cost $");
+    fprintf(out, "%3s %5s %3s %4s %6s  %-9s %4s %3s %7s %9s %7s %9s %12s", "PP", "DP", "VPP", "mbs", "gbs", "recompute", "ZeRO", "SP", "mem GiB", "step s", "MFU", "days", "cost $");
+    if (req->bands) fprintf(out, "  days (80%% band)");
+    fputc('\n', out);
 }
 
 static cJSON *candidate_json(const plan_request *req, const plan_candidate *c)
@@ -137,6 +149,18 @@ static cJSON *candidate_json(const plan_request *req, const plan_candidate *c)
     cJSON_AddNumberToObject(o, "tokens_per_s", c->tokens_per_s);
     cJSON_AddNumberToObject(o, "time_to_train_s", c->time_to_train_s);
     cJSON_AddNumberToObject(o, "cost_usd", c->cost_usd);
+    double low, high;
+    if (uncertainty_band(req->bands, l, c->step_s, &low, &high)) {
+        /* the step's 80% band from the published runs of the layout's parallelism family */
+        cJSON *band = cJSON_AddObjectToObject(o, "band");
+        parallelism_family_t f = parallelism_family(l);
+        cJSON_AddStringToObject(band, "family", parallelism_family_name(f));
+        cJSON_AddNumberToObject(band, "published_rows", req->bands->rows[f]);
+        cJSON_AddNumberToObject(band, "step_s_low", low);
+        cJSON_AddNumberToObject(band, "step_s_high", high);
+        cJSON_AddNumberToObject(band, "time_to_train_s_low", c->time_to_train_s * low / c->step_s);
+        cJSON_AddNumberToObject(band, "time_to_train_s_high", c->time_to_train_s * high / c->step_s);
+    }
     cJSON *t = cJSON_AddObjectToObject(o, "time");
     cJSON_AddNumberToObject(t, "compute_s", c->compute_s);
     cJSON_AddNumberToObject(t, "tp_comm_s", c->tp_comm_s);

@@ -295,6 +295,7 @@ typedef struct {
     cp_comm_t cp_comm;
     int uncached;                  /* cost every layout from scratch (estimate_layout_fast), without the
                                       search's cache: the reference for make bench and the tests */
+    const struct uncertainty_bands *bands; /* hwdb/uncertainty.csv, or NULL: no bands printed */
 } plan_request;
 
 typedef struct {
@@ -337,6 +338,30 @@ void report_plan(FILE *out, const plan_request *req, const plan_result *res, for
 int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const plan_candidate *overall,
               const char *framework, char *err, size_t errlen);
 
+/* ---- uncertainty from the published runs (planner/uncertainty.c) ------ */
+
+/* Layouts are grouped by how they parallelise, the families whose published-run errors differ: ZeRO-2/3
+ * or FSDP, context parallel, pipeline (ZeRO 0/1), tensor x data parallel (ZeRO 0/1). */
+typedef enum { FAMILY_SHARDED = 0, FAMILY_CONTEXT, FAMILY_PIPELINE, FAMILY_TP_DP, FAMILY_COUNT } parallelism_family_t;
+parallelism_family_t parallelism_family(const layout_t *l);
+const char *parallelism_family_name(parallelism_family_t f);
+
+/* Per family: the published rows estimated and the 10th and 90th percentiles of their signed errors
+ * (predicted over published throughput minus one).  A prediction's band: the step time times
+ * (1 + err_low) to (1 + err_high), which held 80% of that family's published rows. */
+typedef struct uncertainty_bands {
+    int rows[FAMILY_COUNT];
+    double err_low[FAMILY_COUNT], err_high[FAMILY_COUNT];
+} uncertainty_bands;
+
+/* The percentiles of n signed errors (sorted in place), into family f. */
+void uncertainty_from_errors(uncertainty_bands *b, parallelism_family_t f, double *errors, int n);
+/* Writes / reads hwdb/uncertainty.csv (family,rows,err_p10,err_p90,source). 0, or -1 with why. */
+int uncertainty_write(const char *path, const uncertainty_bands *b, const char *source, char *err, size_t errlen);
+int uncertainty_read(const char *path, uncertainty_bands *b, char *err, size_t errlen);
+/* A step (or any duration) of the layout's family: its band, [low, high]; 0 when the family has no rows. */
+int uncertainty_band(const uncertainty_bands *b, const layout_t *l, double seconds, double *low, double *high);
+
 /* ---- published runs (planner/published_row.c, planner/published.c) ---- */
 
 typedef enum {
@@ -375,6 +400,9 @@ const char *published_convention(const published_row *row);
 /* Every row against its estimate (and, with_plan, its plan), per source group, as a table or JSON. */
 int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char *runs_path, format_t format,
                      int with_plan, char *err, size_t errlen);
+/* The bands of the rows report_published would estimate (for hwdb/uncertainty.csv). */
+int published_bands(const hwdb *db, const model_zoo *zoo, const char *runs_path, uncertainty_bands *bands, char *err,
+                    size_t errlen);
 
 /* ---- the power model fitted to measured steps (planner/fit_power.c) ---- */
 

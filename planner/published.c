@@ -149,6 +149,7 @@ static void print_row_json(FILE *out, const published_row *row, const estimate_t
             row->gpu ? row->gpu->name : "", published_metric_name(row->metric), row->value, estimated ? "true" : "false");
     if (estimated) {
         const layout_t *l = &row->layout;
+        fprintf(out, ", \"family\": \"%s\"", parallelism_family_name(parallelism_family(l)));
         fprintf(out, ", \"predicted\": %.9g, \"signed_err\": %.9g, \"convention\": \"%s\", \"fits\": %s, \"step_s\": %.6g, "
                 "\"compute_s\": %.6g, \"tp_comm_s\": %.6g, \"pp_comm_s\": %.6g, \"dp_comm_s\": %.6g, \"bubble_s\": %.6g, "
                 "\"optimizer_s\": %.6g, \"memory_gib\": %.4g, "
@@ -213,6 +214,43 @@ static void print_totals_json(FILE *out, const published_totals *s)
     fprintf(out, "\n  ]\n}\n");
 }
 
+/* Estimates a row marked estimable: 1 with its prediction and signed error, or 0 with the row marked
+ * "layout refused by the estimate". */
+static int estimate_row(published_row *row, estimate_t *e, double *predicted, double *error)
+{
+    if (row->skip_class[0]) return 0;
+    char why[512];
+    job_t job = {1e12, row->gpu->cloud_usd_per_gpu_hour};
+    if (estimate_layout(&row->model, row->gpu, row->node, &row->layout, &job, e, why, sizeof why) != 0) {
+        snprintf(row->skip_class, sizeof row->skip_class, "layout refused by the estimate");
+        snprintf(row->skip_detail, sizeof row->skip_detail, "%.190s", why);
+        return 0;
+    }
+    *predicted = published_predicted(row, e);
+    *error = published_signed_error(row, *predicted);
+    return 1;
+}
+
+/* Per family: rows, mean |error|, mean signed error, the band's percentiles and how many rows it holds. */
+static void print_families(FILE *out, double *const family_errors[FAMILY_COUNT], const int family_count[FAMILY_COUNT])
+{
+    uncertainty_bands b;
+    fprintf(out, "\n| parallelism family | rows | mean abs error | mean signed error | band (10th to 90th percentile) |\n"
+                 "|---|---|---|---|---|\n");
+    for (int f = 0; f < FAMILY_COUNT; f++) {
+        int n = family_count[f];
+        double sum_abs = 0.0, sum = 0.0;
+        for (int i = 0; i < n; i++) {
+            sum_abs += fabs(family_errors[f][i]);
+            sum += family_errors[f][i];
+        }
+        uncertainty_from_errors(&b, (parallelism_family_t)f, family_errors[f], n);
+        if (!n) { fprintf(out, "| %s | 0 | | | |\n", parallelism_family_name((parallelism_family_t)f)); continue; }
+        fprintf(out, "| %s | %d | %.1f%% | %+.1f%% | %+.1f%% to %+.1f%% |\n", parallelism_family_name((parallelism_family_t)f),
+                n, 100.0 * sum_abs / n, 100.0 * sum / n, 100.0 * b.err_low[f], 100.0 * b.err_high[f]);
+    }
+}
+
 int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char *runs_path, format_t format,
                      int with_plan, char *err, size_t errlen)
 {
@@ -223,8 +261,11 @@ int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char
     plan_result *res = calloc(1, sizeof *res);
     published_totals *s = calloc(1, sizeof *s);
     published_row *row = malloc(sizeof *row);
+    double *family_errors[FAMILY_COUNT];
+    int family_count[FAMILY_COUNT] = {0};
+    for (int f = 0; f < FAMILY_COUNT; f++) family_errors[f] = malloc(sizeof(double) * (size_t)(t.nrows + 1));
     int status = 0;
-    if (!e || !req || !res || !s || !row) {
+    if (!e || !req || !res || !s || !row || !family_errors[0] || !family_errors[1] || !family_errors[2] || !family_errors[3]) {
         snprintf(err, errlen, "out of memory");
         status = -1;
     }
@@ -240,20 +281,9 @@ int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char
     }
     for (int r = 0; r < t.nrows && !status; r++) {
         if ((status = published_row_read(&t, r, db, zoo, row, err, errlen))) break;
-        int estimated = 0;
         double predicted = 0.0, error = 0.0;
-        char why[512];
-        if (!row->skip_class[0]) {
-            job_t job = {1e12, row->gpu->cloud_usd_per_gpu_hour};
-            if (estimate_layout(&row->model, row->gpu, row->node, &row->layout, &job, e, why, sizeof why) != 0) {
-                snprintf(row->skip_class, sizeof row->skip_class, "layout refused by the estimate");
-                snprintf(row->skip_detail, sizeof row->skip_detail, "%.190s", why);
-            } else {
-                predicted = published_predicted(row, e);
-                error = published_signed_error(row, predicted);
-                estimated = 1;
-            }
-        }
+        int estimated = estimate_row(row, e, &predicted, &error);
+        if (estimated) family_errors[parallelism_family(&row->layout)][family_count[parallelism_family(&row->layout)]++] = error;
         group_stats *g = group_of(s, row->group);
         g->rows++;
         s->rows++;
@@ -272,12 +302,47 @@ int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char
     }
     if (!status) {
         if (json) print_totals_json(out, s);
-        else print_totals_table(out, s);
+        else {
+            print_totals_table(out, s);
+            print_families(out, family_errors, family_count);
+        }
     }
+    for (int f = 0; f < FAMILY_COUNT; f++) free(family_errors[f]);
     free(e);
     free(req);
     free(res);
     free(s);
+    free(row);
+    csv_table_free(&t);
+    return status;
+}
+
+int published_bands(const hwdb *db, const model_zoo *zoo, const char *runs_path, uncertainty_bands *bands, char *err,
+                    size_t errlen)
+{
+    csv_table t;
+    if (csv_table_read(runs_path, &t, err, errlen) != 0) return -1;
+    estimate_t *e = malloc(sizeof *e);
+    published_row *row = malloc(sizeof *row);
+    double *errors[FAMILY_COUNT];
+    int count[FAMILY_COUNT] = {0}, status = 0;
+    for (int f = 0; f < FAMILY_COUNT; f++) errors[f] = malloc(sizeof(double) * (size_t)(t.nrows + 1));
+    if (!e || !row || !errors[0] || !errors[1] || !errors[2] || !errors[3]) {
+        snprintf(err, errlen, "out of memory");
+        status = -1;
+    }
+    for (int r = 0; r < t.nrows && !status; r++) {
+        if ((status = published_row_read(&t, r, db, zoo, row, err, errlen))) break;
+        double predicted, error;
+        if (estimate_row(row, e, &predicted, &error)) {
+            parallelism_family_t f = parallelism_family(&row->layout);
+            errors[f][count[f]++] = error;
+        }
+    }
+    memset(bands, 0, sizeof *bands);
+    for (int f = 0; f < FAMILY_COUNT && !status; f++) uncertainty_from_errors(bands, (parallelism_family_t)f, errors[f], count[f]);
+    for (int f = 0; f < FAMILY_COUNT; f++) free(errors[f]);
+    free(e);
     free(row);
     csv_table_free(&t);
     return status;

@@ -542,6 +542,25 @@ static void published_shared_runs_json(void **state)
     const cJSON *reason;
     cJSON_ArrayForEach(reason, cJSON_GetObjectItem(root, "not_estimable")) reasons += reason->valueint;
     assert_int_equal(reasons, skipped);
+    /* hwdb/uncertainty.csv's bands hold at least 80% of each family's rows (10th to 90th percentile) */
+    uncertainty_bands bands;
+    char err[512];
+    assert_int_equal(uncertainty_read(SEXTANT_ROOT "/hwdb/uncertainty.csv", &bands, err, sizeof err), 0);
+    int inside[FAMILY_COUNT] = {0}, rows[FAMILY_COUNT] = {0};
+    cJSON_ArrayForEach(row, cJSON_GetObjectItem(root, "rows")) {
+        if (!cJSON_IsTrue(cJSON_GetObjectItem(row, "estimated"))) continue;
+        int f = 0;
+        while (f < FAMILY_COUNT && strcmp(parallelism_family_name((parallelism_family_t)f),
+                                          cJSON_GetObjectItem(row, "family")->valuestring)) f++;
+        assert_true(f < FAMILY_COUNT);
+        double err_row = cJSON_GetObjectItem(row, "signed_err")->valuedouble;
+        rows[f]++;
+        inside[f] += err_row >= bands.err_low[f] - 1e-4 && err_row <= bands.err_high[f] + 1e-4;
+    }
+    for (int f = 0; f < FAMILY_COUNT; f++) {
+        assert_int_equal(rows[f], bands.rows[f]);
+        assert_true(inside[f] >= 0.8 * rows[f] - 1);
+    }
     cJSON_Delete(root);
     run_free(&r);
 }
@@ -621,6 +640,16 @@ static void published_md_is_current(void **state)
     char *fresh = slurp(out_path), *committed = slurp(SEXTANT_ROOT "/docs/validation/published.md");
     if (strcmp(fresh, committed) != 0)
         print_error("docs/validation/published.md is stale: run `make published` and commit it\n");
+    assert_string_equal(fresh, committed);
+    free(fresh);
+    free(committed);
+    /* and hwdb/uncertainty.csv is what it writes from the same rows */
+    snprintf(cmd, sizeof cmd, "cd %s && %s published --runs data/published/runs.csv --bands-out %s", SEXTANT_ROOT,
+             SEXTANT_BIN, out_path);
+    assert_int_equal(system(cmd), 0);
+    fresh = slurp(out_path);
+    committed = slurp(SEXTANT_ROOT "/hwdb/uncertainty.csv");
+    if (strcmp(fresh, committed) != 0) print_error("hwdb/uncertainty.csv is stale: run `make published` and commit it\n");
     assert_string_equal(fresh, committed);
     free(fresh);
     free(committed);
@@ -859,7 +888,7 @@ static void flags_of_other_commands_are_refused(void **state)
     expect_bad_input("explain llama2-7b --ops", "--ops is a flag of estimate, not of explain");
     expect_bad_input("explain llama2-7b --format json", "--format is a flag of estimate and plan, not of explain");
     expect_bad_input("estimate llama2-7b --spec", "--spec is a flag of explain, not of estimate");
-    expect_bad_input("estimate llama2-7b --runs a.csv", "--runs is a flag of fit-power, not of estimate");
+    expect_bad_input("estimate llama2-7b --runs a.csv", "--runs is a flag of fit-power and published, not of estimate");
     /* a range of GPU counts and a list of GPU types are plan's */
     expect_bad_input("estimate llama2-7b --gpus 8-16", "--gpus 8-16: a range is for plan");
     expect_bad_input("estimate llama2-7b --gpu h100-sxm,a100-sxm4-80gb", "estimate takes one GPU type");
