@@ -178,7 +178,7 @@ static int load_nodes(const char *dir, hwdb *db, char *err, size_t errlen)
     return status ? -1 : 0;
 }
 
-int hwdb_load(const char *dir, hwdb *db, char *err, size_t errlen)
+int hwdb_load_datasheets(const char *dir, hwdb *db, char *err, size_t errlen)
 {
     memset(db, 0, sizeof *db);
     snprintf(db->dir, sizeof db->dir, "%s", dir);
@@ -195,6 +195,12 @@ int hwdb_load(const char *dir, hwdb *db, char *err, size_t errlen)
             return -1;
         }
     }
+    return 0;
+}
+
+int hwdb_load(const char *dir, hwdb *db, char *err, size_t errlen)
+{
+    if (hwdb_load_datasheets(dir, db, err, errlen) != 0) return -1;
     char priors[1100];
     snprintf(priors, sizeof priors, "%s/priors.csv", dir);
     if (access(priors, F_OK) == 0 && hwdb_apply_overlay(db, priors, err, errlen) != 0) {

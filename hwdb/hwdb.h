@@ -159,6 +159,8 @@ typedef struct {
 
 /* Loads dir/gpus.csv and dir/nodes.csv and checks that every GPU's node exists. */
 int hwdb_load(const char *dir, hwdb *db, char *err, size_t errlen);
+/* The same without DIR/priors.csv: the datasheets' rows alone (the tests of each mechanism start there). */
+int hwdb_load_datasheets(const char *dir, hwdb *db, char *err, size_t errlen);
 void hwdb_free(hwdb *db);
 /* Case-insensitive lookups; NULL when absent. */
 const hw_gpu *hwdb_find_gpu(const hwdb *db, const char *name);

@@ -69,6 +69,33 @@ static const op_t *find_op(const stage_ops *s, const char *name, pass_t pass)
     return NULL;
 }
 
+/* The data-parallel traffic as the ZeRO stage runs it (docs/model.md, "Overlap", "ZeRO-3 and FSDP", "The
+ * network at scale"): what moves, how often, in how many collectives, and what is left exposed. */
+static void explain_data_parallel(FILE *out, const estimate_t *e, const stage_ops *slow)
+{
+    const layout_t *l = &e->layout;
+    fprintf(out, "DP over %lld GPUs (d_p x c), ZeRO %d:\n", (long long)(l->dp * layout_cp(l)), l->zero);
+    for (int i = 0; i < slow->nops; i++) {
+        const op_t *op = &slow->ops[i];
+        if (op->kind != OP_COMM || op->group != GROUP_DP) continue;
+        int64_t pieces = op->pieces > 1 ? op->pieces : 1;
+        const char *when = op->pass == PASS_STEP ? "once per step" : op->pass == PASS_FWD ? "every micro-batch's forward"
+                                                                                          : "every micro-batch's backward";
+        const char *kind = coll_name(op->coll);
+        fprintf(out, "  %-24s %s %s of %.4g MB %s, as %lld collective(s) of %.4g MB (a %s each): %.4g s%s\n", op->name,
+                strchr("aeiou", kind[0]) ? "an" : "a", kind, op->comm_bytes / 1e6, when, (long long)pieces, op->comm_bytes / 1e6 / (double)pieces,
+                op->pass == PASS_STEP ? "bucket" : "layer", op->time_s * (double)op->count,
+                op->crosses_node ? ", across nodes" : ", inside the node");
+    }
+    if (l->zero >= 3)
+        fprintf(out, "  The gathers and reduce-scatters of each micro-batch overlap its forward and backward, except the first\n"
+                     "  layer's gather and the last layer's reduce-scatter; beside compute both run slower (measured factors).\n");
+    else
+        fprintf(out, "  The gradients overlap the last micro-batch's backward (the parameter gather the next forward) except the\n"
+                     "  last 40M-element bucket; beside compute both run slower (measured factors).\n");
+    fprintf(out, "  Exposed per step, slowdown of the compute beside them included: %.4g s.\n", e->dp_comm_s);
+}
+
 /* Context parallelism's KV exchange, step by step (docs/model.md, "Context parallelism"). */
 static void cp_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
 {
@@ -280,16 +307,7 @@ void report_explain(FILE *out, const estimate_t *e)
                 layout_cp(l) > 1 ? " / c" : "", bytes / 1e6, pp_time * 1e3, e->pp_comm_s);
     else
         fprintf(out, "PP: p = 1, no pipeline traffic.\n");
-    double dp_time = comm_time(slow, GROUP_DP, PASS_STEP, &bytes, &count);
-    if (layout_cp(l) > 1)
-        fprintf(out, "The gradient is reduced over DP x CP, d_p c = %lld GPUs (CP ranks hold the same weights, other tokens).\n",
-                (long long)dp_group_size(l));
-    if (dp_group_size(l) > 1)
-        fprintf(out, "DP: %s of %.4g MB of gradients%s: %.4g s if nothing overlapped;\n"
-                     "  it overlaps the last micro-batch's backward (and the parameter gather the next forward) except the last\n"
-                     "  40M-element bucket, leaving %.4g s exposed.\n",
-                l->zero == 0 ? "an all-reduce" : "a reduce-scatter", bytes / 1e6,
-                l->zero == 0 ? "" : " and an all-gather of the updated weights", dp_time, e->dp_comm_s);
+    if (l->dp > 1 || layout_cp(l) > 1) explain_data_parallel(out, e, slow);
     else
         fprintf(out, "DP: d_p = 1, no gradient traffic.\n");
 

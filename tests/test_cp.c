@@ -342,7 +342,7 @@ static void cli_takes_cp_and_emits_it(void **state)
     r = run_sextant("explain llama3-8b --gpus 16 --tp 8 --cp 2 --seq 16384 --gbs 8");
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "Ring (Megatron)"));
-    assert_non_null(strstr(r.out, "d_p c = 2"));
+    assert_non_null(strstr(r.out, "DP over 2 GPUs (d_p x c)"));
     run_free(&r);
     /* refusals: one line naming the flag */
     r = run_sextant("estimate llama3-8b --tp 1 --cp 3 --seq 4096");
