@@ -231,24 +231,65 @@ static int estimate_row(published_row *row, estimate_t *e, double *predicted, do
     return 1;
 }
 
-/* Per family: rows, mean |error|, mean signed error, the band's percentiles and how many rows it holds. */
-static void print_families(FILE *out, double *const family_errors[FAMILY_COUNT], const int family_count[FAMILY_COUNT])
+/* An estimated row as the summaries need it. */
+typedef struct {
+    int group;                     /* index into published_totals.group */
+    parallelism_family_t family;
+    double err;                    /* signed, as throughput */
+} estimated_row;
+
+/* The bands of the rows that pass `keep` (group != skip_group), family by family. */
+static void bands_of(const estimated_row *rows, int n, int skip_group, uncertainty_bands *b, double *scratch)
+{
+    for (int f = 0; f < FAMILY_COUNT; f++) {
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (rows[i].family == (parallelism_family_t)f && rows[i].group != skip_group) scratch[k++] = rows[i].err;
+        uncertainty_from_errors(b, (parallelism_family_t)f, scratch, k);
+    }
+}
+
+/* Per family: rows, mean |error|, mean signed error and the band; then the bands' coverage of each source
+ * group when that group is left out of them (leave-one-source-out: what a source never seen can expect). */
+static void print_families(FILE *out, const published_totals *s, const estimated_row *rows, int n, double *scratch)
 {
     uncertainty_bands b;
+    bands_of(rows, n, -1, &b, scratch);
     fprintf(out, "\n| parallelism family | rows | mean abs error | mean signed error | band (10th to 90th percentile) |\n"
                  "|---|---|---|---|---|\n");
     for (int f = 0; f < FAMILY_COUNT; f++) {
-        int n = family_count[f];
+        int k = 0;
         double sum_abs = 0.0, sum = 0.0;
-        for (int i = 0; i < n; i++) {
-            sum_abs += fabs(family_errors[f][i]);
-            sum += family_errors[f][i];
-        }
-        uncertainty_from_errors(&b, (parallelism_family_t)f, family_errors[f], n);
-        if (!n) { fprintf(out, "| %s | 0 | | | |\n", parallelism_family_name((parallelism_family_t)f)); continue; }
+        for (int i = 0; i < n; i++)
+            if (rows[i].family == (parallelism_family_t)f) {
+                k++;
+                sum_abs += fabs(rows[i].err);
+                sum += rows[i].err;
+            }
+        if (!k) { fprintf(out, "| %s | 0 | | | |\n", parallelism_family_name((parallelism_family_t)f)); continue; }
         fprintf(out, "| %s | %d | %.1f%% | %+.1f%% | %+.1f%% to %+.1f%% |\n", parallelism_family_name((parallelism_family_t)f),
-                n, 100.0 * sum_abs / n, 100.0 * sum / n, 100.0 * b.err_low[f], 100.0 * b.err_high[f]);
+                k, 100.0 * sum_abs / k, 100.0 * sum / k, 100.0 * b.err_low[f], 100.0 * b.err_high[f]);
     }
+    fprintf(out, "\nLeave one source out: each group's rows against bands made from the other groups' rows.\n\n"
+                 "| source group left out | rows | inside its band |\n|---|---|---|\n");
+    int inside_all = 0, rows_all = 0;
+    for (int g = 0; g < s->ngroups; g++) {
+        int k = 0, inside = 0;
+        bands_of(rows, n, g, &b, scratch);
+        for (int i = 0; i < n; i++) {
+            if (rows[i].group != g) continue;
+            k++;
+            parallelism_family_t f = rows[i].family;
+            inside += b.rows[f] > 0 && rows[i].err >= b.err_low[f] && rows[i].err <= b.err_high[f];
+        }
+        if (!k) continue;
+        inside_all += inside;
+        rows_all += k;
+        fprintf(out, "| ");
+        md_text(out, s->group[g].name);
+        fprintf(out, " | %d | %d (%.0f%%) |\n", k, inside, 100.0 * inside / k);
+    }
+    if (rows_all) fprintf(out, "| all | %d | %d (%.0f%%) |\n", rows_all, inside_all, 100.0 * inside_all / rows_all);
 }
 
 int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char *runs_path, format_t format,
@@ -261,11 +302,11 @@ int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char
     plan_result *res = calloc(1, sizeof *res);
     published_totals *s = calloc(1, sizeof *s);
     published_row *row = malloc(sizeof *row);
-    double *family_errors[FAMILY_COUNT];
-    int family_count[FAMILY_COUNT] = {0};
-    for (int f = 0; f < FAMILY_COUNT; f++) family_errors[f] = malloc(sizeof(double) * (size_t)(t.nrows + 1));
+    estimated_row *done = malloc(sizeof *done * (size_t)(t.nrows + 1));
+    double *scratch = malloc(sizeof *scratch * (size_t)(t.nrows + 1));
+    int ndone = 0;
     int status = 0;
-    if (!e || !req || !res || !s || !row || !family_errors[0] || !family_errors[1] || !family_errors[2] || !family_errors[3]) {
+    if (!e || !req || !res || !s || !row || !done || !scratch) {
         snprintf(err, errlen, "out of memory");
         status = -1;
     }
@@ -283,10 +324,10 @@ int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char
         if ((status = published_row_read(&t, r, db, zoo, row, err, errlen))) break;
         double predicted = 0.0, error = 0.0;
         int estimated = estimate_row(row, e, &predicted, &error);
-        if (estimated) family_errors[parallelism_family(&row->layout)][family_count[parallelism_family(&row->layout)]++] = error;
         group_stats *g = group_of(s, row->group);
         g->rows++;
         s->rows++;
+        if (estimated) done[ndone++] = (estimated_row){(int)(g - s->group), parallelism_family(&row->layout), error};
         if (estimated) {
             g->estimated++;
             g->sum_abs += fabs(error);
@@ -304,10 +345,11 @@ int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char
         if (json) print_totals_json(out, s);
         else {
             print_totals_table(out, s);
-            print_families(out, family_errors, family_count);
+            print_families(out, s, done, ndone, scratch);
         }
     }
-    for (int f = 0; f < FAMILY_COUNT; f++) free(family_errors[f]);
+    free(done);
+    free(scratch);
     free(e);
     free(req);
     free(res);
