@@ -290,17 +290,24 @@ int published_row_read(const csv_table *t, int r, const hwdb *db, const model_zo
     memset(row, 0, sizeof *row);
     row->line = t->line[r];
     char metric[32];
-    if (csv_get_string(t, r, "case", 0, row->case_name, sizeof row->case_name, err, errlen) ||
-        csv_get_string(t, r, "source", 0, row->source, sizeof row->source, err, errlen) ||
+    /* a missing column is the wrong format: refused; a cell the row cannot be read by only marks the row */
+    static const char *const columns[] = {"case", "source", "model", "gpu", "metric", "value"};
+    for (size_t c = 0; c < sizeof columns / sizeof columns[0]; c++)
+        if (csv_table_column(t, columns[c]) < 0) {
+            snprintf(err, errlen, "%s: no column '%s' (data/published/README.md lists the format)", t->path, columns[c]);
+            return -1;
+        }
+    if (csv_get_string(t, r, "case", 1, row->case_name, sizeof row->case_name, err, errlen) ||
+        csv_get_string(t, r, "source", 1, row->source, sizeof row->source, err, errlen) ||
         csv_get_string(t, r, "gpu", 1, row->gpu_text, sizeof row->gpu_text, err, errlen) ||
-        csv_get_string(t, r, "metric", 0, metric, sizeof metric, err, errlen) ||
-        csv_get_double(t, r, "value", 1e-12, 1e15, &row->value, err, errlen))
+        csv_get_string(t, r, "metric", 1, metric, sizeof metric, err, errlen))
         return -1;
-    if (read_metric(metric, &row->metric) != 0) {
-        snprintf(err, errlen, "%s:%d:metric: '%s' is not one of mfu, tflops_per_gpu_hw, tflops_per_gpu_model, "
-                 "tokens_per_s_per_gpu, s_per_iter, samples_per_s, gpu_hours", t->path, t->line[r], metric);
-        return -1;
-    }
+    char why[256];
+    if (read_metric(metric, &row->metric) != 0)
+        skip(row, "metric not known", "'%.40s' is not one of mfu, tflops_per_gpu_hw, tflops_per_gpu_model, "
+             "tokens_per_s_per_gpu, s_per_iter, samples_per_s, gpu_hours", metric);
+    else if (csv_get_double(t, r, "value", 1e-12, 1e15, &row->value, why, sizeof why) != 0)
+        skip(row, "value not a positive number", "%.200s", why);
     source_group(row->source, row->group, sizeof row->group);
     const char *gpu_name = gpu_row_name(row->gpu_text);
     row->gpu = gpu_name ? hwdb_find_gpu(db, gpu_name) : NULL;

@@ -614,15 +614,25 @@ static void published_row_rules(void **state)
     cJSON_Delete(root);
     run_free(&r);
     unlink(path);
-    /* a metric the format does not know: refused with file:line:field */
+    /* a metric the format does not know or a value that is no number: that row is not estimated, says why */
     char bad[] = "/tmp/sextant-published-bad-XXXXXX";
-    snprintf(text, sizeof text, "%sa,s,M,32,4096,32,8,14336,128256,8192,,H100,16,8,1,1,,1,,16,1,64,bf16,,,,speed,1,\n", header);
+    snprintf(text, sizeof text, "%sa,s,M,32,4096,32,8,14336,128256,8192,,H100,16,8,1,1,,1,,16,1,64,bf16,,,,speed,1,\n"
+             "b,s,M,32,4096,32,8,14336,128256,8192,,H100,16,8,1,1,,1,,16,1,64,bf16,,,,mfu,n/a,\n", header);
     write_temp(bad, text);
     r = run_sextant("published --runs %s", bad);
-    assert_int_not_equal(r.status, 0);
-    assert_non_null(strstr(r.err, ":2:metric: 'speed'"));
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "'speed' is not one of mfu"));
+    assert_non_null(strstr(r.out, "| value not a positive number | 1 |"));
     run_free(&r);
     unlink(bad);
+    /* a file without the format's columns is refused, naming the column */
+    char wrong[] = "/tmp/sextant-published-wrong-XXXXXX";
+    write_temp(wrong, "run,model,gpu\na,b,c\n");
+    r = run_sextant("published --runs %s", wrong);
+    assert_int_not_equal(r.status, 0);
+    assert_non_null(strstr(r.err, "no column 'case'"));
+    run_free(&r);
+    unlink(wrong);
 }
 
 /* docs/validation/published.md is what `make published` writes today. */
