@@ -7,7 +7,10 @@
 #include <math.h>
 #include <unistd.h>
 
+#include "gnuplot.h"
 #include "hwdb.h"
+#include "outfile.h"
+#include <dirent.h>
 #include <sys/stat.h>
 
 #define ISSUE_EXAMPLE "llama2-70b --gpu h100-sxm --gpus 1024 --tp 8 --pp 4 --mbs 1 --gbs 1024 --seq 4096 " \
@@ -482,6 +485,153 @@ static void out_file_is_written_whole(void **state)
     run_free(&r);
 }
 
+/* entries in `dir` other than . and .. */
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+static void remove_tree(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* --out and --plot replace only a regular file or a new path; a FIFO, a
+ * directory and a symbolic link are refused by name and left as they were
+ * (issue 26: `--out /dev/full` once replaced the device node). */
+static void out_refuses_what_is_not_a_regular_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sextant-targets-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char fifo[256], link[256], target[256], cmd[1024];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(link, sizeof link, "%s/link", dir);
+    snprintf(target, sizeof target, "%s/target", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    FILE *f = fopen(target, "w");
+    fputs("keep\n", f);
+    fclose(f);
+    assert_int_equal(symlink(target, link), 0);
+    const char *flags[] = {"estimate llama2-7b --gpus 8 --out", "plan llama2-7b --gpus 8 --out",
+                           "plan llama2-7b --gpus 8 --plot", "fit-power --calibration x.csv --runs a.csv,b.csv --out"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s", flags[i], fifo);
+        expect_bad_input(cmd, "is a FIFO");
+        snprintf(cmd, sizeof cmd, "%s %s", flags[i], link);
+        expect_bad_input(cmd, "is a symbolic link");
+        snprintf(cmd, sizeof cmd, "%s %s", flags[i], dir);
+        expect_bad_input(cmd, "is a directory");
+    }
+    struct stat st;
+    assert_int_equal(lstat(fifo, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    char *text = slurp(target);
+    assert_string_equal(text, "keep\n");
+    free(text);
+    /* a regular file is replaced whole and keeps its permissions; no temporary file stays */
+    assert_int_equal(chmod(target, 0640), 0);
+    run_result r = run_sextant("estimate llama2-7b --gpus 8 --out %s", target);
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+    assert_int_equal(stat(target, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0640);
+    text = slurp(target);
+    assert_non_null(strstr(text, "sextant estimate"));
+    free(text);
+    assert_int_equal(count_entries(dir), 3);
+    /* the library's writer refuses the same, and a failed commit leaves nothing */
+    char err[1024];
+    outfile o;
+    assert_int_equal(outfile_open(&o, fifo, err, sizeof err), -1);
+    assert_non_null(strstr(err, "FIFO"));
+    assert_int_equal(outfile_open(&o, target, err, sizeof err), 0);
+    fputs("partial", o.f);
+    outfile_abort(&o);
+    assert_int_equal(count_entries(dir), 3);
+    assert_int_equal(outfile_open(&o, target, err, sizeof err), 0);
+    assert_int_equal(unlink(target), 0);
+    assert_int_equal(mkfifo(target, 0600), 0); /* the target changed while the file was written */
+    assert_int_equal(outfile_commit(&o, err, sizeof err), -1);
+    assert_non_null(strstr(err, "is a FIFO"));
+    assert_int_equal(lstat(target, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    assert_int_equal(count_entries(dir), 3);
+    remove_tree(dir);
+}
+
+/* A plot path with quotes and gnuplot code in it is a file name and nothing
+ * else: the SVG is written under that name and no command runs. */
+static void plot_path_is_never_gnuplot_code(void **state)
+{
+    (void)state;
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) skip();
+    char dir[] = "/tmp/sextant-plot-name-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    /* shell-quoted below: '\'' is a single quote inside single quotes */
+    const char *shell_name = "'x'\\''\";system(\"touch PWNED\");`touch PWNED2`@a.svg'";
+    const char *name = "x'\";system(\"touch PWNED\");`touch PWNED2`@a.svg";
+    char prefix[512];
+    snprintf(prefix, sizeof prefix, "cd %s &&", dir);
+    run_result r = run_sextant_with(prefix, "plan llama2-13b --gpu h100-sxm,a100-sxm4-80gb --gpus 64-256 --tokens 1T "
+                                            "--plot ''\\''a'\\''.svg' >/dev/null; true");
+    run_free(&r);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "plan llama2-13b --gpu h100-sxm --gpus 64-256 --tokens 1T --plot %s", shell_name);
+    r = run_sextant_with(prefix, cmd);
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char *svg = slurp(path);
+    assert_non_null(strstr(svg, "<svg"));
+    free(svg);
+    snprintf(path, sizeof path, "%s/PWNED", dir);
+    struct stat st;
+    assert_int_equal(stat(path, &st), -1);
+    snprintf(path, sizeof path, "%s/PWNED2", dir);
+    assert_int_equal(stat(path, &st), -1);
+    assert_int_equal(count_entries(dir), 2); /* the crafted name and 'a'.svg, nothing else */
+    remove_tree(dir);
+}
+
+/* gnuplot's own error line comes back, and a failed plot leaves no file */
+static void gnuplot_failure_says_why(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sextant-plot-fail-XXXXXX", path[256], err[1024];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/p.svg", dir);
+    int rc = gnuplot_render("set terminal svg\nplot no_such_variable\n", path, err, sizeof err);
+    if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+        assert_int_equal(rc, 1);
+        assert_non_null(strstr(err, "undefined variable"));
+    } else {
+        assert_int_equal(rc, 2);
+    }
+    assert_int_equal(count_entries(dir), 0);
+    /* without gnuplot on PATH: 2, said so, nothing left */
+    char *saved = strdup(getenv("PATH") ? getenv("PATH") : "");
+    setenv("PATH", dir, 1);
+    rc = gnuplot_render("set terminal svg\nplot x\n", path, err, sizeof err);
+    setenv("PATH", saved, 1);
+    free(saved);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(err, "not installed"));
+    assert_int_equal(count_entries(dir), 0);
+    remove_tree(dir);
+}
+
 static void published_runs_regression(void **state)
 {
     (void)state;
@@ -886,6 +1036,9 @@ int main(void)
         cmocka_unit_test(explain_llama2_70b_both_ways),
         cmocka_unit_test(model_config_imports),
         cmocka_unit_test(out_file_is_written_whole),
+        cmocka_unit_test(out_refuses_what_is_not_a_regular_file),
+        cmocka_unit_test(plot_path_is_never_gnuplot_code),
+        cmocka_unit_test(gnuplot_failure_says_why),
         cmocka_unit_test(published_runs_regression),
         cmocka_unit_test(published_shared_runs_json),
         cmocka_unit_test(published_row_rules),
