@@ -599,6 +599,31 @@ static const model_t *model_as_asked(const options *o, const model_t *m, model_t
     return copy;
 }
 
+/* A note (stderr, not an error) naming the GPUs whose --calibration rows this run does not use: rows for another
+ * GPU are applied to that GPU's figures, which is harmless but easy to mistake for calibrating the one in use. */
+static void note_overlay_other_gpus(const options *o, const hw_gpu *const *used, int nused)
+{
+    if (!o->calibration) return;
+    char names[2048], err[ERR_MAX], others[2048] = "", in_use[512] = "";
+    if (hwdb_overlay_gpus(o->calibration, names, sizeof names, err, sizeof err) <= 0) return;
+    int nothers = 0;
+    for (char *save, *tok = strtok_r(names, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        tok += strspn(tok, " ");
+        int is_used = 0;
+        for (int i = 0; i < nused && !is_used; i++) is_used = !strcasecmp(tok, used[i]->name);
+        if (is_used) continue;
+        size_t n = strlen(others);
+        snprintf(others + n, sizeof others - n, "%s%s", nothers++ ? ", " : "", tok);
+    }
+    if (!nothers) return;
+    for (int i = 0; i < nused; i++) {
+        size_t n = strlen(in_use);
+        snprintf(in_use + n, sizeof in_use - n, "%s%s", i ? "," : "", used[i]->name);
+    }
+    fprintf(stderr, "sextant: note: --calibration %s also has rows for %s, which this run does not use (--gpu %s)\n",
+            o->calibration, others, in_use);
+}
+
 static int cmd_estimate(const options *o, const char *root, FILE *out)
 {
     hwdb db;
@@ -642,6 +667,7 @@ static int cmd_estimate(const options *o, const char *root, FILE *out)
     if (!strcmp(o->command, "explain")) report_explain(out, e);
     else report_estimate(out, e, o->format, o->with_ops);
     free(e);
+    note_overlay_other_gpus(o, &g, 1);
 done:
     model_zoo_free(&zoo);
     hwdb_free(&db);
@@ -855,6 +881,7 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
         report_plan(out, req, res, o->format);
     }
     if (o->plot) rc = plot_frontier(o, req, res);
+    if (!rc) note_overlay_other_gpus(o, req->gpu, req->ngpu_types);
 done:
     model_zoo_free(&zoo);
     hwdb_free(&db);

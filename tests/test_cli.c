@@ -632,6 +632,43 @@ static void gnuplot_failure_says_why(void **state)
     remove_tree(dir);
 }
 
+/* Issue 26's unclear cases: each now says what is wrong, and an overlay's
+ * rows for other GPUs are noted in one stderr line. */
+static void hostile_input_is_named(void **state)
+{
+    (void)state;
+    /* bf16 on V100 (no bf16 tensor rate): why nothing was searched */
+    run_result r = run_sextant("plan llama2-7b --gpu v100-sxm2-32gb --gpus 8 --precision bf16");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "every layout on v100-sxm2-32gb: it has no bf16 tensor rate"));
+    run_free(&r);
+    /* a directory given as a file is a directory, not an empty file */
+    expect_bad_input("estimate llama2-7b --gpus 8 --calibration /tmp", "/tmp: is a directory");
+    expect_bad_input("estimate --model-config /tmp --gpus 8", "/tmp: is a directory");
+    /* an overlay's rows for GPUs other than --gpu: one note, the estimate still made */
+    char overlay[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(overlay, "gpu,key,value,source\nh100-sxm,gemm_efficiency,0.6,x\nh200,gemm_efficiency,0.6,x\n"
+                        "a100-sxm4-80gb,hbm_gbs,2000,x\nH200,hbm_gbs,4000,x\n");
+    r = run_sextant("estimate llama2-7b --gpus 8 --gpu h100-sxm --calibration %s", overlay);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(count_lines(r.err), 1);
+    assert_non_null(strstr(r.err, "note: --calibration"));
+    assert_non_null(strstr(r.err, "rows for h200, a100-sxm4-80gb, which this run does not use (--gpu h100-sxm)"));
+    run_free(&r);
+    r = run_sextant("plan llama2-7b --gpus 8 --gpu h100-sxm,h200,a100-sxm4-80gb --calibration %s", overlay);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.err, ""); /* every GPU it names is in use */
+    run_free(&r);
+    unlink(overlay);
+    /* a key given twice: refused with both lines */
+    char dup[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(dup, "gpu,key,value,source\nh100-sxm,gemm_efficiency,0.6,x\nh100-sxm,gemm_efficiency,0.9,x\n");
+    char args[256];
+    snprintf(args, sizeof args, "estimate llama2-7b --gpus 8 --calibration %s", dup);
+    expect_bad_input(args, ":3:key: 'gemm_efficiency' of h100-sxm given again (first at line 2)");
+    unlink(dup);
+}
+
 static void published_runs_regression(void **state)
 {
     (void)state;
@@ -1039,6 +1076,7 @@ int main(void)
         cmocka_unit_test(out_refuses_what_is_not_a_regular_file),
         cmocka_unit_test(plot_path_is_never_gnuplot_code),
         cmocka_unit_test(gnuplot_failure_says_why),
+        cmocka_unit_test(hostile_input_is_named),
         cmocka_unit_test(published_runs_regression),
         cmocka_unit_test(published_shared_runs_json),
         cmocka_unit_test(published_row_rules),
