@@ -115,10 +115,10 @@ $(BUILD)/tests/test_overlap: tests/test_overlap.c tests/test_util.h validator/ov
 	$(CC) $(CFLAGS) -Itests -Ivalidator -DSEXTANT_ROOT='"$(CURDIR)"' -o $@ tests/test_overlap.c validator/overlap_report.c \
 	    $(BUILD)/libsextant.a $(LDSAN) $(LDLIBS) -lcmocka
 
-# The validator's per-op plot: plain C calling gnuplot, no CUDA.
-$(BUILD)/tests/test_plot: tests/test_plot.c tests/test_util.h validator/plot.c validator/plot.h
+# The validator's per-op plot: plain C calling gnuplot (planner/gnuplot.c), no CUDA.
+$(BUILD)/tests/test_plot: tests/test_plot.c tests/test_util.h validator/plot.c validator/plot.h $(BUILD)/libsextant.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -Ivalidator -o $@ tests/test_plot.c validator/plot.c $(LDSAN) -lcmocka
+	$(CC) $(CFLAGS) -Itests -Ivalidator -o $@ tests/test_plot.c validator/plot.c $(BUILD)/libsextant.a $(LDSAN) $(LDLIBS) -lcmocka
 
 ifneq ($(NVCC),)
 TEST_BIN += $(BUILD)/tests/test_launch

@@ -71,36 +71,77 @@ static int temp_name(const char *path, char *tmp, size_t size)
     return n < 0 || (size_t)n >= size ? -1 : 0;
 }
 
-int outfile_open(outfile *o, const char *path, char *err, size_t errlen)
+/* the mode a replaced file had, else what a new file gets (mkstemp makes 0600) */
+static mode_t target_mode(const struct stat *st)
+{
+    if (S_ISREG(st->st_mode)) return st->st_mode & 07777;
+    mode_t mask = umask(0);
+    umask(mask);
+    return 0666 & ~mask;
+}
+
+/* checks the target and fills o->path and o->tmp ("NAME.XXXXXX" or "NAME.TAG.tmp" after the dot) */
+static int prepare(outfile *o, const char *path, const char *suffix, struct stat *st, char *err, size_t errlen)
 {
     memset(o, 0, sizeof *o);
-    struct stat st;
-    if (check_target(path, &st, err, errlen) != 0) return -1;
-    if (strlen(path) >= sizeof o->path || temp_name(path, o->tmp, sizeof o->tmp) != 0) {
+    if (check_target(path, st, err, errlen) != 0) return -1;
+    char name[PATH_MAX];
+    if (strlen(path) >= sizeof o->path || temp_name(path, name, sizeof name) != 0 ||
+        snprintf(o->tmp, sizeof o->tmp, "%.*s%s", (int)(strlen(name) - 6), name, suffix) >= (int)sizeof o->tmp) {
         snprintf(err, errlen, "%.64s...: path too long", path);
         return -1;
     }
     strcpy(o->path, path);
+    return 0;
+}
+
+int outfile_open(outfile *o, const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    if (prepare(o, path, "XXXXXX", &st, err, errlen) != 0) return -1;
     int fd = mkstemp(o->tmp);
-    if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot create a file beside it: %s", path, strerror(errno));
-        return -1;
-    }
-    /* mkstemp makes the file 0600: give it the mode a replaced file had, else what a new file gets */
-    mode_t mode = st.st_mode & 07777;
-    if (!S_ISREG(st.st_mode)) {
-        mode_t mask = umask(0);
-        umask(mask);
-        mode = 0666 & ~mask;
-    }
-    o->f = fchmod(fd, mode) == 0 ? fdopen(fd, "wb") : NULL;
-    if (!o->f) {
-        snprintf(err, errlen, "%s: %s", o->tmp, strerror(errno));
+    if (fd >= 0 && (fchmod(fd, target_mode(&st)) != 0 || !(o->f = fdopen(fd, "wb")))) {
+        int saved = errno;
         close(fd);
         unlink(o->tmp);
+        errno = saved;
+    }
+    if (!o->f) {
+        snprintf(err, errlen, "%s: cannot create a file beside it: %s", o->path, strerror(errno));
+        o->tmp[0] = '\0';
         return -1;
     }
     return 0;
+}
+
+int outfile_open_shared(outfile *o, const char *path, long tag, int create, char *err, size_t errlen)
+{
+    struct stat st;
+    char suffix[32];
+    snprintf(suffix, sizeof suffix, "%ld.tmp", tag);
+    if (prepare(o, path, suffix, &st, err, errlen) != 0) return -1;
+    int fd = create ? open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, target_mode(&st))
+                    : open(o->tmp, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 && !(o->f = fdopen(fd, create ? "wb" : "ab"))) {
+        int saved = errno;
+        close(fd);
+        if (create) unlink(o->tmp);
+        errno = saved;
+    }
+    if (!o->f) {
+        snprintf(err, errlen, "%s: cannot %s a file beside it: %s", o->path, create ? "create" : "open", strerror(errno));
+        o->tmp[0] = '\0'; /* not ours to remove: another process's, or another file altogether */
+        return -1;
+    }
+    return 0;
+}
+
+int outfile_close(outfile *o)
+{
+    int bad = fclose(o->f) != 0;
+    o->f = NULL;
+    o->tmp[0] = '\0';
+    return bad ? -1 : 0;
 }
 
 void outfile_abort(outfile *o)

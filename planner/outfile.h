@@ -28,6 +28,14 @@ int outfile_open(outfile *o, const char *path, char *err, size_t errlen);
 int outfile_commit(outfile *o, char *err, size_t errlen);
 /* Closes and removes the temporary file; the target is untouched. */
 void outfile_abort(outfile *o);
+/* One file written by several processes in turn (the validator's ranks):
+ * the temporary file is named by `tag` (a number every process knows, such
+ * as rank 0's pid) instead of at random.  The first process passes create=1
+ * (the file must not exist yet: O_EXCL, never through a link) and later
+ * commits; the others pass create=0 to append, and outfile_close. */
+int outfile_open_shared(outfile *o, const char *path, long tag, int create, char *err, size_t errlen);
+/* Closes the temporary file and leaves it for another process to commit. */
+int outfile_close(outfile *o);
 /* `len` bytes of `data` to `path` through outfile_open/commit. */
 int outfile_write(const char *path, const void *data, size_t len, char *err, size_t errlen);
 
