@@ -570,6 +570,44 @@ static void out_refuses_what_is_not_a_regular_file(void **state)
     remove_tree(dir);
 }
 
+/* One file written by several processes in turn (validate's ranks): the
+ * first creates the tagged temporary file (never through a link), the others
+ * append, the first commits. */
+static void shared_out_file_is_written_by_turns(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sextant-shared-XXXXXX", path[256], err[1024];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/rows.csv", dir);
+    outfile first, later;
+    assert_int_equal(outfile_open_shared(&later, path, 77, 0, err, sizeof err), -1); /* nothing to append to yet */
+    assert_int_equal(outfile_open_shared(&first, path, 77, 1, err, sizeof err), 0);
+    fputs("header\nrank 0\n", first.f);
+    assert_int_equal(fflush(first.f), 0);
+    assert_int_equal(outfile_open_shared(&later, path, 77, 0, err, sizeof err), 0);
+    fputs("rank 1\n", later.f);
+    assert_int_equal(outfile_close(&later), 0);
+    assert_int_equal(outfile_commit(&first, err, sizeof err), 0);
+    char *text = slurp(path);
+    assert_string_equal(text, "header\nrank 0\nrank 1\n");
+    free(text);
+    assert_int_equal(count_entries(dir), 1);
+    /* a link planted where the temporary file will be is not followed */
+    char planted[300], victim[300];
+    snprintf(planted, sizeof planted, "%s/.rows.csv.78.tmp", dir);
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    FILE *f = fopen(victim, "w");
+    fputs("mine\n", f);
+    fclose(f);
+    assert_int_equal(symlink(victim, planted), 0);
+    assert_int_equal(outfile_open_shared(&first, path, 78, 1, err, sizeof err), -1);
+    assert_int_equal(outfile_open_shared(&later, path, 78, 0, err, sizeof err), -1);
+    text = slurp(victim);
+    assert_string_equal(text, "mine\n");
+    free(text);
+    remove_tree(dir);
+}
+
 /* A plot path with quotes and gnuplot code in it is a file name and nothing
  * else: the SVG is written under that name and no command runs. */
 static void plot_path_is_never_gnuplot_code(void **state)
@@ -885,7 +923,8 @@ static void gpu_commands_skip_without_a_gpu(void **state)
 {
     (void)state;
     if (system("nvidia-smi -L >/dev/null 2>&1") == 0) skip();
-    const char *commands[] = {"validate gpt2 --mbs 4 --steps 10", "validate gpt2 --ops", "calibrate --out /dev/null"};
+    const char *commands[] = {"validate gpt2 --mbs 4 --steps 10", "validate gpt2 --ops",
+                              "calibrate --out /tmp/sextant-never-written.csv"};
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         run_result r = run_sextant("%s", commands[i]);
         if (r.status != 0 || count_lines(r.out) + count_lines(r.err) != 1 || !strstr(r.status ? r.err : r.out, "skipping")) {
@@ -1074,6 +1113,7 @@ int main(void)
         cmocka_unit_test(model_config_imports),
         cmocka_unit_test(out_file_is_written_whole),
         cmocka_unit_test(out_refuses_what_is_not_a_regular_file),
+        cmocka_unit_test(shared_out_file_is_written_by_turns),
         cmocka_unit_test(plot_path_is_never_gnuplot_code),
         cmocka_unit_test(gnuplot_failure_says_why),
         cmocka_unit_test(hostile_input_is_named),

@@ -2193,6 +2193,21 @@ static int main_comm(int argc, char **argv)
     return rc;
 }
 
+/* Every file flag's target is looked at before any GPU work (outfile.c): a directory, device, FIFO, socket or
+ * link is refused in one line now, not after a long run. */
+static int refuse_unwritable_targets(int argc, char **argv)
+{
+    static const char *const file_flags[] = {"--out", "--csv", "--json", "--plot", "--losses", "--overlap-csv"};
+    char err[PATH_MAX + 256];
+    for (int i = 2; i + 1 < argc; i++)
+        for (size_t f = 0; f < sizeof file_flags / sizeof file_flags[0]; f++)
+            if (!strcmp(argv[i], file_flags[f]) && outfile_check_target(argv[i + 1], err, sizeof err) != 0) {
+                fprintf(stderr, "sextant-gpu: %s: %s\n", file_flags[f], err);
+                return 2;
+            }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -2214,6 +2229,7 @@ int main(int argc, char **argv)
                         "       sextant-gpu check-gradients   (the step's gradients on tiny models against float64)\n");
         return 2;
     }
+    if (refuse_unwritable_targets(argc, argv)) return 2;
     if (!strcmp(argv[1], "calibrate"))
         for (int i = 2; i < argc; i++)
             if (!strcmp(argv[i], "--comm")) return main_comm(argc, argv);
