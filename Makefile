@@ -30,7 +30,8 @@ LDLIBS   = -lcsv -lcjson -lm
 
 CORE_SRC = hwdb/csv_table.c hwdb/hwdb.c models/models.c models/hf_config.c \
            planner/formulas.c planner/oplist.c planner/estimate.c planner/report.c planner/explain.c \
-           planner/plan.c planner/plan_report.c planner/published_row.c planner/published.c planner/uncertainty.c planner/fit_power.c
+           planner/plan.c planner/plan_report.c planner/published_row.c planner/published.c planner/uncertainty.c planner/fit_power.c \
+           planner/outfile.c planner/gnuplot.c
 CORE_OBJ = $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    = test_formulas test_models test_hwdb test_estimate test_plan test_cp test_cli test_model_ref test_plot test_schedule \
            test_overlap test_docs
@@ -114,10 +115,10 @@ $(BUILD)/tests/test_overlap: tests/test_overlap.c tests/test_util.h validator/ov
 	$(CC) $(CFLAGS) -Itests -Ivalidator -DSEXTANT_ROOT='"$(CURDIR)"' -o $@ tests/test_overlap.c validator/overlap_report.c \
 	    $(BUILD)/libsextant.a $(LDSAN) $(LDLIBS) -lcmocka
 
-# The validator's per-op plot: plain C calling gnuplot, no CUDA.
-$(BUILD)/tests/test_plot: tests/test_plot.c tests/test_util.h validator/plot.c validator/plot.h
+# The validator's per-op plot: plain C calling gnuplot (planner/gnuplot.c), no CUDA.
+$(BUILD)/tests/test_plot: tests/test_plot.c tests/test_util.h validator/plot.c validator/plot.h $(BUILD)/libsextant.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -Ivalidator -o $@ tests/test_plot.c validator/plot.c $(LDSAN) -lcmocka
+	$(CC) $(CFLAGS) -Itests -Ivalidator -o $@ tests/test_plot.c validator/plot.c $(BUILD)/libsextant.a $(LDSAN) $(LDLIBS) -lcmocka
 
 ifneq ($(NVCC),)
 TEST_BIN += $(BUILD)/tests/test_launch

@@ -304,7 +304,7 @@ static const gpu_numeric_column *overlay_column(const char *key, int *on_node)
  * flash_bwd_us, unfused_fwd_us and unfused_bwd_us: (batch x heads)x(sequence)x
  * (head size)x(batch x KV heads)),
  * value microseconds, into `table` of at most `max` rows.  A shape given twice
- * keeps the later value. */
+ * keeps the later value (an overlay file cannot: refuse_duplicate_keys). */
 static int overlay_shape_time(const csv_table *t, int r, const char *gpu, const char *key, size_t prefix_len, int sizes,
                               hw_gemm_time *table, int *count, int max, char *err, size_t errlen)
 {
@@ -333,11 +333,69 @@ static int overlay_shape_time(const csv_table *t, int r, const char *gpu, const 
     return 0;
 }
 
+/* a row's (gpu, key) for finding a key given twice: sorted, equal pairs sit side by side */
+typedef struct {
+    const char *gpu, *key;
+    int line;
+} overlay_row_key;
+
+static int compare_row_keys(const void *pa, const void *pb)
+{
+    const overlay_row_key *a = pa, *b = pb;
+    int c = strcasecmp(a->gpu, b->gpu);
+    if (!c) c = strcmp(a->key, b->key);
+    return c ? c : (a->line > b->line) - (a->line < b->line);
+}
+
+/* An overlay gives each (gpu, key) once: a second row would silently win over the first, so it is refused
+ * naming both lines.  Sorting keeps this O(n log n) in the rows. */
+static int refuse_duplicate_keys(const csv_table *t, const char *path, char *err, size_t errlen)
+{
+    int gc = csv_table_column(t, "gpu"), kc = csv_table_column(t, "key");
+    if (gc < 0 || kc < 0 || t->nrows < 2) return 0; /* a missing column is named by the row checks */
+    overlay_row_key *rows = malloc((size_t)t->nrows * sizeof *rows);
+    if (!rows) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    for (int r = 0; r < t->nrows; r++) rows[r] = (overlay_row_key){t->cells[r][gc], t->cells[r][kc], t->line[r]};
+    qsort(rows, (size_t)t->nrows, sizeof *rows, compare_row_keys);
+    int status = 0;
+    for (int r = 1; r < t->nrows && !status; r++)
+        if (!strcasecmp(rows[r].gpu, rows[r - 1].gpu) && !strcmp(rows[r].key, rows[r - 1].key)) {
+            snprintf(err, errlen, "%s:%d:key: '%s' of %s given again (first at line %d); an overlay gives each key once",
+                     path, rows[r].line, rows[r].key, rows[r].gpu, rows[r - 1].line);
+            status = -1;
+        }
+    free(rows);
+    return status;
+}
+
+int hwdb_overlay_gpus(const char *path, char *names, size_t len, char *err, size_t errlen)
+{
+    csv_table t;
+    if (csv_table_read(path, &t, err, errlen) != 0) return -1;
+    int gc = csv_table_column(&t, "gpu"), count = 0;
+    const char *distinct[256];
+    names[0] = '\0';
+    for (int r = 0; gc >= 0 && r < t.nrows; r++) {
+        const char *name = t.cells[r][gc];
+        int seen = 0;
+        for (int q = 0; q < count && !seen; q++) seen = !strcasecmp(distinct[q], name);
+        if (seen || count == 256) continue;
+        distinct[count] = name;
+        size_t used = strlen(names);
+        snprintf(names + used, len - used, "%s%s", count++ ? ", " : "", name);
+    }
+    csv_table_free(&t);
+    return count;
+}
+
 int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen)
 {
     csv_table t;
     if (csv_table_read(path, &t, err, errlen) != 0) return -1;
-    int status = 0;
+    int status = refuse_duplicate_keys(&t, path, err, errlen);
     for (int r = 0; r < t.nrows && !status; r++) {
         char gpu_name[HWDB_NAME_MAX], key[64], source[HWDB_SOURCE_MAX];
         double value;

@@ -25,9 +25,13 @@ typedef struct {
     int *line;          /* the file line each row started on */
 } csv_table;
 
+/* No CSV field (and no line) sextant reads is longer: a longer one is refused
+ * with file:line, in time linear in the bytes read before it. */
+#define CSV_FIELD_MAX (1 << 20)
+
 /* Reads a whole CSV file whose first row is a header.  Rows whose first field
  * starts with '#' and blank rows are skipped.  Returns 0, or -1 with a
- * "file:line: reason" message in err. */
+ * "file:line: reason" message in err (a directory is named as one). */
 int csv_table_read(const char *path, csv_table *table, char *err, size_t errlen);
 void csv_table_free(csv_table *table);
 /* Column index of name, or -1. */
@@ -177,8 +181,12 @@ int hwdb_gpu_matches_device(const hw_gpu *g, const char *device_name, double dev
  * attention_fwd_efficiency, attention_bwd_efficiency, the overlap_* slowdowns
  * of calibrate --comm, ...), or, for the
  * keys intra_gbs_per_dir and intra_latency_us (nodes.csv columns, written by
- * calibrate --comm), of that GPU's node. */
+ * calibrate --comm), of that GPU's node.  A (gpu, key) given twice is
+ * refused, naming both lines. */
 int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen);
+/* The GPUs an overlay's rows name, each once in file order, ", "-separated
+ * into `names`; their count, or -1 with err when the file cannot be read. */
+int hwdb_overlay_gpus(const char *path, char *names, size_t len, char *err, size_t errlen);
 /* hwdb_load applies DIR/priors.csv, when present, as an overlay before any other: per-GPU priors for what
  * the datasheet does not give (attention kernels' efficiency, kernels' fixed costs, FP8 GEMMs' efficiency),
  * each row with its source (docs/model.md, "Priors").  A measured overlay applied later replaces them. */

@@ -8,11 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 /* A config's max_position_embeddings is the longest context the model
  * supports, often far longer than it was trained on; the default training
  * sequence is capped here and --seq overrides it. */
 #define HF_DEFAULT_SEQ_CAP 8192
+/* the largest integer a config's field may hold */
+#define HF_INT_MAX 1e12
 
 typedef enum { HF_LLAMA, HF_MIXTRAL, HF_GPT2, HF_NEOX, HF_BERT } hf_family;
 
@@ -21,6 +24,12 @@ static char *read_whole_file(const char *path, char *err, size_t errlen)
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        snprintf(err, errlen, "%s: is a directory, expected a config.json file", path);
         return NULL;
     }
     size_t cap = 1 << 16, len = 0;
@@ -40,6 +49,11 @@ static char *read_whole_file(const char *path, char *err, size_t errlen)
     if (!buf) { snprintf(err, errlen, "%s: out of memory", path); return NULL; }
     if (read_failed) { free(buf); snprintf(err, errlen, "%s: read error", path); return NULL; }
     buf[len] = '\0';
+    if (memchr(buf, '\0', len)) {
+        free(buf);
+        snprintf(err, errlen, "%s: a NUL byte inside: not a JSON text", path);
+        return NULL;
+    }
     return buf;
 }
 
@@ -57,25 +71,58 @@ static int get_int(const cJSON *root, const char *path, const char *key, int64_t
         return 0;
     }
     double v = cJSON_IsNumber(item) ? item->valuedouble : NAN;
-    if (!isfinite(v) || v != floor(v) || v < 0 || v > 1e12) {
+    if (!isfinite(v) || v != floor(v) || v < 0) {
         snprintf(err, errlen, "%s:%s: expected a non-negative integer", path, key);
+        return -1;
+    }
+    /* no model dimension comes near: a larger value is a typo or a hostile file, and 2^63 would not fit */
+    if (v > HF_INT_MAX) {
+        snprintf(err, errlen, "%s:%s: %.6g is too large (the limit is %.0e)", path, key, v, HF_INT_MAX);
         return -1;
     }
     *out = (int64_t)v;
     return 0;
 }
 
-static int get_bool(const cJSON *root, const char *key, int fallback)
+/* A JSON boolean, or `fallback` when the key is absent or null; "yes", 1 and the like are refused by name. */
+static int get_bool(const cJSON *root, const char *path, const char *key, int fallback, int *out, char *err,
+                    size_t errlen)
 {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
-    if (cJSON_IsBool(item)) return cJSON_IsTrue(item);
-    return fallback;
+    if (!item || cJSON_IsNull(item)) *out = fallback;
+    else if (cJSON_IsBool(item)) *out = cJSON_IsTrue(item);
+    else {
+        snprintf(err, errlen, "%s:%s: expected true or false (a JSON boolean)", path, key);
+        return -1;
+    }
+    return 0;
 }
 
-static double get_number(const cJSON *root, const char *key, double fallback)
+/* A finite JSON number, or `fallback` when the key is absent or null. */
+static int get_number(const cJSON *root, const char *path, const char *key, double fallback, double *out, char *err,
+                      size_t errlen)
 {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
-    return cJSON_IsNumber(item) ? item->valuedouble : fallback;
+    if (!item || cJSON_IsNull(item)) *out = fallback;
+    else if (cJSON_IsNumber(item) && isfinite(item->valuedouble)) *out = item->valuedouble;
+    else {
+        snprintf(err, errlen, "%s:%s: expected a number", path, key);
+        return -1;
+    }
+    return 0;
+}
+
+/* tie_word_embeddings (when the family reads it: tie_default >= 0) and the dropout probability under `dropout_key` */
+static int read_tie_and_dropout(const cJSON *root, const char *path, int tie_default, const char *dropout_key,
+                                double dropout_default, model_t *m, char *err, size_t errlen)
+{
+    int tied = 1;
+    double dropout;
+    if (tie_default >= 0 && get_bool(root, path, "tie_word_embeddings", tie_default, &tied, err, errlen)) return -1;
+    if (get_number(root, path, dropout_key, dropout_default, &dropout, err, errlen)) return -1;
+    m->tied_embeddings = tied;
+    m->dropout = dropout > 0;
+    return 0;
 }
 
 static int detect_family(const cJSON *root, const char *path, hf_family *family, char *err,
@@ -140,9 +187,11 @@ static int fill_model(const cJSON *root, const char *path, hf_family family, mod
         m->ffn_kind = FFN_SWIGLU;
         m->norm = NORM_RMSNORM;
         m->position = POS_ROPE;
-        m->tied_embeddings = get_bool(root, "tie_word_embeddings", 0);
-        m->bias = get_bool(root, "attention_bias", 0);
-        m->dropout = get_number(root, "attention_dropout", 0.0) > 0;
+        int bias;
+        if (read_tie_and_dropout(root, path, 0, "attention_dropout", 0.0, m, err, errlen) ||
+            get_bool(root, path, "attention_bias", 0, &bias, err, errlen))
+            return -1;
+        m->bias = bias;
         m->experts = 1;
         m->top_k = 1;
         if (family == HF_MIXTRAL &&
@@ -168,9 +217,8 @@ static int fill_model(const cJSON *root, const char *path, hf_family family, mod
         m->norm = NORM_LAYERNORM;
         m->position = POS_LEARNED;
         m->max_positions = positions;
-        m->tied_embeddings = get_bool(root, "tie_word_embeddings", 1);
+        if (read_tie_and_dropout(root, path, 1, "resid_pdrop", 0.1, m, err, errlen)) return -1;
         m->bias = 1;
-        m->dropout = get_number(root, "resid_pdrop", 0.1) > 0;
         m->experts = m->top_k = 1;
         break;
     }
@@ -193,13 +241,11 @@ static int fill_model(const cJSON *root, const char *path, hf_family family, mod
         m->experts = m->top_k = 1;
         if (family == HF_NEOX) {
             m->position = POS_ROPE;
-            m->tied_embeddings = get_bool(root, "tie_word_embeddings", 0);
-            m->dropout = get_number(root, "hidden_dropout", 0.0) > 0;
+            if (read_tie_and_dropout(root, path, 0, "hidden_dropout", 0.0, m, err, errlen)) return -1;
         } else {
             m->position = POS_LEARNED;
             m->max_positions = positions;
-            m->tied_embeddings = 1;
-            m->dropout = get_number(root, "hidden_dropout_prob", 0.1) > 0;
+            if (read_tie_and_dropout(root, path, -1, "hidden_dropout_prob", 0.1, m, err, errlen)) return -1;
         }
         break;
     }
@@ -213,7 +259,22 @@ int model_from_hf_config(const char *path, model_t *m, char *err, size_t errlen)
     memset(m, 0, sizeof *m);
     char *text = read_whole_file(path, err, errlen);
     if (!text) return -1;
-    cJSON *root = cJSON_Parse(text);
+    /* strict: one JSON object and nothing after it but white space (cJSON_Parse ignores trailing bytes) */
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, 0);
+    if (root && cJSON_IsObject(root) && end && end[strspn(end, " \t\r\n")] != '\0') {
+        const char *trailing = end + strspn(end, " \t\r\n");
+        int line = 1;
+        for (const char *p = text; p < trailing; p++) line += *p == '\n';
+        char shown[17];
+        size_t n = 0;
+        for (; n < 16 && trailing[n]; n++) shown[n] = (unsigned char)trailing[n] < 0x20 ? '?' : trailing[n];
+        shown[n] = '\0';
+        snprintf(err, errlen, "%s:%d: bytes after the JSON object ('%s'); a config is one object", path, line, shown);
+        cJSON_Delete(root);
+        free(text);
+        return -1;
+    }
     if (!root || !cJSON_IsObject(root)) {
         const char *where = cJSON_GetErrorPtr();
         long offset = (where && where >= text) ? (long)(where - text) : 0;

@@ -2,6 +2,8 @@
  * Everything is parsed and checked before anything is printed, and the
  * report is built in memory, so bad input never leaves partial output. */
 #include "planner.h"
+#include "gnuplot.h"
+#include "outfile.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -465,24 +467,15 @@ static int unknown_gpu(const hwdb *db, const char *name)
     return fail("unknown GPU '%s'; closest: %s (sextant hw lists all)", name, close);
 }
 
-/* Writes the finished report to stdout, or to --out through a temporary file. */
-/* text to stdout, or to `path` whole: a temporary file renamed over it */
+/* text to stdout, or to `path` whole (outfile_write: a temporary file renamed over a regular file or a new path) */
 static int emit(const char *path, const char *text, size_t len)
 {
     if (!path) {
         if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) return fail("stdout: write failed");
         return 0;
     }
-    char tmp[PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return fail("--out %s: cannot create %s: %s", path, tmp, strerror(errno));
-    int bad = fwrite(text, 1, len, f) != len;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return fail("--out %s: write failed: %s", path, strerror(errno));
-    }
+    char err[ERR_MAX + PATH_MAX];
+    if (outfile_write(path, text, len, err, sizeof err) != 0) return fail("--out: %s", err);
     return 0;
 }
 
@@ -655,6 +648,31 @@ static const model_t *model_as_asked(const options *o, const model_t *m, model_t
     return copy;
 }
 
+/* A note (stderr, not an error) naming the GPUs whose --calibration rows this run does not use: rows for another
+ * GPU are applied to that GPU's figures, which is harmless but easy to mistake for calibrating the one in use. */
+static void note_overlay_other_gpus(const options *o, const hw_gpu *const *used, int nused)
+{
+    if (!o->calibration) return;
+    char names[2048], err[ERR_MAX], others[2048] = "", in_use[512] = "";
+    if (hwdb_overlay_gpus(o->calibration, names, sizeof names, err, sizeof err) <= 0) return;
+    int nothers = 0;
+    for (char *save, *tok = strtok_r(names, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        tok += strspn(tok, " ");
+        int is_used = 0;
+        for (int i = 0; i < nused && !is_used; i++) is_used = !strcasecmp(tok, used[i]->name);
+        if (is_used) continue;
+        size_t n = strlen(others);
+        snprintf(others + n, sizeof others - n, "%s%s", nothers++ ? ", " : "", tok);
+    }
+    if (!nothers) return;
+    for (int i = 0; i < nused; i++) {
+        size_t n = strlen(in_use);
+        snprintf(in_use + n, sizeof in_use - n, "%s%s", i ? "," : "", used[i]->name);
+    }
+    fprintf(stderr, "sextant: note: --calibration %s also has rows for %s, which this run does not use (--gpu %s)\n",
+            o->calibration, others, in_use);
+}
+
 static int cmd_estimate(const options *o, const char *root, FILE *out)
 {
     hwdb db;
@@ -698,6 +716,7 @@ static int cmd_estimate(const options *o, const char *root, FILE *out)
     if (!strcmp(o->command, "explain")) report_explain(out, e);
     else report_estimate(out, e, o->format, o->with_ops);
     free(e);
+    note_overlay_other_gpus(o, &g, 1);
 done:
     model_zoo_free(&zoo);
     hwdb_free(&db);
@@ -776,45 +795,41 @@ static int64_t power_of_two_at_least(double x)
     return p;
 }
 
+/* the frontier as an SVG: data inline (a gnuplot datablock), names quoted by gnuplot's rules, the path never in the script */
 static int plot_frontier(const options *o, const plan_request *req, const plan_result *res)
 {
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
-        fprintf(stderr, "sextant: --plot needs gnuplot, which is not installed (apt-get install gnuplot-nox); "
-                        "the frontier is also in --format csv\n");
-        return 0;
-    }
-    char data[] = "/tmp/sextant-frontier-XXXXXX", script[] = "/tmp/sextant-plot-XXXXXX";
-    int fd = mkstemp(data), fs = mkstemp(script);
-    if (fd < 0 || fs < 0) return fail("--plot: cannot create temporary files");
-    FILE *d = fdopen(fd, "w"), *g = fdopen(fs, "w");
+    char *script = NULL;
+    size_t len = 0;
+    FILE *g = open_memstream(&script, &len);
+    if (!g) return fail("out of memory");
     for (int t = 0; t < req->ngpu_types; t++) {
-        fprintf(d, "# %s\n", req->gpu[t]->name);
+        fprintf(g, "$frontier%d << EOD\n", t);
         for (int i = 0; i < res->nfrontier; i++)
             if (res->frontier[i].gpu_type == t)
-                fprintf(d, "%g %g %lld\n", res->frontier[i].time_to_train_s / 86400.0, res->frontier[i].cost_usd,
+                fprintf(g, "%g %g %lld\n", res->frontier[i].time_to_train_s / 86400.0, res->frontier[i].cost_usd,
                         (long long)res->frontier[i].layout.gpus);
-        fprintf(d, "\n\n");
+        fprintf(g, "EOD\n");
     }
-    fclose(d);
-    fprintf(g, "set terminal svg size 900,600\nset output '%s.tmp'\nset logscale xy\nset xlabel 'days to train'\n"
-               "set ylabel 'cost (USD)'\nset title 'sextant: time-cost frontier for %s'\nset key outside\nplot ",
-            o->plot, req->model->name);
-    for (int t = 0; t < req->ngpu_types; t++)
-        fprintf(g, "%s'%s' index %d using 1:2 with linespoints title '%s'", t ? ", " : "", data, t, req->gpu[t]->name);
+    fprintf(g, "set terminal svg size 900,600 noenhanced\nset logscale xy\nset xlabel 'days to train'\n"
+               "set ylabel 'cost (USD)'\nset title ");
+    char title[512];
+    snprintf(title, sizeof title, "sextant: time-cost frontier for %s", req->model->name);
+    gnuplot_quote(g, title);
+    fprintf(g, "\nset key outside\nplot ");
+    for (int t = 0; t < req->ngpu_types; t++) {
+        fprintf(g, "%s$frontier%d using 1:2 with linespoints title ", t ? ", " : "", t);
+        gnuplot_quote(g, req->gpu[t]->name);
+    }
     fprintf(g, "\n");
-    fclose(g);
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "gnuplot %s 2>/dev/null", script);
-    int rc = system(cmd);
-    unlink(data);
-    unlink(script);
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s.tmp", o->plot);
-    if (rc != 0 || rename(tmp, o->plot) != 0) {
-        unlink(tmp);
-        return fail("--plot %s: gnuplot failed", o->plot);
+    if (fclose(g) != 0) { free(script); return fail("out of memory"); }
+    char err[ERR_MAX + PATH_MAX];
+    int rc = gnuplot_render(script, o->plot, err, sizeof err);
+    free(script);
+    if (rc == 2) {
+        fprintf(stderr, "sextant: --plot: %s; no plot written (the frontier is also in --format csv)\n", err);
+        return 0;
     }
-    return 0;
+    return rc ? fail("--plot: %s", err) : 0;
 }
 
 /* --emit: the same search again, limited to the layouts the framework can run; its winner,
@@ -945,6 +960,7 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
         report_plan(out, req, res, o->format);
     }
     if (o->plot) rc = plot_frontier(o, req, res);
+    if (!rc) note_overlay_other_gpus(o, req->gpu, req->ngpu_types);
 done:
     model_zoo_free(&zoo);
     hwdb_free(&db);
@@ -1013,6 +1029,15 @@ static int run_gpu_half(int argc, char **argv)
     return fail("cannot run %s: %s", tool, strerror(errno));
 }
 
+/* a directory, device, FIFO, socket or link named by --out or --plot is refused before any work (outfile.c) */
+static int refuse_unwritable_targets(const options *o)
+{
+    char err[ERR_MAX + PATH_MAX];
+    if (o->out_path && outfile_check_target(o->out_path, err, sizeof err) != 0) return fail("--out: %s", err);
+    if (o->plot && outfile_check_target(o->plot, err, sizeof err) != 0) return fail("--plot: %s", err);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "calibrate") || !strcmp(argv[1], "validate"))) return run_gpu_half(argc, argv);
@@ -1028,6 +1053,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if ((rc = refuse_other_commands_flags(&o))) return rc;
+    if ((rc = refuse_unwritable_targets(&o))) return rc;
     char root[PATH_MAX];
     find_data_root(root, sizeof root);
     char *text = NULL;

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "outfile.h"
 #include "planner.h"
 
 /* The fit's box: exponent in [0, 4], attention energy from a quarter to four
@@ -263,16 +264,7 @@ int power_fit_write_overlay(const char *overlay_path, const char *out_path, cons
     char *text;
     size_t len;
     if (power_fit_overlay_text(overlay_path, gpu, fitted_by, runs, nruns, fit, &text, &len, err, errlen) != 0) return -1;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    int bad = !f || fwrite(text, 1, len, f) != len;
-    if (f) bad |= fclose(f) != 0;
+    int rc = outfile_write(out_path, text, len, err, errlen);
     free(text);
-    if (bad || rename(tmp, out_path) != 0) {
-        snprintf(err, errlen, "%s: write failed: %s", out_path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    return rc;
 }

@@ -27,6 +27,12 @@ const char *reject_reason_name(reject_reason_t r)
     return names[r];
 }
 
+precision_t plan_precision(const plan_request *req, const hw_gpu *g)
+{
+    if (req->precision != PREC_COUNT) return req->precision;
+    return g->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -267,8 +273,8 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
     for (int gi = 0; gi < req->ngpu_types; gi++) {
         const hw_gpu *g = req->gpu[gi];
         const hw_node *node = req->node[gi];
-        precision_t prec = req->precision;
-        if (prec == PREC_COUNT) prec = g->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
+        precision_t prec = plan_precision(req, g);
+        /* no tensor rate for it: none of this GPU's layouts is costed (report_plan says so) */
         if (g->peak_flops[prec] <= 0) { outer_done += req->ncounts; continue; }
         attention_impl_t attention = req->attention == ATTENTION_COUNT ? default_attention(g) : req->attention;
         if (attention == ATTENTION_FLASH && !gpu_has_fused_attention(g)) { outer_done += req->ncounts; continue; }

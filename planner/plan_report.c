@@ -279,6 +279,13 @@ void report_plan(FILE *out, const plan_request *req, const plan_result *res, for
     fprintf(out, "\nRejected:\n");
     for (int r = 0; r < REJECT_COUNT; r++)
         if (res->rejected[r]) fprintf(out, "  %10lld  %s\n", (long long)res->rejected[r], reject_reason_name((reject_reason_t)r));
+    /* a GPU without a tensor rate for the precision has no layout searched: say so rather than count nothing */
+    for (int i = 0; i < req->ngpu_types; i++) {
+        precision_t prec = plan_precision(req, req->gpu[i]);
+        if (req->gpu[i]->peak_flops[prec] <= 0)
+            fprintf(out, "  every layout on %s: it has no %s tensor rate (%s)\n", req->gpu[i]->name, precision_name(prec),
+                    req->gpu[i]->peak_flops[PREC_FP16] > 0 ? "--precision fp16 runs there" : "choose another --precision");
+    }
     if (req->ncounts > 1 || req->ngpu_types > 1) {
         fprintf(out, "\nTime-cost frontier (fastest layout per GPU type and count, Pareto set):\n");
         print_header(out, req);

@@ -331,6 +331,9 @@ const char *framework_refusal(const char *framework, const layout_t *l);
 /* Costs every layout the request allows (estimate_layout_cached) and keeps the best. */
 int plan_search(const plan_request *req, plan_result *res, int show_progress, char *err, size_t errlen);
 const char *reject_reason_name(reject_reason_t r);
+/* The precision the search uses on `g`: --precision, else bf16 where the GPU has it, else fp16.  A GPU with no
+ * tensor rate for it has none of its layouts costed. */
+precision_t plan_precision(const plan_request *req, const hw_gpu *g);
 void report_plan(FILE *out, const plan_request *req, const plan_result *res, format_t format);
 /* Prints the winning plan as launch flags or a config: megatron, deepspeed, torchtitan.  With `overall` (the winner of the same search without the framework's limits), one line says when c
  * is not that winner, why, and how far behind it is; NULL: no such line.  A layout the framework

@@ -2,11 +2,14 @@
  * cost of only building their op lists (the reference, measured in the same
  * run), over a sweep of TP x PP x DP x micro-batch x recompute layouts; then
  * issue 3's search, timed with its cache against the same search costing
- * every layout from scratch (the reference, measured in the same run). */
+ * every layout from scratch (the reference, measured in the same run); then
+ * the CSV reader on a field just under CSV_FIELD_MAX, which must take time
+ * linear in its length (issue 26: libcsv's 128-byte growth made it quadratic). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "planner.h"
 
@@ -33,6 +36,31 @@ static int same_result(const plan_result *a, const plan_result *b)
             a->top[i].step_s != b->top[i].step_s || a->top[i].memory_total != b->top[i].memory_total)
             return 0;
     return 1;
+}
+
+/* Seconds csv_table_read takes on one quoted field of `bytes` bytes (median of 5), or -1. */
+static double csv_field_seconds(size_t bytes)
+{
+    char path[] = "/tmp/sextant-bench-csv-XXXXXX", err[512];
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) return -1;
+    fputs("gpu,key,value,source\nh100-sxm,gemm_efficiency,0.6,\"", f);
+    for (size_t i = 0; i < bytes; i++) fputc('a', f);
+    fputs("\"\n", f);
+    fclose(f);
+    double wall[5];
+    for (int run = 0; run < 5; run++) {
+        csv_table t;
+        double t0 = now_s();
+        int rc = csv_table_read(path, &t, err, sizeof err);
+        wall[run] = now_s() - t0;
+        if (rc != 0) { unlink(path); return -1; }
+        csv_table_free(&t);
+    }
+    unlink(path);
+    qsort(wall, 5, sizeof wall[0], by_value);
+    return wall[2];
 }
 
 int main(void)
@@ -155,6 +183,9 @@ int main(void)
            (double)reference.evaluated / reference_wall);
     printf("  ratio                %10.1fx    faster than the reference; results %s\n", reference_wall / median,
            identical ? "identical" : "DIFFER");
+    double quarter = csv_field_seconds(CSV_FIELD_MAX / 4), whole = csv_field_seconds(CSV_FIELD_MAX - 64);
+    printf("bench: csv_table_read, one quoted field: %.0f KiB %.4f s, %.0f KiB %.4f s (%.1fx for 4x the bytes; linear: ~4x)\n",
+           CSV_FIELD_MAX / 4 / 1024.0, quarter, (CSV_FIELD_MAX - 64) / 1024.0, whole, quarter > 0 ? whole / quarter : 0.0);
     model_zoo_free(&zoo);
     hwdb_free(&db);
     return identical ? 0 : 1;   /* a fast path that changes the results is a bug, not a speed-up */

@@ -7,8 +7,11 @@
 #include <math.h>
 #include <unistd.h>
 
+#include "gnuplot.h"
 #include "hwdb.h"
 #include "planner.h"
+#include "outfile.h"
+#include <dirent.h>
 #include <sys/stat.h>
 
 #define ISSUE_EXAMPLE "llama2-70b --gpu h100-sxm --gpus 1024 --tp 8 --pp 4 --mbs 1 --gbs 1024 --seq 4096 " \
@@ -483,6 +486,228 @@ static void out_file_is_written_whole(void **state)
     run_free(&r);
 }
 
+/* entries in `dir` other than . and .. */
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+static void remove_tree(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* --out and --plot replace only a regular file or a new path; a FIFO, a
+ * directory and a symbolic link are refused by name and left as they were
+ * (issue 26: `--out /dev/full` once replaced the device node). */
+static void out_refuses_what_is_not_a_regular_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sextant-targets-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char fifo[256], link[256], target[256], cmd[1024];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(link, sizeof link, "%s/link", dir);
+    snprintf(target, sizeof target, "%s/target", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    FILE *f = fopen(target, "w");
+    fputs("keep\n", f);
+    fclose(f);
+    assert_int_equal(symlink(target, link), 0);
+    const char *flags[] = {"estimate llama2-7b --gpus 8 --out", "plan llama2-7b --gpus 8 --out",
+                           "plan llama2-7b --gpus 8 --plot", "fit-power --calibration x.csv --runs a.csv,b.csv --out"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s", flags[i], fifo);
+        expect_bad_input(cmd, "is a FIFO");
+        snprintf(cmd, sizeof cmd, "%s %s", flags[i], link);
+        expect_bad_input(cmd, "is a symbolic link");
+        snprintf(cmd, sizeof cmd, "%s %s", flags[i], dir);
+        expect_bad_input(cmd, "is a directory");
+    }
+    struct stat st;
+    assert_int_equal(lstat(fifo, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    char *text = slurp(target);
+    assert_string_equal(text, "keep\n");
+    free(text);
+    /* a regular file is replaced whole and keeps its permissions; no temporary file stays */
+    assert_int_equal(chmod(target, 0640), 0);
+    run_result r = run_sextant("estimate llama2-7b --gpus 8 --out %s", target);
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+    assert_int_equal(stat(target, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0640);
+    text = slurp(target);
+    assert_non_null(strstr(text, "sextant estimate"));
+    free(text);
+    assert_int_equal(count_entries(dir), 3);
+    /* the library's writer refuses the same, and a failed commit leaves nothing */
+    char err[1024];
+    outfile o;
+    assert_int_equal(outfile_open(&o, fifo, err, sizeof err), -1);
+    assert_non_null(strstr(err, "FIFO"));
+    assert_int_equal(outfile_open(&o, target, err, sizeof err), 0);
+    fputs("partial", o.f);
+    outfile_abort(&o);
+    assert_int_equal(count_entries(dir), 3);
+    assert_int_equal(outfile_open(&o, target, err, sizeof err), 0);
+    assert_int_equal(unlink(target), 0);
+    assert_int_equal(mkfifo(target, 0600), 0); /* the target changed while the file was written */
+    assert_int_equal(outfile_commit(&o, err, sizeof err), -1);
+    assert_non_null(strstr(err, "is a FIFO"));
+    assert_int_equal(lstat(target, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    assert_int_equal(count_entries(dir), 3);
+    remove_tree(dir);
+}
+
+/* One file written by several processes in turn (validate's ranks): the
+ * first creates the tagged temporary file (never through a link), the others
+ * append, the first commits. */
+static void shared_out_file_is_written_by_turns(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sextant-shared-XXXXXX", path[256], err[1024];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/rows.csv", dir);
+    outfile first, later;
+    assert_int_equal(outfile_open_shared(&later, path, 77, 0, err, sizeof err), -1); /* nothing to append to yet */
+    assert_int_equal(outfile_open_shared(&first, path, 77, 1, err, sizeof err), 0);
+    fputs("header\nrank 0\n", first.f);
+    assert_int_equal(fflush(first.f), 0);
+    assert_int_equal(outfile_open_shared(&later, path, 77, 0, err, sizeof err), 0);
+    fputs("rank 1\n", later.f);
+    assert_int_equal(outfile_close(&later), 0);
+    assert_int_equal(outfile_commit(&first, err, sizeof err), 0);
+    char *text = slurp(path);
+    assert_string_equal(text, "header\nrank 0\nrank 1\n");
+    free(text);
+    assert_int_equal(count_entries(dir), 1);
+    /* a link planted where the temporary file will be is not followed */
+    char planted[300], victim[300];
+    snprintf(planted, sizeof planted, "%s/.rows.csv.78.tmp", dir);
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    FILE *f = fopen(victim, "w");
+    fputs("mine\n", f);
+    fclose(f);
+    assert_int_equal(symlink(victim, planted), 0);
+    assert_int_equal(outfile_open_shared(&first, path, 78, 1, err, sizeof err), -1);
+    assert_int_equal(outfile_open_shared(&later, path, 78, 0, err, sizeof err), -1);
+    text = slurp(victim);
+    assert_string_equal(text, "mine\n");
+    free(text);
+    remove_tree(dir);
+}
+
+/* A plot path with quotes and gnuplot code in it is a file name and nothing
+ * else: the SVG is written under that name and no command runs. */
+static void plot_path_is_never_gnuplot_code(void **state)
+{
+    (void)state;
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) skip();
+    char dir[] = "/tmp/sextant-plot-name-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    /* shell-quoted below: '\'' is a single quote inside single quotes */
+    const char *shell_name = "'x'\\''\";system(\"touch PWNED\");`touch PWNED2`@a.svg'";
+    const char *name = "x'\";system(\"touch PWNED\");`touch PWNED2`@a.svg";
+    char prefix[512];
+    snprintf(prefix, sizeof prefix, "cd %s &&", dir);
+    run_result r = run_sextant_with(prefix, "plan llama2-13b --gpu h100-sxm,a100-sxm4-80gb --gpus 64-256 --tokens 1T "
+                                            "--plot ''\\''a'\\''.svg' >/dev/null; true");
+    run_free(&r);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "plan llama2-13b --gpu h100-sxm --gpus 64-256 --tokens 1T --plot %s", shell_name);
+    r = run_sextant_with(prefix, cmd);
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char *svg = slurp(path);
+    assert_non_null(strstr(svg, "<svg"));
+    free(svg);
+    snprintf(path, sizeof path, "%s/PWNED", dir);
+    struct stat st;
+    assert_int_equal(stat(path, &st), -1);
+    snprintf(path, sizeof path, "%s/PWNED2", dir);
+    assert_int_equal(stat(path, &st), -1);
+    assert_int_equal(count_entries(dir), 2); /* the crafted name and 'a'.svg, nothing else */
+    remove_tree(dir);
+}
+
+/* gnuplot's own error line comes back, and a failed plot leaves no file */
+static void gnuplot_failure_says_why(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sextant-plot-fail-XXXXXX", path[256], err[1024];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/p.svg", dir);
+    int rc = gnuplot_render("set terminal svg\nplot no_such_variable\n", path, err, sizeof err);
+    if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+        assert_int_equal(rc, 1);
+        assert_non_null(strstr(err, "undefined variable"));
+    } else {
+        assert_int_equal(rc, 2);
+    }
+    assert_int_equal(count_entries(dir), 0);
+    /* without gnuplot on PATH: 2, said so, nothing left */
+    char *saved = strdup(getenv("PATH") ? getenv("PATH") : "");
+    setenv("PATH", dir, 1);
+    rc = gnuplot_render("set terminal svg\nplot x\n", path, err, sizeof err);
+    setenv("PATH", saved, 1);
+    free(saved);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(err, "not installed"));
+    assert_int_equal(count_entries(dir), 0);
+    remove_tree(dir);
+}
+
+/* Issue 26's unclear cases: each now says what is wrong, and an overlay's
+ * rows for other GPUs are noted in one stderr line. */
+static void hostile_input_is_named(void **state)
+{
+    (void)state;
+    /* bf16 on V100 (no bf16 tensor rate): why nothing was searched */
+    run_result r = run_sextant("plan llama2-7b --gpu v100-sxm2-32gb --gpus 8 --precision bf16");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "every layout on v100-sxm2-32gb: it has no bf16 tensor rate"));
+    run_free(&r);
+    /* a directory given as a file is a directory, not an empty file */
+    expect_bad_input("estimate llama2-7b --gpus 8 --calibration /tmp", "/tmp: is a directory");
+    expect_bad_input("estimate --model-config /tmp --gpus 8", "/tmp: is a directory");
+    /* an overlay's rows for GPUs other than --gpu: one note, the estimate still made */
+    char overlay[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(overlay, "gpu,key,value,source\nh100-sxm,gemm_efficiency,0.6,x\nh200,gemm_efficiency,0.6,x\n"
+                        "a100-sxm4-80gb,hbm_gbs,2000,x\nH200,hbm_gbs,4000,x\n");
+    r = run_sextant("estimate llama2-7b --gpus 8 --gpu h100-sxm --calibration %s", overlay);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(count_lines(r.err), 1);
+    assert_non_null(strstr(r.err, "note: --calibration"));
+    assert_non_null(strstr(r.err, "rows for h200, a100-sxm4-80gb, which this run does not use (--gpu h100-sxm)"));
+    run_free(&r);
+    r = run_sextant("plan llama2-7b --gpus 8 --gpu h100-sxm,h200,a100-sxm4-80gb --calibration %s", overlay);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.err, ""); /* every GPU it names is in use */
+    run_free(&r);
+    unlink(overlay);
+    /* a key given twice: refused with both lines */
+    char dup[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(dup, "gpu,key,value,source\nh100-sxm,gemm_efficiency,0.6,x\nh100-sxm,gemm_efficiency,0.9,x\n");
+    char args[256];
+    snprintf(args, sizeof args, "estimate llama2-7b --gpus 8 --calibration %s", dup);
+    expect_bad_input(args, ":3:key: 'gemm_efficiency' of h100-sxm given again (first at line 2)");
+    unlink(dup);
+}
+
 static void published_runs_regression(void **state)
 {
     (void)state;
@@ -823,7 +1048,8 @@ static void gpu_commands_skip_without_a_gpu(void **state)
 {
     (void)state;
     if (system("nvidia-smi -L >/dev/null 2>&1") == 0) skip();
-    const char *commands[] = {"validate gpt2 --mbs 4 --steps 10", "validate gpt2 --ops", "calibrate --out /dev/null"};
+    const char *commands[] = {"validate gpt2 --mbs 4 --steps 10", "validate gpt2 --ops",
+                              "calibrate --out /tmp/sextant-never-written.csv"};
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         run_result r = run_sextant("%s", commands[i]);
         if (r.status != 0 || count_lines(r.out) + count_lines(r.err) != 1 || !strstr(r.status ? r.err : r.out, "skipping")) {
@@ -1160,6 +1386,11 @@ int main(void)
         cmocka_unit_test(explain_llama2_70b_both_ways),
         cmocka_unit_test(model_config_imports),
         cmocka_unit_test(out_file_is_written_whole),
+        cmocka_unit_test(out_refuses_what_is_not_a_regular_file),
+        cmocka_unit_test(shared_out_file_is_written_by_turns),
+        cmocka_unit_test(plot_path_is_never_gnuplot_code),
+        cmocka_unit_test(gnuplot_failure_says_why),
+        cmocka_unit_test(hostile_input_is_named),
         cmocka_unit_test(published_runs_regression),
         cmocka_unit_test(published_shared_runs_json),
         cmocka_unit_test(published_row_rules),

@@ -129,19 +129,18 @@ static void calibration_overlay_replaces_figures(void **state)
     write_temp(table, "gpu,key,value,source\n"
                       "h100-sxm,gemm_us:8192x2304x768,150.5,calibrate test\n"
                       "h100-sxm,gemm_us:768x2304x8192,210,calibrate test\n"
-                      "h100-sxm,gemm_us:8192x2304x768,151,calibrate test again\n"
                       "h100-sxm,membound_overhead_us,2.5,calibrate test\n"
                       "h100-sxm,flash_fwd_us:384x1024x64x96,500,calibrate test\n"
                       "h100-sxm,flash_bwd_us:384x1024x64x96,1500,calibrate test\n"
                       "h100-sxm,flash_bwd_us:192x1024x64x48,800,calibrate test\n"
                       "h100-sxm,unfused_fwd_us:384x1024x64x96,700,calibrate test\n"
                       "h100-sxm,unfused_bwd_us:384x1024x64x96,2100,calibrate test\n"
-                      "h100-sxm,unfused_bwd_us:384x1024x64x96,2000,calibrate test again\n");
+                      );
     assert_int_equal(hwdb_apply_overlay(&copy, table, err, sizeof err), 0);
     g = hwdb_find_gpu(&copy, "h100-sxm");
     assert_int_equal(g->gemm_times, 2);
     assert_true(g->gemm_time[0].m == 8192 && g->gemm_time[0].n == 2304 && g->gemm_time[0].k == 768);
-    assert_close(g->gemm_time[0].seconds, 151e-6, 1e-12); /* the later row wins */
+    assert_close(g->gemm_time[0].seconds, 150.5e-6, 1e-12);
     assert_true(g->gemm_time[1].m == 768 && g->gemm_time[1].k == 8192);
     assert_close(g->gemm_time[1].seconds, 210e-6, 1e-12);
     assert_close(g->membound_overhead_s, 2.5e-6, 1e-12);
@@ -156,7 +155,7 @@ static void calibration_overlay_replaces_figures(void **state)
     assert_int_equal(g->unfused_attention_times[1], 1);
     assert_true(g->unfused_attention_time[0][0].m == 384 && g->unfused_attention_time[0][0].kv == 96);
     assert_close(g->unfused_attention_time[0][0].seconds, 700e-6, 1e-12);
-    assert_close(g->unfused_attention_time[1][0].seconds, 2000e-6, 1e-12); /* the later row wins */
+    assert_close(g->unfused_attention_time[1][0].seconds, 2100e-6, 1e-12);
     assert_int_equal(hwdb_find_gpu(&copy, "h200")->gemm_times, 0);
     unlink(table);
     const char *bad_gemm[][2] = {
@@ -334,12 +333,17 @@ static void overlap_slowdown_overlay(void **state)
                      "h100-sxm,overlap_compute_slowdown_allgather,0.2,calibrate --comm overlap test\n"
                      "h100-sxm,overlap_compute_slowdown_reducescatter,0.137,calibrate --comm overlap test\n"
                      "h100-sxm,overlap_compute_slowdown_allreduce,0.161,calibrate --comm overlap test\n"
-                     "h100-sxm,overlap_comm_slowdown,1.75,calibrate --comm overlap test\n"
-                     "h100-sxm,overlap_compute_slowdown_allgather,0.118,calibrate --comm overlap test again\n");
+                     "h100-sxm,overlap_comm_slowdown,1.75,calibrate --comm overlap test\n");
     assert_int_equal(hwdb_apply_overlay(&hw, path, err, sizeof err), 0);
     unlink(path);
+    /* a key given twice in one file is refused (duplicate_overlay_keys_are_refused); a later overlay wins */
+    char again[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(again, "gpu,key,value,source\n"
+                      "h100-sxm,overlap_compute_slowdown_allgather,0.118,calibrate --comm overlap test again\n");
+    assert_int_equal(hwdb_apply_overlay(&hw, again, err, sizeof err), 0);
+    unlink(again);
     const hw_gpu *g = hwdb_find_gpu(&hw, "h100-sxm");
-    assert_close(g->overlap_compute_slowdown_allgather, 0.118, 1e-15); /* the later row wins */
+    assert_close(g->overlap_compute_slowdown_allgather, 0.118, 1e-15); /* the later overlay wins */
     assert_close(g->overlap_compute_slowdown_reducescatter, 0.137, 1e-15);
     assert_close(g->overlap_compute_slowdown_allreduce, 0.161, 1e-15);
     assert_close(g->overlap_comm_slowdown, 1.75, 1e-15);
@@ -427,6 +431,100 @@ static void malformed_gpus_csv(void **state)
     expect_gpus_csv_error("", "1: empty file");
     snprintf(text, sizeof text, "%s%sg2,\"Bad,Hopper,80\n", gpu_header, good);
     expect_gpus_csv_error(text, "3:");
+}
+
+/* A (gpu, key) given twice in one overlay is refused naming both lines: the
+ * second row used to win silently (issue 26: gemm_efficiency 0.9 then gave
+ * MFU 87.9%).  The GPU name matches without case, as everywhere. */
+static void duplicate_overlay_keys_are_refused(void **state)
+{
+    (void)state;
+    hwdb copy;
+    char err[512], path[] = "/tmp/sextant-overlay-XXXXXX";
+    assert_int_equal(hwdb_load(SEXTANT_ROOT "/hwdb", &copy, err, sizeof err), 0);
+    write_temp(path, "gpu,key,value,source\n"
+                     "h100-sxm,gemm_efficiency,0.6,x\n"
+                     "h200,gemm_efficiency,0.6,x\n"
+                     "h100-sxm,gemm_us:8192x2304x768,150,x\n"
+                     "H100-SXM,gemm_efficiency,0.9,y\n");
+    double before = hwdb_find_gpu(&copy, "h100-sxm")->gemm_efficiency;
+    assert_int_equal(hwdb_apply_overlay(&copy, path, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":5:key: 'gemm_efficiency'"));
+    assert_non_null(strstr(err, "first at line 2"));
+    assert_close(hwdb_find_gpu(&copy, "h100-sxm")->gemm_efficiency, before, 0); /* nothing applied */
+    unlink(path);
+    char shapes[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(shapes, "gpu,key,value,source\n"
+                       "h100-sxm,gemm_us:8192x2304x768,150,x\n"
+                       "# a comment line\n"
+                       "h100-sxm,gemm_us:8192x2304x768,151,x\n");
+    assert_int_equal(hwdb_apply_overlay(&copy, shapes, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":4:key:"));
+    assert_non_null(strstr(err, "first at line 2"));
+    /* the GPUs an overlay names, each once, for estimate and plan's note */
+    char names[256];
+    assert_int_equal(hwdb_overlay_gpus(path, names, sizeof names, err, sizeof err), -1); /* removed above */
+    char gpus[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(gpus, "gpu,key,value,source\nh100-sxm,gemm_efficiency,0.6,x\nh200,hbm_gbs,4000,x\nH100-SXM,hbm_gbs,3000,x\n");
+    assert_int_equal(hwdb_overlay_gpus(gpus, names, sizeof names, err, sizeof err), 2);
+    assert_string_equal(names, "h100-sxm, h200");
+    unlink(gpus);
+    unlink(shapes);
+    hwdb_free(&copy);
+}
+
+/* A CSV file of `field_bytes` bytes in one quoted field (over `lines` lines), behind a valid overlay row */
+static void write_long_field_csv(char *path, size_t field_bytes, int lines)
+{
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs("gpu,key,value,source\nh100-sxm,gemm_efficiency,0.6,\"", f);
+    size_t per_line = field_bytes / (size_t)lines;
+    for (int l = 0; l < lines; l++) {
+        for (size_t i = 0; i + 1 < per_line; i++) fputc('a', f);
+        fputc(l + 1 < lines ? '\n' : '"', f);
+    }
+    fputs("\n", f);
+    fclose(f);
+}
+
+/* Fields are read in time linear in their length and refused past
+ * CSV_FIELD_MAX with file:line (issue 26: a 2 MB field took 12.8 s under
+ * ASan, quadratic in libcsv's 128-byte growth).  The test must finish; make
+ * bench times it. */
+static void long_csv_fields_are_linear_or_refused(void **state)
+{
+    (void)state;
+    hwdb copy;
+    char err[512];
+    assert_int_equal(hwdb_load(SEXTANT_ROOT "/hwdb", &copy, err, sizeof err), 0);
+    char big[] = "/tmp/sextant-field-XXXXXX";
+    write_long_field_csv(big, 4u << 20, 1); /* 4 MiB on one line */
+    assert_int_equal(hwdb_apply_overlay(&copy, big, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":2: a line longer than"));
+    unlink(big);
+    char many[] = "/tmp/sextant-field-XXXXXX";
+    write_long_field_csv(many, 4u << 20, 4096); /* 4 MiB in 1 KiB lines: one quoted field */
+    assert_int_equal(hwdb_apply_overlay(&copy, many, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":2: a field longer than"));
+    unlink(many);
+    /* just under the limit: read whole (the source is only kept as text) */
+    char under[] = "/tmp/sextant-field-XXXXXX";
+    write_long_field_csv(under, CSV_FIELD_MAX - 4096, 1);
+    csv_table t;
+    assert_int_equal(csv_table_read(under, &t, err, sizeof err), 0);
+    assert_int_equal(t.nrows, 1);
+    assert_true(strlen(csv_table_cell(&t, 0, "source")) > (size_t)CSV_FIELD_MAX - 8192);
+    csv_table_free(&t);
+    unlink(under);
+    /* a directory is named as one, not as an empty file */
+    char dir[] = "/tmp/sextant-csvdir-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(hwdb_apply_overlay(&copy, dir, err, sizeof err), -1);
+    assert_non_null(strstr(err, "is a directory"));
+    rmdir(dir);
+    hwdb_free(&copy);
 }
 
 static void missing_directory(void **state)
@@ -520,6 +618,8 @@ int main(void)
         cmocka_unit_test(overlap_slowdown_overlay),
         cmocka_unit_test(malformed_gpus_csv),
         cmocka_unit_test(missing_directory),
+        cmocka_unit_test(duplicate_overlay_keys_are_refused),
+        cmocka_unit_test(long_csv_fields_are_linear_or_refused),
         cmocka_unit_test(precision_names),
         cmocka_unit_test(device_names_match_their_rows),
     };

@@ -152,6 +152,53 @@ static void hf_config_errors(void **state)
     unlink(path4);
 }
 
+/* One config that must be refused, with `wanted` in the message. */
+static void expect_hf_refused(const char *json, const char *wanted)
+{
+    char path[] = "/tmp/sextant-hf-XXXXXX", err[512];
+    model_t m;
+    write_temp(path, json);
+    int rc = model_from_hf_config(path, &m, err, sizeof err);
+    if (rc != -1 || !strstr(err, wanted)) print_error("%s\n  -> %d: %s (wanted '%s')\n", json, rc, rc ? err : "", wanted);
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err, wanted));
+    unlink(path);
+}
+
+/* Strict JSON (issue 26): nothing after the object, booleans that are
+ * booleans, numbers that are numbers, sizes within the limit, and a
+ * directory named as one. */
+static void hf_config_is_strict_json(void **state)
+{
+    (void)state;
+#define LLAMA_FIELDS "\"model_type\": \"llama\", \"num_hidden_layers\": 32, \"hidden_size\": 4096, " \
+                     "\"num_attention_heads\": 32, \"intermediate_size\": 11008"
+    char err[512], path[] = "/tmp/sextant-hf-XXXXXX";
+    model_t m;
+    /* the well-formed config the refusals below differ from is accepted, trailing white space included */
+    write_temp(path, "{" LLAMA_FIELDS ", \"vocab_size\": 32000, \"tie_word_embeddings\": false}\n \n");
+    assert_int_equal(model_from_hf_config(path, &m, err, sizeof err), 0);
+    assert_int_equal(m.tied_embeddings, 0);
+    unlink(path);
+    expect_hf_refused("{" LLAMA_FIELDS ", \"vocab_size\": 32000}\ngarbage", ":2: bytes after the JSON object");
+    expect_hf_refused("{" LLAMA_FIELDS ", \"vocab_size\": 32000}{}", "bytes after the JSON object");
+    expect_hf_refused("{" LLAMA_FIELDS ", \"vocab_size\": 32000, \"tie_word_embeddings\": \"yes\"}",
+                      ":tie_word_embeddings: expected true or false");
+    expect_hf_refused("{" LLAMA_FIELDS ", \"vocab_size\": 32000, \"tie_word_embeddings\": 1}", "tie_word_embeddings");
+    expect_hf_refused("{" LLAMA_FIELDS ", \"vocab_size\": 32000, \"attention_bias\": \"false\"}", ":attention_bias:");
+    expect_hf_refused("{" LLAMA_FIELDS ", \"vocab_size\": 32000, \"attention_dropout\": \"0.1\"}",
+                      ":attention_dropout: expected a number");
+    /* 2^62: too large, with the limit, not "expected a non-negative integer" */
+    expect_hf_refused("{" LLAMA_FIELDS ", \"vocab_size\": 4611686018427387904}", ":vocab_size: 4.61169e+18 is too large");
+    expect_hf_refused("{" LLAMA_FIELDS ", \"vocab_size\": 32000.5}", ":vocab_size: expected a non-negative integer");
+    char dir[] = "/tmp/sextant-hf-dir-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(model_from_hf_config(dir, &m, err, sizeof err), -1);
+    assert_non_null(strstr(err, "is a directory"));
+    rmdir(dir);
+#undef LLAMA_FIELDS
+}
+
 static const char *zoo_header =
     "name,family,layers,hidden,heads,kv_heads,head_dim,ffn,ffn_kind,vocab,seq,max_positions,position,"
     "tied_embeddings,norm,bias,dropout,experts,top_k,params_published,active_params_published,source\n";
@@ -205,7 +252,7 @@ static void malformed_zoo_names_file_line_field(void **state)
 
 int main(void)
 {
-    struct CMUnitTest tests[NREQUIRED + 8];
+    struct CMUnitTest tests[NREQUIRED + 10];
     int n = 0;
     for (int i = 0; i < NREQUIRED; i++)
         tests[n++] = (struct CMUnitTest){required[i], params_match_published, NULL, NULL, (void *)required[i]};
@@ -215,6 +262,7 @@ int main(void)
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(hf_configs_import);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(hf_config_matches_zoo);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(hf_config_errors);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(hf_config_is_strict_json);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(malformed_zoo_names_file_line_field);
     return _cmocka_run_group_tests("models", tests, (size_t)n, load_zoo_once, free_zoo);
 }

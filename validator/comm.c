@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "launch.h"
+#include "outfile.h"
 #include "overlap.h"
 
 enum { COLL_AR = 0, COLL_RS, COLL_AG, COLL_SR, NCOLL };
@@ -368,13 +369,13 @@ static int write_overlay(const comm_job *job, const char *gpu, const char *devic
                          double first_comm_bytes, double p2p_bytes, const overlap_results *ov, const overlap_summary *ovs)
 {
     const char *path = job->o.out_path;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        fprintf(stderr, "sextant-gpu: --out %s: cannot write %s: %s\n", path, tmp, strerror(errno));
+    outfile out;
+    char err[PATH_MAX + 256];
+    if (outfile_open(&out, path, err, sizeof err) != 0) {
+        fprintf(stderr, "sextant-gpu: --out: %s\n", err);
         return 2;
     }
+    FILE *f = out.f;
     time_t now = time(NULL);
     char date[32];
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
@@ -418,9 +419,8 @@ static int write_overlay(const comm_job *job, const char *gpu, const char *devic
                  version / 10000, (version / 100) % 100, version % 100);
         overlap_keys = overlap_write_overlay_rows(f, gpu, ov_source, ov, ovs);
     }
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "sextant-gpu: --out %s: write failed: %s\n", path, strerror(errno));
-        remove(tmp);
+    if (outfile_commit(&out, err, sizeof err) != 0) {
+        fprintf(stderr, "sextant-gpu: --out: %s\n", err);
         return 2;
     }
     printf("overlay written to %s (intra_gbs_per_dir, intra_latency_us of %s's node; nccl_memory_gib%s)\n", path, gpu,

@@ -3,6 +3,7 @@
  * CSV and the overlay rows.  Plain C: tests/test_overlap.c runs it without a
  * GPU. */
 #include "overlap.h"
+#include "outfile.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -127,11 +128,13 @@ void overlap_print(FILE *out, const overlap_results *r, const overlap_summary *s
 
 int overlap_write_csv(const char *path, const overlap_results *r)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "sextant-gpu: --overlap-csv %s: %s\n", path, strerror(errno));
+    outfile out;
+    char err[PATH_MAX + 256];
+    if (outfile_open(&out, path, err, sizeof err) != 0) {
+        fprintf(stderr, "sextant-gpu: --overlap-csv: %s\n", err);
         return -1;
     }
+    FILE *f = out.f;
     fprintf(f, "m,n,k,collective,bytes,ranks,repeats,measured,gemm_alone_us,gemm_beside_us,gemm_slowdown,"
                "gemm_slowdown_min_rank,gemm_slowdown_max_rank,coll_alone_us,coll_beside_us,coll_slowdown,"
                "coll_slowdown_min_rank,coll_slowdown_max_rank\n");
@@ -151,8 +154,8 @@ int overlap_write_csv(const char *path, const overlap_results *r)
                         c->coll_alone_s * 1e6, c->coll_beside_s * 1e6, overlap_coll_slowdown(c), c->coll_slowdown_min,
                         c->coll_slowdown_max);
             }
-    if (fclose(f) != 0) {
-        fprintf(stderr, "sextant-gpu: --overlap-csv %s: write failed: %s\n", path, strerror(errno));
+    if (outfile_commit(&out, err, sizeof err) != 0) {
+        fprintf(stderr, "sextant-gpu: --overlap-csv: %s\n", err);
         return -1;
     }
     return 0;

@@ -3,7 +3,7 @@
 #ifndef SEXTANT_PLOT_H
 #define SEXTANT_PLOT_H
 
-/* Writes `path` (through path.tmp, renamed when gnuplot succeeded): one
+/* Writes `path` (through outfile.c: a regular file or a new path, whole): one
  * labelled point per op with both times > 0, on log axes, and the diagonal.
  * Returns 0 when written, 1 on failure (one stderr line, no file left
  * behind), and 2 when gnuplot is not installed (one stderr line, no file). */

@@ -47,6 +47,7 @@
 #include "kernels_internal.h"
 #include "launch.h"
 #include "model_ref.h"
+#include "outfile.h"
 #include "plot.h"
 #include "schedule.h"
 #include "planner.h"
@@ -1990,10 +1991,10 @@ static const char csv_header[] =
 
 static int write_json(const char *path, const report_info *in, const report_row *rows, int n, const double *ranks, int nranks)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) { fprintf(stderr, "sextant-gpu train: --json %s: cannot write\n", path); return 1; }
+    outfile out;
+    char err[PATH_MAX + 256];
+    if (outfile_open(&out, path, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu train: --json: %s\n", err); return 1; }
+    FILE *f = out.f;
     const train_options *o = in->o;
     const report_row *step = &rows[n - 1];
     fprintf(f, "{\n  \"model\": \"%s\", \"gpu\": \"%s\", \"gpus\": %d, \"tp\": %d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, "
@@ -2023,9 +2024,8 @@ static int write_json(const char *path, const report_info *in, const report_row 
         fprintf(f, "\"measured_s\": %.6e}%s\n", rows[i].measured_s, i + 2 < n ? "," : "");
     }
     fprintf(f, "  ]\n}\n");
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "sextant-gpu train: --json %s: write failed\n", path);
-        remove(tmp);
+    if (outfile_commit(&out, err, sizeof err) != 0) {
+        fprintf(stderr, "sextant-gpu train: --json: %s\n", err);
         return 1;
     }
     return 0;
@@ -2765,11 +2765,14 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     double first_loss = 0, last_loss = 0;
     int timed = 0;
     FILE *loss_file = NULL;
-    char loss_tmp[4200];
+    outfile losses_out;
+    char losses_err[PATH_MAX + 256];
     if (rank == 0 && o->losses) {
-        snprintf(loss_tmp, sizeof loss_tmp, "%s.tmp", o->losses);
-        loss_file = fopen(loss_tmp, "w");
-        if (!loss_file) { fprintf(stderr, "sextant-gpu train: --losses %s: cannot write\n", o->losses); exit(2); }
+        if (outfile_open(&losses_out, o->losses, losses_err, sizeof losses_err) != 0) {
+            fprintf(stderr, "sextant-gpu train: --losses: %s\n", losses_err);
+            exit(2);
+        }
+        loss_file = losses_out.f;
     }
     if (rank == 0) {
         char chunks[64] = "";
@@ -2831,8 +2834,8 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
             measured_w = measured_mhz = measured_c = 0.0;
     }
     if (have_nvml) power_close();
-    if (loss_file && (fclose(loss_file) != 0 || rename(loss_tmp, o->losses) != 0)) {
-        fprintf(stderr, "sextant-gpu train: --losses %s: write failed\n", o->losses);
+    if (loss_file && outfile_commit(&losses_out, losses_err, sizeof losses_err) != 0) {
+        fprintf(stderr, "sextant-gpu train: --losses: %s\n", losses_err);
         exit(2);
     }
 
@@ -3076,31 +3079,35 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     /* the CSV: every rank's rows, rank after rank, into one file renamed when complete */
     int write_failed = 0;
     if (o->csv) {
-        char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp", o->csv);
+        /* the temporary file is named by rank 0's pid, which every rank learns from the sum */
+        long tag = (long)world_sum(&g, rank == 0 ? (double)getpid() : 0.0);
+        outfile out = {0};
+        char csv_err[PATH_MAX + 256];
         for (int r = 0; r < nranks; r++) {
             if (r == rank) {
-                FILE *f = fopen(tmp, r == 0 ? "w" : "a");
-                if (!f) {
-                    fprintf(stderr, "sextant-gpu train: rank %d: --csv %s: cannot write\n", rank, o->csv);
+                if (outfile_open_shared(&out, o->csv, tag, r == 0, csv_err, sizeof csv_err) != 0) {
+                    fprintf(stderr, "sextant-gpu train: rank %d: --csv: %s\n", rank, csv_err);
                     write_failed = 1;
                 } else {
-                    if (r == 0) fputs(csv_header, f);
-                    csv_rows(f, &info, rows, nrows, o->calibrated);
-                    if (nrows_uncal) csv_rows(f, &info, rows_uncal, nrows_uncal, 0);
-                    if (fclose(f) != 0) write_failed = 1;
+                    if (r == 0) fputs(csv_header, out.f);
+                    csv_rows(out.f, &info, rows, nrows, o->calibrated);
+                    if (nrows_uncal) csv_rows(out.f, &info, rows_uncal, nrows_uncal, 0);
+                    /* rank 0 keeps its file open to commit or remove it once every rank has written */
+                    if (r == 0) write_failed |= fflush(out.f) != 0;
+                    else write_failed |= outfile_close(&out) != 0;
                 }
             }
             barrier(&g);
         }
         write_failed = world_sum(&g, write_failed) > 0;
-        if (rank == 0) {
-            if (write_failed || rename(tmp, o->csv) != 0) {
-                fprintf(stderr, "sextant-gpu train: --csv %s: write failed\n", o->csv);
-                remove(tmp);
+        if (rank == 0 && out.f) {
+            if (write_failed) outfile_abort(&out);
+            else if (outfile_commit(&out, csv_err, sizeof csv_err) != 0) {
+                fprintf(stderr, "sextant-gpu train: --csv: %s\n", csv_err);
                 write_failed = 1;
             }
         }
+        if (rank == 0 && write_failed) fprintf(stderr, "sextant-gpu train: --csv %s: write failed, nothing written\n", o->csv);
     }
     if (rank == 0) {
         report_row *step = &rows[nrows - 1];

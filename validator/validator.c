@@ -39,6 +39,7 @@
 
 #include "comm.h"
 #include "launch.h"
+#include "outfile.h"
 #include "kernels.h"
 #include "planner.h"
 #include "power.h"
@@ -1481,10 +1482,10 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
     snprintf(source, sizeof source, "sextant-gpu calibrate %s on %s%s", date, device,
              scratch_data == SCRATCH_NORMAL ? ", --data normal" : "");
     if (out_path) {
-        char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
-        FILE *f = fopen(tmp, "w");
-        if (!f) { fprintf(stderr, "sextant-gpu: --out %s: cannot write\n", out_path); return 2; }
+        outfile out;
+        char err[PATH_MAX + 256];
+        if (outfile_open(&out, out_path, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: --out: %s\n", err); return 2; }
+        FILE *f = out.f;
         fprintf(f, "gpu,key,value,source\n");
         fprintf(f, "%s,gemm_efficiency,%.4f,\"%s\"\n", g->name, e_max, source);
         fprintf(f, "%s,gemm_half_gflop,%.4f,\"%s\"\n", g->name, half_gflop, source);
@@ -1528,7 +1529,7 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
                         g->name, pass ? "bwd" : "fwd", (long long)at.unfused[pass][i].m, (long long)at.unfused[pass][i].n,
                         (long long)at.unfused[pass][i].k, (long long)at.unfused[pass][i].kv,
                         at.unfused[pass][i].seconds * 1e6, source, at.unfused_what[i]);
-        if (fclose(f) != 0 || rename(tmp, out_path) != 0) { fprintf(stderr, "sextant-gpu: --out %s: write failed\n", out_path); return 2; }
+        if (outfile_commit(&out, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: --out: %s\n", err); return 2; }
         printf("overlay written to %s\n", out_path);
         *fit_steps = pm.ok && step_fit_asked;
     }
@@ -1596,11 +1597,14 @@ static int cmd_ops(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
            (long long)l.mbs, (long long)l.seq, calibration ? calibration : "hwdb defaults (uncalibrated)");
     printf("%-22s %-9s %6s %12s %12s %12s %8s\n", "op", "pass", "count", "predicted ms", "measured ms", "spread", "error");
     FILE *csv = NULL;
-    char csv_tmp[4200];
+    outfile csv_out;
+    char csv_err[PATH_MAX + 256];
     if (csv_path) {
-        snprintf(csv_tmp, sizeof csv_tmp, "%s.tmp", csv_path);
-        csv = fopen(csv_tmp, "w");
-        if (!csv) { fprintf(stderr, "sextant-gpu: --csv %s: cannot write\n", csv_path); return 2; }
+        if (outfile_open(&csv_out, csv_path, csv_err, sizeof csv_err) != 0) {
+            fprintf(stderr, "sextant-gpu: --csv: %s\n", csv_err);
+            return 2;
+        }
+        csv = csv_out.f;
         fprintf(csv, "model,gpu,gpus,tp,pp,dp,mbs,gbs,seq,recompute,zero,op,predicted_s,measured_s,predicted_bytes,measured_bytes,calibrated\n");
     }
     double predicted_total = 0, measured_total = 0;
@@ -1650,7 +1654,7 @@ static int cmd_ops(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
     if (csv) {
         fprintf(csv, "%s,%s,1,1,1,1,%lld,%lld,%lld,none,0,step,%.6e,%.6e,%.0f,,%d\n", m->name, g->name, (long long)l.mbs,
                 (long long)l.gbs, (long long)l.seq, predicted_total, measured_total, e.memory.total, calibration != NULL);
-        if (fclose(csv) != 0 || rename(csv_tmp, csv_path) != 0) { fprintf(stderr, "sextant-gpu: --csv: write failed\n"); return 2; }
+        if (outfile_commit(&csv_out, csv_err, sizeof csv_err) != 0) { fprintf(stderr, "sextant-gpu: --csv: %s\n", csv_err); return 2; }
     }
     CUDA_CHECK(cudaFree(token_ids));
     CUDA_CHECK(cudaFree(kernel_workspace));
@@ -2189,6 +2193,21 @@ static int main_comm(int argc, char **argv)
     return rc;
 }
 
+/* Every file flag's target is looked at before any GPU work (outfile.c): a directory, device, FIFO, socket or
+ * link is refused in one line now, not after a long run. */
+static int refuse_unwritable_targets(int argc, char **argv)
+{
+    static const char *const file_flags[] = {"--out", "--csv", "--json", "--plot", "--losses", "--overlap-csv"};
+    char err[PATH_MAX + 256];
+    for (int i = 2; i + 1 < argc; i++)
+        for (size_t f = 0; f < sizeof file_flags / sizeof file_flags[0]; f++)
+            if (!strcmp(argv[i], file_flags[f]) && outfile_check_target(argv[i + 1], err, sizeof err) != 0) {
+                fprintf(stderr, "sextant-gpu: %s: %s\n", file_flags[f], err);
+                return 2;
+            }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -2210,6 +2229,7 @@ int main(int argc, char **argv)
                         "       sextant-gpu check-gradients   (the step's gradients on tiny models against float64)\n");
         return 2;
     }
+    if (refuse_unwritable_targets(argc, argv)) return 2;
     if (!strcmp(argv[1], "calibrate"))
         for (int i = 2; i < argc; i++)
             if (!strcmp(argv[i], "--comm")) return main_comm(argc, argv);
