@@ -126,8 +126,14 @@ $(BUILD)/tests/test_plot: tests/test_plot.c tests/test_util.h validator/plot.c v
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -Ivalidator -o $@ tests/test_plot.c validator/plot.c $(LDSAN) -lcmocka
 
+# zero.c's streams and events against mocked CUDA and NCCL calls: their headers, not their libraries.
+$(BUILD)/tests/test_zero_streams: tests/test_zero_streams.c tests/test_util.h validator/zero.c validator/zero.h validator/zero_plan.c validator/zero_plan.h validator/schedule.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -Ivalidator -Ikernels -I$(CUDA_HOME)/include $(NCCL_INC) -o $@ tests/test_zero_streams.c validator/zero.c \
+	    validator/zero_plan.c validator/schedule.c $(LDSAN) -lm -lcmocka
+
 ifneq ($(NVCC),)
-TEST_BIN += $(BUILD)/tests/test_launch
+TEST_BIN += $(BUILD)/tests/test_launch $(BUILD)/tests/test_zero_streams
 test: gpu
 endif
 
