@@ -34,7 +34,7 @@ CORE_SRC = hwdb/csv_table.c hwdb/hwdb.c models/models.c models/hf_config.c \
            planner/outfile.c planner/gnuplot.c
 CORE_OBJ = $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    = test_formulas test_models test_hwdb test_estimate test_plan test_cp test_cli test_model_ref test_plot test_schedule \
-           test_overlap test_docs
+           test_overlap test_docs test_zero
 TEST_BIN = $(TESTS:%=$(BUILD)/tests/%)
 
 .PHONY: all demo test bench gpu gpu-test install clean published
@@ -67,10 +67,10 @@ NCCL_HOME ?= $(CUDA_HOME)
 NCCL_INC   = -isystem $(NCCL_HOME)/include
 NCCL_LIB   = -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -lnccl
 VALIDATOR_SRC = validator/validator.c validator/train.c validator/comm.c validator/launch.c validator/model_ref.c validator/plot.c validator/schedule.c validator/power.c \
-                validator/overlap.c validator/overlap_report.c
+                validator/overlap.c validator/overlap_report.c validator/zero.c validator/zero_plan.c
 # The validator: C with the CUDA runtime, cuBLAS, NCCL, our kernels and the planner's own op list.
 # MPI is never linked: launch.c loads libmpi with dlopen (-ldl) when mpirun or srun started the ranks.
-$(BUILD)/sextant-gpu: $(VALIDATOR_SRC) validator/model_ref.h validator/plot.h validator/schedule.h validator/train.h validator/comm.h validator/launch.h validator/power.h validator/overlap.h $(BUILD)/libsextant.a $(BUILD)/libkernels.a kernels/kernels.h
+$(BUILD)/sextant-gpu: $(VALIDATOR_SRC) validator/model_ref.h validator/plot.h validator/schedule.h validator/train.h validator/comm.h validator/launch.h validator/power.h validator/overlap.h validator/zero.h validator/zero_plan.h validator/schedule.h $(BUILD)/libsextant.a $(BUILD)/libkernels.a kernels/kernels.h
 	$(CC) $(CFLAGS) -Ikernels -Ivalidator -I$(CUDA_HOME)/include $(NCCL_INC) -o $@ $(VALIDATOR_SRC) $(BUILD)/libsextant.a \
 	    $(BUILD)/libkernels.a -L$(CUDA_HOME)/lib64 $(NCCL_LIB) -lcublasLt -lcublas -lcudart -lgsl -lgslcblas -ldl -lpthread -lstdc++ $(LDSAN) $(LDLIBS)
 
@@ -108,6 +108,13 @@ $(BUILD)/tests/test_schedule: tests/test_schedule.c tests/test_util.h validator/
 	$(CC) $(CFLAGS) -Itests -Ivalidator -Iplanner -Ihwdb -Imodels -o $@ tests/test_schedule.c validator/schedule.c \
 		planner/formulas.c $(LDSAN) -lm -lcmocka
 
+# ZeRO-2/3's shards, buffers and order of gathers: plain C, no CUDA; the buffers against
+# the planner's count of what ZeRO-3 holds (formulas.c).
+$(BUILD)/tests/test_zero: tests/test_zero.c tests/test_util.h validator/zero_plan.c validator/zero_plan.h validator/schedule.c validator/schedule.h planner/formulas.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -Ivalidator -Iplanner -Ihwdb -Imodels -o $@ tests/test_zero.c validator/zero_plan.c validator/schedule.c \
+		planner/formulas.c $(LDSAN) -lm -lcmocka
+
 # calibrate --comm's overlap summary, CSV and overlay rows: plain C, no CUDA;
 # the overlay rows are loaded back through the hwdb.
 $(BUILD)/tests/test_overlap: tests/test_overlap.c tests/test_util.h validator/overlap_report.c validator/overlap.h $(BUILD)/libsextant.a
@@ -120,8 +127,14 @@ $(BUILD)/tests/test_plot: tests/test_plot.c tests/test_util.h validator/plot.c v
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -Ivalidator -o $@ tests/test_plot.c validator/plot.c $(BUILD)/libsextant.a $(LDSAN) $(LDLIBS) -lcmocka
 
+# zero.c's streams and events against mocked CUDA and NCCL calls: their headers, not their libraries.
+$(BUILD)/tests/test_zero_streams: tests/test_zero_streams.c tests/test_util.h validator/zero.c validator/zero.h validator/zero_plan.c validator/zero_plan.h validator/schedule.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -Ivalidator -Ikernels -I$(CUDA_HOME)/include $(NCCL_INC) -o $@ tests/test_zero_streams.c validator/zero.c \
+	    validator/zero_plan.c validator/schedule.c $(LDSAN) -lm -lcmocka
+
 ifneq ($(NVCC),)
-TEST_BIN += $(BUILD)/tests/test_launch
+TEST_BIN += $(BUILD)/tests/test_launch $(BUILD)/tests/test_zero_streams
 test: gpu
 endif
 

@@ -15,6 +15,10 @@
  *     on a second stream while the backward goes on; ZeRO-1 reduce-scatters
  *     them instead, runs AdamW on the rank's shard and all-gathers the
  *     parameters, which the next forward waits for bucket by bucket.
+ *     ZeRO-2 and ZeRO-3 (validator/zero.c) shard the gradients, and ZeRO-3 the
+ *     parameters too: each bucket reduce-scattered as the backward completes
+ *     it, every micro-batch; ZeRO-3 gathers each bucket before its forward
+ *     and its backward, the next one prefetched on the second stream.
  *   - Full recomputation keeps each layer's input and recomputes the layer
  *     in its backward.
  *
@@ -53,6 +57,7 @@
 #include "planner.h"
 #include "power.h"
 #include "train.h"
+#include "zero.h"
 
 static int my_rank;   /* for error lines */
 
@@ -118,6 +123,7 @@ typedef struct {
     int first, last;          /* this stage holds the embedding / the final norm, head and loss */
     int tp, tp_rank, sp, dp, dp_rank, pp, pp_rank;
     int head_copy;            /* a tied model's last stage keeps its own copy of the table */
+    int grads_sharded;        /* ZeRO-2/3 over dp > 1: a rank keeps its slice of each gradient bucket */
 } shapes;
 
 /* ---- parameters: one allocation, bucket by bucket --------------------------
@@ -1096,6 +1102,10 @@ typedef struct {
     cudaEvent_t synced;           /* recorded to wait for the compute stream alone */
     double lr;                    /* peak learning rate */
     int lr_warmup;                /* steps of linear warm-up */
+    int zero;                     /* 2 or 3 with dp > 1: validator/zero.c shards gradients (and parameters); else 0 */
+    zero_state zs;
+    zero_bucket zb[BUCKETS_MAX];  /* pl.buckets as zero.c sees them */
+    size_t zero_bytes;            /* what zero.c's buffers take */
 } gpt;
 
 static int spg(const shapes *s) { return s->sp && s->tp > 1; }
@@ -1107,13 +1117,32 @@ static size_t param_offset(const gpt *g, int which, int layer)
     return g->pl.offset[which];
 }
 
+/* ZeRO-2/3: a gradient lives in the buffer of the bucket the backward writes now, and with
+ * ZeRO-3 a parameter in the gathered buffer of the bucket held now; anything else is a bug. */
+static bf16 *zero_tensor(const gpt *g, int grads, int which, int layer)
+{
+    size_t at = param_offset(g, which, layer);
+    bf16 *p = grads ? zero_grad_at(&g->zs, at) : zero_param_at(&g->zs, at);
+    if (!p) {
+        fprintf(stderr, "sextant-gpu train: rank %d: internal: ZeRO-%d: the %s of tensor %d, layer %d, outside the bucket "
+                "held\n", my_rank, g->zero, grads ? "gradient" : "parameter", which, layer);
+        exit(1);
+    }
+    return p;
+}
+
 static bf16 *param(const gpt *g, bf16 *base, int which, int layer)
 {
-    return g->pl.size[which] == 0 ? NULL : base + param_offset(g, which, layer);
+    if (g->pl.size[which] == 0) return NULL;
+    if (g->zero && base == g->grads) return zero_tensor(g, 1, which, layer);
+    if (g->zero == 3 && base == g->params) return zero_tensor(g, 0, which, layer);
+    return base + param_offset(g, which, layer);
 }
 
 /* The table the head multiplies with: its own, or the embedding's when tied on one stage. */
 static int head_tensor(const shapes *s) { return s->tied && !s->head_copy ? P_WTE : P_HEAD; }
+/* and the bucket it lies in */
+static int head_bucket(const shapes *s) { return s->tied && !s->head_copy ? B_EMBED : s->head_copy ? B_HEAD : B_FINAL; }
 
 static int bucket_index(const gpt *g, int kind)
 {
@@ -1305,7 +1334,16 @@ static void gpt_init(gpt *g)
     if (my_rank == 0)
         printf("# initial weights: %zu values on the host in %.2f s (%d threads)\n", pl->count,
                (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), started + 1);
-    CK(cudaMemcpy(g->params, half, pl->count * sizeof(bf16), cudaMemcpyHostToDevice));
+    if (g->zero == 3) {
+        /* ZeRO-3: this rank's slice of every bucket, the same values one GPU holds whole */
+        for (int b = 0; b < pl->nbuckets; b++) {
+            const zero_bucket *k = &g->zb[b];
+            CK(cudaMemcpy(g->params + k->shard_offset, half + zero_slice_at(k, g->s.dp, g->s.dp_rank),
+                          zero_slice_elems(k, g->s.dp) * sizeof(bf16), cudaMemcpyHostToDevice));
+        }
+    } else {
+        CK(cudaMemcpy(g->params, half, pl->count * sizeof(bf16), cudaMemcpyHostToDevice));
+    }
     if (g->s.dp > 1 && g->master != NULL && pl->shard_count != pl->count) {
         /* ZeRO-1: this rank's slice of every bucket */
         for (int b = 0; b < pl->nbuckets; b++) {
@@ -1320,7 +1358,7 @@ static void gpt_init(gpt *g)
     size_t state = g->s.dp > 1 && pl->shard_count != pl->count ? pl->shard_count : pl->count;
     CK(cudaMemset(g->m, 0, state * sizeof(float)));
     CK(cudaMemset(g->v, 0, state * sizeof(float)));
-    CK(cudaMemset(g->grads, 0, pl->count * sizeof(bf16)));
+    CK(cudaMemset(g->grads, 0, (g->zero ? pl->shard_count : pl->count) * sizeof(bf16)));
     free(half);
     free(host);
 }
@@ -1453,12 +1491,49 @@ static void step_wait(const char *name, cudaEvent_t event)
 
 /* ZeRO-1: before a bucket's parameters are read, the all-gather that
  * brought them after the last step's optimizer must be complete. */
+static void zero3_params(gpt *g, int kind);
 static void wait_params(gpt *g, int kind)
 {
+    if (g->zero == 3) { zero3_params(g, kind); return; }
     if (g->s.dp == 1 || g->pl.shard_count == g->pl.count) return;
     int b = bucket_index(g, kind);
     if (b < 0) return;
     step_wait("dp_allgather_wait", g->params_ready[b]);
+}
+
+/* ---- ZeRO-2/3: what the step asks of validator/zero.c ---------------------------- */
+
+/* zero.c's profiling: a mark of `pass` on stream `on` */
+static void zero_mark(const char *name, int end, cudaStream_t on, pass_t pass)
+{
+    pass_t saved = current_pass;
+    current_pass = pass;
+    profile_mark_on(name, end, on);
+    current_pass = saved;
+}
+
+/* ZeRO-3: the step is about to read bucket `kind`'s parameters (in a backward or its
+ * recomputation when the pass is not the forward) */
+static void zero3_params(gpt *g, int kind)
+{
+    if (g->zero == 3) zero_take_params(&g->zs, bucket_index(g, kind), current_pass != PASS_FWD);
+}
+
+/* ZeRO-2/3: the backward is about to write bucket `kind`'s gradients */
+static void zero_grads_take(gpt *g, int kind)
+{
+    if (g->zero) zero_grads_begin(&g->zs, bucket_index(g, kind));
+}
+
+/* ZeRO-2/3: this micro-batch's gradients of the bucket are complete (layer >= 0: a layer's,
+ * final: the final norm's, whose sequence-parallel norm gradients are summed over TP first,
+ * every micro-batch here since the buffer holds one micro-batch's) */
+static void zero_grads_give(gpt *g, int layer, int final)
+{
+    if (!g->zero) return;
+    if (layer >= 0 || final) tp_allreduce_norm_grads(g, layer < 0 ? 0 : layer, final);
+    zero_grads_end(&g->zs);
+    g->comm_used = 1;
 }
 
 /* ---- forward and backward ------------------------------------------------------ */
@@ -1554,7 +1629,8 @@ static void layer_forward(gpt *g, const layer_acts *a, const attention_ptrs *ap,
  * parallelism).  The planner's op list assumes the same (planner/oplist.c, embedding). */
 static int position_grad_in_norm(const shapes *s)
 {
-    return s->learned_pos && !s->rms && s->first && !spg(s);
+    /* with ZeRO-2/3 layer 0's gradient buffer does not hold the embedding's bucket */
+    return s->learned_pos && !s->rms && s->first && !spg(s) && !s->grads_sharded;
 }
 
 /* scr.dresidual holds the gradient of the layer's output; leaves its input's. */
@@ -1684,11 +1760,12 @@ static void stage_forward(gpt *g, const pipe_action *act)
     }
     if (!with_head) return;
     wait_params(g, B_FINAL);
-    wait_params(g, B_HEAD);
+    if (g->zero != 3) wait_params(g, B_HEAD);
     bf16 *x = sa->residual + (size_t)(s->Lc - 1) * local;
     OP("final_norm", norm_forward(g, sa->lnf, sa->lnf_mean, sa->lnf_rstd, x, param(g, P, P_LNFW, 0), param(g, P, P_LNFB, 0), Nl));
     const bf16 *in = sa->lnf;
     if (spg(s)) { tp_allgather(g, "tp_allgather_head", r->gathered, sa->lnf, local); in = r->gathered; }
+    zero3_params(g, head_bucket(s));
     linear_forward("lm_head", sa->logits, in, param(g, P, head_tensor(s), 0), NULL, NULL, N, C, s->Vl);
     /* the mean over the global batch: this rank's micro-batches are m of the dp m in the step */
     float dloss = 1.0f / ((float)N * (float)g->microbatches * (float)s->dp);
@@ -1740,21 +1817,32 @@ static void stage_backward(gpt *g, const pipe_action *act)
         const bf16 *in = sa->lnf;
         if (spg(s)) { tp_allgather(g, "tp_regather_head", r->gathered, sa->lnf, local); in = r->gathered; }
         int head = head_tensor(s);
+        zero3_params(g, head_bucket(s));
+        zero_grads_take(g, head_bucket(s));
         linear_backward("lm_head_dgrad", "lm_head_wgrad", r->dbuf_c, param(g, G, head, 0), NULL, sa->logits, in,
                         param(g, P, head, 0), NULL, N, C, s->Vl);
+        if (head_bucket(s) != B_FINAL) {
+            zero_grads_give(g, -1, 0);
+            zero3_params(g, B_FINAL);
+            zero_grads_take(g, B_FINAL);
+        }
         const bf16 *dn = r->dbuf_c;
         if (spg(s)) { tp_reduce_scatter(g, "tp_reduce_scatter_head_bwd", r->dlocal, r->dbuf_c, local); dn = r->dlocal; }
         else tp_allreduce(g, "tp_allreduce_head_bwd", r->dbuf_c, (size_t)N * C);
         bf16 *x = sa->residual + (size_t)(s->Lc - 1) * local;
         OP("final_norm_bwd", norm_backward(g, r->dresidual, param(g, G, P_LNFW, 0), param(g, G, P_LNFB, 0), dn, x,
                                            param(g, P, P_LNFW, 0), sa->lnf_mean, sa->lnf_rstd, 0, Nl));
-        if (last_mb) {
+        if (g->zero) {
+            zero_grads_give(g, -1, 1);
+        } else if (last_mb) {
             tp_allreduce_norm_grads(g, 0, 1);
             bucket_ready(g, B_FINAL);
         }
     }
     for (int l = (chunk + 1) * s->Lc - 1; l >= chunk * s->Lc; l--) {
         layer_acts a = layer_at(g, slot, l);
+        zero3_params(g, l);
+        zero_grads_take(g, l);
         if (s->recompute) {
             /* the layer's forward again, from its saved input, into the shared block */
             current_pass = PASS_RECOMPUTE;
@@ -1762,12 +1850,15 @@ static void stage_backward(gpt *g, const pipe_action *act)
             current_pass = PASS_BWD;
         }
         layer_backward(g, &a, ptrs_at(g, slot, l), l);
-        if (last_mb) {
+        if (g->zero) {
+            zero_grads_give(g, l, 0);
+        } else if (last_mb) {
             tp_allreduce_norm_grads(g, l, 0);
             bucket_ready(g, l);
         }
     }
     if (with_embedding) {
+        zero_grads_take(g, B_EMBED);
         const bf16 *dy = r->dresidual;
         if (spg(s)) { tp_allgather(g, "tp_allgather_embedding_bwd", r->dfull, r->dresidual, local); dy = r->dfull; }
         const int32_t *ids = s->tp > 1 ? r->ids_shifted + (size_t)mb * N : r->inputs + (size_t)mb * N;
@@ -1783,9 +1874,10 @@ static void stage_backward(gpt *g, const pipe_action *act)
                                                                grouping, g->emb_grouping_bytes, g->emb_ws,
                                                                g->emb_ws_bytes, s->B, s->T, C, V, stream)));
         }
-        if (last_mb) bucket_ready(g, B_EMBED);
+        if (g->zero) zero_grads_give(g, -1, 0);
+        else if (last_mb) bucket_ready(g, B_EMBED);
     }
-    if (with_head && last_mb) bucket_ready(g, B_HEAD);
+    if (with_head && last_mb && !g->zero) bucket_ready(g, B_HEAD);
 }
 
 /* One step on this rank: the schedule of validator/schedule.c, 1F1B or
@@ -1926,12 +2018,15 @@ static void optimizer_step(gpt *g, int step)
     for (int b = 0; b < pl->nbuckets; b++) {
         const bucket *k = &pl->buckets[b];
         size_t slice = k->size / (size_t)s->dp, at = k->offset + (size_t)s->dp_rank * slice;
-        CK(sx_adamw(g->master + k->shard_offset, g->m + k->shard_offset, g->v + k->shard_offset, g->params + at,
-                    g->grads + at, slice, &hp, stream));
+        /* ZeRO-2/3 keep the gradients' slices alone, ZeRO-3 the parameters' too */
+        bf16 *grad = g->grads + (g->zero ? k->shard_offset : at), *p16 = g->params + (g->zero == 3 ? k->shard_offset : at);
+        CK(sx_adamw(g->master + k->shard_offset, g->m + k->shard_offset, g->v + k->shard_offset, p16, grad, slice, &hp,
+                    stream));
     }
     profile_mark("optimizer", 1);
-    /* every rank's updated slices to every rank, in the order the next forward reads them */
     CK(cudaEventRecord(g->optimizer_done, stream));
+    if (g->zero == 3) return;   /* the next step gathers from the shards, bucket by bucket (zero.c) */
+    /* every rank's updated slices to every rank, in the order the next forward reads them */
     CK(cudaStreamWaitEvent(comm_stream, g->optimizer_done, 0));
     for (int b = 0; b < pl->nbuckets; b++) {
         const bucket *k = &pl->buckets[b];
@@ -2105,8 +2200,13 @@ int train_check(const model_t *m, const train_options *o)
     } else if (o->sp && o->tp > 1 && (o->mbs * o->seq) % o->tp) {
         snprintf(why, sizeof why, "--sp: mbs x seq = %d tokens do not split over --tp %d", o->mbs * o->seq, o->tp);
         bad = why;
-    } else if (o->zero < 0 || o->zero > 1) {
-        bad = "--zero: the training step has ZeRO 0 and 1 (the distributed optimizer)";
+    } else if (o->zero < 0 || o->zero > 3) {
+        bad = "--zero: expected 0, 1 (the distributed optimizer), 2 (and sharded gradients) or 3 (and sharded parameters)";
+    } else if (o->zero >= 2 && o->dp > 1 && o->pp > 1 && m->tied_embeddings) {
+        /* the two stages' copies of a tied table would add sharded gradients of differently cut buckets */
+        snprintf(why, sizeof why, "--zero %d with --pp %d and --dp %d: %s's tied embedding is summed across stages whole; "
+                 "ZeRO-2/3 run with --pp 1 or an untied model", o->zero, o->pp, o->dp, m->name);
+        bad = why;
     } else if (o->recompute != RECOMPUTE_NONE && o->recompute != RECOMPUTE_FULL) {
         bad = "--recompute: the training step has none and full";
     } else if (o->flash && m->head_dim != 64 && m->head_dim != 128) {
@@ -2172,7 +2272,10 @@ static void comm_warmup(gpt *g)
         }
         sync_all(g, "the tensor-parallel group's first use");
     }
-    if (s->dp > 1) {
+    if (s->dp > 1 && g->zero) {
+        zero_warmup(&g->zs);
+        sync_all(g, "the data-parallel group's first use");
+    } else if (s->dp > 1) {
         int sharded = g->pl.shard_count != g->pl.count;
         for (int b = 0; b < g->pl.nbuckets; b++) {
             const bucket *k = &g->pl.buckets[b];
@@ -2252,7 +2355,8 @@ static void load_batch(gpt *g, const train_options *o, unsigned long long *state
 static void one_step(gpt *g, int step)
 {
     current_pass = PASS_STEP;
-    OP("zero_grads", CK(cudaMemsetAsync(g->grads, 0, g->pl.count * sizeof(bf16), stream)));
+    OP("zero_grads", CK(cudaMemsetAsync(g->grads, 0, (g->zero ? g->pl.shard_count : g->pl.count) * sizeof(bf16), stream)));
+    if (g->zero) zero_step_begin(&g->zs, g->optimizer_done);
     if (g->s.vpp > 1) run_schedule_async(g);
     else run_schedule(g);
     optimizer_step(g, step);
@@ -2299,6 +2403,18 @@ static double measured_of(const measured_op *ms, int n, const char *name, pass_t
     if (calls) *calls = 0;
     if (fastest) *fastest = 0;
     return 0.0;
+}
+
+/* ZeRO-2/3: the compute stream's waits for their gathers and reduce-scatters, every pass */
+static double zero_exposed(const measured_op *ms, int n)
+{
+    static const char *const waits[] = {"dp_allgather_params_fwd_exposed", "dp_allgather_params_bwd_exposed",
+                                        "dp_reduce_scatter_grads_exposed"};
+    double sum = 0.0;
+    for (int i = 0; i < n; i++)
+        for (size_t w = 0; w < sizeof waits / sizeof waits[0]; w++)
+            if (!strcmp(ms[i].name, waits[w])) sum += ms[i].seconds;
+    return sum;
 }
 
 /* ---- the gradient check: the real step against the float64 reference ---------- */
@@ -2481,6 +2597,7 @@ static void gpt_free(gpt *g, int nptrs, void *blas_workspace)
         CK(cudaEventDestroy(g->grad_ready[b]));
         CK(cudaEventDestroy(g->params_ready[b]));
     }
+    if (g->zero) zero_free(&g->zs);
     CK(cudaEventDestroy(g->reduce_done));
     CK(cudaEventDestroy(g->optimizer_done));
     CK(cudaEventDestroy(g->synced));
@@ -2498,7 +2615,8 @@ static void gpt_free(gpt *g, int nptrs, void *blas_workspace)
     free(g->ptrs);
     CK(cudaFreeHost(g->host_ids));
     void *blocks[] = {g->params, g->grads, g->master, g->m, g->v, g->slot_block, g->recomp_block, g->scr_block,
-                      g->norm_ws, g->emb_ws, g->emb_grouping, lt_workspace, blas_workspace, world_scratch};
+                      g->norm_ws, g->emb_ws, g->emb_grouping, lt_workspace, blas_workspace, world_scratch,
+                      g->zs.gathered[0], g->zs.gathered[1], g->zs.gathered[2], g->zs.work[0], g->zs.work[1], g->zs.work[2]};
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
         if (blocks[i]) CK(cudaFree(blocks[i]));
     if (g->ctx) {
@@ -2514,6 +2632,32 @@ static void gpt_free(gpt *g, int nptrs, void *blas_workspace)
         CK(cudaEventDestroy(g->emb_fwd_at[i]));
         CK(cudaEventDestroy(g->emb_prepared[i]));
     }
+}
+
+/* ZeRO-2/3: the buckets as zero.c sees them, its buffers and its order of gathers. */
+static void zero_setup(gpt *g)
+{
+    const param_layout *pl = &g->pl;
+    for (int b = 0; b < pl->nbuckets; b++)
+        g->zb[b] = (zero_bucket){pl->buckets[b].offset, pl->buckets[b].size, pl->buckets[b].shard_offset,
+                                 pl->buckets[b].kind >= 0};
+    zero_state *z = &g->zs;
+    z->stage = g->zero; z->dp = g->s.dp; z->rank = g->s.dp_rank; z->my_rank = my_rank;
+    z->compute = stream; z->comm = comm_stream; z->dp_comm = g->dp_comm; z->mark = zero_mark;
+    z->buckets = g->zb; z->nbuckets = pl->nbuckets;
+    z->param_shard = g->params; z->grad_shard = g->grads;
+    zero_buffer_elems(g->zb, pl->nbuckets, &z->small, &z->big);
+    size_t before = g->accounted_bytes;
+    for (int i = 0; i < 3; i++) {
+        size_t elems = i == ZERO_BIG ? z->big : z->small;
+        z->gathered[i] = g->zero == 3 && elems ? device_alloc(g, elems * sizeof(bf16)) : NULL;
+        z->work[i] = elems ? device_alloc(g, elems * sizeof(bf16)) : NULL;
+    }
+    g->zero_bytes = g->accounted_bytes - before;
+    const shapes *s = &g->s;
+    zero_stage st = {g->zb, z->small, bucket_index(g, B_EMBED), bucket_index(g, B_FINAL), bucket_index(g, head_bucket(s)), bucket_index(g, 0),
+                     s->Lc, s->vpp, s->first, s->last};
+    if (zero_init(z, &st, g->schedule, g->nschedule) != 0) exit(1);
 }
 
 int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, const train_options *o, launch_ctx *ctx)
@@ -2568,6 +2712,8 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     s->head_copy = s->tied && o->pp > 1 && s->last;
     s->flash = o->flash;
     s->recompute = o->recompute == RECOMPUTE_FULL;
+    s->grads_sharded = o->zero >= 2 && o->dp > 1;
+    g.zero = s->grads_sharded ? o->zero : 0;
     g.tied_sync = s->tied && o->pp > 1 && (s->first || s->last);
     g.microbatches = o->gbs / (o->mbs * o->dp);
     int max_actions = pipeline_max_actions(o->pp, g.microbatches, s->vpp);
@@ -2648,12 +2794,14 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     int sharded = o->zero >= 1 && o->dp > 1;
     size_t state = sharded ? pl->shard_count : pl->count;
     if (!sharded) g.pl.shard_count = g.pl.count;
-    g.params = device_alloc(&g, pl->count * sizeof(bf16));
-    g.grads = device_alloc(&g, pl->count * sizeof(bf16));
+    /* ZeRO-3 keeps its slice of the parameters, ZeRO-2 and 3 of the gradients */
+    g.params = device_alloc(&g, (g.zero == 3 ? pl->shard_count : pl->count) * sizeof(bf16));
+    g.grads = device_alloc(&g, (g.zero ? pl->shard_count : pl->count) * sizeof(bf16));
     g.master = device_alloc(&g, state * sizeof(float));
     g.m = device_alloc(&g, state * sizeof(float));
     g.v = device_alloc(&g, state * sizeof(float));
     size_t state_bytes = g.accounted_bytes;
+    if (g.zero) zero_setup(&g);
     /* the slots, and with interleaving the schedule's pools of inputs, heads and received gradients */
     size_t slot_bytes = layout_slot(&g.slots[0], NULL, s);
     size_t tensor_bytes = ((size_t)s->Nl * s->C * sizeof(bf16) + 255) & ~(size_t)255;
@@ -2779,7 +2927,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         if (s->vpp > 1) snprintf(chunks, sizeof chunks, ", interleaved %d x %d layers", s->vpp, s->Lc);
         printf("# sextant-gpu train %s: %d GPU%s (tp %d, pp %d%s, dp %d%s%s%s), mbs %d, gbs %d (%d micro-batch%s per rank), seq %d\n",
                m->name, nranks, nranks > 1 ? "s" : "", o->tp, o->pp, chunks, o->dp, s->sp ? ", sequence parallel" : "",
-               sharded ? ", ZeRO-1" : "", s->recompute ? ", full recomputation" : "", o->mbs, o->gbs, g.microbatches,
+               sharded ? (g.zero == 3 ? ", ZeRO-3" : g.zero == 2 ? ", ZeRO-2" : ", ZeRO-1") : "", s->recompute ? ", full recomputation" : "", o->mbs, o->gbs, g.microbatches,
                g.microbatches == 1 ? "" : "es", o->seq);
         printf("# vocab %d padded to %d, %s, %s, %s, %s\n", s->V, s->Vp, s->rms ? "RMSNorm" : "LayerNorm",
                s->swiglu ? "SwiGLU" : "GELU", s->KVm < s->Hm ? "grouped-query attention" : "multi-head attention",
@@ -2948,7 +3096,8 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     p2p_calls += bwd_calls;
     measured_step ms_step = {ms_ops, nms, p2p_calls ? p2p_fastest : 0.0, p2p_total,
                              measured_of(ms_ops, nms, "dp_exposed", PASS_STEP, NULL, NULL) +
-                                 measured_of(ms_ops, nms, "dp_allgather_wait", PASS_STEP, NULL, NULL),
+                                 measured_of(ms_ops, nms, "dp_allgather_wait", PASS_STEP, NULL, NULL) +
+                                 zero_exposed(ms_ops, nms),
                              median, device_used, s->vpp > 1 ? measured_of(ms_ops, nms, "pp_wait", PASS_STEP, NULL, NULL) : -1.0};
     const stage_ops *ops = stage_list(&e, s);
     report_row *rows = calloc((size_t)ops->nops + MEASURED_MAX + 8, sizeof *rows);
@@ -3023,6 +3172,12 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
             printf("our allocations: model state %.3f GiB, activations %.3f GiB (%d micro-batch%s in flight), scratch %.3f GiB "
                    "(rank 0)\n", state_bytes / 1073741824.0, act_bytes / 1073741824.0, g.nslots, g.nslots == 1 ? "" : "es",
                    g.scr.bytes / 1073741824.0);
+        if (g.zero)
+            printf("ZeRO-%d beside the shards: %.3f GiB, %s gradient buffers of %.2f M elements (a layer) x 2 + %.2f M "
+                   "(the embedding or head, when larger); the planner counts %.3f GiB (zero3_gathered_bytes: two layers' "
+                   "parameters and one layer's gradient)\n", g.zero, g.zero_bytes / 1073741824.0,
+                   g.zero == 3 ? "gathered parameter and" : "", g.zs.small / 1e6, g.zs.big / 1e6,
+                   g.zero == 3 ? zero3_gathered_bytes((double)g.zs.small, 2.0, 2.0) / 1073741824.0 : 0.0);
     }
     /* one table per stage, from its first rank, stage after stage */
     report_info info = {m, gpu, o, rank, s->pp_rank, nranks, timed, spread, tokens_per_s, flops_per_s, mfu, first_loss,

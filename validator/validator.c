@@ -1773,7 +1773,6 @@ static int slice_plan(const plan_file *p, const model_t *full_model, const hw_gp
     layout_t plan_layout = p->layout;
     const layout_t *l = &plan_layout;
     if (plan_layout.gpus_per_node == 0) plan_layout.gpus_per_node = node->gpus_per_node;
-    if (l->zero > 1) { fprintf(stderr, "sextant-gpu: --plan: ZeRO-%d is not in the training step (0 and 1 are)\n", l->zero); return -1; }
     if (l->recompute == RECOMPUTE_SELECTIVE && l->attention == ATTENTION_UNFUSED) {
         fprintf(stderr, "sextant-gpu: --plan: selective recomputation of unfused attention is not in the training step\n");
         return -1;
@@ -2221,7 +2220,7 @@ int main(int argc, char **argv)
                         "                                    [--overlap-repeats N] [--overlap-csv FILE] [--no-overlap]\n"
                         "       sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]\n"
                         "       sextant-gpu train MODEL [--gpu NAME] [--mbs N] [--gbs N] [--seq N] [--steps N] [--warmup N]\n"
-                        "                             [--tp N] [--pp N] [--vpp N] [--dp N] [--sp] [--zero 0|1] [--recompute none|full]\n"
+                        "                             [--tp N] [--pp N] [--vpp N] [--dp N] [--sp] [--zero 0|1|2|3] [--recompute none|full]\n"
                         "                             [--gpus N] [--timeout S] [--attention unfused|flash] [--calibration FILE]\n"
                         "                             [--csv FILE] [--json FILE] [--plot FILE.svg] [--losses FILE] [--every-step]\n"
                         "                             [--lr RATE] [--lr-warmup STEPS]\n"
