@@ -379,6 +379,7 @@ typedef struct {
 
 typedef struct {
     double zero3_fwd, zero3_bwd;          /* DP traffic of every micro-batch (ZeRO-2/3), before overlap */
+    double zero_bwd_compute;              /* ZeRO-2/3's kernels of every micro-batch's backward (the shard add) */
     double dp_bwd, dp_fwd;                /* per step, before overlap */
     double step_exposed;                  /* per step, never overlapped (the tied embedding's all-reduce) */
     double dp_bucket_fraction;
@@ -396,7 +397,8 @@ static int op_part(const op_t *op)
 {
     if (op->pass == PASS_STEP) return PART_DATA_PARALLEL;   /* once per step, whatever the group */
     if (op->kind == OP_COMM && op->group == GROUP_PP) return PART_PIPELINE;
-    if ((op->kind == OP_COMM && op->group == GROUP_DP) || op->pass == PASS_STEP) return PART_DATA_PARALLEL;
+    /* the DP collectives, and the kernels that exist because of them (ZeRO-2/3's shard accumulation) */
+    if (op->group == GROUP_DP && op->kind != OP_GEMM && op->kind != OP_ATTENTION) return PART_DATA_PARALLEL;
     return PART_BODY;
 }
 
@@ -424,6 +426,10 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
         }
         /* collectives keep nothing for backward: the saved activations are the body's */
         if (part == PART_BODY && op->pass == PASS_FWD) c->body.saved_bytes += op->saved_bytes * (double)op->count;
+        if (op->kind != OP_COMM && part == PART_DATA_PARALLEL && op->pass != PASS_STEP) {
+            c->dp.zero_bwd_compute += t;   /* kept with its part, so that parts costed apart add up */
+            continue;
+        }
         if (op->kind != OP_COMM) {
             double clock_bound = op->clock_bound_s * (double)op->count, energy = op->energy_j * (double)op->count;
             if (op->pass == PASS_FWD) {
@@ -586,8 +592,11 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
     mem->stage = s->stage;
     mem->params = s->params;
     mem->weights = s->params * weight_bytes / (l->zero >= 3 ? dp : 1.0);
-    if (l->zero >= 3 && l->dp > 1 && s->layers > 0)
-        mem->weights += zero3_gathered_bytes(model_layer_params(m) / (double)l->tp, weight_bytes, grad_bytes);
+    if (l->zero >= 2 && dp > 1.0 && s->layers > 0) {
+        double layer, big;
+        zero_unit_params(m, l, s->stage == 0, s->last, &layer, &big);
+        mem->weights += zero_unit_buffer_bytes(l->zero, layer, big, weight_bytes, grad_bytes);
+    }
     mem->gradients = s->params * grad_bytes / (l->zero >= 2 ? dp : 1.0);
     mem->optimizer = s->params * optimizer_bytes / (l->zero >= 1 ? dp : 1.0);
     int64_t m_micro = l->gbs / (l->mbs * l->dp);
@@ -695,15 +704,20 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
     double stage_mb_s[2], stage_dp_s[2];
     for (int i = 0; i < 2; i++) {
         const stage_cost *c = &s[i].cost;
-        /* ZeRO-3/FSDP gathers and reduces one layer (one wrapped unit) at a time, prefetching the
-         * next: the first layer's gather waits with nothing to hide behind, and so does the last
-         * layer's reduce-scatter (docs/model.md, "ZeRO-3 and FSDP") */
-        double unit = s[i].layers > 0 ? 1.0 / (double)s[i].layers : 1.0;
+        /* ZeRO-3/FSDP gathers and reduces one wrapped unit at a time, prefetching the next: the
+         * first unit's gather waits with nothing to hide behind, and so does the last one's
+         * reduce-scatter; on the first and last stages that unit is the embedding or the head, the
+         * largest (docs/model.md, "ZeRO-3 and FSDP"; measured: h100x2-zero-2026-11-25) */
+        double layer, big;
+        zero_unit_params(m, l, s[i].stage == 0, s[i].last, &layer, &big);
+        double unit = s[i].params > 0.0 ? (big > layer ? big : layer) / s[i].params : 1.0;
+        if (unit > 1.0) unit = 1.0;
         /* the backward's ZeRO-3 traffic is a gather and a reduce-scatter of the same size: the
          * reduce-scatter's slowdown stands for both (they differ by 2 points, docs/validation) */
         double z3 = exposed(gpu, COLL_ALLGATHER, c->dp.zero3_fwd, c->body.compute_fwd, unit) +
                     exposed(gpu, COLL_REDUCE_SCATTER, c->dp.zero3_bwd, c->body.compute_bwd, unit);
-        stage_mb_s[i] = c->body.compute_fwd + c->body.compute_bwd + c->body.tp + c->body.cp + c->pipeline.pp + z3;
+        stage_mb_s[i] = c->body.compute_fwd + c->body.compute_bwd + c->dp.zero_bwd_compute + c->body.tp + c->body.cp +
+                        c->pipeline.pp + z3;
         stage_dp_s[i] = exposed(gpu, l->zero == 0 ? COLL_ALLREDUCE : COLL_REDUCE_SCATTER, c->dp.dp_bwd, c->body.compute_bwd,
                                 c->dp.dp_bucket_fraction) +
                         exposed(gpu, COLL_ALLGATHER, c->dp.dp_fwd, c->body.compute_fwd, c->dp.dp_bucket_fraction) +
@@ -716,7 +730,7 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
     e->microbatch_s = stage_mb_s[slow];
     e->stage_microbatch_s[0] = stage_mb_s[0];
     e->stage_microbatch_s[1] = stage_mb_s[1];
-    e->compute_s = mbs_count * (c->body.compute_fwd + c->body.compute_bwd);
+    e->compute_s = mbs_count * (c->body.compute_fwd + c->body.compute_bwd + c->dp.zero_bwd_compute);
     e->tp_comm_s = mbs_count * c->body.tp;
     e->cp_comm_s = mbs_count * c->body.cp;
     e->pp_comm_s = mbs_count * c->pipeline.pp;

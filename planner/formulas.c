@@ -267,12 +267,16 @@ double fp8_cast_bytes(double m, double n, double k, int backward, int weight_gra
     return 4.0 * (m * k + k * n);
 }
 
-/* What ZeRO-3/FSDP holds beyond its shards while it runs a layer: that layer's parameters gathered whole,
- * the next layer's arriving (the prefetch), and the layer's whole gradient before its reduce-scatter
- * (docs/model.md, "ZeRO-3 and FSDP"). */
-double zero3_gathered_bytes(double layer_params, double weight_bytes, double grad_bytes)
+/* What ZeRO-2/3 and FSDP hold beyond their shards, one wrapped unit at a time: the layer being computed and
+ * the next one arriving (the prefetch), and one buffer for the largest unit that is not a layer (the
+ * embedding, an untied head) when it is larger, `big` (0 otherwise).  ZeRO-3 gathers parameters and
+ * reduce-scatters gradients in those buffers; ZeRO-2 only the gradients (docs/model.md, "ZeRO-3 and FSDP";
+ * measured in docs/validation/h100x2-zero-2026-11-25). */
+double zero_unit_buffer_bytes(int zero, double layer_params, double big_params, double weight_bytes, double grad_bytes)
 {
-    return layer_params * (2.0 * weight_bytes + grad_bytes);
+    if (zero < 2) return 0.0;
+    double units = 2.0 * layer_params + big_params;
+    return units * (zero >= 3 ? weight_bytes + grad_bytes : grad_bytes);
 }
 
 /* Seconds a collective of `comm` seconds adds to a compute window of `window` seconds it overlaps, when

@@ -438,6 +438,17 @@ static double stage_params(const model_t *m, const layout_t *l, int64_t layers, 
     return params;
 }
 
+void zero_unit_params(const model_t *m, const layout_t *l, int first, int last, double *layer, double *big)
+{
+    double t = (double)l->tp;
+    *layer = model_layer_params(m) / t;
+    double table = (double)padded_vocab(m, l->tp) * (double)m->hidden / t;
+    double unit = 0.0;
+    if (first) unit = table;                                   /* the embedding */
+    if (last && (!first || !m->tied_embeddings)) unit = table > unit ? table : unit;   /* the head or its copy */
+    *big = unit > *layer ? unit : 0.0;
+}
+
 static void step_ops(builder *b, const model_t *m, double params)
 {
     const layout_t *l = b->l;
@@ -462,6 +473,15 @@ static void step_ops(builder *b, const model_t *m, double params)
         if (l->zero < 3)
             in_pieces(collective(b, "dp_allgather_params", PASS_STEP, 1, COLL_ALLGATHER, GROUP_DP, group,
                                  params * weight_bytes, OVERLAP_FWD), buckets(params * weight_bytes, weight_bytes));
+    }
+    if (l->zero >= 2 && group > 1) {
+        /* each micro-batch's reduce-scattered slice is added into the rank's gradient shard: read both,
+         * write the shard (measured as its own kernel: docs/validation/h100x2-zero-2026-11-25) */
+        op_t *add = push(b, "dp_grad_shard_add", OP_MEMBOUND, PASS_BWD, 1);
+        if (add) {
+            add->group = GROUP_DP;
+            add->bytes = 3.0 * params / dp * grad_bytes;
+        }
     }
     if (l->zero == 3) {
         /* ZeRO-3 gathers the weights before each forward and each backward */

@@ -228,7 +228,11 @@ double pipeline_inflight_microbatches(double pp, double microbatches, double vpp
 double pipeline_inflight_heads(double pp, double microbatches, double vpp);
 double roofline_s(double flops, double flop_per_s, double bytes, double bytes_per_s);
 double fp8_cast_bytes(double m, double n, double k, int backward, int weight_gradient);
-double zero3_gathered_bytes(double layer_params, double weight_bytes, double grad_bytes);
+double zero_unit_buffer_bytes(int zero, double layer_params, double big_params, double weight_bytes, double grad_bytes);
+/* The parameters of a stage's wrapped units for ZeRO-2/3 (one TP rank's share): a layer, and the largest
+ * unit that is not a layer (the embedding on the first stage, the head or the tied table on the last) when
+ * it is larger than a layer, else 0. */
+void zero_unit_params(const model_t *m, const layout_t *l, int first, int last, double *layer, double *big);
 double overlapped_comm_cost_s(double comm, double window, double tail_fraction, double sc, double sm);
 double network_bus_bytes_per_s(double line_bytes_per_s, double message_bytes, double efficiency, double half_bytes);
 double other_memory_allowance(const layout_t *l, double context_bytes, double nccl_comm_bytes,

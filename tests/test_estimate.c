@@ -122,6 +122,8 @@ static void issue_example_is_plausible(void **state)
     assert_int_equal(e->nwarnings, 0);
 }
 
+static const op_t *costed_op(const estimate_t *e, const char *name, pass_t pass);
+
 static void zero_stages_shard_in_order(void **state)
 {
     (void)state;
@@ -137,12 +139,29 @@ static void zero_stages_shard_in_order(void **state)
     }
     assert_close(opt[1], opt[0] / 8, 1e-12);
     assert_close(grads[2], grads[1] / 8, 1e-12);
-    /* ZeRO-3 holds its shard plus one layer gathered, the next prefetched and one layer's whole gradient */
+    /* ZeRO-2/3 hold, beside their shards, two layers' buffers and one of the embedding (the largest unit
+     * on this one stage, bigger than a layer at TP 8): gradients for ZeRO-2, parameters and gradients for 3 */
     const model_t *m = model_zoo_find(&zoo, "llama2-13b");
-    double layer = model_layer_params(m) / 8.0;   /* TP 8 */
-    assert_close(weights[3], weights[2] / 8 + zero3_gathered_bytes(layer, 2.0, 2.0), 1e-3);
-    assert_close(zero3_gathered_bytes(1e6, 2.0, 4.0), 8e6, 1e-12);
+    layout_t l = layout(64, 8, 1, 1, 64, 4096);
+    double layer, big;
+    zero_unit_params(m, &l, 1, 1, &layer, &big);
+    assert_close(layer, model_layer_params(m) / 8.0, 1e-12);
+    assert_close(big, 0.0, 0);   /* LLaMA-2's 32k-row table at TP 8 is smaller than a layer */
+    double gpt2_layer, gpt2_big;
+    zero_unit_params(model_zoo_find(&zoo, "gpt2"), &l, 1, 0, &gpt2_layer, &gpt2_big);
+    assert_close(gpt2_big, (double)padded_vocab(model_zoo_find(&zoo, "gpt2"), 8) * 768.0 / 8.0, 1e-12);
+    assert_close(weights[2] - weights[1], zero_unit_buffer_bytes(2, layer, big, 2.0, 2.0), 1e-9);
+    assert_close(weights[3], weights[1] / 8 + zero_unit_buffer_bytes(3, layer, big, 2.0, 2.0), 1e-9);
+    assert_close(zero_unit_buffer_bytes(3, 1e6, 0.0, 2.0, 4.0), 12e6, 1e-12);
+    assert_close(zero_unit_buffer_bytes(2, 1e6, 3e6, 2.0, 4.0), 20e6, 1e-12);
+    assert_close(zero_unit_buffer_bytes(1, 1e6, 3e6, 2.0, 4.0), 0.0, 0);
     assert_true(total[0] > total[1] && total[1] > total[2] && total[2] > total[3]);
+    /* ZeRO-2/3 add each micro-batch's slice into the gradient shard: read both, write the shard */
+    l.zero = 3;
+    estimate_t *e = run("llama2-13b", "h100-sxm", l);
+    const op_t *add = costed_op(e, "dp_grad_shard_add", PASS_BWD);
+    assert_close(add->bytes, 3.0 * e->memory.params / 8.0 * 2.0, 1e-12);
+    assert_true(add->time_s > 0.0);
 }
 
 /* ZeRO-3's first gather and last reduce-scatter wait: with one layer per stage nothing hides them, and the
@@ -159,7 +178,9 @@ static void zero3_first_and_last_layer_exposed(void **state)
         if (op->kind == OP_COMM && op->group == GROUP_DP && op->pass != PASS_STEP) traffic += op->time_s * (double)op->count;
     }
     assert_true(traffic > 0.0);
-    assert_true(e->dp_comm_s >= traffic / (double)model_zoo_find(&zoo, "llama2-13b")->layers * (double)e->microbatches * 0.999);
+    double layer, big;
+    zero_unit_params(model_zoo_find(&zoo, "llama2-13b"), &l, 1, 1, &layer, &big);
+    assert_true(e->dp_comm_s >= traffic * (big > layer ? big : layer) / e->memory.params * (double)e->microbatches * 0.999);
 }
 
 static void fp32_gradients_cost_two_more_bytes(void **state)

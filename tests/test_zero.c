@@ -8,7 +8,7 @@
  *    refused, and a use's gather goes out early (the prefetch) only into a buffer the use
  *    before it does not hold;
  *  - the buffers: two layer-sized, one for a larger bucket, against the planner's count
- *    (zero3_gathered_bytes). */
+ *    (zero_unit_buffer_bytes). */
 #include "test_util.h"
 
 #include "planner.h"
@@ -217,21 +217,22 @@ static void big_after_big_waits(void **state)
     assert_int_equal(replay_requests(&st, actions, na, seq, n), n);
 }
 
-/* ZeRO-3 beside its shards: the planner counts two gathered layers and one layer's
- * gradient (zero3_gathered_bytes); the step keeps a second gradient buffer (the
- * reduce-scatter of one bucket beside the backward of the next) and, for a bucket larger
- * than a layer (the embedding, an untied head), one gathered and one gradient buffer of
- * its size.  ZeRO-2 has no gathered buffers; ZeRO-0/1 and one rank nothing. */
+/* ZeRO-2/3 beside their shards: two layer buffers (the reduce-scatter or gather of one
+ * bucket beside the compute of the next) and, for a bucket larger than a layer (the
+ * embedding, an untied head), one of its size; gathered parameters and gradients for
+ * ZeRO-3, gradients for ZeRO-2, nothing for ZeRO-0/1 or one rank.  The planner's
+ * zero_unit_buffer_bytes counts the same. */
 static void buffers_against_planner(void **state)
 {
     (void)state;
     const double layer = 7087872.0, embed = 39383040.0;   /* GPT-2 124M's */
     for (int dp = 2; dp <= 8; dp *= 2) {
-        double planner = zero3_gathered_bytes(layer, 2.0, 2.0);
-        assert_close((double)zero_buffer_bytes(3, (size_t)layer, 0, dp, 2), planner + 2.0 * layer, 1e-12);
-        assert_close((double)zero_buffer_bytes(3, (size_t)layer, (size_t)embed, dp, 2), planner + 2.0 * layer + 4.0 * embed,
-                     1e-12);
-        assert_close((double)zero_buffer_bytes(2, (size_t)layer, (size_t)embed, dp, 2), 4.0 * layer + 2.0 * embed, 1e-12);
+        /* the planner counts what the step holds */
+        assert_close((double)zero_buffer_bytes(3, (size_t)layer, 0, dp, 2), zero_unit_buffer_bytes(3, layer, 0.0, 2.0, 2.0), 1e-12);
+        assert_close((double)zero_buffer_bytes(3, (size_t)layer, (size_t)embed, dp, 2),
+                     zero_unit_buffer_bytes(3, layer, embed, 2.0, 2.0), 1e-12);
+        assert_close((double)zero_buffer_bytes(2, (size_t)layer, (size_t)embed, dp, 2),
+                     zero_unit_buffer_bytes(2, layer, embed, 2.0, 2.0), 1e-12);
         assert_true(zero_buffer_bytes(1, (size_t)layer, 0, dp, 2) == 0);
         assert_true(zero_buffer_bytes(3, (size_t)layer, 0, 1, 2) == 0);
     }

@@ -3174,10 +3174,9 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
                    g.scr.bytes / 1073741824.0);
         if (g.zero)
             printf("ZeRO-%d beside the shards: %.3f GiB, %s gradient buffers of %.2f M elements (a layer) x 2 + %.2f M "
-                   "(the embedding or head, when larger); the planner counts %.3f GiB (zero3_gathered_bytes: two layers' "
-                   "parameters and one layer's gradient)\n", g.zero, g.zero_bytes / 1073741824.0,
+                   "(the embedding or head, when larger); the planner counts %.3f GiB (zero_unit_buffer_bytes)\n", g.zero, g.zero_bytes / 1073741824.0,
                    g.zero == 3 ? "gathered parameter and" : "", g.zs.small / 1e6, g.zs.big / 1e6,
-                   g.zero == 3 ? zero3_gathered_bytes((double)g.zs.small, 2.0, 2.0) / 1073741824.0 : 0.0);
+                   zero_unit_buffer_bytes(g.zero, (double)g.zs.small, (double)g.zs.big, 2.0, 2.0) / 1073741824.0);
     }
     /* one table per stage, from its first rank, stage after stage */
     report_info info = {m, gpu, o, rank, s->pp_rank, nranks, timed, spread, tokens_per_s, flops_per_s, mfu, first_loss,
