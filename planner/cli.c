@@ -30,8 +30,9 @@ typedef struct {
     const char *model_name;
     const char *gpu_name, *node_name;
     const char *hwdb_dir, *models_file, *model_config, *calibration, *out_path;
-    int64_t gpus, gpus_per_node, tp, pp, dp, vpp, mbs, gbs, seq, cp;
+    int64_t gpus, gpus_per_node, tp, pp, dp, vpp, mbs, gbs, seq, cp, ep;
     double tokens, price;
+    double moe_imbalance, capacity_factor;   /* 0: the model's (the default imbalance, no capacity limit) */
     cp_comm_t cp_comm;
     int have_precision, have_recompute, have_attention;
     precision_t precision;
@@ -112,6 +113,10 @@ static const char *usage_text =
     "  --cp N                 context parallel degree: each GPU holds seq/N tokens (GPUs = tp x cp x pp x dp);\n"
     "                         plan searches 1-16 when --seq is 8192 or more, else takes 1 (or N)\n"
     "  --cp-comm ring|allgather   how CP exchanges K and V: Megatron's ring (default) or Llama 3's all-gather\n"
+    "  --ep N                 expert parallel degree (MoE models): each GPU holds experts/N experts; N divides\n"
+    "                         the experts and dp x cp (inside the data-parallel ranks); plan searches powers of two\n"
+    "  --moe-imbalance X      the busiest EP rank's routed tokens over the mean (default 1.25)\n"
+    "  --capacity-factor C    experts take at most C x their mean tokens and drop the rest (default: no limit)\n"
     "  --mbs N                micro-batch size in sequences (default 1)\n"
     "  --gbs N                global batch in sequences (default: about 4M tokens)\n"
     "  --seq N                sequence length (default: the model's)\n"
@@ -274,6 +279,17 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(a, "--dp")) rc = parse_count(a, TAKE(), 10000000, &o->dp);
         else if (!strcmp(a, "--vpp")) rc = parse_count(a, TAKE(), 1000, &o->vpp);
         else if (!strcmp(a, "--cp")) rc = parse_count(a, TAKE(), 100000, &o->cp);
+        else if (!strcmp(a, "--ep")) rc = parse_count(a, TAKE(), 100000, &o->ep);
+        else if (!strcmp(a, "--moe-imbalance") || !strcmp(a, "--capacity-factor")) {
+            const char *t = TAKE();
+            char *end;
+            errno = 0;
+            double value = t ? strtod(t, &end) : NAN;
+            int imbalance = !strcmp(a, "--moe-imbalance");
+            if (!t || end == t || *end || errno || !isfinite(value) || value > 100.0 || (imbalance ? value < 1.0 : value <= 0.0))
+                return fail("%s: '%s' is not a number in %s", a, t ? t : "", imbalance ? "[1, 100]" : "(0, 100]");
+            if (imbalance) o->moe_imbalance = value; else o->capacity_factor = value;
+        }
         else if (!strcmp(a, "--cp-comm")) {
             const char *t = TAKE();
             if (cp_comm_parse(t, &o->cp_comm) != 0) return fail("--cp-comm: '%s' is not one of ring|allgather", t ? t : "");
@@ -545,6 +561,7 @@ static int make_layout(const options *o, const model_t *m, const hw_gpu *g, cons
     l->vpp = o->vpp ? o->vpp : 1;
     l->cp = o->cp ? o->cp : 1;
     l->cp_comm = o->cp_comm;
+    l->ep = o->ep ? o->ep : 1;
     l->mbs = o->mbs ? o->mbs : 1;
     l->seq = o->seq ? o->seq : m->seq;
     l->sp = o->sp;
@@ -597,12 +614,14 @@ static int make_layout(const options *o, const model_t *m, const hw_gpu *g, cons
     return 0;
 }
 
-/* --no-dropout: a copy of the model without dropout in *copy, else the model itself */
+/* --no-dropout, --moe-imbalance, --capacity-factor: a copy of the model so trained in *copy, else the model itself */
 static const model_t *model_as_asked(const options *o, const model_t *m, model_t *copy)
 {
-    if (!o->no_dropout) return m;
+    if (!o->no_dropout && o->moe_imbalance <= 0.0 && o->capacity_factor <= 0.0) return m;
     *copy = *m;
-    copy->dropout = 0;
+    if (o->no_dropout) copy->dropout = 0;
+    if (o->moe_imbalance > 0.0) copy->moe_imbalance = o->moe_imbalance;
+    if (o->capacity_factor > 0.0) copy->capacity_factor = o->capacity_factor;
     return copy;
 }
 
@@ -849,10 +868,13 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     req->fp32_grads = o->fp32_grads;
     req->cp = o->cp;
     req->cp_comm = o->cp_comm;
+    req->ep = o->ep;
     /* DeepSpeed has no context parallelism to emit */
     if (o->emit && !strcmp(o->emit, "deepspeed")) {
         if (o->cp > 1) { rc = fail("--cp %lld: --emit deepspeed has no context parallelism", (long long)o->cp); goto done; }
         req->cp = 1;
+        if (o->ep > 1) { rc = fail("--ep %lld: --emit deepspeed does not write expert parallelism", (long long)o->ep); goto done; }
+        req->ep = 1;
     }
     if (o->emit && strcmp(o->emit, "megatron") && strcmp(o->emit, "deepspeed") && strcmp(o->emit, "torchtitan")) {
         rc = fail("--emit: '%s' is not one of megatron|deepspeed|torchtitan", o->emit);

@@ -22,7 +22,8 @@ const char *reject_reason_name(reject_reason_t r)
                                         "TP group would leave the node", "above the TP ratio limit (--strict)",
                                         "slower than --days", "dearer than --budget",
                                         "context parallelism the sequence cannot take",
-                                        "interleaved with micro-batches not a multiple of PP"};
+                                        "interleaved with micro-batches not a multiple of PP",
+                                        "expert parallelism the experts or dp x cp cannot take"};
     return names[r];
 }
 
@@ -81,6 +82,20 @@ static int cp_degrees(const plan_request *req, int64_t cp[8])
     if (req->cp > 0) { cp[0] = req->cp; return 1; }
     int n = 0;
     for (int64_t c = 1; c <= (req->seq >= PLAN_CP_MIN_SEQ ? PLAN_CP_MAX : 1); c *= 2) cp[n++] = c;
+    return n;
+}
+
+/* The expert parallel degrees to search: the one asked for, else 1 and each power of two dividing a
+ * MoE model's experts (a dense model: 1).  Those that do not divide dp x cp are rejected with
+ * their reason in the search. */
+static int ep_degrees(const plan_request *req, const model_t *m, int64_t ep[32])
+{
+    if (req->ep > 0) { ep[0] = req->ep; return 1; }
+    int n = 0;
+    ep[n++] = 1;
+    if (!model_is_moe(m)) return n;
+    for (int64_t e = 2; e <= m->experts && n < 32; e *= 2)
+        if (m->experts % e == 0) ep[n++] = e;
     return n;
 }
 
@@ -150,8 +165,8 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
             int64_t gpus = req->gpu_counts[ci];
             plan_candidate best_here;
             int have_best = 0;
-            int64_t cps[8];
-            int ncp = cp_degrees(req, cps);
+            int64_t cps[8], eps[32];
+            int ncp = cp_degrees(req, cps), nep = ep_degrees(req, m, eps);
             for (int64_t tp = 1; tp <= gpus && tp <= m->heads; tp *= 2) {
                 for (int cpi = 0; cpi < ncp; cpi++) {
                     int64_t cp = cps[cpi];
@@ -167,11 +182,13 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                      gbs *= 2) {
                                     for (size_t ri = 0; ri < (attention == ATTENTION_FLASH ? 2u : 3u); ri++)
                                         for (int zero = 0; zero <= req->max_zero; zero++)
-                                            for (int sp = 0; sp <= (tp > 1); sp++) {
+                                            for (int sp = 0; sp <= (tp > 1); sp++)
+                                            for (int ei = 0; ei < nep; ei++) {
+                                                int64_t ep = eps[ei];
                                                 layout_t l = {0};
                                                 l.gpus = gpus; l.tp = tp; l.pp = pp; l.dp = dp; l.vpp = vpp;
                                                 l.mbs = mbs; l.gbs = gbs; l.seq = req->seq;
-                                                l.cp = cp; l.cp_comm = req->cp_comm;
+                                                l.cp = cp; l.cp_comm = req->cp_comm; l.ep = ep;
                                                 l.gpus_per_node = node->gpus_per_node;
                                                 l.recompute = recomputes[ri]; l.zero = zero; l.sp = sp;
                                                 l.precision = prec; l.fp32_grads = req->fp32_grads;
@@ -193,6 +210,10 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                 char why[256];
                                                 if (cp > 1 && layout_check_cp(m, &l, why, sizeof why) != 0) {
                                                     res->rejected[REJECT_CP]++;
+                                                    continue;
+                                                }
+                                                if (ep > 1 && layout_check_ep(m, &l, why, sizeof why) != 0) {
+                                                    res->rejected[REJECT_EP]++;
                                                     continue;
                                                 }
                                                 /* a layout that does not fit is rejected below whatever its time */

@@ -251,6 +251,16 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
         if (layout_cp(l) > 1)
             fprintf(out, "  --context-parallel-size %lld --cp-comm-type %s \\\n", (long long)l->cp,
                     l->cp_comm == CP_COMM_ALLGATHER ? "allgather" : "p2p");
+        /* Megatron-Core MoE: the experts, their top-k, the all-to-all dispatcher, EP inside DP x CP */
+        if (model_is_moe(m)) {
+            fprintf(out, "  --num-experts %lld --moe-router-topk %lld --moe-ffn-hidden-size %lld --moe-token-dispatcher-type alltoall \\\n",
+                    (long long)m->experts, (long long)m->top_k, (long long)model_expert_ffn(m));
+            fprintf(out, "  --expert-model-parallel-size %lld --expert-tensor-parallel-size %lld \\\n", (long long)layout_ep(l),
+                    (long long)l->tp);
+            if (m->shared_experts > 0)
+                fprintf(out, "  --moe-shared-expert-intermediate-size %lld \\\n", (long long)(m->shared_experts * model_expert_ffn(m)));
+            if (m->capacity_factor > 0) fprintf(out, "  --moe-expert-capacity-factor %g \\\n", m->capacity_factor);
+        }
         if (l->sp) fprintf(out, "  --sequence-parallel \\\n");
         if (l->zero == 1) fprintf(out, "  --use-distributed-optimizer \\\n");
         if (l->recompute != RECOMPUTE_NONE) fprintf(out, "  %s \\\n", recompute_megatron(l->recompute));
@@ -262,6 +272,11 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
         return 0;
     }
     if (!strcmp(framework, "deepspeed")) {
+        if (layout_ep(l) > 1) {
+            snprintf(err, errlen, "--emit deepspeed: the plan uses expert parallelism (ep %lld), which this emitter does not "
+                     "write (DeepSpeed-MoE sets it in the model code)", (long long)l->ep);
+            return -1;
+        }
         if (layout_cp(l) > 1) {
             snprintf(err, errlen, "--emit deepspeed: the plan uses context parallelism (cp %lld), which DeepSpeed does not "
                      "have (its Ulysses sequence parallelism is another scheme)", (long long)l->cp);
@@ -313,6 +328,8 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
         if (layout_cp(l) > 1)
             fprintf(out, "context_parallel_degree = %lld\ncontext_parallel_rotate_method = \"%s\"\n", (long long)l->cp,
                     l->cp_comm == CP_COMM_ALLGATHER ? "allgather" : "alltoall");
+        /* torchtitan's expert parallelism, taken from the data-parallel shard ranks as Megatron's from DP */
+        if (layout_ep(l) > 1) fprintf(out, "expert_parallel_degree = %lld\n", (long long)l->ep);
         if (l->pp > 1)
             fprintf(out, "pipeline_parallel_schedule = \"%s\"\n", l->vpp > 1 ? "Interleaved1F1B" : "1F1B");
         fprintf(out, "\n[activation_checkpoint]\nmode = \"%s\"\n", l->recompute == RECOMPUTE_FULL ? "full"
