@@ -65,6 +65,8 @@ static void winner_reason(FILE *out, const plan_request *req, const plan_result 
         const plan_candidate *r = &res->top[1];
         char cp_text[32] = "";
         if (layout_cp(&r->layout) > 1) snprintf(cp_text, sizeof cp_text, ", CP %lld", (long long)r->layout.cp);
+        if (layout_ep(&r->layout) > 1)
+            snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", EP %lld", (long long)r->layout.ep);
         fprintf(out, "The runner-up (TP %lld%s, PP %lld, DP %lld, mbs %lld, recompute %s, ZeRO %d) is %.1f%% behind.",
                 (long long)r->layout.tp, cp_text, (long long)r->layout.pp, (long long)r->layout.dp, (long long)r->layout.mbs,
                 recompute_name(r->layout.recompute), r->layout.zero,
@@ -84,6 +86,7 @@ static void print_candidate_row(FILE *out, const plan_request *req, int rank, co
     const layout_t *l = &c->layout;
     fprintf(out, "%4d  %-14s %6lld %3lld ", rank, req->gpu[c->gpu_type]->name, (long long)l->gpus, (long long)l->tp);
     if (searched_cp(req)) fprintf(out, "%3lld ", (long long)layout_cp(l));
+    if (model_is_moe(req->model)) fprintf(out, "%3lld ", (long long)layout_ep(l));
     fprintf(out, "%3lld %5lld %3lld %4lld %6lld  %-9s %4d %3s %7.1f %9.3f %6.1f%% %9.2f %12.4g\n", (long long)l->pp, (long long)l->dp,
             (long long)l->vpp, (long long)l->mbs, (long long)l->gbs, recompute_name(l->recompute), l->zero,
             l->sp ? "on" : "off", c->memory_total / GIB, c->step_s, 100.0 * c->mfu, c->time_to_train_s / 86400.0,
@@ -94,6 +97,7 @@ static void print_header(FILE *out, const plan_request *req)
 {
     fprintf(out, "%4s  %-14s %6s %3s ", "rank", "gpu", "GPUs", "TP");
     if (searched_cp(req)) fprintf(out, "%3s ", "CP");
+    if (model_is_moe(req->model)) fprintf(out, "%3s ", "EP");
     fprintf(out, "%3s %5s %3s %4s %6s  %-9s %4s %3s %7s %9s %7s %9s %12s\n", "PP", "DP", "VPP", "mbs", "gbs", "recompute", "ZeRO", "SP", "mem GiB", "step s", "MFU", "days", "cost $");
 }
 
@@ -109,6 +113,7 @@ static cJSON *candidate_json(const plan_request *req, const plan_candidate *c)
     cJSON_AddNumberToObject(lj, "dp", (double)l->dp);
     cJSON_AddNumberToObject(lj, "cp", (double)layout_cp(l));
     cJSON_AddStringToObject(lj, "cp_comm", cp_comm_name(l->cp_comm));
+    cJSON_AddNumberToObject(lj, "ep", (double)layout_ep(l));
     cJSON_AddNumberToObject(lj, "vpp", (double)l->vpp);
     cJSON_AddNumberToObject(lj, "mbs", (double)l->mbs);
     cJSON_AddNumberToObject(lj, "gbs", (double)l->gbs);
