@@ -68,6 +68,12 @@ int layout_check_ep(const model_t *m, const layout_t *l, char *err, size_t errle
         snprintf(err, errlen, "--ep %lld: expected 1 or more", (long long)l->ep);
         return -1;
     }
+    /* Megatron-LM's arguments check: its MoE layers take sequence-parallel input under TP */
+    if (model_is_moe(m) && l->tp > 1 && !l->sp) {
+        snprintf(err, errlen, "--sp: %s is a mixture of experts, and Megatron requires sequence parallelism with MoE and "
+                 "TP %lld", m->name, (long long)l->tp);
+        return -1;
+    }
     if (l->ep <= 1) return 0;
     if (!model_is_moe(m)) {
         snprintf(err, errlen, "--ep %lld: %s has no experts to split", (long long)l->ep, m->name);

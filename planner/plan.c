@@ -23,7 +23,7 @@ const char *reject_reason_name(reject_reason_t r)
                                         "slower than --days", "dearer than --budget",
                                         "context parallelism the sequence cannot take",
                                         "interleaved with micro-batches not a multiple of PP",
-                                        "expert parallelism the experts or dp x cp cannot take"};
+                                        "expert parallelism the experts or dp x cp cannot take, or MoE with TP and no SP"};
     return names[r];
 }
 
@@ -212,7 +212,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                     res->rejected[REJECT_CP]++;
                                                     continue;
                                                 }
-                                                if (ep > 1 && layout_check_ep(m, &l, why, sizeof why) != 0) {
+                                                if ((ep > 1 || model_is_moe(m)) && layout_check_ep(m, &l, why, sizeof why) != 0) {
                                                     res->rejected[REJECT_EP]++;
                                                     continue;
                                                 }

@@ -277,7 +277,7 @@ typedef enum {
     REJECT_BUDGET,          /* dearer than --budget */
     REJECT_CP,              /* context parallelism the sequence or attention cannot take */
     REJECT_INTERLEAVING,    /* VPP > 1 with micro-batches not a multiple of PP */
-    REJECT_EP,              /* EP not dividing the experts or dp x cp */
+    REJECT_EP,              /* EP not dividing the experts or dp x cp; MoE with TP and no SP */
     REJECT_COUNT
 } reject_reason_t;
 

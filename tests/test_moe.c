@@ -190,6 +190,11 @@ static void bad_ep_layouts_are_refused(void **state)
     assert_int_equal(estimate_model(model_zoo_find(&zoo, "deepseek-v3"), moe_layout(1, 16, 8, 16, 64, 4096), &e, err,
                                     sizeof err), -1);
     assert_non_null(strstr(err, "dp x cp"));
+    /* TP without SP: Megatron refuses MoE so */
+    layout_t nosp = moe_layout(2, 1, 8, 1, 64, 4096);
+    nosp.sp = 0;
+    assert_int_equal(estimate_model(mix, nosp, &e, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--sp"));
     /* a dense model has no experts */
     assert_int_equal(estimate_model(model_zoo_find(&zoo, "llama3-8b"), moe_layout(1, 1, 8, 2, 64, 4096), &e, err, sizeof err),
                      -1);
