@@ -456,7 +456,8 @@ static int emit(const char *path, const char *text, size_t len)
 static void print_models(FILE *out, const model_zoo *zoo, format_t format)
 {
     if (format == FORMAT_CSV)
-        fprintf(out, "name,family,layers,hidden,heads,kv_heads,ffn,ffn_kind,vocab,seq,params,params_published,error_pct,active_params\n");
+        fprintf(out, "name,family,layers,hidden,heads,kv_heads,ffn,ffn_kind,vocab,seq,params,params_published,error_pct,active_params,"
+                     "experts,top_k,moe_ffn,shared_experts,moe_layers,q_lora_rank,kv_lora_rank\n");
     else if (format == FORMAT_TABLE)
         fprintf(out, "%-14s %-8s %6s %6s %5s %4s %6s %-6s %7s %6s %12s %12s %7s %12s\n", "name", "family", "layers",
                 "hidden", "heads", "kv", "ffn", "kind", "vocab", "seq", "params", "published", "error", "active");
@@ -467,10 +468,12 @@ static void print_models(FILE *out, const model_zoo *zoo, format_t format)
         double n = model_params_total(m), err = 100.0 * (n - m->params_published) / m->params_published;
         const char *kind = m->ffn_kind == FFN_SWIGLU ? "swiglu" : "gelu";
         if (format == FORMAT_CSV)
-            fprintf(out, "%s,%s,%lld,%lld,%lld,%lld,%lld,%s,%lld,%lld,%.0f,%.0f,%.3f,%.0f\n", m->name, m->family,
-                    (long long)m->layers, (long long)m->hidden, (long long)m->heads, (long long)m->kv_heads,
-                    (long long)m->ffn, kind, (long long)m->vocab, (long long)m->seq, n, m->params_published, err,
-                    model_params_active(m));
+            fprintf(out, "%s,%s,%lld,%lld,%lld,%lld,%lld,%s,%lld,%lld,%.0f,%.0f,%.3f,%.0f,%lld,%lld,%lld,%lld,%lld,%lld,%lld\n",
+                    m->name, m->family, (long long)m->layers, (long long)m->hidden, (long long)m->heads,
+                    (long long)m->kv_heads, (long long)m->ffn, kind, (long long)m->vocab, (long long)m->seq, n,
+                    m->params_published, err, model_params_active(m), (long long)m->experts, (long long)m->top_k,
+                    (long long)model_expert_ffn(m), (long long)m->shared_experts, (long long)model_moe_layers(m),
+                    (long long)m->q_lora_rank, (long long)m->kv_lora_rank);
         else if (format == FORMAT_TABLE)
             fprintf(out, "%-14s %-8s %6lld %6lld %5lld %4lld %6lld %-6s %7lld %6lld %11.3fB %11.3fB %+6.2f%% %11.3fB\n",
                     m->name, m->family, (long long)m->layers, (long long)m->hidden, (long long)m->heads,
@@ -479,10 +482,14 @@ static void print_models(FILE *out, const model_zoo *zoo, format_t format)
         else
             fprintf(out, "  {\"name\": \"%s\", \"family\": \"%s\", \"layers\": %lld, \"hidden\": %lld, \"heads\": %lld, "
                          "\"kv_heads\": %lld, \"ffn\": %lld, \"ffn_kind\": \"%s\", \"vocab\": %lld, \"seq\": %lld, "
-                         "\"params\": %.0f, \"params_published\": %.0f, \"active_params\": %.0f}%s\n",
+                         "\"params\": %.0f, \"params_published\": %.0f, \"active_params\": %.0f, \"experts\": %lld, "
+                         "\"top_k\": %lld, \"moe_ffn\": %lld, \"shared_experts\": %lld, \"moe_layers\": %lld, "
+                         "\"q_lora_rank\": %lld, \"kv_lora_rank\": %lld}%s\n",
                     m->name, m->family, (long long)m->layers, (long long)m->hidden, (long long)m->heads,
                     (long long)m->kv_heads, (long long)m->ffn, kind, (long long)m->vocab, (long long)m->seq, n,
-                    m->params_published, model_params_active(m), i + 1 < zoo->count ? "," : "");
+                    m->params_published, model_params_active(m), (long long)m->experts, (long long)m->top_k,
+                    (long long)model_expert_ffn(m), (long long)m->shared_experts, (long long)model_moe_layers(m),
+                    (long long)m->q_lora_rank, (long long)m->kv_lora_rank, i + 1 < zoo->count ? "," : "");
     }
     if (format == FORMAT_JSON) fprintf(out, "]\n");
 }
