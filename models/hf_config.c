@@ -138,8 +138,12 @@ static int fill_moe_mla(const cJSON *root, const char *path, model_t *m, char *e
         get_int(root, path, "kv_lora_rank", 0, &m->kv_lora_rank, err, errlen) ||
         get_int(root, path, "qk_nope_head_dim", 0, &m->qk_nope_head_dim, err, errlen) ||
         get_int(root, path, "qk_rope_head_dim", 0, &m->qk_rope_head_dim, err, errlen) ||
-        get_int(root, path, "v_head_dim", 0, &m->v_head_dim, err, errlen))
+        get_int(root, path, "v_head_dim", 0, &m->v_head_dim, err, errlen) ||
+        get_int(root, path, "n_group", 0, &m->moe_groups, err, errlen) ||
+        get_int(root, path, "topk_group", 0, &m->moe_group_limit, err, errlen))
         return -1;
+    /* one group of all the experts limits nothing */
+    if (m->moe_groups <= 1) m->moe_groups = m->moe_group_limit = 0;
     m->experts = local ? local : routed ? routed : qwen ? qwen : 1;
     if (m->experts == 1) m->top_k = 1;
     if (!m->moe_layer_freq) m->moe_layer_freq = sparse_step;

@@ -153,6 +153,7 @@ int model_validate(const model_t *m, const char *where, char *err, size_t errlen
         {"q_lora_rank", m->q_lora_rank, 0, MAX_DIM},  {"kv_lora_rank", m->kv_lora_rank, 0, MAX_DIM},
         {"qk_nope_head_dim", m->qk_nope_head_dim, 0, MAX_DIM}, {"qk_rope_head_dim", m->qk_rope_head_dim, 0, MAX_DIM},
         {"v_head_dim", m->v_head_dim, 0, MAX_DIM},
+        {"moe_groups", m->moe_groups, 0, 100000}, {"moe_group_limit", m->moe_group_limit, 0, 100000},
     };
     for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)
         if (checks[i].value < checks[i].min || checks[i].value > checks[i].max) {
@@ -168,6 +169,11 @@ int model_validate(const model_t *m, const char *where, char *err, size_t errlen
     if (m->top_k > m->experts) {
         snprintf(err, errlen, "%s:top_k: %lld is more than experts (%lld)", where,
                  (long long)m->top_k, (long long)m->experts);
+        return -1;
+    }
+    if (m->moe_group_limit > m->moe_groups || (m->moe_groups > 0 && (!model_is_moe(m) || m->experts % m->moe_groups))) {
+        snprintf(err, errlen, "%s:moe_groups: %lld groups (limit %lld) must divide the %lld experts, the limit at most them",
+                 where, (long long)m->moe_groups, (long long)m->moe_group_limit, (long long)m->experts);
         return -1;
     }
     if (model_is_moe(m) && m->dense_layers >= m->layers) {
@@ -262,7 +268,9 @@ static int load_row(const csv_table *t, int r, model_t *m, char *err, size_t err
         optional_int64(t, r, "kv_lora_rank", MAX_DIM, &m->kv_lora_rank, err, errlen) ||
         optional_int64(t, r, "qk_nope_head_dim", MAX_DIM, &m->qk_nope_head_dim, err, errlen) ||
         optional_int64(t, r, "qk_rope_head_dim", MAX_DIM, &m->qk_rope_head_dim, err, errlen) ||
-        optional_int64(t, r, "v_head_dim", MAX_DIM, &m->v_head_dim, err, errlen))
+        optional_int64(t, r, "v_head_dim", MAX_DIM, &m->v_head_dim, err, errlen) ||
+        optional_int64(t, r, "moe_groups", 100000, &m->moe_groups, err, errlen) ||
+        optional_int64(t, r, "moe_group_limit", 100000, &m->moe_group_limit, err, errlen))
         return -1;
     m->ffn_kind = (ffn_kind_t)ffn_kind;
     m->norm = (norm_kind_t)norm;

@@ -27,6 +27,8 @@ typedef struct {
     int64_t shared_experts;           /* always-on experts of width moe_ffn beside the routed ones (DeepSeek) */
     int64_t dense_layers;             /* the first k layers keep a dense FFN of width ffn (first_k_dense_replace) */
     int64_t moe_layer_freq;           /* of the rest, layer i is MoE when i % freq == 0; 0 or 1: every one */
+    int64_t moe_groups, moe_group_limit; /* group-limited routing (DeepSeek's n_group, topk_group): experts in
+                                            groups, each token's top_k within group_limit of them; 0: none */
     double moe_imbalance;             /* the busiest rank's expert tokens / the mean; 0: MOE_IMBALANCE_DEFAULT */
     double capacity_factor;           /* tokens an expert takes, x the mean, the rest dropped; 0: no limit */
     /* multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank 0: ordinary attention */

@@ -38,7 +38,7 @@ typedef struct {
     precision_t precision;
     recompute_t recompute;
     attention_impl_t attention;
-    int sp, zero, fp32_grads, no_dropout, with_ops, spec_examples;
+    int sp, zero, fp32_grads, no_dropout, with_ops, spec_examples, ep_overlap;
     format_t format;
     /* plan */
     const char *gpus_text, *emit, *plot;
@@ -115,6 +115,8 @@ static const char *usage_text =
     "  --cp-comm ring|allgather   how CP exchanges K and V: Megatron's ring (default) or Llama 3's all-gather\n"
     "  --ep N                 expert parallel degree (MoE models): each GPU holds experts/N experts; N divides\n"
     "                         the experts and dp x cp (inside the data-parallel ranks); plan searches powers of two\n"
+    "  --ep-overlap           hide EP all-to-alls behind the next micro-batch's compute (Megatron's\n"
+    "                         --overlap-moe-expert-parallel-comm, DeepSeek's DualPipe); default exposed\n"
     "  --moe-imbalance X      the busiest EP rank's routed tokens over the mean (default 1.25)\n"
     "  --capacity-factor C    experts take at most C x their mean tokens and drop the rest (default: no limit)\n"
     "  --mbs N                micro-batch size in sequences (default 1)\n"
@@ -280,6 +282,7 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(a, "--vpp")) rc = parse_count(a, TAKE(), 1000, &o->vpp);
         else if (!strcmp(a, "--cp")) rc = parse_count(a, TAKE(), 100000, &o->cp);
         else if (!strcmp(a, "--ep")) rc = parse_count(a, TAKE(), 100000, &o->ep);
+        else if (!strcmp(a, "--ep-overlap")) o->ep_overlap = 1;
         else if (!strcmp(a, "--moe-imbalance") || !strcmp(a, "--capacity-factor")) {
             const char *t = TAKE();
             char *end;
@@ -569,6 +572,7 @@ static int make_layout(const options *o, const model_t *m, const hw_gpu *g, cons
     l->cp = o->cp ? o->cp : 1;
     l->cp_comm = o->cp_comm;
     l->ep = o->ep ? o->ep : 1;
+    l->ep_overlap = o->ep_overlap;
     l->mbs = o->mbs ? o->mbs : 1;
     l->seq = o->seq ? o->seq : m->seq;
     l->sp = o->sp;
@@ -876,6 +880,7 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     req->cp = o->cp;
     req->cp_comm = o->cp_comm;
     req->ep = o->ep;
+    req->ep_overlap = o->ep_overlap;
     /* DeepSpeed has no context parallelism to emit */
     if (o->emit && !strcmp(o->emit, "deepspeed")) {
         if (o->cp > 1) { rc = fail("--cp %lld: --emit deepspeed has no context parallelism", (long long)o->cp); goto done; }

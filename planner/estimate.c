@@ -391,7 +391,8 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
                 double local = (double)l->gpus_per_node / (double)l->tp;
                 double ibw = gpu->measured_intra_bytes_per_s > 0 ? gpu->measured_intra_bytes_per_s
                                                                  : node->intra_bytes_per_s_per_dir;
-                return alltoall_two_level_s(n, local, op->comm_bytes, ibw, node->intra_latency_s, bw, latency);
+                return alltoall_two_level_s(n, local, op->comm_bytes, ibw, node->intra_latency_s, bw, latency,
+                                            op->internode_share > 0.0 ? op->internode_share : 1.0);
             }
             return alltoall_s(n, op->comm_bytes, bw, latency);
         }
@@ -415,6 +416,7 @@ typedef struct {
     double tp;                            /* exposed per micro-batch */
     double cp;                            /* context parallelism's, exposed per micro-batch */
     double ep;                            /* expert parallelism's all-to-alls, exposed per micro-batch */
+    double ep_hidden;                     /* ... and those overlapped with the next micro-batch, before overlap */
     double saved_bytes;                   /* per micro-batch */
     double clock_bound_fwd, clock_bound_bwd; /* of compute_fwd and _bwd, the seconds that follow the clock */
     double energy_j;                      /* switching energy per micro-batch at the top clock */
@@ -471,7 +473,8 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
             continue;
         }
         if (op->kind == OP_COMM && op->group == GROUP_EP) {
-            c->body.ep += t;
+            if (op->overlap == OVERLAP_MICROBATCH) c->body.ep_hidden += t;
+            else c->body.ep += t;
             continue;
         }
         /* collectives keep nothing for backward: the saved activations are the body's */
@@ -759,7 +762,7 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
                            const job_t *job, const stage_summary s[2], const sequence_flops *f, estimate_t *e)
 {
     const double B = activation_element_bytes(l->precision);
-    double stage_mb_s[2], stage_dp_s[2];
+    double stage_mb_s[2], stage_dp_s[2], ep_s[2];
     for (int i = 0; i < 2; i++) {
         const stage_cost *c = &s[i].cost;
         /* ZeRO-3/FSDP gathers and reduces one layer (one wrapped unit) at a time, prefetching the
@@ -770,7 +773,11 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
          * reduce-scatter's slowdown stands for both (they differ by 2 points, docs/validation) */
         double z3 = exposed(gpu, COLL_ALLGATHER, c->dp.zero3_fwd, c->body.compute_fwd, unit) +
                     exposed(gpu, COLL_REDUCE_SCATTER, c->dp.zero3_bwd, c->body.compute_bwd, unit);
-        stage_mb_s[i] = c->body.compute_fwd + c->body.compute_bwd + c->body.tp + c->body.cp + c->body.ep + c->pipeline.pp + z3;
+        /* the combined 1F1B hides a micro-batch's all-to-alls behind the compute of the one beside it, but
+         * for the step's first forward and last backward, which run alone: 1/m of them exposed */
+        ep_s[i] = c->body.ep + exposed(gpu, COLL_ALLTOALL, c->body.ep_hidden, c->body.compute_fwd + c->body.compute_bwd,
+                                       1.0 / (double)e->microbatches);
+        stage_mb_s[i] = c->body.compute_fwd + c->body.compute_bwd + c->body.tp + c->body.cp + ep_s[i] + c->pipeline.pp + z3;
         stage_dp_s[i] = exposed(gpu, l->zero == 0 ? COLL_ALLREDUCE : COLL_REDUCE_SCATTER, c->dp.dp_bwd, c->body.compute_bwd,
                                 c->dp.dp_bucket_fraction) +
                         exposed(gpu, COLL_ALLGATHER, c->dp.dp_fwd, c->body.compute_fwd, c->dp.dp_bucket_fraction) +
@@ -786,7 +793,7 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
     e->compute_s = mbs_count * (c->body.compute_fwd + c->body.compute_bwd);
     e->tp_comm_s = mbs_count * c->body.tp;
     e->cp_comm_s = mbs_count * c->body.cp;
-    e->ep_comm_s = mbs_count * c->body.ep;
+    e->ep_comm_s = mbs_count * ep_s[slow];
     e->pp_comm_s = mbs_count * c->pipeline.pp;
     /* 1F1B's critical path: the slowest stage runs all m micro-batches, and
      * each other stage adds one micro-batch's forward and backward on the way
@@ -934,7 +941,7 @@ typedef enum { CACHED_BODY = 1, CACHED_PIPELINE, CACHED_DATA_PARALLEL, CACHED_SE
 enum {
     KEY_PART, KEY_MODEL, KEY_GPU, KEY_NODE, KEY_GPUS, KEY_TP, KEY_PP, KEY_DP, KEY_VPP, KEY_MBS, KEY_SEQ,
     KEY_GPUS_PER_NODE, KEY_RECOMPUTE, KEY_ATTENTION, KEY_SP, KEY_ZERO, KEY_FP32_GRADS, KEY_PRECISION,
-    KEY_LINK_BYTES_PER_S, KEY_LINK_LATENCY_S, KEY_CP, KEY_CP_COMM, KEY_EP, KEY_WORDS
+    KEY_LINK_BYTES_PER_S, KEY_LINK_LATENCY_S, KEY_CP, KEY_CP_COMM, KEY_EP, KEY_EP_OVERLAP, KEY_WORDS
 };
 
 typedef struct {
@@ -954,7 +961,7 @@ typedef struct {
 static const uint32_t part_inputs[] = {
     [CACHED_BODY] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_MBS) | ON(KEY_SEQ) |
                     ON(KEY_GPUS_PER_NODE) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_SP) | ON(KEY_PRECISION) |
-                    ON(KEY_CP) | ON(KEY_CP_COMM) | ON(KEY_EP),
+                    ON(KEY_CP) | ON(KEY_CP_COMM) | ON(KEY_EP) | ON(KEY_EP_OVERLAP),
     [CACHED_PIPELINE] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_VPP) | ON(KEY_MBS) |
                         ON(KEY_SEQ) | ON(KEY_PRECISION) | ON(KEY_LINK_BYTES_PER_S) | ON(KEY_LINK_LATENCY_S) | ON(KEY_CP),
     [CACHED_DATA_PARALLEL] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_GPUS) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_DP) |
@@ -990,6 +997,7 @@ static void part_key_of(cached_part part, const model_t *m, const hw_gpu *gpu, c
         [KEY_PRECISION] = (uint64_t)l->precision, [KEY_LINK_BYTES_PER_S] = double_bits(link_bytes_per_s),
         [KEY_LINK_LATENCY_S] = double_bits(link_latency_s), [KEY_CP] = (uint64_t)layout_cp(l),
         [KEY_CP_COMM] = (uint64_t)l->cp_comm, [KEY_EP] = (uint64_t)layout_ep(l),
+        [KEY_EP_OVERLAP] = (uint64_t)l->ep_overlap,
     };
     uint32_t keep = part_inputs[part] | (UINT32_C(1) << KEY_PART) | (UINT32_C(1) << KEY_MODEL);
     for (int i = 0; i < KEY_WORDS; i++) k->word[i] = (keep >> i) & 1u ? input[i] : 0;

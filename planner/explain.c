@@ -126,11 +126,20 @@ static void ep_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
             layout_cp(l) > 1 ? " / c" : "", T / t, (long long)m->top_k, T / t, k, (long long)m->hidden, B,
             moe_alltoall_bytes(T / t, k, (double)m->hidden, B) / 1e6);
     const op_t *a2a = find_op(slow, "ep_alltoall_dispatch", PASS_FWD);
+    if (a2a && a2a->crosses_node && a2a->internode_share > 0.0 && a2a->internode_share < 1.0)
+        fprintf(out, "  Group-limited routing (top-%lld within %lld of %lld groups, one a node): DeepSeek's dispatcher sends a token once\n"
+                     "  to each node it reaches, %.3g remote copies against a plain exchange's %.3g: %.3g of its inter-node bytes.\n",
+                (long long)m->top_k, (long long)m->moe_group_limit, (long long)m->moe_groups,
+                moe_remote_node_copies(k, ep * t / (double)l->gpus_per_node, (double)m->moe_groups, (double)m->moe_group_limit),
+                moe_remote_node_copies(k, ep * t / (double)l->gpus_per_node, 0.0, 0.0), a2a->internode_share);
     if (a2a)
-        fprintf(out, "  All-to-all: (n-1)/n S / BW + (n-1) alpha = %.4g ms each (%s), 4 per MoE layer, %lld MoE layers on stage %lld:\n"
-                     "  %.4g s per step, exposed (Megatron can overlap it only with --overlap-moe-expert-parallel-comm, not modelled).\n",
+        fprintf(out, "  All-to-all: (n-1)/n S / BW + (n-1) alpha = %.4g ms each (%s), %d per MoE layer, %lld MoE layers on stage %lld:\n"
+                     "  %.4g s per step %s.\n",
                 a2a->time_s * 1e3, a2a->crosses_node ? "the node's own link for its GPUs, the NICs for the others" : "NVLink",
-                (long long)slow->moe_layers, (long long)slow->stage, e->ep_comm_s);
+                l->recompute == RECOMPUTE_FULL ? 6 : 4, (long long)slow->moe_layers, (long long)slow->stage, e->ep_comm_s,
+                l->ep_overlap ? "exposed after hiding behind the compute of the micro-batch beside it (--ep-overlap: Megatron's\n"
+                                "  combined 1F1B; the step's first forward and last backward run alone), slowed as \"Overlap is not free\""
+                              : "exposed (--ep-overlap would hide them behind the next micro-batch's compute)");
     else
         fprintf(out, "  e = 1: no token traffic between GPUs; each GPU runs all %lld experts' 1/t slices.\n", (long long)m->experts);
     fprintf(out, "  Experts: a GPU's E/e experts get T k e / E = %.4g tokens each (balanced) after the TP gather; grouped GEMMs of\n"

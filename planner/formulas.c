@@ -82,15 +82,17 @@ double alltoall_s(double n, double bytes, double bw, double latency)
 
 /* The same across nodes: of the n - 1 peers, n_local - 1 share the node and
  * take their S/n each over its link while the n - n_local others go out
- * through the NICs at the same time; the slower of the two sets the time. */
+ * through the NICs at the same time; the slower of the two sets the time.
+ * A node-limited dispatcher sends internode_share of those inter-node bytes
+ * (moe_remote_node_copies over the plain exchange's; 1 for the plain one). */
 double alltoall_two_level_s(double n, double n_local, double bytes, double bw_intra, double latency_intra,
-                            double bw_inter, double latency_inter)
+                            double bw_inter, double latency_inter, double internode_share)
 {
     if (n <= 1.0) return 0.0;
     if (n_local >= n) return alltoall_s(n, bytes, bw_intra, latency_intra);
     if (n_local < 1.0) n_local = 1.0;
     double intra = (n_local - 1.0) / n * bytes / bw_intra + (n_local - 1.0) * latency_intra;
-    double inter = (n - n_local) / n * bytes / bw_inter + (n - n_local) * latency_inter;
+    double inter = internode_share * (n - n_local) / n * bytes / bw_inter + (n - n_local) * latency_inter;
     return intra > inter ? intra : inter;
 }
 
@@ -104,6 +106,24 @@ double moe_load_factor(double imbalance, double capacity_factor, int pad_to_capa
     if (capacity_factor <= 0.0) return imbalance;
     if (pad_to_capacity) return capacity_factor;
     return imbalance < capacity_factor ? imbalance : capacity_factor;
+}
+
+/* "Mixture of experts": the copies of a token the dispatch sends to other nodes, when the EP group spans
+ * `nodes` nodes and the experts are spread evenly over them.  A plain all-to-all sends each of its top_k
+ * copies to its expert's rank, (nodes - 1)/nodes of them off the node.  DeepSeek-V3's dispatcher (section
+ * 3.2.2) sends a token once to each node it has experts on, over IB, and forwards it inside the node over
+ * NVLink; with group-limited routing (its experts in `groups` groups, each token within `group_limit` of
+ * them, the groups one per node) that is at most group_limit x nodes / groups nodes.  Without a limit
+ * (group_limit 0) the plain exchange's k (nodes - 1)/nodes. */
+double moe_remote_node_copies(double top_k, double nodes, double groups, double group_limit)
+{
+    if (nodes <= 1.0) return 0.0;
+    double remote = (nodes - 1.0) / nodes;
+    if (group_limit <= 0.0 || groups <= 0.0) return top_k * remote;
+    double targets = group_limit * nodes / groups;
+    if (targets > top_k) targets = top_k;
+    if (targets > nodes) targets = nodes;
+    return targets * remote;
 }
 
 /* The share of the routed tokens dropped when the busiest expert gets

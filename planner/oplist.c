@@ -490,9 +490,16 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     /* tokens sorted by expert before the dispatch and back after the combine */
     membound(b, "moe_permute", "moe_permute_bwd", count, 2.0 * Tr * k * h * B, 2.0 * Tr * k * h * B, 0.0, 0.0, full);
     double a2a = moe_alltoall_bytes(Tr, k, h, B);
-    collective(b, "ep_alltoall_dispatch", PASS_FWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, EXPOSED);
-    if (full) collective(b, "ep_alltoall_dispatch", PASS_RECOMPUTE, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, EXPOSED);
-    collective(b, "ep_alltoall_dispatch_bwd", PASS_BWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, EXPOSED);
+    overlap_t hide = l->ep_overlap ? OVERLAP_MICROBATCH : EXPOSED;
+    /* group-limited routing is costed with DeepSeek's dispatcher, one copy per target node over IB */
+    double nodes = ep * t / (double)l->gpus_per_node, share = 1.0;
+    if (m->moe_group_limit > 0 && nodes > 1.0)
+        share = moe_remote_node_copies(k, nodes, (double)m->moe_groups, (double)m->moe_group_limit) /
+                moe_remote_node_copies(k, nodes, 0.0, 0.0);
+    int first_ep_op = b->out->nops;
+    collective(b, "ep_alltoall_dispatch", PASS_FWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
+    if (full) collective(b, "ep_alltoall_dispatch", PASS_RECOMPUTE, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
+    collective(b, "ep_alltoall_dispatch_bwd", PASS_BWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
     double routed = T * k * h * B;                 /* what the TP group's experts received, gathered */
     collective(b, "moe_tp_allgather", PASS_FWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, routed, EXPOSED);
     if (full) collective(b, "moe_tp_allgather", PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_TP, l->tp, routed, EXPOSED);
@@ -512,9 +519,11 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     collective(b, "moe_tp_reduce_scatter", PASS_FWD, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, routed, EXPOSED);
     if (full) collective(b, "moe_tp_reduce_scatter", PASS_RECOMPUTE, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, routed, EXPOSED);
     collective(b, "moe_tp_allgather_bwd", PASS_BWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, routed, EXPOSED);
-    collective(b, "ep_alltoall_combine", PASS_FWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, EXPOSED);
-    if (full) collective(b, "ep_alltoall_combine", PASS_RECOMPUTE, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, EXPOSED);
-    collective(b, "ep_alltoall_combine_bwd", PASS_BWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, EXPOSED);
+    collective(b, "ep_alltoall_combine", PASS_FWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
+    if (full) collective(b, "ep_alltoall_combine", PASS_RECOMPUTE, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
+    collective(b, "ep_alltoall_combine_bwd", PASS_BWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
+    for (int i = first_ep_op; i < b->out->nops; i++)
+        if (b->out->ops[i].kind == OP_COMM && b->out->ops[i].group == GROUP_EP) b->out->ops[i].internode_share = share;
     if (m->shared_experts > 0) {
         tp_entry(b, "tp_allgather_shared", "tp_allreduce_shared_bwd", "tp_reduce_scatter_shared_bwd", "tp_regather_shared",
                  count, T * h * B, full);

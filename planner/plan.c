@@ -188,7 +188,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                 layout_t l = {0};
                                                 l.gpus = gpus; l.tp = tp; l.pp = pp; l.dp = dp; l.vpp = vpp;
                                                 l.mbs = mbs; l.gbs = gbs; l.seq = req->seq;
-                                                l.cp = cp; l.cp_comm = req->cp_comm; l.ep = ep;
+                                                l.cp = cp; l.cp_comm = req->cp_comm; l.ep = ep; l.ep_overlap = req->ep_overlap;
                                                 l.gpus_per_node = node->gpus_per_node;
                                                 l.recompute = recomputes[ri]; l.zero = zero; l.sp = sp;
                                                 l.precision = prec; l.fp32_grads = req->fp32_grads;

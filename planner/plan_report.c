@@ -258,13 +258,32 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
                     l->cp_comm == CP_COMM_ALLGATHER ? "allgather" : "p2p");
         /* Megatron-Core MoE: the experts, their top-k, the all-to-all dispatcher, EP inside DP x CP */
         if (model_is_moe(m)) {
-            fprintf(out, "  --num-experts %lld --moe-router-topk %lld --moe-ffn-hidden-size %lld --moe-token-dispatcher-type alltoall \\\n",
-                    (long long)m->experts, (long long)m->top_k, (long long)model_expert_ffn(m));
+            /* group-limited routing is costed with the node-deduplicating dispatcher: Megatron's flex one over DeepEP */
+            fprintf(out, "  --num-experts %lld --moe-router-topk %lld --moe-ffn-hidden-size %lld --moe-token-dispatcher-type %s \\\n",
+                    (long long)m->experts, (long long)m->top_k, (long long)model_expert_ffn(m),
+                    m->moe_group_limit > 0 ? "flex --moe-enable-deepep" : "alltoall");
             fprintf(out, "  --expert-model-parallel-size %lld --expert-tensor-parallel-size %lld \\\n", (long long)layout_ep(l),
                     (long long)l->tp);
             if (m->shared_experts > 0)
                 fprintf(out, "  --moe-shared-expert-intermediate-size %lld \\\n", (long long)(m->shared_experts * model_expert_ffn(m)));
             if (m->capacity_factor > 0) fprintf(out, "  --moe-expert-capacity-factor %g \\\n", m->capacity_factor);
+            if (l->ep_overlap) fprintf(out, "  --overlap-moe-expert-parallel-comm --delay-wgrad-compute \\\n");
+            if (m->moe_group_limit > 0)
+                fprintf(out, "  --moe-router-num-groups %lld --moe-router-group-topk %lld \\\n", (long long)m->moe_groups,
+                        (long long)m->moe_group_limit);
+            /* Megatron's pattern: 0 for a dense layer, 1 for a MoE one */
+            if (model_moe_layers(m) < m->layers) {
+                fprintf(out, "  --moe-layer-freq \"[");
+                for (int64_t i = 0; i < m->layers; i++) fprintf(out, "%s%d", i ? "," : "", model_layer_is_moe(m, i));
+                fprintf(out, "]\" \\\n");
+            }
+        }
+        if (model_is_mla(m)) {
+            fprintf(out, "  --multi-latent-attention --kv-lora-rank %lld --qk-head-dim %lld --qk-pos-emb-head-dim %lld --v-head-dim %lld",
+                    (long long)m->kv_lora_rank, (long long)m->qk_nope_head_dim, (long long)m->qk_rope_head_dim,
+                    (long long)m->v_head_dim);
+            if (m->q_lora_rank > 0) fprintf(out, " --q-lora-rank %lld", (long long)m->q_lora_rank);
+            fprintf(out, " \\\n");
         }
         if (l->sp) fprintf(out, "  --sequence-parallel \\\n");
         if (l->zero == 1) fprintf(out, "  --use-distributed-optimizer \\\n");

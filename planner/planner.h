@@ -24,6 +24,7 @@ typedef struct {
     int64_t gpus, tp, pp, dp, vpp, mbs, gbs, seq, gpus_per_node;
     int64_t cp;        /* context parallel degree: each rank holds seq/cp tokens; 0 (a zeroed layout) means 1 */
     int64_t ep;        /* expert parallel degree, inside DP x CP: each rank holds experts/ep; 0 means 1 */
+    int ep_overlap;    /* EP all-to-alls overlapped with another micro-batch's compute (docs/model.md) */
     cp_comm_t cp_comm;
     recompute_t recompute;
     attention_impl_t attention;
@@ -49,7 +50,9 @@ typedef enum { GROUP_TP = 0, GROUP_PP, GROUP_DP, GROUP_CP, GROUP_EP, GROUP_EDP }
 /* How a communication op meets the compute timeline (docs/model.md, "Overlap"). */
 /* OVERLAP_ATTENTION: one step of context parallelism's KV ring, hidden behind the attention of the block
  * received before it. */
-typedef enum { EXPOSED = 0, OVERLAP_BWD, OVERLAP_FWD, OVERLAP_ATTENTION } overlap_t;
+/* OVERLAP_MICROBATCH: an EP all-to-all hidden behind the compute of the micro-batch beside it (Megatron's
+ * combined 1F1B, --overlap-moe-expert-parallel-comm; DeepSeek's DualPipe). */
+typedef enum { EXPOSED = 0, OVERLAP_BWD, OVERLAP_FWD, OVERLAP_ATTENTION, OVERLAP_MICROBATCH } overlap_t;
 
 typedef struct {
     const char *name;       /* static string, shared with the validator */
@@ -73,6 +76,8 @@ typedef struct {
     double clock_bound_s;   /* of time_s, the seconds that follow the SM clock (docs/model.md, "Clock under
                                the power cap"); 0 without the GPU's power model */
     double energy_j;        /* switching energy per instance at the top clock; 0 without the power model */
+    double internode_share; /* all-to-all: the inter-node bytes a node-limited dispatcher sends, as a share of
+                               the plain exchange's (0: 1, the plain exchange) */
 } op_t;
 
 #define OPS_MAX 160
@@ -233,9 +238,10 @@ double sendrecv_s(double bytes, double bytes_per_s, double latency_s);
 double moe_alltoall_bytes(double tokens, double top_k, double hidden, double elem_bytes);
 double alltoall_s(double n, double bytes, double bytes_per_s, double latency_s);
 double alltoall_two_level_s(double n, double n_local, double bytes, double bw_intra, double latency_intra,
-                            double bw_inter, double latency_inter);
+                            double bw_inter, double latency_inter, double internode_share);
 double moe_load_factor(double imbalance, double capacity_factor, int pad_to_capacity);
 double moe_dropped_fraction(double imbalance, double capacity_factor);
+double moe_remote_node_copies(double top_k, double nodes, double groups, double group_limit);
 double cp_kv_block_bytes(double kv_heads, double head_dim, double seq, double cp, double mbs, double elem_bytes);
 double cp_ring_exposed_s(double transfer_s, double attention_s, double cp);
 /* nccl-tests' bus bandwidth: algorithm bandwidth times the ring's factor. */
@@ -311,6 +317,7 @@ typedef struct {
     int64_t cp;                    /* 0: search 1..16 when seq >= PLAN_CP_MIN_SEQ, else 1 */
     cp_comm_t cp_comm;
     int64_t ep;                    /* 0: search 1 and the powers of two dividing a MoE model's experts */
+    int ep_overlap;                /* every layout with the EP all-to-alls overlapped (--ep-overlap) */
     int uncached;                  /* cost every layout from scratch (estimate_layout_fast), without the
                                       search's cache: the reference for make bench and the tests */
 } plan_request;

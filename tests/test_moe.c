@@ -76,9 +76,16 @@ static void alltoall_formulas(void **state)
     assert_close(alltoall_s(8, 800e6, 100e9, 10e-6), 7e-3 + 70e-6, 1e-12);
     assert_true(alltoall_s(1, 800e6, 100e9, 10e-6) == 0.0);
     /* all in one node: the one-level formula */
-    assert_close(alltoall_two_level_s(8, 8, 800e6, 100e9, 10e-6, 25e9, 20e-6), alltoall_s(8, 800e6, 100e9, 10e-6), 1e-15);
+    assert_close(alltoall_two_level_s(8, 8, 800e6, 100e9, 10e-6, 25e9, 20e-6, 1), alltoall_s(8, 800e6, 100e9, 10e-6), 1e-15);
     /* 16 ranks, 8 per node: the 8 remote peers' 8/16 of S through 25 GB/s set the time */
-    assert_close(alltoall_two_level_s(16, 8, 800e6, 400e9, 1e-6, 25e9, 20e-6), 0.5 * 800e6 / 25e9 + 8 * 20e-6, 1e-12);
+    assert_close(alltoall_two_level_s(16, 8, 800e6, 400e9, 1e-6, 25e9, 20e-6, 1), 0.5 * 800e6 / 25e9 + 8 * 20e-6, 1e-12);
+    /* a node-limited dispatcher sending half those bytes: half the transfer, the same latencies */
+    assert_close(alltoall_two_level_s(16, 8, 800e6, 400e9, 1e-6, 25e9, 20e-6, 0.5), 0.25 * 800e6 / 25e9 + 8 * 20e-6, 1e-12);
+    /* DeepSeek-V3 over 8 nodes: top-8 experts within 4 of 8 groups (one a node) reach at most 4 nodes, 3.5 of
+     * them remote on average, against 8 x 7/8 = 7 copies in a plain exchange */
+    assert_close(moe_remote_node_copies(8, 8, 8, 4), 3.5, 1e-12);
+    assert_close(moe_remote_node_copies(8, 8, 0, 0), 7.0, 1e-12);
+    assert_true(moe_remote_node_copies(8, 1, 8, 4) == 0.0);
     /* nccl-tests' bus bandwidth of an all-to-all: algbw x (n-1)/n */
     assert_close(bus_bandwidth(COLL_ALLTOALL, 8, 800e6, 1e-2), 80e9 * 7.0 / 8.0, 1e-12);
     /* load: the imbalance, capped by a capacity factor; tokens dropped beyond it */
@@ -151,6 +158,34 @@ static void active_versus_total_flops(void **state)
     int warned = 0;
     for (int i = 0; i < s.nwarnings; i++) warned |= strstr(s.warnings[i], "drops up to 20%") != NULL;
     assert_true(warned);
+}
+
+static void overlap_and_node_limit_shrink_the_alltoall(void **state)
+{
+    (void)state;
+    static estimate_t limited, plain, hidden;
+    char err[256];
+    layout_t l = moe_layout(1, 16, 128, 64, 1024, 4096);
+    estimate("deepseek-v3", l, &limited);
+    /* the same model routed without its group limit: the plain exchange's inter-node bytes, twice DeepSeek's */
+    model_t unlimited = *model_zoo_find(&zoo, "deepseek-v3");
+    unlimited.moe_groups = unlimited.moe_group_limit = 0;
+    assert_int_equal(estimate_model(&unlimited, l, &plain, err, sizeof err), 0);
+    const op_t *a2a = find(&limited.first_stage, "ep_alltoall_dispatch", PASS_FWD);
+    assert_non_null(a2a);
+    assert_true(a2a->crosses_node);
+    assert_close(a2a->internode_share, 0.5, 1e-12);
+    assert_true(limited.ep_comm_s < plain.ep_comm_s);
+    assert_close(limited.model_flops_per_step, plain.model_flops_per_step, 1e-12);
+    /* --ep-overlap hides most of it behind the micro-batch beside it, never below zero */
+    l.ep_overlap = 1;
+    estimate("deepseek-v3", l, &hidden);
+    a2a = find(&hidden.first_stage, "ep_alltoall_dispatch", PASS_FWD);
+    assert_int_equal(a2a->overlap, OVERLAP_MICROBATCH);
+    assert_true(hidden.ep_comm_s > 0.0 && hidden.ep_comm_s < limited.ep_comm_s);
+    assert_true(hidden.step_s < limited.step_s);
+    assert_close(hidden.step_s, hidden.compute_s + hidden.tp_comm_s + hidden.cp_comm_s + hidden.ep_comm_s +
+                                    hidden.pp_comm_s + hidden.bubble_s + hidden.dp_comm_s + hidden.optimizer_s, 1e-12);
 }
 
 static void mla_keeps_less_kv(void **state)
@@ -285,6 +320,14 @@ static void cli_takes_ep_and_emits_it(void **state)
     assert_non_null(strstr(r.out, "--expert-model-parallel-size 8"));
     assert_non_null(strstr(r.out, "--num-experts 8 --moe-router-topk 2"));
     run_free(&r);
+    r = run_sextant("plan deepseek-v3 --gpus 1024 --ep 64 --ep-overlap --emit megatron");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "--expert-model-parallel-size 64"));
+    assert_non_null(strstr(r.out, "--overlap-moe-expert-parallel-comm"));
+    assert_non_null(strstr(r.out, "--moe-router-num-groups 8 --moe-router-group-topk 4"));
+    assert_non_null(strstr(r.out, "--moe-layer-freq \"[0,0,0,1,"));
+    assert_non_null(strstr(r.out, "--multi-latent-attention --kv-lora-rank 512"));
+    run_free(&r);
     r = run_sextant("plan mixtral-8x7b --gpus 64 --ep 8 --emit torchtitan");
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "expert_parallel_degree = 8"));
@@ -301,6 +344,7 @@ int main(void)
         cmocka_unit_test(alltoall_formulas),
         cmocka_unit_test(ep_shards_expert_memory_and_adds_alltoall),
         cmocka_unit_test(active_versus_total_flops),
+        cmocka_unit_test(overlap_and_node_limit_shrink_the_alltoall),
         cmocka_unit_test(mla_keeps_less_kv),
         cmocka_unit_test(bad_ep_layouts_are_refused),
         cmocka_unit_test(ep_keeps_the_planner_properties),
