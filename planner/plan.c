@@ -85,17 +85,19 @@ static int cp_degrees(const plan_request *req, int64_t cp[8])
     return n;
 }
 
-/* The expert parallel degrees to search: the one asked for, else 1 and each power of two dividing a
- * MoE model's experts (a dense model: 1).  Those that do not divide dp x cp are rejected with
- * their reason in the search. */
+/* The expert parallel degrees to search, largest first: the one asked for, else each power of two
+ * dividing a MoE model's experts and 1 (a dense model: 1).  Those that do not divide dp x cp are
+ * rejected with their reason in the search. */
 static int ep_degrees(const plan_request *req, const model_t *m, int64_t ep[32])
 {
     if (req->ep > 0) { ep[0] = req->ep; return 1; }
+    int64_t up[32];
     int n = 0;
-    ep[n++] = 1;
-    if (!model_is_moe(m)) return n;
-    for (int64_t e = 2; e <= m->experts && n < 32; e *= 2)
-        if (m->experts % e == 0) ep[n++] = e;
+    up[n++] = 1;
+    if (model_is_moe(m))
+        for (int64_t e = 2; e <= m->experts && n < 32; e *= 2)
+            if (m->experts % e == 0) up[n++] = e;
+    for (int i = 0; i < n; i++) ep[i] = up[n - 1 - i];
     return n;
 }
 
@@ -183,7 +185,10 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                     for (size_t ri = 0; ri < (attention == ATTENTION_FLASH ? 2u : 3u); ri++)
                                         for (int zero = 0; zero <= req->max_zero; zero++)
                                             for (int sp = 0; sp <= (tp > 1); sp++)
-                                            for (int ei = 0; ei < nep; ei++) {
+                                            /* memory never grows with EP (the experts' weights shrink, their
+                                             * optimizer state is the same over dp x cp / ep, the activations
+                                             * do not change): below an EP that does not fit, none does */
+                                            for (int ei = 0, unfit_above = 0; ei < nep; ei++) {
                                                 int64_t ep = eps[ei];
                                                 layout_t l = {0};
                                                 l.gpus = gpus; l.tp = tp; l.pp = pp; l.dp = dp; l.vpp = vpp;
@@ -216,6 +221,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                     res->rejected[REJECT_EP]++;
                                                     continue;
                                                 }
+                                                if (unfit_above) { res->rejected[REJECT_MEMORY]++; continue; }
                                                 /* a layout that does not fit is rejected below whatever its time */
                                                 int rc = cache ? estimate_layout_cached(cache, m, g, node, &l, &job, 1, e, why, sizeof why)
                                                                : estimate_layout_fast(m, g, node, &l, &job, e, why, sizeof why);
@@ -223,7 +229,11 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                     res->rejected[REJECT_INDIVISIBLE]++;
                                                     continue;
                                                 }
-                                                if (!e->fits) { res->rejected[REJECT_MEMORY]++; continue; }
+                                                if (!e->fits) {
+                                                    unfit_above = 1;
+                                                    res->rejected[REJECT_MEMORY]++;
+                                                    continue;
+                                                }
                                                 if (req->strict && (double)tp > e->tp_ratio_limit) {
                                                     res->rejected[REJECT_TP_RATIO]++;
                                                     continue;

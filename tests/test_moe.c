@@ -249,6 +249,19 @@ static void ep_keeps_the_planner_properties(void **state)
         assert_true(e.memory.total <= last);
         last = e.memory.total;
     }
+    /* more EP never more memory per GPU, whatever the ZeRO stage (plan prunes on it) */
+    static const char *const models[] = {"mixtral-8x7b", "deepseek-v3", "qwen3-235b-a22b"};
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++)
+        for (int zero = 0; zero <= 3; zero++) {
+            last = 1e30;
+            for (int64_t ep = 1; ep <= 8; ep *= 2) {
+                layout_t l = moe_layout(2, 4, 16, ep, 256, 4096);
+                l.zero = zero;
+                estimate(models[mi], l, &e);
+                assert_true(e.memory.total <= last * (1.0 + 1e-12));
+                last = e.memory.total;
+            }
+        }
 }
 
 static void plan_finds_ep_layouts(void **state)
