@@ -504,7 +504,8 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
         else {
             if (op->overlap == OVERLAP_FWD) c->dp.dp_fwd += t;
             else c->dp.dp_bwd += t;
-            if (op->coll != COLL_ALLGATHER) grad_bytes = op->comm_bytes;
+            /* the dense and the experts' gradients share the buckets */
+            if (op->coll != COLL_ALLGATHER) grad_bytes += op->comm_bytes;
         }
     }
     if (grad_bytes > 0.0) {
@@ -673,7 +674,7 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
         double ffn_tokens_width = (double)m->ffn;
         if (model_is_moe(m)) {
             double moe = (double)model_expert_ffn(m) *
-                         ((double)m->top_k * moe_load_factor(model_moe_imbalance(m), m->capacity_factor, 0) +
+                         ((double)m->top_k * moe_rank_load(m, l) +
                           (double)m->shared_experts);
             if (moe > ffn_tokens_width || m->dense_layers == 0) ffn_tokens_width = moe;
         }

@@ -115,7 +115,7 @@ static void ep_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
     if (!model_is_moe(m)) return;
     double B = (l->precision == PREC_FP32 || l->precision == PREC_TF32) ? 4.0 : 2.0;
     double t = (double)l->tp, ep = (double)layout_ep(l), T = rank_tokens(l), k = (double)m->top_k, E = (double)m->experts;
-    double load = moe_load_factor(model_moe_imbalance(m), m->capacity_factor, 0);
+    double load = moe_rank_load(m, l);
     fprintf(out, "EP: e = %lld, inside DP x CP (Megatron): each GPU holds E / e = %g of the %lld routed experts, and their\n"
                  "  gradients are reduced over the expert-data-parallel group, d_p c / e = %lld GPUs. The group is e GPUs t = %lld\n"
                  "  apart, spanning %lld GPUs, %s.\n",
@@ -143,10 +143,15 @@ static void ep_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
     else
         fprintf(out, "  e = 1: no token traffic between GPUs; each GPU runs all %lld experts' 1/t slices.\n", (long long)m->experts);
     fprintf(out, "  Experts: a GPU's E/e experts get T k e / E = %.4g tokens each (balanced) after the TP gather; grouped GEMMs of\n"
-                 "  that shape run at its efficiency, and the busiest GPU takes %.2f x the mean (imbalance %.2f%s), which the\n"
-                 "  step waits for; model FLOPs count the mean.\n",
-            T * k * ep / E, load, model_moe_imbalance(m),
-            m->capacity_factor > 0 ? ", capped by the capacity factor" : ", Switch Transformer's 1.25 unless --moe-imbalance");
+                 "  that shape run at its efficiency",
+            T * k * ep / E);
+    if (layout_ep(l) > 1)
+        fprintf(out, ", and the busiest GPU takes %.2f x the mean (imbalance %.2f%s), which the\n"
+                     "  step waits for; model FLOPs count the mean.\n",
+                load, model_moe_imbalance(m),
+                m->capacity_factor > 0 ? ", capped by the capacity factor" : ", Switch Transformer's 1.25 unless --moe-imbalance");
+    else
+        fprintf(out, "; without EP each GPU runs every expert on its own tokens, and no GPU waits for a busier one.\n");
     if (moe_dropped_fraction(model_moe_imbalance(m), m->capacity_factor) > 0)
         fprintf(out, "  Capacity factor %.2f: the busiest expert drops up to %.0f%% of its tokens.\n", m->capacity_factor,
                 100.0 * moe_dropped_fraction(model_moe_imbalance(m), m->capacity_factor));

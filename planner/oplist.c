@@ -154,6 +154,12 @@ double rank_tokens(const layout_t *l) { return (double)l->seq * (double)l->mbs /
 
 int64_t layout_ep(const layout_t *l) { return l->ep > 1 ? l->ep : 1; }
 
+double moe_rank_load(const model_t *m, const layout_t *l)
+{
+    if (!model_is_moe(m) || layout_ep(l) == 1) return 1.0;
+    return moe_load_factor(model_moe_imbalance(m), m->capacity_factor, 0);
+}
+
 /* Megatron's expert-data-parallel group: the world over expert TP (here TP) x EP x PP */
 int64_t expert_dp_group_size(const layout_t *l)
 {
@@ -479,7 +485,7 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     const double Tr = T / t;                       /* tokens a TP rank routes */
     const double f = (double)model_expert_ffn(m) / t;
     const int full = l->recompute == RECOMPUTE_FULL;
-    const double load = moe_load_factor(model_moe_imbalance(m), m->capacity_factor, 0);
+    const double load = moe_rank_load(m, l);
     const double local = E / ep;                   /* experts a rank holds */
     const double per_expert = T * k / local;       /* tokens each gets, balanced, after the TP gather */
     mlp_norm(b, m, count);

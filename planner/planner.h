@@ -115,6 +115,9 @@ int64_t layout_ep(const layout_t *l);
 int64_t expert_dp_group_size(const layout_t *l);
 /* MoE layers a stage is costed with: the last its own, any other the most of the stages but the last. */
 int64_t moe_layers_on_stage(const model_t *m, int64_t pp, int64_t vpp, int64_t stage);
+/* The busiest EP rank's routed tokens over the mean: 1 without EP (each rank runs all the experts on its own
+ * tokens, nothing to wait for), else the imbalance capped by the capacity factor (moe_load_factor). */
+double moe_rank_load(const model_t *m, const layout_t *l);
 /* The part of layout_check that expert parallelism adds. */
 int layout_check_ep(const model_t *m, const layout_t *l, char *err, size_t errlen);
 /* Tokens of one micro-batch that one rank holds: seq x mbs / cp. */

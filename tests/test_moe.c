@@ -121,11 +121,15 @@ static void ep_shards_expert_memory_and_adds_alltoall(void **state)
     const op_t *edp = find(&e8.first_stage, "edp_allreduce_grads", PASS_STEP);
     assert_non_null(edp);
     assert_int_equal(edp->group_size, 4);
-    /* the grouped GEMM: 8 / 8 = 1 expert a rank, all T k tokens; with EP 1, 8 experts of T k / 8 each */
+    /* the grouped GEMM: 8 / 8 = 1 expert a rank, all T k tokens (the busiest rank's 1.25 x them); with EP 1,
+     * 8 experts of T k / 8 each and no rank to wait for */
     const op_t *up8 = find(&e8.first_stage, "expert_up", PASS_FWD), *up1 = find(&e1.first_stage, "expert_up", PASS_FWD);
     assert_int_equal(up8->batch, 1);
     assert_int_equal(up1->batch, 8);
-    assert_int_equal(up1->m * 8, up8->m);
+    assert_close(moe_rank_load(model_zoo_find(&zoo, "mixtral-8x7b"), &e1.layout), 1.0, 0);
+    assert_close(moe_rank_load(model_zoo_find(&zoo, "mixtral-8x7b"), &e8.layout), MOE_IMBALANCE_DEFAULT, 0);
+    assert_int_equal((int64_t)((double)up1->m * 8 * MOE_IMBALANCE_DEFAULT), up8->m);
+    assert_close(up8->model_flops, up1->model_flops, 1e-12);   /* the same T k tokens through one or eight experts */
     /* model FLOPs are the same whatever the layout; the time is the step's sum */
     assert_close(e8.model_flops_per_step, e1.model_flops_per_step, 1e-12);
     assert_close(e8.step_s, e8.compute_s + e8.tp_comm_s + e8.cp_comm_s + e8.ep_comm_s + e8.pp_comm_s + e8.bubble_s +
@@ -270,15 +274,16 @@ static void plan_finds_ep_layouts(void **state)
     static plan_request req;
     static plan_result res;
     memset(&req, 0, sizeof req);
-    req.model = model_zoo_find(&zoo, "mixtral-8x7b");
+    /* DeepSeek-V3 on 256 GPUs: 671B parameters need their experts sharded */
+    req.model = model_zoo_find(&zoo, "deepseek-v3");
     req.gpu[0] = hwdb_find_gpu(&db, "h100-sxm");
     req.node[0] = hwdb_find_node(&db, req.gpu[0]->node);
     req.ngpu_types = 1;
-    req.gpu_counts[0] = 64;
+    req.gpu_counts[0] = 256;
     req.ncounts = 1;
     req.seq = 4096;
-    req.gbs_min = 256;
-    req.gbs_max = 512;
+    req.gbs_min = 512;
+    req.gbs_max = 1024;
     req.tokens = 1e12;
     req.objective = OBJECTIVE_TIME;
     req.top = 5;
@@ -291,7 +296,7 @@ static void plan_finds_ep_layouts(void **state)
     for (int i = 0; i < res.ntop; i++) {
         const layout_t *l = &res.top[i].layout;
         with_ep |= layout_ep(l) > 1;
-        assert_int_equal(8 % layout_ep(l), 0);
+        assert_int_equal(256 % layout_ep(l), 0);
         assert_int_equal(dp_group_size(l) % layout_ep(l), 0);
     }
     assert_true(with_ep);
