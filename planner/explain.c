@@ -285,7 +285,7 @@ void report_explain(FILE *out, const estimate_t *e)
             (long long)mem->stage, mem->params, (long long)layers_on_stage(m->layers, l->pp, mem->stage), t,
             mem->stage == 0 ? ", plus the embedding" : "", mem->stage == l->pp - 1 ? ", plus the head" : "");
     if (mem->params > 0 && model_is_moe(m)) {
-        const stage_ops *st = mem->stage == 0 ? &e->first_stage : &e->last_stage;
+        const stage_ops *st = mem->stage == 0 ? &e->first_stage : &e->last_stage;   /* the heaviest stage's list */
         fprintf(out, "  Of them %.4g are its routed experts (%lld MoE layers x %lld experts x %.4g / (t e)), whose optimizer state\n"
                      "  ZeRO shards over d_p c / e = %lld GPUs; the rest over %s.\n",
                 st->expert_params, (long long)st->moe_layers, (long long)m->experts, model_ffn_params_per_expert(m),
@@ -293,12 +293,25 @@ void report_explain(FILE *out, const estimate_t *e)
     }
     fprintf(out, "Mixed-precision Adam: weights 2 + gradients %g + optimizer 12 (fp32 master, m, v) = %g bytes per parameter.\n",
             grad_b, adam_bytes_per_param(l->fp32_grads));
-    fprintf(out, "  weights    %.4g x 2 B%s%s%s = %.2f GiB\n", mem->params, l->zero >= 3 ? " / " : "",
-            l->zero >= 3 ? shards : "", l->zero >= 3 ? " (ZeRO-3)" : "", mem->weights / GIB);
-    fprintf(out, "  gradients  %.4g x %g B%s%s%s = %.2f GiB\n", mem->params, grad_b, l->zero >= 2 ? " / " : "",
-            l->zero >= 2 ? shards : "", l->zero >= 2 ? " (ZeRO-2)" : "", mem->gradients / GIB);
-    fprintf(out, "  optimizer  %.4g x 12 B%s%s%s = %.2f GiB\n", mem->params, l->zero >= 1 ? " / " : "",
-            l->zero >= 1 ? shards : "", l->zero >= 1 ? " (ZeRO-1)" : "", mem->optimizer / GIB);
+    const stage_ops *held = mem->stage == 0 ? &e->first_stage : &e->last_stage;
+    if (held->expert_params > 0.0 && l->zero >= 1) {
+        /* the experts shard over d_p c / e, the rest over d_p c */
+        double dense = mem->params - held->expert_params, experts = held->expert_params;
+        double dp_all = (double)dp_group_size(l), edp = (double)expert_dp_group_size(l);
+        fprintf(out, "  weights    (%.4g%s + %.4g%s) x 2 B = %.2f GiB\n", dense, l->zero >= 3 ? " / d_p c" : "", experts,
+                l->zero >= 3 ? " / (d_p c / e)" : "", mem->weights / GIB);
+        fprintf(out, "  gradients  (%.4g%s + %.4g%s) x %g B = %.2f GiB\n", dense, l->zero >= 2 ? " / d_p c" : "", experts,
+                l->zero >= 2 ? " / (d_p c / e)" : "", grad_b, mem->gradients / GIB);
+        fprintf(out, "  optimizer  (%.4g / %g + %.4g / %g) x 12 B (ZeRO-1: the rest over d_p c, the experts over d_p c / e) = %.2f GiB\n",
+                dense, dp_all, experts, edp, mem->optimizer / GIB);
+    } else {
+        fprintf(out, "  weights    %.4g x 2 B%s%s%s = %.2f GiB\n", mem->params, l->zero >= 3 ? " / " : "",
+                l->zero >= 3 ? shards : "", l->zero >= 3 ? " (ZeRO-3)" : "", mem->weights / GIB);
+        fprintf(out, "  gradients  %.4g x %g B%s%s%s = %.2f GiB\n", mem->params, grad_b, l->zero >= 2 ? " / " : "",
+                l->zero >= 2 ? shards : "", l->zero >= 2 ? " (ZeRO-2)" : "", mem->gradients / GIB);
+        fprintf(out, "  optimizer  %.4g x 12 B%s%s%s = %.2f GiB\n", mem->params, l->zero >= 1 ? " / " : "",
+                l->zero >= 1 ? shards : "", l->zero >= 1 ? " (ZeRO-1)" : "", mem->optimizer / GIB);
+    }
     /* with context parallelism a rank's activations are those of its s / c tokens */
     double korthikanti = korthikanti_activation_bytes_per_layer(s / (double)layout_cp(l), b, h, a, t, l->sp, l->recompute);
     if (layout_cp(l) > 1)
