@@ -65,27 +65,27 @@ int layout_check_cp(const model_t *m, const layout_t *l, char *err, size_t errle
 int layout_check_ep(const model_t *m, const layout_t *l, char *err, size_t errlen)
 {
     if (l->ep < 0) {
-        snprintf(err, errlen, "--ep %lld: expected 1 or more", (long long)l->ep);
+        if (errlen) snprintf(err, errlen, "--ep %lld: expected 1 or more", (long long)l->ep);
         return -1;
     }
     /* Megatron-LM's arguments check: its MoE layers take sequence-parallel input under TP */
     if (model_is_moe(m) && l->tp > 1 && !l->sp) {
-        snprintf(err, errlen, "--sp: %s is a mixture of experts, and Megatron requires sequence parallelism with MoE and "
+        if (errlen) snprintf(err, errlen, "--sp: %s is a mixture of experts, and Megatron requires sequence parallelism with MoE and "
                  "TP %lld", m->name, (long long)l->tp);
         return -1;
     }
     if (l->ep <= 1) return 0;
     if (!model_is_moe(m)) {
-        snprintf(err, errlen, "--ep %lld: %s has no experts to split", (long long)l->ep, m->name);
+        if (errlen) snprintf(err, errlen, "--ep %lld: %s has no experts to split", (long long)l->ep, m->name);
         return -1;
     }
     if (m->experts % l->ep != 0) {
-        snprintf(err, errlen, "--ep %lld: %s's %lld experts are not divisible by it", (long long)l->ep, m->name,
+        if (errlen) snprintf(err, errlen, "--ep %lld: %s's %lld experts are not divisible by it", (long long)l->ep, m->name,
                  (long long)m->experts);
         return -1;
     }
     if (dp_group_size(l) % l->ep != 0) {
-        snprintf(err, errlen, "--ep %lld: it must divide dp x cp = %lld, the GPUs outside TP and PP (Megatron places the "
+        if (errlen) snprintf(err, errlen, "--ep %lld: it must divide dp x cp = %lld, the GPUs outside TP and PP (Megatron places the "
                  "expert-parallel group inside the data-parallel one)", (long long)l->ep, (long long)dp_group_size(l));
         return -1;
     }
@@ -1142,7 +1142,8 @@ static const part_entry *lookup_part(estimate_cache *c, cached_part part, const 
         e->status = fill_part(c, part, m, gpu, node, l, e);
     }
     if (e->status != 0) {
-        /* no layout comes near OPS_MAX (71 ops at most): this is a guard, as in estimate_core */
+        /* no layout comes near OPS_MAX (154 ops at most: DeepSeek-V3, dense and MoE layers with MLA, full
+         * recomputation, TP, SP, CP, ZeRO-3): this is a guard, as in estimate_core */
         snprintf(err, errlen, "internal: op list longer than %d ops", OPS_MAX);
         return NULL;
     }

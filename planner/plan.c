@@ -217,7 +217,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                     res->rejected[REJECT_CP]++;
                                                     continue;
                                                 }
-                                                if ((ep > 1 || model_is_moe(m)) && layout_check_ep(m, &l, why, sizeof why) != 0) {
+                                                if ((ep > 1 || model_is_moe(m)) && layout_check_ep(m, &l, NULL, 0) != 0) {
                                                     res->rejected[REJECT_EP]++;
                                                     continue;
                                                 }

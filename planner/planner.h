@@ -80,7 +80,7 @@ typedef struct {
                                the plain exchange's (0: 1, the plain exchange) */
 } op_t;
 
-#define OPS_MAX 160
+#define OPS_MAX 192
 
 typedef struct {
     int64_t stage;          /* pipeline stage index */
@@ -118,7 +118,7 @@ int64_t moe_layers_on_stage(const model_t *m, int64_t pp, int64_t vpp, int64_t s
 /* The busiest EP rank's routed tokens over the mean: 1 without EP (each rank runs all the experts on its own
  * tokens, nothing to wait for), else the imbalance capped by the capacity factor (moe_load_factor). */
 double moe_rank_load(const model_t *m, const layout_t *l);
-/* The part of layout_check that expert parallelism adds. */
+/* The part of layout_check that expert parallelism adds (errlen 0: no message, err may be NULL). */
 int layout_check_ep(const model_t *m, const layout_t *l, char *err, size_t errlen);
 /* Tokens of one micro-batch that one rank holds: seq x mbs / cp. */
 double rank_tokens(const layout_t *l);
