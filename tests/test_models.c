@@ -66,6 +66,28 @@ static void params_match_published(void **state)
     }
 }
 
+/* DeepSeek's layer rule: the first dense_layers dense, then every moe_layer_freq-th layer MoE */
+static void moe_layer_pattern(void **state)
+{
+    (void)state;
+    model_t m = *model_zoo_find(&zoo, "mixtral-8x7b");
+    assert_int_equal(model_moe_layers(&m), 32);
+    m.moe_layer_freq = 2;
+    assert_int_equal(model_moe_layers(&m), 16);
+    assert_true(model_layer_is_moe(&m, 0) && !model_layer_is_moe(&m, 1));
+    m.dense_layers = 3;
+    assert_int_equal(model_moe_layers(&m), 14);   /* layers 4, 6, ..., 30 */
+    assert_true(!model_layer_is_moe(&m, 2) && model_layer_is_moe(&m, 4));
+    /* dense layers count the dense FFN, MoE layers all their experts */
+    double expected = model_embedding_params(&m) + 14.0 * model_layer_params(&m) + 18.0 * model_dense_layer_params(&m) +
+                      model_final_params(&m) + model_head_params(&m);
+    assert_close(model_params_total(&m), expected, 1e-15);
+    char err[256];
+    m.dense_layers = 32;
+    assert_int_equal(model_validate(&m, "t", err, sizeof err), -1);
+    assert_non_null(strstr(err, "dense_layers"));
+}
+
 static void exact_known_counts(void **state)
 {
     (void)state;
@@ -237,11 +259,12 @@ static void malformed_zoo_names_file_line_field(void **state)
 
 int main(void)
 {
-    struct CMUnitTest tests[NREQUIRED + 8];
+    struct CMUnitTest tests[NREQUIRED + 12];
     int n = 0;
     for (int i = 0; i < NREQUIRED; i++)
         tests[n++] = (struct CMUnitTest){required[i], params_match_published, NULL, NULL, (void *)required[i]};
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(exact_known_counts);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(moe_layer_pattern);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(lookup_is_case_insensitive);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(closest_names_suggest);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(hf_configs_import);
