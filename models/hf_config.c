@@ -17,7 +17,7 @@
 /* the largest integer a config's field may hold */
 #define HF_INT_MAX 1e12
 
-typedef enum { HF_LLAMA, HF_MIXTRAL, HF_GPT2, HF_NEOX, HF_BERT } hf_family;
+typedef enum { HF_LLAMA, HF_MIXTRAL, HF_GPT2, HF_NEOX, HF_BERT, HF_DEEPSEEK, HF_QWEN } hf_family;
 
 static char *read_whole_file(const char *path, char *err, size_t errlen)
 {
@@ -137,14 +137,14 @@ static int detect_family(const cJSON *root, const char *path, hf_family *family,
     static const struct { const char *prefix; hf_family family; } known[] = {
         {"llama", HF_LLAMA},   {"mistral", HF_LLAMA}, {"mixtral", HF_MIXTRAL},
         {"gpt2", HF_GPT2},     {"gpt_neox", HF_NEOX}, {"gptneox", HF_NEOX},
-        {"bert", HF_BERT},
+        {"bert", HF_BERT},     {"deepseek", HF_DEEPSEEK}, {"qwen", HF_QWEN},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (strncasecmp(name, known[i].prefix, strlen(known[i].prefix)) == 0) {
             *family = known[i].family;
             return 0;
         }
-    snprintf(err, errlen, "%s:model_type: '%s' is not a supported family (llama, mistral, mixtral, gpt2, gpt_neox, bert)",
+    snprintf(err, errlen, "%s:model_type: '%s' is not a supported family (llama, mistral, mixtral, deepseek, qwen, gpt2, gpt_neox, bert)",
              path, name);
     return -1;
 }
@@ -166,6 +166,48 @@ static void name_from_path(const char *path, char *out, size_t outlen)
     }
 }
 
+/* The mixture-of-experts and latent-attention fields of Mixtral, Qwen-MoE and DeepSeek configs, each
+ * 0 (or 1 experts) when absent (docs/model.md, "Mixture of experts", "Multi-head latent attention"). */
+static int fill_moe_mla(const cJSON *root, const char *path, model_t *m, char *err, size_t errlen)
+{
+    int64_t local = 0, routed = 0, qwen = 0, shared_width = 0, sparse_step = 0;
+    if (get_int(root, path, "num_local_experts", 0, &local, err, errlen) ||
+        get_int(root, path, "n_routed_experts", 0, &routed, err, errlen) ||
+        get_int(root, path, "num_experts", 0, &qwen, err, errlen) ||
+        get_int(root, path, "num_experts_per_tok", 1, &m->top_k, err, errlen) ||
+        get_int(root, path, "moe_intermediate_size", 0, &m->moe_ffn, err, errlen) ||
+        get_int(root, path, "n_shared_experts", 0, &m->shared_experts, err, errlen) ||
+        get_int(root, path, "shared_expert_intermediate_size", 0, &shared_width, err, errlen) ||
+        get_int(root, path, "first_k_dense_replace", 0, &m->dense_layers, err, errlen) ||
+        get_int(root, path, "moe_layer_freq", 0, &m->moe_layer_freq, err, errlen) ||
+        get_int(root, path, "decoder_sparse_step", 0, &sparse_step, err, errlen) ||
+        get_int(root, path, "q_lora_rank", 0, &m->q_lora_rank, err, errlen) ||
+        get_int(root, path, "kv_lora_rank", 0, &m->kv_lora_rank, err, errlen) ||
+        get_int(root, path, "qk_nope_head_dim", 0, &m->qk_nope_head_dim, err, errlen) ||
+        get_int(root, path, "qk_rope_head_dim", 0, &m->qk_rope_head_dim, err, errlen) ||
+        get_int(root, path, "v_head_dim", 0, &m->v_head_dim, err, errlen) ||
+        get_int(root, path, "n_group", 0, &m->moe_groups, err, errlen) ||
+        get_int(root, path, "topk_group", 0, &m->moe_group_limit, err, errlen))
+        return -1;
+    /* one group of all the experts limits nothing */
+    if (m->moe_groups <= 1) m->moe_groups = m->moe_group_limit = 0;
+    m->experts = local ? local : routed ? routed : qwen ? qwen : 1;
+    if (m->experts == 1) m->top_k = 1;
+    if (!m->moe_layer_freq) m->moe_layer_freq = sparse_step;
+    /* Qwen's one shared expert has its own width: counted as that many experts of moe_ffn */
+    if (shared_width > 0) {
+        if (m->moe_ffn <= 0 || shared_width % m->moe_ffn != 0) {
+            snprintf(err, errlen, "%s:shared_expert_intermediate_size: %lld is not a multiple of moe_intermediate_size",
+                     path, (long long)shared_width);
+            return -1;
+        }
+        m->shared_experts = shared_width / m->moe_ffn;
+    }
+    /* latent attention's head size, for what reads it: the query-key width */
+    if (m->kv_lora_rank > 0) m->head_dim = m->qk_nope_head_dim + m->qk_rope_head_dim;
+    return 0;
+}
+
 static int fill_model(const cJSON *root, const char *path, hf_family family, model_t *m, char *err,
                       size_t errlen)
 {
@@ -173,7 +215,10 @@ static int fill_model(const cJSON *root, const char *path, hf_family family, mod
     switch (family) {
     case HF_LLAMA:
     case HF_MIXTRAL:
-        snprintf(m->family, sizeof m->family, family == HF_MIXTRAL ? "mixtral" : "llama");
+    case HF_DEEPSEEK:
+    case HF_QWEN:
+        snprintf(m->family, sizeof m->family, "%s",
+                 family == HF_MIXTRAL ? "mixtral" : family == HF_DEEPSEEK ? "deepseek" : family == HF_QWEN ? "qwen" : "llama");
         if (get_int(root, path, "num_hidden_layers", -1, &m->layers, err, errlen) ||
             get_int(root, path, "hidden_size", -1, &m->hidden, err, errlen) ||
             get_int(root, path, "num_attention_heads", -1, &m->heads, err, errlen) ||
@@ -192,12 +237,11 @@ static int fill_model(const cJSON *root, const char *path, hf_family family, mod
             get_bool(root, path, "attention_bias", 0, &bias, err, errlen))
             return -1;
         m->bias = bias;
-        m->experts = 1;
-        m->top_k = 1;
-        if (family == HF_MIXTRAL &&
-            (get_int(root, path, "num_local_experts", -1, &m->experts, err, errlen) ||
-             get_int(root, path, "num_experts_per_tok", -1, &m->top_k, err, errlen)))
+        if (fill_moe_mla(root, path, m, err, errlen)) return -1;
+        if (family == HF_MIXTRAL && m->experts == 1) {
+            snprintf(err, errlen, "%s:num_local_experts: missing", path);
             return -1;
+        }
         break;
     case HF_GPT2: {
         int64_t inner;

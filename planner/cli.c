@@ -32,14 +32,15 @@ typedef struct {
     const char *model_name;
     const char *gpu_name, *node_name;
     const char *hwdb_dir, *models_file, *model_config, *calibration, *out_path;
-    int64_t gpus, gpus_per_node, tp, pp, dp, vpp, mbs, gbs, seq, cp;
+    int64_t gpus, gpus_per_node, tp, pp, dp, vpp, mbs, gbs, seq, cp, ep;
     double tokens, price;
+    double moe_imbalance, capacity_factor;   /* 0: the model's (the default imbalance, no capacity limit) */
     cp_comm_t cp_comm;
     int have_precision, have_recompute, have_attention;
     precision_t precision;
     recompute_t recompute;
     attention_impl_t attention;
-    int sp, zero, fp32_grads, no_dropout, with_ops, spec_examples;
+    int sp, zero, fp32_grads, no_dropout, with_ops, spec_examples, ep_overlap;
     format_t format;
     /* plan */
     const char *gpus_text, *emit, *plot;
@@ -115,6 +116,12 @@ static const char *usage_text =
     "  --cp N                 context parallel degree: each GPU holds seq/N tokens (GPUs = tp x cp x pp x dp);\n"
     "                         plan searches 1-16 when --seq is 8192 or more, else takes 1 (or N)\n"
     "  --cp-comm ring|allgather   how CP exchanges K and V: Megatron's ring (default) or Llama 3's all-gather\n"
+    "  --ep N                 expert parallel degree (MoE models): each GPU holds experts/N experts; N divides\n"
+    "                         the experts and dp x cp (inside the data-parallel ranks); plan searches powers of two\n"
+    "  --ep-overlap           hide EP all-to-alls behind the next micro-batch's compute (Megatron's\n"
+    "                         --overlap-moe-expert-parallel-comm, DeepSeek's DualPipe); default exposed\n"
+    "  --moe-imbalance X      the busiest EP rank's routed tokens over the mean (default 1.25)\n"
+    "  --capacity-factor C    experts take at most C x their mean tokens and drop the rest (default: no limit)\n"
     "  --mbs N                micro-batch size in sequences (default 1)\n"
     "  --gbs N                global batch in sequences (default: about 4M tokens)\n"
     "  --seq N                sequence length (default: the model's)\n"
@@ -278,6 +285,18 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(a, "--dp")) rc = parse_count(a, TAKE(), 10000000, &o->dp);
         else if (!strcmp(a, "--vpp")) rc = parse_count(a, TAKE(), 1000, &o->vpp);
         else if (!strcmp(a, "--cp")) rc = parse_count(a, TAKE(), 100000, &o->cp);
+        else if (!strcmp(a, "--ep")) rc = parse_count(a, TAKE(), 100000, &o->ep);
+        else if (!strcmp(a, "--ep-overlap")) o->ep_overlap = 1;
+        else if (!strcmp(a, "--moe-imbalance") || !strcmp(a, "--capacity-factor")) {
+            const char *t = TAKE();
+            char *end;
+            errno = 0;
+            double value = t ? strtod(t, &end) : NAN;
+            int imbalance = !strcmp(a, "--moe-imbalance");
+            if (!t || end == t || *end || errno || !isfinite(value) || value > 100.0 || (imbalance ? value < 1.0 : value <= 0.0))
+                return fail("%s: '%s' is not a number in %s", a, t ? t : "", imbalance ? "[1, 100]" : "(0, 100]");
+            if (imbalance) o->moe_imbalance = value; else o->capacity_factor = value;
+        }
         else if (!strcmp(a, "--cp-comm")) {
             const char *t = TAKE();
             if (cp_comm_parse(t, &o->cp_comm) != 0) return fail("--cp-comm: '%s' is not one of ring|allgather", t ? t : "");
@@ -482,7 +501,8 @@ static int emit(const char *path, const char *text, size_t len)
 static void print_models(FILE *out, const model_zoo *zoo, format_t format)
 {
     if (format == FORMAT_CSV)
-        fprintf(out, "name,family,layers,hidden,heads,kv_heads,ffn,ffn_kind,vocab,seq,params,params_published,error_pct,active_params\n");
+        fprintf(out, "name,family,layers,hidden,heads,kv_heads,ffn,ffn_kind,vocab,seq,params,params_published,error_pct,active_params,"
+                     "experts,top_k,moe_ffn,shared_experts,moe_layers,q_lora_rank,kv_lora_rank\n");
     else if (format == FORMAT_TABLE)
         fprintf(out, "%-14s %-8s %6s %6s %5s %4s %6s %-6s %7s %6s %12s %12s %7s %12s\n", "name", "family", "layers",
                 "hidden", "heads", "kv", "ffn", "kind", "vocab", "seq", "params", "published", "error", "active");
@@ -493,10 +513,12 @@ static void print_models(FILE *out, const model_zoo *zoo, format_t format)
         double n = model_params_total(m), err = 100.0 * (n - m->params_published) / m->params_published;
         const char *kind = m->ffn_kind == FFN_SWIGLU ? "swiglu" : "gelu";
         if (format == FORMAT_CSV)
-            fprintf(out, "%s,%s,%lld,%lld,%lld,%lld,%lld,%s,%lld,%lld,%.0f,%.0f,%.3f,%.0f\n", m->name, m->family,
-                    (long long)m->layers, (long long)m->hidden, (long long)m->heads, (long long)m->kv_heads,
-                    (long long)m->ffn, kind, (long long)m->vocab, (long long)m->seq, n, m->params_published, err,
-                    model_params_active(m));
+            fprintf(out, "%s,%s,%lld,%lld,%lld,%lld,%lld,%s,%lld,%lld,%.0f,%.0f,%.3f,%.0f,%lld,%lld,%lld,%lld,%lld,%lld,%lld\n",
+                    m->name, m->family, (long long)m->layers, (long long)m->hidden, (long long)m->heads,
+                    (long long)m->kv_heads, (long long)m->ffn, kind, (long long)m->vocab, (long long)m->seq, n,
+                    m->params_published, err, model_params_active(m), (long long)m->experts, (long long)m->top_k,
+                    (long long)model_expert_ffn(m), (long long)m->shared_experts, (long long)model_moe_layers(m),
+                    (long long)m->q_lora_rank, (long long)m->kv_lora_rank);
         else if (format == FORMAT_TABLE)
             fprintf(out, "%-14s %-8s %6lld %6lld %5lld %4lld %6lld %-6s %7lld %6lld %11.3fB %11.3fB %+6.2f%% %11.3fB\n",
                     m->name, m->family, (long long)m->layers, (long long)m->hidden, (long long)m->heads,
@@ -505,10 +527,14 @@ static void print_models(FILE *out, const model_zoo *zoo, format_t format)
         else
             fprintf(out, "  {\"name\": \"%s\", \"family\": \"%s\", \"layers\": %lld, \"hidden\": %lld, \"heads\": %lld, "
                          "\"kv_heads\": %lld, \"ffn\": %lld, \"ffn_kind\": \"%s\", \"vocab\": %lld, \"seq\": %lld, "
-                         "\"params\": %.0f, \"params_published\": %.0f, \"active_params\": %.0f}%s\n",
+                         "\"params\": %.0f, \"params_published\": %.0f, \"active_params\": %.0f, \"experts\": %lld, "
+                         "\"top_k\": %lld, \"moe_ffn\": %lld, \"shared_experts\": %lld, \"moe_layers\": %lld, "
+                         "\"q_lora_rank\": %lld, \"kv_lora_rank\": %lld}%s\n",
                     m->name, m->family, (long long)m->layers, (long long)m->hidden, (long long)m->heads,
                     (long long)m->kv_heads, (long long)m->ffn, kind, (long long)m->vocab, (long long)m->seq, n,
-                    m->params_published, model_params_active(m), i + 1 < zoo->count ? "," : "");
+                    m->params_published, model_params_active(m), (long long)m->experts, (long long)m->top_k,
+                    (long long)model_expert_ffn(m), (long long)m->shared_experts, (long long)model_moe_layers(m),
+                    (long long)m->q_lora_rank, (long long)m->kv_lora_rank, i + 1 < zoo->count ? "," : "");
     }
     if (format == FORMAT_JSON) fprintf(out, "]\n");
 }
@@ -587,6 +613,8 @@ static int make_layout(const options *o, const model_t *m, const hw_gpu *g, cons
     l->vpp = o->vpp ? o->vpp : 1;
     l->cp = o->cp ? o->cp : 1;
     l->cp_comm = o->cp_comm;
+    l->ep = o->ep ? o->ep : 1;
+    l->ep_overlap = o->ep_overlap;
     l->mbs = o->mbs ? o->mbs : 1;
     l->seq = o->seq ? o->seq : m->seq;
     l->sp = o->sp;
@@ -639,12 +667,14 @@ static int make_layout(const options *o, const model_t *m, const hw_gpu *g, cons
     return 0;
 }
 
-/* --no-dropout: a copy of the model without dropout in *copy, else the model itself */
+/* --no-dropout, --moe-imbalance, --capacity-factor: a copy of the model so trained in *copy, else the model itself */
 static const model_t *model_as_asked(const options *o, const model_t *m, model_t *copy)
 {
-    if (!o->no_dropout) return m;
+    if (!o->no_dropout && o->moe_imbalance <= 0.0 && o->capacity_factor <= 0.0) return m;
     *copy = *m;
-    copy->dropout = 0;
+    if (o->no_dropout) copy->dropout = 0;
+    if (o->moe_imbalance > 0.0) copy->moe_imbalance = o->moe_imbalance;
+    if (o->capacity_factor > 0.0) copy->capacity_factor = o->capacity_factor;
     return copy;
 }
 
@@ -944,10 +974,14 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     req->fp32_grads = o->fp32_grads;
     req->cp = o->cp;
     req->cp_comm = o->cp_comm;
+    req->ep = o->ep;
+    req->ep_overlap = o->ep_overlap;
     /* DeepSpeed has no context parallelism to emit */
     if (o->emit && !strcmp(o->emit, "deepspeed")) {
         if (o->cp > 1) { rc = fail("--cp %lld: --emit deepspeed has no context parallelism", (long long)o->cp); goto done; }
         req->cp = 1;
+        if (o->ep > 1) { rc = fail("--ep %lld: --emit deepspeed does not write expert parallelism", (long long)o->ep); goto done; }
+        req->ep = 1;
     }
     if (o->emit && strcmp(o->emit, "megatron") && strcmp(o->emit, "deepspeed") && strcmp(o->emit, "torchtitan")) {
         rc = fail("--emit: '%s' is not one of megatron|deepspeed|torchtitan", o->emit);

@@ -59,6 +59,39 @@ int layout_check_cp(const model_t *m, const layout_t *l, char *err, size_t errle
     return 0;
 }
 
+/* What expert parallelism needs (docs/model.md, "Mixture of experts"): Megatron places the EP group
+ * inside the data-parallel ranks (expert-data-parallel = tp x cp x dp / (expert TP x EP) with expert TP
+ * = TP), so EP divides dp x cp, the GPUs outside TP and PP; and each rank holds experts/ep whole experts. */
+int layout_check_ep(const model_t *m, const layout_t *l, char *err, size_t errlen)
+{
+    if (l->ep < 0) {
+        if (errlen) snprintf(err, errlen, "--ep %lld: expected 1 or more", (long long)l->ep);
+        return -1;
+    }
+    /* Megatron-LM's arguments check: its MoE layers take sequence-parallel input under TP */
+    if (model_is_moe(m) && l->tp > 1 && !l->sp) {
+        if (errlen) snprintf(err, errlen, "--sp: %s is a mixture of experts, and Megatron requires sequence parallelism with MoE and "
+                 "TP %lld", m->name, (long long)l->tp);
+        return -1;
+    }
+    if (l->ep <= 1) return 0;
+    if (!model_is_moe(m)) {
+        if (errlen) snprintf(err, errlen, "--ep %lld: %s has no experts to split", (long long)l->ep, m->name);
+        return -1;
+    }
+    if (m->experts % l->ep != 0) {
+        if (errlen) snprintf(err, errlen, "--ep %lld: %s's %lld experts are not divisible by it", (long long)l->ep, m->name,
+                 (long long)m->experts);
+        return -1;
+    }
+    if (dp_group_size(l) % l->ep != 0) {
+        if (errlen) snprintf(err, errlen, "--ep %lld: it must divide dp x cp = %lld, the GPUs outside TP and PP (Megatron places the "
+                 "expert-parallel group inside the data-parallel one)", (long long)l->ep, (long long)dp_group_size(l));
+        return -1;
+    }
+    return 0;
+}
+
 int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen)
 {
     if (l->tp < 1 || l->pp < 1 || l->dp < 1 || l->mbs < 1 || l->gbs < 1 || l->seq < 1 || l->vpp < 1 ||
@@ -67,6 +100,7 @@ int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen)
         return -1;
     }
     if (layout_check_cp(m, l, err, errlen) != 0) return -1;
+    if (layout_check_ep(m, l, err, errlen) != 0) return -1;
     if (l->tp * layout_cp(l) * l->pp * l->dp != l->gpus) {
         if (l->cp > 1)
             snprintf(err, errlen, "--gpus %lld is not --tp %lld x --cp %lld x --pp %lld x --dp %lld", (long long)l->gpus,
@@ -129,7 +163,8 @@ static void group_link(const hw_gpu *gpu, const hw_node *node, const layout_t *l
     int64_t cp = layout_cp(l);
     int64_t span = group == GROUP_TP   ? l->tp
                    : group == GROUP_CP ? l->tp * cp
-                   : group == GROUP_DP ? l->tp * cp * l->dp
+                   : group == GROUP_EP ? l->tp * layout_ep(l)
+                   : group == GROUP_DP || group == GROUP_EDP ? l->tp * cp * l->dp
                                        : l->tp * cp * l->dp * l->pp;
     *crosses = span > l->gpus_per_node;
     if (*crosses) {
@@ -138,7 +173,12 @@ static void group_link(const hw_gpu *gpu, const hw_node *node, const layout_t *l
          * node has them all, each of the t DP (or CP) groups of a node a
          * t-th, and every pipeline stage pair its own GPU's share */
         double nic_per_gpu = hw_node_inter_bytes_per_s_per_gpu(node);
-        double sharing = group == GROUP_TP ? 1.0 : group == GROUP_PP ? (double)l->gpus_per_node : (double)l->tp;
+        /* an all-to-all's every GPU sends to the other nodes at once: its own NIC share; the experts'
+         * gradient rings, one per TP and EP rank */
+        double sharing = group == GROUP_TP                         ? 1.0
+                         : group == GROUP_PP || group == GROUP_EP ? (double)l->gpus_per_node
+                         : group == GROUP_EDP                     ? (double)(l->tp * layout_ep(l))
+                                                                  : (double)l->tp;
         if (sharing > (double)l->gpus_per_node) sharing = (double)l->gpus_per_node;
         double nic = nic_per_gpu * (double)node->gpus_per_node / sharing;
         *bw = gpu->measured_inter_bytes_per_s > 0 ? gpu->measured_inter_bytes_per_s : nic;
@@ -261,7 +301,8 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
                               ? measured_shape_s(gpu->gemm_time, gpu->gemm_times, (double)op->m, (double)op->n, (double)op->k, 0.0, 1)
                               : 0.0;
         if (measured > 0.0 && op->batch <= 1) return with_power(op, gpu, measured, clock_bound, gpu->energy_gemm_j_per_flop);
-        double rate = gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->flops);
+        /* a grouped GEMM (batch experts) runs at the efficiency of one expert's shape */
+        double rate = gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->batch > 1 ? op->flops / (double)op->batch : op->flops);
         double cast_s = 0.0;
         if (matrix == PREC_FP8) {
             /* FP8 GEMMs reach a smaller share of their peak, and their 16-bit operands are
@@ -269,6 +310,7 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
             if (gpu->fp8_gemm_relative_efficiency > 0.0) rate *= gpu->fp8_gemm_relative_efficiency;
             double cast = fp8_cast_bytes((double)op->m, (double)op->n, (double)op->k, op->pass == PASS_BWD,
                                          strstr(op->name, "wgrad") != NULL);
+            if (op->batch > 1) cast *= (double)op->batch;   /* a grouped GEMM casts each expert's operands */
             if (cast > 0.0) cast_s = membound_s(gpu, cast);
         }
         if (op->flops / rate < op->bytes / membw) clock_bound = 0.0;
@@ -348,6 +390,16 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
         case COLL_REDUCE_SCATTER: return pieces * ring_reduce_scatter_s(n, bytes, bw, latency);
         case COLL_ALLGATHER: return pieces * ring_allgather_s(n, bytes, bw, latency);
         case COLL_SENDRECV: return pieces * sendrecv_s(bytes, bw, latency);
+        case COLL_ALLTOALL:
+            if (op->crosses_node) {
+                /* the EP ranks of one node talk over its own link, the rest through the NICs */
+                double local = (double)l->gpus_per_node / (double)l->tp;
+                double ibw = gpu->measured_intra_bytes_per_s > 0 ? gpu->measured_intra_bytes_per_s
+                                                                 : node->intra_bytes_per_s_per_dir;
+                return pieces * alltoall_two_level_s(n, local, bytes, ibw, node->intra_latency_s, bw, latency,
+                                                     op->internode_share > 0.0 ? op->internode_share : 1.0);
+            }
+            return pieces * alltoall_s(n, bytes, bw, latency);
         }
     }
     }
@@ -368,6 +420,8 @@ typedef struct {
     double compute_fwd, compute_bwd;      /* per micro-batch, recomputation counted in bwd */
     double tp;                            /* exposed per micro-batch */
     double cp;                            /* context parallelism's, exposed per micro-batch */
+    double ep;                            /* expert parallelism's all-to-alls, exposed per micro-batch */
+    double ep_hidden;                     /* ... and those overlapped with the next micro-batch, before overlap */
     double saved_bytes;                   /* per micro-batch */
     double clock_bound_fwd, clock_bound_bwd; /* of compute_fwd and _bwd, the seconds that follow the clock */
     double energy_j;                      /* switching energy per micro-batch at the top clock */
@@ -398,7 +452,8 @@ static int op_part(const op_t *op)
     if (op->pass == PASS_STEP) return PART_DATA_PARALLEL;   /* once per step, whatever the group */
     if (op->kind == OP_COMM && op->group == GROUP_PP) return PART_PIPELINE;
     /* the DP collectives, and the kernels that exist because of them (ZeRO-2/3's shard accumulation) */
-    if (op->group == GROUP_DP && op->kind != OP_GEMM && op->kind != OP_ATTENTION) return PART_DATA_PARALLEL;
+    if ((op->group == GROUP_DP || op->group == GROUP_EDP) && op->kind != OP_GEMM && op->kind != OP_ATTENTION)
+        return PART_DATA_PARALLEL;
     return PART_BODY;
 }
 
@@ -422,6 +477,11 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
             c->body.cp += op->overlap == OVERLAP_ATTENTION
                               ? (double)op->count * cp_ring_exposed_s(op->time_s, attention_s[op->pass], (double)layout_cp(l))
                               : t;
+            continue;
+        }
+        if (op->kind == OP_COMM && op->group == GROUP_EP) {
+            if (op->overlap == OVERLAP_MICROBATCH) c->body.ep_hidden += t;
+            else c->body.ep += t;
             continue;
         }
         /* collectives keep nothing for backward: the saved activations are the body's */
@@ -455,7 +515,8 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
         else {
             if (op->overlap == OVERLAP_FWD) c->dp.dp_fwd += t;
             else c->dp.dp_bwd += t;
-            if (op->coll != COLL_ALLGATHER) grad_bytes = op->comm_bytes;
+            /* the dense and the experts' gradients share the buckets */
+            if (op->coll != COLL_ALLGATHER) grad_bytes += op->comm_bytes;
         }
     }
     if (grad_bytes > 0.0) {
@@ -470,6 +531,7 @@ typedef struct {
     int64_t stage, layers;
     int last;
     double params;          /* held by one GPU of the stage, before ZeRO sharding */
+    double expert_params;   /* of them, the routed experts' (sharded over dp x cp / ep) */
     double refill_bytes;    /* full recomputation: one layer's activations, live again in its backward */
     stage_cost cost;
 } stage_summary;
@@ -493,7 +555,7 @@ typedef struct {
 static void count_sequence_flops(const model_t *m, const layout_t *l, sequence_flops *f)
 {
     layout_t whole = *l;
-    whole.tp = whole.pp = whole.dp = whole.vpp = whole.mbs = whole.cp = 1;
+    whole.tp = whole.pp = whole.dp = whole.vpp = whole.mbs = whole.cp = whole.ep = 1;
     whole.gpus = 1;
     whole.sp = 0;
     whole.zero = 0;
@@ -571,6 +633,7 @@ static void summarize_stage(const model_t *m, const hw_gpu *gpu, const hw_node *
     out->layers = s->layers;
     out->last = s->last;
     out->params = s->params;
+    out->expert_params = s->expert_params;
     cost_stage(s, gpu, node, l, parts, &out->cost);
     out->refill_bytes = (parts & PART_BODY) && l->recompute == RECOMPUTE_FULL && s->layers > 0
                             ? recomputed_layer_bytes(m, l, s->stage, s->layers)
@@ -585,20 +648,22 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
     mem->logits = 0.0;
     mem->capacity = 0.0;
     double dp = (double)dp_group_size(l);   /* ZeRO shards over DP x CP */
+    double edp = (double)expert_dp_group_size(l);   /* and the routed experts over dp x cp / ep */
+    double dense = s->params - s->expert_params, experts = s->expert_params;
     int fp32 = l->precision == PREC_FP32 || l->precision == PREC_TF32;
     double weight_bytes = fp32 ? 4.0 : 2.0;
     double grad_bytes = l->fp32_grads ? 4.0 : weight_bytes;
     double optimizer_bytes = fp32 ? 8.0 : 12.0;     /* mixed precision adds the fp32 master copy */
     mem->stage = s->stage;
     mem->params = s->params;
-    mem->weights = s->params * weight_bytes / (l->zero >= 3 ? dp : 1.0);
+    mem->weights = (dense / (l->zero >= 3 ? dp : 1.0) + experts / (l->zero >= 3 ? edp : 1.0)) * weight_bytes;
     if (l->zero >= 2 && dp > 1.0 && s->layers > 0) {
         double layer, big;
         zero_unit_params(m, l, s->stage == 0, s->last, &layer, &big);
         mem->weights += zero_unit_buffer_bytes(l->zero, layer, big, weight_bytes, grad_bytes);
     }
-    mem->gradients = s->params * grad_bytes / (l->zero >= 2 ? dp : 1.0);
-    mem->optimizer = s->params * optimizer_bytes / (l->zero >= 1 ? dp : 1.0);
+    mem->gradients = (dense / (l->zero >= 2 ? dp : 1.0) + experts / (l->zero >= 2 ? edp : 1.0)) * grad_bytes;
+    mem->optimizer = (dense / (l->zero >= 1 ? dp : 1.0) + experts / (l->zero >= 1 ? edp : 1.0)) * optimizer_bytes;
     int64_t m_micro = l->gbs / (l->mbs * l->dp);
     mem->inflight_microbatches = pipeline_inflight_microbatches((double)l->pp, (double)m_micro,
                                                                 (double)l->vpp, (double)s->stage);
@@ -616,7 +681,15 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
         double t = (double)l->tp, tokens = rank_tokens(l);
         double kv = local_kv_heads(m, l->tp);
         double qkv_width = ((double)m->heads / t + 2.0 * kv) * (double)m->head_dim;
-        double up_width = (m->ffn_kind == FFN_SWIGLU ? 3.0 : 1.0) * (double)m->ffn / t * (double)m->top_k;
+        /* a MoE layer's rank runs top_k routed tokens per token (its busiest share) and the shared experts */
+        double ffn_tokens_width = (double)m->ffn;
+        if (model_is_moe(m)) {
+            double moe = (double)model_expert_ffn(m) *
+                         ((double)m->top_k * moe_rank_load(m, l) +
+                          (double)m->shared_experts);
+            if (moe > ffn_tokens_width || m->dense_layers == 0) ffn_tokens_width = moe;
+        }
+        double up_width = (m->ffn_kind == FFN_SWIGLU ? 3.0 : 1.0) * ffn_tokens_width / t;
         double scores = l->attention == ATTENTION_UNFUSED
                             ? (double)l->mbs * (double)m->heads / t * (double)l->seq * (double)l->seq : 0.0;
         workspace = backward_workspace_bytes(tokens, (double)m->hidden, qkv_width, up_width, scores,
@@ -701,7 +774,7 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
                            const job_t *job, const stage_summary s[2], const sequence_flops *f, estimate_t *e)
 {
     const double B = activation_element_bytes(l->precision);
-    double stage_mb_s[2], stage_dp_s[2];
+    double stage_mb_s[2], stage_dp_s[2], ep_s[2];
     for (int i = 0; i < 2; i++) {
         const stage_cost *c = &s[i].cost;
         /* ZeRO-3/FSDP gathers and reduces one wrapped unit at a time, prefetching the next: the
@@ -716,8 +789,12 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
          * reduce-scatter's slowdown stands for both (they differ by 2 points, docs/validation) */
         double z3 = exposed(gpu, COLL_ALLGATHER, c->dp.zero3_fwd, c->body.compute_fwd, unit) +
                     exposed(gpu, COLL_REDUCE_SCATTER, c->dp.zero3_bwd, c->body.compute_bwd, unit);
+        /* the combined 1F1B hides a micro-batch's all-to-alls behind the compute of the one beside it, but
+         * for the step's first forward and last backward, which run alone: 1/m of them exposed */
+        ep_s[i] = c->body.ep + exposed(gpu, COLL_ALLTOALL, c->body.ep_hidden, c->body.compute_fwd + c->body.compute_bwd,
+                                       1.0 / (double)e->microbatches);
         stage_mb_s[i] = c->body.compute_fwd + c->body.compute_bwd + c->dp.zero_bwd_compute + c->body.tp + c->body.cp +
-                        c->pipeline.pp + z3;
+                        ep_s[i] + c->pipeline.pp + z3;
         stage_dp_s[i] = exposed(gpu, l->zero == 0 ? COLL_ALLREDUCE : COLL_REDUCE_SCATTER, c->dp.dp_bwd, c->body.compute_bwd,
                                 c->dp.dp_bucket_fraction) +
                         exposed(gpu, COLL_ALLGATHER, c->dp.dp_fwd, c->body.compute_fwd, c->dp.dp_bucket_fraction) +
@@ -733,6 +810,7 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
     e->compute_s = mbs_count * (c->body.compute_fwd + c->body.compute_bwd + c->dp.zero_bwd_compute);
     e->tp_comm_s = mbs_count * c->body.tp;
     e->cp_comm_s = mbs_count * c->body.cp;
+    e->ep_comm_s = mbs_count * ep_s[slow];
     e->pp_comm_s = mbs_count * c->pipeline.pp;
     /* 1F1B's critical path: the slowest stage runs all m micro-batches, and
      * each other stage adds one micro-batch's forward and backward on the way
@@ -747,7 +825,7 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
     e->dp_comm_s = stage_dp_s[0] > stage_dp_s[1] ? stage_dp_s[0] : stage_dp_s[1];
     e->optimizer_s = s[0].cost.dp.optimizer > s[1].cost.dp.optimizer ? s[0].cost.dp.optimizer
                                                                       : s[1].cost.dp.optimizer;
-    e->step_s = e->compute_s + e->tp_comm_s + e->cp_comm_s + e->pp_comm_s + e->bubble_s + e->dp_comm_s + e->optimizer_s;
+    e->step_s = e->compute_s + e->tp_comm_s + e->cp_comm_s + e->ep_comm_s + e->pp_comm_s + e->bubble_s + e->dp_comm_s + e->optimizer_s;
     e->bubble_fraction = e->bubble_s / e->step_s;
 
     double sequences = (double)e->layout.gbs;
@@ -880,7 +958,7 @@ typedef enum { CACHED_BODY = 1, CACHED_PIPELINE, CACHED_DATA_PARALLEL, CACHED_SE
 enum {
     KEY_PART, KEY_MODEL, KEY_GPU, KEY_NODE, KEY_GPUS, KEY_TP, KEY_PP, KEY_DP, KEY_VPP, KEY_MBS, KEY_SEQ,
     KEY_GPUS_PER_NODE, KEY_RECOMPUTE, KEY_ATTENTION, KEY_SP, KEY_ZERO, KEY_FP32_GRADS, KEY_PRECISION,
-    KEY_LINK_BYTES_PER_S, KEY_LINK_LATENCY_S, KEY_CP, KEY_CP_COMM, KEY_WORDS
+    KEY_LINK_BYTES_PER_S, KEY_LINK_LATENCY_S, KEY_CP, KEY_CP_COMM, KEY_EP, KEY_EP_OVERLAP, KEY_WORDS
 };
 
 typedef struct {
@@ -900,12 +978,12 @@ typedef struct {
 static const uint32_t part_inputs[] = {
     [CACHED_BODY] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_MBS) | ON(KEY_SEQ) |
                     ON(KEY_GPUS_PER_NODE) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_SP) | ON(KEY_PRECISION) |
-                    ON(KEY_CP) | ON(KEY_CP_COMM),
+                    ON(KEY_CP) | ON(KEY_CP_COMM) | ON(KEY_EP) | ON(KEY_EP_OVERLAP),
     [CACHED_PIPELINE] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_VPP) | ON(KEY_MBS) |
                         ON(KEY_SEQ) | ON(KEY_PRECISION) | ON(KEY_LINK_BYTES_PER_S) | ON(KEY_LINK_LATENCY_S) | ON(KEY_CP),
     [CACHED_DATA_PARALLEL] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_GPUS) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_DP) |
                              ON(KEY_GPUS_PER_NODE) | ON(KEY_ZERO) | ON(KEY_FP32_GRADS) | ON(KEY_PRECISION) | ON(KEY_SP) |
-                             ON(KEY_CP),
+                             ON(KEY_CP) | ON(KEY_EP),
     [CACHED_SEQUENCE_FLOPS] = ON(KEY_SEQ) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_PRECISION),
 };
 #undef ON
@@ -935,7 +1013,8 @@ static void part_key_of(cached_part part, const model_t *m, const hw_gpu *gpu, c
         [KEY_SP] = (uint64_t)l->sp, [KEY_ZERO] = (uint64_t)l->zero, [KEY_FP32_GRADS] = (uint64_t)l->fp32_grads,
         [KEY_PRECISION] = (uint64_t)l->precision, [KEY_LINK_BYTES_PER_S] = double_bits(link_bytes_per_s),
         [KEY_LINK_LATENCY_S] = double_bits(link_latency_s), [KEY_CP] = (uint64_t)layout_cp(l),
-        [KEY_CP_COMM] = (uint64_t)l->cp_comm,
+        [KEY_CP_COMM] = (uint64_t)l->cp_comm, [KEY_EP] = (uint64_t)layout_ep(l),
+        [KEY_EP_OVERLAP] = (uint64_t)l->ep_overlap,
     };
     uint32_t keep = part_inputs[part] | (UINT32_C(1) << KEY_PART) | (UINT32_C(1) << KEY_MODEL);
     for (int i = 0; i < KEY_WORDS; i++) k->word[i] = (keep >> i) & 1u ? input[i] : 0;
@@ -1078,7 +1157,8 @@ static const part_entry *lookup_part(estimate_cache *c, cached_part part, const 
         e->status = fill_part(c, part, m, gpu, node, l, e);
     }
     if (e->status != 0) {
-        /* no layout comes near OPS_MAX (71 ops at most): this is a guard, as in estimate_core */
+        /* no layout comes near OPS_MAX (154 ops at most: DeepSeek-V3, dense and MoE layers with MLA, full
+         * recomputation, TP, SP, CP, ZeRO-3): this is a guard, as in estimate_core */
         snprintf(err, errlen, "internal: op list longer than %d ops", OPS_MAX);
         return NULL;
     }
@@ -1172,8 +1252,11 @@ int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, co
              (long long)layers_on_stage(m->layers, l->pp, l->pp - 1));
     if (l->sp && l->tp == 1)
         warn(e, "--sp has no effect with TP 1");
-    if (m->experts > 1)
-        warn(e, "%s is a mixture of experts: experts are costed without expert parallelism (each TP rank holds a 1/t slice of every expert)",
-             m->name);
+    if (model_is_moe(m) && layout_ep(l) == 1 && dp_group_size(l) > 1)
+        warn(e, "%s is a mixture of experts run without expert parallelism: each rank holds a 1/t slice of all %lld experts "
+                "(--ep up to %lld would shard them)", m->name, (long long)m->experts, (long long)dp_group_size(l));
+    if (model_is_moe(m) && moe_dropped_fraction(model_moe_imbalance(m), m->capacity_factor) > 0.0)
+        warn(e, "capacity factor %.2f is below the load imbalance %.2f: the busiest expert drops up to %.0f%% of its tokens",
+             m->capacity_factor, model_moe_imbalance(m), 100.0 * moe_dropped_fraction(model_moe_imbalance(m), m->capacity_factor));
     return 0;
 }

@@ -134,6 +134,56 @@ static void cp_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
     fprintf(out, "  Exposed CP communication: %.4g s per step.\n", e->cp_comm_s);
 }
 
+/* Expert parallelism's token traffic and the experts' shapes, step by step (docs/model.md, "Mixture of experts"). */
+static void ep_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
+{
+    const layout_t *l = &e->layout;
+    const model_t *m = e->model;
+    if (!model_is_moe(m)) return;
+    double B = (l->precision == PREC_FP32 || l->precision == PREC_TF32) ? 4.0 : 2.0;
+    double t = (double)l->tp, ep = (double)layout_ep(l), T = rank_tokens(l), k = (double)m->top_k, E = (double)m->experts;
+    double load = moe_rank_load(m, l);
+    fprintf(out, "EP: e = %lld, inside DP x CP (Megatron): each GPU holds E / e = %g of the %lld routed experts, and their\n"
+                 "  gradients are reduced over the expert-data-parallel group, d_p c / e = %lld GPUs. The group is e GPUs t = %lld\n"
+                 "  apart, spanning %lld GPUs, %s.\n",
+            (long long)layout_ep(l), E / ep, (long long)m->experts, (long long)expert_dp_group_size(l), (long long)l->tp,
+            (long long)(l->tp * layout_ep(l)), l->tp * layout_ep(l) > l->gpus_per_node ? "across nodes" : "inside the node");
+    fprintf(out, "  Each TP rank routes s b / t%s = %g tokens to top-%lld experts: dispatch S = tokens x k x h x B = %g x %g x %lld x %g\n"
+                 "  = %.4g MB per layer, of which (e-1)/e leaves the GPU; the combine sends it back, and the backward repeats both.\n",
+            layout_cp(l) > 1 ? " / c" : "", T / t, (long long)m->top_k, T / t, k, (long long)m->hidden, B,
+            moe_alltoall_bytes(T / t, k, (double)m->hidden, B) / 1e6);
+    const op_t *a2a = find_op(slow, "ep_alltoall_dispatch", PASS_FWD);
+    if (a2a && a2a->crosses_node && a2a->internode_share > 0.0 && a2a->internode_share < 1.0)
+        fprintf(out, "  Group-limited routing (top-%lld within %lld of %lld groups, one a node): DeepSeek's dispatcher sends a token once\n"
+                     "  to each node it reaches, %.3g remote copies against a plain exchange's %.3g: %.3g of its inter-node bytes.\n",
+                (long long)m->top_k, (long long)m->moe_group_limit, (long long)m->moe_groups,
+                moe_remote_node_copies(k, ep * t / (double)l->gpus_per_node, (double)m->moe_groups, (double)m->moe_group_limit),
+                moe_remote_node_copies(k, ep * t / (double)l->gpus_per_node, 0.0, 0.0), a2a->internode_share);
+    if (a2a)
+        fprintf(out, "  All-to-all: (n-1)/n S / BW + (n-1) alpha = %.4g ms each (%s), %d per MoE layer, %lld MoE layers on stage %lld:\n"
+                     "  %.4g s per step %s.\n",
+                a2a->time_s * 1e3, a2a->crosses_node ? "the node's own link for its GPUs, the NICs for the others" : "NVLink",
+                l->recompute == RECOMPUTE_FULL ? 6 : 4, (long long)slow->moe_layers, (long long)slow->stage, e->ep_comm_s,
+                l->ep_overlap ? "exposed after hiding behind the compute of the micro-batch beside it (--ep-overlap: Megatron's\n"
+                                "  combined 1F1B; the step's first forward and last backward run alone), slowed as \"Overlap is not free\""
+                              : "exposed (--ep-overlap would hide them behind the next micro-batch's compute)");
+    else
+        fprintf(out, "  e = 1: no token traffic between GPUs; each GPU runs all %lld experts' 1/t slices.\n", (long long)m->experts);
+    fprintf(out, "  Experts: a GPU's E/e experts get T k e / E = %.4g tokens each (balanced) after the TP gather; grouped GEMMs of\n"
+                 "  that shape run at its efficiency",
+            T * k * ep / E);
+    if (layout_ep(l) > 1)
+        fprintf(out, ", and the busiest GPU takes %.2f x the mean (imbalance %.2f%s), which the\n"
+                     "  step waits for; model FLOPs count the mean.\n",
+                load, model_moe_imbalance(m),
+                m->capacity_factor > 0 ? ", capped by the capacity factor" : ", Switch Transformer's 1.25 unless --moe-imbalance");
+    else
+        fprintf(out, "; without EP each GPU runs every expert on its own tokens, and no GPU waits for a busier one.\n");
+    if (moe_dropped_fraction(model_moe_imbalance(m), m->capacity_factor) > 0)
+        fprintf(out, "  Capacity factor %.2f: the busiest expert drops up to %.0f%% of its tokens.\n", m->capacity_factor,
+                100.0 * moe_dropped_fraction(model_moe_imbalance(m), m->capacity_factor));
+}
+
 void report_explain(FILE *out, const estimate_t *e)
 {
     const model_t *m = e->model;
@@ -157,6 +207,9 @@ void report_explain(FILE *out, const estimate_t *e)
     if (layout_cp(l) > 1)
         fprintf(out, "Context parallel c = %lld (%s): each GPU holds s / c = %lld tokens of every sequence; GPUs = t x c x p x d_p.\n",
                 (long long)l->cp, cp_comm_name(l->cp_comm), (long long)(l->seq / l->cp));
+    if (model_is_moe(m))
+        fprintf(out, "Expert parallel e = %lld: each GPU holds %lld of the %lld routed experts (e inside d_p c).\n",
+                (long long)layout_ep(l), (long long)(m->experts / layout_ep(l)), (long long)m->experts);
     fprintf(out, "Every formula is derived, with its source, in docs/model.md.\n");
 
     heading(out, 1, "The model and its parameters");
@@ -174,9 +227,29 @@ void report_explain(FILE *out, const estimate_t *e)
             L, h, textbook_params);
     fprintf(out, "Exact count from the architecture:\n");
     fprintf(out, "  embeddings                 %.4g\n", model_embedding_params(m));
-    fprintf(out, "  per layer: attention %.4g + MLP %.4g + norms %.4g = %.4g, x L = %.4g\n",
-            model_attention_params_per_layer(m), model_mlp_params_per_layer(m, m->experts),
-            2.0 * model_norm_params(m), model_layer_params(m), L * model_layer_params(m));
+    if (model_is_moe(m)) {
+        double moe = (double)model_moe_layers(m), dense = L - moe;
+        fprintf(out, "  MoE layer: attention %.4g + %lld routed + %lld shared experts of %.4g (FFN %lld) + router %.4g + norms %.4g\n"
+                     "    = %.4g, x %g MoE layers = %.4g\n",
+                model_attention_params_per_layer(m), (long long)m->experts, (long long)m->shared_experts,
+                model_ffn_params_per_expert(m), (long long)model_expert_ffn(m), model_router_params(m),
+                2.0 * model_norm_params(m), model_layer_params(m), moe, moe * model_layer_params(m));
+        if (dense > 0)
+            fprintf(out, "  dense layer: attention %.4g + FFN %.4g + norms %.4g = %.4g, x %g dense layers = %.4g\n",
+                    model_attention_params_per_layer(m), model_dense_ffn_params(m), 2.0 * model_norm_params(m),
+                    model_dense_layer_params(m), dense, dense * model_dense_layer_params(m));
+    } else {
+        fprintf(out, "  per layer: attention %.4g + MLP %.4g + norms %.4g = %.4g, x L = %.4g\n",
+                model_attention_params_per_layer(m), model_mlp_params_per_layer(m, m->experts),
+                2.0 * model_norm_params(m), model_layer_params(m), L * model_layer_params(m));
+    }
+    if (model_is_mla(m))
+        fprintf(out, "  attention is multi-head latent (DeepSeek-V2): q through rank %lld, K and V up from a rank-%lld latent,\n"
+                     "    heads of %lld + %lld (rotary) for scores and %lld for values; the KV cache keeps %lld values per token\n"
+                     "    where 2 x heads x d would be %lld.\n",
+                (long long)m->q_lora_rank, (long long)m->kv_lora_rank, (long long)m->qk_nope_head_dim,
+                (long long)m->qk_rope_head_dim, (long long)m->v_head_dim, (long long)(m->kv_lora_rank + m->qk_rope_head_dim),
+                (long long)(2 * m->heads * (m->qk_nope_head_dim + m->qk_rope_head_dim)));
     fprintf(out, "  final norm (or pooler)     %.4g\n", model_final_params(m));
     fprintf(out, "  LM head                    %.4g%s\n", model_head_params(m),
             m->tied_embeddings ? " (tied to the embedding)" : "");
@@ -185,8 +258,14 @@ void report_explain(FILE *out, const estimate_t *e)
         fprintf(out, "; published %.6g (%+.2f%%)", m->params_published,
                 100.0 * (e->params_total - m->params_published) / m->params_published);
     fprintf(out, "\n");
-    if (m->experts > 1) fprintf(out, "  active per token (top-%lld of %lld experts): %.6g\n", (long long)m->top_k,
-                                (long long)m->experts, e->params_active);
+    if (m->experts > 1) {
+        fprintf(out, "  active per token (top-%lld of %lld experts%s): %.6g", (long long)m->top_k, (long long)m->experts,
+                m->shared_experts > 0 ? ", and the shared" : "", e->params_active);
+        if (m->active_params_published > 0)
+            fprintf(out, "; published %.6g (%+.2f%%)", m->active_params_published,
+                    100.0 * (e->params_active - m->active_params_published) / m->active_params_published);
+        fprintf(out, "\n");
+    }
     fprintf(out, "The textbook count is %+.1f%% off because it assumes ", 100.0 * (textbook_params / e->params_total - 1.0));
     fprintf(out, "%s, %s, %s and learned positions of s rows.\n",
             m->kv_heads == m->heads ? "4h^2 attention weights (true here)" : "full K and V projections (GQA shrinks them)",
@@ -200,6 +279,11 @@ void report_explain(FILE *out, const estimate_t *e)
     fprintf(out, "Tokens per step B s = %g x %g = %g.\n", Bglobal, s, tokens_per_step);
     fprintf(out, "Textbook: 6 N (B s) = 6 x %.4g x %g = %.4g FLOP (forward 2N, backward 4N per token%s).\n",
             e->params_active, tokens_per_step, e->six_nd_per_step, m->experts > 1 ? ", N = active parameters" : "");
+    if (model_is_moe(m))
+        fprintf(out, "  With all %.4g parameters, 6 N_total (B s) = %.4g FLOP: %.1f x what a token computes, since each meets\n"
+                     "  only its top-%lld experts; MFU, 6ND and the op list count the active parameters.\n",
+                e->params_total, six_n_d_flops(e->params_total, tokens_per_step), e->params_total / e->params_active,
+                (long long)m->top_k);
     fprintf(out, "Narayanan et al. (SC'21): 72 B s L h^2 (1 + s/(6h) + V/(12 L h)) = %.4g FLOP.\n", narayanan);
     fprintf(out, "Exact, summed over the op list of the whole model: %.4g model FLOP per step (%.3f x 6ND),\n"
                  "  of which attention scores and values %.4g, logits %.4g.\n",
@@ -229,14 +313,34 @@ void report_explain(FILE *out, const estimate_t *e)
     fprintf(out, "The heaviest GPU is on stage %lld: it holds %.4g parameters (its %lld layers split %g ways by TP%s%s).\n",
             (long long)mem->stage, mem->params, (long long)layers_on_stage(m->layers, l->pp, mem->stage), t,
             mem->stage == 0 ? ", plus the embedding" : "", mem->stage == l->pp - 1 ? ", plus the head" : "");
+    if (mem->params > 0 && model_is_moe(m)) {
+        const stage_ops *st = mem->stage == 0 ? &e->first_stage : &e->last_stage;   /* the heaviest stage's list */
+        fprintf(out, "  Of them %.4g are its routed experts (%lld MoE layers x %lld experts x %.4g / (t e)), whose optimizer state\n"
+                     "  ZeRO shards over d_p c / e = %lld GPUs; the rest over %s.\n",
+                st->expert_params, (long long)st->moe_layers, (long long)m->experts, model_ffn_params_per_expert(m),
+                (long long)expert_dp_group_size(l), shards);
+    }
     fprintf(out, "Mixed-precision Adam: weights 2 + gradients %g + optimizer 12 (fp32 master, m, v) = %g bytes per parameter.\n",
             grad_b, adam_bytes_per_param(l->fp32_grads));
-    fprintf(out, "  weights    %.4g x 2 B%s%s%s = %.2f GiB\n", mem->params, l->zero >= 3 ? " / " : "",
-            l->zero >= 3 ? shards : "", l->zero >= 3 ? " (ZeRO-3)" : "", mem->weights / GIB);
-    fprintf(out, "  gradients  %.4g x %g B%s%s%s = %.2f GiB\n", mem->params, grad_b, l->zero >= 2 ? " / " : "",
-            l->zero >= 2 ? shards : "", l->zero >= 2 ? " (ZeRO-2)" : "", mem->gradients / GIB);
-    fprintf(out, "  optimizer  %.4g x 12 B%s%s%s = %.2f GiB\n", mem->params, l->zero >= 1 ? " / " : "",
-            l->zero >= 1 ? shards : "", l->zero >= 1 ? " (ZeRO-1)" : "", mem->optimizer / GIB);
+    const stage_ops *held = mem->stage == 0 ? &e->first_stage : &e->last_stage;
+    if (held->expert_params > 0.0 && l->zero >= 1) {
+        /* the experts shard over d_p c / e, the rest over d_p c */
+        double dense = mem->params - held->expert_params, experts = held->expert_params;
+        double dp_all = (double)dp_group_size(l), edp = (double)expert_dp_group_size(l);
+        fprintf(out, "  weights    (%.4g%s + %.4g%s) x 2 B = %.2f GiB\n", dense, l->zero >= 3 ? " / d_p c" : "", experts,
+                l->zero >= 3 ? " / (d_p c / e)" : "", mem->weights / GIB);
+        fprintf(out, "  gradients  (%.4g%s + %.4g%s) x %g B = %.2f GiB\n", dense, l->zero >= 2 ? " / d_p c" : "", experts,
+                l->zero >= 2 ? " / (d_p c / e)" : "", grad_b, mem->gradients / GIB);
+        fprintf(out, "  optimizer  (%.4g / %g + %.4g / %g) x 12 B (ZeRO-1: the rest over d_p c, the experts over d_p c / e) = %.2f GiB\n",
+                dense, dp_all, experts, edp, mem->optimizer / GIB);
+    } else {
+        fprintf(out, "  weights    %.4g x 2 B%s%s%s = %.2f GiB\n", mem->params, l->zero >= 3 ? " / " : "",
+                l->zero >= 3 ? shards : "", l->zero >= 3 ? " (ZeRO-3)" : "", mem->weights / GIB);
+        fprintf(out, "  gradients  %.4g x %g B%s%s%s = %.2f GiB\n", mem->params, grad_b, l->zero >= 2 ? " / " : "",
+                l->zero >= 2 ? shards : "", l->zero >= 2 ? " (ZeRO-2)" : "", mem->gradients / GIB);
+        fprintf(out, "  optimizer  %.4g x 12 B%s%s%s = %.2f GiB\n", mem->params, l->zero >= 1 ? " / " : "",
+                l->zero >= 1 ? shards : "", l->zero >= 1 ? " (ZeRO-1)" : "", mem->optimizer / GIB);
+    }
     /* with context parallelism a rank's activations are those of its s / c tokens */
     double korthikanti = korthikanti_activation_bytes_per_layer(s / (double)layout_cp(l), b, h, a, t, l->sp, l->recompute);
     if (layout_cp(l) > 1)
@@ -300,6 +404,7 @@ void report_explain(FILE *out, const estimate_t *e)
     else
         fprintf(out, "TP: t = 1, no tensor-parallel traffic.\n");
     cp_explain(out, e, slow);
+    ep_explain(out, e, slow);
     double pp_time = comm_time(slow, GROUP_PP, PASS_FWD, &bytes, &count);
     if (l->pp > 1)
         fprintf(out, "PP: each boundary sends s b h B / t%s = %.4g MB forward and the same gradient backward per micro-batch:\n"
@@ -361,7 +466,11 @@ void report_explain(FILE *out, const estimate_t *e)
         else
             fprintf(out, ", under the %.0f W cap: the clock stays at the top.\n", cap);
     }
-    if (layout_cp(l) > 1)
+    if (model_is_moe(m))
+        fprintf(out, "Step = compute %.4g + TP %.4g + CP exposed %.4g + EP all-to-all %.4g + PP %.4g + DP exposed %.4g + bubble "
+                     "%.4g + optimizer %.4g = %.4g s.\n", e->compute_s, e->tp_comm_s, e->cp_comm_s, e->ep_comm_s, e->pp_comm_s,
+                e->dp_comm_s, e->bubble_s, e->optimizer_s, e->step_s);
+    else if (layout_cp(l) > 1)
         fprintf(out, "Step = compute %.4g + TP %.4g + CP exposed %.4g + PP %.4g + DP exposed %.4g + bubble %.4g + optimizer %.4g "
                      "= %.4g s.\n", e->compute_s, e->tp_comm_s, e->cp_comm_s, e->pp_comm_s, e->dp_comm_s, e->bubble_s,
                 e->optimizer_s, e->step_s);

@@ -61,6 +61,80 @@ double ring_allgather_s(double n, double bytes, double bw, double latency)
 
 double sendrecv_s(double bytes, double bw, double latency) { return bytes / bw + latency; }
 
+/* "Mixture of experts": the bytes one rank sends in the token dispatch (and
+ * receives in the combine) of one MoE layer: each of its tokens goes to
+ * top_k experts, h values of B bytes each; S counts the part that stays on
+ * the rank too, as nccl-tests' size does. */
+double moe_alltoall_bytes(double tokens, double top_k, double hidden, double elem_bytes)
+{
+    return tokens * top_k * hidden * elem_bytes;
+}
+
+/* "Mixture of experts": an all-to-all of S bytes per rank among n ranks.
+ * Each rank keeps S/n and sends S/n to each of the n - 1 others, n - 1
+ * point-to-point transfers that share its link: (n-1)/n * S / BW, and one
+ * latency per peer (NCCL posts them as n - 1 send/recv pairs). */
+double alltoall_s(double n, double bytes, double bw, double latency)
+{
+    if (n <= 1.0) return 0.0;
+    return (n - 1.0) / n * bytes / bw + (n - 1.0) * latency;
+}
+
+/* The same across nodes: of the n - 1 peers, n_local - 1 share the node and
+ * take their S/n each over its link while the n - n_local others go out
+ * through the NICs at the same time; the slower of the two sets the time.
+ * A node-limited dispatcher sends internode_share of those inter-node bytes
+ * (moe_remote_node_copies over the plain exchange's; 1 for the plain one). */
+double alltoall_two_level_s(double n, double n_local, double bytes, double bw_intra, double latency_intra,
+                            double bw_inter, double latency_inter, double internode_share)
+{
+    if (n <= 1.0) return 0.0;
+    if (n_local >= n) return alltoall_s(n, bytes, bw_intra, latency_intra);
+    if (n_local < 1.0) n_local = 1.0;
+    double intra = (n_local - 1.0) / n * bytes / bw_intra + (n_local - 1.0) * latency_intra;
+    double inter = internode_share * (n - n_local) / n * bytes / bw_inter + (n - n_local) * latency_inter;
+    return intra > inter ? intra : inter;
+}
+
+/* "Mixture of experts": how much longer the busiest rank's expert GEMMs take
+ * than the mean's.  Without a capacity limit the busiest rank takes its
+ * imbalance; with capacity factor c an expert takes at most c x its mean
+ * share and drops the rest, so the busiest rank takes min(imbalance, c)
+ * (and exactly c when Megatron pads every expert to its capacity). */
+double moe_load_factor(double imbalance, double capacity_factor, int pad_to_capacity)
+{
+    if (capacity_factor <= 0.0) return imbalance;
+    if (pad_to_capacity) return capacity_factor;
+    return imbalance < capacity_factor ? imbalance : capacity_factor;
+}
+
+/* "Mixture of experts": the copies of a token the dispatch sends to other nodes, when the EP group spans
+ * `nodes` nodes and the experts are spread evenly over them.  A plain all-to-all sends each of its top_k
+ * copies to its expert's rank, (nodes - 1)/nodes of them off the node.  DeepSeek-V3's dispatcher (section
+ * 3.2.2) sends a token once to each node it has experts on, over IB, and forwards it inside the node over
+ * NVLink; with group-limited routing (its experts in `groups` groups, each token within `group_limit` of
+ * them, the groups one per node) that is at most group_limit x nodes / groups nodes.  Without a limit
+ * (group_limit 0) the plain exchange's k (nodes - 1)/nodes. */
+double moe_remote_node_copies(double top_k, double nodes, double groups, double group_limit)
+{
+    if (nodes <= 1.0) return 0.0;
+    double remote = (nodes - 1.0) / nodes;
+    if (group_limit <= 0.0 || groups <= 0.0) return top_k * remote;
+    double targets = group_limit * nodes / groups;
+    if (targets > top_k) targets = top_k;
+    if (targets > nodes) targets = nodes;
+    return targets * remote;
+}
+
+/* The share of the routed tokens dropped when the busiest expert gets
+ * `imbalance` x its mean and may keep c x: an upper bound over the experts,
+ * 1 - c / imbalance of that expert's tokens (0 when c covers it). */
+double moe_dropped_fraction(double imbalance, double capacity_factor)
+{
+    if (capacity_factor <= 0.0 || capacity_factor >= imbalance) return 0.0;
+    return 1.0 - capacity_factor / imbalance;
+}
+
 /* "Context parallelism": the K and V of one rank's seq/cp tokens, the block
  * the ring passes on at each of its cp - 1 steps (Megatron-LM's context
  * parallelism, Transformer Engine's p2p ring).  kv_heads are the rank's own
@@ -90,6 +164,7 @@ double bus_bandwidth(coll_t coll, double n, double bytes, double seconds)
     case COLL_REDUCE_SCATTER:
     case COLL_ALLGATHER: return algbw * (n - 1.0) / n;
     case COLL_SENDRECV: return algbw;
+    case COLL_ALLTOALL: return algbw * (n - 1.0) / n;
     }
     return algbw;
 }
@@ -269,7 +344,7 @@ double fp8_cast_bytes(double m, double n, double k, int backward, int weight_gra
 
 /* What ZeRO-2/3 and FSDP hold beyond their shards, one wrapped unit at a time: the layer being computed and
  * the next one arriving (the prefetch), and one buffer for the largest unit that is not a layer (the
- * embedding, an untied head) when it is larger, `big` (0 otherwise).  ZeRO-3 gathers parameters and
+ * embedding, an untied head), `big` (0 on a middle stage).  ZeRO-3 gathers parameters and
  * reduce-scatters gradients in those buffers; ZeRO-2 only the gradients (docs/model.md, "ZeRO-3 and FSDP";
  * measured in docs/validation/h100x2-zero-2026-11-25). */
 double zero_unit_buffer_bytes(int zero, double layer_params, double big_params, double weight_bytes, double grad_bytes)

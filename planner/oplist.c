@@ -168,6 +168,52 @@ int64_t dp_group_size(const layout_t *l) { return l->dp * layout_cp(l); }
 
 double rank_tokens(const layout_t *l) { return (double)l->seq * (double)l->mbs / (double)layout_cp(l); }
 
+int64_t layout_ep(const layout_t *l) { return l->ep > 1 ? l->ep : 1; }
+
+double moe_rank_load(const model_t *m, const layout_t *l)
+{
+    if (!model_is_moe(m) || layout_ep(l) == 1) return 1.0;
+    return moe_load_factor(model_moe_imbalance(m), m->capacity_factor, 0);
+}
+
+/* Megatron's expert-data-parallel group: the world over expert TP (here TP) x EP x PP */
+int64_t expert_dp_group_size(const layout_t *l)
+{
+    int64_t edp = dp_group_size(l) / layout_ep(l);
+    return edp > 1 ? edp : 1;
+}
+
+/* Layer i sits on stage (i / ceil(L/p)) without interleaving; with v chunks per stage of L/(p v)
+ * layers each, chunk c on stage c mod p (Megatron's interleaved placement). */
+static int64_t moe_layers_exactly_on_stage(const model_t *m, int64_t pp, int64_t vpp, int64_t stage)
+{
+    int64_t held = layers_on_stage(m->layers, pp, stage), n = 0;
+    int64_t chunk = vpp > 1 && m->layers % (pp * vpp) == 0 ? m->layers / (pp * vpp) : 0;
+    int64_t per_stage = (m->layers + pp - 1) / pp;
+    for (int64_t i = 0; i < m->layers; i++) {
+        int64_t at = chunk ? (i / chunk) % pp : i / per_stage;
+        if (at > pp - 1) at = pp - 1;
+        if (at == stage) n += model_layer_is_moe(m, i);
+    }
+    return n < held ? n : held;
+}
+
+/* The estimate builds the first and the last stage, and the first stands for the middle ones
+ * (estimate.c, settle_time_at): so the first gets the most MoE layers any stage but the last holds,
+ * DeepSeek's dense first layers notwithstanding (an upper bound for stage 0 itself). */
+int64_t moe_layers_on_stage(const model_t *m, int64_t pp, int64_t vpp, int64_t stage)
+{
+    if (!model_is_moe(m)) return 0;
+    if (stage == pp - 1) return moe_layers_exactly_on_stage(m, pp, vpp, stage);
+    int64_t most = 0;
+    for (int64_t i = 0; i < pp - 1; i++) {
+        int64_t n = moe_layers_exactly_on_stage(m, pp, vpp, i);
+        if (n > most) most = n;
+        if (most == layers_on_stage(m->layers, pp, i)) break;
+    }
+    return most;
+}
+
 /* One layer's KV exchange buffers, live only while its attention runs: the
  * ring's block in use and the one arriving, and in the backward the same
  * for dK, dV (4 blocks); the all-gather's whole-sequence K and V and their
@@ -210,7 +256,48 @@ static void cp_exchange(builder *b, const model_t *m, int64_t count, int recompu
     collective(b, "cp_reduce_scatter_dkv", PASS_BWD, count, COLL_REDUCE_SCATTER, GROUP_CP, cp, whole, EXPOSED);
 }
 
-static void transformer_layers(builder *b, const model_t *m, int64_t count)
+/* The head size the attention core runs at: MLA's scores use qk_nope + qk_rope per head and its
+ * weighted sum v_head_dim, so their mean gives the core's 4 s^2 d FLOPs per head exactly. */
+static double attention_head_dim(const model_t *m)
+{
+    if (!model_is_mla(m)) return (double)m->head_dim;
+    return (double)(m->qk_nope_head_dim + m->qk_rope_head_dim + m->v_head_dim) / 2.0;
+}
+
+/* Multi-head latent attention's projections (DeepSeek-V2 section 2.1, Megatron-Core's MLA): the
+ * down projections and their norms on every TP rank whole, the up projections split by heads.
+ * Returns the width of the queries, keys and values the attention reads, per token. */
+static double mla_projections(builder *b, const model_t *m, int64_t count, double T, double sharded_input, int full)
+{
+    const double B = b->act_bytes, h = (double)m->hidden, heads = (double)m->heads / (double)b->l->tp;
+    const double qk = (double)(m->qk_nope_head_dim + m->qk_rope_head_dim), v = (double)m->v_head_dim;
+    const double q_lora = (double)m->q_lora_rank, kv_lora = (double)m->kv_lora_rank, rope = (double)m->qk_rope_head_dim;
+    if (m->q_lora_rank > 0) {
+        gemm(b, "q_down", "q_down_dgrad", "q_down_wgrad", count, T, q_lora, h, sharded_input, full);
+        membound(b, "q_norm", "q_norm_bwd", count, 2.0 * T * q_lora * B, 4.0 * T * q_lora * B, 5.0 * T * q_lora,
+                 T * q_lora * B, full);
+        gemm(b, "q_up", "q_up_dgrad", "q_up_wgrad", count, T, heads * qk, q_lora, T * q_lora * B, full);
+    } else {
+        gemm(b, "q_proj", "q_proj_dgrad", "q_proj_wgrad", count, T, heads * qk, h, sharded_input, full);
+    }
+    /* the latent and the one rotary key all heads share */
+    gemm(b, "kv_down", "kv_down_dgrad", "kv_down_wgrad", count, T, kv_lora + rope, h, 0.0, full);
+    membound(b, "kv_norm", "kv_norm_bwd", count, 2.0 * T * kv_lora * B, 4.0 * T * kv_lora * B, 5.0 * T * kv_lora,
+             T * kv_lora * B, full);
+    gemm(b, "kv_up", "kv_up_dgrad", "kv_up_wgrad", count, T, heads * (qk - rope + v), kv_lora, T * kv_lora * B, full);
+    return heads * (2.0 * qk + v);
+}
+
+/* The bytes of K and V one token leaves in a layer's KV cache (docs/model.md, "Multi-head latent
+ * attention"): MLA keeps the latent and the shared rotary key, kv_lora + qk_rope values, where
+ * ordinary attention keeps 2 x KV heads x head size. */
+double kv_cache_bytes_per_token(const model_t *m, double elem_bytes)
+{
+    if (model_is_mla(m)) return (double)(m->kv_lora_rank + m->qk_rope_head_dim) * elem_bytes;
+    return 2.0 * (double)m->kv_heads * (double)m->head_dim * elem_bytes;
+}
+
+static void attention_block(builder *b, const model_t *m, int64_t count)
 {
     const layout_t *l = b->l;
     const double B = b->act_bytes;
@@ -220,11 +307,10 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     const double sq = s / cp;                     /* queries (and tokens) of one rank per sequence */
     const double T = rank_tokens(l);              /* tokens per micro-batch on this rank */
     const double Tn = l->sp ? T / t : T;          /* tokens seen by norms and residuals */
-    const double h = (double)m->hidden, d = (double)m->head_dim;
+    const double h = (double)m->hidden, d = attention_head_dim(m);
     const double heads = (double)m->heads / t;
-    const double kv_heads = local_kv_heads(m, l->tp);
-    const double f = (double)m->ffn / t;
-    const double routed = (double)m->top_k;       /* expert FFNs each token passes through */
+    const int mla = model_is_mla(m);
+    const double kv_heads = mla ? heads : local_kv_heads(m, l->tp);
     const int full = l->recompute == RECOMPUTE_FULL;
     const double mask = m->dropout ? 1.0 : 0.0;   /* one byte per element */
     /* the residual branch's gradient is accumulated by the norm backward
@@ -237,18 +323,20 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
              Tn * h * B, full);
     tp_entry(b, "tp_allgather_attn", "tp_allreduce_attn_bwd", "tp_reduce_scatter_attn_bwd", "tp_regather_attn", count,
              T * h * B, full);
-    gemm(b, "qkv", "qkv_dgrad", "qkv_wgrad", count, T, (heads + 2.0 * kv_heads) * d, h, sharded_input, full);
+    double qkv_width = mla ? mla_projections(b, m, count, T, sharded_input, full) : (heads + 2.0 * kv_heads) * d;
+    if (!mla)
+        gemm(b, "qkv", "qkv_dgrad", "qkv_wgrad", count, T, qkv_width, h, sharded_input, full);
     if (m->position == POS_ROPE) {
         /* rotary embedding, in place on the q and k columns of the qkv output (all T tokens,
          * the local heads): each element read and written once per pass, 6 FLOP per rotated
          * pair.  It saves nothing: attention saves the rotated q and k (qkv_saved below), and
-         * the backward, the inverse rotation of dq and dk, needs only the positions. */
-        double qk = T * (heads + kv_heads) * d;
+         * the backward, the inverse rotation of dq and dk, needs only the positions.  MLA
+         * rotates the qk_rope columns of each query head and the one shared key. */
+        double qk = mla ? T * (heads + 1.0) * (double)m->qk_rope_head_dim : T * (heads + kv_heads) * d;
         membound(b, "rope", "rope_bwd", count, 2.0 * qk * B, 2.0 * qk * B, 3.0 * qk, 0.0, full);
         /* membound() gives a backward twice its forward's FLOPs; the inverse rotation costs the same */
         if (!b->overflow) b->out->ops[b->out->nops - 1].flops = 3.0 * qk;
     }
-
     /* attention core: scores Q K^T and the weighted sum P V, 2 * 2*s*s*d per head over the full
      * s x s; a causal model needs only the half below the diagonal, and that half is what model
      * and hardware FLOPs count, so that neither ever exceeds what a kernel executes (docs/model.md,
@@ -256,7 +344,7 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
      * the causal work too once the chunks are paired */
     double core_full = 4.0 * mb * heads * sq * s * d;
     double core_model = model_is_causal(m) ? core_full / 2.0 : core_full;
-    double qkv_saved = T * (heads + 2.0 * kv_heads) * d * B;
+    double qkv_saved = T * qkv_width * B;
     double scores = mb * heads * s * s;
     int unfused = l->attention == ATTENTION_UNFUSED;
     op_t *att = push(b, "attention", OP_ATTENTION, PASS_FWD, count);
@@ -313,38 +401,172 @@ static void transformer_layers(builder *b, const model_t *m, int64_t count)
     }
     cp_exchange(b, m, count, full);
 
-    gemm(b, "attn_out", "attn_out_dgrad", "attn_out_wgrad", count, T, h, heads * d, T * heads * d * B, full);
+    /* the output projection reads the heads' values: v_head_dim wide under MLA */
+    double values = mla ? heads * (double)m->v_head_dim : heads * d;
+    gemm(b, "attn_out", "attn_out_dgrad", "attn_out_wgrad", count, T, h, values, T * values * B, full);
     tp_exit(b, "tp_allreduce_attn", "tp_reduce_scatter_attn", "tp_allgather_attn_bwd", count, T * h * B, full);
     membound(b, "attn_residual", "attn_residual_bwd", count, 3.0 * Tn * h * B + mask * Tn * h,
              residual_bwd_bytes, Tn * h, mask * Tn * h, full);
 
-    /* MLP block */
-    membound(b, "mlp_norm", "mlp_norm_bwd", count, 2.0 * Tn * h * B, 4.0 * Tn * h * B, 5.0 * Tn * h,
-             Tn * h * B, full);
-    tp_entry(b, "tp_allgather_mlp", "tp_allreduce_mlp_bwd", "tp_reduce_scatter_mlp_bwd", "tp_regather_mlp", count,
-             T * h * B, full);
-    if (m->experts > 1)
-        gemm(b, "router", "router_dgrad", "router_wgrad", count, T, (double)m->experts, h, 0.0, full);
-    double up_width = m->ffn_kind == FFN_SWIGLU ? 2.0 * f : f;
-    gemm(b, "mlp_up", "mlp_up_dgrad", "mlp_up_wgrad", count, T * routed, up_width, h,
-         sharded_input * routed, full);
-    if (m->ffn_kind == FFN_SWIGLU)
-        membound(b, "swiglu", "swiglu_bwd", count, 3.0 * T * routed * f * B, 5.0 * T * routed * f * B,
-                 4.0 * T * routed * f, 2.0 * T * routed * f * B, full);
-    else
-        membound(b, "gelu", "gelu_bwd", count, 2.0 * T * routed * f * B, 3.0 * T * routed * f * B,
-                 8.0 * T * routed * f, T * routed * f * B, full);
-    gemm(b, "mlp_down", "mlp_down_dgrad", "mlp_down_wgrad", count, T * routed, h, f,
-         T * routed * f * B, full);
-    tp_exit(b, "tp_allreduce_mlp", "tp_reduce_scatter_mlp", "tp_allgather_mlp_bwd", count, T * h * B, full);
-    membound(b, "mlp_residual", "mlp_residual_bwd", count, 3.0 * Tn * h * B + mask * Tn * h,
-             residual_bwd_bytes, Tn * h, mask * Tn * h, full);
+}
 
-    if (full) {
+/* A dense FFN of width ffn (split by TP) on the layer's tokens: Megatron's MLP, or a MoE layer's
+ * shared experts under the names given. */
+static void ffn_ops(builder *b, const model_t *m, int64_t count, double ffn, const char *const names[8])
+{
+    const layout_t *l = b->l;
+    const double B = b->act_bytes, t = (double)l->tp, T = rank_tokens(l), h = (double)m->hidden;
+    const double f = ffn / t;
+    const int full = l->recompute == RECOMPUTE_FULL;
+    const double sharded_input = l->sp ? T * h * B / t : T * h * B;
+    double up_width = m->ffn_kind == FFN_SWIGLU ? 2.0 * f : f;
+    gemm(b, names[0], names[1], names[2], count, T, up_width, h, sharded_input, full);
+    if (m->ffn_kind == FFN_SWIGLU)
+        membound(b, names[3], names[4], count, 3.0 * T * f * B, 5.0 * T * f * B, 4.0 * T * f, 2.0 * T * f * B, full);
+    else
+        membound(b, names[3], names[4], count, 2.0 * T * f * B, 3.0 * T * f * B, 8.0 * T * f, T * f * B, full);
+    gemm(b, names[5], names[6], names[7], count, T, h, f, T * f * B, full);
+}
+
+static void mlp_norm(builder *b, const model_t *m, int64_t count)
+{
+    const layout_t *l = b->l;
+    const double B = b->act_bytes, h = (double)m->hidden, Tn = l->sp ? rank_tokens(l) / (double)l->tp : rank_tokens(l);
+    membound(b, "mlp_norm", "mlp_norm_bwd", count, 2.0 * Tn * h * B, 4.0 * Tn * h * B, 5.0 * Tn * h, Tn * h * B,
+             l->recompute == RECOMPUTE_FULL);
+}
+
+static void mlp_residual(builder *b, const model_t *m, int64_t count)
+{
+    const layout_t *l = b->l;
+    const double B = b->act_bytes, h = (double)m->hidden, Tn = l->sp ? rank_tokens(l) / (double)l->tp : rank_tokens(l);
+    const double mask = m->dropout ? 1.0 : 0.0;
+    const double residual_bwd_bytes = m->dropout ? 3.0 * Tn * h * B + mask * Tn * h : 0.0;
+    membound(b, "mlp_residual", "mlp_residual_bwd", count, 3.0 * Tn * h * B + mask * Tn * h, residual_bwd_bytes, Tn * h,
+             mask * Tn * h, l->recompute == RECOMPUTE_FULL);
+}
+
+static void dense_mlp_block(builder *b, const model_t *m, int64_t count)
+{
+    static const char *const names[8] = {"mlp_up", "mlp_up_dgrad", "mlp_up_wgrad", NULL, NULL,
+                                         "mlp_down", "mlp_down_dgrad", "mlp_down_wgrad"};
+    const char *act[8];
+    memcpy(act, names, sizeof act);
+    act[3] = m->ffn_kind == FFN_SWIGLU ? "swiglu" : "gelu";
+    act[4] = m->ffn_kind == FFN_SWIGLU ? "swiglu_bwd" : "gelu_bwd";
+    const layout_t *l = b->l;
+    const double T = rank_tokens(l), h = (double)m->hidden;
+    const int full = l->recompute == RECOMPUTE_FULL;
+    mlp_norm(b, m, count);
+    tp_entry(b, "tp_allgather_mlp", "tp_allreduce_mlp_bwd", "tp_reduce_scatter_mlp_bwd", "tp_regather_mlp", count,
+             T * h * b->act_bytes, full);
+    ffn_ops(b, m, count, (double)m->ffn, act);
+    tp_exit(b, "tp_allreduce_mlp", "tp_reduce_scatter_mlp", "tp_allgather_mlp_bwd", count, T * h * b->act_bytes, full);
+    mlp_residual(b, m, count);
+}
+
+/* A grouped GEMM over the rank's local experts: built as one GEMM of all its routed tokens, then
+ * reshaped to `experts` GEMMs of `per_expert` tokens each (the shape the kernel runs and its
+ * efficiency follows), each expert's weights read once.  `load` is the busiest rank's tokens over
+ * the mean: executed FLOPs carry it, model and hardware FLOPs count the mean. */
+static void grouped_gemm(builder *b, const char *fwd, const char *dgrad, const char *wgrad, int64_t count,
+                         double experts, double per_expert, double load, double n, double k, double saved, int full)
+{
+    int first = b->out->nops;
+    gemm(b, fwd, dgrad, wgrad, count, experts * per_expert * load, n, k, saved, full);
+    double tokens = per_expert * load;
+    for (int i = first; i < b->out->nops; i++) {
+        op_t *op = &b->out->ops[i];
+        op->batch = (int64_t)experts;
+        if (op->name == wgrad) op->k = (int64_t)tokens;
+        else op->m = (int64_t)tokens;
+        op->model_flops /= load;
+        op->hardware_flops /= load;
+        op->bytes += b->act_bytes * k * n * (experts - 1.0);             /* every expert's weights */
+    }
+}
+
+/* A MoE layer's FFN (docs/model.md, "Mixture of experts"), as Megatron-Core's all-to-all token
+ * dispatcher runs it with expert TP equal to TP: each TP rank routes a 1/t share of the tokens,
+ * sends each to its top_k experts' ranks (all-to-all in the EP group), the TP group gathers what
+ * its experts received, the experts run as grouped GEMMs split by TP, and the way back is the
+ * mirror image; shared experts run beside them as an ordinary TP MLP. */
+static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
+{
+    static const char *const shared_names[8] = {"shared_up", "shared_up_dgrad", "shared_up_wgrad", "shared_act",
+                                                "shared_act_bwd", "shared_down", "shared_down_dgrad", "shared_down_wgrad"};
+    const layout_t *l = b->l;
+    const double B = b->act_bytes, t = (double)l->tp, T = rank_tokens(l), h = (double)m->hidden;
+    const double E = (double)m->experts, k = (double)m->top_k, ep = (double)layout_ep(l);
+    const double Tr = T / t;                       /* tokens a TP rank routes */
+    const double f = (double)model_expert_ffn(m) / t;
+    const int full = l->recompute == RECOMPUTE_FULL;
+    const double load = moe_rank_load(m, l);
+    const double local = E / ep;                   /* experts a rank holds */
+    const double per_expert = T * k / local;       /* tokens each gets, balanced, after the TP gather */
+    mlp_norm(b, m, count);
+    gemm(b, "router", "router_dgrad", "router_wgrad", count, Tr, E, h, Tr * h * B, full);
+    /* softmax (or sigmoid) and top-k over the fp32 scores, the probabilities kept for backward */
+    membound(b, "router_topk", "router_topk_bwd", count, 2.0 * Tr * E * 4.0, 2.0 * Tr * E * 4.0, 5.0 * Tr * E,
+             Tr * k * 4.0, full);
+    /* tokens sorted by expert before the dispatch and back after the combine */
+    membound(b, "moe_permute", "moe_permute_bwd", count, 2.0 * Tr * k * h * B, 2.0 * Tr * k * h * B, 0.0, 0.0, full);
+    double a2a = moe_alltoall_bytes(Tr, k, h, B);
+    overlap_t hide = l->ep_overlap ? OVERLAP_MICROBATCH : EXPOSED;
+    /* group-limited routing is costed with DeepSeek's dispatcher, one copy per target node over IB */
+    double nodes = ep * t / (double)l->gpus_per_node, share = 1.0;
+    if (m->moe_group_limit > 0 && nodes > 1.0)
+        share = moe_remote_node_copies(k, nodes, (double)m->moe_groups, (double)m->moe_group_limit) /
+                moe_remote_node_copies(k, nodes, 0.0, 0.0);
+    int first_ep_op = b->out->nops;
+    collective(b, "ep_alltoall_dispatch", PASS_FWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
+    if (full) collective(b, "ep_alltoall_dispatch", PASS_RECOMPUTE, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
+    collective(b, "ep_alltoall_dispatch_bwd", PASS_BWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
+    double routed = T * k * h * B;                 /* what the TP group's experts received, gathered */
+    collective(b, "moe_tp_allgather", PASS_FWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, routed, EXPOSED);
+    if (full) collective(b, "moe_tp_allgather", PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_TP, l->tp, routed, EXPOSED);
+    collective(b, "moe_tp_reduce_scatter_bwd", PASS_BWD, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, routed, EXPOSED);
+    double up_width = m->ffn_kind == FFN_SWIGLU ? 2.0 * f : f;
+    grouped_gemm(b, "expert_up", "expert_up_dgrad", "expert_up_wgrad", count, local, per_expert, load, up_width, h,
+                 T * k * h * B, full);
+    double Tk = T * k * load;
+    if (m->ffn_kind == FFN_SWIGLU)
+        membound(b, "expert_swiglu", "expert_swiglu_bwd", count, 3.0 * Tk * f * B, 5.0 * Tk * f * B, 4.0 * Tk * f,
+                 2.0 * T * k * f * B, full);
+    else
+        membound(b, "expert_gelu", "expert_gelu_bwd", count, 2.0 * Tk * f * B, 3.0 * Tk * f * B, 8.0 * Tk * f,
+                 T * k * f * B, full);
+    grouped_gemm(b, "expert_down", "expert_down_dgrad", "expert_down_wgrad", count, local, per_expert, load, h, f,
+                 T * k * f * B, full);
+    collective(b, "moe_tp_reduce_scatter", PASS_FWD, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, routed, EXPOSED);
+    if (full) collective(b, "moe_tp_reduce_scatter", PASS_RECOMPUTE, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, routed, EXPOSED);
+    collective(b, "moe_tp_allgather_bwd", PASS_BWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, routed, EXPOSED);
+    collective(b, "ep_alltoall_combine", PASS_FWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
+    if (full) collective(b, "ep_alltoall_combine", PASS_RECOMPUTE, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
+    collective(b, "ep_alltoall_combine_bwd", PASS_BWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
+    for (int i = first_ep_op; i < b->out->nops; i++)
+        if (b->out->ops[i].kind == OP_COMM && b->out->ops[i].group == GROUP_EP) b->out->ops[i].internode_share = share;
+    if (m->shared_experts > 0) {
+        tp_entry(b, "tp_allgather_shared", "tp_allreduce_shared_bwd", "tp_reduce_scatter_shared_bwd", "tp_regather_shared",
+                 count, T * h * B, full);
+        ffn_ops(b, m, count, (double)(m->shared_experts * model_expert_ffn(m)), shared_names);
+        tp_exit(b, "tp_allreduce_shared", "tp_reduce_scatter_shared", "tp_allgather_shared_bwd", count, T * h * B, full);
+    }
+    mlp_residual(b, m, count);
+}
+
+static void transformer_layers(builder *b, const model_t *m, int64_t count, int64_t moe)
+{
+    const layout_t *l = b->l;
+    attention_block(b, m, count);
+    if (count - moe > 0) dense_mlp_block(b, m, count - moe);
+    if (moe > 0) moe_mlp_block(b, m, moe);
+    if (l->recompute == RECOMPUTE_FULL) {
         /* what full recomputation keeps: each layer's input */
         op_t *keep = push(b, "layer_input", OP_MEMBOUND, PASS_FWD, count);
         if (!keep) return;
-        keep->saved_bytes = sharded_input;
+        double T = rank_tokens(l), h = (double)m->hidden;
+        keep->saved_bytes = l->sp ? T * h * b->act_bytes / (double)l->tp : T * h * b->act_bytes;
     }
 }
 
@@ -418,15 +640,22 @@ static void pipeline(builder *b, const model_t *m, int first, int last)
                bytes, EXPOSED);
 }
 
-/* Parameters held by one GPU of the stage (before ZeRO sharding). */
-static double stage_params(const model_t *m, const layout_t *l, int64_t layers, int first, int last)
+/* Parameters held by one GPU of the stage (before ZeRO sharding), and of them the routed experts'.
+ * TP splits what Megatron splits; MLA's down projections, the norms and the router stay whole;
+ * EP splits the routed experts further (docs/model.md, "Mixture of experts", memory). */
+static double stage_params(const model_t *m, const layout_t *l, int64_t layers, int64_t moe, int first, int last,
+                           double *expert_params)
 {
     double t = (double)l->tp;
     double norms = 2.0 * model_norm_params(m);
-    double per_layer = (model_layer_params(m) - norms) / t + norms;
-    if (m->kv_heads < l->tp) /* each rank keeps a whole replicated KV head, not kv/t of one */
-        per_layer += 2.0 * (double)m->hidden * (double)m->head_dim * (1.0 - (double)m->kv_heads / t);
-    double params = (double)layers * per_layer;
+    double whole = model_attention_replicated_params(m);
+    double attention = (model_attention_params_per_layer(m) - whole) / t + whole + norms;
+    if (m->kv_heads < l->tp && !model_is_mla(m)) /* each rank keeps a whole replicated KV head, not kv/t of one */
+        attention += 2.0 * (double)m->hidden * (double)m->head_dim * (1.0 - (double)m->kv_heads / t);
+    double dense_ffn = model_dense_ffn_params(m) / t;
+    double moe_ffn = model_router_params(m) + (double)m->shared_experts * model_ffn_params_per_expert(m) / t;
+    *expert_params = (double)moe * (double)m->experts * model_ffn_params_per_expert(m) / (t * (double)layout_ep(l));
+    double params = (double)layers * attention + (double)(layers - moe) * dense_ffn + (double)moe * moe_ffn + *expert_params;
     double padding = (double)(padded_vocab(m, l->tp) - m->vocab) * (double)m->hidden / t;
     if (first) params += model_embedding_params(m) / t + padding;
     if (last) {
@@ -441,63 +670,83 @@ static double stage_params(const model_t *m, const layout_t *l, int64_t layers, 
 void zero_unit_params(const model_t *m, const layout_t *l, int first, int last, double *layer, double *big)
 {
     double t = (double)l->tp;
-    *layer = model_layer_params(m) / t;
+    /* a MoE layer holds its rank's experts: 1/ep of the routed ones */
+    double routed = (double)m->experts > 1.0 ? (double)m->experts * model_ffn_params_per_expert(m) : 0.0;
+    *layer = (model_layer_params(m) - routed * (1.0 - 1.0 / (double)layout_ep(l))) / t;
     double table = (double)padded_vocab(m, l->tp) * (double)m->hidden / t;
     double unit = 0.0;
     if (first) unit = table;                                   /* the embedding */
     if (last && (!first || !m->tied_embeddings)) unit = table > unit ? table : unit;   /* the head or its copy */
-    *big = unit > *layer ? unit : 0.0;
+    /* counted whatever its size against a layer, so that memory never grows with EP (the plan prunes
+     * on that); the step allocates it only when it is the larger, one layer's worth at most too many */
+    *big = unit;
 }
 
-static void step_ops(builder *b, const model_t *m, double params)
+/* The gradient reduction and ZeRO's gathers of `params` over `group` ranks: ZeRO-2/3 and FSDP reduce and
+ * gather a layer at a time, the rest runs in Megatron's buckets (op_t.pieces). */
+static void dp_collectives(builder *b, double params, group_t group_kind, int64_t group, const char *const names[6])
 {
     const layout_t *l = b->l;
     double weight_bytes = l->precision == PREC_FP32 || l->precision == PREC_TF32 ? 4.0 : 2.0;
     double grad_bytes = l->fp32_grads ? 4.0 : weight_bytes;
-    /* context parallel ranks hold the same weights and see different tokens: the gradient is reduced,
-     * and ZeRO shards, over DP x CP (Megatron's data-parallel group with CP) */
-    int64_t group = dp_group_size(l);
-    double dp = (double)group;
-    /* ZeRO-2/3 and FSDP reduce and gather a layer at a time; the rest in Megatron's buckets */
     int64_t layers = b->out->layers > 0 ? b->out->layers : 1;
     if (l->zero == 0) {
-        in_pieces(collective(b, "dp_allreduce_grads", PASS_STEP, 1, COLL_ALLREDUCE, GROUP_DP, group,
-                             params * grad_bytes, OVERLAP_BWD), buckets(params * grad_bytes, grad_bytes));
+        in_pieces(collective(b, names[0], PASS_STEP, 1, COLL_ALLREDUCE, group_kind, group, params * grad_bytes, OVERLAP_BWD),
+                  buckets(params * grad_bytes, grad_bytes));
     } else {
         /* ZeRO-1 keeps whole gradients and reduces them once per step; from
          * ZeRO-2 on a rank keeps only its shard, so every micro-batch's
          * backward must reduce-scatter what it produced */
-        in_pieces(collective(b, "dp_reduce_scatter_grads", l->zero >= 2 ? PASS_BWD : PASS_STEP, 1, COLL_REDUCE_SCATTER,
-                             GROUP_DP, group, params * grad_bytes, OVERLAP_BWD),
+        in_pieces(collective(b, names[1], l->zero >= 2 ? PASS_BWD : PASS_STEP, 1, COLL_REDUCE_SCATTER, group_kind, group,
+                             params * grad_bytes, OVERLAP_BWD),
                   l->zero >= 2 ? layers : buckets(params * grad_bytes, grad_bytes));
         if (l->zero < 3)
-            in_pieces(collective(b, "dp_allgather_params", PASS_STEP, 1, COLL_ALLGATHER, GROUP_DP, group,
-                                 params * weight_bytes, OVERLAP_FWD), buckets(params * weight_bytes, weight_bytes));
+            in_pieces(collective(b, names[2], PASS_STEP, 1, COLL_ALLGATHER, group_kind, group, params * weight_bytes,
+                                 OVERLAP_FWD), buckets(params * weight_bytes, weight_bytes));
     }
     if (l->zero >= 2 && group > 1) {
         /* each micro-batch's reduce-scattered slice is added into the rank's gradient shard: read both,
          * write the shard (measured as its own kernel: docs/validation/h100x2-zero-2026-11-25) */
-        op_t *add = push(b, "dp_grad_shard_add", OP_MEMBOUND, PASS_BWD, 1);
+        op_t *add = push(b, names[5], OP_MEMBOUND, PASS_BWD, 1);
         if (add) {
-            add->group = GROUP_DP;
-            add->bytes = 3.0 * params / dp * grad_bytes;
+            add->group = group_kind;
+            add->bytes = 3.0 * params / (double)group * grad_bytes;
         }
     }
     if (l->zero == 3) {
         /* ZeRO-3 gathers the weights before each forward and each backward */
-        in_pieces(collective(b, "dp_allgather_params_fwd", PASS_FWD, 1, COLL_ALLGATHER, GROUP_DP, group,
-                             params * weight_bytes, OVERLAP_FWD), layers);
-        in_pieces(collective(b, "dp_allgather_params_bwd", PASS_BWD, 1, COLL_ALLGATHER, GROUP_DP, group,
-                             params * weight_bytes, OVERLAP_BWD), layers);
+        in_pieces(collective(b, names[3], PASS_FWD, 1, COLL_ALLGATHER, group_kind, group, params * weight_bytes, OVERLAP_FWD),
+                  layers);
+        in_pieces(collective(b, names[4], PASS_BWD, 1, COLL_ALLGATHER, group_kind, group, params * weight_bytes, OVERLAP_BWD),
+                  layers);
     }
+}
+
+static void step_ops(builder *b, const model_t *m, double params, double expert_params)
+{
+    static const char *const dense_names[6] = {"dp_allreduce_grads", "dp_reduce_scatter_grads", "dp_allgather_params",
+                                               "dp_allgather_params_fwd", "dp_allgather_params_bwd", "dp_grad_shard_add"};
+    static const char *const expert_names[6] = {"edp_allreduce_grads", "edp_reduce_scatter_grads", "edp_allgather_params",
+                                                "edp_allgather_params_fwd", "edp_allgather_params_bwd",
+                                                "edp_grad_shard_add"};
+    const layout_t *l = b->l;
+    double weight_bytes = l->precision == PREC_FP32 || l->precision == PREC_TF32 ? 4.0 : 2.0;
+    double grad_bytes = l->fp32_grads ? 4.0 : weight_bytes;
+    /* context parallel ranks hold the same weights and see different tokens: the gradient is reduced,
+     * and ZeRO shards, over DP x CP (Megatron's data-parallel group with CP); the routed experts'
+     * over the expert-data-parallel group, dp x cp / ep ranks */
+    double dense = params - expert_params;
+    double dp = (double)dp_group_size(l), edp = (double)expert_dp_group_size(l);
+    dp_collectives(b, dense, GROUP_DP, dp_group_size(l), dense_names);
+    if (expert_params > 0.0) dp_collectives(b, expert_params, GROUP_EDP, expert_dp_group_size(l), expert_names);
     /* AdamW over the local shard: read and write master weight, m and v in
      * fp32, read the gradient, write the 16-bit weight */
-    double shard = l->zero >= 1 ? params / dp : params;
+    double shard = l->zero >= 1 ? dense / dp + expert_params / edp : params;
     /* the gradients are accumulated into over a step's micro-batches, so they
      * are cleared before its first (the validator measured it as its own op) */
     op_t *clear = push(b, "zero_grads", OP_MEMBOUND, PASS_STEP, 1);
     if (!clear) return;
-    clear->bytes = (l->zero >= 2 ? params / dp : params) * grad_bytes;
+    clear->bytes = (l->zero >= 2 ? shard : params) * grad_bytes;
     /* with sequence parallelism each rank's norm weights see 1/t of the
      * tokens: their gradients are summed over the TP group, one layer at a
      * time, once per step (Megatron's allreduce of the sequence-parallel
@@ -522,7 +771,8 @@ int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_op
     out->last = stage == l->pp - 1;
     out->layers = layers_on_stage(m->layers, l->pp, stage);
     if (out->first) embedding(&b, m);
-    transformer_layers(&b, m, out->layers);
+    out->moe_layers = moe_layers_on_stage(m, l->pp, l->vpp, stage);
+    transformer_layers(&b, m, out->layers, out->moe_layers);
     if (out->last) lm_head(&b, m);
     pipeline(&b, m, out->first, out->last);
     /* a tied table split over pipeline stages lives twice, on the first stage
@@ -534,7 +784,7 @@ int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_op
         collective(&b, "pp_allreduce_tied_embedding", PASS_STEP, 1, COLL_ALLREDUCE, GROUP_PP, 2,
                    (double)padded_vocab(m, l->tp) / (double)l->tp * (double)m->hidden * grad_bytes, EXPOSED);
     }
-    out->params = stage_params(m, l, out->layers, out->first, out->last);
-    step_ops(&b, m, out->params);
+    out->params = stage_params(m, l, out->layers, out->moe_layers, out->first, out->last, &out->expert_params);
+    step_ops(&b, m, out->params, out->expert_params);
     return b.overflow ? -1 : 0;
 }

@@ -23,7 +23,8 @@ const char *reject_reason_name(reject_reason_t r)
                                         "slower than --days", "dearer than --budget",
                                         "context parallelism the sequence cannot take",
                                         "interleaved with micro-batches not a multiple of PP",
-                                        "the --emit framework cannot run it"};
+                                        "the --emit framework cannot run it",
+                                        "expert parallelism the experts or dp x cp cannot take, or MoE with TP and no SP"};
     return names[r];
 }
 
@@ -216,6 +217,22 @@ static int cp_degrees(const plan_request *req, int64_t cp[8])
     return n;
 }
 
+/* The expert parallel degrees to search, largest first: the one asked for, else each power of two
+ * dividing a MoE model's experts and 1 (a dense model: 1).  Those that do not divide dp x cp are
+ * rejected with their reason in the search. */
+static int ep_degrees(const plan_request *req, const model_t *m, int64_t ep[32])
+{
+    if (req->ep > 0) { ep[0] = req->ep; return 1; }
+    int64_t up[32];
+    int n = 0;
+    up[n++] = 1;
+    if (model_is_moe(m))
+        for (int64_t e = 2; e <= m->experts && n < 32; e *= 2)
+            if (m->experts % e == 0) up[n++] = e;
+    for (int i = 0; i < n; i++) ep[i] = up[n - 1 - i];
+    return n;
+}
+
 static void progress(int show, double started, int64_t done, int64_t total)
 {
     if (!show || now_s() - started < 1.0) return;
@@ -284,8 +301,8 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
             int64_t gpus = req->gpu_counts[ci];
             plan_candidate best_here;
             int have_best = 0;
-            int64_t cps[8];
-            int ncp = cp_degrees(req, cps);
+            int64_t cps[8], eps[32];
+            int ncp = cp_degrees(req, cps), nep = ep_degrees(req, m, eps);
             for (int64_t tp = 1; tp <= gpus && tp <= m->heads; tp *= 2) {
                 for (int cpi = 0; cpi < ncp; cpi++) {
                     int64_t cp = cps[cpi];
@@ -301,11 +318,16 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                      gbs *= 2) {
                                     for (size_t ri = 0; ri < (attention == ATTENTION_FLASH ? 2u : 3u); ri++)
                                         for (int zero = 0; zero <= req->max_zero; zero++)
-                                            for (int sp = 0; sp <= (tp > 1); sp++) {
+                                            for (int sp = 0; sp <= (tp > 1); sp++)
+                                            /* memory never grows with EP (the experts' weights shrink, their
+                                             * optimizer state is the same over dp x cp / ep, the activations
+                                             * do not change): below an EP that does not fit, none does */
+                                            for (int ei = 0, unfit_above = 0; ei < nep; ei++) {
+                                                int64_t ep = eps[ei];
                                                 layout_t l = {0};
                                                 l.gpus = gpus; l.tp = tp; l.pp = pp; l.dp = dp; l.vpp = vpp;
                                                 l.mbs = mbs; l.gbs = gbs; l.seq = req->seq;
-                                                l.cp = cp; l.cp_comm = req->cp_comm;
+                                                l.cp = cp; l.cp_comm = req->cp_comm; l.ep = ep; l.ep_overlap = req->ep_overlap;
                                                 l.gpus_per_node = node->gpus_per_node;
                                                 l.recompute = recomputes[ri]; l.zero = zero; l.sp = sp;
                                                 l.precision = prec; l.fp32_grads = req->fp32_grads;
@@ -333,6 +355,11 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                     res->rejected[REJECT_CP]++;
                                                     continue;
                                                 }
+                                                if ((ep > 1 || model_is_moe(m)) && layout_check_ep(m, &l, NULL, 0) != 0) {
+                                                    res->rejected[REJECT_EP]++;
+                                                    continue;
+                                                }
+                                                if (unfit_above) { res->rejected[REJECT_MEMORY]++; continue; }
                                                 /* a layout that does not fit is rejected below whatever its time */
                                                 int rc = cache ? estimate_layout_cached(cache, m, g, node, &l, &job, 1, e, why, sizeof why)
                                                                : estimate_layout_fast(m, g, node, &l, &job, e, why, sizeof why);
@@ -340,7 +367,11 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                     res->rejected[REJECT_INDIVISIBLE]++;
                                                     continue;
                                                 }
-                                                if (!e->fits) { res->rejected[REJECT_MEMORY]++; continue; }
+                                                if (!e->fits) {
+                                                    unfit_above = 1;
+                                                    res->rejected[REJECT_MEMORY]++;
+                                                    continue;
+                                                }
                                                 if (req->strict && (double)tp > e->tp_ratio_limit) {
                                                     res->rejected[REJECT_TP_RATIO]++;
                                                     continue;

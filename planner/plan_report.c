@@ -75,6 +75,8 @@ static void winner_reason(FILE *out, const plan_request *req, const plan_result 
         const plan_candidate *r = &res->top[1];
         char cp_text[32] = "";
         if (layout_cp(&r->layout) > 1) snprintf(cp_text, sizeof cp_text, ", CP %lld", (long long)r->layout.cp);
+        if (layout_ep(&r->layout) > 1)
+            snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", EP %lld", (long long)r->layout.ep);
         double behind = objective_of(req, r) / objective_of(req, w) - 1.0;
         fprintf(out, "The runner-up (TP %lld%s, PP %lld, DP %lld, mbs %lld, recompute %s, ZeRO %d, SP %s) is ",
                 (long long)r->layout.tp, cp_text, (long long)r->layout.pp, (long long)r->layout.dp, (long long)r->layout.mbs,
@@ -102,6 +104,7 @@ static void print_candidate_row(FILE *out, const plan_request *req, int rank, co
     const layout_t *l = &c->layout;
     fprintf(out, "%4d  %-14s %6lld %3lld ", rank, req->gpu[c->gpu_type]->name, (long long)l->gpus, (long long)l->tp);
     if (searched_cp(req)) fprintf(out, "%3lld ", (long long)layout_cp(l));
+    if (model_is_moe(req->model)) fprintf(out, "%3lld ", (long long)layout_ep(l));
     fprintf(out, "%3lld %5lld %3lld %4lld %6lld  %-9s %4d %3s %7.1f %9.3f %6.1f%% %9.2f %12.4g", (long long)l->pp, (long long)l->dp,
             (long long)l->vpp, (long long)l->mbs, (long long)l->gbs, recompute_name(l->recompute), l->zero,
             l->sp ? "on" : "off", c->memory_total / GIB, c->step_s, 100.0 * c->mfu, c->time_to_train_s / 86400.0,
@@ -116,6 +119,7 @@ static void print_header(FILE *out, const plan_request *req)
 {
     fprintf(out, "%4s  %-14s %6s %3s ", "rank", "gpu", "GPUs", "TP");
     if (searched_cp(req)) fprintf(out, "%3s ", "CP");
+    if (model_is_moe(req->model)) fprintf(out, "%3s ", "EP");
     fprintf(out, "%3s %5s %3s %4s %6s  %-9s %4s %3s %7s %9s %7s %9s %12s", "PP", "DP", "VPP", "mbs", "gbs", "recompute", "ZeRO", "SP", "mem GiB", "step s", "MFU", "days", "cost $");
     if (req->bands) fprintf(out, "  days (80%% band)");
     fputc('\n', out);
@@ -133,6 +137,7 @@ static cJSON *candidate_json(const plan_request *req, const plan_candidate *c)
     cJSON_AddNumberToObject(lj, "dp", (double)l->dp);
     cJSON_AddNumberToObject(lj, "cp", (double)layout_cp(l));
     cJSON_AddStringToObject(lj, "cp_comm", cp_comm_name(l->cp_comm));
+    cJSON_AddNumberToObject(lj, "ep", (double)layout_ep(l));
     cJSON_AddNumberToObject(lj, "vpp", (double)l->vpp);
     cJSON_AddNumberToObject(lj, "mbs", (double)l->mbs);
     cJSON_AddNumberToObject(lj, "gbs", (double)l->gbs);
@@ -365,6 +370,35 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
         if (layout_cp(l) > 1)
             fprintf(out, "  --context-parallel-size %lld --cp-comm-type %s \\\n", (long long)l->cp,
                     l->cp_comm == CP_COMM_ALLGATHER ? "allgather" : "p2p");
+        /* Megatron-Core MoE: the experts, their top-k, the all-to-all dispatcher, EP inside DP x CP */
+        if (model_is_moe(m)) {
+            /* group-limited routing is costed with the node-deduplicating dispatcher: Megatron's flex one over DeepEP */
+            fprintf(out, "  --num-experts %lld --moe-router-topk %lld --moe-ffn-hidden-size %lld --moe-token-dispatcher-type %s \\\n",
+                    (long long)m->experts, (long long)m->top_k, (long long)model_expert_ffn(m),
+                    m->moe_group_limit > 0 ? "flex --moe-enable-deepep" : "alltoall");
+            fprintf(out, "  --expert-model-parallel-size %lld --expert-tensor-parallel-size %lld \\\n", (long long)layout_ep(l),
+                    (long long)l->tp);
+            if (m->shared_experts > 0)
+                fprintf(out, "  --moe-shared-expert-intermediate-size %lld \\\n", (long long)(m->shared_experts * model_expert_ffn(m)));
+            if (m->capacity_factor > 0) fprintf(out, "  --moe-expert-capacity-factor %g \\\n", m->capacity_factor);
+            if (l->ep_overlap) fprintf(out, "  --overlap-moe-expert-parallel-comm --delay-wgrad-compute \\\n");
+            if (m->moe_group_limit > 0)
+                fprintf(out, "  --moe-router-num-groups %lld --moe-router-group-topk %lld \\\n", (long long)m->moe_groups,
+                        (long long)m->moe_group_limit);
+            /* Megatron's pattern: 0 for a dense layer, 1 for a MoE one */
+            if (model_moe_layers(m) < m->layers) {
+                fprintf(out, "  --moe-layer-freq \"[");
+                for (int64_t i = 0; i < m->layers; i++) fprintf(out, "%s%d", i ? "," : "", model_layer_is_moe(m, i));
+                fprintf(out, "]\" \\\n");
+            }
+        }
+        if (model_is_mla(m)) {
+            fprintf(out, "  --multi-latent-attention --kv-lora-rank %lld --qk-head-dim %lld --qk-pos-emb-head-dim %lld --v-head-dim %lld",
+                    (long long)m->kv_lora_rank, (long long)m->qk_nope_head_dim, (long long)m->qk_rope_head_dim,
+                    (long long)m->v_head_dim);
+            if (m->q_lora_rank > 0) fprintf(out, " --q-lora-rank %lld", (long long)m->q_lora_rank);
+            fprintf(out, " \\\n");
+        }
         if (l->sp) fprintf(out, "  --sequence-parallel \\\n");
         if (l->zero == 1) fprintf(out, "  --use-distributed-optimizer \\\n");
         if (l->recompute != RECOMPUTE_NONE) fprintf(out, "  %s \\\n", recompute_megatron(l->recompute));
@@ -376,6 +410,11 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
         return 0;
     }
     if (!strcmp(framework, "deepspeed")) {
+        if (layout_ep(l) > 1) {
+            snprintf(err, errlen, "--emit deepspeed: the plan uses expert parallelism (ep %lld), which this emitter does not "
+                     "write (DeepSpeed-MoE sets it in the model code)", (long long)l->ep);
+            return -1;
+        }
         if (layout_cp(l) > 1) {
             snprintf(err, errlen, "--emit deepspeed: the plan uses context parallelism (cp %lld), which DeepSpeed does not "
                      "have (its Ulysses sequence parallelism is another scheme)", (long long)l->cp);
@@ -431,6 +470,8 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
         if (layout_cp(l) > 1)
             fprintf(out, "context_parallel_degree = %lld\ncontext_parallel_rotate_method = \"%s\"\n", (long long)l->cp,
                     l->cp_comm == CP_COMM_ALLGATHER ? "allgather" : "alltoall");
+        /* torchtitan's expert parallelism, taken from the data-parallel shard ranks as Megatron's from DP */
+        if (layout_ep(l) > 1) fprintf(out, "expert_parallel_degree = %lld\n", (long long)l->ep);
         if (l->pp > 1)
             fprintf(out, "pipeline_parallel_schedule = \"%s\"\n", l->vpp > 1 ? "Interleaved1F1B" : "1F1B");
         fprintf(out, "\n[activation_checkpoint]\nmode = \"%s\"\n", l->recompute == RECOMPUTE_FULL ? "full"

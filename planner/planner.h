@@ -23,6 +23,8 @@ typedef enum { CP_COMM_RING = 0, CP_COMM_ALLGATHER } cp_comm_t;
 typedef struct {
     int64_t gpus, tp, pp, dp, vpp, mbs, gbs, seq, gpus_per_node;
     int64_t cp;        /* context parallel degree: each rank holds seq/cp tokens; 0 (a zeroed layout) means 1 */
+    int64_t ep;        /* expert parallel degree, inside DP x CP: each rank holds experts/ep; 0 means 1 */
+    int ep_overlap;    /* EP all-to-alls overlapped with another micro-batch's compute (docs/model.md) */
     cp_comm_t cp_comm;
     recompute_t recompute;
     attention_impl_t attention;
@@ -41,13 +43,16 @@ typedef struct {
 
 typedef enum { OP_GEMM = 0, OP_ATTENTION, OP_MEMBOUND, OP_COMM } op_kind_t;
 typedef enum { PASS_FWD = 0, PASS_BWD, PASS_RECOMPUTE, PASS_STEP } pass_t;
-typedef enum { COLL_ALLREDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_SENDRECV } coll_t;
-/* GROUP_DP is the gradient's group: DP x CP ranks (dp_group_size) */
-typedef enum { GROUP_TP = 0, GROUP_PP, GROUP_DP, GROUP_CP } group_t;
+typedef enum { COLL_ALLREDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_SENDRECV, COLL_ALLTOALL } coll_t;
+/* GROUP_DP is the gradient's group: DP x CP ranks (dp_group_size); GROUP_EP the expert-parallel group
+ * (ep ranks tp apart, inside DP x CP); GROUP_EDP the experts' gradient group, dp x cp / ep ranks */
+typedef enum { GROUP_TP = 0, GROUP_PP, GROUP_DP, GROUP_CP, GROUP_EP, GROUP_EDP } group_t;
 /* How a communication op meets the compute timeline (docs/model.md, "Overlap"). */
 /* OVERLAP_ATTENTION: one step of context parallelism's KV ring, hidden behind the attention of the block
  * received before it. */
-typedef enum { EXPOSED = 0, OVERLAP_BWD, OVERLAP_FWD, OVERLAP_ATTENTION } overlap_t;
+/* OVERLAP_MICROBATCH: an EP all-to-all hidden behind the compute of the micro-batch beside it (Megatron's
+ * combined 1F1B, --overlap-moe-expert-parallel-comm; DeepSeek's DualPipe). */
+typedef enum { EXPOSED = 0, OVERLAP_BWD, OVERLAP_FWD, OVERLAP_ATTENTION, OVERLAP_MICROBATCH } overlap_t;
 
 typedef struct {
     const char *name;       /* static string, shared with the validator */
@@ -73,15 +78,19 @@ typedef struct {
     double clock_bound_s;   /* of time_s, the seconds that follow the SM clock (docs/model.md, "Clock under
                                the power cap"); 0 without the GPU's power model */
     double energy_j;        /* switching energy per instance at the top clock; 0 without the power model */
+    double internode_share; /* all-to-all: the inter-node bytes a node-limited dispatcher sends, as a share of
+                               the plain exchange's (0: 1, the plain exchange) */
 } op_t;
 
-#define OPS_MAX 96
+#define OPS_MAX 192
 
 typedef struct {
     int64_t stage;          /* pipeline stage index */
     int64_t layers;         /* transformer layers on this GPU (all its virtual chunks) */
     int first, last;        /* holds the embedding / the LM head and loss */
-    double params;          /* parameters held by one GPU of the stage, before ZeRO sharding */
+    double params;          /* parameters held by one GPU of the stage, before ZeRO sharding (experts included) */
+    double expert_params;   /* of them, the routed experts', sharded over EP and reduced over dp x cp / ep */
+    int64_t moe_layers;     /* of its layers, those with routed experts */
     int nops;
     op_t ops[OPS_MAX];
 } stage_ops;
@@ -102,10 +111,23 @@ double local_kv_heads(const model_t *m, int64_t tp);
 int64_t layout_cp(const layout_t *l);
 /* The ranks a gradient is reduced over (and ZeRO shards over): DP x CP. */
 int64_t dp_group_size(const layout_t *l);
+/* The expert parallel degree, 1 for a zeroed layout's 0. */
+int64_t layout_ep(const layout_t *l);
+/* The ranks an expert's gradient is reduced over: dp x cp / ep (Megatron's expert-data-parallel group). */
+int64_t expert_dp_group_size(const layout_t *l);
+/* MoE layers a stage is costed with: the last its own, any other the most of the stages but the last. */
+int64_t moe_layers_on_stage(const model_t *m, int64_t pp, int64_t vpp, int64_t stage);
+/* The busiest EP rank's routed tokens over the mean: 1 without EP (each rank runs all the experts on its own
+ * tokens, nothing to wait for), else the imbalance capped by the capacity factor (moe_load_factor). */
+double moe_rank_load(const model_t *m, const layout_t *l);
+/* The part of layout_check that expert parallelism adds (errlen 0: no message, err may be NULL). */
+int layout_check_ep(const model_t *m, const layout_t *l, char *err, size_t errlen);
 /* Tokens of one micro-batch that one rank holds: seq x mbs / cp. */
 double rank_tokens(const layout_t *l);
 /* Transient memory of context parallelism's KV exchange in one layer (docs/model.md). */
 double cp_kv_transient_bytes(const model_t *m, const layout_t *l);
+/* The K and V one token keeps per layer: MLA's latent and rotary key, else 2 x KV heads x head size. */
+double kv_cache_bytes_per_token(const model_t *m, double elem_bytes);
 
 /* ---- the estimate ------------------------------------------------------ */
 
@@ -133,6 +155,7 @@ typedef struct {
     /* seconds per step */
     double step_s, compute_s, tp_comm_s, pp_comm_s, dp_comm_s, bubble_s, optimizer_s;
     double cp_comm_s;              /* context parallelism's KV exchange, what the attention does not hide */
+    double ep_comm_s;              /* expert parallelism's token dispatch and combine (all-to-all), exposed */
     double microbatch_s;           /* slowest stage, forward + backward of one micro-batch */
     double stage_microbatch_s[2];  /* the first and the last stage's, the same */
     int64_t slowest_stage;
@@ -217,6 +240,13 @@ double ring_allreduce_s(double n, double bytes, double bytes_per_s, double laten
 double ring_reduce_scatter_s(double n, double bytes, double bytes_per_s, double latency_s);
 double ring_allgather_s(double n, double bytes, double bytes_per_s, double latency_s);
 double sendrecv_s(double bytes, double bytes_per_s, double latency_s);
+double moe_alltoall_bytes(double tokens, double top_k, double hidden, double elem_bytes);
+double alltoall_s(double n, double bytes, double bytes_per_s, double latency_s);
+double alltoall_two_level_s(double n, double n_local, double bytes, double bw_intra, double latency_intra,
+                            double bw_inter, double latency_inter, double internode_share);
+double moe_load_factor(double imbalance, double capacity_factor, int pad_to_capacity);
+double moe_dropped_fraction(double imbalance, double capacity_factor);
+double moe_remote_node_copies(double top_k, double nodes, double groups, double group_limit);
 double cp_kv_block_bytes(double kv_heads, double head_dim, double seq, double cp, double mbs, double elem_bytes);
 double cp_ring_exposed_s(double transfer_s, double attention_s, double cp);
 /* nccl-tests' bus bandwidth: algorithm bandwidth times the ring's factor. */
@@ -229,9 +259,9 @@ double pipeline_inflight_heads(double pp, double microbatches, double vpp);
 double roofline_s(double flops, double flop_per_s, double bytes, double bytes_per_s);
 double fp8_cast_bytes(double m, double n, double k, int backward, int weight_gradient);
 double zero_unit_buffer_bytes(int zero, double layer_params, double big_params, double weight_bytes, double grad_bytes);
-/* The parameters of a stage's wrapped units for ZeRO-2/3 (one TP rank's share): a layer, and the largest
- * unit that is not a layer (the embedding on the first stage, the head or the tied table on the last) when
- * it is larger than a layer, else 0. */
+/* The parameters of a stage's wrapped units for ZeRO-2/3 (one TP rank's share): a layer (a MoE layer
+ * with its rank's experts), and the largest unit that is not a layer (the embedding on the first stage,
+ * the head or the tied table on the last), 0 on a middle stage. */
 void zero_unit_params(const model_t *m, const layout_t *l, int first, int last, double *layer, double *big);
 double overlapped_comm_cost_s(double comm, double window, double tail_fraction, double sc, double sm);
 double network_bus_bytes_per_s(double line_bytes_per_s, double message_bytes, double efficiency, double half_bytes);
@@ -264,6 +294,7 @@ typedef enum {
     REJECT_CP,              /* context parallelism the sequence or attention cannot take */
     REJECT_INTERLEAVING,    /* VPP > 1 with micro-batches not a multiple of PP */
     REJECT_FRAMEWORK,       /* the --emit framework cannot run it */
+    REJECT_EP,              /* EP not dividing the experts or dp x cp; MoE with TP and no SP */
     REJECT_COUNT
 } reject_reason_t;
 
@@ -297,6 +328,8 @@ typedef struct {
     int fp32_grads;
     int64_t cp;                    /* 0: search 1..16 when seq >= PLAN_CP_MIN_SEQ, else 1 */
     cp_comm_t cp_comm;
+    int64_t ep;                    /* 0: search 1 and the powers of two dividing a MoE model's experts */
+    int ep_overlap;                /* every layout with the EP all-to-alls overlapped (--ep-overlap) */
     int uncached;                  /* cost every layout from scratch (estimate_layout_fast), without the
                                       search's cache: the reference for make bench and the tests */
     const struct uncertainty_bands *bands; /* hwdb/uncertainty.csv, or NULL: no bands printed */

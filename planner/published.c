@@ -109,6 +109,7 @@ static void layout_text(char *buf, size_t len, const layout_t *l)
     char vpp[32] = "";
     if (l->vpp > 1) snprintf(vpp, sizeof vpp, " VPP %lld", (long long)l->vpp);
     if (l->cp > 1) snprintf(vpp + strlen(vpp), sizeof vpp - strlen(vpp), " CP %lld %s", (long long)l->cp, cp_comm_name(l->cp_comm));
+    if (layout_ep(l) > 1) snprintf(vpp + strlen(vpp), sizeof vpp - strlen(vpp), " EP %lld", (long long)layout_ep(l));
     snprintf(buf, len, "TP %lld PP %lld DP %lld%s mbs %lld gbs %lld, %s, ZeRO %d%s, %s, %s", (long long)l->tp,
              (long long)l->pp, (long long)l->dp, vpp, (long long)l->mbs, (long long)l->gbs,
              precision_name(l->precision), l->zero, l->sp ? ", SP" : "", recompute_name(l->recompute),

@@ -144,6 +144,24 @@ static const model_t *zoo_model_named(const model_zoo *zoo, const char *name)
         name_key(zoo->models[i].name, zoo_key, sizeof zoo_key);
         if (!strcmp(key, zoo_key)) return &zoo->models[i];
     }
+    /* a MoE model named with its size after it ("Grok-1 314B"): the name without the size, when the zoo
+     * has that mixture of experts (a dense model's size is part of its zoo name) */
+    char shorter[64];
+    snprintf(shorter, sizeof shorter, "%s", name);
+    char *paren = strchr(shorter, '(');
+    if (paren) *paren = '\0';
+    size_t n = strlen(shorter);
+    while (n > 0 && shorter[n - 1] == ' ') shorter[--n] = '\0';
+    char *last = strrchr(shorter, ' ');
+    if (!last || n < 2 || tolower((unsigned char)shorter[n - 1]) != 'b') return NULL;
+    for (char *c = last + 1; c < shorter + n - 1; c++)
+        if (!isdigit((unsigned char)*c) && *c != '.') return NULL;
+    *last = '\0';
+    name_key(shorter, key, sizeof key);
+    for (int i = 0; zoo && key[0] && i < zoo->count; i++) {
+        name_key(zoo->models[i].name, zoo_key, sizeof zoo_key);
+        if (!strcmp(key, zoo_key) && model_is_moe(&zoo->models[i])) return &zoo->models[i];
+    }
     return NULL;
 }
 
@@ -204,6 +222,21 @@ static void read_model(const csv_table *t, int r, const model_zoo *zoo, publishe
         m->tied_embeddings = known->tied_embeddings;
         m->norm = known->norm;
         m->bias = known->bias;
+        /* a mixture of experts and latent attention come from the zoo whole */
+        m->experts = known->experts;
+        m->top_k = known->top_k;
+        m->moe_ffn = known->moe_ffn;
+        m->shared_experts = known->shared_experts;
+        m->dense_layers = known->dense_layers;
+        m->moe_layer_freq = known->moe_layer_freq;
+        m->q_lora_rank = known->q_lora_rank;
+        m->kv_lora_rank = known->kv_lora_rank;
+        m->qk_nope_head_dim = known->qk_nope_head_dim;
+        m->qk_rope_head_dim = known->qk_rope_head_dim;
+        m->v_head_dim = known->v_head_dim;
+        m->moe_groups = known->moe_groups;
+        m->moe_group_limit = known->moe_group_limit;
+        if (model_is_moe(known) && published > 0.0) m->active_params_published = known->active_params_published;
     } else {
         m->ffn_kind = ffn_kind_of(m, published);
         /* the LLaMA recipe with a gated FFN, the GPT recipe without */
@@ -237,14 +270,16 @@ static void read_layout(const csv_table *t, int r, published_row *row)
     if (!gpus || !tp || !pp) { skip(row, "layout not published", "no GPU count, TP or PP"); return; }
     if (!gbs) { skip(row, "layout not published", "no global batch"); return; }
     if (!dp) dp = gpus / (tp * pp * cp);
-    if (ep > 1 || has(row->model.name, "moe") || has(row->model.name, "expert")) {
-        skip(row, "mixture of experts", "expert parallelism (ep %lld) is not modelled", (long long)ep);
+    /* a mixture of experts is estimable when its architecture is a zoo model's */
+    if (!model_is_moe(&row->model) && (ep > 1 || has(row->model.name, "moe") || has(row->model.name, "expert"))) {
+        skip(row, "mixture of experts", "no zoo model with this expert architecture (ep %lld)", (long long)ep);
         return;
     }
     l->gpus = gpus;
     l->gpus_per_node = per_node;
     l->tp = tp;
     l->cp = cp;
+    l->ep = ep;
     l->pp = pp;
     l->dp = dp;
     l->vpp = vpp;

@@ -60,12 +60,12 @@ const char *pass_name(pass_t p)
 }
 const char *group_name(group_t g)
 {
-    static const char *const names[] = {"tp", "pp", "dp", "cp"};
+    static const char *const names[] = {"tp", "pp", "dp", "cp", "ep", "edp"};
     return names[g];
 }
 const char *coll_name(coll_t c)
 {
-    static const char *const names[] = {"all-reduce", "reduce-scatter", "all-gather", "send/recv"};
+    static const char *const names[] = {"all-reduce", "reduce-scatter", "all-gather", "send/recv", "all-to-all"};
     return names[c];
 }
 
@@ -122,6 +122,7 @@ static int estimate_fields(const estimate_t *e, field *f)
     INT("layout.dp", l->dp);
     INT("layout.cp", layout_cp(l));
     STR("layout.cp_comm", cp_comm_name(l->cp_comm));
+    INT("layout.ep", layout_ep(l));
     INT("layout.mbs", l->mbs);
     INT("layout.gbs", l->gbs);
     INT("layout.seq", l->seq);
@@ -150,6 +151,7 @@ static int estimate_fields(const estimate_t *e, field *f)
     NUM("time.pp_comm_s", e->pp_comm_s);
     NUM("time.dp_comm_s", e->dp_comm_s);
     NUM("time.cp_comm_s", e->cp_comm_s);
+    NUM("time.ep_comm_s", e->ep_comm_s);
     NUM("time.bubble_s", e->bubble_s);
     NUM("time.optimizer_s", e->optimizer_s);
     NUM("time.bubble_fraction", e->bubble_fraction);
@@ -344,6 +346,7 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
     else
         fprintf(out, "layout: TP %lld x PP %lld x DP %lld", (long long)l->tp, (long long)l->pp, (long long)l->dp);
     if (l->vpp > 1) fprintf(out, " (VPP %lld)", (long long)l->vpp);
+    if (model_is_moe(e->model)) fprintf(out, ", EP %lld", (long long)layout_ep(l));
     fprintf(out, ", micro-batch %lld, global batch %lld (%lld micro-batches per step), seq %lld\n", (long long)l->mbs,
             (long long)l->gbs, (long long)e->microbatches, (long long)l->seq);
     fprintf(out, "        %s, recompute %s, %s attention, sequence parallel %s, ZeRO %d, %s gradients\n",
@@ -376,6 +379,9 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
         if (i == 1 && layout_cp(l) > 1)
             fprintf(out, "  %-34s %9.4f  %5.1f%%\n", "CP communication (exposed)", e->cp_comm_s,
                     100.0 * e->cp_comm_s / e->step_s);
+        if (i == 1 && model_is_moe(e->model))
+            fprintf(out, "  %-34s %9.4f  %5.1f%%\n", "EP all-to-all (exposed)", e->ep_comm_s,
+                    100.0 * e->ep_comm_s / e->step_s);
     }
     fprintf(out, "  %-34s %9.4f\n", "step", e->step_s);
     if (e->step_clock_hz > 0) {

@@ -454,7 +454,7 @@ static void model_config_imports(void **state)
     const char *files[] = {"llama2-7b", "llama3-8b", "mistral-7b", "mixtral-8x7b", "gpt2", "gpt-neox-20b", "bert-base"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         run_result r = run_sextant("estimate --model-config %s/tests/data/hf/%s.json --gpu a100-sxm4-80gb --gpus 8 --tp 8 "
-                                   "--format json", SEXTANT_ROOT, files[i]);
+                                   "--sp --format json", SEXTANT_ROOT, files[i]);
         expect_ok(&r);
         assert_non_null(strstr(r.out, files[i]));
         run_free(&r);

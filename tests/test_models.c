@@ -12,6 +12,7 @@ static const char *const required[] = {
     "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "bert-base", "bert-large", "gpt-1.3b", "gpt3-175b",
     "gpt-neox-20b", "opt-175b", "bloom-176b", "mt-nlg-530b", "megatron-1t", "llama2-7b", "llama2-13b",
     "llama2-70b", "llama3-8b", "llama3-70b", "llama3.1-405b", "llama3.2-1b", "llama3.2-3b", "mixtral-8x7b",
+    "mixtral-8x22b", "grok-1", "deepseek-v3", "qwen3-235b-a22b",
 };
 #define NREQUIRED ((int)(sizeof required / sizeof required[0]))
 
@@ -33,6 +34,16 @@ static int free_zoo(void **state)
     return 0;
 }
 
+/* Published counts a model's own released architecture does not reproduce to 0.5%, each with why
+ * and the tolerance it does meet (docs/model.md, "Parameters"); any other row meets 0.5%. */
+static const struct { const char *name; double total, active; const char *why; } loose_counts[] = {
+    /* 64 x (88.1M attention + 8 x 604M experts) + 0.8B embedding = 315.7B total, 83.8B active */
+    {"grok-1", 0.006, 0.03, "xAI's 314B and '86B active' are rounded; the released model.py counts 315.7B and 83.8B"},
+    /* 37.55B with the input embedding; the report's 37B is truncated */
+    {"deepseek-v3", 0.005, 0.02, "the report's '37B activated' is given to two figures"},
+    {"qwen3-235b-a22b", 0.005, 0.01, "the report's '22B activated' is given to two figures"},
+};
+
 /* One instance per model: the published count is the paper's or model card's. */
 static void params_match_published(void **state)
 {
@@ -43,13 +54,38 @@ static void params_match_published(void **state)
         fail();
     }
     assert_true(m->source[0] != '\0');
-    assert_close(model_params_total(m), m->params_published, 0.005);
+    double total_tol = 0.005, active_tol = 0.005;
+    for (size_t i = 0; i < sizeof loose_counts / sizeof loose_counts[0]; i++)
+        if (!strcmp(loose_counts[i].name, name)) { total_tol = loose_counts[i].total; active_tol = loose_counts[i].active; }
+    assert_close(model_params_total(m), m->params_published, total_tol);
     if (m->experts > 1) {
-        assert_close(model_params_active(m), m->active_params_published, 0.005);
+        assert_close(model_params_active(m), m->active_params_published, active_tol);
         assert_true(model_params_active(m) < model_params_total(m));
     } else {
         assert_close(model_params_active(m), model_params_total(m), 0);
     }
+}
+
+/* DeepSeek's layer rule: the first dense_layers dense, then every moe_layer_freq-th layer MoE */
+static void moe_layer_pattern(void **state)
+{
+    (void)state;
+    model_t m = *model_zoo_find(&zoo, "mixtral-8x7b");
+    assert_int_equal(model_moe_layers(&m), 32);
+    m.moe_layer_freq = 2;
+    assert_int_equal(model_moe_layers(&m), 16);
+    assert_true(model_layer_is_moe(&m, 0) && !model_layer_is_moe(&m, 1));
+    m.dense_layers = 3;
+    assert_int_equal(model_moe_layers(&m), 14);   /* layers 4, 6, ..., 30 */
+    assert_true(!model_layer_is_moe(&m, 2) && model_layer_is_moe(&m, 4));
+    /* dense layers count the dense FFN, MoE layers all their experts */
+    double expected = model_embedding_params(&m) + 14.0 * model_layer_params(&m) + 18.0 * model_dense_layer_params(&m) +
+                      model_final_params(&m) + model_head_params(&m);
+    assert_close(model_params_total(&m), expected, 1e-15);
+    char err[256];
+    m.dense_layers = 32;
+    assert_int_equal(model_validate(&m, "t", err, sizeof err), -1);
+    assert_non_null(strstr(err, "dense_layers"));
 }
 
 static void exact_known_counts(void **state)
@@ -121,6 +157,24 @@ static void hf_config_matches_zoo(void **state)
     assert_int_equal(m.experts, 8);
     assert_int_equal(m.top_k, 2);
     assert_close(model_params_active(&m), model_params_active(model_zoo_find(&zoo, "mixtral-8x7b")), 0);
+    /* the MoE and MLA fields of DeepSeek's and Qwen's configs give the zoo's counts to the parameter */
+    static const char *const moe[][2] = {{"deepseek-v3.json", "deepseek-v3"}, {"qwen3-235b-a22b.json", "qwen3-235b-a22b"}};
+    for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, SEXTANT_ROOT "/tests/data/hf/%s", moe[i][0]);
+        if (model_from_hf_config(path, &m, err, sizeof err) != 0) {
+            print_error("%s\n", err);
+            fail();
+        }
+        const model_t *z = model_zoo_find(&zoo, moe[i][1]);
+        assert_close(model_params_total(&m), model_params_total(z), 0);
+        assert_close(model_params_active(&m), model_params_active(z), 0);
+        assert_int_equal(model_moe_layers(&m), model_moe_layers(z));
+    }
+    assert_int_equal(model_from_hf_config(SEXTANT_ROOT "/tests/data/hf/deepseek-v3.json", &m, err, sizeof err), 0);
+    assert_int_equal(m.kv_lora_rank, 512);
+    assert_int_equal(m.dense_layers, 3);
+    assert_int_equal(model_moe_layers(&m), 58);
 }
 
 static void hf_config_errors(void **state)
@@ -252,11 +306,12 @@ static void malformed_zoo_names_file_line_field(void **state)
 
 int main(void)
 {
-    struct CMUnitTest tests[NREQUIRED + 10];
+    struct CMUnitTest tests[NREQUIRED + 12];
     int n = 0;
     for (int i = 0; i < NREQUIRED; i++)
         tests[n++] = (struct CMUnitTest){required[i], params_match_published, NULL, NULL, (void *)required[i]};
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(exact_known_counts);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(moe_layer_pattern);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(lookup_is_case_insensitive);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(closest_names_suggest);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(hf_configs_import);

@@ -282,6 +282,12 @@ static void fast_path_matches_estimate(void **state)
                 l.fp32_grads = (int)(r % 2); r /= 2;
                 l.precision = precisions[r % 4];
                 if (g->peak_flops[l.precision] <= 0) l.precision = PREC_FP16;
+                /* a mixture of experts: SP under TP (Megatron's rule), and EP 1 to 8 where the experts and DP take it */
+                if (model_is_moe(m)) {
+                    if (l.tp > 1) l.sp = 1;
+                    l.ep = (int64_t)1 << ((pick >> 58) % 4);
+                    if (m->experts % l.ep || l.dp % l.ep) l.ep = 1;
+                }
                 int rc_full = estimate_layout(m, g, n, &l, &job, &full, err_full, sizeof err_full);
                 int rc_fast = estimate_layout_cached(cache, m, g, n, &l, &job, 0, &fast, err, sizeof err);
                 int rc_pruned = estimate_layout_cached(memory_first, m, g, n, &l, &job, 1, &pruned, err, sizeof err);

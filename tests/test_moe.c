@@ -1,0 +1,373 @@
+/* Mixture of experts with expert parallelism, and multi-head latent attention: the all-to-all's
+ * formulas, what EP does to an estimate (expert memory, the dispatch ops, active versus total
+ * FLOPs), MLA's KV memory, the layouts refused, the search and the emitters. */
+#include "test_util.h"
+
+#include "planner.h"
+
+static hwdb db;
+static model_zoo zoo;
+
+static int setup(void **state)
+{
+    (void)state;
+    char err[512];
+    if (hwdb_load(SEXTANT_ROOT "/hwdb", &db, err, sizeof err) != 0 ||
+        model_zoo_load(SEXTANT_ROOT "/models/zoo.csv", &zoo, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    hwdb_free(&db);
+    model_zoo_free(&zoo);
+    return 0;
+}
+
+/* gpus = tp x pp x dp, EP inside dp, 8 GPUs per node, bf16 */
+static layout_t moe_layout(int64_t tp, int64_t pp, int64_t dp, int64_t ep, int64_t gbs, int64_t seq)
+{
+    layout_t l;
+    memset(&l, 0, sizeof l);
+    l.tp = tp; l.pp = pp; l.dp = dp; l.ep = ep; l.gpus = tp * pp * dp;
+    l.vpp = 1; l.mbs = 1; l.gbs = gbs; l.seq = seq; l.gpus_per_node = 8;
+    l.sp = tp > 1;
+    l.recompute = RECOMPUTE_SELECTIVE;
+    l.precision = PREC_BF16;
+    return l;
+}
+
+static int estimate_model(const model_t *m, layout_t l, estimate_t *e, char *err, size_t errlen)
+{
+    const hw_gpu *g = hwdb_find_gpu(&db, "h100-sxm");
+    const hw_node *n = hwdb_find_node(&db, g->node);
+    job_t job = {1e12, 2.0};
+    return estimate_layout(m, g, n, &l, &job, e, err, errlen);
+}
+
+static void estimate(const char *model, layout_t l, estimate_t *e)
+{
+    const model_t *m = model_zoo_find(&zoo, model);
+    assert_non_null(m);
+    char err[512];
+    if (estimate_model(m, l, e, err, sizeof err) != 0) {
+        print_error("%s\n", err);
+        fail();
+    }
+}
+
+static const op_t *find(const stage_ops *s, const char *name, pass_t pass)
+{
+    for (int i = 0; i < s->nops; i++)
+        if (s->ops[i].pass == pass && !strcmp(s->ops[i].name, name)) return &s->ops[i];
+    return NULL;
+}
+
+static void alltoall_formulas(void **state)
+{
+    (void)state;
+    /* 4096 tokens to top-8 experts of h 7168 in bf16: 4096 x 8 x 7168 x 2 B */
+    assert_close(moe_alltoall_bytes(4096, 8, 7168, 2), 469762048.0, 1e-15);
+    /* 8 ranks, 800 MB each at 100 GB/s, 10 us per peer: 7/8 x 8 ms + 7 x 10 us */
+    assert_close(alltoall_s(8, 800e6, 100e9, 10e-6), 7e-3 + 70e-6, 1e-12);
+    assert_true(alltoall_s(1, 800e6, 100e9, 10e-6) == 0.0);
+    /* all in one node: the one-level formula */
+    assert_close(alltoall_two_level_s(8, 8, 800e6, 100e9, 10e-6, 25e9, 20e-6, 1), alltoall_s(8, 800e6, 100e9, 10e-6), 1e-15);
+    /* 16 ranks, 8 per node: the 8 remote peers' 8/16 of S through 25 GB/s set the time */
+    assert_close(alltoall_two_level_s(16, 8, 800e6, 400e9, 1e-6, 25e9, 20e-6, 1), 0.5 * 800e6 / 25e9 + 8 * 20e-6, 1e-12);
+    /* a node-limited dispatcher sending half those bytes: half the transfer, the same latencies */
+    assert_close(alltoall_two_level_s(16, 8, 800e6, 400e9, 1e-6, 25e9, 20e-6, 0.5), 0.25 * 800e6 / 25e9 + 8 * 20e-6, 1e-12);
+    /* DeepSeek-V3 over 8 nodes: top-8 experts within 4 of 8 groups (one a node) reach at most 4 nodes, 3.5 of
+     * them remote on average, against 8 x 7/8 = 7 copies in a plain exchange */
+    assert_close(moe_remote_node_copies(8, 8, 8, 4), 3.5, 1e-12);
+    assert_close(moe_remote_node_copies(8, 8, 0, 0), 7.0, 1e-12);
+    assert_true(moe_remote_node_copies(8, 1, 8, 4) == 0.0);
+    /* nccl-tests' bus bandwidth of an all-to-all: algbw x (n-1)/n */
+    assert_close(bus_bandwidth(COLL_ALLTOALL, 8, 800e6, 1e-2), 80e9 * 7.0 / 8.0, 1e-12);
+    /* load: the imbalance, capped by a capacity factor; tokens dropped beyond it */
+    assert_close(moe_load_factor(1.25, 0, 0), 1.25, 0);
+    assert_close(moe_load_factor(1.25, 1.0, 0), 1.0, 0);
+    assert_close(moe_load_factor(1.1, 1.5, 1), 1.5, 0);
+    assert_close(moe_dropped_fraction(1.25, 1.0), 0.2, 1e-12);
+    assert_true(moe_dropped_fraction(1.25, 2.0) == 0.0);
+}
+
+static void ep_shards_expert_memory_and_adds_alltoall(void **state)
+{
+    (void)state;
+    static estimate_t e1, e8;
+    estimate("mixtral-8x7b", moe_layout(2, 1, 32, 1, 256, 4096), &e1);
+    estimate("mixtral-8x7b", moe_layout(2, 1, 32, 8, 256, 4096), &e8);
+    /* each rank holds 1/8 of the experts: the expert parameters shrink 8 times, the rest stays */
+    assert_close(e8.first_stage.expert_params, e1.first_stage.expert_params / 8.0, 1e-12);
+    assert_close(e8.first_stage.params - e8.first_stage.expert_params, e1.first_stage.params - e1.first_stage.expert_params, 1e-12);
+    assert_true(e8.memory.weights < e1.memory.weights / 3.0);
+    assert_true(e8.memory.total < e1.memory.total);
+    /* the dispatch and combine: S = tokens / t x k x h x B, in the EP group */
+    const op_t *a2a = find(&e8.first_stage, "ep_alltoall_dispatch", PASS_FWD);
+    assert_non_null(a2a);
+    assert_int_equal(a2a->coll, COLL_ALLTOALL);
+    assert_int_equal(a2a->group, GROUP_EP);
+    assert_int_equal(a2a->group_size, 8);
+    assert_close(a2a->comm_bytes, 4096.0 / 2.0 * 2.0 * 4096.0 * 2.0, 1e-15);
+    assert_non_null(find(&e8.first_stage, "ep_alltoall_combine_bwd", PASS_BWD));
+    assert_null(find(&e1.first_stage, "ep_alltoall_dispatch", PASS_FWD));
+    assert_true(e8.ep_comm_s > 0.0 && e1.ep_comm_s == 0.0);
+    /* the experts' gradients go over dp / ep = 4 ranks */
+    const op_t *edp = find(&e8.first_stage, "edp_allreduce_grads", PASS_STEP);
+    assert_non_null(edp);
+    assert_int_equal(edp->group_size, 4);
+    /* the grouped GEMM: 8 / 8 = 1 expert a rank, all T k tokens (the busiest rank's 1.25 x them); with EP 1,
+     * 8 experts of T k / 8 each and no rank to wait for */
+    const op_t *up8 = find(&e8.first_stage, "expert_up", PASS_FWD), *up1 = find(&e1.first_stage, "expert_up", PASS_FWD);
+    assert_int_equal(up8->batch, 1);
+    assert_int_equal(up1->batch, 8);
+    assert_close(moe_rank_load(model_zoo_find(&zoo, "mixtral-8x7b"), &e1.layout), 1.0, 0);
+    assert_close(moe_rank_load(model_zoo_find(&zoo, "mixtral-8x7b"), &e8.layout), MOE_IMBALANCE_DEFAULT, 0);
+    assert_int_equal((int64_t)((double)up1->m * 8 * MOE_IMBALANCE_DEFAULT), up8->m);
+    assert_close(up8->model_flops, up1->model_flops, 1e-12);   /* the same T k tokens through one or eight experts */
+    /* model FLOPs are the same whatever the layout; the time is the step's sum */
+    assert_close(e8.model_flops_per_step, e1.model_flops_per_step, 1e-12);
+    assert_close(e8.step_s, e8.compute_s + e8.tp_comm_s + e8.cp_comm_s + e8.ep_comm_s + e8.pp_comm_s + e8.bubble_s +
+                                e8.dp_comm_s + e8.optimizer_s, 1e-12);
+}
+
+static void active_versus_total_flops(void **state)
+{
+    (void)state;
+    static estimate_t e;
+    estimate("deepseek-v3", moe_layout(1, 16, 64, 64, 1024, 4096), &e);
+    /* 6ND counts the active parameters; the op list's model FLOPs are near it, far below the total's */
+    assert_close(e.six_nd_per_step, 6.0 * e.params_active * 1024.0 * 4096.0, 1e-12);
+    assert_true(e.model_flops_per_step < 0.2 * 6.0 * e.params_total * 1024.0 * 4096.0);
+    assert_true(e.model_flops_per_step > e.six_nd_per_step && e.model_flops_per_step < 1.3 * e.six_nd_per_step);
+    assert_true(e.mfu > 0.0 && e.mfu <= 1.0);
+    /* imbalance costs time, not model FLOPs */
+    model_t skewed = *model_zoo_find(&zoo, "deepseek-v3");
+    skewed.moe_imbalance = 2.0;
+    static estimate_t s;
+    char err[256];
+    assert_int_equal(estimate_model(&skewed, moe_layout(1, 16, 64, 64, 1024, 4096), &s, err, sizeof err), 0);
+    assert_close(s.model_flops_per_step, e.model_flops_per_step, 1e-12);
+    assert_true(s.compute_s > e.compute_s);
+    /* a capacity factor of 1 caps the busiest rank at the mean: faster than the default 1.25, and warned */
+    skewed.moe_imbalance = 0;
+    skewed.capacity_factor = 1.0;
+    assert_int_equal(estimate_model(&skewed, moe_layout(1, 16, 64, 64, 1024, 4096), &s, err, sizeof err), 0);
+    assert_true(s.compute_s < e.compute_s);
+    int warned = 0;
+    for (int i = 0; i < s.nwarnings; i++) warned |= strstr(s.warnings[i], "drops up to 20%") != NULL;
+    assert_true(warned);
+}
+
+static void overlap_and_node_limit_shrink_the_alltoall(void **state)
+{
+    (void)state;
+    static estimate_t limited, plain, hidden;
+    char err[256];
+    layout_t l = moe_layout(1, 16, 128, 64, 1024, 4096);
+    estimate("deepseek-v3", l, &limited);
+    /* the same model routed without its group limit: the plain exchange's inter-node bytes, twice DeepSeek's */
+    model_t unlimited = *model_zoo_find(&zoo, "deepseek-v3");
+    unlimited.moe_groups = unlimited.moe_group_limit = 0;
+    assert_int_equal(estimate_model(&unlimited, l, &plain, err, sizeof err), 0);
+    const op_t *a2a = find(&limited.first_stage, "ep_alltoall_dispatch", PASS_FWD);
+    assert_non_null(a2a);
+    assert_true(a2a->crosses_node);
+    assert_close(a2a->internode_share, 0.5, 1e-12);
+    assert_true(limited.ep_comm_s < plain.ep_comm_s);
+    assert_close(limited.model_flops_per_step, plain.model_flops_per_step, 1e-12);
+    /* --ep-overlap hides most of it behind the micro-batch beside it, never below zero */
+    l.ep_overlap = 1;
+    estimate("deepseek-v3", l, &hidden);
+    a2a = find(&hidden.first_stage, "ep_alltoall_dispatch", PASS_FWD);
+    assert_int_equal(a2a->overlap, OVERLAP_MICROBATCH);
+    assert_true(hidden.ep_comm_s > 0.0 && hidden.ep_comm_s < limited.ep_comm_s);
+    assert_true(hidden.step_s < limited.step_s);
+    assert_close(hidden.step_s, hidden.compute_s + hidden.tp_comm_s + hidden.cp_comm_s + hidden.ep_comm_s +
+                                    hidden.pp_comm_s + hidden.bubble_s + hidden.dp_comm_s + hidden.optimizer_s, 1e-12);
+}
+
+static void mla_keeps_less_kv(void **state)
+{
+    (void)state;
+    const model_t *ds = model_zoo_find(&zoo, "deepseek-v3");
+    assert_true(model_is_mla(ds));
+    /* DeepSeek-V3: 512 + 64 values per token per layer, against 2 x 128 heads x 192 for multi-head attention */
+    model_t mha = *ds;
+    mha.kv_lora_rank = mha.q_lora_rank = 0;
+    assert_close(kv_cache_bytes_per_token(ds, 2.0), 576.0 * 2.0, 0);
+    assert_close(kv_cache_bytes_per_token(&mha, 2.0), 2.0 * 128.0 * 192.0 * 2.0, 0);
+    assert_true(kv_cache_bytes_per_token(ds, 2.0) < kv_cache_bytes_per_token(&mha, 2.0) / 40.0);
+    /* its projections: 187.1M parameters per layer (DeepSeek-V3's configuration) */
+    assert_close(model_attention_params_per_layer(ds), 187107328.0, 0);
+    static estimate_t e;
+    estimate("deepseek-v3", moe_layout(1, 16, 64, 64, 1024, 4096), &e);
+    const op_t *down = find(&e.first_stage, "kv_down", PASS_FWD), *up = find(&e.first_stage, "kv_up", PASS_FWD);
+    assert_non_null(down);
+    assert_non_null(up);
+    assert_int_equal(down->n, 512 + 64);
+    assert_int_equal(up->k, 512);
+    assert_null(find(&e.first_stage, "qkv", PASS_FWD));
+}
+
+static void bad_ep_layouts_are_refused(void **state)
+{
+    (void)state;
+    static estimate_t e;
+    char err[512];
+    const model_t *mix = model_zoo_find(&zoo, "mixtral-8x7b");
+    /* 8 experts do not split 16 ways; EP 3 divides neither; EP 16 over dp 8 leaves DP */
+    assert_int_equal(estimate_model(mix, moe_layout(1, 1, 16, 16, 64, 4096), &e, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--ep 16"));
+    assert_int_equal(estimate_model(mix, moe_layout(1, 1, 6, 3, 60, 4096), &e, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--ep 3"));
+    assert_int_equal(estimate_model(model_zoo_find(&zoo, "deepseek-v3"), moe_layout(1, 16, 8, 16, 64, 4096), &e, err,
+                                    sizeof err), -1);
+    assert_non_null(strstr(err, "dp x cp"));
+    /* TP without SP: Megatron refuses MoE so */
+    layout_t nosp = moe_layout(2, 1, 8, 1, 64, 4096);
+    nosp.sp = 0;
+    assert_int_equal(estimate_model(mix, nosp, &e, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--sp"));
+    /* a dense model has no experts */
+    assert_int_equal(estimate_model(model_zoo_find(&zoo, "llama3-8b"), moe_layout(1, 1, 8, 2, 64, 4096), &e, err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "no experts"));
+}
+
+static void ep_keeps_the_planner_properties(void **state)
+{
+    (void)state;
+    static estimate_t e;
+    /* the same layout family on more GPUs: memory per GPU never grows; time and memory positive */
+    double last = 1e30;
+    for (int64_t dp = 8; dp <= 64; dp *= 2) {
+        estimate("qwen3-235b-a22b", moe_layout(4, 8, dp, 8, 512, 4096), &e);
+        assert_true(e.memory.total > 0 && e.step_s > 0 && e.ep_comm_s > 0);
+        assert_true(e.mfu > 0 && e.mfu <= 1.0);
+        assert_true(e.memory.total <= last);
+        last = e.memory.total;
+    }
+    /* more EP never more memory per GPU, whatever the ZeRO stage (plan prunes on it) */
+    static const char *const models[] = {"mixtral-8x7b", "deepseek-v3", "qwen3-235b-a22b"};
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++)
+        for (int zero = 0; zero <= 3; zero++) {
+            last = 1e30;
+            for (int64_t ep = 1; ep <= 8; ep *= 2) {
+                layout_t l = moe_layout(2, 4, 16, ep, 256, 4096);
+                l.zero = zero;
+                estimate(models[mi], l, &e);
+                assert_true(e.memory.total <= last * (1.0 + 1e-12));
+                last = e.memory.total;
+            }
+        }
+}
+
+static void plan_finds_ep_layouts(void **state)
+{
+    (void)state;
+    static plan_request req;
+    static plan_result res;
+    memset(&req, 0, sizeof req);
+    /* DeepSeek-V3 on 256 GPUs: 671B parameters need their experts sharded */
+    req.model = model_zoo_find(&zoo, "deepseek-v3");
+    req.gpu[0] = hwdb_find_gpu(&db, "h100-sxm");
+    req.node[0] = hwdb_find_node(&db, req.gpu[0]->node);
+    req.ngpu_types = 1;
+    req.gpu_counts[0] = 256;
+    req.ncounts = 1;
+    req.seq = 4096;
+    req.gbs_min = 512;
+    req.gbs_max = 1024;
+    req.tokens = 1e12;
+    req.objective = OBJECTIVE_TIME;
+    req.top = 5;
+    req.max_zero = 1;
+    req.precision = PREC_COUNT;
+    char err[256];
+    assert_int_equal(plan_search(&req, &res, 0, err, sizeof err), 0);
+    assert_true(res.ntop >= 1);
+    int with_ep = 0;
+    for (int i = 0; i < res.ntop; i++) {
+        const layout_t *l = &res.top[i].layout;
+        with_ep |= layout_ep(l) > 1;
+        assert_int_equal(256 % layout_ep(l), 0);
+        assert_int_equal(dp_group_size(l) % layout_ep(l), 0);
+    }
+    assert_true(with_ep);
+    /* EP that dp x cp cannot take is rejected for that reason */
+    assert_true(res.rejected[REJECT_EP] > 0);
+}
+
+static void cli_takes_ep_and_emits_it(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("estimate mixtral-8x7b --gpus 64 --tp 2 --sp --ep 8");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "EP 8"));
+    assert_non_null(strstr(r.out, "EP all-to-all (exposed)"));
+    run_free(&r);
+    r = run_sextant("explain deepseek-v3 --gpus 1024 --pp 16 --ep 64 --gbs 1024");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "6 N_total"));
+    assert_non_null(strstr(r.out, "multi-head latent"));
+    assert_non_null(strstr(r.out, "d_p c / e = 1"));
+    run_free(&r);
+    /* refusals: one line naming the flag */
+    r = run_sextant("estimate mixtral-8x7b --gpus 64 --ep 16");
+    assert_int_not_equal(r.status, 0);
+    assert_non_null(strstr(r.err, "--ep 16"));
+    assert_int_equal(count_lines(r.err), 1);
+    run_free(&r);
+    r = run_sextant("estimate mixtral-8x7b --moe-imbalance 0.5");
+    assert_int_not_equal(r.status, 0);
+    assert_non_null(strstr(r.err, "--moe-imbalance"));
+    run_free(&r);
+    r = run_sextant("estimate mixtral-8x7b --capacity-factor x");
+    assert_int_not_equal(r.status, 0);
+    assert_non_null(strstr(r.err, "--capacity-factor"));
+    run_free(&r);
+    /* the emitters */
+    r = run_sextant("plan mixtral-8x7b --gpus 64 --ep 8 --emit megatron");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "--expert-model-parallel-size 8"));
+    assert_non_null(strstr(r.out, "--num-experts 8 --moe-router-topk 2"));
+    run_free(&r);
+    r = run_sextant("plan deepseek-v3 --gpus 1024 --ep 64 --ep-overlap --emit megatron");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "--expert-model-parallel-size 64"));
+    assert_non_null(strstr(r.out, "--overlap-moe-expert-parallel-comm"));
+    assert_non_null(strstr(r.out, "--moe-router-num-groups 8 --moe-router-group-topk 4"));
+    assert_non_null(strstr(r.out, "--moe-layer-freq \"[0,0,0,1,"));
+    assert_non_null(strstr(r.out, "--multi-latent-attention --kv-lora-rank 512"));
+    run_free(&r);
+    r = run_sextant("plan mixtral-8x7b --gpus 64 --ep 8 --emit torchtitan");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "expert_parallel_degree = 8"));
+    run_free(&r);
+    r = run_sextant("plan mixtral-8x7b --gpus 64 --ep 8 --emit deepspeed");
+    assert_int_not_equal(r.status, 0);
+    assert_non_null(strstr(r.err, "--ep 8"));
+    run_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(alltoall_formulas),
+        cmocka_unit_test(ep_shards_expert_memory_and_adds_alltoall),
+        cmocka_unit_test(active_versus_total_flops),
+        cmocka_unit_test(overlap_and_node_limit_shrink_the_alltoall),
+        cmocka_unit_test(mla_keeps_less_kv),
+        cmocka_unit_test(bad_ep_layouts_are_refused),
+        cmocka_unit_test(ep_keeps_the_planner_properties),
+        cmocka_unit_test(plan_finds_ep_layouts),
+        cmocka_unit_test(cli_takes_ep_and_emits_it),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
