@@ -77,7 +77,7 @@ typedef struct {
     const char *string;
 } field;
 
-#define FIELDS_MAX 80
+#define FIELDS_MAX 128
 
 const char *calibration_origin(const hw_gpu *g)
 {
@@ -170,6 +170,8 @@ static int estimate_fields(const estimate_t *e, field *f)
     NUM("flops.hardware_full_attention_per_step", e->hardware_flops_full_attention_per_step);
     NUM("mfu", e->mfu);
     NUM("hfu", e->hfu);
+    /* against the 16-bit peak whatever the precision: FP8 runs are quoted both ways */
+    if (e->gpu->peak_flops[PREC_BF16] > 0.0) NUM("mfu_bf16_peak", e->tflops_per_gpu / e->gpu->peak_flops[PREC_BF16]);
     NUM("tokens_per_s", e->tokens_per_s);
     NUM("tokens_per_s_per_gpu", e->tokens_per_s_per_gpu);
     NUM("tflops_per_gpu", e->tflops_per_gpu / 1e12);
@@ -398,8 +400,13 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
 
     fprintf(out, "\nThroughput\n");
     fprintf(out, "  tokens/s                  %.4g in all, %.4g per GPU\n", e->tokens_per_s, e->tokens_per_s_per_gpu);
-    fprintf(out, "  model TFLOP/s per GPU     %.1f of %.1f peak: MFU %.1f%%, HFU %.1f%%\n", e->tflops_per_gpu / 1e12,
-            e->gpu->peak_flops[l->precision] / 1e12, 100.0 * e->mfu, 100.0 * e->hfu);
+    fprintf(out, "  model TFLOP/s per GPU     %.1f of %.1f %s peak: MFU %.1f%%, HFU %.1f%%\n", e->tflops_per_gpu / 1e12,
+            e->gpu->peak_flops[l->precision] / 1e12, precision_name(l->precision), 100.0 * e->mfu, 100.0 * e->hfu);
+    /* FP8 runs are quoted against either peak (NVIDIA's tables the FP8 one, Llama 3's and most papers the 16-bit) */
+    if (l->precision == PREC_FP8 && e->gpu->peak_flops[PREC_BF16] > 0.0)
+        fprintf(out, "                            against the %.1f bf16 peak: MFU %.1f%%, HFU %.1f%%\n",
+                e->gpu->peak_flops[PREC_BF16] / 1e12, 100.0 * e->tflops_per_gpu / e->gpu->peak_flops[PREC_BF16],
+                100.0 * e->hfu * e->gpu->peak_flops[PREC_FP8] / e->gpu->peak_flops[PREC_BF16]);
     fprintf(out, "  FLOP per step             model %.4g, hardware %.4g, 6ND %.4g (model/6ND = %.3f)\n",
             e->model_flops_per_step, e->hardware_flops_per_step, e->six_nd_per_step,
             e->model_flops_per_step / e->six_nd_per_step);

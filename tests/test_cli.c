@@ -708,6 +708,25 @@ static void hostile_input_is_named(void **state)
     unlink(dup);
 }
 
+/* An FP8 estimate quotes MFU against the FP8 peak and, beside it, against the bf16 peak. */
+static void fp8_mfu_against_both_peaks(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("estimate llama3-8b --gpu h100-sxm --gpus 8 --tp 2 --sp --precision fp8 --format json");
+    expect_ok(&r);
+    cJSON *root = cJSON_Parse(r.out);
+    assert_non_null(root);
+    double mfu = cJSON_GetObjectItem(root, "mfu")->valuedouble, bf16 = cJSON_GetObjectItem(root, "mfu_bf16_peak")->valuedouble;
+    assert_close(bf16, mfu * 1978.9 / 989.4, 1e-9);
+    cJSON_Delete(root);
+    run_free(&r);
+    r = run_sextant("estimate llama3-8b --gpu h100-sxm --gpus 8 --tp 2 --sp --precision fp8");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "of 1978.9 fp8 peak: MFU"));
+    assert_non_null(strstr(r.out, "against the 989.4 bf16 peak: MFU"));
+    run_free(&r);
+}
+
 static void published_runs_regression(void **state)
 {
     (void)state;
@@ -1391,6 +1410,7 @@ int main(void)
         cmocka_unit_test(plot_path_is_never_gnuplot_code),
         cmocka_unit_test(gnuplot_failure_says_why),
         cmocka_unit_test(hostile_input_is_named),
+        cmocka_unit_test(fp8_mfu_against_both_peaks),
         cmocka_unit_test(published_runs_regression),
         cmocka_unit_test(published_shared_runs_json),
         cmocka_unit_test(published_row_rules),
