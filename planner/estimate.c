@@ -197,10 +197,14 @@ static void group_link(const hw_gpu *gpu, const hw_node *node, const layout_t *l
 /* Achievable fraction of peak for a matrix op of `flops`: the hwdb's flat
  * default, or, once calibrated, a curve that saturates with size
  * (docs/model.md, "Step time"): small GEMMs leave SMs idle. */
-static double gemm_efficiency(const hw_gpu *gpu, double flops)
+static double gemm_efficiency(const hw_gpu *gpu, double flops, precision_t p)
 {
     if (gpu->gemm_half_flops <= 0.0) return gpu->gemm_efficiency;
-    return gpu->gemm_efficiency * flops / (flops + gpu->gemm_half_flops);
+    /* the half point is a fixed time at the plateau rate (docs/model.md, "Priors"): a faster precision
+     * needs proportionally more FLOPs to reach it */
+    double sixteen = gpu->peak_flops[PREC_BF16] > 0.0 ? gpu->peak_flops[PREC_BF16] : gpu->peak_flops[PREC_FP16];
+    double half = gpu->gemm_half_flops * (sixteen > 0.0 && gpu->peak_flops[p] > 0.0 ? gpu->peak_flops[p] / sixteen : 1.0);
+    return gpu->gemm_efficiency * flops / (flops + half);
 }
 
 /* Time of a shape calibrate timed on this GPU (`table`: GEMMs m x n x k, or
@@ -302,7 +306,7 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
                               : 0.0;
         if (measured > 0.0 && op->batch <= 1) return with_power(op, gpu, measured, clock_bound, gpu->energy_gemm_j_per_flop);
         /* a grouped GEMM (batch experts) runs at the efficiency of one expert's shape */
-        double rate = gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->batch > 1 ? op->flops / (double)op->batch : op->flops);
+        double rate = gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->batch > 1 ? op->flops / (double)op->batch : op->flops, matrix);
         double cast_s = 0.0;
         if (matrix == PREC_FP8) {
             /* FP8 GEMMs reach a smaller share of their peak, and their 16-bit operands are
@@ -332,7 +336,7 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
             int kernels = unfused_attention_kernels(s, d, activation_element_bytes(l->precision), 0.0, bwd, kflops, kbytes);
             double seconds = 0.0, split_bytes = 0.0, compute_s = 0.0;
             for (int i = 0; i < kernels; i++) {
-                double rate = gpu->peak_flops[matrix] * gemm_efficiency(gpu, heads * kflops[i]);
+                double rate = gpu->peak_flops[matrix] * gemm_efficiency(gpu, heads * kflops[i], matrix);
                 double t = roofline_s(heads * kflops[i], rate, heads * kbytes[i], membw);
                 if (heads * kflops[i] / rate >= heads * kbytes[i] / membw) compute_s += t;
                 seconds += t;
@@ -361,7 +365,7 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
                                             (double)op->n, (double)op->k, (double)op->kv_batch, 0);
             if (timed > 0.0) return with_power(op, gpu, timed, 1.0, gpu->energy_attention_j_per_flop);
             double measured = bwd ? gpu->attention_bwd_efficiency : gpu->attention_fwd_efficiency;
-            double efficiency = measured > 0.0 ? measured : gemm_efficiency(gpu, op->flops);
+            double efficiency = measured > 0.0 ? measured : gemm_efficiency(gpu, op->flops, matrix);
             return with_power(op, gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * efficiency, op->bytes, membw), 1.0,
                               gpu->energy_attention_j_per_flop);
         }
