@@ -387,7 +387,8 @@ parallelism_family_t parallelism_family(const layout_t *l);
 const char *parallelism_family_name(parallelism_family_t f);
 
 /* Per family: the published rows estimated and the 10th and 90th percentiles of their signed errors
- * (predicted over published throughput minus one).  A prediction's band: the step time times
+ * (predicted over published throughput minus one), taken as the values left when at most a tenth of the
+ * rows is trimmed from each end, so that the band holds at least 80% of them.  A prediction's band: the step time times
  * (1 + err_low) to (1 + err_high), which held 80% of that family's published rows. */
 typedef struct uncertainty_bands {
     int rows[FAMILY_COUNT];

@@ -27,23 +27,17 @@ static int compare_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The q-quantile of n sorted values, linear between neighbours (the "type 7" definition). */
-static double quantile(const double *sorted, int n, double q)
-{
-    double at = q * (double)(n - 1);
-    int i = (int)floor(at);
-    if (i >= n - 1) return sorted[n - 1];
-    return sorted[i] + (at - (double)i) * (sorted[i + 1] - sorted[i]);
-}
-
 void uncertainty_from_errors(uncertainty_bands *b, parallelism_family_t f, double *errors, int n)
 {
     b->rows[f] = n;
     b->err_low[f] = b->err_high[f] = 0.0;
     if (n < 1) return;
     qsort(errors, (size_t)n, sizeof *errors, compare_double);
-    b->err_low[f] = quantile(errors, n, 0.10);
-    b->err_high[f] = quantile(errors, n, 0.90);
+    /* trim at most a tenth from each end, so that the band holds at least 80% of the rows whatever ties
+     * or the count (interpolated percentiles could leave a row or two short of it) */
+    int below = (int)floor(0.1 * (double)n), above = n - (int)ceil(0.9 * (double)n);
+    b->err_low[f] = errors[below];
+    b->err_high[f] = errors[n - 1 - above];
 }
 
 int uncertainty_write(const char *path, const uncertainty_bands *b, const char *source, char *err, size_t errlen)
