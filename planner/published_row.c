@@ -79,7 +79,8 @@ static const char *gpu_row_name(const char *text)
     static const struct { const char *word, *also, *name; } rules[] = {
         {"h100", "pcie", "h100-pcie"},  {"h100", NULL, "h100-sxm"},       {"h800", NULL, "h800"},
         {"h200", NULL, "h200"},         {"b200", NULL, "b200"},           {"a100", "40gb", "a100-sxm4-40gb"},
-        {"a100", NULL, "a100-sxm4-80gb"}, {"v100", "16gb", "v100-sxm2-16gb"}, {"v100", NULL, "v100-sxm2-32gb"},
+        {"a100", NULL, "a100-sxm4-80gb"}, {"a800", NULL, "a100-sxm4-80gb"}, /* A800: an A100 with slower NVLink */
+        {"v100", "16gb", "v100-sxm2-16gb"}, {"v100", NULL, "v100-sxm2-32gb"},
         {"l40s", NULL, "l40s"},         {"a6000", NULL, "a6000"},         {"4090", NULL, "rtx4090"},
         {"3090", NULL, "rtx3090ti"},
     };
@@ -288,6 +289,36 @@ static void read_layout(const csv_table *t, int r, published_row *row)
     l->seq = row->model.seq;
 }
 
+/* Recomputation from its free text: none when empty or denied, selective for any partial form (selective
+ * op or layer, partial), full for full recomputation or plain activation checkpointing. */
+static recompute_t recompute_of(const char *text)
+{
+    static const char *const denied[] = {"none", "no", "off", "false", "0", "disabled"};
+    if (!text || !*text) return RECOMPUTE_NONE;
+    for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++)
+        if (!strncasecmp(text, denied[i], strlen(denied[i])) &&
+            !isalnum((unsigned char)text[strlen(denied[i])]))
+            return RECOMPUTE_NONE;
+    if (has(text, "selective") || has(text, "partial")) return RECOMPUTE_SELECTIVE;
+    if (has(text, "full") || has(text, "checkpoint") || has(text, "yes") || has(text, "true")) return RECOMPUTE_FULL;
+    return RECOMPUTE_SELECTIVE;
+}
+
+/* The ZeRO stage its free text names: "ZeRO-2", "zero2", "ZeRO stage 3" (the first digit within a few
+ * characters of "zero"); FSDP's sharding strategies by name; Megatron's distributed optimizer is ZeRO-1. */
+static int zero_stage_of(const char *text)
+{
+    if (!text) return 0;
+    const char *z = strcasestr(text, "zero");
+    if (z)
+        for (const char *c = z + 4; *c && c < z + 12; c++)
+            if (*c >= '0' && *c <= '3') return *c - '0';
+    if (has(text, "not resharded") || has(text, "shard_grad_op") || has(text, "grad_op")) return 2;
+    if (has(text, "full shard") || has(text, "full_shard") || has(text, "hybrid") || has(text, "fsdp")) return 3;
+    if (has(text, "distributed optimizer") || has(text, "distributed-optimizer")) return 1;
+    return 0;
+}
+
 /* Precision, recomputation, ZeRO stage, attention kernel and sequence parallelism from the free text. */
 static void read_practice(const csv_table *t, int r, published_row *row)
 {
@@ -304,13 +335,8 @@ static void read_practice(const csv_table *t, int r, published_row *row)
     /* MFU divides by the peak of the run's precision unless the source says FP8 runs are measured
      * against the 16-bit peak; NVIDIA's DGX Cloud tables say FP8 MFU is against the FP8 peak */
     row->mfu_peak = l->precision == PREC_FP8 && !has(notes, "fp8 peak") ? PREC_BF16 : l->precision;
-    if (!recompute || !*recompute || !strncasecmp(recompute, "none", 4)) l->recompute = RECOMPUTE_NONE;
-    else if (has(recompute, "full")) l->recompute = RECOMPUTE_FULL;
-    else l->recompute = RECOMPUTE_SELECTIVE;   /* selective op/layer, partial */
-    if (has(zero, "zero-2") || has(zero, "not resharded") || has(zero, "shard_grad_op")) l->zero = 2;
-    else if (has(zero, "zero-3") || has(zero, "full shard") || has(zero, "full_shard") || has(zero, "fsdp")) l->zero = 3;
-    else if (has(zero, "zero-1") || has(zero, "distributed optimizer")) l->zero = 1;
-    else l->zero = 0;
+    l->recompute = recompute_of(recompute);
+    l->zero = zero_stage_of(zero);
     l->attention = older ? ATTENTION_UNFUSED : ATTENTION_FLASH;
     /* Meta's Llama 3 gathered K and V over the CP group; Megatron, NeMo and torchtitan pass them round a ring */
     l->cp_comm = has(framework, "meta") || has(row->source, "llama 3 herd") ? CP_COMM_ALLGATHER : CP_COMM_RING;

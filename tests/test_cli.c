@@ -815,7 +815,7 @@ static void published_row_rules(void **state)
     (void)state;
     const char *header = "case,source,model,layers,hidden,heads,kv_heads,ffn,vocab,seq,params,gpu,gpus,gpus_per_node,tp,"
                          "pp,vpp,cp,ep,dp,mbs,gbs,precision,recompute,zero_or_fsdp,framework,metric,value,notes\n";
-    char path[] = "/tmp/sextant-published-XXXXXX", text[4096];
+    char path[] = "/tmp/sextant-published-XXXXXX", text[8192];
     snprintf(text, sizeof text, "%s"
              "a,\"x/y README\",Llama 3 8B,32,4096,32,8,14336,128256,8192,8B,H100-SXM-80GB,16,8,1,1,,1,,16,2,64,fp8 (TE),,"
              "distributed optimizer,NeMo,mfu,0.4,FP8 MFU is vs FP8 peak\n"
@@ -823,7 +823,10 @@ static void published_row_rules(void **state)
              "c,\"Some et al. 2025 (arXiv 1)\",M,32,4096,32,MLA,14336,128256,8192,,H100,16,8,1,1,,1,,16,1,64,bf16,,,,mfu,0.4,\n"
              "d,\"Some et al. 2025 (arXiv 1)\",M,32,4096,32,8,14336,128256,8192,,TPU v5p,16,8,1,1,,1,,16,1,64,bf16,,,,mfu,0.4,\n"
              "e,\"Some et al. 2025 (arXiv 1)\",M,32,4096,32,8,14336,128256,8192,,A100,16,8,1,1,,2,,8,1,64,bf16,,,,mfu,0.4,\n"
-             "f,\"Some et al. 2021\",GPT,24,2048,16,,,51200,2048,1.3B,A100,16,8,2,1,,1,,8,1,64,fp16,full,none,Megatron-LM (2021),tflops_per_gpu_hw,100,\n",
+             "f,\"Some et al. 2021\",GPT,24,2048,16,,,51200,2048,1.3B,A100,16,8,2,1,,1,,8,1,64,fp16,full,none,Megatron-LM (2021),tflops_per_gpu_hw,100,\n"
+             "g,s,M,32,4096,32,8,14336,128256,8192,,NVIDIA A800 80GB,16,8,1,1,,1,,16,1,64,bf16,activation checkpointing,ZeRO stage 3,DeepSpeed,mfu,0.4,\n"
+             "h,s,M,32,4096,32,8,14336,128256,8192,,H100,16,8,1,1,,1,,16,1,64,bf16,no,zero2,DeepSpeed,mfu,0.4,\n"
+             "i,s,M,32,4096,32,8,14336,128256,8192,,H100,16,8,1,1,,1,,16,1,64,bf16,selective op,HYBRID_SHARD,torchtitan,mfu,0.4,\n",
              header);
     write_temp(path, text);
     run_result r = run_sextant("published --runs %s --format json", path);
@@ -854,7 +857,16 @@ static void published_row_rules(void **state)
     assert_int_equal(cJSON_GetObjectItem(lf, "sp")->valueint, 0);
     assert_string_equal(cJSON_GetObjectItem(lf, "recompute")->valuestring, "full");
     assert_string_equal(cJSON_GetObjectItem(lf, "precision")->valuestring, "fp16");
-    assert_int_equal(cJSON_GetObjectItem(root, "rows_estimated")->valueint, 4);
+    /* g, h, i: the free text's other spellings */
+    const struct { int row; const char *gpu, *recompute; int zero; } spelled[] = {
+        {6, "a100-sxm4-80gb", "full", 3}, {7, "h100-sxm", "none", 2}, {8, "h100-sxm", "selective", 3}};
+    for (int i = 0; i < 3; i++) {
+        const cJSON *x = cJSON_GetArrayItem(rows, spelled[i].row), *lx = cJSON_GetObjectItem(x, "layout");
+        assert_string_equal(cJSON_GetObjectItem(x, "gpu")->valuestring, spelled[i].gpu);
+        assert_string_equal(cJSON_GetObjectItem(lx, "recompute")->valuestring, spelled[i].recompute);
+        assert_int_equal(cJSON_GetObjectItem(lx, "zero")->valueint, spelled[i].zero);
+    }
+    assert_int_equal(cJSON_GetObjectItem(root, "rows_estimated")->valueint, 7);
     cJSON_Delete(root);
     run_free(&r);
     unlink(path);
