@@ -32,7 +32,7 @@ typedef struct {
     const char *model_name;
     const char *gpu_name, *node_name;
     const char *hwdb_dir, *models_file, *model_config, *calibration, *out_path;
-    int64_t gpus, gpus_per_node, tp, pp, dp, vpp, mbs, gbs, seq, cp, ep;
+    int64_t gpus, gpus_per_node, tp, pp, dp, vpp, mbs, gbs, seq, cp, ep, recompute_layers;
     double tokens, price;
     double moe_imbalance, capacity_factor;   /* 0: the model's (the default imbalance, no capacity limit) */
     cp_comm_t cp_comm;
@@ -62,7 +62,8 @@ static const struct {
     /* one layout: plan searches these */
     {"--tp", FOR_ESTIMATE | FOR_EXPLAIN}, {"--pp", FOR_ESTIMATE | FOR_EXPLAIN}, {"--dp", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--vpp", FOR_ESTIMATE | FOR_EXPLAIN}, {"--mbs", FOR_ESTIMATE | FOR_EXPLAIN},
-    {"--recompute", FOR_ESTIMATE | FOR_EXPLAIN}, {"--sp", FOR_ESTIMATE | FOR_EXPLAIN},
+    {"--recompute", FOR_ESTIMATE | FOR_EXPLAIN}, {"--recompute-layers", FOR_ESTIMATE | FOR_EXPLAIN},
+    {"--sp", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--zero", FOR_ESTIMATE | FOR_EXPLAIN}, {"--gpus-per-node", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--ops", FOR_ESTIMATE}, {"--format", FOR_ESTIMATE | FOR_PLAN}, {"--spec", FOR_EXPLAIN},
     /* the search */
@@ -126,6 +127,8 @@ static const char *usage_text =
     "  --gbs N                global batch in sequences (default: about 4M tokens)\n"
     "  --seq N                sequence length (default: the model's)\n"
     "  --recompute none|selective|full   activation recomputation (default selective)\n"
+    "  --recompute-layers N   with --recompute full: only N layers of each stage recompute (Megatron's\n"
+    "                         --recompute-num-layers, block method); the others keep their activations\n"
     "  --attention flash|unfused          attention kernel (default flash where the GPU has it: sm80 and newer)\n"
     "  --sp                   sequence parallelism\n"
     "  --zero 0|1|2|3         optimizer sharding (1 = Megatron's distributed optimizer)\n"
@@ -284,6 +287,7 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(a, "--pp")) rc = parse_count(a, TAKE(), 100000, &o->pp);
         else if (!strcmp(a, "--dp")) rc = parse_count(a, TAKE(), 10000000, &o->dp);
         else if (!strcmp(a, "--vpp")) rc = parse_count(a, TAKE(), 1000, &o->vpp);
+        else if (!strcmp(a, "--recompute-layers")) rc = parse_count(a, TAKE(), 100000, &o->recompute_layers);
         else if (!strcmp(a, "--cp")) rc = parse_count(a, TAKE(), 100000, &o->cp);
         else if (!strcmp(a, "--ep")) rc = parse_count(a, TAKE(), 100000, &o->ep);
         else if (!strcmp(a, "--ep-overlap")) o->ep_overlap = 1;
@@ -611,6 +615,7 @@ static int make_layout(const options *o, const model_t *m, const hw_gpu *g, cons
     l->tp = o->tp ? o->tp : 1;
     l->pp = o->pp ? o->pp : 1;
     l->vpp = o->vpp ? o->vpp : 1;
+    l->recompute_layers = o->recompute_layers;
     l->cp = o->cp ? o->cp : 1;
     l->cp_comm = o->cp_comm;
     l->ep = o->ep ? o->ep : 1;

@@ -94,6 +94,11 @@ int layout_check_ep(const model_t *m, const layout_t *l, char *err, size_t errle
 
 int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen)
 {
+    if (l->recompute_layers < 0 || (l->recompute_layers > 0 && l->recompute != RECOMPUTE_FULL)) {
+        snprintf(err, errlen, "--recompute-layers %lld: needs --recompute full and a count of 1 or more",
+                 (long long)l->recompute_layers);
+        return -1;
+    }
     if (l->tp < 1 || l->pp < 1 || l->dp < 1 || l->mbs < 1 || l->gbs < 1 || l->seq < 1 || l->vpp < 1 ||
         l->gpus < 1 || l->gpus_per_node < 1) {
         snprintf(err, errlen, "layout: every degree and size must be at least 1");
@@ -563,6 +568,11 @@ static void count_sequence_flops(const model_t *m, const layout_t *l, sequence_f
     whole.gpus = 1;
     whole.sp = 0;
     whole.zero = 0;
+    /* partial recomputation is per stage: the whole model recomputes that many layers on each of them */
+    if (l->recompute_layers > 0) {
+        int64_t all = l->recompute_layers * l->pp;
+        whole.recompute_layers = all < m->layers ? all : 0;
+    }
     stage_ops s;
     build_stage_ops(m, &whole, 0, &s);
     f->model = f->hardware = f->attention = f->logits = 0.0;
@@ -591,7 +601,7 @@ static void model_flops_per_sequence(const model_t *m, const layout_t *l, sequen
      * remember the last answer. */
     static struct {
         model_t model;
-        int64_t seq;
+        int64_t seq, recompute_layers, pp;
         recompute_t recompute;
         attention_impl_t attention;
         precision_t precision;
@@ -599,6 +609,7 @@ static void model_flops_per_sequence(const model_t *m, const layout_t *l, sequen
         int valid;
     } last;
     if (last.valid && last.seq == l->seq && last.recompute == l->recompute && last.attention == l->attention &&
+        last.recompute_layers == l->recompute_layers && (l->recompute_layers == 0 || last.pp == l->pp) &&
         last.precision == l->precision && memcmp(&last.model, m, sizeof *m) == 0) {
         *f = last.flops;
         return;
@@ -607,6 +618,8 @@ static void model_flops_per_sequence(const model_t *m, const layout_t *l, sequen
     last.model = *m;
     last.seq = l->seq;
     last.recompute = l->recompute;
+    last.recompute_layers = l->recompute_layers;
+    last.pp = l->pp;
     last.attention = l->attention;
     last.precision = l->precision;
     last.flops = *f;
@@ -962,7 +975,8 @@ typedef enum { CACHED_BODY = 1, CACHED_PIPELINE, CACHED_DATA_PARALLEL, CACHED_SE
 enum {
     KEY_PART, KEY_MODEL, KEY_GPU, KEY_NODE, KEY_GPUS, KEY_TP, KEY_PP, KEY_DP, KEY_VPP, KEY_MBS, KEY_SEQ,
     KEY_GPUS_PER_NODE, KEY_RECOMPUTE, KEY_ATTENTION, KEY_SP, KEY_ZERO, KEY_FP32_GRADS, KEY_PRECISION,
-    KEY_LINK_BYTES_PER_S, KEY_LINK_LATENCY_S, KEY_CP, KEY_CP_COMM, KEY_EP, KEY_EP_OVERLAP, KEY_WORDS
+    KEY_LINK_BYTES_PER_S, KEY_LINK_LATENCY_S, KEY_CP, KEY_CP_COMM, KEY_EP, KEY_EP_OVERLAP, KEY_RECOMPUTE_LAYERS,
+    KEY_WORDS
 };
 
 typedef struct {
@@ -982,13 +996,14 @@ typedef struct {
 static const uint32_t part_inputs[] = {
     [CACHED_BODY] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_MBS) | ON(KEY_SEQ) |
                     ON(KEY_GPUS_PER_NODE) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_SP) | ON(KEY_PRECISION) |
-                    ON(KEY_CP) | ON(KEY_CP_COMM) | ON(KEY_EP) | ON(KEY_EP_OVERLAP),
+                    ON(KEY_CP) | ON(KEY_CP_COMM) | ON(KEY_EP) | ON(KEY_EP_OVERLAP) | ON(KEY_RECOMPUTE_LAYERS),
     [CACHED_PIPELINE] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_VPP) | ON(KEY_MBS) |
                         ON(KEY_SEQ) | ON(KEY_PRECISION) | ON(KEY_LINK_BYTES_PER_S) | ON(KEY_LINK_LATENCY_S) | ON(KEY_CP),
     [CACHED_DATA_PARALLEL] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_GPUS) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_DP) |
                              ON(KEY_GPUS_PER_NODE) | ON(KEY_ZERO) | ON(KEY_FP32_GRADS) | ON(KEY_PRECISION) | ON(KEY_SP) |
                              ON(KEY_CP) | ON(KEY_EP),
-    [CACHED_SEQUENCE_FLOPS] = ON(KEY_SEQ) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_PRECISION),
+    [CACHED_SEQUENCE_FLOPS] = ON(KEY_SEQ) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_PRECISION) |
+                              ON(KEY_RECOMPUTE_LAYERS) | ON(KEY_PP),
 };
 #undef ON
 
@@ -1018,7 +1033,7 @@ static void part_key_of(cached_part part, const model_t *m, const hw_gpu *gpu, c
         [KEY_PRECISION] = (uint64_t)l->precision, [KEY_LINK_BYTES_PER_S] = double_bits(link_bytes_per_s),
         [KEY_LINK_LATENCY_S] = double_bits(link_latency_s), [KEY_CP] = (uint64_t)layout_cp(l),
         [KEY_CP_COMM] = (uint64_t)l->cp_comm, [KEY_EP] = (uint64_t)layout_ep(l),
-        [KEY_EP_OVERLAP] = (uint64_t)l->ep_overlap,
+        [KEY_EP_OVERLAP] = (uint64_t)l->ep_overlap, [KEY_RECOMPUTE_LAYERS] = (uint64_t)l->recompute_layers,
     };
     uint32_t keep = part_inputs[part] | (UINT32_C(1) << KEY_PART) | (UINT32_C(1) << KEY_MODEL);
     for (int i = 0; i < KEY_WORDS; i++) k->word[i] = (keep >> i) & 1u ? input[i] : 0;

@@ -772,7 +772,22 @@ int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_op
     out->layers = layers_on_stage(m->layers, l->pp, stage);
     if (out->first) embedding(&b, m);
     out->moe_layers = moe_layers_on_stage(m, l->pp, l->vpp, stage);
-    transformer_layers(&b, m, out->layers, out->moe_layers);
+    int64_t again = l->recompute == RECOMPUTE_FULL && l->recompute_layers > 0 && l->recompute_layers < out->layers
+                        ? l->recompute_layers : 0;
+    if (again) {
+        /* Megatron's block method: the first `again` layers of the stage recompute whole, the rest keep
+         * their activations (docs/model.md, "Activations"); MoE layers shared out in proportion */
+        layout_t kept = *l;
+        kept.recompute = RECOMPUTE_NONE;
+        kept.recompute_layers = 0;
+        int64_t moe_again = out->moe_layers * again / out->layers;
+        transformer_layers(&b, m, again, moe_again);
+        b.l = &kept;
+        transformer_layers(&b, m, out->layers - again, out->moe_layers - moe_again);
+        b.l = l;
+    } else {
+        transformer_layers(&b, m, out->layers, out->moe_layers);
+    }
     if (out->last) lm_head(&b, m);
     pipeline(&b, m, out->first, out->last);
     /* a tied table split over pipeline stages lives twice, on the first stage

@@ -27,6 +27,8 @@ typedef struct {
     int ep_overlap;    /* EP all-to-alls overlapped with another micro-batch's compute (docs/model.md) */
     cp_comm_t cp_comm;
     recompute_t recompute;
+    int64_t recompute_layers;  /* with full recomputation, on this many layers of each stage (Megatron's
+                                  --recompute-num-layers, block method), the rest keep their activations; 0: all */
     attention_impl_t attention;
     int sp;            /* sequence parallelism (needs tp > 1 to matter) */
     int zero;          /* 0..3; Megatron's distributed optimizer is zero 1 */

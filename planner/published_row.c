@@ -336,6 +336,13 @@ static void read_practice(const csv_table *t, int r, published_row *row)
      * against the 16-bit peak; NVIDIA's DGX Cloud tables say FP8 MFU is against the FP8 peak */
     row->mfu_peak = l->precision == PREC_FP8 && !has(notes, "fp8 peak") ? PREC_BF16 : l->precision;
     l->recompute = recompute_of(recompute);
+    /* torchtitan's "selective layer" checkpointing wraps every second layer whole (its default
+     * selective_ac_option 2): full recomputation on half the layers of each stage */
+    if (has(recompute, "selective layer") && l->pp > 0) {
+        int64_t per_stage = (row->model.layers + l->pp - 1) / l->pp;
+        l->recompute = RECOMPUTE_FULL;
+        l->recompute_layers = (per_stage + 1) / 2 < per_stage ? (per_stage + 1) / 2 : 0;
+    }
     l->zero = zero_stage_of(zero);
     l->attention = older ? ATTENTION_UNFUSED : ATTENTION_FLASH;
     /* Meta's Llama 3 gathered K and V over the CP group; Megatron, NeMo and torchtitan pass them round a ring */

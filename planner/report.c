@@ -127,6 +127,7 @@ static int estimate_fields(const estimate_t *e, field *f)
     INT("layout.gbs", l->gbs);
     INT("layout.seq", l->seq);
     STR("layout.recompute", recompute_name(l->recompute));
+    NUM("layout.recompute_layers", (double)l->recompute_layers);
     INT("layout.zero", l->zero);
     BOOL("layout.sp", l->sp);
     INT("layout.vpp", l->vpp);
@@ -351,8 +352,11 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
     if (model_is_moe(e->model)) fprintf(out, ", EP %lld", (long long)layout_ep(l));
     fprintf(out, ", micro-batch %lld, global batch %lld (%lld micro-batches per step), seq %lld\n", (long long)l->mbs,
             (long long)l->gbs, (long long)e->microbatches, (long long)l->seq);
-    fprintf(out, "        %s, recompute %s, %s attention, sequence parallel %s, ZeRO %d, %s gradients\n",
-            precision_name(l->precision), recompute_name(l->recompute),
+    char partial[48] = "";
+    if (l->recompute == RECOMPUTE_FULL && l->recompute_layers > 0)
+        snprintf(partial, sizeof partial, " (%lld layers per stage)", (long long)l->recompute_layers);
+    fprintf(out, "        %s, recompute %s%s, %s attention, sequence parallel %s, ZeRO %d, %s gradients\n",
+            precision_name(l->precision), recompute_name(l->recompute), partial,
             l->attention == ATTENTION_FLASH ? "flash" : "unfused", l->sp ? "on" : "off", l->zero,
             l->fp32_grads ? "fp32" : "16-bit");
     char calibration[HWDB_SOURCE_MAX + 128];

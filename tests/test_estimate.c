@@ -166,6 +166,36 @@ static void zero_stages_shard_in_order(void **state)
 
 /* ZeRO-3's first gather and last reduce-scatter wait: with one layer per stage nothing hides them, and the
  * exposed DP time is at least one layer's share of a micro-batch's ZeRO-3 traffic. */
+/* Megatron's --recompute-num-layers (block method): recomputing k of a stage's layers costs and saves in
+ * proportion, between none and all; it needs full recomputation. */
+static void partial_recomputation_is_in_proportion(void **state)
+{
+    (void)state;
+    static estimate_t none, half, all;
+    layout_t l = layout(64, 8, 2, 1, 256, 4096);
+    l.sp = 1;
+    l.recompute = RECOMPUTE_NONE;
+    none = *run("llama2-70b", "h100-sxm", l);
+    l.recompute = RECOMPUTE_FULL;
+    all = *run("llama2-70b", "h100-sxm", l);
+    l.recompute_layers = 20;   /* of 40 per stage */
+    half = *run("llama2-70b", "h100-sxm", l);
+    double extra_all = all.hardware_flops_per_step - none.hardware_flops_per_step;
+    assert_close(half.hardware_flops_per_step - none.hardware_flops_per_step, extra_all / 2.0, 1e-9);
+    assert_close(half.model_flops_per_step, none.model_flops_per_step, 1e-12);
+    assert_true(half.step_s > none.step_s && half.step_s < all.step_s);
+    assert_true(half.memory.activations > all.memory.activations && half.memory.activations < none.memory.activations);
+    /* as many as the stage holds is all of them */
+    l.recompute_layers = 40;
+    assert_close(run("llama2-70b", "h100-sxm", l)->step_s, all.step_s, 1e-12);
+    /* only with full recomputation */
+    l.recompute = RECOMPUTE_SELECTIVE;
+    l.recompute_layers = 20;
+    char err[256];
+    assert_int_equal(layout_check(model_zoo_find(&zoo, "llama2-70b"), &l, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--recompute-layers"));
+}
+
 static void zero3_first_and_last_layer_exposed(void **state)
 {
     (void)state;
@@ -1088,6 +1118,7 @@ int main(void)
         cmocka_unit_test(issue_example_is_plausible),
         cmocka_unit_test(zero_stages_shard_in_order),
         cmocka_unit_test(zero3_first_and_last_layer_exposed),
+        cmocka_unit_test(partial_recomputation_is_in_proportion),
         cmocka_unit_test(fp32_gradients_cost_two_more_bytes),
         cmocka_unit_test(recomputation_trades_memory_for_flops),
         cmocka_unit_test(gpt3_flops_match_narayanan),
