@@ -337,8 +337,10 @@ static void read_practice(const csv_table *t, int r, published_row *row)
     row->mfu_peak = l->precision == PREC_FP8 && !has(notes, "fp8 peak") ? PREC_BF16 : l->precision;
     l->recompute = recompute_of(recompute);
     /* torchtitan's "selective layer" checkpointing wraps every second layer whole (its default
-     * selective_ac_option 2): full recomputation on half the layers of each stage */
-    if (has(recompute, "selective layer") && l->pp > 0) {
+     * selective_ac_option 2); its "selective op" policy saves every matmul and attention output except
+     * every second matmul, so it recomputes about half the forward GEMMs: both read as full
+     * recomputation on half the layers of each stage (docs/model.md, "Activations") */
+    if ((has(recompute, "selective layer") || has(recompute, "selective op")) && l->pp > 0) {
         int64_t per_stage = (row->model.layers + l->pp - 1) / l->pp;
         l->recompute = RECOMPUTE_FULL;
         l->recompute_layers = (per_stage + 1) / 2 < per_stage ? (per_stage + 1) / 2 : 0;
