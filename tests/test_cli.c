@@ -859,13 +859,15 @@ static void published_row_rules(void **state)
     assert_string_equal(cJSON_GetObjectItem(lf, "precision")->valuestring, "fp16");
     /* g, h, i: the free text's other spellings */
     const struct { int row; const char *gpu, *recompute; int zero; } spelled[] = {
-        {6, "a100-sxm4-80gb", "full", 3}, {7, "h100-sxm", "none", 2}, {8, "h100-sxm", "selective", 3}};
+        {6, "a100-sxm4-80gb", "full", 3}, {7, "h100-sxm", "none", 2}, {8, "h100-sxm", "full", 3}};
     for (int i = 0; i < 3; i++) {
         const cJSON *x = cJSON_GetArrayItem(rows, spelled[i].row), *lx = cJSON_GetObjectItem(x, "layout");
         assert_string_equal(cJSON_GetObjectItem(x, "gpu")->valuestring, spelled[i].gpu);
         assert_string_equal(cJSON_GetObjectItem(lx, "recompute")->valuestring, spelled[i].recompute);
         assert_int_equal(cJSON_GetObjectItem(lx, "zero")->valueint, spelled[i].zero);
     }
+    /* i: torchtitan's "selective op" recomputes about half the forward GEMMs: half the layers recompute */
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 8), "layout"), "recompute_layers")->valueint, 16);
     assert_int_equal(cJSON_GetObjectItem(root, "rows_estimated")->valueint, 7);
     cJSON_Delete(root);
     run_free(&r);
