@@ -420,7 +420,8 @@ typedef struct {
     model_t model;                 /* the row's shape (empty fields from the zoo model of the same name) */
     layout_t layout;
     const hw_gpu *gpu;             /* NULL when the GPU is not in the hardware database */
-    const hw_node *node;
+    const hw_node *node;           /* the GPU's node, or `own_node` when the row's text names its network */
+    hw_node own_node;
     published_metric_t metric;
     double value;
     precision_t mfu_peak;          /* the peak the source's MFU divides by */

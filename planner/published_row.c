@@ -89,6 +89,46 @@ static const char *gpu_row_name(const char *text)
     return NULL;
 }
 
+/* The network a row's GPU or source text describes, over the GPU's node: "4x OmniPath per node" (NICs per
+ * node; Omni-Path at 100 Gb/s), "400Gbps/GPU" (a NIC of that rate per GPU), "1600 Gbps node-node" (that
+ * rate per node, over the node's NICs), "N Gbps" alone (per NIC).  Returns 1 when it changed the node. */
+static int network_from_text(const char *text, hw_node *node)
+{
+    int changed = 0;
+    for (const char *c = text; c && *c; c++) {
+        if (!isdigit((unsigned char)*c) || (c > text && (isalnum((unsigned char)c[-1]) || c[-1] == '.'))) continue;
+        char *end;
+        double v = strtod(c, &end);
+        const char *after = end;
+        while (*after == ' ') after++;
+        if ((*after == 'x' || *after == 'X') && v >= 1 && v <= 64) {
+            const char *fabric = after + 1;
+            while (*fabric == ' ') fabric++;
+            static const char *const fabrics[] = {"omnipath", "omni-path", "infiniband", "ib ", "roce", "efa", "nic"};
+            for (size_t f = 0; f < sizeof fabrics / sizeof fabrics[0]; f++)
+                if (!strncasecmp(fabric, fabrics[f], strlen(fabrics[f]))) {
+                    node->nics_per_node = (int64_t)v;
+                    if (f < 2) node->nic_bits_per_s = 100e9;   /* Omni-Path 100 */
+                    changed = 1;
+                }
+        } else if (!strncasecmp(after, "gbps", 4) && v > 0) {
+            const char *scope = after + 4;
+            while (*scope == ' ' || *scope == '/') scope++;
+            if (!strncasecmp(scope, "gpu", 3) || !strncasecmp(scope, "per gpu", 7)) {
+                node->nics_per_node = node->gpus_per_node;
+                node->nic_bits_per_s = v * 1e9;
+            } else if (!strncasecmp(scope, "node", 4) || !strncasecmp(scope, "per node", 8)) {
+                node->nic_bits_per_s = v * 1e9 / (double)(node->nics_per_node > 0 ? node->nics_per_node : 1);
+            } else {
+                node->nic_bits_per_s = v * 1e9;
+            }
+            changed = 1;
+        }
+        c = end > c ? end - 1 : c;
+    }
+    return changed;
+}
+
 /* Runs from frameworks of 2021-2022 (Megatron-LM of SC'21, Megatron-DeepSpeed, metaseq) had neither a
  * flash-style attention kernel nor, before Korthikanti et al., sequence parallelism, and trained with
  * dropout; later frameworks (Megatron-Core, NeMo, torchtitan, Composer, Meta's) have all three defaults
@@ -382,6 +422,13 @@ int published_row_read(const csv_table *t, int r, const hwdb *db, const model_zo
     const char *gpu_name = gpu_row_name(row->gpu_text);
     row->gpu = gpu_name ? hwdb_find_gpu(db, gpu_name) : NULL;
     row->node = row->gpu ? hwdb_find_node(db, row->gpu->node) : NULL;
+    if (row->node) {
+        /* a network the row describes replaces the GPU's usual node for this row */
+        row->own_node = *row->node;
+        int named = network_from_text(row->gpu_text, &row->own_node);
+        named |= network_from_text(row->source, &row->own_node);
+        if (named) row->node = &row->own_node;
+    }
     read_model(t, r, zoo, row);
     read_layout(t, r, row);
     read_practice(t, r, row);
