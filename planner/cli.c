@@ -36,6 +36,7 @@ typedef struct {
     double tokens, price;
     double moe_imbalance, capacity_factor;   /* 0: the model's (the default imbalance, no capacity limit) */
     cp_comm_t cp_comm;
+    loss_kernel_t loss;
     int have_precision, have_recompute, have_attention;
     precision_t precision;
     recompute_t recompute;
@@ -63,6 +64,7 @@ static const struct {
     {"--tp", FOR_ESTIMATE | FOR_EXPLAIN}, {"--pp", FOR_ESTIMATE | FOR_EXPLAIN}, {"--dp", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--vpp", FOR_ESTIMATE | FOR_EXPLAIN}, {"--mbs", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--recompute", FOR_ESTIMATE | FOR_EXPLAIN}, {"--recompute-layers", FOR_ESTIMATE | FOR_EXPLAIN},
+    {"--loss", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN},
     {"--sp", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--zero", FOR_ESTIMATE | FOR_EXPLAIN}, {"--gpus-per-node", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--ops", FOR_ESTIMATE}, {"--format", FOR_ESTIMATE | FOR_PLAN}, {"--spec", FOR_EXPLAIN},
@@ -128,7 +130,8 @@ static const char *usage_text =
     "  --seq N                sequence length (default: the model's)\n"
     "  --recompute none|selective|full   activation recomputation (default selective)\n"
     "  --recompute-layers N   with --recompute full: only N layers of each stage recompute (Megatron's\n"
-    "                         --recompute-num-layers, block method); the others keep their activations\n"
+    "                         --recompute-num-layers, block method); the others keep their activations\n"    "  --loss fused|fp32      the loss kernel: one fused pass (default, as sextant's trainer runs it) or the\n"
+    "                         frameworks' fp32 cross-entropy on materialised logits (PyTorch, Megatron unfused)\n"
     "  --attention flash|unfused          attention kernel (default flash where the GPU has it: sm80 and newer)\n"
     "  --sp                   sequence parallelism\n"
     "  --zero 0|1|2|3         optimizer sharding (1 = Megatron's distributed optimizer)\n"
@@ -329,6 +332,11 @@ static int parse_args(int argc, char **argv, options *o)
             if (recompute_parse(t, &o->recompute) != 0)
                 return fail("--recompute: '%s' is not one of none|selective|full", t ? t : "");
             o->have_recompute = 1;
+        } else if (!strcmp(a, "--loss")) {
+            const char *t = TAKE();
+            if (t && !strcmp(t, "fused")) o->loss = LOSS_FUSED;
+            else if (t && !strcmp(t, "fp32")) o->loss = LOSS_FP32;
+            else return fail("--loss: '%s' is not one of fused|fp32", t ? t : "");
         } else if (!strcmp(a, "--attention")) {
             const char *t = TAKE();
             if (attention_parse(t, &o->attention) != 0) return fail("--attention: '%s' is not one of flash|unfused", t ? t : "");
@@ -616,6 +624,7 @@ static int make_layout(const options *o, const model_t *m, const hw_gpu *g, cons
     l->pp = o->pp ? o->pp : 1;
     l->vpp = o->vpp ? o->vpp : 1;
     l->recompute_layers = o->recompute_layers;
+    l->loss = o->loss;
     l->cp = o->cp ? o->cp : 1;
     l->cp_comm = o->cp_comm;
     l->ep = o->ep ? o->ep : 1;
@@ -935,6 +944,7 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
         req->bands = &bands;
     }
     req->attention = o->have_attention ? o->attention : ATTENTION_COUNT;
+    req->loss = o->loss;
     for (int i = 0; i < req->ngpu_types; i++) {
         req->node[i] = hwdb_find_node(&db, o->node_name ? o->node_name : req->gpu[i]->node);
         if (!req->node[i]) { rc = fail("--node: unknown node '%s'", o->node_name); goto done; }

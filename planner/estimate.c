@@ -690,8 +690,10 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
         /* the padded logits of a micro-batch; a fused cross-entropy writes
          * their gradient in place (llm.c, Megatron's fused loss) */
         double B = activation_element_bytes(l->precision);
-        mem->logits = rank_tokens(l) * (double)padded_vocab(m, l->tp) / (double)l->tp * B *
-                      pipeline_inflight_heads((double)l->pp, (double)m_micro, (double)l->vpp);
+        double logits = rank_tokens(l) * (double)padded_vocab(m, l->tp) / (double)l->tp;
+        mem->logits = logits * B * pipeline_inflight_heads((double)l->pp, (double)m_micro, (double)l->vpp);
+        /* the fp32 loss holds the cast logits and the log-softmax of the micro-batch at hand */
+        if (l->loss == LOSS_FP32) mem->logits += logits * 8.0;
     }
     double workspace = 0.0;
     if (s->layers > 0) {
@@ -976,7 +978,7 @@ enum {
     KEY_PART, KEY_MODEL, KEY_GPU, KEY_NODE, KEY_GPUS, KEY_TP, KEY_PP, KEY_DP, KEY_VPP, KEY_MBS, KEY_SEQ,
     KEY_GPUS_PER_NODE, KEY_RECOMPUTE, KEY_ATTENTION, KEY_SP, KEY_ZERO, KEY_FP32_GRADS, KEY_PRECISION,
     KEY_LINK_BYTES_PER_S, KEY_LINK_LATENCY_S, KEY_CP, KEY_CP_COMM, KEY_EP, KEY_EP_OVERLAP, KEY_RECOMPUTE_LAYERS,
-    KEY_WORDS
+    KEY_LOSS, KEY_WORDS
 };
 
 typedef struct {
@@ -996,7 +998,7 @@ typedef struct {
 static const uint32_t part_inputs[] = {
     [CACHED_BODY] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_MBS) | ON(KEY_SEQ) |
                     ON(KEY_GPUS_PER_NODE) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_SP) | ON(KEY_PRECISION) |
-                    ON(KEY_CP) | ON(KEY_CP_COMM) | ON(KEY_EP) | ON(KEY_EP_OVERLAP) | ON(KEY_RECOMPUTE_LAYERS),
+                    ON(KEY_CP) | ON(KEY_CP_COMM) | ON(KEY_EP) | ON(KEY_EP_OVERLAP) | ON(KEY_RECOMPUTE_LAYERS) | ON(KEY_LOSS),
     [CACHED_PIPELINE] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_VPP) | ON(KEY_MBS) |
                         ON(KEY_SEQ) | ON(KEY_PRECISION) | ON(KEY_LINK_BYTES_PER_S) | ON(KEY_LINK_LATENCY_S) | ON(KEY_CP),
     [CACHED_DATA_PARALLEL] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_GPUS) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_DP) |
@@ -1034,6 +1036,7 @@ static void part_key_of(cached_part part, const model_t *m, const hw_gpu *gpu, c
         [KEY_LINK_LATENCY_S] = double_bits(link_latency_s), [KEY_CP] = (uint64_t)layout_cp(l),
         [KEY_CP_COMM] = (uint64_t)l->cp_comm, [KEY_EP] = (uint64_t)layout_ep(l),
         [KEY_EP_OVERLAP] = (uint64_t)l->ep_overlap, [KEY_RECOMPUTE_LAYERS] = (uint64_t)l->recompute_layers,
+        [KEY_LOSS] = (uint64_t)l->loss,
     };
     uint32_t keep = part_inputs[part] | (UINT32_C(1) << KEY_PART) | (UINT32_C(1) << KEY_MODEL);
     for (int i = 0; i < KEY_WORDS; i++) k->word[i] = (keep >> i) & 1u ? input[i] : 0;

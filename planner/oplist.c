@@ -619,10 +619,19 @@ static void lm_head(builder *b, const model_t *m)
         b->out->ops[i].model_flops *= real_fraction;
         b->out->ops[i].hardware_flops *= real_fraction;
     }
-    /* fused softmax cross-entropy over the local vocabulary shard: one pass
-     * reads the logits and writes their gradient in place (llm.c, Megatron's
-     * fused loss); the backward has nothing left to do */
-    membound(b, "cross_entropy", NULL, 1, 2.0 * T * Vt * B, 0.0, 5.0 * T * Vt, 0.0, 0);
+    if (l->loss == LOSS_FP32) {
+        /* the frameworks' loss: the 16-bit logits cast to fp32 (read 2, write 4), the log-softmax written
+         * (read 4, write 4); backward: the loss gradient written (4), the log-softmax's backward (read 4 + 4,
+         * write 4), the cast back (read 4, write 2): 14 bytes a logit forward, 22 backward (docs/model.md,
+         * "The loss") */
+        membound(b, "cross_entropy", "cross_entropy_bwd", 1, 14.0 * T * Vt, 22.0 * T * Vt, 5.0 * T * Vt, 0.0, 0);
+        if (!b->overflow) b->out->ops[b->out->nops - 1].flops = 3.0 * T * Vt;
+    } else {
+        /* fused softmax cross-entropy over the local vocabulary shard: one pass
+         * reads the logits and writes their gradient in place (llm.c, Megatron's
+         * fused loss); the backward has nothing left to do */
+        membound(b, "cross_entropy", NULL, 1, 2.0 * T * Vt * B, 0.0, 5.0 * T * Vt, 0.0, 0);
+    }
     /* vocabulary-parallel loss: max, sum of exponentials, target logit */
     collective(b, "tp_allreduce_loss", PASS_FWD, 3, COLL_ALLREDUCE, GROUP_TP, l->tp, T * 4.0, EXPOSED);
 }

@@ -332,6 +332,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                 l.recompute = recomputes[ri]; l.zero = zero; l.sp = sp;
                                                 l.precision = prec; l.fp32_grads = req->fp32_grads;
                                                 l.attention = attention;
+                                                l.loss = req->loss;
                                                 res->evaluated++;
                                                 if (req->framework && framework_refusal(req->framework, &l)) {
                                                     res->rejected[REJECT_FRAMEWORK]++;

@@ -19,6 +19,10 @@ typedef enum { ATTENTION_FLASH = 0, ATTENTION_UNFUSED, ATTENTION_COUNT } attenti
 /* How context parallelism exchanges K and V (docs/model.md, "Context parallelism"): Megatron's ring of
  * send/recv overlapped with attention, or Llama 3's all-gather before it. */
 typedef enum { CP_COMM_RING = 0, CP_COMM_ALLGATHER } cp_comm_t;
+/* The loss kernel (docs/model.md, "The loss"): one fused pass in the activation precision (llm.c, sextant's
+ * trainer, Megatron with its cross-entropy fusion), or the frameworks' default, the logits cast to fp32
+ * and the log-softmax materialised (PyTorch's cross_entropy on .float() logits). */
+typedef enum { LOSS_FUSED = 0, LOSS_FP32 } loss_kernel_t;
 
 typedef struct {
     int64_t gpus, tp, pp, dp, vpp, mbs, gbs, seq, gpus_per_node;
@@ -27,6 +31,7 @@ typedef struct {
     int ep_overlap;    /* EP all-to-alls overlapped with another micro-batch's compute (docs/model.md) */
     cp_comm_t cp_comm;
     recompute_t recompute;
+    loss_kernel_t loss;
     int64_t recompute_layers;  /* with full recomputation, on this many layers of each stage (Megatron's
                                   --recompute-num-layers, block method), the rest keep their activations; 0: all */
     attention_impl_t attention;
@@ -335,6 +340,7 @@ typedef struct {
     int uncached;                  /* cost every layout from scratch (estimate_layout_fast), without the
                                       search's cache: the reference for make bench and the tests */
     const struct uncertainty_bands *bands; /* hwdb/uncertainty.csv, or NULL: no bands printed */
+    loss_kernel_t loss;            /* every layout's loss kernel */
 } plan_request;
 
 typedef struct {
@@ -500,6 +506,7 @@ void report_spec_examples(FILE *out);
 const char *recompute_name(recompute_t r);
 const char *attention_name(attention_impl_t a);
 const char *cp_comm_name(cp_comm_t c);
+const char *loss_kernel_name(loss_kernel_t k);
 /* ring|allgather, ignoring case: 0, or -1 for anything else (or NULL). */
 int cp_comm_parse(const char *name, cp_comm_t *out);
 /* none|selective|full and flash|unfused, ignoring case: 0, or -1 for anything else (or NULL). */

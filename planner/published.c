@@ -157,13 +157,13 @@ static void print_row_json(FILE *out, const published_row *row, const estimate_t
                 "\"compute_s\": %.6g, \"tp_comm_s\": %.6g, \"pp_comm_s\": %.6g, \"dp_comm_s\": %.6g, \"bubble_s\": %.6g, "
                 "\"optimizer_s\": %.6g, \"memory_gib\": %.4g, "
                 "\"layout\": {\"gpus\": %lld, \"tp\": %lld, \"cp\": %lld, \"pp\": %lld, \"dp\": %lld, \"vpp\": %lld, \"mbs\": %lld, "
-                "\"gbs\": %lld, \"seq\": %lld, \"zero\": %d, \"sp\": %d, \"recompute\": \"%s\", \"recompute_layers\": %lld, \"attention\": \"%s\", "
+                "\"gbs\": %lld, \"seq\": %lld, \"zero\": %d, \"sp\": %d, \"recompute\": \"%s\", \"recompute_layers\": %lld, \"loss\": \"%s\", \"attention\": \"%s\", "
                 "\"precision\": \"%s\"}",
                 predicted, error, published_convention(row), e->fits ? "true" : "false", e->step_s, e->compute_s, e->tp_comm_s,
                 e->pp_comm_s, e->dp_comm_s, e->bubble_s, e->optimizer_s, e->memory.total / 1073741824.0, (long long)l->gpus,
                 (long long)l->tp, (long long)l->cp, (long long)l->pp, (long long)l->dp, (long long)l->vpp, (long long)l->mbs,
                 (long long)l->gbs, (long long)l->seq, l->zero, l->sp, recompute_name(l->recompute),
-                (long long)l->recompute_layers, attention_name(l->attention), precision_name(l->precision));
+                (long long)l->recompute_layers, loss_kernel_name(l->loss), attention_name(l->attention), precision_name(l->precision));
     } else {
         fprintf(out, ", \"reason\": \"");
         json_text(out, row->skip_class);

@@ -387,6 +387,9 @@ static void read_practice(const csv_table *t, int r, published_row *row)
     }
     l->zero = zero_stage_of(zero);
     l->attention = older ? ATTENTION_UNFUSED : ATTENTION_FLASH;
+    /* every framework here computes its loss on fp32 logits unless the row says it is fused (PyTorch's
+     * cross_entropy on .float() logits, Megatron's vocab-parallel cross-entropy without its fusion) */
+    l->loss = has(notes, "fused loss") || has(notes, "fused cross") ? LOSS_FUSED : LOSS_FP32;
     /* Meta's Llama 3 gathered K and V over the CP group; Megatron, NeMo and torchtitan pass them round a ring */
     l->cp_comm = has(framework, "meta") || has(row->source, "llama 3 herd") ? CP_COMM_ALLGATHER : CP_COMM_RING;
     l->sp = l->tp > 1 && (!older || has(recompute, "sequence parallel"));

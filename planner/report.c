@@ -35,6 +35,8 @@ int attention_parse(const char *name, attention_impl_t *out)
         }
     return -1;
 }
+const char *loss_kernel_name(loss_kernel_t k) { return k == LOSS_FP32 ? "fp32" : "fused"; }
+
 const char *cp_comm_name(cp_comm_t c)
 {
     return c == CP_COMM_ALLGATHER ? "allgather" : "ring";
@@ -128,6 +130,7 @@ static int estimate_fields(const estimate_t *e, field *f)
     INT("layout.seq", l->seq);
     STR("layout.recompute", recompute_name(l->recompute));
     NUM("layout.recompute_layers", (double)l->recompute_layers);
+    STR("layout.loss", loss_kernel_name(l->loss));
     INT("layout.zero", l->zero);
     BOOL("layout.sp", l->sp);
     INT("layout.vpp", l->vpp);
@@ -352,9 +355,10 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
     if (model_is_moe(e->model)) fprintf(out, ", EP %lld", (long long)layout_ep(l));
     fprintf(out, ", micro-batch %lld, global batch %lld (%lld micro-batches per step), seq %lld\n", (long long)l->mbs,
             (long long)l->gbs, (long long)e->microbatches, (long long)l->seq);
-    char partial[48] = "";
+    char partial[80] = "";
     if (l->recompute == RECOMPUTE_FULL && l->recompute_layers > 0)
         snprintf(partial, sizeof partial, " (%lld layers per stage)", (long long)l->recompute_layers);
+    if (l->loss == LOSS_FP32) snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", fp32 loss");
     fprintf(out, "        %s, recompute %s%s, %s attention, sequence parallel %s, ZeRO %d, %s gradients\n",
             precision_name(l->precision), recompute_name(l->recompute), partial,
             l->attention == ATTENTION_FLASH ? "flash" : "unfused", l->sp ? "on" : "off", l->zero,

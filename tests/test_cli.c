@@ -874,6 +874,8 @@ static void published_row_rules(void **state)
      * gradient all-reduce against j's, the same row on the GPU's usual node */
     assert_true(cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 10), "step_s")->valuedouble >
                 cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 9), "step_s")->valuedouble * 1.01);
+    /* framework runs compute their loss in fp32 */
+    assert_string_equal(cJSON_GetObjectItem(le, "loss")->valuestring, "fp32");
     assert_int_equal(cJSON_GetObjectItem(root, "rows_estimated")->valueint, 9);
     cJSON_Delete(root);
     run_free(&r);

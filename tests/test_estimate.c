@@ -196,6 +196,26 @@ static void partial_recomputation_is_in_proportion(void **state)
     assert_non_null(strstr(err, "--recompute-layers"));
 }
 
+/* The frameworks' fp32 loss moves 36 bytes a logit where the fused one moves 4 (16-bit), and holds the cast
+ * logits and the log-softmax (8 bytes a logit) for the micro-batch at hand. */
+static void fp32_loss_costs_its_passes(void **state)
+{
+    (void)state;
+    static estimate_t fused, fp32;
+    layout_t l = layout(8, 1, 1, 8, 64, 1024);
+    fused = *run("gpt2", "h100-sxm", l);
+    l.loss = LOSS_FP32;
+    fp32 = *run("gpt2", "h100-sxm", l);
+    const op_t *fwd = costed_op(&fp32, "cross_entropy", PASS_FWD), *bwd = costed_op(&fp32, "cross_entropy_bwd", PASS_BWD);
+    double logits = 8.0 * 1024.0 * (double)padded_vocab(model_zoo_find(&zoo, "gpt2"), 1);
+    assert_close(fwd->bytes, 14.0 * logits, 1e-12);
+    assert_close(bwd->bytes, 22.0 * logits, 1e-12);
+    assert_close(costed_op(&fused, "cross_entropy", PASS_FWD)->bytes, 4.0 * logits, 1e-12);
+    assert_close(fp32.memory.logits - fused.memory.logits, 8.0 * logits, 1e-12);
+    assert_true(fp32.step_s > fused.step_s);
+    assert_close(fp32.model_flops_per_step, fused.model_flops_per_step, 1e-12);
+}
+
 static void zero3_first_and_last_layer_exposed(void **state)
 {
     (void)state;
@@ -1119,6 +1139,7 @@ int main(void)
         cmocka_unit_test(zero_stages_shard_in_order),
         cmocka_unit_test(zero3_first_and_last_layer_exposed),
         cmocka_unit_test(partial_recomputation_is_in_proportion),
+        cmocka_unit_test(fp32_loss_costs_its_passes),
         cmocka_unit_test(fp32_gradients_cost_two_more_bytes),
         cmocka_unit_test(recomputation_trades_memory_for_flops),
         cmocka_unit_test(gpt3_flops_match_narayanan),
