@@ -229,6 +229,26 @@ static int parse_count(const char *flag, const char *text, int64_t max, int64_t 
     return 0;
 }
 
+/* models, hw and published take few flags: any other is refused by name, not ignored (the layout flags of
+ * estimate and plan are refused the same way by refuse_other_commands_flags). */
+static int foreign_flag(const char *command, const char *flag)
+{
+    static const struct { const char *command; const char *flags[8]; } own[] = {
+        {"models", {"--models", "--format", "--out"}},
+        {"hw", {"--hwdb", "--calibration", "--out"}},   /* hw prints one format */
+        {"published", {"--runs", "--format", "--bands-out", "--hwdb", "--models", "--calibration", "--out"}},
+    };
+    if (!command || flag[0] != '-' || !strcmp(flag, "--help") || !strcmp(flag, "-h") || !strcmp(flag, "--version"))
+        return 0;
+    for (size_t c = 0; c < sizeof own / sizeof own[0]; c++) {
+        if (strcmp(command, own[c].command)) continue;
+        for (size_t f = 0; f < 8 && own[c].flags[f]; f++)
+            if (!strcmp(flag, own[c].flags[f])) return 0;
+        return 1;
+    }
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
@@ -243,6 +263,9 @@ static int parse_args(int argc, char **argv, options *o)
         int rc = 0;
         for (size_t f = 0; f < COMMAND_FLAGS; f++)
             if (!strcmp(a, command_flags[f].flag)) o->command_flags_seen |= 1u << f;
+        if (foreign_flag(o->command, a)) return fail("%s is not a flag of %s (sextant --help lists each command's)", a, o->command);
+        if (a[0] != '-' && o->command && (!strcmp(o->command, "models") || !strcmp(o->command, "published")))
+            return fail("unexpected argument '%s': %s takes no model", a, o->command);
         if (a[0] != '-') {
             if (o->model_name) return fail("unexpected argument '%s' (the model is already '%s')", a, o->model_name);
             o->model_name = a;

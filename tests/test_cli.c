@@ -1166,6 +1166,12 @@ static void flags_of_other_commands_are_refused(void **state)
     expect_bad_input("explain llama2-7b --format json", "--format is a flag of estimate and plan, not of explain");
     expect_bad_input("estimate llama2-7b --spec", "--spec is a flag of explain, not of estimate");
     expect_bad_input("estimate llama2-7b --runs a.csv", "--runs is a flag of fit-power and published, not of estimate");
+    /* models, hw and published refuse what they do not use, and a model they do not take */
+    expect_bad_input("models --tp 4", "--tp is not a flag of models");
+    expect_bad_input("hw --top 3", "--top is not a flag of hw");
+    expect_bad_input("hw h100-sxm --format json", "--format is not a flag of hw");
+    expect_bad_input("published --tp 2", "--tp is not a flag of published");
+    expect_bad_input("published gpt2", "published takes no model");
     /* a range of GPU counts and a list of GPU types are plan's */
     expect_bad_input("estimate llama2-7b --gpus 8-16", "--gpus 8-16: a range is for plan");
     expect_bad_input("estimate llama2-7b --gpu h100-sxm,a100-sxm4-80gb", "estimate takes one GPU type");
