@@ -26,10 +26,11 @@ for t in "$@"; do
     rc=$?
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
-    inputs=$(find "$work" -type f | wc -l)
-    bytes=$(du -sb "$work" | cut -f1)
+    # libFuzzer's last status line: the edges covered and the corpus it kept (inputs/bytes)
+    cov=$(grep -E '(DONE|pulse|NEW|REDUCE) +cov:' "$log" | tail -1 | sed -n 's/.* cov: \([0-9]*\).*/\1/p')
+    corp=$(grep -E '(DONE|pulse|NEW|REDUCE) +cov:' "$log" | tail -1 | sed -n 's/.* corp: \([^ ]*\).*/\1/p')
     if [ $rc -eq 0 ]; then verdict=clean; else verdict="FAILED (exit $rc, see $log)"; failed=1; fi
-    echo "fuzz_$t: ${seconds} s, ${runs:-?} runs, ${rate:-?} exec/s, corpus $inputs inputs ($bytes bytes): $verdict"
+    echo "fuzz_$t: ${seconds} s, ${runs:-?} runs, ${rate:-?} exec/s, corpus ${corp:-?} (inputs/size), ${cov:-?} edges covered: $verdict"
     if [ $rc -ne 0 ]; then grep -E 'ERROR|SUMMARY|runtime error|Test unit written|^artifact' "$log" | head -20; fi
 done
 if [ $failed -ne 0 ]; then echo "make fuzz: FAILED"; exit 1; fi
