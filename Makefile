@@ -6,6 +6,7 @@
 #   make bench        estimate throughput benchmark
 #   make gpu-test     GPU tests; skips cleanly without a GPU
 #   make install      PREFIX=/usr/local DESTDIR=
+#   make fuzz         libFuzzer targets (clang), FUZZ_SECONDS each (default 900); fails on any crash
 
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -37,7 +38,7 @@ TESTS    = test_formulas test_models test_hwdb test_estimate test_plan test_cp t
            test_overlap test_docs test_zero test_moe
 TEST_BIN = $(TESTS:%=$(BUILD)/tests/%)
 
-.PHONY: all demo test bench gpu gpu-test install clean published
+.PHONY: all demo test bench gpu gpu-test install clean published fuzz fuzz-build
 
 all: $(BUILD)/sextant gpu
 
@@ -173,5 +174,34 @@ install: $(BUILD)/sextant
 	install -m 644 models/*.csv $(DESTDIR)$(DATADIR)/models/
 	install -m 644 docs/sextant.1 $(DESTDIR)$(PREFIX)/share/man/man1/sextant.1
 
+# Fuzzing (fuzz/, docs/guide.md "Fuzzing"): each target feeds libFuzzer's bytes to the library's own readers,
+# built with clang under ASan + UBSan; FUZZ_SECONDS per target, started from fuzz/corpus/<target>/, the
+# corpus grown under build-fuzz/corpus/, a crash's input under build-fuzz/artifacts/.  CI runs 60 s each.
+FUZZ_CC      ?= clang
+FUZZ_BUILD    = build-fuzz
+FUZZ_SECONDS ?= 900
+FUZZ_TARGETS ?= overlay zoo hf_config published cli
+FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+                -fno-sanitize-recover=undefined -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+                -Ihwdb -Imodels -Iplanner -DSEXTANT_DATADIR='"$(DATADIR)"' -DSEXTANT_ROOT='"$(CURDIR)"'
+FUZZ_OBJ      = $(CORE_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+FUZZ_BIN      = $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+
+$(FUZZ_BUILD)/obj/%.o: %.c $(wildcard */*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+# fuzz_cli compiles planner/cli.c in (its main renamed): hence cli.c among every target's inputs
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_util.h planner/cli.c $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
+
+# kept between runs, not deleted as intermediate files of the pattern rule above
+.SECONDARY: $(FUZZ_OBJ)
+
+fuzz-build: $(FUZZ_BIN)
+
+fuzz: fuzz-build
+	fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
