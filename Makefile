@@ -35,7 +35,7 @@ CORE_SRC = hwdb/csv_table.c hwdb/hwdb.c models/models.c models/hf_config.c \
            planner/outfile.c planner/gnuplot.c
 CORE_OBJ = $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    = test_formulas test_models test_hwdb test_estimate test_plan test_cp test_cli test_model_ref test_plot test_schedule \
-           test_overlap test_docs test_zero test_moe
+           test_overlap test_docs test_zero test_moe test_plan_file
 TEST_BIN = $(TESTS:%=$(BUILD)/tests/%)
 
 .PHONY: all demo test bench gpu gpu-test install clean published fuzz fuzz-build
@@ -67,7 +67,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 NCCL_HOME ?= $(CUDA_HOME)
 NCCL_INC   = -isystem $(NCCL_HOME)/include
 NCCL_LIB   = -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -lnccl
-VALIDATOR_SRC = validator/validator.c validator/train.c validator/comm.c validator/launch.c validator/model_ref.c validator/plot.c validator/schedule.c validator/power.c \
+VALIDATOR_SRC = validator/validator.c validator/plan_file.c validator/train.c validator/comm.c validator/launch.c validator/model_ref.c validator/plot.c validator/schedule.c validator/power.c \
                 validator/overlap.c validator/overlap_report.c validator/zero.c validator/zero_plan.c
 # The validator: C with the CUDA runtime, cuBLAS, NCCL, our kernels and the planner's own op list.
 # MPI is never linked: launch.c loads libmpi with dlopen (-ldl) when mpirun or srun started the ranks.
@@ -122,6 +122,12 @@ $(BUILD)/tests/test_overlap: tests/test_overlap.c tests/test_util.h validator/ov
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -Ivalidator -DSEXTANT_ROOT='"$(CURDIR)"' -o $@ tests/test_overlap.c validator/overlap_report.c \
 	    $(BUILD)/libsextant.a $(LDSAN) $(LDLIBS) -lcmocka
+
+# validate --plan's reader: plain C and cJSON, no CUDA.
+$(BUILD)/tests/test_plan_file: tests/test_plan_file.c tests/test_util.h validator/plan_file.c validator/plan_file.h $(BUILD)/libsextant.a $(BUILD)/sextant
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -Ivalidator -DSEXTANT_ROOT='"$(CURDIR)"' -DSEXTANT_BIN='"$(CURDIR)/$(BUILD)/sextant"' \
+	    -o $@ tests/test_plan_file.c validator/plan_file.c $(BUILD)/libsextant.a $(LDSAN) $(LDLIBS) -lcmocka
 
 # The validator's per-op plot: plain C calling gnuplot (planner/gnuplot.c), no CUDA.
 $(BUILD)/tests/test_plot: tests/test_plot.c tests/test_util.h validator/plot.c validator/plot.h $(BUILD)/libsextant.a
@@ -180,10 +186,10 @@ install: $(BUILD)/sextant
 FUZZ_CC      ?= clang
 FUZZ_BUILD    = build-fuzz
 FUZZ_SECONDS ?= 900
-FUZZ_TARGETS ?= overlay zoo hf_config published cli
+FUZZ_TARGETS ?= overlay zoo hf_config published cli plan
 FUZZ_CFLAGS   = -std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
                 -fno-sanitize-recover=undefined -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
-                -Ihwdb -Imodels -Iplanner -DSEXTANT_DATADIR='"$(DATADIR)"' -DSEXTANT_ROOT='"$(CURDIR)"'
+                -Ihwdb -Imodels -Iplanner -Ivalidator -DSEXTANT_DATADIR='"$(DATADIR)"' -DSEXTANT_ROOT='"$(CURDIR)"'
 FUZZ_OBJ      = $(CORE_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 FUZZ_BIN      = $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 
@@ -192,7 +198,7 @@ $(FUZZ_BUILD)/obj/%.o: %.c $(wildcard */*.h)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
 # fuzz_cli compiles planner/cli.c in (its main renamed): hence cli.c among every target's inputs
-$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_util.h planner/cli.c $(FUZZ_OBJ)
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_util.h planner/cli.c validator/plan_file.c $(FUZZ_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
 
 # kept between runs, not deleted as intermediate files of the pattern rule above

@@ -11,7 +11,7 @@ failed=0
 for t in "$@"; do
     # the largest input each target reads: CSV tables and configs of a few kB, a command line
     case $t in
-        overlay|published) max_len=16384 ;;
+        overlay|published|plan) max_len=16384 ;;
         zoo|hf_config) max_len=8192 ;;
         cli) max_len=1024 ;;
         *) max_len=4096 ;;

@@ -40,6 +40,7 @@
 #include "comm.h"
 #include "launch.h"
 #include "outfile.h"
+#include "plan_file.h"
 #include "kernels.h"
 #include "planner.h"
 #include "power.h"
@@ -1684,81 +1685,6 @@ static int train_body(launch_ctx *ctx, void *arg)
 }
 
 /* ---- validate --plan FILE: a faithful slice of a plan larger than the machine -- */
-
-typedef struct {
-    char model[64], gpu[64];
-    layout_t layout;
-} plan_file;
-
-static const cJSON *json_get(const cJSON *o, const char *key)
-{
-    return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
-}
-
-/* Reads what `sextant plan --format json` (its first layout) or `sextant
- * estimate --format json` printed; -1 after one stderr line naming the field. */
-static int read_plan(const char *path, plan_file *p)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "sextant-gpu: --plan %s: cannot open\n", path); return -1; }
-    static char text[1 << 20];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    cJSON *root = cJSON_Parse(text);
-    if (!root) { fprintf(stderr, "sextant-gpu: --plan %s: not JSON (near byte %ld)\n", path, (long)(cJSON_GetErrorPtr() - text)); return -1; }
-    int rc = -1;
-    const cJSON *model = json_get(json_get(root, "model"), "name"), *layout = json_get(root, "layout"), *gpu = NULL;
-    const cJSON *top = json_get(root, "top");
-    if (cJSON_IsArray(top)) {          /* sextant plan: the best layout */
-        const cJSON *best = cJSON_GetArrayItem(top, 0);
-        layout = json_get(best, "layout");
-        gpu = json_get(best, "gpu");
-    } else {
-        gpu = json_get(json_get(root, "gpu"), "name");
-    }
-    const char *missing = !cJSON_IsString(model) ? "model.name" : !cJSON_IsString(gpu) ? "gpu" : !cJSON_IsObject(layout) ? "layout" : NULL;
-    if (missing) { fprintf(stderr, "sextant-gpu: --plan %s: no %s (a `sextant plan` or `sextant estimate` JSON?)\n", path, missing); goto done; }
-    snprintf(p->model, sizeof p->model, "%s", model->valuestring);
-    snprintf(p->gpu, sizeof p->gpu, "%s", gpu->valuestring);
-    layout_t *l = &p->layout;
-    memset(l, 0, sizeof *l);
-    static const char *const ints[] = {"gpus", "tp", "pp", "dp", "vpp", "mbs", "gbs", "seq", "zero", "gpus_per_node"};
-    int64_t *fields[] = {&l->gpus, &l->tp, &l->pp, &l->dp, &l->vpp, &l->mbs, &l->gbs, &l->seq, NULL, &l->gpus_per_node};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        const cJSON *v = json_get(layout, ints[i]);
-        if (!v && fields[i] == &l->gpus_per_node) continue;   /* sextant plan leaves it out: the node's */
-        if (!cJSON_IsNumber(v) || v->valuedouble < (i == 8 ? 0 : 1) || v->valuedouble > 1e9) {
-            fprintf(stderr, "sextant-gpu: --plan %s: layout.%s is missing or out of range\n", path, ints[i]);
-            goto done;
-        }
-        if (fields[i]) *fields[i] = (int64_t)v->valuedouble;
-        else l->zero = (int)v->valuedouble;
-    }
-    const cJSON *rc_ = json_get(layout, "recompute"), *att = json_get(layout, "attention"), *sp = json_get(layout, "sp");
-    const cJSON *prec = json_get(layout, "precision");
-    if (!cJSON_IsString(rc_) || (att && !cJSON_IsString(att)) || !cJSON_IsBool(sp) || !cJSON_IsString(prec)) {
-        fprintf(stderr, "sextant-gpu: --plan %s: layout.recompute, .attention, .sp or .precision is missing\n", path);
-        goto done;
-    }
-    /* sextant plan searches with the fused kernel and does not print it */
-    l->attention = ATTENTION_FLASH;
-    if (recompute_parse(rc_->valuestring, &l->recompute) != 0 || (att && attention_parse(att->valuestring, &l->attention) != 0)) {
-        fprintf(stderr, "sextant-gpu: --plan %s: layout.recompute '%s' or .attention '%s' is not none|selective|full or flash|unfused\n",
-                path, rc_->valuestring, att ? att->valuestring : "flash");
-        goto done;
-    }
-    l->sp = cJSON_IsTrue(sp);
-    if (strcmp(prec->valuestring, "bf16")) {
-        fprintf(stderr, "sextant-gpu: --plan %s: layout.precision %s: the training step runs bf16\n", path, prec->valuestring);
-        goto done;
-    }
-    l->precision = PREC_BF16;
-    rc = 0;
-done:
-    cJSON_Delete(root);
-    return rc;
-}
 
 /* Picks the slice of plan p that `available` GPUs can run: the same TP group,
  * micro-batch, sequence, recomputation, attention and GPU type; as many

@@ -1,0 +1,63 @@
+/* validate --plan's reader (validator/plan_file.c) on the CPU: a plan's or an estimate's JSON is read, and
+ * what is not one JSON object, or asks for parallelism the training step does not run, is refused. */
+#include "test_util.h"
+
+#include "plan_file.h"
+
+static int read_text(const char *text, plan_file *p)
+{
+    char path[] = "/tmp/sextant-plan-file-XXXXXX";
+    write_temp(path, text);
+    int rc = read_plan(path, p);
+    unlink(path);
+    return rc;
+}
+
+static void reads_plan_and_estimate_json(void **state)
+{
+    (void)state;
+    plan_file p;
+    run_result r = run_sextant("plan llama3.2-3b --gpu h100-sxm --gpus 64 --format json --calibration none");
+    assert_int_equal(r.status, 0);
+    assert_int_equal(read_text(r.out, &p), 0);
+    assert_string_equal(p.model, "llama3.2-3b");
+    assert_string_equal(p.gpu, "h100-sxm");
+    assert_int_equal(p.layout.gpus, 64);
+    run_free(&r);
+    r = run_sextant("estimate gpt2 --gpus 2 --zero 1 --format json --calibration none");
+    assert_int_equal(r.status, 0);
+    assert_int_equal(read_text(r.out, &p), 0);
+    assert_int_equal(p.layout.dp, 2);
+    assert_int_equal(p.layout.zero, 1);
+    /* one object and nothing after it */
+    size_t n = strlen(r.out);
+    char *more = malloc(n + 8);
+    snprintf(more, n + 8, "%s{}", r.out);
+    assert_int_equal(read_text(more, &p), -1);
+    free(more);
+    run_free(&r);
+}
+
+static void refuses_what_the_step_does_not_run(void **state)
+{
+    (void)state;
+    plan_file p;
+    const char *asks[] = {"--cp 2 --seq 2048", "--loss fp32", "--recompute full --recompute-layers 6"};
+    for (size_t i = 0; i < sizeof asks / sizeof asks[0]; i++) {
+        run_result r = run_sextant("estimate llama3.2-1b --gpus 2 %s --format json --calibration none", asks[i]);
+        assert_int_equal(r.status, 0);
+        assert_int_equal(read_text(r.out, &p), -1);
+        run_free(&r);
+    }
+    assert_int_equal(read_text("not json", &p), -1);
+    assert_int_equal(read_text("[1, 2]", &p), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(reads_plan_and_estimate_json),
+        cmocka_unit_test(refuses_what_the_step_does_not_run),
+    };
+    return cmocka_run_group_tests_name("plan_file", tests, NULL, NULL);
+}
