@@ -50,6 +50,19 @@ static void refuses_what_the_step_does_not_run(void **state)
         run_free(&r);
     }
     assert_int_equal(read_text("not json", &p), -1);
+    /* fuzz_plan's crash: a ZeRO stage of 124895 was read as a layout; and a fractional degree */
+    run_result r = run_sextant("estimate gpt2 --gpus 2 --zero 1 --format json --calibration none");
+    assert_int_equal(r.status, 0);
+    char *zero = strstr(r.out, "\"zero\":");
+    assert_non_null(zero);
+    char *bad = malloc(strlen(r.out) + 16);
+    snprintf(bad, strlen(r.out) + 16, "%.*s\"zero\":\t124895%s", (int)(zero - r.out), r.out, strchr(zero, ','));
+    assert_int_equal(read_text(bad, &p), -1);
+    char *dp = strstr(r.out, "\"dp\":");
+    snprintf(bad, strlen(r.out) + 16, "%.*s\"dp\":\t1.5%s", (int)(dp - r.out), r.out, strchr(dp, ','));
+    assert_int_equal(read_text(bad, &p), -1);
+    free(bad);
+    run_free(&r);
     assert_int_equal(read_text("[1, 2]", &p), -1);
 }
 

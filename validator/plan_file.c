@@ -54,7 +54,9 @@ int read_plan(const char *path, plan_file *p)
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         const cJSON *v = json_get(layout, ints[i]);
         if (!v && fields[i] == &l->gpus_per_node) continue;   /* sextant plan leaves it out: the node's */
-        if (!cJSON_IsNumber(v) || v->valuedouble < (i == 8 ? 0 : 1) || v->valuedouble > 1e9) {
+        /* ZeRO is a stage, 0 to 3; the rest are counts (found by fuzz/fuzz_plan.c: a zero of 124895 passed) */
+        if (!cJSON_IsNumber(v) || v->valuedouble < (i == 8 ? 0 : 1) || v->valuedouble > (i == 8 ? 3 : 1e9) ||
+            v->valuedouble != (double)(int64_t)v->valuedouble) {
             fprintf(stderr, "sextant-gpu: --plan %s: layout.%s is missing or out of range\n", path, ints[i]);
             goto done;
         }
