@@ -55,7 +55,8 @@ int read_plan(const char *path, plan_file *p)
         const cJSON *v = json_get(layout, ints[i]);
         if (!v && fields[i] == &l->gpus_per_node) continue;   /* sextant plan leaves it out: the node's */
         /* ZeRO is a stage, 0 to 3; the rest are counts (found by fuzz/fuzz_plan.c: a zero of 124895 passed) */
-        if (!cJSON_IsNumber(v) || v->valuedouble < (i == 8 ? 0 : 1) || v->valuedouble > (i == 8 ? 3 : 1e9) ||
+        const int is_zero_stage = fields[i] == NULL;
+        if (!cJSON_IsNumber(v) || v->valuedouble < (is_zero_stage ? 0 : 1) || v->valuedouble > (is_zero_stage ? 3 : 1e9) ||
             v->valuedouble != (double)(int64_t)v->valuedouble) {
             fprintf(stderr, "sextant-gpu: --plan %s: layout.%s is missing or out of range\n", path, ints[i]);
             goto done;
