@@ -19,6 +19,34 @@
 
 typedef enum { HF_LLAMA, HF_MIXTRAL, HF_GPT2, HF_NEOX, HF_BERT, HF_DEEPSEEK, HF_QWEN } hf_family;
 
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Sorted per object, not pairwise: a hostile 1 MB file may hold 10^5 keys in one object. */
+int json_duplicate_key(const cJSON *json, const char **key)
+{
+    if (!json) return 0;
+    size_t n = 0;
+    for (const cJSON *c = json->child; c; c = c->next, n++) {
+        int inner = json_duplicate_key(c, key);   /* depth is bounded by cJSON's nesting limit */
+        if (inner) return inner;
+    }
+    if (!cJSON_IsObject(json) || n < 2) return 0;
+    const char **names = malloc(n * sizeof *names);
+    if (!names) return -1;
+    size_t named = 0;
+    for (const cJSON *c = json->child; c; c = c->next)
+        if (c->string) names[named++] = c->string;
+    qsort(names, named, sizeof *names, compare_names);
+    int found = 0;
+    for (size_t i = 1; i < named && !found; i++)
+        if (strcmp(names[i - 1], names[i]) == 0) { *key = names[i]; found = 1; }
+    free(names);
+    return found;
+}
+
 static char *read_whole_file(const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
@@ -325,6 +353,15 @@ int model_from_hf_config(const char *path, model_t *m, char *err, size_t errlen)
         int line = 1;
         for (long i = 0; i < offset && text[i]; i++) line += text[i] == '\n';
         snprintf(err, errlen, "%s:%d: not a JSON object (malformed or truncated)", path, line);
+        cJSON_Delete(root);
+        free(text);
+        return -1;
+    }
+    const char *twice = NULL;
+    int duplicate = json_duplicate_key(root, &twice);
+    if (duplicate) {
+        if (duplicate > 0) snprintf(err, errlen, "%s:%s: the key is given twice in one object (which one is meant?)", path, twice);
+        else snprintf(err, errlen, "%s: out of memory checking keys", path);
         cJSON_Delete(root);
         free(text);
         return -1;

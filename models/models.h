@@ -52,6 +52,12 @@ const model_t *model_zoo_find(const model_zoo *zoo, const char *name);
 /* Reads a Hugging Face config.json (LLaMA, Mistral, Mixtral, GPT-2, GPT-NeoX,
  * BERT families). */
 int model_from_hf_config(const char *path, model_t *model, char *err, size_t errlen);
+/* A key given twice in one object anywhere inside `json` (a cJSON tree):
+ * 1 with *key set to it, 0 when every key is single, -1 when out of memory.
+ * cJSON keeps both and answers lookups with the first, so a duplicate would be
+ * read silently; the config and plan readers refuse it. */
+struct cJSON;
+int json_duplicate_key(const struct cJSON *json, const char **key);
 /* Checks the architecture is self-consistent (heads divide, sizes positive
  * and small enough that no count overflows). */
 int model_validate(const model_t *m, const char *where, char *err, size_t errlen);

@@ -239,6 +239,11 @@ static void hf_config_is_strict_json(void **state)
     expect_hf_refused("{" LLAMA_FIELDS ", \"vocab_size\": 32000, \"tie_word_embeddings\": \"yes\"}",
                       ":tie_word_embeddings: expected true or false");
     expect_hf_refused("{" LLAMA_FIELDS ", \"vocab_size\": 32000, \"tie_word_embeddings\": 1}", "tie_word_embeddings");
+    /* a key given twice, at the top or nested: cJSON would answer with the first without a word */
+    expect_hf_refused("{" LLAMA_FIELDS ", \"vocab_size\": 32000, \"hidden_size\": 8192}",
+                      ":hidden_size: the key is given twice");
+    expect_hf_refused("{" LLAMA_FIELDS ", \"vocab_size\": 32000, \"rope_scaling\": {\"factor\": 8, \"factor\": 2}}",
+                      ":factor: the key is given twice");
     expect_hf_refused("{" LLAMA_FIELDS ", \"vocab_size\": 32000, \"attention_bias\": \"false\"}", ":attention_bias:");
     expect_hf_refused("{" LLAMA_FIELDS ", \"vocab_size\": 32000, \"attention_dropout\": \"0.1\"}",
                       ":attention_dropout: expected a number");

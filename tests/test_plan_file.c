@@ -61,6 +61,9 @@ static void refuses_what_the_step_does_not_run(void **state)
     char *dp = strstr(r.out, "\"dp\":");
     snprintf(bad, strlen(r.out) + 16, "%.*s\"dp\":\t1.5%s", (int)(dp - r.out), r.out, strchr(dp, ','));
     assert_int_equal(read_text(bad, &p), -1);
+    /* a key given twice: cJSON would read the first; refused */
+    snprintf(bad, strlen(r.out) + 16, "%.*s\"dp\":\t2,\"dp\":1%s", (int)(dp - r.out), r.out, strchr(dp, ','));
+    assert_int_equal(read_text(bad, &p), -1);
     free(bad);
     run_free(&r);
     assert_int_equal(read_text("[1, 2]", &p), -1);

@@ -34,6 +34,13 @@ int read_plan(const char *path, plan_file *p)
         return -1;
     }
     int rc = -1;
+    const char *twice = NULL;
+    int duplicate = json_duplicate_key(root, &twice);
+    if (duplicate) {
+        if (duplicate > 0) fprintf(stderr, "sextant-gpu: --plan %s: key \"%s\" given twice in one object\n", path, twice);
+        else fprintf(stderr, "sextant-gpu: --plan %s: out of memory checking keys\n", path);
+        goto done;
+    }
     const cJSON *model = json_get(json_get(root, "model"), "name"), *layout = json_get(root, "layout"), *gpu = NULL;
     const cJSON *top = json_get(root, "top");
     if (cJSON_IsArray(top)) {          /* sextant plan: the best layout */
