@@ -89,7 +89,7 @@ demo: $(BUILD)/sextant
 	$(BUILD)/sextant estimate $(DEMO_RUN) --tp 8 --pp 4 --mbs 1 --gbs 1024 --seq 4096 --recompute selective --sp --zero 1
 	$(BUILD)/sextant plan $(DEMO_RUN)
 
-$(BUILD)/tests/%: tests/%.c tests/test_util.h $(BUILD)/libsextant.a
+$(BUILD)/tests/%: tests/%.c tests/test_util.h tests/test_shipped.h $(BUILD)/libsextant.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -DSEXTANT_ROOT='"$(CURDIR)"' -DSEXTANT_BIN='"$(CURDIR)/$(BUILD)/sextant"' \
 	    -o $@ $< $(BUILD)/libsextant.a $(LDSAN) $(LDLIBS) -lcmocka

@@ -26,18 +26,6 @@ static void expect_ok(run_result *r)
     assert_true(strlen(r->out) > 0);
 }
 
-static void expect_bad_input(const char *args, const char *message)
-{
-    run_result r = run_sextant("%s", args);
-    if (r.status == 0 || r.status == -1 || r.out[0] != '\0' || count_lines(r.err) != 1 || !strstr(r.err, message)) {
-        print_error("sextant %s\n  exit %d, stdout %zu bytes, stderr: %s  (wanted one line containing '%s')\n", args,
-                    r.status, strlen(r.out), r.err, message);
-        run_free(&r);
-        fail();
-    }
-    run_free(&r);
-}
-
 static void models_lists_the_zoo(void **state)
 {
     (void)state;

@@ -1,32 +1,6 @@
 /* The estimate: memory sharding, step-time bookkeeping, FLOP conventions,
  * cost, and every warning a reviewer would raise. */
-#include "test_util.h"
-
-#include "planner.h"
-
-static hwdb db;
-static model_zoo zoo;
-
-static int setup(void **state)
-{
-    (void)state;
-    char err[512];
-    /* each mechanism on the datasheets' rows; hwdb/priors.csv is tested on its own */
-    if (hwdb_load_datasheets(SEXTANT_ROOT "/hwdb", &db, err, sizeof err) != 0 ||
-        model_zoo_load(SEXTANT_ROOT "/models/zoo.csv", &zoo, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    hwdb_free(&db);
-    model_zoo_free(&zoo);
-    return 0;
-}
+#include "test_shipped.h"
 
 static layout_t layout(int64_t gpus, int64_t tp, int64_t pp, int64_t mbs, int64_t gbs, int64_t seq)
 {
@@ -435,7 +409,6 @@ static const op_t *costed_op(const estimate_t *e, const char *name, pass_t pass)
     fail();
     return NULL;
 }
-
 
 /* calibrate's attention_fwd/bwd_efficiency replace the GEMM efficiency for the
  * fused attention only: forward and its recomputation at the forward's fraction,
@@ -1162,5 +1135,5 @@ int main(void)
         cmocka_unit_test(layout_names_parse_back),
         cmocka_unit_test(utilization_never_exceeds_peak),
     };
-    return cmocka_run_group_tests_name("estimate", tests, setup, teardown);
+    return cmocka_run_group_tests_name("estimate", tests, setup_datasheets, teardown_shipped);
 }

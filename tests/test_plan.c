@@ -1,33 +1,8 @@
 /* sextant plan: the search against brute force and hand-written
  * expectations, deadlines and budgets, and the emitters field by field. */
-#include "test_util.h"
+#include "test_shipped.h"
 
 #include <cjson/cJSON.h>
-
-#include "planner.h"
-
-static hwdb db;
-static model_zoo zoo;
-
-static int setup(void **state)
-{
-    (void)state;
-    char err[512];
-    if (hwdb_load(SEXTANT_ROOT "/hwdb", &db, err, sizeof err) != 0 ||
-        model_zoo_load(SEXTANT_ROOT "/models/zoo.csv", &zoo, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    hwdb_free(&db);
-    model_zoo_free(&zoo);
-    return 0;
-}
 
 static plan_request *request(const char *model, const char *gpu, int64_t gpus, int64_t gbs)
 {
@@ -598,5 +573,5 @@ int main(void)
         cmocka_unit_test(search_matches_uncached_search),
         cmocka_unit_test(interleaving_needs_microbatches_in_multiples_of_pp),
     };
-    return cmocka_run_group_tests_name("plan", tests, setup, teardown);
+    return cmocka_run_group_tests_name("plan", tests, setup_shipped, teardown_shipped);
 }

@@ -95,6 +95,20 @@ static inline int count_lines(const char *s)
     return n;
 }
 
+/* sextant refuses `args` as bad input: a non-zero exit, nothing on stdout, one
+ * line on stderr containing `message` (the flag or file:line:field it names). */
+static inline void expect_bad_input(const char *args, const char *message)
+{
+    run_result r = run_sextant("%s", args);
+    if (r.status == 0 || r.status == -1 || r.out[0] != '\0' || count_lines(r.err) != 1 || !strstr(r.err, message)) {
+        print_error("sextant %s\n  exit %d, stdout %zu bytes, stderr: %s  (wanted one line containing '%s')\n", args,
+                    r.status, strlen(r.out), r.err, message);
+        run_free(&r);
+        fail();
+    }
+    run_free(&r);
+}
+
 /* Writes text to a fresh temporary file; the caller unlinks it. */
 static inline void write_temp(char *path_template, const char *text)
 {
