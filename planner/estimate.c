@@ -318,7 +318,7 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
              * quantized first, one memory-bound pass each (docs/model.md, "FP8 GEMMs") */
             if (gpu->fp8_gemm_relative_efficiency > 0.0) rate *= gpu->fp8_gemm_relative_efficiency;
             double cast = fp8_cast_bytes((double)op->m, (double)op->n, (double)op->k, op->pass == PASS_BWD,
-                                         strstr(op->name, "wgrad") != NULL);
+                                         op->weight_gradient);
             if (op->batch > 1) cast *= (double)op->batch;   /* a grouped GEMM casts each expert's operands */
             if (cast > 0.0) cast_s = membound_s(gpu, cast);
         }

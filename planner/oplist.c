@@ -63,6 +63,7 @@ static void gemm(builder *b, const char *fwd, const char *dgrad, const char *wgr
     if (!dw) return;
     *dw = *op;
     dw->pass = PASS_BWD; dw->name = wgrad; dw->m = (int64_t)k; dw->k = (int64_t)m; dw->saved_bytes = 0;
+    dw->weight_gradient = 1;
 }
 
 /* A memory-bound op moving `bytes` forward and `bwd_bytes` backward. */
@@ -478,7 +479,7 @@ static void grouped_gemm(builder *b, const char *fwd, const char *dgrad, const c
     for (int i = first; i < b->out->nops; i++) {
         op_t *op = &b->out->ops[i];
         op->batch = (int64_t)experts;
-        if (op->name == wgrad) op->k = (int64_t)tokens;
+        if (op->weight_gradient) op->k = (int64_t)tokens;
         else op->m = (int64_t)tokens;
         op->model_flops /= load;
         op->hardware_flops /= load;

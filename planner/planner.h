@@ -68,6 +68,7 @@ typedef struct {
     int64_t count;          /* instances per micro-batch (PASS_STEP: per step) */
     int64_t m, n, k, batch; /* GEMM: batch x (m x k) * (k x n); attention: batch = b*heads, m=n=s, k=d */
     int64_t kv_batch;       /* attention: b * KV heads (grouped-query attention); else 0 */
+    int weight_gradient;    /* GEMM: the backward dW = X^T dY (its operands are both activations) */
     double flops;           /* executed per instance: what the time is costed on */
     double model_flops;     /* per instance, MFU convention (0 for recomputation and memory-bound ops) */
     double hardware_flops;  /* per instance, HFU convention (model + recomputation) */
