@@ -25,11 +25,6 @@ static void warn(estimate_t *e, const char *fmt, ...)
     va_end(ap);
 }
 
-static double activation_element_bytes(precision_t p)
-{
-    return (p == PREC_FP32 || p == PREC_TF32) ? 4.0 : 2.0;
-}
-
 /* What context parallelism needs of the layout (docs/model.md, "Context parallelism"). */
 int layout_check_cp(const model_t *m, const layout_t *l, char *err, size_t errlen)
 {
@@ -338,7 +333,7 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
             double kflops[UNFUSED_ATTENTION_KERNELS_MAX], kbytes[UNFUSED_ATTENTION_KERNELS_MAX];
             double heads = (double)op->batch, s = (double)op->m, d = (double)op->k;
             int bwd = op->pass == PASS_BWD;
-            int kernels = unfused_attention_kernels(s, d, activation_element_bytes(l->precision), 0.0, bwd, kflops, kbytes);
+            int kernels = unfused_attention_kernels(s, d, element_bytes(l->precision), 0.0, bwd, kflops, kbytes);
             double seconds = 0.0, split_bytes = 0.0, compute_s = 0.0;
             for (int i = 0; i < kernels; i++) {
                 double rate = gpu->peak_flops[matrix] * gemm_efficiency(gpu, heads * kflops[i], matrix);
@@ -529,7 +524,7 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
         }
     }
     if (grad_bytes > 0.0) {
-        double element = l->fp32_grads ? 4.0 : activation_element_bytes(l->precision);
+        double element = l->fp32_grads ? 4.0 : element_bytes(l->precision);
         double fraction = DP_BUCKET_ELEMENTS * element / grad_bytes;
         c->dp.dp_bucket_fraction = fraction < 1.0 ? fraction : 1.0;
     }
@@ -689,7 +684,7 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
     if (s->last) {
         /* the padded logits of a micro-batch; a fused cross-entropy writes
          * their gradient in place (llm.c, Megatron's fused loss) */
-        double B = activation_element_bytes(l->precision);
+        double B = element_bytes(l->precision);
         double logits = rank_tokens(l) * (double)padded_vocab(m, l->tp) / (double)l->tp;
         mem->logits = logits * B * pipeline_inflight_heads((double)l->pp, (double)m_micro, (double)l->vpp);
         /* the fp32 loss holds the cast logits and the log-softmax of the micro-batch at hand */
@@ -712,7 +707,7 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
         double scores = l->attention == ATTENTION_UNFUSED
                             ? (double)l->mbs * (double)m->heads / t * (double)l->seq * (double)l->seq : 0.0;
         workspace = backward_workspace_bytes(tokens, (double)m->hidden, qkv_width, up_width, scores,
-                                             activation_element_bytes(l->precision)) +
+                                             element_bytes(l->precision)) +
                     cp_kv_transient_bytes(m, l);
     }
     mem->workspace = workspace;
@@ -792,7 +787,7 @@ static void settle_memory(const model_t *m, const hw_gpu *gpu, const layout_t *l
 static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
                            const job_t *job, const stage_summary s[2], const sequence_flops *f, estimate_t *e)
 {
-    const double B = activation_element_bytes(l->precision);
+    const double B = element_bytes(l->precision);
     double stage_mb_s[2], stage_dp_s[2], ep_s[2];
     for (int i = 0; i < 2; i++) {
         const stage_cost *c = &s[i].cost;

@@ -105,7 +105,7 @@ static void cp_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
         fprintf(out, "CP: c = 1, no context-parallel traffic.\n");
         return;
     }
-    double c = (double)l->cp, B = (l->precision == PREC_FP32 || l->precision == PREC_TF32) ? 4.0 : 2.0;
+    double c = (double)l->cp, B = element_bytes(l->precision);
     double kv = local_kv_heads(m, l->tp);
     double block = cp_kv_block_bytes(kv, (double)m->head_dim, (double)l->seq, c, (double)l->mbs, B);
     int crosses = l->tp * l->cp > l->gpus_per_node;
@@ -140,7 +140,7 @@ static void ep_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
     const layout_t *l = &e->layout;
     const model_t *m = e->model;
     if (!model_is_moe(m)) return;
-    double B = (l->precision == PREC_FP32 || l->precision == PREC_TF32) ? 4.0 : 2.0;
+    double B = element_bytes(l->precision);
     double t = (double)l->tp, ep = (double)layout_ep(l), T = rank_tokens(l), k = (double)m->top_k, E = (double)m->experts;
     double load = moe_rank_load(m, l);
     fprintf(out, "EP: e = %lld, inside DP x CP (Megatron): each GPU holds E / e = %g of the %lld routed experts, and their\n"
@@ -193,7 +193,7 @@ void report_explain(FILE *out, const estimate_t *e)
     const double s = (double)l->seq, b = (double)l->mbs, t = (double)l->tp, p = (double)l->pp;
     const double Bglobal = (double)l->gbs, dp = (double)l->dp;
     const char *shards = layout_cp(l) > 1 ? "d_p c" : "d_p";   /* ZeRO shards over DP x CP */
-    const double B = (l->precision == PREC_FP32 || l->precision == PREC_TF32) ? 4.0 : 2.0;
+    const double B = element_bytes(l->precision);
     const double peak = g->peak_flops[l->precision];
 
     fprintf(out, "How sextant estimates %s on %lld x %s\n", m->name, (long long)l->gpus, g->name);

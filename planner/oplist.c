@@ -105,9 +105,9 @@ static op_t *collective(builder *b, const char *name, pass_t pass, int64_t count
 
 /* Megatron's gradient bucket, 40M elements (docs/model.md, "Overlap"): the step's gradient reduction and
  * parameter gather run as that many collectives. */
-static int64_t buckets(double bytes, double element_bytes)
+static int64_t buckets(double bytes, double bytes_per_element)
 {
-    double n = ceil(bytes / (40e6 * element_bytes));
+    double n = ceil(bytes / (40e6 * bytes_per_element));
     return n > 1.0 ? (int64_t)n : 1;
 }
 
@@ -164,6 +164,8 @@ double local_kv_heads(const model_t *m, int64_t tp)
 }
 
 int64_t layout_cp(const layout_t *l) { return l->cp > 1 ? l->cp : 1; }
+
+double element_bytes(precision_t p) { return (p == PREC_FP32 || p == PREC_TF32) ? 4.0 : 2.0; }
 
 int64_t dp_group_size(const layout_t *l) { return l->dp * layout_cp(l); }
 
@@ -223,7 +225,7 @@ double cp_kv_transient_bytes(const model_t *m, const layout_t *l)
 {
     double cp = (double)layout_cp(l);
     if (cp <= 1.0) return 0.0;
-    double B = (l->precision == PREC_FP32 || l->precision == PREC_TF32) ? 4.0 : 2.0;
+    double B = element_bytes(l->precision);
     double block = cp_kv_block_bytes(local_kv_heads(m, l->tp), (double)m->head_dim, (double)l->seq, cp,
                                      (double)l->mbs, B);
     return l->cp_comm == CP_COMM_ALLGATHER ? 2.0 * cp * block : 4.0 * block;
@@ -697,7 +699,7 @@ void zero_unit_params(const model_t *m, const layout_t *l, int first, int last, 
 static void dp_collectives(builder *b, double params, group_t group_kind, int64_t group, const char *const names[6])
 {
     const layout_t *l = b->l;
-    double weight_bytes = l->precision == PREC_FP32 || l->precision == PREC_TF32 ? 4.0 : 2.0;
+    double weight_bytes = element_bytes(l->precision);
     double grad_bytes = l->fp32_grads ? 4.0 : weight_bytes;
     int64_t layers = b->out->layers > 0 ? b->out->layers : 1;
     if (l->zero == 0) {
@@ -740,7 +742,7 @@ static void step_ops(builder *b, const model_t *m, double params, double expert_
                                                 "edp_allgather_params_fwd", "edp_allgather_params_bwd",
                                                 "edp_grad_shard_add"};
     const layout_t *l = b->l;
-    double weight_bytes = l->precision == PREC_FP32 || l->precision == PREC_TF32 ? 4.0 : 2.0;
+    double weight_bytes = element_bytes(l->precision);
     double grad_bytes = l->fp32_grads ? 4.0 : weight_bytes;
     /* context parallel ranks hold the same weights and see different tokens: the gradient is reduced,
      * and ZeRO shards, over DP x CP (Megatron's data-parallel group with CP); the routed experts'
@@ -775,7 +777,7 @@ int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_op
 {
     /* each op is cleared as it is pushed: clearing all OPS_MAX slots costs more than the build */
     out->nops = 0;
-    builder b = {out, l, (l->precision == PREC_FP32 || l->precision == PREC_TF32) ? 4.0 : 2.0, 0};
+    builder b = {out, l, element_bytes(l->precision), 0};
     out->stage = stage;
     out->first = stage == 0;
     out->last = stage == l->pp - 1;

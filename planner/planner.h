@@ -117,6 +117,9 @@ int model_is_causal(const model_t *m);
 double local_kv_heads(const model_t *m, int64_t tp);
 /* The context parallel degree, 1 for a zeroed layout's 0. */
 int64_t layout_cp(const layout_t *l);
+/* Bytes of one weight or activation element: 4 in fp32 and tf32, else 2 (FP8 training keeps
+ * 16-bit weights and activations; only its GEMM operands are cast). */
+double element_bytes(precision_t p);
 /* The ranks a gradient is reduced over (and ZeRO shards over): DP x CP. */
 int64_t dp_group_size(const layout_t *l);
 /* The expert parallel degree, 1 for a zeroed layout's 0. */
