@@ -176,15 +176,24 @@ static void name_key(const char *name, char *out, size_t outlen)
     out[j] = '\0';
 }
 
+/* The zoo model whose name_key is `key` (a mixture of experts only, when asked); NULL when none. */
+static const model_t *zoo_model_keyed(const model_zoo *zoo, const char *key, int moe_only)
+{
+    char zoo_key[64];
+    for (int i = 0; zoo && key[0] && i < zoo->count; i++) {
+        name_key(zoo->models[i].name, zoo_key, sizeof zoo_key);
+        if (!strcmp(key, zoo_key) && (!moe_only || model_is_moe(&zoo->models[i]))) return &zoo->models[i];
+    }
+    return NULL;
+}
+
 /* The zoo model a published name spells, to borrow the fields a row leaves empty; NULL when none. */
 static const model_t *zoo_model_named(const model_zoo *zoo, const char *name)
 {
-    char key[64], zoo_key[64];
+    char key[64];
     name_key(name, key, sizeof key);
-    for (int i = 0; zoo && key[0] && i < zoo->count; i++) {
-        name_key(zoo->models[i].name, zoo_key, sizeof zoo_key);
-        if (!strcmp(key, zoo_key)) return &zoo->models[i];
-    }
+    const model_t *found = zoo_model_keyed(zoo, key, 0);
+    if (found) return found;
     /* a MoE model named with its size after it ("Grok-1 314B"): the name without the size, when the zoo
      * has that mixture of experts (a dense model's size is part of its zoo name) */
     char shorter[64];
@@ -199,11 +208,7 @@ static const model_t *zoo_model_named(const model_zoo *zoo, const char *name)
         if (!isdigit((unsigned char)*c) && *c != '.') return NULL;
     *last = '\0';
     name_key(shorter, key, sizeof key);
-    for (int i = 0; zoo && key[0] && i < zoo->count; i++) {
-        name_key(zoo->models[i].name, zoo_key, sizeof zoo_key);
-        if (!strcmp(key, zoo_key) && model_is_moe(&zoo->models[i])) return &zoo->models[i];
-    }
-    return NULL;
+    return zoo_model_keyed(zoo, key, 1);
 }
 
 /* The FFN's kind: the one whose parameter count comes nearer the published one; without a count,
