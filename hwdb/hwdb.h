@@ -90,6 +90,9 @@ typedef struct {
     double attention_fwd_efficiency;  /* fused (flash) attention forward: fraction of the 16-bit peak it
                                          reaches on the FLOPs the planner executes; 0 until calibrated */
     double attention_bwd_efficiency;  /* the same for its backward; 0 until calibrated */
+    double flash1_relative_speed;     /* the first-generation fused attention (FlashAttention-1, its Triton port)
+                                         over the fused attention the other keys describe, same work
+                                         (hwdb/priors.csv); 0: taken as 1 */
     double fp8_gemm_relative_efficiency; /* an FP8 GEMM's achieved fraction of the FP8 peak over a 16-bit GEMM's
                                             of the 16-bit peak (hwdb/priors.csv); 0: taken as 1 */
     double membound_overhead_s;       /* fixed GPU time of one memory-bound kernel (ramp-up and tail) beside

@@ -132,7 +132,8 @@ static const char *usage_text =
     "  --recompute-layers N   with --recompute full: only N layers of each stage recompute (Megatron's\n"
     "                         --recompute-num-layers, block method); the others keep their activations\n"    "  --loss fused|fp32      the loss kernel: one fused pass (default, as sextant's trainer runs it) or the\n"
     "                         frameworks' fp32 cross-entropy on materialised logits (PyTorch, Megatron unfused)\n"
-    "  --attention flash|unfused          attention kernel (default flash where the GPU has it: sm80 and newer)\n"
+    "  --attention flash|unfused|flash1   attention kernel (default flash where the GPU has it: sm80 and newer);\n"
+    "                         flash1: FlashAttention-1 or its Triton port, as frameworks ran before mid-2023\n"
     "  --sp                   sequence parallelism\n"
     "  --zero 0|1|2|3         optimizer sharding (1 = Megatron's distributed optimizer)\n"
     "  --fp32-grads           accumulate gradients in fp32 (18 instead of 16 bytes/param)\n"
@@ -362,7 +363,7 @@ static int parse_args(int argc, char **argv, options *o)
             else return fail("--loss: '%s' is not one of fused|fp32", t ? t : "");
         } else if (!strcmp(a, "--attention")) {
             const char *t = TAKE();
-            if (attention_parse(t, &o->attention) != 0) return fail("--attention: '%s' is not one of flash|unfused", t ? t : "");
+            if (attention_parse(t, &o->attention) != 0) return fail("--attention: '%s' is not one of flash|unfused|flash1", t ? t : "");
             o->have_attention = 1;
         } else if (!strcmp(a, "--zero")) {
             const char *t = TAKE();
@@ -971,9 +972,9 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     for (int i = 0; i < req->ngpu_types; i++) {
         req->node[i] = hwdb_find_node(&db, o->node_name ? o->node_name : req->gpu[i]->node);
         if (!req->node[i]) { rc = fail("--node: unknown node '%s'", o->node_name); goto done; }
-        if (req->attention == ATTENTION_FLASH && !gpu_has_fused_attention(req->gpu[i])) {
-            rc = fail("--attention flash: %s is %s, and FlashAttention needs sm80 or newer (ampere, ada, hopper, "
-                      "blackwell); leave --attention out for each GPU's own default", req->gpu[i]->name, req->gpu[i]->arch);
+        if (attention_is_fused(req->attention) && !gpu_has_fused_attention(req->gpu[i])) {
+            rc = fail("--attention %s: %s is %s, and FlashAttention needs sm80 or newer (ampere, ada, hopper, "
+                      "blackwell); leave --attention out for each GPU's own default", attention_name(req->attention), req->gpu[i]->name, req->gpu[i]->arch);
             goto done;
         }
     }

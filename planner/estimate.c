@@ -46,9 +46,9 @@ int layout_check_cp(const model_t *m, const layout_t *l, char *err, size_t errle
                                  : "causal load balancing gives each rank two of 2 x cp chunks");
         return -1;
     }
-    if (l->attention != ATTENTION_FLASH) {
-        snprintf(err, errlen, "--cp %lld: context parallelism needs --attention flash (its blocks are fused attention "
-                 "kernels with a log-sum-exp)", (long long)l->cp);
+    if (!attention_is_fused(l->attention)) {
+        snprintf(err, errlen, "--cp %lld: context parallelism needs a fused attention, --attention flash or flash1 (its "
+                 "blocks are fused attention kernels with a log-sum-exp)", (long long)l->cp);
         return -1;
     }
     return 0;
@@ -359,13 +359,15 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
              * batch); else the fraction of peak it measured on our kernel, forward (and
              * its recomputation) or backward; else a GEMM's.  All of it follows the clock. */
             int bwd = op->pass == PASS_BWD;
+            /* the first-generation kernels do the same work slower (docs/model.md, "Attention kernel generations") */
+            double speed = l->attention == ATTENTION_FLASH1 && gpu->flash1_relative_speed > 0.0 ? gpu->flash1_relative_speed : 1.0;
             /* a context parallel rank's queries (m) against the whole sequence (n): its share of the whole's time */
             double timed = (double)op->m / (double)op->n *
                            measured_shape_s(gpu->attention_time[bwd], gpu->attention_times[bwd], (double)op->batch,
                                             (double)op->n, (double)op->k, (double)op->kv_batch, 0);
-            if (timed > 0.0) return with_power(op, gpu, timed, 1.0, gpu->energy_attention_j_per_flop);
+            if (timed > 0.0) return with_power(op, gpu, timed / speed, 1.0, gpu->energy_attention_j_per_flop);
             double measured = bwd ? gpu->attention_bwd_efficiency : gpu->attention_fwd_efficiency;
-            double efficiency = measured > 0.0 ? measured : gemm_efficiency(gpu, op->flops, matrix);
+            double efficiency = speed * (measured > 0.0 ? measured : gemm_efficiency(gpu, op->flops, matrix));
             return with_power(op, gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * efficiency, op->bytes, membw), 1.0,
                               gpu->energy_attention_j_per_flop);
         }
@@ -751,13 +753,13 @@ static int begin_estimate(const model_t *m, const hw_gpu *gpu, const hw_node *no
                  gpu->name, precision_name(l->precision));
         return -1;
     }
-    if (l->attention == ATTENTION_FLASH && !gpu_has_fused_attention(gpu)) {
-        snprintf(err, errlen, "--attention flash: %s is %s, and FlashAttention needs sm80 or newer (ampere, ada, "
-                 "hopper, blackwell): use --attention unfused", gpu->name, gpu->arch);
+    if (attention_is_fused(l->attention) && !gpu_has_fused_attention(gpu)) {
+        snprintf(err, errlen, "--attention %s: %s is %s, and FlashAttention needs sm80 or newer (ampere, ada, "
+                 "hopper, blackwell): use --attention unfused", attention_name(l->attention), gpu->name, gpu->arch);
         return -1;
     }
-    if (l->attention != ATTENTION_FLASH && l->attention != ATTENTION_UNFUSED) {
-        snprintf(err, errlen, "--attention: expected flash or unfused");
+    if ((unsigned)l->attention >= ATTENTION_COUNT) {
+        snprintf(err, errlen, "--attention: expected flash, unfused or flash1");
         return -1;
     }
     e->microbatches = l->gbs / (l->mbs * l->dp);

@@ -361,8 +361,8 @@ void report_explain(FILE *out, const estimate_t *e)
             korthikanti > 0 ? 100.0 * (exact_layer / korthikanti - 1.0) : 0.0);
     fprintf(out, ": the op list counts this model's own Q/K/V widths (GQA), FFN width and kind, dropout masks only when\n"
                  "  the model uses dropout, and for %s attention %s.\n",
-            l->attention == ATTENTION_FLASH ? "flash-style" : "unfused",
-            l->attention == ATTENTION_FLASH ? "no s x s scores at all but a 4-byte log-sum-exp per row"
+            attention_is_fused(l->attention) ? "flash-style" : "unfused",
+            attention_is_fused(l->attention) ? "no s x s scores at all but a 4-byte log-sum-exp per row"
                                             : "the s x s scores, softmax and dropout as in the paper");
     if (l->vpp > 1)
         fprintf(out, "In flight: interleaved 1F1B makes stage i run 2 (p - i - 1) + (v - 1) p chunk forwards before its first\n"
@@ -428,10 +428,13 @@ void report_explain(FILE *out, const estimate_t *e)
     heading(out, 6, "Step time");
     fprintf(out, "Each op costs max(FLOPs / (peak x %.2f), bytes / (HBM %.0f GB/s x %.2f)); collectives as above.\n",
             g->gemm_efficiency, g->hbm_bytes_per_s / 1e9, g->membound_efficiency);
-    if (l->attention == ATTENTION_FLASH && (g->attention_fwd_efficiency > 0 || g->attention_bwd_efficiency > 0))
+    if (attention_is_fused(l->attention) && (g->attention_fwd_efficiency > 0 || g->attention_bwd_efficiency > 0))
         fprintf(out, "The fused attention uses the fractions calibrate measured on its kernel instead of %.2f: "
                      "forward %.3f, backward %.3f.\n",
                 g->gemm_efficiency, g->attention_fwd_efficiency, g->attention_bwd_efficiency);
+    if (l->attention == ATTENTION_FLASH1 && g->flash1_relative_speed > 0)
+        fprintf(out, "The first-generation fused attention (flash1) runs the same work at %.2f of that speed.\n",
+                g->flash1_relative_speed);
     if (g->gemm_times || g->attention_times[0] || g->attention_times[1] || g->unfused_attention_times[0] ||
         g->unfused_attention_times[1])
         fprintf(out, "Calibrated: %d GEMM shapes, %d + %d fused and %d + %d unfused attention shapes were timed on "

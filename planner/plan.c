@@ -294,7 +294,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
         /* no tensor rate for it: none of this GPU's layouts is costed (report_plan says so) */
         if (g->peak_flops[prec] <= 0) { outer_done += req->ncounts; continue; }
         attention_impl_t attention = req->attention == ATTENTION_COUNT ? default_attention(g) : req->attention;
-        if (attention == ATTENTION_FLASH && !gpu_has_fused_attention(g)) { outer_done += req->ncounts; continue; }
+        if (attention_is_fused(attention) && !gpu_has_fused_attention(g)) { outer_done += req->ncounts; continue; }
         job_t job = {req->tokens, req->price > 0 ? req->price : g->cloud_usd_per_gpu_hour};
         for (int ci = 0; ci < req->ncounts; ci++, outer_done++) {
             progress(show_progress, started, outer_done, outer_total);
@@ -316,7 +316,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                 int64_t mbs = micro_batches[mi];
                                 for (int64_t gbs = req->gbs ? req->gbs : req->gbs_min; gbs <= (req->gbs ? req->gbs : req->gbs_max);
                                      gbs *= 2) {
-                                    for (size_t ri = 0; ri < (attention == ATTENTION_FLASH ? 2u : 3u); ri++)
+                                    for (size_t ri = 0; ri < (attention_is_fused(attention) ? 2u : 3u); ri++)
                                         for (int zero = 0; zero <= req->max_zero; zero++)
                                             for (int sp = 0; sp <= (tp > 1); sp++)
                                             /* memory never grows with EP (the experts' weights shrink, their

@@ -405,7 +405,7 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
         fprintf(out, "  --micro-batch-size %lld --global-batch-size %lld --train-iters %.0f \\\n", (long long)l->mbs,
                 (long long)l->gbs, steps);
         fprintf(out, "  --%s%s%s\n", l->precision == PREC_FP16 ? "fp16" : "bf16",
-                l->attention == ATTENTION_FLASH ? " --use-flash-attn" : "",
+                attention_is_fused(l->attention) ? " --use-flash-attn" : "",
                 l->fp32_grads ? "" : " --no-gradient-accumulation-fusion");
         return 0;
     }

@@ -142,6 +142,17 @@ static int framework_before_2023(const char *framework, const char *source)
     return 0;
 }
 
+/* Tables measured before FlashAttention-2 (July 2023) ran the first fused kernels: MosaicML's llm-foundry
+ * benchmarks (torch 1.13 and 2.0, MPT's Triton or FlashAttention-1 attention), Meta's LLaMA-1 on xformers
+ * (docs/model.md, "Attention kernel generations"). */
+static int framework_before_flash2(const char *framework, const char *source)
+{
+    static const char *const first_generation[] = {"llm-foundry", "Composer", "xformers"};
+    for (size_t i = 0; i < sizeof first_generation / sizeof first_generation[0]; i++)
+        if (has(framework, first_generation[i]) || has(source, first_generation[i])) return 1;
+    return 0;
+}
+
 static int read_metric(const char *text, published_metric_t *out)
 {
     for (int i = 0; i < METRIC_COUNT; i++)
@@ -391,7 +402,8 @@ static void read_practice(const csv_table *t, int r, published_row *row)
         l->recompute_layers = (per_stage + 1) / 2 < per_stage ? (per_stage + 1) / 2 : 0;
     }
     l->zero = zero_stage_of(zero);
-    l->attention = older ? ATTENTION_UNFUSED : ATTENTION_FLASH;
+    l->attention = older ? ATTENTION_UNFUSED : framework_before_flash2(framework, row->source) ? ATTENTION_FLASH1
+                                                                                                : ATTENTION_FLASH;
     /* every framework here computes its loss on fp32 logits unless the row says it is fused (PyTorch's
      * cross_entropy on .float() logits, Megatron's vocab-parallel cross-entropy without its fusion) */
     l->loss = has(notes, "fused loss") || has(notes, "fused cross") ? LOSS_FUSED : LOSS_FP32;

@@ -24,11 +24,12 @@ int recompute_parse(const char *name, recompute_t *out)
 }
 const char *attention_name(attention_impl_t a)
 {
-    return a == ATTENTION_FLASH ? "flash" : "unfused";
+    return a == ATTENTION_FLASH ? "flash" : a == ATTENTION_FLASH1 ? "flash1" : "unfused";
 }
+int attention_is_fused(attention_impl_t a) { return a == ATTENTION_FLASH || a == ATTENTION_FLASH1; }
 int attention_parse(const char *name, attention_impl_t *out)
 {
-    for (attention_impl_t a = ATTENTION_FLASH; a <= ATTENTION_UNFUSED; a++)
+    for (attention_impl_t a = ATTENTION_FLASH; a < ATTENTION_COUNT; a++)
         if (name && !strcasecmp(name, attention_name(a))) {
             *out = a;
             return 0;
@@ -361,7 +362,7 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
     if (l->loss == LOSS_FP32) snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", fp32 loss");
     fprintf(out, "        %s, recompute %s%s, %s attention, sequence parallel %s, ZeRO %d, %s gradients\n",
             precision_name(l->precision), recompute_name(l->recompute), partial,
-            l->attention == ATTENTION_FLASH ? "flash" : "unfused", l->sp ? "on" : "off", l->zero,
+            attention_name(l->attention), l->sp ? "on" : "off", l->zero,
             l->fp32_grads ? "fp32" : "16-bit");
     char calibration[HWDB_SOURCE_MAX + 128];
     if (calibration_line(e->gpu, calibration, sizeof calibration)) fprintf(out, "%s\n", calibration);

@@ -816,7 +816,8 @@ static void published_row_rules(void **state)
              "h,s,M,32,4096,32,8,14336,128256,8192,,H100,16,8,1,1,,1,,16,1,64,bf16,no,zero2,DeepSpeed,mfu,0.4,\n"
              "i,s,M,32,4096,32,8,14336,128256,8192,,H100,16,8,1,1,,1,,16,1,64,bf16,selective op,HYBRID_SHARD,torchtitan,mfu,0.4,\n"
              "j,s,M,32,4096,32,8,14336,128256,8192,,A100-80GB,64,8,1,1,,1,,64,1,64,bf16,none,none,DeepSpeed,mfu,0.4,\n"
-             "k,s,M,32,4096,32,8,14336,128256,8192,,A100-80GB (4x OmniPath per node),64,8,1,1,,1,,64,1,64,bf16,none,none,DeepSpeed,mfu,0.4,\n",
+             "k,s,M,32,4096,32,8,14336,128256,8192,,A100-80GB (4x OmniPath per node),64,8,1,1,,1,,64,1,64,bf16,none,none,DeepSpeed,mfu,0.4,\n"
+             "l,\"mosaicml/llm-foundry README\",M,32,4096,32,8,14336,128256,8192,,A100-80GB,64,8,1,1,,1,,64,1,64,bf16,none,none,Composer/llm-foundry,mfu,0.4,\n",
              header);
     write_temp(path, text);
     run_result r = run_sextant("published --runs %s --format json", path);
@@ -862,9 +863,13 @@ static void published_row_rules(void **state)
      * gradient all-reduce against j's, the same row on the GPU's usual node */
     assert_true(cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 10), "step_s")->valuedouble >
                 cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 9), "step_s")->valuedouble * 1.01);
+    /* l: j's row measured with MosaicML's 2023 stack: the first-generation fused attention, slower than j's */
+    const cJSON *rl = cJSON_GetArrayItem(rows, 11);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(rl, "layout"), "attention")->valuestring, "flash1");
+    assert_true(cJSON_GetObjectItem(rl, "step_s")->valuedouble > cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 9), "step_s")->valuedouble * 1.01);
     /* framework runs compute their loss in fp32 */
     assert_string_equal(cJSON_GetObjectItem(le, "loss")->valuestring, "fp32");
-    assert_int_equal(cJSON_GetObjectItem(root, "rows_estimated")->valueint, 9);
+    assert_int_equal(cJSON_GetObjectItem(root, "rows_estimated")->valueint, 10);
     cJSON_Delete(root);
     run_free(&r);
     unlink(path);

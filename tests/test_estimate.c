@@ -455,6 +455,54 @@ static void calibrated_flash_attention_efficiency(void **state)
     assert_close(costed_op(run_on("llama3.2-1b", &g, l), "attention_bwd", PASS_BWD)->time_s, unfused_default, 1e-15);
 }
 
+/* flash1, the first generation of fused kernels: the op list and memory of flash, every fused attention
+ * op (forward, recomputation, backward) slower by the GPU's flash1_relative_speed, nothing else changed;
+ * the shipped priors give 0.5 on the A100 and 0.35 on the H100 (docs/model.md, "Attention kernel generations"). */
+static void flash1_is_flash_at_its_relative_speed(void **state)
+{
+    (void)state;
+    const char *gpus[] = {"a100-sxm4-80gb", "h100-sxm"};
+    const double priors[] = {0.50, 0.35};
+    for (int i = 0; i < 2; i++) {
+        hw_gpu g = *hwdb_find_gpu(&db, gpus[i]);
+        g.flash1_relative_speed = priors[i];
+        layout_t l = layout(8, 1, 1, 2, 64, 8192);
+        l.recompute = RECOMPUTE_FULL;
+        l.attention = ATTENTION_FLASH;
+        static estimate_t flash;
+        flash = *run_on("llama3-8b", &g, l);
+        l.attention = ATTENTION_FLASH1;
+        const estimate_t *first = run_on("llama3-8b", &g, l);
+        assert_int_equal(first->first_stage.nops, flash.first_stage.nops);
+        assert_close(first->memory.total, flash.memory.total, 1e-12);
+        double extra = 0.0;
+        for (int k = 0; k < first->first_stage.nops; k++) {
+            const op_t *a = &flash.first_stage.ops[k], *b = &first->first_stage.ops[k];
+            assert_string_equal(a->name, b->name);
+            if (a->kind == OP_ATTENTION) {
+                assert_close(b->time_s, a->time_s / priors[i], 1e-9);
+                extra += (b->time_s - a->time_s) * (double)b->count;
+            } else {
+                assert_close(b->time_s, a->time_s, 1e-12);
+            }
+        }
+        assert_true(extra > 0.0);
+        assert_true(first->step_s > flash.step_s);
+    }
+    /* sm80 or newer, like flash */
+    layout_t l = layout(8, 1, 1, 1, 8, 1024);
+    l.attention = ATTENTION_FLASH1;
+    l.precision = PREC_FP16;
+    const model_t *m = model_zoo_find(&zoo, "gpt2");
+    const hw_gpu *v100 = hwdb_find_gpu(&db, "v100-sxm2-16gb");
+    const hw_node *n = hwdb_find_node(&db, v100->node);
+    static estimate_t e;
+    job_t job = {1e9, 1.0};
+    char err[512];
+    assert_int_equal(estimate_layout(m, v100, n, &l, &job, &e, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--attention flash1"));
+}
+
 /* calibrate's GEMM table: a GEMM op takes the measured time of its shape, or
  * the line through shapes that differ only in the token count (m for forward
  * and dgrad, k for wgrad); other shapes, batched GEMMs and fp8 keep the curve.
@@ -1001,7 +1049,7 @@ static void layout_names_parse_back(void **state)
         assert_int_equal(recompute_parse(recompute_name(r), &back), 0);
         assert_int_equal(back, r);
     }
-    for (attention_impl_t a = ATTENTION_FLASH; a <= ATTENTION_UNFUSED; a++) {
+    for (attention_impl_t a = ATTENTION_FLASH; a < ATTENTION_COUNT; a++) {
         attention_impl_t back = (attention_impl_t)-1;
         assert_int_equal(attention_parse(attention_name(a), &back), 0);
         assert_int_equal(back, a);
@@ -1124,6 +1172,7 @@ int main(void)
         cmocka_unit_test(pipeline_stages_split_memory),
         cmocka_unit_test(moe_counts_active_parameters),
         cmocka_unit_test(calibrated_flash_attention_efficiency),
+        cmocka_unit_test(flash1_is_flash_at_its_relative_speed),
         cmocka_unit_test(calibrated_shape_tables_and_membound_overhead),
         cmocka_unit_test(power_model_off_or_under_the_cap_keeps_the_top_clock),
         cmocka_unit_test(power_cap_slows_the_clock_bound_work),

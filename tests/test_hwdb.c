@@ -187,6 +187,10 @@ static void attention_efficiency_overlay(void **state)
     assert_close(g->attention_fwd_efficiency, 0.50, 0);
     assert_close(g->attention_bwd_efficiency, 0.40, 0);
     assert_close(g->fp8_gemm_relative_efficiency, 0.883, 0);
+    /* the first-generation fused attention: half of FlashAttention-2 on Ampere, 0.7 / 2 of Hopper's FA3-level prior */
+    assert_close(g->flash1_relative_speed, 0.35, 0);
+    assert_close(hwdb_find_gpu(&hw, "a100-sxm4-80gb")->flash1_relative_speed, 0.50, 0);
+    assert_close(hwdb_find_gpu(&hw, "v100-sxm2-32gb")->flash1_relative_speed, 0.0, 0);
     assert_close(hwdb_find_gpu(&hw, "v100-sxm2-32gb")->attention_fwd_efficiency, 0.0, 0);
     char path[] = "/tmp/sextant-overlay-XXXXXX";
     write_temp(path, "gpu,key,value,source\n"

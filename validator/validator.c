@@ -1719,7 +1719,8 @@ static int slice_plan(const plan_file *p, const model_t *full_model, const hw_gp
     o->sp = l->sp; o->zero = l->zero;
     /* with flash attention selective recomputation recomputes nothing (docs/model.md, "Activations") */
     o->recompute = l->recompute == RECOMPUTE_FULL ? RECOMPUTE_FULL : RECOMPUTE_NONE;
-    o->flash = l->attention == ATTENTION_FLASH;
+    /* a plan costed with the first-generation fused kernel (flash1) runs on ours, the one fused kernel here */
+    o->flash = attention_is_fused(l->attention);
     job_t job = {1e9, 1.0};
     static estimate_t full, slice;
     char err[256];
