@@ -37,6 +37,7 @@ typedef struct {
     double moe_imbalance, capacity_factor;   /* 0: the model's (the default imbalance, no capacity limit) */
     cp_comm_t cp_comm;
     loss_kernel_t loss;
+    tp_overlap_t tp_overlap;
     int have_precision, have_recompute, have_attention;
     precision_t precision;
     recompute_t recompute;
@@ -64,7 +65,7 @@ static const struct {
     {"--tp", FOR_ESTIMATE | FOR_EXPLAIN}, {"--pp", FOR_ESTIMATE | FOR_EXPLAIN}, {"--dp", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--vpp", FOR_ESTIMATE | FOR_EXPLAIN}, {"--mbs", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--recompute", FOR_ESTIMATE | FOR_EXPLAIN}, {"--recompute-layers", FOR_ESTIMATE | FOR_EXPLAIN},
-    {"--loss", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN},
+    {"--loss", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN}, {"--tp-overlap", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN},
     {"--sp", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--zero", FOR_ESTIMATE | FOR_EXPLAIN}, {"--gpus-per-node", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--ops", FOR_ESTIMATE}, {"--format", FOR_ESTIMATE | FOR_PLAN}, {"--spec", FOR_EXPLAIN},
@@ -132,6 +133,8 @@ static const char *usage_text =
     "  --recompute-layers N   with --recompute full: only N layers of each stage recompute (Megatron's\n"
     "                         --recompute-num-layers, block method); the others keep their activations\n"    "  --loss fused|fp32      the loss kernel: one fused pass (default, as sextant's trainer runs it) or the\n"
     "                         frameworks' fp32 cross-entropy on materialised logits (PyTorch, Megatron unfused)\n"
+    "  --tp-overlap none|backward   TP communication: all exposed (default, as sextant's trainer runs it), or\n"
+    "                         Megatron's: the backward's TP gather and gradient reduction beside its GEMMs\n"
     "  --attention flash|unfused|flash1   attention kernel (default flash where the GPU has it: sm80 and newer);\n"
     "                         flash1: FlashAttention-1 or its Triton port, as frameworks ran before mid-2023\n"
     "  --sp                   sequence parallelism\n"
@@ -356,6 +359,9 @@ static int parse_args(int argc, char **argv, options *o)
             if (recompute_parse(t, &o->recompute) != 0)
                 return fail("--recompute: '%s' is not one of none|selective|full", t ? t : "");
             o->have_recompute = 1;
+        } else if (!strcmp(a, "--tp-overlap")) {
+            const char *t = TAKE();
+            if (tp_overlap_parse(t, &o->tp_overlap) != 0) return fail("--tp-overlap: '%s' is not one of none|backward", t ? t : "");
         } else if (!strcmp(a, "--loss")) {
             const char *t = TAKE();
             if (t && !strcmp(t, "fused")) o->loss = LOSS_FUSED;
@@ -649,6 +655,7 @@ static int make_layout(const options *o, const model_t *m, const hw_gpu *g, cons
     l->vpp = o->vpp ? o->vpp : 1;
     l->recompute_layers = o->recompute_layers;
     l->loss = o->loss;
+    l->tp_overlap = o->tp_overlap;
     l->cp = o->cp ? o->cp : 1;
     l->cp_comm = o->cp_comm;
     l->ep = o->ep ? o->ep : 1;
@@ -969,6 +976,7 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     }
     req->attention = o->have_attention ? o->attention : ATTENTION_COUNT;
     req->loss = o->loss;
+    req->tp_overlap = o->tp_overlap;
     for (int i = 0; i < req->ngpu_types; i++) {
         req->node[i] = hwdb_find_node(&db, o->node_name ? o->node_name : req->gpu[i]->node);
         if (!req->node[i]) { rc = fail("--node: unknown node '%s'", o->node_name); goto done; }

@@ -463,6 +463,16 @@ static int op_part(const op_t *op)
     return PART_BODY;
 }
 
+/* Communication that hides behind a compute window, except its last bucket. */
+static double exposed(const hw_gpu *gpu, coll_t coll, double comm, double window, double last_bucket_fraction)
+{
+    /* how much the compute beside this kind of collective slows (0 when neither measured nor a prior) */
+    double sc = coll == COLL_ALLGATHER ? gpu->overlap_compute_slowdown_allgather
+                : coll == COLL_REDUCE_SCATTER ? gpu->overlap_compute_slowdown_reducescatter
+                                              : gpu->overlap_compute_slowdown_allreduce;
+    return overlapped_comm_cost_s(comm, window, last_bucket_fraction, sc, gpu->overlap_comm_slowdown);
+}
+
 /* Costs the ops of the parts asked for, in list order; the other parts stay
  * zero.  Each field sums the ops of one part only, so a part costed alone
  * gives the same sums, to the bit, as the whole list costed at once. */
@@ -514,6 +524,7 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
             continue;
         }
         if (part == PART_PIPELINE) c->pipeline.pp += t;
+        else if (part == PART_BODY && op->overlap == OVERLAP_GEMM && op->window_op) continue; /* below */
         else if (part == PART_BODY) c->body.tp += t;
         else if (op->pass == PASS_FWD) c->dp.zero3_fwd += t;
         else if (op->pass == PASS_BWD) c->dp.zero3_bwd += t;
@@ -524,6 +535,12 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
             /* the dense and the experts' gradients share the buckets */
             if (op->coll != COLL_ALLGATHER) grad_bytes += op->comm_bytes;
         }
+    }
+    /* a TP collective beside a backward GEMM costs what it adds to that GEMM's time, now costed */
+    for (int i = 0; (parts & PART_BODY) && i < s->nops; i++) {
+        const op_t *op = &s->ops[i];
+        if (op->kind != OP_COMM || op->overlap != OVERLAP_GEMM || !op->window_op || op_part(op) != PART_BODY) continue;
+        c->body.tp += (double)op->count * exposed(gpu, op->coll, op->time_s, s->ops[op->window_op - 1].time_s, 0.0);
     }
     if (grad_bytes > 0.0) {
         double element = l->fp32_grads ? 4.0 : element_bytes(l->precision);
@@ -542,15 +559,6 @@ typedef struct {
     stage_cost cost;
 } stage_summary;
 
-/* Communication that hides behind a compute window, except its last bucket. */
-static double exposed(const hw_gpu *gpu, coll_t coll, double comm, double window, double last_bucket_fraction)
-{
-    /* how much the compute beside this kind of collective slows (0 when neither measured nor a prior) */
-    double sc = coll == COLL_ALLGATHER ? gpu->overlap_compute_slowdown_allgather
-                : coll == COLL_REDUCE_SCATTER ? gpu->overlap_compute_slowdown_reducescatter
-                                              : gpu->overlap_compute_slowdown_allreduce;
-    return overlapped_comm_cost_s(comm, window, last_bucket_fraction, sc, gpu->overlap_comm_slowdown);
-}
 
 typedef struct {
     double model, hardware, attention, logits;   /* FLOP of one sequence through the whole model */

@@ -401,7 +401,14 @@ void report_explain(FILE *out, const estimate_t *e)
                       : "all-reduces twice in the forward (after attention and after the MLP) and twice in the backward",
                 layout_cp(l) > 1 ? " / c" : "", rank_tokens(l) * h * B / 1e6, count,
                 (long long)slow->stage, tp_time * 1e3, e->tp_comm_s, (long long)e->microbatches);
-    else
+    if (l->tp > 1 && l->tp_overlap == TP_OVERLAP_BACKWARD)
+        fprintf(out, "  --tp-overlap backward (Megatron's default): in the backward %s;\n"
+                     "  each costs only what it adds to that GEMM's time (docs/model.md, \"Overlap\"), and the step's TP\n"
+                     "  figure counts it so.\n",
+                l->sp ? "each column-parallel\n  input is gathered again beside the input-gradient "
+                        "GEMM and its gradient reduce-scattered beside the\n  weight-gradient GEMM"
+                      : "each column-parallel\n  input's gradient is all-reduced beside the weight-gradient GEMM");
+    if (l->tp <= 1)
         fprintf(out, "TP: t = 1, no tensor-parallel traffic.\n");
     cp_explain(out, e, slow);
     ep_explain(out, e, slow);

@@ -19,7 +19,11 @@ typedef struct {
     const layout_t *l;
     double act_bytes;   /* bytes per activation element: 2 for 16-bit, 4 for fp32/tf32 */
     int overflow;
+    /* TP collectives waiting for the next GEMM's input and weight gradients to run beside (1 + op index) */
+    int beside_dgrad, beside_wgrad;
 } builder;
+
+static int op_index(const builder *b, const op_t *op) { return op ? (int)(op - b->out->ops) + 1 : 0; }
 
 static op_t *push(builder *b, const char *name, op_kind_t kind, pass_t pass, int64_t count)
 {
@@ -64,6 +68,10 @@ static void gemm(builder *b, const char *fwd, const char *dgrad, const char *wgr
     *dw = *op;
     dw->pass = PASS_BWD; dw->name = wgrad; dw->m = (int64_t)k; dw->k = (int64_t)m; dw->saved_bytes = 0;
     dw->weight_gradient = 1;
+    /* the TP collectives of this GEMM's input, launched before it (tp_entry), run beside its gradients */
+    if (b->beside_dgrad) b->out->ops[b->beside_dgrad - 1].window_op = op_index(b, dx);
+    if (b->beside_wgrad) b->out->ops[b->beside_wgrad - 1].window_op = op_index(b, dw);
+    b->beside_dgrad = b->beside_wgrad = 0;
 }
 
 /* A memory-bound op moving `bytes` forward and `bwd_bytes` backward. */
@@ -137,21 +145,27 @@ static void tp_exit(builder *b, const char *ar, const char *rs, const char *ag_b
 
 /* With sequence parallelism the region's input is kept sharded (1/t of it
  * saved), so the backward gathers it again for the weight gradient
- * (Korthikanti et al. 2022, section 4.2.2; Megatron overlaps it with the
- * input-gradient GEMM, the validator does not). */
+ * (Korthikanti et al. 2022, section 4.2.2).  With --tp-overlap backward (Megatron's
+ * default) that gather runs beside the input-gradient GEMM and the input gradient's
+ * reduction beside the weight-gradient GEMM (the next gemm() pairs them); the validator
+ * runs them exposed. */
 static void tp_entry(builder *b, const char *ag, const char *ar_bwd, const char *rs_bwd, const char *regather,
                      int64_t count, double bytes, int recompute_full)
 {
     const layout_t *l = b->l;
     if (l->tp <= 1) return;
+    overlap_t beside = l->tp_overlap == TP_OVERLAP_BACKWARD ? OVERLAP_GEMM : EXPOSED;
+    op_t *reduce;
     if (!l->sp) {
-        collective(b, ar_bwd, PASS_BWD, count, COLL_ALLREDUCE, GROUP_TP, l->tp, bytes, EXPOSED);
+        reduce = collective(b, ar_bwd, PASS_BWD, count, COLL_ALLREDUCE, GROUP_TP, l->tp, bytes, beside);
     } else {
         collective(b, ag, PASS_FWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, bytes, EXPOSED);
         if (recompute_full) collective(b, ag, PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_TP, l->tp, bytes, EXPOSED);
-        collective(b, regather, PASS_BWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, bytes, EXPOSED);
-        collective(b, rs_bwd, PASS_BWD, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, bytes, EXPOSED);
+        op_t *gather = collective(b, regather, PASS_BWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, bytes, beside);
+        if (beside == OVERLAP_GEMM) b->beside_dgrad = op_index(b, gather);
+        reduce = collective(b, rs_bwd, PASS_BWD, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, bytes, beside);
     }
+    if (beside == OVERLAP_GEMM) b->beside_wgrad = op_index(b, reduce);
 }
 
 int model_is_causal(const model_t *m) { return strcasecmp(m->family, "bert") != 0; }
@@ -777,7 +791,7 @@ int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_op
 {
     /* each op is cleared as it is pushed: clearing all OPS_MAX slots costs more than the build */
     out->nops = 0;
-    builder b = {out, l, element_bytes(l->precision), 0};
+    builder b = {.out = out, .l = l, .act_bytes = element_bytes(l->precision)};
     out->stage = stage;
     out->first = stage == 0;
     out->last = stage == l->pp - 1;

@@ -333,6 +333,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                 l.precision = prec; l.fp32_grads = req->fp32_grads;
                                                 l.attention = attention;
                                                 l.loss = req->loss;
+                                                l.tp_overlap = req->tp_overlap;
                                                 res->evaluated++;
                                                 if (req->framework && framework_refusal(req->framework, &l)) {
                                                     res->rejected[REJECT_FRAMEWORK]++;

@@ -27,6 +27,11 @@ typedef enum { CP_COMM_RING = 0, CP_COMM_ALLGATHER } cp_comm_t;
  * trainer, Megatron with its cross-entropy fusion), or the frameworks' default, the logits cast to fp32
  * and the log-softmax materialised (PyTorch's cross_entropy on .float() logits). */
 typedef enum { LOSS_FUSED = 0, LOSS_FP32 } loss_kernel_t;
+/* Tensor-parallel communication beside the GEMMs (docs/model.md, "Overlap"): none, as sextant's trainer
+ * runs it; or Megatron's backward overlap (its default since 2022): the all-gather of a column-parallel
+ * layer's input runs beside the input-gradient GEMM and the reduce-scatter (all-reduce without sequence
+ * parallelism) of that input gradient beside the weight-gradient GEMM. */
+typedef enum { TP_OVERLAP_NONE = 0, TP_OVERLAP_BACKWARD } tp_overlap_t;
 
 typedef struct {
     int64_t gpus, tp, pp, dp, vpp, mbs, gbs, seq, gpus_per_node;
@@ -40,6 +45,7 @@ typedef struct {
                                   --recompute-num-layers, block method), the rest keep their activations; 0: all */
     attention_impl_t attention;
     int sp;            /* sequence parallelism (needs tp > 1 to matter) */
+    tp_overlap_t tp_overlap;
     int zero;          /* 0..3; Megatron's distributed optimizer is zero 1 */
     int fp32_grads;    /* gradients accumulated in fp32: 18 instead of 16 B/param */
     precision_t precision;
@@ -63,7 +69,8 @@ typedef enum { GROUP_TP = 0, GROUP_PP, GROUP_DP, GROUP_CP, GROUP_EP, GROUP_EDP }
  * received before it. */
 /* OVERLAP_MICROBATCH: an EP all-to-all hidden behind the compute of the micro-batch beside it (Megatron's
  * combined 1F1B, --overlap-moe-expert-parallel-comm; DeepSeek's DualPipe). */
-typedef enum { EXPOSED = 0, OVERLAP_BWD, OVERLAP_FWD, OVERLAP_ATTENTION, OVERLAP_MICROBATCH } overlap_t;
+/* OVERLAP_GEMM: a TP collective launched asynchronously beside one GEMM of the backward (op_t.window_op). */
+typedef enum { EXPOSED = 0, OVERLAP_BWD, OVERLAP_FWD, OVERLAP_ATTENTION, OVERLAP_MICROBATCH, OVERLAP_GEMM } overlap_t;
 
 typedef struct {
     const char *name;       /* static string, shared with the validator */
@@ -86,6 +93,7 @@ typedef struct {
                                each for ZeRO-3, a bucket each for the gradients); 0 or 1: one */
     int crosses_node;
     overlap_t overlap;
+    int window_op;          /* OVERLAP_GEMM: 1 + the index in the stage's list of the GEMM it runs beside; 0 none */
     double time_s;          /* per instance, filled in by costing */
     double clock_bound_s;   /* of time_s, the seconds that follow the SM clock (docs/model.md, "Clock under
                                the power cap"); 0 without the GPU's power model */
@@ -349,6 +357,7 @@ typedef struct {
                                       search's cache: the reference for make bench and the tests */
     const struct uncertainty_bands *bands; /* hwdb/uncertainty.csv, or NULL: no bands printed */
     loss_kernel_t loss;            /* every layout's loss kernel */
+    tp_overlap_t tp_overlap;       /* every layout's TP communication beside the GEMMs */
 } plan_request;
 
 typedef struct {
@@ -517,6 +526,9 @@ const char *attention_name(attention_impl_t a);
 int attention_is_fused(attention_impl_t a);
 const char *cp_comm_name(cp_comm_t c);
 const char *loss_kernel_name(loss_kernel_t k);
+const char *tp_overlap_name(tp_overlap_t t);
+/* none|backward: 0, or -1 for anything else (or NULL). */
+int tp_overlap_parse(const char *name, tp_overlap_t *out);
 /* ring|allgather, ignoring case: 0, or -1 for anything else (or NULL). */
 int cp_comm_parse(const char *name, cp_comm_t *out);
 /* none|selective|full and flash|unfused|flash1, ignoring case: 0, or -1 for anything else (or NULL). */

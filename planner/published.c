@@ -113,9 +113,10 @@ static void layout_text(char *buf, size_t len, const layout_t *l)
         snprintf(recompute, sizeof recompute, "full on %lld layers per stage", (long long)l->recompute_layers);
     if (l->cp > 1) snprintf(vpp + strlen(vpp), sizeof vpp - strlen(vpp), " CP %lld %s", (long long)l->cp, cp_comm_name(l->cp_comm));
     if (layout_ep(l) > 1) snprintf(vpp + strlen(vpp), sizeof vpp - strlen(vpp), " EP %lld", (long long)layout_ep(l));
-    snprintf(buf, len, "TP %lld PP %lld DP %lld%s mbs %lld gbs %lld, %s, ZeRO %d%s, %s, %s", (long long)l->tp,
+    snprintf(buf, len, "TP %lld PP %lld DP %lld%s mbs %lld gbs %lld, %s, ZeRO %d%s%s, %s, %s", (long long)l->tp,
              (long long)l->pp, (long long)l->dp, vpp, (long long)l->mbs, (long long)l->gbs,
-             precision_name(l->precision), l->zero, l->sp ? ", SP" : "", recompute, attention_name(l->attention));
+             precision_name(l->precision), l->zero, l->sp ? ", SP" : "",
+             l->tp > 1 && l->tp_overlap == TP_OVERLAP_BACKWARD ? ", TP overlap" : "", recompute, attention_name(l->attention));
 }
 
 static void print_row_table(FILE *out, const published_row *row, const estimate_t *e, int estimated, double predicted,
@@ -158,12 +159,13 @@ static void print_row_json(FILE *out, const published_row *row, const estimate_t
                 "\"optimizer_s\": %.6g, \"memory_gib\": %.4g, "
                 "\"layout\": {\"gpus\": %lld, \"tp\": %lld, \"cp\": %lld, \"pp\": %lld, \"dp\": %lld, \"vpp\": %lld, \"mbs\": %lld, "
                 "\"gbs\": %lld, \"seq\": %lld, \"zero\": %d, \"sp\": %d, \"recompute\": \"%s\", \"recompute_layers\": %lld, \"loss\": \"%s\", \"attention\": \"%s\", "
-                "\"precision\": \"%s\"}",
+                "\"tp_overlap\": \"%s\", \"precision\": \"%s\"}",
                 predicted, error, published_convention(row), e->fits ? "true" : "false", e->step_s, e->compute_s, e->tp_comm_s,
                 e->pp_comm_s, e->dp_comm_s, e->bubble_s, e->optimizer_s, e->memory.total / 1073741824.0, (long long)l->gpus,
                 (long long)l->tp, (long long)l->cp, (long long)l->pp, (long long)l->dp, (long long)l->vpp, (long long)l->mbs,
                 (long long)l->gbs, (long long)l->seq, l->zero, l->sp, recompute_name(l->recompute),
-                (long long)l->recompute_layers, loss_kernel_name(l->loss), attention_name(l->attention), precision_name(l->precision));
+                (long long)l->recompute_layers, loss_kernel_name(l->loss), attention_name(l->attention), tp_overlap_name(l->tp_overlap),
+                precision_name(l->precision));
     } else {
         fprintf(out, ", \"reason\": \"");
         json_text(out, row->skip_class);

@@ -410,6 +410,10 @@ static void read_practice(const csv_table *t, int r, published_row *row)
     /* Meta's Llama 3 gathered K and V over the CP group; Megatron, NeMo and torchtitan pass them round a ring */
     l->cp_comm = has(framework, "meta") || has(row->source, "llama 3 herd") ? CP_COMM_ALLGATHER : CP_COMM_RING;
     l->sp = l->tp > 1 && (!older || has(recompute, "sequence parallel"));
+    /* Megatron-Core and NeMo launch the backward's TP gather and gradient reduction beside the GEMMs
+     * (docs/model.md, "Overlap"); the 2021-2022 frameworks are read as exposed */
+    l->tp_overlap = !older && (has(framework, "megatron") || has(framework, "nemo")) ? TP_OVERLAP_BACKWARD
+                                                                                    : TP_OVERLAP_NONE;
     row->model.dropout = older;
     row->older_framework = older;
 }

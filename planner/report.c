@@ -37,6 +37,16 @@ int attention_parse(const char *name, attention_impl_t *out)
     return -1;
 }
 const char *loss_kernel_name(loss_kernel_t k) { return k == LOSS_FP32 ? "fp32" : "fused"; }
+const char *tp_overlap_name(tp_overlap_t t) { return t == TP_OVERLAP_BACKWARD ? "backward" : "none"; }
+int tp_overlap_parse(const char *name, tp_overlap_t *out)
+{
+    for (tp_overlap_t t = TP_OVERLAP_NONE; t <= TP_OVERLAP_BACKWARD; t++)
+        if (name && !strcasecmp(name, tp_overlap_name(t))) {
+            *out = t;
+            return 0;
+        }
+    return -1;
+}
 
 const char *cp_comm_name(cp_comm_t c)
 {
@@ -132,6 +142,7 @@ static int estimate_fields(const estimate_t *e, field *f)
     STR("layout.recompute", recompute_name(l->recompute));
     NUM("layout.recompute_layers", (double)l->recompute_layers);
     STR("layout.loss", loss_kernel_name(l->loss));
+    STR("layout.tp_overlap", tp_overlap_name(l->tp_overlap));
     INT("layout.zero", l->zero);
     BOOL("layout.sp", l->sp);
     INT("layout.vpp", l->vpp);
@@ -360,6 +371,8 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
     if (l->recompute == RECOMPUTE_FULL && l->recompute_layers > 0)
         snprintf(partial, sizeof partial, " (%lld layers per stage)", (long long)l->recompute_layers);
     if (l->loss == LOSS_FP32) snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", fp32 loss");
+    if (l->tp > 1 && l->tp_overlap == TP_OVERLAP_BACKWARD)
+        snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", TP overlap backward");
     fprintf(out, "        %s, recompute %s%s, %s attention, sequence parallel %s, ZeRO %d, %s gradients\n",
             precision_name(l->precision), recompute_name(l->recompute), partial,
             attention_name(l->attention), l->sp ? "on" : "off", l->zero,

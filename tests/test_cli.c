@@ -1114,6 +1114,8 @@ static void bad_input_is_one_clear_line(void **state)
     expect_bad_input("estimate llama2-70b --gpu v100-sxm2-32gb --precision bf16", "--precision bf16");
     expect_bad_input("estimate llama2-70b --precision fp4", "--precision");
     expect_bad_input("estimate llama2-70b --recompute some", "--recompute");
+    expect_bad_input("estimate llama2-70b --tp-overlap full", "--tp-overlap");
+    expect_bad_input("estimate llama2-70b --attention flash3", "--attention");
     expect_bad_input("estimate llama2-70b --zero 4", "--zero");
     expect_bad_input("estimate llama2-70b --format xml", "--format");
     expect_bad_input("estimate llama2-70b --price -1", "--price");

@@ -503,6 +503,57 @@ static void flash1_is_flash_at_its_relative_speed(void **state)
     assert_non_null(strstr(err, "--attention flash1"));
 }
 
+/* --tp-overlap backward (Megatron's default): the backward's re-gather of a column-parallel input runs
+ * beside that layer's input-gradient GEMM and the input gradient's reduce-scatter (all-reduce without SP)
+ * beside its weight-gradient GEMM; each costs what overlapped_comm_cost_s says it adds to that GEMM, with
+ * the GPU's overlap slowdowns; every other collective and every compute op is unchanged. */
+static void tp_backward_overlap_hides_behind_its_gemms(void **state)
+{
+    (void)state;
+    for (int sp = 0; sp <= 1; sp++) {
+        layout_t l = layout(64, 8, 1, 1, 64, 4096);
+        l.sp = sp;
+        static estimate_t none;
+        none = *run("llama2-70b", "h100-sxm", l);
+        l.tp_overlap = TP_OVERLAP_BACKWARD;
+        const estimate_t *e = run("llama2-70b", "h100-sxm", l);
+        const hw_gpu *g = hwdb_find_gpu(&db, "h100-sxm");
+        assert_close(e->compute_s, none.compute_s, 1e-12);
+        assert_close(e->dp_comm_s, none.dp_comm_s, 1e-12);
+        double tp_none = 0.0, tp_overlap = 0.0;
+        int beside = 0;
+        for (int i = 0; i < e->first_stage.nops; i++) {
+            const op_t *op = &e->first_stage.ops[i];
+            if (op->kind != OP_COMM || op->group != GROUP_TP) continue;
+            double t = op->time_s * (double)op->count;
+            tp_none += t;
+            if (op->overlap != OVERLAP_GEMM) {
+                tp_overlap += t;
+                continue;
+            }
+            beside++;
+            assert_int_equal(op->pass, PASS_BWD);
+            assert_true(op->window_op > 0);
+            const op_t *w = &e->first_stage.ops[op->window_op - 1];
+            assert_int_equal(w->kind, OP_GEMM);
+            assert_int_equal(w->pass, PASS_BWD);
+            /* a gather beside the input gradient, a reduction beside the weight gradient */
+            assert_int_equal(w->weight_gradient, op->coll != COLL_ALLGATHER);
+            double sc = op->coll == COLL_ALLGATHER ? g->overlap_compute_slowdown_allgather
+                        : op->coll == COLL_REDUCE_SCATTER ? g->overlap_compute_slowdown_reducescatter
+                                                          : g->overlap_compute_slowdown_allreduce;
+            tp_overlap += (double)op->count * overlapped_comm_cost_s(op->time_s, w->time_s, 0.0, sc, g->overlap_comm_slowdown);
+        }
+        /* per layer (one op each, counted per layer): the attention and the MLP entries, a gather and a
+         * reduce-scatter each with SP, an all-reduce each without */
+        assert_true(beside >= (sp ? 4 : 2));
+        /* what the step saves is what the collectives beside their GEMMs no longer cost */
+        assert_close((tp_none - tp_overlap) * (double)e->microbatches, none.tp_comm_s - e->tp_comm_s, 1e-9);
+        assert_true(e->tp_comm_s < none.tp_comm_s);
+        assert_true(e->step_s < none.step_s);
+    }
+}
+
 /* calibrate's GEMM table: a GEMM op takes the measured time of its shape, or
  * the line through shapes that differ only in the token count (m for forward
  * and dgrad, k for wgrad); other shapes, batched GEMMs and fp8 keep the curve.
@@ -1173,6 +1224,7 @@ int main(void)
         cmocka_unit_test(moe_counts_active_parameters),
         cmocka_unit_test(calibrated_flash_attention_efficiency),
         cmocka_unit_test(flash1_is_flash_at_its_relative_speed),
+        cmocka_unit_test(tp_backward_overlap_hides_behind_its_gemms),
         cmocka_unit_test(calibrated_shape_tables_and_membound_overhead),
         cmocka_unit_test(power_model_off_or_under_the_cap_keeps_the_top_clock),
         cmocka_unit_test(power_cap_slows_the_clock_bound_work),
