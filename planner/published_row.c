@@ -307,6 +307,12 @@ static void read_model(const csv_table *t, int r, const model_zoo *zoo, publishe
                                      (long long)m->kv_heads, (long long)m->heads);
 }
 
+/* Meta's own framework for Llama 3 (the Herd paper's runs). */
+static int llama3_framework(const char *framework, const char *source)
+{
+    return has(framework, "meta") || has(source, "llama 3 herd");
+}
+
 static void read_layout(const csv_table *t, int r, published_row *row)
 {
     layout_t *l = &row->layout;
@@ -315,7 +321,7 @@ static void read_layout(const csv_table *t, int r, published_row *row)
     optional_int(t, r, "gpus_per_node", row->node ? row->node->gpus_per_node : 8, 1, 1024, &per_node, row);
     optional_int(t, r, "tp", 0, 1, 100000, &tp, row);
     optional_int(t, r, "pp", 0, 1, 100000, &pp, row);
-    optional_int(t, r, "vpp", 1, 1, 1000, &vpp, row);
+    int vpp_empty = optional_int(t, r, "vpp", 1, 1, 1000, &vpp, row) == 1;
     optional_int(t, r, "cp", 1, 1, 100000, &cp, row);
     optional_int(t, r, "ep", 1, 1, 100000, &ep, row);
     optional_int(t, r, "dp", 0, 1, 100000000, &dp, row);
@@ -339,6 +345,12 @@ static void read_layout(const csv_table *t, int r, published_row *row)
     l->ep = ep;
     l->pp = pp;
     l->dp = dp;
+    /* Llama 3's balanced interleaved schedule: one transformer layer per model chunk, the first chunk of the
+     * first stage holding only the embedding and the last of the last only the output layer (the paper, section
+     * 3.3.2); so its unpublished virtual depth is the layers per stage, here the most chunks of whole layers
+     * every stage can fill, since sextant holds no chunk of the embedding alone (docs/model.md, "Published runs") */
+    if (vpp_empty && pp > 1 && row->model.layers >= 2 * pp && llama3_framework(csv_table_cell(t, r, "framework"), row->source))
+        vpp = row->model.layers / pp;
     l->vpp = vpp;
     l->mbs = mbs;
     l->gbs = gbs;
@@ -408,7 +420,7 @@ static void read_practice(const csv_table *t, int r, published_row *row)
      * cross_entropy on .float() logits, Megatron's vocab-parallel cross-entropy without its fusion) */
     l->loss = has(notes, "fused loss") || has(notes, "fused cross") ? LOSS_FUSED : LOSS_FP32;
     /* Meta's Llama 3 gathered K and V over the CP group; Megatron, NeMo and torchtitan pass them round a ring */
-    l->cp_comm = has(framework, "meta") || has(row->source, "llama 3 herd") ? CP_COMM_ALLGATHER : CP_COMM_RING;
+    l->cp_comm = llama3_framework(framework, row->source) ? CP_COMM_ALLGATHER : CP_COMM_RING;
     l->sp = l->tp > 1 && (!older || has(recompute, "sequence parallel"));
     /* Megatron-Core and NeMo launch the backward's TP gather and gradient reduction beside the GEMMs
      * (docs/model.md, "Overlap"); the 2021-2022 frameworks are read as exposed */
