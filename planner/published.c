@@ -86,6 +86,12 @@ static void plan_column(FILE *out, const published_row *row, const estimate_t *e
     req->top = 5;
     req->max_zero = 3;
     req->precision = row->layout.precision;
+    /* the run's own kernels and practices, so that only the layout differs */
+    req->attention = row->layout.attention;
+    req->loss = row->layout.loss;
+    req->tp_overlap = row->layout.tp_overlap;
+    req->cp_comm = row->layout.cp_comm;
+    req->fp32_grads = row->layout.fp32_grads;
     if (plan_search(req, res, 0, why, sizeof why) != 0 || res->ntop == 0) {
         fprintf(out, " no feasible plan | |");
         return;
@@ -94,11 +100,15 @@ static void plan_column(FILE *out, const published_row *row, const estimate_t *e
     int rank = 0;
     for (int i = 0; i < res->ntop && !rank; i++) {
         const layout_t *c = &res->top[i].layout;
-        if (c->tp == l->tp && c->pp == l->pp && c->mbs == l->mbs && c->vpp == l->vpp) rank = i + 1;
+        if (c->tp == l->tp && c->pp == l->pp && c->mbs == l->mbs && c->vpp == l->vpp && layout_cp(c) == layout_cp(l))
+            rank = i + 1;
     }
     const plan_candidate *w = &res->top[0];
     if (rank) fprintf(out, " rank %d of the top 5 |", rank);
-    else fprintf(out, " not in the top 5 (%.1f%% slower than the winner) |", 100.0 * (e->step_s / w->step_s - 1.0));
+    else if (e->step_s >= w->step_s)
+        fprintf(out, " not in the top 5 (%.1f%% slower than the winner) |", 100.0 * (e->step_s / w->step_s - 1.0));
+    else  /* a depth or degree the search does not try (VPP, CP) */
+        fprintf(out, " outside the search, %.1f%% faster than its winner |", 100.0 * (1.0 - e->step_s / w->step_s));
     fprintf(out, " TP %lld PP %lld DP %lld VPP %lld mbs %lld %s ZeRO %d%s, %.1f%% MFU |", (long long)w->layout.tp,
             (long long)w->layout.pp, (long long)w->layout.dp, (long long)w->layout.vpp, (long long)w->layout.mbs,
             recompute_name(w->layout.recompute), w->layout.zero, w->layout.sp ? " SP" : "", 100.0 * w->mfu);
