@@ -62,6 +62,8 @@ static const gpu_numeric_column gpu_overlay_only_columns[] = {
     {"nccl_p2p_memory_gib", GPU_FIELD(nccl_p2p_comm_bytes), GIB, 0, 64},
     {"nccl_busbw_intra_gbs", GPU_FIELD(measured_intra_bytes_per_s), GIGA, 0, 1e5},
     {"nccl_busbw_inter_gbs", GPU_FIELD(measured_inter_bytes_per_s), GIGA, 0, 1e5},
+    {"flash_fwd_efficiency", GPU_FIELD(flash_fwd_efficiency), 1, 0, 1},
+    {"flash_bwd_efficiency", GPU_FIELD(flash_bwd_efficiency), 1, 0, 1},
     {"attention_fwd_efficiency", GPU_FIELD(attention_fwd_efficiency), 1, 0, 1},
     {"attention_bwd_efficiency", GPU_FIELD(attention_bwd_efficiency), 1, 0, 1},
     {"flash1_relative_speed", GPU_FIELD(flash1_relative_speed), 1, 0.05, 1},

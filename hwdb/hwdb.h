@@ -87,12 +87,15 @@ typedef struct {
     double nccl_p2p_comm_bytes;       /* the same for one that runs send/recv only (a pipeline's); 0: as nccl_comm_bytes */
     double measured_intra_bytes_per_s;/* collective bus bandwidth inside a node; 0 until calibrated */
     double measured_inter_bytes_per_s;/* the same across nodes, per GPU; 0 until calibrated */
-    double attention_fwd_efficiency;  /* fused (flash) attention forward: fraction of the 16-bit peak it
-                                         reaches on the FLOPs the planner executes; 0 until calibrated */
+    double flash_fwd_efficiency;      /* the frameworks' fused attention (FlashAttention-2/3, cuDNN) forward:
+                                         fraction of the 16-bit peak on the FLOPs the planner executes
+                                         (hwdb/priors.csv); 0: a GEMM's */
+    double flash_bwd_efficiency;      /* the same for its backward */
+    double attention_fwd_efficiency;  /* sextant-gpu's own fused attention kernel forward, as calibrate measured
+                                         it (--attention sextant); 0 until calibrated */
     double attention_bwd_efficiency;  /* the same for its backward; 0 until calibrated */
     double flash1_relative_speed;     /* the first-generation fused attention (FlashAttention-1, its Triton port)
-                                         over the fused attention the other keys describe, same work
-                                         (hwdb/priors.csv); 0: taken as 1 */
+                                         over the frameworks' (flash_*), same work (hwdb/priors.csv); 0: taken as 1 */
     double fp8_gemm_relative_efficiency; /* an FP8 GEMM's achieved fraction of the FP8 peak over a 16-bit GEMM's
                                             of the 16-bit peak (hwdb/priors.csv); 0: taken as 1 */
     double membound_overhead_s;       /* fixed GPU time of one memory-bound kernel (ramp-up and tail) beside
@@ -117,7 +120,7 @@ typedef struct {
     double overlap_comm_slowdown;
     int gemm_times;                   /* measured GEMM shapes (overlay keys gemm_us:MxNxK); 0 until calibrated */
     hw_gemm_time gemm_time[HWDB_GEMM_TIMES_MAX];
-    int attention_times[2];           /* measured fused attention, forward [0] and backward [1] (overlay keys
+    int attention_times[2];           /* sextant-gpu's fused attention measured, forward [0] and backward [1] (overlay keys
                                          flash_fwd_us:BHxSxD, flash_bwd_us:BHxSxD); 0 until calibrated */
     hw_gemm_time attention_time[2][HWDB_ATTENTION_TIMES_MAX];
     int unfused_attention_times[2];   /* measured unfused attention (cuBLAS batched GEMMs and our softmax),
@@ -181,7 +184,8 @@ int hwdb_gpu_matches_device(const hw_gpu *g, const char *device_name, double dev
  * database: each row replaces one numeric column of one GPU (or sets one of
  * the overlay-only keys: launch_overhead_us, gemm_half_gflop,
  * context_memory_gib, nccl_busbw_intra_gbs, nccl_busbw_inter_gbs,
- * attention_fwd_efficiency, attention_bwd_efficiency, the overlap_* slowdowns
+ * flash_fwd_efficiency, flash_bwd_efficiency, attention_fwd_efficiency,
+ * attention_bwd_efficiency, the overlap_* slowdowns
  * of calibrate --comm, ...), or, for the
  * keys intra_gbs_per_dir and intra_latency_us (nodes.csv columns, written by
  * calibrate --comm), of that GPU's node.  A (gpu, key) given twice is

@@ -135,8 +135,9 @@ static const char *usage_text =
     "                         frameworks' fp32 cross-entropy on materialised logits (PyTorch, Megatron unfused)\n"
     "  --tp-overlap none|backward   TP communication: all exposed (default, as sextant's trainer runs it), or\n"
     "                         Megatron's: the backward's TP gather and gradient reduction beside its GEMMs\n"
-    "  --attention flash|unfused|flash1   attention kernel (default flash where the GPU has it: sm80 and newer);\n"
-    "                         flash1: FlashAttention-1 or its Triton port, as frameworks ran before mid-2023\n"
+    "  --attention flash|unfused|flash1|sextant   attention kernel (default flash where the GPU has it: sm80\n"
+    "                         and newer): flash the frameworks' FlashAttention-2/3 or cuDNN; flash1 FlashAttention-1\n"
+    "                         or its Triton port, as frameworks ran before mid-2023; sextant sextant-gpu's own kernel\n"
     "  --sp                   sequence parallelism\n"
     "  --zero 0|1|2|3         optimizer sharding (1 = Megatron's distributed optimizer)\n"
     "  --fp32-grads           accumulate gradients in fp32 (18 instead of 16 bytes/param)\n"
@@ -369,7 +370,7 @@ static int parse_args(int argc, char **argv, options *o)
             else return fail("--loss: '%s' is not one of fused|fp32", t ? t : "");
         } else if (!strcmp(a, "--attention")) {
             const char *t = TAKE();
-            if (attention_parse(t, &o->attention) != 0) return fail("--attention: '%s' is not one of flash|unfused|flash1", t ? t : "");
+            if (attention_parse(t, &o->attention) != 0) return fail("--attention: '%s' is not one of flash|unfused|flash1|sextant", t ? t : "");
             o->have_attention = 1;
         } else if (!strcmp(a, "--zero")) {
             const char *t = TAKE();
@@ -595,8 +596,11 @@ static void print_gpu(FILE *out, const hw_gpu *g, const hw_node *node)
             g->cloud_usd_per_gpu_hour);
     fprintf(out, "  achievable fraction    GEMM %.2f, memory-bound %.2f (%s)\n", g->gemm_efficiency,
             g->membound_efficiency, g->calibration[0] ? g->calibration : "hwdb defaults, not calibrated");
+    if (g->flash_fwd_efficiency > 0 || g->flash_bwd_efficiency > 0)
+        fprintf(out, "  fused attention        forward %.3f, backward %.3f of the 16-bit peak (frameworks' kernels, prior)\n",
+                g->flash_fwd_efficiency, g->flash_bwd_efficiency);
     if (g->attention_fwd_efficiency > 0 || g->attention_bwd_efficiency > 0)
-        fprintf(out, "  fused attention        forward %.3f, backward %.3f of the 16-bit peak (calibrated)\n",
+        fprintf(out, "  sextant's attention    forward %.3f, backward %.3f of the 16-bit peak (its own kernel, calibrated)\n",
                 g->attention_fwd_efficiency, g->attention_bwd_efficiency);
     if (g->gemm_times || g->attention_times[0] || g->attention_times[1] || g->unfused_attention_times[0] ||
         g->unfused_attention_times[1] || g->membound_overhead_s > 0)

@@ -355,18 +355,23 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
                               gpu->energy_gemm_j_per_flop);
         }
         {
-            /* fused: the time calibrate measured for this shape (or its line over the
-             * batch); else the fraction of peak it measured on our kernel, forward (and
-             * its recomputation) or backward; else a GEMM's.  All of it follows the clock. */
+            /* fused (docs/model.md, "Attention kernel generations"): sextant-gpu's own kernel takes the time
+             * calibrate measured for this shape (or its line over the batch), else the fraction of peak it
+             * measured, forward (and its recomputation) or backward; the frameworks' kernels (flash) take
+             * hwdb/priors.csv's fractions, and their first generation (flash1) the same slower; else a
+             * GEMM's.  All of it follows the clock. */
             int bwd = op->pass == PASS_BWD;
-            /* the first-generation kernels do the same work slower (docs/model.md, "Attention kernel generations") */
             double speed = l->attention == ATTENTION_FLASH1 && gpu->flash1_relative_speed > 0.0 ? gpu->flash1_relative_speed : 1.0;
-            /* a context parallel rank's queries (m) against the whole sequence (n): its share of the whole's time */
-            double timed = (double)op->m / (double)op->n *
-                           measured_shape_s(gpu->attention_time[bwd], gpu->attention_times[bwd], (double)op->batch,
-                                            (double)op->n, (double)op->k, (double)op->kv_batch, 0);
-            if (timed > 0.0) return with_power(op, gpu, timed / speed, 1.0, gpu->energy_attention_j_per_flop);
-            double measured = bwd ? gpu->attention_bwd_efficiency : gpu->attention_fwd_efficiency;
+            if (l->attention == ATTENTION_SEXTANT) {
+                /* a context parallel rank's queries (m) against the whole sequence (n): its share of the whole's time */
+                double timed = (double)op->m / (double)op->n *
+                               measured_shape_s(gpu->attention_time[bwd], gpu->attention_times[bwd], (double)op->batch,
+                                                (double)op->n, (double)op->k, (double)op->kv_batch, 0);
+                if (timed > 0.0) return with_power(op, gpu, timed, 1.0, gpu->energy_attention_j_per_flop);
+            }
+            double own = bwd ? gpu->attention_bwd_efficiency : gpu->attention_fwd_efficiency;
+            double frameworks = bwd ? gpu->flash_bwd_efficiency : gpu->flash_fwd_efficiency;
+            double measured = l->attention == ATTENTION_SEXTANT && own > 0.0 ? own : frameworks;
             double efficiency = speed * (measured > 0.0 ? measured : gemm_efficiency(gpu, op->flops, matrix));
             return with_power(op, gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * efficiency, op->bytes, membw), 1.0,
                               gpu->energy_attention_j_per_flop);

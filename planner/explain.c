@@ -435,10 +435,14 @@ void report_explain(FILE *out, const estimate_t *e)
     heading(out, 6, "Step time");
     fprintf(out, "Each op costs max(FLOPs / (peak x %.2f), bytes / (HBM %.0f GB/s x %.2f)); collectives as above.\n",
             g->gemm_efficiency, g->hbm_bytes_per_s / 1e9, g->membound_efficiency);
-    if (attention_is_fused(l->attention) && (g->attention_fwd_efficiency > 0 || g->attention_bwd_efficiency > 0))
-        fprintf(out, "The fused attention uses the fractions calibrate measured on its kernel instead of %.2f: "
+    if (l->attention == ATTENTION_SEXTANT && (g->attention_fwd_efficiency > 0 || g->attention_bwd_efficiency > 0))
+        fprintf(out, "sextant-gpu's fused attention uses the fractions calibrate measured on it instead of %.2f: "
                      "forward %.3f, backward %.3f.\n",
                 g->gemm_efficiency, g->attention_fwd_efficiency, g->attention_bwd_efficiency);
+    else if (attention_is_fused(l->attention) && (g->flash_fwd_efficiency > 0 || g->flash_bwd_efficiency > 0))
+        fprintf(out, "The frameworks' fused attention (FlashAttention-2/3, cuDNN) runs at the prior fractions instead of %.2f: "
+                     "forward %.3f, backward %.3f.\n",
+                g->gemm_efficiency, g->flash_fwd_efficiency, g->flash_bwd_efficiency);
     if (l->attention == ATTENTION_FLASH1 && g->flash1_relative_speed > 0)
         fprintf(out, "The first-generation fused attention (flash1) runs the same work at %.2f of that speed.\n",
                 g->flash1_relative_speed);

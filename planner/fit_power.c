@@ -92,9 +92,11 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
         goto done;
     }
     if (attention_parse(attention, &l->attention) != 0) {
-        snprintf(err, errlen, "%s:%d:attention: '%s' is not one of flash|unfused", path, t.line[row], attention);
+        snprintf(err, errlen, "%s:%d:attention: '%s' is not one of flash|unfused|sextant", path, t.line[row], attention);
         goto done;
     }
+    /* a validate run's fused attention is sextant-gpu's own kernel (runs before 2026-11-26 call it flash) */
+    if (attention_is_fused(l->attention)) l->attention = ATTENTION_SEXTANT;
     if (l->tp * l->pp * l->dp != l->gpus) {
         snprintf(err, errlen, "%s:%d:gpus: %lld is not tp x pp x dp", path, t.line[row], (long long)l->gpus);
         goto done;

@@ -15,11 +15,12 @@
 #define SEXTANT_VERSION "0.1.0"
 
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_t;
-/* The attention kernel: FlashAttention-2 or later (flash), the materialised s x s scores (unfused), or the
- * first generation of fused kernels (flash1: FlashAttention-1 or its Triton port, what frameworks ran
- * before FlashAttention-2 of July 2023; the same work and memory as flash at a lower speed,
- * docs/model.md, "Attention kernel generations"). */
-typedef enum { ATTENTION_FLASH = 0, ATTENTION_UNFUSED, ATTENTION_FLASH1, ATTENTION_COUNT } attention_impl_t;
+/* The attention kernel: the frameworks' fused kernel, FlashAttention-2 or later and cuDNN (flash); the
+ * materialised s x s scores (unfused); the first generation of fused kernels (flash1: FlashAttention-1 or
+ * its Triton port, what frameworks ran before FlashAttention-2 of July 2023); or sextant-gpu's own fused
+ * kernel, as calibrate measured it (sextant).  The fused ones share the work and the memory and differ in
+ * speed (docs/model.md, "Attention kernel generations"). */
+typedef enum { ATTENTION_FLASH = 0, ATTENTION_UNFUSED, ATTENTION_FLASH1, ATTENTION_SEXTANT, ATTENTION_COUNT } attention_impl_t;
 /* How context parallelism exchanges K and V (docs/model.md, "Context parallelism"): Megatron's ring of
  * send/recv overlapped with attention, or Llama 3's all-gather before it. */
 typedef enum { CP_COMM_RING = 0, CP_COMM_ALLGATHER } cp_comm_t;
@@ -522,7 +523,7 @@ void report_spec_examples(FILE *out);
 
 const char *recompute_name(recompute_t r);
 const char *attention_name(attention_impl_t a);
-/* 1 for the fused kernels (flash, flash1): no s x s scores in memory, a log-sum-exp per row. */
+/* 1 for the fused kernels (flash, flash1, sextant): no s x s scores in memory, a log-sum-exp per row. */
 int attention_is_fused(attention_impl_t a);
 const char *cp_comm_name(cp_comm_t c);
 const char *loss_kernel_name(loss_kernel_t k);
@@ -531,7 +532,7 @@ const char *tp_overlap_name(tp_overlap_t t);
 int tp_overlap_parse(const char *name, tp_overlap_t *out);
 /* ring|allgather, ignoring case: 0, or -1 for anything else (or NULL). */
 int cp_comm_parse(const char *name, cp_comm_t *out);
-/* none|selective|full and flash|unfused|flash1, ignoring case: 0, or -1 for anything else (or NULL). */
+/* none|selective|full and flash|unfused|flash1|sextant, ignoring case: 0, or -1 for anything else (or NULL). */
 int recompute_parse(const char *name, recompute_t *out);
 int attention_parse(const char *name, attention_impl_t *out);
 const char *op_kind_name(op_kind_t k);

@@ -24,9 +24,9 @@ int recompute_parse(const char *name, recompute_t *out)
 }
 const char *attention_name(attention_impl_t a)
 {
-    return a == ATTENTION_FLASH ? "flash" : a == ATTENTION_FLASH1 ? "flash1" : "unfused";
+    return a == ATTENTION_FLASH ? "flash" : a == ATTENTION_FLASH1 ? "flash1" : a == ATTENTION_SEXTANT ? "sextant" : "unfused";
 }
-int attention_is_fused(attention_impl_t a) { return a == ATTENTION_FLASH || a == ATTENTION_FLASH1; }
+int attention_is_fused(attention_impl_t a) { return a == ATTENTION_FLASH || a == ATTENTION_FLASH1 || a == ATTENTION_SEXTANT; }
 int attention_parse(const char *name, attention_impl_t *out)
 {
     for (attention_impl_t a = ATTENTION_FLASH; a < ATTENTION_COUNT; a++)

@@ -327,7 +327,7 @@ static double step_error_in(const char *runs, const char *overlay, const char *m
     char path[1024];
     snprintf(path, sizeof path, "%s/%s_%s_mbs%d.csv", runs, fused ? "flash" : "train", model, mbs);
     run_result r = run_sextant("estimate %s --gpu h100-sxm --mbs %d --gbs %d --seq %d --attention %s --recompute none "
-                               "--no-dropout --calibration %s --format json", model, mbs, mbs, seq, fused ? "flash" : "unfused",
+                               "--no-dropout --calibration %s --format json", model, mbs, mbs, seq, fused ? "sextant" : "unfused",
                                overlay);
     expect_ok(&r);
     cJSON *root = cJSON_Parse(r.out);

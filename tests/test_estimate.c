@@ -419,11 +419,12 @@ static void calibrated_flash_attention_efficiency(void **state)
     hw_gpu g = *hwdb_find_gpu(&db, "h100-sxm");
     /* the mechanism, without hwdb/priors.csv's attention and kernel-overhead priors */
     g.attention_fwd_efficiency = g.attention_bwd_efficiency = 0.0;
+    g.flash_fwd_efficiency = g.flash_bwd_efficiency = 0.0;
     g.launch_overhead_s = g.membound_overhead_s = 0.0;
     g.gemm_half_flops = 0.0;
     const double peak = g.peak_flops[PREC_BF16];
     layout_t l = layout(8, 1, 1, 4, 32, 2048);
-    l.attention = ATTENTION_FLASH;
+    l.attention = ATTENTION_SEXTANT;   /* sextant-gpu's kernel, what calibrate measures */
     l.recompute = RECOMPUTE_FULL;
 
     /* uncalibrated: a GEMM's roofline, as before */
@@ -445,6 +446,17 @@ static void calibrated_flash_attention_efficiency(void **state)
     assert_close(bwd->flops, 2.5 * fwd->flops, 1e-12);
     assert_close(costed_op(e, "qkv", PASS_FWD)->time_s, qkv_default, 1e-15);
     assert_true(e->step_s > step_default);
+
+    /* the frameworks' kernel (flash) ignores what calibrate measured on ours: its own prior, else a GEMM's */
+    l.attention = ATTENTION_FLASH;
+    assert_close(costed_op(run_on("llama3.2-1b", &g, l), "attention", PASS_FWD)->time_s,
+                 roofline_s(fwd->flops, peak * g.gemm_efficiency, fwd->bytes, g.hbm_bytes_per_s * g.membound_efficiency), 1e-12);
+    g.flash_fwd_efficiency = 0.5;
+    assert_close(costed_op(run_on("llama3.2-1b", &g, l), "attention", PASS_FWD)->time_s, fwd->flops / (peak * 0.5), 1e-12);
+    /* ours without a measurement: the frameworks' prior */
+    l.attention = ATTENTION_SEXTANT;
+    g.attention_fwd_efficiency = 0.0;
+    assert_close(costed_op(run_on("llama3.2-1b", &g, l), "attention", PASS_FWD)->time_s, fwd->flops / (peak * 0.5), 1e-12);
 
     /* unfused attention ignores the keys */
     l.attention = ATTENTION_UNFUSED;
@@ -615,7 +627,7 @@ static void calibrated_shape_tables_and_membound_overhead(void **state)
     a.attention_fwd_efficiency = 0.15;
     a.attention_bwd_efficiency = 0.12;
     l = layout(1, 1, 1, 8, 8, 1024);
-    l.attention = ATTENTION_FLASH;
+    l.attention = ATTENTION_SEXTANT;
     l.recompute = RECOMPUTE_FULL;
     a.attention_times[0] = a.attention_times[1] = 0;
     a.attention_time[0][a.attention_times[0]++] = (hw_gemm_time){96, 1024, 64, 96, 400e-6};  /* gpt2: 8 x 12 heads */

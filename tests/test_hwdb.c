@@ -174,8 +174,9 @@ static void calibration_overlay_replaces_figures(void **state)
     hwdb_free(&copy);
 }
 
-/* calibrate writes the fused attention's measured efficiencies as two
- * overlay-only keys: fractions of peak, 0 (the default: not calibrated) to 1. */
+/* The frameworks' fused attention has its priors (flash_*); calibrate writes sextant-gpu's own kernel's
+ * measured efficiencies as two other overlay-only keys (attention_*), which leave the priors alone:
+ * fractions of peak, 0 (the default: not calibrated) to 1. */
 static void attention_efficiency_overlay(void **state)
 {
     (void)state;
@@ -183,15 +184,17 @@ static void attention_efficiency_overlay(void **state)
     char err[512];
     assert_int_equal(hwdb_load(SEXTANT_ROOT "/hwdb", &hw, err, sizeof err), 0);
     const hw_gpu *g = hwdb_find_gpu(&hw, "h200");
-    /* hwdb/priors.csv's Hopper priors until an overlay measures them */
-    assert_close(g->attention_fwd_efficiency, 0.50, 0);
-    assert_close(g->attention_bwd_efficiency, 0.40, 0);
+    /* hwdb/priors.csv's Hopper priors for the frameworks' kernels; sextant's own not measured */
+    assert_close(g->flash_fwd_efficiency, 0.50, 0);
+    assert_close(g->flash_bwd_efficiency, 0.40, 0);
+    assert_close(g->attention_fwd_efficiency, 0.0, 0);
+    assert_close(hwdb_find_gpu(&hw, "a100-sxm4-80gb")->flash_fwd_efficiency, 0.55, 0);
     assert_close(g->fp8_gemm_relative_efficiency, 0.883, 0);
     /* the first-generation fused attention: half of FlashAttention-2 on Ampere, 0.7 / 2 of Hopper's FA3-level prior */
     assert_close(g->flash1_relative_speed, 0.35, 0);
     assert_close(hwdb_find_gpu(&hw, "a100-sxm4-80gb")->flash1_relative_speed, 0.50, 0);
     assert_close(hwdb_find_gpu(&hw, "v100-sxm2-32gb")->flash1_relative_speed, 0.0, 0);
-    assert_close(hwdb_find_gpu(&hw, "v100-sxm2-32gb")->attention_fwd_efficiency, 0.0, 0);
+    assert_close(hwdb_find_gpu(&hw, "v100-sxm2-32gb")->flash_fwd_efficiency, 0.0, 0);
     char path[] = "/tmp/sextant-overlay-XXXXXX";
     write_temp(path, "gpu,key,value,source\n"
                      "h200,attention_fwd_efficiency,0.1874,\"sextant-gpu calibrate test (flash, 4 shapes)\"\n"
@@ -199,7 +202,8 @@ static void attention_efficiency_overlay(void **state)
     assert_int_equal(hwdb_apply_overlay(&hw, path, err, sizeof err), 0);
     assert_close(g->attention_fwd_efficiency, 0.1874, 1e-12);
     assert_close(g->attention_bwd_efficiency, 0.1512, 1e-12);
-    assert_close(hwdb_find_gpu(&hw, "h100-sxm")->attention_fwd_efficiency, 0.50, 0); /* untouched: its prior */
+    assert_close(g->flash_fwd_efficiency, 0.50, 0);   /* the frameworks' prior stays */
+    assert_close(hwdb_find_gpu(&hw, "h100-sxm")->attention_fwd_efficiency, 0.0, 0); /* another GPU: untouched */
     assert_non_null(strstr(g->calibration, "sextant-gpu calibrate test"));
     unlink(path);
     const char *bad_rows[] = {"h200,attention_fwd_efficiency,1.2,x\n", "h200,attention_bwd_efficiency,-0.1,x\n",

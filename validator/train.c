@@ -2735,7 +2735,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     l.gpus = nranks; l.tp = o->tp; l.pp = o->pp; l.dp = o->dp; l.vpp = s->vpp;
     l.mbs = o->mbs; l.gbs = o->gbs; l.seq = o->seq;
     l.gpus_per_node = node->gpus_per_node > nranks ? node->gpus_per_node : nranks;
-    l.recompute = o->recompute; l.attention = o->flash ? ATTENTION_FLASH : ATTENTION_UNFUSED; l.precision = PREC_BF16;
+    l.recompute = o->recompute; l.attention = o->flash ? ATTENTION_SEXTANT : ATTENTION_UNFUSED; l.precision = PREC_BF16;
     l.sp = s->sp; l.zero = o->zero;
     job_t job = {1e9, 1.0};
     static estimate_t e;
