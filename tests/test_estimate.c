@@ -928,7 +928,7 @@ static void power_fit_reads_a_pipeline_run(void **state)
     const hw_node *node = hwdb_find_node(&db, h200->node);
     static power_fit_run run;
     char err[512];
-    const char *path = SEXTANT_ROOT "/docs/validation/h200x2-train-2026-11-23/t_gpt2m_pp2.csv";
+    const char *path = SEXTANT_ROOT "/tests/data/2026-11-23-h200x2-train-pp2.csv";
     if (power_fit_read_run(path, &zoo, h200, node, &run, err, sizeof err) != 0) {
         print_error("%s\n", err);
         fail();
@@ -942,7 +942,7 @@ static void power_fit_reads_a_pipeline_run(void **state)
 
     const hw_gpu *h100 = hwdb_find_gpu(&db, "h100-sxm");
     assert_int_equal(power_fit_read_run(path, &zoo, h100, node, &run, err, sizeof err), -1);
-    assert_non_null(strstr(err, "t_gpt2m_pp2.csv:"));
+    assert_non_null(strstr(err, "2026-11-23-h200x2-train-pp2.csv:"));
     assert_non_null(strstr(err, ":gpu: 'h200', but the fit is for h100-sxm"));
     /* without the power model the fit refuses, naming the way to get one */
     static power_fit_run two[2];

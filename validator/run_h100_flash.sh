@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# One device call: the nine one-GPU training runs of docs/validation/h100-train-2026-11-23 again with
+# One device call: the nine one-GPU training runs of docs/validation/archive/2026-11-23-h100-train again with
 # --attention flash, predicted with that report's calibration overlay (same GPU model).  $OUT/results.tar.
 set -u
 export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
-CAL=docs/validation/h100-train-2026-11-23/h100-sxm.csv
+CAL=docs/validation/archive/2026-11-23-h100-train/h100-sxm.csv
 R=$OUT/run; mkdir -p "$R"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$R/gpu.txt" 2>&1
 date -u +%Y-%m-%dT%H:%M:%SZ > "$R/date.txt"

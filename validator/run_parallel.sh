@@ -46,10 +46,10 @@ if [ "$PHASE" = interleaved ]; then
   E="llama3.2-1b --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step"
   run "eq_llama3.2-1b_pp2vpp4" $E --pp 2 --vpp 4 --losses "$R/eq_llama3.2-1b_pp2vpp4.txt"
   run "eq_llama3.2-1b_pp2vpp2rc" $E --pp 2 --vpp 2 --recompute full --losses "$R/eq_llama3.2-1b_pp2vpp2rc.txt"
-  C="--calibration ${CAL:-docs/validation/h200x2-train-2026-11-23/h200-x2.csv}"
+  C="--calibration ${CAL:-docs/validation/2026-11-23-h200x2-train/h200-x2.csv}"
   L="llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --steps 15"
   M="gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --steps 15"
-  # (plain 1F1B at the same sizes: docs/validation/h200x2-verify-2026-11-23, the same day)
+  # (plain 1F1B at the same sizes: docs/validation/archive/2026-11-23-h200x2-verify, the same day)
   for spec in "llama_pp2vpp2:$L --gbs 16 --pp 2 --vpp 2" "llama_pp2vpp4:$L --gbs 16 --pp 2 --vpp 4" \
               "gpt2m_pp2vpp2:$M --gbs 64 --pp 2 --vpp 2" "gpt2m_pp2vpp2rc:$M --gbs 64 --pp 2 --vpp 2 --recompute full" \
               "gpt2m_pp2vpp2_m2:$M --gbs 16 --pp 2 --vpp 2"; do
@@ -61,7 +61,7 @@ if [ "$PHASE" = m_eq_pp ]; then
   # micro-batches per step = pp (hung with --vpp 2 on 2 x H200 before comm_warmup): plain 1F1B, interleaved, and
   # interleaved without the communicators' warm-up (should hang: the watchdog ends it at 41 s)
   TMO=${TMO:-60}   # --timeout 20: a GPU wait gives up at 20 s, a host stuck in NCCL at 41 s (launch_watchdog)
-  C="--calibration docs/validation/h200x2-train-2026-11-23/h200-x2.csv"
+  C="--calibration docs/validation/2026-11-23-h200x2-train/h200-x2.csv"
   run "m2_gpt2m_pp2" gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 16 --pp 2 --steps 10 --warmup 2 --timeout 20 $C \
     --csv "$R/m2_gpt2m_pp2.csv"
   run "m2_gpt2m_pp2vpp2" gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 16 --pp 2 --vpp 2 --steps 10 --warmup 2 \
@@ -131,7 +131,7 @@ fi
 if [ "$PHASE" = final ]; then
   # the float64 gradient check (one GPU), mpirun's launch, and two plans larger than the machine validated as slices
   $G check-gradients > "$R/check_gradients.log" 2>&1; echo "check-gradients rc=$?"
-  C="--calibration docs/validation/h200x2-train-2026-11-23/h200-x2.csv"
+  C="--calibration docs/validation/2026-11-23-h200x2-train/h200-x2.csv"
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   timeout 200 mpirun -np 2 -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH $G train llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --gbs 16 \
     --steps 15 --dp 2 --zero 1 $C --csv "$R/t_mpirun_llama_dp2z1.csv" > "$R/t_mpirun_llama_dp2z1.log" 2>&1; echo "mpirun rc=$?"
@@ -148,7 +148,7 @@ fi
 if [ "$PHASE" = pipeline ]; then
   # calibrate --comm again (NCCL's memory per kind of communicator), then the pipeline layouts with it
   timeout 240 $G calibrate --comm --gpus 2 --gpu $GPU --max-bytes 1G --out "$R/comm.csv" > "$R/comm.log" 2>&1; echo "comm rc=$?"
-  { cat docs/validation/h200x2-train-2026-11-23/one.csv 2>/dev/null || head -1 "$R/comm.csv"; tail -n +2 "$R/comm.csv"; } > "$R/$GPU-x2.csv"
+  { cat docs/validation/2026-11-23-h200x2-train/one.csv 2>/dev/null || head -1 "$R/comm.csv"; tail -n +2 "$R/comm.csv"; } > "$R/$GPU-x2.csv"
   C="--calibration $R/$GPU-x2.csv"
   L="llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --steps 15"
   M="gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --steps 15"

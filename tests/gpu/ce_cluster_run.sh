@@ -9,7 +9,7 @@
 #   and with SEXTANT_CE_LAYOUT=5 (clusters).
 set -u
 export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
-CAL=${CAL:-docs/validation/h100-clock-scaled-2026-11-23/final/kernels/h100-sxm-unscaled.csv}
+CAL=${CAL:-docs/validation/2026-11-23-h100-clock-scaled/final/kernels/h100-sxm-unscaled.csv}
 R=$OUT/ce; mkdir -p "$R"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv > "$R/gpu.txt" 2>&1
 date -u +%Y-%m-%dT%H:%M:%SZ > "$R/date.txt"

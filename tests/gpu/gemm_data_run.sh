@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call on one H100 (GPU=h200 for an H200): why do the step's GEMMs run slower than
-# calibrate timed them?  (docs/validation/h100-clock-scaled-2026-11-23: fused LLaMA at
+# calibrate timed them?  (docs/validation/archive/2026-11-23-h100-clock-scaled: fused LLaMA at
 # micro-batch 4, GEMMs 4-15% slower in the step.)  Two suspects, told apart here:
 #   - the operands' values: calibrate times uniform [-1, 1) data; under the power cap a GEMM's
 #     clock follows its operands' switching.  calibrate --data uniform and --data normal;

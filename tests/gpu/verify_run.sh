@@ -19,7 +19,7 @@ fi
 timeout 60 build/sextant-gpu check-gradients > "$R/check_gradients.log" 2>&1; step check_gradients $?
 timeout 300 bash tests/gpu/parallel_equivalence.sh build/sextant-gpu $GPU > "$R/equivalence.log" 2>&1; step equivalence $?
 [ -n "${SKIP_KERNELS:-}" ] || { timeout 60 build/gpu/bench_kernels ${BENCH_FLAGS:---norm} > "$R/bench_norm.log" 2>&1; step bench_norm $?; }
-C="--calibration docs/validation/h200x2-train-2026-11-23/h200-x2.csv"
+C="--calibration docs/validation/2026-11-23-h200x2-train/h200-x2.csv"
 for spec in "gpt2m_pp2:gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --steps 15 --gbs 64 --pp 2" \
             "llama_pp2:llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --steps 15 --gbs 16 --pp 2" \
             "gpt2m_pp2vpp2_m2:gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --steps 15 --gbs 16 --pp 2 --vpp 2"; do
