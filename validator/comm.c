@@ -616,7 +616,7 @@ static int comm_body(launch_ctx *ctx, void *arg)
      * A third, running send/recv only, is printed for the record: it measured
      * 0.29 GiB where a training run's pipeline communicator takes about 0.6
      * (a communicator destroyed before it leaves memory NCCL reuses), so the
-     * planner does not use it (docs/validation/h200x2-train-2026-11-23). */
+     * planner does not use it (docs/validation/2026-11-23-h200x2-train). */
     double comm_bytes = 0.0, p2p_bytes = 0.0, first_comm_bytes = 0.0;
     {
         size_t free0 = 0, total = 0;
