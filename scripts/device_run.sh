@@ -2,7 +2,7 @@
 # One call on a GPU machine: build, check the CPU references, run the GPU tests, run them
 # again (small sizes) under compute-sanitizer memcheck and racecheck, then the benchmark.
 # Logs go to $OUT (default /tmp/sextant-gpu-out).  Run from the repository root:
-#   OUT=/some/dir bash tests/gpu/device_run.sh
+#   OUT=/some/dir bash scripts/device_run.sh
 set -u -o pipefail
 OUT=${OUT:-/tmp/sextant-gpu-out}
 BUILD=${BUILD:-build-gpu}
@@ -10,11 +10,10 @@ JOBS=${JOBS:-$(nproc)}
 mkdir -p "$OUT"
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 
-{
-    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
-    nvcc --version | tail -2
-    date -u
-} 2>&1 | tee "$OUT/gpu.txt"
+. "$(dirname "$0")/device_env.sh"
+device_record "$OUT"
+nvcc --version 2>&1 | tail -2 >> "$OUT/gpu.txt"
+cat "$OUT/gpu.txt" "$OUT/date.txt"
 
 if ! make -f kernels/gpu.mk NVCC=nvcc BUILD="$BUILD" -j"$JOBS" 2>&1 | tee "$OUT/build.log"; then
     echo "device_run: build failed"

@@ -9,9 +9,10 @@
 set -u
 W=$(cd "$(dirname "$0")" && pwd)
 cd "$W"
+. "$W/device_env.sh"   # carry scripts/device_env.sh beside this script
 export LD_LIBRARY_PATH="$W/../.deps/lib:/usr/local/cuda/lib64:$W/lib:${LD_LIBRARY_PATH:-}"
 O=${OUT:-/tmp/out}; mkdir -p "$O"
-{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv; date -u; uname -r; } > "$O/gpu.txt" 2>&1
+device_record "$O"; uname -r >> "$O/gpu.txt"
 cat "$O/gpu.txt"
 TK=build/gpu/test_kernels; BK=build/gpu/bench_kernels
 $TK --help >/dev/null 2>&1; if [ $? -eq 127 ]; then

@@ -4,15 +4,14 @@
 # gpt2-large, gpt2-xl, gpt-1.3b, llama3.2-3b, and llama3.2-1b at 4096 and 8192 tokens.  Builds nothing
 # (build/sextant-gpu and .deps carried); $OUT gets heldout.tar (every log, CSV and JSON) and summary.txt.
 set -u
-export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
+. "$(dirname "$0")/device_env.sh"
 : "${OUT:?OUT must name the folder the results go to}"
 GPU=${GPU:-h100-sxm}
 CAL=${CAL:-hwdb/measured/h100-sxm.csv}
 STEPS=${STEPS:-40}
 R=${TMPDIR:-/tmp}/heldout; rm -rf "$R"; mkdir -p "$R"
 S=$OUT/summary.txt; : > "$S"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv > "$R/gpu.txt" 2>&1
-date -u +%Y-%m-%dT%H:%M:%SZ > "$R/date.txt"
+device_record "$R"
 cp "$CAL" "$R/overlay.csv"
 G=./build/sextant-gpu
 for spec in "gpt2-large 4 1024 flash" "gpt2-xl 2 1024 flash" "gpt-1.3b 4 2048 flash" "gpt-1.3b 8 1024 unfused" \

@@ -4,13 +4,11 @@
 # Binary built on the development machine, carried with .deps/lib.
 # PHASE=equiv | timed | faults | final | equiv_pp | interleaved | m_eq_pp | four_timed | four_equiv | all (default all).  Results in $OUT/results.tar.
 set -u
-export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
-export NCCL_NVLS_ENABLE=0
+. "$(dirname "$0")/device_env.sh"
 GPU=${GPU:-h200}
 PHASE=${PHASE:-all}
 R=$OUT/run; mkdir -p "$R"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$R/gpu.txt" 2>&1
-date -u +%Y-%m-%dT%H:%M:%SZ > "$R/date.txt"
+device_record "$R"
 G=./build/sextant-gpu
 run() { # name, args...
   local n=$1; shift

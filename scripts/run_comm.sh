@@ -6,14 +6,11 @@
 #   the fit), comm-overlay.csv (the hwdb overlay), estimate-*.txt (the planner
 #   before and after the overlay).
 set -u
-export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
-# Mandatory on these machines: never enable NVLink multicast (NVLS).
-export NCCL_NVLS_ENABLE=0
+. "$(dirname "$0")/device_env.sh"
 : "${OUT:?OUT must name the folder the results go to}"
 mkdir -p "$OUT"
-date -u +%Y-%m-%dT%H:%M:%SZ > "$OUT/date.txt"
-nvidia-smi > "$OUT/gpu.txt" 2>&1
-nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm --format=csv >> "$OUT/gpu.txt" 2>&1
+device_record "$OUT"
+nvidia-smi >> "$OUT/gpu.txt" 2>&1
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 ldd build/sextant-gpu > "$OUT/ldd.txt" 2>&1
 # No nccl-tests binaries here: record which NCCL the run used instead.

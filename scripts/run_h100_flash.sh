@@ -2,11 +2,10 @@
 # One device call: the nine one-GPU training runs of docs/validation/archive/2026-11-23-h100-train again with
 # --attention flash, predicted with that report's calibration overlay (same GPU model).  $OUT/results.tar.
 set -u
-export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
+. "$(dirname "$0")/device_env.sh"
 CAL=docs/validation/archive/2026-11-23-h100-train/h100-sxm.csv
 R=$OUT/run; mkdir -p "$R"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$R/gpu.txt" 2>&1
-date -u +%Y-%m-%dT%H:%M:%SZ > "$R/date.txt"
+device_record "$R"
 for spec in "gpt2 8 1024" "gpt2 16 1024" "gpt2 32 1024" "gpt2-medium 4 1024" "gpt2-medium 8 1024" "gpt2-medium 16 1024" \
             "llama3.2-1b 1 2048" "llama3.2-1b 2 2048" "llama3.2-1b 4 2048"; do
   set -- $spec

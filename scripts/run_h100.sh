@@ -9,19 +9,15 @@
 # The binaries are built on the development machine and carried with .deps/lib (GSL, libcsv,
 # cJSON).  GPU=h200 for an H200.  Everything lands in $OUT/results.tar.
 set -u
-export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
+. "$(dirname "$0")/device_env.sh"
 GPU=${GPU:-h100-sxm}
 PART=${PART:-1}
 UNCAL=${UNCAL:-1}   # 0: leave out the runs on hwdb defaults
 CALFLAGS=${CALFLAGS:-}   # e.g. --warm, --no-step-fit, --step-runs DIR
 R=$OUT/run; mkdir -p "$R"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$R/gpu.txt" 2>&1
-date -u +%Y-%m-%dT%H:%M:%SZ > "$R/date.txt"
+device_record "$R"
 G=./build/sextant-gpu
-# SM clock, power and the clock limiters every 200 ms: the power cap sets the clock a step runs at
-nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv,noheader \
-  -lms 200 > "$R/smi.csv" 2>/dev/null &
-SMI=$!
+device_sample "$R/smi.csv"
 stamp() { date +%Y/%m/%d\ %H:%M:%S.%3N; }
 if [ "$PART" = 2 ]; then
   CAL=${CAL:?PART=2 needs CAL, the overlay of an earlier calibrate}
@@ -49,8 +45,8 @@ for ATT in $MODES; do
     echo "$ATT $n rc=$?"; echo "end $(stamp)" >> "$R/runs.txt"
   done
 done
-kill $SMI 2>/dev/null
-bash validator/smi_summary.sh "$R/runs.txt" "$R/smi.csv" > "$R/clocks.txt"; cat "$R/clocks.txt"
+kill $SMI_PID 2>/dev/null
+bash scripts/smi_summary.sh "$R/runs.txt" "$R/smi.csv" > "$R/clocks.txt"; cat "$R/clocks.txt"
 cd "$OUT" && tar cf results.tar run && rm -rf run
 tar xOf results.tar run/calibrate.log 2>/dev/null | grep -E "copy|launch|fit|efficiency|shapes timed"
 tar xOf results.tar run/calibrate.log 2>/dev/null | sed -n '/^power (per/,/^model: P/p'

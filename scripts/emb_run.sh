@@ -1,9 +1,9 @@
 # The embedding backward on one GPU: tests (full sizes), memcheck on the quick sizes, the
 # benchmark with the apply's sweep.  Results in $OUT/emb.
 set -u
-export LD_LIBRARY_PATH=$PWD/.deps/lib
+. "$(dirname "$0")/device_env.sh"
 R=$OUT/emb; mkdir -p $R
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > $R/gpu.txt; date -u >> $R/gpu.txt
+device_record "$R"
 timeout 200 build/gpu/test_kernels --embedding > $R/test_emb.log 2>&1; echo "test rc=$?"
 grep -E "FAIL|checks" $R/test_emb.log | head -20
 timeout 150 compute-sanitizer --tool memcheck build/gpu/test_kernels --quick --embedding > $R/memcheck.log 2>&1; echo "memcheck rc=$?"; tail -3 $R/memcheck.log

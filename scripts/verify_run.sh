@@ -4,12 +4,10 @@
 # development machine and carried with .deps/lib, plus the norm backward's
 # bandwidth rows and two timed pipeline layouts.  Logs in $OUT/verify.tar.
 set -u
-export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
-export NCCL_NVLS_ENABLE=0
+. "$(dirname "$0")/device_env.sh"
 GPU=${GPU:-h200}
 R=$OUT/verify; mkdir -p "$R"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$R/gpu.txt" 2>&1
-date -u +%Y-%m-%dT%H:%M:%SZ > "$R/date.txt"
+device_record "$R"
 t0=$(date +%s)
 step() { echo "$1 rc=$2 at $(( $(date +%s) - t0 )) s" | tee -a "$R/summary.txt"; }
 # SKIP_KERNELS=1: only the training paths (gradient check, equivalence, timed layouts)

@@ -10,14 +10,11 @@
 # Results land in $OUT/gemmdata (written here; the report goes under docs/validation/ once it
 # has run).  Not yet run: written 2026-11-23 in a session that was lent no GPU.
 set -u
-export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
+. "$(dirname "$0")/device_env.sh"
 GPU=${GPU:-h100-sxm}
 R=$OUT/gemmdata; mkdir -p "$R"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv > "$R/gpu.txt" 2>&1
-date -u +%Y-%m-%dT%H:%M:%SZ > "$R/date.txt"
-nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv,noheader \
-  -lms 200 > "$R/smi.csv" 2>/dev/null &
-SMI=$!
+device_record "$R"
+device_sample "$R/smi.csv"
 t0=$(date +%s)
 stamp() { date +%Y/%m/%d\ %H:%M:%S.%3N; }
 step() { echo "$1 rc=$2 at $(( $(date +%s) - t0 )) s" | tee -a "$R/summary.txt"; echo "end $(stamp)" >> "$R/runs.txt"; }
@@ -33,7 +30,7 @@ for spec in "llama3.2-1b 4 2048 flash" "gpt2 32 1024 unfused" "gpt2-medium 16 10
   SEXTANT_REPLAY=10 timeout 100 $G train "$1" --gpu "$GPU" --mbs "$2" --seq "$3" --steps 30 --attention "$4" \
     --calibration "$R/$GPU-uniform.csv" --csv "$R/$n.csv" > "$R/$n.log" 2>&1; step "$n" $?
 done
-kill $SMI 2>/dev/null
-bash validator/smi_summary.sh "$R/runs.txt" "$R/smi.csv" > "$R/clocks.txt" 2>/dev/null; cat "$R/clocks.txt"
+kill $SMI_PID 2>/dev/null
+bash scripts/smi_summary.sh "$R/runs.txt" "$R/smi.csv" > "$R/clocks.txt" 2>/dev/null; cat "$R/clocks.txt"
 grep -E "operands|efficiency\(F\)" "$R"/calibrate_*.log
 for f in "$R"/*_mbs*.log; do echo "== $f"; grep -E "step time" "$f"; sed -n "/^Replayed/,\$p" "$f" | head -40; done

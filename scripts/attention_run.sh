@@ -2,17 +2,16 @@
 # One GPU-machine call for the fused attention only: build, CPU reference check, the
 # attention GPU tests, compute-sanitizer (memcheck, racecheck) on their quick sizes, and the
 # attention benchmark table.  Logs to $OUT.  Run from the repository root:
-#   OUT=/some/dir bash tests/gpu/attention_run.sh [test_kernels args]
+#   OUT=/some/dir bash scripts/attention_run.sh [test_kernels args]
 set -u -o pipefail
 OUT=${OUT:-/tmp/sextant-gpu-out}
 BUILD=${BUILD:-build-gpu}
 mkdir -p "$OUT"
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-{
-    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
-    nvcc --version | tail -2
-    date -u
-} 2>&1 | tee "$OUT/gpu.txt"
+. "$(dirname "$0")/device_env.sh"
+device_record "$OUT"
+nvcc --version 2>&1 | tail -2 >> "$OUT/gpu.txt"
+cat "$OUT/gpu.txt" "$OUT/date.txt"
 if ! make -f kernels/gpu.mk NVCC=nvcc BUILD="$BUILD" -j"$(nproc)" PTXAS_V=1 > "$OUT/build.log" 2>&1; then
     tail -40 "$OUT/build.log"
     echo "attention_run: build failed"

@@ -8,11 +8,10 @@
 #   the overlay calibrate wrote on an H100 on 2026-11-23 (CAL), with the default cross-entropy
 #   and with SEXTANT_CE_LAYOUT=5 (clusters).
 set -u
-export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
+. "$(dirname "$0")/device_env.sh"
 CAL=${CAL:-docs/validation/2026-11-23-h100-clock-scaled/final/kernels/h100-sxm-unscaled.csv}
 R=$OUT/ce; mkdir -p "$R"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv > "$R/gpu.txt" 2>&1
-date -u +%Y-%m-%dT%H:%M:%SZ > "$R/date.txt"
+device_record "$R"
 t0=$(date +%s)
 step() { echo "$1 rc=$2 at $(( $(date +%s) - t0 )) s" | tee -a "$R/summary.txt"; }
 timeout 80 build/gpu/test_kernels --ce > "$R/test_ce.log" 2>&1; step test_ce $?

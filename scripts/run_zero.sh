@@ -12,16 +12,14 @@
 # PHASE=equiv | timed | plan | suite | all (default: equiv, timed and plan; about 8 minutes).
 # Results: $OUT/zero.tar (zero/: logs, loss files, CSVs, JSON) and $OUT/summary.txt.
 set -u
-export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
-export NCCL_NVLS_ENABLE=0
+. "$(dirname "$0")/device_env.sh"
 GPU=${GPU:-h100-sxm}
 PHASE=${PHASE:-all}
 CAL=${CAL:-hwdb/measured/h100-sxm.csv}
 # the runs' files gather outside $OUT (few files come back from a call): $OUT gets the tar and the summary
 R=${TMPDIR:-/tmp}/zero; rm -rf "$R"; mkdir -p "$R"
 S=$OUT/summary.txt; : > "$S"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$R/gpu.txt" 2>&1
-date -u +%Y-%m-%dT%H:%M:%SZ > "$R/date.txt"
+device_record "$R"
 G=./build/sextant-gpu
 B=./build/sextant
 keep() { tar -C "$(dirname "$R")" -cf "$OUT/zero.tar" zero; }   # after every run: a call cut short still brings back what ran
