@@ -83,7 +83,7 @@ static const char *usage_text =
     "  hw [NAME]              the hardware database, or one GPU or node with its sources\n"
     "  estimate [MODEL]       memory, step time, MFU, time-to-train and cost of one layout\n"
     "  explain [MODEL]        the same, as a step-by-step derivation\n"
-    "  explain --spec         SPEC.md's worked examples through the same formulas\n"
+    "  explain --spec         docs/SPEC.md's worked examples through the same formulas\n"
     "  plan [MODEL]           search every layout: how many GPUs, which layout, how long, how much\n"
     "  published [--runs FILE] [--format json]   published runs (default models/published_runs.csv, with the plan\n"
     "                         column) against their estimates, per source group; data/published/runs.csv holds more\n"

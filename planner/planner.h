@@ -504,7 +504,7 @@ int calibration_line(const hw_gpu *g, char *out, size_t outlen);
 const char *calibration_origin(const hw_gpu *g);
 void report_estimate(FILE *out, const estimate_t *e, format_t format, int with_ops);
 void report_explain(FILE *out, const estimate_t *e);
-/* SPEC.md's worked examples, reproduced through the formula functions. */
+/* docs/SPEC.md's worked examples, reproduced through the formula functions. */
 void report_spec_examples(FILE *out);
 
 const char *recompute_name(recompute_t r);

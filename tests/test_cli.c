@@ -1,4 +1,4 @@
-/* The command line as a user meets it: commands, formats, SPEC.md's worked
+/* The command line as a user meets it: commands, formats, docs/SPEC.md's worked
  * examples through `explain`, and bad input (one line on stderr, non-zero
  * exit, nothing on stdout, no output file). */
 #include "test_util.h"
@@ -176,7 +176,7 @@ static void explain_walks_through_the_estimate(void **state)
     run_free(&r);
 }
 
-/* SPEC.md's worked examples, each through `sextant explain --spec`: every
+/* docs/SPEC.md's worked examples, each through `sextant explain --spec`: every
  * figure the spec prints must appear, rounded as the spec rounds it. */
 static void expect_spec_figures(const char *const *figures, size_t n)
 {
@@ -223,7 +223,7 @@ static void spec_example_tp_ratio(void **state)
 static void explain_llama2_70b_both_ways(void **state)
 {
     (void)state;
-    /* SPEC 2's closing line: the textbook count and the real architecture side by side */
+    /* docs/SPEC.md section 2's closing line: the textbook count and the real architecture side by side */
     run_result r = run_sextant("explain llama2-70b --gpus 8 --tp 8 --mbs 8 --seq 4096 --recompute selective");
     expect_ok(&r);
     assert_non_null(strstr(r.out, "Textbook GPT count"));

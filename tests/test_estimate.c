@@ -271,7 +271,7 @@ static void tp_across_node_and_ratio_limit(void **state)
     estimate_t *e = run("llama2-70b", "h100-sxm", l);
     assert_true(has_warning(e, "leaves the node"));
     assert_true(has_warning(e, "ratio limit"));
-    /* SPEC 4 with hwdb's 165 TFLOP/s (fp32 accumulate) for the RTX 4090: t_max = 6 x 4096 / (2 x 165.2e12 / 32e9) = 2.4 */
+    /* docs/SPEC.md section 4 with hwdb's 165 TFLOP/s (fp32 accumulate) for the RTX 4090: t_max = 6 x 4096 / (2 x 165.2e12 / 32e9) = 2.4 */
     l = layout(8, 4, 1, 1, 16, 2048);
     e = run("llama2-7b", "rtx4090", l);
     assert_close(e->tp_ratio_limit, 2.38, 0.01);
