@@ -407,6 +407,8 @@ typedef struct uncertainty_bands {
     double err_low[FAMILY_COUNT], err_high[FAMILY_COUNT];
 } uncertainty_bands;
 
+/* Sorts v[0..n) ascending (qsort with the one comparison of doubles the project needs). */
+void sort_ascending(double *v, size_t n);
 /* The percentiles of n signed errors (sorted in place), into family f. */
 void uncertainty_from_errors(uncertainty_bands *b, parallelism_family_t f, double *errors, int n);
 /* Writes / reads hwdb/uncertainty.csv (family,rows,err_p10,err_p90,source). 0, or -1 with why. */
@@ -520,5 +522,9 @@ const char *op_kind_name(op_kind_t k);
 const char *pass_name(pass_t p);
 const char *group_name(group_t g);
 const char *coll_name(coll_t c);
+
+/* The folder holding hwdb/ and models/ (planner/data_root.c says where it looks); sextant and sextant-gpu
+ * both use it, so an installed binary finds its databases. */
+void find_data_root(char *out, size_t outlen);
 
 #endif

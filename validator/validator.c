@@ -693,29 +693,13 @@ static const char *arg_value(int argc, char **argv, const char *flag, const char
     return fallback;
 }
 
-static void data_root(char *out, size_t len)
-{
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = '\0';
-        snprintf(out, len, "%.3000s/..", exe);
-        char probe[4200];
-        snprintf(probe, sizeof probe, "%s/hwdb/gpus.csv", out);
-        if (access(probe, R_OK) == 0) return;
-    }
-    snprintf(out, len, ".");
-}
-
 /* Loads the hwdb (with the overlay `calibration` applied when not NULL; `plain`,
  * when not NULL, gets it without) and, when zoo is not NULL, the model zoo.
  * -1 after one stderr line. */
 static int load_data(hwdb *db, hwdb *plain, model_zoo *zoo, const char *calibration)
 {
     char root[4096], path[4200], err[1024];
-    data_root(root, sizeof root);
+    find_data_root(root, sizeof root);
     snprintf(path, sizeof path, "%s/hwdb", root);
     if (hwdb_load(path, db, err, sizeof err) != 0 || (plain && hwdb_load(path, plain, err, sizeof err) != 0) ||
         (calibration && hwdb_apply_overlay(db, calibration, err, sizeof err) != 0)) {
