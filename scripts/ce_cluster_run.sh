@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One device call on one H100: the cross-entropy as one thread-block cluster per row (opt-in,
-# layouts 5-7, not yet run on a GPU).  Results land in $OUT/ce; the report goes under
-# docs/validation/ once it has run.
+# One device call on one H100: the cross-entropy as one thread-block cluster per row (then opt-in,
+# layouts 5-7).  Results land in $OUT/ce; it ran on 2026-11-24
+# (docs/validation/2026-11-24-h100-step/ce-cluster/), and clusters became the default.
 #   test_kernels --ce (full sizes), compute-sanitizer memcheck and racecheck on --ce --quick,
 #   bench_kernels (whole table), bench_kernels --embedding --sweep,
 #   LLaMA 3.2 1B with fused attention at micro-batch 4 (the cross-entropy in the step), with

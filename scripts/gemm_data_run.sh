@@ -7,8 +7,7 @@
 #   - the step around the GEMM: SEXTANT_REPLAY=10 replays every GEMM and attention of one more step
 #     10 times back to back on the step's own operands.  Replay = in-step time: the context is
 #     innocent and the data is the suspect; replay = calibrate: the context is.
-# Results land in $OUT/gemmdata (written here; the report goes under docs/validation/ once it
-# has run).  Not yet run: written 2026-11-23 in a session that was lent no GPU.
+# Results land in $OUT/gemmdata.  It ran on 2026-11-24 (docs/validation/2026-11-24-h100-step/gemm-data/).
 set -u
 . "$(dirname "$0")/device_env.sh"
 GPU=${GPU:-h100-sxm}
