@@ -2,7 +2,7 @@
 # One device call for branch rope: the kernel tests (RoPE included), the RoPE bandwidth rows,
 # sextant-gpu calibrate (with the fused attention), the RoPE tests under compute-sanitizer, and the
 # LLaMA 3.2 1B op list timed against the new overlay.  Logs and the overlay go to $OUT.
-# As run on 2026-11-23 (kernels/results/h200-2026-11-23, docs/validation/archive/2026-11-23-h200-calibrate):
+# As run on 2026-11-23 (docs/validation/archive/2026-11-23-h200-rope, docs/validation/archive/2026-11-23-h200-calibrate):
 # built here with `make`, then this script, build/gpu/{test_kernels,bench_kernels}, build/sextant-gpu,
 # hwdb/, models/, lib/libcudart.so.13 and the kernel sources (src/, a fallback build) were copied into
 # one folder carried to the GPU machine, and the script was run from there (it cds to its own folder).
