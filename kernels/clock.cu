@@ -19,7 +19,7 @@ __global__ void sm_clock_probe_kernel(float *mhz, long long cycles) {
 
 /* The maximum clock per device, asked once: cudaDevAttrClockRate took about half a millisecond
  * per query on an H100 (CUDA 13.0), which left the GPU idle before every probe of a profiling
- * step and made that step 23-128% longer (docs/validation/h100-clock-2026-11-23). */
+ * step and made that step 23-128% longer (docs/validation/archive/2026-11-23-h100-clock). */
 #define SX_PROBE_DEVICES 64
 static int g_probe_khz[SX_PROBE_DEVICES];
 

@@ -10,7 +10,7 @@
  * and sum, pass 2 takes the kept part from shared memory and re-reads only the rest, then
  * writes dlogits with streaming stores.  Re-reading whole rows went to DRAM a second time:
  * 60% of copy bandwidth at V = 128256 on an H100 with one block per row or one per SM
- * (docs/validation/h100-clock-scaled-2026-11-23): the rows in flight, 34-135 MB, were more
+ * (docs/validation/archive/2026-11-23-h100-clock-scaled): the rows in flight, 34-135 MB, were more
  * than L2 keeps. */
 #include "common.cuh"
 #include <cooperative_groups.h>
@@ -390,7 +390,7 @@ extern "C" cudaError_t sx_cross_entropy_fused(float *loss, sx_bf16 *dlogits, con
     if (vec && fits && layout == 2)
         return ce_launch_smem<512, 1>(loss, (bf16 *)dlogits, (const bf16 *)logits, targets, N, V, Vp, dloss, stream);
     /* a cluster per row: the default where a row does not fit (H100, V = 128256: 84.9% of copy
-     * against 75.3% for the staged fallback, docs/validation/h100-2026-11-24/ce-cluster), and
+     * against 75.3% for the staged fallback, docs/validation/2026-11-24-h100-step/ce-cluster), and
      * layouts 5-7 anywhere (5: the smallest cluster leaving two blocks per SM, 6: clusters of 8,
      * 7: blocks of 256 threads) */
     const bool cluster = (layout >= 5 && layout <= 7) || (!fits && g_ce_layout == 0);

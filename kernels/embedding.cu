@@ -999,7 +999,7 @@ struct EmbGroup {
 
 /* W: 16 rows, or 12 from C = 2048 up (H100, 2026-11-25, five sweeps of 300 runs: at C = 2048, N = 8192
  * 2.0% (bf16) and 1.5% (fp32) faster than 16, min and max apart; at C = 768, 16 is the fastest;
- * docs/validation/h100-embedding-sweep-2026-11-25) */
+ * docs/validation/2026-11-25-h100-embedding-sweep) */
 static void emb3_window_rows(int C, int *W, int *Wn) {
     int w = g_emb3_w > 0 ? g_emb3_w : C >= 2048 ? 12 : 16;
     if (w > EMB3_MAXW) w = EMB3_MAXW;

@@ -888,7 +888,7 @@ static void nb2_record(int impl, int k, int depth, int W, int NG, int G, int per
 }
 
 
-/* Version 1's automatic settings, from the sweep of docs/validation/h200-kernels-2026-11-23 (H200, bf16,
+/* Version 1's automatic settings, from the sweep of docs/validation/archive/2026-11-23-h200-kernels (H200, bf16,
  * % of copy bandwidth).  C <= 768: 1 pack per thread, next row prefetched into registers (no
  * ring): at C = 768 LN 65.2%, RMS 79.5%, against 55.1% / 71.1% with the ring.  C > 768: 2
  * packs per thread and the 4-stage ring: at C = 1024 LN 70.7%, RMS 83.6% (1 pack without a
@@ -1043,7 +1043,7 @@ static cudaError_t launch_bulk(T *dx, float *part, const T *dy, const T *x, cons
     return cudaGetLastError();
 }
 
-/* Automatic choice of the fast path, from the two sweeps of docs/validation/h200-kernels2-2026-11-23
+/* Automatic choice of the fast path, from the two sweeps of docs/validation/archive/2026-11-23-h200-norm-bwd-v2
  * (H200, % of copy bandwidth, mean of the two runs; version 1's defaults in brackets):
  * registers, 2 packs per thread, 1 row ahead everywhere (LayerNorm bf16: C = 768 81.8% [65.3],
  * 1024 88.2% [71.8], 2048 85.8% [63.9], 4096 77.0% [63.7]; RMSNorm C = 1024 90.5%, 2048 90.5%;
@@ -1339,7 +1339,7 @@ extern "C" cudaError_t sx_layernorm_backward_pos(sx_bf16 *dx_, void *dweight, vo
     /* packs per thread: one warp per row up to 4 packs per thread (C <= 1024), else the fewest
      * warps per row that keep it at 3 or below (4 spill a little, and two warps per row measured
      * slower), then spread evenly; rows ahead: 2 with up to 2 packs per thread, else 1 (2 spill).
-     * From the H100 sweep of bench_kernels (docs/validation/h100-position-grad-2026-11-25):
+     * From the H100 sweep of bench_kernels (docs/validation/2026-11-25-h100-position-grad):
      * C = 768 B = 32: 3 packs, 1 row ahead 93.9% of copy (2 packs, 2 warps 77.0%); C = 1024
      * B = 16: 4 packs 86.3% (2 packs, 2 warps 83.1-85.5%). */
     const int kmax = g_pos_k >= 1 && g_pos_k <= 4 ? g_pos_k : packs <= 4 * SX_WARP ? 4 : 3;

@@ -84,7 +84,7 @@ static const char *usage_text =
     "  hw [NAME]              the hardware database, or one GPU or node with its sources\n"
     "  estimate [MODEL]       memory, step time, MFU, time-to-train and cost of one layout\n"
     "  explain [MODEL]        the same, as a step-by-step derivation\n"
-    "  explain --spec         SPEC.md's worked examples through the same formulas\n"
+    "  explain --spec         docs/SPEC.md's worked examples through the same formulas\n"
     "  plan [MODEL]           search every layout: how many GPUs, which layout, how long, how much\n"
     "  published [--runs FILE] [--format json]   published runs (default models/published_runs.csv, with the plan\n"
     "                         column) against their estimates, per source group; data/published/runs.csv holds more\n"
@@ -419,27 +419,6 @@ static int refuse_other_commands_flags(const options *o)
 }
 
 static int file_exists(const char *path) { return access(path, R_OK) == 0; }
-
-/* The data root holds hwdb/ and models/: beside the binary's parent (the
- * build tree), under share/sextant (installed), or where it was installed to. */
-static void find_data_root(char *out, size_t outlen)
-{
-    char exe[PATH_MAX - 64];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = '\0';
-        const char *suffixes[] = {"/..", "/../share/sextant"};
-        for (int i = 0; i < 2; i++) {
-            char probe[PATH_MAX + 64];
-            snprintf(probe, sizeof probe, "%s%s/hwdb/gpus.csv", exe, suffixes[i]);
-            if (file_exists(probe)) { snprintf(out, outlen, "%s%s", exe, suffixes[i]); return; }
-        }
-    }
-    if (file_exists("hwdb/gpus.csv")) { snprintf(out, outlen, "."); return; }
-    snprintf(out, outlen, "%s", SEXTANT_DATADIR);
-}
 
 static int load_zoo(const options *o, const char *root, model_zoo *zoo)
 {

@@ -809,7 +809,7 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
         /* ZeRO-3/FSDP gathers and reduces one wrapped unit at a time, prefetching the next: the
          * first unit's gather waits with nothing to hide behind, and so does the last one's
          * reduce-scatter; on the first and last stages that unit is the embedding or the head, the
-         * largest (docs/model.md, "ZeRO-3 and FSDP"; measured: h100x2-zero-2026-11-25) */
+         * largest (docs/model.md, "ZeRO-3 and FSDP"; measured: 2026-11-25-h100x2-zero) */
         double layer, big;
         zero_unit_params(m, l, s[i].stage == 0, s[i].last, &layer, &big);
         double unit = s[i].params > 0.0 ? (big > layer ? big : layer) / s[i].params : 1.0;
@@ -846,7 +846,7 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
      * in and out (the fill and the drain).  With equal stages this is
      * Narayanan et al.'s (p - 1) t; when the last stage carries a heavy head
      * it is the other stages' t, not the slowest one's (docs/model.md,
-     * "Pipeline"; measured on 2 x H200, docs/validation/h200x2-train-2026-11-23).
+     * "Pipeline"; measured on 2 x H200, docs/validation/2026-11-23-h200x2-train).
      * Middle stages hold the first stage's layers without the embedding: the
      * first stage's time stands for them. */
     double others = stage_mb_s[0] + stage_mb_s[1] - stage_mb_s[slow] + (double)(l->pp - 2) * stage_mb_s[0];

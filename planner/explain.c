@@ -509,7 +509,7 @@ void report_explain(FILE *out, const estimate_t *e)
 
 void report_spec_examples(FILE *out)
 {
-    fprintf(out, "SPEC.md's worked examples, computed by sextant's formula functions\n");
+    fprintf(out, "docs/SPEC.md's worked examples, computed by sextant's formula functions\n");
 
     heading(out, 1, "Training compute, 6 N D");
     double gpt3 = six_n_d_flops(175e9, 300e9);

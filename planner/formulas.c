@@ -346,7 +346,7 @@ double fp8_cast_bytes(double m, double n, double k, int backward, int weight_gra
  * the next one arriving (the prefetch), and one buffer for the largest unit that is not a layer (the
  * embedding, an untied head), `big` (0 on a middle stage).  ZeRO-3 gathers parameters and
  * reduce-scatters gradients in those buffers; ZeRO-2 only the gradients (docs/model.md, "ZeRO-3 and FSDP";
- * measured in docs/validation/h100x2-zero-2026-11-25). */
+ * measured in docs/validation/2026-11-25-h100x2-zero). */
 double zero_unit_buffer_bytes(int zero, double layer_params, double big_params, double weight_bytes, double grad_bytes)
 {
     if (zero < 2) return 0.0;

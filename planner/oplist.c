@@ -732,7 +732,7 @@ static void dp_collectives(builder *b, double params, group_t group_kind, int64_
     }
     if (l->zero >= 2 && group > 1) {
         /* each micro-batch's reduce-scattered slice is added into the rank's gradient shard: read both,
-         * write the shard (measured as its own kernel: docs/validation/h100x2-zero-2026-11-25) */
+         * write the shard (measured as its own kernel: docs/validation/2026-11-25-h100x2-zero) */
         op_t *add = push(b, names[5], OP_MEMBOUND, PASS_BWD, 1);
         if (add) {
             add->group = group_kind;

@@ -421,6 +421,8 @@ typedef struct uncertainty_bands {
     double err_low[FAMILY_COUNT], err_high[FAMILY_COUNT];
 } uncertainty_bands;
 
+/* Sorts v[0..n) ascending (qsort with the one comparison of doubles the project needs). */
+void sort_ascending(double *v, size_t n);
 /* The percentiles of n signed errors (sorted in place), into family f. */
 void uncertainty_from_errors(uncertainty_bands *b, parallelism_family_t f, double *errors, int n);
 /* Writes / reads hwdb/uncertainty.csv (family,rows,err_p10,err_p90,source). 0, or -1 with why. */
@@ -518,7 +520,7 @@ int calibration_line(const hw_gpu *g, char *out, size_t outlen);
 const char *calibration_origin(const hw_gpu *g);
 void report_estimate(FILE *out, const estimate_t *e, format_t format, int with_ops);
 void report_explain(FILE *out, const estimate_t *e);
-/* SPEC.md's worked examples, reproduced through the formula functions. */
+/* docs/SPEC.md's worked examples, reproduced through the formula functions. */
 void report_spec_examples(FILE *out);
 
 const char *recompute_name(recompute_t r);
@@ -539,5 +541,9 @@ const char *op_kind_name(op_kind_t k);
 const char *pass_name(pass_t p);
 const char *group_name(group_t g);
 const char *coll_name(coll_t c);
+
+/* The folder holding hwdb/ and models/ (planner/data_root.c says where it looks); sextant and sextant-gpu
+ * both use it, so an installed binary finds its databases. */
+void find_data_root(char *out, size_t outlen);
 
 #endif

@@ -27,12 +27,14 @@ static int compare_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+void sort_ascending(double *v, size_t n) { qsort(v, n, sizeof *v, compare_double); }
+
 void uncertainty_from_errors(uncertainty_bands *b, parallelism_family_t f, double *errors, int n)
 {
     b->rows[f] = n;
     b->err_low[f] = b->err_high[f] = 0.0;
     if (n < 1) return;
-    qsort(errors, (size_t)n, sizeof *errors, compare_double);
+    sort_ascending(errors, (size_t)n);
     /* trim at most a tenth from each end, so that the band holds at least 80% of the rows whatever ties
      * or the count (interpolated percentiles could leave a row or two short of it) */
     int below = (int)floor(0.1 * (double)n), above = n - (int)ceil(0.9 * (double)n);

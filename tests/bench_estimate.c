@@ -20,12 +20,6 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Same counts, same ranked layouts with the same numbers. */
 static int same_result(const plan_result *a, const plan_result *b)
 {
@@ -59,7 +53,7 @@ static double csv_field_seconds(size_t bytes)
         csv_table_free(&t);
     }
     unlink(path);
-    qsort(wall, 5, sizeof wall[0], by_value);
+    sort_ascending(wall, 5);
     return wall[2];
 }
 
@@ -169,7 +163,7 @@ int main(void)
         wall[run] = now_s() - t0;
         identical = identical && same_result(&res, &reference);
     }
-    qsort(wall, RUNS, sizeof wall[0], by_value);
+    sort_ascending(wall, RUNS);
     double median = wall[RUNS / 2];
     printf("bench: sextant plan megatron-1t --gpu all --gpus 8-16384 (%d GPU types x %d counts), median of %d runs\n",
            req.ngpu_types, req.ncounts, RUNS);
@@ -203,7 +197,7 @@ int main(void)
             }
             wall[run] = now_s() - t0;
         }
-        qsort(wall, RUNS, sizeof wall[0], by_value);
+        sort_ascending(wall, RUNS);
         printf("bench: sextant plan %s --gpu all --gpus 8-16384, EP searched, median of %d runs\n", moe_models[mi], RUNS);
         printf("  layouts evaluated    %10lld (%lld feasible); wall time %.3f s (min %.3f, max %.3f; target < 1 s: %s)\n",
                (long long)res.evaluated, (long long)res.feasible, wall[RUNS / 2], wall[0], wall[RUNS - 1],

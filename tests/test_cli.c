@@ -1,4 +1,4 @@
-/* The command line as a user meets it: commands, formats, SPEC.md's worked
+/* The command line as a user meets it: commands, formats, docs/SPEC.md's worked
  * examples through `explain`, and bad input (one line on stderr, non-zero
  * exit, nothing on stdout, no output file). */
 #include "test_util.h"
@@ -124,7 +124,7 @@ static void csv_carries_the_same_content(void **state)
 }
 
 /* The layout of the interleaved m = p run on 2 x H200 (docs/validation/
- * h200x2-m-eq-pp-2026-11-23): all forwards first, so the last stage holds
+ * 2026-11-23-h200x2-m-eq-pp): all forwards first, so the last stage holds
  * both micro-batches' activations and both heads' logits; --no-dropout is
  * the model as sextant-gpu trains it (no masks saved). */
 static void interleaved_all_forwards_first(void **state)
@@ -176,7 +176,7 @@ static void explain_walks_through_the_estimate(void **state)
     run_free(&r);
 }
 
-/* SPEC.md's worked examples, each through `sextant explain --spec`: every
+/* docs/SPEC.md's worked examples, each through `sextant explain --spec`: every
  * figure the spec prints must appear, rounded as the spec rounds it. */
 static void expect_spec_figures(const char *const *figures, size_t n)
 {
@@ -223,7 +223,7 @@ static void spec_example_tp_ratio(void **state)
 static void explain_llama2_70b_both_ways(void **state)
 {
     (void)state;
-    /* SPEC 2's closing line: the textbook count and the real architecture side by side */
+    /* docs/SPEC.md section 2's closing line: the textbook count and the real architecture side by side */
     run_result r = run_sextant("explain llama2-70b --gpus 8 --tp 8 --mbs 8 --seq 4096 --recompute selective");
     expect_ok(&r);
     assert_non_null(strstr(r.out, "Textbook GPT count"));
@@ -302,7 +302,8 @@ static void power_model_in_json_and_text(void **state)
  * twelve runs of that call (GPT-2 350M and the LLaMA-style 1.24B) must come
  * within 5% of their measured steps.  The overlay calibrate wrote misses the
  * fused LLaMA at micro-batch 4 by 7.7%, so this test can fail. */
-#define POWER_RUNS SEXTANT_ROOT "/docs/validation/h100-power-2026-11-25/run-power-model-temperature"
+/* docs/validation/2026-11-25-h100-power, run-power-model-temperature/ (moved here for the tests) */
+#define POWER_RUNS SEXTANT_ROOT "/tests/data/2026-11-25-h100-power-temperature"
 
 static double measured_step_s(const char *path)
 {
@@ -345,15 +346,16 @@ static double step_error(const char *overlay, const char *model, int mbs, int se
 
 /* The issue's fidelity target on recorded H100 steps: the overlay `calibrate` wrote (power model and
  * step fit) and the shipped hwdb/measured/h100-sxm.csv each put all 18 runs of their call within 5%
- * (docs/validation/h100-fitted-2026-11-25).  A planner change that moves these predictions by a few
+ * (docs/validation/2026-11-25-h100-fitted; its run-calibrate/ and run/ are tests/data/2026-11-25-h100-fitted-*).
+ * A planner change that moves these predictions by a few
  * percent fails here: the fused LLaMA at micro-batch 4 sits at -3.8% and -3.4%. */
-#define FITTED_RUNS SEXTANT_ROOT "/docs/validation/h100-fitted-2026-11-25"
+#define FITTED_RUNS SEXTANT_ROOT "/tests/data/2026-11-25-h100-fitted"
 
 static void calibrated_overlays_predict_all_18_runs(void **state)
 {
     (void)state;
-    const char *calls[][2] = {{FITTED_RUNS "/run-calibrate", FITTED_RUNS "/run-calibrate/h100-sxm.csv"},
-                              {FITTED_RUNS "/run", SEXTANT_ROOT "/hwdb/measured/h100-sxm.csv"}};
+    const char *calls[][2] = {{FITTED_RUNS "-calibrate", FITTED_RUNS "-calibrate/h100-sxm.csv"},
+                              {FITTED_RUNS "-shipped", SEXTANT_ROOT "/hwdb/measured/h100-sxm.csv"}};
     const char *models[] = {"gpt2", "gpt2-medium", "llama3.2-1b"};
     const int mbs[3][3] = {{8, 16, 32}, {4, 8, 16}, {1, 2, 4}}, seq[] = {1024, 1024, 2048};
     for (int c = 0; c < 2; c++) {
@@ -428,7 +430,7 @@ static void fit_power_bad_input(void **state)
                      POWER_RUNS "/train_gpt2_mbs8.csv", "the fit needs 2 to");
     expect_bad_input("fit-power --calibration " POWER_RUNS "/h100-sxm.csv --out /tmp/sextant-x.csv --gpu h200 --runs "
                      POWER_RUNS "/train_gpt2_mbs8.csv," POWER_RUNS "/train_gpt2_mbs16.csv", "but the fit is for h200");
-    expect_bad_input("fit-power --calibration " SEXTANT_ROOT "/docs/validation/h100-power-2026-11-25/run-default/h100-sxm.csv "
+    expect_bad_input("fit-power --calibration " SEXTANT_ROOT "/tests/data/2026-11-25-h100-power-default/h100-sxm.csv "
                      "--out /tmp/sextant-x.csv --runs " POWER_RUNS "/train_gpt2_mbs8.csv," POWER_RUNS "/train_gpt2_mbs16.csv",
                      "has no power model");
     expect_bad_input("fit-power --calibration " POWER_RUNS "/h100-sxm.csv --out /tmp/sextant-x.csv --runs "

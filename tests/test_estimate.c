@@ -271,7 +271,7 @@ static void tp_across_node_and_ratio_limit(void **state)
     estimate_t *e = run("llama2-70b", "h100-sxm", l);
     assert_true(has_warning(e, "leaves the node"));
     assert_true(has_warning(e, "ratio limit"));
-    /* SPEC 4 with hwdb's 165 TFLOP/s (fp32 accumulate) for the RTX 4090: t_max = 6 x 4096 / (2 x 165.2e12 / 32e9) = 2.4 */
+    /* docs/SPEC.md section 4 with hwdb's 165 TFLOP/s (fp32 accumulate) for the RTX 4090: t_max = 6 x 4096 / (2 x 165.2e12 / 32e9) = 2.4 */
     l = layout(8, 4, 1, 1, 16, 2048);
     e = run("llama2-7b", "rtx4090", l);
     assert_close(e->tp_ratio_limit, 2.38, 0.01);
@@ -1039,7 +1039,7 @@ static void power_fit_reads_a_pipeline_run(void **state)
     const hw_node *node = hwdb_find_node(&db, h200->node);
     static power_fit_run run;
     char err[512];
-    const char *path = SEXTANT_ROOT "/docs/validation/h200x2-train-2026-11-23/t_gpt2m_pp2.csv";
+    const char *path = SEXTANT_ROOT "/tests/data/2026-11-23-h200x2-train-pp2.csv";
     if (power_fit_read_run(path, &zoo, h200, node, &run, err, sizeof err) != 0) {
         print_error("%s\n", err);
         fail();
@@ -1053,7 +1053,7 @@ static void power_fit_reads_a_pipeline_run(void **state)
 
     const hw_gpu *h100 = hwdb_find_gpu(&db, "h100-sxm");
     assert_int_equal(power_fit_read_run(path, &zoo, h100, node, &run, err, sizeof err), -1);
-    assert_non_null(strstr(err, "t_gpt2m_pp2.csv:"));
+    assert_non_null(strstr(err, "2026-11-23-h200x2-train-pp2.csv:"));
     assert_non_null(strstr(err, ":gpu: 'h200', but the fit is for h100-sxm"));
     /* without the power model the fit refuses, naming the way to get one */
     static power_fit_run two[2];

@@ -1,4 +1,4 @@
-/* Every formula against SPEC.md's worked examples and the papers' own
+/* Every formula against docs/SPEC.md's worked examples and the papers' own
  * equations.  Tolerances: 1e-12 where both sides are the same arithmetic,
  * otherwise the rounding the worked example itself prints. */
 #include "test_util.h"
@@ -49,14 +49,14 @@ static layout_t one_gpu(int64_t mbs, int64_t seq)
 static void spec_gpt3_six_nd(void **state)
 {
     (void)state;
-    /* SPEC 1: 6 x 175e9 x 300e9 = 3.15e23 */
+    /* docs/SPEC.md section 1: 6 x 175e9 x 300e9 = 3.15e23 */
     assert_close(six_n_d_flops(175e9, 300e9), 3.15e23, 1e-12);
 }
 
 static void spec_pipeline_group_compute(void **state)
 {
     (void)state;
-    /* SPEC 1: 8 x 4096 x 6 x 1e9 = 1.97e14 FLOP, 0.60 s at 330 TFLOP/s */
+    /* docs/SPEC.md section 1: 8 x 4096 x 6 x 1e9 = 1.97e14 FLOP, 0.60 s at 330 TFLOP/s */
     double flops = six_n_d_flops(1e9, 8.0 * 4096.0);
     assert_close(flops, 1.97e14, 0.005);
     assert_close(roofline_s(flops, 330e12, 0, 0), 0.60, 0.01);
@@ -65,7 +65,7 @@ static void spec_pipeline_group_compute(void **state)
 static void spec_llama2_70b_textbook_memory(void **state)
 {
     (void)state;
-    /* SPEC 2: 140 + 140 + 840 + 730 = 1850 GB: 24 GPUs of 80 GB, 78 of 24 GB */
+    /* docs/SPEC.md section 2: 140 + 140 + 840 + 730 = 1850 GB: 24 GPUs of 80 GB, 78 of 24 GB */
     double act = korthikanti_activation_bytes_per_layer(4096, 8, 8192, 64, 1, 0, RECOMPUTE_SELECTIVE) * 80;
     assert_close(act, 4096.0 * 8 * 8192 * 80 * 34, 1e-12);
     assert_close(act, 730e9, 0.001);
@@ -85,7 +85,7 @@ static void spec_adam_bytes(void **state)
 static void spec_pcie_gradient_pass(void **state)
 {
     (void)state;
-    /* SPEC 3: 4 GB over 32 GB/s is 0.125 s per pass; all-reduce needs two */
+    /* docs/SPEC.md section 3: 4 GB over 32 GB/s is 0.125 s per pass; all-reduce needs two */
     assert_close(sendrecv_s(4e9, 32e9, 0), 0.125, 1e-12);
     assert_close(ring_allreduce_s(1e6, 4e9, 32e9, 0), 0.25, 1e-5);
     assert_close(ring_allreduce_s(8, 4e9, 32e9, 0), 2.0 * 7 / 8 * 0.125, 1e-12);
@@ -107,7 +107,7 @@ static void ring_collectives_and_bus_bandwidth(void **state)
 static void spec_tp_ratio_limits(void **state)
 {
     (void)state;
-    /* SPEC 4: RTX 4090 t_max ~ 2.4, H100 ~ 11, one head per GPU 384 FLOP/byte and 859 GB/s */
+    /* docs/SPEC.md section 4: RTX 4090 t_max ~ 2.4, H100 ~ 11, one head per GPU 384 FLOP/byte and 859 GB/s */
     assert_close(330e12 / 32e9, 10312.5, 1e-12);
     assert_close(tp_ratio_limit(8192, 2, 330e12, 32e9), 2.4, 0.01);
     assert_close(tp_ratio_limit(8192, 2, 989e12, 450e9), 11.18, 0.001);

@@ -21,6 +21,8 @@
 #include "launch.h"
 #include "outfile.h"
 #include "overlap.h"
+#include "planner.h"
+#include "reference.h"
 
 enum { COLL_AR = 0, COLL_RS, COLL_AG, COLL_SR, NCOLL };
 static const char *const coll_names[NCOLL] = {"all_reduce", "reduce_scatter", "all_gather", "sendrecv"};
@@ -190,14 +192,8 @@ static unsigned element_value(int rank, uint64_t i, int levels)
     return 1u + (mix + 3u * (unsigned)rank) % (unsigned)levels;
 }
 
-static uint16_t bf16_of_int(unsigned v)
-{
-    /* small integers are exact in bf16: the top half of the float's bits */
-    float f = (float)v;
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return (uint16_t)(u >> 16);
-}
+/* small integers are exact in bf16, so the rounding of the one host converter changes nothing */
+static uint16_t bf16_of_int(unsigned v) { return sx_ref_f2bf((float)v); }
 
 /* The value element i of the result must hold on `rank`. */
 static unsigned expected_value(int coll, int rank, int n, uint64_t count, uint64_t i, int levels)
@@ -267,11 +263,21 @@ static ncclResult_t enqueue(int coll, const void *send, void *recv, size_t count
     }
 }
 
-static int compare_double(const void *a, const void *b)
+/* The planner's ring model of collective c over n ranks (docs/model.md, "Communication"), through its own
+ * functions: time = hops x alpha + bytes_factor x bytes / BW.  The fit below reads BW and alpha off it, and
+ * bytes_factor is also nccl-tests' bus-bandwidth factor. */
+static double ring_time_s(int c, double n, double bytes, double bw, double latency)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    switch (c) {
+    case COLL_AR: return ring_allreduce_s(n, bytes, bw, latency);
+    case COLL_RS: return ring_reduce_scatter_s(n, bytes, bw, latency);
+    case COLL_AG: return ring_allgather_s(n, bytes, bw, latency);
+    default: return sendrecv_s(bytes, bw, latency);
+    }
 }
+
+static double ring_bytes_factor(int c, double n) { return ring_time_s(c, n, 1.0, 1.0, 0.0); }
+static double ring_hops(int c, double n) { return ring_time_s(c, n, 0.0, 1.0, 1.0); }
 
 /* Which hwdb GPU a CUDA device name is, by the markings NVIDIA puts in it. */
 static const char *recognise_gpu(const char *device)
@@ -327,8 +333,7 @@ static int fit_collective(int coll, int n, const comm_results *res, double ab[2]
     ab[0] = a;
     ab[1] = b;
     double nn = (double)n;
-    double f = coll == COLL_AR ? 2.0 * (nn - 1.0) / nn : coll == COLL_SR ? 1.0 : (nn - 1.0) / nn;
-    double k = coll == COLL_AR ? 2.0 * (nn - 1.0) : coll == COLL_SR ? 1.0 : nn - 1.0;
+    double f = ring_bytes_factor(coll, nn), k = ring_hops(coll, nn);
     /* chisq with weights 1/t^2 is the sum of squared relative residuals */
     printf("%-15s time = %.2f us + bytes / %.2f GB/s   (intercept +-%.2f us, slope +-%.2f%%, rms residual %.2f%%)\n",
            name, a * 1e6, 1e-9 / b, sqrt(c00) * 1e6, 100.0 * sqrt(c11) / fabs(b), 100.0 * sqrt(chisq / used));
@@ -579,7 +584,7 @@ static int comm_body(launch_ctx *ctx, void *arg)
                 CK(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
                 rep[r] = ms * 1e-3 / o->iters;
             }
-            qsort(rep, (size_t)o->repeats, sizeof *rep, compare_double);
+            sort_ascending(rep, (size_t)o->repeats);
             double t = rep[o->repeats / 2];
             /* check this rank's result, element by element */
             int64_t wrong = 0;
@@ -603,7 +608,7 @@ static int comm_body(launch_ctx *ctx, void *arg)
             res->wrong[c] += (int64_t)host_stat[1];
             if (root) {
                 double algbw = (double)sz.bytes / host_stat[0] / 1e9, nn = (double)n;
-                double factor = c == COLL_AR ? 2.0 * (nn - 1.0) / nn : c == COLL_SR ? 1.0 : (nn - 1.0) / nn;
+                double factor = ring_bytes_factor(c, nn);
                 printf("%15zu %12zu %9s %6s %10.2f %8.2f %8.2f %8.0f\n", sz.bytes, sz.count, "bfloat16", coll_ops[c],
                        host_stat[0] * 1e6, algbw, algbw * factor, host_stat[1]);
             }
@@ -616,7 +621,7 @@ static int comm_body(launch_ctx *ctx, void *arg)
      * A third, running send/recv only, is printed for the record: it measured
      * 0.29 GiB where a training run's pipeline communicator takes about 0.6
      * (a communicator destroyed before it leaves memory NCCL reuses), so the
-     * planner does not use it (docs/validation/h200x2-train-2026-11-23). */
+     * planner does not use it (docs/validation/2026-11-23-h200x2-train). */
     double comm_bytes = 0.0, p2p_bytes = 0.0, first_comm_bytes = 0.0;
     {
         size_t free0 = 0, total = 0;

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "launch.h"
+#include "planner.h"
 
 #define WINDOW_S 10e-3          /* a victim's timed window: long beside launch gaps, short beside the queue */
 #define MIN_VICTIM_OPS 8
@@ -220,12 +221,6 @@ static int window(rig *r, const op *victim, int count, const op *aggressor, int 
     return 0;
 }
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Every rank's `k` figures, gathered into all[rank * k + i] on every rank. */
 static int gather(rig *r, const double *mine, int k, double *all)
 {
@@ -274,8 +269,8 @@ static int pairs(rig *r, const op *victim, double victim_s, const op *aggressor,
         *uncovered += !covered;
     }
     if (!rc) {
-        qsort(t, (size_t)reps, sizeof *t, compare_double);
-        qsort(t + reps, (size_t)reps, sizeof *t, compare_double);
+        sort_ascending(t, (size_t)reps);
+        sort_ascending(t + reps, (size_t)reps);
         alone_beside[0] = t[reps / 2];
         alone_beside[1] = t[reps + reps / 2];
     }

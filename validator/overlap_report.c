@@ -4,6 +4,7 @@
  * GPU. */
 #include "overlap.h"
 #include "outfile.h"
+#include "planner.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -55,15 +56,9 @@ double overlap_coll_slowdown(const overlap_cell *c)
     return c->coll_beside_s / c->coll_alone_s - 1.0;
 }
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof *v, compare_double);
+    sort_ascending(v, (size_t)n);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 

@@ -384,7 +384,7 @@ static profile_tag *profile_tags;
  * steps' do not).  A diagnostic: at what clock a kernel runs inside a step, against calibrate's
  * clock for it alone. */
 /* 100 us: at 50 us an H100's probe read up to 5% above its top clock (the global timer's
- * granularity), docs/validation/h100-clock-2026-11-23 */
+ * granularity), docs/validation/archive/2026-11-23-h100-clock */
 #define CLOCK_PROBE_US 100
 static const char *clock_probe_ops;
 static float *clock_probe_mhz; /* device: PROFILE_MAX slots for the ops, then one per step */
@@ -491,7 +491,7 @@ static int replay_reserve(void **buf, size_t *have, size_t bytes)
  * times once more on copies of its operands in an allocation of their own, outside the step's one
  * allocation.  On an H100 the step's LLaMA attention backward took 17.5% longer than calibrate's,
  * with L2, the operands' values and the clock ruled out as far as measured
- * (docs/validation/h100-heated-attention-2026-11-25): if the copies run at calibrate's speed, the
+ * (docs/validation/archive/2026-11-25-h100-heated-attention): if the copies run at calibrate's speed, the
  * placement of the step's buffers is the cause; if at the step's, the step around them. */
 static int replay_copies;
 static void *replay_copy;
@@ -2251,7 +2251,7 @@ static double *world_scratch;   /* device: 8 doubles per rank */
  * a step, one rank's host could then wait in a collective's connection while
  * its peer's host waits in a pipeline transfer's, each for the other.  This
  * was the interleaved hang with m = pp: without the warm-up it still hangs,
- * with it it runs (docs/validation/h200x2-m-eq-pp-2026-11-23).  The buffers
+ * with it it runs (docs/validation/2026-11-23-h200x2-m-eq-pp).  The buffers
  * touched are the gradients, zero until the first step, and scratch. */
 static void comm_warmup(gpt *g)
 {
@@ -2833,8 +2833,8 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     g.norm_ws = device_alloc(&g, g.norm_ws_bytes);
     /* The embedding backward as prepare (ids only, on prep_stream, beside the forward pass) and apply in the
      * backward.  On one H100 it gave the same losses as the one call, with embedding_bwd 59.9 instead of
-     * 79.7 us (docs/validation/h100-embedding-2026-11-23); on 2 x H200 all 18 parallel layouts matched one
-     * GPU with it (docs/validation/h200x2-emb-split-2026-11-23).  SEXTANT_TRAIN_EMB_SPLIT=0: the one call. */
+     * 79.7 us (docs/validation/archive/2026-11-23-h100-embedding); on 2 x H200 all 18 parallel layouts matched one
+     * GPU with it (docs/validation/2026-11-23-h200x2-emb-split).  SEXTANT_TRAIN_EMB_SPLIT=0: the one call. */
     const char *split = getenv("SEXTANT_TRAIN_EMB_SPLIT");
     const int emb_split = s->first && !(split && atoi(split) == 0);
     const int Vb = s->tp > 1 ? s->Vl : s->Vp;

@@ -11,7 +11,7 @@
 /* AdamW's peak learning rate unless --lr says otherwise: at 3e-4 GPT-2 124M and 350M stayed
  * on the unigram plateau (loss 8.9) for 100 steps and the LLaMA-style 1.24B diverged back to
  * it; at 1e-4 all three learned the data's rule (2.1, 3.4, 2.7 after 100 steps; H100,
- * docs/validation/h100-2026-11-24/lr-default) */
+ * docs/validation/2026-11-24-h100-step/lr-default) */
 #define TRAIN_LR_DEFAULT 1e-4
 
 typedef struct {

@@ -435,13 +435,13 @@ static void timing_add(hw_gemm_time *table, int *count, char (*what)[48], const 
  * The step's fused attention takes 14-29% longer than calibrate's back-to-back time (H100,
  * 2026-11-25), not for L2 (rotating the operands changed calibrate's times by under 2%) nor
  * for the operands' values (calibrate --data normal; SEXTANT_REPLAY on the step's own
- * operands, docs/validation/h100-2026-11-24/gemm-data).  The suspect left is the clock that
+ * operands, docs/validation/2026-11-24-h100-step/gemm-data).  The suspect left is the clock that
  * the GEMMs around it hold under the power cap.  Heated, every call follows the GEMMs of one
  * layer at the same tokens (qkv, attn_out, mlp up and down; twice for the backward, as dgrad
  * and wgrad), so the attention's share of the time is the step's, and only the attention is
  * timed, between its own events.  The GEMMs use the scratch buffers' upper half, which the
  * attention's operand sets never reach.  It did not close the gap
- * (docs/validation/h100-heated-attention-2026-11-25), so it is not the default. */
+ * (docs/validation/archive/2026-11-25-h100-heated-attention), so it is not the default. */
 typedef struct {
     int64_t tokens, hidden, attn_width, qkv_cols, up_cols, ffn;
     int passes;
@@ -693,29 +693,13 @@ static const char *arg_value(int argc, char **argv, const char *flag, const char
     return fallback;
 }
 
-static void data_root(char *out, size_t len)
-{
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = '\0';
-        snprintf(out, len, "%.3000s/..", exe);
-        char probe[4200];
-        snprintf(probe, sizeof probe, "%s/hwdb/gpus.csv", out);
-        if (access(probe, R_OK) == 0) return;
-    }
-    snprintf(out, len, ".");
-}
-
 /* Loads the hwdb (with the overlay `calibration` applied when not NULL; `plain`,
  * when not NULL, gets it without) and, when zoo is not NULL, the model zoo.
  * -1 after one stderr line. */
 static int load_data(hwdb *db, hwdb *plain, model_zoo *zoo, const char *calibration)
 {
     char root[4096], path[4200], err[1024];
-    data_root(root, sizeof root);
+    find_data_root(root, sizeof root);
     snprintf(path, sizeof path, "%s/hwdb", root);
     if (hwdb_load(path, db, err, sizeof err) != 0 || (plain && hwdb_load(path, plain, err, sizeof err) != 0) ||
         (calibration && hwdb_apply_overlay(db, calibration, err, sizeof err) != 0)) {
@@ -1100,7 +1084,7 @@ static void read_burst(cudaEvent_t pair[2], long cycle, long measured_from, doub
  * average does not.  Bursts shorter than the window the limiter averages
  * over run at the top clock (speed 1), longer ones are held down: the period
  * where the speed falls bounds that window.  A diagnostic for
- * docs/validation/h100-power-2026-11-25; it feeds no overlay key. */
+ * docs/validation/2026-11-25-h100-power; it feeds no overlay key. */
 static void power_window_sweep(gemm_shape *gs, double call_cool_s, double call_s)
 {
     printf("\npower limiter's window: GEMM %lldx%lldx%lld in bursts at 50%% duty (one thread spinning between)\n"
@@ -1447,9 +1431,9 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
     /* The power model first (the default), on the scratch buffers' fresh random operands; with it,
      * the shapes below are timed cool, at the top clock, the model sets each step's clock, and the
      * step fit (calibrate_step_fit) refines it on real steps: on an H100 that put all 18 validation
-     * runs within 5% (docs/validation/h100-fitted-2026-11-25).  With --warm, or when the GPU gives no
+     * runs within 5% (docs/validation/2026-11-25-h100-fitted).  With --warm, or when the GPU gives no
      * power readings or the fit is implausible, each shape is timed warm, at the clock its own power
-     * settles at (15 of 18 within 5%, docs/validation/h100-power-2026-11-25). */
+     * settles at (15 of 18 within 5%, docs/validation/2026-11-25-h100-power). */
     power_model pm;
     memset(&pm, 0, sizeof pm);
     if (power_model_asked) calibrate_power(copy_bytes, &pm);
@@ -1967,7 +1951,7 @@ static int main_check(int argc, char **argv)
 
 /* The reference runs: a small model at three micro-batches, unfused and fused attention.  GPT-2 124M
  * because it fits every GPU we list and runs in seconds; fitted on its six runs, the H100's overlay
- * predicted GPT-2 350M and the LLaMA-style 1.24B within 5% (docs/validation/h100-power-2026-11-25). */
+ * predicted GPT-2 350M and the LLaMA-style 1.24B within 5% (docs/validation/2026-11-25-h100-power). */
 #define STEP_FIT_MODEL "gpt2"
 #define STEP_FIT_STEPS 30
 static const int step_fit_mbs[] = {8, 16, 32};

@@ -7,7 +7,7 @@
 # to 2^-8 = 0.4% of a value; TP, SP and DP change the order in which
 # partial sums meet (and round), so the first steps agree to 1e-4 and the
 # difference grows as training amplifies it (measured on 2 x H200: at
-# most 0.4% at any step over 12 steps, docs/validation/h200x2-train-2026-11-23).
+# most 0.4% at any step over 12 steps, docs/validation/2026-11-23-h200x2-train).
 # ZeRO-2 and ZeRO-3 (validator/zero.c) add their reduce-scatters per micro-batch into the
 # shard, in bf16, where ZeRO-0/1 reduce once per step: the same sums in another order, so
 # the same tolerance.
