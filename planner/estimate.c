@@ -300,6 +300,8 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
     switch (op->kind) {
     case OP_GEMM: {
         double clock_bound = op->flops >= CLOCK_BOUND_GEMM_FLOPS ? 1.0 : 0.0;
+        /* the GEMMs an fp8 run keeps in 16 bit: the output layer, the router (docs/model.md, "FP8 GEMMs") */
+        if (matrix == PREC_FP8 && op->sixteen_bit) matrix = gpu->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
         /* calibrate times bf16 GEMMs; other precisions take the curve */
         double measured = matrix == PREC_BF16 || matrix == PREC_FP16
                               ? measured_shape_s(gpu->gemm_time, gpu->gemm_times, (double)op->m, (double)op->n, (double)op->k, 0.0, 1)
@@ -312,8 +314,9 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
             /* FP8 GEMMs reach a smaller share of their peak, and their 16-bit operands are
              * quantized first, one memory-bound pass each (docs/model.md, "FP8 GEMMs") */
             if (gpu->fp8_gemm_relative_efficiency > 0.0) rate *= gpu->fp8_gemm_relative_efficiency;
-            double cast = fp8_cast_bytes((double)op->m, (double)op->n, (double)op->k, op->pass == PASS_BWD,
-                                         op->weight_gradient);
+            /* the activations' casts; the weights' are the step's fp8_weight_cast */
+            double cast = fp8_cast_bytes((double)op->m, (double)op->k, op->pass == PASS_BWD, op->weight_gradient,
+                                         op->norm_fed);
             if (op->batch > 1) cast *= (double)op->batch;   /* a grouped GEMM casts each expert's operands */
             if (cast > 0.0) cast_s = membound_s(gpu, cast);
         }
@@ -536,6 +539,7 @@ typedef struct {
     int last;
     double params;          /* held by one GPU of the stage, before ZeRO sharding */
     double expert_params;   /* of them, the routed experts' (sharded over dp x cp / ep) */
+    double fp8_weights;     /* of them, the FP8 GEMMs' weights (fp8 runs) */
     double refill_bytes;    /* full recomputation: one layer's activations, live again in its backward */
     stage_cost cost;
 } stage_summary;
@@ -646,6 +650,7 @@ static void summarize_stage(const model_t *m, const hw_gpu *gpu, const hw_node *
     out->last = s->last;
     out->params = s->params;
     out->expert_params = s->expert_params;
+    out->fp8_weights = s->fp8_weights;
     cost_stage(s, gpu, node, l, parts, &out->cost);
     out->refill_bytes = (parts & PART_BODY) && l->recompute == RECOMPUTE_FULL && s->layers > 0
                             ? recomputed_layer_bytes(m, l, s->stage, s->layers)
@@ -673,6 +678,12 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
         double layer, big;
         zero_unit_params(m, l, s->stage == 0, s->last, &layer, &big);
         mem->weights += zero_unit_buffer_bytes(l->zero, layer, big, weight_bytes, grad_bytes);
+    }
+    /* Transformer Engine's FP8 copy and transpose of each FP8 GEMM's weight, held over the step (ZeRO-3:
+     * of the two layers gathered at a time) (docs/model.md, "FP8 GEMMs") */
+    if (s->fp8_weights > 0.0) {
+        double held = l->zero >= 3 && s->layers > 2 ? 2.0 / (double)s->layers : 1.0;
+        mem->weights += fp8_weight_copy_bytes(s->fp8_weights * held);
     }
     mem->gradients = (dense / (l->zero >= 2 ? dp : 1.0) + experts / (l->zero >= 2 ? edp : 1.0)) * grad_bytes;
     mem->optimizer = (dense / (l->zero >= 1 ? dp : 1.0) + experts / (l->zero >= 1 ? edp : 1.0)) * optimizer_bytes;

@@ -18,6 +18,9 @@ typedef struct {
     stage_ops *out;
     const layout_t *l;
     double act_bytes;   /* bytes per activation element: 2 for 16-bit, 4 for fp32/tf32 */
+    int sixteen_bit;    /* the GEMMs pushed now stay 16-bit in an fp8 run (the output layer, the router) */
+    int norm_fed;       /* the next GEMM takes a norm's output as TE's LayerNormLinear writes it: in FP8 in
+                           an fp8 run, gathered so with SP (docs/model.md, "FP8 GEMMs"); gemm() clears it */
     int overflow;
 } builder;
 
@@ -34,15 +37,21 @@ static op_t *push(builder *b, const char *name, op_kind_t kind, pass_t pass, int
 }
 
 /* A GEMM (m x k) * (k x n): 2mnk FLOP, each operand read once and the result
- * written once.  `saved` is the input kept for the weight gradient. */
+ * written once.  `saved` is the input kept for the weight gradient, in 16 bit;
+ * an FP8 GEMM keeps it as the FP8 transposed copy its cast wrote, one byte an
+ * element (docs/model.md, "FP8 GEMMs"). */
 static void gemm(builder *b, const char *fwd, const char *dgrad, const char *wgrad, int64_t count,
                  double m, double n, double k, double saved, int recompute_full)
 {
     double flops = 2.0 * m * n * k;
     double bytes = b->act_bytes * (m * k + k * n + m * n);
+    if (b->l->precision == PREC_FP8 && !b->sixteen_bit) saved /= b->act_bytes;
     op_t *op = push(b, fwd, OP_GEMM, PASS_FWD, count);
     if (!op) return;
     op->m = (int64_t)m; op->n = (int64_t)n; op->k = (int64_t)k; op->batch = 1;
+    op->sixteen_bit = b->sixteen_bit;
+    op->norm_fed = b->norm_fed;
+    b->norm_fed = 0;
     op->flops = op->model_flops = op->hardware_flops = flops;
     op->bytes = bytes;
     op->saved_bytes = recompute_full ? 0.0 : saved;
@@ -147,9 +156,12 @@ static void tp_entry(builder *b, const char *ag, const char *ar_bwd, const char 
     if (!l->sp) {
         collective(b, ar_bwd, PASS_BWD, count, COLL_ALLREDUCE, GROUP_TP, l->tp, bytes, EXPOSED);
     } else {
-        collective(b, ag, PASS_FWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, bytes, EXPOSED);
-        if (recompute_full) collective(b, ag, PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_TP, l->tp, bytes, EXPOSED);
-        collective(b, regather, PASS_BWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, bytes, EXPOSED);
+        /* TE's LayerNormLinear gathers the norm's FP8 output, one byte an element, forward and again for
+         * the weight gradient; the input gradient's reduce-scatter stays 16-bit */
+        double gathered = l->precision == PREC_FP8 && b->norm_fed ? bytes / b->act_bytes : bytes;
+        collective(b, ag, PASS_FWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, gathered, EXPOSED);
+        if (recompute_full) collective(b, ag, PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_TP, l->tp, gathered, EXPOSED);
+        collective(b, regather, PASS_BWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, gathered, EXPOSED);
         collective(b, rs_bwd, PASS_BWD, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, bytes, EXPOSED);
     }
 }
@@ -324,6 +336,9 @@ static void attention_block(builder *b, const model_t *m, int64_t count)
     /* attention block */
     membound(b, "attn_norm", "attn_norm_bwd", count, 2.0 * Tn * h * B, 4.0 * Tn * h * B, 5.0 * Tn * h,
              Tn * h * B, full);
+    /* Megatron's TE layer fuses the norm into the QKV GEMM (TELayerNormColumnParallelLinear); MLA's
+     * down-projections are plain linears after a separate norm */
+    b->norm_fed = !mla;
     tp_entry(b, "tp_allgather_attn", "tp_allreduce_attn_bwd", "tp_reduce_scatter_attn_bwd", "tp_regather_attn", count,
              T * h * B, full);
     double qkv_width = mla ? mla_projections(b, m, count, T, sharded_input, full) : (heads + 2.0 * kv_heads) * d;
@@ -461,6 +476,7 @@ static void dense_mlp_block(builder *b, const model_t *m, int64_t count)
     const double T = rank_tokens(l), h = (double)m->hidden;
     const int full = l->recompute == RECOMPUTE_FULL;
     mlp_norm(b, m, count);
+    b->norm_fed = 1;   /* TELayerNormColumnParallelLinear: the norm fused into the first FFN GEMM */
     tp_entry(b, "tp_allgather_mlp", "tp_allreduce_mlp_bwd", "tp_reduce_scatter_mlp_bwd", "tp_regather_mlp", count,
              T * h * b->act_bytes, full);
     ffn_ops(b, m, count, (double)m->ffn, act);
@@ -508,7 +524,10 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     const double local = E / ep;                   /* experts a rank holds */
     const double per_expert = T * k / local;       /* tokens each gets, balanced, after the TP gather */
     mlp_norm(b, m, count);
+    /* Megatron's router is a plain linear in 16 bit (or fp32), outside Transformer Engine's FP8 */
+    b->sixteen_bit = 1;
     gemm(b, "router", "router_dgrad", "router_wgrad", count, Tr, E, h, Tr * h * B, full);
+    b->sixteen_bit = 0;
     /* softmax (or sigmoid) and top-k over the fp32 scores, the probabilities kept for backward */
     membound(b, "router_topk", "router_topk_bwd", count, 2.0 * Tr * E * 4.0, 2.0 * Tr * E * 4.0, 5.0 * Tr * E,
              Tr * k * 4.0, full);
@@ -617,7 +636,11 @@ static void lm_head(builder *b, const model_t *m)
     tp_entry(b, "tp_allgather_head", "tp_allreduce_head_bwd", "tp_reduce_scatter_head_bwd", "tp_regather_head", 1,
              T * h * B, 0);
     int first_head_op = b->out->nops;
+    /* Megatron-Core's output layer is its own ColumnParallelLinear, not a Transformer Engine module:
+     * it runs in 16 bit in an fp8 run (docs/model.md, "FP8 GEMMs") */
+    b->sixteen_bit = 1;
     gemm(b, "lm_head", "lm_head_dgrad", "lm_head_wgrad", 1, T, Vt, h, T * h * B, 0);
+    b->sixteen_bit = 0;
     for (int i = first_head_op; i < b->out->nops; i++) {
         b->out->ops[i].model_flops *= real_fraction;
         b->out->ops[i].hardware_flops *= real_fraction;
@@ -734,6 +757,20 @@ static void dp_collectives(builder *b, double params, group_t group_kind, int64_
     }
 }
 
+/* The weights of the stage's FP8 GEMMs, one GPU's shard: every forward GEMM but those kept in 16 bit
+ * (a grouped GEMM holds one weight per expert).  0 unless the run is fp8. */
+static double fp8_gemm_weights(const stage_ops *s, const layout_t *l)
+{
+    if (l->precision != PREC_FP8) return 0.0;
+    double weights = 0.0;
+    for (int i = 0; i < s->nops; i++) {
+        const op_t *op = &s->ops[i];
+        if (op->kind == OP_GEMM && op->pass == PASS_FWD && !op->sixteen_bit)
+            weights += (double)op->k * (double)op->n * (double)(op->batch > 1 ? op->batch : 1) * (double)op->count;
+    }
+    return weights;
+}
+
 static void step_ops(builder *b, const model_t *m, double params, double expert_params)
 {
     static const char *const dense_names[6] = {"dp_allreduce_grads", "dp_reduce_scatter_grads", "dp_allgather_params",
@@ -771,13 +808,22 @@ static void step_ops(builder *b, const model_t *m, double params, double expert_
     double master = weight_bytes == 4.0 ? 0.0 : 8.0;
     opt->bytes = shard * (master + 16.0 + grad_bytes + weight_bytes);
     opt->flops = 12.0 * shard;
+    /* the new weights cast once into TE's FP8 cache; ZeRO-3 casts the weights it gathers for each
+     * micro-batch, a kernel of the data-parallel part like its shard add */
+    if (b->out->fp8_weights > 0.0) {
+        op_t *cast = push(b, "fp8_weight_cast", OP_MEMBOUND, l->zero >= 3 ? PASS_FWD : PASS_STEP, 1);
+        if (cast) {
+            cast->bytes = fp8_weight_cast_bytes(b->out->fp8_weights);
+            cast->group = GROUP_DP;
+        }
+    }
 }
 
 int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_ops *out)
 {
     /* each op is cleared as it is pushed: clearing all OPS_MAX slots costs more than the build */
     out->nops = 0;
-    builder b = {out, l, element_bytes(l->precision), 0};
+    builder b = {out, l, element_bytes(l->precision), 0, 0, 0};
     out->stage = stage;
     out->first = stage == 0;
     out->last = stage == l->pp - 1;
@@ -812,6 +858,7 @@ int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_op
                    (double)padded_vocab(m, l->tp) / (double)l->tp * (double)m->hidden * grad_bytes, EXPOSED);
     }
     out->params = stage_params(m, l, out->layers, out->moe_layers, out->first, out->last, &out->expert_params);
+    out->fp8_weights = fp8_gemm_weights(out, l);
     step_ops(&b, m, out->params, out->expert_params);
     return b.overflow ? -1 : 0;
 }

@@ -69,6 +69,10 @@ typedef struct {
     int64_t m, n, k, batch; /* GEMM: batch x (m x k) * (k x n); attention: batch = b*heads, m=n=s, k=d */
     int64_t kv_batch;       /* attention: b * KV heads (grouped-query attention); else 0 */
     int weight_gradient;    /* GEMM: the backward dW = X^T dY (its operands are both activations) */
+    int sixteen_bit;        /* GEMM: stays 16-bit in an fp8 run (Megatron's output layer, the router;
+                               docs/model.md, "FP8 GEMMs") */
+    int norm_fed;           /* GEMM: its input is a norm's output, which TE's LayerNormLinear writes in FP8
+                               itself: only the transposed copy is cast (docs/model.md, "FP8 GEMMs") */
     double flops;           /* executed per instance: what the time is costed on */
     double model_flops;     /* per instance, MFU convention (0 for recomputation and memory-bound ops) */
     double hardware_flops;  /* per instance, HFU convention (model + recomputation) */
@@ -98,6 +102,8 @@ typedef struct {
     int first, last;        /* holds the embedding / the LM head and loss */
     double params;          /* parameters held by one GPU of the stage, before ZeRO sharding (experts included) */
     double expert_params;   /* of them, the routed experts', sharded over EP and reduced over dp x cp / ep */
+    double fp8_weights;     /* of them, the weights of FP8 GEMMs (fp8 runs; 0 otherwise): TE keeps an FP8 copy
+                               and its transpose of each, cast once per step (docs/model.md, "FP8 GEMMs") */
     int64_t moe_layers;     /* of its layers, those with routed experts */
     int nops;
     op_t ops[OPS_MAX];
@@ -268,7 +274,9 @@ double pipeline_bubble_fraction(double pp, double microbatches, double vpp);
 double pipeline_inflight_microbatches(double pp, double microbatches, double vpp, double stage);
 double pipeline_inflight_heads(double pp, double microbatches, double vpp);
 double roofline_s(double flops, double flop_per_s, double bytes, double bytes_per_s);
-double fp8_cast_bytes(double m, double n, double k, int backward, int weight_gradient);
+double fp8_cast_bytes(double m, double k, int backward, int weight_gradient, int norm_fed);
+double fp8_weight_cast_bytes(double fp8_weights);
+double fp8_weight_copy_bytes(double fp8_weights);
 double zero_unit_buffer_bytes(int zero, double layer_params, double big_params, double weight_bytes, double grad_bytes);
 /* The parameters of a stage's wrapped units for ZeRO-2/3 (one TP rank's share): a layer (a MoE layer
  * with its rank's experts), and the largest unit that is not a layer (the embedding on the first stage,
