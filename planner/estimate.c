@@ -207,6 +207,15 @@ static double gemm_efficiency(const hw_gpu *gpu, double flops, precision_t p)
     return gpu->gemm_efficiency * flops / (flops + half);
 }
 
+/* The rate of an uncalibrated GEMM of `flops` FLOPs in precision p: the peak times the GEMM curve, and for
+ * FP8 the smaller share of its peak FP8 GEMMs reach (docs/model.md, "Step time", "FP8 GEMMs"). */
+double gemm_flop_per_s(const hw_gpu *gpu, double flops, precision_t p)
+{
+    double rate = gpu->peak_flops[p] * gemm_efficiency(gpu, flops, p);
+    if (p == PREC_FP8 && gpu->fp8_gemm_relative_efficiency > 0.0) rate *= gpu->fp8_gemm_relative_efficiency;
+    return rate;
+}
+
 /* Time of a shape calibrate timed on this GPU (`table`: GEMMs m x n x k, or
  * the fused attention's batch x heads, sequence, head size, whose KV heads
  * per query head must be the op's), or on the line
@@ -308,12 +317,11 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
                               : 0.0;
         if (measured > 0.0 && op->batch <= 1) return with_power(op, gpu, measured, clock_bound, gpu->energy_gemm_j_per_flop);
         /* a grouped GEMM (batch experts) runs at the efficiency of one expert's shape */
-        double rate = gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->batch > 1 ? op->flops / (double)op->batch : op->flops, matrix);
+        double rate = gemm_flop_per_s(gpu, op->batch > 1 ? op->flops / (double)op->batch : op->flops, matrix);
         double cast_s = 0.0;
         if (matrix == PREC_FP8) {
-            /* FP8 GEMMs reach a smaller share of their peak, and their 16-bit operands are
-             * quantized first, one memory-bound pass each (docs/model.md, "FP8 GEMMs") */
-            if (gpu->fp8_gemm_relative_efficiency > 0.0) rate *= gpu->fp8_gemm_relative_efficiency;
+            /* the 16-bit activations are quantized first, one memory-bound pass each (docs/model.md,
+             * "FP8 GEMMs") */
             /* the activations' casts; the weights' are the step's fp8_weight_cast */
             double cast = fp8_cast_bytes((double)op->m, (double)op->k, op->pass == PASS_BWD, op->weight_gradient,
                                          op->norm_fed);

@@ -210,6 +210,8 @@ typedef struct {
 /* Whether the GPU runs a fused (FlashAttention-style) kernel: sm80 and newer, not volta or turing
  * (hwdb's arch column; docs/model.md, "Time and cost"). */
 int gpu_has_fused_attention(const hw_gpu *gpu);
+/* The rate of an uncalibrated GEMM of `flops` FLOPs in precision p (docs/model.md, "FP8 GEMMs"). */
+double gemm_flop_per_s(const hw_gpu *gpu, double flops, precision_t p);
 /* The attention kernel a run on this GPU uses unless told otherwise: flash where it runs, else unfused. */
 attention_impl_t default_attention(const hw_gpu *gpu);
 
