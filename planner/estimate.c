@@ -94,6 +94,11 @@ int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen)
                  (long long)l->recompute_layers);
         return -1;
     }
+    if (l->recompute_modules && (l->recompute != RECOMPUTE_SELECTIVE || l->recompute_modules & ~RECOMPUTE_MODULES_ALL)) {
+        snprintf(err, errlen, "--recompute-modules %s: needs --recompute selective",
+                 recompute_modules_name(l->recompute_modules));
+        return -1;
+    }
     if (l->tp < 1 || l->pp < 1 || l->dp < 1 || l->mbs < 1 || l->gbs < 1 || l->seq < 1 || l->vpp < 1 ||
         l->gpus < 1 || l->gpus_per_node < 1) {
         snprintf(err, errlen, "layout: every degree and size must be at least 1");
@@ -609,6 +614,7 @@ static void model_flops_per_sequence(const model_t *m, const layout_t *l, sequen
     static struct {
         model_t model;
         int64_t seq, recompute_layers, pp;
+        unsigned recompute_modules;
         recompute_t recompute;
         attention_impl_t attention;
         precision_t precision;
@@ -617,7 +623,8 @@ static void model_flops_per_sequence(const model_t *m, const layout_t *l, sequen
     } last;
     if (last.valid && last.seq == l->seq && last.recompute == l->recompute && last.attention == l->attention &&
         last.recompute_layers == l->recompute_layers && (l->recompute_layers == 0 || last.pp == l->pp) &&
-        last.precision == l->precision && memcmp(&last.model, m, sizeof *m) == 0) {
+        last.precision == l->precision && last.recompute_modules == l->recompute_modules &&
+        memcmp(&last.model, m, sizeof *m) == 0) {
         *f = last.flops;
         return;
     }
@@ -626,6 +633,7 @@ static void model_flops_per_sequence(const model_t *m, const layout_t *l, sequen
     last.seq = l->seq;
     last.recompute = l->recompute;
     last.recompute_layers = l->recompute_layers;
+    last.recompute_modules = l->recompute_modules;
     last.pp = l->pp;
     last.attention = l->attention;
     last.precision = l->precision;
@@ -992,7 +1000,7 @@ enum {
     KEY_PART, KEY_MODEL, KEY_GPU, KEY_NODE, KEY_GPUS, KEY_TP, KEY_PP, KEY_DP, KEY_VPP, KEY_MBS, KEY_SEQ,
     KEY_GPUS_PER_NODE, KEY_RECOMPUTE, KEY_ATTENTION, KEY_SP, KEY_ZERO, KEY_FP32_GRADS, KEY_PRECISION,
     KEY_LINK_BYTES_PER_S, KEY_LINK_LATENCY_S, KEY_CP, KEY_CP_COMM, KEY_EP, KEY_EP_OVERLAP, KEY_RECOMPUTE_LAYERS,
-    KEY_LOSS, KEY_WORDS
+    KEY_LOSS, KEY_RECOMPUTE_MODULES, KEY_WORDS
 };
 
 typedef struct {
@@ -1012,14 +1020,15 @@ typedef struct {
 static const uint32_t part_inputs[] = {
     [CACHED_BODY] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_MBS) | ON(KEY_SEQ) |
                     ON(KEY_GPUS_PER_NODE) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_SP) | ON(KEY_PRECISION) |
-                    ON(KEY_CP) | ON(KEY_CP_COMM) | ON(KEY_EP) | ON(KEY_EP_OVERLAP) | ON(KEY_RECOMPUTE_LAYERS) | ON(KEY_LOSS),
+                    ON(KEY_CP) | ON(KEY_CP_COMM) | ON(KEY_EP) | ON(KEY_EP_OVERLAP) | ON(KEY_RECOMPUTE_LAYERS) | ON(KEY_LOSS) |
+                    ON(KEY_RECOMPUTE_MODULES),
     [CACHED_PIPELINE] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_VPP) | ON(KEY_MBS) |
                         ON(KEY_SEQ) | ON(KEY_PRECISION) | ON(KEY_LINK_BYTES_PER_S) | ON(KEY_LINK_LATENCY_S) | ON(KEY_CP),
     [CACHED_DATA_PARALLEL] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_GPUS) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_DP) |
                              ON(KEY_GPUS_PER_NODE) | ON(KEY_ZERO) | ON(KEY_FP32_GRADS) | ON(KEY_PRECISION) | ON(KEY_SP) |
                              ON(KEY_CP) | ON(KEY_EP),
     [CACHED_SEQUENCE_FLOPS] = ON(KEY_SEQ) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_PRECISION) |
-                              ON(KEY_RECOMPUTE_LAYERS) | ON(KEY_PP),
+                              ON(KEY_RECOMPUTE_LAYERS) | ON(KEY_PP) | ON(KEY_RECOMPUTE_MODULES),
 };
 #undef ON
 
@@ -1050,7 +1059,7 @@ static void part_key_of(cached_part part, const model_t *m, const hw_gpu *gpu, c
         [KEY_LINK_LATENCY_S] = double_bits(link_latency_s), [KEY_CP] = (uint64_t)layout_cp(l),
         [KEY_CP_COMM] = (uint64_t)l->cp_comm, [KEY_EP] = (uint64_t)layout_ep(l),
         [KEY_EP_OVERLAP] = (uint64_t)l->ep_overlap, [KEY_RECOMPUTE_LAYERS] = (uint64_t)l->recompute_layers,
-        [KEY_LOSS] = (uint64_t)l->loss,
+        [KEY_LOSS] = (uint64_t)l->loss, [KEY_RECOMPUTE_MODULES] = (uint64_t)l->recompute_modules,
     };
     uint32_t keep = part_inputs[part] | (UINT32_C(1) << KEY_PART) | (UINT32_C(1) << KEY_MODEL);
     for (int i = 0; i < KEY_WORDS; i++) k->word[i] = (keep >> i) & 1u ? input[i] : 0;

@@ -21,6 +21,8 @@ typedef struct {
     int sixteen_bit;    /* the GEMMs pushed now stay 16-bit in an fp8 run (the output layer, the router) */
     int norm_fed;       /* the next GEMM takes a norm's output as TE's LayerNormLinear writes it: in FP8 in
                            an fp8 run, gathered so with SP (docs/model.md, "FP8 GEMMs"); gemm() clears it */
+    int input_recomputed; /* the next GEMM's input is a module's output recomputed in the backward (--recompute-
+                             modules): it saves nothing (docs/model.md, "Recomputed modules"); gemm() clears it */
     int overflow;
 } builder;
 
@@ -46,6 +48,8 @@ static void gemm(builder *b, const char *fwd, const char *dgrad, const char *wgr
     double flops = 2.0 * m * n * k;
     double bytes = b->act_bytes * (m * k + k * n + m * n);
     if (b->l->precision == PREC_FP8 && !b->sixteen_bit) saved /= b->act_bytes;
+    if (b->input_recomputed) saved = 0.0;
+    b->input_recomputed = 0;
     op_t *op = push(b, fwd, OP_GEMM, PASS_FWD, count);
     if (!op) return;
     op->m = (int64_t)m; op->n = (int64_t)n; op->k = (int64_t)k; op->batch = 1;
@@ -73,6 +77,29 @@ static void gemm(builder *b, const char *fwd, const char *dgrad, const char *wgr
     *dw = *op;
     dw->pass = PASS_BWD; dw->name = wgrad; dw->m = (int64_t)k; dw->k = (int64_t)m; dw->saved_bytes = 0;
     dw->weight_gradient = 1;
+}
+
+/* The modules of Megatron's --recompute-modules this layout recomputes (with selective recomputation only). */
+static unsigned recomputed_modules(const layout_t *l)
+{
+    return l->recompute == RECOMPUTE_SELECTIVE ? l->recompute_modules : 0u;
+}
+
+/* Output-discarding recomputation (Megatron's --recompute-modules): the forward ops pushed since `first`
+ * run once more in the backward, as `recompute` copies that save nothing (docs/model.md, "Recomputed
+ * modules"). */
+static void recompute_again(builder *b, int first)
+{
+    int end = b->out->nops;
+    for (int i = first; i < end; i++) {
+        if (b->out->ops[i].pass != PASS_FWD) continue;
+        op_t *re = push(b, b->out->ops[i].name, b->out->ops[i].kind, PASS_RECOMPUTE, b->out->ops[i].count);
+        if (!re) return;
+        *re = b->out->ops[i];
+        re->pass = PASS_RECOMPUTE;
+        re->model_flops = 0.0;
+        re->saved_bytes = 0.0;
+    }
 }
 
 /* A memory-bound op moving `bytes` forward and `bwd_bytes` backward. */
@@ -291,7 +318,9 @@ static double mla_projections(builder *b, const model_t *m, int64_t count, doubl
         gemm(b, "q_down", "q_down_dgrad", "q_down_wgrad", count, T, q_lora, h, sharded_input, full);
         membound(b, "q_norm", "q_norm_bwd", count, 2.0 * T * q_lora * B, 4.0 * T * q_lora * B, 5.0 * T * q_lora,
                  T * q_lora * B, full);
+        int up = b->out->nops;
         gemm(b, "q_up", "q_up_dgrad", "q_up_wgrad", count, T, heads * qk, q_lora, T * q_lora * B, full);
+        if (recomputed_modules(b->l) & RECOMPUTE_MODULE_MLA_UP_PROJ) recompute_again(b, up);
     } else {
         gemm(b, "q_proj", "q_proj_dgrad", "q_proj_wgrad", count, T, heads * qk, h, sharded_input, full);
     }
@@ -299,7 +328,9 @@ static double mla_projections(builder *b, const model_t *m, int64_t count, doubl
     gemm(b, "kv_down", "kv_down_dgrad", "kv_down_wgrad", count, T, kv_lora + rope, h, 0.0, full);
     membound(b, "kv_norm", "kv_norm_bwd", count, 2.0 * T * kv_lora * B, 4.0 * T * kv_lora * B, 5.0 * T * kv_lora,
              T * kv_lora * B, full);
+    int up = b->out->nops;
     gemm(b, "kv_up", "kv_up_dgrad", "kv_up_wgrad", count, T, heads * (qk - rope + v), kv_lora, T * kv_lora * B, full);
+    if (recomputed_modules(b->l) & RECOMPUTE_MODULE_MLA_UP_PROJ) recompute_again(b, up);
     return heads * (2.0 * qk + v);
 }
 
@@ -334,11 +365,16 @@ static void attention_block(builder *b, const model_t *m, int64_t count)
     const double sharded_input = l->sp ? T * h * B / t : T * h * B;
 
     /* attention block */
+    const unsigned modules = recomputed_modules(l);
+    const int up_recomputed = mla && (modules & RECOMPUTE_MODULE_MLA_UP_PROJ);
+    int norm_op = b->out->nops;
     membound(b, "attn_norm", "attn_norm_bwd", count, 2.0 * Tn * h * B, 4.0 * Tn * h * B, 5.0 * Tn * h,
              Tn * h * B, full);
+    if (modules & RECOMPUTE_MODULE_LAYERNORM) recompute_again(b, norm_op);
     /* Megatron's TE layer fuses the norm into the QKV GEMM (TELayerNormColumnParallelLinear); MLA's
      * down-projections are plain linears after a separate norm */
     b->norm_fed = !mla;
+    b->input_recomputed = (modules & RECOMPUTE_MODULE_LAYERNORM) != 0;
     tp_entry(b, "tp_allgather_attn", "tp_allreduce_attn_bwd", "tp_reduce_scatter_attn_bwd", "tp_regather_attn", count,
              T * h * B, full);
     double qkv_width = mla ? mla_projections(b, m, count, T, sharded_input, full) : (heads + 2.0 * kv_heads) * d;
@@ -351,9 +387,11 @@ static void attention_block(builder *b, const model_t *m, int64_t count)
          * the backward, the inverse rotation of dq and dk, needs only the positions.  MLA
          * rotates the qk_rope columns of each query head and the one shared key. */
         double qk = mla ? T * (heads + 1.0) * (double)m->qk_rope_head_dim : T * (heads + kv_heads) * d;
+        int rope_op = b->out->nops;
         membound(b, "rope", "rope_bwd", count, 2.0 * qk * B, 2.0 * qk * B, 3.0 * qk, 0.0, full);
         /* membound() gives a backward twice its forward's FLOPs; the inverse rotation costs the same */
         if (!b->overflow) b->out->ops[b->out->nops - 1].flops = 3.0 * qk;
+        if (up_recomputed) recompute_again(b, rope_op);
     }
     /* attention core: scores Q K^T and the weighted sum P V, 2 * 2*s*s*d per head over the full
      * s x s; a causal model needs only the half below the diagonal, and that half is what model
@@ -362,7 +400,8 @@ static void attention_block(builder *b, const model_t *m, int64_t count)
      * the causal work too once the chunks are paired */
     double core_full = 4.0 * mb * heads * sq * s * d;
     double core_model = model_is_causal(m) ? core_full / 2.0 : core_full;
-    double qkv_saved = T * qkv_width * B;
+    /* MLA's up-projections recomputed: Q, K and V come again from the latents the up-projections keep */
+    double qkv_saved = up_recomputed ? 0.0 : T * qkv_width * B;
     double scores = mb * heads * s * s;
     int unfused = l->attention == ATTENTION_UNFUSED;
     op_t *att = push(b, "attention", OP_ATTENTION, PASS_FWD, count);
@@ -450,8 +489,10 @@ static void mlp_norm(builder *b, const model_t *m, int64_t count)
 {
     const layout_t *l = b->l;
     const double B = b->act_bytes, h = (double)m->hidden, Tn = l->sp ? rank_tokens(l) / (double)l->tp : rank_tokens(l);
+    int norm_op = b->out->nops;
     membound(b, "mlp_norm", "mlp_norm_bwd", count, 2.0 * Tn * h * B, 4.0 * Tn * h * B, 5.0 * Tn * h, Tn * h * B,
              l->recompute == RECOMPUTE_FULL);
+    if (recomputed_modules(l) & RECOMPUTE_MODULE_LAYERNORM) recompute_again(b, norm_op);
 }
 
 static void mlp_residual(builder *b, const model_t *m, int64_t count)
@@ -477,6 +518,7 @@ static void dense_mlp_block(builder *b, const model_t *m, int64_t count)
     const int full = l->recompute == RECOMPUTE_FULL;
     mlp_norm(b, m, count);
     b->norm_fed = 1;   /* TELayerNormColumnParallelLinear: the norm fused into the first FFN GEMM */
+    b->input_recomputed = (recomputed_modules(l) & RECOMPUTE_MODULE_LAYERNORM) != 0;
     tp_entry(b, "tp_allgather_mlp", "tp_allreduce_mlp_bwd", "tp_reduce_scatter_mlp_bwd", "tp_regather_mlp", count,
              T * h * b->act_bytes, full);
     ffn_ops(b, m, count, (double)m->ffn, act);
@@ -525,7 +567,9 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     const double per_expert = T * k / local;       /* tokens each gets, balanced, after the TP gather */
     mlp_norm(b, m, count);
     /* Megatron's router is a plain linear in 16 bit (or fp32), outside Transformer Engine's FP8 */
+    const unsigned modules = recomputed_modules(l);
     b->sixteen_bit = 1;
+    b->input_recomputed = (modules & RECOMPUTE_MODULE_LAYERNORM) != 0;
     gemm(b, "router", "router_dgrad", "router_wgrad", count, Tr, E, h, Tr * h * B, full);
     b->sixteen_bit = 0;
     /* softmax (or sigmoid) and top-k over the fp32 scores, the probabilities kept for backward */
@@ -552,12 +596,17 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     grouped_gemm(b, "expert_up", "expert_up_dgrad", "expert_up_wgrad", count, local, per_expert, load, up_width, h,
                  T * k * h * B, full);
     double Tk = T * k * load;
+    int act_op = b->out->nops;
     if (m->ffn_kind == FFN_SWIGLU)
         membound(b, "expert_swiglu", "expert_swiglu_bwd", count, 3.0 * Tk * f * B, 5.0 * Tk * f * B, 4.0 * Tk * f,
                  2.0 * T * k * f * B, full);
     else
         membound(b, "expert_gelu", "expert_gelu_bwd", count, 2.0 * Tk * f * B, 3.0 * Tk * f * B, 8.0 * Tk * f,
                  T * k * f * B, full);
+    if (modules & RECOMPUTE_MODULE_MOE_ACT) {
+        recompute_again(b, act_op);
+        b->input_recomputed = 1;
+    }
     grouped_gemm(b, "expert_down", "expert_down_dgrad", "expert_down_wgrad", count, local, per_expert, load, h, f,
                  T * k * f * B, full);
     collective(b, "moe_tp_reduce_scatter", PASS_FWD, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, routed, EXPOSED);
@@ -571,6 +620,7 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     if (m->shared_experts > 0) {
         tp_entry(b, "tp_allgather_shared", "tp_allreduce_shared_bwd", "tp_reduce_scatter_shared_bwd", "tp_regather_shared",
                  count, T * h * B, full);
+        b->input_recomputed = (modules & RECOMPUTE_MODULE_LAYERNORM) != 0;   /* the norm's output again */
         ffn_ops(b, m, count, (double)(m->shared_experts * model_expert_ffn(m)), shared_names);
         tp_exit(b, "tp_allreduce_shared", "tp_reduce_scatter_shared", "tp_allgather_shared_bwd", count, T * h * B, full);
     }
@@ -823,7 +873,7 @@ int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_op
 {
     /* each op is cleared as it is pushed: clearing all OPS_MAX slots costs more than the build */
     out->nops = 0;
-    builder b = {out, l, element_bytes(l->precision), 0, 0, 0};
+    builder b = {out, l, element_bytes(l->precision), 0, 0, 0, 0};
     out->stage = stage;
     out->first = stage == 0;
     out->last = stage == l->pp - 1;

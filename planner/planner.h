@@ -23,6 +23,14 @@ typedef enum { CP_COMM_RING = 0, CP_COMM_ALLGATHER } cp_comm_t;
  * trainer, Megatron with its cross-entropy fusion), or the frameworks' default, the logits cast to fp32
  * and the log-softmax materialised (PyTorch's cross_entropy on .float() logits). */
 typedef enum { LOSS_FUSED = 0, LOSS_FP32 } loss_kernel_t;
+/* Megatron-Core's --recompute-modules beside selective recomputation (docs/model.md, "Recomputed
+ * modules"): outputs dropped after the forward and recomputed in the backward, a bit each. */
+enum {
+    RECOMPUTE_MODULE_LAYERNORM = 1u,   /* the norms before the attention and the FFN (their consumers' inputs) */
+    RECOMPUTE_MODULE_MLA_UP_PROJ = 2u, /* MLA's up-projections and rotary embedding (the attention's Q, K, V) */
+    RECOMPUTE_MODULE_MOE_ACT = 4u,     /* the routed experts' activation (the down-projection's input) */
+    RECOMPUTE_MODULES_ALL = 7u
+};
 
 typedef struct {
     int64_t gpus, tp, pp, dp, vpp, mbs, gbs, seq, gpus_per_node;
@@ -34,6 +42,7 @@ typedef struct {
     loss_kernel_t loss;
     int64_t recompute_layers;  /* with full recomputation, on this many layers of each stage (Megatron's
                                   --recompute-num-layers, block method), the rest keep their activations; 0: all */
+    unsigned recompute_modules; /* with selective recomputation, RECOMPUTE_MODULE_* recomputed as well; 0: none */
     attention_impl_t attention;
     int sp;            /* sequence parallelism (needs tp > 1 to matter) */
     int zero;          /* 0..3; Megatron's distributed optimizer is zero 1 */
@@ -521,6 +530,10 @@ const char *recompute_name(recompute_t r);
 const char *attention_name(attention_impl_t a);
 const char *cp_comm_name(cp_comm_t c);
 const char *loss_kernel_name(loss_kernel_t k);
+/* A comma-separated list of layernorm, mla_up_proj, moe_act: 0 and the bits, or -1 naming nothing known. */
+int recompute_modules_parse(const char *list, unsigned *out);
+/* The modules as that list ("" for none). */
+const char *recompute_modules_name(unsigned modules);
 /* ring|allgather, ignoring case: 0, or -1 for anything else (or NULL). */
 int cp_comm_parse(const char *name, cp_comm_t *out);
 /* none|selective|full and flash|unfused, ignoring case: 0, or -1 for anything else (or NULL). */
