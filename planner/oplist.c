@@ -460,7 +460,12 @@ static void attention_block(builder *b, const model_t *m, int64_t count)
 
     /* the output projection reads the heads' values: v_head_dim wide under MLA */
     double values = mla ? heads * (double)m->v_head_dim : heads * d;
+    int out_op = b->out->nops;
     gemm(b, "attn_out", "attn_out_dgrad", "attn_out_wgrad", count, T, h, values, T * values * B, full);
+    /* its input is the attention's output O, which a flash-style backward needs in 16 bit: an fp8 run
+     * keeps O and the GEMM's FP8 transposed copy beside it (docs/model.md, "FP8 GEMMs") */
+    if (l->precision == PREC_FP8 && !unfused && !full && !b->overflow)
+        b->out->ops[out_op].saved_bytes = T * values * (B + 1.0);
     tp_exit(b, "tp_allreduce_attn", "tp_reduce_scatter_attn", "tp_allgather_attn_bwd", count, T * h * B, full);
     membound(b, "attn_residual", "attn_residual_bwd", count, 3.0 * Tn * h * B + mask * Tn * h,
              residual_bwd_bytes, Tn * h, mask * Tn * h, full);

@@ -170,8 +170,14 @@ static void fp8_memory_holds_copies_and_saves_fp8_inputs(void **state)
     estimate(m, fp8_layout(2, 1, 4, 64, PREC_BF16), &e16);
     assert_close(e8.memory.weights - e16.memory.weights, fp8_weight_copy_bytes(e8.first_stage.fp8_weights), 1e-9);
     assert_true(e8.first_stage.fp8_weights > 0.5 * e8.memory.params);
-    /* a GEMM's saved input: half the bytes; the attention's Q, K, V and a norm's input stay 16-bit */
+    /* a GEMM's saved input: half the bytes; the attention's Q, K, V and a norm's input stay 16-bit; the
+     * attention's output O is kept in 16 bit for the attention's backward and in FP8 for the output
+     * projection's weight gradient */
     assert_close(costed(&e8, 0, "qkv", PASS_FWD)->saved_bytes, 0.5 * costed(&e16, 0, "qkv", PASS_FWD)->saved_bytes, 1e-12);
+    assert_close(costed(&e8, 0, "attn_out", PASS_FWD)->saved_bytes,
+                 1.5 * costed(&e16, 0, "attn_out", PASS_FWD)->saved_bytes, 1e-12);
+    assert_close(costed(&e8, 0, "attention", PASS_FWD)->saved_bytes,
+                 costed(&e16, 0, "attention", PASS_FWD)->saved_bytes, 1e-12);
     assert_close(costed(&e8, 0, "mlp_down", PASS_FWD)->saved_bytes,
                  0.5 * costed(&e16, 0, "mlp_down", PASS_FWD)->saved_bytes, 1e-12);
     assert_close(costed(&e8, 0, "attn_norm", PASS_FWD)->saved_bytes, costed(&e16, 0, "attn_norm", PASS_FWD)->saved_bytes,
