@@ -33,6 +33,7 @@ typedef struct {
     const char *gpu_name, *node_name;
     const char *hwdb_dir, *models_file, *model_config, *calibration, *out_path;
     int64_t gpus, gpus_per_node, tp, pp, dp, vpp, mbs, gbs, seq, cp, ep, recompute_layers;
+    unsigned recompute_modules;
     double tokens, price;
     double moe_imbalance, capacity_factor;   /* 0: the model's (the default imbalance, no capacity limit) */
     cp_comm_t cp_comm;
@@ -65,6 +66,7 @@ static const struct {
     {"--tp", FOR_ESTIMATE | FOR_EXPLAIN}, {"--pp", FOR_ESTIMATE | FOR_EXPLAIN}, {"--dp", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--vpp", FOR_ESTIMATE | FOR_EXPLAIN}, {"--mbs", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--recompute", FOR_ESTIMATE | FOR_EXPLAIN}, {"--recompute-layers", FOR_ESTIMATE | FOR_EXPLAIN},
+    {"--recompute-modules", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--loss", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN}, {"--tp-overlap", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN},
     {"--sp", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--zero", FOR_ESTIMATE | FOR_EXPLAIN}, {"--gpus-per-node", FOR_ESTIMATE | FOR_EXPLAIN},
@@ -131,7 +133,9 @@ static const char *usage_text =
     "  --seq N                sequence length (default: the model's)\n"
     "  --recompute none|selective|full   activation recomputation (default selective)\n"
     "  --recompute-layers N   with --recompute full: only N layers of each stage recompute (Megatron's\n"
-    "                         --recompute-num-layers, block method); the others keep their activations\n"    "  --loss fused|fp32      the loss kernel: one fused pass (default, as sextant's trainer runs it) or the\n"
+    "                         --recompute-num-layers, block method); the others keep their activations\n"
+    "  --recompute-modules L  with --recompute selective: also recompute these, a comma-separated list of\n"
+    "                         layernorm, mla_up_proj, moe_act (Megatron's --recompute-modules)\n"    "  --loss fused|fp32      the loss kernel: one fused pass (default, as sextant's trainer runs it) or the\n"
     "                         frameworks' fp32 cross-entropy on materialised logits (PyTorch, Megatron unfused)\n"
     "  --tp-overlap none|backward   TP communication: all exposed (default, as sextant's trainer runs it), or\n"
     "                         Megatron's: the backward's TP gather and gradient reduction beside its GEMMs\n"
@@ -319,6 +323,12 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(a, "--dp")) rc = parse_count(a, TAKE(), 10000000, &o->dp);
         else if (!strcmp(a, "--vpp")) rc = parse_count(a, TAKE(), 1000, &o->vpp);
         else if (!strcmp(a, "--recompute-layers")) rc = parse_count(a, TAKE(), 100000, &o->recompute_layers);
+        else if (!strcmp(a, "--recompute-modules")) {
+            const char *t = TAKE();
+            if (recompute_modules_parse(t, &o->recompute_modules) != 0)
+                return fail("--recompute-modules: '%s' is not a comma-separated list of layernorm, mla_up_proj, moe_act",
+                            t ? t : "");
+        }
         else if (!strcmp(a, "--cp")) rc = parse_count(a, TAKE(), 100000, &o->cp);
         else if (!strcmp(a, "--ep")) rc = parse_count(a, TAKE(), 100000, &o->ep);
         else if (!strcmp(a, "--ep-overlap")) o->ep_overlap = 1;
@@ -637,6 +647,7 @@ static int make_layout(const options *o, const model_t *m, const hw_gpu *g, cons
     l->pp = o->pp ? o->pp : 1;
     l->vpp = o->vpp ? o->vpp : 1;
     l->recompute_layers = o->recompute_layers;
+    l->recompute_modules = o->recompute_modules;
     l->loss = o->loss;
     l->tp_overlap = o->tp_overlap;
     l->cp = o->cp ? o->cp : 1;

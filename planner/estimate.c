@@ -94,6 +94,11 @@ int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen)
                  (long long)l->recompute_layers);
         return -1;
     }
+    if (l->recompute_modules && (l->recompute != RECOMPUTE_SELECTIVE || l->recompute_modules & ~RECOMPUTE_MODULES_ALL)) {
+        snprintf(err, errlen, "--recompute-modules %s: needs --recompute selective",
+                 recompute_modules_name(l->recompute_modules));
+        return -1;
+    }
     if (l->tp < 1 || l->pp < 1 || l->dp < 1 || l->mbs < 1 || l->gbs < 1 || l->seq < 1 || l->vpp < 1 ||
         l->gpus < 1 || l->gpus_per_node < 1) {
         snprintf(err, errlen, "layout: every degree and size must be at least 1");
@@ -207,6 +212,15 @@ static double gemm_efficiency(const hw_gpu *gpu, double flops, precision_t p)
     return gpu->gemm_efficiency * flops / (flops + half);
 }
 
+/* The rate of an uncalibrated GEMM of `flops` FLOPs in precision p: the peak times the GEMM curve, and for
+ * FP8 the smaller share of its peak FP8 GEMMs reach (docs/model.md, "Step time", "FP8 GEMMs"). */
+double gemm_flop_per_s(const hw_gpu *gpu, double flops, precision_t p)
+{
+    double rate = gpu->peak_flops[p] * gemm_efficiency(gpu, flops, p);
+    if (p == PREC_FP8 && gpu->fp8_gemm_relative_efficiency > 0.0) rate *= gpu->fp8_gemm_relative_efficiency;
+    return rate;
+}
+
 /* Time of a shape calibrate timed on this GPU (`table`: GEMMs m x n x k, or
  * the fused attention's batch x heads, sequence, head size, whose KV heads
  * per query head must be the op's), or on the line
@@ -300,20 +314,22 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
     switch (op->kind) {
     case OP_GEMM: {
         double clock_bound = op->flops >= CLOCK_BOUND_GEMM_FLOPS ? 1.0 : 0.0;
+        /* the GEMMs an fp8 run keeps in 16 bit: the output layer, the router (docs/model.md, "FP8 GEMMs") */
+        if (matrix == PREC_FP8 && op->sixteen_bit) matrix = gpu->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
         /* calibrate times bf16 GEMMs; other precisions take the curve */
         double measured = matrix == PREC_BF16 || matrix == PREC_FP16
                               ? measured_shape_s(gpu->gemm_time, gpu->gemm_times, (double)op->m, (double)op->n, (double)op->k, 0.0, 1)
                               : 0.0;
         if (measured > 0.0 && op->batch <= 1) return with_power(op, gpu, measured, clock_bound, gpu->energy_gemm_j_per_flop);
         /* a grouped GEMM (batch experts) runs at the efficiency of one expert's shape */
-        double rate = gpu->peak_flops[matrix] * gemm_efficiency(gpu, op->batch > 1 ? op->flops / (double)op->batch : op->flops, matrix);
+        double rate = gemm_flop_per_s(gpu, op->batch > 1 ? op->flops / (double)op->batch : op->flops, matrix);
         double cast_s = 0.0;
         if (matrix == PREC_FP8) {
-            /* FP8 GEMMs reach a smaller share of their peak, and their 16-bit operands are
-             * quantized first, one memory-bound pass each (docs/model.md, "FP8 GEMMs") */
-            if (gpu->fp8_gemm_relative_efficiency > 0.0) rate *= gpu->fp8_gemm_relative_efficiency;
-            double cast = fp8_cast_bytes((double)op->m, (double)op->n, (double)op->k, op->pass == PASS_BWD,
-                                         op->weight_gradient);
+            /* the 16-bit activations are quantized first, one memory-bound pass each (docs/model.md,
+             * "FP8 GEMMs") */
+            /* the activations' casts; the weights' are the step's fp8_weight_cast */
+            double cast = fp8_cast_bytes((double)op->m, (double)op->k, op->pass == PASS_BWD, op->weight_gradient,
+                                         op->norm_fed);
             if (op->batch > 1) cast *= (double)op->batch;   /* a grouped GEMM casts each expert's operands */
             if (cast > 0.0) cast_s = membound_s(gpu, cast);
         }
@@ -560,6 +576,7 @@ typedef struct {
     int last;
     double params;          /* held by one GPU of the stage, before ZeRO sharding */
     double expert_params;   /* of them, the routed experts' (sharded over dp x cp / ep) */
+    double fp8_weights;     /* of them, the FP8 GEMMs' weights (fp8 runs) */
     double refill_bytes;    /* full recomputation: one layer's activations, live again in its backward */
     stage_cost cost;
 } stage_summary;
@@ -612,6 +629,7 @@ static void model_flops_per_sequence(const model_t *m, const layout_t *l, sequen
     static struct {
         model_t model;
         int64_t seq, recompute_layers, pp;
+        unsigned recompute_modules;
         recompute_t recompute;
         attention_impl_t attention;
         precision_t precision;
@@ -620,7 +638,8 @@ static void model_flops_per_sequence(const model_t *m, const layout_t *l, sequen
     } last;
     if (last.valid && last.seq == l->seq && last.recompute == l->recompute && last.attention == l->attention &&
         last.recompute_layers == l->recompute_layers && (l->recompute_layers == 0 || last.pp == l->pp) &&
-        last.precision == l->precision && memcmp(&last.model, m, sizeof *m) == 0) {
+        last.precision == l->precision && last.recompute_modules == l->recompute_modules &&
+        memcmp(&last.model, m, sizeof *m) == 0) {
         *f = last.flops;
         return;
     }
@@ -629,6 +648,7 @@ static void model_flops_per_sequence(const model_t *m, const layout_t *l, sequen
     last.seq = l->seq;
     last.recompute = l->recompute;
     last.recompute_layers = l->recompute_layers;
+    last.recompute_modules = l->recompute_modules;
     last.pp = l->pp;
     last.attention = l->attention;
     last.precision = l->precision;
@@ -661,6 +681,7 @@ static void summarize_stage(const model_t *m, const hw_gpu *gpu, const hw_node *
     out->last = s->last;
     out->params = s->params;
     out->expert_params = s->expert_params;
+    out->fp8_weights = s->fp8_weights;
     cost_stage(s, gpu, node, l, parts, &out->cost);
     out->refill_bytes = (parts & PART_BODY) && l->recompute == RECOMPUTE_FULL && s->layers > 0
                             ? recomputed_layer_bytes(m, l, s->stage, s->layers)
@@ -688,6 +709,12 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
         double layer, big;
         zero_unit_params(m, l, s->stage == 0, s->last, &layer, &big);
         mem->weights += zero_unit_buffer_bytes(l->zero, layer, big, weight_bytes, grad_bytes);
+    }
+    /* Transformer Engine's FP8 copy and transpose of each FP8 GEMM's weight, held over the step (ZeRO-3:
+     * of the two layers gathered at a time) (docs/model.md, "FP8 GEMMs") */
+    if (s->fp8_weights > 0.0) {
+        double held = l->zero >= 3 && s->layers > 2 ? 2.0 / (double)s->layers : 1.0;
+        mem->weights += fp8_weight_copy_bytes(s->fp8_weights * held);
     }
     mem->gradients = (dense / (l->zero >= 2 ? dp : 1.0) + experts / (l->zero >= 2 ? edp : 1.0)) * grad_bytes;
     mem->optimizer = (dense / (l->zero >= 1 ? dp : 1.0) + experts / (l->zero >= 1 ? edp : 1.0)) * optimizer_bytes;
@@ -988,7 +1015,7 @@ enum {
     KEY_PART, KEY_MODEL, KEY_GPU, KEY_NODE, KEY_GPUS, KEY_TP, KEY_PP, KEY_DP, KEY_VPP, KEY_MBS, KEY_SEQ,
     KEY_GPUS_PER_NODE, KEY_RECOMPUTE, KEY_ATTENTION, KEY_SP, KEY_ZERO, KEY_FP32_GRADS, KEY_PRECISION,
     KEY_LINK_BYTES_PER_S, KEY_LINK_LATENCY_S, KEY_CP, KEY_CP_COMM, KEY_EP, KEY_EP_OVERLAP, KEY_RECOMPUTE_LAYERS,
-    KEY_LOSS, KEY_WORDS
+    KEY_LOSS, KEY_RECOMPUTE_MODULES, KEY_WORDS
 };
 
 typedef struct {
@@ -1008,14 +1035,15 @@ typedef struct {
 static const uint32_t part_inputs[] = {
     [CACHED_BODY] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_MBS) | ON(KEY_SEQ) |
                     ON(KEY_GPUS_PER_NODE) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_SP) | ON(KEY_PRECISION) |
-                    ON(KEY_CP) | ON(KEY_CP_COMM) | ON(KEY_EP) | ON(KEY_EP_OVERLAP) | ON(KEY_RECOMPUTE_LAYERS) | ON(KEY_LOSS),
+                    ON(KEY_CP) | ON(KEY_CP_COMM) | ON(KEY_EP) | ON(KEY_EP_OVERLAP) | ON(KEY_RECOMPUTE_LAYERS) | ON(KEY_LOSS) |
+                    ON(KEY_RECOMPUTE_MODULES),
     [CACHED_PIPELINE] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_VPP) | ON(KEY_MBS) |
                         ON(KEY_SEQ) | ON(KEY_PRECISION) | ON(KEY_LINK_BYTES_PER_S) | ON(KEY_LINK_LATENCY_S) | ON(KEY_CP),
     [CACHED_DATA_PARALLEL] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_GPUS) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_DP) |
                              ON(KEY_GPUS_PER_NODE) | ON(KEY_ZERO) | ON(KEY_FP32_GRADS) | ON(KEY_PRECISION) | ON(KEY_SP) |
                              ON(KEY_CP) | ON(KEY_EP),
     [CACHED_SEQUENCE_FLOPS] = ON(KEY_SEQ) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_PRECISION) |
-                              ON(KEY_RECOMPUTE_LAYERS) | ON(KEY_PP),
+                              ON(KEY_RECOMPUTE_LAYERS) | ON(KEY_PP) | ON(KEY_RECOMPUTE_MODULES),
 };
 #undef ON
 
@@ -1046,7 +1074,7 @@ static void part_key_of(cached_part part, const model_t *m, const hw_gpu *gpu, c
         [KEY_LINK_LATENCY_S] = double_bits(link_latency_s), [KEY_CP] = (uint64_t)layout_cp(l),
         [KEY_CP_COMM] = (uint64_t)l->cp_comm, [KEY_EP] = (uint64_t)layout_ep(l),
         [KEY_EP_OVERLAP] = (uint64_t)l->ep_overlap, [KEY_RECOMPUTE_LAYERS] = (uint64_t)l->recompute_layers,
-        [KEY_LOSS] = (uint64_t)l->loss,
+        [KEY_LOSS] = (uint64_t)l->loss, [KEY_RECOMPUTE_MODULES] = (uint64_t)l->recompute_modules,
     };
     uint32_t keep = part_inputs[part] | (UINT32_C(1) << KEY_PART) | (UINT32_C(1) << KEY_MODEL);
     for (int i = 0; i < KEY_WORDS; i++) k->word[i] = (keep >> i) & 1u ? input[i] : 0;

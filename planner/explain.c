@@ -198,10 +198,10 @@ void report_explain(FILE *out, const estimate_t *e)
 
     fprintf(out, "How sextant estimates %s on %lld x %s\n", m->name, (long long)l->gpus, g->name);
     fprintf(out, "Layout: TP t = %lld, PP p = %lld, DP d_p = %lld, micro-batch b = %lld, global batch B = %lld, "
-                 "sequence s = %lld, recompute %s, SP %s, ZeRO %d, %s\n",
+                 "sequence s = %lld, recompute %s%s%s, SP %s, ZeRO %d, %s\n",
             (long long)l->tp, (long long)l->pp, (long long)l->dp, (long long)l->mbs, (long long)l->gbs,
-            (long long)l->seq, recompute_name(l->recompute), l->sp ? "on" : "off", l->zero,
-            precision_name(l->precision));
+            (long long)l->seq, recompute_name(l->recompute), l->recompute_modules ? " + " : "",
+            recompute_modules_name(l->recompute_modules), l->sp ? "on" : "off", l->zero, precision_name(l->precision));
     char calibration[HWDB_SOURCE_MAX + 128];
     if (calibration_line(g, calibration, sizeof calibration)) fprintf(out, "%s\n", calibration);
     if (layout_cp(l) > 1)
@@ -301,6 +301,10 @@ void report_explain(FILE *out, const estimate_t *e)
                      "  that the causal work is even).\n", (long long)l->cp);
     fprintf(out, "Hardware FLOPs (with recomputation, %s): %.4g per step.\n", recompute_name(l->recompute),
             e->hardware_flops_per_step);
+    if (l->recompute_modules)
+        fprintf(out, "  Recomputed modules (%s): their outputs are dropped after the forward and run again in the\n"
+                     "  backward, the GEMMs among them counted in the hardware FLOPs (docs/model.md, \"Recomputed modules\").\n",
+                recompute_modules_name(l->recompute_modules));
     if (l->recompute == RECOMPUTE_FULL)
         fprintf(out, "  Narayanan et al. with full recomputation: 96 B s L h^2 (1 + s/(6h) + V/(16 L h)) = %.4g.\n",
                 narayanan_full_recompute_flops(Bglobal, s, L, h, V));

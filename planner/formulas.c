@@ -330,16 +330,35 @@ int unfused_attention_kernels(double s, double d, double elem_bytes, double mask
     return 5;
 }
 
-/* Bytes an FP8 GEMM (m x k)(k x n) moves to quantize its 16-bit operands first: each element read at 2
- * bytes and written twice at 1, plain and transposed (the backward needs both layouts; the amax rides
- * along), 4 bytes in all.  Forward: the activation (m x k) and the weight (k x n), cast once per
- * micro-batch.  Data gradient: the output gradient (its m x k).  Weight gradient: nothing, its operands
- * are the transposed copies the other two casts wrote (docs/model.md, "FP8 GEMMs"). */
-double fp8_cast_bytes(double m, double n, double k, int backward, int weight_gradient)
+/* Bytes an FP8 GEMM (m x k)(k x n) moves to quantize its 16-bit activation first: each element read at
+ * 2 bytes and written twice at 1, plain and transposed (Hopper's FP8 GEMMs take only K-major operands,
+ * so the backward needs the other layout; the amax rides along), 4 bytes in all.  Forward (and its
+ * recomputation): the input (m x k); one that a norm wrote in FP8 itself (`norm_fed`, TE's
+ * LayerNormLinear) only needs its transpose, read 1 and write 1.  Data gradient: the output gradient
+ * (its m x k).  Weight gradient: nothing, its operands are the transposed copies the other casts wrote.
+ * The weight (k x n) is cast apart, into TE's cache of FP8 weights (fp8_weight_cast_bytes)
+ * (docs/model.md, "FP8 GEMMs"). */
+double fp8_cast_bytes(double m, double k, int backward, int weight_gradient, int norm_fed)
 {
     if (weight_gradient) return 0.0;
     if (backward) return 4.0 * m * k;
-    return 4.0 * (m * k + k * n);
+    return (norm_fed ? 2.0 : 4.0) * m * k;
+}
+
+/* Once per step, after the optimizer has written new 16-bit weights, the first micro-batch casts each
+ * FP8 GEMM's weight into its cached FP8 copy and transpose (TE's FP8 weight caching, Megatron's
+ * is_first_microbatch): read at 2 bytes, written twice at 1.  ZeRO-3 casts each micro-batch's gathered
+ * weights instead (docs/model.md, "FP8 GEMMs"). */
+double fp8_weight_cast_bytes(double fp8_weights)
+{
+    return 4.0 * fp8_weights;
+}
+
+/* What those cached copies hold: one byte each for the weight and its transpose, beside the 16-bit
+ * weight and the fp32 master (docs/model.md, "FP8 GEMMs"). */
+double fp8_weight_copy_bytes(double fp8_weights)
+{
+    return 2.0 * fp8_weights;
 }
 
 /* What ZeRO-2/3 and FSDP hold beyond their shards, one wrapped unit at a time: the layer being computed and

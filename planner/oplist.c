@@ -18,6 +18,11 @@ typedef struct {
     stage_ops *out;
     const layout_t *l;
     double act_bytes;   /* bytes per activation element: 2 for 16-bit, 4 for fp32/tf32 */
+    int sixteen_bit;    /* the GEMMs pushed now stay 16-bit in an fp8 run (the output layer, the router) */
+    int norm_fed;       /* the next GEMM takes a norm's output as TE's LayerNormLinear writes it: in FP8 in
+                           an fp8 run, gathered so with SP (docs/model.md, "FP8 GEMMs"); gemm() clears it */
+    int input_recomputed; /* the next GEMM's input is a module's output recomputed in the backward (--recompute-
+                             modules): it saves nothing (docs/model.md, "Recomputed modules"); gemm() clears it */
     int overflow;
     /* TP collectives waiting for the next GEMM's input and weight gradients to run beside (1 + op index) */
     int beside_dgrad, beside_wgrad;
@@ -38,15 +43,23 @@ static op_t *push(builder *b, const char *name, op_kind_t kind, pass_t pass, int
 }
 
 /* A GEMM (m x k) * (k x n): 2mnk FLOP, each operand read once and the result
- * written once.  `saved` is the input kept for the weight gradient. */
+ * written once.  `saved` is the input kept for the weight gradient, in 16 bit;
+ * an FP8 GEMM keeps it as the FP8 transposed copy its cast wrote, one byte an
+ * element (docs/model.md, "FP8 GEMMs"). */
 static void gemm(builder *b, const char *fwd, const char *dgrad, const char *wgrad, int64_t count,
                  double m, double n, double k, double saved, int recompute_full)
 {
     double flops = 2.0 * m * n * k;
     double bytes = b->act_bytes * (m * k + k * n + m * n);
+    if (b->l->precision == PREC_FP8 && !b->sixteen_bit) saved /= b->act_bytes;
+    if (b->input_recomputed) saved = 0.0;
+    b->input_recomputed = 0;
     op_t *op = push(b, fwd, OP_GEMM, PASS_FWD, count);
     if (!op) return;
     op->m = (int64_t)m; op->n = (int64_t)n; op->k = (int64_t)k; op->batch = 1;
+    op->sixteen_bit = b->sixteen_bit;
+    op->norm_fed = b->norm_fed;
+    b->norm_fed = 0;
     op->flops = op->model_flops = op->hardware_flops = flops;
     op->bytes = bytes;
     op->saved_bytes = recompute_full ? 0.0 : saved;
@@ -72,6 +85,29 @@ static void gemm(builder *b, const char *fwd, const char *dgrad, const char *wgr
     if (b->beside_dgrad) b->out->ops[b->beside_dgrad - 1].window_op = op_index(b, dx);
     if (b->beside_wgrad) b->out->ops[b->beside_wgrad - 1].window_op = op_index(b, dw);
     b->beside_dgrad = b->beside_wgrad = 0;
+}
+
+/* The modules of Megatron's --recompute-modules this layout recomputes (with selective recomputation only). */
+static unsigned recomputed_modules(const layout_t *l)
+{
+    return l->recompute == RECOMPUTE_SELECTIVE ? l->recompute_modules : 0u;
+}
+
+/* Output-discarding recomputation (Megatron's --recompute-modules): the forward ops pushed since `first`
+ * run once more in the backward, as `recompute` copies that save nothing (docs/model.md, "Recomputed
+ * modules"). */
+static void recompute_again(builder *b, int first)
+{
+    int end = b->out->nops;
+    for (int i = first; i < end; i++) {
+        if (b->out->ops[i].pass != PASS_FWD) continue;
+        op_t *re = push(b, b->out->ops[i].name, b->out->ops[i].kind, PASS_RECOMPUTE, b->out->ops[i].count);
+        if (!re) return;
+        *re = b->out->ops[i];
+        re->pass = PASS_RECOMPUTE;
+        re->model_flops = 0.0;
+        re->saved_bytes = 0.0;
+    }
 }
 
 /* A memory-bound op moving `bytes` forward and `bwd_bytes` backward. */
@@ -159,9 +195,12 @@ static void tp_entry(builder *b, const char *ag, const char *ar_bwd, const char 
     if (!l->sp) {
         reduce = collective(b, ar_bwd, PASS_BWD, count, COLL_ALLREDUCE, GROUP_TP, l->tp, bytes, beside);
     } else {
-        collective(b, ag, PASS_FWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, bytes, EXPOSED);
-        if (recompute_full) collective(b, ag, PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_TP, l->tp, bytes, EXPOSED);
-        op_t *gather = collective(b, regather, PASS_BWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, bytes, beside);
+        /* TE's LayerNormLinear gathers the norm's FP8 output, one byte an element, forward and again for
+         * the weight gradient; the input gradient's reduce-scatter stays 16-bit */
+        double gathered = l->precision == PREC_FP8 && b->norm_fed ? bytes / b->act_bytes : bytes;
+        collective(b, ag, PASS_FWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, gathered, EXPOSED);
+        if (recompute_full) collective(b, ag, PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_TP, l->tp, gathered, EXPOSED);
+        op_t *gather = collective(b, regather, PASS_BWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, gathered, beside);
         if (beside == OVERLAP_GEMM) b->beside_dgrad = op_index(b, gather);
         reduce = collective(b, rs_bwd, PASS_BWD, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, bytes, beside);
     }
@@ -293,7 +332,9 @@ static double mla_projections(builder *b, const model_t *m, int64_t count, doubl
         gemm(b, "q_down", "q_down_dgrad", "q_down_wgrad", count, T, q_lora, h, sharded_input, full);
         membound(b, "q_norm", "q_norm_bwd", count, 2.0 * T * q_lora * B, 4.0 * T * q_lora * B, 5.0 * T * q_lora,
                  T * q_lora * B, full);
+        int up = b->out->nops;
         gemm(b, "q_up", "q_up_dgrad", "q_up_wgrad", count, T, heads * qk, q_lora, T * q_lora * B, full);
+        if (recomputed_modules(b->l) & RECOMPUTE_MODULE_MLA_UP_PROJ) recompute_again(b, up);
     } else {
         gemm(b, "q_proj", "q_proj_dgrad", "q_proj_wgrad", count, T, heads * qk, h, sharded_input, full);
     }
@@ -301,7 +342,9 @@ static double mla_projections(builder *b, const model_t *m, int64_t count, doubl
     gemm(b, "kv_down", "kv_down_dgrad", "kv_down_wgrad", count, T, kv_lora + rope, h, 0.0, full);
     membound(b, "kv_norm", "kv_norm_bwd", count, 2.0 * T * kv_lora * B, 4.0 * T * kv_lora * B, 5.0 * T * kv_lora,
              T * kv_lora * B, full);
+    int up = b->out->nops;
     gemm(b, "kv_up", "kv_up_dgrad", "kv_up_wgrad", count, T, heads * (qk - rope + v), kv_lora, T * kv_lora * B, full);
+    if (recomputed_modules(b->l) & RECOMPUTE_MODULE_MLA_UP_PROJ) recompute_again(b, up);
     return heads * (2.0 * qk + v);
 }
 
@@ -336,8 +379,16 @@ static void attention_block(builder *b, const model_t *m, int64_t count)
     const double sharded_input = l->sp ? T * h * B / t : T * h * B;
 
     /* attention block */
+    const unsigned modules = recomputed_modules(l);
+    const int up_recomputed = mla && (modules & RECOMPUTE_MODULE_MLA_UP_PROJ);
+    int norm_op = b->out->nops;
     membound(b, "attn_norm", "attn_norm_bwd", count, 2.0 * Tn * h * B, 4.0 * Tn * h * B, 5.0 * Tn * h,
              Tn * h * B, full);
+    if (modules & RECOMPUTE_MODULE_LAYERNORM) recompute_again(b, norm_op);
+    /* Megatron's TE layer fuses the norm into the QKV GEMM (TELayerNormColumnParallelLinear); MLA's
+     * down-projections are plain linears after a separate norm */
+    b->norm_fed = !mla;
+    b->input_recomputed = (modules & RECOMPUTE_MODULE_LAYERNORM) != 0;
     tp_entry(b, "tp_allgather_attn", "tp_allreduce_attn_bwd", "tp_reduce_scatter_attn_bwd", "tp_regather_attn", count,
              T * h * B, full);
     double qkv_width = mla ? mla_projections(b, m, count, T, sharded_input, full) : (heads + 2.0 * kv_heads) * d;
@@ -350,9 +401,11 @@ static void attention_block(builder *b, const model_t *m, int64_t count)
          * the backward, the inverse rotation of dq and dk, needs only the positions.  MLA
          * rotates the qk_rope columns of each query head and the one shared key. */
         double qk = mla ? T * (heads + 1.0) * (double)m->qk_rope_head_dim : T * (heads + kv_heads) * d;
+        int rope_op = b->out->nops;
         membound(b, "rope", "rope_bwd", count, 2.0 * qk * B, 2.0 * qk * B, 3.0 * qk, 0.0, full);
         /* membound() gives a backward twice its forward's FLOPs; the inverse rotation costs the same */
         if (!b->overflow) b->out->ops[b->out->nops - 1].flops = 3.0 * qk;
+        if (up_recomputed) recompute_again(b, rope_op);
     }
     /* attention core: scores Q K^T and the weighted sum P V, 2 * 2*s*s*d per head over the full
      * s x s; a causal model needs only the half below the diagonal, and that half is what model
@@ -361,7 +414,8 @@ static void attention_block(builder *b, const model_t *m, int64_t count)
      * the causal work too once the chunks are paired */
     double core_full = 4.0 * mb * heads * sq * s * d;
     double core_model = model_is_causal(m) ? core_full / 2.0 : core_full;
-    double qkv_saved = T * qkv_width * B;
+    /* MLA's up-projections recomputed: Q, K and V come again from the latents the up-projections keep */
+    double qkv_saved = up_recomputed ? 0.0 : T * qkv_width * B;
     double scores = mb * heads * s * s;
     int unfused = l->attention == ATTENTION_UNFUSED;
     op_t *att = push(b, "attention", OP_ATTENTION, PASS_FWD, count);
@@ -420,7 +474,12 @@ static void attention_block(builder *b, const model_t *m, int64_t count)
 
     /* the output projection reads the heads' values: v_head_dim wide under MLA */
     double values = mla ? heads * (double)m->v_head_dim : heads * d;
+    int out_op = b->out->nops;
     gemm(b, "attn_out", "attn_out_dgrad", "attn_out_wgrad", count, T, h, values, T * values * B, full);
+    /* its input is the attention's output O, which a flash-style backward needs in 16 bit: an fp8 run
+     * keeps O and the GEMM's FP8 transposed copy beside it (docs/model.md, "FP8 GEMMs") */
+    if (l->precision == PREC_FP8 && !unfused && !full && !b->overflow)
+        b->out->ops[out_op].saved_bytes = T * values * (B + 1.0);
     tp_exit(b, "tp_allreduce_attn", "tp_reduce_scatter_attn", "tp_allgather_attn_bwd", count, T * h * B, full);
     membound(b, "attn_residual", "attn_residual_bwd", count, 3.0 * Tn * h * B + mask * Tn * h,
              residual_bwd_bytes, Tn * h, mask * Tn * h, full);
@@ -449,8 +508,10 @@ static void mlp_norm(builder *b, const model_t *m, int64_t count)
 {
     const layout_t *l = b->l;
     const double B = b->act_bytes, h = (double)m->hidden, Tn = l->sp ? rank_tokens(l) / (double)l->tp : rank_tokens(l);
+    int norm_op = b->out->nops;
     membound(b, "mlp_norm", "mlp_norm_bwd", count, 2.0 * Tn * h * B, 4.0 * Tn * h * B, 5.0 * Tn * h, Tn * h * B,
              l->recompute == RECOMPUTE_FULL);
+    if (recomputed_modules(l) & RECOMPUTE_MODULE_LAYERNORM) recompute_again(b, norm_op);
 }
 
 static void mlp_residual(builder *b, const model_t *m, int64_t count)
@@ -475,6 +536,8 @@ static void dense_mlp_block(builder *b, const model_t *m, int64_t count)
     const double T = rank_tokens(l), h = (double)m->hidden;
     const int full = l->recompute == RECOMPUTE_FULL;
     mlp_norm(b, m, count);
+    b->norm_fed = 1;   /* TELayerNormColumnParallelLinear: the norm fused into the first FFN GEMM */
+    b->input_recomputed = (recomputed_modules(l) & RECOMPUTE_MODULE_LAYERNORM) != 0;
     tp_entry(b, "tp_allgather_mlp", "tp_allreduce_mlp_bwd", "tp_reduce_scatter_mlp_bwd", "tp_regather_mlp", count,
              T * h * b->act_bytes, full);
     ffn_ops(b, m, count, (double)m->ffn, act);
@@ -522,7 +585,12 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     const double local = E / ep;                   /* experts a rank holds */
     const double per_expert = T * k / local;       /* tokens each gets, balanced, after the TP gather */
     mlp_norm(b, m, count);
+    /* Megatron's router is a plain linear in 16 bit (or fp32), outside Transformer Engine's FP8 */
+    const unsigned modules = recomputed_modules(l);
+    b->sixteen_bit = 1;
+    b->input_recomputed = (modules & RECOMPUTE_MODULE_LAYERNORM) != 0;
     gemm(b, "router", "router_dgrad", "router_wgrad", count, Tr, E, h, Tr * h * B, full);
+    b->sixteen_bit = 0;
     /* softmax (or sigmoid) and top-k over the fp32 scores, the probabilities kept for backward */
     membound(b, "router_topk", "router_topk_bwd", count, 2.0 * Tr * E * 4.0, 2.0 * Tr * E * 4.0, 5.0 * Tr * E,
              Tr * k * 4.0, full);
@@ -547,12 +615,17 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     grouped_gemm(b, "expert_up", "expert_up_dgrad", "expert_up_wgrad", count, local, per_expert, load, up_width, h,
                  T * k * h * B, full);
     double Tk = T * k * load;
+    int act_op = b->out->nops;
     if (m->ffn_kind == FFN_SWIGLU)
         membound(b, "expert_swiglu", "expert_swiglu_bwd", count, 3.0 * Tk * f * B, 5.0 * Tk * f * B, 4.0 * Tk * f,
                  2.0 * T * k * f * B, full);
     else
         membound(b, "expert_gelu", "expert_gelu_bwd", count, 2.0 * Tk * f * B, 3.0 * Tk * f * B, 8.0 * Tk * f,
                  T * k * f * B, full);
+    if (modules & RECOMPUTE_MODULE_MOE_ACT) {
+        recompute_again(b, act_op);
+        b->input_recomputed = 1;
+    }
     grouped_gemm(b, "expert_down", "expert_down_dgrad", "expert_down_wgrad", count, local, per_expert, load, h, f,
                  T * k * f * B, full);
     collective(b, "moe_tp_reduce_scatter", PASS_FWD, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, routed, EXPOSED);
@@ -566,6 +639,7 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     if (m->shared_experts > 0) {
         tp_entry(b, "tp_allgather_shared", "tp_allreduce_shared_bwd", "tp_reduce_scatter_shared_bwd", "tp_regather_shared",
                  count, T * h * B, full);
+        b->input_recomputed = (modules & RECOMPUTE_MODULE_LAYERNORM) != 0;   /* the norm's output again */
         ffn_ops(b, m, count, (double)(m->shared_experts * model_expert_ffn(m)), shared_names);
         tp_exit(b, "tp_allreduce_shared", "tp_reduce_scatter_shared", "tp_allgather_shared_bwd", count, T * h * B, full);
     }
@@ -631,7 +705,11 @@ static void lm_head(builder *b, const model_t *m)
     tp_entry(b, "tp_allgather_head", "tp_allreduce_head_bwd", "tp_reduce_scatter_head_bwd", "tp_regather_head", 1,
              T * h * B, 0);
     int first_head_op = b->out->nops;
+    /* Megatron-Core's output layer is its own ColumnParallelLinear, not a Transformer Engine module:
+     * it runs in 16 bit in an fp8 run (docs/model.md, "FP8 GEMMs") */
+    b->sixteen_bit = 1;
     gemm(b, "lm_head", "lm_head_dgrad", "lm_head_wgrad", 1, T, Vt, h, T * h * B, 0);
+    b->sixteen_bit = 0;
     for (int i = first_head_op; i < b->out->nops; i++) {
         b->out->ops[i].model_flops *= real_fraction;
         b->out->ops[i].hardware_flops *= real_fraction;
@@ -748,6 +826,20 @@ static void dp_collectives(builder *b, double params, group_t group_kind, int64_
     }
 }
 
+/* The weights of the stage's FP8 GEMMs, one GPU's shard: every forward GEMM but those kept in 16 bit
+ * (a grouped GEMM holds one weight per expert).  0 unless the run is fp8. */
+static double fp8_gemm_weights(const stage_ops *s, const layout_t *l)
+{
+    if (l->precision != PREC_FP8) return 0.0;
+    double weights = 0.0;
+    for (int i = 0; i < s->nops; i++) {
+        const op_t *op = &s->ops[i];
+        if (op->kind == OP_GEMM && op->pass == PASS_FWD && !op->sixteen_bit)
+            weights += (double)op->k * (double)op->n * (double)(op->batch > 1 ? op->batch : 1) * (double)op->count;
+    }
+    return weights;
+}
+
 static void step_ops(builder *b, const model_t *m, double params, double expert_params)
 {
     static const char *const dense_names[6] = {"dp_allreduce_grads", "dp_reduce_scatter_grads", "dp_allgather_params",
@@ -785,6 +877,15 @@ static void step_ops(builder *b, const model_t *m, double params, double expert_
     double master = weight_bytes == 4.0 ? 0.0 : 8.0;
     opt->bytes = shard * (master + 16.0 + grad_bytes + weight_bytes);
     opt->flops = 12.0 * shard;
+    /* the new weights cast once into TE's FP8 cache; ZeRO-3 casts the weights it gathers for each
+     * micro-batch, a kernel of the data-parallel part like its shard add */
+    if (b->out->fp8_weights > 0.0) {
+        op_t *cast = push(b, "fp8_weight_cast", OP_MEMBOUND, l->zero >= 3 ? PASS_FWD : PASS_STEP, 1);
+        if (cast) {
+            cast->bytes = fp8_weight_cast_bytes(b->out->fp8_weights);
+            cast->group = GROUP_DP;
+        }
+    }
 }
 
 int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_ops *out)
@@ -826,6 +927,7 @@ int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_op
                    (double)padded_vocab(m, l->tp) / (double)l->tp * (double)m->hidden * grad_bytes, EXPOSED);
     }
     out->params = stage_params(m, l, out->layers, out->moe_layers, out->first, out->last, &out->expert_params);
+    out->fp8_weights = fp8_gemm_weights(out, l);
     step_ops(&b, m, out->params, out->expert_params);
     return b.overflow ? -1 : 0;
 }

@@ -33,6 +33,14 @@ typedef enum { LOSS_FUSED = 0, LOSS_FP32 } loss_kernel_t;
  * layer's input runs beside the input-gradient GEMM and the reduce-scatter (all-reduce without sequence
  * parallelism) of that input gradient beside the weight-gradient GEMM. */
 typedef enum { TP_OVERLAP_NONE = 0, TP_OVERLAP_BACKWARD } tp_overlap_t;
+/* Megatron-Core's --recompute-modules beside selective recomputation (docs/model.md, "Recomputed
+ * modules"): outputs dropped after the forward and recomputed in the backward, a bit each. */
+enum {
+    RECOMPUTE_MODULE_LAYERNORM = 1u,   /* the norms before the attention and the FFN (their consumers' inputs) */
+    RECOMPUTE_MODULE_MLA_UP_PROJ = 2u, /* MLA's up-projections and rotary embedding (the attention's Q, K, V) */
+    RECOMPUTE_MODULE_MOE_ACT = 4u,     /* the routed experts' activation (the down-projection's input) */
+    RECOMPUTE_MODULES_ALL = 7u
+};
 
 typedef struct {
     int64_t gpus, tp, pp, dp, vpp, mbs, gbs, seq, gpus_per_node;
@@ -44,6 +52,7 @@ typedef struct {
     loss_kernel_t loss;
     int64_t recompute_layers;  /* with full recomputation, on this many layers of each stage (Megatron's
                                   --recompute-num-layers, block method), the rest keep their activations; 0: all */
+    unsigned recompute_modules; /* with selective recomputation, RECOMPUTE_MODULE_* recomputed as well; 0: none */
     attention_impl_t attention;
     int sp;            /* sequence parallelism (needs tp > 1 to matter) */
     tp_overlap_t tp_overlap;
@@ -81,6 +90,10 @@ typedef struct {
     int64_t m, n, k, batch; /* GEMM: batch x (m x k) * (k x n); attention: batch = b*heads, m=n=s, k=d */
     int64_t kv_batch;       /* attention: b * KV heads (grouped-query attention); else 0 */
     int weight_gradient;    /* GEMM: the backward dW = X^T dY (its operands are both activations) */
+    int sixteen_bit;        /* GEMM: stays 16-bit in an fp8 run (Megatron's output layer, the router;
+                               docs/model.md, "FP8 GEMMs") */
+    int norm_fed;           /* GEMM: its input is a norm's output, which TE's LayerNormLinear writes in FP8
+                               itself: only the transposed copy is cast (docs/model.md, "FP8 GEMMs") */
     double flops;           /* executed per instance: what the time is costed on */
     double model_flops;     /* per instance, MFU convention (0 for recomputation and memory-bound ops) */
     double hardware_flops;  /* per instance, HFU convention (model + recomputation) */
@@ -111,6 +124,8 @@ typedef struct {
     int first, last;        /* holds the embedding / the LM head and loss */
     double params;          /* parameters held by one GPU of the stage, before ZeRO sharding (experts included) */
     double expert_params;   /* of them, the routed experts', sharded over EP and reduced over dp x cp / ep */
+    double fp8_weights;     /* of them, the weights of FP8 GEMMs (fp8 runs; 0 otherwise): TE keeps an FP8 copy
+                               and its transpose of each, cast once per step (docs/model.md, "FP8 GEMMs") */
     int64_t moe_layers;     /* of its layers, those with routed experts */
     int nops;
     op_t ops[OPS_MAX];
@@ -217,6 +232,8 @@ typedef struct {
 /* Whether the GPU runs a fused (FlashAttention-style) kernel: sm80 and newer, not volta or turing
  * (hwdb's arch column; docs/model.md, "Time and cost"). */
 int gpu_has_fused_attention(const hw_gpu *gpu);
+/* The rate of an uncalibrated GEMM of `flops` FLOPs in precision p (docs/model.md, "FP8 GEMMs"). */
+double gemm_flop_per_s(const hw_gpu *gpu, double flops, precision_t p);
 /* The attention kernel a run on this GPU uses unless told otherwise: flash where it runs, else unfused. */
 attention_impl_t default_attention(const hw_gpu *gpu);
 
@@ -281,7 +298,9 @@ double pipeline_bubble_fraction(double pp, double microbatches, double vpp);
 double pipeline_inflight_microbatches(double pp, double microbatches, double vpp, double stage);
 double pipeline_inflight_heads(double pp, double microbatches, double vpp);
 double roofline_s(double flops, double flop_per_s, double bytes, double bytes_per_s);
-double fp8_cast_bytes(double m, double n, double k, int backward, int weight_gradient);
+double fp8_cast_bytes(double m, double k, int backward, int weight_gradient, int norm_fed);
+double fp8_weight_cast_bytes(double fp8_weights);
+double fp8_weight_copy_bytes(double fp8_weights);
 double zero_unit_buffer_bytes(int zero, double layer_params, double big_params, double weight_bytes, double grad_bytes);
 /* The parameters of a stage's wrapped units for ZeRO-2/3 (one TP rank's share): a layer (a MoE layer
  * with its rank's experts), and the largest unit that is not a layer (the embedding on the first stage,
@@ -532,6 +551,10 @@ const char *loss_kernel_name(loss_kernel_t k);
 const char *tp_overlap_name(tp_overlap_t t);
 /* none|backward: 0, or -1 for anything else (or NULL). */
 int tp_overlap_parse(const char *name, tp_overlap_t *out);
+/* A comma-separated list of layernorm, mla_up_proj, moe_act: 0 and the bits, or -1 naming nothing known. */
+int recompute_modules_parse(const char *list, unsigned *out);
+/* The modules as that list ("" for none). */
+const char *recompute_modules_name(unsigned modules);
 /* ring|allgather, ignoring case: 0, or -1 for anything else (or NULL). */
 int cp_comm_parse(const char *name, cp_comm_t *out);
 /* none|selective|full and flash|unfused|flash1|sextant, ignoring case: 0, or -1 for anything else (or NULL). */

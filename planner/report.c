@@ -48,6 +48,37 @@ int tp_overlap_parse(const char *name, tp_overlap_t *out)
     return -1;
 }
 
+static const char *const recompute_module_names[] = {"layernorm", "mla_up_proj", "moe_act"};
+
+int recompute_modules_parse(const char *list, unsigned *out)
+{
+    if (!list || !*list) return -1;
+    unsigned modules = 0;
+    const char *p = list;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        int found = -1;
+        for (int i = 0; i < 3; i++)
+            if (strlen(recompute_module_names[i]) == len && !strncasecmp(p, recompute_module_names[i], len)) found = i;
+        if (found < 0) return -1;
+        modules |= 1u << found;
+        p += len;
+        if (*p == ',') {
+            p++;
+            if (!*p) return -1;
+        }
+    }
+    *out = modules;
+    return 0;
+}
+
+const char *recompute_modules_name(unsigned modules)
+{
+    static const char *const lists[8] = {"", "layernorm", "mla_up_proj", "layernorm,mla_up_proj", "moe_act",
+                                         "layernorm,moe_act", "mla_up_proj,moe_act", "layernorm,mla_up_proj,moe_act"};
+    return lists[modules & RECOMPUTE_MODULES_ALL];
+}
+
 const char *cp_comm_name(cp_comm_t c)
 {
     return c == CP_COMM_ALLGATHER ? "allgather" : "ring";
@@ -141,6 +172,7 @@ static int estimate_fields(const estimate_t *e, field *f)
     INT("layout.seq", l->seq);
     STR("layout.recompute", recompute_name(l->recompute));
     NUM("layout.recompute_layers", (double)l->recompute_layers);
+    STR("layout.recompute_modules", recompute_modules_name(l->recompute_modules));
     STR("layout.loss", loss_kernel_name(l->loss));
     STR("layout.tp_overlap", tp_overlap_name(l->tp_overlap));
     INT("layout.zero", l->zero);
@@ -370,6 +402,9 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
     char partial[80] = "";
     if (l->recompute == RECOMPUTE_FULL && l->recompute_layers > 0)
         snprintf(partial, sizeof partial, " (%lld layers per stage)", (long long)l->recompute_layers);
+    if (l->recompute_modules)
+        snprintf(partial + strlen(partial), sizeof partial - strlen(partial), " + %s",
+                 recompute_modules_name(l->recompute_modules));
     if (l->loss == LOSS_FP32) snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", fp32 loss");
     if (l->tp > 1 && l->tp_overlap == TP_OVERLAP_BACKWARD)
         snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", TP overlap backward");

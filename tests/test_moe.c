@@ -190,6 +190,74 @@ static void mla_keeps_less_kv(void **state)
     assert_null(find(&e.first_stage, "qkv", PASS_FWD));
 }
 
+static double forward_saved(const stage_ops *s, const char *name)
+{
+    const op_t *op = find(s, name, PASS_FWD);
+    assert_non_null(op);
+    return op->saved_bytes;
+}
+
+/* Megatron's --recompute-modules as DeepSeek-V3 runs them (its section 3.2.3: the norms and MLA's
+ * up-projections recomputed, the experts' activation recomputed from its cached input): what each drops
+ * from the saved activations and what it runs again (docs/model.md, "Recomputed modules"). */
+static void recompute_modules_trade_memory_for_passes(void **state)
+{
+    (void)state;
+    static estimate_t plain, modules;
+    layout_t l = moe_layout(1, 16, 64, 64, 1024, 4096);
+    estimate("deepseek-v3", l, &plain);
+    l.recompute_modules = RECOMPUTE_MODULES_ALL;
+    estimate("deepseek-v3", l, &modules);
+    const stage_ops *p = &plain.first_stage, *r = &modules.first_stage;
+    /* the norms' outputs: their consumers keep nothing; the norms run again */
+    const char *norm_fed[] = {"q_down", "router", "shared_up"};
+    for (size_t i = 0; i < sizeof norm_fed / sizeof *norm_fed; i++) {
+        assert_true(forward_saved(p, norm_fed[i]) > 0.0);
+        assert_true(forward_saved(r, norm_fed[i]) == 0.0);
+    }
+    assert_non_null(find(r, "attn_norm", PASS_RECOMPUTE));
+    assert_non_null(find(r, "mlp_norm", PASS_RECOMPUTE));
+    assert_null(find(p, "attn_norm", PASS_RECOMPUTE));
+    /* MLA's up-projections: the attention keeps only its log-sum-exp; q_up, kv_up and the rotary run again */
+    double lse = 4.0 * (double)l.mbs * 128.0 * 4096.0;
+    assert_close(forward_saved(r, "attention"), lse, 1e-12);
+    assert_true(forward_saved(p, "attention") > 100.0 * lse);
+    const char *again[] = {"q_up", "kv_up", "rope"};
+    for (size_t i = 0; i < sizeof again / sizeof *again; i++) {
+        const op_t *re = find(r, again[i], PASS_RECOMPUTE), *fwd = find(r, again[i], PASS_FWD);
+        assert_non_null(re);
+        assert_close(re->flops, fwd->flops, 1e-15);
+        assert_true(re->model_flops == 0.0);
+        assert_null(find(p, again[i], PASS_RECOMPUTE));
+    }
+    /* the experts' activation: the down-projection keeps nothing, the activation runs again */
+    assert_true(forward_saved(p, "expert_down") > 0.0);
+    assert_true(forward_saved(r, "expert_down") == 0.0);
+    assert_non_null(find(r, "expert_swiglu", PASS_RECOMPUTE));
+    /* what the passes cost: the recomputed GEMMs' FLOPs are the hardware FLOPs added, the model's stay */
+    assert_close(modules.model_flops_per_step, plain.model_flops_per_step, 1e-12);
+    assert_true(modules.hardware_flops_per_step > plain.hardware_flops_per_step);
+    double extra = 0.0;
+    for (int i = 0; i < r->nops; i++)
+        if (r->ops[i].pass == PASS_RECOMPUTE) extra += r->ops[i].hardware_flops * (double)r->ops[i].count;
+    double q_up = find(r, "q_up", PASS_FWD)->flops, kv_up = find(r, "kv_up", PASS_FWD)->flops;
+    assert_close(extra, (q_up + kv_up) * (double)find(r, "q_up", PASS_FWD)->count, 1e-12);
+    /* less memory, more time */
+    assert_true(modules.memory.activations < 0.6 * plain.memory.activations);
+    assert_true(modules.compute_s > plain.compute_s);
+    /* only beside selective recomputation */
+    l.recompute = RECOMPUTE_FULL;
+    char err[512];
+    assert_int_equal(estimate_model(model_zoo_find(&zoo, "deepseek-v3"), l, &modules, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--recompute-modules"));
+    unsigned bits = 0;
+    assert_int_equal(recompute_modules_parse("layernorm,moe_act", &bits), 0);
+    assert_int_equal(bits, RECOMPUTE_MODULE_LAYERNORM | RECOMPUTE_MODULE_MOE_ACT);
+    assert_string_equal(recompute_modules_name(bits), "layernorm,moe_act");
+    assert_int_equal(recompute_modules_parse("layernorm,", &bits), -1);
+    assert_int_equal(recompute_modules_parse("core_attn", &bits), -1);
+}
+
 static void bad_ep_layouts_are_refused(void **state)
 {
     (void)state;
@@ -297,6 +365,8 @@ static void cli_takes_ep_and_emits_it(void **state)
     expect_bad_input("estimate mixtral-8x7b --gpus 64 --ep 16", "--ep 16");
     expect_bad_input("estimate mixtral-8x7b --moe-imbalance 0.5", "--moe-imbalance");
     expect_bad_input("estimate mixtral-8x7b --capacity-factor x", "--capacity-factor");
+    expect_bad_input("estimate deepseek-v3 --recompute-modules layernorm,attention", "--recompute-modules");
+    expect_bad_input("estimate deepseek-v3 --recompute full --recompute-modules moe_act", "--recompute-modules");
     /* the emitters */
     r = run_sextant("plan mixtral-8x7b --gpus 64 --ep 8 --emit megatron");
     assert_int_equal(r.status, 0);
@@ -326,6 +396,7 @@ int main(void)
         cmocka_unit_test(active_versus_total_flops),
         cmocka_unit_test(overlap_and_node_limit_shrink_the_alltoall),
         cmocka_unit_test(mla_keeps_less_kv),
+        cmocka_unit_test(recompute_modules_trade_memory_for_passes),
         cmocka_unit_test(bad_ep_layouts_are_refused),
         cmocka_unit_test(ep_keeps_the_planner_properties),
         cmocka_unit_test(plan_finds_ep_layouts),
