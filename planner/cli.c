@@ -39,6 +39,7 @@ typedef struct {
     cp_comm_t cp_comm;
     loss_kernel_t loss;
     tp_overlap_t tp_overlap;
+    grad_sync_t grad_sync;
     int have_precision, have_recompute, have_attention;
     precision_t precision;
     recompute_t recompute;
@@ -68,6 +69,7 @@ static const struct {
     {"--recompute", FOR_ESTIMATE | FOR_EXPLAIN}, {"--recompute-layers", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--recompute-modules", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--loss", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN}, {"--tp-overlap", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN},
+    {"--grad-sync", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN},
     {"--sp", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--zero", FOR_ESTIMATE | FOR_EXPLAIN}, {"--gpus-per-node", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--ops", FOR_ESTIMATE}, {"--format", FOR_ESTIMATE | FOR_PLAN}, {"--spec", FOR_EXPLAIN},
@@ -137,6 +139,9 @@ static const char *usage_text =
     "  --recompute-modules L  with --recompute selective: also recompute these, a comma-separated list of\n"
     "                         layernorm, mla_up_proj, moe_act (Megatron's --recompute-modules)\n"    "  --loss fused|fp32      the loss kernel: one fused pass (default, as sextant's trainer runs it) or the\n"
     "                         frameworks' fp32 cross-entropy on materialised logits (PyTorch, Megatron unfused)\n"
+    "  --grad-sync overlap|after   DP gradient reduction and parameter gather beside the last backward and the\n"
+    "                         first forward (default: Megatron, sextant's trainer), or after the pipeline drains\n"
+    "                         (DeepSpeed's engine)\n"
     "  --tp-overlap none|backward   TP communication: all exposed (default, as sextant's trainer runs it), or\n"
     "                         Megatron's: the backward's TP gather and gradient reduction beside its GEMMs\n"
     "  --attention flash|unfused|flash1|sextant   attention kernel (default flash where the GPU has it: sm80\n"
@@ -370,6 +375,9 @@ static int parse_args(int argc, char **argv, options *o)
             if (recompute_parse(t, &o->recompute) != 0)
                 return fail("--recompute: '%s' is not one of none|selective|full", t ? t : "");
             o->have_recompute = 1;
+        } else if (!strcmp(a, "--grad-sync")) {
+            const char *t = TAKE();
+            if (grad_sync_parse(t, &o->grad_sync) != 0) return fail("--grad-sync: '%s' is not one of overlap|after", t ? t : "");
         } else if (!strcmp(a, "--tp-overlap")) {
             const char *t = TAKE();
             if (tp_overlap_parse(t, &o->tp_overlap) != 0) return fail("--tp-overlap: '%s' is not one of none|backward", t ? t : "");
@@ -650,6 +658,7 @@ static int make_layout(const options *o, const model_t *m, const hw_gpu *g, cons
     l->recompute_modules = o->recompute_modules;
     l->loss = o->loss;
     l->tp_overlap = o->tp_overlap;
+    l->grad_sync = o->grad_sync;
     l->cp = o->cp ? o->cp : 1;
     l->cp_comm = o->cp_comm;
     l->ep = o->ep ? o->ep : 1;
@@ -971,6 +980,7 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     req->attention = o->have_attention ? o->attention : ATTENTION_COUNT;
     req->loss = o->loss;
     req->tp_overlap = o->tp_overlap;
+    req->grad_sync = o->grad_sync;
     for (int i = 0; i < req->ngpu_types; i++) {
         req->node[i] = hwdb_find_node(&db, o->node_name ? o->node_name : req->gpu[i]->node);
         if (!req->node[i]) { rc = fail("--node: unknown node '%s'", o->node_name); goto done; }

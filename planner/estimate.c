@@ -851,9 +851,11 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
                                        1.0 / (double)e->microbatches);
         stage_mb_s[i] = c->body.compute_fwd + c->body.compute_bwd + c->dp.zero_bwd_compute + c->body.tp + c->body.cp +
                         ep_s[i] + c->pipeline.pp + z3;
-        stage_dp_s[i] = exposed(gpu, l->zero == 0 ? COLL_ALLREDUCE : COLL_REDUCE_SCATTER, c->dp.dp_bwd, c->body.compute_bwd,
-                                c->dp.dp_bucket_fraction) +
-                        exposed(gpu, COLL_ALLGATHER, c->dp.dp_fwd, c->body.compute_fwd, c->dp.dp_bucket_fraction) +
+        /* after the flush (DeepSpeed's engine) nothing runs beside them: no window */
+        double after = l->grad_sync == GRAD_SYNC_AFTER ? 0.0 : 1.0;
+        stage_dp_s[i] = exposed(gpu, l->zero == 0 ? COLL_ALLREDUCE : COLL_REDUCE_SCATTER, c->dp.dp_bwd,
+                                after * c->body.compute_bwd, c->dp.dp_bucket_fraction) +
+                        exposed(gpu, COLL_ALLGATHER, c->dp.dp_fwd, after * c->body.compute_fwd, c->dp.dp_bucket_fraction) +
                         z3 * (double)e->microbatches + c->dp.step_exposed;
     }
     int slow = stage_mb_s[1] > stage_mb_s[0] ? 1 : 0;

@@ -334,6 +334,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                 l.attention = attention;
                                                 l.loss = req->loss;
                                                 l.tp_overlap = req->tp_overlap;
+                                                l.grad_sync = req->grad_sync;
                                                 res->evaluated++;
                                                 if (req->framework && framework_refusal(req->framework, &l)) {
                                                     res->rejected[REJECT_FRAMEWORK]++;

@@ -33,6 +33,11 @@ typedef enum { LOSS_FUSED = 0, LOSS_FP32 } loss_kernel_t;
  * layer's input runs beside the input-gradient GEMM and the reduce-scatter (all-reduce without sequence
  * parallelism) of that input gradient beside the weight-gradient GEMM. */
 typedef enum { TP_OVERLAP_NONE = 0, TP_OVERLAP_BACKWARD } tp_overlap_t;
+/* When the data-parallel gradient reduction and parameter gather run (docs/model.md, "Overlap"): beside
+ * the last micro-batch's backward and the next step's first forward (Megatron's --overlap-grad-reduce and
+ * --overlap-param-gather, sextant's trainer), or after the pipeline has drained, exposed (DeepSpeed's
+ * engine: its pipeline schedule reduces the tied and then the other gradients after the last backward). */
+typedef enum { GRAD_SYNC_OVERLAP = 0, GRAD_SYNC_AFTER } grad_sync_t;
 /* Megatron-Core's --recompute-modules beside selective recomputation (docs/model.md, "Recomputed
  * modules"): outputs dropped after the forward and recomputed in the backward, a bit each. */
 enum {
@@ -56,6 +61,7 @@ typedef struct {
     attention_impl_t attention;
     int sp;            /* sequence parallelism (needs tp > 1 to matter) */
     tp_overlap_t tp_overlap;
+    grad_sync_t grad_sync;
     int zero;          /* 0..3; Megatron's distributed optimizer is zero 1 */
     int fp32_grads;    /* gradients accumulated in fp32: 18 instead of 16 B/param */
     precision_t precision;
@@ -378,6 +384,7 @@ typedef struct {
     const struct uncertainty_bands *bands; /* hwdb/uncertainty.csv, or NULL: no bands printed */
     loss_kernel_t loss;            /* every layout's loss kernel */
     tp_overlap_t tp_overlap;       /* every layout's TP communication beside the GEMMs */
+    grad_sync_t grad_sync;         /* every layout's gradient reduction: overlapped or after the flush */
 } plan_request;
 
 typedef struct {
@@ -549,6 +556,9 @@ int attention_is_fused(attention_impl_t a);
 const char *cp_comm_name(cp_comm_t c);
 const char *loss_kernel_name(loss_kernel_t k);
 const char *tp_overlap_name(tp_overlap_t t);
+const char *grad_sync_name(grad_sync_t g);
+/* overlap|after: 0, or -1 for anything else (or NULL). */
+int grad_sync_parse(const char *name, grad_sync_t *out);
 /* none|backward: 0, or -1 for anything else (or NULL). */
 int tp_overlap_parse(const char *name, tp_overlap_t *out);
 /* A comma-separated list of layernorm, mla_up_proj, moe_act: 0 and the bits, or -1 naming nothing known. */

@@ -424,6 +424,9 @@ static void read_practice(const csv_table *t, int r, published_row *row)
     l->sp = l->tp > 1 && (!older || has(recompute, "sequence parallel"));
     /* Megatron-Core and NeMo launch the backward's TP gather and gradient reduction beside the GEMMs
      * (docs/model.md, "Overlap"); the 2021-2022 frameworks are read as exposed */
+    /* DeepSpeed's engine reduces gradients after the last backward (its pipeline schedule's ReduceTiedGrads,
+     * ReduceGrads; ZeRO-1/2's overlap_comm is off by default) */
+    l->grad_sync = has(framework, "deepspeed") ? GRAD_SYNC_AFTER : GRAD_SYNC_OVERLAP;
     l->tp_overlap = !older && (has(framework, "megatron") || has(framework, "nemo")) ? TP_OVERLAP_BACKWARD
                                                                                     : TP_OVERLAP_NONE;
     row->model.dropout = older;

@@ -38,6 +38,16 @@ int attention_parse(const char *name, attention_impl_t *out)
 }
 const char *loss_kernel_name(loss_kernel_t k) { return k == LOSS_FP32 ? "fp32" : "fused"; }
 const char *tp_overlap_name(tp_overlap_t t) { return t == TP_OVERLAP_BACKWARD ? "backward" : "none"; }
+const char *grad_sync_name(grad_sync_t g) { return g == GRAD_SYNC_AFTER ? "after" : "overlap"; }
+int grad_sync_parse(const char *name, grad_sync_t *out)
+{
+    for (grad_sync_t g = GRAD_SYNC_OVERLAP; g <= GRAD_SYNC_AFTER; g++)
+        if (name && !strcasecmp(name, grad_sync_name(g))) {
+            *out = g;
+            return 0;
+        }
+    return -1;
+}
 int tp_overlap_parse(const char *name, tp_overlap_t *out)
 {
     for (tp_overlap_t t = TP_OVERLAP_NONE; t <= TP_OVERLAP_BACKWARD; t++)
@@ -175,6 +185,7 @@ static int estimate_fields(const estimate_t *e, field *f)
     STR("layout.recompute_modules", recompute_modules_name(l->recompute_modules));
     STR("layout.loss", loss_kernel_name(l->loss));
     STR("layout.tp_overlap", tp_overlap_name(l->tp_overlap));
+    STR("layout.grad_sync", grad_sync_name(l->grad_sync));
     INT("layout.zero", l->zero);
     BOOL("layout.sp", l->sp);
     INT("layout.vpp", l->vpp);
@@ -408,6 +419,8 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
     if (l->loss == LOSS_FP32) snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", fp32 loss");
     if (l->tp > 1 && l->tp_overlap == TP_OVERLAP_BACKWARD)
         snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", TP overlap backward");
+    if (l->grad_sync == GRAD_SYNC_AFTER)
+        snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", gradients synced after the flush");
     fprintf(out, "        %s, recompute %s%s, %s attention, sequence parallel %s, ZeRO %d, %s gradients\n",
             precision_name(l->precision), recompute_name(l->recompute), partial,
             attention_name(l->attention), l->sp ? "on" : "off", l->zero,

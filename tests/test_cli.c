@@ -1117,6 +1117,7 @@ static void bad_input_is_one_clear_line(void **state)
     expect_bad_input("estimate llama2-70b --precision fp4", "--precision");
     expect_bad_input("estimate llama2-70b --recompute some", "--recompute");
     expect_bad_input("estimate llama2-70b --tp-overlap full", "--tp-overlap");
+    expect_bad_input("estimate llama2-70b --grad-sync later", "--grad-sync");
     expect_bad_input("estimate llama2-70b --attention flash3", "--attention");
     expect_bad_input("estimate llama2-70b --zero 4", "--zero");
     expect_bad_input("estimate llama2-70b --format xml", "--format");

@@ -566,6 +566,31 @@ static void tp_backward_overlap_hides_behind_its_gemms(void **state)
     }
 }
 
+/* --grad-sync after (DeepSpeed's engine): the step's gradient reduction and parameter gather run after
+ * the pipeline drains, with nothing beside them: each costs its whole collective time, more than
+ * beside the last backward; the rest of the step is unchanged. */
+static void grad_sync_after_the_flush_is_exposed(void **state)
+{
+    (void)state;
+    /* one stage, so that its op list is the slowest stage's */
+    layout_t l = layout(64, 8, 1, 1, 256, 2048);
+    l.zero = 1;
+    static estimate_t overlap;
+    overlap = *run("llama2-13b", "a100-sxm4-80gb", l);
+    l.grad_sync = GRAD_SYNC_AFTER;
+    const estimate_t *after = run("llama2-13b", "a100-sxm4-80gb", l);
+    double raw = 0.0;
+    for (int i = 0; i < after->first_stage.nops; i++) {
+        const op_t *op = &after->first_stage.ops[i];
+        if (op->kind == OP_COMM && op->group == GROUP_DP && op->pass == PASS_STEP) raw += op->time_s * (double)op->count;
+    }
+    assert_true(raw > 0.0);
+    assert_true(after->dp_comm_s > overlap.dp_comm_s);
+    assert_close(after->dp_comm_s, raw, 1e-9);
+    assert_close(after->compute_s, overlap.compute_s, 1e-12);
+    assert_close(after->step_s - after->dp_comm_s, overlap.step_s - overlap.dp_comm_s, 1e-9);
+}
+
 /* calibrate's GEMM table: a GEMM op takes the measured time of its shape, or
  * the line through shapes that differ only in the token count (m for forward
  * and dgrad, k for wgrad); other shapes, batched GEMMs and fp8 keep the curve.
@@ -1237,6 +1262,7 @@ int main(void)
         cmocka_unit_test(calibrated_flash_attention_efficiency),
         cmocka_unit_test(flash1_is_flash_at_its_relative_speed),
         cmocka_unit_test(tp_backward_overlap_hides_behind_its_gemms),
+        cmocka_unit_test(grad_sync_after_the_flush_is_exposed),
         cmocka_unit_test(calibrated_shape_tables_and_membound_overhead),
         cmocka_unit_test(power_model_off_or_under_the_cap_keeps_the_top_clock),
         cmocka_unit_test(power_cap_slows_the_clock_bound_work),
