@@ -92,6 +92,8 @@ static const char *usage_text =
     "                         planner sets each step's clock under the power cap, refined on six GPT-2 training runs\n"
     "                         -> hwdb overlay (needs a GPU; about 4 minutes); --warm: shapes timed warm, no power model\n"
     "  fit-power --calibration OVERLAY --runs A.csv,B.csv,... --out FILE   the power model's clock exponent and fused\n"
+    "  fit-gemm --calibration OVERLAY --out FILE   the GEMM time over M, N, K (tiles and waves) fitted to the\n"
+    "                         overlay's gemm_us rows, with its leave-one-model-out error -> a new overlay"
     "                         attention energy fitted to steps validate measured (its --csv files) -> a new overlay\n"
     "  calibrate --comm [--gpus N] [--out FILE] [--max-bytes SIZE]   NCCL collectives on one node's GPUs -> intra-node\n"
     "                         latency and bandwidth in the overlay (needs 2+ GPUs)\n"
@@ -237,6 +239,7 @@ static int foreign_flag(const char *command, const char *flag)
         {"models", {"--models", "--format", "--out"}},
         {"hw", {"--hwdb", "--calibration", "--out"}},   /* hw prints one format */
         {"published", {"--runs", "--format", "--bands-out", "--hwdb", "--models", "--calibration", "--out"}},
+        {"fit-gemm", {"--calibration", "--out", "--gpu", "--hwdb", "--models"}},
     };
     if (!command || flag[0] != '-' || !strcmp(flag, "--help") || !strcmp(flag, "-h") || !strcmp(flag, "--version"))
         return 0;
@@ -837,6 +840,57 @@ done:
     return rc;
 }
 
+/* fit-gemm: the GEMM time model's three parameters fitted to the overlay's gemm_us rows, judged by leaving
+ * each model's shapes out in turn, and checked against the published H100 GEMM rows. */
+static int cmd_fit_gemm(const options *o, const char *root, FILE *out)
+{
+    if (!o->calibration || !strcmp(o->calibration, "none"))
+        return fail("fit-gemm: --calibration OVERLAY (from sextant calibrate, with its gemm_us rows) is required");
+    if (!o->out_path) return fail("fit-gemm: --out FILE (the fitted overlay) is required");
+    hwdb db;
+    model_zoo zoo = {0};
+    char err[ERR_MAX];
+    static gemm_fit_data data;
+    static gemm_fit_result res;
+    int rc = load_hwdb(o, root, &db, 0);
+    if (rc) return rc;
+    if ((rc = load_zoo(o, root, &zoo))) goto done;
+    const char *gpu_name = o->gpu_name ? o->gpu_name : DEFAULT_GPU;
+    const hw_gpu *g = hwdb_find_gpu(&db, gpu_name);
+    if (!g) { rc = unknown_gpu(&db, gpu_name); goto done; }
+    if (gemm_fit_read(o->calibration, g->name, &data, err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
+    if (data.ngroups < 2) {
+        rc = fail("fit-gemm: %s: the gemm_us rows come from one model (%s): leaving one out needs two or more", o->calibration,
+                  data.group[0]);
+        goto done;
+    }
+    gemm_fit_mark_bias(&data, &zoo);
+    if (gemm_fit_lomo(&data, g, &res) != 0) { rc = fail("fit-gemm: %s: the least squares fit failed (too few distinct shapes)", o->calibration); goto done; }
+    fprintf(out, "sextant fit-gemm: %d gemm_us rows of %s on %s, from %d models\n", data.n, o->calibration, g->name, data.ngroups);
+    gemm_fit_report(out, &data, &res);
+    char published[PATH_MAX + 64];
+    snprintf(published, sizeof published, "%s/data/published/gemm.csv", root);
+    FILE *probe = fopen(published, "r");
+    if (probe) {
+        fclose(probe);
+        if (gemm_fit_published(out, published, "H100", &data, &res, g, err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (gemm_fit_overlay_text(o->calibration, g->name, &data, &res, &text, &len, err, sizeof err) != 0 ||
+        outfile_write(o->out_path, text, len, err, sizeof err) != 0) {
+        free(text);
+        rc = fail("%s", err);
+        goto done;
+    }
+    free(text);
+    fprintf(out, "overlay written to %s\n", o->out_path);
+done:
+    model_zoo_free(&zoo);
+    hwdb_free(&db);
+    return rc;
+}
+
 /* Powers of two from A to B, for --gpus A-B. */
 static int parse_gpu_range(const char *text, plan_request *req)
 {
@@ -1154,12 +1208,15 @@ int main(int argc, char **argv)
         rc = cmd_estimate(&o, root, out);
     } else if (!strcmp(o.command, "fit-power")) {
         rc = cmd_fit_power(&o, root, out);
+    } else if (!strcmp(o.command, "fit-gemm")) {
+        rc = cmd_fit_gemm(&o, root, out);
     } else {
-        rc = fail("unknown command '%s' (models, hw, estimate, explain, plan, published, fit-power; sextant --help)", o.command);
+        rc = fail("unknown command '%s' (models, hw, estimate, explain, plan, published, fit-power, fit-gemm; sextant --help)",
+                  o.command);
     }
     if (fclose(out) != 0 && !rc) rc = fail("out of memory");
-    /* fit-power's --out is the overlay, written above: its report goes to stdout */
-    if (!rc) rc = emit(strcmp(o.command, "fit-power") ? o.out_path : NULL, text, len);
+    /* fit-power's and fit-gemm's --out is the overlay, written above: their report goes to stdout */
+    if (!rc) rc = emit(strcmp(o.command, "fit-power") && strcmp(o.command, "fit-gemm") ? o.out_path : NULL, text, len);
     free(text);
     return rc;
 }
