@@ -600,6 +600,11 @@ static void print_gpu(FILE *out, const hw_gpu *g, const hw_node *node)
                      "backward); memory-bound kernels +%.2f us each (calibrated)\n", g->gemm_times, g->attention_times[0],
                 g->attention_times[1], g->unfused_attention_times[0], g->unfused_attention_times[1],
                 g->membound_overhead_s * 1e6);
+    if (g->gemm_tile_flops > 0 && g->sm_count > 0)
+        fprintf(out, "  GEMM model             %.1f TFLOP/s over full 128 x 128 tiles on %.0f SMs, %.3f us per tile and "
+                     "wave, %.2f us per GEMM, fused bias gradient x %.3f (sextant fit-gemm)\n",
+                g->gemm_tile_flops / 1e12, g->sm_count, g->gemm_tile_s * 1e6, g->gemm_fixed_s * 1e6,
+                g->gemm_bias_grad_factor > 0 ? g->gemm_bias_grad_factor : 1.0);
     fprintf(out, "  source                 %s\n", g->source);
     if (node)
         fprintf(out, "  node %s: %lld GPUs, %s %.0f GB/s per direction per GPU, %lld x %.0f Gb/s NICs (%.1f GB/s per GPU)\n"
