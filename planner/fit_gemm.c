@@ -17,16 +17,20 @@
 #include "outfile.h"
 #include "planner.h"
 
-/* The group a gemm_us row came from: the model calibrate named first inside
- * the source's last parenthesis ("... (gpt2 qkv, as the training step runs it)"). */
-static void row_group(const char *source, char *group, size_t len)
+/* The group a gemm_us row came from and its linear layer: the model and the linear calibrate named inside the
+ * source's last parenthesis ("... (gpt2 qkv, as the training step runs it)"). */
+static void row_group(const char *source, char *group, size_t len, char *linear, size_t linear_len)
 {
     const char *open = strrchr(source, '(');
-    size_t n = 0;
-    if (open)
-        for (const char *p = open + 1; *p && !isspace((unsigned char)*p) && *p != ',' && *p != ')' && n + 1 < len; p++)
-            group[n++] = *p;
+    size_t n = 0, l = 0;
+    const char *p = open ? open + 1 : "";
+    for (; *p && !isspace((unsigned char)*p) && *p != ',' && *p != ')'; p++)
+        if (n + 1 < len) group[n++] = *p;
     group[n] = '\0';
+    if (*p == ' ')
+        for (p++; *p && !isspace((unsigned char)*p) && *p != ',' && *p != ')'; p++)
+            if (l + 1 < linear_len) linear[l++] = *p;
+    linear[l] = '\0';
     if (!n) snprintf(group, len, "?");
 }
 
@@ -64,8 +68,8 @@ int gemm_fit_read(const char *path, const char *gpu_name, gemm_fit_data *d, char
             goto done;
         }
         if (csv_get_double(&t, r, "value", 1e-3, 1e9, &us, err, errlen)) goto done;
-        *row = (gemm_fit_row){(double)m, (double)n, (double)k, us * 1e-6, 0, {0}};
-        row_group(source, row->group, sizeof row->group);
+        *row = (gemm_fit_row){(double)m, (double)n, (double)k, us * 1e-6, 0, GEMM_KIND_UNKNOWN, {0}, {0}};
+        row_group(source, row->group, sizeof row->group, row->linear, sizeof row->linear);
         double sms = source_sms(source);
         if (sms > 0.0) d->sms = sms;
         d->n++;
@@ -89,37 +93,42 @@ done:
     return rc;
 }
 
-/* Is a shape m x n x k of `model` the weight gradient of one of its biased linears, as calibrate timed it
- * (forward T x out x in, dgrad T x in x out, wgrad in x out x T; a shape two of them share keeps the first
- * timed, so a forward or dgrad pattern wins)? */
-static int shape_has_bias_gradient(const model_t *model, double m, double n, double k)
+/* Which GEMM of `model`'s linear layer `linear` a shape m x n x k is, as calibrate timed it (forward T x out x in,
+ * dgrad T x in x out, wgrad in x out x T, in that order, so a shape two of them share is the first), and whether
+ * it is the weight gradient of a biased linear (every one but the LM head's in a model with biases). */
+static gemm_kind_t shape_kind(const model_t *model, const char *linear, double m, double n, double k, int *bias_gradient)
 {
-    if (!model->bias) return 0;
+    *bias_gradient = 0;
     layout_t l = {0};
     l.gpus = l.tp = l.pp = l.dp = l.vpp = l.mbs = l.gbs = l.gpus_per_node = 1;
     l.seq = 1024;
     l.attention = ATTENTION_UNFUSED;
     l.precision = PREC_BF16;
     static stage_ops ops;
-    if (build_stage_ops(model, &l, 0, &ops) != 0) return 0;
-    int wgrad = 0;
+    if (build_stage_ops(model, &l, 0, &ops) != 0) return GEMM_KIND_UNKNOWN;
     for (int i = 0; i < ops.nops; i++) {
         const op_t *op = &ops.ops[i];
-        if (op->kind != OP_GEMM || op->pass != PASS_FWD || op->batch > 1) continue;
+        if (op->kind != OP_GEMM || op->pass != PASS_FWD || op->batch > 1 || strcmp(op->name, linear)) continue;
         double in = (double)op->k, out = (double)op->n;
-        if ((n == out && k == in) || (n == in && k == out)) return 0;
-        if (m == in && n == out && strcmp(op->name, "lm_head")) wgrad = 1;
+        if (n == out && k == in) return GEMM_KIND_FORWARD;
+        if (n == in && k == out) return GEMM_KIND_DGRAD;
+        if (m == in && n == out) {
+            *bias_gradient = model->bias && strcmp(op->name, "lm_head");
+            return GEMM_KIND_WGRAD;
+        }
     }
-    return wgrad;
+    return GEMM_KIND_UNKNOWN;
 }
 
 int gemm_fit_mark_bias(gemm_fit_data *d, const model_zoo *zoo)
 {
     int marked = 0;
     for (int i = 0; i < d->n; i++) {
-        const model_t *model = model_zoo_find(zoo, d->row[i].group);
-        d->row[i].bias_gradient = model && shape_has_bias_gradient(model, d->row[i].m, d->row[i].n, d->row[i].k);
-        marked += d->row[i].bias_gradient;
+        gemm_fit_row *r = &d->row[i];
+        const model_t *model = model_zoo_find(zoo, r->group);
+        r->kind = model ? shape_kind(model, r->linear, r->m, r->n, r->k, &r->bias_gradient) : GEMM_KIND_UNKNOWN;
+        if (!model) r->bias_gradient = 0;
+        marked += r->bias_gradient;
     }
     return marked;
 }
@@ -338,8 +347,31 @@ void gemm_fit_report(FILE *out, const gemm_fit_data *d, const gemm_fit_result *r
         }
         fprintf(out, "\n");
     }
-    fprintf(out, "(each cell: mean |error|, mean signed error, worst; error = predicted / measured - 1; plain and fused bias:\n"
-                 " all held-out rows split by whether the weight gradient reduces the bias gradient in its epilogue)\n");
+    static const char *const kind_name[] = {"  ?", "  forward", "  dgrad", "  wgrad"};
+    for (int kind = GEMM_KIND_FORWARD; kind <= GEMM_KIND_WGRAD; kind++) {
+        fprintf(out, "%-14s", kind_name[kind]);
+        for (int j = -1; j < GEMM_FIT_METHODS; j++) {
+            double sa = 0, ss = 0, worst = 0;
+            int count = 0;
+            for (int i = 0; i < d->n; i++) {
+                if (d->row[i].kind != (gemm_kind_t)kind) continue;
+                double e = res->error[i][j < 0 ? 0 : j];
+                sa += fabs(e);
+                ss += e;
+                if (fabs(e) > fabs(worst)) worst = e;
+                count++;
+            }
+            if (j < 0) { fprintf(out, " %5d %-42s", count, ""); continue; }
+            char cell[40];
+            snprintf(cell, sizeof cell, "%5.1f%% %+6.1f%% (%+6.1f%%)", count ? 100 * sa / count : 0.0,
+                     count ? 100 * ss / count : 0.0, 100 * worst);
+            fprintf(out, " | %-26s", cell);
+        }
+        fprintf(out, "\n");
+    }
+    fprintf(out, "(each cell: mean |error|, mean signed error, worst; error = predicted / measured - 1; the last five\n"
+                 " lines split all held-out rows: plain GEMMs and weight gradients that reduce the bias gradient in their\n"
+                 " epilogue, then by the GEMM calibrate timed: forward, dgrad, wgrad)\n");
 }
 
 /* The overlay at `path` with gpu's fitted rows in place of old ones (appended when absent). */

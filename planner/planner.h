@@ -515,10 +515,13 @@ int power_fit_write_overlay(const char *overlay_path, const char *out_path, cons
 #define GEMM_FIT_ROWS_MAX HWDB_GEMM_TIMES_MAX
 #define GEMM_FIT_GROUPS_MAX 32
 #define GEMM_FIT_METHODS 4    /* the curve; the table, else the curve; the tiles; the table, else the tiles */
+typedef enum { GEMM_KIND_UNKNOWN = 0, GEMM_KIND_FORWARD, GEMM_KIND_DGRAD, GEMM_KIND_WGRAD } gemm_kind_t;
 typedef struct {
     double m, n, k, seconds;
     int bias_gradient;        /* a weight gradient with its bias gradient fused (gemm_fit_mark_bias) */
+    gemm_kind_t kind;         /* which of a linear's three GEMMs calibrate timed it as (gemm_fit_mark_bias) */
     char group[48];           /* the model calibrate took the shape from */
+    char linear[32];          /* and the linear layer (qkv, attn_out, ...) */
 } gemm_fit_row;
 
 typedef struct {
@@ -544,7 +547,8 @@ typedef struct {
 
 /* The overlay's gemm_us rows for gpu_name, grouped by the model named in their source.  0, or -1 with why. */
 int gemm_fit_read(const char *path, const char *gpu_name, gemm_fit_data *d, char *err, size_t errlen);
-/* Marks the rows that are weight gradients of a biased linear of their group's model (the zoo's); their count. */
+/* Marks each row's kind (forward, dgrad, wgrad) and the weight gradients of a biased linear of its group's model
+ * (the zoo's model and linear its source names; none when the zoo has no such model); the count of the latter. */
 int gemm_fit_mark_bias(gemm_fit_data *d, const model_zoo *zoo);
 /* The three parameters by least squares on the relative error over the plain rows not in held_out (NULL: all),
  * then the fused bias gradient's factor over the marked ones. */
