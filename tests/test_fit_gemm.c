@@ -224,6 +224,53 @@ static void fit_gemm_command(void **state)
     unlink(bad);
 }
 
+/* The planner's GEMM ops with the shipped overlay: a shape calibrate timed takes its measured time, any other the
+ * model (gemm_tile_wave_s, times the factor on a fused bias gradient), never the lines or the curve. */
+static void estimate_prices_untimed_gemms_by_tiles(void **state)
+{
+    (void)state;
+    hwdb h;
+    /* the power model off: the ops' times at the top clock, as op_cost gives them */
+    static hw_gpu top;
+    top = *h100_with(&h, SHIPPED_CSV);
+    top.power_static_w = 0.0;
+    const hw_gpu *g = &top;
+    const hw_node *node = hwdb_find_node(&h, g->node);
+    static estimate_t e;
+    char err[512];
+    job_t job = {1e9, g->cloud_usd_per_gpu_hour};
+    const char *models[] = {"gpt2", "gpt2-xl"};
+    int timed = 0, tiled = 0;
+    for (int mi = 0; mi < 2; mi++) {
+        model_t m = *model_zoo_find(&zoo, models[mi]);
+        layout_t l = {0};
+        l.gpus = l.tp = l.pp = l.dp = l.vpp = l.gpus_per_node = 1;
+        l.mbs = l.gbs = 3;   /* 3072 tokens: never a timed token count */
+        l.seq = 1024;
+        if (mi == 0) l.mbs = l.gbs = 4;   /* gpt2 at 4096 tokens: its layers' shapes are in the table */
+        l.attention = ATTENTION_FLASH;
+        l.precision = PREC_BF16;
+        assert_int_equal(estimate_layout(&m, g, node, &l, &job, &e, err, sizeof err), 0);
+        for (int i = 0; i < e.first_stage.nops; i++) {
+            const op_t *o = &e.first_stage.ops[i];
+            if (o->kind != OP_GEMM) continue;
+            double exact = measured_shape_s(g->gemm_time, g->gemm_times, (double)o->m, (double)o->n, (double)o->k, 0, -1);
+            double model = gemm_tile_wave_s(1, (double)o->m, (double)o->n, (double)o->k, g->sm_count, g->gemm_tile_flops,
+                                            g->gemm_tile_s, g->gemm_fixed_s, o->bytes,
+                                            g->hbm_bytes_per_s * g->membound_efficiency);
+            if (o->bias_gradient) model *= g->gemm_bias_grad_factor;
+            double want = exact > 0.0 ? exact : model;
+            if (want < g->launch_overhead_s) want = g->launch_overhead_s;
+            assert_close(o->time_s, want, 1e-12);
+            if (exact > 0.0) timed++; else tiled++;
+            /* GPT-2's layer weight gradients carry the fused bias gradient, its head's does not */
+            assert_int_equal(o->bias_gradient, o->weight_gradient && strcmp(o->name, "lm_head_wgrad") != 0);
+        }
+    }
+    assert_true(timed >= 10 && tiled >= 10);
+    hwdb_free(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -232,6 +279,7 @@ int main(void)
         cmocka_unit_test(held_out_models_beat_the_curve),
         cmocka_unit_test(heldout_steps_gemm_ops),
         cmocka_unit_test(fit_gemm_command),
+        cmocka_unit_test(estimate_prices_untimed_gemms_by_tiles),
     };
     return cmocka_run_group_tests(tests, setup_shipped, teardown_shipped);
 }
