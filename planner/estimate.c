@@ -273,8 +273,8 @@ static double membound_s(const hw_gpu *gpu, double bytes)
 
 /* A GEMM's time from its tiles and waves (docs/model.md, "GEMM time over M, N, K"), once sextant fit-gemm
  * has fitted the model to this GPU, times the fused bias gradient's factor where the op has one; 0 when it
- * has not been fitted.  The rate was fitted on 16-bit GEMMs: another
- * precision scales it by its peak (and FP8 by its relative efficiency), and adds its operands' casts. */
+ * has not been fitted.  The rate was fitted on 16-bit GEMMs: another precision scales it by its peak (and
+ * FP8 by its relative efficiency), and FP8 adds its operands' casts. */
 static double gemm_model_s(const hw_gpu *gpu, const op_t *op, precision_t p, double membw)
 {
     double sixteen = gpu->peak_flops[PREC_BF16] > 0.0 ? gpu->peak_flops[PREC_BF16] : gpu->peak_flops[PREC_FP16];
@@ -328,9 +328,9 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
     switch (op->kind) {
     case OP_GEMM: {
         double clock_bound = op->flops >= CLOCK_BOUND_GEMM_FLOPS ? 1.0 : 0.0;
-        /* calibrate times bf16 GEMMs; other precisions take the model.  Once the tile model is fitted, only a
-         * shape calibrate timed itself keeps its time: the lines through timed shapes made held-out models'
-         * GEMMs worse, not better (docs/model.md, "GEMM time over M, N, K") */
+        /* calibrate times bf16 GEMMs; other precisions take the tile model, or the curve before it is fitted.
+         * Once it is fitted, only a shape calibrate timed itself keeps its time: the lines through timed shapes
+         * made held-out models' GEMMs worse, not better (docs/model.md, "GEMM time over M, N, K") */
         double measured = matrix == PREC_BF16 || matrix == PREC_FP16
                               ? measured_shape_s(gpu->gemm_time, gpu->gemm_times, (double)op->m, (double)op->n, (double)op->k, 0.0,
                                                  gpu->gemm_tile_flops > 0.0 ? -1 : 1)
