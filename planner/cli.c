@@ -855,40 +855,21 @@ static int cmd_fit_gemm(const options *o, const char *root, FILE *out)
     hwdb db;
     model_zoo zoo = {0};
     char err[ERR_MAX];
-    static gemm_fit_data data;
-    static gemm_fit_result res;
     int rc = load_hwdb(o, root, &db, 0);
     if (rc) return rc;
     if ((rc = load_zoo(o, root, &zoo))) goto done;
     const char *gpu_name = o->gpu_name ? o->gpu_name : DEFAULT_GPU;
     const hw_gpu *g = hwdb_find_gpu(&db, gpu_name);
     if (!g) { rc = unknown_gpu(&db, gpu_name); goto done; }
-    if (gemm_fit_read(o->calibration, g->name, &data, err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
-    if (data.ngroups < 2) {
-        rc = fail("fit-gemm: %s: the gemm_us rows come from one model (%s): leaving one out needs two or more", o->calibration,
-                  data.group[0]);
-        goto done;
-    }
-    gemm_fit_mark_bias(&data, &zoo);
-    if (gemm_fit_lomo(&data, g, &res) != 0) { rc = fail("fit-gemm: %s: the least squares fit failed (too few distinct shapes)", o->calibration); goto done; }
-    fprintf(out, "sextant fit-gemm: %d gemm_us rows of %s on %s, from %d models\n", data.n, o->calibration, g->name, data.ngroups);
-    gemm_fit_report(out, &data, &res);
     char published[PATH_MAX + 64];
     snprintf(published, sizeof published, "%s/data/published/gemm.csv", root);
     FILE *probe = fopen(published, "r");
-    if (probe) {
-        fclose(probe);
-        if (gemm_fit_published(out, published, "H100", &data, &res, g, err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
-    }
-    char *text = NULL;
-    size_t len = 0;
-    if (gemm_fit_overlay_text(o->calibration, g->name, &data, &res, &text, &len, err, sizeof err) != 0 ||
-        outfile_write(o->out_path, text, len, err, sizeof err) != 0) {
-        free(text);
-        rc = fail("%s", err);
+    if (probe) fclose(probe);
+    fprintf(out, "sextant fit-gemm: ");
+    if (gemm_fit_overlay(o->calibration, o->out_path, g, &zoo, probe ? published : NULL, out, err, sizeof err) != 0) {
+        rc = fail("fit-gemm: %s", err);
         goto done;
     }
-    free(text);
     fprintf(out, "overlay written to %s\n", o->out_path);
 done:
     model_zoo_free(&zoo);

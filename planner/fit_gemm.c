@@ -502,3 +502,30 @@ int gemm_fit_published(FILE *out, const char *path, const char *gpu_prefix, cons
                 n, 100 * sum[0][0] / n, 100 * signed_sum[0][0] / n, 100 * sum[1][0] / n, 100 * signed_sum[1][0] / n);
     return 0;
 }
+
+int gemm_fit_overlay(const char *in, const char *out, const hw_gpu *gpu, const model_zoo *zoo, const char *published,
+                     FILE *report, char *err, size_t errlen)
+{
+    static gemm_fit_data data;
+    static gemm_fit_result res;
+    if (gemm_fit_read(in, gpu->name, &data, err, errlen) != 0) return -1;
+    if (data.ngroups < 2) {
+        snprintf(err, errlen, "%s: the gemm_us rows come from one model (%s): leaving one out needs two or more", in,
+                 data.group[0]);
+        return -1;
+    }
+    gemm_fit_mark_bias(&data, zoo);
+    if (gemm_fit_lomo(&data, gpu, &res) != 0) {
+        snprintf(err, errlen, "%s: the least squares fit failed (too few distinct shapes)", in);
+        return -1;
+    }
+    fprintf(report, "%d gemm_us rows of %s on %s, from %d models\n", data.n, in, gpu->name, data.ngroups);
+    gemm_fit_report(report, &data, &res);
+    if (published && gemm_fit_published(report, published, "H100", &data, &res, gpu, err, errlen) != 0) return -1;
+    char *text = NULL;
+    size_t len = 0;
+    int rc = gemm_fit_overlay_text(in, gpu->name, &data, &res, &text, &len, err, errlen);
+    if (!rc) rc = outfile_write(out, text, len, err, errlen);
+    free(text);
+    return rc;
+}

@@ -565,6 +565,12 @@ void gemm_fit_report(FILE *out, const gemm_fit_data *d, const gemm_fit_result *r
 /* The published GEMM rows of GPUs named gpu_prefix... (data/published/gemm.csv) against the fit. */
 int gemm_fit_published(FILE *out, const char *path, const char *gpu_prefix, const gemm_fit_data *d,
                        const gemm_fit_result *res, const hw_gpu *g, char *err, size_t errlen);
+/* The whole of sextant fit-gemm (and of calibrate's step after its GEMM table): the rows of `in` read, marked
+ * with the zoo's models, fitted and held out, reported to `report` (with the published GEMMs of `published`
+ * unless NULL), and the overlay with the fitted rows written to `out` (which may be `in`).  0, or -1 with why
+ * ("FILE: ...") in err. */
+int gemm_fit_overlay(const char *in, const char *out, const hw_gpu *gpu, const model_zoo *zoo, const char *published,
+                     FILE *report, char *err, size_t errlen);
 /* The overlay at path with gpu's gemm_tile_tflops, gemm_tile_us, gemm_fixed_us and sm_count rows from the fit
  * (their source: the date, the rows and the leave-one-model-out error), every other line as it was. */
 int gemm_fit_overlay_text(const char *path, const char *gpu, const gemm_fit_data *d, const gemm_fit_result *res,
