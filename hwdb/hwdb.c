@@ -56,6 +56,11 @@ static const gpu_numeric_column gpu_numeric_columns[] = {
 static const gpu_numeric_column gpu_overlay_only_columns[] = {
     {"launch_overhead_us", GPU_FIELD(launch_overhead_s), MICRO, 0, 1e5},
     {"gemm_half_gflop", GPU_FIELD(gemm_half_flops), 1e9, 0, 1e9},
+    {"gemm_tile_tflops", GPU_FIELD(gemm_tile_flops), TERA, 1, 1e5},
+    {"gemm_tile_us", GPU_FIELD(gemm_tile_s), MICRO, 0, 1e3},
+    {"gemm_fixed_us", GPU_FIELD(gemm_fixed_s), MICRO, 0, 1e3},
+    {"sm_count", GPU_FIELD(sm_count), 1, 1, 1e4},
+    {"gemm_bias_grad_factor", GPU_FIELD(gemm_bias_grad_factor), 1, 0.25, 4},
     {"context_memory_gib", GPU_FIELD(context_bytes), GIB, 0, 64},
     {"nccl_memory_gib", GPU_FIELD(nccl_comm_bytes), GIB, 0, 64},
     {"nccl_first_memory_gib", GPU_FIELD(nccl_first_comm_bytes), GIB, 0, 64},

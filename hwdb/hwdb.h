@@ -81,6 +81,14 @@ typedef struct {
     double membound_efficiency;       /* achievable fraction of hbm for memory-bound ops */
     double launch_overhead_s;         /* per-kernel fixed cost; 0 until calibrated */
     double gemm_half_flops;           /* GEMM size at which efficiency is half its plateau; 0: flat */
+    /* The GEMM time over M, N, K (docs/model.md, "GEMM time over M, N, K"), fitted by sextant fit-gemm to
+     * calibrate's gemm_us rows; all 0 until fitted (then GEMMs without a measured time use it, not the curve) */
+    double gemm_tile_flops;           /* the 16-bit MMA rate of all SMs running full tiles */
+    double gemm_tile_s;               /* fixed time of one tile (pipeline fill, epilogue), paid once per wave */
+    double gemm_fixed_s;              /* fixed time of one GEMM (launch, ramp-up, tail) */
+    double sm_count;                  /* streaming multiprocessors, as CUDA reports them */
+    double gemm_bias_grad_factor;     /* a weight gradient with the bias gradient fused into its epilogue takes this
+                                         many times the model's time; 0: not fitted (1) */
     double context_bytes;             /* CUDA context + library workspaces, measured; 0: the default */
     double nccl_comm_bytes;           /* device memory one NCCL communicator holds, measured; 0: the default */
     double nccl_first_comm_bytes;     /* the same for a process's first (NCCL's per-process state with it); 0: as above */

@@ -97,6 +97,8 @@ static const char *usage_text =
     "                         planner sets each step's clock under the power cap, refined on six GPT-2 training runs\n"
     "                         -> hwdb overlay (needs a GPU; about 4 minutes); --warm: shapes timed warm, no power model\n"
     "  fit-power --calibration OVERLAY --runs A.csv,B.csv,... --out FILE   the power model's clock exponent and fused\n"
+    "  fit-gemm --calibration OVERLAY --out FILE   the GEMM time over M, N, K (tiles and waves) fitted to the\n"
+    "                         overlay's gemm_us rows, with its leave-one-model-out error -> a new overlay"
     "                         attention energy fitted to steps validate measured (its --csv files) -> a new overlay\n"
     "  calibrate --comm [--gpus N] [--out FILE] [--max-bytes SIZE]   NCCL collectives on one node's GPUs -> intra-node\n"
     "                         latency and bandwidth in the overlay (needs 2+ GPUs)\n"
@@ -251,6 +253,7 @@ static int foreign_flag(const char *command, const char *flag)
         {"models", {"--models", "--format", "--out"}},
         {"hw", {"--hwdb", "--calibration", "--out"}},   /* hw prints one format */
         {"published", {"--runs", "--format", "--bands-out", "--hwdb", "--models", "--calibration", "--out"}},
+        {"fit-gemm", {"--calibration", "--out", "--gpu", "--hwdb", "--models"}},
     };
     if (!command || flag[0] != '-' || !strcmp(flag, "--help") || !strcmp(flag, "-h") || !strcmp(flag, "--version"))
         return 0;
@@ -605,6 +608,11 @@ static void print_gpu(FILE *out, const hw_gpu *g, const hw_node *node)
                      "backward); memory-bound kernels +%.2f us each (calibrated)\n", g->gemm_times, g->attention_times[0],
                 g->attention_times[1], g->unfused_attention_times[0], g->unfused_attention_times[1],
                 g->membound_overhead_s * 1e6);
+    if (g->gemm_tile_flops > 0 && g->sm_count > 0)
+        fprintf(out, "  GEMM model             %.1f TFLOP/s over full 128 x 128 tiles on %.0f SMs, %.3f us per tile and "
+                     "wave, %.2f us per GEMM, fused bias gradient x %.3f (sextant fit-gemm)\n",
+                g->gemm_tile_flops / 1e12, g->sm_count, g->gemm_tile_s * 1e6, g->gemm_fixed_s * 1e6,
+                g->gemm_bias_grad_factor > 0 ? g->gemm_bias_grad_factor : 1.0);
     fprintf(out, "  source                 %s\n", g->source);
     if (node)
         fprintf(out, "  node %s: %lld GPUs, %s %.0f GB/s per direction per GPU, %lld x %.0f Gb/s NICs (%.1f GB/s per GPU)\n"
@@ -843,6 +851,38 @@ static int cmd_fit_power(const options *o, const char *root, FILE *out)
 done:
     free(runs);
     free(fit);
+    model_zoo_free(&zoo);
+    hwdb_free(&db);
+    return rc;
+}
+
+/* fit-gemm: the GEMM time model's three parameters fitted to the overlay's gemm_us rows, judged by leaving
+ * each model's shapes out in turn, and checked against the published H100 GEMM rows. */
+static int cmd_fit_gemm(const options *o, const char *root, FILE *out)
+{
+    if (!o->calibration || !strcmp(o->calibration, "none"))
+        return fail("fit-gemm: --calibration OVERLAY (from sextant calibrate, with its gemm_us rows) is required");
+    if (!o->out_path) return fail("fit-gemm: --out FILE (the fitted overlay) is required");
+    hwdb db;
+    model_zoo zoo = {0};
+    char err[ERR_MAX];
+    int rc = load_hwdb(o, root, &db, 0);
+    if (rc) return rc;
+    if ((rc = load_zoo(o, root, &zoo))) goto done;
+    const char *gpu_name = o->gpu_name ? o->gpu_name : DEFAULT_GPU;
+    const hw_gpu *g = hwdb_find_gpu(&db, gpu_name);
+    if (!g) { rc = unknown_gpu(&db, gpu_name); goto done; }
+    char published[PATH_MAX + 64];
+    snprintf(published, sizeof published, "%s/data/published/gemm.csv", root);
+    FILE *probe = fopen(published, "r");
+    if (probe) fclose(probe);
+    fprintf(out, "sextant fit-gemm: ");
+    if (gemm_fit_overlay(o->calibration, o->out_path, g, &zoo, probe ? published : NULL, out, err, sizeof err) != 0) {
+        rc = fail("fit-gemm: %s", err);
+        goto done;
+    }
+    fprintf(out, "overlay written to %s\n", o->out_path);
+done:
     model_zoo_free(&zoo);
     hwdb_free(&db);
     return rc;
@@ -1167,12 +1207,15 @@ int main(int argc, char **argv)
         rc = cmd_estimate(&o, root, out);
     } else if (!strcmp(o.command, "fit-power")) {
         rc = cmd_fit_power(&o, root, out);
+    } else if (!strcmp(o.command, "fit-gemm")) {
+        rc = cmd_fit_gemm(&o, root, out);
     } else {
-        rc = fail("unknown command '%s' (models, hw, estimate, explain, plan, published, fit-power; sextant --help)", o.command);
+        rc = fail("unknown command '%s' (models, hw, estimate, explain, plan, published, fit-power, fit-gemm; sextant --help)",
+                  o.command);
     }
     if (fclose(out) != 0 && !rc) rc = fail("out of memory");
-    /* fit-power's --out is the overlay, written above: its report goes to stdout */
-    if (!rc) rc = emit(strcmp(o.command, "fit-power") ? o.out_path : NULL, text, len);
+    /* fit-power's and fit-gemm's --out is the overlay, written above: their report goes to stdout */
+    if (!rc) rc = emit(strcmp(o.command, "fit-power") && strcmp(o.command, "fit-gemm") ? o.out_path : NULL, text, len);
     free(text);
     return rc;
 }

@@ -229,10 +229,16 @@ double gemm_flop_per_s(const hw_gpu *gpu, double flops, precision_t p)
  * `third_varies`, the third (the tokens of a wgrad GEMM).  Piecewise linear
  * between the two nearest, proportional beyond the largest, linear (at least
  * proportional) below the smallest (docs/model.md, "Step time").  0 when no
- * such line exists. */
-static double measured_shape_s(const hw_gemm_time *table, int count, double m, double n, double k, double kv,
-                               int third_varies)
+ * such line exists.  third_varies < 0: the exact shape or 0, no line. */
+double measured_shape_s(const hw_gemm_time *table, int count, double m, double n, double k, double kv,
+                        int third_varies)
 {
+    if (third_varies < 0) {   /* the exact shape only */
+        for (int i = 0; i < count; i++)
+            if ((double)table[i].m == m && (double)table[i].n == n && (double)table[i].k == k && table[i].kv == 0)
+                return table[i].seconds;
+        return 0.0;
+    }
     for (int vary = 0; vary <= third_varies; vary++) { /* 0: m varies, 1: k varies */
         double x = vary ? k : m;
         double lo_x = 0, lo_t = 0, hi_x = 0, hi_t = 0;      /* the nearest below and above x */
@@ -279,6 +285,28 @@ static double membound_s(const hw_gpu *gpu, double bytes)
     return bytes / (gpu->hbm_bytes_per_s * gpu->membound_efficiency) + gpu->membound_overhead_s;
 }
 
+/* A GEMM's time from its tiles and waves (docs/model.md, "GEMM time over M, N, K"), once sextant fit-gemm
+ * has fitted the model to this GPU, times the fused bias gradient's factor where the op has one; 0 when it
+ * has not been fitted.  The rate was fitted on 16-bit GEMMs: another precision scales it by its peak (and
+ * FP8 by its relative efficiency), and FP8 adds its operands' casts. */
+static double gemm_model_s(const hw_gpu *gpu, const op_t *op, precision_t p, double membw)
+{
+    double sixteen = gpu->peak_flops[PREC_BF16] > 0.0 ? gpu->peak_flops[PREC_BF16] : gpu->peak_flops[PREC_FP16];
+    if (gpu->gemm_tile_flops <= 0.0 || gpu->sm_count <= 0.0 || sixteen <= 0.0 || gpu->peak_flops[p] <= 0.0) return 0.0;
+    double rate = gpu->gemm_tile_flops * gpu->peak_flops[p] / sixteen;
+    double cast_s = 0.0;
+    if (p == PREC_FP8) {
+        if (gpu->fp8_gemm_relative_efficiency > 0.0) rate *= gpu->fp8_gemm_relative_efficiency;
+        double cast = fp8_cast_bytes((double)op->m, (double)op->n, (double)op->k, op->pass == PASS_BWD, op->weight_gradient);
+        if (op->batch > 1) cast *= (double)op->batch;
+        if (cast > 0.0) cast_s = membound_s(gpu, cast);
+    }
+    double t = gemm_tile_wave_s((double)op->batch, (double)op->m, (double)op->n, (double)op->k, gpu->sm_count, rate,
+                                gpu->gemm_tile_s, gpu->gemm_fixed_s, op->bytes, membw);
+    if (op->bias_gradient && gpu->gemm_bias_grad_factor > 0.0) t *= gpu->gemm_bias_grad_factor;
+    return t + cast_s;
+}
+
 /* The GPU's power model (docs/model.md, "Clock under the power cap"): on
  * once calibrate has measured it. */
 static int power_model_on(const hw_gpu *gpu)
@@ -316,11 +344,19 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
         double clock_bound = op->flops >= CLOCK_BOUND_GEMM_FLOPS ? 1.0 : 0.0;
         /* the GEMMs an fp8 run keeps in 16 bit: the output layer, the router (docs/model.md, "FP8 GEMMs") */
         if (matrix == PREC_FP8 && op->sixteen_bit) matrix = gpu->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
-        /* calibrate times bf16 GEMMs; other precisions take the curve */
+        /* calibrate times bf16 GEMMs; other precisions take the tile model, or the curve before it is fitted.
+         * Once it is fitted, only a shape calibrate timed itself keeps its time: the lines through timed shapes
+         * made held-out models' GEMMs worse, not better (docs/model.md, "GEMM time over M, N, K") */
         double measured = matrix == PREC_BF16 || matrix == PREC_FP16
-                              ? measured_shape_s(gpu->gemm_time, gpu->gemm_times, (double)op->m, (double)op->n, (double)op->k, 0.0, 1)
+                              ? measured_shape_s(gpu->gemm_time, gpu->gemm_times, (double)op->m, (double)op->n, (double)op->k, 0.0,
+                                                 gpu->gemm_tile_flops > 0.0 ? -1 : 1)
                               : 0.0;
         if (measured > 0.0 && op->batch <= 1) return with_power(op, gpu, measured, clock_bound, gpu->energy_gemm_j_per_flop);
+        double tiled = gemm_model_s(gpu, op, matrix, membw);
+        if (tiled > 0.0) {
+            if (op->bytes / membw >= tiled - gpu->gemm_fixed_s) clock_bound = 0.0;
+            return with_power(op, gpu, tiled, clock_bound, gpu->energy_gemm_j_per_flop);
+        }
         /* a grouped GEMM (batch experts) runs at the efficiency of one expert's shape */
         double rate = gemm_flop_per_s(gpu, op->batch > 1 ? op->flops / (double)op->batch : op->flops, matrix);
         double cast_s = 0.0;

@@ -454,9 +454,15 @@ void report_explain(FILE *out, const estimate_t *e)
         g->unfused_attention_times[1])
         fprintf(out, "Calibrated: %d GEMM shapes, %d + %d fused and %d + %d unfused attention shapes were timed on "
                      "this GPU; an op of a timed shape (or on the line through timed shapes that differ only in the "
-                     "token count) takes that time instead, the others the formula above.\n",
+                     "token count%s) takes that time instead, the others the formula above.\n",
                 g->gemm_times, g->attention_times[0], g->attention_times[1], g->unfused_attention_times[0],
-                g->unfused_attention_times[1]);
+                g->unfused_attention_times[1], g->gemm_tile_flops > 0 ? "; for GEMMs the exact shape only" : "");
+    if (g->gemm_tile_flops > 0 && g->sm_count > 0)
+        fprintf(out, "GEMMs of other shapes take their tiles and waves: %.2f us + ceil(tiles / %.0f SMs) x (%.3f us + "
+                     "2 x 128 x 128 x K per tile at %.0f TFLOP/s over the SMs), 128 x 128 tiles, K split when the tiles "
+                     "leave SMs idle; x %.3f with a fused bias gradient (docs/model.md, \"GEMM time over M, N, K\").\n",
+                g->gemm_fixed_s * 1e6, g->sm_count, g->gemm_tile_s * 1e6, g->gemm_tile_flops / 1e12,
+                g->gemm_bias_grad_factor > 0 ? g->gemm_bias_grad_factor : 1.0);
     if (g->membound_overhead_s > 0)
         fprintf(out, "Each memory-bound op also pays the %.2f us a kernel spends filling and draining the GPU "
                      "(calibrated).\n", g->membound_overhead_s * 1e6);

@@ -402,3 +402,36 @@ double network_bus_bytes_per_s(double line_bytes_per_s, double message_bytes, do
     if (half_bytes > 0.0 && message_bytes > 0.0) bw *= message_bytes / (message_bytes + half_bytes);
     return bw;
 }
+
+/* "GEMM time over M, N, K": the waves of output tiles a GEMM of `batch`
+ * problems m x n x k runs in on `sms` SMs, one GEMM_TILE_M x GEMM_TILE_N tile
+ * per CTA and one CTA per SM at a time, and the K each CTA loops over.  A
+ * GEMM with fewer tiles than SMs splits K (split-K) so that the idle SMs take
+ * a share, while each share keeps at least GEMM_SPLIT_K_MIN of it. */
+void gemm_waves(double batch, double m, double n, double k, double sms, double *waves, double *k_per_cta)
+{
+    double tiles = (batch > 1.0 ? batch : 1.0) * ceil(m / GEMM_TILE_M) * ceil(n / GEMM_TILE_N);
+    double split = 1.0;
+    if (tiles < sms) {
+        split = floor(sms / tiles);
+        double most = floor(k / GEMM_SPLIT_K_MIN);
+        if (most < split) split = most;
+        if (split < 1.0) split = 1.0;
+    }
+    *waves = ceil(tiles * split / sms);
+    *k_per_cta = k / split;
+}
+
+/* "GEMM time over M, N, K": each wave costs a tile's fixed time (filling the
+ * pipeline, the epilogue's store) plus its K loop at one SM's share of
+ * `tile_flop_per_s`; the GEMM adds one fixed cost (launch, ramp, tail) and
+ * is never faster than its bytes at `bytes_per_s`. */
+double gemm_tile_wave_s(double batch, double m, double n, double k, double sms, double tile_flop_per_s, double tile_s,
+                        double fixed_s, double bytes, double bytes_per_s)
+{
+    double waves, k_per_cta;
+    gemm_waves(batch, m, n, k, sms, &waves, &k_per_cta);
+    double mma = waves * (tile_s + 2.0 * GEMM_TILE_M * GEMM_TILE_N * k_per_cta * sms / tile_flop_per_s);
+    double memory = bytes_per_s > 0.0 ? bytes / bytes_per_s : 0.0;
+    return fixed_s + (mma > memory ? mma : memory);
+}

@@ -926,6 +926,11 @@ int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_op
         collective(&b, "pp_allreduce_tied_embedding", PASS_STEP, 1, COLL_ALLREDUCE, GROUP_PP, 2,
                    (double)padded_vocab(m, l->tp) / (double)l->tp * (double)m->hidden * grad_bytes, EXPOSED);
     }
+    /* a biased linear's weight gradient reduces its bias gradient too, in the GEMM's epilogue as sextant-gpu
+     * runs it (cuBLASLt BGRADB): another, slower kernel (docs/model.md, "GEMM time over M, N, K") */
+    if (m->bias)
+        for (int i = 0; i < out->nops; i++)
+            if (out->ops[i].weight_gradient && strcmp(out->ops[i].name, "lm_head_wgrad")) out->ops[i].bias_gradient = 1;
     out->params = stage_params(m, l, out->layers, out->moe_layers, out->first, out->last, &out->expert_params);
     out->fp8_weights = fp8_gemm_weights(out, l);
     step_ops(&b, m, out->params, out->expert_params);

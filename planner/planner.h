@@ -100,6 +100,8 @@ typedef struct {
                                docs/model.md, "FP8 GEMMs") */
     int norm_fed;           /* GEMM: its input is a norm's output, which TE's LayerNormLinear writes in FP8
                                itself: only the transposed copy is cast (docs/model.md, "FP8 GEMMs") */
+    int bias_gradient;      /* GEMM: a weight gradient whose kernel also reduces the bias gradient in its epilogue, as
+                               sextant-gpu's step runs a biased linear (cuBLASLt BGRADB) */
     double flops;           /* executed per instance: what the time is costed on */
     double model_flops;     /* per instance, MFU convention (0 for recomputation and memory-bound ops) */
     double hardware_flops;  /* per instance, HFU convention (model + recomputation) */
@@ -307,6 +309,20 @@ double roofline_s(double flops, double flop_per_s, double bytes, double bytes_pe
 double fp8_cast_bytes(double m, double k, int backward, int weight_gradient, int norm_fed);
 double fp8_weight_cast_bytes(double fp8_weights);
 double fp8_weight_copy_bytes(double fp8_weights);
+/* "GEMM time over M, N, K": the output tile one CTA computes (cuBLAS's Hopper bf16 kernels: 128 x 128 and
+ * 128 x 256; the fit's leave-one-model-out error chose 128 x 128, docs/model.md) and the least K one split-K
+ * share keeps. */
+#define GEMM_TILE_M 128.0
+#define GEMM_TILE_N 128.0
+#define GEMM_SPLIT_K_MIN 256.0
+/* A calibrated shape's time from `table` (GEMMs m x n x k, or attention shapes), exactly or on the line through
+ * shapes that differ from it in the first size (or, with third_varies, the third; third_varies < 0: the exact
+ * shape only); 0 when there is none
+ * (planner/estimate.c; docs/model.md, "Step time"). */
+double measured_shape_s(const hw_gemm_time *table, int count, double m, double n, double k, double kv, int third_varies);
+void gemm_waves(double batch, double m, double n, double k, double sms, double *waves, double *k_per_cta);
+double gemm_tile_wave_s(double batch, double m, double n, double k, double sms, double tile_flop_per_s, double tile_s,
+                        double fixed_s, double bytes, double bytes_per_s);
 double zero_unit_buffer_bytes(int zero, double layer_params, double big_params, double weight_bytes, double grad_bytes);
 /* The parameters of a stage's wrapped units for ZeRO-2/3 (one TP rank's share): a layer (a MoE layer
  * with its rank's experts), and the largest unit that is not a layer (the embedding on the first stage,
@@ -535,6 +551,72 @@ int power_fit_overlay_text(const char *overlay_path, const hw_gpu *gpu, const ch
  * overlay_path.  0, or -1 with why in err. */
 int power_fit_write_overlay(const char *overlay_path, const char *out_path, const hw_gpu *gpu, const char *fitted_by,
                             const power_fit_run *runs, int nruns, const power_fit_result *fit, char *err, size_t errlen);
+
+/* ---- the GEMM time model fitted to calibrate's shapes (planner/fit_gemm.c) ---- */
+
+#define GEMM_FIT_ROWS_MAX HWDB_GEMM_TIMES_MAX
+#define GEMM_FIT_GROUPS_MAX 32
+#define GEMM_FIT_METHODS 4    /* the curve; the table, else the curve; the tiles; the table, else the tiles */
+typedef enum { GEMM_KIND_UNKNOWN = 0, GEMM_KIND_FORWARD, GEMM_KIND_DGRAD, GEMM_KIND_WGRAD } gemm_kind_t;
+typedef struct {
+    double m, n, k, seconds;
+    int bias_gradient;        /* a weight gradient with its bias gradient fused (gemm_fit_mark_bias) */
+    gemm_kind_t kind;         /* which of a linear's three GEMMs calibrate timed it as (gemm_fit_mark_bias) */
+    char group[48];           /* the model calibrate took the shape from */
+    char linear[32];          /* and the linear layer (qkv, attn_out, ...) */
+} gemm_fit_row;
+
+typedef struct {
+    gemm_fit_row row[GEMM_FIT_ROWS_MAX];
+    int n;
+    char group[GEMM_FIT_GROUPS_MAX][48];
+    int ngroups;
+    double sms;               /* the SM count calibrate reported */
+} gemm_fit_data;
+
+typedef struct {
+    double tile_flop_per_s, tile_s, fixed_s; /* fitted on the plain GEMMs */
+    double bias_grad_factor;                 /* then on the fused bias gradients' rows; 0: none */
+} gemm_fit_params;
+
+typedef struct {
+    gemm_fit_params all;                             /* fitted on every row */
+    gemm_fit_params held[GEMM_FIT_GROUPS_MAX];       /* fitted without group h */
+    double curve_e_max, curve_half_flops;            /* calibrate's curve on every row */
+    double error[GEMM_FIT_ROWS_MAX][GEMM_FIT_METHODS]; /* row i predicted with its group held out */
+    double in_sample[GEMM_FIT_ROWS_MAX];             /* row i by the fit on every row */
+} gemm_fit_result;
+
+/* The overlay's gemm_us rows for gpu_name, grouped by the model named in their source.  0, or -1 with why. */
+int gemm_fit_read(const char *path, const char *gpu_name, gemm_fit_data *d, char *err, size_t errlen);
+/* Marks each row's kind (forward, dgrad, wgrad) and the weight gradients of a biased linear of its group's model
+ * (the zoo's model and linear its source names; none when the zoo has no such model); the count of the latter. */
+int gemm_fit_mark_bias(gemm_fit_data *d, const model_zoo *zoo);
+/* The three parameters by least squares on the relative error over the plain rows not in held_out (NULL: all),
+ * then the fused bias gradient's factor over the marked ones. */
+int gemm_fit_tiles(const gemm_fit_data *d, const char *held_out, gemm_fit_params *p);
+/* calibrate's curve e_max F / (F + F_half) fitted its own way to the same rows. */
+int gemm_fit_curve(const gemm_fit_data *d, const char *held_out, double peak, double *e_max, double *half_flops);
+/* The fit on all rows and, for each group, the others' fit predicting it by every method. */
+int gemm_fit_lomo(const gemm_fit_data *d, const hw_gpu *g, gemm_fit_result *res);
+/* Mean |error|, mean signed error and the worst of one method (-1: the in-sample fit) over a group (NULL: all),
+ * and over the rows with (bias_gradient 1) or without (0) a fused bias gradient (-1: both). */
+void gemm_fit_summary(const gemm_fit_data *d, const gemm_fit_result *res, const char *group, int bias_gradient, int method,
+                      double *mean_abs, double *mean_signed, double *worst, int *count);
+void gemm_fit_report(FILE *out, const gemm_fit_data *d, const gemm_fit_result *res);
+/* The published GEMM rows of GPUs named gpu_prefix... (data/published/gemm.csv) against the fit. */
+int gemm_fit_published(FILE *out, const char *path, const char *gpu_prefix, const gemm_fit_data *d,
+                       const gemm_fit_result *res, const hw_gpu *g, char *err, size_t errlen);
+/* The whole of sextant fit-gemm (and of calibrate's step after its GEMM table): the rows of `in` read, marked
+ * with the zoo's models, fitted and held out, reported to `report` (with the published GEMMs of `published`
+ * unless NULL), and the overlay with the fitted rows written to `out` (which may be `in`).  0, or -1 with why
+ * ("FILE: ...") in err. */
+int gemm_fit_overlay(const char *in, const char *out, const hw_gpu *gpu, const model_zoo *zoo, const char *published,
+                     FILE *report, char *err, size_t errlen);
+/* The overlay at path with gpu's gemm_tile_tflops, gemm_tile_us, gemm_fixed_us and sm_count rows from the fit
+ * (their source: the date, the rows and the leave-one-model-out error), every other line as it was. */
+int gemm_fit_overlay_text(const char *path, const char *gpu, const gemm_fit_data *d, const gemm_fit_result *res,
+                          char **text, size_t *len, char *err, size_t errlen);
 
 /* ---- reports ----------------------------------------------------------- */
 

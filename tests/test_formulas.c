@@ -541,6 +541,33 @@ static void overlapped_comm_cost_reduces_to_hiding_and_grows_with_slowdown(void 
     }
 }
 
+/* "GEMM time over M, N, K": whole waves of 128 x 128 tiles over the SMs, split-K
+ * when the tiles leave SMs idle, and the bytes as a floor. */
+static void gemm_waves_and_tiles(void **state)
+{
+    (void)state;
+    double waves, kc;
+    /* 11 x 12 = 132 tiles: one full wave on 132 SMs; one more row of tiles: a second wave */
+    gemm_waves(1, 11 * 128, 12 * 128, 4096, 132, &waves, &kc);
+    assert_true(waves == 1.0 && kc == 4096.0);
+    gemm_waves(1, 11 * 128 + 1, 12 * 128, 4096, 132, &waves, &kc);
+    assert_true(waves == 2.0 && kc == 4096.0);
+    /* 6 x 6 = 36 tiles: K split 3 ways (108 CTAs), never below 256 of K each */
+    gemm_waves(1, 768, 768, 32768, 132, &waves, &kc);
+    assert_true(waves == 1.0 && fabs(kc - 32768.0 / 3.0) < 1e-9);
+    gemm_waves(1, 768, 768, 512, 132, &waves, &kc);
+    assert_true(waves == 1.0 && kc == 256.0);
+    /* a batch multiplies the tiles */
+    gemm_waves(4, 11 * 128, 12 * 128, 4096, 132, &waves, &kc);
+    assert_true(waves == 4.0);
+    /* time: fixed + waves (tile + 2 TM TN k / (rate / sms)) */
+    double rate = 132.0 * 2.0 * 128 * 128 * 1e9, t = gemm_tile_wave_s(1, 11 * 128 + 1, 12 * 128, 1000, 132, rate, 1e-6, 5e-6, 0, 0);
+    assert_true(fabs(t - (5e-6 + 2.0 * (1e-6 + 1000e-9))) < 1e-15);
+    /* the bytes floor, above the fixed cost */
+    t = gemm_tile_wave_s(1, 128, 128, 128, 132, rate, 0.0, 5e-6, 1e6, 1e9);
+    assert_true(fabs(t - (5e-6 + 1e-3)) < 1e-15);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -569,6 +596,7 @@ int main(void)
         cmocka_unit_test(power_cap_floor_at_x_min),
         cmocka_unit_test(power_cap_degenerate_inputs),
         cmocka_unit_test(overlapped_comm_cost_reduces_to_hiding_and_grows_with_slowdown),
+        cmocka_unit_test(gemm_waves_and_tiles),
     };
     return cmocka_run_group_tests_name("formulas", tests, NULL, NULL);
 }

@@ -1516,6 +1516,13 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
                         at.unfused[pass][i].seconds * 1e6, source, at.unfused_what[i]);
         if (outfile_commit(&out, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: --out: %s\n", err); return 2; }
         printf("overlay written to %s\n", out_path);
+        /* the GEMM time over M, N, K fitted to the table just written, as sextant fit-gemm does (docs/model.md);
+         * a note, not a failure, when it cannot be (the shapes of one model only) */
+        printf("\nGEMM time over M, N, K (sextant fit-gemm): ");
+        if (gemm_fit_overlay(out_path, out_path, g, zoo, NULL, stdout, err, sizeof err) != 0)
+            fprintf(stderr, "sextant-gpu: note: calibrate: the GEMM model was not fitted: %s\n", err);
+        else
+            printf("overlay written to %s with the GEMM model\n", out_path);
         *fit_steps = pm.ok && step_fit_asked;
     }
     sm_clock_free();
