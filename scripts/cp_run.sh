@@ -9,7 +9,9 @@
 #            planner's op list (its cp_ring_kv rows), calibrated with hwdb/measured/h100-sxm.csv,
 #            and the same runs on one GPU (throughput per GPU beside CP's);
 #   plan     `sextant estimate ... --cp 2 --format json` validated with `validate --plan`.
-# Binaries built on the development machine and carried in DIR (this script's folder) with .deps/lib.
+# Carried in DIR (this script's folder) with .deps/lib: bin/ (sextant, sextant-gpu, test_kernels
+# built on the development machine) and this branch's hwdb/ and models/ (the binaries read
+# bin/../hwdb: a newer tree's keys would not load in them).
 # PHASE=kernels | equiv | timed | plan | all (default all).  Results: $OUT/cp.tar and $OUT/summary.txt.
 set -u
 export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
@@ -17,13 +19,13 @@ export NCCL_NVLS_ENABLE=0
 DIR=$(cd "$(dirname "$0")" && pwd)
 GPU=${GPU:-h100-sxm}
 PHASE=${PHASE:-all}
-CAL=${CAL:-hwdb/measured/h100-sxm.csv}
+CAL=${CAL:-$DIR/hwdb/measured/h100-sxm.csv}
 R=${TMPDIR:-/tmp}/cp; rm -rf "$R"; mkdir -p "$R"
 S=$OUT/summary.txt; : > "$S"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$R/gpu.txt" 2>&1
 date -u +%Y-%m-%dT%H:%M:%SZ > "$R/date.txt"
-G=$DIR/sextant-gpu
-B=$DIR/sextant
+G=$DIR/bin/sextant-gpu
+B=$DIR/bin/sextant
 keep() { tar -C "$(dirname "$R")" -cf "$OUT/cp.tar" cp; }
 say() { echo "$*" | tee -a "$S"; }
 has() { [ "$PHASE" = all ] || [[ ",$PHASE," == *",$1,"* ]]; }
@@ -44,7 +46,7 @@ compare() {
 cat "$R/gpu.txt" >> "$S"
 
 if has kernels; then
-  run kernels 120 "$DIR/test_kernels" --attention
+  run kernels 120 "$DIR/bin/test_kernels" --attention
   grep -E "cp_ring|rope_fwd_chunks|flash_attn|checks|test_kernels" "$R/kernels.log" | sed 's/^/  /' >> "$S"
 fi
 
@@ -68,11 +70,13 @@ fi
 if has timed; then
   M="gpt2 --gpu $GPU --seq 1024 --mbs 8 --gbs 32 --steps 12 --attention flash"
   L="llama3.2-1b --gpu $GPU --seq 4096 --mbs 1 --gbs 8 --steps 12 --attention flash"
-  for spec in "gpt2_cp2:$M --cp 2" "gpt2_1gpu:$M" "llama_cp2:$L --cp 2" "llama_1gpu:$L"; do
+  L8="llama3.2-1b --gpu $GPU --seq 8192 --mbs 1 --gbs 4 --steps 12 --attention flash"
+  for spec in "gpt2_cp2:$M --cp 2" "gpt2_1gpu:$M" "llama_cp2:$L --cp 2" "llama_1gpu:$L" "llama8k_cp2:$L8 --cp 2" \
+              "llama8k_1gpu:$L8"; do
     name=${spec%%:*}; args=${spec#*:}
     run "t_$name" 150 $B validate $args --timeout 60 --calibration "$CAL" --csv "$R/t_$name.csv" --json "$R/t_$name.json"
     grep -E "^step time|^tokens/s|^memory:|^predicted step|^loss" "$R/t_$name.log" | cut -c1-240 | sed "s/^/  $name: /" >> "$S"
-    grep -E "^attention|^cp_|^dp_|^rope|^embedding" "$R/t_$name.log" | sed "s/^/  $name: /" >> "$S"
+    grep -E "^attention|^cp_|^dp_|^rope|^embedding|^step  " "$R/t_$name.log" | sed "s/^/  $name: /" >> "$S"
   done
 fi
 

@@ -111,10 +111,14 @@ static cp_block ring_step(const cp_state *c)
     return b;
 }
 
-void cp_attention_forward(cp_state *c, sx_bf16 *out, float *lse, const sx_bf16 *qkv)
+void cp_exchange_kv(cp_state *c, const sx_bf16 *qkv, const char *name)
 {
     pack_kv(c, qkv);
-    exchange(c, "cp_ring_kv", c->kv_send, c->kv_recv, c->packed, c->arrived);
+    exchange(c, name, c->kv_send, c->kv_recv, c->packed, c->arrived);
+}
+
+void cp_attention_forward(cp_state *c, sx_bf16 *out, float *lse, const sx_bf16 *qkv)
+{
     const sx_attention_block own = own_block(c);
     const sx_bf16 *q = qkv, *k = qkv + (size_t)c->H * c->D, *v = k + (size_t)c->KV * c->D;
     CK(sx_flash_attention_block_forward(out, lse, q, k, v, &own, c->compute));
@@ -130,16 +134,13 @@ void cp_attention_forward(cp_state *c, sx_bf16 *out, float *lse, const sx_bf16 *
                           own.o_batch_stride, own.lse_stride, c->compute));
 }
 
-void cp_attention_backward(cp_state *c, sx_bf16 *dqkv, const sx_bf16 *dout, const sx_bf16 *out, const float *lse,
-                           const sx_bf16 *qkv, void *workspace, size_t workspace_bytes)
+void cp_attention_backward_peer(cp_state *c, sx_bf16 *dqkv, const sx_bf16 *dout, const sx_bf16 *out, const float *lse,
+                                const sx_bf16 *qkv, void *workspace, size_t workspace_bytes)
 {
-    pack_kv(c, qkv);
-    exchange(c, "cp_ring_kv_dkv_bwd", c->kv_send, c->kv_recv, c->packed, c->arrived);
-    const sx_attention_block own = own_block(c);
     size_t hd = (size_t)c->H * c->D, kd = (size_t)c->KV * c->D;
-    const sx_bf16 *q = qkv, *k = qkv + hd, *v = k + kd;
-    CK(sx_flash_attention_block_backward(dqkv, dqkv + hd, dqkv + hd + kd, dout, out, lse, q, k, v, &own, 0, workspace,
-                                         workspace_bytes, c->compute));
+    /* both blocks add their dQ: it starts at zero */
+    CK(cudaMemset2DAsync(dqkv, (size_t)c->ld * sizeof(sx_bf16), 0, hd * sizeof(sx_bf16), (size_t)c->B * c->Tl,
+                         c->compute));
     CK(cudaStreamWaitEvent(c->compute, c->arrived, 0));
     const cp_block b = ring_step(c);
     const sx_attention_block peer = peer_block(c, &b);
@@ -149,8 +150,26 @@ void cp_attention_backward(cp_state *c, sx_bf16 *dqkv, const sx_bf16 *dout, cons
     const sx_bf16 *pk = c->kv_recv + k0, *pv = pk + kd;
     sx_bf16 *dk = c->dkv_send + k0, *dv = dk + kd;
     CK(sx_flash_attention_block_backward(dqkv + q0 * c->ld, dk, dv, dout + q0 * hd, out + q0 * hd, lse + q0,
-                                         q + q0 * c->ld, pk, pv, &peer, 1, workspace, workspace_bytes, c->compute));
+                                         qkv + q0 * c->ld, pk, pv, &peer, 1, workspace, workspace_bytes, c->compute));
+}
+
+void cp_return_dkv(cp_state *c)
+{
     exchange(c, "cp_ring_kv_dkv_bwd", c->dkv_send, c->dkv_recv, c->dkv_ready, c->dkv_arrived);
+}
+
+void cp_attention_backward_own(cp_state *c, sx_bf16 *dqkv, const sx_bf16 *dout, const sx_bf16 *out, const float *lse,
+                               const sx_bf16 *qkv, void *workspace, size_t workspace_bytes)
+{
+    const sx_attention_block own = own_block(c);
+    size_t hd = (size_t)c->H * c->D, kd = (size_t)c->KV * c->D;
+    CK(sx_flash_attention_block_backward(dqkv, dqkv + hd, dqkv + hd + kd, dout, out, lse, qkv, qkv + hd, qkv + hd + kd,
+                                         &own, 1, workspace, workspace_bytes, c->compute));
+}
+
+void cp_add_dkv(cp_state *c, sx_bf16 *dqkv)
+{
+    size_t hd = (size_t)c->H * c->D, kd = (size_t)c->KV * c->D;
     CK(cudaStreamWaitEvent(c->compute, c->dkv_arrived, 0));
     CK(sx_add_rows(dqkv + hd, c->ld, c->dkv_recv, 2 * kd, c->B * c->Tl, (int)(2 * kd), c->compute));
 }

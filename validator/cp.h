@@ -5,9 +5,10 @@
  * the peer (NCCL send/recv on the CP stream) while the compute stream runs the rank's own
  * causal block; then the peer's block (cp_ring_block) into a partial output, merged into the
  * layer's output and log-sum-exp (sx_attention_merge).
- * Backward: K and V are exchanged again (nothing of the peer is kept) beside the own block's
+ * Backward: K and V are exchanged again (nothing of the peer is kept) beside the MLP's
  * backward; the peer's block's backward adds its dQ to the rank's and writes the peer's dK,
- * dV, which go back round the ring and are added to the owner's.
+ * dV, which go back round the ring beside the own block's backward and are added to the
+ * owner's.
  * Every exchange is profiled on the CP stream as the planner's op list names it:
  * cp_ring_kv (forward and recomputation) and cp_ring_kv_dkv_bwd (the backward's two). */
 #ifndef SEXTANT_CP_H
@@ -49,13 +50,30 @@ void cp_free(cp_state *c);
 /* One send/recv of each buffer size, finished (the communicator's first use). */
 void cp_warmup(cp_state *c);
 
-/* The layer's attention: out [B, Tl, H, D] and lse [B, H, Tl] from qkv [B Tl, ld]. */
+/* The rank's K and V packed from qkv [B Tl, ld] and exchanged with the peer's on the CP
+ * stream, profiled as `name` (cp_ring_kv in a forward, cp_ring_kv_dkv_bwd in a backward):
+ * before the attention's forward, and at the start of the layer's backward so that the
+ * exchange runs beside the MLP's backward.  The profiler does not nest: outside any op. */
+void cp_exchange_kv(cp_state *c, const sx_bf16 *qkv, const char *name);
+
+/* The layer's attention: out [B, Tl, H, D] and lse [B, H, Tl] from qkv: the own causal block,
+ * then (once the exchange is through) the peer's block, merged. */
 void cp_attention_forward(cp_state *c, sx_bf16 *out, float *lse, const sx_bf16 *qkv);
 
-/* Its backward into dqkv [B Tl, ld] (=) from dout, the saved out, lse and qkv; workspace
- * of sx_flash_attention_backward_workspace_bytes(B, Tl, H). */
-void cp_attention_backward(cp_state *c, sx_bf16 *dqkv, const sx_bf16 *dout, const sx_bf16 *out, const float *lse,
-                           const sx_bf16 *qkv, void *workspace, size_t workspace_bytes);
+/* The backward into dqkv [B Tl, ld] from dout and the saved out, lse and qkv, in four calls
+ * so that the dK, dV going back run beside the own block's backward:
+ *   cp_attention_backward_peer  dQ cleared, the peer's block: dQ +=, the peer's dK, dV
+ *   cp_return_dkv               those sent back, the peer's for this rank's keys received
+ *                               (CP stream, profiled as cp_ring_kv_dkv_bwd; outside any op)
+ *   cp_attention_backward_own   the own causal block: dQ +=, dK, dV =
+ *   cp_add_dkv                  waits for the peer's dK, dV and adds them.
+ * workspace: sx_flash_attention_backward_workspace_bytes(B, Tl, H). */
+void cp_attention_backward_peer(cp_state *c, sx_bf16 *dqkv, const sx_bf16 *dout, const sx_bf16 *out, const float *lse,
+                                const sx_bf16 *qkv, void *workspace, size_t workspace_bytes);
+void cp_return_dkv(cp_state *c);
+void cp_attention_backward_own(cp_state *c, sx_bf16 *dqkv, const sx_bf16 *dout, const sx_bf16 *out, const float *lse,
+                               const sx_bf16 *qkv, void *workspace, size_t workspace_bytes);
+void cp_add_dkv(cp_state *c, sx_bf16 *dqkv);
 
 /* RoPE at the rank's global positions (backward: 1 for the gradient's inverse rotation). */
 void cp_rope(cp_state *c, sx_bf16 *qkv, float theta, int backward);

@@ -1593,6 +1593,7 @@ static void layer_forward(gpt *g, const layer_acts *a, const attention_ptrs *ap,
     linear_forward("qkv", a->qkv, in, param(g, P, P_QKVW, l), param(g, P, P_QKVB, l), ones, N, C, s->qkv);
     if (s->rope && s->cp > 1) OP("rope", cp_rope(&g->cps, a->qkv, s->rope_theta, 0));
     else if (s->rope) OP("rope", CK(sx_rope_forward(a->qkv, s->B, s->T, s->H, s->KV, s->D, s->qkv, s->rope_theta, stream)));
+    if (s->cp > 1) cp_exchange_kv(&g->cps, a->qkv, "cp_ring_kv");
     if (s->cp > 1)
         OP("attention", cp_attention_forward(&g->cps, a->atty, a->lse, a->qkv));
     else if (s->flash)
@@ -1650,6 +1651,8 @@ static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap
     bf16 *P = g->params, *G = g->grads, *ones = r->ones;
     int N = s->N, Nl = s->Nl, C = s->C, A = s->H * s->D;
     size_t local = (size_t)Nl * C;
+    /* CP: the peer's K and V for this layer's attention backward come beside the MLP's */
+    if (s->cp > 1) cp_exchange_kv(&g->cps, a->qkv, "cp_ring_kv_dkv_bwd");
     /* MLP */
     const bf16 *dy = r->dresidual;
     if (spg(s)) { tp_allgather(g, "tp_allgather_mlp_bwd", r->dfull, r->dresidual, local); dy = r->dfull; }
@@ -1677,7 +1680,10 @@ static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap
                     param(g, P, P_ATTW, l), ones, N, A, C);
     if (s->cp > 1) {
         size_t ws = sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->H);
-        OP("attention_bwd", cp_attention_backward(&g->cps, r->dqkv, datty, a->atty, a->lse, a->qkv, r->flash_ws, ws));
+        OP("attention_bwd", cp_attention_backward_peer(&g->cps, r->dqkv, datty, a->atty, a->lse, a->qkv, r->flash_ws, ws));
+        cp_return_dkv(&g->cps);
+        OP("attention_bwd", cp_attention_backward_own(&g->cps, r->dqkv, datty, a->atty, a->lse, a->qkv, r->flash_ws, ws));
+        OP("cp_dkv_wait_add", cp_add_dkv(&g->cps, r->dqkv));
     } else if (s->flash) {
         size_t ws = sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->H);
         size_t hd = (size_t)s->H * s->D, kd = (size_t)(s->H + s->KV) * s->D;

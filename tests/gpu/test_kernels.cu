@@ -976,12 +976,13 @@ static void test_cp_attention(int B, int T, int H, int KV, int D) {
     /* the lse of the merge: fp32 math on fp32 partials */
     check("cp_ring_attn_fwd.lse", sz, "fp32", got_l, ref_l, TOL_F32);
 
+    /* as cp.c orders it: dQ cleared, the peer's block (dQ +=, the peer's dK, dV), the own block
+     * (dQ +=, dK, dV =), then the peer's dK, dV for the rank's keys added */
     for (int r = 0; r < 2; r++) {
         sx_bf16 *gq = (sx_bf16 *)d_g[r];
         const sx_bf16 *q = (const sx_bf16 *)d_qkv[r], *o = (const sx_bf16 *)d_out[r], *dO = (const sx_bf16 *)d_do[r];
         const float *l = (const float *)d_lse[r];
-        CK(sx_flash_attention_block_backward(gq, gq + H * D, gq + (H + KV) * D, dO, o, l, q, q + H * D, q + (H + KV) * D,
-                                             &own, 0, ws, wsb, 0));
+        CK(cudaMemset2D(gq, (size_t)ld * 2, 0, (size_t)H * D * 2, (size_t)B * Tl));
         const cp_block &b = blk[r];
         CK(cudaMemset(d_dkv[b.src], 0, (size_t)B * Tl * kvw * 2));
         const size_t q0 = (size_t)b.q0, k0 = (size_t)b.k0 * kvw;
@@ -989,6 +990,8 @@ static void test_cp_attention(int B, int T, int H, int KV, int D) {
         sx_bf16 *dk = (sx_bf16 *)d_dkv[b.src] + k0;
         CK(sx_flash_attention_block_backward(gq + q0 * ld, dk, dk + KV * D, dO + q0 * H * D, o + q0 * H * D, l + q0,
                                              q + q0 * ld, pk, pk + KV * D, &peer[r], 1, ws, wsb, 0));
+        CK(sx_flash_attention_block_backward(gq, gq + H * D, gq + (H + KV) * D, dO, o, l, q, q + H * D, q + (H + KV) * D,
+                                             &own, 1, ws, wsb, 0));
     }
     vec got_g, ref_g;
     for (int r = 0; r < 2; r++) {
