@@ -1,6 +1,7 @@
 /* Context parallelism in the training step: ring attention for CP = 2 (cp.h). */
 #include "cp.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "rank_check.h"
@@ -33,7 +34,14 @@ void cp_init(cp_state *c, void *(*alloc)(void *ctx, size_t bytes), void *alloc_c
     c->part_lse = alloc(alloc_ctx, (size_t)c->B * c->H * c->Tl * sizeof(float));
     c->pos = learned ? alloc(alloc_ctx, (size_t)c->Tl * c->C * sizeof(sx_bf16)) : NULL;
     c->dpos = learned ? alloc(alloc_ctx, (size_t)c->Tl * c->C * sizeof(sx_bf16)) : NULL;
-    CK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    /* SEXTANT_CP_STREAM_PRIORITY=1: the ring's stream at the device's highest priority, so that
+     * the exchange's NCCL kernel gets SMs before the compute kernels it runs beside (on 2 x H200
+     * the exchanges took 3.4-37 times their transfer time at the default priority,
+     * docs/validation/2026-11-26-h200x2-cp); off until measured before and after */
+    const char *prio = getenv("SEXTANT_CP_STREAM_PRIORITY");
+    int least = 0, greatest = 0;
+    if (prio && atoi(prio) == 1) CK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CK(cudaStreamCreateWithPriority(&c->stream, cudaStreamNonBlocking, greatest));
     cudaEvent_t *evs[] = {&c->packed, &c->arrived, &c->dkv_ready, &c->dkv_arrived};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++) CK(cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
 }
