@@ -23,7 +23,13 @@
  *           3. dQ: grid (T/64 query blocks, B*H); per block 64 queries, loop over key blocks:
  *              S, P, dP, dS recomputed, dQ += dS K.
  *           This recomputes S and dP once more than FlashAttention-2 (7 matrix products
- *           instead of 5) in exchange for no fp32 atomics on dQ. */
+ *           instead of 5) in exchange for no fp32 atomics on dQ.
+ * blocks    the same kernels run one block of context parallelism's ring attention
+ *           (sx_flash_attention_block_*, validator/cp.c): Tq queries against Tk keys that all
+ *           precede them (no mask but keys past Tk), tensors with batch strides of their own
+ *           so that the queries or keys may be a chunk of a rank's sequence, and dQ added to
+ *           what the rank's own block wrote.  The backward of a block needs only the final
+ *           (merged) output and log-sum-exp: P = exp(S - lse) is then the whole softmax's. */
 #include "common.cuh"
 
 #define FA_THREADS 128
@@ -133,13 +139,26 @@ __device__ __forceinline__ void load_tile(bf16 *s, const bf16 *g, size_t ld, int
     }
 }
 
+/* The shape of one attention launch: the causal square of one sequence (the training step on
+ * one rank) or a block of ring attention (context parallelism, validator/cp.c): Tq queries
+ * against Tk keys, every query seeing every key (causal 0), each tensor with its own row and
+ * batch strides so that the queries or keys may be a slice of the rank's sequence. */
+struct fa_args {
+    int Tq, Tk, H, KV, group;
+    int causal;                  /* 1: Tq == Tk, query t sees keys 0..t */
+    int acc_dq;                  /* backward: dq += instead of = */
+    long long ldq, ldkv;         /* row strides (elements) of q/dq and k/v/dk/dv */
+    long long q_bs, kv_bs, o_bs; /* batch strides; o: out and dout, row stride H*D */
+    long long lse_bs;            /* between (b, h) rows of lse; the Di workspace uses Tq */
+    float scale, sl2;            /* scale and scale * log2(e) */
+};
+
 /* ================================================================ forward */
 
 template <int D>
 __global__ void __launch_bounds__(FA_THREADS)
 flash_fwd_kernel(bf16 *__restrict__ out, float *__restrict__ lse, const bf16 *__restrict__ q,
-                 const bf16 *__restrict__ k, const bf16 *__restrict__ v, int T, int H, int group, size_t ldq,
-                 size_t ldkv, float sl2) {
+                 const bf16 *__restrict__ k, const bf16 *__restrict__ v, const fa_args a) {
     constexpr int BM = 64, BN = 64, SD = D + 8, NTD = D / 8;
     extern __shared__ __align__(16) unsigned char fa_smem[];
     bf16 *sQ = reinterpret_cast<bf16 *>(fa_smem);
@@ -147,15 +166,15 @@ flash_fwd_kernel(bf16 *__restrict__ out, float *__restrict__ lse, const bf16 *__
     bf16 *sV = sK + 2 * BN * SD; /* 2 buffers */
 
     const int qb = gridDim.x - 1 - blockIdx.x; /* the longest rows first */
-    const int bh = blockIdx.y, b = bh / H, h = bh % H, kvh = h / group;
+    const int bh = blockIdx.y, b = bh / a.H, h = bh % a.H, kvh = h / a.group;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
-    const bf16 *qg = q + (size_t)b * T * ldq + (size_t)h * D;
-    const bf16 *kg = k + (size_t)b * T * ldkv + (size_t)kvh * D;
-    const bf16 *vg = v + (size_t)b * T * ldkv + (size_t)kvh * D;
+    const bf16 *qg = q + (size_t)b * a.q_bs + (size_t)h * D;
+    const bf16 *kg = k + (size_t)b * a.kv_bs + (size_t)kvh * D;
+    const bf16 *vg = v + (size_t)b * a.kv_bs + (size_t)kvh * D;
 
-    load_tile<BM, D>(sQ, qg, ldq, qb * BM, T);
-    load_tile<BN, D>(sK, kg, ldkv, 0, T);
-    load_tile<BN, D>(sV, vg, ldkv, 0, T);
+    load_tile<BM, D>(sQ, qg, a.ldq, qb * BM, a.Tq);
+    load_tile<BN, D>(sK, kg, a.ldkv, 0, a.Tk);
+    load_tile<BN, D>(sV, vg, a.ldkv, 0, a.Tk);
     cp_async_commit();
 
     const int row0 = qb * BM + warp * 16 + g, row1 = row0 + 8;
@@ -165,12 +184,12 @@ flash_fwd_kernel(bf16 *__restrict__ out, float *__restrict__ lse, const bf16 *__
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
     uint32_t qf[D / 16][4];
 
-    const int nkb = qb + 1;
+    const int nkb = a.causal ? qb + 1 : (a.Tk + BN - 1) / BN;
     for (int kb = 0; kb < nkb; kb++) {
         const int buf = kb & 1;
         if (kb + 1 < nkb) {
-            load_tile<BN, D>(sK + (buf ^ 1) * BN * SD, kg, ldkv, (kb + 1) * BN, T);
-            load_tile<BN, D>(sV + (buf ^ 1) * BN * SD, vg, ldkv, (kb + 1) * BN, T);
+            load_tile<BN, D>(sK + (buf ^ 1) * BN * SD, kg, a.ldkv, (kb + 1) * BN, a.Tk);
+            load_tile<BN, D>(sV + (buf ^ 1) * BN * SD, vg, a.ldkv, (kb + 1) * BN, a.Tk);
         }
         cp_async_commit();
         cp_async_wait<1>();
@@ -194,16 +213,17 @@ flash_fwd_kernel(bf16 *__restrict__ out, float *__restrict__ lse, const bf16 *__
                 mma16816(s[2 * np + 1], qf[ks], bb[2], bb[3]);
             }
         }
-        /* scale to the log2 domain, causal mask on the diagonal block */
-        const bool diag = kb == qb;
+        /* scale to the log2 domain; causal mask on the diagonal block, keys past Tk masked in
+         * the last block of a non-causal launch (their tiles are zero-filled, not -inf) */
+        const bool diag = a.causal && kb == qb, tail = !a.causal && (kb + 1) * BN > a.Tk;
         float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < BN / 8; nt++) {
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int col = kb * BN + nt * 8 + 2 * t4 + (e & 1), row = e < 2 ? row0 : row1;
-                float x = s[nt][e] * sl2;
-                if (diag && col > row) x = -INFINITY;
+                float x = s[nt][e] * a.sl2;
+                if ((diag && col > row) || (tail && col >= a.Tk)) x = -INFINITY;
                 s[nt][e] = x;
             }
             mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
@@ -245,45 +265,44 @@ flash_fwd_kernel(bf16 *__restrict__ out, float *__restrict__ lse, const bf16 *__
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
     const float i0 = 1.0f / l0, i1 = 1.0f / l1;
-    const size_t ldo = (size_t)H * D;
-    bf16 *og = out + (size_t)b * T * ldo + (size_t)h * D;
+    const size_t ldo = (size_t)a.H * D;
+    bf16 *og = out + (size_t)b * a.o_bs + (size_t)h * D;
 #pragma unroll
     for (int nt = 0; nt < NTD; nt++) {
         const int c = nt * 8 + 2 * t4;
-        if (row0 < T) *reinterpret_cast<uint32_t *>(og + row0 * ldo + c) = pack_bf16(o[nt][0] * i0, o[nt][1] * i0);
-        if (row1 < T) *reinterpret_cast<uint32_t *>(og + row1 * ldo + c) = pack_bf16(o[nt][2] * i1, o[nt][3] * i1);
+        if (row0 < a.Tq) *reinterpret_cast<uint32_t *>(og + row0 * ldo + c) = pack_bf16(o[nt][0] * i0, o[nt][1] * i0);
+        if (row1 < a.Tq) *reinterpret_cast<uint32_t *>(og + row1 * ldo + c) = pack_bf16(o[nt][2] * i1, o[nt][3] * i1);
     }
     if (t4 == 0) {
-        float *lg = lse + (size_t)bh * T;
-        if (row0 < T) lg[row0] = (m0 + log2f(l0)) * FA_LN2;
-        if (row1 < T) lg[row1] = (m1 + log2f(l1)) * FA_LN2;
+        float *lg = lse + (size_t)bh * a.lse_bs;
+        if (row0 < a.Tq) lg[row0] = (m0 + log2f(l0)) * FA_LN2;
+        if (row1 < a.Tq) lg[row1] = (m1 + log2f(l1)) * FA_LN2;
     }
 }
 
 /* ================================================================ backward */
 
-/* Di[bh, t] = sum_d dO[b,t,h,d] * O[b,t,h,d]; one warp per (b, t, h) */
+/* Di[bh, t] = sum_d dO[b,t,h,d] * O[b,t,h,d] (Di rows Tq apart); one warp per (b, t, h) */
 template <int D>
 __global__ void __launch_bounds__(256)
 flash_bwd_dot_kernel(float *__restrict__ Di, const bf16 *__restrict__ dout, const bf16 *__restrict__ out, int B,
-                     int T, int H) {
+                     int Tq, int H, long long o_bs) {
     const int lane = threadIdx.x % 32;
-    const long long row = (long long)blockIdx.x * 8 + threadIdx.x / 32; /* (b*T + t)*H + h */
-    if (row >= (long long)B * T * H) return;
-    const bf16 *a = dout + row * D, *c = out + row * D;
+    const long long row = (long long)blockIdx.x * 8 + threadIdx.x / 32; /* (b*Tq + t)*H + h */
+    if (row >= (long long)B * Tq * H) return;
+    const int h = (int)(row % H);
+    const long long bt = row / H, b = bt / Tq, t = bt % Tq;
+    const size_t at = (size_t)b * o_bs + ((size_t)t * H + h) * D;
+    const bf16 *x = dout + at, *c = out + at;
     float acc = 0.0f;
 #pragma unroll
     for (int i = lane * 2; i < D; i += 64) {
-        const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(a + i));
-        const float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(c + i));
-        acc += x.x * y.x + x.y * y.y;
+        const float2 u = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(x + i));
+        const float2 w = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(c + i));
+        acc += u.x * w.x + u.y * w.y;
     }
     acc = warp_sum(acc);
-    if (lane == 0) {
-        const int h = (int)(row % H);
-        const long long bt = row / H, b = bt / T, t = bt % T;
-        Di[(b * H + h) * T + t] = acc;
-    }
+    if (lane == 0) Di[(b * H + h) * Tq + t] = acc;
 }
 
 /* dK, dV for 64 keys of one kv head, summed over the query heads of its group */
@@ -291,8 +310,7 @@ template <int D, int BQ>
 __global__ void __launch_bounds__(FA_THREADS)
 flash_bwd_dkdv_kernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const bf16 *__restrict__ dout,
                       const float *__restrict__ lse, const float *__restrict__ Di, const bf16 *__restrict__ q,
-                      const bf16 *__restrict__ k, const bf16 *__restrict__ v, int T, int H, int KV, size_t ldq,
-                      size_t ldkv, float scale, float sl2) {
+                      const bf16 *__restrict__ k, const bf16 *__restrict__ v, const fa_args a) {
     constexpr int BK = 64, SD = D + 8, NTD = D / 8, NTQ = BQ / 8;
     extern __shared__ __align__(16) unsigned char fa_smem[];
     bf16 *sK = reinterpret_cast<bf16 *>(fa_smem);
@@ -303,26 +321,26 @@ flash_bwd_dkdv_kernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const bf16 *
     float *sD = sL + 2 * BQ;                                  /* Di, 2 buffers */
 
     const int kb = blockIdx.x; /* the most work first */
-    const int bkv = blockIdx.y, b = bkv / KV, kvh = bkv % KV, group = H / KV;
+    const int bkv = blockIdx.y, b = bkv / a.KV, kvh = bkv % a.KV, group = a.group, H = a.H;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
     const size_t ldo = (size_t)H * D;
-    const bf16 *kg = k + (size_t)b * T * ldkv + (size_t)kvh * D;
-    const bf16 *vg = v + (size_t)b * T * ldkv + (size_t)kvh * D;
+    const bf16 *kg = k + (size_t)b * a.kv_bs + (size_t)kvh * D;
+    const bf16 *vg = v + (size_t)b * a.kv_bs + (size_t)kvh * D;
 
-    const int nqb = (T + BQ - 1) / BQ, q0 = kb * BK / BQ, nq = nqb - q0, niter = group * nq;
+    const int nqb = (a.Tq + BQ - 1) / BQ, q0 = a.causal ? kb * BK / BQ : 0, nq = nqb - q0, niter = group * nq;
     auto prefetch = [&](int it, int buf) {
         const int h = kvh * group + it / nq, qb = q0 + it % nq;
-        load_tile<BQ, D>(sQ + buf * BQ * SD, q + (size_t)b * T * ldq + (size_t)h * D, ldq, qb * BQ, T);
-        load_tile<BQ, D>(sO + buf * BQ * SD, dout + (size_t)b * T * ldo + (size_t)h * D, ldo, qb * BQ, T);
+        load_tile<BQ, D>(sQ + buf * BQ * SD, q + (size_t)b * a.q_bs + (size_t)h * D, a.ldq, qb * BQ, a.Tq);
+        load_tile<BQ, D>(sO + buf * BQ * SD, dout + (size_t)b * a.o_bs + (size_t)h * D, ldo, qb * BQ, a.Tq);
         for (int i = threadIdx.x; i < BQ; i += FA_THREADS) {
             const int t = qb * BQ + i;
-            const size_t r = ((size_t)b * H + h) * T + t;
-            sL[buf * BQ + i] = t < T ? lse[r] * FA_LOG2E : INFINITY; /* rows past T: P = 0 */
-            sD[buf * BQ + i] = t < T ? Di[r] : 0.0f;
+            const size_t bh = (size_t)b * H + h;
+            sL[buf * BQ + i] = t < a.Tq ? lse[bh * a.lse_bs + t] * FA_LOG2E : INFINITY; /* rows past Tq: P = 0 */
+            sD[buf * BQ + i] = t < a.Tq ? Di[bh * a.Tq + t] : 0.0f;
         }
     };
-    load_tile<BK, D>(sK, kg, ldkv, kb * BK, T);
-    load_tile<BK, D>(sV, vg, ldkv, kb * BK, T);
+    load_tile<BK, D>(sK, kg, a.ldkv, kb * BK, a.Tk);
+    load_tile<BK, D>(sV, vg, a.ldkv, kb * BK, a.Tk);
     prefetch(0, 0);
     cp_async_commit();
 
@@ -342,18 +360,18 @@ flash_bwd_dkdv_kernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const bf16 *
         const bf16 *cQ = sQ + buf * BQ * SD, *cO = sO + buf * BQ * SD;
         const float *cL = sL + buf * BQ, *cD = sD + buf * BQ;
 
-        /* P^T = exp2(sl2 * K Q^T - lse2), zero where query < key */
+        /* P^T = exp2(sl2 * K Q^T - lse2), zero where query < key (causal) */
         float p[NTQ][4];
 #pragma unroll
         for (int i = 0; i < NTQ; i++) p[i][0] = p[i][1] = p[i][2] = p[i][3] = 0.0f;
         warp_mm_nk<SD, D / 16, NTQ>(p, sK, warp * 16, cQ, lane);
-        const bool diag = qb * BQ < kb * BK + BK; /* some query of this block precedes some key */
+        const bool diag = a.causal && qb * BQ < kb * BK + BK; /* some query of this block precedes some key */
 #pragma unroll
         for (int nt = 0; nt < NTQ; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int ci = nt * 8 + 2 * t4 + (e & 1), qi = qb * BQ + ci, key = e < 2 ? key0 : key1;
-                float x = exp2f(p[nt][e] * sl2 - cL[ci]);
+                float x = exp2f(p[nt][e] * a.sl2 - cL[ci]);
                 if (diag && qi < key) x = 0.0f;
                 p[nt][e] = x;
             }
@@ -372,29 +390,39 @@ flash_bwd_dkdv_kernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const bf16 *
         warp_mm_pk<SD, BQ / 16, NTD>(dK, dp, cQ, lane);
         __syncthreads();
     }
-    bf16 *dkg = dk + (size_t)b * T * ldkv + (size_t)kvh * D;
-    bf16 *dvg = dv + (size_t)b * T * ldkv + (size_t)kvh * D;
+    bf16 *dkg = dk + (size_t)b * a.kv_bs + (size_t)kvh * D;
+    bf16 *dvg = dv + (size_t)b * a.kv_bs + (size_t)kvh * D;
+    const float scale = a.scale;
 #pragma unroll
     for (int nt = 0; nt < NTD; nt++) {
         const int c = nt * 8 + 2 * t4;
-        if (key0 < T) {
-            *reinterpret_cast<uint32_t *>(dkg + key0 * ldkv + c) = pack_bf16(dK[nt][0] * scale, dK[nt][1] * scale);
-            *reinterpret_cast<uint32_t *>(dvg + key0 * ldkv + c) = pack_bf16(dV[nt][0], dV[nt][1]);
+        if (key0 < a.Tk) {
+            *reinterpret_cast<uint32_t *>(dkg + key0 * a.ldkv + c) = pack_bf16(dK[nt][0] * scale, dK[nt][1] * scale);
+            *reinterpret_cast<uint32_t *>(dvg + key0 * a.ldkv + c) = pack_bf16(dV[nt][0], dV[nt][1]);
         }
-        if (key1 < T) {
-            *reinterpret_cast<uint32_t *>(dkg + key1 * ldkv + c) = pack_bf16(dK[nt][2] * scale, dK[nt][3] * scale);
-            *reinterpret_cast<uint32_t *>(dvg + key1 * ldkv + c) = pack_bf16(dV[nt][2], dV[nt][3]);
+        if (key1 < a.Tk) {
+            *reinterpret_cast<uint32_t *>(dkg + key1 * a.ldkv + c) = pack_bf16(dK[nt][2] * scale, dK[nt][3] * scale);
+            *reinterpret_cast<uint32_t *>(dvg + key1 * a.ldkv + c) = pack_bf16(dV[nt][2], dV[nt][3]);
         }
     }
 }
 
-/* dQ for 64 queries of one head: loop over the key blocks 0..qb */
+/* dq = x, or dq += x with acc (the ring's second block): two bf16 at p */
+__device__ __forceinline__ void store_dq(bf16 *p, float x0, float x1, int acc) {
+    if (acc) {
+        const float2 old = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p));
+        x0 += old.x;
+        x1 += old.y;
+    }
+    *reinterpret_cast<uint32_t *>(p) = pack_bf16(x0, x1);
+}
+
+/* dQ for 64 queries of one head: loop over the key blocks 0..qb (causal) or all of them */
 template <int D>
 __global__ void __launch_bounds__(FA_THREADS)
 flash_bwd_dq_kernel(bf16 *__restrict__ dq, const bf16 *__restrict__ dout, const float *__restrict__ lse,
                     const float *__restrict__ Di, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
-                    const bf16 *__restrict__ v, int T, int H, int group, size_t ldq, size_t ldkv, float scale,
-                    float sl2) {
+                    const bf16 *__restrict__ v, const fa_args a) {
     constexpr int BM = 64, BN = 64, SD = D + 8, NTD = D / 8;
     extern __shared__ __align__(16) unsigned char fa_smem[];
     bf16 *sQ = reinterpret_cast<bf16 *>(fa_smem);
@@ -403,32 +431,33 @@ flash_bwd_dq_kernel(bf16 *__restrict__ dq, const bf16 *__restrict__ dout, const 
     bf16 *sV = sK + 2 * BN * SD; /* 2 buffers */
 
     const int qb = gridDim.x - 1 - blockIdx.x;
-    const int bh = blockIdx.y, b = bh / H, h = bh % H, kvh = h / group;
+    const int bh = blockIdx.y, b = bh / a.H, h = bh % a.H, kvh = h / a.group;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
-    const size_t ldo = (size_t)H * D;
-    const bf16 *kg = k + (size_t)b * T * ldkv + (size_t)kvh * D;
-    const bf16 *vg = v + (size_t)b * T * ldkv + (size_t)kvh * D;
+    const size_t ldo = (size_t)a.H * D;
+    const bf16 *kg = k + (size_t)b * a.kv_bs + (size_t)kvh * D;
+    const bf16 *vg = v + (size_t)b * a.kv_bs + (size_t)kvh * D;
 
-    load_tile<BM, D>(sQ, q + (size_t)b * T * ldq + (size_t)h * D, ldq, qb * BM, T);
-    load_tile<BM, D>(sO, dout + (size_t)b * T * ldo + (size_t)h * D, ldo, qb * BM, T);
-    load_tile<BN, D>(sK, kg, ldkv, 0, T);
-    load_tile<BN, D>(sV, vg, ldkv, 0, T);
+    load_tile<BM, D>(sQ, q + (size_t)b * a.q_bs + (size_t)h * D, a.ldq, qb * BM, a.Tq);
+    load_tile<BM, D>(sO, dout + (size_t)b * a.o_bs + (size_t)h * D, ldo, qb * BM, a.Tq);
+    load_tile<BN, D>(sK, kg, a.ldkv, 0, a.Tk);
+    load_tile<BN, D>(sV, vg, a.ldkv, 0, a.Tk);
     cp_async_commit();
 
     const int row0 = qb * BM + warp * 16 + g, row1 = row0 + 8;
-    const size_t r = (size_t)bh * T;
-    const float L0 = row0 < T ? lse[r + row0] * FA_LOG2E : INFINITY, L1 = row1 < T ? lse[r + row1] * FA_LOG2E : INFINITY;
-    const float D0 = row0 < T ? Di[r + row0] : 0.0f, D1 = row1 < T ? Di[r + row1] : 0.0f;
+    const size_t r = (size_t)bh * a.lse_bs, rd = (size_t)bh * a.Tq;
+    const float L0 = row0 < a.Tq ? lse[r + row0] * FA_LOG2E : INFINITY;
+    const float L1 = row1 < a.Tq ? lse[r + row1] * FA_LOG2E : INFINITY;
+    const float D0 = row0 < a.Tq ? Di[rd + row0] : 0.0f, D1 = row1 < a.Tq ? Di[rd + row1] : 0.0f;
     float dQ[NTD][4];
 #pragma unroll
     for (int i = 0; i < NTD; i++) dQ[i][0] = dQ[i][1] = dQ[i][2] = dQ[i][3] = 0.0f;
 
-    const int nkb = qb + 1;
+    const int nkb = a.causal ? qb + 1 : (a.Tk + BN - 1) / BN;
     for (int kb = 0; kb < nkb; kb++) {
         const int buf = kb & 1;
         if (kb + 1 < nkb) {
-            load_tile<BN, D>(sK + (buf ^ 1) * BN * SD, kg, ldkv, (kb + 1) * BN, T);
-            load_tile<BN, D>(sV + (buf ^ 1) * BN * SD, vg, ldkv, (kb + 1) * BN, T);
+            load_tile<BN, D>(sK + (buf ^ 1) * BN * SD, kg, a.ldkv, (kb + 1) * BN, a.Tk);
+            load_tile<BN, D>(sV + (buf ^ 1) * BN * SD, vg, a.ldkv, (kb + 1) * BN, a.Tk);
         }
         cp_async_commit();
         cp_async_wait<1>();
@@ -441,25 +470,26 @@ flash_bwd_dq_kernel(bf16 *__restrict__ dq, const bf16 *__restrict__ dout, const 
             for (int e = 0; e < 4; e++) p[i][e] = dp[i][e] = 0.0f;
         warp_mm_nk<SD, D / 16, BN / 8>(p, sQ, warp * 16, cK, lane);
         warp_mm_nk<SD, D / 16, BN / 8>(dp, sO, warp * 16, cV, lane);
-        const bool diag = kb == qb;
+        const bool diag = a.causal && kb == qb, tail = !a.causal && (kb + 1) * BN > a.Tk;
 #pragma unroll
         for (int nt = 0; nt < BN / 8; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int col = kb * BN + nt * 8 + 2 * t4 + (e & 1), row = e < 2 ? row0 : row1;
-                float x = exp2f(p[nt][e] * sl2 - (e < 2 ? L0 : L1));
-                if (diag && col > row) x = 0.0f;
+                float x = exp2f(p[nt][e] * a.sl2 - (e < 2 ? L0 : L1));
+                if ((diag && col > row) || (tail && col >= a.Tk)) x = 0.0f;
                 dp[nt][e] = x * (dp[nt][e] - (e < 2 ? D0 : D1));
             }
         warp_mm_pk<SD, BN / 16, NTD>(dQ, dp, cK, lane);
         __syncthreads();
     }
-    bf16 *dqg = dq + (size_t)b * T * ldq + (size_t)h * D;
+    bf16 *dqg = dq + (size_t)b * a.q_bs + (size_t)h * D;
+    const float scale = a.scale;
 #pragma unroll
     for (int nt = 0; nt < NTD; nt++) {
         const int c = nt * 8 + 2 * t4;
-        if (row0 < T) *reinterpret_cast<uint32_t *>(dqg + row0 * ldq + c) = pack_bf16(dQ[nt][0] * scale, dQ[nt][1] * scale);
-        if (row1 < T) *reinterpret_cast<uint32_t *>(dqg + row1 * ldq + c) = pack_bf16(dQ[nt][2] * scale, dQ[nt][3] * scale);
+        if (row0 < a.Tq) store_dq(dqg + row0 * a.ldq + c, dQ[nt][0] * scale, dQ[nt][1] * scale, a.acc_dq);
+        if (row1 < a.Tq) store_dq(dqg + row1 * a.ldq + c, dQ[nt][2] * scale, dQ[nt][3] * scale, a.acc_dq);
     }
 }
 
@@ -475,52 +505,79 @@ template <int D> size_t dkdv_smem() {
 }
 
 /* ptrs: the bf16 tensors (16-byte aligned); f32: the fp32 ones (4-byte aligned) */
-bool args_ok(const void *const *ptrs, int n, const void *const *f32, int nf, int B, int T, int H, int KV, int D,
-             long long ldq, long long ldkv) {
+bool args_ok(const void *const *ptrs, int n, const void *const *f32, int nf, const sx_attention_block *s) {
     for (int i = 0; i < n; i++)
         if (!ptrs[i] || !sx_aligned16(ptrs[i])) return false;
     for (int i = 0; i < nf; i++)
         if (!f32[i] || ((uintptr_t)f32[i] & 3u)) return false;
-    if (B < 0 || T < 0 || H < 0 || (KV <= 0 && H > 0)) return false;
+    const int B = s->B, H = s->H, KV = s->KV, D = s->D;
+    if (B < 0 || s->Tq < 0 || s->Tk < 0 || H < 0 || (KV <= 0 && H > 0)) return false;
+    if (s->causal && s->Tq != s->Tk) return false;
     if (H > 0 && (KV > H || H % KV != 0)) return false;
     if (D != 64 && D != 128) return false;
+    const long long ldq = s->q_row_stride, ldkv = s->kv_row_stride;
     if (ldq < (long long)H * D || ldkv < (long long)KV * D || ldq % 8 || ldkv % 8) return false;
+    /* batch strides keep every sequence's rows 16-byte aligned and apart */
+    if (s->q_batch_stride % 8 || s->kv_batch_stride % 8 || s->o_batch_stride % 8) return false;
+    if (B > 1 && (s->q_batch_stride < (long long)s->Tq * ldq || s->kv_batch_stride < (long long)s->Tk * ldkv ||
+                  s->o_batch_stride < (long long)s->Tq * H * D))
+        return false;
+    if (s->lse_stride < s->Tq) return false;
     if ((long long)B * H > 65535 || (long long)B * KV > 65535) return false; /* grid.y */
     return true;
 }
 
+fa_args make_args(const sx_attention_block *s, int acc_dq) {
+    fa_args a;
+    a.Tq = s->Tq; a.Tk = s->Tk; a.H = s->H; a.KV = s->KV; a.group = s->H / s->KV;
+    a.causal = s->causal ? 1 : 0; a.acc_dq = acc_dq ? 1 : 0;
+    a.ldq = s->q_row_stride; a.ldkv = s->kv_row_stride;
+    a.q_bs = s->q_batch_stride; a.kv_bs = s->kv_batch_stride; a.o_bs = s->o_batch_stride;
+    a.lse_bs = s->lse_stride;
+    a.scale = s->scale; a.sl2 = s->scale * FA_LOG2E;
+    return a;
+}
+
 template <int D>
-cudaError_t fwd_launch(sx_bf16 *out, float *lse, const sx_bf16 *q, const sx_bf16 *k, const sx_bf16 *v, int B, int T,
-                       int H, int KV, size_t ldq, size_t ldkv, float scale, cudaStream_t stream) {
+cudaError_t fwd_launch(sx_bf16 *out, float *lse, const sx_bf16 *q, const sx_bf16 *k, const sx_bf16 *v, int B,
+                       const fa_args &a, cudaStream_t stream) {
     const size_t sm = fwd_smem<D>();
     SX_CHECK(cudaFuncSetAttribute(flash_fwd_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-    const dim3 grid((T + 63) / 64, B * H);
+    const dim3 grid((a.Tq + 63) / 64, B * a.H);
     flash_fwd_kernel<D><<<grid, FA_THREADS, sm, stream>>>((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
-                                                         (const bf16 *)v, T, H, H / KV, ldq, ldkv, scale * FA_LOG2E);
+                                                         (const bf16 *)v, a);
     SX_LAUNCHED();
 }
 
 template <int D>
 cudaError_t bwd_launch(sx_bf16 *dq, sx_bf16 *dk, sx_bf16 *dv, const sx_bf16 *dout, const sx_bf16 *out,
-                       const float *lse, const sx_bf16 *q, const sx_bf16 *k, const sx_bf16 *v, int B, int T, int H,
-                       int KV, size_t ldq, size_t ldkv, float scale, float *Di, cudaStream_t stream) {
+                       const float *lse, const sx_bf16 *q, const sx_bf16 *k, const sx_bf16 *v, int B, const fa_args &a,
+                       float *Di, cudaStream_t stream) {
     constexpr int BQ = bwd_bq<D>();
-    const long long rows = (long long)B * T * H;
+    const long long rows = (long long)B * a.Tq * a.H;
     flash_bwd_dot_kernel<D><<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(Di, (const bf16 *)dout,
-                                                                           (const bf16 *)out, B, T, H);
+                                                                           (const bf16 *)out, B, a.Tq, a.H, a.o_bs);
     SX_CHECK(cudaGetLastError());
     const size_t sm1 = dkdv_smem<D>(), sm2 = dq_smem<D>();
     SX_CHECK(cudaFuncSetAttribute(flash_bwd_dkdv_kernel<D, BQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm1));
     SX_CHECK(cudaFuncSetAttribute(flash_bwd_dq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm2));
-    const float sl2 = scale * FA_LOG2E;
-    flash_bwd_dkdv_kernel<D, BQ><<<dim3((T + 63) / 64, B * KV), FA_THREADS, sm1, stream>>>(
-        (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout, lse, Di, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, T, H,
-        KV, ldq, ldkv, scale, sl2);
+    flash_bwd_dkdv_kernel<D, BQ><<<dim3((a.Tk + 63) / 64, B * a.KV), FA_THREADS, sm1, stream>>>(
+        (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout, lse, Di, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, a);
     SX_CHECK(cudaGetLastError());
-    flash_bwd_dq_kernel<D><<<dim3((T + 63) / 64, B * H), FA_THREADS, sm2, stream>>>(
-        (bf16 *)dq, (const bf16 *)dout, lse, Di, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, T, H, H / KV, ldq,
-        ldkv, scale, sl2);
+    flash_bwd_dq_kernel<D><<<dim3((a.Tq + 63) / 64, B * a.H), FA_THREADS, sm2, stream>>>(
+        (bf16 *)dq, (const bf16 *)dout, lse, Di, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, a);
     SX_LAUNCHED();
+}
+
+/* one sequence's causal square, as sx_flash_attention_forward/backward take it */
+sx_attention_block causal_block(int B, int T, int H, int KV, int D, int q_row_stride, int kv_row_stride, float scale) {
+    sx_attention_block s;
+    s.B = B; s.Tq = s.Tk = T; s.H = H; s.KV = KV; s.D = D; s.causal = 1;
+    s.q_row_stride = q_row_stride; s.kv_row_stride = kv_row_stride;
+    s.q_batch_stride = (long long)T * q_row_stride; s.kv_batch_stride = (long long)T * kv_row_stride;
+    s.o_batch_stride = (long long)T * H * D; s.lse_stride = T;
+    s.scale = scale;
+    return s;
 }
 
 } /* namespace */
@@ -532,14 +589,36 @@ size_t sx_flash_attention_backward_workspace_bytes(int B, int T, int H) {
     return ((size_t)B * H * T * sizeof(float) + 255) / 256 * 256;
 }
 
+cudaError_t sx_flash_attention_block_forward(sx_bf16 *out, float *lse, const sx_bf16 *q, const sx_bf16 *k,
+                                             const sx_bf16 *v, const sx_attention_block *s, cudaStream_t stream) {
+    const void *ptrs[] = {out, q, k, v}, *f32[] = {lse};
+    SX_REQUIRE(s && args_ok(ptrs, 4, f32, 1, s));
+    if (s->B == 0 || s->Tq == 0 || s->H == 0) return cudaSuccess;
+    SX_REQUIRE(s->Tk > 0); /* a query with no key has no softmax */
+    const fa_args a = make_args(s, 0);
+    if (s->D == 64) return fwd_launch<64>(out, lse, q, k, v, s->B, a, stream);
+    return fwd_launch<128>(out, lse, q, k, v, s->B, a, stream);
+}
+
+cudaError_t sx_flash_attention_block_backward(sx_bf16 *dq, sx_bf16 *dk, sx_bf16 *dv, const sx_bf16 *dout,
+                                              const sx_bf16 *out, const float *lse, const sx_bf16 *q,
+                                              const sx_bf16 *k, const sx_bf16 *v, const sx_attention_block *s,
+                                              int accumulate_dq, void *workspace, size_t workspace_bytes,
+                                              cudaStream_t stream) {
+    const void *ptrs[] = {dq, dk, dv, dout, out, q, k, v}, *f32[] = {lse, workspace};
+    SX_REQUIRE(s && args_ok(ptrs, 8, f32, 2, s));
+    SX_REQUIRE(workspace_bytes >= sx_flash_attention_backward_workspace_bytes(s->B, s->Tq, s->H));
+    if (s->B == 0 || s->Tq == 0 || s->H == 0 || s->Tk == 0) return cudaSuccess;
+    const fa_args a = make_args(s, accumulate_dq);
+    if (s->D == 64) return bwd_launch<64>(dq, dk, dv, dout, out, lse, q, k, v, s->B, a, (float *)workspace, stream);
+    return bwd_launch<128>(dq, dk, dv, dout, out, lse, q, k, v, s->B, a, (float *)workspace, stream);
+}
+
 cudaError_t sx_flash_attention_forward(sx_bf16 *out, float *lse, const sx_bf16 *q, const sx_bf16 *k,
                                        const sx_bf16 *v, int B, int T, int H, int KV, int D, int q_row_stride,
                                        int kv_row_stride, float scale, cudaStream_t stream) {
-    const void *ptrs[] = {out, q, k, v}, *f32[] = {lse};
-    SX_REQUIRE(args_ok(ptrs, 4, f32, 1, B, T, H, KV, D, q_row_stride, kv_row_stride));
-    if (B == 0 || T == 0 || H == 0) return cudaSuccess;
-    if (D == 64) return fwd_launch<64>(out, lse, q, k, v, B, T, H, KV, q_row_stride, kv_row_stride, scale, stream);
-    return fwd_launch<128>(out, lse, q, k, v, B, T, H, KV, q_row_stride, kv_row_stride, scale, stream);
+    const sx_attention_block s = causal_block(B, T, H, KV, D, q_row_stride, kv_row_stride, scale);
+    return sx_flash_attention_block_forward(out, lse, q, k, v, &s, stream);
 }
 
 cudaError_t sx_flash_attention_backward(sx_bf16 *dq, sx_bf16 *dk, sx_bf16 *dv, const sx_bf16 *dout,
@@ -547,15 +626,9 @@ cudaError_t sx_flash_attention_backward(sx_bf16 *dq, sx_bf16 *dk, sx_bf16 *dv, c
                                         const sx_bf16 *v, int B, int T, int H, int KV, int D, int q_row_stride,
                                         int kv_row_stride, float scale, void *workspace, size_t workspace_bytes,
                                         cudaStream_t stream) {
-    const void *ptrs[] = {dq, dk, dv, dout, out, q, k, v}, *f32[] = {lse, workspace};
-    SX_REQUIRE(args_ok(ptrs, 8, f32, 2, B, T, H, KV, D, q_row_stride, kv_row_stride));
-    SX_REQUIRE(workspace_bytes >= sx_flash_attention_backward_workspace_bytes(B, T, H));
-    if (B == 0 || T == 0 || H == 0) return cudaSuccess;
-    if (D == 64)
-        return bwd_launch<64>(dq, dk, dv, dout, out, lse, q, k, v, B, T, H, KV, q_row_stride, kv_row_stride, scale,
-                              (float *)workspace, stream);
-    return bwd_launch<128>(dq, dk, dv, dout, out, lse, q, k, v, B, T, H, KV, q_row_stride, kv_row_stride, scale,
-                           (float *)workspace, stream);
+    const sx_attention_block s = causal_block(B, T, H, KV, D, q_row_stride, kv_row_stride, scale);
+    return sx_flash_attention_block_backward(dq, dk, dv, dout, out, lse, q, k, v, &s, 0, workspace, workspace_bytes,
+                                             stream);
 }
 
 } /* extern "C" */

@@ -22,10 +22,13 @@ LDCUDA    ?= -lcudart
 LDBLAS    ?= -lcublas
 
 KSRC  = kernels/embedding.cu kernels/norm.cu kernels/activation.cu kernels/softmax.cu kernels/attention.cu \
-        kernels/rope.cu kernels/crossentropy.cu kernels/adamw.cu kernels/parallel.cu kernels/clock.cu
+        kernels/rope.cu kernels/crossentropy.cu kernels/adamw.cu kernels/parallel.cu kernels/clock.cu \
+        kernels/cp_attention.cu
 KOBJ  = $(KSRC:%.cu=$(BUILD)/gpu/obj/%.o)
 KHDR  = kernels/kernels.h kernels/kernels_internal.h kernels/common.cuh
 REFO  = $(BUILD)/gpu/obj/kernels/reference.o
+# context parallelism's ring blocks and positions (plain C): test_kernels runs the ring with them
+CPRO  = $(BUILD)/gpu/obj/validator/cp_ring.o
 
 LIB   = $(BUILD)/libkernels.a
 TEST  = $(BUILD)/gpu/test_kernels
@@ -45,12 +48,16 @@ $(REFO): kernels/reference.c kernels/reference.h
 	@mkdir -p $(dir $@)
 	$(CC) $(REFCFLAGS) -c $< -o $@
 
+$(CPRO): validator/cp_ring.c validator/cp_ring.h
+	@mkdir -p $(dir $@)
+	$(CC) $(REFCFLAGS) -c $< -o $@
+
 $(LIB): $(KOBJ)
 	ar rcs $@ $^
 
-$(TEST): tests/gpu/test_kernels.cu tests/gpu/gpu_util.h $(LIB) $(REFO) $(KHDR) kernels/reference.h
+$(TEST): tests/gpu/test_kernels.cu tests/gpu/gpu_util.h $(LIB) $(REFO) $(CPRO) $(KHDR) kernels/reference.h validator/cp_ring.h
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) $(REFO) $(LDCUDA) -lm
+	$(NVCC) $(NVCCFLAGS) -Ivalidator -o $@ $< $(LIB) $(REFO) $(CPRO) $(LDCUDA) -lm
 
 $(BENCH): tests/gpu/bench_kernels.cu tests/gpu/gpu_util.h $(LIB) $(KHDR)
 	@mkdir -p $(dir $@)

@@ -222,6 +222,13 @@ cudaError_t sx_rope_forward(sx_bf16 *qkv, int B, int T, int H, int KV, int D, in
                             float theta, cudaStream_t stream);
 cudaError_t sx_rope_backward(sx_bf16 *dqkv, int B, int T, int H, int KV, int D, int row_stride,
                              float theta, cudaStream_t stream);
+/* The same with each sequence's T rows in two chunks at their own positions (context
+ * parallelism's load balancing): row t < chunk is at position pos0 + t, row t >= chunk at
+ * pos1 + t - chunk.  chunk = T, pos0 = 0 is sx_rope_forward. */
+cudaError_t sx_rope_forward_chunks(sx_bf16 *qkv, int B, int T, int H, int KV, int D, int row_stride, float theta,
+                                   int chunk, int pos0, int pos1, cudaStream_t stream);
+cudaError_t sx_rope_backward_chunks(sx_bf16 *dqkv, int B, int T, int H, int KV, int D, int row_stride, float theta,
+                                    int chunk, int pos0, int pos1, cudaStream_t stream);
 
 /* ------------------------------------------------- softmax (unfused attention) */
 
@@ -269,6 +276,46 @@ cudaError_t sx_flash_attention_backward(sx_bf16 *dq, sx_bf16 *dk, sx_bf16 *dv, c
                                         const sx_bf16 *v, int B, int T, int H, int KV, int D, int q_row_stride,
                                         int kv_row_stride, float scale, void *workspace, size_t workspace_bytes,
                                         cudaStream_t stream);
+
+/* One block of attention for context parallelism's ring (validator/cp.c), the causal square
+ * above being its one-sequence case: Tq queries against Tk keys, either causal (Tq == Tk, query
+ * t sees keys 0..t) or every query seeing every key (causal 0: a block of keys wholly before
+ * the queries).  Row strides as above; batch strides (elements between sequence b and b+1,
+ * multiples of 8) let q, k or v be a slice of a longer sequence; out and dout have row stride
+ * H*D and batch stride o_batch_stride, lse rows (b, h) lse_stride apart (>= Tq).  Each query
+ * row needs a key: Tk >= 1 when Tq >= 1. */
+typedef struct sx_attention_block {
+    int B, Tq, Tk, H, KV, D;
+    int causal;
+    long long q_row_stride, kv_row_stride;
+    long long q_batch_stride, kv_batch_stride, o_batch_stride;
+    long long lse_stride;
+    float scale;
+} sx_attention_block;
+
+cudaError_t sx_flash_attention_block_forward(sx_bf16 *out, float *lse, const sx_bf16 *q, const sx_bf16 *k,
+                                             const sx_bf16 *v, const sx_attention_block *shape, cudaStream_t stream);
+/* The block's backward from the final out and lse of the query rows (after every block was
+ * merged): dq = (or += with accumulate_dq) this block's part, dk and dv = the block's keys'
+ * gradients.  Workspace: sx_flash_attention_backward_workspace_bytes(B, Tq, H). */
+cudaError_t sx_flash_attention_block_backward(sx_bf16 *dq, sx_bf16 *dk, sx_bf16 *dv, const sx_bf16 *dout,
+                                              const sx_bf16 *out, const float *lse, const sx_bf16 *q,
+                                              const sx_bf16 *k, const sx_bf16 *v, const sx_attention_block *shape,
+                                              int accumulate_dq, void *workspace, size_t workspace_bytes,
+                                              cudaStream_t stream);
+
+/* Online-softmax merge of a block's partial result into the running one (cp_attention.cu):
+ * for every (b, t, h), with L = log(exp(lse) + exp(part_lse)),
+ *   out = exp(lse - L) out + exp(part_lse - L) part,   lse = L          (=, fp32 math)
+ * out: [B, T, H, D] row stride H*D, batch stride out_batch_stride; lse: rows (b, h)
+ * lse_stride apart; part: [B, T, H, D] contiguous; part_lse: [B, H, T].  D even, <= 256. */
+cudaError_t sx_attention_merge(sx_bf16 *out, float *lse, const sx_bf16 *part, const float *part_lse, int B, int T,
+                               int H, int D, long long out_batch_stride, long long lse_stride, cudaStream_t stream);
+
+/* dst[r, c] += src[r, c] for r < rows, c < cols (bf16, fp32 sum rounded once); row strides
+ * dst_ld, src_ld (elements).  The ring's dK, dV coming home to the rank that owns the keys. */
+cudaError_t sx_add_rows(sx_bf16 *dst, long long dst_ld, const sx_bf16 *src, long long src_ld, int rows, int cols,
+                        cudaStream_t stream);
 
 /* ---------------------------------------------- fused softmax cross-entropy */
 

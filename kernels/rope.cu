@@ -42,6 +42,13 @@ __device__ __forceinline__ void rope_sincos(int t, double f, float *s, float *c)
     sincospif((float)(2.0 * r), s, c);
 }
 
+/* The position of row t of a sequence: one chunk at pos0 (chunk = T, pos0 = 0: t itself), or
+ * two, context parallelism's (sx_rope_forward_chunks) */
+struct rope_pos {
+    int chunk, pos0, pos1;
+    __device__ __forceinline__ int at(int t) const { return t < chunk ? pos0 + t : pos1 + t - chunk; }
+};
+
 /* BWD: rotation by -angle (the transpose), for the gradient */
 template <bool BWD>
 __device__ __forceinline__ void rope_rotate(float x1, float x2, float s, float c, float *y1, float *y2) {
@@ -52,7 +59,7 @@ __device__ __forceinline__ void rope_rotate(float x1, float x2, float s, float c
 
 template <bool BWD>
 __global__ void __launch_bounds__(ROPE_THREADS)
-rope_vec_kernel(bf16 *qkv, int N, int T, int NH, int D, int stride, int P, int HG, double log2_theta) {
+rope_vec_kernel(bf16 *qkv, int N, int T, int NH, int D, int stride, int P, int HG, double log2_theta, rope_pos ps) {
     extern __shared__ double table[];
     const int half = D / 2;
     rope_fill_table(table, half, D, log2_theta);
@@ -74,7 +81,7 @@ rope_vec_kernel(bf16 *qkv, int N, int T, int NH, int D, int stride, int P, int H
         }
         float sn[8], cs[8];
 #pragma unroll
-        for (int k = 0; k < 8; k++) rope_sincos(n % T, table[c * 8 + k], &sn[k], &cs[k]);
+        for (int k = 0; k < 8; k++) rope_sincos(ps.at(n % T), table[c * 8 + k], &sn[k], &cs[k]);
 #pragma unroll
         for (int j = 0; j < ROPE_HPT; j++) {
             const int h = hg + j * HG;
@@ -96,7 +103,7 @@ rope_vec_kernel(bf16 *qkv, int N, int T, int NH, int D, int stride, int P, int H
 
 template <bool BWD>
 __global__ void __launch_bounds__(ROPE_THREADS)
-rope_scalar_kernel(bf16 *qkv, int N, int T, int NH, int D, int stride, double log2_theta) {
+rope_scalar_kernel(bf16 *qkv, int N, int T, int NH, int D, int stride, double log2_theta, rope_pos ps) {
     extern __shared__ double table[];
     const int half = D / 2;
     rope_fill_table(table, half, D, log2_theta);
@@ -106,7 +113,7 @@ rope_scalar_kernel(bf16 *qkv, int N, int T, int NH, int D, int stride, double lo
         const size_t nh = x / half;
         const int h = (int)(nh % NH), n = (int)(nh / NH);
         float s, c, y1, y2;
-        rope_sincos(n % T, table[i], &s, &c);
+        rope_sincos(ps.at(n % T), table[i], &s, &c);
         bf16 *p = qkv + (size_t)n * stride + (size_t)h * D + i;
         rope_rotate<BWD>(__bfloat162float(p[0]), __bfloat162float(p[half]), s, c, &y1, &y2);
         p[0] = __float2bfloat16_rn(y1);
@@ -129,8 +136,9 @@ static unsigned rope_grid(K kernel, size_t smem, size_t work) {
 
 template <bool BWD>
 static cudaError_t rope_launch(sx_bf16 *qkv, int B, int T, int H, int KV, int D, int row_stride, float theta,
-                               cudaStream_t stream) {
+                               rope_pos ps, cudaStream_t stream) {
     SX_REQUIRE(B >= 0 && T >= 0 && H >= 0 && KV >= 0 && D >= 0);
+    SX_REQUIRE(ps.chunk >= 0 && ps.pos0 >= 0 && ps.pos1 >= 0);
     if (B == 0 || T == 0 || H + KV == 0 || D == 0) return cudaSuccess;
     SX_REQUIRE(qkv && D % 2 == 0 && D / 2 <= ROPE_MAX_HALF && theta > 0.0f && isfinite(theta));
     SX_REQUIRE((size_t)B * T <= INT32_MAX && (long long)(H + KV) * D <= row_stride);
@@ -141,22 +149,32 @@ static cudaError_t rope_launch(sx_bf16 *qkv, int B, int T, int H, int KV, int D,
         const int P = half / 8, HG = (NH + ROPE_HPT - 1) / ROPE_HPT;
         const unsigned grid = rope_grid(rope_vec_kernel<BWD>, smem, (size_t)N * P * HG);
         rope_vec_kernel<BWD><<<grid, ROPE_THREADS, smem, stream>>>((bf16 *)qkv, N, T, NH, D, row_stride, P, HG,
-                                                                   log2_theta);
+                                                                   log2_theta, ps);
     } else {
         const unsigned grid = rope_grid(rope_scalar_kernel<BWD>, smem, (size_t)N * NH * half);
-        rope_scalar_kernel<BWD><<<grid, ROPE_THREADS, smem, stream>>>((bf16 *)qkv, N, T, NH, D, row_stride, log2_theta);
+        rope_scalar_kernel<BWD><<<grid, ROPE_THREADS, smem, stream>>>((bf16 *)qkv, N, T, NH, D, row_stride, log2_theta, ps);
     }
     SX_LAUNCHED();
 }
 
 extern "C" cudaError_t sx_rope_forward(sx_bf16 *qkv, int B, int T, int H, int KV, int D, int row_stride, float theta,
                                        cudaStream_t stream) {
-    return rope_launch<false>(qkv, B, T, H, KV, D, row_stride, theta, stream);
+    return rope_launch<false>(qkv, B, T, H, KV, D, row_stride, theta, rope_pos{T, 0, 0}, stream);
 }
 
 extern "C" cudaError_t sx_rope_backward(sx_bf16 *dqkv, int B, int T, int H, int KV, int D, int row_stride,
                                         float theta, cudaStream_t stream) {
-    return rope_launch<true>(dqkv, B, T, H, KV, D, row_stride, theta, stream);
+    return rope_launch<true>(dqkv, B, T, H, KV, D, row_stride, theta, rope_pos{T, 0, 0}, stream);
+}
+
+extern "C" cudaError_t sx_rope_forward_chunks(sx_bf16 *qkv, int B, int T, int H, int KV, int D, int row_stride,
+                                              float theta, int chunk, int pos0, int pos1, cudaStream_t stream) {
+    return rope_launch<false>(qkv, B, T, H, KV, D, row_stride, theta, rope_pos{chunk, pos0, pos1}, stream);
+}
+
+extern "C" cudaError_t sx_rope_backward_chunks(sx_bf16 *dqkv, int B, int T, int H, int KV, int D, int row_stride,
+                                               float theta, int chunk, int pos0, int pos1, cudaStream_t stream) {
+    return rope_launch<true>(dqkv, B, T, H, KV, D, row_stride, theta, rope_pos{chunk, pos0, pos1}, stream);
 }
 
 /* ------------------------------------------------ the angles, for the tests */

@@ -265,7 +265,7 @@ static void plan_slices(void **state)
     /* 64 GPUs' plan on 32: the slice is printed, then either no GPU (skip, 0) or too few (2) */
     snprintf(args, sizeof args, "validate --plan %s --gpus 32", plan);
     run_result r = run_env("", args);
-    assert_non_null(strstr(r.out, "# slice on 32 GPUs: tp 1, pp 4 (4 layers per stage, 16 layers in all), dp 8"));
+    assert_non_null(strstr(r.out, "# slice on 32 GPUs: tp 1, cp 1, pp 4 (4 layers per stage, 16 layers in all), dp 8"));
     assert_non_null(strstr(r.out, "share of the plan's predicted step backed by measurement on the slice"));
     assert_non_null(strstr(r.out, "DP"));
     run_free(&r);
@@ -275,7 +275,7 @@ static void plan_slices(void **state)
     assert_int_equal(system(cmd), 0);
     snprintf(args, sizeof args, "validate --plan %s --gpus 8", plan);
     r = run_env("", args);
-    assert_non_null(strstr(r.out, "# slice on 8 GPUs: tp 1, pp 4 (4 layers per stage, 16 layers in all, interleaved: 2 chunks "
+    assert_non_null(strstr(r.out, "# slice on 8 GPUs: tp 1, cp 1, pp 4 (4 layers per stage, 16 layers in all, interleaved: 2 chunks "
                                   "of 2 layers per stage), dp 2"));
     run_free(&r);
     /* ZeRO-3 (the planner's usual winner) runs: its slice keeps two data-parallel ranks */
@@ -285,7 +285,7 @@ static void plan_slices(void **state)
     snprintf(args, sizeof args, "validate --plan %s --gpus 2", plan);
     r = run_env("", args);
     assert_non_null(strstr(r.out, "ZeRO 3"));
-    assert_non_null(strstr(r.out, "# slice on 2 GPUs: tp 1, pp 1 (16 layers per stage, 16 layers in all), dp 2"));
+    assert_non_null(strstr(r.out, "# slice on 2 GPUs: tp 1, cp 1, pp 1 (16 layers per stage, 16 layers in all), dp 2"));
     assert_null(strstr(r.err, "not in the training step"));
     run_free(&r);
     /* but not a tied table over pipeline stages with sharded gradients, before anything starts */

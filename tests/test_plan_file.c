@@ -38,11 +38,25 @@ static void reads_plan_and_estimate_json(void **state)
     run_free(&r);
 }
 
+/* a plan with context parallelism (the ring) is read with its degree */
+static void reads_context_parallel_plan(void **state)
+{
+    (void)state;
+    plan_file p;
+    run_result r = run_sextant("estimate llama3.2-1b --gpus 2 --cp 2 --seq 2048 --format json --calibration none");
+    assert_int_equal(r.status, 0);
+    assert_int_equal(read_text(r.out, &p), 0);
+    assert_int_equal(p.layout.cp, 2);
+    assert_int_equal(p.layout.cp_comm, CP_COMM_RING);
+    assert_int_equal(p.layout.dp, 1);
+    run_free(&r);
+}
+
 static void refuses_what_the_step_does_not_run(void **state)
 {
     (void)state;
     plan_file p;
-    const char *asks[] = {"--cp 2 --seq 2048", "--loss fp32", "--recompute full --recompute-layers 6"};
+    const char *asks[] = {"--cp 2 --cp-comm allgather --seq 2048", "--loss fp32", "--recompute full --recompute-layers 6"};
     for (size_t i = 0; i < sizeof asks / sizeof asks[0]; i++) {
         run_result r = run_sextant("estimate llama3.2-1b --gpus 2 %s --format json --calibration none", asks[i]);
         assert_int_equal(r.status, 0);
@@ -73,6 +87,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(reads_plan_and_estimate_json),
+        cmocka_unit_test(reads_context_parallel_plan),
         cmocka_unit_test(refuses_what_the_step_does_not_run),
     };
     return cmocka_run_group_tests_name("plan_file", tests, NULL, NULL);

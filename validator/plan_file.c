@@ -71,13 +71,29 @@ int read_plan(const char *path, plan_file *p)
         if (fields[i]) *fields[i] = (int64_t)v->valuedouble;
         else l->zero = (int)v->valuedouble;
     }
-    /* the training step runs no context or expert parallelism, nor partial recomputation: refused, not dropped */
-    static const char *const unrun[] = {"cp", "ep", "recompute_layers"};
+    /* context parallelism: the training step runs the ring (validator/cp.c); validate slices the degree */
+    const cJSON *cpv = json_get(layout, "cp"), *cpc = json_get(layout, "cp_comm");
+    if (cpv && (!cJSON_IsNumber(cpv) || cpv->valuedouble < 1 || cpv->valuedouble > 1e9 ||
+                cpv->valuedouble != (double)(int64_t)cpv->valuedouble)) {
+        fprintf(stderr, "sextant-gpu: --plan %s: layout.cp is out of range\n", path);
+        goto done;
+    }
+    l->cp = cpv ? (int64_t)cpv->valuedouble : 1;
+    if (cpc && (!cJSON_IsString(cpc) || cp_comm_parse(cpc->valuestring, &l->cp_comm) != 0)) {
+        fprintf(stderr, "sextant-gpu: --plan %s: layout.cp_comm is not ring or allgather\n", path);
+        goto done;
+    }
+    if (l->cp > 1 && l->cp_comm != CP_COMM_RING) {
+        fprintf(stderr, "sextant-gpu: --plan %s: layout.cp_comm allgather: the training step runs CP as a ring\n", path);
+        goto done;
+    }
+    /* the training step runs no expert parallelism, nor partial recomputation: refused, not dropped */
+    static const char *const unrun[] = {"ep", "recompute_layers"};
     for (size_t i = 0; i < sizeof unrun / sizeof unrun[0]; i++) {
         const cJSON *v = json_get(layout, unrun[i]);
-        if (v && (!cJSON_IsNumber(v) || v->valuedouble != (i < 2 ? 1.0 : 0.0))) {
+        if (v && (!cJSON_IsNumber(v) || v->valuedouble != (i < 1 ? 1.0 : 0.0))) {
             fprintf(stderr, "sextant-gpu: --plan %s: layout.%s: the training step runs %s\n", path, unrun[i],
-                    i < 2 ? "no context or expert parallelism (1 only)" : "full recomputation on every layer or none");
+                    i < 1 ? "no expert parallelism (1 only)" : "full recomputation on every layer or none");
             goto done;
         }
     }

@@ -47,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cp.h"
 #include "kernels.h"
 #include "kernels_internal.h"
 #include "launch.h"
@@ -122,6 +123,7 @@ typedef struct {
     int flash, recompute;     /* recompute: full recomputation */
     int first, last;          /* this stage holds the embedding / the final norm, head and loss */
     int tp, tp_rank, sp, dp, dp_rank, pp, pp_rank;
+    int cp, cp_rank;          /* context parallelism (validator/cp.c): T is this rank's seq / cp tokens */
     int head_copy;            /* a tied model's last stage keeps its own copy of the table */
     int grads_sharded;        /* ZeRO-2/3 over dp > 1: a rank keeps its slice of each gradient bucket */
 } shapes;
@@ -1106,6 +1108,8 @@ typedef struct {
     zero_state zs;
     zero_bucket zb[BUCKETS_MAX];  /* pl.buckets as zero.c sees them */
     size_t zero_bytes;            /* what zero.c's buffers take */
+    cp_state cps;                 /* context parallelism (cp > 1): the ring's buffers and stream */
+    ncclComm_t cp_comm;
 } gpt;
 
 static int spg(const shapes *s) { return s->sp && s->tp > 1; }
@@ -1447,7 +1451,8 @@ static void bucket_ready(gpt *g, int kind)
     int b = bucket_index(g, kind);
     if (b < 0) return;
     int tied = g->tied_sync && (kind == B_EMBED || kind == B_HEAD);
-    if (g->s.dp == 1 && !tied) return;
+    int reduce_ranks = g->s.dp * g->s.cp;   /* gradients are summed over DP x CP */
+    if (reduce_ranks == 1 && !tied) return;
     const bucket *k = &g->pl.buckets[b];
     pass_t saved = current_pass;
     current_pass = PASS_STEP;
@@ -1461,7 +1466,7 @@ static void bucket_ready(gpt *g, int kind)
         NC(ncclAllReduce(grad, grad, g->pl.size[t], ncclBfloat16, ncclSum, g->tied_comm, comm_stream));
         profile_mark_on("pp_allreduce_tied_embedding", 1, comm_stream);
     }
-    if (g->s.dp > 1) {
+    if (reduce_ranks > 1) {
         bf16 *grad = g->grads + k->offset;
         size_t slice = k->size / (size_t)g->s.dp;
         if (g->s.dp > 1 && g->pl.shard_count != g->pl.count) {
@@ -1586,12 +1591,16 @@ static void layer_forward(gpt *g, const layer_acts *a, const attention_ptrs *ap,
     const bf16 *in = a->ln1;
     if (spg(s)) { tp_allgather(g, "tp_allgather_attn", g->scr.gathered, a->ln1, local); in = g->scr.gathered; }
     linear_forward("qkv", a->qkv, in, param(g, P, P_QKVW, l), param(g, P, P_QKVB, l), ones, N, C, s->qkv);
-    if (s->rope) OP("rope", CK(sx_rope_forward(a->qkv, s->B, s->T, s->H, s->KV, s->D, s->qkv, s->rope_theta, stream)));
-    if (s->flash)
+    if (s->rope && s->cp > 1) OP("rope", cp_rope(&g->cps, a->qkv, s->rope_theta, 0));
+    else if (s->rope) OP("rope", CK(sx_rope_forward(a->qkv, s->B, s->T, s->H, s->KV, s->D, s->qkv, s->rope_theta, stream)));
+    if (s->cp > 1) cp_exchange_kv(&g->cps, a->qkv, "cp_ring_kv");
+    if (s->cp > 1)
+        OP("attention", cp_attention_forward(&g->cps, a->atty, a->lse, a->qkv));
+    else if (s->flash)
         OP_REPLAYED("attention", CK(sx_flash_attention_forward(a->atty, a->lse, a->qkv, a->qkv + (size_t)s->H * s->D,
                                                        a->qkv + (size_t)(s->H + s->KV) * s->D, s->B, s->T, s->H, s->KV, s->D,
                                                        s->qkv, s->qkv, 1.0f / sqrtf((float)s->D), stream)));
-    if (s->flash && replay_copies && replay_wanted()) replay_attention_on_copies(s, 0, a->qkv, a->atty, a->lse, NULL);
+    if (s->flash && s->cp == 1 && replay_copies && replay_wanted()) replay_attention_on_copies(s, 0, a->qkv, a->atty, a->lse, NULL);
     if (!s->flash)
         OP_REPLAYED("attention", attention_forward(ap, a->att, g->scr.datt, s));
     /* a row-parallel bias is added by one rank, so that the group's sum has it once */
@@ -1630,7 +1639,8 @@ static void layer_forward(gpt *g, const layer_acts *a, const attention_ptrs *ap,
 static int position_grad_in_norm(const shapes *s)
 {
     /* with ZeRO-2/3 layer 0's gradient buffer does not hold the embedding's bucket */
-    return s->learned_pos && !s->rms && s->first && !spg(s) && !s->grads_sharded;
+    /* with CP the rank's positions are two chunks of the table (cp.c gathers them) */
+    return s->learned_pos && !s->rms && s->first && !spg(s) && !s->grads_sharded && s->cp == 1;
 }
 
 /* scr.dresidual holds the gradient of the layer's output; leaves its input's. */
@@ -1641,6 +1651,8 @@ static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap
     bf16 *P = g->params, *G = g->grads, *ones = r->ones;
     int N = s->N, Nl = s->Nl, C = s->C, A = s->H * s->D;
     size_t local = (size_t)Nl * C;
+    /* CP: the peer's K and V for this layer's attention backward come beside the MLP's */
+    if (s->cp > 1) cp_exchange_kv(&g->cps, a->qkv, "cp_ring_kv_dkv_bwd");
     /* MLP */
     const bf16 *dy = r->dresidual;
     if (spg(s)) { tp_allgather(g, "tp_allgather_mlp_bwd", r->dfull, r->dresidual, local); dy = r->dfull; }
@@ -1666,7 +1678,13 @@ static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap
     bf16 *datty = r->dbuf_c;
     linear_backward("attn_out_dgrad", "attn_out_wgrad", datty, param(g, G, P_ATTW, l), param(g, G, P_ATTB, l), dy, a->atty,
                     param(g, P, P_ATTW, l), ones, N, A, C);
-    if (s->flash) {
+    if (s->cp > 1) {
+        size_t ws = sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->H);
+        OP("attention_bwd", cp_attention_backward_peer(&g->cps, r->dqkv, datty, a->atty, a->lse, a->qkv, r->flash_ws, ws));
+        cp_return_dkv(&g->cps);
+        OP("attention_bwd", cp_attention_backward_own(&g->cps, r->dqkv, datty, a->atty, a->lse, a->qkv, r->flash_ws, ws));
+        OP("cp_dkv_wait_add", cp_add_dkv(&g->cps, r->dqkv));
+    } else if (s->flash) {
         size_t ws = sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->H);
         size_t hd = (size_t)s->H * s->D, kd = (size_t)(s->H + s->KV) * s->D;
         OP_REPLAYED("attention_bwd", CK(sx_flash_attention_backward(r->dqkv, r->dqkv + hd, r->dqkv + kd, datty, a->atty, a->lse, a->qkv,
@@ -1676,7 +1694,8 @@ static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap
     } else {
         OP_REPLAYED("attention_bwd", attention_backward(ap, a->att, r->datt, s));
     }
-    if (s->rope) OP("rope_bwd", CK(sx_rope_backward(r->dqkv, s->B, s->T, s->H, s->KV, s->D, s->qkv, s->rope_theta, stream)));
+    if (s->rope && s->cp > 1) OP("rope_bwd", cp_rope(&g->cps, r->dqkv, s->rope_theta, 1));
+    else if (s->rope) OP("rope_bwd", CK(sx_rope_backward(r->dqkv, s->B, s->T, s->H, s->KV, s->D, s->qkv, s->rope_theta, stream)));
     in = a->ln1;
     if (spg(s)) { tp_allgather(g, "tp_regather_attn", r->gathered, a->ln1, local); in = r->gathered; }
     linear_backward("qkv_dgrad", "qkv_wgrad", r->dbuf_c, param(g, G, P_QKVW, l), param(g, G, P_QKVB, l), r->dqkv, in,
@@ -1741,7 +1760,8 @@ static void stage_forward(gpt *g, const pipe_action *act)
     if (with_embedding) {
         if (g->emb_grouping) embedding_prepare(g, act->slot, ids_local);
         wait_params(g, B_EMBED);
-        bf16 *wte = param(g, P, P_WTE, 0), *wpe = param(g, P, P_WPE, 0);
+        bf16 *wte = param(g, P, P_WTE, 0);
+        const bf16 *wpe = s->cp > 1 ? cp_positions(&g->cps, param(g, P, P_WPE, 0)) : param(g, P, P_WPE, 0);
         if (s->tp == 1) {
             OP("embedding", CK(sx_embedding_forward(sa->input, ids, wte, wpe, s->B, s->T, C, s->Vp, stream)));
         } else {
@@ -1768,7 +1788,7 @@ static void stage_forward(gpt *g, const pipe_action *act)
     zero3_params(g, head_bucket(s));
     linear_forward("lm_head", sa->logits, in, param(g, P, head_tensor(s), 0), NULL, NULL, N, C, s->Vl);
     /* the mean over the global batch: this rank's micro-batches are m of the dp m in the step */
-    float dloss = 1.0f / ((float)N * (float)g->microbatches * (float)s->dp);
+    float dloss = 1.0f / ((float)N * (float)g->microbatches * (float)s->dp * (float)s->cp);
     float *losses = r->losses + (size_t)mb * N;
     const int32_t *targets = r->targets + (size_t)mb * N;
     if (s->tp == 1) {
@@ -1864,6 +1884,7 @@ static void stage_backward(gpt *g, const pipe_action *act)
         const int32_t *ids = s->tp > 1 ? r->ids_shifted + (size_t)mb * N : r->inputs + (size_t)mb * N;
         const int V = s->tp > 1 ? s->Vl : s->Vp;
         bf16 *dwpe = position_grad_in_norm(s) ? NULL : param(g, G, P_WPE, 0); /* else summed by layer 0's norm */
+        if (dwpe && s->cp > 1) dwpe = cp_position_grads_begin(&g->cps);
         if (!g->emb_grouping) {
             OP("embedding_bwd", CK(sx_embedding_backward(param(g, G, P_WTE, 0), dwpe, SX_BF16, dy, ids,
                                                           g->emb_ws, g->emb_ws_bytes, s->B, s->T, C, V, stream)));
@@ -1874,6 +1895,7 @@ static void stage_backward(gpt *g, const pipe_action *act)
                                                                grouping, g->emb_grouping_bytes, g->emb_ws,
                                                                g->emb_ws_bytes, s->B, s->T, C, V, stream)));
         }
+        if (s->cp > 1 && s->learned_pos) cp_position_grads_end(&g->cps, param(g, G, P_WPE, 0));
         if (g->zero) zero_grads_give(g, -1, 0);
         else if (last_mb) bucket_ready(g, B_EMBED);
     }
@@ -2075,14 +2097,14 @@ static void csv_rows(FILE *f, const report_info *in, const report_row *rows, int
         if (rows[i].predicted_bytes > 0) fprintf(f, "%.0f", rows[i].predicted_bytes);
         fputc(',', f);
         if (rows[i].measured_bytes > 0) fprintf(f, "%.0f", rows[i].measured_bytes);
-        fprintf(f, ",%d,%d,%d,%s,%d,%s,%d\n", calibrated, in->rank, in->stage, rows[i].pass, o->sp && o->tp > 1,
-                o->flash ? "flash" : "unfused", o->vpp > 1 ? o->vpp : 1);
+        fprintf(f, ",%d,%d,%d,%s,%d,%s,%d,%d\n", calibrated, in->rank, in->stage, rows[i].pass, o->sp && o->tp > 1,
+                o->flash ? "flash" : "unfused", o->vpp > 1 ? o->vpp : 1, o->cp > 1 ? o->cp : 1);
     }
 }
 
 static const char csv_header[] =
     "model,gpu,gpus,tp,pp,dp,mbs,gbs,seq,recompute,zero,op,predicted_s,measured_s,predicted_bytes,measured_bytes,"
-    "calibrated,rank,stage,pass,sp,attention,vpp\n";
+    "calibrated,rank,stage,pass,sp,attention,vpp,cp\n";
 
 static int write_json(const char *path, const report_info *in, const report_row *rows, int n, const double *ranks, int nranks)
 {
@@ -2095,6 +2117,7 @@ static int write_json(const char *path, const report_info *in, const report_row 
     fprintf(f, "{\n  \"model\": \"%s\", \"gpu\": \"%s\", \"gpus\": %d, \"tp\": %d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, "
             "\"sp\": %s,\n", in->m->name, in->gpu->name, in->gpus, o->tp, o->pp, o->vpp > 1 ? o->vpp : 1, o->dp,
             o->sp && o->tp > 1 ? "true" : "false");
+    fprintf(f, "  \"cp\": %d,\n", o->cp > 1 ? o->cp : 1);
     fprintf(f, "  \"mbs\": %d, \"gbs\": %d, \"seq\": %d, \"recompute\": \"%s\", \"zero\": %d, \"attention\": \"%s\", "
                "\"calibrated\": %s,\n", o->mbs, o->gbs, o->seq, recompute_label(o), o->zero, o->flash ? "flash" : "unfused",
             o->calibrated ? "true" : "false");
@@ -2212,6 +2235,21 @@ int train_check(const model_t *m, const train_options *o)
     } else if (o->flash && m->head_dim != 64 && m->head_dim != 128) {
         snprintf(why, sizeof why, "--attention flash: head size %lld; the fused kernel has 64 and 128", (long long)m->head_dim);
         bad = why;
+    } else if (o->cp > 2) {
+        snprintf(why, sizeof why, "--cp %d: the training step's ring has one peer (--cp 2); longer rings are not built", o->cp);
+        bad = why;
+    } else if (o->cp == 2 && !o->flash) {
+        bad = "--cp 2 needs --attention flash: the ring's blocks are the fused kernel's, merged by their log-sum-exp";
+    } else if (o->cp == 2 && o->seq % (2 * o->cp)) {
+        snprintf(why, sizeof why, "--cp %d: --seq %d is not divisible by 2 x cp = %d (causal load balancing gives each rank two "
+                 "of 2 x cp chunks)", o->cp, o->seq, 2 * o->cp);
+        bad = why;
+    } else if (o->cp == 2 && (o->tp > 1 || o->pp > 1)) {
+        bad = "--cp 2 with --tp or --pp: the training step runs context parallelism beside data parallelism only";
+    } else if (o->cp == 2 && o->zero >= 1 && o->dp > 1) {
+        bad = "--cp 2 with --zero and --dp 2 or more: the ZeRO shards would be cut over DP alone, the gradients summed over DP x CP";
+    } else if (o->cp == 2 && o->check_gradients) {
+        bad = "check-gradients runs one GPU";
     } else if (o->steps < o->warmup + 3) {
         snprintf(why, sizeof why, "--steps must be at least %d", o->warmup + 3);
         bad = why;
@@ -2275,7 +2313,7 @@ static void comm_warmup(gpt *g)
     if (s->dp > 1 && g->zero) {
         zero_warmup(&g->zs);
         sync_all(g, "the data-parallel group's first use");
-    } else if (s->dp > 1) {
+    } else if (s->dp * s->cp > 1) {
         int sharded = g->pl.shard_count != g->pl.count;
         for (int b = 0; b < g->pl.nbuckets; b++) {
             const bucket *k = &g->pl.buckets[b];
@@ -2289,6 +2327,10 @@ static void comm_warmup(gpt *g)
             }
         }
         sync_all(g, "the data-parallel group's first use");
+    }
+    if (s->cp > 1) {
+        cp_warmup(&g->cps);
+        sync_all(g, "the context-parallel ring's first transfers");
     }
     if (g->tied_sync) {
         int t = s->first ? P_WTE : P_HEAD;
@@ -2332,11 +2374,16 @@ static void barrier(gpt *g) { (void)world_sum(g, 0.0); }
 static void load_batch(gpt *g, const train_options *o, unsigned long long *state, int32_t *global_in, int32_t *global_tg)
 {
     const shapes *s = &g->s;
-    size_t N = (size_t)s->N, gn = (size_t)o->gbs * s->T, mN = (size_t)g->microbatches * N;
+    size_t N = (size_t)s->N, gn = (size_t)o->gbs * o->seq, mN = (size_t)g->microbatches * N;
     make_batch(global_in, global_tg, gn, s->V, state);
     int32_t *in = g->host_ids, *tg = in + mN, *in_shift = tg + mN, *tg_shift = in_shift + mN;
     for (int i = 0; i < g->microbatches; i++) {
-        size_t from = ((size_t)i * s->dp + s->dp_rank) * (size_t)s->B * s->T;
+        size_t from = ((size_t)i * s->dp + s->dp_rank) * (size_t)s->B * o->seq;
+        if (s->cp > 1) {   /* the rank's two chunks of each sequence (cp_ring.h) */
+            cp_local_tokens(in + (size_t)i * N, global_in + from, s->B, o->seq, s->cp, s->cp_rank);
+            cp_local_tokens(tg + (size_t)i * N, global_tg + from, s->B, o->seq, s->cp, s->cp_rank);
+            continue;
+        }
         memcpy(in + (size_t)i * N, global_in + from, N * sizeof *in);
         memcpy(tg + (size_t)i * N, global_tg + from, N * sizeof *tg);
     }
@@ -2582,7 +2629,7 @@ static int op_rows(const estimate_t *e, const gpt *g, const measured_step *ms, r
         rows[nrows++] = (report_row){"pp_sendrecv", "all", pp_predicted, pp_transfer, 0, 0};
         rows[nrows++] = (report_row){"bubble", "all", e->bubble_s, bubble, 0, 0};
     }
-    if (s->dp > 1 || g->tied_sync) rows[nrows++] = (report_row){"dp_exposed", "step", e->dp_comm_s, ms->dp_exposed, 0, 0};
+    if (s->dp * s->cp > 1 || g->tied_sync) rows[nrows++] = (report_row){"dp_exposed", "step", e->dp_comm_s, ms->dp_exposed, 0, 0};
     rows[nrows++] = (report_row){"step", "all", e->step_s, ms->median, e->memory.total, ms->device_used};
     if (pp_transfer_out) *pp_transfer_out = pp_transfer;
     if (bubble_out) *bubble_out = bubble;
@@ -2598,6 +2645,7 @@ static void gpt_free(gpt *g, int nptrs, void *blas_workspace)
         CK(cudaEventDestroy(g->params_ready[b]));
     }
     if (g->zero) zero_free(&g->zs);
+    if (g->s.cp > 1) cp_free(&g->cps);
     CK(cudaEventDestroy(g->reduce_done));
     CK(cudaEventDestroy(g->optimizer_done));
     CK(cudaEventDestroy(g->synced));
@@ -2620,7 +2668,7 @@ static void gpt_free(gpt *g, int nptrs, void *blas_workspace)
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
         if (blocks[i]) CK(cudaFree(blocks[i]));
     if (g->ctx) {
-        ncclComm_t comms[] = {g->tp_comm, g->dp_comm, g->pp_comm, g->tied_comm};
+        ncclComm_t comms[] = {g->tp_comm, g->dp_comm, g->pp_comm, g->tied_comm, g->cp_comm};
         for (size_t i = 0; i < sizeof comms / sizeof comms[0]; i++)
             if (comms[i]) NC(ncclCommDestroy(comms[i]));
     }
@@ -2632,6 +2680,20 @@ static void gpt_free(gpt *g, int nptrs, void *blas_workspace)
         CK(cudaEventDestroy(g->emb_fwd_at[i]));
         CK(cudaEventDestroy(g->emb_prepared[i]));
     }
+}
+
+static void *cp_alloc(void *ctx, size_t bytes) { return device_alloc(ctx, bytes); }
+
+/* Context parallelism: the ring's state, buffers and stream (cp.c). */
+static void cp_setup(gpt *g)
+{
+    const shapes *s = &g->s;
+    cp_state *c = &g->cps;
+    c->cp = s->cp; c->rank = s->cp_rank; c->my_rank = my_rank;
+    c->B = s->B; c->Tl = s->T; c->H = s->H; c->KV = s->KV; c->D = s->D; c->ld = s->qkv; c->C = s->C;
+    c->scale = 1.0f / sqrtf((float)s->D);
+    c->compute = stream; c->comm = g->cp_comm; c->mark = profile_mark_on;
+    cp_init(c, cp_alloc, g, s->learned_pos && s->first);
 }
 
 /* ZeRO-2/3: the buckets as zero.c sees them, its buffers and its order of gathers. */
@@ -2665,9 +2727,10 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     if (train_check(model, o) != 0) return 2;
     int nranks = ctx ? ctx->nranks : 1, rank = ctx ? ctx->rank : 0;
     my_rank = rank;
-    if (nranks != o->tp * o->pp * o->dp) {
-        fprintf(stderr, "sextant-gpu train: --tp %d x --pp %d x --dp %d = %d GPUs, but %d rank%s started\n", o->tp, o->pp, o->dp,
-                o->tp * o->pp * o->dp, nranks, nranks == 1 ? " was" : "s were");
+    const int cp = o->cp > 1 ? o->cp : 1;
+    if (nranks != o->tp * o->pp * o->dp * cp) {
+        fprintf(stderr, "sextant-gpu train: --tp %d x --pp %d x --dp %d x --cp %d = %d GPUs, but %d rank%s started\n", o->tp,
+                o->pp, o->dp, cp, o->tp * o->pp * o->dp * cp, nranks, nranks == 1 ? " was" : "s were");
         return 2;
     }
     /* what runs: no dropout (as llm.c), and the planner is told so */
@@ -2679,9 +2742,12 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     g.ctx = ctx;
     shapes *s = &g.s;
     s->tp = o->tp; s->pp = o->pp; s->dp = o->dp;
+    /* Megatron's rank order: TP innermost, then CP, DP, PP */
+    s->cp = cp;
     s->tp_rank = rank % o->tp;
-    s->dp_rank = (rank / o->tp) % o->dp;
-    s->pp_rank = rank / (o->tp * o->dp);
+    s->cp_rank = (rank / o->tp) % cp;
+    s->dp_rank = (rank / (o->tp * cp)) % o->dp;
+    s->pp_rank = rank / (o->tp * cp * o->dp);
     s->sp = o->sp && o->tp > 1;
     s->Lmodel = (int)m->layers;
     s->L = (int)layers_on_stage(m->layers, o->pp, s->pp_rank);
@@ -2696,7 +2762,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     s->Vp = (int)padded_vocab(m, o->tp);
     s->Vl = s->Vp / o->tp;
     s->vocab0 = s->tp_rank * s->Vl;
-    s->maxT = (int)m->max_positions; s->B = o->mbs; s->T = o->seq;
+    s->maxT = (int)m->max_positions; s->B = o->mbs; s->T = o->seq / cp;
     s->N = s->B * s->T;
     s->Nl = s->sp ? s->N / o->tp : s->N;
     s->qkv = (s->H + 2 * s->KV) * s->D;
@@ -2737,6 +2803,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     l.gpus_per_node = node->gpus_per_node > nranks ? node->gpus_per_node : nranks;
     l.recompute = o->recompute; l.attention = o->flash ? ATTENTION_SEXTANT : ATTENTION_UNFUSED; l.precision = PREC_BF16;
     l.sp = s->sp; l.zero = o->zero;
+    l.cp = cp; l.cp_comm = CP_COMM_RING;
     job_t job = {1e9, 1.0};
     static estimate_t e;
     char err[256];
@@ -2782,11 +2849,15 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         /* no splitShare: communicators sharing resources must not run at once,
          * and the data-parallel reduction runs beside the tensor-parallel ones */
         cfg.splitShare = 0;
-        NC(ncclCommSplit(ctx->comm, s->pp_rank * o->dp + s->dp_rank, s->tp_rank, &g.tp_comm, &cfg));
-        NC(ncclCommSplit(ctx->comm, s->pp_rank * o->tp + s->tp_rank, s->dp_rank, &g.dp_comm, &cfg));
-        NC(ncclCommSplit(ctx->comm, s->dp_rank * o->tp + s->tp_rank, s->pp_rank, &g.pp_comm, &cfg));
-        int tied_color = g.tied_sync ? s->dp_rank * o->tp + s->tp_rank : NCCL_SPLIT_NOCOLOR;
+        /* with CP the gradient group (dp_comm) is DP x CP, the ring's group the CP ranks */
+        int dpcp = s->dp_rank * cp + s->cp_rank;
+        NC(ncclCommSplit(ctx->comm, (s->pp_rank * o->dp + s->dp_rank) * cp + s->cp_rank, s->tp_rank, &g.tp_comm, &cfg));
+        NC(ncclCommSplit(ctx->comm, s->pp_rank * o->tp + s->tp_rank, dpcp, &g.dp_comm, &cfg));
+        NC(ncclCommSplit(ctx->comm, dpcp * o->tp + s->tp_rank, s->pp_rank, &g.pp_comm, &cfg));
+        int tied_color = g.tied_sync ? dpcp * o->tp + s->tp_rank : NCCL_SPLIT_NOCOLOR;
         NC(ncclCommSplit(ctx->comm, tied_color, s->pp_rank, &g.tied_comm, &cfg));
+        int cp_color = cp > 1 ? (s->pp_rank * o->dp + s->dp_rank) * o->tp + s->tp_rank : NCCL_SPLIT_NOCOLOR;
+        NC(ncclCommSplit(ctx->comm, cp_color, s->cp_rank, &g.cp_comm, &cfg));
     }
 
     /* parameters, gradients, optimizer state, activations, scratch: each one allocation */
@@ -2802,6 +2873,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     g.v = device_alloc(&g, state * sizeof(float));
     size_t state_bytes = g.accounted_bytes;
     if (g.zero) zero_setup(&g);
+    if (cp > 1) cp_setup(&g);
     /* the slots, and with interleaving the schedule's pools of inputs, heads and received gradients */
     size_t slot_bytes = layout_slot(&g.slots[0], NULL, s);
     size_t tensor_bytes = ((size_t)s->Nl * s->C * sizeof(bf16) + 255) & ~(size_t)255;
@@ -2925,6 +2997,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     if (rank == 0) {
         char chunks[64] = "";
         if (s->vpp > 1) snprintf(chunks, sizeof chunks, ", interleaved %d x %d layers", s->vpp, s->Lc);
+        if (cp > 1) snprintf(chunks, sizeof chunks, ", cp %d: ring attention, %d tokens per rank", cp, s->T);
         printf("# sextant-gpu train %s: %d GPU%s (tp %d, pp %d%s, dp %d%s%s%s), mbs %d, gbs %d (%d micro-batch%s per rank), seq %d\n",
                m->name, nranks, nranks > 1 ? "s" : "", o->tp, o->pp, chunks, o->dp, s->sp ? ", sequence parallel" : "",
                sharded ? (g.zero == 3 ? ", ZeRO-3" : g.zero == 2 ? ", ZeRO-2" : ", ZeRO-1") : "", s->recompute ? ", full recomputation" : "", o->mbs, o->gbs, g.microbatches,
@@ -3159,8 +3232,8 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
             printf("%-5s %-6s %-6s %12s %10s %12s %12s %12s %12s\n", "rank", "stage", "tp/dp", "median ms", "spread",
                    "device GiB", "ours GiB", "bubble ms", "dp exp. ms");
             for (int r = 0; r < nranks; r++)
-                printf("%-5d %-6d %d/%-4d %12.2f %9.1f%% %12.3f %12.3f %12.2f %12.2f\n", r, r / (o->tp * o->dp), r % o->tp,
-                       (r / o->tp) % o->dp, all[8 * r] * 1e3, 100.0 * all[8 * r + 1], all[8 * r + 2] / 1073741824.0,
+                printf("%-5d %-6d %d/%-4d %12.2f %9.1f%% %12.3f %12.3f %12.2f %12.2f\n", r, r / (o->tp * cp * o->dp), r % o->tp,
+                       (r / (o->tp * cp)) % o->dp, all[8 * r] * 1e3, 100.0 * all[8 * r + 1], all[8 * r + 2] / 1073741824.0,
                        all[8 * r + 3] / 1073741824.0, all[8 * r + 4] * 1e3, all[8 * r + 5] * 1e3);
         }
         if (s->vpp > 1)
@@ -3182,7 +3255,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     report_info info = {m, gpu, o, rank, s->pp_rank, nranks, timed, spread, tokens_per_s, flops_per_s, mfu, first_loss,
                         last_loss, measured_w, measured_mhz, measured_c, e.step_power_w, e.step_clock_hz / 1e6};
     for (int stage = 0; stage < o->pp; stage++) {
-        if (s->pp_rank == stage && s->tp_rank == 0 && s->dp_rank == 0) {
+        if (s->pp_rank == stage && s->tp_rank == 0 && s->dp_rank == 0 && s->cp_rank == 0) {
             printf("\nstage %d (rank %d), profiling step: %.2f ms with %d event pairs (%+.1f%% on the timed median: what the "
                    "events cost)\n", stage, rank, profiled_ms, profile_count, 100.0 * (profiled_ms * 1e-3 / median - 1.0));
             printf("%-28s %-5s %12s %12s %8s\n", "op", "pass", "predicted ms", "measured ms", "error");

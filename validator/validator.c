@@ -1694,20 +1694,23 @@ static int slice_plan(const plan_file *p, const model_t *full_model, const hw_gp
         fprintf(stderr, "sextant-gpu: --plan: selective recomputation of unfused attention is not in the training step\n");
         return -1;
     }
-    if (l->tp > available) {
-        fprintf(stderr, "sextant-gpu: --plan: its TP group needs %lld GPUs, %d here; nothing started\n", (long long)l->tp, available);
+    /* the TP and CP groups are kept whole: a CP rank's sequence share is the plan's */
+    const int64_t cp = layout_cp(l);
+    if (l->tp * cp > available) {
+        fprintf(stderr, "sextant-gpu: --plan: its TP x CP group needs %lld GPUs, %d here; nothing started\n",
+                (long long)(l->tp * cp), available);
         return -1;
     }
     int64_t per_stage = layers_on_stage(full_model->layers, l->pp, 0);
-    int64_t pp = available / l->tp < l->pp ? available / l->tp : l->pp;
-    int64_t dp = available / (l->tp * pp) < l->dp ? available / (l->tp * pp) : l->dp;
+    int64_t pp = available / (l->tp * cp) < l->pp ? available / (l->tp * cp) : l->pp;
+    int64_t dp = available / (l->tp * cp * pp) < l->dp ? available / (l->tp * cp * pp) : l->dp;
     int64_t m = l->gbs / (l->mbs * l->dp);
     *slice_model = *full_model;
     if (pp < l->pp) slice_model->layers = per_stage * pp;
     o->tp = (int)l->tp; o->pp = (int)pp; o->dp = (int)dp;
     o->vpp = pp > 1 ? (int)l->vpp : 1;   /* chunks of the plan's size: layers per stage / vpp */
     o->mbs = (int)l->mbs; o->seq = (int)l->seq; o->gbs = (int)(l->mbs * dp * m);
-    o->sp = l->sp; o->zero = l->zero;
+    o->sp = l->sp; o->zero = l->zero; o->cp = (int)cp;
     /* with flash attention selective recomputation recomputes nothing (docs/model.md, "Activations") */
     o->recompute = l->recompute == RECOMPUTE_FULL ? RECOMPUTE_FULL : RECOMPUTE_NONE;
     /* a plan costed with the first-generation fused kernel (flash1) runs on ours, the one fused kernel here */
@@ -1720,7 +1723,7 @@ static int slice_plan(const plan_file *p, const model_t *full_model, const hw_gp
         return -1;
     }
     layout_t sl = *l;
-    sl.pp = pp; sl.dp = dp; sl.gpus = l->tp * pp * dp; sl.gbs = o->gbs; sl.vpp = o->vpp;
+    sl.pp = pp; sl.dp = dp; sl.gpus = l->tp * cp * pp * dp; sl.gbs = o->gbs; sl.vpp = o->vpp;
     if (estimate_layout(slice_model, gpu, node, &sl, &job, &slice, err, sizeof err) != 0) {
         fprintf(stderr, "sextant-gpu: --plan: the slice: %s\n", err);
         return -1;
@@ -1728,26 +1731,30 @@ static int slice_plan(const plan_file *p, const model_t *full_model, const hw_gp
     /* which of the plan's terms the slice runs as the plan would */
     int same_tp_link = full.tp_link_bytes_per_s == slice.tp_link_bytes_per_s;
     int stages_same = pp == l->pp;
-    int dp_same = dp == l->dp && l->tp * l->pp * l->dp <= l->gpus_per_node;
+    int dp_same = dp == l->dp && l->tp * cp * l->pp * l->dp <= l->gpus_per_node;
     int optimizer_same = dp == l->dp || l->zero == 0;
-    double backed = full.compute_s + (same_tp_link ? full.tp_comm_s : 0) + (stages_same ? full.pp_comm_s + full.bubble_s : 0) +
+    /* the CP group is the plan's; its link is the slice's own when the plan's group is in one node */
+    int cp_same = full.cp_comm_s == slice.cp_comm_s;
+    double backed = full.compute_s + (same_tp_link ? full.tp_comm_s : 0) + (cp_same ? full.cp_comm_s : 0) + (stages_same ? full.pp_comm_s + full.bubble_s : 0) +
                     (dp_same ? full.dp_comm_s : 0) + (optimizer_same ? full.optimizer_s : 0);
-    printf("# --plan: %s on %lld x %s: tp %lld, pp %lld, dp %lld, mbs %lld, gbs %lld, seq %lld, %s, ZeRO %d%s\n", p->model,
-           (long long)l->gpus, p->gpu, (long long)l->tp, (long long)l->pp, (long long)l->dp, (long long)l->mbs,
+    printf("# --plan: %s on %lld x %s: tp %lld, cp %lld, pp %lld, dp %lld, mbs %lld, gbs %lld, seq %lld, %s, ZeRO %d%s\n", p->model,
+           (long long)l->gpus, p->gpu, (long long)l->tp, (long long)cp, (long long)l->pp, (long long)l->dp, (long long)l->mbs,
            (long long)l->gbs, (long long)l->seq, recompute_name(l->recompute), l->zero, l->sp ? ", SP" : "");
     char chunks[96] = "";
     if (o->vpp > 1) snprintf(chunks, sizeof chunks, ", interleaved: %d chunks of %lld layers per stage", o->vpp,
                              (long long)(per_stage / o->vpp));
     else if (l->vpp > 1) snprintf(chunks, sizeof chunks, "; one stage cannot interleave, the plan's vpp %lld is not run",
                                   (long long)l->vpp);
-    printf("# slice on %d GPU%s: tp %d, pp %lld (%lld layers per stage, %lld layers in all%s%s), dp %lld, gbs %d (%lld "
-           "micro-batches per step as in the plan)\n", (int)(l->tp * pp * dp), l->tp * pp * dp > 1 ? "s" : "", o->tp,
+    printf("# slice on %d GPU%s: tp %d, cp %lld, pp %lld (%lld layers per stage, %lld layers in all%s%s), dp %lld, gbs %d (%lld "
+           "micro-batches per step as in the plan)\n", (int)(l->tp * cp * pp * dp), l->tp * cp * pp * dp > 1 ? "s" : "", o->tp,
+           (long long)cp,
            (long long)pp, (long long)per_stage, (long long)slice_model->layers,
            pp < l->pp && pp == 1 ? "; its one stage also holds the head, which the plan's first stage does not" : "", chunks,
            (long long)dp, o->gbs, (long long)m);
     printf("# the plan's predicted step %.3f s: compute %.3f (measured on the slice: same layers per stage, micro-batch, "
-           "sequence, recomputation), TP %.3f (%s), PP %.3f + bubble %.3f (%s), DP %.3f (%s), optimizer %.3f (%s)\n",
+           "sequence, recomputation), TP %.3f (%s), CP %.3f (%s), PP %.3f + bubble %.3f (%s), DP %.3f (%s), optimizer %.3f (%s)\n",
            full.step_s, full.compute_s, full.tp_comm_s, same_tp_link ? "measured: the same group on the same link" : "predicted only",
+           full.cp_comm_s, cp_same ? "measured: the same ring" : "predicted only: the slice's ring is on another link",
            full.pp_comm_s, full.bubble_s, stages_same ? "measured" : "predicted only: the slice has fewer stages",
            full.dp_comm_s, dp_same ? "measured" : "predicted only: the slice has a smaller or node-local DP group",
            full.optimizer_s, optimizer_same ? "measured" : "predicted only: the slice's ZeRO shards are larger");
@@ -1801,7 +1808,7 @@ static int main_train(int argc, char **argv)
     static const char *const known[] = {"--gpu", "--mbs", "--gbs", "--seq", "--steps", "--tp", "--pp", "--vpp", "--dp",
                                         "--gpus", "--zero", "--recompute", "--attention", "--calibration", "--csv", "--json", "--plot",
                                         "--losses", "--timeout", "--warmup", "--sp", "--every-step", "--plan",
-                                        "--lr", "--lr-warmup"};
+                                        "--lr", "--lr-warmup", "--cp"};
     const char *plan_path = arg_value(argc, argv, "--plan", NULL);
     int first_flag = plan_path && argc > 2 && argv[2][0] == '-' ? 2 : 3;
     if (!plan_path && (argc < 3 || argv[2][0] == '-')) { fprintf(stderr, "sextant-gpu: train needs a MODEL or --plan FILE\n"); return 2; }
@@ -1849,6 +1856,7 @@ static int main_train(int argc, char **argv)
         int_flag(argc, argv, "--tp", 1, 1, 1024, &o->tp) || int_flag(argc, argv, "--pp", 1, 1, 1024, &o->pp) ||
         int_flag(argc, argv, "--vpp", 1, 1, 1024, &o->vpp) ||
         int_flag(argc, argv, "--dp", 1, 1, 1 << 16, &o->dp) || int_flag(argc, argv, "--zero", 0, 0, 3, &o->zero) ||
+        int_flag(argc, argv, "--cp", 1, 1, 1024, &o->cp) ||
         int_flag(argc, argv, "--gpus", 0, 1, 1 << 16, &gpus) || int_flag(argc, argv, "--timeout", 120, 1, 86400, &timeout) ||
         real_flag(argc, argv, "--lr", TRAIN_LR_DEFAULT, 0.0, 1.0, &o->lr) ||
         int_flag(argc, argv, "--lr-warmup", TRAIN_LR_WARMUP_DEFAULT, 0, 1 << 20, &o->lr_warmup))
@@ -1879,12 +1887,13 @@ static int main_train(int argc, char **argv)
         static model_t sliced;
         if (slice_plan(&plan, &executed, job.gpu, job.node, available, &sliced, o) != 0) return 2;
         job.m = &sliced;
-        gpus = o->tp * o->pp * o->dp;
+        gpus = o->tp * o->pp * o->dp * o->cp;
     }
     if (train_check(job.m, o) != 0) return 2;
-    int ranks = o->tp * o->pp * o->dp;
+    int ranks = o->tp * o->pp * o->dp * o->cp;
     if (gpus && gpus != ranks) {
-        fprintf(stderr, "sextant-gpu: train: --gpus %d but --tp %d x --pp %d x --dp %d = %d\n", gpus, o->tp, o->pp, o->dp, ranks);
+        fprintf(stderr, "sextant-gpu: train: --gpus %d but --tp %d x --pp %d x --dp %d x --cp %d = %d\n", gpus, o->tp, o->pp,
+                o->dp, o->cp, ranks);
         return 2;
     }
     int launched = launch_launcher_ranks(NULL) > 0;
@@ -1894,8 +1903,8 @@ static int main_train(int argc, char **argv)
             int visible = launch_visible_gpus(why, sizeof why);
             if (visible == 0) { printf("sextant-gpu: no GPU found, skipping\n"); return 0; }
             if (visible > 0 && visible < ranks) {
-                fprintf(stderr, "sextant-gpu: train: the layout needs %d GPUs (tp %d x pp %d x dp %d), %d visible; nothing "
-                        "started\n", ranks, o->tp, o->pp, o->dp, visible);
+                fprintf(stderr, "sextant-gpu: train: the layout needs %d GPUs (tp %d x pp %d x dp %d x cp %d), %d visible; "
+                        "nothing started\n", ranks, o->tp, o->pp, o->dp, o->cp, visible);
                 return 2;
             }
         }
@@ -2138,7 +2147,7 @@ int main(int argc, char **argv)
                         "                                    [--overlap-repeats N] [--overlap-csv FILE] [--no-overlap]\n"
                         "       sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]\n"
                         "       sextant-gpu train MODEL [--gpu NAME] [--mbs N] [--gbs N] [--seq N] [--steps N] [--warmup N]\n"
-                        "                             [--tp N] [--pp N] [--vpp N] [--dp N] [--sp] [--zero 0|1|2|3] [--recompute none|full]\n"
+                        "                             [--tp N] [--pp N] [--vpp N] [--dp N] [--cp 2] [--sp] [--zero 0|1|2|3] [--recompute none|full]\n"
                         "                             [--gpus N] [--timeout S] [--attention unfused|flash] [--calibration FILE]\n"
                         "                             [--csv FILE] [--json FILE] [--plot FILE.svg] [--losses FILE] [--every-step]\n"
                         "                             [--lr RATE] [--lr-warmup STEPS]\n"

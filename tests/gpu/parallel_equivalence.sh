@@ -11,6 +11,9 @@
 # ZeRO-2 and ZeRO-3 (validator/zero.c) add their reduce-scatters per micro-batch into the
 # shard, in bf16, where ZeRO-0/1 reduce once per step: the same sums in another order, so
 # the same tolerance.
+# CP 2 (validator/cp.c) is compared with one GPU running the same fused attention (BASE
+# below): ring attention merges two partial results of the softmax, rounding the output to
+# bf16 once more, and sums dQ, dK, dV in two parts; the same size of difference as TP's.
 # Usage: tests/gpu/parallel_equivalence.sh [BIN] [GPU]
 # ONLY=REGEX runs the layouts whose names match (e.g. ONLY=zero), each against one GPU.
 set -u
@@ -25,7 +28,7 @@ fail=0
 # compare MODEL GBS LAYOUT...: the one-GPU run at this global batch, then every layout against it
 compare() {
   local model=$1 gbs=$2; shift 2
-  local E="$model --gpu $GPU --seq 256 --mbs 2 --gbs $gbs --steps 12 --warmup 2"
+  local E="$model --gpu $GPU --seq 256 --mbs 2 --gbs $gbs --steps 12 --warmup 2 ${BASE:-}"
   if [ -n "${ONLY:-}" ]; then
     local kept=() lay
     for lay in "$@"; do [[ ${lay%%:*} =~ $ONLY ]] && kept+=("$lay"); done
@@ -59,6 +62,10 @@ for model in gpt2 llama3.2-1b; do
               "tp2+sp+dp2+zero2:--tp 2 --sp --dp 2 --zero 2" "tp2+dp2+zero3:--tp 2 --dp 2 --zero 3")
   fi
   compare $model 8 "${layouts[@]}"
+  # context parallelism runs the fused attention only: the one-GPU run uses it too
+  cp_layouts=("cp2:--cp 2" "cp2+recompute:--cp 2 --recompute full")
+  [ "$gpus" -ge 4 ] && cp_layouts+=("cp2+dp2:--cp 2 --dp 2")
+  BASE="--attention flash" compare $model 8 "${cp_layouts[@]}"
   # as many micro-batches per step as stages: 1F1B without a steady phase, interleaving's "all forwards first"
   compare $model 4 "pp2 m=2:--pp 2" "pp2+vpp2 m=2:--pp 2 --vpp 2"
 done
