@@ -58,6 +58,7 @@
 #include "power.h"
 #include "train.h"
 #include "zero.h"
+#include "loss_trend.h"
 
 static int my_rank;   /* for error lines */
 
@@ -2906,6 +2907,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     int32_t *global_in = host_alloc(global_tokens * sizeof *global_in), *global_tg = host_alloc(global_tokens * sizeof *global_tg);
     float *host_loss = host_alloc((size_t)g.microbatches * N * sizeof *host_loss);
     double *step_s = host_alloc((size_t)o->steps * sizeof *step_s);
+    double *step_losses = host_alloc((size_t)o->steps * sizeof *step_losses); /* every rank's, for the trend */
     unsigned long long data_state = 42;
     cudaEvent_t t0, t1;
     CK(cudaEventCreate(&t0));
@@ -2970,6 +2972,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         }
         if (step == 1) first_loss = loss;
         last_loss = loss;
+        step_losses[step - 1] = loss;
         if (step > o->warmup) step_s[timed++] = ms * 1e-3;
         if (loss_file) fprintf(loss_file, "%d %.6f\n", step, loss);
         if (rank == 0 && (o->quiet_steps || step == 1 || step % 10 == 0 || step == o->steps))
@@ -3129,9 +3132,14 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     double tokens_per_s = (double)global_tokens / slowest;
     double flops_per_s = e.model_flops_per_step / slowest;
     double mfu = flops_per_s / ((double)nranks * gpu->peak_flops[PREC_BF16]);
+    /* whether the run learns: the losses' trend against their own noise (loss_trend.c) */
+    loss_trend trend;
+    loss_trend_judge(step_losses, o->steps, &trend);
     if (rank == 0) {
-        printf("\nloss %.4f -> %.4f over %d steps (ln V = %.4f)%s\n", first_loss, last_loss, o->steps, log((double)s->V),
-               last_loss < first_loss - 1.0 ? "" : "   LOSS DID NOT FALL");
+        char trend_line[256];
+        loss_trend_describe(&trend, trend_line, sizeof trend_line);
+        printf("\nloss %.4f -> %.4f over %d steps (ln V = %.4f)\n%s\n", first_loss, last_loss, o->steps, log((double)s->V),
+               trend_line);
         printf("step time: median %.2f ms over %d timed steps (spread %.1f%%; slowest rank's median), predicted %.2f ms (%+.1f%%)\n",
                slowest * 1e3, timed, 100.0 * spread, e.step_s * 1e3, 100.0 * (e.step_s / slowest - 1.0));
         printf("tokens/s %.0f (%.0f per GPU), %.1f model TFLOP/s per GPU, MFU %.1f%% (planner's model FLOPs %.4g per step)\n",
@@ -3274,13 +3282,13 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     free(rows);
     free(rows_uncal);
     free(all);
-    int ok = last_loss < first_loss - 1.0;
+    int ok = !loss_trend_fails(&trend);
 
     /* free what this rank allocated */
     for (int i = 0; i < profile_events_made; i++) CK(cudaEventDestroy(profile_events[i]));
     free(profile_events);
     free(profile_tags);
-    free(global_in); free(global_tg); free(host_loss); free(step_s);
+    free(global_in); free(global_tg); free(host_loss); free(step_s); free(step_losses);
     CK(cudaEventDestroy(t0));
     CK(cudaEventDestroy(t1));
     gpt_free(&g, nptrs, blas_workspace);

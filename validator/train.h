@@ -39,7 +39,7 @@ typedef struct {
 /* Trains a GPT-2- or LLaMA-family model for o->steps steps on synthetic
  * tokens and prints measured against predicted.  ctx is NULL on one GPU,
  * else this rank's place and its communicator over tp * pp * dp ranks
- * (launch.h).  0 when the loss fell. */
+ * (launch.h).  0 when the losses' trend says the run learns (loss_trend.h), 1 when not. */
 int train_run(const model_t *m, const hw_gpu *gpu, const hw_node *node, const train_options *o, launch_ctx *ctx);
 
 /* Times the three GEMMs of one linear layer y[N, out] = x[N, in] W^T (+ bias) exactly as the
