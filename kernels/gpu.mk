@@ -22,7 +22,7 @@ LDCUDA    ?= -lcudart
 LDBLAS    ?= -lcublas
 
 KSRC  = kernels/embedding.cu kernels/norm.cu kernels/activation.cu kernels/softmax.cu kernels/attention.cu \
-        kernels/rope.cu kernels/crossentropy.cu kernels/adamw.cu kernels/parallel.cu kernels/clock.cu
+        kernels/rope.cu kernels/crossentropy.cu kernels/adamw.cu kernels/parallel.cu kernels/clock.cu kernels/fp8.cu
 KOBJ  = $(KSRC:%.cu=$(BUILD)/gpu/obj/%.o)
 KHDR  = kernels/kernels.h kernels/kernels_internal.h kernels/common.cuh
 REFO  = $(BUILD)/gpu/obj/kernels/reference.o
@@ -32,10 +32,11 @@ TEST  = $(BUILD)/gpu/test_kernels
 BENCH = $(BUILD)/gpu/bench_kernels
 REFT  = $(BUILD)/gpu/test_reference
 PROBE = $(BUILD)/gpu/launch_probe
+FP8T  = $(BUILD)/gpu/test_fp8
 
 .PHONY: all gpu-test gpu-bench ref-test clean-gpu
 
-all: $(LIB) $(TEST) $(BENCH) $(REFT) $(PROBE)
+all: $(LIB) $(TEST) $(BENCH) $(REFT) $(PROBE) $(FP8T)
 
 $(BUILD)/gpu/obj/kernels/%.o: kernels/%.cu $(KHDR)
 	@mkdir -p $(dir $@)
@@ -52,6 +53,10 @@ $(TEST): tests/gpu/test_kernels.cu tests/gpu/gpu_util.h $(LIB) $(REFO) $(KHDR) k
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) $(REFO) $(LDCUDA) -lm
 
+$(FP8T): tests/gpu/test_fp8.cu tests/gpu/gpu_util.h $(LIB) $(KHDR) kernels/reference.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) $(LDCUDA) -lm
+
 $(BENCH): tests/gpu/bench_kernels.cu tests/gpu/gpu_util.h $(LIB) $(KHDR)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) $(LDBLAS) $(LDCUDA) -lm
@@ -67,9 +72,10 @@ $(PROBE): tests/gpu/launch_probe.cu
 ref-test: $(REFT)
 	$(REFT)
 
-gpu-test: $(REFT) $(TEST)
+gpu-test: $(REFT) $(TEST) $(FP8T)
 	$(REFT)
 	$(TEST)
+	$(FP8T)
 
 gpu-bench: $(BENCH)
 	$(BENCH)
