@@ -59,36 +59,10 @@
 #include "train.h"
 #include "zero.h"
 #include "loss_trend.h"
+#include "fp8.h"
 
-static int my_rank;   /* for error lines */
-
-#define CK(call)                                                                                                 \
-    do {                                                                                                         \
-        cudaError_t e_ = (call);                                                                                 \
-        if (e_ != cudaSuccess) {                                                                                 \
-            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: %s\n", my_rank, __FILE__, __LINE__, #call,    \
-                    cudaGetErrorString(e_));                                                                     \
-            exit(1);                                                                                             \
-        }                                                                                                        \
-    } while (0)
-#define CB(call)                                                                                                 \
-    do {                                                                                                         \
-        cublasStatus_t s_ = (call);                                                                              \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                       \
-            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: cuBLAS(Lt) status %d\n", my_rank, __FILE__, __LINE__, \
-                    #call, (int)s_);                                                                             \
-            exit(1);                                                                                             \
-        }                                                                                                        \
-    } while (0)
-#define NC(call)                                                                                                 \
-    do {                                                                                                         \
-        ncclResult_t r_ = (call);                                                                                \
-        if (r_ != ncclSuccess) {                                                                                 \
-            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: %s\n", my_rank, __FILE__, __LINE__, #call,    \
-                    ncclGetErrorString(r_));                                                                     \
-            exit(1);                                                                                             \
-        }                                                                                                        \
-    } while (0)
+#include "train_check.h"
+int my_rank;   /* for error lines (train_check.h) */
 
 typedef sx_bf16 bf16;
 
@@ -674,14 +648,26 @@ static void lt_free(void)
     lt_nplans = 0;
 }
 
+static int train_fp8;        /* --precision fp8: the linear layers' GEMMs through fp8.c */
+
+/* FP8 for every linear layer but the vocabulary projection, which stays in bf16 as in
+ * Megatron with Transformer Engine (its logits feed the loss directly) */
+static int use_fp8(const char *name) { return train_fp8 && strncmp(name, "lm_head", 7) != 0; }
+
 static int bias_fallbacks;   /* GEMMs whose bias ran as a separate rank-one GEMM */
 static int bias_accumulate;  /* a later micro-batch of the step: bias gradients add up, the epilogue would overwrite */
 
 /* y[N, out] = x[N, in] W^T (+ bias, in the GEMM's epilogue); 1 when the bias
  * needed the rank-one fallback */
 static int linear_forward_gemm(bf16 *y, const bf16 *x, const bf16 *w, const bf16 *bias, const bf16 *ones, int N, int in,
-                               int out)
+                               int out, int fp8)
 {
+    if (fp8 && (fp8_linear_forward(y, x, w, bias, N, in, out, stream) || !bias)) return 0;
+    if (fp8) { /* the FP8 GEMM ran without its bias: the rank-one update below adds it */
+        CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, out, N, 1, &one, bias, CUDA_R_16BF, out, ones, CUDA_R_16BF, 1, &one,
+                        y, CUDA_R_16BF, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        return 1;
+    }
     if (bias && lt_gemm(1, 0, out, N, in, w, in, x, in, 0, y, out, CUBLASLT_EPILOGUE_BIAS, bias)) return 0;
     CB(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, N, in, &one, w, CUDA_R_16BF, in, x, CUDA_R_16BF, in, &zero, y,
                     CUDA_R_16BF, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -695,29 +681,30 @@ static void linear_forward(const char *name, bf16 *y, const bf16 *x, const bf16 
                            int in, int out)
 {
     profile_mark(name, 0);
-    bias_fallbacks += linear_forward_gemm(y, x, w, bias, ones, N, in, out);
+    bias_fallbacks += linear_forward_gemm(y, x, w, bias, ones, N, in, out, use_fp8(name));
     profile_mark(name, 1);
     if (replay_wanted()) {
         replay_mark(name, 0);
-        for (int r = 0; r < replay_runs; r++) (void)linear_forward_gemm(y, x, w, bias, ones, N, in, out);
+        for (int r = 0; r < replay_runs; r++) (void)linear_forward_gemm(y, x, w, bias, ones, N, in, out, use_fp8(name));
         replay_mark(name, 1);
     }
 }
 
 /* dx = dy W */
-static void linear_dgrad_gemm(bf16 *dx, const bf16 *dy, const bf16 *w, int N, int in, int out)
+static void linear_dgrad_gemm(bf16 *dx, const bf16 *dy, const bf16 *w, int N, int in, int out, int fp8)
 {
+    if (fp8) { fp8_linear_dgrad(dx, dy, w, N, in, out, stream); return; }
     CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, in, N, out, &one, w, CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &zero, dx,
                     CUDA_R_16BF, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 static void linear_dgrad(const char *name, bf16 *dx, const bf16 *dy, const bf16 *w, int N, int in, int out)
 {
     profile_mark(name, 0);
-    linear_dgrad_gemm(dx, dy, w, N, in, out);
+    linear_dgrad_gemm(dx, dy, w, N, in, out, use_fp8(name));
     profile_mark(name, 1);
     if (replay_wanted()) {
         replay_mark(name, 0);
-        for (int r = 0; r < replay_runs; r++) linear_dgrad_gemm(dx, dy, w, N, in, out);
+        for (int r = 0; r < replay_runs; r++) linear_dgrad_gemm(dx, dy, w, N, in, out, use_fp8(name));
         replay_mark(name, 1);
     }
 }
@@ -725,28 +712,31 @@ static void linear_dgrad(const char *name, bf16 *dx, const bf16 *dy, const bf16 
 /* dW += dy^T x; dbias (+)= dy^T 1, in the GEMM's epilogue for a step's first
  * micro-batch (the epilogue writes, it cannot add); 1 when the bias gradient
  * needed the fallback on a first micro-batch */
-static int linear_wgrad_gemm(bf16 *dw, bf16 *dbias, const bf16 *dy, const bf16 *x, const bf16 *ones, int N, int in, int out)
+static int linear_wgrad_gemm(bf16 *dw, bf16 *dbias, const bf16 *dy, const bf16 *x, const bf16 *ones, int N, int in, int out,
+                             int fp8)
 {
-    if (dbias && !bias_accumulate && lt_gemm(0, 1, in, out, N, x, in, dy, out, 1, dw, in, CUBLASLT_EPILOGUE_BGRADB, dbias))
+    if (fp8) fp8_linear_wgrad(dw, dy, x, N, in, out, stream); /* the bias gradient below, in bf16 */
+    else if (dbias && !bias_accumulate && lt_gemm(0, 1, in, out, N, x, in, dy, out, 1, dw, in, CUBLASLT_EPILOGUE_BGRADB, dbias))
         return 0;
-    CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, N, &one, x, CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &one, dw,
-                    CUDA_R_16BF, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    else
+        CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, N, &one, x, CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &one, dw,
+                        CUDA_R_16BF, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     if (!dbias) return 0;
     CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, out, 1, N, &one, dy, CUDA_R_16BF, out, ones, CUDA_R_16BF, N, &one, dbias,
                     CUDA_R_16BF, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    return !bias_accumulate;
+    return !bias_accumulate && !fp8;
 }
 static void linear_wgrad(const char *name, bf16 *dw, bf16 *dbias, const bf16 *dy, const bf16 *x, const bf16 *ones, int N,
                          int in, int out)
 {
     profile_mark(name, 0);
-    bias_fallbacks += linear_wgrad_gemm(dw, dbias, dy, x, ones, N, in, out);
+    bias_fallbacks += linear_wgrad_gemm(dw, dbias, dy, x, ones, N, in, out, use_fp8(name));
     profile_mark(name, 1);
     if (replay_wanted() && replay_reserve(&replay_dw, &replay_dw_bytes, (size_t)in * out * sizeof(bf16)) &&
         (!dbias || replay_reserve(&replay_dbias, &replay_dbias_bytes, (size_t)out * sizeof(bf16)))) {
         replay_mark(name, 0);
         for (int r = 0; r < replay_runs; r++)
-            (void)linear_wgrad_gemm(replay_dw, dbias ? replay_dbias : NULL, dy, x, ones, N, in, out);
+            (void)linear_wgrad_gemm(replay_dw, dbias ? replay_dbias : NULL, dy, x, ones, N, in, out, use_fp8(name));
         replay_mark(name, 1);
     }
 }
@@ -2609,6 +2599,7 @@ static void gpt_free(gpt *g, int nptrs, void *blas_workspace)
     }
     free(g->schedule);
     lt_free();
+    fp8_free();
     CB(cublasLtDestroy(lt));
     CB(cublasDestroy(blas));
     for (int i = 0; i < nptrs; i++)
@@ -2731,12 +2722,21 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     param_shapes(s, &g.pl);
     int N = s->N;
 
+    if (o->fp8) {
+        char why[256];
+        if (fp8_supported(why, sizeof why) != 0) {
+            fprintf(stderr, "sextant-gpu train: --precision fp8: %s\n", why);
+            free(g.schedule); return 2;
+        }
+    }
+    train_fp8 = o->fp8;
     /* the planner's view of the same run, before anything is allocated */
     layout_t l = {0};
     l.gpus = nranks; l.tp = o->tp; l.pp = o->pp; l.dp = o->dp; l.vpp = s->vpp;
     l.mbs = o->mbs; l.gbs = o->gbs; l.seq = o->seq;
     l.gpus_per_node = node->gpus_per_node > nranks ? node->gpus_per_node : nranks;
-    l.recompute = o->recompute; l.attention = o->flash ? ATTENTION_FLASH : ATTENTION_UNFUSED; l.precision = PREC_BF16;
+    l.recompute = o->recompute; l.attention = o->flash ? ATTENTION_FLASH : ATTENTION_UNFUSED;
+    l.precision = o->fp8 ? PREC_FP8 : PREC_BF16;
     l.sp = s->sp; l.zero = o->zero;
     job_t job = {1e9, 1.0};
     static estimate_t e;
@@ -2774,6 +2774,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     CB(cublasSetWorkspace(blas, blas_workspace, CUBLAS_WORKSPACE_BYTES));
     CB(cublasLtCreate(&lt));
     lt_workspace = device_alloc(&g, LT_WORKSPACE_BYTES);
+    if (train_fp8) fp8_init(lt, lt_workspace, LT_WORKSPACE_BYTES);
     CK(cudaMalloc((void **)&world_scratch, 8 * sizeof(double) * (size_t)nranks));
 
     /* the groups: tp fastest, then dp, then pp (Megatron's order) */
@@ -2936,6 +2937,9 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
                s->learned_pos ? "learned positions" : s->rope ? "rotary positions" : "no positions");
         printf("# attention: %s\n", s->flash ? "flash (fused kernel, kernels/attention.cu)"
                                              : "unfused (cuBLAS batched GEMMs + causal softmax)");
+        if (o->fp8)
+            printf("# GEMMs: FP8 for the layers' linears (E4M3 weights and activations, E5M2 gradients, per-tensor scales "
+                   "from each tensor's amax; validator/fp8.c), lm_head in bf16\n");
         if (ctx) printf("# ranks started by %s\n", ctx->mode);
     }
     /* fault injection for the tests: SEXTANT_TRAIN_FAIL=RANK:STEP makes that rank die at that step */

@@ -25,6 +25,7 @@ typedef struct {
     recompute_t recompute;   /* none or full */
     int calibrated;
     int flash;         /* --attention flash: the fused kernel instead of cuBLAS + softmax */
+    int fp8;           /* --precision fp8: the linear layers' GEMMs in FP8 (fp8.h), lm_head in bf16 */
     int quiet_steps;   /* print the loss of every step (equivalence tests) instead of every tenth */
     int check_gradients; /* one forward and backward, every gradient against the float64 reference (model_ref.h) */
     const char *csv;   /* NULL, or where the rows go (docs/validation's columns) */
