@@ -5,8 +5,9 @@
 #      and bf16 against FP8 step times at larger shapes;
 #      on GPU 1 at the same time: calibrate --warm --no-step-fit for GPT-2's shapes (the FP8 table
 #      and fp8_gemm_relative_efficiency).
-# Run from the repository root with the binaries in $C (default .carry/loss); results in
-# $OUT/results.tar.gz.
+# Run from the repository root with the binaries in $C/build (default .carry/loss) and the
+# branch's hwdb/ and models/ beside them in $C (the binaries read the data from there);
+# results in $OUT/results.tar.gz.
 set -u
 C=${C:-.carry/loss}
 G=$C/build/sextant-gpu
@@ -18,7 +19,7 @@ case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in *H200*)
 step() { echo "$(date -u +%T) $1 rc=$2" | tee -a "$R/steps.txt"; }
 
 t0=$(date +%s)
-timeout 240 bash tests/gpu/parallel_equivalence.sh $G $GPU > "$R/equivalence.log" 2>&1; step equivalence $?
+timeout 240 bash $C/parallel_equivalence.sh $G $GPU > "$R/equivalence.log" 2>&1; step equivalence $?
 echo "equivalence took $(( $(date +%s) - t0 )) s" >> "$R/steps.txt"
 
 ( export CUDA_VISIBLE_DEVICES=1
@@ -26,6 +27,7 @@ echo "equivalence took $(( $(date +%s) - t0 )) s" >> "$R/steps.txt"
     > "$R/calibrate.log" 2>&1; step calibrate $? ) &
 ( export CUDA_VISIBLE_DEVICES=0
   timeout 20 $C/test_fp8 > "$R/test_fp8.log" 2>&1; step test_fp8 $?
+  CUBLASLT_LOG_LEVEL=2 timeout 60 $G check-fp8 > "$R/check_fp8.log" 2>&1; step check_fp8 $?
   KEEP="$R/fp8" timeout 90 bash $C/fp8_loss.sh $G $GPU > "$R/fp8_loss.log" 2>&1; step fp8_loss $?
   for p in bf16 fp8; do
     timeout 60 $G train llama3.2-1b --gpu $GPU --mbs 4 --seq 2048 --steps 20 --attention flash --precision $p \
@@ -38,4 +40,4 @@ echo "all took $(( $(date +%s) - t0 )) s" >> "$R/steps.txt"
 tar czf "${OUT:-/tmp/out}/results.tar.gz" -C "$(dirname "$R")" r
 cat "$R/steps.txt"; tail -40 "$R/equivalence.log"; cat "$R/fp8_loss.log" "$R/test_fp8.log" | tail -40
 grep -E "FP8 GEMMs|fp8_gemm" "$R/calibrate.log" | tail -3
-grep -hE "^loss|loss trend|step time|^# GEMMs" "$R"/speed_*.log
+grep -hE "^loss|loss trend|step time|^# GEMMs|rror" "$R"/speed_*.log; cat "$R/check_fp8.log" | tail -15

@@ -27,12 +27,15 @@
 #include "reference.h"
 #include "train_check.h"
 
+#define FP8_ALGOS 8
+
 typedef struct {
     int m, n, k, lda, ldb, ldc, accumulate, fast, bias;
     cudaDataType_t ta, tb; /* CUDA_R_8F_E4M3 / _E5M2, or CUDA_R_16BF for calibrate's bf16 reference */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
-    cublasLtMatmulAlgo_t algo;
+    cublasLtMatmulAlgo_t algo[FP8_ALGOS]; /* the heuristic's answers, best first */
+    int nalgo, chosen;                    /* chosen: the first that ran, -1 before the first call */
     int usable;
 } fp8_plan;
 
@@ -142,37 +145,56 @@ static fp8_plan *plan_of(int m, int n, int k, int lda, int ldb, int ldc, int acc
     size_t ws = lt_ws_bytes;
     CB(cublasLtMatmulPreferenceCreate(&pref));
     CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    cublasLtMatmulHeuristicResult_t result;
+    cublasLtMatmulHeuristicResult_t result[FP8_ALGOS];
     int found = 0;
     /* no algorithm is an answer, not an error: the caller decides (the bias moves out of the epilogue) */
-    if (cublasLtMatmulAlgoGetHeuristic(lt_handle, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found) ==
+    if (cublasLtMatmulAlgoGetHeuristic(lt_handle, p->desc, p->a, p->b, p->c, p->c, pref, FP8_ALGOS, result, &found) ==
             CUBLAS_STATUS_SUCCESS && found > 0) {
-        p->algo = result.algo;
+        for (int i = 0; i < found && i < FP8_ALGOS; i++) p->algo[i] = result[i].algo;
+        p->nalgo = found < FP8_ALGOS ? found : FP8_ALGOS;
         p->usable = 1;
     }
+    p->chosen = -1;
     CB(cublasLtMatmulPreferenceDestroy(pref));
     return p;
 }
 
-static void run_plan(const fp8_plan *p, const void *A, const void *Bm, sx_bf16 *C, const sx_bf16 *bias, cudaStream_t stream)
+/* 1 when p ran; 0 when cuBLASLt refused every algorithm the heuristic offered (p is then marked
+ * unusable).  The first call tries them in turn: on an H200 with cuBLAS 13 the first FP8 answer
+ * came back from cublasLtMatmul as not supported (status 15) although the heuristic offered it.
+ * Any other failure stops the run. */
+static int run_plan(fp8_plan *p, const void *A, const void *Bm, sx_bf16 *C, const sx_bf16 *bias, cudaStream_t stream)
 {
+    if (!p->usable) return 0;
     if (p->bias) CB(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    CB(cublasLtMatmul(lt_handle, p->desc, &one, A, p->a, Bm, p->b, p->accumulate ? &one : &zero, C, p->c, C, p->c, &p->algo,
-                       lt_ws, lt_ws_bytes, stream));
+    const float *beta = p->accumulate ? &one : &zero;
+    if (p->chosen >= 0) {
+        CB(cublasLtMatmul(lt_handle, p->desc, &one, A, p->a, Bm, p->b, beta, C, p->c, C, p->c, &p->algo[p->chosen], lt_ws,
+                           lt_ws_bytes, stream));
+        return 1;
+    }
+    for (int i = 0; i < p->nalgo; i++) {
+        cublasStatus_t status = cublasLtMatmul(lt_handle, p->desc, &one, A, p->a, Bm, p->b, beta, C, p->c, C, p->c,
+                                               &p->algo[i], lt_ws, lt_ws_bytes, stream);
+        if (status == CUBLAS_STATUS_NOT_SUPPORTED) continue;
+        CB(status);
+        p->chosen = i;
+        return 1;
+    }
+    p->usable = 0;
+    return 0;
 }
 
-/* a GEMM with no algorithm for its shape stops the run with one line (FP8 wants dimensions
- * that are multiples of 16) */
-static const fp8_plan *usable_plan(const char *what, int m, int n, int k, int lda, int ldb, int ldc, int accumulate, int fast,
-                                   cudaDataType_t ta, cudaDataType_t tb)
+/* Runs a GEMM without bias in the accumulation asked for, else in the other one; with neither,
+ * stops the run with one line (FP8 wants dimensions that are multiples of 16). */
+static void run_fp8(const char *what, int m, int n, int k, int lda, int ldb, int ldc, int accumulate, int fast,
+                    cudaDataType_t ta, cudaDataType_t tb, const void *A, const void *Bm, sx_bf16 *C, cudaStream_t stream)
 {
-    const fp8_plan *p = plan_of(m, n, k, lda, ldb, ldc, accumulate, fast, 0, ta, tb);
-    if (!p->usable) {
-        fprintf(stderr, "sextant-gpu train: rank %d: cuBLASLt has no FP8 algorithm for the %s GEMM %d x %d x %d (FP8 wants "
-                "multiples of 16)\n", my_rank, what, m, n, k);
-        exit(1);
-    }
-    return p;
+    for (int tries = 0; tries < 2; tries++, fast = !fast)
+        if (run_plan(plan_of(m, n, k, lda, ldb, ldc, accumulate, fast, 0, ta, tb), A, Bm, C, NULL, stream)) return;
+    fprintf(stderr, "sextant-gpu train: rank %d: cuBLASLt runs no FP8 algorithm for the %s GEMM %d x %d x %d (FP8 wants "
+            "multiples of 16)\n", my_rank, what, m, n, k);
+    exit(1);
 }
 
 /* src [rows, cols] bf16 -> dst in `fmt`, plain or transposed, its 1 / scale in slots[2 + slot] */
@@ -191,13 +213,10 @@ int fp8_linear_forward(sx_bf16 *y, const sx_bf16 *x, const sx_bf16 *w, const sx_
     grow(&op_b, &op_b_bytes, (size_t)N * in);
     cast(op_a, 0, w, out, in, SX_E4M3, 0, stream);
     cast(op_b, 0, x, N, in, SX_E4M3, 1, stream);
-    const fp8_plan *p = bias ? plan_of(out, N, in, in, in, out, 0, 1, 1, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3) : NULL;
-    if (p && p->usable) {
-        run_plan(p, op_a, op_b, y, bias, stream);
+    if (bias && run_plan(plan_of(out, N, in, in, in, out, 0, 1, 1, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3), op_a, op_b, y, bias,
+                         stream))
         return 1;
-    }
-    p = usable_plan("forward", out, N, in, in, in, out, 0, 1, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3);
-    run_plan(p, op_a, op_b, y, NULL, stream);
+    run_fp8("forward", out, N, in, in, in, out, 0, 1, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, op_a, op_b, y, stream);
     return 0;
 }
 
@@ -207,8 +226,7 @@ void fp8_linear_dgrad(sx_bf16 *dx, const sx_bf16 *dy, const sx_bf16 *w, int N, i
     grow(&op_b, &op_b_bytes, (size_t)N * out);
     cast(op_a, 1, w, out, in, SX_E4M3, 0, stream);
     cast(op_b, 0, dy, N, out, SX_E5M2, 1, stream);
-    const fp8_plan *p = usable_plan("dgrad", in, N, out, out, out, in, 0, 0, CUDA_R_8F_E4M3, CUDA_R_8F_E5M2);
-    run_plan(p, op_a, op_b, dx, NULL, stream);
+    run_fp8("dgrad", in, N, out, out, out, in, 0, 0, CUDA_R_8F_E4M3, CUDA_R_8F_E5M2, op_a, op_b, dx, stream);
 }
 
 void fp8_linear_wgrad(sx_bf16 *dw, const sx_bf16 *dy, const sx_bf16 *x, int N, int in, int out, cudaStream_t stream)
@@ -217,8 +235,7 @@ void fp8_linear_wgrad(sx_bf16 *dw, const sx_bf16 *dy, const sx_bf16 *x, int N, i
     grow(&op_b, &op_b_bytes, (size_t)N * out);
     cast(op_a, 1, x, N, in, SX_E4M3, 0, stream);
     cast(op_b, 1, dy, N, out, SX_E5M2, 1, stream);
-    const fp8_plan *p = usable_plan("wgrad", in, out, N, N, N, in, 1, 0, CUDA_R_8F_E4M3, CUDA_R_8F_E5M2);
-    run_plan(p, op_a, op_b, dw, NULL, stream);
+    run_fp8("wgrad", in, out, N, N, N, in, 1, 0, CUDA_R_8F_E4M3, CUDA_R_8F_E5M2, op_a, op_b, dw, stream);
 }
 
 /* ---- calibrate: FP8 against bf16 on the same cuBLASLt path ------------------------------ */
@@ -229,9 +246,11 @@ static int compare_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* seconds per call of p: the median of 5 batches of about 2 ms each, after 3 calls of warm-up */
-static double time_plan(const fp8_plan *p, const void *A, const void *Bm, sx_bf16 *D, cudaStream_t stream)
+/* seconds per call of p: the median of 5 batches of about 2 ms each, after 3 calls of warm-up;
+ * -1 when no algorithm runs */
+static double time_plan(fp8_plan *p, const void *A, const void *Bm, sx_bf16 *D, cudaStream_t stream)
 {
+    if (!run_plan(p, A, Bm, D, NULL, stream)) return -1.0;
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
@@ -270,12 +289,11 @@ int fp8_time_gemm(int M, int N, int K, void *const buffers[2], size_t buffer_byt
     grow(&op_b, &op_b_bytes, (size_t)M * K);
     cast(op_a, 0, W, N, K, SX_E4M3, 0, stream);
     cast(op_b, 0, X, M, K, SX_E4M3, 1, stream);
-    const fp8_plan *p8 = plan_of(N, M, K, K, K, N, 0, 1, 0, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3);
-    const fp8_plan *p16 = plan_of(N, M, K, K, K, N, 0, 0, 0, CUDA_R_16BF, CUDA_R_16BF);
-    if (!p8->usable || !p16->usable) return -1;
+    fp8_plan *p8 = plan_of(N, M, K, K, K, N, 0, 1, 0, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3);
+    fp8_plan *p16 = plan_of(N, M, K, K, K, N, 0, 0, 0, CUDA_R_16BF, CUDA_R_16BF);
     *fp8_s = time_plan(p8, op_a, op_b, D, stream);
     *bf16_s = time_plan(p16, W, X, D, stream);
-    return 0;
+    return *fp8_s > 0 && *bf16_s > 0 ? 0 : -1;
 }
 
 /* ---- check-fp8: the three GEMMs against float64 on the host ----------------------------- */

@@ -20,11 +20,10 @@ keep() { [ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$dir/$1" "$KEEP/$2"; }
 $BIN check-fp8 > "$dir/check.log" 2>&1
 rc=$?
 keep check.log check_fp8.log
-if [ $rc -ne 0 ]; then
-  cat "$dir/check.log"; echo "fp8_loss: FAIL: check-fp8"; exit 1
-fi
 if grep -q skipping "$dir/check.log"; then echo "fp8_loss: $(head -1 "$dir/check.log")"; exit 0; fi
 fail=0
+# a failed GEMM check is reported, and the training runs still go on: they say more
+if [ $rc -ne 0 ]; then cat "$dir/check.log"; echo "FAIL check-fp8"; fail=1; fi
 for model in gpt2 llama3.2-1b; do
   E="$model --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2"
   for p in bf16 fp8; do
