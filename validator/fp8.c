@@ -45,7 +45,13 @@ static int nplans;
 static cublasLtHandle_t lt_handle;
 static void *lt_ws;
 static size_t lt_ws_bytes;
-static float *slots;                 /* device: amax of A, amax of B, 1/scale of A, 1/scale of B */
+/* device: amax of A, amax of B, 1/scale of A, 1/scale of B, each at its own 256 bytes.  cuBLASLt
+ * wants scale pointers 16-byte aligned (PyTorch #159957, from the cuBLAS team); packed as four
+ * floats, every FP8 cublasLtMatmul on 2 x H200 (cuBLAS 13) came back not supported (status 15) */
+#define SLOT_STRIDE 64
+#define AMAX_SLOT(i) (slots + SLOT_STRIDE * (i))
+#define SCALE_INV_SLOT(i) (slots + SLOT_STRIDE * (2 + (i)))
+static float *slots;
 static sx_fp8 *op_a, *op_b;          /* the current GEMM's FP8 operands */
 static size_t op_a_bytes, op_b_bytes;
 static const float one = 1.0f, zero = 0.0f;
@@ -73,8 +79,8 @@ void fp8_init(cublasLtHandle_t lt, void *workspace, size_t workspace_bytes)
     lt_ws = workspace;
     lt_ws_bytes = workspace_bytes;
     if (!slots) {
-        CK(cudaMalloc((void **)&slots, 4 * sizeof *slots));
-        CK(cudaMemset(slots, 0, 4 * sizeof *slots));
+        CK(cudaMalloc((void **)&slots, 4 * SLOT_STRIDE * sizeof *slots));
+        CK(cudaMemset(slots, 0, 4 * SLOT_STRIDE * sizeof *slots));
     }
 }
 
@@ -88,15 +94,21 @@ static void grow(sx_fp8 **buf, size_t *have, size_t bytes)
 
 size_t fp8_buffer_bytes(void) { return op_a_bytes + op_b_bytes; }
 
-void fp8_free(void)
+/* Destroys the plans from `keep` on. */
+static void plans_truncate(int keep)
 {
-    for (int i = 0; i < nplans; i++) {
+    for (int i = keep; i < nplans; i++) {
         CB(cublasLtMatrixLayoutDestroy(plans[i].a));
         CB(cublasLtMatrixLayoutDestroy(plans[i].b));
         CB(cublasLtMatrixLayoutDestroy(plans[i].c));
         CB(cublasLtMatmulDescDestroy(plans[i].desc));
     }
-    nplans = 0;
+    if (keep < nplans) nplans = keep;
+}
+
+void fp8_free(void)
+{
+    plans_truncate(0);
     if (op_a) CK(cudaFree(op_a));
     if (op_b) CK(cudaFree(op_b));
     if (slots) CK(cudaFree(slots));
@@ -133,7 +145,7 @@ static fp8_plan *plan_of(int m, int n, int k, int lda, int ldb, int ldc, int acc
     CB(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     if (bias) CB(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
     if (ta != CUDA_R_16BF) {
-        const float *sa = slots + 2, *sb = slots + 3;
+        const float *sa = SCALE_INV_SLOT(0), *sb = SCALE_INV_SLOT(1);
         CB(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa));
         CB(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb));
         CB(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof fast_accum));
@@ -160,9 +172,9 @@ static fp8_plan *plan_of(int m, int n, int k, int lda, int ldb, int ldc, int acc
 }
 
 /* 1 when p ran; 0 when cuBLASLt refused every algorithm the heuristic offered (p is then marked
- * unusable).  The first call tries them in turn: on an H200 with cuBLAS 13 the first FP8 answer
- * came back from cublasLtMatmul as not supported (status 15) although the heuristic offered it.
- * Any other failure stops the run. */
+ * unusable).  The heuristic does not see the pointers, so cublasLtMatmul may still answer "not
+ * supported" (status 15): the first call tries the answers in turn, and a caller can fall back
+ * (the bias out of the epilogue, the other accumulation).  Any other failure stops the run. */
 static int run_plan(fp8_plan *p, const void *A, const void *Bm, sx_bf16 *C, const sx_bf16 *bias, cudaStream_t stream)
 {
     if (!p->usable) return 0;
@@ -197,13 +209,13 @@ static void run_fp8(const char *what, int m, int n, int k, int lda, int ldb, int
     exit(1);
 }
 
-/* src [rows, cols] bf16 -> dst in `fmt`, plain or transposed, its 1 / scale in slots[2 + slot] */
+/* src [rows, cols] bf16 -> dst in `fmt`, plain or transposed, its 1 / scale in SCALE_INV_SLOT(slot) */
 static void cast(sx_fp8 *dst, int transposed, const sx_bf16 *src, int rows, int cols, sx_fp8_format fmt, int slot,
                  cudaStream_t stream)
 {
-    CK(sx_fp8_amax(slots + slot, src, (size_t)rows * cols, stream));
-    CK(sx_fp8_cast(transposed ? NULL : dst, transposed ? dst : NULL, slots + 2 + slot, src, slots + slot, rows, cols, fmt,
-                   stream));
+    CK(sx_fp8_amax(AMAX_SLOT(slot), src, (size_t)rows * cols, stream));
+    CK(sx_fp8_cast(transposed ? NULL : dst, transposed ? dst : NULL, SCALE_INV_SLOT(slot), src, AMAX_SLOT(slot), rows, cols,
+                   fmt, stream));
 }
 
 int fp8_linear_forward(sx_bf16 *y, const sx_bf16 *x, const sx_bf16 *w, const sx_bf16 *bias, int N, int in, int out,
@@ -289,10 +301,13 @@ int fp8_time_gemm(int M, int N, int K, void *const buffers[2], size_t buffer_byt
     grow(&op_b, &op_b_bytes, (size_t)M * K);
     cast(op_a, 0, W, N, K, SX_E4M3, 0, stream);
     cast(op_b, 0, X, M, K, SX_E4M3, 1, stream);
+    /* the plans of one timing are dropped after it: calibrate times more shapes than a step runs */
+    int keep = nplans;
     fp8_plan *p8 = plan_of(N, M, K, K, K, N, 0, 1, 0, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3);
     fp8_plan *p16 = plan_of(N, M, K, K, K, N, 0, 0, 0, CUDA_R_16BF, CUDA_R_16BF);
     *fp8_s = time_plan(p8, op_a, op_b, D, stream);
     *bf16_s = time_plan(p16, W, X, D, stream);
+    plans_truncate(keep);
     return *fp8_s > 0 && *bf16_s > 0 ? 0 : -1;
 }
 
