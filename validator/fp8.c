@@ -46,8 +46,9 @@ static cublasLtHandle_t lt_handle;
 static void *lt_ws;
 static size_t lt_ws_bytes;
 /* device: amax of A, amax of B, 1/scale of A, 1/scale of B, each at its own 256 bytes.  cuBLASLt
- * wants scale pointers 16-byte aligned (PyTorch #159957, from the cuBLAS team); packed as four
- * floats, every FP8 cublasLtMatmul on 2 x H200 (cuBLAS 13) came back not supported (status 15) */
+ * wants scale pointers 16-byte aligned (PyTorch #159957, from the cuBLAS team).  Packed as four
+ * floats, every FP8 cublasLtMatmul on 2 x H200 (cuBLAS 13) came back not supported (status 15);
+ * this spacing is the likely fix, not yet run on a GPU. */
 #define SLOT_STRIDE 64
 #define AMAX_SLOT(i) (slots + SLOT_STRIDE * (i))
 #define SCALE_INV_SLOT(i) (slots + SLOT_STRIDE * (2 + (i)))
