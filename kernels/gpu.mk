@@ -23,7 +23,7 @@ LDBLAS    ?= -lcublas
 
 KSRC  = kernels/embedding.cu kernels/norm.cu kernels/activation.cu kernels/softmax.cu kernels/attention.cu \
         kernels/rope.cu kernels/crossentropy.cu kernels/adamw.cu kernels/parallel.cu kernels/clock.cu \
-        kernels/cp_attention.cu
+        kernels/cp_attention.cu kernels/fp8.cu
 KOBJ  = $(KSRC:%.cu=$(BUILD)/gpu/obj/%.o)
 KHDR  = kernels/kernels.h kernels/kernels_internal.h kernels/common.cuh
 REFO  = $(BUILD)/gpu/obj/kernels/reference.o
@@ -35,10 +35,11 @@ TEST  = $(BUILD)/gpu/test_kernels
 BENCH = $(BUILD)/gpu/bench_kernels
 REFT  = $(BUILD)/gpu/test_reference
 PROBE = $(BUILD)/gpu/launch_probe
+FP8T  = $(BUILD)/gpu/test_fp8
 
 .PHONY: all gpu-test gpu-bench ref-test clean-gpu
 
-all: $(LIB) $(TEST) $(BENCH) $(REFT) $(PROBE)
+all: $(LIB) $(TEST) $(BENCH) $(REFT) $(PROBE) $(FP8T)
 
 $(BUILD)/gpu/obj/kernels/%.o: kernels/%.cu $(KHDR)
 	@mkdir -p $(dir $@)
@@ -59,6 +60,10 @@ $(TEST): tests/gpu/test_kernels.cu tests/gpu/gpu_util.h $(LIB) $(REFO) $(CPRO) $
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Ivalidator -o $@ $< $(LIB) $(REFO) $(CPRO) $(LDCUDA) -lm
 
+$(FP8T): tests/gpu/test_fp8.cu tests/gpu/gpu_util.h $(LIB) $(KHDR) kernels/reference.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) $(LDCUDA) -lm
+
 $(BENCH): tests/gpu/bench_kernels.cu tests/gpu/gpu_util.h $(LIB) $(KHDR)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) $(LDBLAS) $(LDCUDA) -lm
@@ -74,9 +79,10 @@ $(PROBE): tests/gpu/launch_probe.cu
 ref-test: $(REFT)
 	$(REFT)
 
-gpu-test: $(REFT) $(TEST)
+gpu-test: $(REFT) $(TEST) $(FP8T)
 	$(REFT)
 	$(TEST)
+	$(FP8T)
 
 gpu-bench: $(BENCH)
 	$(BENCH)

@@ -387,6 +387,27 @@ cudaError_t sx_adamw_f32grad(float *param, float *m, float *v, sx_bf16 *param_bf
  * a window of 100 us or more keeps the timer's granularity (an H100 read 5% high at 50 us) small. */
 cudaError_t sx_sm_clock_probe(float *mhz, int window_us, cudaStream_t stream);
 
+/* ------------------------------------------------------------- FP8 (kernels/fp8.cu) */
+
+/* Per-tensor scaled FP8 for the GEMMs of validate --precision fp8 (Transformer Engine's
+ * recipe with the current tensor's amax): weights and activations in E4M3 (range 448),
+ * gradients in E5M2 (57344).  An sx_fp8 is the raw byte of __nv_fp8_e4m3 or __nv_fp8_e5m2. */
+typedef uint8_t sx_fp8;
+typedef enum sx_fp8_format { SX_E4M3 = 0, SX_E5M2 = 1 } sx_fp8_format;
+#define SX_E4M3_MAX 448.0f
+#define SX_E5M2_MAX 57344.0f
+
+/* *amax (device, fp32) = max |x[i]| over n bf16 elements (=).  NaN elements are skipped
+ * (fmaxf), an infinity gives infinity. */
+cudaError_t sx_fp8_amax(float *amax, const sx_bf16 *x, size_t n, cudaStream_t stream);
+
+/* Casts x [rows, cols] (bf16) to FP8 with the per-tensor scale s = max(fmt) / *amax (1 when
+ * *amax is 0, NaN or infinite): out[r, c] = sat(x[r, c] * s) rounded to nearest even (=),
+ * and out_t[c, r] the same transposed (=), either may be NULL, not both; *scale_inv = 1 / s
+ * (=), the factor the GEMM multiplies the FP8 values by.  Saturation: to +-max(fmt). */
+cudaError_t sx_fp8_cast(sx_fp8 *out, sx_fp8 *out_t, float *scale_inv, const sx_bf16 *x, const float *amax,
+                        int rows, int cols, sx_fp8_format fmt, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -59,36 +59,11 @@
 #include "power.h"
 #include "train.h"
 #include "zero.h"
+#include "loss_trend.h"
+#include "fp8.h"
 
-static int my_rank;   /* for error lines */
-
-#define CK(call)                                                                                                 \
-    do {                                                                                                         \
-        cudaError_t e_ = (call);                                                                                 \
-        if (e_ != cudaSuccess) {                                                                                 \
-            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: %s\n", my_rank, __FILE__, __LINE__, #call,    \
-                    cudaGetErrorString(e_));                                                                     \
-            exit(1);                                                                                             \
-        }                                                                                                        \
-    } while (0)
-#define CB(call)                                                                                                 \
-    do {                                                                                                         \
-        cublasStatus_t s_ = (call);                                                                              \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                       \
-            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: cuBLAS(Lt) status %d\n", my_rank, __FILE__, __LINE__, \
-                    #call, (int)s_);                                                                             \
-            exit(1);                                                                                             \
-        }                                                                                                        \
-    } while (0)
-#define NC(call)                                                                                                 \
-    do {                                                                                                         \
-        ncclResult_t r_ = (call);                                                                                \
-        if (r_ != ncclSuccess) {                                                                                 \
-            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: %s\n", my_rank, __FILE__, __LINE__, #call,    \
-                    ncclGetErrorString(r_));                                                                     \
-            exit(1);                                                                                             \
-        }                                                                                                        \
-    } while (0)
+#include "train_check.h"
+int my_rank;   /* for error lines (train_check.h) */
 
 typedef sx_bf16 bf16;
 
@@ -675,14 +650,26 @@ static void lt_free(void)
     lt_nplans = 0;
 }
 
+static int train_fp8;        /* --precision fp8: the linear layers' GEMMs through fp8.c */
+
+/* FP8 for every linear layer but the vocabulary projection, which stays in bf16 as in
+ * Megatron with Transformer Engine (its logits feed the loss directly) */
+static int use_fp8(const char *name) { return train_fp8 && strncmp(name, "lm_head", 7) != 0; }
+
 static int bias_fallbacks;   /* GEMMs whose bias ran as a separate rank-one GEMM */
 static int bias_accumulate;  /* a later micro-batch of the step: bias gradients add up, the epilogue would overwrite */
 
 /* y[N, out] = x[N, in] W^T (+ bias, in the GEMM's epilogue); 1 when the bias
  * needed the rank-one fallback */
 static int linear_forward_gemm(bf16 *y, const bf16 *x, const bf16 *w, const bf16 *bias, const bf16 *ones, int N, int in,
-                               int out)
+                               int out, int fp8)
 {
+    if (fp8 && (fp8_linear_forward(y, x, w, bias, N, in, out, stream) || !bias)) return 0;
+    if (fp8) { /* the FP8 GEMM ran without its bias: the rank-one update below adds it */
+        CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, out, N, 1, &one, bias, CUDA_R_16BF, out, ones, CUDA_R_16BF, 1, &one,
+                        y, CUDA_R_16BF, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        return 1;
+    }
     if (bias && lt_gemm(1, 0, out, N, in, w, in, x, in, 0, y, out, CUBLASLT_EPILOGUE_BIAS, bias)) return 0;
     CB(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, N, in, &one, w, CUDA_R_16BF, in, x, CUDA_R_16BF, in, &zero, y,
                     CUDA_R_16BF, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -696,29 +683,30 @@ static void linear_forward(const char *name, bf16 *y, const bf16 *x, const bf16 
                            int in, int out)
 {
     profile_mark(name, 0);
-    bias_fallbacks += linear_forward_gemm(y, x, w, bias, ones, N, in, out);
+    bias_fallbacks += linear_forward_gemm(y, x, w, bias, ones, N, in, out, use_fp8(name));
     profile_mark(name, 1);
     if (replay_wanted()) {
         replay_mark(name, 0);
-        for (int r = 0; r < replay_runs; r++) (void)linear_forward_gemm(y, x, w, bias, ones, N, in, out);
+        for (int r = 0; r < replay_runs; r++) (void)linear_forward_gemm(y, x, w, bias, ones, N, in, out, use_fp8(name));
         replay_mark(name, 1);
     }
 }
 
 /* dx = dy W */
-static void linear_dgrad_gemm(bf16 *dx, const bf16 *dy, const bf16 *w, int N, int in, int out)
+static void linear_dgrad_gemm(bf16 *dx, const bf16 *dy, const bf16 *w, int N, int in, int out, int fp8)
 {
+    if (fp8) { fp8_linear_dgrad(dx, dy, w, N, in, out, stream); return; }
     CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, in, N, out, &one, w, CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &zero, dx,
                     CUDA_R_16BF, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 static void linear_dgrad(const char *name, bf16 *dx, const bf16 *dy, const bf16 *w, int N, int in, int out)
 {
     profile_mark(name, 0);
-    linear_dgrad_gemm(dx, dy, w, N, in, out);
+    linear_dgrad_gemm(dx, dy, w, N, in, out, use_fp8(name));
     profile_mark(name, 1);
     if (replay_wanted()) {
         replay_mark(name, 0);
-        for (int r = 0; r < replay_runs; r++) linear_dgrad_gemm(dx, dy, w, N, in, out);
+        for (int r = 0; r < replay_runs; r++) linear_dgrad_gemm(dx, dy, w, N, in, out, use_fp8(name));
         replay_mark(name, 1);
     }
 }
@@ -726,28 +714,31 @@ static void linear_dgrad(const char *name, bf16 *dx, const bf16 *dy, const bf16 
 /* dW += dy^T x; dbias (+)= dy^T 1, in the GEMM's epilogue for a step's first
  * micro-batch (the epilogue writes, it cannot add); 1 when the bias gradient
  * needed the fallback on a first micro-batch */
-static int linear_wgrad_gemm(bf16 *dw, bf16 *dbias, const bf16 *dy, const bf16 *x, const bf16 *ones, int N, int in, int out)
+static int linear_wgrad_gemm(bf16 *dw, bf16 *dbias, const bf16 *dy, const bf16 *x, const bf16 *ones, int N, int in, int out,
+                             int fp8)
 {
-    if (dbias && !bias_accumulate && lt_gemm(0, 1, in, out, N, x, in, dy, out, 1, dw, in, CUBLASLT_EPILOGUE_BGRADB, dbias))
+    if (fp8) fp8_linear_wgrad(dw, dy, x, N, in, out, stream); /* the bias gradient below, in bf16 */
+    else if (dbias && !bias_accumulate && lt_gemm(0, 1, in, out, N, x, in, dy, out, 1, dw, in, CUBLASLT_EPILOGUE_BGRADB, dbias))
         return 0;
-    CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, N, &one, x, CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &one, dw,
-                    CUDA_R_16BF, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    else
+        CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, N, &one, x, CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &one, dw,
+                        CUDA_R_16BF, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     if (!dbias) return 0;
     CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, out, 1, N, &one, dy, CUDA_R_16BF, out, ones, CUDA_R_16BF, N, &one, dbias,
                     CUDA_R_16BF, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    return !bias_accumulate;
+    return !bias_accumulate && !fp8;
 }
 static void linear_wgrad(const char *name, bf16 *dw, bf16 *dbias, const bf16 *dy, const bf16 *x, const bf16 *ones, int N,
                          int in, int out)
 {
     profile_mark(name, 0);
-    bias_fallbacks += linear_wgrad_gemm(dw, dbias, dy, x, ones, N, in, out);
+    bias_fallbacks += linear_wgrad_gemm(dw, dbias, dy, x, ones, N, in, out, use_fp8(name));
     profile_mark(name, 1);
     if (replay_wanted() && replay_reserve(&replay_dw, &replay_dw_bytes, (size_t)in * out * sizeof(bf16)) &&
         (!dbias || replay_reserve(&replay_dbias, &replay_dbias_bytes, (size_t)out * sizeof(bf16)))) {
         replay_mark(name, 0);
         for (int r = 0; r < replay_runs; r++)
-            (void)linear_wgrad_gemm(replay_dw, dbias ? replay_dbias : NULL, dy, x, ones, N, in, out);
+            (void)linear_wgrad_gemm(replay_dw, dbias ? replay_dbias : NULL, dy, x, ones, N, in, out, use_fp8(name));
         replay_mark(name, 1);
     }
 }
@@ -2656,6 +2647,7 @@ static void gpt_free(gpt *g, int nptrs, void *blas_workspace)
     }
     free(g->schedule);
     lt_free();
+    fp8_free();
     CB(cublasLtDestroy(lt));
     CB(cublasDestroy(blas));
     for (int i = 0; i < nptrs; i++)
@@ -2796,12 +2788,21 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     param_shapes(s, &g.pl);
     int N = s->N;
 
+    if (o->fp8) {
+        char why[256];
+        if (fp8_supported(why, sizeof why) != 0) {
+            fprintf(stderr, "sextant-gpu train: --precision fp8: %s\n", why);
+            free(g.schedule); return 2;
+        }
+    }
+    train_fp8 = o->fp8;
     /* the planner's view of the same run, before anything is allocated */
     layout_t l = {0};
     l.gpus = nranks; l.tp = o->tp; l.pp = o->pp; l.dp = o->dp; l.vpp = s->vpp;
     l.mbs = o->mbs; l.gbs = o->gbs; l.seq = o->seq;
     l.gpus_per_node = node->gpus_per_node > nranks ? node->gpus_per_node : nranks;
-    l.recompute = o->recompute; l.attention = o->flash ? ATTENTION_SEXTANT : ATTENTION_UNFUSED; l.precision = PREC_BF16;
+    l.recompute = o->recompute; l.attention = o->flash ? ATTENTION_SEXTANT : ATTENTION_UNFUSED;
+    l.precision = o->fp8 ? PREC_FP8 : PREC_BF16;
     l.sp = s->sp; l.zero = o->zero;
     l.cp = cp; l.cp_comm = CP_COMM_RING;
     job_t job = {1e9, 1.0};
@@ -2840,6 +2841,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     CB(cublasSetWorkspace(blas, blas_workspace, CUBLAS_WORKSPACE_BYTES));
     CB(cublasLtCreate(&lt));
     lt_workspace = device_alloc(&g, LT_WORKSPACE_BYTES);
+    if (train_fp8) fp8_init(lt, lt_workspace, LT_WORKSPACE_BYTES);
     CK(cudaMalloc((void **)&world_scratch, 8 * sizeof(double) * (size_t)nranks));
 
     /* the groups: tp fastest, then dp, then pp (Megatron's order) */
@@ -2978,6 +2980,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     int32_t *global_in = host_alloc(global_tokens * sizeof *global_in), *global_tg = host_alloc(global_tokens * sizeof *global_tg);
     float *host_loss = host_alloc((size_t)g.microbatches * N * sizeof *host_loss);
     double *step_s = host_alloc((size_t)o->steps * sizeof *step_s);
+    double *step_losses = host_alloc((size_t)o->steps * sizeof *step_losses); /* every rank's, for the trend */
     unsigned long long data_state = 42;
     cudaEvent_t t0, t1;
     CK(cudaEventCreate(&t0));
@@ -3007,6 +3010,9 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
                s->learned_pos ? "learned positions" : s->rope ? "rotary positions" : "no positions");
         printf("# attention: %s\n", s->flash ? "flash (fused kernel, kernels/attention.cu)"
                                              : "unfused (cuBLAS batched GEMMs + causal softmax)");
+        if (o->fp8)
+            printf("# GEMMs: FP8 for the layers' linears (E4M3 weights and activations, E5M2 gradients, per-tensor scales "
+                   "from each tensor's amax; validator/fp8.c), lm_head in bf16\n");
         if (ctx) printf("# ranks started by %s\n", ctx->mode);
     }
     /* fault injection for the tests: SEXTANT_TRAIN_FAIL=RANK:STEP makes that rank die at that step */
@@ -3043,6 +3049,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         }
         if (step == 1) first_loss = loss;
         last_loss = loss;
+        step_losses[step - 1] = loss;
         if (step > o->warmup) step_s[timed++] = ms * 1e-3;
         if (loss_file) fprintf(loss_file, "%d %.6f\n", step, loss);
         if (rank == 0 && (o->quiet_steps || step == 1 || step % 10 == 0 || step == o->steps))
@@ -3202,9 +3209,14 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     double tokens_per_s = (double)global_tokens / slowest;
     double flops_per_s = e.model_flops_per_step / slowest;
     double mfu = flops_per_s / ((double)nranks * gpu->peak_flops[PREC_BF16]);
+    /* whether the run learns: the losses' trend against their own noise (loss_trend.c) */
+    loss_trend trend;
+    loss_trend_judge(step_losses, o->steps, &trend);
     if (rank == 0) {
-        printf("\nloss %.4f -> %.4f over %d steps (ln V = %.4f)%s\n", first_loss, last_loss, o->steps, log((double)s->V),
-               last_loss < first_loss - 1.0 ? "" : "   LOSS DID NOT FALL");
+        char trend_line[256];
+        loss_trend_describe(&trend, trend_line, sizeof trend_line);
+        printf("\nloss %.4f -> %.4f over %d steps (ln V = %.4f)\n%s\n", first_loss, last_loss, o->steps, log((double)s->V),
+               trend_line);
         printf("step time: median %.2f ms over %d timed steps (spread %.1f%%; slowest rank's median), predicted %.2f ms (%+.1f%%)\n",
                slowest * 1e3, timed, 100.0 * spread, e.step_s * 1e3, 100.0 * (e.step_s / slowest - 1.0));
         printf("tokens/s %.0f (%.0f per GPU), %.1f model TFLOP/s per GPU, MFU %.1f%% (planner's model FLOPs %.4g per step)\n",
@@ -3347,13 +3359,13 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     free(rows);
     free(rows_uncal);
     free(all);
-    int ok = last_loss < first_loss - 1.0;
+    int ok = !loss_trend_fails(&trend);
 
     /* free what this rank allocated */
     for (int i = 0; i < profile_events_made; i++) CK(cudaEventDestroy(profile_events[i]));
     free(profile_events);
     free(profile_tags);
-    free(global_in); free(global_tg); free(host_loss); free(step_s);
+    free(global_in); free(global_tg); free(host_loss); free(step_s); free(step_losses);
     CK(cudaEventDestroy(t0));
     CK(cudaEventDestroy(t1));
     gpt_free(&g, nptrs, blas_workspace);

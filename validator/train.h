@@ -26,6 +26,7 @@ typedef struct {
     recompute_t recompute;   /* none or full */
     int calibrated;
     int flash;         /* --attention flash: the fused kernel instead of cuBLAS + softmax */
+    int fp8;           /* --precision fp8: the linear layers' GEMMs in FP8 (fp8.h), lm_head in bf16 */
     int quiet_steps;   /* print the loss of every step (equivalence tests) instead of every tenth */
     int check_gradients; /* one forward and backward, every gradient against the float64 reference (model_ref.h) */
     const char *csv;   /* NULL, or where the rows go (docs/validation's columns) */
@@ -40,7 +41,7 @@ typedef struct {
 /* Trains a GPT-2- or LLaMA-family model for o->steps steps on synthetic
  * tokens and prints measured against predicted.  ctx is NULL on one GPU,
  * else this rank's place and its communicator over tp * pp * dp ranks
- * (launch.h).  0 when the loss fell. */
+ * (launch.h).  0 when the losses' trend says the run learns (loss_trend.h), 1 when not. */
 int train_run(const model_t *m, const hw_gpu *gpu, const hw_node *node, const train_options *o, launch_ctx *ctx);
 
 /* Times the three GEMMs of one linear layer y[N, out] = x[N, in] W^T (+ bias) exactly as the

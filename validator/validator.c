@@ -45,6 +45,8 @@
 #include "planner.h"
 #include "power.h"
 #include "train.h"
+#include "fp8.h"
+#include "fp8_calibrate.h"
 
 #define CUDA_CHECK(call)                                                                                   \
     do {                                                                                                   \
@@ -1449,6 +1451,10 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
         return 2;
     }
     double e_max = gt.e_max, half_gflop = gt.half_gflop;
+    /* FP8 at the same shapes, where the GPU has it: the planner's fp8_gemm_relative_efficiency */
+    double fp8_relative = 0.0;
+    int fp8_ok = fp8_calibrate(g, gt.shape, gt.n, scratch, scratch_bytes, &fp8_relative) == 0 && fp8_relative > 0.05 &&
+                 fp8_relative <= 2.0;
     double peak = g->peak_flops[PREC_BF16] > 0 ? g->peak_flops[PREC_BF16] : g->peak_flops[PREC_FP16];
     double attention_fwd = 0.0, attention_bwd = 0.0;
     static attention_timing at;
@@ -1490,6 +1496,9 @@ static int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo 
             fprintf(f, "%s,energy_pj_per_byte,%.3f,\"%s (power model fit)\"\n", g->name, pm.e_byte * 1e12, source);
             fprintf(f, "%s,clock_energy_exponent,%.2f,\"%s (power model fit)\"\n", g->name, pm.exponent, source);
         }
+        if (fp8_ok)
+            fprintf(f, "%s,fp8_gemm_relative_efficiency,%.4f,\"%s (E4M3 per-tensor scaled against bf16, cuBLASLt, the GEMMs "
+                       "of 10 GFLOP or more)\"\n", g->name, fp8_relative, source);
         for (int i = 0; i < gt.n; i++)
             fprintf(f, "%s,gemm_us:%lldx%lldx%lld,%.3f,\"%s (%s, as the training step runs it)\"\n", g->name,
                     (long long)gt.shape[i].m, (long long)gt.shape[i].n, (long long)gt.shape[i].k, gt.shape[i].seconds * 1e6,
@@ -1808,7 +1817,7 @@ static int main_train(int argc, char **argv)
     static const char *const known[] = {"--gpu", "--mbs", "--gbs", "--seq", "--steps", "--tp", "--pp", "--vpp", "--dp",
                                         "--gpus", "--zero", "--recompute", "--attention", "--calibration", "--csv", "--json", "--plot",
                                         "--losses", "--timeout", "--warmup", "--sp", "--every-step", "--plan",
-                                        "--lr", "--lr-warmup", "--cp"};
+                                        "--lr", "--lr-warmup", "--cp", "--precision"};
     const char *plan_path = arg_value(argc, argv, "--plan", NULL);
     int first_flag = plan_path && argc > 2 && argv[2][0] == '-' ? 2 : 3;
     if (!plan_path && (argc < 3 || argv[2][0] == '-')) { fprintf(stderr, "sextant-gpu: train needs a MODEL or --plan FILE\n"); return 2; }
@@ -1844,6 +1853,12 @@ static int main_train(int argc, char **argv)
         fprintf(stderr, "sextant-gpu: train: --attention '%s' is not one of unfused|flash\n", attention);
         return 2;
     }
+    const char *precision = arg_value(argc, argv, "--precision", "bf16");
+    if (strcmp(precision, "bf16") && strcmp(precision, "fp8")) {
+        fprintf(stderr, "sextant-gpu: train: --precision '%s' is not one of bf16|fp8\n", precision);
+        return 2;
+    }
+    job.o.fp8 = !strcmp(precision, "fp8");
     const char *recompute = arg_value(argc, argv, "--recompute", "none");
     if (strcmp(recompute, "none") && strcmp(recompute, "full")) {
         fprintf(stderr, "sextant-gpu: train: --recompute '%s' is not one of none|full\n", recompute);
@@ -2138,7 +2153,7 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2 || (strcmp(argv[1], "calibrate") && strcmp(argv[1], "ops") && strcmp(argv[1], "train") &&
-                     strcmp(argv[1], "check-gradients"))) {
+                     strcmp(argv[1], "check-gradients") && strcmp(argv[1], "check-fp8"))) {
         fprintf(stderr, "usage: sextant-gpu calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B,...] [--clock-scaling]\n"
                         "                            [--data uniform|normal] [--warm | --no-step-fit] [--step-runs DIR]\n"
                         "       sextant-gpu calibrate --comm [--gpus N] [--gpu NAME] [--out FILE] [--min-bytes SIZE] [--max-bytes SIZE]\n"
@@ -2150,9 +2165,10 @@ int main(int argc, char **argv)
                         "                             [--tp N] [--pp N] [--vpp N] [--dp N] [--cp 2] [--sp] [--zero 0|1|2|3] [--recompute none|full]\n"
                         "                             [--gpus N] [--timeout S] [--attention unfused|flash] [--calibration FILE]\n"
                         "                             [--csv FILE] [--json FILE] [--plot FILE.svg] [--losses FILE] [--every-step]\n"
-                        "                             [--lr RATE] [--lr-warmup STEPS]\n"
+                        "                             [--lr RATE] [--lr-warmup STEPS] [--precision bf16|fp8]\n"
                         "         (several GPUs: one process each, forked here, or started by mpirun / srun)\n"
-                        "       sextant-gpu check-gradients   (the step's gradients on tiny models against float64)\n");
+                        "       sextant-gpu check-gradients   (the step's gradients on tiny models against float64)\n"
+                        "       sextant-gpu check-fp8         (the FP8 GEMMs of a linear layer against float64)\n");
         return 2;
     }
     if (refuse_unwritable_targets(argc, argv)) return 2;
@@ -2161,6 +2177,11 @@ int main(int argc, char **argv)
             if (!strcmp(argv[i], "--comm")) return main_comm(argc, argv);
     if (!strcmp(argv[1], "train")) return main_train(argc, argv);
     if (!strcmp(argv[1], "check-gradients")) return main_check(argc, argv);
+    if (!strcmp(argv[1], "check-fp8")) {
+        int n = 0;
+        if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) { printf("sextant-gpu: no GPU found, skipping\n"); return 0; }
+        return fp8_check();
+    }
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
         printf("sextant-gpu: no GPU found, skipping\n");
