@@ -35,7 +35,7 @@ CORE_SRC = hwdb/csv_table.c hwdb/hwdb.c models/models.c models/hf_config.c \
            planner/outfile.c planner/gnuplot.c
 CORE_OBJ = $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    = test_formulas test_models test_hwdb test_estimate test_plan test_cp test_cli test_model_ref test_plot test_schedule \
-           test_overlap test_docs test_zero test_moe test_plan_file
+           test_overlap test_docs test_zero test_moe test_plan_file test_moe_route
 TEST_BIN = $(TESTS:%=$(BUILD)/tests/%)
 
 .PHONY: all demo test bench gpu gpu-test install clean published fuzz fuzz-build
@@ -115,6 +115,11 @@ $(BUILD)/tests/test_zero: tests/test_zero.c tests/test_util.h validator/zero_pla
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -Ivalidator -Iplanner -Ihwdb -Imodels -o $@ tests/test_zero.c validator/zero_plan.c validator/schedule.c \
 		planner/formulas.c $(LDSAN) -lm -lcmocka
+
+# A MoE layer's routing, permutation, exchange plan and their backward: plain C, no CUDA.
+$(BUILD)/tests/test_moe_route: tests/test_moe_route.c tests/test_util.h validator/moe_plan.c validator/moe_plan.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -Ivalidator -o $@ tests/test_moe_route.c validator/moe_plan.c $(LDSAN) -lm -lcmocka
 
 # calibrate --comm's overlap summary, CSV and overlay rows: plain C, no CUDA;
 # the overlay rows are loaded back through the hwdb.
