@@ -22,7 +22,8 @@ LDCUDA    ?= -lcudart
 LDBLAS    ?= -lcublas
 
 KSRC  = kernels/embedding.cu kernels/norm.cu kernels/activation.cu kernels/softmax.cu kernels/attention.cu \
-        kernels/rope.cu kernels/crossentropy.cu kernels/adamw.cu kernels/parallel.cu kernels/clock.cu
+        kernels/rope.cu kernels/crossentropy.cu kernels/adamw.cu kernels/parallel.cu kernels/clock.cu \
+        kernels/moe.cu
 KOBJ  = $(KSRC:%.cu=$(BUILD)/gpu/obj/%.o)
 KHDR  = kernels/kernels.h kernels/kernels_internal.h kernels/common.cuh
 REFO  = $(BUILD)/gpu/obj/kernels/reference.o
@@ -32,10 +33,12 @@ TEST  = $(BUILD)/gpu/test_kernels
 BENCH = $(BUILD)/gpu/bench_kernels
 REFT  = $(BUILD)/gpu/test_reference
 PROBE = $(BUILD)/gpu/launch_probe
+MOET  = $(BUILD)/gpu/test_moe_kernels
+MOEPO = $(BUILD)/gpu/obj/validator/moe_plan.o
 
 .PHONY: all gpu-test gpu-bench ref-test clean-gpu
 
-all: $(LIB) $(TEST) $(BENCH) $(REFT) $(PROBE)
+all: $(LIB) $(TEST) $(BENCH) $(REFT) $(PROBE) $(MOET)
 
 $(BUILD)/gpu/obj/kernels/%.o: kernels/%.cu $(KHDR)
 	@mkdir -p $(dir $@)
@@ -52,6 +55,15 @@ $(TEST): tests/gpu/test_kernels.cu tests/gpu/gpu_util.h $(LIB) $(REFO) $(KHDR) k
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) $(REFO) $(LDCUDA) -lm
 
+$(MOEPO): validator/moe_plan.c validator/moe_plan.h
+	@mkdir -p $(dir $@)
+	$(CC) $(REFCFLAGS) -c $< -o $@
+
+# the MoE routing kernels against validator/moe_plan.c's float64 reference
+$(MOET): tests/gpu/test_moe_kernels.cu tests/gpu/gpu_util.h $(LIB) $(MOEPO) $(KHDR)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Ivalidator -o $@ $< $(LIB) $(MOEPO) $(LDCUDA) -lm
+
 $(BENCH): tests/gpu/bench_kernels.cu tests/gpu/gpu_util.h $(LIB) $(KHDR)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) $(LDBLAS) $(LDCUDA) -lm
@@ -67,9 +79,10 @@ $(PROBE): tests/gpu/launch_probe.cu
 ref-test: $(REFT)
 	$(REFT)
 
-gpu-test: $(REFT) $(TEST)
+gpu-test: $(REFT) $(TEST) $(MOET)
 	$(REFT)
 	$(TEST)
+	$(MOET)
 
 gpu-bench: $(BENCH)
 	$(BENCH)
