@@ -68,10 +68,10 @@ NCCL_HOME ?= $(CUDA_HOME)
 NCCL_INC   = -isystem $(NCCL_HOME)/include
 NCCL_LIB   = -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -lnccl
 VALIDATOR_SRC = validator/validator.c validator/plan_file.c validator/train.c validator/comm.c validator/launch.c validator/model_ref.c validator/plot.c validator/schedule.c validator/power.c \
-                validator/overlap.c validator/overlap_report.c validator/zero.c validator/zero_plan.c
+                validator/overlap.c validator/overlap_report.c validator/zero.c validator/zero_plan.c validator/moe.c validator/moe_plan.c
 # The validator: C with the CUDA runtime, cuBLAS, NCCL, our kernels and the planner's own op list.
 # MPI is never linked: launch.c loads libmpi with dlopen (-ldl) when mpirun or srun started the ranks.
-$(BUILD)/sextant-gpu: $(VALIDATOR_SRC) validator/model_ref.h validator/plot.h validator/schedule.h validator/train.h validator/comm.h validator/launch.h validator/power.h validator/overlap.h validator/zero.h validator/zero_plan.h validator/schedule.h $(BUILD)/libsextant.a $(BUILD)/libkernels.a kernels/kernels.h
+$(BUILD)/sextant-gpu: $(VALIDATOR_SRC) validator/model_ref.h validator/plot.h validator/schedule.h validator/train.h validator/comm.h validator/launch.h validator/power.h validator/overlap.h validator/zero.h validator/zero_plan.h validator/moe.h validator/moe_plan.h $(BUILD)/libsextant.a $(BUILD)/libkernels.a kernels/kernels.h
 	$(CC) $(CFLAGS) -Ikernels -Ivalidator -I$(CUDA_HOME)/include $(NCCL_INC) -o $@ $(VALIDATOR_SRC) $(BUILD)/libsextant.a \
 	    $(BUILD)/libkernels.a -L$(CUDA_HOME)/lib64 $(NCCL_LIB) -lcublasLt -lcublas -lcudart -lgsl -lgslcblas -ldl -lpthread -lstdc++ $(LDSAN) $(LDLIBS)
 

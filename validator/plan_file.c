@@ -71,13 +71,23 @@ int read_plan(const char *path, plan_file *p)
         if (fields[i]) *fields[i] = (int64_t)v->valuedouble;
         else l->zero = (int)v->valuedouble;
     }
-    /* the training step runs no context or expert parallelism, nor partial recomputation: refused, not dropped */
-    static const char *const unrun[] = {"cp", "ep", "recompute_layers"};
+    /* expert parallelism (MoE models): a whole degree, 1 when absent */
+    const cJSON *ep = json_get(layout, "ep");
+    l->ep = 1;
+    if (ep) {
+        if (!cJSON_IsNumber(ep) || ep->valuedouble < 1 || ep->valuedouble > 1e9 || ep->valuedouble != (double)(int64_t)ep->valuedouble) {
+            fprintf(stderr, "sextant-gpu: --plan %s: layout.ep is not a whole number of 1 or more\n", path);
+            goto done;
+        }
+        l->ep = (int64_t)ep->valuedouble;
+    }
+    /* the training step runs no context parallelism, nor partial recomputation: refused, not dropped */
+    static const char *const unrun[] = {"cp", "recompute_layers"};
     for (size_t i = 0; i < sizeof unrun / sizeof unrun[0]; i++) {
         const cJSON *v = json_get(layout, unrun[i]);
-        if (v && (!cJSON_IsNumber(v) || v->valuedouble != (i < 2 ? 1.0 : 0.0))) {
+        if (v && (!cJSON_IsNumber(v) || v->valuedouble != (i < 1 ? 1.0 : 0.0))) {
             fprintf(stderr, "sextant-gpu: --plan %s: layout.%s: the training step runs %s\n", path, unrun[i],
-                    i < 2 ? "no context or expert parallelism (1 only)" : "full recomputation on every layer or none");
+                    i < 1 ? "no context parallelism (1 only)" : "full recomputation on every layer or none");
             goto done;
         }
     }

@@ -19,6 +19,7 @@ typedef struct {
     double lr;         /* AdamW's peak learning rate (--lr; 0 is taken as TRAIN_LR_DEFAULT) */
     int lr_warmup;     /* steps of linear warm-up to lr (--lr-warmup) */
     int tp, pp, dp;
+    int ep;            /* expert parallelism inside dp (MoE models): each rank holds experts / ep; 0 is taken as 1 */
     int vpp;           /* model chunks per pipeline stage: interleaved 1F1B when > 1 (0 is taken as 1) */
     int sp;            /* sequence parallelism: norms and residuals on 1/tp of the tokens */
     int zero;          /* 0, or 1: reduce-scatter of gradients, sharded AdamW, all-gather of parameters */

@@ -8,6 +8,10 @@
 # partial sums meet (and round), so the first steps agree to 1e-4 and the
 # difference grows as training amplifies it (measured on 2 x H200: at
 # most 0.4% at any step over 12 steps, docs/validation/h200x2-train-2026-11-23).
+# Mixture of experts (validator/moe.c): with EP 2 each token's experts run on the rank that
+# holds them, in a GEMM of that rank's row count, so the sums meet in another order again;
+# the routing itself is per token and the same.  Its runs take a higher learning rate
+# (EXTRA), so that 12 steps are enough for the loss to fall by the margin train requires.
 # ZeRO-2 and ZeRO-3 (validator/zero.c) add their reduce-scatters per micro-batch into the
 # shard, in bf16, where ZeRO-0/1 reduce once per step: the same sums in another order, so
 # the same tolerance.
@@ -25,7 +29,7 @@ fail=0
 # compare MODEL GBS LAYOUT...: the one-GPU run at this global batch, then every layout against it
 compare() {
   local model=$1 gbs=$2; shift 2
-  local E="$model --gpu $GPU --seq 256 --mbs 2 --gbs $gbs --steps 12 --warmup 2"
+  local E="$model --gpu $GPU --seq 256 --mbs 2 --gbs $gbs --steps 12 --warmup 2 ${EXTRA:-}"
   if [ -n "${ONLY:-}" ]; then
     local kept=() lay
     for lay in "$@"; do [[ ${lay%%:*} =~ $ONLY ]] && kept+=("$lay"); done
@@ -62,5 +66,8 @@ for model in gpt2 llama3.2-1b; do
   # as many micro-batches per step as stages: 1F1B without a steady phase, interleaving's "all forwards first"
   compare $model 4 "pp2 m=2:--pp 2" "pp2+vpp2 m=2:--pp 2 --vpp 2"
 done
+# moe-test: EP 2 over the two ranks, with ZeRO-1, and DP 2 with every expert on both ranks
+EXTRA="--lr 1e-3 --lr-warmup 3" compare moe-test 8 "dp2+ep2:--dp 2 --ep 2" "dp2+ep2+zero1:--dp 2 --ep 2 --zero 1" \
+  "dp2 (ep 1):--dp 2"
 [ $fail -eq 0 ] && echo "parallel_equivalence: all layouts match one GPU" || echo "parallel_equivalence: FAILED"
 exit $fail
