@@ -59,6 +59,9 @@
 typedef sx_bf16 bf16;
 static const float one = 1.0f, zero = 0.0f;
 
+static void lt_init(moe_state *st);       /* the experts' GEMMs' cuBLASLt state, below */
+static void lt_free_all(moe_state *st);
+
 /* ---- one layer's saved block ---- */
 
 typedef struct {
@@ -169,6 +172,13 @@ void moe_init(moe_state *st, const moe_config *c)
     MCK(st, cudaGetDevice(&device));
     MCK(st, cudaDeviceGetDefaultMemPool(&pool, device));
     MCK(st, cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    lt_init(st);
+    const char *gemm = getenv("SEXTANT_MOE_GEMM");
+    if (gemm && *gemm && strcmp(gemm, "ex") && strcmp(gemm, "lt")) {
+        fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_GEMM=%s: expected lt (cuBLASLt, the default) or ex (cublasGemmEx)\n", gemm);
+        exit(2);
+    }
+    st->gemm_ex = gemm && !strcmp(gemm, "ex");
 
     float *host = malloc(count * sizeof *host);
     uint16_t *half = malloc(count * sizeof *half);
@@ -184,6 +194,8 @@ void moe_init(moe_state *st, const moe_config *c)
     free(half);
     /* the groups' first use, each finished before the step (train.c's comm_warmup says why):
      * the all-gather of counts and a send/recv with every peer */
+    size_t free_before, free_after, total;
+    MCK(st, cudaMemGetInfo(&free_before, &total));
     if (c->ep > 1) {
         int32_t *probe;
         MCK(st, cudaMalloc((void **)&probe, (size_t)c->ep * sizeof(int32_t) * 2));
@@ -203,6 +215,8 @@ void moe_init(moe_state *st, const moe_config *c)
                               c->edp_comm, c->stream));
         MCK(st, cudaStreamSynchronize(c->stream));
     }
+    MCK(st, cudaMemGetInfo(&free_after, &total));
+    st->connect_bytes = free_before > free_after ? free_before - free_after : 0;
 }
 
 /* ---- the pieces of a forward and a backward ---- */
@@ -265,23 +279,112 @@ static void exchange(moe_state *st, const moe_exchange *x, bf16 *sorted, bf16 *m
     MNC(st, ncclGroupEnd());
 }
 
+/* ---- the experts' GEMMs: cuBLASLt, one algorithm per shape bucket ----
+ * An expert's row count changes every call.  Through cublasGemmEx every new shape ran
+ * cuBLAS's heuristic on the host, 0.14 to 0.18 ms a GEMM on 2 x H200, and the GPU waited for
+ * it: the experts' GEMMs measured 2.5x to 4x the planner's time, the kernels themselves a
+ * fraction of it (docs/validation/2026-11-26-h100x2-ep, first run).  Here the heuristic runs
+ * once per transposes, leading dimensions and bucket of MOE_ALGO_BUCKET in each size, and
+ * its algorithm serves every shape of the bucket that cublasLtMatmulAlgoCheck says it takes; a
+ * shape it does not take runs through cublasGemmEx, counted in `fallbacks`. */
+#define MOE_ALGO_BUCKET 128
+#define MOE_LT_WORKSPACE_BYTES (32u << 20)
+
+static void lt_init(moe_state *st)
+{
+    MCB(st, cublasLtCreate(&st->lt));
+    MCK(st, cudaMalloc(&st->lt_workspace, MOE_LT_WORKSPACE_BYTES));
+    st->bytes += MOE_LT_WORKSPACE_BYTES;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+            MCB(st, cublasLtMatmulDescCreate(&st->lt_desc[ta][tb], CUBLAS_COMPUTE_32F, CUDA_R_32F));
+            MCB(st, cublasLtMatmulDescSetAttribute(st->lt_desc[ta][tb], CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+            MCB(st, cublasLtMatmulDescSetAttribute(st->lt_desc[ta][tb], CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+        }
+    size_t ws = MOE_LT_WORKSPACE_BYTES;
+    MCB(st, cublasLtMatmulPreferenceCreate(&st->lt_pref));
+    MCB(st, cublasLtMatmulPreferenceSetAttribute(st->lt_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    st->algos = calloc(MOE_ALGOS_MAX, sizeof *st->algos);
+    if (!st->algos) { fprintf(stderr, "sextant-gpu train: rank %d: out of host memory\n", st->c.my_rank); exit(1); }
+}
+
+static void lt_free_all(moe_state *st)
+{
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) MCB(st, cublasLtMatmulDescDestroy(st->lt_desc[ta][tb]));
+    MCB(st, cublasLtMatmulPreferenceDestroy(st->lt_pref));
+    MCB(st, cublasLtDestroy(st->lt));
+    MCK(st, cudaFree(st->lt_workspace));
+    free(st->algos);
+}
+
+/* column-major C[m, n] (+)= op(A) op(B), bf16 with fp32 sums, as cublasGemmEx takes it */
+static void expert_gemm(moe_state *st, int ta, int tb, int m, int n, int k, const bf16 *A, int lda, const bf16 *B, int ldb,
+                        int accumulate, bf16 *C, int ldc)
+{
+    if (st->gemm_ex) {
+        MCB(st, cublasGemmEx(st->c.blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &one, A,
+                             CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, accumulate ? &one : &zero, C, CUDA_R_16BF, ldc,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        return;
+    }
+    cublasLtMatrixLayout_t a, b, c;
+    MCB(st, cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, ta ? k : m, ta ? m : k, lda));
+    MCB(st, cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, tb ? n : k, tb ? k : n, ldb));
+    MCB(st, cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, m, n, ldc));
+    const int mb = m / MOE_ALGO_BUCKET, nb = n / MOE_ALGO_BUCKET, kb = k / MOE_ALGO_BUCKET;
+    moe_algo *found = NULL;
+    for (int i = 0; i < st->nalgos && !found; i++) {
+        moe_algo *q = &st->algos[i];
+        if (q->ta == ta && q->tb == tb && q->mb == mb && q->nb == nb && q->kb == kb && q->lda == lda && q->ldb == ldb &&
+            q->ldc == ldc)
+            found = q;
+    }
+    if (!found && st->nalgos < MOE_ALGOS_MAX) {
+        found = &st->algos[st->nalgos++];
+        *found = (moe_algo){ta, tb, mb, nb, kb, lda, ldb, ldc, 0, {{0}}};
+        cublasLtMatmulHeuristicResult_t result;
+        int got = 0;
+        st->heuristics++;
+        if (cublasLtMatmulAlgoGetHeuristic(st->lt, st->lt_desc[ta][tb], a, b, c, c, st->lt_pref, 1, &result, &got) ==
+                CUBLAS_STATUS_SUCCESS && got > 0) {
+            found->algo = result.algo;
+            found->usable = 1;
+        }
+    }
+    /* the bucket's algorithm, when cuBLASLt confirms it takes this exact shape */
+    cublasLtMatmulHeuristicResult_t checked;
+    int takes = found && found->usable &&
+                cublasLtMatmulAlgoCheck(st->lt, st->lt_desc[ta][tb], a, b, c, c, &found->algo, &checked) == CUBLAS_STATUS_SUCCESS &&
+                checked.workspaceSize <= MOE_LT_WORKSPACE_BYTES;
+    int done = takes &&
+               cublasLtMatmul(st->lt, st->lt_desc[ta][tb], &one, A, a, B, b, accumulate ? &one : &zero, C, c, C, c,
+                              &found->algo, st->lt_workspace, MOE_LT_WORKSPACE_BYTES, st->c.stream) == CUBLAS_STATUS_SUCCESS;
+    MCB(st, cublasLtMatrixLayoutDestroy(a));
+    MCB(st, cublasLtMatrixLayoutDestroy(b));
+    MCB(st, cublasLtMatrixLayoutDestroy(c));
+    if (done) return;
+    st->fallbacks++;
+    MCB(st, cublasGemmEx(st->c.blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &one, A,
+                         CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, accumulate ? &one : &zero, C, CUDA_R_16BF, ldc,
+                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 /* y[rows, out] = x[rows, in] W^T (W[out, in]), as train.c's linear layers */
 static void gemm_forward(moe_state *st, bf16 *y, const bf16 *x, const bf16 *w, int rows, int in, int out)
 {
-    MCB(st, cublasGemmEx(st->c.blas, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &one, w, CUDA_R_16BF, in, x, CUDA_R_16BF,
-                         in, &zero, y, CUDA_R_16BF, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    expert_gemm(st, 1, 0, out, rows, in, w, in, x, in, 0, y, out);
 }
 /* dx[rows, in] (+)= dy[rows, out] W */
 static void gemm_dgrad(moe_state *st, bf16 *dx, const bf16 *dy, const bf16 *w, int rows, int in, int out, int accumulate)
 {
-    MCB(st, cublasGemmEx(st->c.blas, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, &one, w, CUDA_R_16BF, in, dy, CUDA_R_16BF,
-                         out, accumulate ? &one : &zero, dx, CUDA_R_16BF, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    expert_gemm(st, 0, 0, in, rows, out, w, in, dy, out, accumulate, dx, in);
 }
 /* dW[out, in] += dy^T x */
 static void gemm_wgrad(moe_state *st, bf16 *dw, const bf16 *dy, const bf16 *x, int rows, int in, int out)
 {
-    MCB(st, cublasGemmEx(st->c.blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, &one, x, CUDA_R_16BF, in, dy, CUDA_R_16BF,
-                         out, &one, dw, CUDA_R_16BF, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    expert_gemm(st, 0, 1, in, out, rows, x, in, dy, out, 1, dw, in);
 }
 
 /* router logits[N, E] (fp32) = xn Wr^T */
@@ -496,5 +599,17 @@ void moe_free(moe_state *st)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) MCK(st, cudaFree(bufs[i]));
     MCK(st, cudaFreeHost(st->host_counts));
     MCK(st, cudaEventDestroy(st->counted));
+    lt_free_all(st);
     memset(st, 0, sizeof *st);
+}
+
+size_t moe_pool_high_bytes(const moe_state *st)
+{
+    cudaMemPool_t pool;
+    int device;
+    uint64_t high = 0;
+    MCK(st, cudaGetDevice(&device));
+    MCK(st, cudaDeviceGetDefaultMemPool(&pool, device));
+    MCK(st, cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &high));
+    return (size_t)high;
 }

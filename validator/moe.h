@@ -12,6 +12,11 @@
 #ifndef SEXTANT_MOE_H
 #define SEXTANT_MOE_H
 
+/* cublasLt.h declares one function without a prototype */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <cublasLt.h>
+#pragma GCC diagnostic pop
 #include <cublas_v2.h>
 #include <nccl.h>
 #include <stddef.h>
@@ -49,6 +54,13 @@ typedef struct {
 
 #define MOE_CALLS_MAX 512
 
+/* an expert GEMM's cuBLASLt algorithm, kept for every shape of its bucket (moe.c) */
+typedef struct {
+    int ta, tb, mb, nb, kb, lda, ldb, ldc, usable;
+    cublasLtMatmulAlgo_t algo;
+} moe_algo;
+#define MOE_ALGOS_MAX 2048
+
 typedef struct {
     moe_config c;
     int El, up, edp;
@@ -63,6 +75,15 @@ typedef struct {
     moe_call calls[MOE_CALLS_MAX];
     double imbalance_sum, imbalance_max;
     long imbalance_calls;
+    cublasLtHandle_t lt;
+    void *lt_workspace;
+    cublasLtMatmulDesc_t lt_desc[2][2];   /* [transa][transb] */
+    cublasLtMatmulPreference_t lt_pref;
+    moe_algo *algos;
+    int nalgos;
+    long heuristics, fallbacks;         /* heuristic queries, GEMMs that fell back to cublasGemmEx */
+    size_t connect_bytes;               /* device memory the EP and expert-DP groups' first use took (NCCL's buffers) */
+    int gemm_ex;                        /* SEXTANT_MOE_GEMM=ex: every expert GEMM through cublasGemmEx (the first way) */
     size_t bytes;                       /* device memory allocated at set-up */
 } moe_state;
 
@@ -78,5 +99,7 @@ void moe_zero_grads(moe_state *st);
 /* the gradients' reductions and AdamW, after the step's backward */
 void moe_step(moe_state *st, const sx_adamw_params *hp);
 void moe_free(moe_state *st);
+/* The most the stream-ordered pool held for the data-dependent buffers (bytes), for the report. */
+size_t moe_pool_high_bytes(const moe_state *st);
 
 #endif

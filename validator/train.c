@@ -3234,6 +3234,12 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
                    "%ld layer calls of rank 0, every step); the planner assumes %.3f (--moe-imbalance %.3f%s)\n",
                    g.moe.imbalance_sum / g.moe.imbalance_calls, g.moe.imbalance_max, g.moe.imbalance_calls, moe_rank_load(m, &l),
                    model_moe_imbalance(m), s->ep == 1 ? "; with ep 1 no rank waits for another: load 1" : "");
+        if (s->moe)
+            printf("MoE buffers: the routed rows' (stream-ordered pool) peaked at %.3f GiB on rank 0, beside our %.3f GiB; "
+                   "the EP groups' first use took %.3f GiB; expert GEMMs: %s, %ld cuBLASLt heuristic queries, %ld calls "
+                   "through cublasGemmEx\n", moe_pool_high_bytes(&g.moe) / 1073741824.0, g.accounted_bytes / 1073741824.0,
+                   g.moe.connect_bytes / 1073741824.0, g.moe.gemm_ex ? "cublasGemmEx (SEXTANT_MOE_GEMM=ex)" : "cuBLASLt",
+                   g.moe.heuristics, g.moe.fallbacks);
         if (have_uncal)
             printf("uncalibrated (hwdb defaults): step %.2f ms (%+.1f%%), memory %.3f GiB (%+.1f%%)\n", e_uncal.step_s * 1e3,
                    100.0 * (e_uncal.step_s / slowest - 1.0), e_uncal.memory.total / 1073741824.0,
