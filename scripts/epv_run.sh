@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The MoE / expert-parallel validation on 2 x H100 (docs/validation/2026-11-26-h100x2-ep):
+# The MoE / expert-parallel validation on 2 GPUs (docs/validation/2026-11-26-h200x2-ep):
 # kernel checks, loss equivalence with one GPU, the timed runs against the planner and
 # validate --plan with an EP 2 plan.  Run from a folder laid out as the repository's root
 # (build/, hwdb/, models/, tests/gpu/parallel_equivalence.sh, plan-ep2.json):

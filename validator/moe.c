@@ -283,7 +283,7 @@ static void exchange(moe_state *st, const moe_exchange *x, bf16 *sorted, bf16 *m
  * An expert's row count changes every call.  Through cublasGemmEx every new shape ran
  * cuBLAS's heuristic on the host, 0.14 to 0.18 ms a GEMM on 2 x H200, and the GPU waited for
  * it: the experts' GEMMs measured 2.5x to 4x the planner's time, the kernels themselves a
- * fraction of it (docs/validation/2026-11-26-h100x2-ep, first run).  Here the heuristic runs
+ * fraction of it (docs/validation/2026-11-26-h200x2-ep, first run).  Here the heuristic runs
  * once per transposes, leading dimensions and bucket of MOE_ALGO_BUCKET in each size, and
  * its algorithm serves every shape of the bucket that cublasLtMatmulAlgoCheck says it takes; a
  * shape it does not take runs through cublasGemmEx, counted in `fallbacks`. */
