@@ -35,7 +35,7 @@ CORE_SRC = hwdb/csv_table.c hwdb/hwdb.c models/models.c models/hf_config.c \
            planner/outfile.c planner/gnuplot.c planner/data_root.c
 CORE_OBJ = $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    = test_formulas test_models test_hwdb test_estimate test_plan test_cp test_cli test_model_ref test_plot test_schedule \
-           test_overlap test_docs test_zero test_moe test_plan_file test_fp8 test_fit_gemm test_cp_ring test_loss_trend
+           test_overlap test_docs test_zero test_moe test_plan_file test_fp8 test_fit_gemm test_cp_ring test_loss_trend test_moe_route
 TEST_BIN = $(TESTS:%=$(BUILD)/tests/%)
 
 .PHONY: all demo test bench gpu gpu-test install clean published fuzz fuzz-build
@@ -69,10 +69,10 @@ NCCL_INC   = -isystem $(NCCL_HOME)/include
 NCCL_LIB   = -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -lnccl
 VALIDATOR_SRC = validator/validator.c validator/plan_file.c validator/train.c validator/comm.c validator/launch.c validator/model_ref.c validator/plot.c validator/schedule.c validator/power.c \
                 validator/overlap.c validator/overlap_report.c validator/zero.c validator/zero_plan.c \
-                validator/cp.c validator/cp_ring.c validator/loss_trend.c validator/fp8.c validator/fp8_calibrate.c
+                validator/cp.c validator/cp_ring.c validator/loss_trend.c validator/fp8.c validator/fp8_calibrate.c validator/moe.c validator/moe_plan.c
 # The validator: C with the CUDA runtime, cuBLAS, NCCL, our kernels and the planner's own op list.
 # MPI is never linked: launch.c loads libmpi with dlopen (-ldl) when mpirun or srun started the ranks.
-$(BUILD)/sextant-gpu: $(VALIDATOR_SRC) validator/model_ref.h validator/plot.h validator/schedule.h validator/train.h validator/comm.h validator/launch.h validator/power.h validator/overlap.h validator/zero.h validator/zero_plan.h validator/schedule.h validator/cp.h validator/cp_ring.h validator/rank_check.h validator/loss_trend.h validator/fp8.h validator/fp8_calibrate.h validator/train_check.h $(BUILD)/libsextant.a $(BUILD)/libkernels.a kernels/kernels.h
+$(BUILD)/sextant-gpu: $(VALIDATOR_SRC) validator/model_ref.h validator/plot.h validator/schedule.h validator/train.h validator/comm.h validator/launch.h validator/power.h validator/overlap.h validator/zero.h validator/zero_plan.h validator/schedule.h validator/cp.h validator/cp_ring.h validator/rank_check.h validator/loss_trend.h validator/fp8.h validator/fp8_calibrate.h validator/train_check.h validator/moe.h validator/moe_plan.h $(BUILD)/libsextant.a $(BUILD)/libkernels.a kernels/kernels.h
 	$(CC) $(CFLAGS) -Ikernels -Ivalidator -I$(CUDA_HOME)/include $(NCCL_INC) -o $@ $(VALIDATOR_SRC) $(BUILD)/libsextant.a \
 	    $(BUILD)/libkernels.a -L$(CUDA_HOME)/lib64 $(NCCL_LIB) -lcublasLt -lcublas -lcudart -lgsl -lgslcblas -ldl -lpthread -lstdc++ $(LDSAN) $(LDLIBS)
 
@@ -128,6 +128,11 @@ $(BUILD)/tests/test_cp_ring: tests/test_cp_ring.c tests/test_util.h validator/cp
 $(BUILD)/tests/test_loss_trend: tests/test_loss_trend.c tests/test_util.h validator/loss_trend.c validator/loss_trend.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -Ivalidator -o $@ tests/test_loss_trend.c validator/loss_trend.c $(LDSAN) -lgsl -lgslcblas -lm -lcmocka
+
+# A MoE layer's routing, permutation, exchange plan and their backward: plain C, no CUDA.
+$(BUILD)/tests/test_moe_route: tests/test_moe_route.c tests/test_util.h validator/moe_plan.c validator/moe_plan.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -Ivalidator -o $@ tests/test_moe_route.c validator/moe_plan.c $(LDSAN) -lm -lcmocka
 
 # calibrate --comm's overlap summary, CSV and overlay rows: plain C, no CUDA;
 # the overlay rows are loaded back through the hwdb.

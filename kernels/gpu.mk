@@ -23,7 +23,7 @@ LDBLAS    ?= -lcublas
 
 KSRC  = kernels/embedding.cu kernels/norm.cu kernels/activation.cu kernels/softmax.cu kernels/attention.cu \
         kernels/rope.cu kernels/crossentropy.cu kernels/adamw.cu kernels/parallel.cu kernels/clock.cu \
-        kernels/cp_attention.cu kernels/fp8.cu
+        kernels/cp_attention.cu kernels/fp8.cu kernels/moe.cu
 KOBJ  = $(KSRC:%.cu=$(BUILD)/gpu/obj/%.o)
 KHDR  = kernels/kernels.h kernels/kernels_internal.h kernels/common.cuh
 REFO  = $(BUILD)/gpu/obj/kernels/reference.o
@@ -36,10 +36,12 @@ BENCH = $(BUILD)/gpu/bench_kernels
 REFT  = $(BUILD)/gpu/test_reference
 PROBE = $(BUILD)/gpu/launch_probe
 FP8T  = $(BUILD)/gpu/test_fp8
+MOET  = $(BUILD)/gpu/test_moe_kernels
+MOEPO = $(BUILD)/gpu/obj/validator/moe_plan.o
 
 .PHONY: all gpu-test gpu-bench ref-test clean-gpu
 
-all: $(LIB) $(TEST) $(BENCH) $(REFT) $(PROBE) $(FP8T)
+all: $(LIB) $(TEST) $(BENCH) $(REFT) $(PROBE) $(FP8T) $(MOET)
 
 $(BUILD)/gpu/obj/kernels/%.o: kernels/%.cu $(KHDR)
 	@mkdir -p $(dir $@)
@@ -64,6 +66,15 @@ $(FP8T): tests/gpu/test_fp8.cu tests/gpu/gpu_util.h $(LIB) $(KHDR) kernels/refer
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) $(LDCUDA) -lm
 
+$(MOEPO): validator/moe_plan.c validator/moe_plan.h
+	@mkdir -p $(dir $@)
+	$(CC) $(REFCFLAGS) -c $< -o $@
+
+# the MoE routing kernels against validator/moe_plan.c's float64 reference
+$(MOET): tests/gpu/test_moe_kernels.cu tests/gpu/gpu_util.h $(LIB) $(MOEPO) $(KHDR)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Ivalidator -o $@ $< $(LIB) $(MOEPO) $(LDCUDA) -lm
+
 $(BENCH): tests/gpu/bench_kernels.cu tests/gpu/gpu_util.h $(LIB) $(KHDR)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) $(LDBLAS) $(LDCUDA) -lm
@@ -79,10 +90,11 @@ $(PROBE): tests/gpu/launch_probe.cu
 ref-test: $(REFT)
 	$(REFT)
 
-gpu-test: $(REFT) $(TEST) $(FP8T)
+gpu-test: $(REFT) $(TEST) $(FP8T) $(MOET)
 	$(REFT)
 	$(TEST)
 	$(FP8T)
+	$(MOET)
 
 gpu-bench: $(BENCH)
 	$(BENCH)

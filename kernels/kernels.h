@@ -357,6 +357,43 @@ cudaError_t sx_cross_entropy_shard_finish(float *loss, sx_bf16 *dlogits, const s
                                           const int32_t *targets, const float *stats, int N, int cols,
                                           int ld, float dloss, cudaStream_t stream);
 
+/* ------------------------------------------------------- mixture of experts */
+
+/* A MoE layer's routing (kernels/moe.cu; the float64 reference and the layout of the slots,
+ * the sorted rows and the exchange are in validator/moe_plan.h).  N tokens, E experts,
+ * k picks a token; slot s = n k + j. */
+#define SX_MOE_TOPK_MAX 8
+
+/* idx[N k] (=): the k largest of each row of logits[N, E] (fp32), largest first, ties to
+ * the lower index; gate[N k] (=, fp32): the softmax of those k logits. */
+cudaError_t sx_moe_topk(int32_t *idx, float *gate, const float *logits, int N, int E, int k, cudaStream_t stream);
+
+/* The slots sorted by expert, stably: counts[E] (=) rows per expert, pos[N k] (=) each
+ * slot's row, row_slot[N k] (=) each row's slot. */
+cudaError_t sx_moe_permute(int32_t *counts, int32_t *pos, int32_t *row_slot, const int32_t *idx, int N, int k, int E,
+                           cudaStream_t stream);
+
+/* The dispatch's gather: xs[r, :] = x[row_slot[r] / k, :] (=) for the N k rows; C % 8 == 0. */
+cudaError_t sx_moe_gather(sx_bf16 *xs, const sx_bf16 *x, const int32_t *row_slot, int N, int k, int C,
+                          cudaStream_t stream);
+
+/* The combine: out[n, :] = sum_j gate[n k + j] ys[pos[n k + j], :] (=), fp32 sums; gate NULL:
+ * 1 (the dispatch's backward); C % 8 == 0. */
+cudaError_t sx_moe_combine(sx_bf16 *out, const sx_bf16 *ys, const int32_t *pos, const float *gate, int N, int k,
+                           int C, cudaStream_t stream);
+
+/* The combine's backward: dys[pos[s], :] = gate[s] dout[n, :] (=), dgate[s] = dout[n, :] . ys[pos[s], :]
+ * (=, fp32). */
+cudaError_t sx_moe_combine_backward(sx_bf16 *dys, float *dgate, const sx_bf16 *dout, const sx_bf16 *ys,
+                                    const int32_t *pos, const float *gate, int N, int k, int C, cudaStream_t stream);
+
+/* The router's backward, dlogits[N, E] (=, bf16 for the router's GEMMs): the top-k softmax's
+ * plus, when aux_scale != 0, Switch's auxiliary loss aux_scale sum_e f_e sum_n softmax(z_n)_e
+ * with f_e = counts[e] / (N k) held constant. */
+cudaError_t sx_moe_router_backward(sx_bf16 *dlogits, const float *logits, const int32_t *idx, const float *gate,
+                                   const float *dgate, const int32_t *counts, float aux_scale, int N, int E, int k,
+                                   cudaStream_t stream);
+
 /* -------------------------------------------------------------------- AdamW */
 
 typedef struct sx_adamw_params {

@@ -52,6 +52,29 @@ static void reads_context_parallel_plan(void **state)
     run_free(&r);
 }
 
+/* expert parallelism (issue 24, item 6): an EP 2 plan is read with its degree; a fractional one refused */
+static void reads_expert_parallel_plan(void **state)
+{
+    (void)state;
+    plan_file p;
+    run_result r = run_sextant("estimate moe-test --gpus 2 --dp 2 --ep 2 --format json --calibration none");
+    assert_int_equal(r.status, 0);
+    assert_int_equal(read_text(r.out, &p), 0);
+    assert_int_equal(p.layout.ep, 2);
+    assert_int_equal(p.layout.dp, 2);
+    char *ep = strstr(r.out, "\"ep\":");
+    assert_non_null(ep);
+    char *bad = malloc(strlen(r.out) + 16);
+    snprintf(bad, strlen(r.out) + 16, "%.*s\"ep\":\t0.5%s", (int)(ep - r.out), r.out, strchr(ep, ','));
+    assert_int_equal(read_text(bad, &p), -1);
+    free(bad);
+    run_free(&r);
+    r = run_sextant("estimate gpt2 --gpus 2 --format json --calibration none");
+    assert_int_equal(read_text(r.out, &p), 0);
+    assert_int_equal(p.layout.ep, 1);
+    run_free(&r);
+}
+
 static void refuses_what_the_step_does_not_run(void **state)
 {
     (void)state;
@@ -88,6 +111,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(reads_plan_and_estimate_json),
         cmocka_unit_test(reads_context_parallel_plan),
+        cmocka_unit_test(reads_expert_parallel_plan),
         cmocka_unit_test(refuses_what_the_step_does_not_run),
     };
     return cmocka_run_group_tests_name("plan_file", tests, NULL, NULL);

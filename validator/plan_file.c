@@ -87,15 +87,22 @@ int read_plan(const char *path, plan_file *p)
         fprintf(stderr, "sextant-gpu: --plan %s: layout.cp_comm allgather: the training step runs CP as a ring\n", path);
         goto done;
     }
-    /* the training step runs no expert parallelism, nor partial recomputation: refused, not dropped */
-    static const char *const unrun[] = {"ep", "recompute_layers"};
-    for (size_t i = 0; i < sizeof unrun / sizeof unrun[0]; i++) {
-        const cJSON *v = json_get(layout, unrun[i]);
-        if (v && (!cJSON_IsNumber(v) || v->valuedouble != (i < 1 ? 1.0 : 0.0))) {
-            fprintf(stderr, "sextant-gpu: --plan %s: layout.%s: the training step runs %s\n", path, unrun[i],
-                    i < 1 ? "no expert parallelism (1 only)" : "full recomputation on every layer or none");
+    /* expert parallelism (MoE models): a whole degree, 1 when absent */
+    const cJSON *ep = json_get(layout, "ep");
+    l->ep = 1;
+    if (ep) {
+        if (!cJSON_IsNumber(ep) || ep->valuedouble < 1 || ep->valuedouble > 1e9 || ep->valuedouble != (double)(int64_t)ep->valuedouble) {
+            fprintf(stderr, "sextant-gpu: --plan %s: layout.ep is not a whole number of 1 or more\n", path);
             goto done;
         }
+        l->ep = (int64_t)ep->valuedouble;
+    }
+    /* the training step runs no partial recomputation: refused, not dropped */
+    const cJSON *partial = json_get(layout, "recompute_layers");
+    if (partial && (!cJSON_IsNumber(partial) || partial->valuedouble != 0.0)) {
+        fprintf(stderr, "sextant-gpu: --plan %s: layout.recompute_layers: the training step runs full recomputation on "
+                "every layer or none\n", path);
+        goto done;
     }
     const cJSON *loss = json_get(layout, "loss");
     if (loss && (!cJSON_IsString(loss) || strcmp(loss->valuestring, "fused"))) {

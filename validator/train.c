@@ -52,6 +52,7 @@
 #include "kernels_internal.h"
 #include "launch.h"
 #include "model_ref.h"
+#include "moe.h"
 #include "outfile.h"
 #include "plot.h"
 #include "schedule.h"
@@ -101,6 +102,7 @@ typedef struct {
     int cp, cp_rank;          /* context parallelism (validator/cp.c): T is this rank's seq / cp tokens */
     int head_copy;            /* a tied model's last stage keeps its own copy of the table */
     int grads_sharded;        /* ZeRO-2/3 over dp > 1: a rank keeps its slice of each gradient bucket */
+    int moe, E, topk, ep;     /* every layer's MLP a mixture of E experts, topk a token, over ep ranks (validator/moe.c) */
 } shapes;
 
 /* ---- parameters: one allocation, bucket by bucket --------------------------
@@ -141,6 +143,7 @@ static void param_shapes(const shapes *s, param_layout *p)
                           (size_t)s->up * C, bias * s->up, C * s->F, bias * C,
                           s->last ? C : 0, s->last ? ln_bias * C : 0,
                           s->last && (!s->tied || s->head_copy) ? (size_t)s->Vl * C : 0};
+    if (s->moe) sz[P_FCW] = sz[P_FCB] = sz[P_PROJW] = sz[P_PROJB] = 0;   /* the experts are moe.c's */
     memcpy(p->size, sz, sizeof sz);
     size_t unit = 8 * (size_t)s->dp;
     p->nbuckets = 0;
@@ -185,18 +188,24 @@ typedef struct {
     bf16 *fch;           /* N up: before the activation */
     bf16 *fch_act;       /* N F */
     bf16 *out;           /* the layer's output: the next layer's input */
+    void *moe;           /* MoE: the routing moe.c keeps for the backward */
 } layer_acts;
 
 /* one layer's activations, every pointer but x and out */
 typedef struct {
     size_t ln, stat, qkv, att, lse, atty, fch, fch_act;   /* element counts */
+    size_t moe;                                           /* bytes */
 } layer_sizes;
 
 static layer_sizes sizes_of_layer(const shapes *s)
 {
     size_t N = (size_t)s->N, Nl = (size_t)s->Nl, C = (size_t)s->C;
     layer_sizes z = {Nl * C, Nl, N * s->qkv, s->flash ? 0 : (size_t)s->B * s->H * s->T * s->T,
-                     s->flash ? (size_t)s->B * s->H * s->T : 0, N * (size_t)s->H * s->D, N * s->up, N * s->F};
+                     s->flash ? (size_t)s->B * s->H * s->T : 0, N * (size_t)s->H * s->D, N * s->up, N * s->F, 0};
+    if (s->moe) {
+        z.fch = z.fch_act = 0;
+        z.moe = moe_saved_bytes(s->N, s->E, s->topk, s->ep, s->C);
+    }
     return z;
 }
 
@@ -239,6 +248,7 @@ static size_t layout_layer(layer_acts *a, char *base, const shapes *s)
     TAKE(atty, bf16, z.atty);
     TAKE(fch, bf16, z.fch);
     TAKE(fch_act, bf16, z.fch_act);
+    TAKE(moe, char, z.moe);
 #undef TAKE
     return total;
 }
@@ -317,8 +327,8 @@ static size_t layout_scratch(scratch_buffers *g, char *base, const shapes *s, in
     TAKE(dqkv, bf16, N * s->qkv);
     TAKE(datt, bf16, s->flash ? 0 : (size_t)s->B * s->H * s->T * s->T);
     TAKE(flash_ws, char, s->flash ? sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->H) : 0);
-    TAKE(dfch, bf16, N * s->up);
-    TAKE(dact, bf16, s->swiglu ? N * s->F : 0);
+    TAKE(dfch, bf16, s->moe ? 0 : N * s->up);
+    TAKE(dact, bf16, s->swiglu && !s->moe ? N * s->F : 0);
     TAKE(ones, bf16, s->bias ? N : 0);
     TAKE(gathered, bf16, s->sp && s->tp > 1 ? N * C : 0);
     TAKE(dfull, bf16, s->sp && s->tp > 1 ? N * C : 0);
@@ -1086,7 +1096,7 @@ typedef struct {
     size_t accounted_bytes;       /* everything this program allocated */
     double predicted_bytes;       /* the planner's peak, for the out-of-memory message */
     launch_ctx *ctx;
-    ncclComm_t tp_comm, dp_comm, pp_comm, tied_comm;
+    ncclComm_t tp_comm, dp_comm, pp_comm, tied_comm, ep_comm, edp_comm;
     int tied_sync;                /* the tied table's two copies (first and last stage) add their gradients */
     cudaEvent_t grad_ready[BUCKETS_MAX], params_ready[BUCKETS_MAX], reduce_done, optimizer_done;
     int comm_used;                /* the second stream got work this step */
@@ -1101,6 +1111,7 @@ typedef struct {
     size_t zero_bytes;            /* what zero.c's buffers take */
     cp_state cps;                 /* context parallelism (cp > 1): the ring's buffers and stream */
     ncclComm_t cp_comm;
+    moe_state moe;                /* MoE: the routers and experts, their state and exchange (validator/moe.c) */
 } gpt;
 
 static int spg(const shapes *s) { return s->sp && s->tp > 1; }
@@ -1606,6 +1617,11 @@ static void layer_forward(gpt *g, const layer_acts *a, const attention_ptrs *ap,
     }
     OP("attn_residual", CK(sx_residual_add(a->mid, NULL, a->x, branch, local, stream)));
     OP("mlp_norm", norm_forward(g, a->ln2, a->ln2_mean, a->ln2_rstd, a->mid, param(g, P, P_LN2W, l), param(g, P, P_LN2B, l), Nl));
+    if (s->moe) {
+        moe_forward(&g->moe, a->moe, a->ln2, g->scr.dbuf_c, l);
+        OP("mlp_residual", CK(sx_residual_add(a->out, NULL, a->mid, g->scr.dbuf_c, local, stream)));
+        return;
+    }
     in = a->ln2;
     if (spg(s)) { tp_allgather(g, "tp_allgather_mlp", g->scr.gathered, a->ln2, local); in = g->scr.gathered; }
     linear_forward("mlp_up", a->fch, in, param(g, P, P_FCW, l), param(g, P, P_FCB, l), ones, N, C, s->up);
@@ -1634,17 +1650,14 @@ static int position_grad_in_norm(const shapes *s)
     return s->learned_pos && !s->rms && s->first && !spg(s) && !s->grads_sharded && s->cp == 1;
 }
 
-/* scr.dresidual holds the gradient of the layer's output; leaves its input's. */
-static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap, int l)
+/* The dense MLP's backward from scr.dresidual; returns its input's gradient (before the norm). */
+static const bf16 *mlp_backward(gpt *g, const layer_acts *a, int l)
 {
     const shapes *s = &g->s;
     scratch_buffers *r = &g->scr;
     bf16 *P = g->params, *G = g->grads, *ones = r->ones;
-    int N = s->N, Nl = s->Nl, C = s->C, A = s->H * s->D;
-    size_t local = (size_t)Nl * C;
-    /* CP: the peer's K and V for this layer's attention backward come beside the MLP's */
-    if (s->cp > 1) cp_exchange_kv(&g->cps, a->qkv, "cp_ring_kv_dkv_bwd");
-    /* MLP */
+    int N = s->N, C = s->C;
+    size_t local = (size_t)s->Nl * C;
     const bf16 *dy = r->dresidual;
     if (spg(s)) { tp_allgather(g, "tp_allgather_mlp_bwd", r->dfull, r->dresidual, local); dy = r->dfull; }
     bf16 *dact = s->swiglu ? r->dact : r->dfch;
@@ -1658,13 +1671,29 @@ static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap
     if (spg(s)) { tp_allgather(g, "tp_regather_mlp", r->gathered, a->ln2, local); in = r->gathered; }
     linear_backward("mlp_up_dgrad", "mlp_up_wgrad", r->dbuf_c, param(g, G, P_FCW, l), param(g, G, P_FCB, l), r->dfch, in,
                     param(g, P, P_FCW, l), ones, N, C, s->up);
+    if (spg(s)) { tp_reduce_scatter(g, "tp_reduce_scatter_mlp_bwd", r->dlocal, r->dbuf_c, local); return r->dlocal; }
+    tp_allreduce(g, "tp_allreduce_mlp_bwd", r->dbuf_c, (size_t)N * C);
+    return r->dbuf_c;
+}
+
+/* scr.dresidual holds the gradient of the layer's output; leaves its input's. */
+static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap, int l)
+{
+    const shapes *s = &g->s;
+    scratch_buffers *r = &g->scr;
+    bf16 *P = g->params, *G = g->grads, *ones = r->ones;
+    int N = s->N, Nl = s->Nl, C = s->C, A = s->H * s->D;
+    size_t local = (size_t)Nl * C;
+    /* CP: the peer's K and V for this layer's attention backward come beside the MLP's */
+    if (s->cp > 1) cp_exchange_kv(&g->cps, a->qkv, "cp_ring_kv_dkv_bwd");
+    /* MLP: the dense one, or moe.c's mixture of experts */
     const bf16 *dn = r->dbuf_c;
-    if (spg(s)) { tp_reduce_scatter(g, "tp_reduce_scatter_mlp_bwd", r->dlocal, r->dbuf_c, local); dn = r->dlocal; }
-    else tp_allreduce(g, "tp_allreduce_mlp_bwd", r->dbuf_c, (size_t)N * C);
+    if (s->moe) moe_backward(&g->moe, a->moe, a->ln2, r->dresidual, r->dbuf_c, l);
+    else dn = mlp_backward(g, a, l);
     OP("mlp_norm_bwd", norm_backward(g, r->dresidual, param(g, G, P_LN2W, l), param(g, G, P_LN2B, l), dn, a->mid,
                                      param(g, P, P_LN2W, l), a->ln2_mean, a->ln2_rstd, 1, Nl));
     /* attention: dresidual now holds d(mid) */
-    dy = r->dresidual;
+    const bf16 *dy = r->dresidual;
     if (spg(s)) { tp_allgather(g, "tp_allgather_attn_bwd", r->dfull, r->dresidual, local); dy = r->dfull; }
     bf16 *datty = r->dbuf_c;
     linear_backward("attn_out_dgrad", "attn_out_wgrad", datty, param(g, G, P_ATTW, l), param(g, G, P_ATTB, l), dy, a->atty,
@@ -1687,7 +1716,7 @@ static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap
     }
     if (s->rope && s->cp > 1) OP("rope_bwd", cp_rope(&g->cps, r->dqkv, s->rope_theta, 1));
     else if (s->rope) OP("rope_bwd", CK(sx_rope_backward(r->dqkv, s->B, s->T, s->H, s->KV, s->D, s->qkv, s->rope_theta, stream)));
-    in = a->ln1;
+    const bf16 *in = a->ln1;
     if (spg(s)) { tp_allgather(g, "tp_regather_attn", r->gathered, a->ln1, local); in = r->gathered; }
     linear_backward("qkv_dgrad", "qkv_wgrad", r->dbuf_c, param(g, G, P_QKVW, l), param(g, G, P_QKVB, l), r->dqkv, in,
                     param(g, P, P_QKVW, l), ones, N, C, s->qkv);
@@ -2022,6 +2051,8 @@ static void optimizer_step(gpt *g, int step)
         g->comm_used = 0;
     }
     sx_adamw_params hp = {learning_rate_at(g, step), 0.9f, 0.95f, 1e-8f, 0.0f, step, 1.0f, NULL};
+    /* after the wait above: its reductions share the data-parallel communicator, on this stream */
+    if (s->moe) moe_step(&g->moe, &hp);
     int sharded = s->dp > 1 && pl->shard_count != pl->count;
     if (!sharded) {
         OP("optimizer", CK(sx_adamw(g->master, g->m, g->v, g->params, g->grads, pl->count, &hp, stream)));
@@ -2169,12 +2200,35 @@ static int compare_double(const void *a, const void *b)
 int train_check(const model_t *m, const train_options *o)
 {
     int gpt2 = !strcasecmp(m->family, "gpt2") || !strcasecmp(m->family, "gpt");
-    int llama = !strcasecmp(m->family, "llama") || !strcasecmp(m->family, "mistral");
+    int llama = !strcasecmp(m->family, "llama") || !strcasecmp(m->family, "mistral") || !strcasecmp(m->family, "mixtral");
+    int moe = m->experts > 1, ep = o->ep > 1 ? o->ep : 1;
     const char *bad = NULL;
     char why[256];
-    if ((!gpt2 && !llama) || m->experts > 1) {
-        snprintf(why, sizeof why, "%s is a %s model; the training step covers the GPT-2 and dense LLaMA families", m->name,
-                 m->family);
+    if ((!gpt2 && !llama) || (moe && !llama)) {
+        snprintf(why, sizeof why, "%s is a %s model; the training step covers the GPT-2 and LLaMA families (MoE: LLaMA-style)",
+                 m->name, m->family);
+        bad = why;
+    } else if (moe && (m->dense_layers > 0 || m->moe_layer_freq > 1 || m->shared_experts > 0 || m->kv_lora_rank > 0 ||
+                       (m->moe_ffn > 0 && m->moe_ffn != m->ffn) || m->capacity_factor > 0 || m->moe_groups > 0)) {
+        snprintf(why, sizeof why, "%s: the training step's MoE has every layer a mixture of experts of width ffn, no shared "
+                 "experts, MLA, capacity factor or group-limited routing", m->name);
+        bad = why;
+    } else if (moe && (m->experts > MOE_EXPERTS_MAX || m->top_k < 1 || m->top_k > SX_MOE_TOPK_MAX || m->top_k > m->experts ||
+                       m->hidden % 8)) {
+        snprintf(why, sizeof why, "%s: %lld experts, top-%lld, hidden %lld: the training step takes up to %d experts, top-k up "
+                 "to %d, hidden a multiple of 8", m->name, (long long)m->experts, (long long)m->top_k, (long long)m->hidden,
+                 MOE_EXPERTS_MAX, SX_MOE_TOPK_MAX);
+        bad = why;
+    } else if (moe && (o->tp > 1 || o->pp > 1 || o->recompute != RECOMPUTE_NONE || o->zero > 1)) {
+        snprintf(why, sizeof why, "%s is a mixture of experts: the training step runs it with --tp 1 --pp 1, no recomputation "
+                 "and --zero 0 or 1 (expert parallelism inside --dp)", m->name);
+        bad = why;
+    } else if (ep > 1 && !moe) {
+        snprintf(why, sizeof why, "--ep %d: %s has no experts to split", ep, m->name);
+        bad = why;
+    } else if (o->ep < 0 || ep > MOE_EP_MAX || o->dp % ep || (moe && m->experts % ep)) {
+        snprintf(why, sizeof why, "--ep %d: it must divide --dp %d and %s's %lld experts (at most %d)", o->ep, o->dp, m->name,
+                 (long long)m->experts, MOE_EP_MAX);
         bad = why;
     } else if (m->position == POS_LEARNED && o->seq > m->max_positions) {
         snprintf(why, sizeof why, "--seq %d exceeds %s's %lld positions", o->seq, m->name, (long long)m->max_positions);
@@ -2239,6 +2293,8 @@ int train_check(const model_t *m, const train_options *o)
         bad = "--cp 2 with --tp or --pp: the training step runs context parallelism beside data parallelism only";
     } else if (o->cp == 2 && o->zero >= 1 && o->dp > 1) {
         bad = "--cp 2 with --zero and --dp 2 or more: the ZeRO shards would be cut over DP alone, the gradients summed over DP x CP";
+    } else if (o->cp == 2 && model_is_moe(m)) {
+        bad = "--cp 2 with a model with experts: the training step runs the ring on dense models only";
     } else if (o->cp == 2 && o->check_gradients) {
         bad = "check-gradients runs one GPU";
     } else if (o->steps < o->warmup + 3) {
@@ -2394,6 +2450,7 @@ static void one_step(gpt *g, int step)
 {
     current_pass = PASS_STEP;
     OP("zero_grads", CK(cudaMemsetAsync(g->grads, 0, (g->zero ? g->pl.shard_count : g->pl.count) * sizeof(bf16), stream)));
+    if (g->s.moe) moe_zero_grads(&g->moe);
     if (g->zero) zero_step_begin(&g->zs, g->optimizer_done);
     if (g->s.vpp > 1) run_schedule_async(g);
     else run_schedule(g);
@@ -2637,6 +2694,7 @@ static void gpt_free(gpt *g, int nptrs, void *blas_workspace)
     }
     if (g->zero) zero_free(&g->zs);
     if (g->s.cp > 1) cp_free(&g->cps);
+    if (g->s.moe) moe_free(&g->moe);
     CK(cudaEventDestroy(g->reduce_done));
     CK(cudaEventDestroy(g->optimizer_done));
     CK(cudaEventDestroy(g->synced));
@@ -2660,7 +2718,7 @@ static void gpt_free(gpt *g, int nptrs, void *blas_workspace)
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
         if (blocks[i]) CK(cudaFree(blocks[i]));
     if (g->ctx) {
-        ncclComm_t comms[] = {g->tp_comm, g->dp_comm, g->pp_comm, g->tied_comm, g->cp_comm};
+        ncclComm_t comms[] = {g->tp_comm, g->dp_comm, g->pp_comm, g->tied_comm, g->cp_comm, g->ep_comm, g->edp_comm};
         for (size_t i = 0; i < sizeof comms / sizeof comms[0]; i++)
             if (comms[i]) NC(ncclCommDestroy(comms[i]));
     }
@@ -2772,6 +2830,8 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     s->recompute = o->recompute == RECOMPUTE_FULL;
     s->grads_sharded = o->zero >= 2 && o->dp > 1;
     g.zero = s->grads_sharded ? o->zero : 0;
+    s->moe = m->experts > 1;
+    s->E = (int)m->experts; s->topk = (int)m->top_k; s->ep = o->ep > 1 ? o->ep : 1;
     g.tied_sync = s->tied && o->pp > 1 && (s->first || s->last);
     g.microbatches = o->gbs / (o->mbs * o->dp);
     int max_actions = pipeline_max_actions(o->pp, g.microbatches, s->vpp);
@@ -2803,7 +2863,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     l.gpus_per_node = node->gpus_per_node > nranks ? node->gpus_per_node : nranks;
     l.recompute = o->recompute; l.attention = o->flash ? ATTENTION_SEXTANT : ATTENTION_UNFUSED;
     l.precision = o->fp8 ? PREC_FP8 : PREC_BF16;
-    l.sp = s->sp; l.zero = o->zero;
+    l.sp = s->sp; l.zero = o->zero; l.ep = s->ep;
     l.cp = cp; l.cp_comm = CP_COMM_RING;
     job_t job = {1e9, 1.0};
     static estimate_t e;
@@ -2860,6 +2920,14 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         NC(ncclCommSplit(ctx->comm, tied_color, s->pp_rank, &g.tied_comm, &cfg));
         int cp_color = cp > 1 ? (s->pp_rank * o->dp + s->dp_rank) * o->tp + s->tp_rank : NCCL_SPLIT_NOCOLOR;
         NC(ncclCommSplit(ctx->comm, cp_color, s->cp_rank, &g.cp_comm, &cfg));
+        if (s->moe) {
+            /* EP: ep consecutive DP ranks (Megatron's order); the experts' DP: the ranks of one EP place */
+            int ep_groups = o->dp / s->ep;
+            NC(ncclCommSplit(ctx->comm, (s->pp_rank * ep_groups + s->dp_rank / s->ep) * o->tp + s->tp_rank, s->dp_rank % s->ep,
+                             &g.ep_comm, &cfg));
+            NC(ncclCommSplit(ctx->comm, (s->pp_rank * s->ep + s->dp_rank % s->ep) * o->tp + s->tp_rank, s->dp_rank / s->ep,
+                             &g.edp_comm, &cfg));
+        }
     }
 
     /* parameters, gradients, optimizer state, activations, scratch: each one allocation */
@@ -2948,6 +3016,14 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     /* the host's own bound: each wait on the GPU has --timeout, a host stuck inside NCCL has this */
     int watchdog_s = ctx ? (int)(2.0 * ctx->timeout_s) + 1 : 0;
     if (watchdog_s > 0) launch_watchdog(rank, watchdog_s, "the communicators' first use");
+    if (s->moe) {
+        moe_config mc = {s->E, s->topk, s->C, s->F, N, s->L, s->Lmodel, s->layer0, s->ep, s->dp_rank % s->ep, o->dp, rank,
+                         1.0 / ((double)N * g.microbatches * o->dp), blas, stream, g.ep_comm, g.dp_comm, g.edp_comm,
+                         {profile_mark, initial_value, to_bf16, P_COUNT}};
+        moe_init(&g.moe, &mc);
+        g.accounted_bytes += g.moe.bytes;
+        state_bytes += g.moe.bytes;
+    }
     comm_warmup(&g);
     if (watchdog_s > 0) launch_watchdog(rank, 0, NULL);
     if (o->check_gradients) {
@@ -3013,6 +3089,10 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         if (o->fp8)
             printf("# GEMMs: FP8 for the layers' linears (E4M3 weights and activations, E5M2 gradients, per-tensor scales "
                    "from each tensor's amax; validator/fp8.c), lm_head in bf16\n");
+        if (s->moe)
+            printf("# mixture of experts: %d experts, top-%d, expert parallelism %d (%d experts a rank; experts' gradients "
+                   "over %d rank%s), Switch's auxiliary loss x %g in the gradients (not in the loss printed)\n", s->E, s->topk,
+                   s->ep, s->E / s->ep, o->dp / s->ep, o->dp / s->ep == 1 ? "" : "s", MOE_AUX_COEFF);
         if (ctx) printf("# ranks started by %s\n", ctx->mode);
     }
     /* fault injection for the tests: SEXTANT_TRAIN_FAIL=RANK:STEP makes that rank die at that step */
@@ -3236,6 +3316,17 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
             printf("power model: predicted %.0f W at %.0f MHz (%.0f W at the top clock%s)%s\n", e.step_power_w,
                    e.step_clock_hz / 1e6, e.top_clock_power_w, e.clock_fraction < 1.0 ? ", over the cap" : "",
                    measured_mhz > 0 ? "" : "; not measured here");
+        if (s->moe && g.moe.imbalance_calls)
+            printf("MoE load imbalance: measured %.3f mean, %.3f worst (the busiest EP rank's routed tokens over the mean, over "
+                   "%ld layer calls of rank 0, every step); the planner assumes %.3f (--moe-imbalance %.3f%s)\n",
+                   g.moe.imbalance_sum / g.moe.imbalance_calls, g.moe.imbalance_max, g.moe.imbalance_calls, moe_rank_load(m, &l),
+                   model_moe_imbalance(m), s->ep == 1 ? "; with ep 1 no rank waits for another: load 1" : "");
+        if (s->moe)
+            printf("MoE buffers: the routed rows' (stream-ordered pool) peaked at %.3f GiB on rank 0, beside our %.3f GiB; "
+                   "the EP groups' first use took %.3f GiB; expert GEMMs: %s, %ld cuBLASLt heuristic queries, %ld calls "
+                   "through cublasGemmEx\n", moe_pool_high_bytes(&g.moe) / 1073741824.0, g.accounted_bytes / 1073741824.0,
+                   g.moe.connect_bytes / 1073741824.0, g.moe.gemm_ex ? "cublasGemmEx (SEXTANT_MOE_GEMM=ex)" : "cuBLASLt",
+                   g.moe.heuristics, g.moe.fallbacks);
         if (have_uncal)
             printf("uncalibrated (hwdb defaults): step %.2f ms (%+.1f%%), memory %.3f GiB (%+.1f%%)\n", e_uncal.step_s * 1e3,
                    100.0 * (e_uncal.step_s / slowest - 1.0), e_uncal.memory.total / 1073741824.0,

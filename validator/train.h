@@ -20,6 +20,7 @@ typedef struct {
     int lr_warmup;     /* steps of linear warm-up to lr (--lr-warmup) */
     int tp, pp, dp;
     int cp;            /* context parallelism (--cp): 0 or 1 none, 2 ring attention over the two ranks (validator/cp.c) */
+    int ep;            /* expert parallelism inside dp (MoE models): each rank holds experts / ep; 0 is taken as 1 */
     int vpp;           /* model chunks per pipeline stage: interleaved 1F1B when > 1 (0 is taken as 1) */
     int sp;            /* sequence parallelism: norms and residuals on 1/tp of the tokens */
     int zero;          /* 0, or 1: reduce-scatter of gradients, sharded AdamW, all-gather of parameters */

@@ -1720,6 +1720,14 @@ static int slice_plan(const plan_file *p, const model_t *full_model, const hw_gp
     o->vpp = pp > 1 ? (int)l->vpp : 1;   /* chunks of the plan's size: layers per stage / vpp */
     o->mbs = (int)l->mbs; o->seq = (int)l->seq; o->gbs = (int)(l->mbs * dp * m);
     o->sp = l->sp; o->zero = l->zero; o->cp = (int)cp;
+    o->ep = l->ep > 1 ? (int)l->ep : 1;
+    if (dp % o->ep) {
+        fprintf(stderr, "sextant-gpu: --plan: its EP group of %d needs %d data-parallel ranks, the slice has %lld; nothing "
+                "started\n", o->ep, o->ep, (long long)dp);
+        return -1;
+    }
+    if (o->ep > 1) printf("# --plan: expert parallelism %d: each rank holds %lld of %s's %lld experts\n", o->ep,
+                          (long long)(full_model->experts / o->ep), p->model, (long long)full_model->experts);
     /* with flash attention selective recomputation recomputes nothing (docs/model.md, "Activations") */
     o->recompute = l->recompute == RECOMPUTE_FULL ? RECOMPUTE_FULL : RECOMPUTE_NONE;
     /* a plan costed with the first-generation fused kernel (flash1) runs on ours, the one fused kernel here */
@@ -1817,7 +1825,7 @@ static int main_train(int argc, char **argv)
     static const char *const known[] = {"--gpu", "--mbs", "--gbs", "--seq", "--steps", "--tp", "--pp", "--vpp", "--dp",
                                         "--gpus", "--zero", "--recompute", "--attention", "--calibration", "--csv", "--json", "--plot",
                                         "--losses", "--timeout", "--warmup", "--sp", "--every-step", "--plan",
-                                        "--lr", "--lr-warmup", "--cp", "--precision"};
+                                        "--lr", "--lr-warmup", "--cp", "--precision", "--ep", "--moe-imbalance"};
     const char *plan_path = arg_value(argc, argv, "--plan", NULL);
     int first_flag = plan_path && argc > 2 && argv[2][0] == '-' ? 2 : 3;
     if (!plan_path && (argc < 3 || argv[2][0] == '-')) { fprintf(stderr, "sextant-gpu: train needs a MODEL or --plan FILE\n"); return 2; }
@@ -1872,6 +1880,7 @@ static int main_train(int argc, char **argv)
         int_flag(argc, argv, "--vpp", 1, 1, 1024, &o->vpp) ||
         int_flag(argc, argv, "--dp", 1, 1, 1 << 16, &o->dp) || int_flag(argc, argv, "--zero", 0, 0, 3, &o->zero) ||
         int_flag(argc, argv, "--cp", 1, 1, 1024, &o->cp) ||
+        int_flag(argc, argv, "--ep", 1, 1, 1024, &o->ep) ||
         int_flag(argc, argv, "--gpus", 0, 1, 1 << 16, &gpus) || int_flag(argc, argv, "--timeout", 120, 1, 86400, &timeout) ||
         real_flag(argc, argv, "--lr", TRAIN_LR_DEFAULT, 0.0, 1.0, &o->lr) ||
         int_flag(argc, argv, "--lr-warmup", TRAIN_LR_WARMUP_DEFAULT, 0, 1 << 20, &o->lr_warmup))
@@ -1889,6 +1898,14 @@ static int main_train(int argc, char **argv)
     static model_t executed;
     executed = *zoo_model;
     executed.dropout = 0;   /* the training step runs without dropout */
+    /* the planner's assumption of the busiest EP rank's load, printed beside the measured one */
+    double imbalance = 0.0;
+    if (real_flag(argc, argv, "--moe-imbalance", 0.0, 0.0, 1e6, &imbalance)) return 2;
+    if (imbalance > 0.0 && imbalance < 1.0) {
+        fprintf(stderr, "sextant-gpu: train: --moe-imbalance %g: the busiest rank's load over the mean is at least 1\n", imbalance);
+        return 2;
+    }
+    if (imbalance > 0.0) executed.moe_imbalance = imbalance;
     job.m = &executed;
     if (plan_path) {
         /* the GPUs here: --gpus, the launcher's, or every visible one */
@@ -2166,6 +2183,7 @@ int main(int argc, char **argv)
                         "                             [--gpus N] [--timeout S] [--attention unfused|flash] [--calibration FILE]\n"
                         "                             [--csv FILE] [--json FILE] [--plot FILE.svg] [--losses FILE] [--every-step]\n"
                         "                             [--lr RATE] [--lr-warmup STEPS] [--precision bf16|fp8]\n"
+                        "                             [--ep N] [--moe-imbalance X]\n"
                         "         (several GPUs: one process each, forked here, or started by mpirun / srun)\n"
                         "       sextant-gpu check-gradients   (the step's gradients on tiny models against float64)\n"
                         "       sextant-gpu check-fp8         (the FP8 GEMMs of a linear layer against float64)\n");

@@ -8,6 +8,16 @@
 # partial sums meet (and round), so the first steps agree to 1e-4 and the
 # difference grows as training amplifies it (measured on 2 x H200: at
 # most 0.4% at any step over 12 steps, docs/validation/2026-11-23-h200x2-train).
+# Mixture of experts (validator/moe.c): with EP 2 each token's experts run on the rank that
+# holds them, in a GEMM of that rank's row count, so the sums meet in another order again.
+# Top-k routing is not continuous: a rounding difference that flips one token's choice of
+# expert changes that token's output by O(1), and training amplifies it.  On 2 x H200 two
+# one-GPU runs that differed only in the expert GEMMs' cuBLAS path (cublasGemmEx, cuBLASLt)
+# were within 0.17% for 11 steps and 0.81% apart at step 12; EP 2 against one GPU, 0.18%
+# (both cublasGemmEx) and 0.92% at step 12 (both cuBLASLt; 0.25% before it).  So the MoE
+# cases allow 1.5% at every step (TOL_ANY, TOL_LAST), and take a higher learning rate
+# (EXTRA) so that 12 steps are enough for the loss to fall by the margin train requires
+# (docs/validation/2026-11-26-h200x2-ep).
 # ZeRO-2 and ZeRO-3 (validator/zero.c) add their reduce-scatters per micro-batch into the
 # shard, in bf16, where ZeRO-0/1 reduce once per step: the same sums in another order, so
 # the same tolerance.
@@ -28,7 +38,7 @@ fail=0
 # compare MODEL GBS LAYOUT...: the one-GPU run at this global batch, then every layout against it
 compare() {
   local model=$1 gbs=$2; shift 2
-  local E="$model --gpu $GPU --seq 256 --mbs 2 --gbs $gbs --steps 12 --warmup 2 ${BASE:-}"
+  local E="$model --gpu $GPU --seq 256 --mbs 2 --gbs $gbs --steps 12 --warmup 2 ${BASE:-} ${EXTRA:-}"
   if [ -n "${ONLY:-}" ]; then
     local kept=() lay
     for lay in "$@"; do [[ ${lay%%:*} =~ $ONLY ]] && kept+=("$lay"); done
@@ -43,9 +53,9 @@ compare() {
     if ! $BIN train $E $flags --losses "$dir/lay.txt" > "$dir/lay.log" 2>&1; then
       echo "FAIL $model $name: the run failed: $(grep -m1 -i error "$dir/lay.log")"; fail=1; continue
     fi
-    verdict=$(paste "$dir/one.txt" "$dir/lay.txt" | awk '
+    verdict=$(paste "$dir/one.txt" "$dir/lay.txt" | awk -v tol_any="${TOL_ANY:-0.01}" -v tol_last="${TOL_LAST:-0.005}" '
       { d = ($4 - $2) / $2; if (d < 0) d = -d; if (d > worst) { worst = d; at = $1 } last = d }
-      END { ok = worst <= 0.01 && last <= 0.005; printf "%s worst %.4f%% (step %d), last %.4f%%", ok ? "PASS" : "FAIL", 100 * worst, at, 100 * last }')
+      END { ok = worst <= tol_any && last <= tol_last; printf "%s worst %.4f%% (step %d), last %.4f%%", ok ? "PASS" : "FAIL", 100 * worst, at, 100 * last }')
     echo "$verdict  $model $name"
     case $verdict in FAIL*) fail=1 ;; esac
   done
@@ -69,5 +79,9 @@ for model in gpt2 llama3.2-1b; do
   # as many micro-batches per step as stages: 1F1B without a steady phase, interleaving's "all forwards first"
   compare $model 4 "pp2 m=2:--pp 2" "pp2+vpp2 m=2:--pp 2 --vpp 2"
 done
+# moe-test: EP 2 over the two ranks, and with ZeRO-1.  (DP 2 with every expert on both ranks,
+# --ep 1, is not in the test: its experts' gradients are all-reduced in bf16 at the step's end;
+# 0.51% and 0.21% at step 12 in two runs, docs/validation/2026-11-26-h200x2-ep.)
+TOL_ANY=0.015 TOL_LAST=0.015 EXTRA="--lr 1e-3 --lr-warmup 3" compare moe-test 8 "dp2+ep2:--dp 2 --ep 2" "dp2+ep2+zero1:--dp 2 --ep 2 --zero 1"
 [ $fail -eq 0 ] && echo "parallel_equivalence: all layouts match one GPU" || echo "parallel_equivalence: FAILED"
 exit $fail

@@ -1,0 +1,231 @@
+/* A mixture-of-experts layer's routing kernels (kernels.h, "mixture of experts"): the
+ * top-k of the router's fp32 logits, the stable sort of the slots by expert, the
+ * dispatch's row gather, the combine and their backward.  Their float64 reference is
+ * validator/moe_plan.c; tests/gpu/test_moe_kernels.cu checks one against the other.
+ * The expert GEMMs are cuBLAS's (validator/moe.c). */
+#include "common.cuh"
+
+#define MOE_THREADS 256
+
+/* one thread per token: E is small (the zoo's routed experts, 8 to 256) */
+__global__ void moe_topk_kernel(int32_t *__restrict__ idx, float *__restrict__ gate, const float *__restrict__ logits,
+                                int N, int E, int k) {
+    const int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= N) return;
+    const float *z = logits + (size_t)n * E;
+    int pick[SX_MOE_TOPK_MAX];
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        float bv = 0.0f;
+        for (int e = 0; e < E; e++) {
+            bool taken = false;
+            for (int i = 0; i < j; i++) taken |= pick[i] == e;
+            const float v = z[e];
+            if (!taken && (best < 0 || v > bv)) { best = e; bv = v; }
+        }
+        pick[j] = best;
+    }
+    const float top = z[pick[0]];
+    float sum = 0.0f;
+    for (int j = 0; j < k; j++) sum += expf(z[pick[j]] - top);
+    for (int j = 0; j < k; j++) {
+        idx[(size_t)n * k + j] = pick[j];
+        gate[(size_t)n * k + j] = expf(z[pick[j]] - top) / sum;
+    }
+}
+
+extern "C" cudaError_t sx_moe_topk(int32_t *idx, float *gate, const float *logits, int N, int E, int k,
+                                   cudaStream_t stream) {
+    SX_REQUIRE(N >= 0 && E >= 1 && k >= 1 && k <= E && k <= SX_MOE_TOPK_MAX);
+    if (N == 0) return cudaSuccess;
+    SX_REQUIRE(idx && gate && logits);
+    moe_topk_kernel<<<sx_blocks((size_t)N, MOE_THREADS), MOE_THREADS, 0, stream>>>(idx, gate, logits, N, E, k);
+    SX_LAUNCHED();
+}
+
+/* One block per expert.  Pass 0 counts its slots; pass 1 (after every count is written)
+ * numbers them in slot order from the expert's start, a block-wide prefix over tiles. */
+template <int PASS>
+__global__ void __launch_bounds__(MOE_THREADS)
+moe_permute_kernel(int32_t *__restrict__ counts, int32_t *__restrict__ pos, int32_t *__restrict__ row_slot,
+                   const int32_t *__restrict__ idx, int slots, int E) {
+    const int e = blockIdx.x;
+    __shared__ int warp_counts[MOE_THREADS / SX_WARP];
+    __shared__ int base;
+    const int lane = threadIdx.x % SX_WARP, warp = threadIdx.x / SX_WARP;
+    if (threadIdx.x == 0) {
+        int start = 0;
+        if (PASS == 1)
+            for (int f = 0; f < e; f++) start += counts[f];
+        base = start;
+    }
+    __syncthreads();
+    int total = 0;
+    for (int t0 = 0; t0 < slots; t0 += MOE_THREADS) {
+        const int s = t0 + threadIdx.x;
+        const bool mine = s < slots && idx[s] == e;
+        const unsigned ballot = __ballot_sync(0xffffffffu, mine);
+        if (lane == 0) warp_counts[warp] = __popc(ballot);
+        __syncthreads();
+        int before = 0, tile = 0;
+        for (int w = 0; w < MOE_THREADS / SX_WARP; w++) {
+            if (w < warp) before += warp_counts[w];
+            tile += warp_counts[w];
+        }
+        if (PASS == 1 && mine) {
+            const int r = base + total + before + __popc(ballot & ((1u << lane) - 1u));
+            pos[s] = r;
+            row_slot[r] = s;
+        }
+        total += tile;
+        __syncthreads();
+    }
+    if (PASS == 0 && threadIdx.x == 0) counts[e] = total;
+}
+
+extern "C" cudaError_t sx_moe_permute(int32_t *counts, int32_t *pos, int32_t *row_slot, const int32_t *idx, int N,
+                                      int k, int E, cudaStream_t stream) {
+    SX_REQUIRE(N >= 0 && k >= 1 && E >= 1);
+    SX_REQUIRE(counts && (N == 0 || (pos && row_slot && idx)));
+    const int slots = N * k;
+    moe_permute_kernel<0><<<E, MOE_THREADS, 0, stream>>>(counts, pos, row_slot, idx, slots, E);
+    SX_CHECK(cudaGetLastError());
+    if (slots == 0) return cudaSuccess;
+    moe_permute_kernel<1><<<E, MOE_THREADS, 0, stream>>>(counts, pos, row_slot, idx, slots, E);
+    SX_LAUNCHED();
+}
+
+/* 8 bf16 per thread (C % 8 == 0) */
+__global__ void moe_gather_kernel(bf16 *__restrict__ xs, const bf16 *__restrict__ x, const int32_t *__restrict__ row_slot,
+                                  int rows, int k, int C) {
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (i >= (size_t)rows * C) return;
+    const size_t r = i / C, c = i % C;
+    const int n = row_slot[r] / k;
+    st_pack(xs + i, ld_pack(x + (size_t)n * C + c));
+}
+
+extern "C" cudaError_t sx_moe_gather(sx_bf16 *xs, const sx_bf16 *x, const int32_t *row_slot, int N, int k, int C,
+                                     cudaStream_t stream) {
+    SX_REQUIRE(N >= 0 && k >= 1 && C >= 0);
+    const size_t n = (size_t)N * k * C;
+    if (n == 0) return cudaSuccess;
+    SX_REQUIRE(xs && x && row_slot && C % 8 == 0 && sx_aligned16(xs) && sx_aligned16(x));
+    moe_gather_kernel<<<sx_blocks(n / 8, MOE_THREADS), MOE_THREADS, 0, stream>>>((bf16 *)xs, (const bf16 *)x, row_slot,
+                                                                                N * k, k, C);
+    SX_LAUNCHED();
+}
+
+/* out[n, c..c+8) = sum_j gate ys[pos, c..c+8), fp32 sums */
+__global__ void moe_combine_kernel(bf16 *__restrict__ out, const bf16 *__restrict__ ys, const int32_t *__restrict__ pos,
+                                   const float *__restrict__ gate, int N, int k, int C) {
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (i >= (size_t)N * C) return;
+    const size_t n = i / C, c = i % C;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int j = 0; j < k; j++) {
+        const size_t s = n * k + j;
+        const float g = gate ? gate[s] : 1.0f;
+        const Pack<bf16> y = ld_pack_plain(ys + (size_t)pos[s] * C + c);
+#pragma unroll
+        for (int q = 0; q < 8; q++) acc[q] += g * y.get(q);
+    }
+    Pack<bf16> o;
+#pragma unroll
+    for (int q = 0; q < 8; q++) o.set(q, acc[q]);
+    st_pack(out + i, o);
+}
+
+extern "C" cudaError_t sx_moe_combine(sx_bf16 *out, const sx_bf16 *ys, const int32_t *pos, const float *gate, int N,
+                                      int k, int C, cudaStream_t stream) {
+    SX_REQUIRE(N >= 0 && k >= 1 && C >= 0);
+    const size_t n = (size_t)N * C;
+    if (n == 0) return cudaSuccess;
+    SX_REQUIRE(out && ys && pos && C % 8 == 0 && sx_aligned16(out) && sx_aligned16(ys));
+    moe_combine_kernel<<<sx_blocks(n / 8, MOE_THREADS), MOE_THREADS, 0, stream>>>((bf16 *)out, (const bf16 *)ys, pos,
+                                                                                 gate, N, k, C);
+    SX_LAUNCHED();
+}
+
+/* one block per token: dys rows scaled by the gate, dgate a block-wide dot product */
+__global__ void __launch_bounds__(MOE_THREADS)
+moe_combine_backward_kernel(bf16 *__restrict__ dys, float *__restrict__ dgate, const bf16 *__restrict__ dout,
+                            const bf16 *__restrict__ ys, const int32_t *__restrict__ pos, const float *__restrict__ gate,
+                            int k, int C) {
+    const size_t n = blockIdx.x;
+    const bf16 *d = dout + n * C;
+    for (int j = 0; j < k; j++) {
+        const size_t s = n * k + j;
+        const size_t row = (size_t)pos[s] * C;
+        const float g = gate[s];
+        float dot = 0.0f;
+        for (int c = threadIdx.x * 8; c < C; c += blockDim.x * 8) {
+            const Pack<bf16> dp = ld_pack(d + c), yp = ld_pack_plain(ys + row + c);
+            Pack<bf16> o;
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                dot += dp.get(q) * yp.get(q);
+                o.set(q, g * dp.get(q));
+            }
+            st_pack(dys + row + c, o);
+        }
+        dot = block_sum(dot);
+        if (threadIdx.x == 0) dgate[s] = dot;
+        __syncthreads();
+    }
+}
+
+extern "C" cudaError_t sx_moe_combine_backward(sx_bf16 *dys, float *dgate, const sx_bf16 *dout, const sx_bf16 *ys,
+                                               const int32_t *pos, const float *gate, int N, int k, int C,
+                                               cudaStream_t stream) {
+    SX_REQUIRE(N >= 0 && k >= 1 && C >= 0);
+    if (N == 0 || C == 0) return cudaSuccess;
+    SX_REQUIRE(dys && dgate && dout && ys && pos && gate && C % 8 == 0);
+    SX_REQUIRE(sx_aligned16(dys) && sx_aligned16(dout) && sx_aligned16(ys));
+    moe_combine_backward_kernel<<<N, MOE_THREADS, 0, stream>>>((bf16 *)dys, dgate, (const bf16 *)dout, (const bf16 *)ys,
+                                                               pos, gate, k, C);
+    SX_LAUNCHED();
+}
+
+/* one thread per token: the top-k softmax's backward, then the auxiliary loss's through
+ * the softmax over all E (four passes over the row, no per-thread array) */
+__global__ void moe_router_backward_kernel(bf16 *__restrict__ dlogits, const float *__restrict__ logits,
+                                           const int32_t *__restrict__ idx, const float *__restrict__ gate,
+                                           const float *__restrict__ dgate, const int32_t *__restrict__ counts,
+                                           float aux_scale, int N, int E, int k) {
+    const int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= N) return;
+    const float *z = logits + (size_t)n * E;
+    const int32_t *pick = idx + (size_t)n * k;
+    const float *g = gate + (size_t)n * k, *dg = dgate + (size_t)n * k;
+    float dot = 0.0f;
+    for (int j = 0; j < k; j++) dot += g[j] * dg[j];
+    float top = z[0], sum = 0.0f, pg = 0.0f;
+    const float share = aux_scale / ((float)N * (float)k);
+    if (aux_scale != 0.0f) {
+        for (int e = 1; e < E; e++) top = fmaxf(top, z[e]);
+        for (int e = 0; e < E; e++) sum += expf(z[e] - top);
+        for (int e = 0; e < E; e++) pg += expf(z[e] - top) / sum * share * (float)counts[e];
+    }
+    for (int e = 0; e < E; e++) {
+        float d = 0.0f;
+        for (int j = 0; j < k; j++)
+            if (pick[j] == e) d += g[j] * (dg[j] - dot);
+        if (aux_scale != 0.0f) {
+            const float p = expf(z[e] - top) / sum;
+            d += p * (share * (float)counts[e] - pg);
+        }
+        dlogits[(size_t)n * E + e] = __float2bfloat16_rn(d);
+    }
+}
+
+extern "C" cudaError_t sx_moe_router_backward(sx_bf16 *dlogits, const float *logits, const int32_t *idx,
+                                              const float *gate, const float *dgate, const int32_t *counts,
+                                              float aux_scale, int N, int E, int k, cudaStream_t stream) {
+    SX_REQUIRE(N >= 0 && E >= 1 && k >= 1 && k <= E);
+    if (N == 0) return cudaSuccess;
+    SX_REQUIRE(dlogits && logits && idx && gate && dgate && (counts || aux_scale == 0.0f));
+    moe_router_backward_kernel<<<sx_blocks((size_t)N, MOE_THREADS), MOE_THREADS, 0, stream>>>(
+        (bf16 *)dlogits, logits, idx, gate, dgate, counts, aux_scale, N, E, k);
+    SX_LAUNCHED();
+}

@@ -1,0 +1,179 @@
+/* kernels/moe.cu against the float64 reference of validator/moe_plan.c, in
+ * test_kernels.cu's manner: random inputs, each kernel's output against the
+ * reference's, PASS or FAIL per check with its error; exit 1 on any failure, 0
+ * after a clean skip without a GPU.
+ *
+ * Logits are drawn on a grid of 1/64 with no two equal in a row, so fp32 and
+ * float64 pick the same experts; bf16 outputs are judged by ||gpu - ref|| / ||ref||
+ * against 1e-2 (bf16 keeps 8 bits: 0.4% a value). */
+#include <string.h>
+
+#include "gpu_util.h"
+#include "kernels.h"
+extern "C" {
+#include "moe_plan.h"
+}
+
+static int failures = 0, checks = 0;
+
+static void verdict(const char *what, double err, double tol)
+{
+    checks++;
+    int ok = err <= tol;
+    if (!ok) failures++;
+    printf("%-44s %-4s err %.3e (tol %.1e)\n", what, ok ? "PASS" : "FAIL", err, tol);
+}
+
+static uint16_t to_bf16(double f)
+{
+    float x = (float)f;
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static double from_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static double rel_err(const double *got, const double *want, size_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i])) return INFINITY;
+        num += (got[i] - want[i]) * (got[i] - want[i]);
+        den += want[i] * want[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* distinct logits in each row: a shuffled grid, so the top-k has no near ties */
+static void grid_logits(double *z, int N, int E)
+{
+    for (int n = 0; n < N; n++) {
+        for (int e = 0; e < E; e++) z[(size_t)n * E + e] = (e - E / 2) / 64.0 * 8.0 + rng_unif() * 0.05;
+        for (int e = E - 1; e > 0; e--) {
+            int f = (int)(rng_u64() % (uint64_t)(e + 1));
+            double t = z[(size_t)n * E + e];
+            z[(size_t)n * E + e] = z[(size_t)n * E + f];
+            z[(size_t)n * E + f] = t;
+        }
+    }
+}
+
+static void check_shape(int N, int E, int k, int C)
+{
+    char name[96];
+    size_t S = (size_t)N * k;
+    double *z = (double *)malloc(sizeof(double) * N * E), *gate = (double *)malloc(sizeof(double) * S);
+    int *idx = (int *)malloc(sizeof(int) * S), *counts = (int *)malloc(sizeof(int) * E);
+    int *pos = (int *)malloc(sizeof(int) * S), *row_slot = (int *)malloc(sizeof(int) * S);
+    double *x = (double *)malloc(sizeof(double) * N * C), *xs = (double *)malloc(sizeof(double) * S * C);
+    double *ys = (double *)malloc(sizeof(double) * S * C), *out = (double *)malloc(sizeof(double) * N * C);
+    double *dout = (double *)malloc(sizeof(double) * N * C), *dys = (double *)malloc(sizeof(double) * S * C);
+    double *dgate = (double *)malloc(sizeof(double) * S), *dz = (double *)malloc(sizeof(double) * N * E);
+    double *got = (double *)malloc(sizeof(double) * (S * C > (size_t)N * E ? S * C : (size_t)N * E));
+    grid_logits(z, N, E);
+    /* bf16 inputs, so the reference sees the values the GPU reads */
+    uint16_t *hx = (uint16_t *)malloc(2 * N * C), *hys = (uint16_t *)malloc(2 * S * C), *hd = (uint16_t *)malloc(2 * N * C);
+    for (size_t i = 0; i < (size_t)N * C; i++) { hx[i] = to_bf16(rng_normal()); x[i] = from_bf16(hx[i]); }
+    for (size_t i = 0; i < S * C; i++) { hys[i] = to_bf16(rng_normal()); ys[i] = from_bf16(hys[i]); }
+    for (size_t i = 0; i < (size_t)N * C; i++) { hd[i] = to_bf16(rng_normal()); dout[i] = from_bf16(hd[i]); }
+    float *hz = (float *)malloc(sizeof(float) * N * E);
+    for (size_t i = 0; i < (size_t)N * E; i++) hz[i] = (float)z[i];
+    moe_ref_route(z, N, E, k, idx, gate);
+    moe_ref_permute(idx, N, k, E, counts, pos, row_slot);
+    moe_ref_dispatch(x, N, C, k, row_slot, xs);
+    moe_ref_combine(ys, N, C, k, pos, gate, out);
+    moe_ref_combine_backward(dout, ys, N, C, k, pos, gate, dys, dgate);
+    const double aux = 0.37;
+    moe_ref_router_backward(z, idx, gate, dgate, counts, aux, N, E, k, dz);
+
+    float *d_z = (float *)dmalloc(sizeof(float) * N * E), *d_gate = (float *)dmalloc(sizeof(float) * S);
+    float *d_dgate = (float *)dmalloc(sizeof(float) * S);
+    int32_t *d_idx = (int32_t *)dmalloc(4 * S), *d_counts = (int32_t *)dmalloc(4 * E), *d_pos = (int32_t *)dmalloc(4 * S);
+    int32_t *d_rows = (int32_t *)dmalloc(4 * S);
+    sx_bf16 *d_x = (sx_bf16 *)dmalloc(2 * N * C), *d_xs = (sx_bf16 *)dmalloc(2 * S * C), *d_ys = (sx_bf16 *)dmalloc(2 * S * C);
+    sx_bf16 *d_out = (sx_bf16 *)dmalloc(2 * N * C), *d_dout = (sx_bf16 *)dmalloc(2 * N * C);
+    sx_bf16 *d_dys = (sx_bf16 *)dmalloc(2 * S * C), *d_dz = (sx_bf16 *)dmalloc(2 * N * E);
+    CK(cudaMemcpy(d_z, hz, sizeof(float) * N * E, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_x, hx, 2 * N * C, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_ys, hys, 2 * S * C, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_dout, hd, 2 * N * C, cudaMemcpyHostToDevice));
+
+    CK(sx_moe_topk(d_idx, d_gate, d_z, N, E, k, 0));
+    CK(sx_moe_permute(d_counts, d_pos, d_rows, d_idx, N, k, E, 0));
+    CK(sx_moe_gather(d_xs, d_x, d_rows, N, k, C, 0));
+    CK(sx_moe_combine(d_out, d_ys, d_pos, d_gate, N, k, C, 0));
+    CK(sx_moe_combine_backward(d_dys, d_dgate, d_dout, d_ys, d_pos, d_gate, N, k, C, 0));
+    CK(sx_moe_router_backward(d_dz, d_z, d_idx, d_gate, d_dgate, d_counts, (float)aux, N, E, k, 0));
+    CK(cudaDeviceSynchronize());
+
+    int *gi = (int *)malloc(4 * S), *gc = (int *)malloc(4 * E), *gp = (int *)malloc(4 * S), *gr = (int *)malloc(4 * S);
+    float *gf = (float *)malloc(sizeof(float) * S);
+    uint16_t *gh = (uint16_t *)malloc(2 * (S * C > (size_t)N * E ? S * C : (size_t)N * E));
+    CK(cudaMemcpy(gi, d_idx, 4 * S, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gc, d_counts, 4 * E, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gp, d_pos, 4 * S, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gr, d_rows, 4 * S, cudaMemcpyDeviceToHost));
+    int diff = 0;
+    for (size_t s = 0; s < S; s++) diff += gi[s] != idx[s] || gp[s] != pos[s] || gr[s] != row_slot[s];
+    for (int e = 0; e < E; e++) diff += gc[e] != counts[e];
+    snprintf(name, sizeof name, "topk+permute N %d E %d k %d: mismatches", N, E, k);
+    verdict(name, diff, 0);
+    CK(cudaMemcpy(gf, d_gate, sizeof(float) * S, cudaMemcpyDeviceToHost));
+    for (size_t s = 0; s < S; s++) got[s] = gf[s];
+    snprintf(name, sizeof name, "gates N %d E %d k %d", N, E, k);
+    verdict(name, rel_err(got, gate, S), 1e-5);
+    CK(cudaMemcpy(gh, d_xs, 2 * S * C, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < S * C; i++) got[i] = from_bf16(gh[i]);
+    snprintf(name, sizeof name, "gather N %d k %d C %d (exact)", N, k, C);
+    verdict(name, rel_err(got, xs, S * C), 0);
+    CK(cudaMemcpy(gh, d_out, 2 * N * C, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < (size_t)N * C; i++) got[i] = from_bf16(gh[i]);
+    snprintf(name, sizeof name, "combine N %d k %d C %d", N, k, C);
+    verdict(name, rel_err(got, out, (size_t)N * C), 1e-2);
+    CK(cudaMemcpy(gh, d_dys, 2 * S * C, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < S * C; i++) got[i] = from_bf16(gh[i]);
+    snprintf(name, sizeof name, "combine backward dys N %d k %d C %d", N, k, C);
+    verdict(name, rel_err(got, dys, S * C), 1e-2);
+    CK(cudaMemcpy(gf, d_dgate, sizeof(float) * S, cudaMemcpyDeviceToHost));
+    for (size_t s = 0; s < S; s++) got[s] = gf[s];
+    snprintf(name, sizeof name, "combine backward dgate N %d k %d C %d", N, k, C);
+    verdict(name, rel_err(got, dgate, S), 1e-4);
+    CK(cudaMemcpy(gh, d_dz, 2 * N * E, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < (size_t)N * E; i++) got[i] = from_bf16(gh[i]);
+    snprintf(name, sizeof name, "router backward (aux) N %d E %d k %d", N, E, k);
+    verdict(name, rel_err(got, dz, (size_t)N * E), 1e-2);
+
+    cudaFree(d_z); cudaFree(d_gate); cudaFree(d_dgate); cudaFree(d_idx); cudaFree(d_counts); cudaFree(d_pos);
+    cudaFree(d_rows); cudaFree(d_x); cudaFree(d_xs); cudaFree(d_ys); cudaFree(d_out); cudaFree(d_dout); cudaFree(d_dys);
+    cudaFree(d_dz);
+    free(z); free(gate); free(idx); free(counts); free(pos); free(row_slot); free(x); free(xs); free(ys); free(out);
+    free(dout); free(dys); free(dgate); free(dz); free(got); free(hx); free(hys); free(hd); free(hz);
+    free(gi); free(gc); free(gp); free(gr); free(gf); free(gh);
+}
+
+int main(void)
+{
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        printf("test_moe_kernels: no GPU found, skipping\n");
+        return 0;
+    }
+    g_rng = 20261126;
+    check_shape(1, 8, 2, 8);
+    check_shape(333, 8, 2, 64);
+    check_shape(4096, 8, 2, 1024);
+    check_shape(1000, 64, 6, 256);
+    check_shape(517, 4, 4, 136);   /* every token to every expert */
+    /* bad arguments launch nothing */
+    checks++;
+    if (sx_moe_topk(NULL, NULL, NULL, 4, 8, 9, 0) != cudaErrorInvalidValue) { failures++; printf("topk k > E accepted: FAIL\n"); }
+    printf("test_moe_kernels: %d checks, %d failed\n", checks, failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,238 @@
+/* A MoE layer's routing and token exchange (validator/moe_plan.c), checked from first
+ * principles rather than against stored numbers:
+ *  - top-k: the picks are the k largest logits, in decreasing order, ties to the lower
+ *    index, and the gates are the softmax of the picked logits;
+ *  - the permutation is a bijection, sorted by expert and stable, and the combine with
+ *    gates 1 after the dispatch gives k times each token back;
+ *  - an exchange over ep simulated ranks (chunks copied as the plan says, each expert
+ *    an affine map of its own) gives every token the same output as one rank holding
+ *    all the experts, and the imbalance is the busiest rank's rows over the mean;
+ *  - the router's and the combine's backward against central finite differences of a
+ *    loss through route, dispatch, experts and combine, the auxiliary loss included. */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moe_plan.h"
+
+static uint64_t seed = 12345;
+static double uniform(void)
+{
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(seed >> 11) / 9007199254740992.0;
+}
+
+static void random_logits(double *z, int n)
+{
+    for (int i = 0; i < n; i++) z[i] = 4.0 * uniform() - 2.0;
+}
+
+static void topk_picks_largest(void **state)
+{
+    (void)state;
+    enum { N = 64, E = 8, K = 3 };
+    double z[N * E], gate[N * K];
+    int idx[N * K];
+    random_logits(z, N * E);
+    z[5 * E + 2] = z[5 * E + 6] = 9.0;   /* a tie: the lower index first */
+    assert_int_equal(moe_ref_route(z, N, E, K, idx, gate), 0);
+    assert_int_equal(idx[5 * K], 2);
+    assert_int_equal(idx[5 * K + 1], 6);
+    for (int n = 0; n < N; n++) {
+        const double *row = z + n * E;
+        double sum = 0.0;
+        for (int j = 0; j < K; j++) {
+            int e = idx[n * K + j];
+            /* exactly j logits lie above the j-th pick */
+            int above = 0;
+            for (int f = 0; f < E; f++) above += row[f] > row[e] || (row[f] == row[e] && f < e);
+            assert_int_equal(above, j);
+            sum += gate[n * K + j];
+            if (j > 0) {
+                double ratio = gate[n * K + j] / gate[n * K];
+                assert_close(ratio, exp(row[e] - row[idx[n * K]]), 1e-12);
+            }
+        }
+        assert_close(sum, 1.0, 1e-12);
+    }
+    assert_int_equal(moe_ref_route(z, N, E, E + 1, idx, gate), -1);
+    assert_int_equal(moe_ref_route(z, N, MOE_EXPERTS_MAX + 1, 2, idx, gate), -1);
+}
+
+static void permutation_is_stable_bijection(void **state)
+{
+    (void)state;
+    enum { N = 50, E = 8, K = 2, C = 3 };
+    double z[N * E], gate[N * K], x[N * C], xs[N * K * C], out[N * C];
+    int idx[N * K], counts[E], pos[N * K], row_slot[N * K];
+    random_logits(z, N * E);
+    for (int i = 0; i < N * C; i++) x[i] = uniform();
+    assert_int_equal(moe_ref_route(z, N, E, K, idx, gate), 0);
+    assert_int_equal(moe_ref_permute(idx, N, K, E, counts, pos, row_slot), 0);
+    int total = 0;
+    for (int e = 0; e < E; e++) total += counts[e];
+    assert_int_equal(total, N * K);
+    for (int s = 0; s < N * K; s++) assert_int_equal(row_slot[pos[s]], s);
+    for (int r = 1; r < N * K; r++) {
+        int a = row_slot[r - 1], b = row_slot[r];
+        assert_true(idx[a] < idx[b] || (idx[a] == idx[b] && a < b));
+    }
+    moe_ref_dispatch(x, N, C, K, row_slot, xs);
+    moe_ref_combine(xs, N, C, K, pos, NULL, out);
+    for (int i = 0; i < N * C; i++) assert_close(out[i], K * x[i], 1e-12);
+    int bad[2] = {0, E};
+    assert_int_equal(moe_ref_permute(bad, 1, 2, E, counts, pos, row_slot), -1);
+}
+
+/* expert e's stand-in: y = (e + 1) x + e */
+static void expert_apply(double *rows, int n, int C, int e)
+{
+    for (int i = 0; i < n * C; i++) rows[i] = (e + 1) * rows[i] + e;
+}
+
+/* ep ranks of N tokens each: dispatch, experts, combine through the exchange plan, against
+ * one rank applying every expert to its own tokens. */
+static void exchange_matches_one_rank(int ep, int E, int K)
+{
+    enum { N = 40, C = 4 };
+    double *z = malloc(sizeof(double) * ep * N * E), *gate = malloc(sizeof(double) * ep * N * K);
+    double *x = malloc(sizeof(double) * ep * N * C), *xs = malloc(sizeof(double) * ep * N * K * C);
+    double *ys = malloc(sizeof(double) * ep * N * K * C), *out = malloc(sizeof(double) * N * C);
+    int *idx = malloc(sizeof(int) * ep * N * K), *counts = malloc(sizeof(int) * ep * E);
+    int *pos = malloc(sizeof(int) * ep * N * K), *row_slot = malloc(sizeof(int) * ep * N * K);
+    moe_exchange *plan = malloc(sizeof(moe_exchange) * ep);
+    assert_non_null(plan);
+    random_logits(z, ep * N * E);
+    for (int i = 0; i < ep * N * C; i++) x[i] = uniform();
+    for (int q = 0; q < ep; q++) {
+        assert_int_equal(moe_ref_route(z + q * N * E, N, E, K, idx + q * N * K, gate + q * N * K), 0);
+        assert_int_equal(moe_ref_permute(idx + q * N * K, N, K, E, counts + q * E, pos + q * N * K, row_slot + q * N * K), 0);
+        moe_ref_dispatch(x + q * N * C, N, C, K, row_slot + q * N * K, xs + q * N * K * C);
+    }
+    for (int q = 0; q < ep; q++) assert_int_equal(moe_exchange_plan(counts, ep, E, q, &plan[q]), 0);
+    const int local = E / ep;
+    /* the rows each rank receives, expert-major; the experts; the way back */
+    double most = 0.0;
+    double *received = malloc(sizeof(double) * ep * ep * N * K * C);
+    for (int q = 0; q < ep; q++) {
+        double *buf = received + (size_t)q * ep * N * K * C;
+        for (int p = 0; p < ep; p++)
+            for (int e = 0; e < local; e++) {
+                int c = p * local + e, back = q * local + e;
+                assert_int_equal(plan[q].recv_rows[c], plan[p].send_rows[back]);
+                memcpy(buf + (size_t)plan[q].recv_offset[c] * C, xs + ((size_t)p * N * K + plan[p].send_offset[back]) * C,
+                       sizeof(double) * plan[q].recv_rows[c] * C);
+            }
+        for (int e = 0; e < local; e++)
+            expert_apply(buf + (size_t)plan[q].expert_offset[e] * C, plan[q].expert_rows[e], C, q * local + e);
+        most = plan[q].rows_in > most ? plan[q].rows_in : most;
+    }
+    for (int q = 0; q < ep; q++) {
+        const double *buf = received + (size_t)q * ep * N * K * C;
+        for (int p = 0; p < ep; p++)
+            for (int e = 0; e < local; e++) {
+                int c = p * local + e, back = q * local + e;
+                memcpy(ys + ((size_t)p * N * K + plan[p].send_offset[back]) * C, buf + (size_t)plan[q].recv_offset[c] * C,
+                       sizeof(double) * plan[q].recv_rows[c] * C);
+            }
+    }
+    for (int q = 0; q < ep; q++) {
+        assert_close(plan[q].imbalance, most / (N * K), 1e-12);
+        moe_ref_combine(ys + q * N * K * C, N, C, K, pos + q * N * K, gate + q * N * K, out);
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < C; c++) {
+                double want = 0.0;
+                for (int j = 0; j < K; j++) {
+                    int e = idx[q * N * K + n * K + j];
+                    want += gate[q * N * K + n * K + j] * ((e + 1) * x[(q * N + n) * C + c] + e);
+                }
+                assert_close(out[n * C + c], want, 1e-12);
+            }
+    }
+    free(received); free(z); free(gate); free(x); free(xs); free(ys); free(out);
+    free(idx); free(counts); free(pos); free(row_slot); free(plan);
+}
+
+static void exchange_two_and_four_ranks(void **state)
+{
+    (void)state;
+    exchange_matches_one_rank(1, 8, 2);
+    exchange_matches_one_rank(2, 8, 2);
+    exchange_matches_one_rank(4, 8, 2);
+    exchange_matches_one_rank(2, 4, 4);   /* every token to every expert */
+    moe_exchange x;
+    int counts[16] = {0};
+    assert_int_equal(moe_exchange_plan(counts, 3, 8, 0, &x), -1);   /* 3 does not divide 8 */
+    assert_int_equal(moe_exchange_plan(counts, 2, 8, 2, &x), -1);
+    assert_int_equal(moe_exchange_plan(counts, 2, 8, 1, &x), 0);
+    assert_close(x.imbalance, 1.0, 0);                                  /* nothing routed */
+}
+
+/* L = sum_n w[n] . combine(expert(dispatch(x)))[n] + aux, as a function of the logits
+ * (the top-k set held where the finite difference does not cross a tie). */
+enum { FN = 6, FE = 5, FK = 2, FC = 3 };
+static double fd_x[FN * FC], fd_w[FN * FC];
+static const double fd_aux = 0.7;
+
+static double loss_of(const double *z, const int *fixed_counts)
+{
+    int idx[FN * FK], counts[FE], pos[FN * FK], row_slot[FN * FK];
+    double gate[FN * FK], xs[FN * FK * FC], out[FN * FC];
+    moe_ref_route(z, FN, FE, FK, idx, gate);
+    moe_ref_permute(idx, FN, FK, FE, counts, pos, row_slot);
+    moe_ref_dispatch(fd_x, FN, FC, FK, row_slot, xs);
+    for (int r = 0; r < FN * FK; r++) expert_apply(xs + r * FC, 1, FC, idx[row_slot[r]]);
+    moe_ref_combine(xs, FN, FC, FK, pos, gate, out);
+    double L = 0.0;
+    for (int i = 0; i < FN * FC; i++) L += fd_w[i] * out[i];
+    /* Switch's auxiliary loss with f held at the unperturbed counts */
+    for (int n = 0; n < FN; n++) {
+        const double *row = z + n * FE;
+        double top = row[0], sum = 0.0;
+        for (int e = 1; e < FE; e++) top = row[e] > top ? row[e] : top;
+        for (int e = 0; e < FE; e++) sum += exp(row[e] - top);
+        for (int e = 0; e < FE; e++) L += fd_aux * fixed_counts[e] / (double)(FN * FK) * exp(row[e] - top) / sum;
+    }
+    return L;
+}
+
+static void router_backward_finite_differences(void **state)
+{
+    (void)state;
+    double z[FN * FE], gate[FN * FK], xs[FN * FK * FC], dys[FN * FK * FC], dgate[FN * FK], dz[FN * FE];
+    int idx[FN * FK], counts[FE], pos[FN * FK], row_slot[FN * FK];
+    random_logits(z, FN * FE);
+    for (int i = 0; i < FN * FC; i++) { fd_x[i] = uniform(); fd_w[i] = uniform() - 0.5; }
+    moe_ref_route(z, FN, FE, FK, idx, gate);
+    moe_ref_permute(idx, FN, FK, FE, counts, pos, row_slot);
+    moe_ref_dispatch(fd_x, FN, FC, FK, row_slot, xs);
+    for (int r = 0; r < FN * FK; r++) expert_apply(xs + r * FC, 1, FC, idx[row_slot[r]]);
+    moe_ref_combine_backward(fd_w, xs, FN, FC, FK, pos, gate, dys, dgate);
+    /* the combine's row gradient is the gate times the output's */
+    for (int s = 0; s < FN * FK; s++)
+        for (int c = 0; c < FC; c++) assert_close(dys[pos[s] * FC + c], gate[s] * fd_w[(s / FK) * FC + c], 1e-12);
+    moe_ref_router_backward(z, idx, gate, dgate, counts, fd_aux, FN, FE, FK, dz);
+    const double h = 1e-6;
+    for (int i = 0; i < FN * FE; i++) {
+        double keep = z[i];
+        z[i] = keep + h;
+        double up = loss_of(z, counts);
+        z[i] = keep - h;
+        double down = loss_of(z, counts);
+        z[i] = keep;
+        assert_close(dz[i], (up - down) / (2 * h), 1e-6);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(topk_picks_largest),
+        cmocka_unit_test(permutation_is_stable_bijection),
+        cmocka_unit_test(exchange_two_and_four_ranks),
+        cmocka_unit_test(router_backward_finite_differences),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,615 @@
+/* A mixture-of-experts layer with expert parallelism in the training step (moe.h).
+ *
+ * Forward of one layer, one micro-batch (op names as the planner's op list has them,
+ * planner/oplist.c moe_mlp_block):
+ *   router          logits[N, E] = xn Wr^T in fp32 (cuBLAS, bf16 operands)
+ *   router_topk     the k largest, softmax gates over them (kernels/moe.cu)
+ *   moe_permute     the slots sorted by expert; the tokens gathered in that order
+ *   ep_counts       every EP rank's counts per expert (an all-gather of E integers), to the
+ *                   host: the sizes of every transfer and GEMM below (the host waits here,
+ *                   as Megatron's all-to-all dispatcher does)
+ *   ep_alltoall_dispatch   grouped ncclSend/ncclRecv of chunks (rank, expert) straight into
+ *                   the expert-major layout (moe_plan.h), the rank's own chunk copied
+ *   expert_up, expert_swiglu, expert_down   a loop of cuBLAS GEMMs, one per local expert
+ *                   at its own row count (no grouped-GEMM call: the shapes differ per
+ *                   expert, and a loop is what cuBLAS offers at every version we build with)
+ *   ep_alltoall_combine    the chunks back to the ranks they came from
+ *   moe_permute     out[n] = sum_j gate ys[pos]
+ * Backward: the same ops in reverse under their _bwd, _dgrad and _wgrad names; the
+ * router's backward adds Switch's auxiliary load-balancing loss (moe_plan.h).
+ *
+ * With ep = 1 (one GPU, or DP without EP) nothing is exchanged: the sorted rows are the
+ * experts' input. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moe.h"
+
+/* file-local checks as in zero.c: the rank in the line, exit on failure */
+#define MCK(st, call)                                                                                            \
+    do {                                                                                                         \
+        cudaError_t e_ = (call);                                                                                 \
+        if (e_ != cudaSuccess) {                                                                                 \
+            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: %s\n", (st)->c.my_rank, __FILE__, __LINE__, #call, \
+                    cudaGetErrorString(e_));                                                                     \
+            exit(1);                                                                                             \
+        }                                                                                                        \
+    } while (0)
+#define MCB(st, call)                                                                                            \
+    do {                                                                                                         \
+        cublasStatus_t s_ = (call);                                                                              \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                       \
+            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: cuBLAS status %d\n", (st)->c.my_rank, __FILE__,  \
+                    __LINE__, #call, (int)s_);                                                                   \
+            exit(1);                                                                                             \
+        }                                                                                                        \
+    } while (0)
+#define MNC(st, call)                                                                                            \
+    do {                                                                                                         \
+        ncclResult_t r_ = (call);                                                                                \
+        if (r_ != ncclSuccess) {                                                                                 \
+            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: %s\n", (st)->c.my_rank, __FILE__, __LINE__, #call, \
+                    ncclGetErrorString(r_));                                                                     \
+            exit(1);                                                                                             \
+        }                                                                                                        \
+    } while (0)
+
+typedef sx_bf16 bf16;
+static const float one = 1.0f, zero = 0.0f;
+
+static void lt_init(moe_state *st);       /* the experts' GEMMs' cuBLASLt state, below */
+static void lt_free_all(moe_state *st);
+
+/* ---- one layer's saved block ---- */
+
+typedef struct {
+    float *logits, *gate;
+    int32_t *idx, *pos, *row_slot, *counts;   /* counts: ep x E, this rank's row filled first */
+    bf16 *ys;                                 /* the experts' outputs back, in sorted order */
+} saved_ptrs;
+
+static size_t take(char **p, size_t bytes)
+{
+    size_t aligned = (bytes + 255) & ~(size_t)255;
+    *p += aligned;
+    return aligned;
+}
+
+static size_t layout_saved(saved_ptrs *s, char *base, int N, int E, int k, int ep, int C)
+{
+    char *p = base;
+    size_t total = 0, S = (size_t)N * k;
+#define TAKE(field, type, count) do { s->field = base ? (type *)p : NULL; total += take(&p, (count) * sizeof(type)); } while (0)
+    TAKE(logits, float, (size_t)N * E);
+    TAKE(gate, float, S);
+    TAKE(idx, int32_t, S);
+    TAKE(pos, int32_t, S);
+    TAKE(row_slot, int32_t, S);
+    TAKE(counts, int32_t, (size_t)ep * E);
+    TAKE(ys, bf16, S * C);
+#undef TAKE
+    return total;
+}
+
+size_t moe_saved_bytes(int N, int E, int k, int ep, int C)
+{
+    saved_ptrs s;
+    return layout_saved(&s, NULL, N, E, k, ep, C);
+}
+
+static saved_ptrs saved_at(const moe_state *st, void *block)
+{
+    saved_ptrs s;
+    layout_saved(&s, block, st->c.N, st->c.E, st->c.k, st->c.ep, st->c.C);
+    return s;
+}
+
+/* ---- parameters: [router of each layer][experts of each layer] ---- */
+
+static size_t expert_elems(const moe_state *st) { return (size_t)st->up * st->c.C + (size_t)st->c.C * st->c.F; }
+static bf16 *router_w(const moe_state *st, bf16 *base, int l) { return base + (size_t)l * st->c.E * st->c.C; }
+/* local expert e's up (rows [0, F) the gate, [F, 2F) the up projection) and down weights */
+static bf16 *up_w(const moe_state *st, bf16 *base, int l, int e)
+{
+    return base + st->router_count + ((size_t)l * st->El + e) * expert_elems(st);
+}
+static bf16 *down_w(const moe_state *st, bf16 *base, int l, int e) { return up_w(st, base, l, e) + (size_t)st->up * st->c.C; }
+
+/* Fills the initial weights on the host as functions of their place in the whole model
+ * (layer, global expert, element), so that every ep gives the same model. */
+static void fill_weights(moe_state *st, float *host)
+{
+    const moe_config *c = &st->c;
+    const int which = c->hooks.init_which;
+    const size_t C = (size_t)c->C, F = (size_t)c->F, up = (size_t)st->up;
+    for (int l = 0; l < c->L; l++) {
+        int glayer = c->layer0 + l;
+        float *r = host + (size_t)l * c->E * C;
+        for (size_t i = 0; i < (size_t)c->E * C; i++) r[i] = c->hooks.init(which, glayer, i, 0.02f);
+        for (int e = 0; e < st->El; e++) {
+            size_t ge = (size_t)c->ep_rank * st->El + e;
+            float *u = host + st->router_count + ((size_t)l * st->El + e) * expert_elems(st), *d = u + up * C;
+            for (size_t i = 0; i < up * C; i++) u[i] = c->hooks.init(which + 1, glayer, ge * up * C + i, 0.02f);
+            /* residual projections scaled as train.c scales attn_out and mlp_down */
+            float scaled = 0.02f / sqrtf(2.0f * (float)c->Lmodel);
+            for (size_t i = 0; i < C * F; i++) d[i] = c->hooks.init(which + 2, glayer, ge * C * F + i, scaled);
+        }
+    }
+}
+
+void moe_init(moe_state *st, const moe_config *c)
+{
+    memset(st, 0, sizeof *st);
+    st->c = *c;
+    st->El = c->E / c->ep;
+    st->up = 2 * c->F;
+    st->edp = c->dp / c->ep;
+    /* Switch's coefficient on a per-micro-batch mean, summed over the step's micro-batches as the loss is */
+    st->aux_scale = (float)(MOE_AUX_COEFF * c->E * c->dloss);
+    st->router_count = (size_t)c->L * c->E * c->C;
+    st->expert_count = (size_t)c->L * st->El * expert_elems(st);
+    size_t count = st->router_count + st->expert_count;
+    void *p;
+#define ALLOC(field, size) do { MCK(st, cudaMalloc(&p, (size))); st->field = p; st->bytes += (size); } while (0)
+    ALLOC(params, count * sizeof(bf16));
+    ALLOC(grads, count * sizeof(bf16));
+    ALLOC(master, count * sizeof(float));
+    ALLOC(m, count * sizeof(float));
+    ALLOC(v, count * sizeof(float));
+    ALLOC(xs, (size_t)c->N * c->k * c->C * sizeof(bf16));
+    ALLOC(dlogits, (size_t)c->N * c->E * sizeof(bf16));
+    ALLOC(dgate, (size_t)c->N * c->k * sizeof(float));
+#undef ALLOC
+    MCK(st, cudaMallocHost((void **)&st->host_counts, (size_t)c->ep * c->E * sizeof(int32_t)));
+    MCK(st, cudaEventCreateWithFlags(&st->counted, cudaEventDisableTiming));
+    /* the data-dependent buffers come from the stream-ordered pool: kept, not returned to the
+     * driver between layers */
+    cudaMemPool_t pool;
+    int device;
+    uint64_t keep = UINT64_MAX;
+    MCK(st, cudaGetDevice(&device));
+    MCK(st, cudaDeviceGetDefaultMemPool(&pool, device));
+    MCK(st, cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    lt_init(st);
+    const char *gemm = getenv("SEXTANT_MOE_GEMM");
+    if (gemm && *gemm && strcmp(gemm, "ex") && strcmp(gemm, "lt")) {
+        fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_GEMM=%s: expected lt (cuBLASLt, the default) or ex (cublasGemmEx)\n", gemm);
+        exit(2);
+    }
+    st->gemm_ex = gemm && !strcmp(gemm, "ex");
+
+    float *host = malloc(count * sizeof *host);
+    uint16_t *half = malloc(count * sizeof *half);
+    if (!host || !half) { fprintf(stderr, "sextant-gpu train: rank %d: out of host memory (MoE weights)\n", c->my_rank); exit(1); }
+    fill_weights(st, host);
+    for (size_t i = 0; i < count; i++) half[i] = c->hooks.to_bf16(host[i]);
+    MCK(st, cudaMemcpy(st->master, host, count * sizeof(float), cudaMemcpyHostToDevice));
+    MCK(st, cudaMemcpy(st->params, half, count * sizeof(bf16), cudaMemcpyHostToDevice));
+    MCK(st, cudaMemset(st->m, 0, count * sizeof(float)));
+    MCK(st, cudaMemset(st->v, 0, count * sizeof(float)));
+    MCK(st, cudaMemset(st->grads, 0, count * sizeof(bf16)));
+    free(host);
+    free(half);
+    /* the groups' first use, each finished before the step (train.c's comm_warmup says why):
+     * the all-gather of counts and a send/recv with every peer */
+    size_t free_before, free_after, total;
+    MCK(st, cudaMemGetInfo(&free_before, &total));
+    if (c->ep > 1) {
+        int32_t *probe;
+        MCK(st, cudaMalloc((void **)&probe, (size_t)c->ep * sizeof(int32_t) * 2));
+        MNC(st, ncclAllGather(probe + c->ep_rank, probe, 1, ncclInt32, c->ep_comm, c->stream));
+        MNC(st, ncclGroupStart());
+        for (int q = 0; q < c->ep; q++) {
+            if (q == c->ep_rank) continue;
+            MNC(st, ncclSend(probe, 1, ncclInt32, q, c->ep_comm, c->stream));
+            MNC(st, ncclRecv(probe + c->ep + q, 1, ncclInt32, q, c->ep_comm, c->stream));
+        }
+        MNC(st, ncclGroupEnd());
+        MCK(st, cudaStreamSynchronize(c->stream));
+        MCK(st, cudaFree(probe));
+    }
+    if (st->edp > 1) {
+        MNC(st, ncclAllReduce(st->grads + st->router_count, st->grads + st->router_count, 8, ncclBfloat16, ncclSum,
+                              c->edp_comm, c->stream));
+        MCK(st, cudaStreamSynchronize(c->stream));
+    }
+    MCK(st, cudaMemGetInfo(&free_after, &total));
+    st->connect_bytes = free_before > free_after ? free_before - free_after : 0;
+}
+
+/* ---- the pieces of a forward and a backward ---- */
+
+static void mark(const moe_state *st, const char *name, int end) { st->c.hooks.mark(name, end); }
+
+static moe_call *call_for(moe_state *st, const void *key, int create)
+{
+    moe_call *empty = NULL;
+    for (int i = 0; i < MOE_CALLS_MAX; i++) {
+        if (st->calls[i].key == key) return &st->calls[i];
+        if (!empty && !st->calls[i].key) empty = &st->calls[i];
+    }
+    if (!create || !empty) {
+        fprintf(stderr, "sextant-gpu train: rank %d: internal: MoE layer state %s\n", st->c.my_rank,
+                create ? "table full" : "missing for a backward");
+        exit(1);
+    }
+    empty->key = key;
+    return empty;
+}
+
+static bf16 *pool_rows(moe_state *st, int rows, int width)
+{
+    void *p;
+    size_t n = (size_t)(rows > 0 ? rows : 1) * (size_t)width;
+    MCK(st, cudaMallocAsync(&p, n * sizeof(bf16), st->c.stream));
+    return p;
+}
+
+static void pool_free(moe_state *st, void *p) { MCK(st, cudaFreeAsync(p, st->c.stream)); }
+
+/* Moves the chunks between this rank's sorted rows and the experts' (expert-major) rows of
+ * the EP group: back = 0 from sorted to major (the dispatch, and the combine's gradient),
+ * 1 the way back.  Both sides know every chunk's size, and zero-sized chunks are left out
+ * on both, so each pair of ranks posts matching send/recv in the same order. */
+static void exchange(moe_state *st, const moe_exchange *x, bf16 *sorted, bf16 *major, int back)
+{
+    const size_t C = (size_t)st->c.C;
+    const int local = x->local;
+    for (int e = 0; e < local; e++) {
+        int c = x->rank * local + e;
+        if (!x->send_rows[c]) continue;
+        bf16 *s = sorted + (size_t)x->send_offset[c] * C, *m = major + (size_t)x->recv_offset[c] * C;
+        MCK(st, cudaMemcpyAsync(back ? s : m, back ? m : s, (size_t)x->send_rows[c] * C * sizeof(bf16),
+                                cudaMemcpyDeviceToDevice, st->c.stream));
+    }
+    MNC(st, ncclGroupStart());
+    for (int p = 0; p < x->ep; p++) {
+        if (p == x->rank) continue;
+        for (int e = 0; e < local; e++) {
+            int c = p * local + e;
+            bf16 *s = sorted + (size_t)x->send_offset[c] * C, *m = major + (size_t)x->recv_offset[c] * C;
+            size_t out = (size_t)(back ? x->recv_rows[c] : x->send_rows[c]) * C;
+            size_t in = (size_t)(back ? x->send_rows[c] : x->recv_rows[c]) * C;
+            if (out) MNC(st, ncclSend(back ? m : s, out, ncclBfloat16, p, st->c.ep_comm, st->c.stream));
+            if (in) MNC(st, ncclRecv(back ? s : m, in, ncclBfloat16, p, st->c.ep_comm, st->c.stream));
+        }
+    }
+    MNC(st, ncclGroupEnd());
+}
+
+/* ---- the experts' GEMMs: cuBLASLt, one algorithm per shape bucket ----
+ * An expert's row count changes every call.  Through cublasGemmEx every new shape ran
+ * cuBLAS's heuristic on the host, 0.14 to 0.18 ms a GEMM on 2 x H200, and the GPU waited for
+ * it: the experts' GEMMs measured 2.5x to 4x the planner's time, the kernels themselves a
+ * fraction of it (docs/validation/2026-11-26-h200x2-ep, first run).  Here the heuristic runs
+ * once per transposes, leading dimensions and bucket of MOE_ALGO_BUCKET in each size, and
+ * its algorithm serves every shape of the bucket that cublasLtMatmulAlgoCheck says it takes; a
+ * shape it does not take runs through cublasGemmEx, counted in `fallbacks`. */
+#define MOE_ALGO_BUCKET 128
+#define MOE_LT_WORKSPACE_BYTES (32u << 20)
+
+static void lt_init(moe_state *st)
+{
+    MCB(st, cublasLtCreate(&st->lt));
+    MCK(st, cudaMalloc(&st->lt_workspace, MOE_LT_WORKSPACE_BYTES));
+    st->bytes += MOE_LT_WORKSPACE_BYTES;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+            MCB(st, cublasLtMatmulDescCreate(&st->lt_desc[ta][tb], CUBLAS_COMPUTE_32F, CUDA_R_32F));
+            MCB(st, cublasLtMatmulDescSetAttribute(st->lt_desc[ta][tb], CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+            MCB(st, cublasLtMatmulDescSetAttribute(st->lt_desc[ta][tb], CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+        }
+    size_t ws = MOE_LT_WORKSPACE_BYTES;
+    MCB(st, cublasLtMatmulPreferenceCreate(&st->lt_pref));
+    MCB(st, cublasLtMatmulPreferenceSetAttribute(st->lt_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    st->algos = calloc(MOE_ALGOS_MAX, sizeof *st->algos);
+    if (!st->algos) { fprintf(stderr, "sextant-gpu train: rank %d: out of host memory\n", st->c.my_rank); exit(1); }
+}
+
+static void lt_free_all(moe_state *st)
+{
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) MCB(st, cublasLtMatmulDescDestroy(st->lt_desc[ta][tb]));
+    MCB(st, cublasLtMatmulPreferenceDestroy(st->lt_pref));
+    MCB(st, cublasLtDestroy(st->lt));
+    MCK(st, cudaFree(st->lt_workspace));
+    free(st->algos);
+}
+
+/* column-major C[m, n] (+)= op(A) op(B), bf16 with fp32 sums, as cublasGemmEx takes it */
+static void expert_gemm(moe_state *st, int ta, int tb, int m, int n, int k, const bf16 *A, int lda, const bf16 *B, int ldb,
+                        int accumulate, bf16 *C, int ldc)
+{
+    if (st->gemm_ex) {
+        MCB(st, cublasGemmEx(st->c.blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &one, A,
+                             CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, accumulate ? &one : &zero, C, CUDA_R_16BF, ldc,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        return;
+    }
+    cublasLtMatrixLayout_t a, b, c;
+    MCB(st, cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, ta ? k : m, ta ? m : k, lda));
+    MCB(st, cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, tb ? n : k, tb ? k : n, ldb));
+    MCB(st, cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, m, n, ldc));
+    const int mb = m / MOE_ALGO_BUCKET, nb = n / MOE_ALGO_BUCKET, kb = k / MOE_ALGO_BUCKET;
+    moe_algo *found = NULL;
+    for (int i = 0; i < st->nalgos && !found; i++) {
+        moe_algo *q = &st->algos[i];
+        if (q->ta == ta && q->tb == tb && q->mb == mb && q->nb == nb && q->kb == kb && q->lda == lda && q->ldb == ldb &&
+            q->ldc == ldc)
+            found = q;
+    }
+    if (!found && st->nalgos < MOE_ALGOS_MAX) {
+        found = &st->algos[st->nalgos++];
+        *found = (moe_algo){ta, tb, mb, nb, kb, lda, ldb, ldc, 0, {{0}}};
+        cublasLtMatmulHeuristicResult_t result;
+        int got = 0;
+        st->heuristics++;
+        if (cublasLtMatmulAlgoGetHeuristic(st->lt, st->lt_desc[ta][tb], a, b, c, c, st->lt_pref, 1, &result, &got) ==
+                CUBLAS_STATUS_SUCCESS && got > 0) {
+            found->algo = result.algo;
+            found->usable = 1;
+        }
+    }
+    /* the bucket's algorithm, when cuBLASLt confirms it takes this exact shape */
+    cublasLtMatmulHeuristicResult_t checked;
+    int takes = found && found->usable &&
+                cublasLtMatmulAlgoCheck(st->lt, st->lt_desc[ta][tb], a, b, c, c, &found->algo, &checked) == CUBLAS_STATUS_SUCCESS &&
+                checked.workspaceSize <= MOE_LT_WORKSPACE_BYTES;
+    int done = takes &&
+               cublasLtMatmul(st->lt, st->lt_desc[ta][tb], &one, A, a, B, b, accumulate ? &one : &zero, C, c, C, c,
+                              &found->algo, st->lt_workspace, MOE_LT_WORKSPACE_BYTES, st->c.stream) == CUBLAS_STATUS_SUCCESS;
+    MCB(st, cublasLtMatrixLayoutDestroy(a));
+    MCB(st, cublasLtMatrixLayoutDestroy(b));
+    MCB(st, cublasLtMatrixLayoutDestroy(c));
+    if (done) return;
+    st->fallbacks++;
+    MCB(st, cublasGemmEx(st->c.blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &one, A,
+                         CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, accumulate ? &one : &zero, C, CUDA_R_16BF, ldc,
+                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+/* y[rows, out] = x[rows, in] W^T (W[out, in]), as train.c's linear layers */
+static void gemm_forward(moe_state *st, bf16 *y, const bf16 *x, const bf16 *w, int rows, int in, int out)
+{
+    expert_gemm(st, 1, 0, out, rows, in, w, in, x, in, 0, y, out);
+}
+/* dx[rows, in] (+)= dy[rows, out] W */
+static void gemm_dgrad(moe_state *st, bf16 *dx, const bf16 *dy, const bf16 *w, int rows, int in, int out, int accumulate)
+{
+    expert_gemm(st, 0, 0, in, rows, out, w, in, dy, out, accumulate, dx, in);
+}
+/* dW[out, in] += dy^T x */
+static void gemm_wgrad(moe_state *st, bf16 *dw, const bf16 *dy, const bf16 *x, int rows, int in, int out)
+{
+    expert_gemm(st, 0, 1, in, out, rows, x, in, dy, out, 1, dw, in);
+}
+
+/* router logits[N, E] (fp32) = xn Wr^T */
+static void router_forward(moe_state *st, float *logits, const bf16 *xn, int l)
+{
+    const moe_config *c = &st->c;
+    MCB(st, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, c->E, c->N, c->C, &one, router_w(st, st->params, l),
+                         CUDA_R_16BF, c->C, xn, CUDA_R_16BF, c->C, &zero, logits, CUDA_R_32F, c->E, CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT));
+}
+
+/* Every EP rank's counts to every rank and to the host; the plan of this call's transfers. */
+static void exchange_counts(moe_state *st, const saved_ptrs *sv, moe_call *call)
+{
+    const moe_config *c = &st->c;
+    mark(st, "ep_counts", 0);
+    if (c->ep > 1)
+        MNC(st, ncclAllGather(sv->counts + (size_t)c->ep_rank * c->E, sv->counts, c->E, ncclInt32, c->ep_comm, c->stream));
+    MCK(st, cudaMemcpyAsync(st->host_counts, sv->counts, (size_t)c->ep * c->E * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                            c->stream));
+    mark(st, "ep_counts", 1);
+    MCK(st, cudaEventRecord(st->counted, c->stream));
+    MCK(st, cudaEventSynchronize(st->counted));
+    if (moe_exchange_plan(st->host_counts, c->ep, c->E, c->ep_rank, &call->x) != 0) {
+        fprintf(stderr, "sextant-gpu train: rank %d: internal: MoE exchange plan (ep %d, %d experts)\n", c->my_rank, c->ep,
+                c->E);
+        exit(1);
+    }
+    st->imbalance_sum += call->x.imbalance;
+    if (call->x.imbalance > st->imbalance_max) st->imbalance_max = call->x.imbalance;
+    st->imbalance_calls++;
+}
+
+void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l)
+{
+    const moe_config *c = &st->c;
+    saved_ptrs sv = saved_at(st, saved);
+    moe_call *call = call_for(st, saved, 1);
+    const int N = c->N, k = c->k, C = c->C, F = c->F, exchanged = c->ep > 1;
+    mark(st, "router", 0);
+    router_forward(st, sv.logits, xn, l);
+    mark(st, "router", 1);
+    mark(st, "router_topk", 0);
+    MCK(st, sx_moe_topk(sv.idx, sv.gate, sv.logits, N, c->E, k, c->stream));
+    mark(st, "router_topk", 1);
+    /* one rank: the sorted rows are the experts' input, kept for the backward */
+    call->xe = exchanged ? NULL : pool_rows(st, N * k, C);
+    mark(st, "moe_permute", 0);
+    MCK(st, sx_moe_permute(sv.counts + (size_t)c->ep_rank * c->E, sv.pos, sv.row_slot, sv.idx, N, k, c->E, c->stream));
+    MCK(st, sx_moe_gather(exchanged ? st->xs : call->xe, xn, sv.row_slot, N, k, C, c->stream));
+    mark(st, "moe_permute", 1);
+    exchange_counts(st, &sv, call);
+    const moe_exchange *x = &call->x;
+    const int R = x->rows_in;
+    if (exchanged) {
+        call->xe = pool_rows(st, R, C);
+        mark(st, "ep_alltoall_dispatch", 0);
+        exchange(st, x, st->xs, call->xe, 0);
+        mark(st, "ep_alltoall_dispatch", 1);
+    }
+    call->h = pool_rows(st, R, st->up);
+    call->act = pool_rows(st, R, F);
+    mark(st, "expert_up", 0);
+    for (int e = 0; e < st->El; e++) {
+        size_t at = (size_t)x->expert_offset[e];
+        if (x->expert_rows[e])
+            gemm_forward(st, call->h + at * st->up, call->xe + at * C, up_w(st, st->params, l, e), x->expert_rows[e], C, st->up);
+    }
+    mark(st, "expert_up", 1);
+    mark(st, "expert_swiglu", 0);
+    MCK(st, sx_swiglu_forward(call->act, call->h, call->h + F, R, F, st->up, c->stream));
+    mark(st, "expert_swiglu", 1);
+    bf16 *ye = exchanged ? pool_rows(st, R, C) : sv.ys;
+    mark(st, "expert_down", 0);
+    for (int e = 0; e < st->El; e++) {
+        size_t at = (size_t)x->expert_offset[e];
+        if (x->expert_rows[e])
+            gemm_forward(st, ye + at * C, call->act + at * F, down_w(st, st->params, l, e), x->expert_rows[e], F, C);
+    }
+    mark(st, "expert_down", 1);
+    if (exchanged) {
+        mark(st, "ep_alltoall_combine", 0);
+        exchange(st, x, sv.ys, ye, 1);
+        mark(st, "ep_alltoall_combine", 1);
+        pool_free(st, ye);
+    }
+    mark(st, "moe_permute", 0);
+    MCK(st, sx_moe_combine(out, sv.ys, sv.pos, sv.gate, N, k, C, c->stream));
+    mark(st, "moe_permute", 1);
+}
+
+/* the experts' backward on the expert-major rows: dye in, dxe out */
+static void experts_backward(moe_state *st, moe_call *call, const bf16 *dye, bf16 *dxe, int l)
+{
+    const moe_config *c = &st->c;
+    const moe_exchange *x = &call->x;
+    const int R = x->rows_in, C = c->C, F = c->F, up = st->up;
+    bf16 *dact = pool_rows(st, R, F), *dh = pool_rows(st, R, up);
+    mark(st, "expert_down_dgrad", 0);
+    for (int e = 0; e < st->El; e++) {
+        size_t at = (size_t)x->expert_offset[e];
+        if (x->expert_rows[e]) gemm_dgrad(st, dact + at * F, dye + at * C, down_w(st, st->params, l, e), x->expert_rows[e], F, C, 0);
+    }
+    mark(st, "expert_down_dgrad", 1);
+    mark(st, "expert_down_wgrad", 0);
+    for (int e = 0; e < st->El; e++) {
+        size_t at = (size_t)x->expert_offset[e];
+        if (x->expert_rows[e]) gemm_wgrad(st, down_w(st, st->grads, l, e), dye + at * C, call->act + at * F, x->expert_rows[e], F, C);
+    }
+    mark(st, "expert_down_wgrad", 1);
+    mark(st, "expert_swiglu_bwd", 0);
+    MCK(st, sx_swiglu_backward(dh, dh + F, dact, call->h, call->h + F, R, F, up, c->stream));
+    mark(st, "expert_swiglu_bwd", 1);
+    mark(st, "expert_up_dgrad", 0);
+    for (int e = 0; e < st->El; e++) {
+        size_t at = (size_t)x->expert_offset[e];
+        if (x->expert_rows[e]) gemm_dgrad(st, dxe + at * C, dh + at * up, up_w(st, st->params, l, e), x->expert_rows[e], C, up, 0);
+    }
+    mark(st, "expert_up_dgrad", 1);
+    mark(st, "expert_up_wgrad", 0);
+    for (int e = 0; e < st->El; e++) {
+        size_t at = (size_t)x->expert_offset[e];
+        if (x->expert_rows[e]) gemm_wgrad(st, up_w(st, st->grads, l, e), dh + at * up, call->xe + at * C, x->expert_rows[e], C, up);
+    }
+    mark(st, "expert_up_wgrad", 1);
+    pool_free(st, dact);
+    pool_free(st, dh);
+}
+
+void moe_backward(moe_state *st, void *saved, const bf16 *xn, const bf16 *dout, bf16 *dxn, int l)
+{
+    const moe_config *c = &st->c;
+    saved_ptrs sv = saved_at(st, saved);
+    moe_call *call = call_for(st, saved, 0);
+    const int N = c->N, k = c->k, C = c->C, exchanged = c->ep > 1, R = call->x.rows_in;
+    /* the sorted rows' gradient in xs: the combine's backward, then the exchange */
+    mark(st, "moe_permute_bwd", 0);
+    MCK(st, sx_moe_combine_backward(st->xs, st->dgate, dout, sv.ys, sv.pos, sv.gate, N, k, C, c->stream));
+    mark(st, "moe_permute_bwd", 1);
+    bf16 *dye = st->xs, *dxe = st->xs;   /* one rank: the sorted rows are the experts' */
+    if (exchanged) {
+        dye = pool_rows(st, R, C);
+        dxe = pool_rows(st, R, C);
+        mark(st, "ep_alltoall_combine_bwd", 0);
+        exchange(st, &call->x, st->xs, dye, 0);
+        mark(st, "ep_alltoall_combine_bwd", 1);
+    }
+    experts_backward(st, call, dye, dxe, l);
+    if (exchanged) {
+        mark(st, "ep_alltoall_dispatch_bwd", 0);
+        exchange(st, &call->x, st->xs, dxe, 1);
+        mark(st, "ep_alltoall_dispatch_bwd", 1);
+        pool_free(st, dye);
+        pool_free(st, dxe);
+    }
+    /* the tokens' gradient: the sum of their k rows, then the router's part added */
+    mark(st, "moe_permute_bwd", 0);
+    MCK(st, sx_moe_combine(dxn, st->xs, sv.pos, NULL, N, k, C, c->stream));
+    mark(st, "moe_permute_bwd", 1);
+    mark(st, "router_topk_bwd", 0);
+    MCK(st, sx_moe_router_backward(st->dlogits, sv.logits, sv.idx, sv.gate, st->dgate, sv.counts + (size_t)c->ep_rank * c->E,
+                                   st->aux_scale, N, c->E, k, c->stream));
+    mark(st, "router_topk_bwd", 1);
+    mark(st, "router_dgrad", 0);
+    gemm_dgrad(st, dxn, st->dlogits, router_w(st, st->params, l), N, C, c->E, 1);
+    mark(st, "router_dgrad", 1);
+    mark(st, "router_wgrad", 0);
+    gemm_wgrad(st, router_w(st, st->grads, l), st->dlogits, xn, N, C, c->E);
+    mark(st, "router_wgrad", 1);
+    pool_free(st, call->xe);
+    pool_free(st, call->h);
+    pool_free(st, call->act);
+    call->key = NULL;
+}
+
+void moe_zero_grads(moe_state *st)
+{
+    mark(st, "zero_grads", 0);
+    MCK(st, cudaMemsetAsync(st->grads, 0, (st->router_count + st->expert_count) * sizeof(bf16), st->c.stream));
+    mark(st, "zero_grads", 1);
+}
+
+void moe_step(moe_state *st, const sx_adamw_params *hp)
+{
+    const moe_config *c = &st->c;
+    if (c->dp > 1) {
+        mark(st, "dp_allreduce_grads", 0);
+        MNC(st, ncclAllReduce(st->grads, st->grads, st->router_count, ncclBfloat16, ncclSum, c->dp_comm, c->stream));
+        mark(st, "dp_allreduce_grads", 1);
+    }
+    if (st->edp > 1) {
+        mark(st, "edp_allreduce_grads", 0);
+        MNC(st, ncclAllReduce(st->grads + st->router_count, st->grads + st->router_count, st->expert_count, ncclBfloat16,
+                              ncclSum, c->edp_comm, c->stream));
+        mark(st, "edp_allreduce_grads", 1);
+    }
+    mark(st, "optimizer", 0);
+    MCK(st, sx_adamw(st->master, st->m, st->v, st->params, st->grads, st->router_count + st->expert_count, hp, c->stream));
+    mark(st, "optimizer", 1);
+}
+
+void moe_free(moe_state *st)
+{
+    MCK(st, cudaStreamSynchronize(st->c.stream));
+    for (int i = 0; i < MOE_CALLS_MAX; i++)
+        if (st->calls[i].key) {
+            MCK(st, cudaFree(st->calls[i].xe));
+            MCK(st, cudaFree(st->calls[i].h));
+            MCK(st, cudaFree(st->calls[i].act));
+        }
+    void *bufs[] = {st->params, st->grads, st->master, st->m, st->v, st->xs, st->dlogits, st->dgate};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) MCK(st, cudaFree(bufs[i]));
+    MCK(st, cudaFreeHost(st->host_counts));
+    MCK(st, cudaEventDestroy(st->counted));
+    lt_free_all(st);
+    memset(st, 0, sizeof *st);
+}
+
+size_t moe_pool_high_bytes(const moe_state *st)
+{
+    cudaMemPool_t pool;
+    int device;
+    uint64_t high = 0;
+    MCK(st, cudaGetDevice(&device));
+    MCK(st, cudaDeviceGetDefaultMemPool(&pool, device));
+    MCK(st, cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &high));
+    return (size_t)high;
+}

@@ -1,0 +1,105 @@
+/* A mixture-of-experts layer with expert parallelism in the training step
+ * (validator/moe.c): the router (fp32 logits), top-k with softmax gates, the
+ * token dispatch and combine as grouped NCCL send/recv over the EP group, the
+ * local experts' GEMMs through cuBLAS, and the backward the same way in reverse.
+ *
+ * The layer replaces the dense MLP between train.c's mlp_norm and mlp_residual:
+ * moe_forward reads the norm's output and writes the branch the residual adds;
+ * moe_backward reads the branch's gradient and writes the norm output's.  The
+ * router and the experts are this file's own parameters, gradients and AdamW
+ * state: the routers reduced over DP, the experts over DP / EP (Megatron's
+ * expert-data-parallel group), in moe_step before the optimizer. */
+#ifndef SEXTANT_MOE_H
+#define SEXTANT_MOE_H
+
+/* cublasLt.h declares one function without a prototype */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <cublasLt.h>
+#pragma GCC diagnostic pop
+#include <cublas_v2.h>
+#include <nccl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels.h"
+#include "moe_plan.h"
+
+/* what moe.c borrows from train.c */
+typedef struct {
+    void (*mark)(const char *name, int end);                            /* profiling, in the pass running */
+    float (*init)(int which, int layer, uint64_t index, float stddev);  /* a weight's initial value */
+    uint16_t (*to_bf16)(float f);
+    int init_which;   /* the first tensor number free for init: router, experts' up, experts' down */
+} moe_hooks;
+
+typedef struct {
+    int E, k, C, F, N;      /* experts, picks a token, hidden, expert FFN width (SwiGLU), tokens a micro-batch */
+    int L, Lmodel, layer0;  /* MoE layers on this rank, in the model, the first one's index */
+    int ep, ep_rank, dp;    /* EP group inside DP: experts over dp / ep ranks each */
+    int my_rank;
+    double dloss;           /* the loss's gradient per token (1 / global tokens), scales the auxiliary loss */
+    cublasHandle_t blas;
+    cudaStream_t stream;
+    ncclComm_t ep_comm, dp_comm, edp_comm;   /* NULL where the group has one rank */
+    moe_hooks hooks;
+} moe_config;
+
+/* one forward's routing, kept for its backward */
+typedef struct {
+    const void *key;          /* the layer's saved block */
+    moe_exchange x;
+    sx_bf16 *xe, *h, *act;    /* the experts' input, up output and activation: x.rows_in rows, stream-ordered */
+} moe_call;
+
+#define MOE_CALLS_MAX 512
+
+/* an expert GEMM's cuBLASLt algorithm, kept for every shape of its bucket (moe.c) */
+typedef struct {
+    int ta, tb, mb, nb, kb, lda, ldb, ldc, usable;
+    cublasLtMatmulAlgo_t algo;
+} moe_algo;
+#define MOE_ALGOS_MAX 2048
+
+typedef struct {
+    moe_config c;
+    int El, up, edp;
+    float aux_scale;
+    sx_bf16 *params, *grads;
+    float *master, *m, *v;
+    size_t router_count, expert_count;  /* elements: every layer's router, then every layer's experts */
+    sx_bf16 *xs, *dlogits;              /* scratch: N k rows of C; N rows of E */
+    float *dgate;                       /* N k */
+    int32_t *host_counts;               /* pinned, ep x E */
+    cudaEvent_t counted;
+    moe_call calls[MOE_CALLS_MAX];
+    double imbalance_sum, imbalance_max;
+    long imbalance_calls;
+    cublasLtHandle_t lt;
+    void *lt_workspace;
+    cublasLtMatmulDesc_t lt_desc[2][2];   /* [transa][transb] */
+    cublasLtMatmulPreference_t lt_pref;
+    moe_algo *algos;
+    int nalgos;
+    long heuristics, fallbacks;         /* heuristic queries, GEMMs that fell back to cublasGemmEx */
+    size_t connect_bytes;               /* device memory the EP and expert-DP groups' first use took (NCCL's buffers) */
+    int gemm_ex;                        /* SEXTANT_MOE_GEMM=ex: every expert GEMM through cublasGemmEx (the first way) */
+    size_t bytes;                       /* device memory allocated at set-up */
+} moe_state;
+
+/* The bytes of one layer's saved block (train.c's layer activations hold one). */
+size_t moe_saved_bytes(int N, int E, int k, int ep, int C);
+
+/* Allocates, fills the initial weights (the same values whatever ep), and opens the EP
+ * group's connections.  Exits after one stderr line on a CUDA, cuBLAS or NCCL error. */
+void moe_init(moe_state *st, const moe_config *c);
+void moe_forward(moe_state *st, void *saved, const sx_bf16 *xn, sx_bf16 *out, int layer);
+void moe_backward(moe_state *st, void *saved, const sx_bf16 *xn, const sx_bf16 *dout, sx_bf16 *dxn, int layer);
+void moe_zero_grads(moe_state *st);
+/* the gradients' reductions and AdamW, after the step's backward */
+void moe_step(moe_state *st, const sx_adamw_params *hp);
+void moe_free(moe_state *st);
+/* The most the stream-ordered pool held for the data-dependent buffers (bytes), for the report. */
+size_t moe_pool_high_bytes(const moe_state *st);
+
+#endif

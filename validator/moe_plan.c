@@ -1,0 +1,151 @@
+/* A mixture-of-experts layer's routing, its float64 reference and the exchange plan
+ * (validator/moe_plan.h).  Plain C. */
+#include "moe_plan.h"
+
+#include <math.h>
+#include <string.h>
+
+int moe_ref_route(const double *logits, int N, int E, int k, int *idx, double *gate)
+{
+    if (N < 0 || E < 1 || E > MOE_EXPERTS_MAX || k < 1 || k > E || k > MOE_TOPK_MAX) return -1;
+    for (int n = 0; n < N; n++) {
+        const double *z = logits + (size_t)n * E;
+        int *pick = idx + (size_t)n * k;
+        for (int j = 0; j < k; j++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int i = 0; i < j; i++) taken |= pick[i] == e;
+                if (!taken && (best < 0 || z[e] > z[best])) best = e;
+            }
+            pick[j] = best;
+        }
+        /* the picks are in decreasing order: the first is the largest */
+        double sum = 0.0;
+        for (int j = 0; j < k; j++) sum += exp(z[pick[j]] - z[pick[0]]);
+        for (int j = 0; j < k; j++) gate[(size_t)n * k + j] = exp(z[pick[j]] - z[pick[0]]) / sum;
+    }
+    return 0;
+}
+
+int moe_ref_permute(const int *idx, int N, int k, int E, int *counts, int *pos, int *row_slot)
+{
+    size_t slots = (size_t)N * k;
+    memset(counts, 0, (size_t)E * sizeof *counts);
+    for (size_t s = 0; s < slots; s++) {
+        if (idx[s] < 0 || idx[s] >= E) return -1;
+        counts[idx[s]]++;
+    }
+    int start[MOE_EXPERTS_MAX];
+    int at = 0;
+    for (int e = 0; e < E; e++) { start[e] = at; at += counts[e]; }
+    for (size_t s = 0; s < slots; s++) {
+        int r = start[idx[s]]++;
+        pos[s] = r;
+        row_slot[r] = (int)s;
+    }
+    return 0;
+}
+
+void moe_ref_dispatch(const double *x, int N, int C, int k, const int *row_slot, double *xs)
+{
+    for (size_t r = 0; r < (size_t)N * k; r++)
+        memcpy(xs + r * C, x + (size_t)(row_slot[r] / k) * C, (size_t)C * sizeof *xs);
+}
+
+void moe_ref_combine(const double *ys, int N, int C, int k, const int *pos, const double *gate, double *out)
+{
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            double sum = 0.0;
+            for (int j = 0; j < k; j++) {
+                size_t s = (size_t)n * k + j;
+                sum += (gate ? gate[s] : 1.0) * ys[(size_t)pos[s] * C + c];
+            }
+            out[(size_t)n * C + c] = sum;
+        }
+}
+
+void moe_ref_combine_backward(const double *dout, const double *ys, int N, int C, int k, const int *pos,
+                              const double *gate, double *dys, double *dgate)
+{
+    for (int n = 0; n < N; n++)
+        for (int j = 0; j < k; j++) {
+            size_t s = (size_t)n * k + j;
+            const double *y = ys + (size_t)pos[s] * C, *d = dout + (size_t)n * C;
+            double dot = 0.0;
+            for (int c = 0; c < C; c++) {
+                dys[(size_t)pos[s] * C + c] = gate[s] * d[c];
+                dot += d[c] * y[c];
+            }
+            dgate[s] = dot;
+        }
+}
+
+void moe_ref_router_backward(const double *logits, const int *idx, const double *gate, const double *dgate,
+                             const int *counts, double aux_scale, int N, int E, int k, double *dlogits)
+{
+    for (int n = 0; n < N; n++) {
+        const double *z = logits + (size_t)n * E;
+        double *dz = dlogits + (size_t)n * E;
+        for (int e = 0; e < E; e++) dz[e] = 0.0;
+        /* the gates are a softmax over the k picks: dz_i = g_i (dg_i - sum_j g_j dg_j) */
+        double dot = 0.0;
+        for (int j = 0; j < k; j++) dot += gate[(size_t)n * k + j] * dgate[(size_t)n * k + j];
+        for (int j = 0; j < k; j++) {
+            size_t s = (size_t)n * k + j;
+            dz[idx[s]] += gate[s] * (dgate[s] - dot);
+        }
+        if (aux_scale == 0.0) continue;
+        double top = z[0];
+        for (int e = 1; e < E; e++) top = z[e] > top ? z[e] : top;
+        double sum = 0.0;
+        for (int e = 0; e < E; e++) sum += exp(z[e] - top);
+        double pg = 0.0;
+        for (int e = 0; e < E; e++) pg += exp(z[e] - top) / sum * aux_scale * counts[e] / ((double)N * k);
+        for (int e = 0; e < E; e++) {
+            double p = exp(z[e] - top) / sum;
+            dz[e] += p * (aux_scale * counts[e] / ((double)N * k) - pg);
+        }
+    }
+}
+
+int moe_exchange_plan(const int *counts, int ep, int E, int rank, moe_exchange *x)
+{
+    if (ep < 1 || ep > MOE_EP_MAX || E < 1 || E > MOE_EXPERTS_MAX || E % ep || rank < 0 || rank >= ep) return -1;
+    memset(x, 0, sizeof *x);
+    x->ep = ep; x->rank = rank; x->E = E; x->local = E / ep;
+    const int local = x->local;
+    /* where each expert's rows start in this rank's expert-sorted buffer */
+    int sorted_at[MOE_EXPERTS_MAX], at = 0;
+    for (int e = 0; e < E; e++) { sorted_at[e] = at; at += counts[(size_t)rank * E + e]; }
+    for (int p = 0; p < ep; p++)
+        for (int e = 0; e < local; e++) {
+            x->send_rows[p * local + e] = counts[(size_t)rank * E + p * local + e];
+            x->send_offset[p * local + e] = sorted_at[p * local + e];
+        }
+    /* expert-major on arrival: local expert e's rows from rank 0, 1, ... */
+    at = 0;
+    for (int e = 0; e < local; e++) {
+        x->expert_offset[e] = at;
+        for (int p = 0; p < ep; p++) {
+            int rows = counts[(size_t)p * E + rank * local + e];
+            x->recv_rows[p * local + e] = rows;
+            x->recv_offset[p * local + e] = at;
+            at += rows;
+        }
+        x->expert_rows[e] = at - x->expert_offset[e];
+    }
+    x->rows_in = at;
+    /* the busiest rank against the mean */
+    double most = 0.0, all = 0.0;
+    for (int q = 0; q < ep; q++) {
+        double rows = 0.0;
+        for (int p = 0; p < ep; p++)
+            for (int e = 0; e < local; e++) rows += counts[(size_t)p * E + q * local + e];
+        most = rows > most ? rows : most;
+        all += rows;
+    }
+    x->imbalance = all > 0.0 ? most / (all / ep) : 1.0;
+    return 0;
+}

@@ -1,0 +1,77 @@
+/* A mixture-of-experts layer's routing and token exchange, the bookkeeping and its
+ * float64 reference (validator/moe_plan.c): plain C, no CUDA.  validator/moe.c runs
+ * the plan on the GPU (kernels/moe.cu); tests/test_moe_route.c checks both halves
+ * here, and tests/gpu/test_moe_kernels.cu checks the kernels against the reference.
+ *
+ * Routing (Mixtral's): each of N tokens goes to the k experts of largest router logit
+ * (ties to the lower index), in decreasing order of logit, with gates the softmax of
+ * those k logits.  Slot s = n k + j is token n's j-th choice.
+ *
+ * Permutation: the N k slots sorted by expert, stably (token order within an expert):
+ * pos[s] is slot s's row in the sorted buffer, row_slot[r] the slot of row r, counts[e]
+ * the rows of expert e.  The dispatch copies token row_slot[r] / k into row r; the
+ * combine sums out[n] = sum_j gate[n k + j] ys[pos[n k + j]], and is its own inverse's
+ * transpose (the dispatch's backward is a combine with gates 1).
+ *
+ * Exchange over an expert-parallel group of ep ranks: rank q holds experts
+ * [q E/ep, (q+1) E/ep).  Every rank knows every rank's counts (an all-gather of E
+ * integers), so each side of every transfer computes the same chunk sizes: the chunk
+ * (p, e) is what rank p routes to local expert e of the receiver.  The receiver lays
+ * the chunks out expert by expert (expert-major, source rank inside), so that each
+ * local expert's rows are contiguous for its GEMMs, and the combine sends each chunk
+ * back to where it came from. */
+#ifndef SEXTANT_MOE_PLAN_H
+#define SEXTANT_MOE_PLAN_H
+
+#define MOE_EP_MAX 8
+#define MOE_EXPERTS_MAX 64
+#define MOE_TOPK_MAX 8
+/* Switch Transformer's auxiliary load-balancing coefficient (Fedus et al. 2022, section 2.2) */
+#define MOE_AUX_COEFF 0.01
+
+/* ---- the float64 reference ---- */
+
+/* idx[N k], gate[N k] from logits[N E]; -1 on bad sizes. */
+int moe_ref_route(const double *logits, int N, int E, int k, int *idx, double *gate);
+
+/* counts[E], pos[N k], row_slot[N k] from idx[N k]; -1 on an expert outside [0, E). */
+int moe_ref_permute(const int *idx, int N, int k, int E, int *counts, int *pos, int *row_slot);
+
+/* xs[r, :] = x[row_slot[r] / k, :] for the N k rows. */
+void moe_ref_dispatch(const double *x, int N, int C, int k, const int *row_slot, double *xs);
+
+/* out[n, :] = sum_j gate[n k + j] ys[pos[n k + j], :] (gate NULL: 1). */
+void moe_ref_combine(const double *ys, int N, int C, int k, const int *pos, const double *gate, double *out);
+
+/* The combine's backward: dys[pos[s], :] = gate[s] dout[n, :], dgate[s] = dout[n, :] . ys[pos[s], :]. */
+void moe_ref_combine_backward(const double *dout, const double *ys, int N, int C, int k, const int *pos,
+                              const double *gate, double *dys, double *dgate);
+
+/* The router's backward: dlogits[N E] from the gates' gradient through the top-k
+ * softmax, plus Switch's auxiliary loss  L_aux = aux_scale sum_e f_e sum_n p[n, e]
+ * (p the softmax over all E logits, f_e = counts[e] / (N k) the share of slots routed
+ * to e, held constant), whose gradient is aux_scale f_e through the full softmax.
+ * aux_scale 0: no auxiliary loss. */
+void moe_ref_router_backward(const double *logits, const int *idx, const double *gate, const double *dgate,
+                             const int *counts, double aux_scale, int N, int E, int k, double *dlogits);
+
+/* ---- the exchange plan ---- */
+
+typedef struct {
+    int ep, rank, E, local;               /* local = E / ep experts on each rank */
+    int rows_in;                          /* rows this rank's experts receive */
+    int expert_rows[MOE_EXPERTS_MAX];     /* [local] rows of each local expert */
+    int expert_offset[MOE_EXPERTS_MAX];   /* [local] its first row in the expert-major buffer */
+    /* chunk (p, e), index p local + e: */
+    int send_rows[MOE_EP_MAX * MOE_EXPERTS_MAX];   /* this rank's rows for rank p's local expert e */
+    int send_offset[MOE_EP_MAX * MOE_EXPERTS_MAX]; /* where they lie in this rank's expert-sorted buffer */
+    int recv_rows[MOE_EP_MAX * MOE_EXPERTS_MAX];   /* rank p's rows for this rank's local expert e */
+    int recv_offset[MOE_EP_MAX * MOE_EXPERTS_MAX]; /* where they land in the expert-major buffer */
+    double imbalance;                     /* the busiest rank's rows over the mean (1 when none) */
+} moe_exchange;
+
+/* counts: ep rows of E, row p rank p's counts.  0, or -1 when ep or E is out of range or
+ * ep does not divide E. */
+int moe_exchange_plan(const int *counts, int ep, int E, int rank, moe_exchange *x);
+
+#endif
