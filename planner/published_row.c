@@ -48,12 +48,24 @@ static int optional_int(const csv_table *t, int r, const char *column, int64_t f
     char *end;
     errno = 0;
     long long v = strtoll(text, &end, 10);
+    /* a number with its note in parentheses ("15360 (after ramp from 3072)") reads as the number */
+    if (end != text && end[0] == ' ' && end[1] == '(') end += strlen(end);
     if (end == text || *end || errno == ERANGE || v < min || v > max) {
         skip(row, "a field is not a plain number", "%s is '%.40s'", column, text);
         return -1;
     }
     *out = (int64_t)v;
     return 0;
+}
+
+/* 1 when the cell is empty or one whole number (perhaps with a note in parentheses after it). */
+static int plain_integer(const char *text)
+{
+    if (!text || !*text) return 1;
+    char *end;
+    errno = 0;
+    (void)strtoll(text, &end, 10);
+    return end != text && errno != ERANGE && (!*end || (end[0] == ' ' && end[1] == '('));
 }
 
 /* "8B", "1.7B", "125m", "1T", "671B/37B act" (total first) or a plain count; 0 when absent or unreadable. */
@@ -252,8 +264,13 @@ static void read_model(const csv_table *t, int r, const model_zoo *zoo, publishe
     optional_int(t, r, "layers", known ? known->layers : 0, 1, 100000, &layers, row);
     optional_int(t, r, "hidden", known ? known->hidden : 0, 1, 1000000, &hidden, row);
     optional_int(t, r, "heads", known ? known->heads : 0, 1, 100000, &heads, row);
-    optional_int(t, r, "kv_heads", known ? known->kv_heads : heads, 1, 100000, &kv, row);
-    optional_int(t, r, "ffn", known ? known->ffn : 4 * hidden, 1, 16000000, &ffn, row);
+    /* latent attention's KV ("MLA") and a mixture's FFN ("dense 18432 (first 3 layers); expert 2048 x ...") are
+     * no single number: the zoo model of the same name carries them whole */
+    int zoo_carries = known && (model_is_mla(known) || model_is_moe(known));
+    if (zoo_carries && !plain_integer(csv_table_cell(t, r, "kv_heads"))) kv = known->kv_heads;
+    else optional_int(t, r, "kv_heads", known ? known->kv_heads : heads, 1, 100000, &kv, row);
+    if (zoo_carries && !plain_integer(csv_table_cell(t, r, "ffn"))) ffn = known->ffn;
+    else optional_int(t, r, "ffn", known ? known->ffn : 4 * hidden, 1, 16000000, &ffn, row);
     optional_int(t, r, "vocab", known ? known->vocab : 0, 1, 100000000, &vocab, row);
     optional_int(t, r, "seq", 0, 1, 100000000, &seq, row);
     if (!layers) skip(row, "architecture not published", "no layers");
@@ -413,6 +430,13 @@ static void read_practice(const csv_table *t, int r, published_row *row)
         l->recompute = RECOMPUTE_FULL;
         l->recompute_layers = (per_stage + 1) / 2 < per_stage ? (per_stage + 1) / 2 : 0;
     }
+    /* partial recomputation that names its modules (DeepSeek-V3: "RMSNorm/MLA up-proj recomputed") is
+     * Megatron's selective recomputation with those --recompute-modules */
+    if (l->recompute == RECOMPUTE_SELECTIVE) {
+        if (has(recompute, "rmsnorm") || has(recompute, "layernorm")) l->recompute_modules |= RECOMPUTE_MODULE_LAYERNORM;
+        if (has(recompute, "up-proj") || has(recompute, "up_proj")) l->recompute_modules |= RECOMPUTE_MODULE_MLA_UP_PROJ;
+        if (has(recompute, "moe_act") || has(recompute, "swiglu")) l->recompute_modules |= RECOMPUTE_MODULE_MOE_ACT;
+    }
     l->zero = zero_stage_of(zero);
     l->attention = older ? ATTENTION_UNFUSED : framework_before_flash2(framework, row->source) ? ATTENTION_FLASH1
                                                                                                 : ATTENTION_FLASH;
@@ -421,6 +445,8 @@ static void read_practice(const csv_table *t, int r, published_row *row)
     l->loss = has(notes, "fused loss") || has(notes, "fused cross") ? LOSS_FUSED : LOSS_FP32;
     /* Meta's Llama 3 gathered K and V over the CP group; Megatron, NeMo and torchtitan pass them round a ring */
     l->cp_comm = llama3_framework(framework, row->source) ? CP_COMM_ALLGATHER : CP_COMM_RING;
+    /* DeepSeek's DualPipe hides the EP all-to-alls behind the other micro-batch's compute (--ep-overlap) */
+    l->ep_overlap = has(framework, "dualpipe");
     l->sp = l->tp > 1 && (!older || has(recompute, "sequence parallel"));
     /* Megatron-Core and NeMo launch the backward's TP gather and gradient reduction beside the GEMMs
      * (docs/model.md, "Overlap"); the 2021-2022 frameworks are read as exposed */
@@ -472,7 +498,11 @@ int published_row_read(const csv_table *t, int r, const hwdb *db, const model_zo
     read_layout(t, r, row);
     read_practice(t, r, row);
     if (!row->gpu || !row->node) skip(row, "GPU not in the hardware database", "'%.60s'", row->gpu_text);
-    if (row->metric == METRIC_GPU_HOURS)
+    /* GPU-hours per trillion tokens is a throughput (DeepSeek's 180K H800 GPU-hours); a whole campaign's are not */
+    const char *notes = csv_table_cell(t, r, "notes");
+    row->per_trillion_tokens = row->metric == METRIC_GPU_HOURS && (has(row->case_name, "per_1T") ||
+                                                                    has(notes, "GPU-hours per trillion tokens"));
+    if (row->metric == METRIC_GPU_HOURS && !row->per_trillion_tokens)
         skip(row, "GPU-hours of a whole campaign", "the row's token count and phases are not one layout's step");
     return 0;
 }
@@ -491,7 +521,8 @@ double published_predicted(const published_row *row, const estimate_t *e)
     case METRIC_TOKENS_PER_S_PER_GPU: return e->tokens_per_s_per_gpu;
     case METRIC_S_PER_ITER: return e->step_s;
     case METRIC_SAMPLES_PER_S: return (double)e->layout.gbs / e->step_s;
-    case METRIC_GPU_HOURS: case METRIC_COUNT: break;
+    case METRIC_GPU_HOURS: return row->per_trillion_tokens ? 1e12 / e->tokens_per_s_per_gpu / 3600.0 : 0.0;
+    case METRIC_COUNT: break;
     }
     return 0.0;
 }

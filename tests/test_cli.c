@@ -762,7 +762,8 @@ static void published_shared_runs_json(void **state)
         double published = cJSON_GetObjectItem(row, "published")->valuedouble;
         double predicted = cJSON_GetObjectItem(row, "predicted")->valuedouble;
         double err = cJSON_GetObjectItem(row, "signed_err")->valuedouble;
-        int time_metric = !strcmp(cJSON_GetObjectItem(row, "metric")->valuestring, "s_per_iter");
+        const char *metric = cJSON_GetObjectItem(row, "metric")->valuestring;
+        int time_metric = !strcmp(metric, "s_per_iter") || !strcmp(metric, "gpu_hours");
         assert_close(err, time_metric ? published / predicted - 1.0 : predicted / published - 1.0, 1e-4);
         sum_abs += fabs(err);
         sum_signed += err;
@@ -819,7 +820,12 @@ static void published_row_rules(void **state)
              "i,s,M,32,4096,32,8,14336,128256,8192,,H100,16,8,1,1,,1,,16,1,64,bf16,selective op,HYBRID_SHARD,torchtitan,mfu,0.4,\n"
              "j,s,M,32,4096,32,8,14336,128256,8192,,A100-80GB,64,8,1,1,,1,,64,1,64,bf16,none,none,DeepSpeed,mfu,0.4,\n"
              "k,s,M,32,4096,32,8,14336,128256,8192,,A100-80GB (4x OmniPath per node),64,8,1,1,,1,,64,1,64,bf16,none,none,DeepSpeed,mfu,0.4,\n"
-             "l,\"mosaicml/llm-foundry README\",M,32,4096,32,8,14336,128256,8192,,A100-80GB,64,8,1,1,,1,,64,1,64,bf16,none,none,Composer/llm-foundry,mfu,0.4,\n",
+             "l,\"mosaicml/llm-foundry README\",M,32,4096,32,8,14336,128256,8192,,A100-80GB,64,8,1,1,,1,,64,1,64,bf16,none,none,Composer/llm-foundry,mfu,0.4,\n"
+             "m,\"DeepSeek-V3 report\",DeepSeek-V3 (671B total / 37B active MoE),61,7168,128,MLA,\"dense 18432; expert 2048 x 257\",129280,4096,"
+             "671B/37B act,H800,2048,8,1,16,,1,64,128,,15360 (after ramp from 3072),FP8 mixed,partial (RMSNorm/MLA up-proj recomputed),"
+             "ZeRO-1,HAI-LLM (DualPipe),gpu_hours,180000,180K H800 GPU-hours per trillion tokens\n"
+             "n,\"DeepSeek-V3 report\",DeepSeek-V3,61,7168,128,MLA,,129280,4096,,H800,2048,8,1,16,,1,64,128,,15360,fp8,,ZeRO-1,HAI-LLM,"
+             "gpu_hours,2664000,the 14.8T pre-training\n",
              header);
     write_temp(path, text);
     run_result r = run_sextant("published --runs %s --format json", path);
@@ -871,7 +877,17 @@ static void published_row_rules(void **state)
     assert_true(cJSON_GetObjectItem(rl, "step_s")->valuedouble > cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 9), "step_s")->valuedouble * 1.01);
     /* framework runs compute their loss in fp32 */
     assert_string_equal(cJSON_GetObjectItem(le, "loss")->valuestring, "fp32");
-    assert_int_equal(cJSON_GetObjectItem(root, "rows_estimated")->valueint, 10);
+    /* m: latent attention and experts from the zoo (the cells say MLA and describe the mixture), the batch
+     * read before its note, GPU-hours per trillion tokens as a throughput, DeepSeek's recomputed modules and
+     * DualPipe's overlapped all-to-alls; n: a whole campaign's GPU-hours, not one layout's step */
+    const cJSON *rm = cJSON_GetArrayItem(rows, 12), *lm = cJSON_GetObjectItem(rm, "layout");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(rm, "estimated")));
+    assert_int_equal(cJSON_GetObjectItem(lm, "gbs")->valueint, 15360);
+    assert_string_equal(cJSON_GetObjectItem(lm, "precision")->valuestring, "fp8");
+    double tokens = 1e12 / (cJSON_GetObjectItem(rm, "predicted")->valuedouble * 3600.0) * 2048.0;
+    assert_close(tokens * cJSON_GetObjectItem(rm, "step_s")->valuedouble, 15360.0 * 4096.0, 1e-4);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 13), "reason")->valuestring, "GPU-hours of a whole campaign");
+    assert_int_equal(cJSON_GetObjectItem(root, "rows_estimated")->valueint, 11);
     cJSON_Delete(root);
     run_free(&r);
     unlink(path);
