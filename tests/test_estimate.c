@@ -1184,14 +1184,25 @@ static layout_t random_layout(uint64_t *rng, const model_t *m, const hw_gpu *g, 
         while (l.vpp > 1 && m->layers < l.pp * l.vpp) l.vpp /= 2;
     }
     l.dp = prng_below(rng, 2) ? 1 : 1 + prng_below(rng, 64);
-    l.gpus = l.tp * l.pp * l.dp;
+    /* a third of the draws with context parallelism, ring or all-gather */
+    l.cp = prng_below(rng, 3) == 0 ? (int64_t)2 << prng_below(rng, 3) : 1;
+    l.cp_comm = (cp_comm_t)prng_below(rng, 2);
+    /* a mixture of experts: an EP degree that divides its experts and dp x cp, half the time */
+    l.ep = 1;
+    if (model_is_moe(m) && prng_below(rng, 2))
+        for (int64_t ep = (int64_t)1 << prng_below(rng, 7); ep > 1 && l.ep == 1; ep /= 2)
+            if (m->experts % ep == 0 && (l.dp * l.cp) % ep == 0) l.ep = ep;
+    l.ep_overlap = (int)prng_below(rng, 2);
+    l.gpus = l.tp * l.cp * l.pp * l.dp;
     l.mbs = (int64_t)1 << prng_below(rng, 4);
     int64_t microbatches = l.vpp > 1 ? l.pp * (1 + prng_below(rng, 4)) : 1 + prng_below(rng, 32);
     l.gbs = microbatches * l.mbs * l.dp;
     l.seq = (int64_t)128 << prng_below(rng, 13);     /* 128 to 524288 */
     l.gpus_per_node = n->gpus_per_node;
     l.recompute = (recompute_t)prng_below(rng, 3);
-    l.attention = (attention_impl_t)prng_below(rng, 2);
+    l.attention = (attention_impl_t)prng_below(rng, ATTENTION_COUNT);
+    l.tp_overlap = (tp_overlap_t)prng_below(rng, 2);
+    l.grad_sync = (grad_sync_t)prng_below(rng, 2);
     l.sp = l.tp > 1 && prng_below(rng, 2);
     l.zero = (int)prng_below(rng, 4);
     l.fp32_grads = (int)prng_below(rng, 2);
@@ -1200,9 +1211,10 @@ static layout_t random_layout(uint64_t *rng, const model_t *m, const hw_gpu *g, 
     return l;
 }
 
-/* MFU and HFU are fractions of what the GPU can execute: never above 1, and MFU never above HFU,
- * over random models, GPUs (hwdb defaults, and the shipped H100 overlay's measured shapes and power
- * model) and layouts. */
+/* MFU and HFU are fractions of what the GPU can execute: never above 1, and MFU never above HFU; no
+ * memory or time is negative; over random models, GPUs (hwdb defaults, and the shipped H100 overlay's
+ * measured shapes and power model) and layouts, context and expert parallelism, every attention kernel,
+ * TP overlap and gradient sync included. */
 static void utilization_never_exceeds_peak(void **state)
 {
     (void)state;
@@ -1217,7 +1229,7 @@ static void utilization_never_exceeds_peak(void **state)
     assert_non_null(calibrated);
     uint64_t rng = 0x5eed2026u;
     static estimate_t e;
-    int draws = 2000, estimated = 0;
+    int draws = 2000, estimated = 0, with_cp = 0, with_ep = 0;
     for (int i = 0; i < draws; i++) {
         const model_t *m = &zoo.models[prng_below(&rng, zoo.count)];
         const hw_gpu *g = prng_below(&rng, 4) == 0 ? calibrated : &db.gpus[prng_below(&rng, db.ngpus)];
@@ -1227,6 +1239,17 @@ static void utilization_never_exceeds_peak(void **state)
         job_t job = {1e12, 2.0};
         if (estimate_layout(m, g, n, &l, &job, &e, err, sizeof err) != 0) continue;
         estimated++;
+        with_cp += l.cp > 1;
+        with_ep += l.ep > 1;
+        const double parts[] = {e.memory.weights, e.memory.gradients, e.memory.optimizer, e.memory.activations,
+                                e.memory.logits, e.memory.other, e.compute_s, e.tp_comm_s, e.cp_comm_s, e.ep_comm_s,
+                                e.pp_comm_s, e.dp_comm_s, e.bubble_s, e.optimizer_s, e.step_s};
+        for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++)
+            if (!(parts[k] >= 0.0)) {
+                print_error("draw %d: %s, cp %lld ep %lld: part %zu of memory and time is %g\n", i, m->name,
+                            (long long)l.cp, (long long)l.ep, k, parts[k]);
+                fail();
+            }
         if (!(e.mfu <= 1.0 && e.hfu <= 1.0 && e.mfu <= e.hfu * (1.0 + 1e-12))) {
             print_error("draw %d: %s on %lld x %s, tp %lld pp %lld vpp %lld dp %lld mbs %lld gbs %lld seq %lld, "
                         "recompute %s, %s, sp %d, zero %d, %s: MFU %.4f HFU %.4f\n", i, m->name, (long long)l.gpus,
@@ -1239,6 +1262,8 @@ static void utilization_never_exceeds_peak(void **state)
     hwdb_free(&measured);
     /* the draws must mostly be estimable, or the property says little */
     assert_true(estimated >= draws / 2);
+    print_message("%d of %d draws estimated, %d with CP, %d with EP\n", estimated, draws, with_cp, with_ep);
+    assert_true(with_cp >= draws / 20 && with_ep >= draws / 100);
 }
 
 int main(void)
