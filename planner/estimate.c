@@ -538,7 +538,7 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
 {
     memset(c, 0, sizeof *c);
     double grad_bytes = 0.0;
-    double attention_s[PASS_STEP + 1] = {0}; /* each pass's attention op, which hides the CP ring's steps */
+    double attention_s[PASS_STEP + 1] = {0}; /* each pass's attention op, beside the CP ring's steps */
     for (int i = 0; i < s->nops; i++) {
         op_t *op = &s->ops[i];
         int part = op_part(op);
@@ -548,7 +548,8 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
         if (op->kind == OP_ATTENTION) attention_s[op->pass] = op->time_s;
         if (op->kind == OP_COMM && op->group == GROUP_CP) {
             c->body.cp += op->overlap == OVERLAP_ATTENTION
-                              ? (double)op->count * cp_ring_exposed_s(op->time_s, attention_s[op->pass], (double)layout_cp(l))
+                              ? (double)op->count * cp_ring_exposed_s(op->time_s, attention_s[op->pass], (double)layout_cp(l),
+                                                                          CP_RING_SERIALISED)
                               : t;
             continue;
         }

@@ -144,12 +144,18 @@ double cp_kv_block_bytes(double kv_heads, double head_dim, double seq, double cp
     return 2.0 * kv_heads * head_dim * (seq / cp) * mbs * elem_bytes;
 }
 
-/* "Context parallelism": one step of the KV ring runs while the attention of
- * the block received before it computes, 1/cp of the layer's attention with
- * causal load balancing (each rank holds chunks i and 2cp-1-i); only what the
- * transfer takes beyond that is exposed. */
-double cp_ring_exposed_s(double transfer_s, double attention_s, double cp)
+/* "Context parallelism": what one step of the KV ring adds to the step.  The step's send/recv is
+ * posted beside the attention of the block the rank holds, but on a stream of the same priority
+ * (Megatron's and Transformer Engine's default, and the validator's): its NCCL kernel gets SMs only
+ * once the attention kernel, whose grid fills every SM, has finished, and the next block's
+ * attention waits for the data.  So the transfer runs between the blocks, serialised: exposed in
+ * full (measured on 2 x H200: the forward exchange never ends before the attention beside it,
+ * docs/validation/2026-11-26-h200x2-cp).  Were the exchange on a stream of higher priority, it
+ * would run beside the block, 1/cp of the layer's attention with causal load balancing, and only
+ * its excess would be exposed. */
+double cp_ring_exposed_s(double transfer_s, double attention_s, double cp, int serialised)
 {
+    if (serialised) return transfer_s;
     double hidden_by = attention_s / cp;
     return transfer_s > hidden_by ? transfer_s - hidden_by : 0.0;
 }

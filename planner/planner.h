@@ -297,7 +297,10 @@ double moe_load_factor(double imbalance, double capacity_factor, int pad_to_capa
 double moe_dropped_fraction(double imbalance, double capacity_factor);
 double moe_remote_node_copies(double top_k, double nodes, double groups, double group_limit);
 double cp_kv_block_bytes(double kv_heads, double head_dim, double seq, double cp, double mbs, double elem_bytes);
-double cp_ring_exposed_s(double transfer_s, double attention_s, double cp);
+/* the ring's send/recv shares the attention's stream priority (Megatron's, TE's and the validator's
+ * default), so each step's transfer waits for the attention kernel beside it: cp_ring_exposed_s */
+#define CP_RING_SERIALISED 1
+double cp_ring_exposed_s(double transfer_s, double attention_s, double cp, int serialised);
 /* nccl-tests' bus bandwidth: algorithm bandwidth times the ring's factor. */
 double bus_bandwidth(coll_t coll, double n, double bytes, double seconds);
 double tp_compute_comm_ratio(double hidden, double tp, double bytes_per_value);
