@@ -171,6 +171,11 @@ static void ep_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
                               : "exposed (--ep-overlap would hide them behind the next micro-batch's compute)");
     else
         fprintf(out, "  e = 1: no token traffic between GPUs; each GPU runs all %lld experts' 1/t slices.\n", (long long)m->experts);
+    const op_t *counts = find_op(slow, "ep_counts", PASS_FWD);
+    if (counts)
+        fprintf(out, "  Before each dispatch the ranks all-gather their counts per expert (e x E x 4 B = %g B) and the host waits for\n"
+                     "  them, the all-to-all's sizes: %.4g us each with the host's wait (2 kernel issues), 1 per MoE layer, in the EP seconds.\n",
+                counts->comm_bytes, counts->time_s * 1e6);
     fprintf(out, "  Experts: a GPU's E/e experts get T k e / E = %.4g tokens each (balanced) after the TP gather; grouped GEMMs of\n"
                  "  that shape run at its efficiency",
             T * k * ep / E);
