@@ -332,8 +332,8 @@ static double with_power(op_t *op, const hw_gpu *gpu, double seconds, double clo
     return t;
 }
 
-/* One collective op's seconds per instance: its group's link, or inside the node calibrate --comm's fit
- * of this very collective when there is one (docs/model.md, "Communication"). */
+/* One collective op's seconds per instance over its group's link (docs/model.md, "Communication"), without
+ * the host's wait some of them force (op_cost). */
 static double collective_s(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t *l)
 {
     double bw, latency;
