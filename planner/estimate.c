@@ -332,6 +332,44 @@ static double with_power(op_t *op, const hw_gpu *gpu, double seconds, double clo
     return t;
 }
 
+/* One collective op's seconds per instance over its group's link (docs/model.md, "Communication"), without
+ * the host's wait some of them force (op_cost). */
+static double collective_s(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t *l)
+{
+    double bw, latency;
+    group_link(gpu, node, l, op->group, &bw, &latency, &op->crosses_node);
+    double n = (double)op->group_size;
+    /* inside the node, calibrate --comm's fit of this very collective when there is one */
+    if (!op->crosses_node) {
+        double cbw = 0.0, clat = 0.0;
+        if (op->coll == COLL_REDUCE_SCATTER) { cbw = node->intra_rs_bytes_per_s; clat = node->intra_rs_latency_s; }
+        else if (op->coll == COLL_ALLGATHER) { cbw = node->intra_ag_bytes_per_s; clat = node->intra_ag_latency_s; }
+        else if (op->coll == COLL_SENDRECV) { cbw = node->intra_sr_bytes_per_s; clat = node->intra_sr_latency_s; }
+        if (cbw > 0.0) { bw = cbw; latency = clat; }
+    }
+    /* an op may stand for several collectives (ZeRO-3's one per layer, the gradients' one per
+     * bucket): each pays its latency, and across nodes each reaches the bandwidth of its size */
+    double pieces = op->pieces > 1 ? (double)op->pieces : 1.0, bytes = op->comm_bytes / pieces;
+    if (op->crosses_node) bw = network_bus_bytes_per_s(bw, bytes, node->inter_bus_efficiency, node->inter_half_bytes);
+    switch (op->coll) {
+    case COLL_ALLREDUCE: return pieces * ring_allreduce_s(n, bytes, bw, latency);
+    case COLL_REDUCE_SCATTER: return pieces * ring_reduce_scatter_s(n, bytes, bw, latency);
+    case COLL_ALLGATHER: return pieces * ring_allgather_s(n, bytes, bw, latency);
+    case COLL_SENDRECV: return pieces * sendrecv_s(bytes, bw, latency);
+    case COLL_ALLTOALL:
+        if (op->crosses_node) {
+            /* the EP ranks of one node talk over its own link, the rest through the NICs */
+            double local = (double)l->gpus_per_node / (double)l->tp;
+            double ibw = gpu->measured_intra_bytes_per_s > 0 ? gpu->measured_intra_bytes_per_s
+                                                             : node->intra_bytes_per_s_per_dir;
+            return pieces * alltoall_two_level_s(n, local, bytes, ibw, node->intra_latency_s, bw, latency,
+                                                 op->internode_share > 0.0 ? op->internode_share : 1.0);
+        }
+        return pieces * alltoall_s(n, bytes, bw, latency);
+    }
+    return 0.0;
+}
+
 static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t *l)
 {
     double membw = gpu->hbm_bytes_per_s * gpu->membound_efficiency;
@@ -431,40 +469,9 @@ static double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const la
     case OP_MEMBOUND:
         if (op->bytes <= 0.0) return 0.0;   /* a bookkeeping entry, no kernel */
         return with_power(op, gpu, membound_s(gpu, op->bytes), 0.0, 0.0);
-    case OP_COMM: {
+    case OP_COMM:
         /* the power model leaves communication out: its seconds draw the static power */
-        double bw, latency;
-        group_link(gpu, node, l, op->group, &bw, &latency, &op->crosses_node);
-        double n = (double)op->group_size;
-        /* inside the node, calibrate --comm's fit of this very collective when there is one */
-        if (!op->crosses_node) {
-            double cbw = 0.0, clat = 0.0;
-            if (op->coll == COLL_REDUCE_SCATTER) { cbw = node->intra_rs_bytes_per_s; clat = node->intra_rs_latency_s; }
-            else if (op->coll == COLL_ALLGATHER) { cbw = node->intra_ag_bytes_per_s; clat = node->intra_ag_latency_s; }
-            else if (op->coll == COLL_SENDRECV) { cbw = node->intra_sr_bytes_per_s; clat = node->intra_sr_latency_s; }
-            if (cbw > 0.0) { bw = cbw; latency = clat; }
-        }
-        /* an op may stand for several collectives (ZeRO-3's one per layer, the gradients' one per
-         * bucket): each pays its latency, and across nodes each reaches the bandwidth of its size */
-        double pieces = op->pieces > 1 ? (double)op->pieces : 1.0, bytes = op->comm_bytes / pieces;
-        if (op->crosses_node) bw = network_bus_bytes_per_s(bw, bytes, node->inter_bus_efficiency, node->inter_half_bytes);
-        switch (op->coll) {
-        case COLL_ALLREDUCE: return pieces * ring_allreduce_s(n, bytes, bw, latency);
-        case COLL_REDUCE_SCATTER: return pieces * ring_reduce_scatter_s(n, bytes, bw, latency);
-        case COLL_ALLGATHER: return pieces * ring_allgather_s(n, bytes, bw, latency);
-        case COLL_SENDRECV: return pieces * sendrecv_s(bytes, bw, latency);
-        case COLL_ALLTOALL:
-            if (op->crosses_node) {
-                /* the EP ranks of one node talk over its own link, the rest through the NICs */
-                double local = (double)l->gpus_per_node / (double)l->tp;
-                double ibw = gpu->measured_intra_bytes_per_s > 0 ? gpu->measured_intra_bytes_per_s
-                                                                 : node->intra_bytes_per_s_per_dir;
-                return pieces * alltoall_two_level_s(n, local, bytes, ibw, node->intra_latency_s, bw, latency,
-                                                     op->internode_share > 0.0 ? op->internode_share : 1.0);
-            }
-            return pieces * alltoall_s(n, bytes, bw, latency);
-        }
-    }
+        return collective_s(op, gpu, node, l) + (op->host_sync ? host_sync_s(gpu->launch_overhead_s) : 0.0);
     }
     return 0.0;
 }
@@ -538,7 +545,7 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
 {
     memset(c, 0, sizeof *c);
     double grad_bytes = 0.0;
-    double attention_s[PASS_STEP + 1] = {0}; /* each pass's attention op, which hides the CP ring's steps */
+    double attention_s[PASS_STEP + 1] = {0}; /* each pass's attention op, beside the CP ring's steps */
     for (int i = 0; i < s->nops; i++) {
         op_t *op = &s->ops[i];
         int part = op_part(op);
@@ -548,7 +555,8 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
         if (op->kind == OP_ATTENTION) attention_s[op->pass] = op->time_s;
         if (op->kind == OP_COMM && op->group == GROUP_CP) {
             c->body.cp += op->overlap == OVERLAP_ATTENTION
-                              ? (double)op->count * cp_ring_exposed_s(op->time_s, attention_s[op->pass], (double)layout_cp(l))
+                              ? (double)op->count * cp_ring_exposed_s(op->time_s, attention_s[op->pass], (double)layout_cp(l),
+                                                                          CP_RING_SERIALISED)
                               : t;
             continue;
         }
@@ -791,7 +799,7 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
     mem->workspace = workspace;
     int tied_group = m->tied_embeddings && l->pp > 1 && (s->stage == 0 || s->last);
     mem->other = other_memory_allowance(l, gpu->context_bytes, gpu->nccl_comm_bytes, gpu->nccl_first_comm_bytes,
-                                        gpu->nccl_p2p_comm_bytes, tied_group, workspace);
+                                        gpu->nccl_p2p_comm_bytes, tied_group, model_is_moe(m), workspace);
     mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations + mem->logits + mem->other;
 }
 

@@ -119,11 +119,13 @@ static void cp_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
         const op_t *ring = find_op(slow, "cp_ring_kv", PASS_FWD), *ring_bwd = find_op(slow, "cp_ring_kv_dkv_bwd", PASS_BWD);
         if (!ring || !ring_bwd || !att || !att_bwd) return;
         fprintf(out, "  Ring (Megatron): c - 1 = %lld send/recv steps per layer, each %.4g ms forward (K, V) and %.4g ms backward\n"
-                     "  (K, V and dK, dV, twice the bytes), each hidden behind the attention of the block before it, 1/c of\n"
-                     "  the layer's (%.4g ms forward, %.4g ms backward): exposed max(0, step - attention/c) = %.4g + %.4g ms per layer.\n",
-                (long long)(l->cp - 1), ring->time_s * 1e3, ring_bwd->time_s * 1e3, att->time_s * 1e3, att_bwd->time_s * 1e3,
-                (c - 1.0) * cp_ring_exposed_s(ring->time_s, att->time_s, c) * 1e3,
-                (c - 1.0) * cp_ring_exposed_s(ring_bwd->time_s, att_bwd->time_s, c) * 1e3);
+                     "  (K, V and dK, dV, twice the bytes). Each is posted beside the attention of the block before it (%.4g ms\n"
+                     "  forward, %.4g ms backward, 1/c of the layer's), but at the same stream priority its NCCL kernel waits for\n"
+                     "  that kernel's SMs, and the next block waits for the data: exposed in full, %.4g + %.4g ms per layer.\n",
+                (long long)(l->cp - 1), ring->time_s * 1e3, ring_bwd->time_s * 1e3, att->time_s / c * 1e3,
+                att_bwd->time_s / c * 1e3,
+                (c - 1.0) * cp_ring_exposed_s(ring->time_s, att->time_s, c, CP_RING_SERIALISED) * 1e3,
+                (c - 1.0) * cp_ring_exposed_s(ring_bwd->time_s, att_bwd->time_s, c, CP_RING_SERIALISED) * 1e3);
     } else {
         const op_t *ag = find_op(slow, "cp_allgather_kv", PASS_FWD);
         if (!ag) return;
@@ -169,6 +171,11 @@ static void ep_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
                               : "exposed (--ep-overlap would hide them behind the next micro-batch's compute)");
     else
         fprintf(out, "  e = 1: no token traffic between GPUs; each GPU runs all %lld experts' 1/t slices.\n", (long long)m->experts);
+    const op_t *counts = find_op(slow, "ep_counts", PASS_FWD);
+    if (counts)
+        fprintf(out, "  Before each dispatch the ranks all-gather their counts per expert (e x E x 4 B = %g B) and the host waits for\n"
+                     "  them, the all-to-all's sizes: %.4g us each with the host's wait (2 kernel issues), 1 per MoE layer, in the EP seconds.\n",
+                counts->comm_bytes, counts->time_s * 1e6);
     fprintf(out, "  Experts: a GPU's E/e experts get T k e / E = %.4g tokens each (balanced) after the TP gather; grouped GEMMs of\n"
                  "  that shape run at its efficiency",
             T * k * ep / E);

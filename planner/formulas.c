@@ -135,6 +135,24 @@ double moe_dropped_fraction(double imbalance, double capacity_factor)
     return 1.0 - capacity_factor / imbalance;
 }
 
+/* "Mixture of experts": the dispatcher's per-expert token counts of every EP rank, all-gathered before
+ * the dispatch (Megatron's MoEAlltoAllTokenDispatcher, the validator's moe.c): E 32-bit integers from each
+ * of the ep ranks. */
+double moe_counts_bytes(double ep, double experts)
+{
+    return ep * experts * 4.0;
+}
+
+/* "Mixture of experts": what the GPU idles when the host must see a result before it launches the next
+ * kernel (the all-to-all's split sizes from those counts).  Elsewhere the host runs ahead and a launch's
+ * cost hides behind the kernels queued before it; here the queue is empty: the host's wait returns when
+ * the counts arrive, and the GPU waits again while the host issues the dispatch.  Each is taken as one
+ * kernel issue, launch_overhead_s (calibrated: the CPU's fixed cost per kernel). */
+double host_sync_s(double launch_overhead_s)
+{
+    return 2.0 * launch_overhead_s;
+}
+
 /* "Context parallelism": the K and V of one rank's seq/cp tokens, the block
  * the ring passes on at each of its cp - 1 steps (Megatron-LM's context
  * parallelism, Transformer Engine's p2p ring).  kv_heads are the rank's own
@@ -144,12 +162,18 @@ double cp_kv_block_bytes(double kv_heads, double head_dim, double seq, double cp
     return 2.0 * kv_heads * head_dim * (seq / cp) * mbs * elem_bytes;
 }
 
-/* "Context parallelism": one step of the KV ring runs while the attention of
- * the block received before it computes, 1/cp of the layer's attention with
- * causal load balancing (each rank holds chunks i and 2cp-1-i); only what the
- * transfer takes beyond that is exposed. */
-double cp_ring_exposed_s(double transfer_s, double attention_s, double cp)
+/* "Context parallelism": what one step of the KV ring adds to the step.  The step's send/recv is
+ * posted beside the attention of the block the rank holds, but on a stream of the same priority
+ * (Megatron's and Transformer Engine's default, and the validator's): its NCCL kernel gets SMs only
+ * once the attention kernel, whose grid fills every SM, has finished, and the next block's
+ * attention waits for the data.  So the transfer runs between the blocks, serialised: exposed in
+ * full (measured on 2 x H200: the forward exchange never ends before the attention beside it,
+ * docs/validation/2026-11-26-h200x2-cp).  Were the exchange on a stream of higher priority, it
+ * would run beside the block, 1/cp of the layer's attention with causal load balancing, and only
+ * its excess would be exposed. */
+double cp_ring_exposed_s(double transfer_s, double attention_s, double cp, int serialised)
 {
+    if (serialised) return transfer_s;
     double hidden_by = attention_s / cp;
     return transfer_s > hidden_by ? transfer_s - hidden_by : 0.0;
 }
@@ -221,7 +245,7 @@ double roofline_s(double flops, double flop_per_s, double bytes, double bytes_pe
  * calibration measures them), plus NCCL's buffers for every communicator
  * the layout opens. */
 double other_memory_allowance(const layout_t *l, double context_bytes, double nccl_comm_bytes,
-                              double nccl_first_comm_bytes, double nccl_p2p_comm_bytes, int tied_group,
+                              double nccl_first_comm_bytes, double nccl_p2p_comm_bytes, int tied_group, int moe,
                               double backward_workspace)
 {
     const double gib = 1073741824.0;
@@ -237,6 +261,11 @@ double other_memory_allowance(const layout_t *l, double context_bytes, double nc
     /* with context parallelism the CP group is one more, and the gradient's group is DP x CP */
     int64_t cp = l->cp > 1 ? l->cp : 1;
     int collective_groups = (l->tp > 1) + (l->dp * cp > 1) + (cp > 1) + (tied_group != 0);
+    /* a mixture of experts opens the EP group (the dispatch, its counts) and the experts' own
+     * gradient group, DP x CP / EP, a communicator apart from DP's even where it holds the same
+     * ranks (Megatron-Core's expert-data-parallel group; the validator's) */
+    int64_t ep = l->ep > 1 ? l->ep : 1;
+    if (moe) collective_groups += (ep > 1) + (l->dp * cp / ep > 1);
     double comms = l->gpus > 1 ? first + per_comm * collective_groups + (l->pp > 1 ? per_p2p : 0.0) : 0.0;
     return bytes + comms + backward_workspace;
 }

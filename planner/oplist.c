@@ -604,6 +604,14 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
         share = moe_remote_node_copies(k, nodes, (double)m->moe_groups, (double)m->moe_group_limit) /
                 moe_remote_node_copies(k, nodes, 0.0, 0.0);
     int first_ep_op = b->out->nops;
+    /* the all-to-all's split sizes: every EP rank's counts per expert, all-gathered, and the host waits
+     * for them (Megatron's all-to-all dispatcher; docs/model.md, "Mixture of experts") */
+    double counts = moe_counts_bytes(ep, E);
+    op_t *sync = collective(b, "ep_counts", PASS_FWD, count, COLL_ALLGATHER, GROUP_EP, (int64_t)ep, counts, hide);
+    if (sync) sync->host_sync = 1;
+    if (full && (sync = collective(b, "ep_counts", PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_EP, (int64_t)ep,
+                                   counts, hide)))
+        sync->host_sync = 1;
     collective(b, "ep_alltoall_dispatch", PASS_FWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
     if (full) collective(b, "ep_alltoall_dispatch", PASS_RECOMPUTE, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
     collective(b, "ep_alltoall_dispatch_bwd", PASS_BWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
@@ -612,6 +620,9 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     if (full) collective(b, "moe_tp_allgather", PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_TP, l->tp, routed, EXPOSED);
     collective(b, "moe_tp_reduce_scatter_bwd", PASS_BWD, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, routed, EXPOSED);
     double up_width = m->ffn_kind == FFN_SWIGLU ? 2.0 * f : f;
+    /* the routed rows kept for the backward are the mean's: the busiest rank changes from layer to layer
+     * and micro-batch to micro-batch, and the sum over those in flight tends to the mean (one layer's
+     * backward workspace takes the busiest share, other_memory; docs/model.md, "Mixture of experts") */
     grouped_gemm(b, "expert_up", "expert_up_dgrad", "expert_up_wgrad", count, local, per_expert, load, up_width, h,
                  T * k * h * B, full);
     double Tk = T * k * load;

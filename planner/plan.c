@@ -319,9 +319,11 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                     for (size_t ri = 0; ri < (attention_is_fused(attention) ? 2u : 3u); ri++)
                                         for (int zero = 0; zero <= req->max_zero; zero++)
                                             for (int sp = 0; sp <= (tp > 1); sp++)
-                                            /* memory never grows with EP (the experts' weights shrink, their
-                                             * optimizer state is the same over dp x cp / ep, the activations
-                                             * do not change): below an EP that does not fit, none does */
+                                            /* memory never grows with EP above 1 (the experts' weights shrink,
+                                             * their optimizer state is the same over dp x cp / ep, the
+                                             * activations do not change): below an EP that does not fit, none
+                                             * does but EP 1, which opens no EP group (other_memory_allowance),
+                                             * and is costed whatever */
                                             for (int ei = 0, unfit_above = 0; ei < nep; ei++) {
                                                 int64_t ep = eps[ei];
                                                 layout_t l = {0};
@@ -362,7 +364,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                     res->rejected[REJECT_EP]++;
                                                     continue;
                                                 }
-                                                if (unfit_above) { res->rejected[REJECT_MEMORY]++; continue; }
+                                                if (unfit_above && ep > 1) { res->rejected[REJECT_MEMORY]++; continue; }
                                                 /* a layout that does not fit is rejected below whatever its time */
                                                 int rc = cache ? estimate_layout_cached(cache, m, g, node, &l, &job, 1, e, why, sizeof why)
                                                                : estimate_layout_fast(m, g, node, &l, &job, e, why, sizeof why);

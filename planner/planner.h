@@ -122,6 +122,8 @@ typedef struct {
     double energy_j;        /* switching energy per instance at the top clock; 0 without the power model */
     double internode_share; /* all-to-all: the inter-node bytes a node-limited dispatcher sends, as a share of
                                the plain exchange's (0: 1, the plain exchange) */
+    int host_sync;          /* 1: the host waits for this collective's result before it launches what follows
+                               (the MoE dispatcher's counts): host_sync_s added to it */
 } op_t;
 
 #define OPS_MAX 192
@@ -296,8 +298,13 @@ double alltoall_two_level_s(double n, double n_local, double bytes, double bw_in
 double moe_load_factor(double imbalance, double capacity_factor, int pad_to_capacity);
 double moe_dropped_fraction(double imbalance, double capacity_factor);
 double moe_remote_node_copies(double top_k, double nodes, double groups, double group_limit);
+double host_sync_s(double launch_overhead_s);
+double moe_counts_bytes(double ep, double experts);
 double cp_kv_block_bytes(double kv_heads, double head_dim, double seq, double cp, double mbs, double elem_bytes);
-double cp_ring_exposed_s(double transfer_s, double attention_s, double cp);
+/* the ring's send/recv shares the attention's stream priority (Megatron's, TE's and the validator's
+ * default), so each step's transfer waits for the attention kernel beside it: cp_ring_exposed_s */
+#define CP_RING_SERIALISED 1
+double cp_ring_exposed_s(double transfer_s, double attention_s, double cp, int serialised);
 /* nccl-tests' bus bandwidth: algorithm bandwidth times the ring's factor. */
 double bus_bandwidth(coll_t coll, double n, double bytes, double seconds);
 double tp_compute_comm_ratio(double hidden, double tp, double bytes_per_value);
@@ -331,7 +338,7 @@ void zero_unit_params(const model_t *m, const layout_t *l, int first, int last, 
 double overlapped_comm_cost_s(double comm, double window, double tail_fraction, double sc, double sm);
 double network_bus_bytes_per_s(double line_bytes_per_s, double message_bytes, double efficiency, double half_bytes);
 double other_memory_allowance(const layout_t *l, double context_bytes, double nccl_comm_bytes,
-                              double nccl_first_comm_bytes, double nccl_p2p_comm_bytes, int tied_group,
+                              double nccl_first_comm_bytes, double nccl_p2p_comm_bytes, int tied_group, int moe,
                               double backward_workspace);
 double backward_workspace_bytes(double tokens, double hidden, double qkv_width, double ffn_up_width,
                                 double score_elements, double elem_bytes);

@@ -247,27 +247,50 @@ static void other_memory_allowance_counts_communicators(void **state)
     (void)state;
     layout_t l = one_gpu(1, 1024);
     const double gib = 1073741824.0;
-    assert_close(other_memory_allowance(&l, 0, 0, 0, 0, 0, 0), gib, 1e-12);
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0, 0, 0, 0, 0), 0.6 * gib, 1e-12);
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0, 0, 0, 0, 1e9), 0.6 * gib + 1e9, 1e-12);
+    assert_close(other_memory_allowance(&l, 0, 0, 0, 0, 0, 0, 0), gib, 1e-12);
+    assert_close(other_memory_allowance(&l, 0.6 * gib, 0, 0, 0, 0, 0, 0), 0.6 * gib, 1e-12);
+    assert_close(other_memory_allowance(&l, 0.6 * gib, 0, 0, 0, 0, 0, 1e9), 0.6 * gib + 1e9, 1e-12);
     l.tp = 8;
     l.dp = 4;
     l.gpus = 32;
     /* the world's communicator, TP's and DP's at the default 0.25 GiB each */
-    assert_close(other_memory_allowance(&l, 0, 0, 0, 0, 0, 0), 1.75 * gib, 1e-12);
+    assert_close(other_memory_allowance(&l, 0, 0, 0, 0, 0, 0, 0), 1.75 * gib, 1e-12);
     /* a measured 0.9 GiB per communicator, and the tied embedding's group */
     l.pp = 2;
     l.gpus = 64;
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 0, 0, 1, 0), 0.6 * gib + 5 * 0.9 * gib, 1e-12);
+    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 0, 0, 1, 0, 0), 0.6 * gib + 5 * 0.9 * gib, 1e-12);
     /* the first communicator measured apart (NCCL's per-process state with it) */
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 1, 0), 0.6 * gib + 1.3 * gib + 4 * 0.9 * gib,
+    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 1, 0, 0), 0.6 * gib + 1.3 * gib + 4 * 0.9 * gib,
                  1e-12);
     /* the pipeline's communicator at its own, send/recv-only, measure */
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0.5 * gib, 1, 0),
+    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0.5 * gib, 1, 0, 0),
                  0.6 * gib + 1.3 * gib + 3 * 0.9 * gib + 0.5 * gib, 1e-12);
+    /* a mixture of experts on DP 2 x EP 2 (the validator's EP run): the world, DP's and EP's; the
+     * experts' gradient group, DP / EP = 1 GPU, opens nothing */
+    l.tp = l.pp = 1;
+    l.dp = 2;
+    l.ep = 2;
+    l.gpus = 2;
+    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 1, 0), 0.6 * gib + 1.3 * gib + 2 * 0.9 * gib,
+                 1e-12);
+    /* the same layout for a dense model has no EP group */
+    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 0, 0), 0.6 * gib + 1.3 * gib + 0.9 * gib,
+                 1e-12);
+    /* DP 8, EP 2: EP's and the experts' gradient group over 4 GPUs, both apart from DP's */
+    l.dp = 8;
+    l.gpus = 8;
+    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 1, 0), 0.6 * gib + 1.3 * gib + 3 * 0.9 * gib,
+                 1e-12);
+    /* DP 2 without EP: the experts' gradient group holds DP's ranks, yet is a communicator of its own */
+    l.dp = 2;
+    l.ep = 1;
+    l.gpus = 2;
+    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 1, 0), 0.6 * gib + 1.3 * gib + 2 * 0.9 * gib,
+                 1e-12);
     /* one GPU: no communicator at all */
     l.tp = l.pp = l.dp = l.gpus = 1;
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0.5 * gib, 0, 0), 0.6 * gib, 1e-12);
+    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0.5 * gib, 0, 0, 0), 0.6 * gib, 1e-12);
+    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0.5 * gib, 0, 1, 0), 0.6 * gib, 1e-12);
 }
 
 /* GPT-2 124M, micro-batch 32, s = 1024, unfused attention: the validator's

@@ -283,25 +283,80 @@ static void bad_ep_layouts_are_refused(void **state)
     assert_non_null(strstr(err, "no experts"));
 }
 
+/* What the validator's EP runs showed beside the all-to-alls' transfer (docs/validation/2026-11-26-h200x2-ep):
+ * the dispatcher's counts all-gather with the host's wait, and the EP group's communicator. */
+static void ep_counts_routed_rows_and_communicators(void **state)
+{
+    (void)state;
+    static estimate_t e1, e8;
+    const model_t *m = model_zoo_find(&zoo, "mixtral-8x7b");
+    estimate("mixtral-8x7b", moe_layout(2, 1, 32, 1, 256, 4096), &e1);
+    estimate("mixtral-8x7b", moe_layout(2, 1, 32, 8, 256, 4096), &e8);
+    /* one all-gather of E 32-bit counts from each EP rank per MoE layer and micro-batch, before the dispatch */
+    assert_close(moe_counts_bytes(8, 8), 256.0, 0);
+    const op_t *counts = find(&e8.first_stage, "ep_counts", PASS_FWD);
+    const op_t *a2a = find(&e8.first_stage, "ep_alltoall_dispatch", PASS_FWD);
+    assert_non_null(counts);
+    assert_int_equal(counts->coll, COLL_ALLGATHER);
+    assert_int_equal(counts->group, GROUP_EP);
+    assert_int_equal(counts->group_size, 8);
+    assert_close(counts->comm_bytes, moe_counts_bytes(8, (double)m->experts), 0);
+    assert_int_equal(counts->count, a2a->count);
+    assert_true(counts < a2a);   /* before the dispatch in the list */
+    assert_int_equal(counts->host_sync, 1);
+    assert_null(find(&e8.first_stage, "ep_counts", PASS_BWD));   /* the backward knows the sizes */
+    assert_null(find(&e1.first_stage, "ep_counts", PASS_FWD));
+    /* its time holds the host's wait: two kernel issues beyond the all-gather itself */
+    const hw_gpu *g = hwdb_find_gpu(&db, "h100-sxm");
+    assert_true(g->launch_overhead_s > 0.0);
+    assert_close(host_sync_s(g->launch_overhead_s), 2.0 * g->launch_overhead_s, 1e-15);
+    assert_true(counts->time_s > host_sync_s(g->launch_overhead_s));
+    /* ... and it is exposed with the all-to-alls: the EP seconds are the EP ops' sum */
+    double ep = 0.0;
+    for (int i = 0; i < e8.first_stage.nops; i++) {
+        const op_t *op = &e8.first_stage.ops[i];
+        if (op->kind == OP_COMM && op->group == GROUP_EP) ep += op->time_s * (double)op->count;
+    }
+    assert_close(e8.ep_comm_s, ep * (double)e8.microbatches, 1e-9);
+    /* the routed rows kept for the backward are the mean's at any EP (the busiest rank changes from layer to
+     * layer); one layer's backward workspace takes the busiest rank's share */
+    const op_t *up8 = find(&e8.first_stage, "expert_up", PASS_FWD), *up1 = find(&e1.first_stage, "expert_up", PASS_FWD);
+    assert_close(up8->saved_bytes, up1->saved_bytes, 1e-12);
+    assert_true(moe_rank_load(m, &e8.layout) > 1.0);
+    /* the EP group opens a communicator: on a GPU whose other terms are equal, EP 8 of DP 32 holds the
+     * world's, TP's, DP's, EP's and the experts' gradient group's; EP 1 the same but EP's */
+    const hw_node *n = hwdb_find_node(&db, g->node);
+    static estimate_t a, b;
+    layout_t la = moe_layout(2, 1, 32, 8, 256, 4096), lb = la;
+    lb.ep = 1;
+    job_t job = {1e12, 2.0};
+    char err[256];
+    assert_int_equal(estimate_layout(m, g, n, &la, &job, &a, err, sizeof err), 0);
+    assert_int_equal(estimate_layout(m, g, n, &lb, &job, &b, err, sizeof err), 0);
+    double per_comm = g->nccl_comm_bytes > 0.0 ? g->nccl_comm_bytes : 0.25 * 1073741824.0;
+    assert_close(a.memory.other - a.memory.workspace, b.memory.other - b.memory.workspace + per_comm, 1e-9);
+}
+
 static void ep_keeps_the_planner_properties(void **state)
 {
     (void)state;
     static estimate_t e;
-    /* the same layout family on more GPUs: memory per GPU never grows; time and memory positive */
+    /* the same layout family on more GPUs: memory per GPU never grows; time and memory positive (from
+     * DP 16 on: at DP 8 = EP 8 the experts' gradient group is one GPU and opens no communicator) */
     double last = 1e30;
-    for (int64_t dp = 8; dp <= 64; dp *= 2) {
+    for (int64_t dp = 16; dp <= 64; dp *= 2) {
         estimate("qwen3-235b-a22b", moe_layout(4, 8, dp, 8, 512, 4096), &e);
         assert_true(e.memory.total > 0 && e.step_s > 0 && e.ep_comm_s > 0);
         assert_true(e.mfu > 0 && e.mfu <= 1.0);
         assert_true(e.memory.total <= last);
         last = e.memory.total;
     }
-    /* more EP never more memory per GPU, whatever the ZeRO stage (plan prunes on it) */
+    /* more EP never more memory per GPU above EP 1, whatever the ZeRO stage (plan prunes on it) */
     static const char *const models[] = {"mixtral-8x7b", "deepseek-v3", "qwen3-235b-a22b"};
     for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++)
         for (int zero = 0; zero <= 3; zero++) {
             last = 1e30;
-            for (int64_t ep = 1; ep <= 8; ep *= 2) {
+            for (int64_t ep = 2; ep <= 8; ep *= 2) {
                 layout_t l = moe_layout(2, 4, 16, ep, 256, 4096);
                 l.zero = zero;
                 estimate(models[mi], l, &e);
@@ -398,6 +453,7 @@ int main(void)
         cmocka_unit_test(mla_keeps_less_kv),
         cmocka_unit_test(recompute_modules_trade_memory_for_passes),
         cmocka_unit_test(bad_ep_layouts_are_refused),
+        cmocka_unit_test(ep_counts_routed_rows_and_communicators),
         cmocka_unit_test(ep_keeps_the_planner_properties),
         cmocka_unit_test(plan_finds_ep_layouts),
         cmocka_unit_test(cli_takes_ep_and_emits_it),
