@@ -20,20 +20,15 @@ cudaError_t sx_softmax_causal_backward_path(int path, sx_bf16 *dscores, const sx
  * angle t * theta^(-2i/D).  For test_kernels' check of the angle reduction. */
 cudaError_t sx_rope_angles_f32(float *cos_out, float *sin_out, int T, int D, float theta,
                                cudaStream_t stream);
-/* Tuning knobs of the norm backward fast path, for the benchmark's sweeps and the tests
- * (0 or -1 = automatic, the default; the setting is global and stays until changed):
+/* Knobs of the norm backward fast path, for the tests and the benchmark's sweeps (0 or -1 =
+ * automatic, the default; the setting is global and stays until changed):
  *   blocks_per_sm: cap on the persistent grid's blocks per SM; pdl: 0 = launch the final
- *   reduction without programmatic dependent launch (both: every version);
- *   k, stages: version 1 only (sx_norm_backward_variant selects it): k = 16-byte packs per
- *   thread (1 or 2); stages = depth of the shared-memory ring the rows are copied into with
- *   cp.async (2..8), 0 = no ring (the next row prefetched into registers).  Version 1's
- *   automatic choice: C <= 768: k = 1, no ring; C > 768: k = 2, 4 stages.  A ring that does
- *   not fit in one block's shared memory is made shallower. */
-void sx_norm_backward_tune(int k, int blocks_per_sm, int pdl, int stages);
-/* Which fast path of the norm backward runs, and the knobs of version 2 (0 = automatic):
- *   impl: 1 = version 1 (norm_backward_rows / _staged, with the knobs above), 2 = registers
- *     (norm_bwd_regs), 3 = bulk copies into a shared-memory ring (norm_bwd_bulk, sm_90; below
- *     sm_90 the register kernel runs instead);
+ *   reduction without programmatic dependent launch. */
+void sx_norm_backward_tune(int blocks_per_sm, int pdl);
+/* Which fast path of the norm backward runs, and its knobs (0 = automatic):
+ *   impl: 2 = registers (norm_bwd_regs), 3 = bulk copies into a shared-memory ring
+ *     (norm_bwd_bulk, sm_90; below sm_90 the register kernel runs instead); other values:
+ *     automatic (version 1 is in dev/cuda/norm_backward.cu);
  *   k: 16-byte packs per thread (registers: 1 or 2; bulk: 1 to 4; raised where a row would
  *     need more than 16 warps, 15 for bulk);
  *   depth: registers: rows loaded per thread ahead of use (1 to 3; 2 at most with k = 2);
@@ -42,11 +37,10 @@ void sx_norm_backward_tune(int k, int blocks_per_sm, int pdl, int stages);
  *     warps); bulk: rows per stage (= row groups per block; default: 15 warps' worth).
  * Automatic (norm_auto in norm.cu): registers, k = 2, one row ahead; RMSNorm bf16 at C <= 768
  * k = 1; RMSNorm at C >= 4096 (while k = 2 fits in 15 warps) bulk, k = 2, 3 stages.
- * blocks_per_sm and pdl of sx_norm_backward_tune apply to every version; for the bulk path
- * blocks_per_sm also sizes the ring so that that many blocks fit on an SM. */
+ * For the bulk path blocks_per_sm also sizes the ring so that that many blocks fit on an SM. */
 void sx_norm_backward_variant(int impl, int k, int depth, int rows);
 /* The launch parameters of the last fast-path norm backward call, for the benchmark's log:
- * impl, k, depth (version 1: ring stages or 0), warps per row, rows per block (row groups),
+ * impl, k, depth, warps per row, rows per block (row groups),
  * blocks, blocks per SM, dynamic shared memory bytes. */
 void sx_norm_backward_last_config(int cfg[8]);
 /* the launch of the last sx_layernorm_backward_pos: packs per thread, warps per row, row groups per

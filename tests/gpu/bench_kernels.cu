@@ -239,7 +239,7 @@ static void bench_norm_bwd(bool rms, int N, int C, bool acc, bool sweep, bool f3
     if (profile) { /* for a profiler: the chosen variant a few times, nothing timed */
         if (pv) {
             sx_norm_backward_variant(pv->impl, pv->k, pv->depth, pv->rows);
-            sx_norm_backward_tune(0, pv->bps, -1, -1);
+            sx_norm_backward_tune(pv->bps, -1);
         }
         for (int i = 0; i < profile; i++) fn();
         CK(cudaDeviceSynchronize());
@@ -250,7 +250,7 @@ static void bench_norm_bwd(bool rms, int N, int C, bool acc, bool sweep, bool f3
         row(nm, sz, bytes, fn);
         if (sweep) {
             static const NormV vs[] = {
-                {1, 0, 0, 0, 0},                                                           /* version 1, automatic */
+                /* (version 1 against version 2: dev/cuda/norm_backward.cu) */
                 {2, 1, 1, 0, 0}, {2, 1, 2, 0, 0}, {2, 1, 3, 0, 0}, {2, 2, 1, 0, 0}, {2, 2, 2, 0, 0}, /* registers */
                 {3, 1, 3, 0, 0}, {3, 1, 4, 0, 0}, {3, 1, 6, 0, 0}, {3, 1, 8, 0, 0}, {3, 1, 16, 0, 0}, /* bulk */
                 {3, 2, 3, 0, 0}, {3, 2, 4, 0, 0}, {3, 2, 6, 0, 0}, {3, 2, 8, 0, 0}, {3, 2, 16, 0, 0},
@@ -270,14 +270,14 @@ static void bench_norm_bwd(bool rms, int N, int C, bool acc, bool sweep, bool f3
                     if (v.rows < 1) v.rows = 1;
                 }
                 sx_norm_backward_variant(v.impl, v.k, v.depth, v.rows);
-                sx_norm_backward_tune(0, v.bps, -1, -1);
+                sx_norm_backward_tune(v.bps, -1);
                 char note[200];
                 fn(); /* records the launch */
                 norm_note(note, sizeof note, v);
                 row_copy(nm, sz, bytes, fn, note, c);
             }
             sx_norm_backward_variant(0, 0, 0, 0);
-            sx_norm_backward_tune(0, 0, -1, -1);
+            sx_norm_backward_tune(0, -1);
         }
     }
     void *bufs[] = {x, w, dy, dx, mean, rstd, dw, db, ws};

@@ -269,16 +269,13 @@ static void test_embedding_bad_id(void) {
 struct NormVariant { int impl, k, depth, rows; }; /* sx_norm_backward_variant; {0,0,0,0} = automatic */
 static const NormVariant NV_AUTO = {0, 0, 0, 0};
 
-static void test_norm(bool rms, sx_dtype t, int N, int C, bool with_bias, bool dx_acc, sx_dtype gt, int knob_k = 0,
-                      int knob_bps = 0, int knob_pdl = -1, int knob_stages = -1, NormVariant nv = NV_AUTO) {
-    char sz[96], nm[96], st[16] = "", vs[40] = "";
-    if (knob_stages >= 0) snprintf(st, sizeof st, " S=%d", knob_stages);
-    if (nv.impl == 1) snprintf(vs, sizeof vs, " v1");
-    else if (nv.impl == 2) snprintf(vs, sizeof vs, " regs k=%d D=%d%s", nv.k, nv.depth, nv.rows ? " r" : "");
+static void test_norm(bool rms, sx_dtype t, int N, int C, bool with_bias, bool dx_acc, sx_dtype gt, int knob_bps = 0,
+                      int knob_pdl = -1, NormVariant nv = NV_AUTO) {
+    char sz[96], nm[96], vs[40] = "";
+    if (nv.impl == 2) snprintf(vs, sizeof vs, " regs k=%d D=%d%s", nv.k, nv.depth, nv.rows ? " r" : "");
     else if (nv.impl == 3) snprintf(vs, sizeof vs, " bulk k=%d S=%d r=%d", nv.k, nv.depth, nv.rows);
-    snprintf(sz, sizeof sz, "N=%d C=%d%s%s%s%s%s", N, C, vs, knob_k == 2 ? " k=2" : "", knob_bps ? " bps" : "",
-             knob_pdl == 0 ? " no-pdl" : "", st);
-    sx_norm_backward_tune(knob_k, knob_bps, knob_pdl, knob_stages);
+    snprintf(sz, sizeof sz, "N=%d C=%d%s%s%s", N, C, vs, knob_bps ? " bps" : "", knob_pdl == 0 ? " no-pdl" : "");
+    sx_norm_backward_tune(knob_bps, knob_pdl);
     sx_norm_backward_variant(nv.impl, nv.k, nv.depth, nv.rows);
     const char *kn = rms ? "rmsnorm" : "layernorm";
     const size_t nc = (size_t)N * C, es = t == SX_F32 ? 4 : 2;
@@ -377,7 +374,7 @@ static void test_norm(bool rms, sx_dtype t, int N, int C, bool with_bias, bool d
     run_bwd();
     snprintf(nm, sizeof nm, "%s_bwd.deterministic", kn);
     check_true(nm, sz, raw(d_dw, C * gs) == a1 && raw(d_dx, nc * es) == a2, "bitwise equal twice");
-    sx_norm_backward_tune(0, 0, -1, -1);
+    sx_norm_backward_tune(0, -1);
     sx_norm_backward_variant(0, 0, 0, 0);
     void *bufs[] = {d_x, d_w, d_b, d_out, d_mean, d_rstd, d_dy, d_dx, d_dw, d_db, ws, d_dw0, d_db0, d_dx0};
     for (void *p : bufs)
@@ -1056,8 +1053,9 @@ static void test_errors(void) {
     CK(cudaGetLastError());
 }
 
-/* LayerNorm and RMSNorm, forward and backward.  Backward fast paths: version 1 and version 2's
- * two kernels (registers, bulk copies), each with its knobs; the automatic choice runs first. */
+/* LayerNorm and RMSNorm, forward and backward.  Backward fast paths: version 2's two kernels
+ * (registers, bulk copies), each with its knobs; the automatic choice runs first (version 1 is
+ * checked by dev/cuda/norm_backward.cu). */
 static void test_norms(int N) {
     /* norm backward, automatic path: version 2, registers, 2 packs per thread (RMSNorm bf16 at
      * C <= 768: 1 pack; RMSNorm at C >= 4096: bulk copies, 3 stages); a group of W = C / (256 k)
@@ -1085,16 +1083,9 @@ static void test_norms(int N) {
         test_norm(rms, SX_BF16, g_quick ? 33 : 257, 5000, true, true, SX_F32); /* 2 packs per thread, 10 warps */
         test_norm(rms, SX_BF16, g_quick ? 33 : 257, 8192, true, false, SX_BF16); /* 2 packs, 16 warps */
         test_norm(rms, SX_BF16, g_quick ? 33 : 257, 8200, true, false, SX_F32);  /* beyond: generic path */
-        /* version 1 (norm_backward_rows / _staged) with its knobs */
-        const NormVariant v1 = {1, 0, 0, 0};
-        test_norm(rms, SX_BF16, N, 768, true, false, SX_F32, 2, 0, -1, -1, v1); /* 2 packs per thread */
-        test_norm(rms, SX_BF16, N / 3, 2048, true, true, SX_F32, 0, 1, 0, -1, v1); /* 1 block per SM, no PDL */
-        test_norm(rms, SX_BF16, N, 768, true, false, SX_F32, 0, 0, -1, 0, v1);   /* no ring: registers */
-        test_norm(rms, SX_BF16, N / 3, 2048, true, true, SX_BF16, 0, 0, -1, 0, v1);
-        test_norm(rms, SX_BF16, N, 1000, false, true, SX_F32, 2, 0, -1, 0, v1);
-        test_norm(rms, SX_BF16, N, 768, true, true, SX_F32, 0, 0, -1, 2, v1);    /* ring of 2 and of 7 */
-        test_norm(rms, SX_BF16, N / 3, 4096, true, false, SX_F32, 0, 0, -1, 7, v1);
-        test_norm(rms, SX_F32, N, 1000, true, true, SX_F32, 0, 0, -1, 0, v1);
+        /* no PDL for the final reduction, one block per SM (version 1 and its knobs are checked in
+         * dev/cuda/norm_backward.cu) */
+        test_norm(rms, SX_BF16, N / 3, 2048, true, true, SX_F32, 1, 0);
         test_norm(rms, SX_F32, N, 768, true, false, SX_F32);
         test_norm(rms, SX_F32, N, 1000, true, true, SX_F32);
         test_norm(rms, SX_F32, N / 3, 2048, true, false, SX_F32);
@@ -1104,40 +1095,40 @@ static void test_norms(int N) {
         /* version 2, registers: k packs per thread, D rows loaded ahead, r = 1 row group per block */
         for (int d = 1; d <= 3; d++) {
             const NormVariant vr = {2, 1, d, 0};
-            test_norm(rms, SX_BF16, N, 768, true, d == 2, SX_F32, 0, 0, -1, -1, vr);
+            test_norm(rms, SX_BF16, N, 768, true, d == 2, SX_F32, 0, -1, vr);
         }
         const NormVariant r12 = {2, 1, 2, 0}, r13 = {2, 1, 3, 0}, r21 = {2, 2, 1, 0}, r22 = {2, 2, 2, 0};
         const NormVariant r13a = {2, 1, 3, 1};
-        test_norm(rms, SX_BF16, N, 1000, false, true, SX_BF16, 0, 0, -1, -1, r22);
-        test_norm(rms, SX_BF16, N / 3, 2048, true, true, SX_F32, 0, 0, -1, -1, r13);   /* 8 warps per row */
-        test_norm(rms, SX_BF16, N / 3, 3000, true, false, SX_F32, 0, 0, -1, -1, r13a); /* 12 warps, some lanes idle */
-        test_norm(rms, SX_BF16, g_quick ? 33 : 257, 8192, true, false, SX_F32, 0, 0, -1, -1, r21); /* 16 warps */
-        test_norm(rms, SX_BF16, 5, 4096, true, true, SX_F32, 0, 0, -1, -1, r12);
-        test_norm(rms, SX_F32, N, 1000, true, true, SX_F32, 0, 0, -1, -1, r12);
-        test_norm(rms, SX_F32, g_quick ? 33 : 257, 4096, true, false, SX_F32, 0, 0, -1, -1, r22);
-        test_norm(rms, SX_BF16, g_quick ? 301 : 32768, 768, true, false, SX_F32, 0, 0, -1, -1, r13); /* many rows per block */
+        test_norm(rms, SX_BF16, N, 1000, false, true, SX_BF16, 0, -1, r22);
+        test_norm(rms, SX_BF16, N / 3, 2048, true, true, SX_F32, 0, -1, r13);   /* 8 warps per row */
+        test_norm(rms, SX_BF16, N / 3, 3000, true, false, SX_F32, 0, -1, r13a); /* 12 warps, some lanes idle */
+        test_norm(rms, SX_BF16, g_quick ? 33 : 257, 8192, true, false, SX_F32, 0, -1, r21); /* 16 warps */
+        test_norm(rms, SX_BF16, 5, 4096, true, true, SX_F32, 0, -1, r12);
+        test_norm(rms, SX_F32, N, 1000, true, true, SX_F32, 0, -1, r12);
+        test_norm(rms, SX_F32, g_quick ? 33 : 257, 4096, true, false, SX_F32, 0, -1, r22);
+        test_norm(rms, SX_BF16, g_quick ? 301 : 32768, 768, true, false, SX_F32, 0, -1, r13); /* many rows per block */
 
         /* version 2, bulk copies: k packs per thread, S stages, r rows per stage (0: automatic) */
         for (int k = 1; k <= 4; k++) {
             const NormVariant vb = {3, k, k == 1 ? 2 : 16, 0};
-            test_norm(rms, SX_BF16, N, 768, true, k == 3, SX_F32, 0, 0, -1, -1, vb);
+            test_norm(rms, SX_BF16, N, 768, true, k == 3, SX_F32, 0, -1, vb);
         }
         const NormVariant b23 = {3, 2, 3, 0}, b1_4_1 = {3, 1, 4, 1}, b3_2_15 = {3, 3, 2, 15}, b2_8_2 = {3, 2, 8, 2};
         const NormVariant b4_16 = {3, 4, 16, 0}, b1_5_0 = {3, 1, 5, 0};
-        test_norm(rms, SX_BF16, N, 1000, false, true, SX_BF16, 0, 0, -1, -1, b23);
-        test_norm(rms, SX_BF16, N, 768, true, false, SX_BF16, 0, 0, -1, -1, b1_4_1);   /* 1 row per stage */
-        test_norm(rms, SX_BF16, N, 768, true, true, SX_F32, 0, 0, -1, -1, b3_2_15);    /* 15 rows per stage, S = 2 */
-        test_norm(rms, SX_BF16, N / 3, 1024, true, false, SX_F32, 0, 2, -1, -1, b2_8_2); /* 2 blocks per SM */
-        test_norm(rms, SX_BF16, N / 3, 2048, true, true, SX_BF16, 0, 0, -1, -1, b1_5_0); /* 8 warps per row */
-        test_norm(rms, SX_BF16, N / 3, 3000, true, true, SX_F32, 0, 0, -1, -1, b1_5_0);  /* 12 warps, lanes idle */
-        test_norm(rms, SX_BF16, g_quick ? 67 : 1003, 4096, true, false, SX_F32, 0, 0, -1, -1, b4_16);
-        test_norm(rms, SX_BF16, 5, 4096, true, false, SX_F32, 0, 0, -1, -1, b23);     /* fewer rows than blocks */
-        test_norm(rms, SX_BF16, g_quick ? 33 : 257, 5000, true, true, SX_F32, 0, 0, -1, -1, b23); /* 10 warps */
-        test_norm(rms, SX_BF16, g_quick ? 33 : 257, 8192, true, true, SX_BF16, 0, 0, -1, -1, b1_5_0); /* k raised to 3 */
-        test_norm(rms, SX_F32, N, 768, true, false, SX_F32, 0, 0, -1, -1, b1_5_0);
-        test_norm(rms, SX_F32, N, 1000, true, true, SX_F32, 0, 0, -1, -1, b23);
-        test_norm(rms, SX_F32, g_quick ? 33 : 257, 4096, true, true, SX_F32, 0, 0, -1, -1, b4_16);
-        test_norm(rms, SX_BF16, g_quick ? 301 : 32768, 768, true, true, SX_F32, 0, 0, -1, -1, b1_5_0); /* ring wraps */
+        test_norm(rms, SX_BF16, N, 1000, false, true, SX_BF16, 0, -1, b23);
+        test_norm(rms, SX_BF16, N, 768, true, false, SX_BF16, 0, -1, b1_4_1);   /* 1 row per stage */
+        test_norm(rms, SX_BF16, N, 768, true, true, SX_F32, 0, -1, b3_2_15);    /* 15 rows per stage, S = 2 */
+        test_norm(rms, SX_BF16, N / 3, 1024, true, false, SX_F32, 2, -1, b2_8_2); /* 2 blocks per SM */
+        test_norm(rms, SX_BF16, N / 3, 2048, true, true, SX_BF16, 0, -1, b1_5_0); /* 8 warps per row */
+        test_norm(rms, SX_BF16, N / 3, 3000, true, true, SX_F32, 0, -1, b1_5_0);  /* 12 warps, lanes idle */
+        test_norm(rms, SX_BF16, g_quick ? 67 : 1003, 4096, true, false, SX_F32, 0, -1, b4_16);
+        test_norm(rms, SX_BF16, 5, 4096, true, false, SX_F32, 0, -1, b23);     /* fewer rows than blocks */
+        test_norm(rms, SX_BF16, g_quick ? 33 : 257, 5000, true, true, SX_F32, 0, -1, b23); /* 10 warps */
+        test_norm(rms, SX_BF16, g_quick ? 33 : 257, 8192, true, true, SX_BF16, 0, -1, b1_5_0); /* k raised to 3 */
+        test_norm(rms, SX_F32, N, 768, true, false, SX_F32, 0, -1, b1_5_0);
+        test_norm(rms, SX_F32, N, 1000, true, true, SX_F32, 0, -1, b23);
+        test_norm(rms, SX_F32, g_quick ? 33 : 257, 4096, true, true, SX_F32, 0, -1, b4_16);
+        test_norm(rms, SX_BF16, g_quick ? 301 : 32768, 768, true, true, SX_F32, 0, -1, b1_5_0); /* ring wraps */
     }
     /* the first layer's LayerNorm backward with the position gradient: GPT-2 sizes (3 and 4
      * packs per thread), 2 warps per row (C = 1280, 1600), B not a multiple of the rows per
