@@ -55,9 +55,8 @@ void sx_layernorm_backward_pos_tune(int depth, int k);
  *     sort + windows of 32 summed by warps, any N and V), 6 = the grouped path (prepare +
  *     apply in one call), 2 = the tiled path
  *     where it applies (N <= 131072, V <= 262142), 3 = its first kernel only (timing; dwte
- *     is not computed), 4 = the atomic experiment (vector reductions in L2, not deterministic,
- *     C % 8 == 0 and 16-byte aligned; dwpe by atomics too), 5 = the same with dwpe by the
- *     ordered kernel;
+ *     is not computed); other values: automatic (the atomic experiment, once paths 4 and 5, is
+ *     in dev/cuda/embedding_backward.cu);
  *   kp: 16-byte packs per lane per pass in the item kernel (1 or 2);
  *   l2: bit 0 = dwpe's reads of dout keep the lines in L2 (evict_last), bit 1 = the item
  *     kernel's reads of dout mark them evict_first, bit 2 = so do its dwte reads and writes;

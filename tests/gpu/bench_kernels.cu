@@ -650,18 +650,7 @@ int main(int argc, char **argv) {
         bench_embedding_bwd(B, T, C, V, Vp, false, SX_BF16, sweep);
         bench_embedding_bwd(4, 2048, 2048, 128256, 128256, false, SX_F32, sweep);
         bench_embedding_bwd(4, 2048, 2048, 128256, 128256, false, SX_BF16, sweep);
-        /* the atomic experiment (not deterministic): dwpe by atomics (4) or by the ordered kernel (5) */
-        for (int path = 4; path <= 5; path++) {
-            sx_embedding_backward_tune(path, 0, -1, -1, -1);
-            const char *why = path == 4 ? "(atomic, dwpe atomic too)" : "(atomic, dwpe ordered)";
-            bench_embedding_bwd(B, T, C, V, Vp, true, SX_F32, false, why);
-            if (path == 4) bench_embedding_bwd(B, T, C, V, Vp, false, SX_F32, false, why);
-            bench_embedding_bwd(B, T, C, V, Vp, true, SX_BF16, false, why);
-            if (path == 4) {
-                bench_embedding_bwd(4, 2048, 2048, 128256, 128256, false, SX_F32, false, why);
-                bench_embedding_bwd(4, 2048, 2048, 128256, 128256, false, SX_BF16, false, why);
-            }
-        }
+        /* (the atomic experiment: dev/cuda/embedding_backward.cu) */
         /* GPT-2 124M (mbs 32) and 350M (mbs 16): layer 0's norm backward and the embedding's */
         bench_first_layer(B, T, C, V, Vp, SX_F32);
         bench_first_layer(B, T, C, V, Vp, SX_BF16);
