@@ -14,7 +14,7 @@
 
 typedef std::vector<double> vec;
 
-static vec dev_randn(size_t n, double mean, double sd) {
+static inline vec dev_randn(size_t n, double mean, double sd) {
     vec v(n);
     for (double &x : v) x = mean + sd * rng_normal();
     return v;
@@ -22,7 +22,7 @@ static vec dev_randn(size_t n, double mean, double sd) {
 
 /* to the GPU as bf16 (es = 2) or fp32 (es = 4); h is rounded to what the GPU holds, so that the
  * reference sees the same inputs */
-static void *dev_up(vec &h, int es) {
+static inline void *dev_up(vec &h, int es) {
     void *d = dmalloc(h.size() * es);
     if (es == 2) {
         std::vector<uint16_t> b(h.size());
@@ -38,7 +38,7 @@ static void *dev_up(vec &h, int es) {
     }
     return d;
 }
-static vec dev_down(const void *d, size_t n, int es) {
+static inline vec dev_down(const void *d, size_t n, int es) {
     vec h(n);
     if (es == 2) {
         std::vector<uint16_t> b(n);
@@ -51,7 +51,7 @@ static vec dev_down(const void *d, size_t n, int es) {
     }
     return h;
 }
-static std::vector<uint8_t> dev_raw(const void *d, size_t bytes) {
+static inline std::vector<uint8_t> dev_raw(const void *d, size_t bytes) {
     std::vector<uint8_t> b(bytes);
     CK(cudaMemcpy(b.data(), d, bytes, cudaMemcpyDeviceToHost));
     return b;
@@ -60,7 +60,7 @@ static std::vector<uint8_t> dev_raw(const void *d, size_t bytes) {
 static int g_dev_failed = 0;
 
 /* relative L2 error of got against ref; prints one line, counts a failure */
-static bool dev_check(const char *what, const vec &got, const vec &ref, double tol) {
+static inline bool dev_check(const char *what, const vec &got, const vec &ref, double tol) {
     double num = 0.0, den = 0.0;
     size_t bad = 0;
     for (size_t i = 0; i < ref.size() && i < got.size(); i++) {
@@ -77,7 +77,7 @@ static bool dev_check(const char *what, const vec &got, const vec &ref, double t
     if (!ok) g_dev_failed++;
     return ok;
 }
-static void dev_check_true(const char *what, bool ok) {
+static inline void dev_check_true(const char *what, bool ok) {
     printf("  %-28s %s\n", what, ok ? "PASS" : "FAIL");
     if (!ok) g_dev_failed++;
 }
@@ -96,7 +96,7 @@ __global__ void dev_flush_kernel(const int4 *p, size_t n, int *sink) {
 }
 
 /* median time of fn in microseconds, L2 evicted before every run */
-static double dev_time_us(const std::function<void()> &fn) {
+static inline double dev_time_us(const std::function<void()> &fn) {
     static int4 *flush = NULL;
     static int *sink = NULL;
     static cudaEvent_t e0, e1;
@@ -125,7 +125,7 @@ static double dev_time_us(const std::function<void()> &fn) {
 }
 
 /* a device-to-device copy of bytes / 2 (bytes moved: read + write) */
-static double dev_copy_us(double bytes) {
+static inline double dev_copy_us(double bytes) {
     const size_t n = (size_t)(bytes / 2);
     void *a = dmalloc(n), *b = dmalloc(n);
     CK(cudaMemset(a, 0x3c, n));
@@ -136,7 +136,7 @@ static double dev_copy_us(double bytes) {
 }
 
 /* one benchmark line: bytes = the fewest bytes the operation must move */
-static void dev_report(int version, const char *what, double bytes, double us, double copy_us) {
+static inline void dev_report(int version, const char *what, double bytes, double us, double copy_us) {
     const double gbs = bytes / (us * 1e-6) / 1e9, cgbs = bytes / (copy_us * 1e-6) / 1e9;
     printf("version %d %-40s %9.1f us %7.0f GB/s  copy %7.0f GB/s  %5.1f%% of copy\n", version, what, us, gbs, cgbs,
            100.0 * gbs / cgbs);

@@ -745,9 +745,7 @@ static void test_softmax(int BH, int T, int path = 0) {
  * target's gradient p - 1 is small and cancels. */
 static void test_ce(int N, int V, int Vp, bool in_place, int layout = 0) {
     char sz[80];
-    snprintf(sz, sizeof sz, "N=%d V=%d Vp=%d%s", N, V, Vp, layout == 1 ? " 1 block x 2 buffers" : layout == 2 ? " 2 blocks x 1 buffer" :
-             layout == 3 ? " block per row" : layout == 4 ? " persistent" : layout == 5 ? " cluster" :
-             layout == 6 ? " cluster of 8" : layout == 7 ? " cluster, 256 threads" : "");
+    snprintf(sz, sizeof sz, "N=%d V=%d Vp=%d%s", N, V, Vp, layout == 4 ? " persistent" : layout == 5 ? " cluster" : "");
     sx_cross_entropy_tune(layout);
     const size_t n = (size_t)N * Vp;
     vec x = randn(n, 0, 2.0);
@@ -1197,12 +1195,10 @@ static void test_embedding_all(void) {
     test_embedding_bad_id();
 }
 
-/* every layout of the fused cross-entropy; N, V, Vp: the GPT-2-like size of the other tests */
+/* every path of the fused cross-entropy that production runs; N, V, Vp: the GPT-2-like size of the
+ * other tests (the layouts that were not chosen are checked by dev/cuda/crossentropy.cu) */
 static void test_ce_all(int N, int V, int Vp) {
-    test_ce(N, V, Vp, false);
-    test_ce(N, V, Vp, false, 1); /* both shared-memory layouts */
-    test_ce(N, V, Vp, false, 2);
-    test_ce(g_quick ? 17 : 67, V, Vp, true, 1);
+    test_ce(N, V, Vp, false); /* two 512-thread blocks per SM, one row buffer each */
     test_ce(g_quick ? 17 : 67, V, Vp, true);
     test_ce(g_quick ? 17 : 67, 1001, 1001, false); /* scalar path */
     /* rows too long for two per SM: clusters of 2 blocks per row (the default, and layout 5),
@@ -1212,20 +1208,18 @@ static void test_ce_all(int N, int V, int Vp) {
     test_ce(g_quick ? 5 : 67, 59999, 60000, false, 5);
     test_ce(g_quick ? 5 : 67, 59999, 60000, false, 4);
     test_ce(g_quick ? 5 : 67, 59999, 60000, true, 4);
-    test_ce(g_quick ? 5 : 300, 59999, 60000, false, 3); /* the fallback, one block per row */
     /* LLaMA 3's 128k vocabulary: clusters of 4 (the default); the persistent fallback stages
      * part of each row and re-reads the rest; more rows than SMs, so that blocks take several rows */
     test_ce(140, 130001, 130008, false);
     test_ce(140, 130001, 130008, true);
     test_ce(140, 130001, 130008, false, 4);
     test_ce(140, 130001, 130008, true, 4);
-    test_ce(g_quick ? 5 : 67, 130001, 130008, true, 7);  /* clusters of 256-thread blocks */
-    /* clusters where a row would fit: 8 slices of a GPT-2 row, a row shorter than the block,
+    /* clusters where a row would fit: slices of a GPT-2 row, a row shorter than the block,
      * and padding so wide that whole slices lie past V */
-    test_ce(g_quick ? 17 : 300, V, Vp, false, 6);
+    test_ce(g_quick ? 17 : 300, V, Vp, false, 5);
     test_ce(g_quick ? 17 : 67, V, Vp, true, 5);
-    test_ce(g_quick ? 17 : 67, 1001, 1008, true, 6);
-    test_ce(g_quick ? 17 : 67, 100, 4096, false, 6);
+    test_ce(g_quick ? 17 : 67, 1001, 1008, true, 5);
+    test_ce(g_quick ? 17 : 67, 100, 4096, false, 5);
     test_ce(g_quick ? 17 : 300, V, Vp, false, 4);       /* the persistent fallback where a row would fit */
     test_ce(g_quick ? 17 : 300, 1001, 1001, true, 4);   /* scalar, persistent, in place */
 }
