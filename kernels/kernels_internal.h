@@ -9,10 +9,9 @@
 extern "C" {
 #endif
 
-/* Causal softmax with an explicit path: 1 = registers (T % 8 == 0, T <= 2048; else as 2),
- * 2 = two-pass loop that re-reads the row.  sx_softmax_causal_forward/backward pick one. */
-cudaError_t sx_softmax_causal_forward_path(int path, sx_bf16 *out, const sx_bf16 *scores, int BH, int T,
-                                           float scale, cudaStream_t stream);
+/* The causal softmax backward with an explicit path: 1 = registers (T % 8 == 0, T <= 2048; else
+ * as 2), 2 = two-pass loop that re-reads the row; sx_softmax_causal_backward picks 1.  (The
+ * forward has one path; its register version is in dev/cuda/softmax_forward.cu.) */
 cudaError_t sx_softmax_causal_backward_path(int path, sx_bf16 *dscores, const sx_bf16 *p, const sx_bf16 *dp,
                                             int BH, int T, float scale, cudaStream_t stream);
 

@@ -783,12 +783,7 @@ int main(int argc, char **argv) {
         row("softmax_causal_fwd", sz, tri * 2.0 + n * 2.0, [&] {
             CK(sx_softmax_causal_forward((sx_bf16 *)p, (const sx_bf16 *)s, BH, T, 0.125f, 0));
         });
-        row("softmax_fwd[registers]", sz, tri * 2.0 + n * 2.0, [&] {
-            CK(sx_softmax_causal_forward_path(1, (sx_bf16 *)p, (const sx_bf16 *)s, BH, T, 0.125f, 0));
-        }, "(path 1)");
-        row("softmax_fwd[two-pass]", sz, tri * 2.0 + n * 2.0, [&] {
-            CK(sx_softmax_causal_forward_path(2, (sx_bf16 *)p, (const sx_bf16 *)s, BH, T, 0.125f, 0));
-        }, "(path 2)");
+        /* (the forward with the row in registers: dev/cuda/softmax_forward.cu) */
         row("softmax_causal_bwd", sz, tri * 4.0 + n * 2.0, [&] {
             CK(sx_softmax_causal_backward((sx_bf16 *)ds, (const sx_bf16 *)p, (const sx_bf16 *)dp, BH, T, 0.125f, 0));
         });

@@ -706,9 +706,10 @@ static void test_rope_all(void) {
 
 /* ----------------------------------------------------------- softmax */
 
-/* path 0: the API; 1, 2: an explicit path of kernels_internal.h */
-static cudaError_t smf(int path, sx_bf16 *o, const sx_bf16 *s, int BH, int T, float sc) {
-    return path ? sx_softmax_causal_forward_path(path, o, s, BH, T, sc, 0) : sx_softmax_causal_forward(o, s, BH, T, sc, 0);
+/* path 0: the API; 1, 2: an explicit path of the backward (kernels_internal.h); the forward has
+ * one path (its register version is checked by dev/cuda/softmax_forward.cu) */
+static cudaError_t smf(int, sx_bf16 *o, const sx_bf16 *s, int BH, int T, float sc) {
+    return sx_softmax_causal_forward(o, s, BH, T, sc, 0);
 }
 static cudaError_t smb(int path, sx_bf16 *o, const sx_bf16 *p, const sx_bf16 *dp, int BH, int T, float sc) {
     return path ? sx_softmax_causal_backward_path(path, o, p, dp, BH, T, sc, 0)
@@ -1257,11 +1258,11 @@ static void test_others(void) {
 
     test_elementwise(N);
 
-    test_softmax(g_quick ? 2 : 6, g_quick ? 200 : 1000); /* registers, 4 chunks */
-    test_softmax(g_quick ? 2 : 6, g_quick ? 200 : 1000, 1); /* both paths explicitly */
+    test_softmax(g_quick ? 2 : 6, g_quick ? 200 : 1000); /* backward: registers, 4 chunks */
+    test_softmax(g_quick ? 2 : 6, g_quick ? 200 : 1000, 1); /* both backward paths explicitly */
     test_softmax(g_quick ? 2 : 6, g_quick ? 200 : 1000, 2);
-    test_softmax(3, 200);                                /* registers, 1 chunk */
-    test_softmax(g_quick ? 1 : 2, g_quick ? 520 : 2000); /* registers, 8 chunks (3 in quick) */
+    test_softmax(3, 200);                                /* backward: registers, 1 chunk */
+    test_softmax(g_quick ? 1 : 2, g_quick ? 520 : 2000); /* backward: registers, 8 chunks (3 in quick) */
     test_softmax(1, g_quick ? 264 : 2056);               /* T > 2048: two-pass loop (quick: registers) */
     test_softmax(g_quick ? 2 : 5, 77);                   /* scalar path */
 
