@@ -5,6 +5,7 @@
 #   make test         CPU test suite (cmocka); SANITIZE=1 for ASan + UBSan
 #   make bench        estimate throughput benchmark
 #   make gpu-test     GPU tests; skips cleanly without a GPU
+#   make dev          the kernels' experiments, dev/cuda/ (needs nvcc; not part of `make test`)
 #   make install      PREFIX=/usr/local DESTDIR=
 #   make fuzz         libFuzzer targets (clang), FUZZ_SECONDS each (default 900); fails on any crash
 
@@ -38,7 +39,7 @@ TESTS    = test_formulas test_models test_hwdb test_estimate test_plan test_cp t
            test_overlap test_docs test_zero test_moe test_plan_file test_fp8 test_fit_gemm test_cp_ring test_loss_trend test_moe_route
 TEST_BIN = $(TESTS:%=$(BUILD)/tests/%)
 
-.PHONY: all demo test bench gpu gpu-test install clean published fuzz fuzz-build
+.PHONY: all demo test bench gpu gpu-test dev install clean published fuzz fuzz-build
 
 all: $(BUILD)/sextant gpu
 
@@ -59,6 +60,14 @@ ifeq ($(NVCC),)
 else
 	@$(MAKE) -s -f kernels/gpu.mk NVCC=$(NVCC) BUILD=$(BUILD)
 	@$(MAKE) -s $(BUILD)/sextant-gpu NVCC=$(NVCC)
+endif
+
+# The kernels' experiments (dev/cuda/README.md): built on request only.
+dev:
+ifeq ($(NVCC),)
+	@echo "dev: nvcc not found, nothing to build (dev/cuda/ needs CUDA)"
+else
+	@$(MAKE) -s -f dev/cuda/Makefile NVCC=$(NVCC) BUILD=$(BUILD)
 endif
 
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))

@@ -267,93 +267,6 @@ __global__ void wpe_backward_kernel(void *dwpe, sx_dtype gt, const bf16 *__restr
     wpe_sum_unit<VEC>(dwpe, gt, dout, B, T, C, idx, false, 0);
 }
 
-/* ------------------------------------------------- backward, atomic path (experiment)
- * Not deterministic: every token's row of dout is added into dwte[id] (and dwpe[t] when FUSED_WPE) with
- * Hopper's vector reductions in L2 (red.global.add.v4.f32, .v4.bf16x2), in no fixed order.  No sort, no
- * workspace, one launch; dout is read once.  A bf16 dwte is rounded after every addition, so a frequent id
- * loses precision that the ordered paths keep (they sum in fp32 and round once).  Selected only by the
- * tuning knob (path 4: dwpe by atomics too; 5: dwpe by the ordered kernel), for measuring what the
- * ordered paths cost against it.  Each thread handles U units of 8 channels, loads first, then the adds. */
-__device__ __forceinline__ void red_add_f32x4(float *p, float a, float b, float c, float d) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
-#else
-    atomicAdd(p, a); atomicAdd(p + 1, b); atomicAdd(p + 2, c); atomicAdd(p + 3, d);
-#endif
-}
-__device__ __forceinline__ void red_add_bf16x8(bf16 *p, const float *v) {
-    __nv_bfloat162 h[4];
-#pragma unroll
-    for (int k = 0; k < 4; k++) h[k] = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
-#if __CUDA_ARCH__ >= 900
-    const unsigned *u = reinterpret_cast<const unsigned *>(h);
-    asm volatile("red.global.add.noftz.v4.bf16x2 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u[0]), "r"(u[1]), "r"(u[2]),
-                 "r"(u[3]) : "memory");
-#else
-#pragma unroll
-    for (int k = 0; k < 4; k++) atomicAdd(reinterpret_cast<__nv_bfloat162 *>(p) + k, h[k]);
-#endif
-}
-__device__ __forceinline__ void red_add_row8(void *base, sx_dtype gt, size_t at, const float *v) {
-    if (gt == SX_F32) {
-        float *p = (float *)base + at;
-        red_add_f32x4(p, v[0], v[1], v[2], v[3]);
-        red_add_f32x4(p + 4, v[4], v[5], v[6], v[7]);
-    } else {
-        red_add_bf16x8((bf16 *)base + at, v);
-    }
-}
-
-#define EMB_ATOMIC_U 4
-template <bool FUSED_WPE>
-__global__ void __launch_bounds__(256) emb_atomic_kernel(void *dwte, void *dwpe, sx_dtype gt, const bf16 *__restrict__ dout,
-                                                         const int32_t *__restrict__ ids, int N, int T, int C, int V) {
-    const int C8 = C / 8;
-    const size_t units = (size_t)N * C8;
-    const size_t first = ((size_t)blockIdx.x * blockDim.x + threadIdx.x);
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    Pack<bf16> d[EMB_ATOMIC_U];
-    int id[EMB_ATOMIC_U];
-#pragma unroll
-    for (int k = 0; k < EMB_ATOMIC_U; k++) {
-        const size_t u = first + k * stride;
-        if (u < units) {
-            d[k] = ld_pack_cs(dout + u * 8);
-            id[k] = __ldg(ids + u / C8);
-        }
-    }
-#pragma unroll
-    for (int k = 0; k < EMB_ATOMIC_U; k++) {
-        const size_t u = first + k * stride;
-        if (u >= units) break;
-        const size_t n = u / C8, c = (u % C8) * 8;
-        float v[8];
-#pragma unroll
-        for (int j = 0; j < 8; j++) v[j] = d[k].get(j);
-        if (id[k] >= 0 && id[k] < V) red_add_row8(dwte, gt, (size_t)id[k] * C + c, v);
-        if (FUSED_WPE && dwpe) red_add_row8(dwpe, gt, (n % T) * C + c, v);
-    }
-}
-
-static cudaError_t emb_backward_atomic(void *dwte, void *dwpe, sx_dtype grad_type, const bf16 *dout, const int32_t *ids,
-                                       int B, int T, int C, int V, bool fused_wpe, cudaStream_t stream) {
-    const int N = B * T;
-    SX_REQUIRE(C % 8 == 0 && sx_aligned16(dout) && sx_aligned16(dwte) && (!dwpe || sx_aligned16(dwpe)));
-    const int threads = 256;
-    if (dwpe && !fused_wpe) {
-        wpe_backward_kernel<true><<<sx_blocks((size_t)T * C / 8, threads), threads, 0, stream>>>(dwpe, grad_type, dout,
-                                                                                                B, T, C);
-        SX_CHECK(cudaGetLastError());
-    }
-    const size_t units = (size_t)N * (C / 8);
-    const unsigned grid = sx_blocks((units + EMB_ATOMIC_U - 1) / EMB_ATOMIC_U, threads);
-    if (fused_wpe)
-        emb_atomic_kernel<true><<<grid, threads, 0, stream>>>(dwte, dwpe, grad_type, dout, ids, N, T, C, V);
-    else
-        emb_atomic_kernel<false><<<grid, threads, 0, stream>>>(dwte, NULL, grad_type, dout, ids, N, T, C, V);
-    SX_LAUNCHED();
-}
-
 /* dwpe (when wanted), then dwte from tokens sorted by key (keys, pos: N of them) in windows of
  * EMB_WIN summed by warps and an ordered merge; part: [ceil(N / EMB_WIN)][2][C] fp32 */
 static cudaError_t emb_windows_launch(void *dwte, void *dwpe, sx_dtype gt, const bf16 *dout, const unsigned *keys,
@@ -1353,8 +1266,6 @@ extern "C" cudaError_t sx_embedding_backward(void *dwte, void *dwpe, sx_dtype gr
     const int N = B * T;
     if (N == 0 || C == 0) return cudaSuccess;
     SX_REQUIRE(dout && ids && dwte && workspace);
-    if (g_emb_path == 4 || g_emb_path == 5)
-        return emb_backward_atomic(dwte, dwpe, grad_type, (const bf16 *)dout, ids, B, T, C, V, g_emb_path == 4, stream);
     if (g_emb_path == 6) { /* the grouped path: grouping, then the apply's scratch, both in the workspace */
         const size_t gb = align256(sx_embedding_grouping_bytes(N, C, V));
         SX_REQUIRE(gb > 0 && workspace_bytes >= gb + emb3_scratch_bytes(N, C));

@@ -9,10 +9,9 @@
 extern "C" {
 #endif
 
-/* Causal softmax with an explicit path: 1 = registers (T % 8 == 0, T <= 2048; else as 2),
- * 2 = two-pass loop that re-reads the row.  sx_softmax_causal_forward/backward pick one. */
-cudaError_t sx_softmax_causal_forward_path(int path, sx_bf16 *out, const sx_bf16 *scores, int BH, int T,
-                                           float scale, cudaStream_t stream);
+/* The causal softmax backward with an explicit path: 1 = registers (T % 8 == 0, T <= 2048; else
+ * as 2), 2 = two-pass loop that re-reads the row; sx_softmax_causal_backward picks 1.  (The
+ * forward has one path; its register version is in dev/cuda/softmax_forward.cu.) */
 cudaError_t sx_softmax_causal_backward_path(int path, sx_bf16 *dscores, const sx_bf16 *p, const sx_bf16 *dp,
                                             int BH, int T, float scale, cudaStream_t stream);
 
@@ -20,20 +19,15 @@ cudaError_t sx_softmax_causal_backward_path(int path, sx_bf16 *dscores, const sx
  * angle t * theta^(-2i/D).  For test_kernels' check of the angle reduction. */
 cudaError_t sx_rope_angles_f32(float *cos_out, float *sin_out, int T, int D, float theta,
                                cudaStream_t stream);
-/* Tuning knobs of the norm backward fast path, for the benchmark's sweeps and the tests
- * (0 or -1 = automatic, the default; the setting is global and stays until changed):
+/* Knobs of the norm backward fast path, for the tests and the benchmark's sweeps (0 or -1 =
+ * automatic, the default; the setting is global and stays until changed):
  *   blocks_per_sm: cap on the persistent grid's blocks per SM; pdl: 0 = launch the final
- *   reduction without programmatic dependent launch (both: every version);
- *   k, stages: version 1 only (sx_norm_backward_variant selects it): k = 16-byte packs per
- *   thread (1 or 2); stages = depth of the shared-memory ring the rows are copied into with
- *   cp.async (2..8), 0 = no ring (the next row prefetched into registers).  Version 1's
- *   automatic choice: C <= 768: k = 1, no ring; C > 768: k = 2, 4 stages.  A ring that does
- *   not fit in one block's shared memory is made shallower. */
-void sx_norm_backward_tune(int k, int blocks_per_sm, int pdl, int stages);
-/* Which fast path of the norm backward runs, and the knobs of version 2 (0 = automatic):
- *   impl: 1 = version 1 (norm_backward_rows / _staged, with the knobs above), 2 = registers
- *     (norm_bwd_regs), 3 = bulk copies into a shared-memory ring (norm_bwd_bulk, sm_90; below
- *     sm_90 the register kernel runs instead);
+ *   reduction without programmatic dependent launch. */
+void sx_norm_backward_tune(int blocks_per_sm, int pdl);
+/* Which fast path of the norm backward runs, and its knobs (0 = automatic):
+ *   impl: 2 = registers (norm_bwd_regs), 3 = bulk copies into a shared-memory ring
+ *     (norm_bwd_bulk, sm_90; below sm_90 the register kernel runs instead); other values:
+ *     automatic (version 1 is in dev/cuda/norm_backward.cu);
  *   k: 16-byte packs per thread (registers: 1 or 2; bulk: 1 to 4; raised where a row would
  *     need more than 16 warps, 15 for bulk);
  *   depth: registers: rows loaded per thread ahead of use (1 to 3; 2 at most with k = 2);
@@ -42,11 +36,10 @@ void sx_norm_backward_tune(int k, int blocks_per_sm, int pdl, int stages);
  *     warps); bulk: rows per stage (= row groups per block; default: 15 warps' worth).
  * Automatic (norm_auto in norm.cu): registers, k = 2, one row ahead; RMSNorm bf16 at C <= 768
  * k = 1; RMSNorm at C >= 4096 (while k = 2 fits in 15 warps) bulk, k = 2, 3 stages.
- * blocks_per_sm and pdl of sx_norm_backward_tune apply to every version; for the bulk path
- * blocks_per_sm also sizes the ring so that that many blocks fit on an SM. */
+ * For the bulk path blocks_per_sm also sizes the ring so that that many blocks fit on an SM. */
 void sx_norm_backward_variant(int impl, int k, int depth, int rows);
 /* The launch parameters of the last fast-path norm backward call, for the benchmark's log:
- * impl, k, depth (version 1: ring stages or 0), warps per row, rows per block (row groups),
+ * impl, k, depth, warps per row, rows per block (row groups),
  * blocks, blocks per SM, dynamic shared memory bytes. */
 void sx_norm_backward_last_config(int cfg[8]);
 /* the launch of the last sx_layernorm_backward_pos: packs per thread, warps per row, row groups per
@@ -61,9 +54,8 @@ void sx_layernorm_backward_pos_tune(int depth, int k);
  *     sort + windows of 32 summed by warps, any N and V), 6 = the grouped path (prepare +
  *     apply in one call), 2 = the tiled path
  *     where it applies (N <= 131072, V <= 262142), 3 = its first kernel only (timing; dwte
- *     is not computed), 4 = the atomic experiment (vector reductions in L2, not deterministic,
- *     C % 8 == 0 and 16-byte aligned; dwpe by atomics too), 5 = the same with dwpe by the
- *     ordered kernel;
+ *     is not computed); other values: automatic (the atomic experiment, once paths 4 and 5, is
+ *     in dev/cuda/embedding_backward.cu);
  *   kp: 16-byte packs per lane per pass in the item kernel (1 or 2);
  *   l2: bit 0 = dwpe's reads of dout keep the lines in L2 (evict_last), bit 1 = the item
  *     kernel's reads of dout mark them evict_first, bit 2 = so do its dwte reads and writes;
@@ -83,15 +75,13 @@ void sx_embedding_backward_tune(int path, int kp, int l2, int prefetch_mb, int p
 void sx_embedding_apply_tune(int window_rows, int nominal_rows, int chunk_channels, int wpe_blocks_first,
                              int min_blocks);
 
-/* The fused cross-entropy's layout: 1 = one 1024-thread block per SM with two row buffers in
- * shared memory, 2 = two 512-thread blocks per SM with one each (the default where a row fits),
- * 3 = the fallback for long rows as first written (one block per row, the row read twice),
- * 4 = the fallback (one persistent block per SM with as much of the row as fits staged in
- * shared memory; the default before sm_90 where a row does not fit) even where a row fits,
- * 5 = a cluster of 2, 4 or 8 blocks of 512 threads per row, each holding a slice in shared
- * memory (sm_90; the default where a row does not fit), also where a row fits,
- * 6 = the same with clusters of 8, 7 = clusters of blocks of 256 threads;
- * 0 = the default. */
+/* The fused cross-entropy's path, forced for the tests: 4 = the staged fallback (one persistent
+ * 1024-thread block per SM with as much of the row as fits staged in shared memory; the default
+ * before sm_90 where a row does not fit) even where a row fits, 5 = a cluster of 2, 4 or 8 blocks
+ * of 512 threads per row, each holding a slice in shared memory (sm_90; the default where a row
+ * does not fit), also where a row fits; 0 and any other value = automatic (two 512-thread blocks
+ * per SM with one row buffer each where two rows fit in an SM's shared memory).  The layouts that
+ * were measured and not chosen (once 1, 3, 6 and 7) are in dev/cuda/crossentropy.cu. */
 void sx_cross_entropy_tune(int layout);
 
 #ifdef __cplusplus

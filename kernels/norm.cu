@@ -12,19 +12,16 @@
  * its row groups in order and writes its [2][C] partial to the workspace, and a second kernel
  * (launched with PDL) sums the G partials per channel in fixed order and adds them into
  * dweight/dbias.  No atomics: bitwise reproducible for a given grid (G depends on the GPU's SM
- * count and the kernel's occupancy).  Two versions, chosen by norm_auto (and the knobs of
- * kernels_internal.h):
- *   version 2 (the default): each block owns a contiguous range of rows; a row group's warps
- *     meet at a named barrier of their own once per row (never the whole block); the next row
- *     is loaded into registers (norm_bwd_regs) or whole stages of rows are copied into a
- *     shared-memory ring by bulk copies (norm_bwd_bulk, sm_90);
- *   version 1 (norm_backward_rows / _staged, kept for comparison): rows strided over the grid,
- *     one block-wide barrier per row, the next row in registers or a per-thread cp.async ring.
+ * count and the kernel's occupancy).  Version 2 (version 1, rows strided over the grid with one
+ * block-wide barrier per row, is in dev/cuda/norm_backward.cu with its measurements): each block
+ * owns a contiguous range of rows; a row group's warps meet at a named barrier of their own once
+ * per row (never the whole block); the next row is loaded into registers (norm_bwd_regs) or
+ * whole stages of rows are copied into a shared-memory ring by bulk copies (norm_bwd_bulk,
+ * sm_90), as norm_auto chooses (the knobs of kernels_internal.h force one, for the tests).
  * Generic path: dx by a warp per row, the partials by a column kernel, then the same sum. */
 #include "common.cuh"
 #include "kernels_internal.h"
 
-#define NORM_MAX_G 1024
 #define NORM_THREADS 256
 
 /* ------------------------------------------------------------------ forward */
@@ -146,350 +143,7 @@ static cudaError_t norm_forward(T *out, float *mean, float *rstd, const T *x, co
 
 /* ----------------------------------------------------------------- backward */
 
-/* Sum G partials [G][2][C] per channel in a fixed order: block = 32 channels x 32 slices. */
-__global__ void __launch_bounds__(1024)
-norm_param_reduce(void *dw, void *db, sx_dtype gt, const float *__restrict__ part, int G, int C) {
-    __shared__ float sw[32][33], sb[32][33];
-    sx_griddep_wait(); /* launched with PDL: the partials are complete after this */
-    const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
-    const int c = blockIdx.x * 32 + tx;
-    float a = 0.0f, bb = 0.0f;
-    if (c < C)
-#pragma unroll 8
-        for (int g = ty; g < G; g += 32) {
-            a += part[(size_t)g * 2 * C + c];
-            if (db) bb += part[(size_t)g * 2 * C + C + c];
-        }
-    sw[ty][tx] = a;
-    sb[ty][tx] = bb;
-    __syncthreads();
-    if (ty == 0 && c < C) {
-        float sa = 0.0f, sbb = 0.0f;
-        for (int j = 0; j < 32; j++) { sa += sw[j][tx]; sbb += sb[j][tx]; }
-        grad_add(dw, gt, c, sa);
-        if (db) grad_add(db, gt, c, sbb);
-    }
-}
-
-/* The block's dweight/dbias partial: its NG row groups' registers summed in group order into
- * part[blockIdx.x] (gbuf: NG x NA x C floats of shared memory, used when NG > 1).  Every norm
- * backward kernel ends with it. */
-template <typename T, bool RMS, int K>
-__device__ __forceinline__ void norm_block_partial(float *__restrict__ part, float *gbuf, const float (&aw)[K][Pack<T>::N],
-                                            const float (&ab)[K][Pack<T>::N], const int (&col)[K],
-                                            const bool (&ok)[K], bool member, int g, int NG, int C) {
-    constexpr int P = Pack<T>::N;
-    constexpr int NA = RMS ? 1 : 2;
-    float *pb = part + (size_t)blockIdx.x * 2 * C;
-    float *dst = NG == 1 ? pb : gbuf + (size_t)g * NA * C;
-    if (member)
-#pragma unroll
-        for (int k = 0; k < K; k++)
-            if (ok[k])
-#pragma unroll
-                for (int e = 0; e < P; e += 4) {
-                    *reinterpret_cast<float4 *>(dst + col[k] + e) = make_float4(aw[k][e], aw[k][e + 1], aw[k][e + 2], aw[k][e + 3]);
-                    if (!RMS)
-                        *reinterpret_cast<float4 *>(dst + C + col[k] + e) =
-                            make_float4(ab[k][e], ab[k][e + 1], ab[k][e + 2], ab[k][e + 3]);
-                }
-    if (NG > 1) {
-        __syncthreads();
-        for (int i = threadIdx.x; i < NA * C; i += blockDim.x) {
-            float sum = 0.0f;
-            for (int gi = 0; gi < NG; gi++) sum += gbuf[(size_t)gi * NA * C + i];
-            pb[i] = sum;
-        }
-    }
-}
-
-/* Fast path.  A "row group" of W warps (TPR = 32 W threads) owns one row at a time; thread
- * t of the group owns the K 16-byte packs at columns (k TPR + t) P, k < K, of every row it
- * sees, so its dweight/dbias partial sums for those columns stay in registers for the whole
- * kernel.  A block holds NG groups (NG W 32 threads); the grid is persistent (as many blocks
- * as fit), block b's groups take rows (it G + b) NG + g.  Per row: x, dy (and dx when
- * accumulating) are read once with 16-byte loads, the next row's loads are issued before
- * the current row is reduced (one row in flight while one is computed), the two row sums
- * are reduced in the warp with shuffles and, for W > 1, across the group's warps through
- * shared memory in warp order (one barrier per row, double-buffered), and dx is written
- * once.  At the end the block sums its NG groups' registers in group order and writes its
- * [2][C] partial; norm_param_reduce sums the G partials in block order.  Deterministic. */
-template <typename T, bool RMS, int K, bool ACC>
-__global__ void __launch_bounds__(512, K == 1 ? 2 : 1)
-norm_backward_rows(T *dx, float *__restrict__ part, const T *__restrict__ dy, const T *__restrict__ x,
-                   const T *__restrict__ w, const float *__restrict__ mean, const float *__restrict__ rstd,
-                   int N, int C, int W) {
-    constexpr bool accumulate = ACC;
-    extern __shared__ float4 norm_smem[];
-    constexpr int P = Pack<T>::N;
-    sx_griddep_launch(); /* the reduce kernel may be scheduled now; it waits for this grid */
-    const int TPR = W * SX_WARP;
-    const int NG = blockDim.x / TPR;
-    const int warp = threadIdx.x / SX_WARP, lane = threadIdx.x % SX_WARP;
-    const int g = warp / W, wi = warp % W, t = threadIdx.x % TPR;
-    float2 *red = reinterpret_cast<float2 *>(norm_smem);            /* [2][NG][W] row sums */
-    float *gbuf = reinterpret_cast<float *>(red + 2 * NG * W);      /* [NG][NA][C] when NG > 1 */
-
-    int col[K];
-    bool ok[K];
-    Pack<T> wv[K];
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-        col[k] = (k * TPR + t) * P;
-        ok[k] = col[k] < C;
-        wv[k].bits = ok[k] ? ld_pack(w + col[k]).bits : make_int4(0, 0, 0, 0);
-    }
-    float aw[K][P], ab[K][P];
-#pragma unroll
-    for (int k = 0; k < K; k++)
-#pragma unroll
-        for (int e = 0; e < P; e++) aw[k][e] = ab[k][e] = 0.0f;
-
-    Pack<T> cx[K], cg[K], cd[K], nx[K], ng[K], nd[K];
-#pragma unroll
-    for (int k = 0; k < K; k++) cx[k].bits = cg[k].bits = cd[k].bits = nx[k].bits = ng[k].bits = nd[k].bits = make_int4(0, 0, 0, 0);
-    float cm = 0.0f, cr = 0.0f, nm = 0.0f, nr = 0.0f;
-    const int step = gridDim.x * NG;
-    int base = blockIdx.x * NG;
-    int row = base + g;
-    bool have = row < N;
-    if (have) {
-#pragma unroll
-        for (int k = 0; k < K; k++)
-            if (ok[k]) {
-                cx[k] = ld_pack_cs(x + (size_t)row * C + col[k]);
-                cg[k] = ld_pack_cs(dy + (size_t)row * C + col[k]);
-                if (accumulate) cd[k] = ld_pack_plain(dx + (size_t)row * C + col[k]);
-            }
-        cm = RMS ? 0.0f : __ldg(mean + row);
-        cr = __ldg(rstd + row);
-    }
-    for (int it = 0; base < N; base += step, it ^= 1) {
-        const int nrow = base + step + g;
-        const bool nhave = nrow < N;
-        if (nhave) { /* next row's loads in flight while this one is reduced */
-#pragma unroll
-            for (int k = 0; k < K; k++)
-                if (ok[k]) {
-                    nx[k] = ld_pack_cs(x + (size_t)nrow * C + col[k]);
-                    ng[k] = ld_pack_cs(dy + (size_t)nrow * C + col[k]);
-                    if (accumulate) nd[k] = ld_pack_plain(dx + (size_t)nrow * C + col[k]);
-                }
-            nm = RMS ? 0.0f : __ldg(mean + nrow);
-            nr = __ldg(rstd + nrow);
-        }
-        float s1 = 0.0f, s2 = 0.0f;
-        if (have) {
-#pragma unroll
-            for (int k = 0; k < K; k++)
-                if (ok[k])
-#pragma unroll
-                    for (int e = 0; e < P; e++) {
-                        const float xh = (cx[k].get(e) - cm) * cr;
-                        const float d = cg[k].get(e);
-                        const float gg = d * wv[k].get(e);
-                        s1 += gg;
-                        s2 += gg * xh;
-                        aw[k][e] += d * xh;
-                        if (!RMS) ab[k][e] += d;
-                    }
-        }
-        s1 = warp_sum(s1);
-        s2 = warp_sum(s2);
-        if (W > 1) {
-            float2 *rb = red + (it * NG + g) * W;
-            if (lane == 0) rb[wi] = make_float2(s1, s2);
-            __syncthreads();
-            s1 = 0.0f;
-            s2 = 0.0f;
-            for (int i = 0; i < W; i++) {
-                const float2 q = rb[i];
-                s1 += q.x;
-                s2 += q.y;
-            }
-        }
-        if (have) {
-            const float m1 = RMS ? 0.0f : s1 / C, m2 = s2 / C;
-            T *dxr = dx + (size_t)row * C;
-#pragma unroll
-            for (int k = 0; k < K; k++)
-                if (ok[k]) {
-                    Pack<T> o;
-#pragma unroll
-                    for (int e = 0; e < P; e++) {
-                        const float xh = (cx[k].get(e) - cm) * cr;
-                        const float gg = cg[k].get(e) * wv[k].get(e);
-                        float v = cr * (gg - m1 - xh * m2);
-                        if (accumulate) v += cd[k].get(e);
-                        o.set(e, v);
-                    }
-                    st_pack_cs(dxr + col[k], o);
-                }
-        }
-#pragma unroll
-        for (int k = 0; k < K; k++) {
-            cx[k] = nx[k];
-            cg[k] = ng[k];
-            cd[k] = nd[k];
-        }
-        cm = nm;
-        cr = nr;
-        row = nrow;
-        have = nhave;
-    }
-    norm_block_partial<T, RMS, K>(part, gbuf, aw, ab, col, ok, true, g, NG, C);
-}
-
-/* The same with the rows staged through shared memory: every thread copies its own 16-byte
- * packs of the next S - 1 rows (x, dy, and dx when accumulating; its mean and rstd) into a
- * ring of S stages with cp.async, so S - 1 rows per thread are in flight while one is
- * reduced, and the data in flight holds no registers.  A thread reads back only what it
- * copied itself (cp.async.wait_group), so the ring needs no barrier; the per-row barrier for
- * W > 1 is the same as above.  After the loop the ring's memory holds the group partials. */
-__device__ __forceinline__ unsigned nb_smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void nb_cp16(unsigned s, const void *g) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(g) : "memory");
-}
-__device__ __forceinline__ void nb_cp4(unsigned s, const void *g) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(g) : "memory");
-}
-__device__ __forceinline__ void nb_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void nb_wait(int n) { /* at most n groups still pending (n <= 7) */
-    switch (n) {
-    case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
-    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
-    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
-    case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
-    case 4: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
-    case 5: asm volatile("cp.async.wait_group 5;\n" ::: "memory"); break;
-    case 6: asm volatile("cp.async.wait_group 6;\n" ::: "memory"); break;
-    default: asm volatile("cp.async.wait_group 7;\n" ::: "memory"); break;
-    }
-}
-
-template <typename T, bool RMS, int K, bool ACC>
-__global__ void __launch_bounds__(512, K == 1 ? 2 : 1)
-norm_backward_staged(T *dx, float *__restrict__ part, const T *__restrict__ dy, const T *__restrict__ x,
-                     const T *__restrict__ w, const float *__restrict__ mean, const float *__restrict__ rstd,
-                     int N, int C, int W, int S) {
-    extern __shared__ float4 norm_smem[];
-    constexpr int P = Pack<T>::N;
-    constexpr int NB = ACC ? 3 : 2; /* streams per pack: x, dy (, dx) */
-    sx_griddep_launch();
-    const int TPR = W * SX_WARP, nt = blockDim.x, tid = threadIdx.x;
-    const int NG = nt / TPR;
-    const int warp = tid / SX_WARP, lane = tid % SX_WARP;
-    const int g = warp / W, wi = warp % W, t = tid % TPR;
-    float2 *red = reinterpret_cast<float2 *>(norm_smem);             /* [2][NG][W] */
-    int4 *ring = reinterpret_cast<int4 *>(red + 2 * NG * W);         /* [S][K][NB][nt] */
-    float *sring = reinterpret_cast<float *>(ring + (size_t)S * K * NB * nt); /* [S][2][nt] */
-    float *gbuf = reinterpret_cast<float *>(ring);                   /* [NG][NA][C] after the loop */
-
-    int col[K];
-    bool ok[K];
-    Pack<T> wv[K];
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-        col[k] = (k * TPR + t) * P;
-        ok[k] = col[k] < C;
-        wv[k].bits = ok[k] ? ld_pack(w + col[k]).bits : make_int4(0, 0, 0, 0);
-    }
-    float aw[K][P], ab[K][P];
-#pragma unroll
-    for (int k = 0; k < K; k++)
-#pragma unroll
-        for (int e = 0; e < P; e++) aw[k][e] = ab[k][e] = 0.0f;
-
-    const int nbr = (N + NG - 1) / NG; /* row blocks */
-    const int nit = (int)blockIdx.x < nbr ? (nbr - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
-    auto issue = [&](int i, int stage) {
-        const int row = ((int)blockIdx.x + i * (int)gridDim.x) * NG + g;
-        if (row < N) {
-#pragma unroll
-            for (int k = 0; k < K; k++)
-                if (ok[k]) {
-                    const size_t o = (size_t)row * C + col[k];
-                    int4 *r = ring + ((size_t)(stage * K + k) * NB) * nt + tid;
-                    nb_cp16(nb_smem_u32(r), x + o);
-                    nb_cp16(nb_smem_u32(r + nt), dy + o);
-                    if (ACC) nb_cp16(nb_smem_u32(r + 2 * nt), dx + o);
-                }
-            if (!RMS) nb_cp4(nb_smem_u32(sring + (stage * 2) * nt + tid), mean + row);
-            nb_cp4(nb_smem_u32(sring + (stage * 2 + 1) * nt + tid), rstd + row);
-        }
-        nb_commit();
-    };
-    for (int i = 0; i < S - 1; i++) issue(i, i);
-    for (int it = 0; it < nit; it++) {
-        issue(it + S - 1, (it + S - 1) % S); /* refills the stage read in the previous iteration */
-        nb_wait(S - 1);                      /* this thread's copies of row it have landed */
-        const int stage = it % S;
-        const int row = ((int)blockIdx.x + it * (int)gridDim.x) * NG + g;
-        const bool have = row < N;
-        Pack<T> cx[K], cg[K];
-        float cm = 0.0f, cr = 0.0f, s1 = 0.0f, s2 = 0.0f;
-        if (have) {
-            cm = RMS ? 0.0f : sring[(stage * 2) * nt + tid];
-            cr = sring[(stage * 2 + 1) * nt + tid];
-#pragma unroll
-            for (int k = 0; k < K; k++) {
-                const int4 *r = ring + ((size_t)(stage * K + k) * NB) * nt + tid;
-                cx[k].bits = cg[k].bits = make_int4(0, 0, 0, 0);
-                if (ok[k]) {
-                    cx[k].bits = r[0];
-                    cg[k].bits = r[nt];
-                }
-                if (ok[k])
-#pragma unroll
-                    for (int e = 0; e < P; e++) {
-                        const float xh = (cx[k].get(e) - cm) * cr;
-                        const float d = cg[k].get(e);
-                        const float gg = d * wv[k].get(e);
-                        s1 += gg;
-                        s2 += gg * xh;
-                        aw[k][e] += d * xh;
-                        if (!RMS) ab[k][e] += d;
-                    }
-            }
-        }
-        s1 = warp_sum(s1);
-        s2 = warp_sum(s2);
-        if (W > 1) {
-            float2 *rb = red + ((it & 1) * NG + g) * W;
-            if (lane == 0) rb[wi] = make_float2(s1, s2);
-            __syncthreads();
-            s1 = 0.0f;
-            s2 = 0.0f;
-            for (int i = 0; i < W; i++) {
-                const float2 q = rb[i];
-                s1 += q.x;
-                s2 += q.y;
-            }
-        }
-        if (have) {
-            const float m1 = RMS ? 0.0f : s1 / C, m2 = s2 / C;
-            T *dxr = dx + (size_t)row * C;
-#pragma unroll
-            for (int k = 0; k < K; k++)
-                if (ok[k]) {
-                    Pack<T> o, cd;
-                    if (ACC) cd.bits = ring[((size_t)(stage * K + k) * NB + 2) * nt + tid];
-#pragma unroll
-                    for (int e = 0; e < P; e++) {
-                        const float xh = (cx[k].get(e) - cm) * cr;
-                        const float gg = cg[k].get(e) * wv[k].get(e);
-                        float v = cr * (gg - m1 - xh * m2);
-                        if (ACC) v += cd.get(e);
-                        o.set(e, v);
-                    }
-                    st_pack_cs(dxr + col[k], o);
-                }
-        }
-    }
-    nb_wait(0);
-    __syncthreads(); /* the ring is free: it holds the group partials now */
-    norm_block_partial<T, RMS, K>(part, gbuf, aw, ab, col, ok, true, g, NG, C);
-}
+#include "norm_partial.cuh"
 
 /* ---------------------------------------------------------- norm backward, version 2
  * Two kernels with the same row math (nb2_row) and the same work split: block b of G owns the
@@ -868,14 +522,11 @@ norm_backward_param_generic(float *__restrict__ part, const T *__restrict__ dy, 
 }
 
 /* tuning knobs (kernels_internal.h); 0 = automatic */
-static int g_norm_k = 0, g_norm_bps = 0, g_norm_pdl = -1, g_norm_stages = -1;
-extern "C" void sx_norm_backward_tune(int k, int blocks_per_sm, int pdl, int stages) {
-    g_norm_k = k;
+static int g_norm_bps = 0, g_norm_pdl = -1;
+extern "C" void sx_norm_backward_tune(int blocks_per_sm, int pdl) {
     g_norm_bps = blocks_per_sm;
     g_norm_pdl = pdl;
-    g_norm_stages = stages;
 }
-#define NORM_STAGES 4 /* default ring depth: 3 rows in flight per thread */
 
 /* the launch parameters of the last fast-path call (kernels_internal.h) */
 static int g_last[8];
@@ -888,59 +539,6 @@ static void nb2_record(int impl, int k, int depth, int W, int NG, int G, int per
 }
 
 
-/* Version 1's automatic settings, from the sweep of docs/validation/archive/2026-11-23-h200-kernels (H200, bf16,
- * % of copy bandwidth).  C <= 768: 1 pack per thread, next row prefetched into registers (no
- * ring): at C = 768 LN 65.2%, RMS 79.5%, against 55.1% / 71.1% with the ring.  C > 768: 2
- * packs per thread and the 4-stage ring: at C = 1024 LN 70.7%, RMS 83.6% (1 pack without a
- * ring: 65.8% / 78.9%); at C = 4096 LN 63.3%, RMS 74.2% (56.0% / 68.1%). */
-static int norm_auto_k(int C) { return C <= 768 ? 1 : 2; }
-static int norm_auto_stages(int C) { return C <= 768 ? 0 : NORM_STAGES; }
-
-template <typename T, bool RMS, int K, bool ACC>
-static cudaError_t launch_bwd_rows(T *dx, float *part, const T *dy, const T *x, const T *w, const float *mean,
-                                   const float *rstd, int N, int C, int *G, cudaStream_t stream) {
-    constexpr int P = Pack<T>::N;
-    constexpr int NA = RMS ? 1 : 2;
-    const int packs = (C + P - 1) / P;
-    const int W = (packs + K * SX_WARP - 1) / (K * SX_WARP); /* warps per row */
-    if (W > 16) return cudaErrorInvalidValue;
-    int NG = 512 / (W * SX_WARP); /* rows in flight per block */
-    if (NG < 1) NG = 1;
-    const size_t gbytes = (size_t)NA * C * sizeof(float);
-    while (NG > 1 && (size_t)NG * gbytes > 64 * 1024) NG--;
-    const int threads = NG * W * SX_WARP;
-    int S = g_norm_stages >= 0 ? (g_norm_stages > 8 ? 8 : g_norm_stages) : norm_auto_stages(C);
-    int dev = 0, smem_max = 0;
-    SX_CHECK(cudaGetDevice(&dev));
-    SX_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    const size_t red = 2 * (size_t)NG * W * sizeof(float2);
-    auto ring_bytes = [&](int st) {
-        const size_t ring = (size_t)st * threads * (K * (ACC ? 3 : 2) * 16 + 8);
-        return red + (ring > (size_t)NG * gbytes ? ring : (size_t)NG * gbytes);
-    };
-    while (S > 2 && ring_bytes(S) > (size_t)smem_max) S--; /* the ring must fit in one block's shared memory */
-    const bool staged = S >= 2 && ring_bytes(S) <= (size_t)smem_max;
-    const size_t smem = staged ? ring_bytes(S) : red + (NG > 1 ? (size_t)NG * gbytes : 0);
-    auto kern = staged ? norm_backward_staged<T, RMS, K, ACC> : nullptr;
-    const void *kf = staged ? (const void *)norm_backward_staged<T, RMS, K, ACC> : (const void *)norm_backward_rows<T, RMS, K, ACC>;
-    SX_CHECK(cudaFuncSetAttribute(kf, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    int per_sm = 0;
-    SX_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kf, threads, smem));
-    if (per_sm < 1) per_sm = 1;
-    if (g_norm_bps > 0 && g_norm_bps < per_sm) per_sm = g_norm_bps;
-    int g = sx_num_sms() * per_sm;
-    const int need = (N + NG - 1) / NG;
-    if (g > need) g = need;
-    if (g > NORM_MAX_G) g = NORM_MAX_G;
-    if (g < 1) g = 1;
-    *G = g;
-    nb2_record(1, K, staged ? S : 0, W, NG, g, per_sm, (int)smem);
-    if (staged)
-        kern<<<g, threads, smem, stream>>>(dx, part, dy, x, w, mean, rstd, N, C, W, S);
-    else
-        norm_backward_rows<T, RMS, K, ACC><<<g, threads, smem, stream>>>(dx, part, dy, x, w, mean, rstd, N, C, W);
-    return cudaGetLastError();
-}
 
 /* ---------------------------------------------------------- launching version 2 */
 
@@ -1064,14 +662,6 @@ static cudaError_t launch_fast(int impl, T *dx, float *part, const T *dy, const 
                                const float *rstd, int acc, int N, int C, int *G, cudaStream_t stream) {
     constexpr int P = Pack<T>::N;
     const int packs = (C + P - 1) / P;
-    if (impl == 1) {
-        int k = g_norm_k ? g_norm_k : norm_auto_k(C);
-        if (k != 1 || packs > 16 * SX_WARP) k = 2; /* at most 16 warps (512 threads) per row */
-#define NB_ROWS(KK, AA) launch_bwd_rows<T, RMS, KK, AA>(dx, part, dy, x, w, mean, rstd, N, C, G, stream)
-        if (k == 1) return acc ? NB_ROWS(1, true) : NB_ROWS(1, false);
-        return acc ? NB_ROWS(2, true) : NB_ROWS(2, false);
-#undef NB_ROWS
-    }
     const NormAuto au = norm_auto(RMS, C, P);
     int k = g_norm_k2 ? g_norm_k2 : impl == au.impl ? au.k : 2;
     if (impl == 2) {
@@ -1113,7 +703,7 @@ static cudaError_t norm_backward(T *dx, void *dw, void *db, sx_dtype gt, const T
     int G = 0;
     cudaError_t e = cudaSuccess;
     if (vec) {
-        int impl = g_norm_impl > 0 ? g_norm_impl : norm_auto(RMS, C, P).impl;
+        int impl = g_norm_impl == 2 || g_norm_impl == 3 ? g_norm_impl : norm_auto(RMS, C, P).impl;
         if (impl == 3 && sx_cc_major() < 9) impl = 2; /* bulk copies and mbarrier waits: sm_90 */
         e = launch_fast<T, RMS>(impl, dx, part, dy, x, w, mean, rstd, acc, N, C, &G, stream);
     } else {

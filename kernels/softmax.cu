@@ -1,8 +1,9 @@
 /* Causal softmax for unfused attention, over scores [BH, T, T], forward and backward.
  * One warp per row t (length T, of which the first t+1 entries are live).
- * Fast path (T % 8 == 0, T <= 2048): the live part is held in registers, read once, and the
- * row written once, zeros above the diagonal.  Other T: pass 1 reads the live part (online
- * max/sum in the exp2 domain, or the dot product p.dp), pass 2 re-reads it (L1/L2 hits). */
+ * Forward: pass 1 reads the live part (online max/sum in the exp2 domain), pass 2 re-reads it
+ * (L1/L2 hits) and writes the row, zeros above the diagonal.  Backward, fast path (T % 8 == 0,
+ * T <= 2048): the live part is held in registers, read once, and the row written once; other T:
+ * two passes as the forward (the dot product p.dp, then the row). */
 #include "common.cuh"
 #include "kernels_internal.h"
 
@@ -106,56 +107,6 @@ softmax_causal_bwd_kernel(bf16 *ds, const bf16 *__restrict__ p, const bf16 *dp, 
     }
 }
 
-/* Fast path for T <= 256*CH: the live part of the row is read once into registers (CH
- * chunks of 32 lanes x 8 bf16), the exponentials are kept in registers too, and the whole
- * row is written once: one DRAM read of the triangle, one write of the row, no re-read. */
-template <int CH>
-__global__ void __launch_bounds__(SM_THREADS, CH <= 4 ? 4 : 2)
-softmax_causal_fwd_reg(bf16 *__restrict__ out, const bf16 *__restrict__ in, int rows, int T, float sl2) {
-    const int lane = threadIdx.x % SX_WARP;
-    const int row = blockIdx.x * (blockDim.x / SX_WARP) + threadIdx.x / SX_WARP;
-    if (row >= rows) return;
-    const int L = row % T + 1;
-    const bf16 *x = in + (size_t)row * T;
-    bf16 *o = out + (size_t)row * T;
-    Pack<bf16> xv[CH];
-#pragma unroll
-    for (int c = 0; c < CH; c++) {
-        const int col = (c * SX_WARP + lane) * 8;
-        if (col < L) xv[c] = ld_pack_cs(x + col);
-    }
-    float mx = -INFINITY;
-#pragma unroll
-    for (int c = 0; c < CH; c++) {
-        const int col = (c * SX_WARP + lane) * 8;
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-            if (col + k < L) mx = fmaxf(mx, xv[c].get(k) * sl2);
-    }
-    const float M = warp_max(mx);
-    float e[CH][8], s = 0.0f;
-#pragma unroll
-    for (int c = 0; c < CH; c++) {
-        const int col = (c * SX_WARP + lane) * 8;
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            e[c][k] = col + k < L ? exp2f(xv[c].get(k) * sl2 - M) : 0.0f;
-            s += e[c][k];
-        }
-    }
-    const float inv = 1.0f / warp_sum(s);
-#pragma unroll
-    for (int c = 0; c < CH; c++) {
-        const int col = (c * SX_WARP + lane) * 8;
-        if (col < T) {
-            Pack<bf16> r;
-#pragma unroll
-            for (int k = 0; k < 8; k++) r.set(k, e[c][k] * inv);
-            st_pack_cs(o + col, r);
-        }
-    }
-}
-
 template <int CH>
 __global__ void __launch_bounds__(SM_THREADS, CH <= 4 ? 3 : 2)
 softmax_causal_bwd_reg(bf16 *ds, const bf16 *__restrict__ p, const bf16 *dp, int rows, int T, float scale) {
@@ -199,35 +150,28 @@ softmax_causal_bwd_reg(bf16 *ds, const bf16 *__restrict__ p, const bf16 *dp, int
     }
 }
 
-/* Path choice: SX_SOFTMAX_REG = register fast path when T % 8 == 0 and T <= 2048 (else the
- * two-pass loop), SX_SOFTMAX_LOOP = always the two-pass loop.  The API uses the defaults
- * below, chosen from tests/gpu/bench_kernels (kernels/README.md); the _path entry points
- * (kernels_internal.h) exist for that benchmark.  Forward at BH=384 T=1024: registers 90.8%
- * of copy on an H100 but 70.2% on an H200, two-pass 88.1% and 84.6%: the register path keeps
- * too few bytes in flight for the H200's bandwidth, so the forward takes the two-pass loop.
- * Backward: registers 95.5% and 92.0%, two-pass 75.5% and 80.8%. */
+/* Path choice, from tests/gpu/bench_kernels (kernels/README.md).  Forward at BH=384 T=1024: the
+ * row held in registers reached 90.8% of copy on an H100 but 70.2% on an H200, the two-pass loop
+ * 88.1% and 84.6%: the register path keeps too few bytes in flight for the H200's bandwidth, so
+ * the forward runs the two-pass loop (the register version is in dev/cuda/softmax_forward.cu).
+ * Backward: registers 95.5% and 92.0%, two-pass 75.5% and 80.8%: SX_SOFTMAX_REG = the register
+ * path when T % 8 == 0 and T <= 2048 (else the two-pass loop), the default; SX_SOFTMAX_LOOP =
+ * always the two-pass loop (sx_softmax_causal_backward_path, kernels_internal.h, for the tests). */
 enum { SX_SOFTMAX_REG = 1, SX_SOFTMAX_LOOP = 2 };
-#define SOFTMAX_FWD_DEFAULT SX_SOFTMAX_LOOP
 #define SOFTMAX_BWD_DEFAULT SX_SOFTMAX_REG
 
-extern "C" cudaError_t sx_softmax_causal_forward_path(int path, sx_bf16 *out, const sx_bf16 *scores, int BH, int T,
-                                                      float scale, cudaStream_t stream) {
-    SX_REQUIRE(BH >= 0 && T >= 0 && (path == SX_SOFTMAX_REG || path == SX_SOFTMAX_LOOP));
+extern "C" cudaError_t sx_softmax_causal_forward(sx_bf16 *out, const sx_bf16 *scores, int BH, int T, float scale,
+                                                 cudaStream_t stream) {
+    SX_REQUIRE(BH >= 0 && T >= 0);
     const size_t rows = (size_t)BH * T;
     if (rows == 0) return cudaSuccess;
     SX_REQUIRE(out && scores && rows < (1u << 31));
     const unsigned grid = sx_blocks(rows, SM_THREADS / SX_WARP);
     const bool vec = T % 8 == 0 && sx_aligned16(out) && sx_aligned16(scores);
-    const bool reg = vec && path == SX_SOFTMAX_REG;
     const float sl2 = scale * LOG2E;
-    const int ch = (T + 255) / 256;
     bf16 *o = (bf16 *)out;
     const bf16 *in = (const bf16 *)scores;
-    if (reg && ch <= 1) softmax_causal_fwd_reg<1><<<grid, SM_THREADS, 0, stream>>>(o, in, (int)rows, T, sl2);
-    else if (reg && ch <= 2) softmax_causal_fwd_reg<2><<<grid, SM_THREADS, 0, stream>>>(o, in, (int)rows, T, sl2);
-    else if (reg && ch <= 4) softmax_causal_fwd_reg<4><<<grid, SM_THREADS, 0, stream>>>(o, in, (int)rows, T, sl2);
-    else if (reg && ch <= 8) softmax_causal_fwd_reg<8><<<grid, SM_THREADS, 0, stream>>>(o, in, (int)rows, T, sl2);
-    else if (vec) softmax_causal_fwd_kernel<true><<<grid, SM_THREADS, 0, stream>>>(o, in, (int)rows, T, sl2);
+    if (vec) softmax_causal_fwd_kernel<true><<<grid, SM_THREADS, 0, stream>>>(o, in, (int)rows, T, sl2);
     else softmax_causal_fwd_kernel<false><<<grid, SM_THREADS, 0, stream>>>(o, in, (int)rows, T, sl2);
     SX_LAUNCHED();
 }
@@ -252,11 +196,6 @@ extern "C" cudaError_t sx_softmax_causal_backward_path(int path, sx_bf16 *dscore
     else if (vec) softmax_causal_bwd_kernel<true><<<grid, SM_THREADS, 0, stream>>>(o, pp, gg, (int)rows, T, scale);
     else softmax_causal_bwd_kernel<false><<<grid, SM_THREADS, 0, stream>>>(o, pp, gg, (int)rows, T, scale);
     SX_LAUNCHED();
-}
-
-extern "C" cudaError_t sx_softmax_causal_forward(sx_bf16 *out, const sx_bf16 *scores, int BH, int T, float scale,
-                                                 cudaStream_t stream) {
-    return sx_softmax_causal_forward_path(SOFTMAX_FWD_DEFAULT, out, scores, BH, T, scale, stream);
 }
 
 extern "C" cudaError_t sx_softmax_causal_backward(sx_bf16 *dscores, const sx_bf16 *p, const sx_bf16 *dp, int BH,

@@ -239,7 +239,7 @@ static void bench_norm_bwd(bool rms, int N, int C, bool acc, bool sweep, bool f3
     if (profile) { /* for a profiler: the chosen variant a few times, nothing timed */
         if (pv) {
             sx_norm_backward_variant(pv->impl, pv->k, pv->depth, pv->rows);
-            sx_norm_backward_tune(0, pv->bps, -1, -1);
+            sx_norm_backward_tune(pv->bps, -1);
         }
         for (int i = 0; i < profile; i++) fn();
         CK(cudaDeviceSynchronize());
@@ -250,7 +250,7 @@ static void bench_norm_bwd(bool rms, int N, int C, bool acc, bool sweep, bool f3
         row(nm, sz, bytes, fn);
         if (sweep) {
             static const NormV vs[] = {
-                {1, 0, 0, 0, 0},                                                           /* version 1, automatic */
+                /* (version 1 against version 2: dev/cuda/norm_backward.cu) */
                 {2, 1, 1, 0, 0}, {2, 1, 2, 0, 0}, {2, 1, 3, 0, 0}, {2, 2, 1, 0, 0}, {2, 2, 2, 0, 0}, /* registers */
                 {3, 1, 3, 0, 0}, {3, 1, 4, 0, 0}, {3, 1, 6, 0, 0}, {3, 1, 8, 0, 0}, {3, 1, 16, 0, 0}, /* bulk */
                 {3, 2, 3, 0, 0}, {3, 2, 4, 0, 0}, {3, 2, 6, 0, 0}, {3, 2, 8, 0, 0}, {3, 2, 16, 0, 0},
@@ -270,14 +270,14 @@ static void bench_norm_bwd(bool rms, int N, int C, bool acc, bool sweep, bool f3
                     if (v.rows < 1) v.rows = 1;
                 }
                 sx_norm_backward_variant(v.impl, v.k, v.depth, v.rows);
-                sx_norm_backward_tune(0, v.bps, -1, -1);
+                sx_norm_backward_tune(v.bps, -1);
                 char note[200];
                 fn(); /* records the launch */
                 norm_note(note, sizeof note, v);
                 row_copy(nm, sz, bytes, fn, note, c);
             }
             sx_norm_backward_variant(0, 0, 0, 0);
-            sx_norm_backward_tune(0, 0, -1, -1);
+            sx_norm_backward_tune(0, -1);
         }
     }
     void *bufs[] = {x, w, dy, dx, mean, rstd, dw, db, ws};
@@ -650,18 +650,7 @@ int main(int argc, char **argv) {
         bench_embedding_bwd(B, T, C, V, Vp, false, SX_BF16, sweep);
         bench_embedding_bwd(4, 2048, 2048, 128256, 128256, false, SX_F32, sweep);
         bench_embedding_bwd(4, 2048, 2048, 128256, 128256, false, SX_BF16, sweep);
-        /* the atomic experiment (not deterministic): dwpe by atomics (4) or by the ordered kernel (5) */
-        for (int path = 4; path <= 5; path++) {
-            sx_embedding_backward_tune(path, 0, -1, -1, -1);
-            const char *why = path == 4 ? "(atomic, dwpe atomic too)" : "(atomic, dwpe ordered)";
-            bench_embedding_bwd(B, T, C, V, Vp, true, SX_F32, false, why);
-            if (path == 4) bench_embedding_bwd(B, T, C, V, Vp, false, SX_F32, false, why);
-            bench_embedding_bwd(B, T, C, V, Vp, true, SX_BF16, false, why);
-            if (path == 4) {
-                bench_embedding_bwd(4, 2048, 2048, 128256, 128256, false, SX_F32, false, why);
-                bench_embedding_bwd(4, 2048, 2048, 128256, 128256, false, SX_BF16, false, why);
-            }
-        }
+        /* (the atomic experiment: dev/cuda/embedding_backward.cu) */
         /* GPT-2 124M (mbs 32) and 350M (mbs 16): layer 0's norm backward and the embedding's */
         bench_first_layer(B, T, C, V, Vp, SX_F32);
         bench_first_layer(B, T, C, V, Vp, SX_BF16);
@@ -794,12 +783,7 @@ int main(int argc, char **argv) {
         row("softmax_causal_fwd", sz, tri * 2.0 + n * 2.0, [&] {
             CK(sx_softmax_causal_forward((sx_bf16 *)p, (const sx_bf16 *)s, BH, T, 0.125f, 0));
         });
-        row("softmax_fwd[registers]", sz, tri * 2.0 + n * 2.0, [&] {
-            CK(sx_softmax_causal_forward_path(1, (sx_bf16 *)p, (const sx_bf16 *)s, BH, T, 0.125f, 0));
-        }, "(path 1)");
-        row("softmax_fwd[two-pass]", sz, tri * 2.0 + n * 2.0, [&] {
-            CK(sx_softmax_causal_forward_path(2, (sx_bf16 *)p, (const sx_bf16 *)s, BH, T, 0.125f, 0));
-        }, "(path 2)");
+        /* (the forward with the row in registers: dev/cuda/softmax_forward.cu) */
         row("softmax_causal_bwd", sz, tri * 4.0 + n * 2.0, [&] {
             CK(sx_softmax_causal_backward((sx_bf16 *)ds, (const sx_bf16 *)p, (const sx_bf16 *)dp, BH, T, 0.125f, 0));
         });
@@ -831,15 +815,13 @@ int main(int argc, char **argv) {
         sx_cross_entropy_tune(0);
         CK(cudaFree(logits)); CK(cudaFree(dl)); CK(cudaFree(tg)); CK(cudaFree(loss));
     };
-    bench_ce(N, V, Vp, {{0, NULL}, {1, "(1 block x 2 row buffers per SM)"}, {2, "(2 blocks x 1 row buffer per SM)"}});
+    bench_ce(N, V, Vp, {{0, NULL}});
     /* LLaMA 3's vocabulary at micro-batch 4 x 2048: rows too long for shared memory (256 KB) */
     bench_ce(8192, 128256, 128256, {{0, "(default: a cluster of 4 blocks per row, a slice each)"},
-                                    {4, "(fallback: 1 block per SM, 227 KB of the row staged)"},
-                                    {7, "(clusters of 4 blocks of 256 threads)"},
-                                    {6, "(clusters of 8)"},
-                                    {3, "(first fallback: 1 block per row)"}});
-    /* GPT-2's rows fit two per SM; the cluster layout beside the default for comparison */
-    bench_ce(N, V, Vp, {{6, "(clusters of 8 blocks per row)"}});
+                                    {4, "(fallback: 1 block per SM, 227 KB of the row staged)"}});
+    /* GPT-2's rows fit two per SM; the cluster path beside the default for comparison (the
+     * layouts that were not chosen: dev/cuda/crossentropy.cu) */
+    bench_ce(N, V, Vp, {{5, "(a cluster of 2 blocks per row)"}});
 
     /* ---------------------------------------------------------- adamw */
     {
