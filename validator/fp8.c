@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "reference.h"
-#include "train_check.h"
+#include "gpu_check.h"
 
 #define FP8_ALGOS 8
 

@@ -63,8 +63,8 @@
 #include "loss_trend.h"
 #include "fp8.h"
 
-#include "train_check.h"
-int my_rank;   /* for error lines (train_check.h) */
+#include "gpu_check.h"
+int my_rank;   /* for error lines (gpu_check.h) */
 
 typedef sx_bf16 bf16;
 

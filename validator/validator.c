@@ -47,23 +47,7 @@
 #include "train.h"
 #include "fp8.h"
 #include "fp8_calibrate.h"
-
-#define CUDA_CHECK(call)                                                                                   \
-    do {                                                                                                   \
-        cudaError_t err_ = (call);                                                                         \
-        if (err_ != cudaSuccess) {                                                                         \
-            fprintf(stderr, "sextant-gpu: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
-            exit(1);                                                                                       \
-        }                                                                                                  \
-    } while (0)
-#define CUBLAS_CHECK(call)                                                                                 \
-    do {                                                                                                   \
-        cublasStatus_t st_ = (call);                                                                       \
-        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                                \
-            fprintf(stderr, "sextant-gpu: %s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #call, (int)st_); \
-            exit(1);                                                                                       \
-        }                                                                                                  \
-    } while (0)
+#include "gpu_check.h"
 
 #define TIMED_RUNS 15
 #define WARMUP_RUNS 3
