@@ -48,6 +48,7 @@
 #include "fp8.h"
 #include "fp8_calibrate.h"
 #include "gpu_check.h"
+#include "gpu_timing.h"
 
 #define TIMED_RUNS 15
 #define WARMUP_RUNS 3
