@@ -72,7 +72,7 @@ VALIDATOR_SRC = validator/validator.c validator/plan_file.c validator/train.c va
                 validator/cp.c validator/cp_ring.c validator/loss_trend.c validator/fp8.c validator/fp8_calibrate.c validator/moe.c validator/moe_plan.c
 # The validator: C with the CUDA runtime, cuBLAS, NCCL, our kernels and the planner's own op list.
 # MPI is never linked: launch.c loads libmpi with dlopen (-ldl) when mpirun or srun started the ranks.
-$(BUILD)/sextant-gpu: $(VALIDATOR_SRC) validator/model_ref.h validator/plot.h validator/schedule.h validator/train.h validator/comm.h validator/launch.h validator/power.h validator/overlap.h validator/zero.h validator/zero_plan.h validator/schedule.h validator/cp.h validator/cp_ring.h validator/gpu_check.h validator/gpu_context.h validator/gpu_timing.h validator/loss_trend.h validator/fp8.h validator/fp8_calibrate.h validator/moe.h validator/moe_plan.h $(BUILD)/libsextant.a $(BUILD)/libkernels.a kernels/kernels.h
+$(BUILD)/sextant-gpu: $(VALIDATOR_SRC) validator/model_ref.h validator/plot.h validator/schedule.h validator/train.h validator/comm.h validator/launch.h validator/power.h validator/overlap.h validator/zero.h validator/zero_plan.h validator/schedule.h validator/cp.h validator/cp_ring.h validator/gpu_check.h validator/gpu_context.h validator/gpu_timing.h validator/loss_trend.h validator/fp8.h validator/fp8_calibrate.h validator/moe.h validator/moe_plan.h $(BUILD)/libsextant.a $(BUILD)/libkernels.a kernels/kernels.h kernels/reference.h
 	$(CC) $(CFLAGS) -Ikernels -Ivalidator -I$(CUDA_HOME)/include $(NCCL_INC) -o $@ $(VALIDATOR_SRC) $(BUILD)/libsextant.a \
 	    $(BUILD)/libkernels.a -L$(CUDA_HOME)/lib64 $(NCCL_LIB) -lcublasLt -lcublas -lcudart -lgsl -lgslcblas -ldl -lpthread -lstdc++ $(LDSAN) $(LDLIBS)
 

@@ -42,6 +42,7 @@
 
 #include "cp.h"
 #include "kernels.h"
+#include "reference.h"
 #include "kernels_internal.h"
 #include "launch.h"
 #include "model_ref.h"
@@ -1071,14 +1072,6 @@ static void *device_alloc(gpt *g, size_t bytes)
     return p;
 }
 
-static uint16_t to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7fff + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
-}
-
 static uint64_t splitmix64(uint64_t x)
 {
     x += 0x9e3779b97f4a7c15ULL;
@@ -1185,7 +1178,7 @@ static void *init_worker(void *arg)
         const size_t cols = w->g->pl.size[p->which] / tensor_rows(w->g, p->which); /* pieces have rows */
         fill_tensor(w->g, p->which, p->layer, w->host + off, p->row_lo, p->row_hi);
         size_t lo = off + p->row_lo * cols, hi = off + p->row_hi * cols;
-        for (size_t i = lo; i < hi; i++) w->half[i] = to_bf16(w->host[i]);
+        for (size_t i = lo; i < hi; i++) w->half[i] = sx_ref_f2bf(w->host[i]);
     }
     return NULL;
 }
@@ -2085,12 +2078,6 @@ static int write_plot(const char *path, const report_info *in, const report_row 
     return rc == 1;   /* no gnuplot: said so, the run still counts */
 }
 
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* ---- checks before anything starts ------------------------------------------------ */
 
 int train_check(const model_t *m, const train_options *o)
@@ -2410,14 +2397,6 @@ static double zero_exposed(const measured_op *ms, int n)
 
 /* ---- the gradient check: the real step against the float64 reference ---------- */
 
-static double bf16_to_double(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 /* One forward and backward of the real training step (one GPU, one
  * micro-batch), then every parameter's gradient against validator/model_ref.c
  * computed in float64 from the same bf16 weights and tokens.
@@ -2471,8 +2450,8 @@ static int check_gradients(gpt *g, const train_options *o, const model_t *m)
         for (int l = 0; l < layers; l++) {
             size_t at = param_offset(g, w, l), per = pl->size[w];
             for (size_t i = 0; i < per; i++) {
-                ref_params[w][(size_t)l * per + i] = bf16_to_double(params[at + i]);
-                gpu_grads[w][(size_t)l * per + i] = bf16_to_double(grads[at + i]);
+                ref_params[w][(size_t)l * per + i] = sx_ref_bf2f(params[at + i]);
+                gpu_grads[w][(size_t)l * per + i] = sx_ref_bf2f(grads[at + i]);
             }
         }
     }
@@ -2895,7 +2874,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     }
     if (g.scr.ones) {
         uint16_t *ones = host_alloc((size_t)N * sizeof *ones);
-        for (int i = 0; i < N; i++) ones[i] = to_bf16(1.0f);
+        for (int i = 0; i < N; i++) ones[i] = sx_ref_f2bf(1.0f);
         CK(cudaMemcpy(g.scr.ones, ones, (size_t)N * sizeof *ones, cudaMemcpyHostToDevice));
         free(ones);
     }
@@ -2915,7 +2894,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     if (s->moe) {
         moe_config mc = {s->E, s->topk, s->C, s->F, N, s->L, s->Lmodel, s->layer0, s->ep, s->dp_rank % s->ep, o->dp, rank,
                          1.0 / ((double)N * g.microbatches * o->dp), gpu_ctx.blas, gpu_ctx.stream, g.ep_comm, g.dp_comm, g.edp_comm,
-                         {profile_mark, initial_value, to_bf16, P_COUNT}};
+                         {profile_mark, initial_value, sx_ref_f2bf, P_COUNT}};
         moe_init(&g.moe, &mc);
         g.accounted_bytes += g.moe.bytes;
         state_bytes += g.moe.bytes;
@@ -3091,7 +3070,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         int nt = 0;
         for (int st = o->warmup; st < o->steps; st++)
             if (mhz[PROFILE_MAX + st] > 0.0f) timed_mhz[nt++] = mhz[PROFILE_MAX + st];
-        qsort(timed_mhz, (size_t)nt, sizeof *timed_mhz, compare_double);
+        sort_ascending(timed_mhz, (size_t)nt);
         if (nt) step_clock_median = timed_mhz[nt / 2];
         free(timed_mhz);
         free(mhz);
@@ -3136,7 +3115,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     }
     size_t free_after;
     CK(cudaMemGetInfo(&free_after, &total_mem));
-    qsort(step_s, (size_t)timed, sizeof *step_s, compare_double);
+    sort_ascending(step_s, (size_t)timed);
     double median = step_s[timed / 2], spread = (step_s[timed - 1] - step_s[0]) / median;
     double device_used = (double)(total_mem - free_after);
 

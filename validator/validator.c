@@ -42,6 +42,7 @@
 #include "outfile.h"
 #include "plan_file.h"
 #include "kernels.h"
+#include "reference.h"
 #include "planner.h"
 #include "power.h"
 #include "train.h"
@@ -79,14 +80,6 @@ static void *scratch[4];
 static size_t scratch_bytes;
 static int scratch_data = SCRATCH_UNIFORM;
 
-static uint16_t float_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7fff + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
-}
-
 static float lcg_unit(unsigned *seed) /* (0, 1) */
 {
     *seed = *seed * 1664525u + 1013904223u;
@@ -99,13 +92,13 @@ static void scratch_fill_host(uint16_t *host, size_t n, int normal, float sigma,
 {
     for (size_t i = 0; i < n; i++) {
         if (!normal) {
-            host[i] = float_to_bf16(lcg_unit(seed) * 2.0f - 1.0f);
+            host[i] = sx_ref_f2bf(lcg_unit(seed) * 2.0f - 1.0f);
             continue;
         }
         float u1 = lcg_unit(seed), u2 = lcg_unit(seed);
         float r = sqrtf(-2.0f * logf(u1));
-        host[i] = float_to_bf16(sigma * r * cosf(6.2831853f * u2));
-        if (i + 1 < n) host[++i] = float_to_bf16(sigma * r * sinf(6.2831853f * u2));
+        host[i] = sx_ref_f2bf(sigma * r * cosf(6.2831853f * u2));
+        if (i + 1 < n) host[++i] = sx_ref_f2bf(sigma * r * sinf(6.2831853f * u2));
     }
 }
 
@@ -145,12 +138,6 @@ static void need(double bytes, const char *what)
 /* ---- timing -------------------------------------------------------------- */
 
 typedef void (*launch_fn)(const void *ctx);
-
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static int compare_float(const void *a, const void *b)
 {
@@ -843,7 +830,7 @@ static int calibrate_gemms(const char *models, const model_zoo *zoo, const hw_gp
             }
         }
     }
-    qsort(loaded_mhz, (size_t)nloaded, sizeof loaded_mhz[0], compare_double);
+    sort_ascending(loaded_mhz, (size_t)nloaded);
     gt->sustained_mhz = nloaded ? loaded_mhz[nloaded / 2] : 0.0;
     const double ref_mhz = clock_scaling ? gt->sustained_mhz : 0.0;
     printf("SM clock after the GEMMs of 10 GFLOP or more: median %.0f MHz over %d, 10%%-90%% %.0f-%.0f MHz; %s\n",
@@ -1115,7 +1102,7 @@ static void power_window_sweep(gemm_shape *gs, double call_cool_s, double call_s
         double watts = 0, mhz = 0, celsius = 0, seconds = 0;
         int updates = 0;
         if (power_window_end(w, &watts, &mhz, &celsius, &seconds, &updates) != 0) watts = 0;
-        qsort(burst_s, (size_t)nburst, sizeof burst_s[0], compare_double);
+        sort_ascending(burst_s, (size_t)nburst);
         double median = nburst ? burst_s[nburst / 2] : 0.0;
         printf("%10.0f %9.2f %7.1f %8.0f %7.1f %12.3f\n", periods_ms[p], burst * call_s * 1e3, watts, mhz, celsius,
                median > 0 ? call_cool_s * burst / median : 0.0);
@@ -1315,7 +1302,7 @@ static void calibrate_power(size_t copy_bytes, power_model *pm)
             held > 0)
             exponents[capped++] = log(held / dynamic) / log(ps[i].speed);
     }
-    qsort(exponents, (size_t)capped, sizeof exponents[0], compare_double);
+    sort_ascending(exponents, (size_t)capped);
     pm->exponent = capped ? exponents[capped / 2] : POWER_EXPONENT_DEFAULT;
 
     printf("%-40s %5s %9s %9s %7s %6s %8s %5s %7s %8s %4s\n", "workload", "duty", "GEMM TF/s", "attn TF/s", "GB/s", "speed",
