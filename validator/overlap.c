@@ -80,7 +80,7 @@ static uint16_t bf16_of(float f)
 }
 
 /* Uniform values in [-1, 1), not zeros: under the power cap a GEMM's clock
- * follows the switching its operands cause (validator.c, scratch buffers). */
+ * follows the switching its operands cause (bench.c, scratch buffers). */
 static int fill_random(rig *r, void *dst, size_t bytes, uint16_t *host, unsigned seed)
 {
     for (size_t i = 0; i < FILL_BYTES / 2; i++) {
