@@ -139,25 +139,57 @@ static void zero_setup(gpt *g)
     if (zero_init(z, &st, g->schedule, g->nschedule) != 0) exit(1);
 }
 
-int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, const train_options *o, launch_ctx *ctx)
+/* What train_run's stages hand each other: the run, the planner's view of it, what the timed,
+ * profiling and replay steps measured and the report made of them. */
+typedef struct {
+    const train_options *o;
+    const model_t *m;              /* as run: no dropout */
+    const hw_gpu *gpu;
+    const hw_node *node;
+    launch_ctx *ctx;
+    int nranks, rank, cp, N;
+    layout_t l;                    /* the planner's view of the run */
+    estimate_t e, e_uncal;         /* its estimate, and on hwdb defaults when have_uncal */
+    int have_uncal;
+    size_t total_mem;
+    size_t state_bytes, act_bytes;
+    int nptrs, watchdog_s, sharded;
+    void *blas_workspace;
+    /* the timed steps */
+    size_t global_tokens;
+    int32_t *global_in, *global_tg;
+    float *host_loss;
+    double *step_s, *step_losses;
+    unsigned long long data_state;
+    cudaEvent_t t0, t1;
+    double first_loss, last_loss;
+    int timed;
+    double measured_w, measured_mhz, measured_c;
+    /* the profiling and replay steps */
+    float profiled_ms;
+    measured_op ms_ops[MEASURED_MAX];
+    int nms;
+    double clock_sum[MEASURED_MAX];
+    int clock_n[MEASURED_MAX];
+    double step_clock_median;
+    measured_op replayed[MEASURED_MAX];
+    int nreplayed;
+    /* the report */
+    double median, spread, device_used, pp_transfer, bubble, dp_exposed, slowest, peak;
+    int peak_rank;
+    report_row *rows, *rows_uncal;
+    int nrows, nrows_uncal;
+    double *all;                   /* 8 figures per rank */
+    double tokens_per_s, flops_per_s, mfu;
+    loss_trend trend;
+    report_info info;
+    int write_failed;
+} train_run_state;
+
+/* The shapes this rank holds (Megatron's rank order: TP innermost, then CP, DP, PP). */
+static void rank_shapes(gpt *g, const model_t *m, const train_options *o, int rank, int cp)
 {
-    if (train_check(model, o) != 0) return 2;
-    int nranks = ctx ? ctx->nranks : 1, rank = ctx ? ctx->rank : 0;
-    my_rank = rank;
-    const int cp = o->cp > 1 ? o->cp : 1;
-    if (nranks != o->tp * o->pp * o->dp * cp) {
-        fprintf(stderr, "sextant-gpu train: --tp %d x --pp %d x --dp %d x --cp %d = %d GPUs, but %d rank%s started\n", o->tp,
-                o->pp, o->dp, cp, o->tp * o->pp * o->dp * cp, nranks, nranks == 1 ? " was" : "s were");
-        return 2;
-    }
-    /* what runs: no dropout (as llm.c), and the planner is told so */
-    model_t run = *model;
-    run.dropout = 0;
-    const model_t *m = &run;
-    static gpt g;
-    memset(&g, 0, sizeof g);
-    g.ctx = ctx;
-    shapes *s = &g.s;
+    shapes *s = &g->s;
     s->tp = o->tp; s->pp = o->pp; s->dp = o->dp;
     /* Megatron's rank order: TP innermost, then CP, DP, PP */
     s->cp = cp;
@@ -196,67 +228,88 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     s->flash = o->flash;
     s->recompute = o->recompute == RECOMPUTE_FULL;
     s->grads_sharded = o->zero >= 2 && o->dp > 1;
-    g.zero = s->grads_sharded ? o->zero : 0;
+    g->zero = s->grads_sharded ? o->zero : 0;
     s->moe = m->experts > 1;
     s->E = (int)m->experts; s->topk = (int)m->top_k; s->ep = o->ep > 1 ? o->ep : 1;
-    g.tied_sync = s->tied && o->pp > 1 && (s->first || s->last);
-    g.microbatches = o->gbs / (o->mbs * o->dp);
-    int max_actions = pipeline_max_actions(o->pp, g.microbatches, s->vpp);
-    g.schedule = host_alloc((size_t)max_actions * sizeof *g.schedule);
-    g.nschedule = pipeline_schedule(o->pp, s->pp_rank, g.microbatches, s->vpp, g.schedule, max_actions, &g.pools);
-    if (g.nschedule < 0) { fprintf(stderr, "sextant-gpu train: rank %d: internal: the pipeline schedule does not fit\n", rank); exit(1); }
-    g.nslots = g.pools.slots;
-    int pool_max = (int)(sizeof g.slots / sizeof g.slots[0]);
-    if (g.nslots > pool_max || g.pools.inputs > pool_max || g.pools.heads > pool_max || g.pools.grad_buffers > pool_max) {
-        fprintf(stderr, "sextant-gpu train: --pp %d --vpp %d: more than %d micro-batches in flight\n", o->pp, s->vpp, pool_max);
-        free(g.schedule); return 2;
-    }
-    if (s->L + 3 > BUCKETS_MAX) { fprintf(stderr, "sextant-gpu train: more than %d layers on a stage\n", BUCKETS_MAX - 3); free(g.schedule); return 2; }
-    param_shapes(s, &g.pl);
-    int N = s->N;
+    g->tied_sync = s->tied && o->pp > 1 && (s->first || s->last);
+    g->microbatches = o->gbs / (o->mbs * o->dp);
+}
 
+/* This stage's pipeline schedule, its pools and its parameter layout; 0, or 2 after one stderr line. */
+static int plan_schedule(gpt *g, const train_options *o, int rank)
+{
+    const shapes *s = &g->s;
+    int max_actions = pipeline_max_actions(o->pp, g->microbatches, s->vpp);
+    g->schedule = host_alloc((size_t)max_actions * sizeof *g->schedule);
+    g->nschedule = pipeline_schedule(o->pp, s->pp_rank, g->microbatches, s->vpp, g->schedule, max_actions, &g->pools);
+    if (g->nschedule < 0) { fprintf(stderr, "sextant-gpu train: rank %d: internal: the pipeline schedule does not fit\n", rank); exit(1); }
+    g->nslots = g->pools.slots;
+    int pool_max = (int)(sizeof g->slots / sizeof g->slots[0]);
+    if (g->nslots > pool_max || g->pools.inputs > pool_max || g->pools.heads > pool_max || g->pools.grad_buffers > pool_max) {
+        fprintf(stderr, "sextant-gpu train: --pp %d --vpp %d: more than %d micro-batches in flight\n", o->pp, s->vpp, pool_max);
+        free(g->schedule); return 2;
+    }
+    if (s->L + 3 > BUCKETS_MAX) { fprintf(stderr, "sextant-gpu train: more than %d layers on a stage\n", BUCKETS_MAX - 3); free(g->schedule); return 2; }
+    param_shapes(s, &g->pl);
+    return 0;
+}
+
+/* The planner's view of the same run (calibrated and, with --calibration, not), before anything is
+ * allocated, and the refusal of what will not fit; 0, or 2 or 3 after one stderr line. */
+static int predict_run(train_run_state *r, gpt *g)
+{
+    const train_options *o = r->o;
+    const model_t *m = r->m;
+    const hw_gpu *gpu = r->gpu;
+    const int nranks = r->nranks;
+    const int rank = r->rank;
+    const int cp = r->cp;
+    const hw_node *node = r->node;
+    const shapes *s = &g->s;
     if (o->fp8) {
         char why[256];
         if (fp8_supported(why, sizeof why) != 0) {
             fprintf(stderr, "sextant-gpu train: --precision fp8: %s\n", why);
-            free(g.schedule); return 2;
+            free(g->schedule); return 2;
         }
     }
     train_fp8 = o->fp8;
     /* the planner's view of the same run, before anything is allocated */
-    layout_t l = {0};
-    l.gpus = nranks; l.tp = o->tp; l.pp = o->pp; l.dp = o->dp; l.vpp = s->vpp;
-    l.mbs = o->mbs; l.gbs = o->gbs; l.seq = o->seq;
-    l.gpus_per_node = node->gpus_per_node > nranks ? node->gpus_per_node : nranks;
-    l.recompute = o->recompute; l.attention = o->flash ? ATTENTION_SEXTANT : ATTENTION_UNFUSED;
-    l.precision = o->fp8 ? PREC_FP8 : PREC_BF16;
-    l.sp = s->sp; l.zero = o->zero; l.ep = s->ep;
-    l.cp = cp; l.cp_comm = CP_COMM_RING;
+    r->l.gpus = nranks; r->l.tp = o->tp; r->l.pp = o->pp; r->l.dp = o->dp; r->l.vpp = s->vpp;
+    r->l.mbs = o->mbs; r->l.gbs = o->gbs; r->l.seq = o->seq;
+    r->l.gpus_per_node = node->gpus_per_node > nranks ? node->gpus_per_node : nranks;
+    r->l.recompute = o->recompute; r->l.attention = o->flash ? ATTENTION_SEXTANT : ATTENTION_UNFUSED;
+    r->l.precision = o->fp8 ? PREC_FP8 : PREC_BF16;
+    r->l.sp = s->sp; r->l.zero = o->zero; r->l.ep = s->ep;
+    r->l.cp = cp; r->l.cp_comm = CP_COMM_RING;
     job_t job = {1e9, 1.0};
-    static estimate_t e;
     char err[256];
-    if (estimate_layout(m, gpu, node, &l, &job, &e, err, sizeof err) != 0) {
+    if (estimate_layout(m, gpu, node, &r->l, &job, &r->e, err, sizeof err) != 0) {
         fprintf(stderr, "sextant-gpu train: %s\n", err);
-        free(g.schedule); return 2;
+        free(g->schedule); return 2;
     }
-    g.predicted_bytes = e.memory.total;
-    static estimate_t e_uncal;
-    int have_uncal = o->calibrated && o->uncal_gpu && o->uncal_node;
-    if (have_uncal && estimate_layout(m, o->uncal_gpu, o->uncal_node, &l, &job, &e_uncal, err, sizeof err) != 0) {
+    g->predicted_bytes = r->e.memory.total;
+    r->have_uncal = o->calibrated && o->uncal_gpu && o->uncal_node;
+    if (r->have_uncal && estimate_layout(m, o->uncal_gpu, o->uncal_node, &r->l, &job, &r->e_uncal, err, sizeof err) != 0) {
         fprintf(stderr, "sextant-gpu train: %s\n", err);
-        free(g.schedule); return 2;
+        free(g->schedule); return 2;
     }
-    size_t free_before, total_mem;
-    CK(cudaMemGetInfo(&free_before, &total_mem));
+    size_t free_before;
+    CK(cudaMemGetInfo(&free_before, &r->total_mem));
     /* refuse what will not fit rather than fail half-way through allocating */
     double context = gpu->context_bytes > 0 ? gpu->context_bytes : 0.0;
-    if (e.memory.total - context > (double)free_before) {
+    if (r->e.memory.total - context > (double)free_before) {
         fprintf(stderr, "sextant-gpu train: rank %d: %s at micro-batch %d, seq %d does not fit: predicted %.2f GiB, %.2f GiB free "
-                "of %.2f GiB on the device\n", rank, m->name, o->mbs, o->seq, e.memory.total / 1073741824.0,
-                free_before / 1073741824.0, total_mem / 1073741824.0);
-        free(g.schedule); return 3;
+                "of %.2f GiB on the device\n", rank, m->name, o->mbs, o->seq, r->e.memory.total / 1073741824.0,
+                free_before / 1073741824.0, r->total_mem / 1073741824.0);
+        free(g->schedule); return 3;
     }
+    return 0;
+}
 
+/* Streams and libraries of this process (gpu_context.h); returns cuBLAS's workspace. */
+static void *open_gpu_context(gpt *g, int nranks)
+{
     /* streams and libraries of this process */
     CK(cudaStreamCreateWithFlags(&gpu_ctx.stream, cudaStreamNonBlocking));
     CK(cudaStreamCreateWithFlags(&gpu_ctx.comm_stream, cudaStreamNonBlocking));
@@ -264,13 +317,19 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     CK(cudaStreamCreateWithFlags(&gpu_ctx.prep_stream, cudaStreamNonBlocking));
     CB(cublasCreate(&gpu_ctx.blas));
     CB(cublasSetStream(gpu_ctx.blas, gpu_ctx.stream));
-    void *blas_workspace = device_alloc(&g, CUBLAS_WORKSPACE_BYTES);
+    void *blas_workspace = device_alloc(g, CUBLAS_WORKSPACE_BYTES);
     CB(cublasSetWorkspace(gpu_ctx.blas, blas_workspace, CUBLAS_WORKSPACE_BYTES));
     CB(cublasLtCreate(&gpu_ctx.lt));
-    gpu_ctx.lt_workspace = device_alloc(&g, LT_WORKSPACE_BYTES);
+    gpu_ctx.lt_workspace = device_alloc(g, LT_WORKSPACE_BYTES);
     if (train_fp8) fp8_init(gpu_ctx.lt, gpu_ctx.lt_workspace, LT_WORKSPACE_BYTES);
     CK(cudaMalloc((void **)&world_scratch, 8 * sizeof(double) * (size_t)nranks));
+    return blas_workspace;
+}
 
+/* The groups: tp fastest, then dp, then pp (Megatron's order); CP and EP when they are there. */
+static void split_communicators(gpt *g, const train_options *o, launch_ctx *ctx, int cp)
+{
+    const shapes *s = &g->s;
     /* the groups: tp fastest, then dp, then pp (Megatron's order) */
     if (ctx) {
         ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
@@ -280,66 +339,76 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         cfg.splitShare = 0;
         /* with CP the gradient group (dp_comm) is DP x CP, the ring's group the CP ranks */
         int dpcp = s->dp_rank * cp + s->cp_rank;
-        NC(ncclCommSplit(ctx->comm, (s->pp_rank * o->dp + s->dp_rank) * cp + s->cp_rank, s->tp_rank, &g.tp_comm, &cfg));
-        NC(ncclCommSplit(ctx->comm, s->pp_rank * o->tp + s->tp_rank, dpcp, &g.dp_comm, &cfg));
-        NC(ncclCommSplit(ctx->comm, dpcp * o->tp + s->tp_rank, s->pp_rank, &g.pp_comm, &cfg));
-        int tied_color = g.tied_sync ? dpcp * o->tp + s->tp_rank : NCCL_SPLIT_NOCOLOR;
-        NC(ncclCommSplit(ctx->comm, tied_color, s->pp_rank, &g.tied_comm, &cfg));
+        NC(ncclCommSplit(ctx->comm, (s->pp_rank * o->dp + s->dp_rank) * cp + s->cp_rank, s->tp_rank, &g->tp_comm, &cfg));
+        NC(ncclCommSplit(ctx->comm, s->pp_rank * o->tp + s->tp_rank, dpcp, &g->dp_comm, &cfg));
+        NC(ncclCommSplit(ctx->comm, dpcp * o->tp + s->tp_rank, s->pp_rank, &g->pp_comm, &cfg));
+        int tied_color = g->tied_sync ? dpcp * o->tp + s->tp_rank : NCCL_SPLIT_NOCOLOR;
+        NC(ncclCommSplit(ctx->comm, tied_color, s->pp_rank, &g->tied_comm, &cfg));
         int cp_color = cp > 1 ? (s->pp_rank * o->dp + s->dp_rank) * o->tp + s->tp_rank : NCCL_SPLIT_NOCOLOR;
-        NC(ncclCommSplit(ctx->comm, cp_color, s->cp_rank, &g.cp_comm, &cfg));
+        NC(ncclCommSplit(ctx->comm, cp_color, s->cp_rank, &g->cp_comm, &cfg));
         if (s->moe) {
             /* EP: ep consecutive DP ranks (Megatron's order); the experts' DP: the ranks of one EP place */
             int ep_groups = o->dp / s->ep;
             NC(ncclCommSplit(ctx->comm, (s->pp_rank * ep_groups + s->dp_rank / s->ep) * o->tp + s->tp_rank, s->dp_rank % s->ep,
-                             &g.ep_comm, &cfg));
+                             &g->ep_comm, &cfg));
             NC(ncclCommSplit(ctx->comm, (s->pp_rank * s->ep + s->dp_rank % s->ep) * o->tp + s->tp_rank, s->dp_rank / s->ep,
-                             &g.edp_comm, &cfg));
+                             &g->edp_comm, &cfg));
         }
     }
+}
 
+/* Parameters, gradients, optimizer state, activations, scratch: each one allocation; the events;
+ * the initial weights. */
+static void allocate_step(train_run_state *r, gpt *g)
+{
+    const train_options *o = r->o;
+    const int rank = r->rank;
+    const int cp = r->cp;
+    const int N = r->N;
+    const shapes *s = &g->s;
     /* parameters, gradients, optimizer state, activations, scratch: each one allocation */
-    const param_layout *pl = &g.pl;
-    int sharded = o->zero >= 1 && o->dp > 1;
-    size_t state = sharded ? pl->shard_count : pl->count;
-    if (!sharded) g.pl.shard_count = g.pl.count;
+    const param_layout *pl = &g->pl;
+    r->sharded = o->zero >= 1 && o->dp > 1;
+    size_t state = r->sharded ? pl->shard_count : pl->count;
+    if (!r->sharded) g->pl.shard_count = g->pl.count;
     /* ZeRO-3 keeps its slice of the parameters, ZeRO-2 and 3 of the gradients */
-    g.params = device_alloc(&g, (g.zero == 3 ? pl->shard_count : pl->count) * sizeof(bf16));
-    g.grads = device_alloc(&g, (g.zero ? pl->shard_count : pl->count) * sizeof(bf16));
-    g.master = device_alloc(&g, state * sizeof(float));
-    g.m = device_alloc(&g, state * sizeof(float));
-    g.v = device_alloc(&g, state * sizeof(float));
-    size_t state_bytes = g.accounted_bytes;
-    if (g.zero) zero_setup(&g);
-    if (cp > 1) cp_setup(&g);
+    g->params = device_alloc(g, (g->zero == 3 ? pl->shard_count : pl->count) * sizeof(bf16));
+    g->grads = device_alloc(g, (g->zero ? pl->shard_count : pl->count) * sizeof(bf16));
+    g->master = device_alloc(g, state * sizeof(float));
+    g->m = device_alloc(g, state * sizeof(float));
+    g->v = device_alloc(g, state * sizeof(float));
+    r->state_bytes = g->accounted_bytes;
+    if (g->zero) zero_setup(g);
+    if (cp > 1) cp_setup(g);
     /* the slots, and with interleaving the schedule's pools of inputs, heads and received gradients */
-    size_t slot_bytes = layout_slot(&g.slots[0], NULL, s);
+    size_t slot_bytes = layout_slot(&g->slots[0], NULL, s);
     size_t tensor_bytes = ((size_t)s->Nl * s->C * sizeof(bf16) + 255) & ~(size_t)255;
-    size_t head_bytes = layout_head(&g.heads[0], NULL, s);
-    size_t act_bytes = slot_bytes * (size_t)g.nslots + tensor_bytes * (size_t)(g.pools.inputs + g.pools.grad_buffers) +
-                       head_bytes * (size_t)g.pools.heads;
-    g.slot_block = device_alloc(&g, act_bytes);
-    char *cursor = g.slot_block;
-    for (int i = 0; i < g.nslots; i++, cursor += slot_bytes) layout_slot(&g.slots[i], cursor, s);
-    for (int i = 0; i < g.pools.inputs; i++, cursor += tensor_bytes) g.inputs[i] = (bf16 *)cursor;
-    for (int i = 0; i < g.pools.grad_buffers; i++, cursor += tensor_bytes) g.grad_bufs[i] = (bf16 *)cursor;
-    for (int i = 0; i < g.pools.heads; i++, cursor += head_bytes) layout_head(&g.heads[i], cursor, s);
+    size_t head_bytes = layout_head(&g->heads[0], NULL, s);
+    r->act_bytes = slot_bytes * (size_t)g->nslots + tensor_bytes * (size_t)(g->pools.inputs + g->pools.grad_buffers) +
+                       head_bytes * (size_t)g->pools.heads;
+    g->slot_block = device_alloc(g, r->act_bytes);
+    char *cursor = g->slot_block;
+    for (int i = 0; i < g->nslots; i++, cursor += slot_bytes) layout_slot(&g->slots[i], cursor, s);
+    for (int i = 0; i < g->pools.inputs; i++, cursor += tensor_bytes) g->inputs[i] = (bf16 *)cursor;
+    for (int i = 0; i < g->pools.grad_buffers; i++, cursor += tensor_bytes) g->grad_bufs[i] = (bf16 *)cursor;
+    for (int i = 0; i < g->pools.heads; i++, cursor += head_bytes) layout_head(&g->heads[i], cursor, s);
     if (s->vpp > 1) {
-        g.action_done = host_alloc((size_t)g.nschedule * sizeof *g.action_done);
-        for (int i = 0; i < g.nschedule; i++) CK(cudaEventCreateWithFlags(&g.action_done[i], cudaEventDisableTiming));
-        g.waits = host_alloc((size_t)g.nschedule * sizeof *g.waits);
-        g.last_group = pipeline_async_waits(g.schedule, g.nschedule, g.pools.grad_buffers, g.waits);
-        if (g.last_group < -1) { fprintf(stderr, "sextant-gpu train: rank %d: internal: the schedule's waits\n", rank); exit(1); }
+        g->action_done = host_alloc((size_t)g->nschedule * sizeof *g->action_done);
+        for (int i = 0; i < g->nschedule; i++) CK(cudaEventCreateWithFlags(&g->action_done[i], cudaEventDisableTiming));
+        g->waits = host_alloc((size_t)g->nschedule * sizeof *g->waits);
+        g->last_group = pipeline_async_waits(g->schedule, g->nschedule, g->pools.grad_buffers, g->waits);
+        if (g->last_group < -1) { fprintf(stderr, "sextant-gpu train: rank %d: internal: the schedule's waits\n", rank); exit(1); }
     }
     if (s->recompute) {
-        size_t bytes = layout_layer(&g.recomp, NULL, s);
-        g.recomp_block = device_alloc(&g, bytes);
-        layout_layer(&g.recomp, g.recomp_block, s);
-        act_bytes += bytes;
+        size_t bytes = layout_layer(&g->recomp, NULL, s);
+        g->recomp_block = device_alloc(g, bytes);
+        layout_layer(&g->recomp, g->recomp_block, s);
+        r->act_bytes += bytes;
     }
-    g.scr_block = device_alloc(&g, layout_scratch(&g.scr, NULL, s, g.microbatches));
-    layout_scratch(&g.scr, g.scr_block, s, g.microbatches);
-    g.norm_ws_bytes = sx_norm_backward_workspace_bytes(s->C);
-    g.norm_ws = device_alloc(&g, g.norm_ws_bytes);
+    g->scr_block = device_alloc(g, layout_scratch(&g->scr, NULL, s, g->microbatches));
+    layout_scratch(&g->scr, g->scr_block, s, g->microbatches);
+    g->norm_ws_bytes = sx_norm_backward_workspace_bytes(s->C);
+    g->norm_ws = device_alloc(g, g->norm_ws_bytes);
     /* The embedding backward as prepare (ids only, on prep_stream, beside the forward pass) and apply in the
      * backward.  On one H100 it gave the same losses as the one call, with embedding_bwd 59.9 instead of
      * 79.7 us (docs/validation/archive/2026-11-23-h100-embedding); on 2 x H200 all 18 parallel layouts matched one
@@ -347,57 +416,45 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     const char *split = getenv("SEXTANT_TRAIN_EMB_SPLIT");
     const int emb_split = s->first && !(split && atoi(split) == 0);
     const int Vb = s->tp > 1 ? s->Vl : s->Vp;
-    g.emb_ws_bytes = !s->first ? 0 : emb_split ? sx_embedding_apply_workspace_bytes(N, s->C)
+    g->emb_ws_bytes = !s->first ? 0 : emb_split ? sx_embedding_apply_workspace_bytes(N, s->C)
                                                 : sx_embedding_backward_workspace_bytes(N, s->C, Vb);
-    g.emb_ws = s->first ? device_alloc(&g, g.emb_ws_bytes) : NULL;
-    g.emb_grouping_bytes = emb_split ? (sx_embedding_grouping_bytes(N, s->C, Vb) + 255) & ~(size_t)255 : 0;
-    g.emb_grouping = emb_split ? device_alloc(&g, g.emb_grouping_bytes * (size_t)g.nslots) : NULL;
-    for (int i = 0; emb_split && i < g.nslots; i++) {
-        CK(cudaEventCreateWithFlags(&g.emb_fwd_at[i], cudaEventDisableTiming));
-        CK(cudaEventCreateWithFlags(&g.emb_prepared[i], cudaEventDisableTiming));
+    g->emb_ws = s->first ? device_alloc(g, g->emb_ws_bytes) : NULL;
+    g->emb_grouping_bytes = emb_split ? (sx_embedding_grouping_bytes(N, s->C, Vb) + 255) & ~(size_t)255 : 0;
+    g->emb_grouping = emb_split ? device_alloc(g, g->emb_grouping_bytes * (size_t)g->nslots) : NULL;
+    for (int i = 0; emb_split && i < g->nslots; i++) {
+        CK(cudaEventCreateWithFlags(&g->emb_fwd_at[i], cudaEventDisableTiming));
+        CK(cudaEventCreateWithFlags(&g->emb_prepared[i], cudaEventDisableTiming));
     }
-    CK(cudaMallocHost((void **)&g.host_ids, 4 * (size_t)g.microbatches * N * sizeof(int32_t)));
-    int nptrs = s->flash ? 0 : s->recompute ? 1 : g.nslots * s->L;
-    g.ptrs = calloc((size_t)(nptrs ? nptrs : 1), sizeof *g.ptrs);
-    if (!g.ptrs) { fprintf(stderr, "sextant-gpu train: out of host memory\n"); exit(1); }
-    for (int i = 0; i < nptrs; i++) {
-        layer_acts a = s->recompute ? g.recomp : layer_at(&g, i / s->L, i % s->L);
-        attention_pointers(&g.ptrs[i], a.qkv, a.att, a.atty, g.scr.dqkv, g.scr.datt, g.scr.dbuf_c, s);
+    CK(cudaMallocHost((void **)&g->host_ids, 4 * (size_t)g->microbatches * N * sizeof(int32_t)));
+    r->nptrs = s->flash ? 0 : s->recompute ? 1 : g->nslots * s->L;
+    g->ptrs = calloc((size_t)(r->nptrs ? r->nptrs : 1), sizeof *g->ptrs);
+    if (!g->ptrs) { fprintf(stderr, "sextant-gpu train: out of host memory\n"); exit(1); }
+    for (int i = 0; i < r->nptrs; i++) {
+        layer_acts a = s->recompute ? g->recomp : layer_at(g, i / s->L, i % s->L);
+        attention_pointers(&g->ptrs[i], a.qkv, a.att, a.atty, g->scr.dqkv, g->scr.datt, g->scr.dbuf_c, s);
     }
-    if (g.scr.ones) {
+    if (g->scr.ones) {
         uint16_t *ones = host_alloc((size_t)N * sizeof *ones);
         for (int i = 0; i < N; i++) ones[i] = sx_ref_f2bf(1.0f);
-        CK(cudaMemcpy(g.scr.ones, ones, (size_t)N * sizeof *ones, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(g->scr.ones, ones, (size_t)N * sizeof *ones, cudaMemcpyHostToDevice));
         free(ones);
     }
     for (int b = 0; b < pl->nbuckets; b++) {
-        CK(cudaEventCreateWithFlags(&g.grad_ready[b], cudaEventDisableTiming));
-        CK(cudaEventCreateWithFlags(&g.params_ready[b], cudaEventDisableTiming));
+        CK(cudaEventCreateWithFlags(&g->grad_ready[b], cudaEventDisableTiming));
+        CK(cudaEventCreateWithFlags(&g->params_ready[b], cudaEventDisableTiming));
     }
-    CK(cudaEventCreateWithFlags(&g.reduce_done, cudaEventDisableTiming));
-    CK(cudaEventCreateWithFlags(&g.optimizer_done, cudaEventDisableTiming));
-    CK(cudaEventCreateWithFlags(&g.synced, cudaEventDisableTiming));
-    g.lr = o->lr > 0.0 ? o->lr : TRAIN_LR_DEFAULT;
-    g.lr_warmup = o->lr_warmup;
-    gpt_init(&g);
-    /* the host's own bound: each wait on the GPU has --timeout, a host stuck inside NCCL has this */
-    int watchdog_s = ctx ? (int)(2.0 * ctx->timeout_s) + 1 : 0;
-    if (watchdog_s > 0) launch_watchdog(rank, watchdog_s, "the communicators' first use");
-    if (s->moe) {
-        moe_config mc = {s->E, s->topk, s->C, s->F, N, s->L, s->Lmodel, s->layer0, s->ep, s->dp_rank % s->ep, o->dp, rank,
-                         1.0 / ((double)N * g.microbatches * o->dp), gpu_ctx.blas, gpu_ctx.stream, g.ep_comm, g.dp_comm, g.edp_comm,
-                         {profile_mark, initial_value, sx_ref_f2bf, P_COUNT}};
-        moe_init(&g.moe, &mc);
-        g.accounted_bytes += g.moe.bytes;
-        state_bytes += g.moe.bytes;
-    }
-    comm_warmup(&g);
-    if (watchdog_s > 0) launch_watchdog(rank, 0, NULL);
-    if (o->check_gradients) {
-        int rc = check_gradients(&g, o, m);
-        gpt_free(&g, nptrs, blas_workspace);
-        return rc;
-    }
+    CK(cudaEventCreateWithFlags(&g->reduce_done, cudaEventDisableTiming));
+    CK(cudaEventCreateWithFlags(&g->optimizer_done, cudaEventDisableTiming));
+    CK(cudaEventCreateWithFlags(&g->synced, cudaEventDisableTiming));
+    g->lr = o->lr > 0.0 ? o->lr : TRAIN_LR_DEFAULT;
+    g->lr_warmup = o->lr_warmup;
+    gpt_init(g);
+}
+
+/* The profiling step's events and the diagnostics the environment asks for (SEXTANT_CE_LAYOUT,
+ * SEXTANT_REPLAY, SEXTANT_REPLAY_COPIES, SEXTANT_CLOCK_PROBE). */
+static void diagnostics_begin(const train_options *o)
+{
     profile_events = host_alloc(2 * (size_t)PROFILE_MAX * sizeof *profile_events);
     profile_tags = host_alloc((size_t)PROFILE_MAX * sizeof *profile_tags);
     profile_events_made = 0;
@@ -418,18 +475,57 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         CK(cudaMalloc((void **)&clock_probe_mhz, (PROFILE_MAX + (size_t)o->steps) * sizeof(float)));
         CK(cudaMemset(clock_probe_mhz, 0, (PROFILE_MAX + (size_t)o->steps) * sizeof(float)));
     }
+}
 
-    size_t global_tokens = (size_t)o->gbs * o->seq;
-    int32_t *global_in = host_alloc(global_tokens * sizeof *global_in), *global_tg = host_alloc(global_tokens * sizeof *global_tg);
-    float *host_loss = host_alloc((size_t)g.microbatches * N * sizeof *host_loss);
-    double *step_s = host_alloc((size_t)o->steps * sizeof *step_s);
-    double *step_losses = host_alloc((size_t)o->steps * sizeof *step_losses); /* every rank's, for the trend */
-    unsigned long long data_state = 42;
-    cudaEvent_t t0, t1;
-    CK(cudaEventCreate(&t0));
-    CK(cudaEventCreate(&t1));
-    double first_loss = 0, last_loss = 0;
-    int timed = 0;
+/* Rank 0's lines naming the run before its first step. */
+static void print_run_header(const train_run_state *r, const gpt *g)
+{
+    const train_options *o = r->o;
+    const model_t *m = r->m;
+    launch_ctx *ctx = r->ctx;
+    const int nranks = r->nranks;
+    const int cp = r->cp;
+    const shapes *s = &g->s;
+    char chunks[64] = "";
+    if (s->vpp > 1) snprintf(chunks, sizeof chunks, ", interleaved %d x %d layers", s->vpp, s->Lc);
+    if (cp > 1) snprintf(chunks, sizeof chunks, ", cp %d: ring attention, %d tokens per rank", cp, s->T);
+    printf("# sextant-gpu train %s: %d GPU%s (tp %d, pp %d%s, dp %d%s%s%s), mbs %d, gbs %d (%d micro-batch%s per rank), seq %d\n",
+           m->name, nranks, nranks > 1 ? "s" : "", o->tp, o->pp, chunks, o->dp, s->sp ? ", sequence parallel" : "",
+           r->sharded ? (g->zero == 3 ? ", ZeRO-3" : g->zero == 2 ? ", ZeRO-2" : ", ZeRO-1") : "", s->recompute ? ", full recomputation" : "", o->mbs, o->gbs, g->microbatches,
+           g->microbatches == 1 ? "" : "es", o->seq);
+    printf("# vocab %d padded to %d, %s, %s, %s, %s\n", s->V, s->Vp, s->rms ? "RMSNorm" : "LayerNorm",
+           s->swiglu ? "SwiGLU" : "GELU", s->KVm < s->Hm ? "grouped-query attention" : "multi-head attention",
+           s->learned_pos ? "learned positions" : s->rope ? "rotary positions" : "no positions");
+    printf("# attention: %s\n", s->flash ? "flash (fused kernel, kernels/attention.cu)"
+                                         : "unfused (cuBLAS batched GEMMs + causal softmax)");
+    if (o->fp8)
+        printf("# GEMMs: FP8 for the layers' linears (E4M3 weights and activations, E5M2 gradients, per-tensor scales "
+               "from each tensor's amax; validator/fp8.c), lm_head in bf16\n");
+    if (s->moe)
+        printf("# mixture of experts: %d experts, top-%d, expert parallelism %d (%d experts a rank; experts' gradients "
+               "over %d rank%s), Switch's auxiliary loss x %g in the gradients (not in the loss printed)\n", s->E, s->topk,
+               s->ep, s->E / s->ep, o->dp / s->ep, o->dp / s->ep == 1 ? "" : "s", MOE_AUX_COEFF);
+    if (ctx) printf("# ranks started by %s\n", ctx->mode);
+}
+
+/* The run's steps, timed from the warm-up on, with NVML's power over them; the losses to --losses.
+ * 0, or -1 after one stderr line when a loss is not finite. */
+static int run_timed_steps(train_run_state *r, gpt *g)
+{
+    const train_options *o = r->o;
+    const int rank = r->rank;
+    const int N = r->N;
+    r->global_tokens = (size_t)o->gbs * o->seq;
+    r->global_in = host_alloc(r->global_tokens * sizeof *r->global_in);
+    r->global_tg = host_alloc(r->global_tokens * sizeof *r->global_tg);
+    r->host_loss = host_alloc((size_t)g->microbatches * N * sizeof *r->host_loss);
+    r->step_s = host_alloc((size_t)o->steps * sizeof *r->step_s);
+    r->step_losses = host_alloc((size_t)o->steps * sizeof *r->step_losses); /* every rank's, for the trend */
+    r->data_state = 42;
+    CK(cudaEventCreate(&r->t0));
+    CK(cudaEventCreate(&r->t1));
+    r->first_loss = 0; r->last_loss = 0;
+    r->timed = 0;
     FILE *loss_file = NULL;
     outfile losses_out;
     char losses_err[PATH_MAX + 256];
@@ -440,28 +536,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         }
         loss_file = losses_out.f;
     }
-    if (rank == 0) {
-        char chunks[64] = "";
-        if (s->vpp > 1) snprintf(chunks, sizeof chunks, ", interleaved %d x %d layers", s->vpp, s->Lc);
-        if (cp > 1) snprintf(chunks, sizeof chunks, ", cp %d: ring attention, %d tokens per rank", cp, s->T);
-        printf("# sextant-gpu train %s: %d GPU%s (tp %d, pp %d%s, dp %d%s%s%s), mbs %d, gbs %d (%d micro-batch%s per rank), seq %d\n",
-               m->name, nranks, nranks > 1 ? "s" : "", o->tp, o->pp, chunks, o->dp, s->sp ? ", sequence parallel" : "",
-               sharded ? (g.zero == 3 ? ", ZeRO-3" : g.zero == 2 ? ", ZeRO-2" : ", ZeRO-1") : "", s->recompute ? ", full recomputation" : "", o->mbs, o->gbs, g.microbatches,
-               g.microbatches == 1 ? "" : "es", o->seq);
-        printf("# vocab %d padded to %d, %s, %s, %s, %s\n", s->V, s->Vp, s->rms ? "RMSNorm" : "LayerNorm",
-               s->swiglu ? "SwiGLU" : "GELU", s->KVm < s->Hm ? "grouped-query attention" : "multi-head attention",
-               s->learned_pos ? "learned positions" : s->rope ? "rotary positions" : "no positions");
-        printf("# attention: %s\n", s->flash ? "flash (fused kernel, kernels/attention.cu)"
-                                             : "unfused (cuBLAS batched GEMMs + causal softmax)");
-        if (o->fp8)
-            printf("# GEMMs: FP8 for the layers' linears (E4M3 weights and activations, E5M2 gradients, per-tensor scales "
-                   "from each tensor's amax; validator/fp8.c), lm_head in bf16\n");
-        if (s->moe)
-            printf("# mixture of experts: %d experts, top-%d, expert parallelism %d (%d experts a rank; experts' gradients "
-                   "over %d rank%s), Switch's auxiliary loss x %g in the gradients (not in the loss printed)\n", s->E, s->topk,
-                   s->ep, s->E / s->ep, o->dp / s->ep, o->dp / s->ep == 1 ? "" : "s", MOE_AUX_COEFF);
-        if (ctx) printf("# ranks started by %s\n", ctx->mode);
-    }
+    if (rank == 0) print_run_header(r, g);
     /* fault injection for the tests: SEXTANT_TRAIN_FAIL=RANK:STEP makes that rank die at that step */
     int fail_rank = -1, fail_step = -1;
     const char *fail = getenv("SEXTANT_TRAIN_FAIL");
@@ -470,34 +545,34 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     char nvml_why[256];
     int have_nvml = power_open(nvml_why, sizeof nvml_why) == 0;
     power_window *timed_window = NULL;
-    double measured_w = 0.0, measured_mhz = 0.0, measured_c = 0.0;
+    r->measured_w = 0.0; r->measured_mhz = 0.0; r->measured_c = 0.0;
     for (int step = 1; step <= o->steps; step++) {
         if (have_nvml && step == o->warmup + 1) timed_window = power_window_begin();
         if (rank == fail_rank && step == fail_step) {
             fprintf(stderr, "sextant-gpu train: rank %d: SEXTANT_TRAIN_FAIL: dying at step %d\n", rank, step);
             _exit(9);
         }
-        if (watchdog_s > 0) launch_watchdog(rank, watchdog_s, "a training step");
-        load_batch(&g, o, &data_state, global_in, global_tg);
-        CK(cudaEventRecord(t0, gpu_ctx.stream));
-        one_step(&g, step);
-        CK(cudaEventRecord(t1, gpu_ctx.stream));
+        if (r->watchdog_s > 0) launch_watchdog(rank, r->watchdog_s, "a training step");
+        load_batch(g, o, &r->data_state, r->global_in, r->global_tg);
+        CK(cudaEventRecord(r->t0, gpu_ctx.stream));
+        one_step(g, step);
+        CK(cudaEventRecord(r->t1, gpu_ctx.stream));
         if (clock_probe_ops) CK(sx_sm_clock_probe(clock_probe_mhz + PROFILE_MAX + step - 1, CLOCK_PROBE_US, gpu_ctx.stream));
         /* the compute stream only: ZeRO-1's all-gather may run on into the next step's forward */
-        host_wait(&g, t1, "a training step");
+        host_wait(g, r->t1, "a training step");
         CK(cudaGetLastError());
         float ms;
-        CK(cudaEventElapsedTime(&ms, t0, t1));
-        double loss = step_loss(&g, o, host_loss);
-        if (watchdog_s > 0) launch_watchdog(rank, 0, NULL);
+        CK(cudaEventElapsedTime(&ms, r->t0, r->t1));
+        double loss = step_loss(g, o, r->host_loss);
+        if (r->watchdog_s > 0) launch_watchdog(rank, 0, NULL);
         if (!isfinite(loss)) {
             fprintf(stderr, "sextant-gpu train: rank %d: step %d: loss is %f\n", rank, step, loss);
-            return 1;
+            return -1;
         }
-        if (step == 1) first_loss = loss;
-        last_loss = loss;
-        step_losses[step - 1] = loss;
-        if (step > o->warmup) step_s[timed++] = ms * 1e-3;
+        if (step == 1) r->first_loss = loss;
+        r->last_loss = loss;
+        r->step_losses[step - 1] = loss;
+        if (step > o->warmup) r->step_s[r->timed++] = ms * 1e-3;
         if (loss_file) fprintf(loss_file, "%d %.6f\n", step, loss);
         if (rank == 0 && (o->quiet_steps || step == 1 || step % 10 == 0 || step == o->steps))
             printf("step %4d  loss %.6f  %.2f ms\n", step, loss, ms);
@@ -505,56 +580,65 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     if (timed_window) {
         double window_s;
         int updates;
-        if (power_window_end(timed_window, &measured_w, &measured_mhz, &measured_c, &window_s, &updates) != 0)
-            measured_w = measured_mhz = measured_c = 0.0;
+        if (power_window_end(timed_window, &r->measured_w, &r->measured_mhz, &r->measured_c, &window_s, &updates) != 0)
+            r->measured_w = r->measured_mhz = r->measured_c = 0.0;
     }
     if (have_nvml) power_close();
     if (loss_file && outfile_commit(&losses_out, losses_err, sizeof losses_err) != 0) {
         fprintf(stderr, "sextant-gpu train: --losses: %s\n", losses_err);
         exit(2);
     }
+    return 0;
+}
 
+/* The profiling step: one more step with events around every op, summed per op and pass. */
+static void run_profiling_step(train_run_state *r, gpt *g)
+{
+    const train_options *o = r->o;
+    const int rank = r->rank;
     /* the profiling step: one more step with events around every op */
-    if (watchdog_s > 0) launch_watchdog(rank, watchdog_s, "the profiling step");
-    load_batch(&g, o, &data_state, global_in, global_tg);
+    if (r->watchdog_s > 0) launch_watchdog(rank, r->watchdog_s, "the profiling step");
+    load_batch(g, o, &r->data_state, r->global_in, r->global_tg);
     profiling = 1;
     profile_count = 0;
-    CK(cudaEventRecord(t0, gpu_ctx.stream));
-    one_step(&g, o->steps + 1);
-    CK(cudaEventRecord(t1, gpu_ctx.stream));
-    sync_all(&g, "the profiling step");
+    CK(cudaEventRecord(r->t0, gpu_ctx.stream));
+    one_step(g, o->steps + 1);
+    CK(cudaEventRecord(r->t1, gpu_ctx.stream));
+    sync_all(g, "the profiling step");
     profiling = 0;
-    (void)step_loss(&g, o, host_loss);
-    if (watchdog_s > 0) launch_watchdog(rank, 0, NULL);
-    float profiled_ms;
-    CK(cudaEventElapsedTime(&profiled_ms, t0, t1));
-    measured_op ms_ops[MEASURED_MAX];
-    int nms = 0;
+    (void)step_loss(g, o, r->host_loss);
+    if (r->watchdog_s > 0) launch_watchdog(rank, 0, NULL);
+    CK(cudaEventElapsedTime(&r->profiled_ms, r->t0, r->t1));
+    r->nms = 0;
     for (int i = 0; i < profile_count; i++) {
         float ms;
         CK(cudaEventElapsedTime(&ms, profile_events[2 * i], profile_events[2 * i + 1]));
         int k = 0;
-        while (k < nms && (ms_ops[k].pass != profile_tags[i].pass || strcmp(ms_ops[k].name, profile_tags[i].name))) k++;
-        if (k == nms) {
-            if (nms == MEASURED_MAX) continue;
-            ms_ops[nms++] = (measured_op){profile_tags[i].name, profile_tags[i].pass, 0.0, 0, 1e30};
+        while (k < r->nms && (r->ms_ops[k].pass != profile_tags[i].pass || strcmp(r->ms_ops[k].name, profile_tags[i].name))) k++;
+        if (k == r->nms) {
+            if (r->nms == MEASURED_MAX) continue;
+            r->ms_ops[r->nms++] = (measured_op){profile_tags[i].name, profile_tags[i].pass, 0.0, 0, 1e30};
         }
-        ms_ops[k].seconds += ms * 1e-3;
-        ms_ops[k].calls++;
-        if (ms * 1e-3 < ms_ops[k].fastest) ms_ops[k].fastest = ms * 1e-3;
+        r->ms_ops[k].seconds += ms * 1e-3;
+        r->ms_ops[k].calls++;
+        if (ms * 1e-3 < r->ms_ops[k].fastest) r->ms_ops[k].fastest = ms * 1e-3;
     }
-    double clock_sum[MEASURED_MAX] = {0};
-    int clock_n[MEASURED_MAX] = {0};
-    double step_clock_median = 0.0;
+}
+
+/* SEXTANT_CLOCK_PROBE: the clock after each profiled op, and the timed steps' median. */
+static void read_clock_probes(train_run_state *r)
+{
+    const train_options *o = r->o;
+    r->step_clock_median = 0.0;
     if (clock_probe_ops) {
         float *mhz = host_alloc((PROFILE_MAX + (size_t)o->steps) * sizeof *mhz);
         CK(cudaMemcpy(mhz, clock_probe_mhz, (PROFILE_MAX + (size_t)o->steps) * sizeof *mhz, cudaMemcpyDeviceToHost));
         for (int i = 0; i < profile_count; i++) {
             if (mhz[i] <= 0.0f) continue;
-            for (int k = 0; k < nms; k++)
-                if (ms_ops[k].pass == profile_tags[i].pass && !strcmp(ms_ops[k].name, profile_tags[i].name)) {
-                    clock_sum[k] += mhz[i];
-                    clock_n[k]++;
+            for (int k = 0; k < r->nms; k++)
+                if (r->ms_ops[k].pass == profile_tags[i].pass && !strcmp(r->ms_ops[k].name, profile_tags[i].name)) {
+                    r->clock_sum[k] += mhz[i];
+                    r->clock_n[k]++;
                     break;
                 }
         }
@@ -563,41 +647,47 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         for (int st = o->warmup; st < o->steps; st++)
             if (mhz[PROFILE_MAX + st] > 0.0f) timed_mhz[nt++] = mhz[PROFILE_MAX + st];
         sort_ascending(timed_mhz, (size_t)nt);
-        if (nt) step_clock_median = timed_mhz[nt / 2];
+        if (nt) r->step_clock_median = timed_mhz[nt / 2];
         free(timed_mhz);
         free(mhz);
         CK(cudaFree(clock_probe_mhz));
         clock_probe_mhz = NULL;
     }
+}
+
+/* SEXTANT_REPLAY: one more step, every linear layer's GEMMs and the attention replayed. */
+static void run_replay_step(train_run_state *r, gpt *g)
+{
+    const train_options *o = r->o;
+    const int rank = r->rank;
     /* SEXTANT_REPLAY: one more step, every linear layer's GEMMs and the attention replayed */
-    measured_op replayed[MEASURED_MAX];
-    int nreplayed = 0;
+    r->nreplayed = 0;
     if (replay_runs > 0) {
-        if (watchdog_s > 0) launch_watchdog(rank, watchdog_s, "the replay step");
-        load_batch(&g, o, &data_state, global_in, global_tg);
+        if (r->watchdog_s > 0) launch_watchdog(rank, r->watchdog_s, "the replay step");
+        load_batch(g, o, &r->data_state, r->global_in, r->global_tg);
         replaying = 1;
         replay_count = 0;
-        one_step(&g, o->steps + 2);
-        sync_all(&g, "the replay step");
+        one_step(g, o->steps + 2);
+        sync_all(g, "the replay step");
         replaying = 0;
-        (void)step_loss(&g, o, host_loss);
-        if (watchdog_s > 0) launch_watchdog(rank, 0, NULL);
+        (void)step_loss(g, o, r->host_loss);
+        if (r->watchdog_s > 0) launch_watchdog(rank, 0, NULL);
         for (int i = 0; i < replay_count; i++) {
             float ms;
             CK(cudaEventElapsedTime(&ms, replay_events[2 * i], replay_events[2 * i + 1]));
             int k = 0;
-            while (k < nreplayed && (replayed[k].pass != replay_tags[i].pass || strcmp(replayed[k].name, replay_tags[i].name)))
+            while (k < r->nreplayed && (r->replayed[k].pass != replay_tags[i].pass || strcmp(r->replayed[k].name, replay_tags[i].name)))
                 k++;
-            if (k == nreplayed) {
-                if (nreplayed == MEASURED_MAX) continue;
-                replayed[nreplayed++] = (measured_op){replay_tags[i].name, replay_tags[i].pass, 0.0, 0, 1e30};
+            if (k == r->nreplayed) {
+                if (r->nreplayed == MEASURED_MAX) continue;
+                r->replayed[r->nreplayed++] = (measured_op){replay_tags[i].name, replay_tags[i].pass, 0.0, 0, 1e30};
             }
-            replayed[k].seconds += ms * 1e-3 / replay_runs; /* per run, summed over the op's calls like the step's */
-            replayed[k].calls++;
+            r->replayed[k].seconds += ms * 1e-3 / replay_runs; /* per run, summed over the op's calls like the step's */
+            r->replayed[k].calls++;
         }
-        if (replay_copies && g.s.flash) {
+        if (replay_copies && g->s.flash) {
             double alone[2], mhz[2];
-            replay_copies_alone(&g.s, alone, mhz);
+            replay_copies_alone(&g->s, alone, mhz);
             if (rank == 0 && alone[0] > 0)
                 printf("SEXTANT_REPLAY_COPIES: layer 0's attention on the copies, back to back alone after 1 s idle: "
                        "forward %.4f ms (%.0f MHz), backward %.4f ms (%.0f MHz) per call\n", alone[0], mhz[0], alone[1],
@@ -605,228 +695,328 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         }
         replay_free(); /* before the device's memory is read */
     }
+}
+
+/* The step's median and memory, the rows of the report, and every rank's figures to every rank. */
+static void measure_run(train_run_state *r, gpt *g)
+{
+    const train_options *o = r->o;
+    const model_t *m = r->m;
+    const hw_gpu *gpu = r->gpu;
+    launch_ctx *ctx = r->ctx;
+    const int nranks = r->nranks;
+    const int rank = r->rank;
+    const shapes *s = &g->s;
     size_t free_after;
-    CK(cudaMemGetInfo(&free_after, &total_mem));
-    sort_ascending(step_s, (size_t)timed);
-    double median = step_s[timed / 2], spread = (step_s[timed - 1] - step_s[0]) / median;
-    double device_used = (double)(total_mem - free_after);
+    CK(cudaMemGetInfo(&free_after, &r->total_mem));
+    sort_ascending(r->step_s, (size_t)r->timed);
+    r->median = r->step_s[r->timed / 2];
+    r->spread = (r->step_s[r->timed - 1] - r->step_s[0]) / r->median;
+    r->device_used = (double)(r->total_mem - free_after);
 
     /* Pipeline: a send/recv that finds its peer ready costs the transfer
      * alone; the fastest of the step stands for that cost, and the rest of
      * the time spent in send/recv is waiting for the other stage: the bubble. */
     int p2p_calls = 0, bwd_calls = 0;
     double p2p_fastest = 0.0, bwd_fastest = 0.0;
-    double p2p_total = measured_of(ms_ops, nms, "pp_sendrecv", PASS_FWD, &p2p_calls, &p2p_fastest);
-    double p2p_bwd = measured_of(ms_ops, nms, "pp_sendrecv", PASS_BWD, &bwd_calls, &bwd_fastest);
+    double p2p_total = measured_of(r->ms_ops, r->nms, "pp_sendrecv", PASS_FWD, &p2p_calls, &p2p_fastest);
+    double p2p_bwd = measured_of(r->ms_ops, r->nms, "pp_sendrecv", PASS_BWD, &bwd_calls, &bwd_fastest);
     if (bwd_calls && (!p2p_calls || bwd_fastest < p2p_fastest)) p2p_fastest = bwd_fastest;
     p2p_total += p2p_bwd;
     p2p_calls += bwd_calls;
-    measured_step ms_step = {ms_ops, nms, p2p_calls ? p2p_fastest : 0.0, p2p_total,
-                             measured_of(ms_ops, nms, "dp_exposed", PASS_STEP, NULL, NULL) +
-                                 measured_of(ms_ops, nms, "dp_allgather_wait", PASS_STEP, NULL, NULL) +
-                                 zero_exposed(ms_ops, nms),
-                             median, device_used, s->vpp > 1 ? measured_of(ms_ops, nms, "pp_wait", PASS_STEP, NULL, NULL) : -1.0};
-    const stage_ops *ops = stage_list(&e, s);
-    report_row *rows = calloc((size_t)ops->nops + MEASURED_MAX + 8, sizeof *rows);
-    report_row *rows_uncal = calloc((size_t)ops->nops + MEASURED_MAX + 8, sizeof *rows_uncal);
-    if (!rows || !rows_uncal) { fprintf(stderr, "sextant-gpu train: out of host memory\n"); exit(1); }
-    double pp_transfer = 0.0, bubble = 0.0;
-    int nrows = op_rows(&e, &g, &ms_step, rows, &pp_transfer, &bubble);
-    int nrows_uncal = have_uncal ? op_rows(&e_uncal, &g, &ms_step, rows_uncal, NULL, NULL) : 0;
-    double dp_exposed = ms_step.dp_exposed;
+    measured_step ms_step = {r->ms_ops, r->nms, p2p_calls ? p2p_fastest : 0.0, p2p_total,
+                             measured_of(r->ms_ops, r->nms, "dp_exposed", PASS_STEP, NULL, NULL) +
+                                 measured_of(r->ms_ops, r->nms, "dp_allgather_wait", PASS_STEP, NULL, NULL) +
+                                 zero_exposed(r->ms_ops, r->nms),
+                             r->median, r->device_used, s->vpp > 1 ? measured_of(r->ms_ops, r->nms, "pp_wait", PASS_STEP, NULL, NULL) : -1.0};
+    const stage_ops *ops = stage_list(&r->e, s);
+    r->rows = calloc((size_t)ops->nops + MEASURED_MAX + 8, sizeof *r->rows);
+    r->rows_uncal = calloc((size_t)ops->nops + MEASURED_MAX + 8, sizeof *r->rows_uncal);
+    if (!r->rows || !r->rows_uncal) { fprintf(stderr, "sextant-gpu train: out of host memory\n"); exit(1); }
+    r->pp_transfer = 0.0; r->bubble = 0.0;
+    r->nrows = op_rows(&r->e, g, &ms_step, r->rows, &r->pp_transfer, &r->bubble);
+    r->nrows_uncal = r->have_uncal ? op_rows(&r->e_uncal, g, &ms_step, r->rows_uncal, NULL, NULL) : 0;
+    r->dp_exposed = ms_step.dp_exposed;
 
     /* every rank's figures to every rank */
-    double mine[8] = {median, spread, device_used, (double)g.accounted_bytes, bubble, dp_exposed, pp_transfer,
-                      profiled_ms * 1e-3};
-    double *all = host_alloc(8 * sizeof(double) * (size_t)nranks);
+    double mine[8] = {r->median, r->spread, r->device_used, (double)g->accounted_bytes, r->bubble, r->dp_exposed, r->pp_transfer,
+                      r->profiled_ms * 1e-3};
+    r->all = host_alloc(8 * sizeof(double) * (size_t)nranks);
     if (ctx) {
         CK(cudaMemcpyAsync(world_scratch + 8 * (size_t)rank, mine, sizeof mine, cudaMemcpyHostToDevice, gpu_ctx.stream));
         NC(ncclAllGather(world_scratch + 8 * (size_t)rank, world_scratch, 8, ncclFloat64, ctx->comm, gpu_ctx.stream));
-        CK(cudaMemcpyAsync(all, world_scratch, sizeof mine * (size_t)nranks, cudaMemcpyDeviceToHost, gpu_ctx.stream));
-        sync_all(&g, "the report's all-gather");
+        CK(cudaMemcpyAsync(r->all, world_scratch, sizeof mine * (size_t)nranks, cudaMemcpyDeviceToHost, gpu_ctx.stream));
+        sync_all(g, "the report's all-gather");
     } else {
-        memcpy(all, mine, sizeof mine);
+        memcpy(r->all, mine, sizeof mine);
     }
-    double slowest = 0, peak = 0;
-    int peak_rank = 0;
-    for (int r = 0; r < nranks; r++) {
-        if (all[8 * r] > slowest) slowest = all[8 * r];
-        if (all[8 * r + 2] > peak) { peak = all[8 * r + 2]; peak_rank = r; }
+    r->slowest = 0; r->peak = 0;
+    r->peak_rank = 0;
+    for (int rk = 0; rk < nranks; rk++) {
+        if (r->all[8 * rk] > r->slowest) r->slowest = r->all[8 * rk];
+        if (r->all[8 * rk + 2] > r->peak) { r->peak = r->all[8 * rk + 2]; r->peak_rank = rk; }
     }
-    double tokens_per_s = (double)global_tokens / slowest;
-    double flops_per_s = e.model_flops_per_step / slowest;
-    double mfu = flops_per_s / ((double)nranks * gpu->peak_flops[PREC_BF16]);
+    r->tokens_per_s = (double)r->global_tokens / r->slowest;
+    r->flops_per_s = r->e.model_flops_per_step / r->slowest;
+    r->mfu = r->flops_per_s / ((double)nranks * gpu->peak_flops[PREC_BF16]);
     /* whether the run learns: the losses' trend against their own noise (loss_trend.c) */
-    loss_trend trend;
-    loss_trend_judge(step_losses, o->steps, &trend);
-    if (rank == 0) {
-        char trend_line[256];
-        loss_trend_describe(&trend, trend_line, sizeof trend_line);
-        printf("\nloss %.4f -> %.4f over %d steps (ln V = %.4f)\n%s\n", first_loss, last_loss, o->steps, log((double)s->V),
-               trend_line);
-        printf("step time: median %.2f ms over %d timed steps (spread %.1f%%; slowest rank's median), predicted %.2f ms (%+.1f%%)\n",
-               slowest * 1e3, timed, 100.0 * spread, e.step_s * 1e3, 100.0 * (e.step_s / slowest - 1.0));
-        printf("tokens/s %.0f (%.0f per GPU), %.1f model TFLOP/s per GPU, MFU %.1f%% (planner's model FLOPs %.4g per step)\n",
-               tokens_per_s, tokens_per_s / nranks, flops_per_s / nranks / 1e12, 100.0 * mfu, e.model_flops_per_step);
-        printf("memory: peak device use %.3f GiB on rank %d; predicted %.3f GiB for the heaviest stage (%+.1f%%): "
-               "weights+grads+Adam %.3f, activations %.3f, logits %.3f, other %.3f\n",
-               peak / 1073741824.0, peak_rank, e.memory.total / 1073741824.0, 100.0 * (e.memory.total / peak - 1.0),
-               (e.memory.weights + e.memory.gradients + e.memory.optimizer) / 1073741824.0, e.memory.activations / 1073741824.0,
-               e.memory.logits / 1073741824.0, e.memory.other / 1073741824.0);
-        printf("predicted step: compute %.2f ms, tp %.2f, pp %.2f, bubble %.2f, dp exposed %.2f, optimizer %.2f\n",
-               e.compute_s * 1e3, e.tp_comm_s * 1e3, e.pp_comm_s * 1e3, e.bubble_s * 1e3, e.dp_comm_s * 1e3,
-               e.optimizer_s * 1e3);
-        if (measured_w > 0)
-            printf("power: %.0f W and %.0f MHz SM clock at %.0f C over the timed steps (NVML: energy counter, clock every "
-                   "5 ms%s)\n", measured_w, measured_mhz, measured_c, nranks > 1 ? "; rank 0's GPU" : "");
-        if (e.step_clock_hz > 0)
-            printf("power model: predicted %.0f W at %.0f MHz (%.0f W at the top clock%s)%s\n", e.step_power_w,
-                   e.step_clock_hz / 1e6, e.top_clock_power_w, e.clock_fraction < 1.0 ? ", over the cap" : "",
-                   measured_mhz > 0 ? "" : "; not measured here");
-        if (s->moe && g.moe.imbalance_calls)
-            printf("MoE load imbalance: measured %.3f mean, %.3f worst (the busiest EP rank's routed tokens over the mean, over "
-                   "%ld layer calls of rank 0, every step); the planner assumes %.3f (--moe-imbalance %.3f%s)\n",
-                   g.moe.imbalance_sum / g.moe.imbalance_calls, g.moe.imbalance_max, g.moe.imbalance_calls, moe_rank_load(m, &l),
-                   model_moe_imbalance(m), s->ep == 1 ? "; with ep 1 no rank waits for another: load 1" : "");
-        if (s->moe)
-            printf("MoE buffers: the routed rows' (stream-ordered pool) peaked at %.3f GiB on rank 0, beside our %.3f GiB; "
-                   "the EP groups' first use took %.3f GiB; expert GEMMs: %s, %ld cuBLASLt heuristic queries, %ld calls "
-                   "through cublasGemmEx\n", moe_pool_high_bytes(&g.moe) / 1073741824.0, g.accounted_bytes / 1073741824.0,
-                   g.moe.connect_bytes / 1073741824.0, g.moe.gemm_ex ? "cublasGemmEx (SEXTANT_MOE_GEMM=ex)" : "cuBLASLt",
-                   g.moe.heuristics, g.moe.fallbacks);
-        if (have_uncal)
-            printf("uncalibrated (hwdb defaults): step %.2f ms (%+.1f%%), memory %.3f GiB (%+.1f%%)\n", e_uncal.step_s * 1e3,
-                   100.0 * (e_uncal.step_s / slowest - 1.0), e_uncal.memory.total / 1073741824.0,
-                   100.0 * (e_uncal.memory.total / peak - 1.0));
-        if (nranks > 1) {
-            printf("%-5s %-6s %-6s %12s %10s %12s %12s %12s %12s\n", "rank", "stage", "tp/dp", "median ms", "spread",
-                   "device GiB", "ours GiB", "bubble ms", "dp exp. ms");
-            for (int r = 0; r < nranks; r++)
-                printf("%-5d %-6d %d/%-4d %12.2f %9.1f%% %12.3f %12.3f %12.2f %12.2f\n", r, r / (o->tp * cp * o->dp), r % o->tp,
-                       (r / (o->tp * cp)) % o->dp, all[8 * r] * 1e3, 100.0 * all[8 * r + 1], all[8 * r + 2] / 1073741824.0,
-                       all[8 * r + 3] / 1073741824.0, all[8 * r + 4] * 1e3, all[8 * r + 5] * 1e3);
-        }
-        if (s->vpp > 1)
-            printf("our allocations: model state %.3f GiB, activations %.3f GiB (%d chunk slot%s of %d layers in flight, %d "
-                   "inputs, %d heads, %d gradient buffers), scratch %.3f GiB (rank 0)\n", state_bytes / 1073741824.0,
-                   act_bytes / 1073741824.0, g.nslots, g.nslots == 1 ? "" : "s", s->Lc, g.pools.inputs, g.pools.heads,
-                   g.pools.grad_buffers, g.scr.bytes / 1073741824.0);
-        else
-            printf("our allocations: model state %.3f GiB, activations %.3f GiB (%d micro-batch%s in flight), scratch %.3f GiB "
-                   "(rank 0)\n", state_bytes / 1073741824.0, act_bytes / 1073741824.0, g.nslots, g.nslots == 1 ? "" : "es",
-                   g.scr.bytes / 1073741824.0);
-        if (g.zero)
-            printf("ZeRO-%d beside the shards: %.3f GiB, %s gradient buffers of %.2f M elements (a layer) x 2 + %.2f M "
-                   "(the embedding or head, when larger); the planner counts %.3f GiB (zero_unit_buffer_bytes)\n", g.zero, g.zero_bytes / 1073741824.0,
-                   g.zero == 3 ? "gathered parameter and" : "", g.zs.small / 1e6, g.zs.big / 1e6,
-                   zero_unit_buffer_bytes(g.zero, (double)g.zs.small, (double)g.zs.big, 2.0, 2.0) / 1073741824.0);
+    loss_trend_judge(r->step_losses, o->steps, &r->trend);
+    /* what the report files say beside the rows */
+    r->info = (report_info){m, gpu, o, rank, s->pp_rank, nranks, r->timed, r->spread, r->tokens_per_s, r->flops_per_s, r->mfu,
+                            r->first_loss, r->last_loss, r->measured_w, r->measured_mhz, r->measured_c, r->e.step_power_w,
+                            r->e.step_clock_hz / 1e6};
+}
+
+/* Rank 0's summary: loss, step time, throughput, memory, power, against the planner. */
+static void print_summary(const train_run_state *r, const gpt *g)
+{
+    const train_options *o = r->o;
+    const model_t *m = r->m;
+    const int nranks = r->nranks;
+    const int cp = r->cp;
+    const shapes *s = &g->s;
+    char trend_line[256];
+    loss_trend_describe(&r->trend, trend_line, sizeof trend_line);
+    printf("\nloss %.4f -> %.4f over %d steps (ln V = %.4f)\n%s\n", r->first_loss, r->last_loss, o->steps, log((double)s->V),
+           trend_line);
+    printf("step time: median %.2f ms over %d timed steps (spread %.1f%%; slowest rank's median), predicted %.2f ms (%+.1f%%)\n",
+           r->slowest * 1e3, r->timed, 100.0 * r->spread, r->e.step_s * 1e3, 100.0 * (r->e.step_s / r->slowest - 1.0));
+    printf("tokens/s %.0f (%.0f per GPU), %.1f model TFLOP/s per GPU, MFU %.1f%% (planner's model FLOPs %.4g per step)\n",
+           r->tokens_per_s, r->tokens_per_s / nranks, r->flops_per_s / nranks / 1e12, 100.0 * r->mfu, r->e.model_flops_per_step);
+    printf("memory: peak device use %.3f GiB on rank %d; predicted %.3f GiB for the heaviest stage (%+.1f%%): "
+           "weights+grads+Adam %.3f, activations %.3f, logits %.3f, other %.3f\n",
+           r->peak / 1073741824.0, r->peak_rank, r->e.memory.total / 1073741824.0, 100.0 * (r->e.memory.total / r->peak - 1.0),
+           (r->e.memory.weights + r->e.memory.gradients + r->e.memory.optimizer) / 1073741824.0, r->e.memory.activations / 1073741824.0,
+           r->e.memory.logits / 1073741824.0, r->e.memory.other / 1073741824.0);
+    printf("predicted step: compute %.2f ms, tp %.2f, pp %.2f, bubble %.2f, dp exposed %.2f, optimizer %.2f\n",
+           r->e.compute_s * 1e3, r->e.tp_comm_s * 1e3, r->e.pp_comm_s * 1e3, r->e.bubble_s * 1e3, r->e.dp_comm_s * 1e3,
+           r->e.optimizer_s * 1e3);
+    if (r->measured_w > 0)
+        printf("power: %.0f W and %.0f MHz SM clock at %.0f C over the timed steps (NVML: energy counter, clock every "
+               "5 ms%s)\n", r->measured_w, r->measured_mhz, r->measured_c, nranks > 1 ? "; rank 0's GPU" : "");
+    if (r->e.step_clock_hz > 0)
+        printf("power model: predicted %.0f W at %.0f MHz (%.0f W at the top clock%s)%s\n", r->e.step_power_w,
+               r->e.step_clock_hz / 1e6, r->e.top_clock_power_w, r->e.clock_fraction < 1.0 ? ", over the cap" : "",
+               r->measured_mhz > 0 ? "" : "; not measured here");
+    if (s->moe && g->moe.imbalance_calls)
+        printf("MoE load imbalance: measured %.3f mean, %.3f worst (the busiest EP rank's routed tokens over the mean, over "
+               "%ld layer calls of rank 0, every step); the planner assumes %.3f (--moe-imbalance %.3f%s)\n",
+               g->moe.imbalance_sum / g->moe.imbalance_calls, g->moe.imbalance_max, g->moe.imbalance_calls, moe_rank_load(m, &r->l),
+               model_moe_imbalance(m), s->ep == 1 ? "; with ep 1 no rank waits for another: load 1" : "");
+    if (s->moe)
+        printf("MoE buffers: the routed rows' (stream-ordered pool) peaked at %.3f GiB on rank 0, beside our %.3f GiB; "
+               "the EP groups' first use took %.3f GiB; expert GEMMs: %s, %ld cuBLASLt heuristic queries, %ld calls "
+               "through cublasGemmEx\n", moe_pool_high_bytes(&g->moe) / 1073741824.0, g->accounted_bytes / 1073741824.0,
+               g->moe.connect_bytes / 1073741824.0, g->moe.gemm_ex ? "cublasGemmEx (SEXTANT_MOE_GEMM=ex)" : "cuBLASLt",
+               g->moe.heuristics, g->moe.fallbacks);
+    if (r->have_uncal)
+        printf("uncalibrated (hwdb defaults): step %.2f ms (%+.1f%%), memory %.3f GiB (%+.1f%%)\n", r->e_uncal.step_s * 1e3,
+               100.0 * (r->e_uncal.step_s / r->slowest - 1.0), r->e_uncal.memory.total / 1073741824.0,
+               100.0 * (r->e_uncal.memory.total / r->peak - 1.0));
+    if (nranks > 1) {
+        printf("%-5s %-6s %-6s %12s %10s %12s %12s %12s %12s\n", "rank", "stage", "tp/dp", "median ms", "spread",
+               "device GiB", "ours GiB", "bubble ms", "dp exp. ms");
+        for (int rk = 0; rk < nranks; rk++)
+            printf("%-5d %-6d %d/%-4d %12.2f %9.1f%% %12.3f %12.3f %12.2f %12.2f\n", rk, rk / (o->tp * cp * o->dp), rk % o->tp,
+                   (rk / (o->tp * cp)) % o->dp, r->all[8 * rk] * 1e3, 100.0 * r->all[8 * rk + 1], r->all[8 * rk + 2] / 1073741824.0,
+                   r->all[8 * rk + 3] / 1073741824.0, r->all[8 * rk + 4] * 1e3, r->all[8 * rk + 5] * 1e3);
     }
+    if (s->vpp > 1)
+        printf("our allocations: model state %.3f GiB, activations %.3f GiB (%d chunk slot%s of %d layers in flight, %d "
+               "inputs, %d heads, %d gradient buffers), scratch %.3f GiB (rank 0)\n", r->state_bytes / 1073741824.0,
+               r->act_bytes / 1073741824.0, g->nslots, g->nslots == 1 ? "" : "s", s->Lc, g->pools.inputs, g->pools.heads,
+               g->pools.grad_buffers, g->scr.bytes / 1073741824.0);
+    else
+        printf("our allocations: model state %.3f GiB, activations %.3f GiB (%d micro-batch%s in flight), scratch %.3f GiB "
+               "(rank 0)\n", r->state_bytes / 1073741824.0, r->act_bytes / 1073741824.0, g->nslots, g->nslots == 1 ? "" : "es",
+               g->scr.bytes / 1073741824.0);
+    if (g->zero)
+        printf("ZeRO-%d beside the shards: %.3f GiB, %s gradient buffers of %.2f M elements (a layer) x 2 + %.2f M "
+               "(the embedding or head, when larger); the planner counts %.3f GiB (zero_unit_buffer_bytes)\n", g->zero, g->zero_bytes / 1073741824.0,
+               g->zero == 3 ? "gathered parameter and" : "", g->zs.small / 1e6, g->zs.big / 1e6,
+               zero_unit_buffer_bytes(g->zero, (double)g->zs.small, (double)g->zs.big, 2.0, 2.0) / 1073741824.0);
+}
+
+/* One table per stage, from its first rank, stage after stage: each op against the planner. */
+static void print_stage_tables(train_run_state *r, gpt *g)
+{
+    const train_options *o = r->o;
+    const int rank = r->rank;
+    const shapes *s = &g->s;
     /* one table per stage, from its first rank, stage after stage */
-    report_info info = {m, gpu, o, rank, s->pp_rank, nranks, timed, spread, tokens_per_s, flops_per_s, mfu, first_loss,
-                        last_loss, measured_w, measured_mhz, measured_c, e.step_power_w, e.step_clock_hz / 1e6};
     for (int stage = 0; stage < o->pp; stage++) {
         if (s->pp_rank == stage && s->tp_rank == 0 && s->dp_rank == 0 && s->cp_rank == 0) {
             printf("\nstage %d (rank %d), profiling step: %.2f ms with %d event pairs (%+.1f%% on the timed median: what the "
-                   "events cost)\n", stage, rank, profiled_ms, profile_count, 100.0 * (profiled_ms * 1e-3 / median - 1.0));
+                   "events cost)\n", stage, rank, r->profiled_ms, profile_count, 100.0 * (r->profiled_ms * 1e-3 / r->median - 1.0));
             printf("%-28s %-5s %12s %12s %8s\n", "op", "pass", "predicted ms", "measured ms", "error");
-            for (int i = 0; i < nrows; i++) {
-                const report_row *r = &rows[i];
-                if (r->predicted_s < 0)
-                    printf("%-28s %-5s %12s %12.4f   (not in the op list)\n", r->op, r->pass, "", r->measured_s * 1e3);
+            for (int i = 0; i < r->nrows; i++) {
+                const report_row *row = &r->rows[i];
+                if (row->predicted_s < 0)
+                    printf("%-28s %-5s %12s %12.4f   (not in the op list)\n", row->op, row->pass, "", row->measured_s * 1e3);
                 else
-                    printf("%-28s %-5s %12.4f %12.4f %+7.1f%%%s\n", r->op, r->pass, r->predicted_s * 1e3, r->measured_s * 1e3,
-                           r->measured_s > 0 ? 100.0 * (r->predicted_s / r->measured_s - 1.0) : 0.0,
-                           r->measured_s > 0 ? "" : "   (not executed)");
+                    printf("%-28s %-5s %12.4f %12.4f %+7.1f%%%s\n", row->op, row->pass, row->predicted_s * 1e3, row->measured_s * 1e3,
+                           row->measured_s > 0 ? 100.0 * (row->predicted_s / row->measured_s - 1.0) : 0.0,
+                           row->measured_s > 0 ? "" : "   (not executed)");
             }
             if (clock_probe_ops) {
                 printf("\nSM clock (SEXTANT_CLOCK_PROBE=%s): at the end of the timed steps median %.0f MHz; right after "
-                       "each op of the profiling step:\n%-28s %-5s %6s %10s\n", clock_probe_ops, step_clock_median, "op",
+                       "each op of the profiling step:\n%-28s %-5s %6s %10s\n", clock_probe_ops, r->step_clock_median, "op",
                        "pass", "probes", "mean MHz");
-                for (int k = 0; k < nms; k++)
-                    if (clock_n[k])
-                        printf("%-28s %-5s %6d %10.0f\n", ms_ops[k].name, pass_name(ms_ops[k].pass), clock_n[k],
-                               clock_sum[k] / clock_n[k]);
+                for (int k = 0; k < r->nms; k++)
+                    if (r->clock_n[k])
+                        printf("%-28s %-5s %6d %10.0f\n", r->ms_ops[k].name, pass_name(r->ms_ops[k].pass), r->clock_n[k],
+                               r->clock_sum[k] / r->clock_n[k]);
             }
-            if (nreplayed) {
+            if (r->nreplayed) {
                 printf("\nReplayed (SEXTANT_REPLAY=%d): each GEMM and attention ran %d more times back to back on the step's own "
                        "operands, in a step of its own; ms per step as in the table above\n%-28s %-5s %12s %12s %12s %10s "
                        "%10s\n", replay_runs, replay_runs, "op", "pass", "predicted ms", "in step ms", "replayed ms",
                        "pred/repl", "step/repl");
-                for (int k = 0; k < nreplayed; k++) {
+                for (int k = 0; k < r->nreplayed; k++) {
                     const report_row *row = NULL;
                     /* SEXTANT_REPLAY_COPIES' rows beside their op's */
-                    const char *copies = strstr(replayed[k].name, "_on_copies");
-                    size_t base_len = copies ? (size_t)(copies - replayed[k].name) : strlen(replayed[k].name);
-                    for (int i = 0; i < nrows && !row; i++)
-                        if (strlen(rows[i].op) == base_len && !strncmp(rows[i].op, replayed[k].name, base_len) &&
-                            !strcmp(rows[i].pass, pass_name(replayed[k].pass)))
-                            row = &rows[i];
+                    const char *copies = strstr(r->replayed[k].name, "_on_copies");
+                    size_t base_len = copies ? (size_t)(copies - r->replayed[k].name) : strlen(r->replayed[k].name);
+                    for (int i = 0; i < r->nrows && !row; i++)
+                        if (strlen(r->rows[i].op) == base_len && !strncmp(r->rows[i].op, r->replayed[k].name, base_len) &&
+                            !strcmp(r->rows[i].pass, pass_name(r->replayed[k].pass)))
+                            row = &r->rows[i];
                     double pred = row && row->predicted_s >= 0 ? row->predicted_s : 0.0;
-                    double in_step = row ? row->measured_s : 0.0, rep = replayed[k].seconds;
-                    printf("%-28s %-5s %12.4f %12.4f %12.4f %+9.1f%% %+9.1f%%\n", replayed[k].name,
-                           pass_name(replayed[k].pass), pred * 1e3, in_step * 1e3, rep * 1e3,
+                    double in_step = row ? row->measured_s : 0.0, rep = r->replayed[k].seconds;
+                    printf("%-28s %-5s %12.4f %12.4f %12.4f %+9.1f%% %+9.1f%%\n", r->replayed[k].name,
+                           pass_name(r->replayed[k].pass), pred * 1e3, in_step * 1e3, rep * 1e3,
                            pred > 0 && rep > 0 ? 100.0 * (pred / rep - 1.0) : 0.0,
                            in_step > 0 && rep > 0 ? 100.0 * (in_step / rep - 1.0) : 0.0);
                 }
             }
             fflush(stdout);
         }
-        barrier(&g);
+        barrier(g);
     }
+}
+
+/* --csv: every rank's rows, rank after rank, into one file renamed when complete. */
+static void write_csv_ranks(train_run_state *r, gpt *g)
+{
+    const train_options *o = r->o;
+    const int nranks = r->nranks;
+    const int rank = r->rank;
     /* the CSV: every rank's rows, rank after rank, into one file renamed when complete */
-    int write_failed = 0;
+    r->write_failed = 0;
     if (o->csv) {
         /* the temporary file is named by rank 0's pid, which every rank learns from the sum */
-        long tag = (long)world_sum(&g, rank == 0 ? (double)getpid() : 0.0);
+        long tag = (long)world_sum(g, rank == 0 ? (double)getpid() : 0.0);
         outfile out = {0};
         char csv_err[PATH_MAX + 256];
-        for (int r = 0; r < nranks; r++) {
-            if (r == rank) {
-                if (outfile_open_shared(&out, o->csv, tag, r == 0, csv_err, sizeof csv_err) != 0) {
+        for (int rk = 0; rk < nranks; rk++) {
+            if (rk == rank) {
+                if (outfile_open_shared(&out, o->csv, tag, rk == 0, csv_err, sizeof csv_err) != 0) {
                     fprintf(stderr, "sextant-gpu train: rank %d: --csv: %s\n", rank, csv_err);
-                    write_failed = 1;
+                    r->write_failed = 1;
                 } else {
-                    if (r == 0) fputs(csv_header, out.f);
-                    csv_rows(out.f, &info, rows, nrows, o->calibrated);
-                    if (nrows_uncal) csv_rows(out.f, &info, rows_uncal, nrows_uncal, 0);
+                    if (rk == 0) fputs(csv_header, out.f);
+                    csv_rows(out.f, &r->info, r->rows, r->nrows, o->calibrated);
+                    if (r->nrows_uncal) csv_rows(out.f, &r->info, r->rows_uncal, r->nrows_uncal, 0);
                     /* rank 0 keeps its file open to commit or remove it once every rank has written */
-                    if (r == 0) write_failed |= fflush(out.f) != 0;
-                    else write_failed |= outfile_close(&out) != 0;
+                    if (rk == 0) r->write_failed |= fflush(out.f) != 0;
+                    else r->write_failed |= outfile_close(&out) != 0;
                 }
             }
-            barrier(&g);
+            barrier(g);
         }
-        write_failed = world_sum(&g, write_failed) > 0;
+        r->write_failed = world_sum(g, r->write_failed) > 0;
         if (rank == 0 && out.f) {
-            if (write_failed) outfile_abort(&out);
+            if (r->write_failed) outfile_abort(&out);
             else if (outfile_commit(&out, csv_err, sizeof csv_err) != 0) {
                 fprintf(stderr, "sextant-gpu train: --csv: %s\n", csv_err);
-                write_failed = 1;
+                r->write_failed = 1;
             }
         }
-        if (rank == 0 && write_failed) fprintf(stderr, "sextant-gpu train: --csv %s: write failed, nothing written\n", o->csv);
+        if (rank == 0 && r->write_failed) fprintf(stderr, "sextant-gpu train: --csv %s: write failed, nothing written\n", o->csv);
     }
+}
+
+int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, const train_options *o, launch_ctx *ctx)
+{
+    if (train_check(model, o) != 0) return 2;
+    int nranks = ctx ? ctx->nranks : 1, rank = ctx ? ctx->rank : 0;
+    my_rank = rank;
+    const int cp = o->cp > 1 ? o->cp : 1;
+    if (nranks != o->tp * o->pp * o->dp * cp) {
+        fprintf(stderr, "sextant-gpu train: --tp %d x --pp %d x --dp %d x --cp %d = %d GPUs, but %d rank%s started\n", o->tp,
+                o->pp, o->dp, cp, o->tp * o->pp * o->dp * cp, nranks, nranks == 1 ? " was" : "s were");
+        return 2;
+    }
+    /* what runs: no dropout (as llm.c), and the planner is told so */
+    model_t run = *model;
+    run.dropout = 0;
+    const model_t *m = &run;
+    static gpt g;
+    memset(&g, 0, sizeof g);
+    g.ctx = ctx;
+    static train_run_state state;
+    memset(&state, 0, sizeof state);
+    train_run_state *r = &state;
+    r->o = o; r->m = m; r->gpu = gpu; r->node = node; r->ctx = ctx;
+    r->nranks = nranks; r->rank = rank; r->cp = cp;
+    rank_shapes(&g, m, o, rank, cp);
+    int rc = plan_schedule(&g, o, rank);
+    if (rc != 0) return rc;
+    r->N = g.s.N;
+    const shapes *s = &g.s;
+    const int N = r->N;
+    if ((rc = predict_run(r, &g)) != 0) return rc;
+    r->blas_workspace = open_gpu_context(&g, nranks);
+    if (ctx) split_communicators(&g, o, ctx, cp);
+    allocate_step(r, &g);
+    /* the host's own bound: each wait on the GPU has --timeout, a host stuck inside NCCL has this */
+    r->watchdog_s = ctx ? (int)(2.0 * ctx->timeout_s) + 1 : 0;
+    if (r->watchdog_s > 0) launch_watchdog(rank, r->watchdog_s, "the communicators' first use");
+    if (s->moe) {
+        moe_config mc = {s->E, s->topk, s->C, s->F, N, s->L, s->Lmodel, s->layer0, s->ep, s->dp_rank % s->ep, o->dp, rank,
+                         1.0 / ((double)N * g.microbatches * o->dp), gpu_ctx.blas, gpu_ctx.stream, g.ep_comm, g.dp_comm, g.edp_comm,
+                         {profile_mark, initial_value, sx_ref_f2bf, P_COUNT}};
+        moe_init(&g.moe, &mc);
+        g.accounted_bytes += g.moe.bytes;
+        r->state_bytes += g.moe.bytes;
+    }
+    comm_warmup(&g);
+    if (r->watchdog_s > 0) launch_watchdog(rank, 0, NULL);
+    if (o->check_gradients) {
+        rc = check_gradients(&g, o, m);
+        gpt_free(&g, r->nptrs, r->blas_workspace);
+        return rc;
+    }
+    diagnostics_begin(o);
+    if (run_timed_steps(r, &g) != 0) return 1;
+    run_profiling_step(r, &g);
+    read_clock_probes(r);
+    run_replay_step(r, &g);
+    measure_run(r, &g);
+    if (rank == 0) print_summary(r, &g);
+    print_stage_tables(r, &g);
+    write_csv_ranks(r, &g);
     if (rank == 0) {
-        report_row *step = &rows[nrows - 1];
-        step->measured_s = slowest;
-        step->measured_bytes = peak;
-        if (o->json) write_failed |= write_json(o->json, &info, rows, nrows, all, nranks);
-        if (o->plot) write_failed |= write_plot(o->plot, &info, rows, nrows);
+        report_row *step = &r->rows[r->nrows - 1];
+        step->measured_s = r->slowest;
+        step->measured_bytes = r->peak;
+        if (o->json) r->write_failed |= write_json(o->json, &r->info, r->rows, r->nrows, r->all, nranks);
+        if (o->plot) r->write_failed |= write_plot(o->plot, &r->info, r->rows, r->nrows);
         if (bias_fallbacks) printf("note: %d bias GEMMs ran outside the epilogue (cuBLASLt offered no algorithm)\n", bias_fallbacks);
     }
-    free(rows);
-    free(rows_uncal);
-    free(all);
-    int ok = !loss_trend_fails(&trend);
+    free(r->rows);
+    free(r->rows_uncal);
+    free(r->all);
+    int ok = !loss_trend_fails(&r->trend);
 
     /* free what this rank allocated */
     for (int i = 0; i < profile_events_made; i++) CK(cudaEventDestroy(profile_events[i]));
     free(profile_events);
     free(profile_tags);
-    free(global_in); free(global_tg); free(host_loss); free(step_s); free(step_losses);
-    CK(cudaEventDestroy(t0));
-    CK(cudaEventDestroy(t1));
-    gpt_free(&g, nptrs, blas_workspace);
-    if (write_failed) return 2;
+    free(r->global_in); free(r->global_tg); free(r->host_loss); free(r->step_s); free(r->step_losses);
+    CK(cudaEventDestroy(r->t0));
+    CK(cudaEventDestroy(r->t1));
+    gpt_free(&g, r->nptrs, r->blas_workspace);
+    if (r->write_failed) return 2;
     return ok ? 0 : 1;
 }
