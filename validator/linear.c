@@ -9,6 +9,8 @@
 
 #include "step.h"
 
+/* GEMMs, row-major in the PyTorch convention W[out, in] */
+
 static const float one = 1.0f, zero = 0.0f;
 
 /* One cuBLASLt problem (column-major D = op(A) op(B) + beta C with an

@@ -83,6 +83,8 @@ typedef struct {
     bucket buckets[BUCKETS_MAX];
 } param_layout;
 
+/* ---- activations saved for backward, one allocation per micro-batch in flight */
+
 typedef struct {
     bf16 *x;             /* the layer's input (residual stream), Nl C */
     bf16 *ln1, *ln2;     /* the norms' outputs, Nl C */

@@ -106,6 +106,8 @@ void step_wait(const char *name, cudaEvent_t event)
     current_pass = saved;
 }
 
+/* ZeRO-1: before a bucket's parameters are read, the all-gather that
+ * brought them after the last step's optimizer must be complete. */
 void wait_params(gpt *g, int kind)
 {
     if (g->zero == 3) { zero3_params(g, kind); return; }
@@ -114,6 +116,8 @@ void wait_params(gpt *g, int kind)
     if (b < 0) return;
     step_wait("dp_allgather_wait", g->params_ready[b]);
 }
+
+/* ---- ZeRO-2/3: what the step asks of validator/zero.c ---------------------------- */
 
 /* zero.c's profiling: a mark of `pass` on stream `on` */
 void zero_mark(const char *name, int end, cudaStream_t on, pass_t pass)
