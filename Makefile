@@ -156,7 +156,7 @@ $(BUILD)/tests/test_plot: tests/test_plot.c tests/test_util.h validator/plot.c v
 	$(CC) $(CFLAGS) -Itests -Ivalidator -o $@ tests/test_plot.c validator/plot.c $(BUILD)/libsextant.a $(LDSAN) $(LDLIBS) -lcmocka
 
 # zero.c's streams and events against mocked CUDA and NCCL calls: their headers, not their libraries.
-$(BUILD)/tests/test_zero_streams: tests/test_zero_streams.c tests/test_util.h validator/zero.c validator/zero.h validator/gpu_check.h validator/gpu_context.h validator/gpu_timing.h validator/zero_plan.c validator/zero_plan.h validator/schedule.c
+$(BUILD)/tests/test_zero_streams: tests/test_zero_streams.c tests/test_util.h validator/zero.c validator/zero.h validator/gpu_check.h validator/zero_plan.c validator/zero_plan.h validator/schedule.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -Ivalidator -Ikernels -I$(CUDA_HOME)/include $(NCCL_INC) -o $@ tests/test_zero_streams.c validator/zero.c \
 	    validator/zero_plan.c validator/schedule.c $(LDSAN) -lm -lcmocka

@@ -81,13 +81,6 @@ void scratch_need(double bytes, const char *what)
 
 /* ---- timing -------------------------------------------------------------- */
 
-static int compare_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-void sort_floats(float *v, size_t n) { qsort(v, n, sizeof *v, compare_float); }
 
 /* Median of TIMED_RUNS event-timed runs after warm-up, in seconds; the
  * spread (max - min) / median goes to *spread. */
@@ -106,7 +99,7 @@ double time_median(launch_fn fn, const void *ctx, double *spread)
         CUDA_CHECK(cudaEventElapsedTime(&ms[i], start, stop));
     }
     CUDA_CHECK(cudaGetLastError());
-    qsort(ms, TIMED_RUNS, sizeof ms[0], compare_float);
+    sort_floats(ms, TIMED_RUNS);
     double median = ms[TIMED_RUNS / 2] * 1e-3;
     if (spread) *spread = (ms[TIMED_RUNS - 1] - ms[0]) * 1e-3 / median;
     CUDA_CHECK(cudaEventDestroy(start));

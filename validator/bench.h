@@ -51,8 +51,6 @@ double time_median(launch_fn fn, const void *ctx, double *spread);
  * after the median batch in last_clock_mhz */
 double time_back_to_back(launch_fn fn, const void *ctx, int reps, float warm_ms);
 extern double last_clock_mhz;
-/* sorts n floats ascending (the planner's sort_ascending is for doubles) */
-void sort_floats(float *v, size_t n);
 
 /* ---- the ops ---- */
 

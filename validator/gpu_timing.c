@@ -1,4 +1,5 @@
 /* Timing on the GPU shared by the training step and calibrate (gpu_timing.h). */
+#include <stdlib.h>
 #include <time.h>
 
 #include "gpu_check.h"
@@ -90,3 +91,11 @@ double time_batches(void (*run)(const void *ctx, int r), const void *ctx, int re
     CK(cudaEventDestroy(stop));
     return median_batch_ms(ms, mhz, BATCHES, clock_mhz) * 1e-3 / reps;
 }
+
+static int compare_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+void sort_floats(float *v, size_t n) { qsort(v, n, sizeof *v, compare_float); }

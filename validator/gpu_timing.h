@@ -30,6 +30,9 @@ void idle_ms(int ms);
  * in *median_mhz when not NULL, the clock measured after that batch. */
 float median_batch_ms(float *ms, double *mhz, int n, double *median_mhz);
 
+/* Sorts n floats ascending (event times; the planner's sort_ascending is for doubles). */
+void sort_floats(float *v, size_t n);
+
 /* Seconds per call of run(ctx, r) issued `reps` times back to back on gpu_ctx.stream (the CPU
  * ahead of the GPU, as in a step), the median over five such batches; *clock_mhz (may be
  * NULL) the clock after the median batch.  Warm or cool as train_time_cool says. */
