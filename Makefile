@@ -53,7 +53,7 @@ $(BUILD)/sextant: $(BUILD)/obj/planner/cli.o $(BUILD)/libsextant.a
 	$(CC) $(LDSAN) -o $@ $^ $(LDLIBS)
 
 # The GPU half (kernels/, validator/) needs nvcc; the planner never does.
-gpu:
+gpu: $(BUILD)/libsextant.a
 ifeq ($(NVCC),)
 	@echo "kernels/ and validator/: nvcc not found, skipping the GPU parts (the planner is complete without them)"
 else
