@@ -28,16 +28,21 @@
  * Reports the median step time over the timed steps with its spread,
  * tokens/s, TFLOP/s and MFU by the planner's model-FLOP count, peak memory
  * from our own accounting and from the device, each against the planner, and
- * op by op from a separate profiling step. */
+ * op by op from a separate profiling step.
+ *
+ * This file sets a run up, runs its stages (train_run) and frees it; the step
+ * itself is in the files step.h declares: step_layout.c (buffers), step_model.c
+ * (parameters, initial values, batches), step_pass.c (forward and backward),
+ * step_comm.c (collectives and waits), step_schedule.c (one step, optimizer),
+ * linear.c (linear layers, unfused attention), step_profile.c (profiling and
+ * replay), step_report.c (rows, CSV, JSON, plot); train_check.c checks the
+ * flags, gradient_check.c the gradients. */
 #include <math.h>
 #include <nccl.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "step.h"
