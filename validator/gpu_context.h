@@ -25,7 +25,7 @@ typedef struct {
     cublasHandle_t blas;       /* on `stream` */
     cublasLtHandle_t lt;
     void *lt_workspace;        /* LT_WORKSPACE_BYTES */
-    void *blas_workspace;      /* CUBLAS_WORKSPACE_BYTES (calibrate's op timing: 64 MiB, see bench.c) */
+    void *blas_workspace;      /* bench's cuBLAS workspace (BENCH_WORKSPACE_BYTES); the step keeps its own */
 } gpu_context;
 
 extern gpu_context gpu_ctx;
