@@ -54,7 +54,7 @@ $(BUILD)/sextant: $(BUILD)/obj/planner/cli.o $(BUILD)/libsextant.a
 	$(CC) $(LDSAN) -o $@ $^ $(LDLIBS)
 
 # The GPU half (kernels/, validator/) needs nvcc; the planner never does.
-gpu:
+gpu: $(BUILD)/libsextant.a
 ifeq ($(NVCC),)
 	@echo "kernels/ and validator/: nvcc not found, skipping the GPU parts (the planner is complete without them)"
 else
@@ -76,12 +76,15 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 NCCL_HOME ?= $(CUDA_HOME)
 NCCL_INC   = -isystem $(NCCL_HOME)/include
 NCCL_LIB   = -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -lnccl
-VALIDATOR_SRC = validator/validator.c validator/plan_file.c validator/train.c validator/comm.c validator/launch.c validator/model_ref.c validator/plot.c validator/schedule.c validator/power.c \
+VALIDATOR_SRC = validator/validator.c validator/command_util.c validator/bench.c validator/calibrate.c validator/calibrate_power.c \
+                validator/calibrate_step_fit.c validator/ops.c validator/slice.c validator/plan_file.c validator/train.c validator/train_check.c validator/step_layout.c \
+                validator/step_profile.c validator/linear.c validator/step_model.c validator/step_comm.c validator/step_pass.c \
+                validator/step_schedule.c validator/step_report.c validator/gradient_check.c validator/gpu_context.c validator/gpu_timing.c validator/comm.c validator/launch.c validator/model_ref.c validator/plot.c validator/schedule.c validator/power.c \
                 validator/overlap.c validator/overlap_report.c validator/zero.c validator/zero_plan.c \
                 validator/cp.c validator/cp_ring.c validator/loss_trend.c validator/fp8.c validator/fp8_calibrate.c validator/moe.c validator/moe_plan.c
 # The validator: C with the CUDA runtime, cuBLAS, NCCL, our kernels and the planner's own op list.
 # MPI is never linked: launch.c loads libmpi with dlopen (-ldl) when mpirun or srun started the ranks.
-$(BUILD)/sextant-gpu: $(VALIDATOR_SRC) validator/model_ref.h validator/plot.h validator/schedule.h validator/train.h validator/comm.h validator/launch.h validator/power.h validator/overlap.h validator/zero.h validator/zero_plan.h validator/schedule.h validator/cp.h validator/cp_ring.h validator/rank_check.h validator/loss_trend.h validator/fp8.h validator/fp8_calibrate.h validator/train_check.h validator/moe.h validator/moe_plan.h $(BUILD)/libsextant.a $(BUILD)/libkernels.a kernels/kernels.h
+$(BUILD)/sextant-gpu: $(VALIDATOR_SRC) validator/model_ref.h validator/plot.h validator/schedule.h validator/train.h validator/comm.h validator/launch.h validator/power.h validator/overlap.h validator/zero.h validator/zero_plan.h validator/schedule.h validator/cp.h validator/cp_ring.h validator/gpu_check.h validator/gpu_context.h validator/gpu_timing.h validator/bench.h validator/calibrate_power.h validator/commands.h validator/step.h validator/loss_trend.h validator/fp8.h validator/fp8_calibrate.h validator/moe.h validator/moe_plan.h $(BUILD)/libsextant.a $(BUILD)/libkernels.a kernels/kernels.h kernels/reference.h
 	$(CC) $(CFLAGS) -Ikernels -Ivalidator -I$(CUDA_HOME)/include $(NCCL_INC) -o $@ $(VALIDATOR_SRC) $(BUILD)/libsextant.a \
 	    $(BUILD)/libkernels.a -L$(CUDA_HOME)/lib64 $(NCCL_LIB) -lcublasLt -lcublas -lcudart -lgsl -lgslcblas -ldl -lpthread -lstdc++ $(LDSAN) $(LDLIBS)
 
@@ -162,7 +165,7 @@ $(BUILD)/tests/test_plot: tests/test_plot.c tests/test_util.h validator/plot.c v
 	$(CC) $(CFLAGS) -Itests -Ivalidator -o $@ tests/test_plot.c validator/plot.c $(BUILD)/libsextant.a $(LDSAN) $(LDLIBS) -lcmocka
 
 # zero.c's streams and events against mocked CUDA and NCCL calls: their headers, not their libraries.
-$(BUILD)/tests/test_zero_streams: tests/test_zero_streams.c tests/test_util.h validator/zero.c validator/zero.h validator/zero_plan.c validator/zero_plan.h validator/schedule.c
+$(BUILD)/tests/test_zero_streams: tests/test_zero_streams.c tests/test_util.h validator/zero.c validator/zero.h validator/gpu_check.h validator/zero_plan.c validator/zero_plan.h validator/schedule.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -Ivalidator -Ikernels -I$(CUDA_HOME)/include $(NCCL_INC) -o $@ tests/test_zero_streams.c validator/zero.c \
 	    validator/zero_plan.c validator/schedule.c $(LDSAN) -lm -lcmocka

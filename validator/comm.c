@@ -213,7 +213,9 @@ static unsigned expected_value(int coll, int rank, int n, uint64_t count, uint64
 
 /* ---- one rank ---------------------------------------------------------------- */
 
-#define CK(call, what)                                                                                   \
+/* A failed call ends this rank's measurement, not the process: it names what failed and goes to
+ * the rank's clean-up, so the launcher collects every rank's status (gpu_check.h says why not CK). */
+#define CK_OR_FAIL(call, what)                                                                           \
     do {                                                                                                 \
         cudaError_t e_ = (call);                                                                         \
         if (e_ != cudaSuccess) {                                                                         \
@@ -490,7 +492,7 @@ static int comm_body(launch_ctx *ctx, void *arg)
         goto fail;
     }
     struct cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, ctx->device), "cudaGetDeviceProperties");
+    CK_OR_FAIL(cudaGetDeviceProperties(&prop, ctx->device), "cudaGetDeviceProperties");
     const char *gpu = o->gpu_name ? o->gpu_name : recognise_gpu(prop.name);
     if (!gpu) {
         fprintf(stderr, "sextant-gpu: rank %d: cannot tell which hwdb GPU '%s' is; pass --gpu NAME\n", ctx->rank, prop.name);
@@ -506,7 +508,7 @@ static int comm_body(launch_ctx *ctx, void *arg)
         goto fail;
     }
     size_t free_b = 0, total_b = 0;
-    CK(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    CK_OR_FAIL(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
     /* NCCL's own buffers and the CUDA context need room beside ours */
     double overlap_b = o->overlap.enabled ? (double)overlap_device_bytes(&o->overlap) : 0.0;
     if (2.0 * (double)o->max_bytes + overlap_b + (1u << 30) > (double)free_b) {
@@ -516,12 +518,12 @@ static int comm_body(launch_ctx *ctx, void *arg)
                 (double)free_b / 1073741824.0);
         goto fail;
     }
-    CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    CK(cudaEventCreate(&start), "cudaEventCreate");
-    CK(cudaEventCreate(&stop), "cudaEventCreate");
-    CK(cudaMalloc(&send, o->max_bytes), "cudaMalloc(send buffer)");
-    CK(cudaMalloc(&recv, o->max_bytes), "cudaMalloc(receive buffer)");
-    CK(cudaMalloc((void **)&stat, 2 * sizeof *stat), "cudaMalloc(statistics)");
+    CK_OR_FAIL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    CK_OR_FAIL(cudaEventCreate(&start), "cudaEventCreate");
+    CK_OR_FAIL(cudaEventCreate(&stop), "cudaEventCreate");
+    CK_OR_FAIL(cudaMalloc(&send, o->max_bytes), "cudaMalloc(send buffer)");
+    CK_OR_FAIL(cudaMalloc(&recv, o->max_bytes), "cudaMalloc(receive buffer)");
+    CK_OR_FAIL(cudaMalloc((void **)&stat, 2 * sizeof *stat), "cudaMalloc(statistics)");
     stage = malloc(STAGE_BYTES);
     res = calloc(1, sizeof *res);
     if (!stage || !res) {
@@ -534,7 +536,7 @@ static int comm_body(launch_ctx *ctx, void *arg)
     for (size_t off = 0; off < max_elems; off += stage_elems) {
         size_t len = max_elems - off < stage_elems ? max_elems - off : stage_elems;
         for (size_t i = 0; i < len; i++) stage[i] = bf16_of_int(element_value(ctx->rank, off + i, levels));
-        CK(cudaMemcpy((uint16_t *)send + off, stage, len * 2, cudaMemcpyHostToDevice), "cudaMemcpy(fill send buffer)");
+        CK_OR_FAIL(cudaMemcpy((uint16_t *)send + off, stage, len * 2, cudaMemcpyHostToDevice), "cudaMemcpy(fill send buffer)");
     }
 
     int nsizes = 0;
@@ -566,22 +568,22 @@ static int comm_body(launch_ctx *ctx, void *arg)
             coll_size sz = size_for(c, nominal, n);
             if (sz.count == 0) continue;
             /* a NaN pattern, so a stale result from the previous size cannot pass */
-            CK(cudaMemsetAsync(recv, 0xff, sz.recv_elems * 2, stream), "cudaMemsetAsync");
+            CK_OR_FAIL(cudaMemsetAsync(recv, 0xff, sz.recv_elems * 2, stream), "cudaMemsetAsync");
             char what[96];
             snprintf(what, sizeof what, "%s of %zu bytes", coll_names[c], sz.bytes);
             for (int i = 0; i < o->warmup; i++)
                 if (launch_nccl_done(ctx, enqueue(c, send, recv, sz.count, ctx, stream), what)) goto fail;
-            CK(cudaEventRecord(stop, stream), "cudaEventRecord");
+            CK_OR_FAIL(cudaEventRecord(stop, stream), "cudaEventRecord");
             if (launch_event_wait(ctx, stop, what)) goto fail;
             for (int r = 0; r < o->repeats; r++) {
                 /* nothing but NCCL's own launches between the two events */
-                CK(cudaEventRecord(start, stream), "cudaEventRecord");
+                CK_OR_FAIL(cudaEventRecord(start, stream), "cudaEventRecord");
                 for (int i = 0; i < o->iters; i++)
                     if (launch_nccl_done(ctx, enqueue(c, send, recv, sz.count, ctx, stream), what)) goto fail;
-                CK(cudaEventRecord(stop, stream), "cudaEventRecord");
+                CK_OR_FAIL(cudaEventRecord(stop, stream), "cudaEventRecord");
                 if (launch_event_wait(ctx, stop, what)) goto fail;
                 float ms = 0;
-                CK(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+                CK_OR_FAIL(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
                 rep[r] = ms * 1e-3 / o->iters;
             }
             sort_ascending(rep, (size_t)o->repeats);
@@ -590,19 +592,19 @@ static int comm_body(launch_ctx *ctx, void *arg)
             int64_t wrong = 0;
             for (size_t off = 0; off < sz.recv_elems; off += stage_elems) {
                 size_t len = sz.recv_elems - off < stage_elems ? sz.recv_elems - off : stage_elems;
-                CK(cudaMemcpy(stage, (uint16_t *)recv + off, len * 2, cudaMemcpyDeviceToHost), "cudaMemcpy(result)");
+                CK_OR_FAIL(cudaMemcpy(stage, (uint16_t *)recv + off, len * 2, cudaMemcpyDeviceToHost), "cudaMemcpy(result)");
                 for (size_t i = 0; i < len; i++)
                     wrong += stage[i] != bf16_of_int(expected_value(c, ctx->rank, n, sz.count, off + i, levels));
             }
             /* the slowest rank's median is the collective's time; wrong elements add up */
             double host_stat[2] = {t, (double)wrong};
-            CK(cudaMemcpy(stat, host_stat, sizeof host_stat, cudaMemcpyHostToDevice), "cudaMemcpy(statistics)");
+            CK_OR_FAIL(cudaMemcpy(stat, host_stat, sizeof host_stat, cudaMemcpyHostToDevice), "cudaMemcpy(statistics)");
             if (launch_nccl_done(ctx, ncclAllReduce(stat, stat, 1, ncclFloat64, ncclMax, ctx->comm, stream), "ncclAllReduce(time)") ||
                 launch_nccl_done(ctx, ncclAllReduce(stat + 1, stat + 1, 1, ncclFloat64, ncclSum, ctx->comm, stream), "ncclAllReduce(#wrong)"))
                 goto fail;
-            CK(cudaEventRecord(stop, stream), "cudaEventRecord");
+            CK_OR_FAIL(cudaEventRecord(stop, stream), "cudaEventRecord");
             if (launch_event_wait(ctx, stop, "the statistics all-reduce")) goto fail;
-            CK(cudaMemcpy(host_stat, stat, sizeof host_stat, cudaMemcpyDeviceToHost), "cudaMemcpy(statistics)");
+            CK_OR_FAIL(cudaMemcpy(host_stat, stat, sizeof host_stat, cudaMemcpyDeviceToHost), "cudaMemcpy(statistics)");
             res->seconds[c][s] = host_stat[0];
             res->bytes[c][s] = sz.bytes;
             res->wrong[c] += (int64_t)host_stat[1];
@@ -625,8 +627,8 @@ static int comm_body(launch_ctx *ctx, void *arg)
     double comm_bytes = 0.0, p2p_bytes = 0.0, first_comm_bytes = 0.0;
     {
         size_t free0 = 0, total = 0;
-        CK(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-        CK(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
+        CK_OR_FAIL(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+        CK_OR_FAIL(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
         double ours = 2.0 * (double)o->max_bytes + 2.0 * sizeof *stat;
         if (ctx->used_before_comm > 0)
             first_comm_bytes = (double)(total - free0) - (double)ctx->used_before_comm - ours;

@@ -4,10 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rank_check.h"
+#include "gpu_check.h"
 
-#define CK(call) RANK_CK(c->my_rank, call)
-#define NC(call) RANK_NC(c->my_rank, call)
 
 static size_t kv_elems(int B, int Tl, int KV, int D) { return (size_t)B * Tl * 2 * KV * D; }
 

@@ -25,7 +25,8 @@
 #include <string.h>
 
 #include "reference.h"
-#include "train_check.h"
+#include "gpu_check.h"
+#include "gpu_timing.h"
 
 #define FP8_ALGOS 8
 
@@ -253,12 +254,6 @@ void fp8_linear_wgrad(sx_bf16 *dw, const sx_bf16 *dy, const sx_bf16 *x, int N, i
 
 /* ---- calibrate: FP8 against bf16 on the same cuBLASLt path ------------------------------ */
 
-static int compare_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 /* seconds per call of p: the median of 5 batches of about 2 ms each, after 3 calls of warm-up;
  * -1 when no algorithm runs */
 static double time_plan(fp8_plan *p, const void *A, const void *Bm, sx_bf16 *D, cudaStream_t stream)
@@ -286,7 +281,7 @@ static double time_plan(fp8_plan *p, const void *A, const void *Bm, sx_bf16 *D, 
     }
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
-    qsort(batch, 5, sizeof batch[0], compare_float);
+    sort_floats(batch, 5);
     return batch[2] * 1e-3;
 }
 

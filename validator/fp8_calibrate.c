@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "fp8.h"
-#include "train_check.h"
+#include "gpu_check.h"
 
 /* Shapes below this many FLOPs wait on launches and memory more than on the tensor cores: they
  * say little about the plateau the planner's factor scales (the same 10 GFLOP as calibrate's

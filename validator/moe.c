@@ -25,36 +25,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_check.h"
 #include "moe.h"
 
-/* file-local checks as in zero.c: the rank in the line, exit on failure */
-#define MCK(st, call)                                                                                            \
-    do {                                                                                                         \
-        cudaError_t e_ = (call);                                                                                 \
-        if (e_ != cudaSuccess) {                                                                                 \
-            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: %s\n", (st)->c.my_rank, __FILE__, __LINE__, #call, \
-                    cudaGetErrorString(e_));                                                                     \
-            exit(1);                                                                                             \
-        }                                                                                                        \
-    } while (0)
-#define MCB(st, call)                                                                                            \
-    do {                                                                                                         \
-        cublasStatus_t s_ = (call);                                                                              \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                       \
-            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: cuBLAS status %d\n", (st)->c.my_rank, __FILE__,  \
-                    __LINE__, #call, (int)s_);                                                                   \
-            exit(1);                                                                                             \
-        }                                                                                                        \
-    } while (0)
-#define MNC(st, call)                                                                                            \
-    do {                                                                                                         \
-        ncclResult_t r_ = (call);                                                                                \
-        if (r_ != ncclSuccess) {                                                                                 \
-            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: %s\n", (st)->c.my_rank, __FILE__, __LINE__, #call, \
-                    ncclGetErrorString(r_));                                                                     \
-            exit(1);                                                                                             \
-        }                                                                                                        \
-    } while (0)
+/* the rank in the line from the state, as in zero.c (gpu_check.h) */
+#define MCK(st, call) RANK_CK((st)->c.my_rank, call)
+#define MCB(st, call) RANK_CB((st)->c.my_rank, call)
+#define MNC(st, call) RANK_NC((st)->c.my_rank, call)
 
 typedef sx_bf16 bf16;
 static const float one = 1.0f, zero = 0.0f;

@@ -59,7 +59,9 @@ typedef struct {
     size_t bytes;
 } op;
 
-#define CK(call, what)                                                                                   \
+/* A failed call ends the overlap measurement, not the process: one line, then -1 to the caller
+ * (gpu_check.h says why not CK). */
+#define CK_OR_RETURN(call, what)                                                                         \
     do {                                                                                                 \
         cudaError_t e_ = (call);                                                                         \
         if (e_ != cudaSuccess) {                                                                         \
@@ -78,7 +80,7 @@ static uint16_t bf16_of(float f)
 }
 
 /* Uniform values in [-1, 1), not zeros: under the power cap a GEMM's clock
- * follows the switching its operands cause (validator.c, scratch buffers). */
+ * follows the switching its operands cause (bench.c, scratch buffers). */
 static int fill_random(rig *r, void *dst, size_t bytes, uint16_t *host, unsigned seed)
 {
     for (size_t i = 0; i < FILL_BYTES / 2; i++) {
@@ -87,7 +89,7 @@ static int fill_random(rig *r, void *dst, size_t bytes, uint16_t *host, unsigned
     }
     for (size_t off = 0; off < bytes; off += FILL_BYTES) {
         size_t len = bytes - off < FILL_BYTES ? bytes - off : FILL_BYTES;
-        CK(cudaMemcpy((char *)dst + off, host, len, cudaMemcpyHostToDevice), "cudaMemcpy(operands)");
+        CK_OR_RETURN(cudaMemcpy((char *)dst + off, host, len, cudaMemcpyHostToDevice), "cudaMemcpy(operands)");
     }
     return 0;
 }
@@ -103,17 +105,17 @@ static int rig_open(rig *r)
         cb = c > cb ? c : cb;
     }
     for (int i = 0; i < r->o->nsizes; i++) coll = r->o->bytes[i] > coll ? r->o->bytes[i] : coll;
-    CK(cudaStreamCreateWithFlags(&r->compute, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    CK(cudaStreamCreateWithFlags(&r->comm, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    CK_OR_RETURN(cudaStreamCreateWithFlags(&r->compute, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    CK_OR_RETURN(cudaStreamCreateWithFlags(&r->comm, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     cudaEvent_t *ev[4] = {&r->lead, &r->start, &r->stop, &r->end};
-    for (int i = 0; i < 4; i++) CK(cudaEventCreate(ev[i]), "cudaEventCreate");
-    CK(cudaMalloc(&r->a, ab), "cudaMalloc(A)");
-    CK(cudaMalloc(&r->b, bb), "cudaMalloc(B)");
-    CK(cudaMalloc(&r->c, cb), "cudaMalloc(C)");
-    CK(cudaMalloc(&r->workspace, BLAS_WORKSPACE_BYTES), "cudaMalloc(cuBLAS workspace)");
-    CK(cudaMalloc(&r->send, coll), "cudaMalloc(send buffer)");
-    CK(cudaMalloc(&r->recv, coll), "cudaMalloc(receive buffer)");
-    CK(cudaMalloc((void **)&r->stat, (size_t)(r->ctx->nranks + 1) * 8 * sizeof(double)), "cudaMalloc(statistics)");
+    for (int i = 0; i < 4; i++) CK_OR_RETURN(cudaEventCreate(ev[i]), "cudaEventCreate");
+    CK_OR_RETURN(cudaMalloc(&r->a, ab), "cudaMalloc(A)");
+    CK_OR_RETURN(cudaMalloc(&r->b, bb), "cudaMalloc(B)");
+    CK_OR_RETURN(cudaMalloc(&r->c, cb), "cudaMalloc(C)");
+    CK_OR_RETURN(cudaMalloc(&r->workspace, BLAS_WORKSPACE_BYTES), "cudaMalloc(cuBLAS workspace)");
+    CK_OR_RETURN(cudaMalloc(&r->send, coll), "cudaMalloc(send buffer)");
+    CK_OR_RETURN(cudaMalloc(&r->recv, coll), "cudaMalloc(receive buffer)");
+    CK_OR_RETURN(cudaMalloc((void **)&r->stat, (size_t)(r->ctx->nranks + 1) * 8 * sizeof(double)), "cudaMalloc(statistics)");
     if (cublasCreate(&r->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(r->blas, r->compute) != CUBLAS_STATUS_SUCCESS ||
         cublasSetWorkspace(r->blas, r->workspace, BLAS_WORKSPACE_BYTES) != CUBLAS_STATUS_SUCCESS) {
         fprintf(stderr, "sextant-gpu: rank %d: overlap: cuBLAS could not be set up\n", r->ctx->rank);
@@ -196,25 +198,25 @@ static int window(rig *r, const op *victim, int count, const op *aggressor, int 
     if (aggressor_count > 0) {
         cudaStream_t as = stream_of(r, aggressor);
         if (enqueue(r, aggressor, LEAD_OPS)) return -1;
-        CK(cudaEventRecord(r->lead, as), "cudaEventRecord");
+        CK_OR_RETURN(cudaEventRecord(r->lead, as), "cudaEventRecord");
         /* every aggressor call is queued before the victim's: the window
          * cannot open on an idle aggressor stream */
         if (enqueue(r, aggressor, aggressor_count)) return -1;
-        CK(cudaEventRecord(r->end, as), "cudaEventRecord");
-        CK(cudaStreamWaitEvent(vs, r->lead, 0), "cudaStreamWaitEvent");
+        CK_OR_RETURN(cudaEventRecord(r->end, as), "cudaEventRecord");
+        CK_OR_RETURN(cudaStreamWaitEvent(vs, r->lead, 0), "cudaStreamWaitEvent");
     }
     if (enqueue(r, victim, 1)) return -1;
-    CK(cudaEventRecord(r->start, vs), "cudaEventRecord");
+    CK_OR_RETURN(cudaEventRecord(r->start, vs), "cudaEventRecord");
     if (enqueue(r, victim, count)) return -1;
-    CK(cudaEventRecord(r->stop, vs), "cudaEventRecord");
+    CK_OR_RETURN(cudaEventRecord(r->stop, vs), "cudaEventRecord");
     if (launch_event_wait(r->ctx, r->stop, "an overlap window")) return -1;
     float ms = 0, stop_ms = 0, end_ms = 0;
-    CK(cudaEventElapsedTime(&ms, r->start, r->stop), "cudaEventElapsedTime");
+    CK_OR_RETURN(cudaEventElapsedTime(&ms, r->start, r->stop), "cudaEventElapsedTime");
     if (aggressor_count > 0) {
         if (launch_event_wait(r->ctx, r->end, "an overlap window's other stream")) return -1;
         /* from the lead-in's end, which both follow: never a negative span */
-        CK(cudaEventElapsedTime(&stop_ms, r->lead, r->stop), "cudaEventElapsedTime");
-        CK(cudaEventElapsedTime(&end_ms, r->lead, r->end), "cudaEventElapsedTime");
+        CK_OR_RETURN(cudaEventElapsedTime(&stop_ms, r->lead, r->stop), "cudaEventElapsedTime");
+        CK_OR_RETURN(cudaEventElapsedTime(&end_ms, r->lead, r->end), "cudaEventElapsedTime");
         *covered = end_ms >= stop_ms;
     }
     *seconds = ms * 1e-3 / count;
@@ -225,13 +227,13 @@ static int window(rig *r, const op *victim, int count, const op *aggressor, int 
 static int gather(rig *r, const double *mine, int k, double *all)
 {
     int n = r->ctx->nranks;
-    CK(cudaMemcpy(r->stat, mine, (size_t)k * sizeof(double), cudaMemcpyHostToDevice), "cudaMemcpy(statistics)");
+    CK_OR_RETURN(cudaMemcpy(r->stat, mine, (size_t)k * sizeof(double), cudaMemcpyHostToDevice), "cudaMemcpy(statistics)");
     if (launch_nccl_done(r->ctx, ncclAllGather(r->stat, r->stat + 8, (size_t)k, ncclFloat64, r->ctx->comm, r->comm),
                          "ncclAllGather(overlap statistics)"))
         return -1;
-    CK(cudaEventRecord(r->stop, r->comm), "cudaEventRecord");
+    CK_OR_RETURN(cudaEventRecord(r->stop, r->comm), "cudaEventRecord");
     if (launch_event_wait(r->ctx, r->stop, "the overlap statistics")) return -1;
-    CK(cudaMemcpy(all, r->stat + 8, (size_t)(n * k) * sizeof(double), cudaMemcpyDeviceToHost), "cudaMemcpy(statistics)");
+    CK_OR_RETURN(cudaMemcpy(all, r->stat + 8, (size_t)(n * k) * sizeof(double), cudaMemcpyDeviceToHost), "cudaMemcpy(statistics)");
     return 0;
 }
 

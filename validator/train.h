@@ -45,7 +45,7 @@ typedef struct {
  * (launch.h).  0 when the losses' trend says the run learns (loss_trend.h), 1 when not. */
 int train_run(const model_t *m, const hw_gpu *gpu, const hw_node *node, const train_options *o, launch_ctx *ctx);
 
-/* Times the three GEMMs of one linear layer y[N, out] = x[N, in] W^T (+ bias) exactly as the
+/* (validator/linear.c) Times the three GEMMs of one linear layer y[N, out] = x[N, in] W^T (+ bias) exactly as the
  * training step issues them (forward with the bias in cuBLASLt's epilogue, dgrad, wgrad adding
  * into dW with the bias gradient in the epilogue), each back to back: seconds per call in
  * seconds[0..2], and the SM clock each ran at in clock_mhz[0..2] (may be NULL).  buffers: four device buffers of buffer_bytes each, filled with random bf16 by
@@ -53,35 +53,14 @@ int train_run(const model_t *m, const hw_gpu *gpu, const hw_node *node, const tr
  * stderr line. */
 int train_time_linear(int N, int in, int out, int with_bias, void *const buffers[4], size_t buffer_bytes, double seconds[3],
                       double clock_mhz[3]);
-/* calibrate: the unfused causal attention's forward [0] and backward [1] as the step runs them
+/* (validator/linear.c) calibrate: the unfused causal attention's forward [0] and backward [1] as the step runs them
  * (cuBLAS batched GEMMs and our softmax), B sequences of T tokens, H query and KV key/value
  * heads of size D, on the random data of `buffers` (four of `buffer_bytes`); seconds per call
  * and the SM clock after the median batch (clock_mhz may be NULL).  -1 when it does not fit. */
 int train_time_unfused_attention(int B, int T, int H, int KV, int D, void *const buffers[4], size_t buffer_bytes,
                                  double seconds[2], double clock_mhz[2]);
 
-/* The SM clock in MHz right after the work queued so far on `on` (sx_sm_clock_probe over
- * 100 us); waits for the stream.  0 after a failed probe.  calibrate logs it beside every
- * timing: under the power cap the same kernel runs at different clocks alone and in a step. */
-double sm_clock_after(cudaStream_t on);
-/* Releases sm_clock_after's device memory (it allocates again if called later). */
-void sm_clock_free(void);
-
-/* How train_time_linear and train_time_unfused_attention time a batch: cool (1, calibrate's
- * default with a power model) after CALIBRATE_COOL_IDLE_MS of idle, so the GPU runs it at the
- * top clock and the power model sets the step's clock (docs/model.md, "Clock under the power
- * cap"); or warm (0) after 100 ms of the same work, at the clock its own power settles at. */
-#define CALIBRATE_COOL_IDLE_MS 50
-void train_time_cool(int on);
-int train_time_is_cool(void);
-/* The host waits `ms` milliseconds (the GPU idles if nothing is queued). */
-void idle_ms(int ms);
-
-/* The median of n batch times (ms, sorted in place, the clocks mhz[] kept beside them) and,
- * in *median_mhz when not NULL, the clock measured after that batch. */
-float median_batch_ms(float *ms, double *mhz, int n, double *median_mhz);
-
-/* Checks the layout flags against the model before anything starts: 0, or
+/* (validator/train_check.c) Checks the layout flags against the model before anything starts: 0, or
  * -1 after one stderr line naming the flag. */
 int train_check(const model_t *m, const train_options *o);
 

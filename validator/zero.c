@@ -4,26 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_check.h"
 #include "zero.h"
 
-#define ZCK(z, call)                                                                                             \
-    do {                                                                                                         \
-        cudaError_t e_ = (call);                                                                                 \
-        if (e_ != cudaSuccess) {                                                                                 \
-            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: %s\n", (z)->my_rank, __FILE__, __LINE__, #call, \
-                    cudaGetErrorString(e_));                                                                     \
-            exit(1);                                                                                             \
-        }                                                                                                        \
-    } while (0)
-#define ZNC(z, call)                                                                                             \
-    do {                                                                                                         \
-        ncclResult_t r_ = (call);                                                                                \
-        if (r_ != ncclSuccess) {                                                                                 \
-            fprintf(stderr, "sextant-gpu train: rank %d: %s:%d: %s: %s\n", (z)->my_rank, __FILE__, __LINE__, #call, \
-                    ncclGetErrorString(r_));                                                                     \
-            exit(1);                                                                                             \
-        }                                                                                                        \
-    } while (0)
+/* the rank in the line from zero.c's own state: it builds without train.c (tests/test_zero_streams.c) */
+#define ZCK(z, call) RANK_CK((z)->my_rank, call)
+#define ZNC(z, call) RANK_NC((z)->my_rank, call)
 
 int zero_init(zero_state *z, const zero_stage *st, const pipe_action *actions, int nactions)
 {
