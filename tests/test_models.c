@@ -42,6 +42,11 @@ static const struct { const char *name; double total, active; const char *why; }
     /* 37.55B with the input embedding; the report's 37B is truncated */
     {"deepseek-v3", 0.005, 0.02, "the report's '37B activated' is given to two figures"},
     {"qwen3-235b-a22b", 0.005, 0.01, "the report's '22B activated' is given to two figures"},
+    /* NeMo's launcher configs name these by a rounded size only: 5.047B, 20.256B, 8.540B, 21.266B */
+    {"gpt3-5b", 0.01, 0.01, "NeMo's config name '5B' is given to one figure"},
+    {"gpt3-20b", 0.015, 0.015, "NeMo's config name '20B' is given to two figures"},
+    {"nemotron-8b", 0.07, 0.07, "NeMo's config name '8B' is given to one figure (256k-vocabulary untied embeddings are 2.1B of it)"},
+    {"nemotron-22b", 0.035, 0.035, "NeMo's config name '22B' is given to two figures"},
 };
 
 /* One instance per model: the published count is the paper's or model card's. */
