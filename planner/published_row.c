@@ -210,12 +210,47 @@ static const model_t *zoo_model_keyed(const model_zoo *zoo, const char *key, int
     return NULL;
 }
 
+/* The size a name ends with, lower case, before any parenthesis ("Nemotron-340B" -> "340b",
+ * "nemotron-4-340b" -> "340b", "GPT-1T" -> "1t"); "" when its last word is not a size. */
+static void name_size(const char *name, char *out, size_t outlen)
+{
+    size_t n = strcspn(name, "(");
+    while (n > 0 && name[n - 1] == ' ') n--;
+    size_t start = n;
+    while (start > 0 && name[start - 1] != '-' && name[start - 1] != ' ' && name[start - 1] != '_') start--;
+    out[0] = '\0';
+    if (n - start < 2 || n - start >= outlen || (tolower((unsigned char)name[n - 1]) != 'b' && tolower((unsigned char)name[n - 1]) != 't'))
+        return;
+    for (size_t i = start; i + 1 < n; i++)
+        if (!isdigit((unsigned char)name[i]) && name[i] != '.') return;
+    for (size_t i = start; i < n; i++) out[i - start] = (char)tolower((unsigned char)name[i]);
+    out[n - start] = '\0';
+}
+
+/* A dense zoo model of the named family with the same size ("Nemotron-340B" is nemotron-4-340b): papers
+ * and tables drop the version between family and size; NULL unless exactly one zoo model matches. */
+static const model_t *zoo_model_sized(const model_zoo *zoo, const char *name, const char *key)
+{
+    char size[16], zoo_size[16];
+    name_size(name, size, sizeof size);
+    const model_t *match = NULL;
+    for (int i = 0; size[0] && zoo && i < zoo->count; i++) {
+        const model_t *z = &zoo->models[i];
+        name_size(z->name, zoo_size, sizeof zoo_size);
+        if (strcmp(size, zoo_size) || strncmp(key, z->family, strlen(z->family)) || model_is_moe(z)) continue;
+        if (match) return NULL;
+        match = z;
+    }
+    return match;
+}
+
 /* The zoo model a published name spells, to borrow the fields a row leaves empty; NULL when none. */
 static const model_t *zoo_model_named(const model_zoo *zoo, const char *name)
 {
     char key[64];
     name_key(name, key, sizeof key);
     const model_t *found = zoo_model_keyed(zoo, key, 0);
+    if (!found) found = zoo_model_sized(zoo, name, key);
     if (found) return found;
     /* a MoE model named with its size after it ("Grok-1 314B"): the name without the size, when the zoo
      * has that mixture of experts (a dense model's size is part of its zoo name) */
