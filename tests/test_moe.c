@@ -395,7 +395,9 @@ static void plan_finds_ep_layouts(void **state)
         const layout_t *l = &res.top[i].layout;
         with_ep |= layout_ep(l) > 1;
         assert_int_equal(256 % layout_ep(l), 0);
-        assert_int_equal(dp_group_size(l) % layout_ep(l), 0);
+        /* Megatron's expert groups: etp x ep out of tp x cp x dp (ep inside dp x cp when etp is tp) */
+        assert_int_equal(l->tp * dp_group_size(l) % (layout_etp(l) * layout_ep(l)), 0);
+        if (layout_etp(l) == l->tp) assert_int_equal(dp_group_size(l) % layout_ep(l), 0);
     }
     assert_true(with_ep);
     /* EP that dp x cp cannot take is rejected for that reason */
