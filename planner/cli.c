@@ -1073,6 +1073,10 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     req->ep = o->ep;
     req->ep_overlap = o->ep_overlap;
     req->etp = o->etp;
+    if (o->etp && !model_is_moe(req->model)) {
+        rc = fail("--etp %lld: %s has no experts to split", (long long)o->etp, req->model->name);
+        goto done;
+    }
     /* DeepSpeed has no context parallelism to emit */
     if (o->emit && !strcmp(o->emit, "deepspeed")) {
         if (o->cp > 1) { rc = fail("--cp %lld: --emit deepspeed has no context parallelism", (long long)o->cp); goto done; }

@@ -518,6 +518,7 @@ static void etp_refusals_and_its_wider_ep(void **state)
     expect_bad_input("estimate mixtral-8x7b --gpus 64 --tp 2 --sp --ep 8 --etp 3", "--etp 3");
     expect_bad_input("estimate mixtral-8x7b --gpus 64 --tp 2 --sp --ep 8 --etp 16", "--etp 16");
     expect_bad_input("estimate llama2-7b --gpus 8 --tp 2 --sp --etp 1", "--etp 1");
+    expect_bad_input("plan llama2-7b --gpus 8 --etp 2", "--etp 2");
     expect_bad_input("estimate mixtral-8x7b --gpus 64 --tp 2 --sp --etp -1", "--etp");
     /* DeepSeek-V3 on 256 GPUs with TP 4, PP 16: dp x cp = 4 cannot take EP 16, TP x CP x DP = 16 can with ETP 1 */
     expect_bad_input("estimate deepseek-v3 --gpus 256 --tp 4 --sp --pp 16 --ep 16", "--ep 16");
