@@ -32,7 +32,7 @@ typedef struct {
     const char *model_name;
     const char *gpu_name, *node_name;
     const char *hwdb_dir, *models_file, *model_config, *calibration, *out_path;
-    int64_t gpus, gpus_per_node, tp, pp, dp, vpp, mbs, gbs, seq, cp, ep, recompute_layers;
+    int64_t gpus, gpus_per_node, tp, pp, dp, vpp, mbs, gbs, seq, cp, ep, etp, recompute_layers;
     unsigned recompute_modules;
     double tokens, price;
     double moe_imbalance, capacity_factor;   /* 0: the model's (the default imbalance, no capacity limit) */
@@ -128,6 +128,9 @@ static const char *usage_text =
     "  --cp-comm ring|allgather   how CP exchanges K and V: Megatron's ring (default) or Llama 3's all-gather\n"
     "  --ep N                 expert parallel degree (MoE models): each GPU holds experts/N experts; N divides\n"
     "                         the experts and dp x cp (inside the data-parallel ranks); plan searches powers of two\n"
+    "  --etp N                expert tensor parallel degree (Megatron's --expert-tensor-parallel-size): each\n"
+    "                         routed expert split over N GPUs (default: --tp); N x ep divides tp x cp x dp and N\n"
+    "                         the expert FFN width; plan searches 1 and TP\n"
     "  --ep-overlap           hide EP all-to-alls behind the next micro-batch's compute (Megatron's\n"
     "                         --overlap-moe-expert-parallel-comm, DeepSeek's DualPipe); default exposed\n"
     "  --moe-imbalance X      the busiest EP rank's routed tokens over the mean (default 1.25)\n"
@@ -340,6 +343,7 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(a, "--cp")) rc = parse_count(a, TAKE(), 100000, &o->cp);
         else if (!strcmp(a, "--ep")) rc = parse_count(a, TAKE(), 100000, &o->ep);
         else if (!strcmp(a, "--ep-overlap")) o->ep_overlap = 1;
+        else if (!strcmp(a, "--etp")) rc = parse_count(a, TAKE(), 100000, &o->etp);
         else if (!strcmp(a, "--moe-imbalance") || !strcmp(a, "--capacity-factor")) {
             const char *t = TAKE();
             char *end;
@@ -671,6 +675,7 @@ static int make_layout(const options *o, const model_t *m, const hw_gpu *g, cons
     l->cp_comm = o->cp_comm;
     l->ep = o->ep ? o->ep : 1;
     l->ep_overlap = o->ep_overlap;
+    l->etp = o->etp;
     l->mbs = o->mbs ? o->mbs : 1;
     l->seq = o->seq ? o->seq : m->seq;
     l->sp = o->sp;
@@ -1067,6 +1072,11 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     req->cp_comm = o->cp_comm;
     req->ep = o->ep;
     req->ep_overlap = o->ep_overlap;
+    req->etp = o->etp;
+    if (o->etp && !model_is_moe(req->model)) {
+        rc = fail("--etp %lld: %s has no experts to split", (long long)o->etp, req->model->name);
+        goto done;
+    }
     /* DeepSpeed has no context parallelism to emit */
     if (o->emit && !strcmp(o->emit, "deepspeed")) {
         if (o->cp > 1) { rc = fail("--cp %lld: --emit deepspeed has no context parallelism", (long long)o->cp); goto done; }

@@ -54,9 +54,37 @@ int layout_check_cp(const model_t *m, const layout_t *l, char *err, size_t errle
     return 0;
 }
 
-/* What expert parallelism needs (docs/model.md, "Mixture of experts"): Megatron places the EP group
- * inside the data-parallel ranks (expert-data-parallel = tp x cp x dp / (expert TP x EP) with expert TP
- * = TP), so EP divides dp x cp, the GPUs outside TP and PP; and each rank holds experts/ep whole experts. */
+/* What expert parallelism needs (docs/model.md, "Mixture of experts"): Megatron carves the expert groups,
+ * ETP x EP, out of the dense layers' TP x CP x DP ranks (expert-data-parallel = tp x cp x dp / (etp x ep));
+ * with ETP = TP (its default) that is EP dividing dp x cp, the GPUs outside TP and PP.  Each rank holds
+ * experts/ep whole experts, each split over etp ranks along its FFN width. */
+static int layout_check_etp(const model_t *m, const layout_t *l, char *err, size_t errlen)
+{
+    int64_t etp = layout_etp(l), width = model_expert_ffn(m);
+    if (l->etp < 0) {
+        if (errlen) snprintf(err, errlen, "--etp %lld: expected 1 or more", (long long)l->etp);
+        return -1;
+    }
+    if (etp == l->tp) return 0;
+    if (!model_is_moe(m)) {
+        if (errlen) snprintf(err, errlen, "--etp %lld: %s has no experts to split", (long long)etp, m->name);
+        return -1;
+    }
+    if (width % etp != 0) {
+        if (errlen) snprintf(err, errlen, "--etp %lld: %s's expert FFN width %lld is not divisible by it", (long long)etp,
+                             m->name, (long long)width);
+        return -1;
+    }
+    int64_t ranks = l->tp * dp_group_size(l);
+    if (ranks % (etp * layout_ep(l)) != 0) {
+        if (errlen) snprintf(err, errlen, "--etp %lld: etp x ep = %lld must divide tp x cp x dp = %lld (Megatron carves the expert "
+                             "groups out of the dense layers' ranks)", (long long)etp, (long long)(etp * layout_ep(l)),
+                             (long long)ranks);
+        return -1;
+    }
+    return 0;
+}
+
 int layout_check_ep(const model_t *m, const layout_t *l, char *err, size_t errlen)
 {
     if (l->ep < 0) {
@@ -69,17 +97,18 @@ int layout_check_ep(const model_t *m, const layout_t *l, char *err, size_t errle
                  "TP %lld", m->name, (long long)l->tp);
         return -1;
     }
-    if (l->ep <= 1) return 0;
-    if (!model_is_moe(m)) {
+    if (l->ep > 1 && !model_is_moe(m)) {
         if (errlen) snprintf(err, errlen, "--ep %lld: %s has no experts to split", (long long)l->ep, m->name);
         return -1;
     }
+    if (layout_check_etp(m, l, err, errlen) != 0) return -1;
+    if (l->ep <= 1) return 0;
     if (m->experts % l->ep != 0) {
         if (errlen) snprintf(err, errlen, "--ep %lld: %s's %lld experts are not divisible by it", (long long)l->ep, m->name,
                  (long long)m->experts);
         return -1;
     }
-    if (dp_group_size(l) % l->ep != 0) {
+    if (layout_etp(l) == l->tp && dp_group_size(l) % l->ep != 0) {
         if (errlen) snprintf(err, errlen, "--ep %lld: it must divide dp x cp = %lld, the GPUs outside TP and PP (Megatron places the "
                  "expert-parallel group inside the data-parallel one)", (long long)l->ep, (long long)dp_group_size(l));
         return -1;
@@ -168,7 +197,8 @@ static void group_link(const hw_gpu *gpu, const hw_node *node, const layout_t *l
     int64_t cp = layout_cp(l);
     int64_t span = group == GROUP_TP   ? l->tp
                    : group == GROUP_CP ? l->tp * cp
-                   : group == GROUP_EP ? l->tp * layout_ep(l)
+                   : group == GROUP_ETP ? layout_etp(l)
+                   : group == GROUP_EP ? layout_etp(l) * layout_ep(l)
                    : group == GROUP_DP || group == GROUP_EDP ? l->tp * cp * l->dp
                                        : l->tp * cp * l->dp * l->pp;
     *crosses = span > l->gpus_per_node;
@@ -179,10 +209,11 @@ static void group_link(const hw_gpu *gpu, const hw_node *node, const layout_t *l
          * t-th, and every pipeline stage pair its own GPU's share */
         double nic_per_gpu = hw_node_inter_bytes_per_s_per_gpu(node);
         /* an all-to-all's every GPU sends to the other nodes at once: its own NIC share; the experts'
-         * gradient rings, one per TP and EP rank */
-        double sharing = group == GROUP_TP                         ? 1.0
+         * gradient rings, one per expert-TP and EP rank; an expert-TP group leaving the node, like TP's, has
+         * them all */
+        double sharing = group == GROUP_TP || group == GROUP_ETP   ? 1.0
                          : group == GROUP_PP || group == GROUP_EP ? (double)l->gpus_per_node
-                         : group == GROUP_EDP                     ? (double)(l->tp * layout_ep(l))
+                         : group == GROUP_EDP                     ? (double)(layout_etp(l) * layout_ep(l))
                                                                   : (double)l->tp;
         if (sharing > (double)l->gpus_per_node) sharing = (double)l->gpus_per_node;
         double nic = nic_per_gpu * (double)node->gpus_per_node / sharing;
@@ -1061,7 +1092,7 @@ enum {
     KEY_PART, KEY_MODEL, KEY_GPU, KEY_NODE, KEY_GPUS, KEY_TP, KEY_PP, KEY_DP, KEY_VPP, KEY_MBS, KEY_SEQ,
     KEY_GPUS_PER_NODE, KEY_RECOMPUTE, KEY_ATTENTION, KEY_SP, KEY_ZERO, KEY_FP32_GRADS, KEY_PRECISION,
     KEY_LINK_BYTES_PER_S, KEY_LINK_LATENCY_S, KEY_CP, KEY_CP_COMM, KEY_EP, KEY_EP_OVERLAP, KEY_RECOMPUTE_LAYERS,
-    KEY_LOSS, KEY_RECOMPUTE_MODULES, KEY_WORDS
+    KEY_LOSS, KEY_RECOMPUTE_MODULES, KEY_ETP, KEY_WORDS
 };
 
 typedef struct {
@@ -1082,12 +1113,12 @@ static const uint32_t part_inputs[] = {
     [CACHED_BODY] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_MBS) | ON(KEY_SEQ) |
                     ON(KEY_GPUS_PER_NODE) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_SP) | ON(KEY_PRECISION) |
                     ON(KEY_CP) | ON(KEY_CP_COMM) | ON(KEY_EP) | ON(KEY_EP_OVERLAP) | ON(KEY_RECOMPUTE_LAYERS) | ON(KEY_LOSS) |
-                    ON(KEY_RECOMPUTE_MODULES),
+                    ON(KEY_RECOMPUTE_MODULES) | ON(KEY_ETP),
     [CACHED_PIPELINE] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_VPP) | ON(KEY_MBS) |
                         ON(KEY_SEQ) | ON(KEY_PRECISION) | ON(KEY_LINK_BYTES_PER_S) | ON(KEY_LINK_LATENCY_S) | ON(KEY_CP),
     [CACHED_DATA_PARALLEL] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_GPUS) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_DP) |
                              ON(KEY_GPUS_PER_NODE) | ON(KEY_ZERO) | ON(KEY_FP32_GRADS) | ON(KEY_PRECISION) | ON(KEY_SP) |
-                             ON(KEY_CP) | ON(KEY_EP),
+                             ON(KEY_CP) | ON(KEY_EP) | ON(KEY_ETP),
     [CACHED_SEQUENCE_FLOPS] = ON(KEY_SEQ) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_PRECISION) |
                               ON(KEY_RECOMPUTE_LAYERS) | ON(KEY_PP) | ON(KEY_RECOMPUTE_MODULES),
 };
@@ -1121,6 +1152,7 @@ static void part_key_of(cached_part part, const model_t *m, const hw_gpu *gpu, c
         [KEY_CP_COMM] = (uint64_t)l->cp_comm, [KEY_EP] = (uint64_t)layout_ep(l),
         [KEY_EP_OVERLAP] = (uint64_t)l->ep_overlap, [KEY_RECOMPUTE_LAYERS] = (uint64_t)l->recompute_layers,
         [KEY_LOSS] = (uint64_t)l->loss, [KEY_RECOMPUTE_MODULES] = (uint64_t)l->recompute_modules,
+        [KEY_ETP] = (uint64_t)layout_etp(l),
     };
     uint32_t keep = part_inputs[part] | (UINT32_C(1) << KEY_PART) | (UINT32_C(1) << KEY_MODEL);
     for (int i = 0; i < KEY_WORDS; i++) k->word[i] = (keep >> i) & 1u ? input[i] : 0;
@@ -1145,6 +1177,9 @@ struct estimate_cache {
     part_entry *entries;        /* in the order they were costed */
     size_t nentries, max_entries;
     stage_ops scratch;          /* where op lists are built, one at a time */
+    size_t last[CACHED_SEQUENCE_FLOPS + 1]; /* per part, the entry the last lookup found, plus one (0: none): the
+                                               search's inner loops (EP, expert TP) ask for the same pipeline and
+                                               FLOPs parts layout after layout */
     const model_t *model;       /* the model params_total and params_active belong to */
     double params_total, params_active;
 };
@@ -1247,6 +1282,10 @@ static const part_entry *lookup_part(estimate_cache *c, cached_part part, const 
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    if (c->last[part]) {
+        part_entry *prev = &c->entries[c->last[part] - 1];
+        if (same_key(&prev->key, &k) && prev->status == 0) return prev;
+    }
     uint64_t hash = part_key_hash(&k);
     size_t mask = c->nslots - 1;
     size_t at = hash & mask;
@@ -1262,6 +1301,7 @@ static const part_entry *lookup_part(estimate_cache *c, cached_part part, const 
         e->key = k;
         e->status = fill_part(c, part, m, gpu, node, l, e);
     }
+    c->last[part] = (size_t)(e - c->entries) + 1;
     if (e->status != 0) {
         /* no layout comes near OPS_MAX (154 ops at most: DeepSeek-V3, dense and MoE layers with MLA, full
          * recomputation, TP, SP, CP, ZeRO-3): this is a guard, as in estimate_core */
@@ -1358,9 +1398,13 @@ int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, co
              (long long)layers_on_stage(m->layers, l->pp, l->pp - 1));
     if (l->sp && l->tp == 1)
         warn(e, "--sp has no effect with TP 1");
-    if (model_is_moe(m) && layout_ep(l) == 1 && dp_group_size(l) > 1)
+    if (model_is_moe(m) && layout_ep(l) == 1 && dp_group_size(l) > 1 && layout_etp(l) == l->tp)
         warn(e, "%s is a mixture of experts run without expert parallelism: each rank holds a 1/t slice of all %lld experts "
                 "(--ep up to %lld would shard them)", m->name, (long long)m->experts, (long long)dp_group_size(l));
+    else if (model_is_moe(m) && layout_ep(l) == 1 && l->tp * dp_group_size(l) / layout_etp(l) > 1)
+        warn(e, "%s is a mixture of experts run without expert parallelism: each rank holds a 1/%lld slice (--etp) of all %lld "
+                "experts (--ep up to %lld would shard them)", m->name, (long long)layout_etp(l), (long long)m->experts,
+             (long long)(l->tp * dp_group_size(l) / layout_etp(l)));
     if (model_is_moe(m) && moe_dropped_fraction(model_moe_imbalance(m), m->capacity_factor) > 0.0)
         warn(e, "capacity factor %.2f is below the load imbalance %.2f: the busiest expert drops up to %.0f%% of its tokens",
              m->capacity_factor, model_moe_imbalance(m), 100.0 * moe_dropped_fraction(model_moe_imbalance(m), m->capacity_factor));

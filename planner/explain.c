@@ -136,6 +136,43 @@ static void cp_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
     fprintf(out, "  Exposed CP communication: %.4g s per step.\n", e->cp_comm_s);
 }
 
+/* Expert parallelism with an expert TP t_e other than t (docs/model.md, "Mixture of experts", "Expert tensor
+ * parallelism"): the groups Megatron carves, the dispatcher's gather over t_e, the experts' shapes. */
+static void explain_expert_tp(FILE *out, const estimate_t *e, const stage_ops *slow)
+{
+    const layout_t *l = &e->layout;
+    const model_t *m = e->model;
+    double B = element_bytes(l->precision);
+    double t = (double)l->tp, te = (double)layout_etp(l), ep = (double)layout_ep(l), T = rank_tokens(l);
+    double k = (double)m->top_k, E = (double)m->experts;
+    fprintf(out, "EP: e = %lld with expert TP t_e = %lld: Megatron carves t_e x e = %lld GPUs out of t d_p c = %lld (its expert\n"
+                 "  rank order, t_e innermost, then e, then the expert-data-parallel ranks): each GPU holds E / e = %g experts,\n"
+                 "  each a 1/t_e slice, whose gradients are reduced over t d_p c / (t_e e) = %lld GPUs. The EP group is e GPUs\n"
+                 "  t_e apart, spanning %lld GPUs, %s.\n",
+            (long long)layout_ep(l), (long long)layout_etp(l), (long long)(layout_etp(l) * layout_ep(l)),
+            (long long)(l->tp * dp_group_size(l)), E / ep, (long long)expert_dp_group_size(l), (long long)(layout_etp(l) * layout_ep(l)),
+            layout_etp(l) * layout_ep(l) > l->gpus_per_node ? "across nodes" : "inside the node");
+    fprintf(out, "  Each GPU routes its s b / t%s = %g tokens (the sequence-parallel input) to top-%lld experts: dispatch\n"
+                 "  S = %.4g MB per layer, whatever t_e.\n",
+            layout_cp(l) > 1 ? " / c" : "", T / t, (long long)m->top_k, moe_alltoall_bytes(T / t, k, (double)m->hidden, B) / 1e6);
+    const op_t *a2a = find_op(slow, "ep_alltoall_dispatch", PASS_FWD);
+    if (a2a)
+        fprintf(out, "  All-to-all: %.4g ms each (%s), %lld MoE layers on stage %lld: EP %.4g s per step.\n", a2a->time_s * 1e3,
+                a2a->crosses_node ? "across nodes" : "NVLink", (long long)slow->moe_layers, (long long)slow->stage, e->ep_comm_s);
+    const op_t *gather = find_op(slow, "moe_tp_allgather", PASS_FWD);
+    if (gather)
+        fprintf(out, "  The t_e group gathers what its experts received (MoEAlltoAllTokenDispatcher: all-gather over the expert\n"
+                     "  TP group after the all-to-all, reduce-scatter before the combine): %.4g MB, %.4g ms each, in the TP seconds.\n",
+                gather->comm_bytes / 1e6, gather->time_s * 1e3);
+    else
+        fprintf(out, "  t_e = 1: nothing is gathered; each GPU's experts run, whole, on the tokens it received (no TP collective\n"
+                     "  at the experts' entry or exit).\n");
+    fprintf(out, "  Experts: a GPU's E/e experts get T k t_e e / (t E) = %.4g tokens each (balanced), at width f_e / t_e = %g;\n"
+                 "  the GEMM FLOPs per GPU are t_e-independent, their shape (and so efficiency) is not; the busiest GPU takes\n"
+                 "  %.2f x the mean.\n",
+            T * k * te * ep / (t * E), (double)model_expert_ffn(m) / te, moe_rank_load(m, l));
+}
+
 /* Expert parallelism's token traffic and the experts' shapes, step by step (docs/model.md, "Mixture of experts"). */
 static void ep_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
 {
@@ -145,6 +182,10 @@ static void ep_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
     double B = element_bytes(l->precision);
     double t = (double)l->tp, ep = (double)layout_ep(l), T = rank_tokens(l), k = (double)m->top_k, E = (double)m->experts;
     double load = moe_rank_load(m, l);
+    if (layout_etp(l) != l->tp) {
+        explain_expert_tp(out, e, slow);
+        return;
+    }
     fprintf(out, "EP: e = %lld, inside DP x CP (Megatron): each GPU holds E / e = %g of the %lld routed experts, and their\n"
                  "  gradients are reduced over the expert-data-parallel group, d_p c / e = %lld GPUs. The group is e GPUs t = %lld\n"
                  "  apart, spanning %lld GPUs, %s.\n",
@@ -214,9 +255,13 @@ void report_explain(FILE *out, const estimate_t *e)
     if (layout_cp(l) > 1)
         fprintf(out, "Context parallel c = %lld (%s): each GPU holds s / c = %lld tokens of every sequence; GPUs = t x c x p x d_p.\n",
                 (long long)l->cp, cp_comm_name(l->cp_comm), (long long)(l->seq / l->cp));
-    if (model_is_moe(m))
+    if (model_is_moe(m) && layout_etp(l) == l->tp)
         fprintf(out, "Expert parallel e = %lld: each GPU holds %lld of the %lld routed experts (e inside d_p c).\n",
                 (long long)layout_ep(l), (long long)(m->experts / layout_ep(l)), (long long)m->experts);
+    else if (model_is_moe(m))
+        fprintf(out, "Expert parallel e = %lld, expert TP t_e = %lld (not t): each GPU holds a 1/t_e slice of %lld of the %lld routed\n"
+                     "  experts (t_e x e inside t d_p c, Megatron's expert groups).\n",
+                (long long)layout_ep(l), (long long)layout_etp(l), (long long)(m->experts / layout_ep(l)), (long long)m->experts);
     fprintf(out, "Every formula is derived, with its source, in docs/model.md.\n");
 
     heading(out, 1, "The model and its parameters");

@@ -262,10 +262,14 @@ double other_memory_allowance(const layout_t *l, double context_bytes, double nc
     int64_t cp = l->cp > 1 ? l->cp : 1;
     int collective_groups = (l->tp > 1) + (l->dp * cp > 1) + (cp > 1) + (tied_group != 0);
     /* a mixture of experts opens the EP group (the dispatch, its counts) and the experts' own
-     * gradient group, DP x CP / EP, a communicator apart from DP's even where it holds the same
+     * gradient group, TP x CP x DP / (ETP x EP), a communicator apart from DP's even where it holds the same
      * ranks (Megatron-Core's expert-data-parallel group; the validator's) */
-    int64_t ep = l->ep > 1 ? l->ep : 1;
-    if (moe) collective_groups += (ep > 1) + (l->dp * cp / ep > 1);
+    int64_t ep = l->ep > 1 ? l->ep : 1, etp = l->etp > 0 ? l->etp : l->tp;   /* layout_ep, layout_etp: this file
+                                                                              stands alone in the tests */
+    if (moe) collective_groups += (ep > 1) + (l->tp * l->dp * cp / (etp * ep) > 1);
+    /* an expert TP other than TP opens its own group (Megatron's expert tensor-parallel group; at ETP = TP
+     * it holds the TP group's ranks, and is not counted apart, as before ETP was modelled) */
+    if (moe && etp > 1 && etp != l->tp) collective_groups += 1;
     double comms = l->gpus > 1 ? first + per_comm * collective_groups + (l->pp > 1 ? per_p2p : 0.0) : 0.0;
     return bytes + comms + backward_workspace;
 }

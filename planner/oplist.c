@@ -232,10 +232,13 @@ double moe_rank_load(const model_t *m, const layout_t *l)
     return moe_load_factor(model_moe_imbalance(m), m->capacity_factor, 0);
 }
 
-/* Megatron's expert-data-parallel group: the world over expert TP (here TP) x EP x PP */
+int64_t layout_etp(const layout_t *l) { return l->etp > 0 ? l->etp : l->tp; }
+
+/* Megatron's expert-data-parallel group: the world over expert TP x EP x PP (parallel_state.py), that is the
+ * dense layers' TP x CP x DP ranks of a stage over ETP x EP */
 int64_t expert_dp_group_size(const layout_t *l)
 {
-    int64_t edp = dp_group_size(l) / layout_ep(l);
+    int64_t edp = l->tp * dp_group_size(l) / (layout_etp(l) * layout_ep(l));
     return edp > 1 ? edp : 1;
 }
 
@@ -567,10 +570,12 @@ static void grouped_gemm(builder *b, const char *fwd, const char *dgrad, const c
 }
 
 /* A MoE layer's FFN (docs/model.md, "Mixture of experts"), as Megatron-Core's all-to-all token
- * dispatcher runs it with expert TP equal to TP: each TP rank routes a 1/t share of the tokens,
- * sends each to its top_k experts' ranks (all-to-all in the EP group), the TP group gathers what
- * its experts received, the experts run as grouped GEMMs split by TP, and the way back is the
- * mirror image; shared experts run beside them as an ordinary TP MLP. */
+ * dispatcher runs it: each TP rank routes its 1/t share of the tokens (the sequence-parallel input),
+ * sends each to its top_k experts' ranks (all-to-all in the EP group), the expert-TP group (etp ranks)
+ * gathers what its experts received, the experts run as grouped GEMMs split by ETP, and the way back
+ * is the mirror image (MoEAlltoAllTokenDispatcher: A2A over EP, then AG over ETP; RS over ETP, then
+ * A2A).  With ETP 1 nothing is gathered: each rank's experts run on the tokens it received.  Shared
+ * experts run beside them as an ordinary MLP over the attention's TP. */
 static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
 {
     static const char *const shared_names[8] = {"shared_up", "shared_up_dgrad", "shared_up_wgrad", "shared_act",
@@ -578,12 +583,15 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     const layout_t *l = b->l;
     const double B = b->act_bytes, t = (double)l->tp, T = rank_tokens(l), h = (double)m->hidden;
     const double E = (double)m->experts, k = (double)m->top_k, ep = (double)layout_ep(l);
+    const double etp = (double)layout_etp(l);
     const double Tr = T / t;                       /* tokens a TP rank routes */
-    const double f = (double)model_expert_ffn(m) / t;
+    const double f = (double)model_expert_ffn(m) / etp;
     const int full = l->recompute == RECOMPUTE_FULL;
     const double load = moe_rank_load(m, l);
     const double local = E / ep;                   /* experts a rank holds */
-    const double per_expert = T * k / local;       /* tokens each gets, balanced, after the TP gather */
+    const double Tg = T * k * etp / t;             /* routed rows a rank's experts run, balanced, after the ETP gather
+                                                      (multiplied first: exactly T k when etp is t) */
+    const double per_expert = Tg / local;          /* tokens each gets */
     mlp_norm(b, m, count);
     /* Megatron's router is a plain linear in 16 bit (or fp32), outside Transformer Engine's FP8 */
     const unsigned modules = recomputed_modules(l);
@@ -599,7 +607,7 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     double a2a = moe_alltoall_bytes(Tr, k, h, B);
     overlap_t hide = l->ep_overlap ? OVERLAP_MICROBATCH : EXPOSED;
     /* group-limited routing is costed with DeepSeek's dispatcher, one copy per target node over IB */
-    double nodes = ep * t / (double)l->gpus_per_node, share = 1.0;
+    double nodes = ep * etp / (double)l->gpus_per_node, share = 1.0;   /* the EP group spans etp x ep ranks */
     if (m->moe_group_limit > 0 && nodes > 1.0)
         share = moe_remote_node_copies(k, nodes, (double)m->moe_groups, (double)m->moe_group_limit) /
                 moe_remote_node_copies(k, nodes, 0.0, 0.0);
@@ -615,33 +623,34 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     collective(b, "ep_alltoall_dispatch", PASS_FWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
     if (full) collective(b, "ep_alltoall_dispatch", PASS_RECOMPUTE, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
     collective(b, "ep_alltoall_dispatch_bwd", PASS_BWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
-    double routed = T * k * h * B;                 /* what the TP group's experts received, gathered */
-    collective(b, "moe_tp_allgather", PASS_FWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, routed, EXPOSED);
-    if (full) collective(b, "moe_tp_allgather", PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_TP, l->tp, routed, EXPOSED);
-    collective(b, "moe_tp_reduce_scatter_bwd", PASS_BWD, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, routed, EXPOSED);
+    const int64_t etp_ranks = layout_etp(l);
+    double routed = Tg * h * B;                    /* what the ETP group's experts received, gathered */
+    collective(b, "moe_tp_allgather", PASS_FWD, count, COLL_ALLGATHER, GROUP_ETP, etp_ranks, routed, EXPOSED);
+    if (full) collective(b, "moe_tp_allgather", PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_ETP, etp_ranks, routed, EXPOSED);
+    collective(b, "moe_tp_reduce_scatter_bwd", PASS_BWD, count, COLL_REDUCE_SCATTER, GROUP_ETP, etp_ranks, routed, EXPOSED);
     double up_width = m->ffn_kind == FFN_SWIGLU ? 2.0 * f : f;
     /* the routed rows kept for the backward are the mean's: the busiest rank changes from layer to layer
      * and micro-batch to micro-batch, and the sum over those in flight tends to the mean (one layer's
      * backward workspace takes the busiest share, other_memory; docs/model.md, "Mixture of experts") */
     grouped_gemm(b, "expert_up", "expert_up_dgrad", "expert_up_wgrad", count, local, per_expert, load, up_width, h,
-                 T * k * h * B, full);
-    double Tk = T * k * load;
+                 Tg * h * B, full);
+    double Tk = Tg * load;
     int act_op = b->out->nops;
     if (m->ffn_kind == FFN_SWIGLU)
         membound(b, "expert_swiglu", "expert_swiglu_bwd", count, 3.0 * Tk * f * B, 5.0 * Tk * f * B, 4.0 * Tk * f,
-                 2.0 * T * k * f * B, full);
+                 2.0 * Tg * f * B, full);
     else
         membound(b, "expert_gelu", "expert_gelu_bwd", count, 2.0 * Tk * f * B, 3.0 * Tk * f * B, 8.0 * Tk * f,
-                 T * k * f * B, full);
+                 Tg * f * B, full);
     if (modules & RECOMPUTE_MODULE_MOE_ACT) {
         recompute_again(b, act_op);
         b->input_recomputed = 1;
     }
     grouped_gemm(b, "expert_down", "expert_down_dgrad", "expert_down_wgrad", count, local, per_expert, load, h, f,
-                 T * k * f * B, full);
-    collective(b, "moe_tp_reduce_scatter", PASS_FWD, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, routed, EXPOSED);
-    if (full) collective(b, "moe_tp_reduce_scatter", PASS_RECOMPUTE, count, COLL_REDUCE_SCATTER, GROUP_TP, l->tp, routed, EXPOSED);
-    collective(b, "moe_tp_allgather_bwd", PASS_BWD, count, COLL_ALLGATHER, GROUP_TP, l->tp, routed, EXPOSED);
+                 Tg * f * B, full);
+    collective(b, "moe_tp_reduce_scatter", PASS_FWD, count, COLL_REDUCE_SCATTER, GROUP_ETP, etp_ranks, routed, EXPOSED);
+    if (full) collective(b, "moe_tp_reduce_scatter", PASS_RECOMPUTE, count, COLL_REDUCE_SCATTER, GROUP_ETP, etp_ranks, routed, EXPOSED);
+    collective(b, "moe_tp_allgather_bwd", PASS_BWD, count, COLL_ALLGATHER, GROUP_ETP, etp_ranks, routed, EXPOSED);
     collective(b, "ep_alltoall_combine", PASS_FWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
     if (full) collective(b, "ep_alltoall_combine", PASS_RECOMPUTE, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
     collective(b, "ep_alltoall_combine_bwd", PASS_BWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
@@ -757,7 +766,7 @@ static void pipeline(builder *b, const model_t *m, int first, int last)
 
 /* Parameters held by one GPU of the stage (before ZeRO sharding), and of them the routed experts'.
  * TP splits what Megatron splits; MLA's down projections, the norms and the router stay whole;
- * EP splits the routed experts further (docs/model.md, "Mixture of experts", memory). */
+ * the routed experts are split over ETP x EP instead (docs/model.md, "Mixture of experts", memory). */
 static double stage_params(const model_t *m, const layout_t *l, int64_t layers, int64_t moe, int first, int last,
                            double *expert_params)
 {
@@ -769,7 +778,8 @@ static double stage_params(const model_t *m, const layout_t *l, int64_t layers, 
         attention += 2.0 * (double)m->hidden * (double)m->head_dim * (1.0 - (double)m->kv_heads / t);
     double dense_ffn = model_dense_ffn_params(m) / t;
     double moe_ffn = model_router_params(m) + (double)m->shared_experts * model_ffn_params_per_expert(m) / t;
-    *expert_params = (double)moe * (double)m->experts * model_ffn_params_per_expert(m) / (t * (double)layout_ep(l));
+    *expert_params = (double)moe * (double)m->experts * model_ffn_params_per_expert(m) /
+                     ((double)layout_etp(l) * (double)layout_ep(l));
     double params = (double)layers * attention + (double)(layers - moe) * dense_ffn + (double)moe * moe_ffn + *expert_params;
     double padding = (double)(padded_vocab(m, l->tp) - m->vocab) * (double)m->hidden / t;
     if (first) params += model_embedding_params(m) / t + padding;
@@ -785,9 +795,10 @@ static double stage_params(const model_t *m, const layout_t *l, int64_t layers, 
 void zero_unit_params(const model_t *m, const layout_t *l, int first, int last, double *layer, double *big)
 {
     double t = (double)l->tp;
-    /* a MoE layer holds its rank's experts: 1/ep of the routed ones */
+    /* a MoE layer holds its rank's experts: 1/ep of the routed ones, each split over etp */
     double routed = (double)m->experts > 1.0 ? (double)m->experts * model_ffn_params_per_expert(m) : 0.0;
-    *layer = (model_layer_params(m) - routed * (1.0 - 1.0 / (double)layout_ep(l))) / t;
+    *layer = layout_etp(l) == l->tp ? (model_layer_params(m) - routed * (1.0 - 1.0 / (double)layout_ep(l))) / t
+                                     : (model_layer_params(m) - routed) / t + routed / ((double)layout_etp(l) * (double)layout_ep(l));
     double table = (double)padded_vocab(m, l->tp) * (double)m->hidden / t;
     double unit = 0.0;
     if (first) unit = table;                                   /* the embedding */
@@ -863,7 +874,7 @@ static void step_ops(builder *b, const model_t *m, double params, double expert_
     double grad_bytes = l->fp32_grads ? 4.0 : weight_bytes;
     /* context parallel ranks hold the same weights and see different tokens: the gradient is reduced,
      * and ZeRO shards, over DP x CP (Megatron's data-parallel group with CP); the routed experts'
-     * over the expert-data-parallel group, dp x cp / ep ranks */
+     * over the expert-data-parallel group, tp x cp x dp / (etp x ep) ranks */
     double dense = params - expert_params;
     double dp = (double)dp_group_size(l), edp = (double)expert_dp_group_size(l);
     dp_collectives(b, dense, GROUP_DP, dp_group_size(l), dense_names);

@@ -69,6 +69,9 @@ const char *framework_refusal(const char *framework, const layout_t *l)
         if (l->zero > 1) return "Megatron-LM shards the optimizer (ZeRO-1, its distributed optimizer) and no further";
         return NULL;
     }
+    /* the DeepSpeed and torchtitan emitters write no expert TP: their experts split as the TP */
+    if (strcmp(framework, "megatron") && l->etp > 0 && l->etp != l->tp)
+        return "its emitter writes no expert tensor parallelism (--etp): Megatron-LM's --expert-tensor-parallel-size";
     if (!strcmp(framework, "deepspeed")) {
         if (l->pp > 1 && l->zero > 1) return "DeepSpeed's pipeline engine runs with ZeRO 0 or 1 only";
         if (l->vpp > 1) return "DeepSpeed's pipeline has no interleaved (virtual-stage) schedule";
@@ -233,6 +236,19 @@ static int ep_degrees(const plan_request *req, const model_t *m, int64_t ep[32])
     return n;
 }
 
+/* The expert TP degrees to search at TP tp: the one asked for, else TP (Megatron's default) and, for a MoE
+ * model with TP > 1, 1 (whole experts, no gather of the routed tokens over TP).  ETP 1 is searched where
+ * Megatron-Core, whose knob it is, runs it: ZeRO 0 or 1 (its distributed optimizer), and with EP (the search
+ * skips EP 1 for it).  An ETP between 1 and TP is left out, to keep the search's time (make bench). */
+static int etp_degrees(const plan_request *req, const model_t *m, int64_t tp, int zero, int64_t etp[2])
+{
+    if (req->etp > 0) { etp[0] = req->etp; return 1; }
+    etp[0] = tp;
+    if (!model_is_moe(m) || tp == 1 || zero > 1) return 1;
+    etp[1] = 1;
+    return 2;
+}
+
 static void progress(int show, double started, int64_t done, int64_t total)
 {
     if (!show || now_s() - started < 1.0) return;
@@ -301,7 +317,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
             int64_t gpus = req->gpu_counts[ci];
             plan_candidate best_here;
             int have_best = 0;
-            int64_t cps[8], eps[32];
+            int64_t cps[8], eps[32], etps[2];
             int ncp = cp_degrees(req, cps), nep = ep_degrees(req, m, eps);
             for (int64_t tp = 1; tp <= gpus && tp <= m->heads; tp *= 2) {
                 for (int cpi = 0; cpi < ncp; cpi++) {
@@ -319,6 +335,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                     for (size_t ri = 0; ri < (attention_is_fused(attention) ? 2u : 3u); ri++)
                                         for (int zero = 0; zero <= req->max_zero; zero++)
                                             for (int sp = 0; sp <= (tp > 1); sp++)
+                                            for (int eti = 0, netp = etp_degrees(req, m, tp, zero, etps); eti < netp; eti++)
                                             /* memory never grows with EP above 1 (the experts' weights shrink,
                                              * their optimizer state is the same over dp x cp / ep, the
                                              * activations do not change): below an EP that does not fit, none
@@ -326,10 +343,14 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                              * and is costed whatever */
                                             for (int ei = 0, unfit_above = 0; ei < nep; ei++) {
                                                 int64_t ep = eps[ei];
+                                                /* ETP 1 without EP would hold every expert whole on every GPU: only
+                                                 * when asked (--etp 1) */
+                                                if (!req->etp && etps[eti] != tp && ep == 1) continue;
                                                 layout_t l = {0};
                                                 l.gpus = gpus; l.tp = tp; l.pp = pp; l.dp = dp; l.vpp = vpp;
                                                 l.mbs = mbs; l.gbs = gbs; l.seq = req->seq;
                                                 l.cp = cp; l.cp_comm = req->cp_comm; l.ep = ep; l.ep_overlap = req->ep_overlap;
+                                                l.etp = etps[eti] == tp ? 0 : etps[eti];
                                                 l.gpus_per_node = node->gpus_per_node;
                                                 l.recompute = recomputes[ri]; l.zero = zero; l.sp = sp;
                                                 l.precision = prec; l.fp32_grads = req->fp32_grads;
@@ -360,11 +381,12 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                     res->rejected[REJECT_CP]++;
                                                     continue;
                                                 }
-                                                if ((ep > 1 || model_is_moe(m)) && layout_check_ep(m, &l, NULL, 0) != 0) {
+                                                if ((ep > 1 || model_is_moe(m) || l.etp) && layout_check_ep(m, &l, NULL, 0) != 0) {
                                                     res->rejected[REJECT_EP]++;
                                                     continue;
                                                 }
                                                 if (unfit_above && ep > 1) { res->rejected[REJECT_MEMORY]++; continue; }
+
                                                 /* a layout that does not fit is rejected below whatever its time */
                                                 int rc = cache ? estimate_layout_cached(cache, m, g, node, &l, &job, 1, e, why, sizeof why)
                                                                : estimate_layout_fast(m, g, node, &l, &job, e, why, sizeof why);

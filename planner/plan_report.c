@@ -55,6 +55,10 @@ static void winner_reason(FILE *out, const plan_request *req, const plan_result 
     }
     if (l->tp > 1)
         fprintf(out, "TP %lld keeps within the node's fast link. ", (long long)l->tp);
+    if (layout_etp(l) != l->tp)
+        fprintf(out, "Its experts split over ETP %lld, not TP %lld: %s. ", (long long)layout_etp(l), (long long)l->tp,
+                layout_etp(l) == 1 ? "each GPU runs whole experts on the tokens it receives, without gathering them over TP"
+                                   : "the routed tokens are gathered over the expert TP group");
     if (layout_cp(l) > 1)
         fprintf(out, "CP %lld gives each GPU %lld of the %lld tokens of a sequence. ", (long long)l->cp,
                 (long long)(l->seq / l->cp), (long long)l->seq);
@@ -73,10 +77,12 @@ static void winner_reason(FILE *out, const plan_request *req, const plan_result 
     }
     if (res->ntop > 1) {
         const plan_candidate *r = &res->top[1];
-        char cp_text[32] = "";
+        char cp_text[48] = "";
         if (layout_cp(&r->layout) > 1) snprintf(cp_text, sizeof cp_text, ", CP %lld", (long long)r->layout.cp);
         if (layout_ep(&r->layout) > 1)
             snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", EP %lld", (long long)r->layout.ep);
+        if (layout_etp(&r->layout) != r->layout.tp)
+            snprintf(cp_text + strlen(cp_text), sizeof cp_text - strlen(cp_text), ", ETP %lld", (long long)layout_etp(&r->layout));
         double behind = objective_of(req, r) / objective_of(req, w) - 1.0;
         fprintf(out, "The runner-up (TP %lld%s, PP %lld, DP %lld, mbs %lld, recompute %s, ZeRO %d, SP %s) is ",
                 (long long)r->layout.tp, cp_text, (long long)r->layout.pp, (long long)r->layout.dp, (long long)r->layout.mbs,
@@ -99,12 +105,23 @@ static int searched_cp(const plan_request *req)
     return req->cp > 1 || (req->cp == 0 && req->seq >= PLAN_CP_MIN_SEQ);
 }
 
-static void print_candidate_row(FILE *out, const plan_request *req, int rank, const plan_candidate *c)
+/* The tables show an ETP column only when a layout listed has an expert TP other than its TP. */
+static int lists_expert_tp(const plan_result *res)
+{
+    for (int i = 0; i < res->ntop; i++)
+        if (layout_etp(&res->top[i].layout) != res->top[i].layout.tp) return 1;
+    for (int i = 0; i < res->nfrontier; i++)
+        if (layout_etp(&res->frontier[i].layout) != res->frontier[i].layout.tp) return 1;
+    return 0;
+}
+
+static void print_candidate_row(FILE *out, const plan_request *req, int etp_column, int rank, const plan_candidate *c)
 {
     const layout_t *l = &c->layout;
     fprintf(out, "%4d  %-14s %6lld %3lld ", rank, req->gpu[c->gpu_type]->name, (long long)l->gpus, (long long)l->tp);
     if (searched_cp(req)) fprintf(out, "%3lld ", (long long)layout_cp(l));
     if (model_is_moe(req->model)) fprintf(out, "%3lld ", (long long)layout_ep(l));
+    if (etp_column) fprintf(out, "%3lld ", (long long)layout_etp(l));
     fprintf(out, "%3lld %5lld %3lld %4lld %6lld  %-9s %4d %3s %7.1f %9.3f %6.1f%% %9.2f %12.4g", (long long)l->pp, (long long)l->dp,
             (long long)l->vpp, (long long)l->mbs, (long long)l->gbs, recompute_name(l->recompute), l->zero,
             l->sp ? "on" : "off", c->memory_total / GIB, c->step_s, 100.0 * c->mfu, c->time_to_train_s / 86400.0,
@@ -115,11 +132,12 @@ static void print_candidate_row(FILE *out, const plan_request *req, int rank, co
     fputc('\n', out);
 }
 
-static void print_header(FILE *out, const plan_request *req)
+static void print_header(FILE *out, const plan_request *req, int etp_column)
 {
     fprintf(out, "%4s  %-14s %6s %3s ", "rank", "gpu", "GPUs", "TP");
     if (searched_cp(req)) fprintf(out, "%3s ", "CP");
     if (model_is_moe(req->model)) fprintf(out, "%3s ", "EP");
+    if (etp_column) fprintf(out, "%3s ", "ETP");
     fprintf(out, "%3s %5s %3s %4s %6s  %-9s %4s %3s %7s %9s %7s %9s %12s", "PP", "DP", "VPP", "mbs", "gbs", "recompute", "ZeRO", "SP", "mem GiB", "step s", "MFU", "days", "cost $");
     if (req->bands) fprintf(out, "  days (80%% band)");
     fputc('\n', out);
@@ -138,6 +156,7 @@ static cJSON *candidate_json(const plan_request *req, const plan_candidate *c)
     cJSON_AddNumberToObject(lj, "cp", (double)layout_cp(l));
     cJSON_AddStringToObject(lj, "cp_comm", cp_comm_name(l->cp_comm));
     cJSON_AddNumberToObject(lj, "ep", (double)layout_ep(l));
+    if (layout_etp(l) != l->tp) cJSON_AddNumberToObject(lj, "etp", (double)layout_etp(l));   /* else Megatron's default */
     cJSON_AddNumberToObject(lj, "vpp", (double)l->vpp);
     cJSON_AddNumberToObject(lj, "mbs", (double)l->mbs);
     cJSON_AddNumberToObject(lj, "gbs", (double)l->gbs);
@@ -241,20 +260,24 @@ void report_plan(FILE *out, const plan_request *req, const plan_result *res, for
         return;
     }
     if (format == FORMAT_CSV) {
+        /* a mixture of experts adds its EP and expert TP degrees, last, so that a dense plan's columns stay */
+        int moe = model_is_moe(req->model);
         fprintf(out, "kind,rank,gpu,gpus,tp,pp,dp,vpp,mbs,gbs,seq,recompute,zero,sp,memory_total,step_s,mfu,time_to_train_s,"
-                     "cost_usd,cp,calibration\n");
+                     "cost_usd,cp,calibration%s\n", moe ? ",ep,etp" : "");
         for (int k = 0; k < 2; k++) {
             const plan_candidate *list = k == 0 ? res->top : res->frontier;
             int n = k == 0 ? res->ntop : res->nfrontier;
             for (int i = 0; i < n; i++) {
                 const plan_candidate *c = &list[i];
                 const layout_t *l = &c->layout;
-                fprintf(out, "%s,%d,%s,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%s,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%lld,%s\n",
+                fprintf(out, "%s,%d,%s,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%s,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%lld,%s",
                         k == 0 ? "top" : "frontier", i + 1, req->gpu[c->gpu_type]->name, (long long)l->gpus,
                         (long long)l->tp, (long long)l->pp, (long long)l->dp, (long long)l->vpp, (long long)l->mbs,
                         (long long)l->gbs, (long long)l->seq, recompute_name(l->recompute), l->zero, l->sp,
                         c->memory_total, c->step_s, c->mfu, c->time_to_train_s, c->cost_usd, (long long)layout_cp(l),
                         req->gpu[c->gpu_type]->overlay_path);
+                if (moe) fprintf(out, ",%lld,%lld", (long long)layout_ep(l), (long long)layout_etp(l));
+                fputc('\n', out);
             }
         }
         return;
@@ -279,8 +302,8 @@ void report_plan(FILE *out, const plan_request *req, const plan_result *res, for
             fprintf(out, "The cheapest layout that fits costs $%.4g and takes %.1f days (%lld x %s).\n", cheapest->cost_usd,
                     cheapest->time_to_train_s / 86400.0, (long long)cheapest->layout.gpus, req->gpu[cheapest->gpu_type]->name);
     } else {
-        print_header(out, req);
-        for (int i = 0; i < res->ntop; i++) print_candidate_row(out, req, i + 1, &res->top[i]);
+        print_header(out, req, lists_expert_tp(res));
+        for (int i = 0; i < res->ntop; i++) print_candidate_row(out, req, lists_expert_tp(res), i + 1, &res->top[i]);
         winner_reason(out, req, res);
     }
     fprintf(out, "\nRejected:\n");
@@ -295,8 +318,8 @@ void report_plan(FILE *out, const plan_request *req, const plan_result *res, for
     }
     if (req->ncounts > 1 || req->ngpu_types > 1) {
         fprintf(out, "\nTime-cost frontier (fastest layout per GPU type and count, Pareto set):\n");
-        print_header(out, req);
-        for (int i = 0; i < res->nfrontier; i++) print_candidate_row(out, req, i + 1, &res->frontier[i]);
+        print_header(out, req, lists_expert_tp(res));
+        for (int i = 0; i < res->nfrontier; i++) print_candidate_row(out, req, lists_expert_tp(res), i + 1, &res->frontier[i]);
     }
 }
 
@@ -379,7 +402,7 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
                     (long long)m->experts, (long long)m->top_k, (long long)model_expert_ffn(m),
                     m->moe_group_limit > 0 ? "flex --moe-enable-deepep" : "alltoall");
             fprintf(out, "  --expert-model-parallel-size %lld --expert-tensor-parallel-size %lld \\\n", (long long)layout_ep(l),
-                    (long long)l->tp);
+                    (long long)layout_etp(l));
             if (m->shared_experts > 0)
                 fprintf(out, "  --moe-shared-expert-intermediate-size %lld \\\n", (long long)(m->shared_experts * model_expert_ffn(m)));
             if (m->capacity_factor > 0) fprintf(out, "  --moe-expert-capacity-factor %g \\\n", m->capacity_factor);

@@ -51,6 +51,8 @@ typedef struct {
     int64_t gpus, tp, pp, dp, vpp, mbs, gbs, seq, gpus_per_node;
     int64_t cp;        /* context parallel degree: each rank holds seq/cp tokens; 0 (a zeroed layout) means 1 */
     int64_t ep;        /* expert parallel degree, inside DP x CP: each rank holds experts/ep; 0 means 1 */
+    int64_t etp;       /* expert tensor parallel degree (Megatron's --expert-tensor-parallel-size): each routed
+                          expert split over etp ranks; 0 means tp, Megatron's default */
     int ep_overlap;    /* EP all-to-alls overlapped with another micro-batch's compute (docs/model.md) */
     cp_comm_t cp_comm;
     recompute_t recompute;
@@ -78,8 +80,9 @@ typedef enum { OP_GEMM = 0, OP_ATTENTION, OP_MEMBOUND, OP_COMM } op_kind_t;
 typedef enum { PASS_FWD = 0, PASS_BWD, PASS_RECOMPUTE, PASS_STEP } pass_t;
 typedef enum { COLL_ALLREDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_SENDRECV, COLL_ALLTOALL } coll_t;
 /* GROUP_DP is the gradient's group: DP x CP ranks (dp_group_size); GROUP_EP the expert-parallel group
- * (ep ranks tp apart, inside DP x CP); GROUP_EDP the experts' gradient group, dp x cp / ep ranks */
-typedef enum { GROUP_TP = 0, GROUP_PP, GROUP_DP, GROUP_CP, GROUP_EP, GROUP_EDP } group_t;
+ * (ep ranks etp apart, inside TP x CP x DP); GROUP_EDP the experts' gradient group, tp x cp x dp / (etp x ep)
+ * ranks; GROUP_ETP the expert tensor-parallel group, etp neighbouring ranks */
+typedef enum { GROUP_TP = 0, GROUP_PP, GROUP_DP, GROUP_CP, GROUP_EP, GROUP_EDP, GROUP_ETP } group_t;
 /* How a communication op meets the compute timeline (docs/model.md, "Overlap"). */
 /* OVERLAP_ATTENTION: one step of context parallelism's KV ring, hidden behind the attention of the block
  * received before it. */
@@ -162,7 +165,10 @@ double element_bytes(precision_t p);
 int64_t dp_group_size(const layout_t *l);
 /* The expert parallel degree, 1 for a zeroed layout's 0. */
 int64_t layout_ep(const layout_t *l);
-/* The ranks an expert's gradient is reduced over: dp x cp / ep (Megatron's expert-data-parallel group). */
+/* The expert tensor parallel degree: tp for a layout's 0 (Megatron's default). */
+int64_t layout_etp(const layout_t *l);
+/* The ranks an expert's gradient is reduced over: tp x cp x dp / (etp x ep) (Megatron's expert-data-parallel
+ * group; dp x cp / ep when etp is tp). */
 int64_t expert_dp_group_size(const layout_t *l);
 /* MoE layers a stage is costed with: the last its own, any other the most of the stages but the last. */
 int64_t moe_layers_on_stage(const model_t *m, int64_t pp, int64_t vpp, int64_t stage);
@@ -401,6 +407,7 @@ typedef struct {
     int64_t cp;                    /* 0: search 1..16 when seq >= PLAN_CP_MIN_SEQ, else 1 */
     cp_comm_t cp_comm;
     int64_t ep;                    /* 0: search 1 and the powers of two dividing a MoE model's experts */
+    int64_t etp;                   /* 0: search expert TP 1 and TP (a MoE model with TP > 1); else this one */
     int ep_overlap;                /* every layout with the EP all-to-alls overlapped (--ep-overlap) */
     int uncached;                  /* cost every layout from scratch (estimate_layout_fast), without the
                                       search's cache: the reference for make bench and the tests */

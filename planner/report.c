@@ -114,7 +114,7 @@ const char *pass_name(pass_t p)
 }
 const char *group_name(group_t g)
 {
-    static const char *const names[] = {"tp", "pp", "dp", "cp", "ep", "edp"};
+    static const char *const names[] = {"tp", "pp", "dp", "cp", "ep", "edp", "etp"};
     return names[g];
 }
 const char *coll_name(coll_t c)
@@ -177,6 +177,7 @@ static int estimate_fields(const estimate_t *e, field *f)
     INT("layout.cp", layout_cp(l));
     STR("layout.cp_comm", cp_comm_name(l->cp_comm));
     INT("layout.ep", layout_ep(l));
+    if (layout_etp(l) != l->tp) INT("layout.etp", layout_etp(l));   /* Megatron's default, TP, goes unsaid */
     INT("layout.mbs", l->mbs);
     INT("layout.gbs", l->gbs);
     INT("layout.seq", l->seq);
@@ -408,6 +409,7 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
         fprintf(out, "layout: TP %lld x PP %lld x DP %lld", (long long)l->tp, (long long)l->pp, (long long)l->dp);
     if (l->vpp > 1) fprintf(out, " (VPP %lld)", (long long)l->vpp);
     if (model_is_moe(e->model)) fprintf(out, ", EP %lld", (long long)layout_ep(l));
+    if (layout_etp(l) != l->tp) fprintf(out, ", ETP %lld", (long long)layout_etp(l));
     fprintf(out, ", micro-batch %lld, global batch %lld (%lld micro-batches per step), seq %lld\n", (long long)l->mbs,
             (long long)l->gbs, (long long)e->microbatches, (long long)l->seq);
     char partial[80] = "";

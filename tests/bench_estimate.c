@@ -198,7 +198,7 @@ int main(void)
             wall[run] = now_s() - t0;
         }
         sort_ascending(wall, RUNS);
-        printf("bench: sextant plan %s --gpu all --gpus 8-16384, EP searched, median of %d runs\n", moe_models[mi], RUNS);
+        printf("bench: sextant plan %s --gpu all --gpus 8-16384, EP and ETP searched, median of %d runs\n", moe_models[mi], RUNS);
         printf("  layouts evaluated    %10lld (%lld feasible); wall time %.3f s (min %.3f, max %.3f; target < 1 s: %s)\n",
                (long long)res.evaluated, (long long)res.feasible, wall[RUNS / 2], wall[0], wall[RUNS - 1],
                wall[RUNS / 2] < 1.0 ? "met" : "missed");

@@ -395,11 +395,192 @@ static void plan_finds_ep_layouts(void **state)
         const layout_t *l = &res.top[i].layout;
         with_ep |= layout_ep(l) > 1;
         assert_int_equal(256 % layout_ep(l), 0);
-        assert_int_equal(dp_group_size(l) % layout_ep(l), 0);
+        /* Megatron's expert groups: etp x ep out of tp x cp x dp (ep inside dp x cp when etp is tp) */
+        assert_int_equal(l->tp * dp_group_size(l) % (layout_etp(l) * layout_ep(l)), 0);
+        if (layout_etp(l) == l->tp) assert_int_equal(dp_group_size(l) % layout_ep(l), 0);
     }
     assert_true(with_ep);
     /* EP that dp x cp cannot take is rejected for that reason */
     assert_true(res.rejected[REJECT_EP] > 0);
+}
+
+/* Expert tensor parallelism (docs/model.md, "Expert tensor parallelism"): the routed experts split over ETP instead
+ * of TP, the routed tokens gathered over ETP only, the experts' memory over ETP x EP and their optimizer over
+ * tp x cp x dp / (etp x ep), as Megatron-Core forms the groups. */
+static void etp_splits_the_experts_not_the_attention(void **state)
+{
+    (void)state;
+    static estimate_t e[3];
+    const int64_t etps[3] = {1, 2, 4};
+    const model_t *m = model_zoo_find(&zoo, "mixtral-8x7b");
+    for (int i = 0; i < 3; i++) {
+        layout_t l = moe_layout(4, 1, 16, 4, 256, 4096);
+        l.zero = 1;
+        l.etp = etps[i];
+        estimate("mixtral-8x7b", l, &e[i]);
+        assert_int_equal(expert_dp_group_size(&l), 4 * 16 / (etps[i] * 4));
+    }
+    const double T = 4096.0, k = 2.0, t = 4.0, h = (double)m->hidden, B = 2.0;
+    for (int i = 0; i < 3; i++) {
+        const stage_ops *s = &e[i].first_stage;
+        const op_t *up = find(s, "expert_up", PASS_FWD), *gather = find(s, "moe_tp_allgather", PASS_FWD);
+        assert_non_null(up);
+        /* the expert GEMM's width is split over ETP, its rows gathered over ETP; its FLOPs stay */
+        assert_int_equal(up->n, 2 * model_expert_ffn(m) / etps[i]);
+        assert_close(up->model_flops, e[0].first_stage.ops[up - s->ops].model_flops, 1e-12);
+        assert_close(s->expert_params * (double)etps[i], e[0].first_stage.expert_params, 1e-12);
+        if (etps[i] == 1) {
+            assert_null(gather);   /* whole experts: nothing to gather */
+        } else {
+            assert_non_null(gather);
+            assert_int_equal(gather->group, GROUP_ETP);
+            assert_int_equal(gather->group_size, etps[i]);
+            assert_close(gather->comm_bytes, T * k * (double)etps[i] / t * h * B, 1e-12);
+        }
+        /* the dispatch is the same whatever ETP: each GPU routes its s b / t tokens */
+        const op_t *a2a = find(s, "ep_alltoall_dispatch", PASS_FWD);
+        assert_non_null(a2a);
+        assert_close(a2a->comm_bytes, moe_alltoall_bytes(T / t, k, h, B), 1e-12);
+        /* the attention keeps TP 4 */
+        const op_t *qkv = find(s, "qkv", PASS_FWD);
+        assert_non_null(qkv);
+        assert_close(qkv->flops, e[2].first_stage.ops[qkv - s->ops].flops, 1e-12);
+    }
+    /* ZeRO 1: the experts' optimizer state is sharded over their data-parallel group, tp x cp x dp / (etp x ep), so
+     * a GPU holds the same share whatever ETP; weights and gradients shrink with it */
+    for (int i = 1; i < 3; i++) {
+        assert_close(e[i].memory.optimizer, e[0].memory.optimizer, 1e-9);
+        assert_true(e[i].memory.weights < e[i - 1].memory.weights && e[i].memory.gradients < e[i - 1].memory.gradients);
+    }
+    /* time shares: ETP 1 drops the routed tokens' TP gathers (TP seconds), and its EP group (4 GPUs, not 16) stays
+     * in the node, where the ETP 4 one crosses */
+    assert_true(e[0].tp_comm_s < e[1].tp_comm_s && e[1].tp_comm_s < e[2].tp_comm_s);
+    assert_true(e[0].ep_comm_s < e[2].ep_comm_s);
+    assert_false(find(&e[0].first_stage, "ep_alltoall_dispatch", PASS_FWD)->crosses_node);
+    assert_true(find(&e[2].first_stage, "ep_alltoall_dispatch", PASS_FWD)->crosses_node);
+}
+
+/* ETP = TP is Megatron's default, and what every estimate was before ETP: the same figures, to the bit. */
+static void etp_equal_to_tp_changes_nothing(void **state)
+{
+    (void)state;
+    static estimate_t a, b;
+    static const char *const models[] = {"mixtral-8x7b", "deepseek-v3", "qwen3-235b-a22b", "grok-1"};
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
+        layout_t l = moe_layout(4, 8, 16, 8, 512, 4096);
+        estimate(models[mi], l, &a);
+        l.etp = 4;
+        estimate(models[mi], l, &b);
+        assert_true(a.step_s == b.step_s && a.memory.total == b.memory.total && a.mfu == b.mfu);
+    }
+}
+
+/* The activations ETP adds: the gathered routed input each expert up-projection keeps, T k etp / t x h x B a MoE
+ * layer (the activation's and down-projection's inputs are etp-independent); the model state never grows. */
+static void etp_memory_moves_from_state_to_activations(void **state)
+{
+    (void)state;
+    static estimate_t e1, e4;
+    for (int zero = 0; zero <= 3; zero++) {
+        layout_t l = moe_layout(4, 1, 16, 4, 256, 4096);
+        l.zero = zero;
+        l.etp = 1;
+        estimate("mixtral-8x7b", l, &e1);
+        l.etp = 4;
+        estimate("mixtral-8x7b", l, &e4);
+        double state1 = e1.memory.weights + e1.memory.gradients + e1.memory.optimizer;
+        double state4 = e4.memory.weights + e4.memory.gradients + e4.memory.optimizer;
+        assert_true(state4 <= state1 * (1.0 + 1e-12));
+        double gathered = (double)e1.first_stage.moe_layers * 4096.0 * 2.0 / 4.0 * 4096.0 * 2.0 * (4.0 - 1.0);
+        assert_close(e4.memory.activations - e1.memory.activations, gathered * e1.memory.inflight_microbatches, 1e-9);
+    }
+    /* and more EP never more memory at ETP 1 either (the plan prunes on it) */
+    static const char *const models[] = {"mixtral-8x7b", "deepseek-v3", "qwen3-235b-a22b"};
+    static estimate_t e;
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++)
+        for (int zero = 0; zero <= 1; zero++) {
+            double last = 1e30;
+            for (int64_t ep = 2; ep <= 8; ep *= 2) {
+                layout_t l = moe_layout(2, 4, 16, ep, 256, 4096);
+                l.zero = zero;
+                l.etp = 1;
+                estimate(models[mi], l, &e);
+                assert_true(e.memory.total <= last * (1.0 + 1e-12));
+                last = e.memory.total;
+            }
+        }
+}
+
+/* Megatron's checks: ETP x EP inside TP x CP x DP, ETP dividing the expert FFN; with ETP < TP, EP may pass dp x cp */
+static void etp_refusals_and_its_wider_ep(void **state)
+{
+    (void)state;
+    expect_bad_input("estimate mixtral-8x7b --gpus 64 --tp 2 --sp --ep 8 --etp 3", "--etp 3");
+    expect_bad_input("estimate mixtral-8x7b --gpus 64 --tp 2 --sp --ep 8 --etp 16", "--etp 16");
+    expect_bad_input("estimate llama2-7b --gpus 8 --tp 2 --sp --etp 1", "--etp 1");
+    expect_bad_input("plan llama2-7b --gpus 8 --etp 2", "--etp 2");
+    expect_bad_input("estimate mixtral-8x7b --gpus 64 --tp 2 --sp --etp -1", "--etp");
+    /* DeepSeek-V3 on 256 GPUs with TP 4, PP 16: dp x cp = 4 cannot take EP 16, TP x CP x DP = 16 can with ETP 1 */
+    expect_bad_input("estimate deepseek-v3 --gpus 256 --tp 4 --sp --pp 16 --ep 16", "--ep 16");
+    run_result r = run_sextant("estimate deepseek-v3 --gpus 256 --tp 4 --sp --pp 16 --ep 16 --etp 1 --format json");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "\"etp\":\t1,"));
+    run_free(&r);
+    r = run_sextant("explain deepseek-v3 --gpus 256 --tp 4 --sp --pp 16 --ep 16 --etp 1");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "expert TP t_e = 1"));
+    assert_non_null(strstr(r.out, "t_e = 1: nothing is gathered"));
+    run_free(&r);
+    /* ETP = TP says nothing new */
+    r = run_sextant("estimate mixtral-8x7b --gpus 64 --tp 2 --sp --ep 8 --etp 2 --format json");
+    assert_int_equal(r.status, 0);
+    assert_null(strstr(r.out, "\"etp\""));
+    run_free(&r);
+}
+
+/* plan searches ETP 1 beside TP and emits it; the DeepSpeed and torchtitan emitters refuse it */
+static void plan_searches_and_emits_etp(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("plan deepseek-v3 --gpus 256 --gpu h100-sxm --etp 1 --emit megatron");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "--expert-tensor-parallel-size 1"));
+    run_free(&r);
+    r = run_sextant("plan deepseek-v3 --gpus 256 --gpu h100-sxm --etp 1 --format csv");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, ",ep,etp\n"));
+    run_free(&r);
+    static plan_request req;
+    static plan_result with, without;
+    memset(&req, 0, sizeof req);
+    req.model = model_zoo_find(&zoo, "deepseek-v3");
+    req.gpu[0] = hwdb_find_gpu(&db, "h800");
+    req.node[0] = hwdb_find_node(&db, req.gpu[0]->node);
+    req.ngpu_types = 1;
+    req.gpu_counts[0] = 2048;
+    req.ncounts = 1;
+    req.seq = 4096;
+    req.gbs_min = req.gbs_max = 1024;
+    req.tokens = 1e12;
+    req.top = 5;
+    req.max_zero = 1;
+    req.precision = PREC_COUNT;
+    req.attention = ATTENTION_COUNT;
+    char err[256];
+    assert_int_equal(plan_search(&req, &with, 0, err, sizeof err), 0);
+    req.etp = 0;
+    /* the same search held to ETP = TP: what the plan was before ETP */
+    static plan_request tp_only;
+    tp_only = req;
+    tp_only.framework = "torchtitan";   /* refuses ETP other than TP */
+    tp_only.max_zero = 3;
+    assert_int_equal(plan_search(&tp_only, &without, 0, err, sizeof err), 0);
+    for (int i = 0; i < without.ntop; i++) assert_int_equal(layout_etp(&without.top[i].layout), without.top[i].layout.tp);
+    assert_true(with.evaluated > 0 && with.ntop >= 1);
+    int other = 0;
+    for (int i = 0; i < with.ntop; i++) other |= layout_etp(&with.top[i].layout) != with.top[i].layout.tp;
+    /* ETP 1 wins here: whole experts, no gathers of the routed tokens over TP, a compact EP group */
+    assert_true(other);
 }
 
 static void cli_takes_ep_and_emits_it(void **state)
@@ -457,6 +638,11 @@ int main(void)
         cmocka_unit_test(ep_keeps_the_planner_properties),
         cmocka_unit_test(plan_finds_ep_layouts),
         cmocka_unit_test(cli_takes_ep_and_emits_it),
+        cmocka_unit_test(etp_splits_the_experts_not_the_attention),
+        cmocka_unit_test(etp_equal_to_tp_changes_nothing),
+        cmocka_unit_test(etp_memory_moves_from_state_to_activations),
+        cmocka_unit_test(etp_refusals_and_its_wider_ep),
+        cmocka_unit_test(plan_searches_and_emits_etp),
     };
     return cmocka_run_group_tests(tests, setup_shipped, teardown_shipped);
 }
