@@ -509,7 +509,8 @@ typedef struct {
     precision_t mfu_peak;          /* the peak the source's MFU divides by */
     int64_t cp, ep;
     int older_framework;           /* a 2021-2022 framework: unfused attention, no SP unless stated, dropout */
-    int per_trillion_tokens;       /* a gpu_hours row per 10^12 training tokens: a throughput, not a campaign */
+    double hours_tokens;           /* a gpu_hours row over this many tokens of one phase (10^12 for a row per
+                                      trillion tokens): a throughput; 0 for a campaign of several phases */
     char skip_class[48];           /* empty when estimable, else the kind of reason (counted) */
     char skip_detail[200];         /* and this row's reason */
 } published_row;

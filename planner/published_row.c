@@ -533,12 +533,22 @@ int published_row_read(const csv_table *t, int r, const hwdb *db, const model_zo
     read_layout(t, r, row);
     read_practice(t, r, row);
     if (!row->gpu || !row->node) skip(row, "GPU not in the hardware database", "'%.60s'", row->gpu_text);
-    /* GPU-hours per trillion tokens is a throughput (DeepSeek's 180K H800 GPU-hours); a whole campaign's are not */
+    /* GPU-hours over a token count of one phase run with the row's layout are a throughput: per trillion
+     * tokens (DeepSeek's 180K H800 GPU-hours) or a pre-training of N tokens ("pre-training on 14.8T tokens");
+     * a campaign of several phases (context extension, post-training) is not */
     const char *notes = csv_table_cell(t, r, "notes");
-    row->per_trillion_tokens = row->metric == METRIC_GPU_HOURS && (has(row->case_name, "per_1T") ||
-                                                                    has(notes, "GPU-hours per trillion tokens"));
-    if (row->metric == METRIC_GPU_HOURS && !row->per_trillion_tokens)
-        skip(row, "GPU-hours of a whole campaign", "the row's token count and phases are not one layout's step");
+    if (row->metric == METRIC_GPU_HOURS) {
+        if (has(row->case_name, "per_1T") || has(notes, "GPU-hours per trillion tokens")) row->hours_tokens = 1e12;
+        const char *on = notes ? strcasestr(notes, "pre-training on ") : NULL;
+        if (!row->hours_tokens && on && !has(notes, "post-training") && !has(notes, "context extension")) {
+            char count[32];
+            snprintf(count, sizeof count, "%s", on + strlen("pre-training on "));
+            count[strcspn(count, " ")] = '\0';
+            row->hours_tokens = parse_params(count);
+        }
+        if (!(row->hours_tokens > 0.0))
+            skip(row, "GPU-hours of a whole campaign", "the row's token count and phases are not one layout's step");
+    }
     return 0;
 }
 
@@ -556,7 +566,7 @@ double published_predicted(const published_row *row, const estimate_t *e)
     case METRIC_TOKENS_PER_S_PER_GPU: return e->tokens_per_s_per_gpu;
     case METRIC_S_PER_ITER: return e->step_s;
     case METRIC_SAMPLES_PER_S: return (double)e->layout.gbs / e->step_s;
-    case METRIC_GPU_HOURS: return row->per_trillion_tokens ? 1e12 / e->tokens_per_s_per_gpu / 3600.0 : 0.0;
+    case METRIC_GPU_HOURS: return row->hours_tokens > 0.0 ? row->hours_tokens / e->tokens_per_s_per_gpu / 3600.0 : 0.0;
     case METRIC_COUNT: break;
     }
     return 0.0;

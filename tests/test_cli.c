@@ -827,7 +827,10 @@ static void published_row_rules(void **state)
              "n,\"DeepSeek-V3 report\",DeepSeek-V3,61,7168,128,MLA,,129280,4096,,H800,2048,8,1,16,,1,64,128,,15360,fp8,,ZeRO-1,HAI-LLM,"
              "gpu_hours,2664000,the 14.8T pre-training\n"
              "o,s,Nemotron-340B,,,,,,,4096,,H100,128,8,8,8,,1,,2,1,32,fp8,,,NeMo,mfu,0.3,\n"
-             "p,s,Llama-70B,,,,,,,4096,,H100,128,8,8,8,,1,,2,1,32,bf16,,,NeMo,mfu,0.3,\n",
+             "p,s,Llama-70B,,,,,,,4096,,H100,128,8,8,8,,1,,2,1,32,bf16,,,NeMo,mfu,0.3,\n"
+             "q,\"DeepSeek-V3 report\",DeepSeek-V3 (671B total / 37B active MoE),61,7168,128,MLA,\"dense 18432; expert 2048 x 257\",129280,4096,"
+             "671B/37B act,H800,2048,8,1,16,,1,64,128,,15360 (after ramp from 3072),FP8 mixed,partial (RMSNorm/MLA up-proj recomputed),"
+             "ZeRO-1,HAI-LLM (DualPipe),gpu_hours,2664000,pre-training on 14.8T tokens = 2664K H800 GPU-hours\n",
              header);
     write_temp(path, text);
     run_result r = run_sextant("published --runs %s --format json", path);
@@ -892,7 +895,11 @@ static void published_row_rules(void **state)
     /* o: a family and a size name one zoo model (nemotron-4-340b); p: llama 70B could be two (Llama 2 or 3) */
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 14), "estimated")));
     assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 15), "reason")->valuestring, "architecture not published");
-    assert_int_equal(cJSON_GetObjectItem(root, "rows_estimated")->valueint, 12);
+    /* q: m's layout over a pre-training of 14.8T tokens: 14.8 times m's GPU-hours per trillion */
+    const cJSON *rq = cJSON_GetArrayItem(rows, 16);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(rq, "estimated")));
+    assert_close(cJSON_GetObjectItem(rq, "predicted")->valuedouble, 14.8 * cJSON_GetObjectItem(rm, "predicted")->valuedouble, 1e-6);
+    assert_int_equal(cJSON_GetObjectItem(root, "rows_estimated")->valueint, 13);
     cJSON_Delete(root);
     run_free(&r);
     unlink(path);
