@@ -97,7 +97,7 @@ static const char *usage_text =
     "  calibrate --comm [--gpus N] [--out FILE] [--max-bytes SIZE]   NCCL collectives on one node's GPUs -> intra-node\n"
     "                         latency and bandwidth in the overlay (needs 2+ GPUs)\n"
     "  validate MODEL [--gpu NAME --mbs N --gbs N --seq N --steps N --calibration FILE --csv FILE --json FILE --plot FILE.svg]\n"
-    "                 [--tp N --pp N --dp N --ep N --sp --zero 0|1|2|3 --recompute none|full --attention unfused|flash --gpus N]\n"
+    "                 [--tp N --pp N --dp N --ep N --sp --zero 0|1|2|3 --recompute none|full --attention unfused|flash|sextant --gpus N]\n"
     "                                     train for real, one process per GPU (or under mpirun / srun), predicted\n"
     "                                     against measured, op and collective by op (needs GPUs)\n"
     "  validate --plan FILE [--gpus N]    a plan's JSON (plan/estimate --format json) on the GPUs here, as a slice\n"

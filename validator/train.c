@@ -504,8 +504,9 @@ static void print_run_header(const train_run_state *r, const gpt *g)
     printf("# vocab %d padded to %d, %s, %s, %s, %s\n", s->V, s->Vp, s->rms ? "RMSNorm" : "LayerNorm",
            s->swiglu ? "SwiGLU" : "GELU", s->KVm < s->Hm ? "grouped-query attention" : "multi-head attention",
            s->learned_pos ? "learned positions" : s->rope ? "rotary positions" : "no positions");
-    printf("# attention: %s\n", s->flash ? "flash (fused kernel, kernels/attention.cu)"
-                                         : "unfused (cuBLAS batched GEMMs + causal softmax)");
+    /* both names: the planner costs the step's fused kernel as --attention sextant (docs/guide.md, "Attention kernels") */
+    printf("# attention: %s\n", s->flash ? "flash (the step's own fused kernel, kernels/attention.cu; the planner's sextant)"
+                                         : "unfused (cuBLAS batched GEMMs + causal softmax; validate's default, estimate's is flash)");
     if (train_fp8_gemms(o))
         printf("# GEMMs: FP8 for the layers' linears (E4M3 weights and activations, E5M2 gradients, per-tensor scales "
                "from each tensor's amax; validator/fp8.c), lm_head in bf16\n");

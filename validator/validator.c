@@ -337,7 +337,7 @@ int main(int argc, char **argv)
                         "       sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]\n"
                         "       sextant-gpu train MODEL [--gpu NAME] [--mbs N] [--gbs N] [--seq N] [--steps N] [--warmup N]\n"
                         "                             [--tp N] [--pp N] [--vpp N] [--dp N] [--cp 2] [--sp] [--zero 0|1|2|3] [--recompute none|full]\n"
-                        "                             [--gpus N] [--timeout S] [--attention unfused|flash] [--calibration FILE]\n"
+                        "                             [--gpus N] [--timeout S] [--attention unfused|flash|sextant] [--calibration FILE]\n"
                         "                             [--csv FILE] [--json FILE] [--plot FILE.svg] [--losses FILE] [--every-step]\n"
                         "                             [--lr RATE] [--lr-warmup STEPS] [--precision bf16|fp8]\n"
                         "                             [--ep N] [--moe-imbalance X]\n"
