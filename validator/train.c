@@ -459,7 +459,7 @@ static void allocate_step(train_run_state *r, gpt *g)
 }
 
 /* The profiling step's events and the diagnostics the environment asks for (SEXTANT_CE_LAYOUT,
- * SEXTANT_REPLAY, SEXTANT_REPLAY_COPIES, SEXTANT_CLOCK_PROBE). */
+ * SEXTANT_REPLAY, SEXTANT_CLOCK_PROBE; docs/guide.md, "Environment switches"). */
 static void diagnostics_begin(const train_options *o)
 {
     profile_events = host_alloc(2 * (size_t)PROFILE_MAX * sizeof *profile_events);
@@ -470,7 +470,6 @@ static void diagnostics_begin(const train_options *o)
     int ce_layout = env_int_in("SEXTANT_CE_LAYOUT", 4, 5, -1);
     if (ce_layout >= 0) sx_cross_entropy_tune(ce_layout);
     replay_runs = env_int_in("SEXTANT_REPLAY", 1, 1000, 0);
-    replay_copies = env_int_in("SEXTANT_REPLAY_COPIES", 0, 1, 0);
     if (replay_runs > 0) {
         replay_events = host_alloc(2 * (size_t)PROFILE_MAX * sizeof *replay_events);
         replay_tags = host_alloc((size_t)PROFILE_MAX * sizeof *replay_tags);
@@ -694,14 +693,6 @@ static void run_replay_step(train_run_state *r, gpt *g)
             r->replayed[k].seconds += ms * 1e-3 / replay_runs; /* per run, summed over the op's calls like the step's */
             r->replayed[k].calls++;
         }
-        if (replay_copies && g->s.flash) {
-            double alone[2], mhz[2];
-            replay_copies_alone(&g->s, alone, mhz);
-            if (rank == 0 && alone[0] > 0)
-                printf("SEXTANT_REPLAY_COPIES: layer 0's attention on the copies, back to back alone after 1 s idle: "
-                       "forward %.4f ms (%.0f MHz), backward %.4f ms (%.0f MHz) per call\n", alone[0], mhz[0], alone[1],
-                       mhz[1]);
-        }
         replay_free(); /* before the device's memory is read */
     }
 }
@@ -884,12 +875,8 @@ static void print_stage_tables(train_run_state *r, gpt *g)
                        "pred/repl", "step/repl");
                 for (int k = 0; k < r->nreplayed; k++) {
                     const report_row *row = NULL;
-                    /* SEXTANT_REPLAY_COPIES' rows beside their op's */
-                    const char *copies = strstr(r->replayed[k].name, "_on_copies");
-                    size_t base_len = copies ? (size_t)(copies - r->replayed[k].name) : strlen(r->replayed[k].name);
                     for (int i = 0; i < r->nrows && !row; i++)
-                        if (strlen(r->rows[i].op) == base_len && !strncmp(r->rows[i].op, r->replayed[k].name, base_len) &&
-                            !strcmp(r->rows[i].pass, pass_name(r->replayed[k].pass)))
+                        if (!strcmp(r->rows[i].op, r->replayed[k].name) && !strcmp(r->rows[i].pass, pass_name(r->replayed[k].pass)))
                             row = &r->rows[i];
                     double pred = row && row->predicted_s >= 0 ? row->predicted_s : 0.0;
                     double in_step = row ? row->measured_s : 0.0, rep = r->replayed[k].seconds;
