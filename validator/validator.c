@@ -120,7 +120,7 @@ static int train_layout_flags(int argc, char **argv, int first_flag, train_optio
         char err[512];
         int taken = argv[i][0] == '-' ? layout_flag_parse(argv[i], i + 1 < argc ? argv[i + 1] : NULL, &lf, err, sizeof err) : 0;
         if (taken < 0) { fprintf(stderr, "sextant-gpu: train: %s\n", err); return 2; }
-        if (taken == 2) i++;
+        if (taken == 2 || (taken == 0 && argv[i][0] == '-' && strcmp(argv[i], "--every-step"))) i++;   /* past the value */
     }
     const layout_t *l = &lf.l;
     if (l->recompute != RECOMPUTE_NONE && l->recompute != RECOMPUTE_FULL) {
