@@ -33,7 +33,7 @@ LDLIBS   = -lcsv -lcjson -lm
 CORE_SRC = hwdb/csv_table.c hwdb/hwdb.c models/models.c models/hf_config.c \
            planner/formulas.c planner/oplist.c planner/estimate.c planner/report.c planner/explain.c \
            planner/plan.c planner/plan_report.c planner/published_row.c planner/published.c planner/uncertainty.c planner/fit_power.c planner/fit_gemm.c \
-           planner/outfile.c planner/gnuplot.c planner/data_root.c
+           planner/outfile.c planner/gnuplot.c planner/data_root.c planner/layout_flags.c
 CORE_OBJ = $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    = test_formulas test_models test_hwdb test_estimate test_plan test_cp test_cli test_model_ref test_plot test_schedule \
            test_overlap test_docs test_zero test_moe test_plan_file test_fp8 test_fit_gemm test_cp_ring test_loss_trend test_moe_route

@@ -32,19 +32,13 @@ typedef struct {
     const char *model_name;
     const char *gpu_name, *node_name;
     const char *hwdb_dir, *models_file, *model_config, *calibration, *out_path;
-    int64_t gpus, gpus_per_node, tp, pp, dp, vpp, mbs, gbs, seq, cp, ep, etp, recompute_layers;
-    unsigned recompute_modules;
+    int64_t gpus;
+    /* the layout flags (planner/layout_flags.c) over a zeroed layout: a count of 0 was not given, and
+     * make_layout and cmd_plan fill the defaults that depend on the model and the GPU from lay.given */
+    layout_flags lay;
     double tokens, price;
     double moe_imbalance, capacity_factor;   /* 0: the model's (the default imbalance, no capacity limit) */
-    cp_comm_t cp_comm;
-    loss_kernel_t loss;
-    tp_overlap_t tp_overlap;
-    grad_sync_t grad_sync;
-    int have_precision, have_recompute, have_attention;
-    precision_t precision;
-    recompute_t recompute;
-    attention_impl_t attention;
-    int sp, zero, fp32_grads, no_dropout, with_ops, spec_examples, ep_overlap;
+    int no_dropout, with_ops, spec_examples;
     format_t format;
     /* plan */
     const char *gpus_text, *emit, *plot;
@@ -103,7 +97,7 @@ static const char *usage_text =
     "  calibrate --comm [--gpus N] [--out FILE] [--max-bytes SIZE]   NCCL collectives on one node's GPUs -> intra-node\n"
     "                         latency and bandwidth in the overlay (needs 2+ GPUs)\n"
     "  validate MODEL [--gpu NAME --mbs N --gbs N --seq N --steps N --calibration FILE --csv FILE --json FILE --plot FILE.svg]\n"
-    "                 [--tp N --pp N --dp N --ep N --sp --zero 0|1|2|3 --recompute none|full --attention unfused|flash --gpus N]\n"
+    "                 [--tp N --pp N --dp N --ep N --sp --zero 0|1|2|3 --recompute none|full --attention unfused|flash|sextant --gpus N]\n"
     "                                     train for real, one process per GPU (or under mpirun / srun), predicted\n"
     "                                     against measured, op and collective by op (needs GPUs)\n"
     "  validate --plan FILE [--gpus N]    a plan's JSON (plan/estimate --format json) on the GPUs here, as a slice\n"
@@ -188,64 +182,10 @@ static int fail(const char *fmt, ...)
     return 2;
 }
 
-/* Whether text starts with a plain decimal number, digits with an optional fraction and exponent
- * (2, 0.5, 1e12): no sign, space, hexadecimal, inf or nan, which strtod would take.  *len: its length. */
-static int plain_decimal(const char *text, size_t *len)
-{
-    const char *p = text;
-    int digits = 0;
-    while (isdigit((unsigned char)*p)) { p++; digits++; }
-    if (*p == '.') {
-        p++;
-        while (isdigit((unsigned char)*p)) { p++; digits++; }
-    }
-    if (!digits) return 0;
-    if (*p == 'e' || *p == 'E') {
-        const char *q = p + 1;
-        if (*q == '+' || *q == '-') q++;
-        if (!isdigit((unsigned char)*q)) return 0;
-        while (isdigit((unsigned char)*q)) q++;
-        p = q;
-    }
-    *len = (size_t)(p - text);
-    return 1;
-}
-
-/* A positive decimal number with an optional K/M/B/T (or G) suffix: 2T = 2e12. */
-static int parse_quantity(const char *text, double *out)
-{
-    size_t len;
-    if (!plain_decimal(text, &len)) return -1;
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (end != text + len || errno == ERANGE) return -1;
-    double scale = 1.0;
-    if (*end) {
-        switch (toupper((unsigned char)*end)) {
-        case 'K': scale = 1e3; break;
-        case 'M': scale = 1e6; break;
-        case 'B': case 'G': scale = 1e9; break;
-        case 'T': scale = 1e12; break;
-        default: return -1;
-        }
-        if (end[1] != '\0') return -1;
-    }
-    v *= scale;
-    if (!isfinite(v) || v <= 0.0) return -1;
-    *out = v;
-    return 0;
-}
-
 static int parse_count(const char *flag, const char *text, int64_t max, int64_t *out)
 {
-    double v;
-    if (!text) return fail("%s: missing value", flag);
-    if (parse_quantity(text, &v) != 0 || v != floor(v))
-        return fail("%s: '%s' is not a positive integer", flag, text);
-    if (v > (double)max) return fail("%s: %s is larger than %lld", flag, text, (long long)max);
-    *out = (int64_t)v;
-    return 0;
+    char err[ERR_MAX];
+    return count_parse(flag, text, max, out, err, sizeof err) ? fail("%s", err) : 0;
 }
 
 /* models, hw and published take few flags: any other is refused by name, not ignored (the layout flags of
@@ -272,8 +212,7 @@ static int foreign_flag(const char *command, const char *flag)
 static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
-    o->attention = ATTENTION_FLASH;
-    o->zero = -1;
+    layout_flags_init(&o->lay, NULL);
     int i = 1;
     if (i < argc && argv[i][0] != '-') o->command = argv[i++];
     for (; i < argc; i++) {
@@ -286,6 +225,13 @@ static int parse_args(int argc, char **argv, options *o)
         if (foreign_flag(o->command, a)) return fail("%s is not a flag of %s (sextant --help lists each command's)", a, o->command);
         if (a[0] != '-' && o->command && (!strcmp(o->command, "models") || !strcmp(o->command, "published")))
             return fail("unexpected argument '%s': %s takes no model", a, o->command);
+        char err[ERR_MAX];
+        int taken = a[0] == '-' ? layout_flag_parse(a, v, &o->lay, err, sizeof err) : 0;
+        if (taken < 0) return fail("%s", err);
+        if (taken) {
+            i += taken - 1;   /* 2: the flag took its value */
+            continue;
+        }
         if (a[0] != '-') {
             if (o->model_name) return fail("unexpected argument '%s' (the model is already '%s')", a, o->model_name);
             o->model_name = a;
@@ -312,7 +258,8 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(a, "--days") || !strcmp(a, "--budget")) {
             const char *t = TAKE();
             double value;
-            if (!t || parse_quantity(t, &value) != 0 || value > 1e15) return fail("%s: '%s' is not a positive number", a, t ? t : "");
+            if (!t || quantity_parse(t, &value) != 0 || value > 1e15) return fail("%s: '%s' is not a positive number", a,
+                t ? t : "");
             if (!strcmp(a, "--days")) o->days = value; else o->budget = value;
         } else if (!strcmp(a, "--objective")) {
             const char *t = TAKE();
@@ -328,22 +275,6 @@ static int parse_args(int argc, char **argv, options *o)
         }
         else if (!strcmp(a, "--strict")) o->strict = 1;
         else if (!strcmp(a, "--allow-tp-across-nodes")) o->allow_tp_across_nodes = 1;
-        else if (!strcmp(a, "--gpus-per-node")) rc = parse_count(a, TAKE(), 1024, &o->gpus_per_node);
-        else if (!strcmp(a, "--tp")) rc = parse_count(a, TAKE(), 100000, &o->tp);
-        else if (!strcmp(a, "--pp")) rc = parse_count(a, TAKE(), 100000, &o->pp);
-        else if (!strcmp(a, "--dp")) rc = parse_count(a, TAKE(), 10000000, &o->dp);
-        else if (!strcmp(a, "--vpp")) rc = parse_count(a, TAKE(), 1000, &o->vpp);
-        else if (!strcmp(a, "--recompute-layers")) rc = parse_count(a, TAKE(), 100000, &o->recompute_layers);
-        else if (!strcmp(a, "--recompute-modules")) {
-            const char *t = TAKE();
-            if (recompute_modules_parse(t, &o->recompute_modules) != 0)
-                return fail("--recompute-modules: '%s' is not a comma-separated list of layernorm, mla_up_proj, moe_act",
-                            t ? t : "");
-        }
-        else if (!strcmp(a, "--cp")) rc = parse_count(a, TAKE(), 100000, &o->cp);
-        else if (!strcmp(a, "--ep")) rc = parse_count(a, TAKE(), 100000, &o->ep);
-        else if (!strcmp(a, "--ep-overlap")) o->ep_overlap = 1;
-        else if (!strcmp(a, "--etp")) rc = parse_count(a, TAKE(), 100000, &o->etp);
         else if (!strcmp(a, "--moe-imbalance") || !strcmp(a, "--capacity-factor")) {
             const char *t = TAKE();
             char *end;
@@ -354,16 +285,9 @@ static int parse_args(int argc, char **argv, options *o)
                 return fail("%s: '%s' is not a number in %s", a, t ? t : "", imbalance ? "[1, 100]" : "(0, 100]");
             if (imbalance) o->moe_imbalance = value; else o->capacity_factor = value;
         }
-        else if (!strcmp(a, "--cp-comm")) {
-            const char *t = TAKE();
-            if (cp_comm_parse(t, &o->cp_comm) != 0) return fail("--cp-comm: '%s' is not one of ring|allgather", t ? t : "");
-        }
-        else if (!strcmp(a, "--mbs")) rc = parse_count(a, TAKE(), 1000000, &o->mbs);
-        else if (!strcmp(a, "--gbs")) rc = parse_count(a, TAKE(), 1000000000, &o->gbs);
-        else if (!strcmp(a, "--seq")) rc = parse_count(a, TAKE(), 100000000, &o->seq);
         else if (!strcmp(a, "--tokens")) {
             const char *t = TAKE();
-            if (!t || parse_quantity(t, &o->tokens) != 0 || o->tokens > 1e18)
+            if (!t || quantity_parse(t, &o->tokens) != 0 || o->tokens > 1e18)
                 return fail("--tokens: '%s' is not a token count such as 2T or 300B (at most 1e18)", t ? t : "");
         } else if (!strcmp(a, "--price")) {
             const char *t = TAKE();
@@ -372,45 +296,13 @@ static int parse_args(int argc, char **argv, options *o)
             o->price = t ? strtod(t, &end) : NAN;
             if (!t || end == t || *end || errno || !isfinite(o->price) || o->price <= 0 || o->price > 1e6)
                 return fail("--price: '%s' is not a price in USD per GPU-hour", t ? t : "");
-        } else if (!strcmp(a, "--precision")) {
-            const char *t = TAKE();
-            if (!t || precision_parse(t, &o->precision) != 0)
-                return fail("--precision: '%s' is not one of fp32|tf32|fp16|bf16|fp8", t ? t : "");
-            o->have_precision = 1;
-        } else if (!strcmp(a, "--recompute")) {
-            const char *t = TAKE();
-            if (recompute_parse(t, &o->recompute) != 0)
-                return fail("--recompute: '%s' is not one of none|selective|full", t ? t : "");
-            o->have_recompute = 1;
-        } else if (!strcmp(a, "--grad-sync")) {
-            const char *t = TAKE();
-            if (grad_sync_parse(t, &o->grad_sync) != 0) return fail("--grad-sync: '%s' is not one of overlap|after", t ? t : "");
-        } else if (!strcmp(a, "--tp-overlap")) {
-            const char *t = TAKE();
-            if (tp_overlap_parse(t, &o->tp_overlap) != 0) return fail("--tp-overlap: '%s' is not one of none|backward", t ? t : "");
-        } else if (!strcmp(a, "--loss")) {
-            const char *t = TAKE();
-            if (t && !strcmp(t, "fused")) o->loss = LOSS_FUSED;
-            else if (t && !strcmp(t, "fp32")) o->loss = LOSS_FP32;
-            else return fail("--loss: '%s' is not one of fused|fp32", t ? t : "");
-        } else if (!strcmp(a, "--attention")) {
-            const char *t = TAKE();
-            if (attention_parse(t, &o->attention) != 0) return fail("--attention: '%s' is not one of flash|unfused|flash1|sextant", t ? t : "");
-            o->have_attention = 1;
-        } else if (!strcmp(a, "--zero")) {
-            const char *t = TAKE();
-            if (!t || strlen(t) != 1 || t[0] < '0' || t[0] > '3')
-                return fail("--zero: '%s' is not one of 0|1|2|3", t ? t : "");
-            o->zero = t[0] - '0';
         } else if (!strcmp(a, "--format")) {
             const char *t = TAKE();
             if (t && !strcmp(t, "table")) o->format = FORMAT_TABLE;
             else if (t && !strcmp(t, "csv")) o->format = FORMAT_CSV;
             else if (t && !strcmp(t, "json")) o->format = FORMAT_JSON;
             else return fail("--format: '%s' is not one of table|csv|json", t ? t : "");
-        } else if (!strcmp(a, "--sp")) o->sp = 1;
-        else if (!strcmp(a, "--fp32-grads")) o->fp32_grads = 1;
-        else if (!strcmp(a, "--no-dropout")) o->no_dropout = 1;
+        } else if (!strcmp(a, "--no-dropout")) o->no_dropout = 1;
         else if (!strcmp(a, "--ops")) o->with_ops = 1;
         else if (!strcmp(a, "--spec")) o->spec_examples = 1;
         else return fail("unknown flag '%s' (sextant --help lists them)", a);
@@ -660,32 +552,23 @@ static int cmd_hw(const options *o, const hwdb *db, FILE *out)
  * command line can get wrong. */
 static int make_layout(const options *o, const model_t *m, const hw_gpu *g, const hw_node *node, layout_t *l, job_t *job)
 {
-    memset(l, 0, sizeof *l);
+    const layout_t *f = &o->lay.l;   /* the flags as given, 0 where a count was not */
+    const unsigned given = o->lay.given;
+    *l = *f;
+    l->gpus = 0;
     if (o->gpus_text)
         return fail("--gpus %s: a range is for plan; estimate takes one GPU count", o->gpus_text);
-    l->tp = o->tp ? o->tp : 1;
-    l->pp = o->pp ? o->pp : 1;
-    l->vpp = o->vpp ? o->vpp : 1;
-    l->recompute_layers = o->recompute_layers;
-    l->recompute_modules = o->recompute_modules;
-    l->loss = o->loss;
-    l->tp_overlap = o->tp_overlap;
-    l->grad_sync = o->grad_sync;
-    l->cp = o->cp ? o->cp : 1;
-    l->cp_comm = o->cp_comm;
-    l->ep = o->ep ? o->ep : 1;
-    l->ep_overlap = o->ep_overlap;
-    l->etp = o->etp;
-    l->mbs = o->mbs ? o->mbs : 1;
-    l->seq = o->seq ? o->seq : m->seq;
-    l->sp = o->sp;
-    l->zero = o->zero >= 0 ? o->zero : 0;
-    l->fp32_grads = o->fp32_grads;
-    l->attention = o->have_attention ? o->attention : default_attention(g);
-    l->recompute = o->have_recompute ? o->recompute : RECOMPUTE_SELECTIVE;
-    l->gpus_per_node = o->gpus_per_node ? o->gpus_per_node : node->gpus_per_node;
-    if (o->have_precision) l->precision = o->precision;
-    else l->precision = g->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
+    l->tp = f->tp ? f->tp : 1;
+    l->pp = f->pp ? f->pp : 1;
+    l->vpp = f->vpp ? f->vpp : 1;
+    l->cp = f->cp ? f->cp : 1;
+    l->ep = f->ep ? f->ep : 1;
+    l->mbs = f->mbs ? f->mbs : 1;
+    l->seq = f->seq ? f->seq : m->seq;
+    l->attention = given & LAYOUT_FLAG_ATTENTION ? f->attention : default_attention(g);
+    l->recompute = given & LAYOUT_FLAG_RECOMPUTE ? f->recompute : RECOMPUTE_SELECTIVE;
+    l->gpus_per_node = f->gpus_per_node ? f->gpus_per_node : node->gpus_per_node;
+    if (!(given & LAYOUT_FLAG_PRECISION)) l->precision = g->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
     if (g->peak_flops[l->precision] <= 0)
         return fail("--precision %s: %s has no %s tensor rate", precision_name(l->precision), g->name,
                     precision_name(l->precision));
@@ -700,18 +583,18 @@ static int make_layout(const options *o, const model_t *m, const hw_gpu *g, cons
             return fail("--gpus %lld is not divisible by --tp %lld%s x --pp %lld", (long long)l->gpus, (long long)l->tp,
                         cp_text, (long long)l->pp);
         l->dp = l->gpus / model_parallel;
-        if (o->dp && o->dp != l->dp)
-            return fail("--dp %lld: --gpus %lld / (--tp %lld%s x --pp %lld) is %lld", (long long)o->dp, (long long)l->gpus,
+        if (f->dp && f->dp != l->dp)
+            return fail("--dp %lld: --gpus %lld / (--tp %lld%s x --pp %lld) is %lld", (long long)f->dp, (long long)l->gpus,
                         (long long)l->tp, cp_text, (long long)l->pp, (long long)l->dp);
     } else {
-        l->dp = o->dp ? o->dp : 1;
+        l->dp = f->dp ? f->dp : 1;
         if (model_parallel > INT64_MAX / l->dp || model_parallel * l->dp > 10000000)
             return fail("--tp x --cp x --pp x --dp: more than 10 million GPUs");
         l->gpus = model_parallel * l->dp;
     }
     if (l->seq > 10000000 || (double)l->mbs * (double)l->seq > 1e10)
         return fail("--mbs %lld x --seq %lld: more than 1e10 tokens per micro-batch", (long long)l->mbs, (long long)l->seq);
-    if (o->gbs) l->gbs = o->gbs;
+    if (f->gbs) l->gbs = f->gbs;
     else {
         int64_t unit = l->mbs * l->dp;
         int64_t wanted = (int64_t)ceil(DEFAULT_BATCH_TOKENS / (double)l->seq);
@@ -1022,10 +905,10 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
         if (uncertainty_read(bands_path, &bands, err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
         req->bands = &bands;
     }
-    req->attention = o->have_attention ? o->attention : ATTENTION_COUNT;
-    req->loss = o->loss;
-    req->tp_overlap = o->tp_overlap;
-    req->grad_sync = o->grad_sync;
+    req->attention = o->lay.given & LAYOUT_FLAG_ATTENTION ? o->lay.l.attention : ATTENTION_COUNT;
+    req->loss = o->lay.l.loss;
+    req->tp_overlap = o->lay.l.tp_overlap;
+    req->grad_sync = o->lay.l.grad_sync;
     for (int i = 0; i < req->ngpu_types; i++) {
         req->node[i] = hwdb_find_node(&db, o->node_name ? o->node_name : req->gpu[i]->node);
         if (!req->node[i]) { rc = fail("--node: unknown node '%s'", o->node_name); goto done; }
@@ -1046,8 +929,8 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
         rc = fail("plan: give --gpus N (or A-B), or --days/--budget to search GPU counts");
         goto done;
     }
-    req->seq = o->seq ? o->seq : req->model->seq;
-    if (o->gbs) req->gbs = o->gbs;
+    req->seq = o->lay.l.seq ? o->lay.l.seq : req->model->seq;
+    if (o->lay.l.gbs) req->gbs = o->lay.l.gbs;
     req->gbs_min = power_of_two_at_least(DEFAULT_BATCH_TOKENS / 4.0 / (double)req->seq);
     req->gbs_max = power_of_two_at_least(DEFAULT_BATCH_TOKENS / (double)req->seq);
     req->tokens = o->tokens > 0 ? o->tokens : chinchilla_tokens(model_params_active(req->model));
@@ -1066,22 +949,28 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     req->strict = o->strict;
     req->allow_tp_across_nodes = o->allow_tp_across_nodes;
     req->max_zero = 3;
-    req->precision = o->have_precision ? o->precision : PREC_COUNT;
-    req->fp32_grads = o->fp32_grads;
-    req->cp = o->cp;
-    req->cp_comm = o->cp_comm;
-    req->ep = o->ep;
-    req->ep_overlap = o->ep_overlap;
-    req->etp = o->etp;
-    if (o->etp && !model_is_moe(req->model)) {
-        rc = fail("--etp %lld: %s has no experts to split", (long long)o->etp, req->model->name);
+    req->precision = o->lay.given & LAYOUT_FLAG_PRECISION ? o->lay.l.precision : PREC_COUNT;
+    req->fp32_grads = o->lay.l.fp32_grads;
+    req->cp = o->lay.l.cp;
+    req->cp_comm = o->lay.l.cp_comm;
+    req->ep = o->lay.l.ep;
+    req->ep_overlap = o->lay.l.ep_overlap;
+    req->etp = o->lay.l.etp;
+    if (o->lay.l.etp && !model_is_moe(req->model)) {
+        rc = fail("--etp %lld: %s has no experts to split", (long long)o->lay.l.etp, req->model->name);
         goto done;
     }
     /* DeepSpeed has no context parallelism to emit */
     if (o->emit && !strcmp(o->emit, "deepspeed")) {
-        if (o->cp > 1) { rc = fail("--cp %lld: --emit deepspeed has no context parallelism", (long long)o->cp); goto done; }
+        if (o->lay.l.cp > 1) {
+            rc = fail("--cp %lld: --emit deepspeed has no context parallelism", (long long)o->lay.l.cp);
+            goto done;
+        }
         req->cp = 1;
-        if (o->ep > 1) { rc = fail("--ep %lld: --emit deepspeed does not write expert parallelism", (long long)o->ep); goto done; }
+        if (o->lay.l.ep > 1) {
+            rc = fail("--ep %lld: --emit deepspeed does not write expert parallelism", (long long)o->lay.l.ep);
+            goto done;
+        }
         req->ep = 1;
     }
     if (o->emit && strcmp(o->emit, "megatron") && strcmp(o->emit, "deepspeed") && strcmp(o->emit, "torchtitan")) {

@@ -673,6 +673,39 @@ const char *pass_name(pass_t p);
 const char *group_name(group_t g);
 const char *coll_name(coll_t c);
 
+/* ---- the layout flags (planner/layout_flags.c) ---------------------------
+ * One parser for --tp, --pp, --dp, --vpp, --cp, --ep, --mbs, --gbs, --seq, --gpus-per-node, --sp, --zero,
+ * --recompute, --recompute-layers, --recompute-modules, --attention, --precision, --loss, --tp-overlap,
+ * --grad-sync, --cp-comm, --ep-overlap and --fp32-grads, shared by sextant (estimate, explain, plan) and
+ * sextant-gpu (train, ops).  Each program starts from its own defaults (layout_flags_init's template),
+ * refuses the flags it does not take, and fills what depends on the model or GPU from `given`.
+ * --gpus is not here: plan takes a range of counts and sextant-gpu the GPUs at hand. */
+enum {
+    LAYOUT_FLAG_TP = 1u << 0, LAYOUT_FLAG_PP = 1u << 1, LAYOUT_FLAG_DP = 1u << 2, LAYOUT_FLAG_VPP = 1u << 3,
+    LAYOUT_FLAG_CP = 1u << 4, LAYOUT_FLAG_EP = 1u << 5, LAYOUT_FLAG_MBS = 1u << 6, LAYOUT_FLAG_GBS = 1u << 7,
+    LAYOUT_FLAG_SEQ = 1u << 8, LAYOUT_FLAG_GPUS_PER_NODE = 1u << 9, LAYOUT_FLAG_SP = 1u << 10, LAYOUT_FLAG_ZERO = 1u << 11,
+    LAYOUT_FLAG_RECOMPUTE = 1u << 12, LAYOUT_FLAG_RECOMPUTE_LAYERS = 1u << 13, LAYOUT_FLAG_RECOMPUTE_MODULES = 1u << 14,
+    LAYOUT_FLAG_ATTENTION = 1u << 15, LAYOUT_FLAG_PRECISION = 1u << 16, LAYOUT_FLAG_LOSS = 1u << 17,
+    LAYOUT_FLAG_TP_OVERLAP = 1u << 18, LAYOUT_FLAG_GRAD_SYNC = 1u << 19, LAYOUT_FLAG_CP_COMM = 1u << 20,
+    LAYOUT_FLAG_EP_OVERLAP = 1u << 21, LAYOUT_FLAG_FP32_GRADS = 1u << 22, LAYOUT_FLAG_ETP = 1u << 23
+};
+typedef struct {
+    layout_t l;        /* the program's defaults, with each flag given written over them */
+    unsigned given;    /* LAYOUT_FLAG_* of the flags given */
+} layout_flags;
+/* f = the defaults (a zeroed layout when NULL), nothing given. */
+void layout_flags_init(layout_flags *f, const layout_t *defaults);
+/* argv[i] = flag, argv[i + 1] = value (NULL when there is none): 0 when flag is not a layout flag; 1 when it
+ * is a switch (--sp, --ep-overlap, --fp32-grads; value unused); 2 when it took value; -1 with one line in err
+ * naming the flag ("--tp: 'two' is not a positive integer"), which the caller prints after its prefix. */
+int layout_flag_parse(const char *flag, const char *value, layout_flags *f, char *err, size_t errlen);
+/* The LAYOUT_FLAG_* bit of flag, 0 when it is not a layout flag. */
+unsigned layout_flag_bit(const char *flag);
+/* A positive decimal number with an optional K/M/B/T (or G) suffix, 2T = 2e12: 0, or -1. */
+int quantity_parse(const char *text, double *out);
+/* A positive whole quantity_parse number up to max into *out: 0, or -1 with one line in err naming flag. */
+int count_parse(const char *flag, const char *text, int64_t max, int64_t *out, char *err, size_t errlen);
+
 /* The folder holding hwdb/ and models/ (planner/data_root.c says where it looks); sextant and sextant-gpu
  * both use it, so an installed binary finds its databases. */
 void find_data_root(char *out, size_t outlen);

@@ -1227,6 +1227,56 @@ static void flags_of_other_commands_are_refused(void **state)
 
 /* FlashAttention needs sm80 or newer: the default elsewhere is the unfused kernel, and asking for
  * flash on such a GPU is refused, in estimate and in plan. */
+/* The layout flags' one parser (planner/layout_flags.c), as estimate, explain, plan and sextant-gpu's
+ * train and ops call it: values over the caller's defaults, `given` for what was on the command line,
+ * one line naming the flag for a bad value, 0 for a flag that is not a layout flag. */
+static void layout_flags_parse_over_defaults(void **state)
+{
+    (void)state;
+    layout_t defaults = {0};
+    defaults.mbs = 8;
+    defaults.seq = 1024;
+    defaults.attention = ATTENTION_UNFUSED;
+    layout_flags f;
+    layout_flags_init(&f, &defaults);
+    char err[256] = "";
+    assert_int_equal(layout_flag_parse("--tp", "4", &f, err, sizeof err), 2);
+    assert_int_equal(layout_flag_parse("--sp", "--tp", &f, err, sizeof err), 1);   /* a switch takes no value */
+    assert_int_equal(layout_flag_parse("--attention", "sextant", &f, err, sizeof err), 2);
+    assert_int_equal(layout_flag_parse("--gbs", "2K", &f, err, sizeof err), 2);
+    assert_int_equal(layout_flag_parse("--steps", "3", &f, err, sizeof err), 0);   /* not a layout flag */
+    assert_int_equal(f.l.tp, 4);
+    assert_int_equal(f.l.sp, 1);
+    assert_int_equal(f.l.attention, ATTENTION_SEXTANT);
+    assert_int_equal(f.l.gbs, 2000);
+    assert_int_equal(f.l.mbs, 8);      /* not given: the default stays */
+    assert_int_equal(f.l.seq, 1024);
+    assert_int_equal(f.given, LAYOUT_FLAG_TP | LAYOUT_FLAG_SP | LAYOUT_FLAG_ATTENTION | LAYOUT_FLAG_GBS);
+    assert_int_equal(layout_flag_bit("--mbs"), LAYOUT_FLAG_MBS);
+    assert_int_equal(layout_flag_bit("--gpus"), 0);   /* plan's range and sextant-gpu's GPUs here: not a layout flag */
+    static const struct { const char *flag, *value, *line; } bad[] = {
+        {"--tp", "two", "--tp: 'two' is not a positive integer"},
+        {"--tp", NULL, "--tp: missing value"},
+        {"--mbs", "0", "--mbs: '0' is not a positive integer"},
+        {"--vpp", "2000", "--vpp: 2000 is larger than 1000"},
+        {"--zero", "4", "--zero: '4' is not one of 0|1|2|3"},
+        {"--recompute", "some", "--recompute: 'some' is not one of none|selective|full"},
+        {"--attention", "fused", "--attention: 'fused' is not one of flash|unfused|flash1|sextant"},
+        {"--precision", "int4", "--precision: 'int4' is not one of fp32|tf32|fp16|bf16|fp8"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        layout_flags g;
+        layout_flags_init(&g, &defaults);
+        err[0] = '\0';
+        assert_int_equal(layout_flag_parse(bad[i].flag, bad[i].value, &g, err, sizeof err), -1);
+        assert_string_equal(err, bad[i].line);
+        assert_int_equal(g.given, 0);
+        assert_int_equal(g.l.mbs, 8);
+    }
+    /* estimate prints the parser's line after its prefix */
+    expect_bad_input("estimate gpt2 --tp two", "sextant: --tp: 'two' is not a positive integer");
+}
+
 static void attention_default_is_one_the_gpu_has(void **state)
 {
     (void)state;
@@ -1477,6 +1527,7 @@ int main(void)
         cmocka_unit_test(bad_input_is_one_clear_line),
         cmocka_unit_test(bad_csv_names_file_line_field),
         cmocka_unit_test(flags_of_other_commands_are_refused),
+        cmocka_unit_test(layout_flags_parse_over_defaults),
         cmocka_unit_test(attention_default_is_one_the_gpu_has),
 
         cmocka_unit_test(measured_overlay_is_the_default),

@@ -223,14 +223,23 @@ static void train_flag_errors(void **state)
     expect_refusal("", "validate gpt2 --tp 5", "--tp 5 must divide");
     expect_refusal("", "validate gpt2 --tp 2 --gpus 3", "--gpus 3 but --tp 2");
     expect_refusal("", "validate gpt2 --mbs 4 --dp 2 --gbs 12", "--gbs 12 is not a multiple");
-    expect_refusal("", "validate gpt2 --zero 4 --dp 2", "--zero '4' is not a whole number from 0 to 3");
+    expect_refusal("", "validate gpt2 --zero 4 --dp 2", "--zero: '4' is not one of 0|1|2|3");
     expect_refusal("", "validate gpt2 --recompute selective", "--recompute 'selective'");
     expect_refusal("", "validate gpt2 --pp 13", "--pp 13 exceeds");
     expect_refusal("", "validate gpt2 --vpp 2", "interleaving needs --pp of 2 or more");
     expect_refusal("", "validate gpt2 --pp 2 --vpp 4", "12 layers do not split into --pp 2 x --vpp 4");
     expect_refusal("", "validate gpt2 --pp 2 --vpp 2 --mbs 2 --gbs 6", "multiple of --pp 2");
     expect_refusal("", "validate gpt2 --pp 2 --vpp 32", "at most 16 chunks");
-    expect_refusal("", "validate gpt2 --tp two", "--tp 'two'");
+    expect_refusal("", "validate gpt2 --tp two", "--tp: 'two' is not a positive integer");
+    expect_refusal("", "validate gpt2 --mbs 0", "--mbs: '0' is not a positive integer");
+    expect_refusal("", "validate gpt2 --attention flash1", "--attention 'flash1' is not one of unfused|flash|sextant");
+    expect_refusal("", "validate gpt2 --attention fused", "--attention: 'fused' is not one of flash|unfused|flash1|sextant");
+    expect_refusal("", "validate gpt2 --precision fp16", "--precision 'fp16' is not one of bf16|fp8");
+    expect_refusal("", "validate gpt2 --gpus-per-node 8", "unknown flag --gpus-per-node");
+    /* ops reads --mbs and --seq through the same parser and refuses the layout it does not run */
+    expect_refusal("", "validate gpt2 --ops --mbs x", "ops: --mbs: 'x' is not a positive integer");
+    expect_refusal("", "validate gpt2 --ops --tp 2", "ops: --tp: ops times one micro-batch on one GPU");
+    expect_refusal("", "validate gpt2 --ops --steps 3", "ops: unknown flag --steps");
     expect_refusal("", "validate gpt2 --lr 0", "--lr '0' is not a number above 0");
     expect_refusal("", "validate gpt2 --lr 3e-4x", "--lr '3e-4x'");
     expect_refusal("", "validate gpt2 --lr 2", "at most 1");

@@ -255,12 +255,10 @@ void flash_prepare(flash_ctx *f)
     double qkv_bytes = 2.0 * f->B * (double)f->T * (f->H + 2 * f->KV) * f->D;
     scratch_need(qkv_bytes, "the attention's qkv buffer");
     /* sets enough that a turn passes 192 MB (four times an H100's or H200's L2; a call reads
-     * qkv, out and dout, writes out or dqkv), as many as the scratch buffers hold.
-     * SEXTANT_FLASH_WARM=1: one set, L2 left warm between calls (what calibrate did until
-     * 2026-11-24, kept to compare) */
-    const char *warm = getenv("SEXTANT_FLASH_WARM");
+     * qkv, out and dout, writes out or dqkv), as many as the scratch buffers hold: one set left
+     * warm in L2 agreed within 2% (docs/model.md, "How calibrate times the fused attention") */
     f->copy_elems = (((size_t)qkv_bytes + 4095) / 4096) * 4096 / sizeof(sx_bf16);
-    f->copies = warm && !strcmp(warm, "1") ? 1 : (int)(192e6 / (2.0 * qkv_bytes)) + 1;
+    f->copies = (int)(192e6 / (2.0 * qkv_bytes)) + 1;
     if (f->copies > 16) f->copies = 16;
     while (f->copies > 1 && (double)f->copies * (double)f->copy_elems * sizeof(sx_bf16) > (double)scratch_bytes)
         f->copies--;

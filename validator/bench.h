@@ -81,7 +81,6 @@ typedef struct {
     size_t ws_bytes;
     int copies;          /* operand sets rotated through, so that L2 does not keep one for the next call */
     size_t copy_elems;   /* elements from one set to the next in each scratch buffer */
-    int64_t hidden, up_cols, ffn; /* the layer around it, for SEXTANT_ATTENTION_HEAT (time_heated) */
 } flash_ctx;
 void run_flash(const void *ctx);
 extern cudaError_t flash_error;     /* the last kernel's answer, checked by the caller */

@@ -52,105 +52,6 @@ static void timing_add(hw_gemm_time *table, int *count, char (*what)[48], const 
     table[(*count)++] = row;
 }
 
-/* SEXTANT_ATTENTION_HEAT=1, a diagnostic: each timed attention call inside its layer's GEMMs.
- * The step's fused attention takes 14-29% longer than calibrate's back-to-back time (H100,
- * 2026-11-25), not for L2 (rotating the operands changed calibrate's times by under 2%) nor
- * for the operands' values (calibrate --data normal; SEXTANT_REPLAY on the step's own
- * operands, docs/validation/2026-11-24-h100-step/gemm-data).  The suspect left is the clock that
- * the GEMMs around it hold under the power cap.  Heated, every call follows the GEMMs of one
- * layer at the same tokens (qkv, attn_out, mlp up and down; twice for the backward, as dgrad
- * and wgrad), so the attention's share of the time is the step's, and only the attention is
- * timed, between its own events.  The GEMMs use the scratch buffers' upper half, which the
- * attention's operand sets never reach.  It did not close the gap
- * (docs/validation/archive/2026-11-25-h100-heated-attention), so it is not the default. */
-typedef struct {
-    int64_t tokens, hidden, attn_width, qkv_cols, up_cols, ffn;
-    int passes;
-} heater;
-
-static void run_heater(const heater *h)
-{
-    const float alpha = 1.0f, beta = 0.0f;
-    const size_t half = scratch_bytes / 2;
-    const int64_t in[4] = {h->hidden, h->attn_width, h->hidden, h->ffn};
-    const int64_t out[4] = {h->qkv_cols, h->hidden, h->up_cols, h->hidden};
-    for (int p = 0; p < h->passes; p++)
-        for (int i = 0; i < 4; i++)
-            CUBLAS_CHECK(cublasGemmEx(bench.blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)out[i], (int)h->tokens, (int)in[i], &alpha,
-                                      (char *)scratch[1] + half, CUDA_R_16BF, (int)out[i], (char *)scratch[0] + half,
-                                      CUDA_R_16BF, (int)in[i], &beta, (char *)scratch[2] + half, CUDA_R_16BF,
-                                      (int)out[i], CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
-
-/* Seconds per call of fn, each call after the heater's GEMMs, the CPU ahead of the GPU: the
- * median of `reps` calls after warm_ms of the same untimed; last_clock_mhz the clock after the last. */
-static double time_heated(launch_fn fn, const void *ctx, const heater *h, int reps, float warm_ms)
-{
-    enum { MAX_REPS = 64 };
-    if (reps > MAX_REPS) reps = MAX_REPS;
-    cudaEvent_t start[MAX_REPS], stop[MAX_REPS];
-    for (int r = 0; r < reps; r++) {
-        CUDA_CHECK(cudaEventCreate(&start[r]));
-        CUDA_CHECK(cudaEventCreate(&stop[r]));
-    }
-    /* the power cap answers the power averaged over a window much longer than one call:
-     * heat for warm_ms first (a few calls were not enough, 2026-11-25) */
-    cudaEvent_t warm_start, warm_stop;
-    CUDA_CHECK(cudaEventCreate(&warm_start));
-    CUDA_CHECK(cudaEventCreate(&warm_stop));
-    for (float warmed = 0.0f; warmed < warm_ms;) {
-        CUDA_CHECK(cudaEventRecord(warm_start, bench.stream));
-        for (int r = 0; r < 5; r++) {
-            run_heater(h);
-            fn(ctx);
-        }
-        CUDA_CHECK(cudaEventRecord(warm_stop, bench.stream));
-        CUDA_CHECK(cudaEventSynchronize(warm_stop));
-        float t;
-        CUDA_CHECK(cudaEventElapsedTime(&t, warm_start, warm_stop));
-        warmed += t;
-    }
-    CUDA_CHECK(cudaEventDestroy(warm_start));
-    CUDA_CHECK(cudaEventDestroy(warm_stop));
-    for (int r = 0; r < reps; r++) {
-        run_heater(h);
-        CUDA_CHECK(cudaEventRecord(start[r], bench.stream));
-        fn(ctx);
-        CUDA_CHECK(cudaEventRecord(stop[r], bench.stream));
-    }
-    last_clock_mhz = sm_clock_after(bench.stream);
-    float ms[MAX_REPS];
-    for (int r = 0; r < reps; r++) {
-        CUDA_CHECK(cudaEventSynchronize(stop[r]));
-        CUDA_CHECK(cudaEventElapsedTime(&ms[r], start[r], stop[r]));
-        CUDA_CHECK(cudaEventDestroy(start[r]));
-        CUDA_CHECK(cudaEventDestroy(stop[r]));
-    }
-    CUDA_CHECK(cudaGetLastError());
-    sort_floats(ms, (size_t)reps);
-    return ms[reps / 2] * 1e-3;
-}
-
-static int attention_heated(void)
-{
-    const char *v = getenv("SEXTANT_ATTENTION_HEAT");
-    return v && !strcmp(v, "1");
-}
-
-/* SEXTANT_ATTENTION_HEAT_MS: the heated warm-up, 400 ms unless given */
-static float heat_warm_ms(void)
-{
-    const char *v = getenv("SEXTANT_ATTENTION_HEAT_MS");
-    if (!v || !*v) return 400.0f;
-    char *end;
-    float ms = strtof(v, &end);
-    if (*end || !(ms >= 0.0f && ms <= 10000.0f)) {
-        fprintf(stderr, "sextant-gpu: SEXTANT_ATTENTION_HEAT_MS=%s: expected milliseconds in [0, 10000]\n", v);
-        exit(2);
-    }
-    return ms;
-}
-
 static int time_flash_shape(flash_ctx *f, double t[2], double mhz[2])
 {
     flash_prepare(f);
@@ -160,18 +61,7 @@ static int time_flash_shape(flash_ctx *f, double t[2], double mhz[2])
         flash_error = cudaSuccess;
         /* about 2 ms per batch at 150 TFLOP/s, at least one call */
         int reps = (int)(2e-3 / (flash_attention_flops(f->B, f->H, f->T, f->D, 1, pass) / 150e12)) + 1;
-        if (f->hidden > 0 && attention_heated()) {
-            /* the heater's tokens as the step's, or as many as half a scratch buffer holds */
-            const int64_t widest = f->up_cols > f->hidden ? f->up_cols : f->hidden;
-            int64_t tokens = (int64_t)f->B * f->T;
-            if (2.0 * (double)tokens * (double)widest > (double)(scratch_bytes / 2))
-                tokens = (int64_t)(scratch_bytes / 2 / (2 * (size_t)widest));
-            const heater h = {tokens, f->hidden, (int64_t)f->H * f->D, (int64_t)(f->H + 2 * f->KV) * f->D, f->up_cols,
-                              f->ffn, pass + 1};
-            t[pass] = time_heated(run_flash, f, &h, 21, heat_warm_ms());
-        } else {
-            t[pass] = time_back_to_back(run_flash, f, reps > 50 ? 50 : reps, 100.0f);
-        }
+        t[pass] = time_back_to_back(run_flash, f, reps > 50 ? 50 : reps, 100.0f);
         mhz[pass] = last_clock_mhz;
         if (flash_error != cudaSuccess) {
             fprintf(stderr, "sextant-gpu: flash attention %s (B %d T %d H %d KV %d D %d): %s\n", pass ? "backward" : "forward",
@@ -207,10 +97,7 @@ static void calibrate_attention(double peak, const char *models, const model_zoo
     printf("\n%-36s %9s %9s %8s %9s %9s %8s\n", "fused causal attention (flash)", "fwd ms", "TFLOP/s", "of peak", "bwd ms",
            "TFLOP/s", "of peak");
     for (int i = 0; i < nshapes; i++) {
-        /* a layer of width H x D with a 4x MLP around it */
-        const int64_t width = (int64_t)shapes[i][2] * shapes[i][4];
-        flash_ctx f = {.B = shapes[i][0], .T = shapes[i][1], .H = shapes[i][2], .KV = shapes[i][3], .D = shapes[i][4],
-                       .hidden = width, .up_cols = 4 * width, .ffn = 4 * width};
+        flash_ctx f = {.B = shapes[i][0], .T = shapes[i][1], .H = shapes[i][2], .KV = shapes[i][3], .D = shapes[i][4]};
         double t[2], mhz[2], F[2] = {flash_attention_flops(f.B, f.H, f.T, f.D, 1, 0), flash_attention_flops(f.B, f.H, f.T, f.D, 1, 1)};
         if (time_flash_shape(&f, t, mhz) != 0) { failed = 1; continue; }
         for (int pass = 0; pass < 2; pass++) t[pass] = seconds_at_clock(t[pass], mhz[pass], clock_scaling ? sustained_mhz : 0.0);
@@ -236,9 +123,7 @@ static void calibrate_attention(double peak, const char *models, const model_zoo
         int fused = m->head_dim == 64 || m->head_dim == 128; /* the fused kernel's head sizes */
         for (int T = 1024; T <= 2048; T *= 2)
             for (int B = 1; B <= 32; B *= 2) {
-                flash_ctx f = {.B = B, .T = T, .H = (int)m->heads, .KV = (int)m->kv_heads, .D = (int)m->head_dim,
-                               .hidden = m->hidden, .up_cols = (m->ffn_kind == FFN_SWIGLU ? 2 : 1) * m->ffn,
-                               .ffn = m->ffn};
+                flash_ctx f = {.B = B, .T = T, .H = (int)m->heads, .KV = (int)m->kv_heads, .D = (int)m->head_dim};
                 double t[2] = {0, 0}, mhz[2] = {0, 0}, u[2] = {0, 0}, umhz[2] = {0, 0};
                 if (2.0 * B * (double)T * (f.H + 2 * f.KV) * f.D > (double)scratch_bytes) continue;
                 int have_fused = fused && time_flash_shape(&f, t, mhz) == 0;
@@ -533,7 +418,6 @@ static int write_overlay(const char *out_path, const hw_gpu *g, const char *sour
 int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo, int *fit_steps)
 {
     *fit_steps = 0;
-    if (attention_heated()) (void)heat_warm_ms(); /* a bad value stops here, not after the GEMMs */
     if (calibrate_flags(argc, argv) != 0) return 2;
     const char *gpu_name = arg_value(argc, argv, "--gpu", "h100-sxm");
     const char *out_path = arg_value(argc, argv, "--out", NULL);

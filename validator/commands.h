@@ -19,6 +19,9 @@ int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo, i
 int calibrate_step_fit(int argc, char **argv, const model_zoo *zoo);
 /* ops MODEL (validator/ops.c) */
 int cmd_ops(int argc, char **argv, const hwdb *db, const model_zoo *zoo);
+/* ops' layout from its flags (train's defaults, --mbs and --seq; validator/ops.c): 0, or -1 after one
+ * stderr line naming the flag; main checks it before looking for a GPU */
+int ops_layout(int argc, char **argv, layout_t *l);
 /* train --plan (validator/slice.c): the slice of plan p that `available` GPUs run; -1 after
  * one stderr line */
 int slice_plan(const plan_file *p, const model_t *full_model, const hw_gpu *gpu, const hw_node *node, int available,

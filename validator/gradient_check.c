@@ -20,7 +20,7 @@ int check_gradients(gpt *g, const train_options *o, const model_t *m)
 {
     const shapes *s = &g->s;
     const param_layout *pl = &g->pl;
-    size_t N = (size_t)s->N, gn = (size_t)o->gbs * s->T;
+    size_t N = (size_t)s->N, gn = (size_t)o->l.gbs * s->T;
     int32_t *global_in = host_alloc(gn * sizeof *global_in), *global_tg = host_alloc(gn * sizeof *global_tg);
     unsigned long long state = 42;
     load_batch(g, o, &state, global_in, global_tg);

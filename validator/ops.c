@@ -45,6 +45,40 @@ static void run_attention(const void *ctx)
     run_gemm(&values);  /* dK = dS^T Q */
 }
 
+/* One micro-batch on one GPU: train's defaults (mbs 8, seq 1024) with --mbs and --seq read by the planner's
+ * flag parser (layout_flags), unfused attention (ops times attention as cuBLAS GEMMs and our softmax). */
+int ops_layout(int argc, char **argv, layout_t *l)
+{
+    static const char *const known[] = {"--gpu", "--calibration", "--csv"};
+    layout_flags lf;
+    train_layout_defaults(l);
+    layout_flags_init(&lf, l);
+    for (int i = 3; i < argc; i++) {
+        char err[512];
+        unsigned bit = layout_flag_bit(argv[i]);
+        if (bit && bit != LAYOUT_FLAG_MBS && bit != LAYOUT_FLAG_SEQ) {
+            fprintf(stderr, "sextant-gpu: ops: %s: ops times one micro-batch on one GPU; it takes --mbs and --seq\n", argv[i]);
+            return -1;
+        }
+        if (bit) {
+            if (layout_flag_parse(argv[i], i + 1 < argc ? argv[i + 1] : NULL, &lf, err, sizeof err) < 0) {
+                fprintf(stderr, "sextant-gpu: ops: %s\n", err);
+                return -1;
+            }
+            i++;
+            continue;
+        }
+        int ok = 0;
+        for (size_t k = 0; k < sizeof known / sizeof known[0] && !ok; k++) ok = !strcmp(argv[i], known[k]);
+        if (!ok) { fprintf(stderr, "sextant-gpu: ops: unknown flag %s\n", argv[i]); return -1; }
+        i++;
+    }
+    *l = lf.l;
+    l->gpus = 1;
+    l->gbs = l->mbs;
+    return 0;
+}
+
 int cmd_ops(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
 {
     if (argc < 3 || argv[2][0] == '-') { fprintf(stderr, "sextant-gpu: ops needs a MODEL\n"); return 2; }
@@ -60,16 +94,9 @@ int cmd_ops(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
     const hw_node *node = hwdb_find_node(db, g->node);
     const char *csv_path = arg_value(argc, argv, "--csv", NULL);
     const char *calibration = arg_value(argc, argv, "--calibration", NULL);
-    layout_t l = {0};
-    l.gpus = l.tp = l.pp = l.dp = l.vpp = 1;
-    l.mbs = atoll(arg_value(argc, argv, "--mbs", "8"));
-    l.seq = atoll(arg_value(argc, argv, "--seq", "1024"));
-    l.gbs = l.mbs;
+    layout_t l;
+    if (ops_layout(argc, argv, &l) != 0) return 2;
     l.gpus_per_node = node->gpus_per_node;
-    l.recompute = RECOMPUTE_NONE;
-    l.attention = ATTENTION_UNFUSED;  /* what this validator executes: no fused attention kernel yet */
-    l.precision = PREC_BF16;
-    if (l.mbs < 1 || l.seq < 1) { fprintf(stderr, "sextant-gpu: --mbs and --seq must be positive\n"); return 2; }
     job_t job = {1e9, 1.0};
     static estimate_t e;
     char err[512];

@@ -34,22 +34,23 @@ int slice_plan(const plan_file *p, const model_t *full_model, const hw_gpu *gpu,
     int64_t m = l->gbs / (l->mbs * l->dp);
     *slice_model = *full_model;
     if (pp < l->pp) slice_model->layers = per_stage * pp;
-    o->tp = (int)l->tp; o->pp = (int)pp; o->dp = (int)dp;
-    o->vpp = pp > 1 ? (int)l->vpp : 1;   /* chunks of the plan's size: layers per stage / vpp */
-    o->mbs = (int)l->mbs; o->seq = (int)l->seq; o->gbs = (int)(l->mbs * dp * m);
-    o->sp = l->sp; o->zero = l->zero; o->cp = (int)cp;
-    o->ep = l->ep > 1 ? (int)l->ep : 1;
-    if (dp % o->ep) {
-        fprintf(stderr, "sextant-gpu: --plan: its EP group of %d needs %d data-parallel ranks, the slice has %lld; nothing "
-                "started\n", o->ep, o->ep, (long long)dp);
+    layout_t *run = &o->l;   /* what the step reads of it (train.h) */
+    run->tp = l->tp; run->pp = pp; run->dp = dp;
+    run->vpp = pp > 1 ? l->vpp : 1;   /* chunks of the plan's size: layers per stage / vpp */
+    run->mbs = l->mbs; run->seq = l->seq; run->gbs = l->mbs * dp * m;
+    run->sp = l->sp; run->zero = l->zero; run->cp = cp;
+    run->ep = l->ep > 1 ? l->ep : 1;
+    if (dp % run->ep) {
+        fprintf(stderr, "sextant-gpu: --plan: its EP group of %lld needs %lld data-parallel ranks, the slice has %lld; nothing "
+                "started\n", (long long)run->ep, (long long)run->ep, (long long)dp);
         return -1;
     }
-    if (o->ep > 1) printf("# --plan: expert parallelism %d: each rank holds %lld of %s's %lld experts\n", o->ep,
-                          (long long)(full_model->experts / o->ep), p->model, (long long)full_model->experts);
+    if (run->ep > 1) printf("# --plan: expert parallelism %lld: each rank holds %lld of %s's %lld experts\n", (long long)run->ep,
+                            (long long)(full_model->experts / run->ep), p->model, (long long)full_model->experts);
     /* with flash attention selective recomputation recomputes nothing (docs/model.md, "Activations") */
-    o->recompute = l->recompute == RECOMPUTE_FULL ? RECOMPUTE_FULL : RECOMPUTE_NONE;
-    /* a plan costed with the first-generation fused kernel (flash1) runs on ours, the one fused kernel here */
-    o->flash = attention_is_fused(l->attention);
+    run->recompute = l->recompute == RECOMPUTE_FULL ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+    /* a plan costed with any fused kernel (flash, flash1) runs on ours, the one fused kernel here */
+    run->attention = attention_is_fused(l->attention) ? ATTENTION_SEXTANT : ATTENTION_UNFUSED;
     job_t job = {1e9, 1.0};
     static estimate_t full, slice;
     char err[256];
@@ -58,7 +59,7 @@ int slice_plan(const plan_file *p, const model_t *full_model, const hw_gpu *gpu,
         return -1;
     }
     layout_t sl = *l;
-    sl.pp = pp; sl.dp = dp; sl.gpus = l->tp * cp * pp * dp; sl.gbs = o->gbs; sl.vpp = o->vpp;
+    sl.pp = pp; sl.dp = dp; sl.gpus = l->tp * cp * pp * dp; sl.gbs = run->gbs; sl.vpp = run->vpp;
     if (estimate_layout(slice_model, gpu, node, &sl, &job, &slice, err, sizeof err) != 0) {
         fprintf(stderr, "sextant-gpu: --plan: the slice: %s\n", err);
         return -1;
@@ -76,16 +77,15 @@ int slice_plan(const plan_file *p, const model_t *full_model, const hw_gpu *gpu,
            (long long)l->gpus, p->gpu, (long long)l->tp, (long long)cp, (long long)l->pp, (long long)l->dp, (long long)l->mbs,
            (long long)l->gbs, (long long)l->seq, recompute_name(l->recompute), l->zero, l->sp ? ", SP" : "");
     char chunks[96] = "";
-    if (o->vpp > 1) snprintf(chunks, sizeof chunks, ", interleaved: %d chunks of %lld layers per stage", o->vpp,
-                             (long long)(per_stage / o->vpp));
+    if (run->vpp > 1) snprintf(chunks, sizeof chunks, ", interleaved: %lld chunks of %lld layers per stage", (long long)run->vpp,
+                               (long long)(per_stage / run->vpp));
     else if (l->vpp > 1) snprintf(chunks, sizeof chunks, "; one stage cannot interleave, the plan's vpp %lld is not run",
                                   (long long)l->vpp);
-    printf("# slice on %d GPU%s: tp %d, cp %lld, pp %lld (%lld layers per stage, %lld layers in all%s%s), dp %lld, gbs %d (%lld "
-           "micro-batches per step as in the plan)\n", (int)(l->tp * cp * pp * dp), l->tp * cp * pp * dp > 1 ? "s" : "", o->tp,
-           (long long)cp,
-           (long long)pp, (long long)per_stage, (long long)slice_model->layers,
+    printf("# slice on %d GPU%s: tp %lld, cp %lld, pp %lld (%lld layers per stage, %lld layers in all%s%s), dp %lld, gbs %lld (%lld "
+           "micro-batches per step as in the plan)\n", (int)(l->tp * cp * pp * dp), l->tp * cp * pp * dp > 1 ? "s" : "",
+           (long long)run->tp, (long long)cp, (long long)pp, (long long)per_stage, (long long)slice_model->layers,
            pp < l->pp && pp == 1 ? "; its one stage also holds the head, which the plan's first stage does not" : "", chunks,
-           (long long)dp, o->gbs, (long long)m);
+           (long long)dp, (long long)run->gbs, (long long)m);
     printf("# the plan's predicted step %.3f s: compute %.3f (measured on the slice: same layers per stage, micro-batch, "
            "sequence, recomputation), TP %.3f (%s), CP %.3f (%s), PP %.3f + bubble %.3f (%s), DP %.3f (%s), optimizer %.3f (%s)\n",
            full.step_s, full.compute_s, full.tp_comm_s, same_tp_link ? "measured: the same group on the same link" : "predicted only",

@@ -285,14 +285,10 @@ extern int replay_events_made;
 extern profile_tag *replay_tags;
 extern void *replay_dw, *replay_dbias;
 extern size_t replay_dw_bytes, replay_dbias_bytes;
-extern int replay_copies;
 void profile_mark_on(const char *name, int end, cudaStream_t on);
 int env_int_in(const char *name, int lo, int hi, int unset);
 void replay_mark(const char *name, int end);
 int replay_reserve(void **buf, size_t *have, size_t bytes);
-void replay_copies_alone(const shapes *s, double ms_per_call[2], double mhz[2]);
-void replay_attention_on_copies(const shapes *s, int backward, const bf16 *qkv, const bf16 *out, const float *lse,
-                                const bf16 *dout);
 void replay_free(void);
 
 /* ---- linear.c ---- */

@@ -64,7 +64,6 @@ static void layer_forward(gpt *g, const layer_acts *a, const attention_ptrs *ap,
         OP_REPLAYED("attention", CK(sx_flash_attention_forward(a->atty, a->lse, a->qkv, a->qkv + (size_t)s->H * s->D,
                                                        a->qkv + (size_t)(s->H + s->KV) * s->D, s->B, s->T, s->H, s->KV, s->D,
                                                        s->qkv, s->qkv, 1.0f / sqrtf((float)s->D), gpu_ctx.stream)));
-    if (s->flash && s->cp == 1 && replay_copies && replay_wanted()) replay_attention_on_copies(s, 0, a->qkv, a->atty, a->lse, NULL);
     if (!s->flash)
         OP_REPLAYED("attention", attention_forward(ap, a->att, g->scr.datt, s));
     /* a row-parallel bias is added by one rank, so that the group's sum has it once */
@@ -172,7 +171,6 @@ static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap
         OP_REPLAYED("attention_bwd", CK(sx_flash_attention_backward(r->dqkv, r->dqkv + hd, r->dqkv + kd, datty, a->atty, a->lse, a->qkv,
                                                             a->qkv + hd, a->qkv + kd, s->B, s->T, s->H, s->KV, s->D, s->qkv,
                                                             s->qkv, 1.0f / sqrtf((float)s->D), r->flash_ws, ws, gpu_ctx.stream)));
-        if (replay_copies && replay_wanted()) replay_attention_on_copies(s, 1, a->qkv, a->atty, a->lse, datty);
     } else {
         OP_REPLAYED("attention_bwd", attention_backward(ap, a->att, r->datt, s));
     }

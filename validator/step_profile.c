@@ -1,11 +1,9 @@
 /* The training step (validator/train.c, step.h): the profiling step's events around every op, the SM
  * clock probes after them, and the diagnostics that replay ops on the step's own operands
- * (SEXTANT_REPLAY, SEXTANT_REPLAY_COPIES). */
-#include <math.h>
+ * (SEXTANT_REPLAY). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "step.h"
 
@@ -111,105 +109,10 @@ int replay_reserve(void **buf, size_t *have, size_t bytes)
     *have = bytes;
     return 1;
 }
-/* SEXTANT_REPLAY_COPIES=1, with SEXTANT_REPLAY: the fused attention of the replay step runs its R
- * times once more on copies of its operands in an allocation of their own, outside the step's one
- * allocation.  On an H100 the step's LLaMA attention backward took 17.5% longer than calibrate's,
- * with L2, the operands' values and the clock ruled out as far as measured
- * (docs/validation/archive/2026-11-25-h100-heated-attention): if the copies run at calibrate's speed, the
- * placement of the step's buffers is the cause; if at the step's, the step around them. */
-int replay_copies;
-static void *replay_copy;
-static size_t replay_copy_have;
-static int replay_copy_refused;
-
-/* the copies' layout in replay_copy: qkv, out, dout, dqkv, lse, workspace (part: their sizes) */
-static void replay_copy_layout(const shapes *s, size_t at[7], size_t part[6])
-{
-    const size_t n_qkv = (size_t)s->B * s->T * s->qkv, n_out = (size_t)s->B * s->T * s->H * s->D;
-    part[0] = part[3] = n_qkv * sizeof(bf16);
-    part[1] = part[2] = n_out * sizeof(bf16);
-    part[4] = (size_t)s->B * s->H * s->T * sizeof(float);
-    part[5] = sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->H);
-    at[0] = 0;
-    for (int i = 0; i < 6; i++) at[i + 1] = at[i] + (part[i] + 255) / 256 * 256;
-}
-
-static void run_attention_on_copies(const shapes *s, int backward)
-{
-    size_t at[7], part[6];
-    replay_copy_layout(s, at, part);
-    char *base = replay_copy;
-    bf16 *cq = (bf16 *)(base + at[0]), *cout = (bf16 *)(base + at[1]), *cdout = (bf16 *)(base + at[2]);
-    bf16 *cdq = (bf16 *)(base + at[3]);
-    float *clse = (float *)(base + at[4]);
-    const size_t hd = (size_t)s->H * s->D, kd = (size_t)(s->H + s->KV) * s->D;
-    const float scale = 1.0f / sqrtf((float)s->D);
-    CK(backward ? sx_flash_attention_backward(cdq, cdq + hd, cdq + kd, cdout, cout, clse, cq, cq + hd, cq + kd, s->B, s->T, s->H,
-                                              s->KV, s->D, s->qkv, s->qkv, scale, base + at[5], part[5], gpu_ctx.stream)
-                : sx_flash_attention_forward(cout, clse, cq, cq + hd, cq + kd, s->B, s->T, s->H, s->KV, s->D, s->qkv, s->qkv,
-                                             scale, gpu_ctx.stream));
-}
-
-typedef struct { const shapes *s; int backward; } copies_run;
-static void run_copies(const void *ctx, int r)
-{
-    (void)r;
-    const copies_run *c = ctx;
-    run_attention_on_copies(c->s, c->backward);
-}
-
-/* After the replay step, with the last layer's copies (the backward's operands of layer 0): each
- * pass back to back alone as calibrate times it (time_batches), after a second of idle;
- * milliseconds per call and the clock the batches left */
-void replay_copies_alone(const shapes *s, double ms_per_call[2], double mhz[2])
-{
-    ms_per_call[0] = ms_per_call[1] = mhz[0] = mhz[1] = 0.0;
-    if (!replay_copy) return;
-    for (int pass = 0; pass < 2; pass++) {
-        CK(cudaStreamSynchronize(gpu_ctx.stream));
-        sleep(1);
-        const copies_run c = {s, pass};
-        ms_per_call[pass] = 1e3 * time_batches(run_copies, &c, 20, &mhz[pass]);
-    }
-}
-
-void replay_attention_on_copies(const shapes *s, int backward, const bf16 *qkv, const bf16 *out, const float *lse,
-                                const bf16 *dout)
-{
-    size_t at[7], part[6];
-    replay_copy_layout(s, at, part);
-    const size_t lse_bytes = part[4];
-    if (replay_copy_have < at[6]) {
-        if (replay_copy) CK(cudaFree(replay_copy));
-        replay_copy = NULL;
-        replay_copy_have = 0;
-        if (replay_copy_refused) return;
-        if (cudaMalloc(&replay_copy, at[6]) != cudaSuccess) {
-            (void)cudaGetLastError();
-            replay_copy = NULL;
-            replay_copy_refused = 1;
-            fprintf(stderr, "sextant-gpu train: SEXTANT_REPLAY_COPIES: no room for %.1f MiB of copies; not replayed\n",
-                    at[6] / 1048576.0);
-            return;
-        }
-        replay_copy_have = at[6];
-    }
-    char *base = replay_copy;
-    CK(cudaMemcpyAsync(base + at[0], qkv, part[0], cudaMemcpyDeviceToDevice, gpu_ctx.stream));
-    CK(cudaMemcpyAsync(base + at[1], out, part[1], cudaMemcpyDeviceToDevice, gpu_ctx.stream));
-    CK(cudaMemcpyAsync(base + at[4], lse, lse_bytes, cudaMemcpyDeviceToDevice, gpu_ctx.stream));
-    if (backward) CK(cudaMemcpyAsync(base + at[2], dout, part[2], cudaMemcpyDeviceToDevice, gpu_ctx.stream));
-    replay_mark(backward ? "attention_bwd_on_copies" : "attention_on_copies", 0);
-    for (int r = 0; r < replay_runs; r++) run_attention_on_copies(s, backward);
-    replay_mark(backward ? "attention_bwd_on_copies" : "attention_on_copies", 1);
-}
-
 void replay_free(void)
 {
     if (replay_dw) CK(cudaFree(replay_dw));
     if (replay_dbias) CK(cudaFree(replay_dbias));
-    if (replay_copy) CK(cudaFree(replay_copy));
     replay_dw = replay_dbias = NULL;
-    replay_copy = NULL;
-    replay_dw_bytes = replay_dbias_bytes = replay_copy_have = 0;
+    replay_dw_bytes = replay_dbias_bytes = 0;
 }

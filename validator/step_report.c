@@ -7,7 +7,7 @@
 
 #include "step.h"
 
-static const char *recompute_label(const train_options *o) { return o->recompute == RECOMPUTE_FULL ? "full" : "none"; }
+static const char *recompute_label(const train_options *o) { return o->l.recompute == RECOMPUTE_FULL ? "full" : "none"; }
 
 static void csv_number(FILE *f, double x) { if (x >= 0) fprintf(f, "%.6e", x); }
 
@@ -15,8 +15,9 @@ void csv_rows(FILE *f, const report_info *in, const report_row *rows, int n, int
 {
     const train_options *o = in->o;
     for (int i = 0; i < n; i++) {
-        fprintf(f, "%s,%s,%d,%d,%d,%d,%d,%d,%d,%s,%d,%s,", in->m->name, in->gpu->name, in->gpus, o->tp, o->pp, o->dp, o->mbs,
-                o->gbs, o->seq, recompute_label(o), o->zero, rows[i].op);
+        fprintf(f, "%s,%s,%d,%lld,%lld,%lld,%lld,%lld,%lld,%s,%d,%s,", in->m->name, in->gpu->name, in->gpus,
+                (long long)o->l.tp, (long long)o->l.pp, (long long)o->l.dp, (long long)o->l.mbs, (long long)o->l.gbs,
+                (long long)o->l.seq, recompute_label(o), o->l.zero, rows[i].op);
         csv_number(f, rows[i].predicted_s);
         fputc(',', f);
         csv_number(f, rows[i].measured_s);
@@ -24,8 +25,9 @@ void csv_rows(FILE *f, const report_info *in, const report_row *rows, int n, int
         if (rows[i].predicted_bytes > 0) fprintf(f, "%.0f", rows[i].predicted_bytes);
         fputc(',', f);
         if (rows[i].measured_bytes > 0) fprintf(f, "%.0f", rows[i].measured_bytes);
-        fprintf(f, ",%d,%d,%d,%s,%d,%s,%d,%d\n", calibrated, in->rank, in->stage, rows[i].pass, o->sp && o->tp > 1,
-                o->flash ? "flash" : "unfused", o->vpp > 1 ? o->vpp : 1, o->cp > 1 ? o->cp : 1);
+        fprintf(f, ",%d,%d,%d,%s,%d,%s,%lld,%lld\n", calibrated, in->rank, in->stage, rows[i].pass, o->l.sp && o->l.tp > 1,
+                train_fused_attention(o) ? "flash" : "unfused", (long long)(o->l.vpp > 1 ? o->l.vpp : 1),
+                (long long)(o->l.cp > 1 ? o->l.cp : 1));
     }
 }
 
@@ -41,12 +43,14 @@ int write_json(const char *path, const report_info *in, const report_row *rows, 
     FILE *f = out.f;
     const train_options *o = in->o;
     const report_row *step = &rows[n - 1];
-    fprintf(f, "{\n  \"model\": \"%s\", \"gpu\": \"%s\", \"gpus\": %d, \"tp\": %d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, "
-            "\"sp\": %s,\n", in->m->name, in->gpu->name, in->gpus, o->tp, o->pp, o->vpp > 1 ? o->vpp : 1, o->dp,
-            o->sp && o->tp > 1 ? "true" : "false");
-    fprintf(f, "  \"cp\": %d,\n", o->cp > 1 ? o->cp : 1);
-    fprintf(f, "  \"mbs\": %d, \"gbs\": %d, \"seq\": %d, \"recompute\": \"%s\", \"zero\": %d, \"attention\": \"%s\", "
-               "\"calibrated\": %s,\n", o->mbs, o->gbs, o->seq, recompute_label(o), o->zero, o->flash ? "flash" : "unfused",
+    fprintf(f, "{\n  \"model\": \"%s\", \"gpu\": \"%s\", \"gpus\": %d, \"tp\": %lld, \"pp\": %lld, \"vpp\": %lld, \"dp\": %lld, "
+            "\"sp\": %s,\n", in->m->name, in->gpu->name, in->gpus, (long long)o->l.tp, (long long)o->l.pp,
+            (long long)(o->l.vpp > 1 ? o->l.vpp : 1), (long long)o->l.dp,
+            o->l.sp && o->l.tp > 1 ? "true" : "false");
+    fprintf(f, "  \"cp\": %lld,\n", (long long)(o->l.cp > 1 ? o->l.cp : 1));
+    fprintf(f, "  \"mbs\": %lld, \"gbs\": %lld, \"seq\": %lld, \"recompute\": \"%s\", \"zero\": %d, \"attention\": \"%s\", "
+               "\"calibrated\": %s,\n", (long long)o->l.mbs, (long long)o->l.gbs, (long long)o->l.seq, recompute_label(o),
+               o->l.zero, train_fused_attention(o) ? "flash" : "unfused",
             o->calibrated ? "true" : "false");
     fprintf(f, "  \"step\": {\"predicted_s\": %.6e, \"measured_s\": %.6e, \"timed_steps\": %d, \"spread\": %.4f},\n",
             step->predicted_s, step->measured_s, in->timed_steps, in->spread);
@@ -87,8 +91,9 @@ int write_plot(const char *path, const report_info *in, const report_row *rows, 
         measured[i] = rows[i].measured_s;
     }
     char title[1024];
-    snprintf(title, sizeof title, "%.64s on %d x %.64s, tp %d pp %d dp %d, micro-batch %d, seq %d: time per op and step (rank 0)",
-             in->m->name, in->gpus, in->gpu->name, in->o->tp, in->o->pp, in->o->dp, in->o->mbs, in->o->seq);
+    snprintf(title, sizeof title, "%.64s on %d x %.64s, tp %lld pp %lld dp %lld, micro-batch %lld, seq %lld: time per op and step (rank 0)",
+             in->m->name, in->gpus, in->gpu->name, (long long)in->o->l.tp, (long long)in->o->l.pp, (long long)in->o->l.dp,
+             (long long)in->o->l.mbs, (long long)in->o->l.seq);
     int rc = plot_predicted_measured(path, title, ops, predicted, measured, n);
     free(ops); free(predicted); free(measured);
     return rc == 1;   /* no gnuplot: said so, the run still counts */

@@ -150,14 +150,14 @@ static void optimizer_step(gpt *g, int step)
 void load_batch(gpt *g, const train_options *o, unsigned long long *state, int32_t *global_in, int32_t *global_tg)
 {
     const shapes *s = &g->s;
-    size_t N = (size_t)s->N, gn = (size_t)o->gbs * o->seq, mN = (size_t)g->microbatches * N;
+    size_t N = (size_t)s->N, gn = (size_t)o->l.gbs * o->l.seq, mN = (size_t)g->microbatches * N;
     make_batch(global_in, global_tg, gn, s->V, state);
     int32_t *in = g->host_ids, *tg = in + mN, *in_shift = tg + mN, *tg_shift = in_shift + mN;
     for (int i = 0; i < g->microbatches; i++) {
-        size_t from = ((size_t)i * s->dp + s->dp_rank) * (size_t)s->B * o->seq;
+        size_t from = ((size_t)i * s->dp + s->dp_rank) * (size_t)s->B * o->l.seq;
         if (s->cp > 1) {   /* the rank's two chunks of each sequence (cp_ring.h) */
-            cp_local_tokens(in + (size_t)i * N, global_in + from, s->B, o->seq, s->cp, s->cp_rank);
-            cp_local_tokens(tg + (size_t)i * N, global_tg + from, s->B, o->seq, s->cp, s->cp_rank);
+            cp_local_tokens(in + (size_t)i * N, global_in + from, s->B, o->l.seq, s->cp, s->cp_rank);
+            cp_local_tokens(tg + (size_t)i * N, global_tg + from, s->B, o->l.seq, s->cp, s->cp_rank);
             continue;
         }
         memcpy(in + (size_t)i * N, global_in + from, N * sizeof *in);
@@ -197,5 +197,5 @@ double step_loss(gpt *g, const train_options *o, float *host_loss)
         sync_compute(g, "the loss");
         for (size_t i = 0; i < n; i++) sum += host_loss[i];
     }
-    return world_sum(g, sum) / ((double)o->gbs * o->seq);
+    return world_sum(g, sum) / ((double)o->l.gbs * o->l.seq);
 }

@@ -195,30 +195,30 @@ typedef struct {
 static void rank_shapes(gpt *g, const model_t *m, const train_options *o, int rank, int cp)
 {
     shapes *s = &g->s;
-    s->tp = o->tp; s->pp = o->pp; s->dp = o->dp;
+    s->tp = o->l.tp; s->pp = o->l.pp; s->dp = o->l.dp;
     /* Megatron's rank order: TP innermost, then CP, DP, PP */
     s->cp = cp;
-    s->tp_rank = rank % o->tp;
-    s->cp_rank = (rank / o->tp) % cp;
-    s->dp_rank = (rank / (o->tp * cp)) % o->dp;
-    s->pp_rank = rank / (o->tp * cp * o->dp);
-    s->sp = o->sp && o->tp > 1;
+    s->tp_rank = rank % o->l.tp;
+    s->cp_rank = (rank / o->l.tp) % cp;
+    s->dp_rank = (rank / (o->l.tp * cp)) % o->l.dp;
+    s->pp_rank = rank / (o->l.tp * cp * o->l.dp);
+    s->sp = o->l.sp && o->l.tp > 1;
     s->Lmodel = (int)m->layers;
-    s->L = (int)layers_on_stage(m->layers, o->pp, s->pp_rank);
-    s->layer0 = (int)(layers_on_stage(m->layers, o->pp, 0) * s->pp_rank);
-    s->vpp = o->vpp > 1 ? o->vpp : 1;
+    s->L = (int)layers_on_stage(m->layers, o->l.pp, s->pp_rank);
+    s->layer0 = (int)(layers_on_stage(m->layers, o->l.pp, 0) * s->pp_rank);
+    s->vpp = o->l.vpp > 1 ? o->l.vpp : 1;
     s->Lc = s->L / s->vpp;   /* train_check: the layers split evenly into pp vpp chunks */
     s->first = s->pp_rank == 0;
-    s->last = s->pp_rank == o->pp - 1;
+    s->last = s->pp_rank == o->l.pp - 1;
     s->C = (int)m->hidden; s->Hm = (int)m->heads; s->KVm = (int)m->kv_heads; s->Fm = (int)m->ffn; s->D = (int)m->head_dim;
-    s->H = s->Hm / o->tp; s->KV = s->KVm / o->tp; s->F = s->Fm / o->tp;
+    s->H = s->Hm / o->l.tp; s->KV = s->KVm / o->l.tp; s->F = s->Fm / o->l.tp;
     s->V = (int)m->vocab;
-    s->Vp = (int)padded_vocab(m, o->tp);
-    s->Vl = s->Vp / o->tp;
+    s->Vp = (int)padded_vocab(m, o->l.tp);
+    s->Vl = s->Vp / o->l.tp;
     s->vocab0 = s->tp_rank * s->Vl;
-    s->maxT = (int)m->max_positions; s->B = o->mbs; s->T = o->seq / cp;
+    s->maxT = (int)m->max_positions; s->B = o->l.mbs; s->T = o->l.seq / cp;
     s->N = s->B * s->T;
-    s->Nl = s->sp ? s->N / o->tp : s->N;
+    s->Nl = s->sp ? s->N / o->l.tp : s->N;
     s->qkv = (s->H + 2 * s->KV) * s->D;
     s->swiglu = m->ffn_kind == FFN_SWIGLU;
     s->up = s->swiglu ? 2 * s->F : s->F;
@@ -229,29 +229,30 @@ static void rank_shapes(gpt *g, const model_t *m, const train_options *o, int ra
     /* the zoo has no theta: LLaMA 3 uses 500000, LLaMA 2 and most others 10000 */
     s->rope_theta = !strncasecmp(m->name, "llama3", 6) ? 500000.0f : 10000.0f;
     s->tied = m->tied_embeddings;
-    s->head_copy = s->tied && o->pp > 1 && s->last;
-    s->flash = o->flash;
-    s->recompute = o->recompute == RECOMPUTE_FULL;
-    s->grads_sharded = o->zero >= 2 && o->dp > 1;
-    g->zero = s->grads_sharded ? o->zero : 0;
+    s->head_copy = s->tied && o->l.pp > 1 && s->last;
+    s->flash = train_fused_attention(o);
+    s->recompute = o->l.recompute == RECOMPUTE_FULL;
+    s->grads_sharded = o->l.zero >= 2 && o->l.dp > 1;
+    g->zero = s->grads_sharded ? o->l.zero : 0;
     s->moe = m->experts > 1;
-    s->E = (int)m->experts; s->topk = (int)m->top_k; s->ep = o->ep > 1 ? o->ep : 1;
-    g->tied_sync = s->tied && o->pp > 1 && (s->first || s->last);
-    g->microbatches = o->gbs / (o->mbs * o->dp);
+    s->E = (int)m->experts; s->topk = (int)m->top_k; s->ep = o->l.ep > 1 ? o->l.ep : 1;
+    g->tied_sync = s->tied && o->l.pp > 1 && (s->first || s->last);
+    g->microbatches = o->l.gbs / (o->l.mbs * o->l.dp);
 }
 
 /* This stage's pipeline schedule, its pools and its parameter layout; 0, or 2 after one stderr line. */
 static int plan_schedule(gpt *g, const train_options *o, int rank)
 {
     const shapes *s = &g->s;
-    int max_actions = pipeline_max_actions(o->pp, g->microbatches, s->vpp);
+    int max_actions = pipeline_max_actions(o->l.pp, g->microbatches, s->vpp);
     g->schedule = host_alloc((size_t)max_actions * sizeof *g->schedule);
-    g->nschedule = pipeline_schedule(o->pp, s->pp_rank, g->microbatches, s->vpp, g->schedule, max_actions, &g->pools);
+    g->nschedule = pipeline_schedule(o->l.pp, s->pp_rank, g->microbatches, s->vpp, g->schedule, max_actions, &g->pools);
     if (g->nschedule < 0) { fprintf(stderr, "sextant-gpu train: rank %d: internal: the pipeline schedule does not fit\n", rank); exit(1); }
     g->nslots = g->pools.slots;
     int pool_max = (int)(sizeof g->slots / sizeof g->slots[0]);
     if (g->nslots > pool_max || g->pools.inputs > pool_max || g->pools.heads > pool_max || g->pools.grad_buffers > pool_max) {
-        fprintf(stderr, "sextant-gpu train: --pp %d --vpp %d: more than %d micro-batches in flight\n", o->pp, s->vpp, pool_max);
+        fprintf(stderr, "sextant-gpu train: --pp %lld --vpp %d: more than %d micro-batches in flight\n", (long long)o->l.pp,
+            s->vpp, pool_max);
         free(g->schedule); return 2;
     }
     if (s->L + 3 > BUCKETS_MAX) { fprintf(stderr, "sextant-gpu train: more than %d layers on a stage\n", BUCKETS_MAX - 3); free(g->schedule); return 2; }
@@ -271,21 +272,21 @@ static int predict_run(train_run_state *r, gpt *g)
     const int cp = r->cp;
     const hw_node *node = r->node;
     const shapes *s = &g->s;
-    if (o->fp8) {
+    if (train_fp8_gemms(o)) {
         char why[256];
         if (fp8_supported(why, sizeof why) != 0) {
             fprintf(stderr, "sextant-gpu train: --precision fp8: %s\n", why);
             free(g->schedule); return 2;
         }
     }
-    train_fp8 = o->fp8;
+    train_fp8 = train_fp8_gemms(o);
     /* the planner's view of the same run, before anything is allocated */
-    r->l.gpus = nranks; r->l.tp = o->tp; r->l.pp = o->pp; r->l.dp = o->dp; r->l.vpp = s->vpp;
-    r->l.mbs = o->mbs; r->l.gbs = o->gbs; r->l.seq = o->seq;
+    r->l.gpus = nranks; r->l.tp = o->l.tp; r->l.pp = o->l.pp; r->l.dp = o->l.dp; r->l.vpp = s->vpp;
+    r->l.mbs = o->l.mbs; r->l.gbs = o->l.gbs; r->l.seq = o->l.seq;
     r->l.gpus_per_node = node->gpus_per_node > nranks ? node->gpus_per_node : nranks;
-    r->l.recompute = o->recompute; r->l.attention = o->flash ? ATTENTION_SEXTANT : ATTENTION_UNFUSED;
-    r->l.precision = o->fp8 ? PREC_FP8 : PREC_BF16;
-    r->l.sp = s->sp; r->l.zero = o->zero; r->l.ep = s->ep;
+    r->l.recompute = o->l.recompute; r->l.attention = train_fused_attention(o) ? ATTENTION_SEXTANT : ATTENTION_UNFUSED;
+    r->l.precision = train_fp8_gemms(o) ? PREC_FP8 : PREC_BF16;
+    r->l.sp = s->sp; r->l.zero = o->l.zero; r->l.ep = s->ep;
     r->l.cp = cp; r->l.cp_comm = CP_COMM_RING;
     job_t job = {1e9, 1.0};
     char err[256];
@@ -304,8 +305,9 @@ static int predict_run(train_run_state *r, gpt *g)
     /* refuse what will not fit rather than fail half-way through allocating */
     double context = gpu->context_bytes > 0 ? gpu->context_bytes : 0.0;
     if (r->e.memory.total - context > (double)free_before) {
-        fprintf(stderr, "sextant-gpu train: rank %d: %s at micro-batch %d, seq %d does not fit: predicted %.2f GiB, %.2f GiB free "
-                "of %.2f GiB on the device\n", rank, m->name, o->mbs, o->seq, r->e.memory.total / 1073741824.0,
+        fprintf(stderr, "sextant-gpu train: rank %d: %s at micro-batch %lld, seq %lld does not fit: predicted %.2f GiB, %.2f GiB free "
+                "of %.2f GiB on the device\n", rank, m->name, (long long)o->l.mbs, (long long)o->l.seq,
+                r->e.memory.total / 1073741824.0,
                 free_before / 1073741824.0, r->total_mem / 1073741824.0);
         free(g->schedule); return 3;
     }
@@ -344,19 +346,19 @@ static void split_communicators(gpt *g, const train_options *o, launch_ctx *ctx,
         cfg.splitShare = 0;
         /* with CP the gradient group (dp_comm) is DP x CP, the ring's group the CP ranks */
         int dpcp = s->dp_rank * cp + s->cp_rank;
-        NC(ncclCommSplit(ctx->comm, (s->pp_rank * o->dp + s->dp_rank) * cp + s->cp_rank, s->tp_rank, &g->tp_comm, &cfg));
-        NC(ncclCommSplit(ctx->comm, s->pp_rank * o->tp + s->tp_rank, dpcp, &g->dp_comm, &cfg));
-        NC(ncclCommSplit(ctx->comm, dpcp * o->tp + s->tp_rank, s->pp_rank, &g->pp_comm, &cfg));
-        int tied_color = g->tied_sync ? dpcp * o->tp + s->tp_rank : NCCL_SPLIT_NOCOLOR;
+        NC(ncclCommSplit(ctx->comm, (s->pp_rank * o->l.dp + s->dp_rank) * cp + s->cp_rank, s->tp_rank, &g->tp_comm, &cfg));
+        NC(ncclCommSplit(ctx->comm, s->pp_rank * o->l.tp + s->tp_rank, dpcp, &g->dp_comm, &cfg));
+        NC(ncclCommSplit(ctx->comm, dpcp * o->l.tp + s->tp_rank, s->pp_rank, &g->pp_comm, &cfg));
+        int tied_color = g->tied_sync ? dpcp * o->l.tp + s->tp_rank : NCCL_SPLIT_NOCOLOR;
         NC(ncclCommSplit(ctx->comm, tied_color, s->pp_rank, &g->tied_comm, &cfg));
-        int cp_color = cp > 1 ? (s->pp_rank * o->dp + s->dp_rank) * o->tp + s->tp_rank : NCCL_SPLIT_NOCOLOR;
+        int cp_color = cp > 1 ? (s->pp_rank * o->l.dp + s->dp_rank) * o->l.tp + s->tp_rank : NCCL_SPLIT_NOCOLOR;
         NC(ncclCommSplit(ctx->comm, cp_color, s->cp_rank, &g->cp_comm, &cfg));
         if (s->moe) {
             /* EP: ep consecutive DP ranks (Megatron's order); the experts' DP: the ranks of one EP place */
-            int ep_groups = o->dp / s->ep;
-            NC(ncclCommSplit(ctx->comm, (s->pp_rank * ep_groups + s->dp_rank / s->ep) * o->tp + s->tp_rank, s->dp_rank % s->ep,
+            int ep_groups = o->l.dp / s->ep;
+            NC(ncclCommSplit(ctx->comm, (s->pp_rank * ep_groups + s->dp_rank / s->ep) * o->l.tp + s->tp_rank, s->dp_rank % s->ep,
                              &g->ep_comm, &cfg));
-            NC(ncclCommSplit(ctx->comm, (s->pp_rank * s->ep + s->dp_rank % s->ep) * o->tp + s->tp_rank, s->dp_rank / s->ep,
+            NC(ncclCommSplit(ctx->comm, (s->pp_rank * s->ep + s->dp_rank % s->ep) * o->l.tp + s->tp_rank, s->dp_rank / s->ep,
                              &g->edp_comm, &cfg));
         }
     }
@@ -373,7 +375,7 @@ static void allocate_step(train_run_state *r, gpt *g)
     const shapes *s = &g->s;
     /* parameters, gradients, optimizer state, activations, scratch: each one allocation */
     const param_layout *pl = &g->pl;
-    r->sharded = o->zero >= 1 && o->dp > 1;
+    r->sharded = o->l.zero >= 1 && o->l.dp > 1;
     size_t state = r->sharded ? pl->shard_count : pl->count;
     if (!r->sharded) g->pl.shard_count = g->pl.count;
     /* ZeRO-3 keeps its slice of the parameters, ZeRO-2 and 3 of the gradients */
@@ -457,7 +459,7 @@ static void allocate_step(train_run_state *r, gpt *g)
 }
 
 /* The profiling step's events and the diagnostics the environment asks for (SEXTANT_CE_LAYOUT,
- * SEXTANT_REPLAY, SEXTANT_REPLAY_COPIES, SEXTANT_CLOCK_PROBE). */
+ * SEXTANT_REPLAY, SEXTANT_CLOCK_PROBE; docs/guide.md, "Environment switches"). */
 static void diagnostics_begin(const train_options *o)
 {
     profile_events = host_alloc(2 * (size_t)PROFILE_MAX * sizeof *profile_events);
@@ -468,7 +470,6 @@ static void diagnostics_begin(const train_options *o)
     int ce_layout = env_int_in("SEXTANT_CE_LAYOUT", 4, 5, -1);
     if (ce_layout >= 0) sx_cross_entropy_tune(ce_layout);
     replay_runs = env_int_in("SEXTANT_REPLAY", 1, 1000, 0);
-    replay_copies = env_int_in("SEXTANT_REPLAY_COPIES", 0, 1, 0);
     if (replay_runs > 0) {
         replay_events = host_alloc(2 * (size_t)PROFILE_MAX * sizeof *replay_events);
         replay_tags = host_alloc((size_t)PROFILE_MAX * sizeof *replay_tags);
@@ -494,22 +495,24 @@ static void print_run_header(const train_run_state *r, const gpt *g)
     char chunks[64] = "";
     if (s->vpp > 1) snprintf(chunks, sizeof chunks, ", interleaved %d x %d layers", s->vpp, s->Lc);
     if (cp > 1) snprintf(chunks, sizeof chunks, ", cp %d: ring attention, %d tokens per rank", cp, s->T);
-    printf("# sextant-gpu train %s: %d GPU%s (tp %d, pp %d%s, dp %d%s%s%s), mbs %d, gbs %d (%d micro-batch%s per rank), seq %d\n",
-           m->name, nranks, nranks > 1 ? "s" : "", o->tp, o->pp, chunks, o->dp, s->sp ? ", sequence parallel" : "",
-           r->sharded ? (g->zero == 3 ? ", ZeRO-3" : g->zero == 2 ? ", ZeRO-2" : ", ZeRO-1") : "", s->recompute ? ", full recomputation" : "", o->mbs, o->gbs, g->microbatches,
-           g->microbatches == 1 ? "" : "es", o->seq);
+    printf("# sextant-gpu train %s: %d GPU%s (tp %lld, pp %lld%s, dp %lld%s%s%s), mbs %lld, gbs %lld (%d micro-batch%s per rank), seq %lld\n",
+           m->name, nranks, nranks > 1 ? "s" : "", (long long)o->l.tp, (long long)o->l.pp, chunks, (long long)o->l.dp,
+           s->sp ? ", sequence parallel" : "", r->sharded ? (g->zero == 3 ? ", ZeRO-3" : g->zero == 2 ? ", ZeRO-2" : ", ZeRO-1") : "",
+           s->recompute ? ", full recomputation" : "", (long long)o->l.mbs, (long long)o->l.gbs, g->microbatches,
+           g->microbatches == 1 ? "" : "es", (long long)o->l.seq);
     printf("# vocab %d padded to %d, %s, %s, %s, %s\n", s->V, s->Vp, s->rms ? "RMSNorm" : "LayerNorm",
            s->swiglu ? "SwiGLU" : "GELU", s->KVm < s->Hm ? "grouped-query attention" : "multi-head attention",
            s->learned_pos ? "learned positions" : s->rope ? "rotary positions" : "no positions");
-    printf("# attention: %s\n", s->flash ? "flash (fused kernel, kernels/attention.cu)"
-                                         : "unfused (cuBLAS batched GEMMs + causal softmax)");
-    if (o->fp8)
+    /* both names: the planner costs the step's fused kernel as --attention sextant (docs/guide.md, "Attention kernels") */
+    printf("# attention: %s\n", s->flash ? "flash (the step's own fused kernel, kernels/attention.cu; the planner's sextant)"
+                                         : "unfused (cuBLAS batched GEMMs + causal softmax; validate's default, estimate's is flash)");
+    if (train_fp8_gemms(o))
         printf("# GEMMs: FP8 for the layers' linears (E4M3 weights and activations, E5M2 gradients, per-tensor scales "
                "from each tensor's amax; validator/fp8.c), lm_head in bf16\n");
     if (s->moe)
         printf("# mixture of experts: %d experts, top-%d, expert parallelism %d (%d experts a rank; experts' gradients "
-               "over %d rank%s), Switch's auxiliary loss x %g in the gradients (not in the loss printed)\n", s->E, s->topk,
-               s->ep, s->E / s->ep, o->dp / s->ep, o->dp / s->ep == 1 ? "" : "s", MOE_AUX_COEFF);
+               "over %lld rank%s), Switch's auxiliary loss x %g in the gradients (not in the loss printed)\n", s->E, s->topk,
+               s->ep, s->E / s->ep, (long long)(o->l.dp / s->ep), o->l.dp / s->ep == 1 ? "" : "s", MOE_AUX_COEFF);
     if (ctx) printf("# ranks started by %s\n", ctx->mode);
 }
 
@@ -520,7 +523,7 @@ static int run_timed_steps(train_run_state *r, gpt *g)
     const train_options *o = r->o;
     const int rank = r->rank;
     const int N = r->N;
-    r->global_tokens = (size_t)o->gbs * o->seq;
+    r->global_tokens = (size_t)o->l.gbs * o->l.seq;
     r->global_in = host_alloc(r->global_tokens * sizeof *r->global_in);
     r->global_tg = host_alloc(r->global_tokens * sizeof *r->global_tg);
     r->host_loss = host_alloc((size_t)g->microbatches * N * sizeof *r->host_loss);
@@ -690,14 +693,6 @@ static void run_replay_step(train_run_state *r, gpt *g)
             r->replayed[k].seconds += ms * 1e-3 / replay_runs; /* per run, summed over the op's calls like the step's */
             r->replayed[k].calls++;
         }
-        if (replay_copies && g->s.flash) {
-            double alone[2], mhz[2];
-            replay_copies_alone(&g->s, alone, mhz);
-            if (rank == 0 && alone[0] > 0)
-                printf("SEXTANT_REPLAY_COPIES: layer 0's attention on the copies, back to back alone after 1 s idle: "
-                       "forward %.4f ms (%.0f MHz), backward %.4f ms (%.0f MHz) per call\n", alone[0], mhz[0], alone[1],
-                       mhz[1]);
-        }
         replay_free(); /* before the device's memory is read */
     }
 }
@@ -822,9 +817,10 @@ static void print_summary(const train_run_state *r, const gpt *g)
         printf("%-5s %-6s %-6s %12s %10s %12s %12s %12s %12s\n", "rank", "stage", "tp/dp", "median ms", "spread",
                "device GiB", "ours GiB", "bubble ms", "dp exp. ms");
         for (int rk = 0; rk < nranks; rk++)
-            printf("%-5d %-6d %d/%-4d %12.2f %9.1f%% %12.3f %12.3f %12.2f %12.2f\n", rk, rk / (o->tp * cp * o->dp), rk % o->tp,
-                   (rk / (o->tp * cp)) % o->dp, r->all[8 * rk] * 1e3, 100.0 * r->all[8 * rk + 1], r->all[8 * rk + 2] / 1073741824.0,
-                   r->all[8 * rk + 3] / 1073741824.0, r->all[8 * rk + 4] * 1e3, r->all[8 * rk + 5] * 1e3);
+            printf("%-5d %-6lld %lld/%-4lld %12.2f %9.1f%% %12.3f %12.3f %12.2f %12.2f\n", rk,
+                   (long long)(rk / (o->l.tp * cp * o->l.dp)), (long long)(rk % o->l.tp),
+                   (long long)((rk / (o->l.tp * cp)) % o->l.dp), r->all[8 * rk] * 1e3, 100.0 * r->all[8 * rk + 1],
+                   r->all[8 * rk + 2] / 1073741824.0, r->all[8 * rk + 3] / 1073741824.0, r->all[8 * rk + 4] * 1e3, r->all[8 * rk + 5] * 1e3);
     }
     if (s->vpp > 1)
         printf("our allocations: model state %.3f GiB, activations %.3f GiB (%d chunk slot%s of %d layers in flight, %d "
@@ -849,7 +845,7 @@ static void print_stage_tables(train_run_state *r, gpt *g)
     const int rank = r->rank;
     const shapes *s = &g->s;
     /* one table per stage, from its first rank, stage after stage */
-    for (int stage = 0; stage < o->pp; stage++) {
+    for (int stage = 0; stage < o->l.pp; stage++) {
         if (s->pp_rank == stage && s->tp_rank == 0 && s->dp_rank == 0 && s->cp_rank == 0) {
             printf("\nstage %d (rank %d), profiling step: %.2f ms with %d event pairs (%+.1f%% on the timed median: what the "
                    "events cost)\n", stage, rank, r->profiled_ms, profile_count, 100.0 * (r->profiled_ms * 1e-3 / r->median - 1.0));
@@ -879,12 +875,8 @@ static void print_stage_tables(train_run_state *r, gpt *g)
                        "pred/repl", "step/repl");
                 for (int k = 0; k < r->nreplayed; k++) {
                     const report_row *row = NULL;
-                    /* SEXTANT_REPLAY_COPIES' rows beside their op's */
-                    const char *copies = strstr(r->replayed[k].name, "_on_copies");
-                    size_t base_len = copies ? (size_t)(copies - r->replayed[k].name) : strlen(r->replayed[k].name);
                     for (int i = 0; i < r->nrows && !row; i++)
-                        if (strlen(r->rows[i].op) == base_len && !strncmp(r->rows[i].op, r->replayed[k].name, base_len) &&
-                            !strcmp(r->rows[i].pass, pass_name(r->replayed[k].pass)))
+                        if (!strcmp(r->rows[i].op, r->replayed[k].name) && !strcmp(r->rows[i].pass, pass_name(r->replayed[k].pass)))
                             row = &r->rows[i];
                     double pred = row && row->predicted_s >= 0 ? row->predicted_s : 0.0;
                     double in_step = row ? row->measured_s : 0.0, rep = r->replayed[k].seconds;
@@ -946,10 +938,11 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     if (train_check(model, o) != 0) return 2;
     int nranks = ctx ? ctx->nranks : 1, rank = ctx ? ctx->rank : 0;
     my_rank = rank;
-    const int cp = o->cp > 1 ? o->cp : 1;
-    if (nranks != o->tp * o->pp * o->dp * cp) {
-        fprintf(stderr, "sextant-gpu train: --tp %d x --pp %d x --dp %d x --cp %d = %d GPUs, but %d rank%s started\n", o->tp,
-                o->pp, o->dp, cp, o->tp * o->pp * o->dp * cp, nranks, nranks == 1 ? " was" : "s were");
+    const int cp = o->l.cp > 1 ? o->l.cp : 1;
+    if (nranks != o->l.tp * o->l.pp * o->l.dp * cp) {
+        fprintf(stderr, "sextant-gpu train: --tp %lld x --pp %lld x --dp %lld x --cp %d = %lld GPUs, but %d rank%s started\n",
+                (long long)o->l.tp, (long long)o->l.pp, (long long)o->l.dp, cp, (long long)(o->l.tp * o->l.pp * o->l.dp * cp), nranks,
+                nranks == 1 ? " was" : "s were");
         return 2;
     }
     /* what runs: no dropout (as llm.c), and the planner is told so */
@@ -978,8 +971,9 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     r->watchdog_s = ctx ? (int)(2.0 * ctx->timeout_s) + 1 : 0;
     if (r->watchdog_s > 0) launch_watchdog(rank, r->watchdog_s, "the communicators' first use");
     if (s->moe) {
-        moe_config mc = {s->E, s->topk, s->C, s->F, N, s->L, s->Lmodel, s->layer0, s->ep, s->dp_rank % s->ep, o->dp, rank,
-                         1.0 / ((double)N * g.microbatches * o->dp), gpu_ctx.blas, gpu_ctx.stream, g.ep_comm, g.dp_comm, g.edp_comm,
+        moe_config mc = {s->E, s->topk, s->C, s->F, N, s->L, s->Lmodel, s->layer0, s->ep, s->dp_rank % s->ep, o->l.dp, rank,
+                         1.0 / ((double)N * g.microbatches * o->l.dp), gpu_ctx.blas, gpu_ctx.stream, g.ep_comm, g.dp_comm,
+                             g.edp_comm,
                          {profile_mark, initial_value, sx_ref_f2bf, P_COUNT}};
         moe_init(&g.moe, &mc);
         g.accounted_bytes += g.moe.bytes;

@@ -15,19 +15,17 @@
 #define TRAIN_LR_DEFAULT 1e-4
 
 typedef struct {
-    int mbs, gbs, seq, steps, warmup;
+    /* The run's layout as the shared flag parser reads it (planner.h, layout_flags): the step reads
+     * tp, pp, dp, cp (0 or 1 none, 2 ring attention over two ranks, validator/cp.c), ep (inside dp,
+     * MoE models; 0 is 1), vpp (chunks per stage, interleaved 1F1B when > 1; 0 is 1), mbs, gbs, seq,
+     * sp, zero (0..3), recompute (none or full), attention (unfused, or any fused kernel: the step's
+     * own, train_fused_attention) and precision (bf16, or fp8: the linear layers' GEMMs in FP8, fp8.h,
+     * lm_head in bf16).  Its other fields are not run and not read. */
+    layout_t l;
+    int steps, warmup;
     double lr;         /* AdamW's peak learning rate (--lr; 0 is taken as TRAIN_LR_DEFAULT) */
     int lr_warmup;     /* steps of linear warm-up to lr (--lr-warmup) */
-    int tp, pp, dp;
-    int cp;            /* context parallelism (--cp): 0 or 1 none, 2 ring attention over the two ranks (validator/cp.c) */
-    int ep;            /* expert parallelism inside dp (MoE models): each rank holds experts / ep; 0 is taken as 1 */
-    int vpp;           /* model chunks per pipeline stage: interleaved 1F1B when > 1 (0 is taken as 1) */
-    int sp;            /* sequence parallelism: norms and residuals on 1/tp of the tokens */
-    int zero;          /* 0, or 1: reduce-scatter of gradients, sharded AdamW, all-gather of parameters */
-    recompute_t recompute;   /* none or full */
     int calibrated;
-    int flash;         /* --attention flash: the fused kernel instead of cuBLAS + softmax */
-    int fp8;           /* --precision fp8: the linear layers' GEMMs in FP8 (fp8.h), lm_head in bf16 */
     int quiet_steps;   /* print the loss of every step (equivalence tests) instead of every tenth */
     int check_gradients; /* one forward and backward, every gradient against the float64 reference (model_ref.h) */
     const char *csv;   /* NULL, or where the rows go (docs/validation's columns) */
@@ -38,6 +36,14 @@ typedef struct {
     const hw_gpu *uncal_gpu;   /* with --calibration: the same GPU on hwdb defaults, so that */
     const hw_node *uncal_node; /* the report gives the uncalibrated prediction beside it */
 } train_options;
+
+/* sextant-gpu train's defaults: mbs 8, seq 1024, gbs mbs x dp (set after the flags), one GPU,
+ * unfused attention, no recomputation, bf16 (docs/guide.md, "Attention kernels"). */
+void train_layout_defaults(layout_t *l);
+/* 1 when the step runs its fused attention kernel (any fused --attention: flash, sextant, flash1) */
+static inline int train_fused_attention(const train_options *o) { return attention_is_fused(o->l.attention); }
+/* 1 when the linear layers' GEMMs run in FP8 (--precision fp8) */
+static inline int train_fp8_gemms(const train_options *o) { return o->l.precision == PREC_FP8; }
 
 /* Trains a GPT-2- or LLaMA-family model for o->steps steps on synthetic
  * tokens and prints measured against predicted.  ctx is NULL on one GPU,

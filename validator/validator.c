@@ -97,6 +97,52 @@ static int has_flag(int argc, char **argv, const char *flag)
     return 0;
 }
 
+void train_layout_defaults(layout_t *l)
+{
+    memset(l, 0, sizeof *l);
+    l->tp = l->pp = l->dp = l->vpp = l->cp = l->ep = 1;
+    l->mbs = 8;
+    l->seq = 1024;
+    l->recompute = RECOMPUTE_NONE;
+    l->attention = ATTENTION_UNFUSED;
+    l->precision = PREC_BF16;
+}
+
+/* The layout flags through the planner's parser (layout_flags), then what the step runs of them:
+ * --recompute none|full, --attention unfused or fused (the step's own kernel), --precision bf16|fp8.
+ * 0, or 2 after one stderr line naming the flag. */
+static int train_layout_flags(int argc, char **argv, int first_flag, train_options *o)
+{
+    layout_flags lf;
+    train_layout_defaults(&o->l);
+    layout_flags_init(&lf, &o->l);
+    for (int i = first_flag; i < argc; i++) {
+        char err[512];
+        int taken = argv[i][0] == '-' ? layout_flag_parse(argv[i], i + 1 < argc ? argv[i + 1] : NULL, &lf, err, sizeof err) : 0;
+        if (taken < 0) { fprintf(stderr, "sextant-gpu: train: %s\n", err); return 2; }
+        if (taken == 2 || (taken == 0 && argv[i][0] == '-' && strcmp(argv[i], "--every-step"))) i++;   /* past the value */
+    }
+    const layout_t *l = &lf.l;
+    if (l->recompute != RECOMPUTE_NONE && l->recompute != RECOMPUTE_FULL) {
+        fprintf(stderr, "sextant-gpu: train: --recompute '%s' is not one of none|full\n", recompute_name(l->recompute));
+        return 2;
+    }
+    if (l->attention == ATTENTION_FLASH1) {
+        fprintf(stderr, "sextant-gpu: train: --attention 'flash1' is not one of unfused|flash|sextant (flash and sextant: the "
+                        "step's own fused kernel)\n");
+        return 2;
+    }
+    if (l->precision != PREC_BF16 && l->precision != PREC_FP8) {
+        fprintf(stderr, "sextant-gpu: train: --precision '%s' is not one of bf16|fp8\n", precision_name(l->precision));
+        return 2;
+    }
+    o->l = lf.l;
+    /* the step runs one fused kernel, its own: the planner costs it as sextant (docs/guide.md, "Attention kernels") */
+    if (attention_is_fused(o->l.attention)) o->l.attention = ATTENTION_SEXTANT;
+    if (!(lf.given & LAYOUT_FLAG_GBS)) o->l.gbs = o->l.mbs * o->l.dp;
+    return 0;
+}
+
 /* train forks its ranks when it needs several GPUs, so it runs before this
  * process makes any CUDA call. */
 static int main_train(int argc, char **argv)
@@ -118,6 +164,9 @@ static int main_train(int argc, char **argv)
             i++;
         }
     }
+    static train_job job;
+    train_options *o = &job.o;
+    if (train_layout_flags(argc, argv, first_flag, o) != 0) return 2;
     static hwdb db, defaults;
     static model_zoo zoo;
     const char *calibration = arg_value(argc, argv, "--calibration", NULL);
@@ -127,7 +176,6 @@ static int main_train(int argc, char **argv)
     const char *model_name = plan_path ? plan.model : argv[2];
     const model_t *zoo_model = model_zoo_find(&zoo, model_name);
     if (!zoo_model) { fprintf(stderr, "sextant-gpu: unknown model '%s'\n", model_name); return 2; }
-    static train_job job;
     job.m = zoo_model;
     job.gpu = hwdb_find_gpu(&db, arg_value(argc, argv, "--gpu", plan_path ? plan.gpu : "h100-sxm"));
     if (!job.gpu) { fprintf(stderr, "sextant-gpu: train: --gpu: unknown GPU\n"); return 2; }
@@ -135,41 +183,14 @@ static int main_train(int argc, char **argv)
     /* the same GPU on hwdb defaults: the report puts the uncalibrated prediction beside the calibrated one */
     job.o.uncal_gpu = hwdb_find_gpu(&defaults, job.gpu->name);
     job.o.uncal_node = job.o.uncal_gpu ? hwdb_find_node(&defaults, job.o.uncal_gpu->node) : NULL;
-    const char *attention = arg_value(argc, argv, "--attention", "unfused");
-    if (strcmp(attention, "unfused") && strcmp(attention, "flash")) {
-        fprintf(stderr, "sextant-gpu: train: --attention '%s' is not one of unfused|flash\n", attention);
-        return 2;
-    }
-    const char *precision = arg_value(argc, argv, "--precision", "bf16");
-    if (strcmp(precision, "bf16") && strcmp(precision, "fp8")) {
-        fprintf(stderr, "sextant-gpu: train: --precision '%s' is not one of bf16|fp8\n", precision);
-        return 2;
-    }
-    job.o.fp8 = !strcmp(precision, "fp8");
-    const char *recompute = arg_value(argc, argv, "--recompute", "none");
-    if (strcmp(recompute, "none") && strcmp(recompute, "full")) {
-        fprintf(stderr, "sextant-gpu: train: --recompute '%s' is not one of none|full\n", recompute);
-        return 2;
-    }
-    train_options *o = &job.o;
     int gpus = 0, timeout = 120;
-    if (int_flag(argc, argv, "--mbs", 8, 1, 1 << 20, &o->mbs) || int_flag(argc, argv, "--seq", 1024, 1, 1 << 20, &o->seq) ||
-        int_flag(argc, argv, "--steps", 50, 1, 1 << 24, &o->steps) || int_flag(argc, argv, "--warmup", 5, 0, 1 << 20, &o->warmup) ||
-        int_flag(argc, argv, "--tp", 1, 1, 1024, &o->tp) || int_flag(argc, argv, "--pp", 1, 1, 1024, &o->pp) ||
-        int_flag(argc, argv, "--vpp", 1, 1, 1024, &o->vpp) ||
-        int_flag(argc, argv, "--dp", 1, 1, 1 << 16, &o->dp) || int_flag(argc, argv, "--zero", 0, 0, 3, &o->zero) ||
-        int_flag(argc, argv, "--cp", 1, 1, 1024, &o->cp) ||
-        int_flag(argc, argv, "--ep", 1, 1, 1024, &o->ep) ||
+    if (int_flag(argc, argv, "--steps", 50, 1, 1 << 24, &o->steps) || int_flag(argc, argv, "--warmup", 5, 0, 1 << 20, &o->warmup) ||
         int_flag(argc, argv, "--gpus", 0, 1, 1 << 16, &gpus) || int_flag(argc, argv, "--timeout", 120, 1, 86400, &timeout) ||
         real_flag(argc, argv, "--lr", TRAIN_LR_DEFAULT, 0.0, 1.0, &o->lr) ||
         int_flag(argc, argv, "--lr-warmup", TRAIN_LR_WARMUP_DEFAULT, 0, 1 << 20, &o->lr_warmup))
         return 2;
-    if (int_flag(argc, argv, "--gbs", o->mbs * o->dp, 1, 1 << 24, &o->gbs)) return 2;
-    o->sp = has_flag(argc, argv, "--sp");
     o->quiet_steps = has_flag(argc, argv, "--every-step");
-    o->recompute = !strcmp(recompute, "full") ? RECOMPUTE_FULL : RECOMPUTE_NONE;
     o->calibrated = calibration != NULL;
-    o->flash = !strcmp(attention, "flash");
     o->csv = arg_value(argc, argv, "--csv", NULL);
     o->json = arg_value(argc, argv, "--json", NULL);
     o->plot = arg_value(argc, argv, "--plot", NULL);
@@ -198,13 +219,13 @@ static int main_train(int argc, char **argv)
         static model_t sliced;
         if (slice_plan(&plan, &executed, job.gpu, job.node, available, &sliced, o) != 0) return 2;
         job.m = &sliced;
-        gpus = o->tp * o->pp * o->dp * o->cp;
+        gpus = (int)(o->l.tp * o->l.pp * o->l.dp * o->l.cp);
     }
     if (train_check(job.m, o) != 0) return 2;
-    int ranks = o->tp * o->pp * o->dp * o->cp;
+    int ranks = (int)(o->l.tp * o->l.pp * o->l.dp * o->l.cp);
     if (gpus && gpus != ranks) {
-        fprintf(stderr, "sextant-gpu: train: --gpus %d but --tp %d x --pp %d x --dp %d x --cp %d = %d\n", gpus, o->tp, o->pp,
-                o->dp, o->cp, ranks);
+        fprintf(stderr, "sextant-gpu: train: --gpus %d but --tp %lld x --pp %lld x --dp %lld x --cp %lld = %d\n", gpus,
+                (long long)o->l.tp, (long long)o->l.pp, (long long)o->l.dp, (long long)o->l.cp, ranks);
         return 2;
     }
     int launched = launch_launcher_ranks(NULL) > 0;
@@ -214,8 +235,9 @@ static int main_train(int argc, char **argv)
             int visible = launch_visible_gpus(why, sizeof why);
             if (visible == 0) { printf("sextant-gpu: no GPU found, skipping\n"); return 0; }
             if (visible > 0 && visible < ranks) {
-                fprintf(stderr, "sextant-gpu: train: the layout needs %d GPUs (tp %d x pp %d x dp %d x cp %d), %d visible; "
-                        "nothing started\n", ranks, o->tp, o->pp, o->dp, o->cp, visible);
+                fprintf(stderr, "sextant-gpu: train: the layout needs %d GPUs (tp %lld x pp %lld x dp %lld x cp %lld), %d visible; "
+                        "nothing started\n", ranks, (long long)o->l.tp, (long long)o->l.pp, (long long)o->l.dp, (long long)o->l.cp,
+                        visible);
                 return 2;
             }
         }
@@ -263,8 +285,9 @@ static int main_check(int argc, char **argv)
         m.layers = 2; m.hidden = 64; m.heads = 4; m.kv_heads = tiny[i].kv; m.head_dim = 16; m.ffn = tiny[i].ffn;
         m.vocab = 100; m.max_positions = 64; m.seq = 16; m.tied_embeddings = tiny[i].tied; m.dropout = 0;
         train_options o = {0};
-        o.mbs = 2; o.gbs = 2; o.seq = 16; o.steps = 8; o.warmup = 5; o.tp = o.pp = o.dp = 1;
-        o.recompute = RECOMPUTE_NONE; o.check_gradients = 1;
+        train_layout_defaults(&o.l);   /* unfused attention, bf16, one GPU */
+        o.l.mbs = 2; o.l.gbs = 2; o.l.seq = 16; o.steps = 8; o.warmup = 5;
+        o.check_gradients = 1;
         int r = train_run(&m, gpu, node, &o, NULL);
         if (r != 0) rc = 1;
         printf("\n");
@@ -314,7 +337,7 @@ int main(int argc, char **argv)
                         "       sextant-gpu ops MODEL [--gpu NAME] [--mbs N] [--seq N] [--calibration FILE] [--csv FILE]\n"
                         "       sextant-gpu train MODEL [--gpu NAME] [--mbs N] [--gbs N] [--seq N] [--steps N] [--warmup N]\n"
                         "                             [--tp N] [--pp N] [--vpp N] [--dp N] [--cp 2] [--sp] [--zero 0|1|2|3] [--recompute none|full]\n"
-                        "                             [--gpus N] [--timeout S] [--attention unfused|flash] [--calibration FILE]\n"
+                        "                             [--gpus N] [--timeout S] [--attention unfused|flash|sextant] [--calibration FILE]\n"
                         "                             [--csv FILE] [--json FILE] [--plot FILE.svg] [--losses FILE] [--every-step]\n"
                         "                             [--lr RATE] [--lr-warmup STEPS] [--precision bf16|fp8]\n"
                         "                             [--ep N] [--moe-imbalance X]\n"
@@ -328,6 +351,8 @@ int main(int argc, char **argv)
         for (int i = 2; i < argc; i++)
             if (!strcmp(argv[i], "--comm")) return main_comm(argc, argv);
     if (!strcmp(argv[1], "train")) return main_train(argc, argv);
+    layout_t ops_flags;
+    if (!strcmp(argv[1], "ops") && ops_layout(argc, argv, &ops_flags) != 0) return 2;   /* before any GPU is needed */
     if (!strcmp(argv[1], "check-gradients")) return main_check(argc, argv);
     if (!strcmp(argv[1], "check-fp8")) {
         int n = 0;
