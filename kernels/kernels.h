@@ -445,6 +445,16 @@ cudaError_t sx_fp8_amax(float *amax, const sx_bf16 *x, size_t n, cudaStream_t st
 cudaError_t sx_fp8_cast(sx_fp8 *out, sx_fp8 *out_t, float *scale_inv, const sx_bf16 *x, const float *amax,
                         int rows, int cols, sx_fp8_format fmt, cudaStream_t stream);
 
+/* The fused cross-entropy's path, forced for the tests and for the step's SEXTANT_CE_LAYOUT switch (the one
+ * tuning knob the validator uses): 4 = the staged fallback (one persistent
+ * 1024-thread block per SM with as much of the row as fits staged in shared memory; the default
+ * before sm_90 where a row does not fit) even where a row fits, 5 = a cluster of 2, 4 or 8 blocks
+ * of 512 threads per row, each holding a slice in shared memory (sm_90; the default where a row
+ * does not fit), also where a row fits; 0 and any other value = automatic (two 512-thread blocks
+ * per SM with one row buffer each where two rows fit in an SM's shared memory).  The layouts that
+ * were measured and not chosen (once 1, 3, 6 and 7) are in dev/cuda/crossentropy.cu. */
+void sx_cross_entropy_tune(int layout);
+
 #ifdef __cplusplus
 }
 #endif

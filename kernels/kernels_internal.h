@@ -75,14 +75,6 @@ void sx_embedding_backward_tune(int path, int kp, int l2, int prefetch_mb, int p
 void sx_embedding_apply_tune(int window_rows, int nominal_rows, int chunk_channels, int wpe_blocks_first,
                              int min_blocks);
 
-/* The fused cross-entropy's path, forced for the tests: 4 = the staged fallback (one persistent
- * 1024-thread block per SM with as much of the row as fits staged in shared memory; the default
- * before sm_90 where a row does not fit) even where a row fits, 5 = a cluster of 2, 4 or 8 blocks
- * of 512 threads per row, each holding a slice in shared memory (sm_90; the default where a row
- * does not fit), also where a row fits; 0 and any other value = automatic (two 512-thread blocks
- * per SM with one row buffer each where two rows fit in an SM's shared memory).  The layouts that
- * were measured and not chosen (once 1, 3, 6 and 7) are in dev/cuda/crossentropy.cu. */
-void sx_cross_entropy_tune(int layout);
 
 #ifdef __cplusplus
 }

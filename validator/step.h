@@ -15,7 +15,6 @@
 #include "gpu_context.h"
 #include "gpu_timing.h"
 #include "kernels.h"
-#include "kernels_internal.h"
 #include "launch.h"
 #include "loss_trend.h"
 #include "model_ref.h"

@@ -465,7 +465,7 @@ static void diagnostics_begin(const train_options *o)
     profile_events = host_alloc(2 * (size_t)PROFILE_MAX * sizeof *profile_events);
     profile_tags = host_alloc((size_t)PROFILE_MAX * sizeof *profile_tags);
     profile_events_made = 0;
-    /* the cross-entropy's path (kernels_internal.h), to time the fallbacks in the step: 4 the staged
+    /* the cross-entropy's path (kernels.h), to time the fallbacks in the step: 4 the staged
      * fallback, 5 the cluster per row (the other layouts measured are in dev/cuda/crossentropy.cu) */
     int ce_layout = env_int_in("SEXTANT_CE_LAYOUT", 4, 5, -1);
     if (ce_layout >= 0) sx_cross_entropy_tune(ce_layout);
