@@ -472,6 +472,130 @@ static int probe_comm_bytes(launch_ctx *ctx, int first, int last, void *send, vo
     return 0;
 }
 
+/* One collective at one size on every rank: warm-up, the timed repeats between two events (the
+ * median), every element of this rank's result checked, and the slowest rank's median with the
+ * ranks' wrong elements summed over NCCL into res (row printed by rank 0).  0, or -1 after one line
+ * (the caller aborts the communicator). */
+static int time_collective_size(launch_ctx *ctx, const comm_options *o, int c, int s, coll_size sz, void *send, void *recv,
+                                double *stat, uint16_t *stage, double *rep, cudaStream_t stream, cudaEvent_t start,
+                                cudaEvent_t stop, comm_results *res)
+{
+    int n = ctx->nranks, root = ctx->rank == 0, levels = value_levels(n);
+    size_t stage_elems = STAGE_BYTES / 2;
+    /* a NaN pattern, so a stale result from the previous size cannot pass */
+    CK_OR_FAIL(cudaMemsetAsync(recv, 0xff, sz.recv_elems * 2, stream), "cudaMemsetAsync");
+    char what[96];
+    snprintf(what, sizeof what, "%s of %zu bytes", coll_names[c], sz.bytes);
+    for (int i = 0; i < o->warmup; i++)
+        if (launch_nccl_done(ctx, enqueue(c, send, recv, sz.count, ctx, stream), what)) goto fail;
+    CK_OR_FAIL(cudaEventRecord(stop, stream), "cudaEventRecord");
+    if (launch_event_wait(ctx, stop, what)) goto fail;
+    for (int r = 0; r < o->repeats; r++) {
+        /* nothing but NCCL's own launches between the two events */
+        CK_OR_FAIL(cudaEventRecord(start, stream), "cudaEventRecord");
+        for (int i = 0; i < o->iters; i++)
+            if (launch_nccl_done(ctx, enqueue(c, send, recv, sz.count, ctx, stream), what)) goto fail;
+        CK_OR_FAIL(cudaEventRecord(stop, stream), "cudaEventRecord");
+        if (launch_event_wait(ctx, stop, what)) goto fail;
+        float ms = 0;
+        CK_OR_FAIL(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+        rep[r] = ms * 1e-3 / o->iters;
+    }
+    sort_ascending(rep, (size_t)o->repeats);
+    double t = rep[o->repeats / 2];
+    /* check this rank's result, element by element */
+    int64_t wrong = 0;
+    for (size_t off = 0; off < sz.recv_elems; off += stage_elems) {
+        size_t len = sz.recv_elems - off < stage_elems ? sz.recv_elems - off : stage_elems;
+        CK_OR_FAIL(cudaMemcpy(stage, (uint16_t *)recv + off, len * 2, cudaMemcpyDeviceToHost), "cudaMemcpy(result)");
+        for (size_t i = 0; i < len; i++)
+            wrong += stage[i] != bf16_of_int(expected_value(c, ctx->rank, n, sz.count, off + i, levels));
+    }
+    /* the slowest rank's median is the collective's time; wrong elements add up */
+    double host_stat[2] = {t, (double)wrong};
+    CK_OR_FAIL(cudaMemcpy(stat, host_stat, sizeof host_stat, cudaMemcpyHostToDevice), "cudaMemcpy(statistics)");
+    if (launch_nccl_done(ctx, ncclAllReduce(stat, stat, 1, ncclFloat64, ncclMax, ctx->comm, stream), "ncclAllReduce(time)") ||
+        launch_nccl_done(ctx, ncclAllReduce(stat + 1, stat + 1, 1, ncclFloat64, ncclSum, ctx->comm, stream), "ncclAllReduce(#wrong)"))
+        goto fail;
+    CK_OR_FAIL(cudaEventRecord(stop, stream), "cudaEventRecord");
+    if (launch_event_wait(ctx, stop, "the statistics all-reduce")) goto fail;
+    CK_OR_FAIL(cudaMemcpy(host_stat, stat, sizeof host_stat, cudaMemcpyDeviceToHost), "cudaMemcpy(statistics)");
+    res->seconds[c][s] = host_stat[0];
+    res->bytes[c][s] = sz.bytes;
+    res->wrong[c] += (int64_t)host_stat[1];
+    if (root) {
+        double algbw = (double)sz.bytes / host_stat[0] / 1e9, nn = (double)n;
+        double factor = ring_bytes_factor(c, nn);
+        printf("%15zu %12zu %9s %6s %10.2f %8.2f %8.2f %8.0f\n", sz.bytes, sz.count, "bfloat16", coll_ops[c],
+               host_stat[0] * 1e6, algbw, algbw * factor, host_stat[1]);
+    }
+    return 0;
+fail:   /* CK_OR_FAIL's target: the caller aborts the communicator */
+    return -1;
+}
+
+/* NCCL's device memory once used (see comm_body): the process's first communicator, one more that ran
+ * every collective and send/recv, one that ran send/recv only.  0, or -1 after one line. */
+static int measure_nccl_memory(launch_ctx *ctx, const comm_options *o, void *send, void *recv, const double *stat,
+                               cudaStream_t stream, cudaEvent_t stop, double *first_comm_bytes, double *comm_bytes,
+                               double *p2p_bytes)
+{
+    int n = ctx->nranks, root = ctx->rank == 0;
+    size_t free0 = 0, total = 0;
+    CK_OR_FAIL(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    CK_OR_FAIL(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
+    double ours = 2.0 * (double)o->max_bytes + 2.0 * sizeof *stat;
+    if (ctx->used_before_comm > 0)
+        *first_comm_bytes = (double)(total - free0) - (double)ctx->used_before_comm - ours;
+    if (*first_comm_bytes < 0) *first_comm_bytes = 0;
+    size_t count = (o->max_bytes < ((size_t)64 << 20) ? o->max_bytes : ((size_t)64 << 20)) / 2 / (size_t)n;
+    if (probe_comm_bytes(ctx, COLL_AR, COLL_SR, send, recv, count, stream, stop, comm_bytes) ||
+        probe_comm_bytes(ctx, COLL_SR, COLL_SR, send, recv, count, stream, stop, p2p_bytes))
+        goto fail;
+    if (root) printf("\n# NCCL's device memory over the %d ranks, once used: the first communicator %.3f GiB, one more "
+                     "running every collective and send/recv %.3f GiB, (for the record) one running send/recv only %.3f GiB\n",
+                     n, *first_comm_bytes / 1073741824.0, *comm_bytes / 1073741824.0, *p2p_bytes / 1073741824.0);
+    return 0;
+fail:   /* CK_OR_FAIL's target */
+    return -1;
+}
+
+/* Rank 0, after every rank measured: the fits, the overlap summary and CSV, and the overlay when the
+ * results were right.  0, 1 (nothing written: wrong elements or an unusable fit) or 2 (the CSV failed). */
+static int report_and_write(const comm_job *job, const char *gpu, const char *device, int n, const comm_results *res,
+                            const overlap_results *ov, double first_comm_bytes, double comm_bytes, double p2p_bytes)
+{
+    const comm_options *o = &job->o;
+    int rc = 0;
+    int64_t wrong = 0;
+    for (int c = 0; c < NCOLL; c++) wrong += res->wrong[c];
+    printf("\n# fit: time = a + bytes * b per collective over 1 MiB..256 MiB (GSL weighted least squares, weights 1/time^2),\n"
+           "# read as the planner's ring formula k alpha + f bytes / BW (f, k: docs/model.md \"Communication\")\n");
+    double alpha[NCOLL] = {0}, bw[NCOLL] = {0}, ab[NCOLL][2] = {{0}};
+    int ok[NCOLL];
+    for (int c = 0; c < NCOLL; c++) ok[c] = fit_collective(c, n, res, ab[c], &alpha[c], &bw[c]) == 0;
+    print_residuals(res, ab, ok);
+    overlap_summary ovs;
+    int csv_rc = 0;
+    if (ov) {
+        overlap_summarise(ov, &ovs);
+        overlap_print(stdout, ov, &ovs);
+        if (o->overlap.csv_path && overlap_write_csv(o->overlap.csv_path, ov) != 0) csv_rc = 2;
+    }
+    if (wrong) {
+        fprintf(stderr, "sextant-gpu: %lld wrong elements in the results; not writing an overlay\n", (long long)wrong);
+        rc = 1;
+    } else if (!ok[COLL_AR]) {
+        fprintf(stderr, "sextant-gpu: the all_reduce fit is unusable; not writing an overlay\n");
+        rc = 1;
+    } else if (o->out_path) {
+        rc = write_overlay(job, hwdb_find_gpu(job->db, gpu)->name, device, n, res, alpha, bw, ok, comm_bytes,
+                           first_comm_bytes, p2p_bytes, ov, ov ? &ovs : NULL);
+    }
+    rc = rc ? rc : csv_rc;
+    return rc;
+}
+
 static int comm_body(launch_ctx *ctx, void *arg)
 {
     const comm_job *job = arg;
@@ -567,53 +691,7 @@ static int comm_body(launch_ctx *ctx, void *arg)
         for (int s = 0; s < nsizes; s++, nominal *= 2) {
             coll_size sz = size_for(c, nominal, n);
             if (sz.count == 0) continue;
-            /* a NaN pattern, so a stale result from the previous size cannot pass */
-            CK_OR_FAIL(cudaMemsetAsync(recv, 0xff, sz.recv_elems * 2, stream), "cudaMemsetAsync");
-            char what[96];
-            snprintf(what, sizeof what, "%s of %zu bytes", coll_names[c], sz.bytes);
-            for (int i = 0; i < o->warmup; i++)
-                if (launch_nccl_done(ctx, enqueue(c, send, recv, sz.count, ctx, stream), what)) goto fail;
-            CK_OR_FAIL(cudaEventRecord(stop, stream), "cudaEventRecord");
-            if (launch_event_wait(ctx, stop, what)) goto fail;
-            for (int r = 0; r < o->repeats; r++) {
-                /* nothing but NCCL's own launches between the two events */
-                CK_OR_FAIL(cudaEventRecord(start, stream), "cudaEventRecord");
-                for (int i = 0; i < o->iters; i++)
-                    if (launch_nccl_done(ctx, enqueue(c, send, recv, sz.count, ctx, stream), what)) goto fail;
-                CK_OR_FAIL(cudaEventRecord(stop, stream), "cudaEventRecord");
-                if (launch_event_wait(ctx, stop, what)) goto fail;
-                float ms = 0;
-                CK_OR_FAIL(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-                rep[r] = ms * 1e-3 / o->iters;
-            }
-            sort_ascending(rep, (size_t)o->repeats);
-            double t = rep[o->repeats / 2];
-            /* check this rank's result, element by element */
-            int64_t wrong = 0;
-            for (size_t off = 0; off < sz.recv_elems; off += stage_elems) {
-                size_t len = sz.recv_elems - off < stage_elems ? sz.recv_elems - off : stage_elems;
-                CK_OR_FAIL(cudaMemcpy(stage, (uint16_t *)recv + off, len * 2, cudaMemcpyDeviceToHost), "cudaMemcpy(result)");
-                for (size_t i = 0; i < len; i++)
-                    wrong += stage[i] != bf16_of_int(expected_value(c, ctx->rank, n, sz.count, off + i, levels));
-            }
-            /* the slowest rank's median is the collective's time; wrong elements add up */
-            double host_stat[2] = {t, (double)wrong};
-            CK_OR_FAIL(cudaMemcpy(stat, host_stat, sizeof host_stat, cudaMemcpyHostToDevice), "cudaMemcpy(statistics)");
-            if (launch_nccl_done(ctx, ncclAllReduce(stat, stat, 1, ncclFloat64, ncclMax, ctx->comm, stream), "ncclAllReduce(time)") ||
-                launch_nccl_done(ctx, ncclAllReduce(stat + 1, stat + 1, 1, ncclFloat64, ncclSum, ctx->comm, stream), "ncclAllReduce(#wrong)"))
-                goto fail;
-            CK_OR_FAIL(cudaEventRecord(stop, stream), "cudaEventRecord");
-            if (launch_event_wait(ctx, stop, "the statistics all-reduce")) goto fail;
-            CK_OR_FAIL(cudaMemcpy(host_stat, stat, sizeof host_stat, cudaMemcpyDeviceToHost), "cudaMemcpy(statistics)");
-            res->seconds[c][s] = host_stat[0];
-            res->bytes[c][s] = sz.bytes;
-            res->wrong[c] += (int64_t)host_stat[1];
-            if (root) {
-                double algbw = (double)sz.bytes / host_stat[0] / 1e9, nn = (double)n;
-                double factor = ring_bytes_factor(c, nn);
-                printf("%15zu %12zu %9s %6s %10.2f %8.2f %8.2f %8.0f\n", sz.bytes, sz.count, "bfloat16", coll_ops[c],
-                       host_stat[0] * 1e6, algbw, algbw * factor, host_stat[1]);
-            }
+            if (time_collective_size(ctx, o, c, s, sz, send, recv, stat, stage, rep, stream, start, stop, res)) goto fail;
         }
     }
     /* The device memory of NCCL's communicators, for the planner's
@@ -625,22 +703,7 @@ static int comm_body(launch_ctx *ctx, void *arg)
      * (a communicator destroyed before it leaves memory NCCL reuses), so the
      * planner does not use it (docs/validation/2026-11-23-h200x2-train). */
     double comm_bytes = 0.0, p2p_bytes = 0.0, first_comm_bytes = 0.0;
-    {
-        size_t free0 = 0, total = 0;
-        CK_OR_FAIL(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-        CK_OR_FAIL(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
-        double ours = 2.0 * (double)o->max_bytes + 2.0 * sizeof *stat;
-        if (ctx->used_before_comm > 0)
-            first_comm_bytes = (double)(total - free0) - (double)ctx->used_before_comm - ours;
-        if (first_comm_bytes < 0) first_comm_bytes = 0;
-        size_t count = (o->max_bytes < ((size_t)64 << 20) ? o->max_bytes : ((size_t)64 << 20)) / 2 / (size_t)n;
-        if (probe_comm_bytes(ctx, COLL_AR, COLL_SR, send, recv, count, stream, stop, &comm_bytes) ||
-            probe_comm_bytes(ctx, COLL_SR, COLL_SR, send, recv, count, stream, stop, &p2p_bytes))
-            goto fail;
-        if (root) printf("\n# NCCL's device memory over the %d ranks, once used: the first communicator %.3f GiB, one more "
-                         "running every collective and send/recv %.3f GiB, (for the record) one running send/recv only %.3f GiB\n",
-                         n, first_comm_bytes / 1073741824.0, comm_bytes / 1073741824.0, p2p_bytes / 1073741824.0);
-    }
+    if (measure_nccl_memory(ctx, o, send, recv, stat, stream, stop, &first_comm_bytes, &comm_bytes, &p2p_bytes)) goto fail;
     /* after the memory probes: its buffers and cuBLAS must not count as NCCL's */
     if (o->overlap.enabled) {
         ov = calloc(1, sizeof *ov);
@@ -650,35 +713,7 @@ static int comm_body(launch_ctx *ctx, void *arg)
         }
         if (overlap_measure(ctx, &o->overlap, ov) != 0) goto fail;
     }
-    rc = 0;
-    if (root) {
-        int64_t wrong = 0;
-        for (int c = 0; c < NCOLL; c++) wrong += res->wrong[c];
-        printf("\n# fit: time = a + bytes * b per collective over 1 MiB..256 MiB (GSL weighted least squares, weights 1/time^2),\n"
-               "# read as the planner's ring formula k alpha + f bytes / BW (f, k: docs/model.md \"Communication\")\n");
-        double alpha[NCOLL] = {0}, bw[NCOLL] = {0}, ab[NCOLL][2] = {{0}};
-        int ok[NCOLL];
-        for (int c = 0; c < NCOLL; c++) ok[c] = fit_collective(c, n, res, ab[c], &alpha[c], &bw[c]) == 0;
-        print_residuals(res, ab, ok);
-        overlap_summary ovs;
-        int csv_rc = 0;
-        if (ov) {
-            overlap_summarise(ov, &ovs);
-            overlap_print(stdout, ov, &ovs);
-            if (o->overlap.csv_path && overlap_write_csv(o->overlap.csv_path, ov) != 0) csv_rc = 2;
-        }
-        if (wrong) {
-            fprintf(stderr, "sextant-gpu: %lld wrong elements in the results; not writing an overlay\n", (long long)wrong);
-            rc = 1;
-        } else if (!ok[COLL_AR]) {
-            fprintf(stderr, "sextant-gpu: the all_reduce fit is unusable; not writing an overlay\n");
-            rc = 1;
-        } else if (o->out_path) {
-            rc = write_overlay(job, hwdb_find_gpu(job->db, gpu)->name, prop.name, n, res, alpha, bw, ok, comm_bytes,
-                               first_comm_bytes, p2p_bytes, ov, ov ? &ovs : NULL);
-        }
-        rc = rc ? rc : csv_rc;
-    }
+    rc = root ? report_and_write(job, gpu, prop.name, n, res, ov, first_comm_bytes, comm_bytes, p2p_bytes) : 0;
     goto done;
 
 fail:
