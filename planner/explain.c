@@ -232,6 +232,9 @@ static void ep_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
                 100.0 * moe_dropped_fraction(model_moe_imbalance(m), m->capacity_factor));
 }
 
+/* Long by design (over 300 lines): one derivation read top to bottom, section after section, each short
+ * and using the figures the sections before it printed; the sections that stand alone (CP, EP, DP) are
+ * functions of their own above. */
 void report_explain(FILE *out, const estimate_t *e)
 {
     const model_t *m = e->model;

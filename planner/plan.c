@@ -287,6 +287,8 @@ static void pareto(plan_result *res)
         }
 }
 
+/* 160 lines: the search's nested loops over every layout dimension kept in one place, so that each loop
+ * stands next to the cache part (estimate_layout_cached) its variables key and the pruning it allows. */
 int plan_search(const plan_request *req, plan_result *res, int show_progress, char *err, size_t errlen)
 {
     memset(res, 0, sizeof *res);
