@@ -697,6 +697,22 @@ done:
     return rc;
 }
 
+/* The hwdb, the zoo and --gpu's row (the default GPU's when absent), as the fit commands need them; on failure
+ * nothing is left loaded. */
+static int load_fit_inputs(const options *o, const char *root, hwdb *db, model_zoo *zoo, const hw_gpu **g)
+{
+    int rc = load_hwdb(o, root, db, 0);
+    if (rc) return rc;
+    if ((rc = load_zoo(o, root, zoo)) == 0) {
+        const char *gpu_name = o->gpu_name ? o->gpu_name : DEFAULT_GPU;
+        if ((*g = hwdb_find_gpu(db, gpu_name))) return 0;
+        rc = unknown_gpu(db, gpu_name);
+    }
+    model_zoo_free(zoo);
+    hwdb_free(db);
+    return rc;
+}
+
 /* fit-power: the power model's exponent and attention energy fitted to validate's measured steps. */
 static int cmd_fit_power(const options *o, const char *root, FILE *out)
 {
@@ -706,15 +722,12 @@ static int cmd_fit_power(const options *o, const char *root, FILE *out)
     if (!o->out_path) return fail("fit-power: --out FILE (the fitted overlay) is required");
     hwdb db;
     model_zoo zoo = {0};
+    const hw_gpu *g;
     char err[ERR_MAX];
     power_fit_run *runs = NULL;
     power_fit_result *fit = NULL;
-    int rc = load_hwdb(o, root, &db, 0);
+    int rc = load_fit_inputs(o, root, &db, &zoo, &g);
     if (rc) return rc;
-    if ((rc = load_zoo(o, root, &zoo))) goto done;
-    const char *gpu_name = o->gpu_name ? o->gpu_name : DEFAULT_GPU;
-    const hw_gpu *g = hwdb_find_gpu(&db, gpu_name);
-    if (!g) { rc = unknown_gpu(&db, gpu_name); goto done; }
     const hw_node *node = hwdb_find_node(&db, g->node);
     runs = calloc(POWER_FIT_RUNS_MAX, sizeof *runs);
     fit = calloc(1, sizeof *fit);
@@ -753,13 +766,10 @@ static int cmd_fit_gemm(const options *o, const char *root, FILE *out)
     if (!o->out_path) return fail("fit-gemm: --out FILE (the fitted overlay) is required");
     hwdb db;
     model_zoo zoo = {0};
+    const hw_gpu *g;
     char err[ERR_MAX];
-    int rc = load_hwdb(o, root, &db, 0);
+    int rc = load_fit_inputs(o, root, &db, &zoo, &g);
     if (rc) return rc;
-    if ((rc = load_zoo(o, root, &zoo))) goto done;
-    const char *gpu_name = o->gpu_name ? o->gpu_name : DEFAULT_GPU;
-    const hw_gpu *g = hwdb_find_gpu(&db, gpu_name);
-    if (!g) { rc = unknown_gpu(&db, gpu_name); goto done; }
     char published[PATH_MAX + 64];
     snprintf(published, sizeof published, "%s/data/published/gemm.csv", root);
     FILE *probe = fopen(published, "r");

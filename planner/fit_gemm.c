@@ -99,13 +99,8 @@ done:
 static gemm_kind_t shape_kind(const model_t *model, const char *linear, double m, double n, double k, int *bias_gradient)
 {
     *bias_gradient = 0;
-    layout_t l = {0};
-    l.gpus = l.tp = l.pp = l.dp = l.vpp = l.mbs = l.gbs = l.gpus_per_node = 1;
-    l.seq = 1024;
-    l.attention = ATTENTION_UNFUSED;
-    l.precision = PREC_BF16;
     static stage_ops ops;
-    if (build_stage_ops(model, &l, 0, &ops) != 0) return GEMM_KIND_UNKNOWN;
+    if (build_calibration_ops(model, &ops) != 0) return GEMM_KIND_UNKNOWN;
     for (int i = 0; i < ops.nops; i++) {
         const op_t *op = &ops.ops[i];
         if (op->kind != OP_GEMM || op->pass != PASS_FWD || op->batch > 1 || strcmp(op->name, linear)) continue;
@@ -113,7 +108,7 @@ static gemm_kind_t shape_kind(const model_t *model, const char *linear, double m
         if (n == out && k == in) return GEMM_KIND_FORWARD;
         if (n == in && k == out) return GEMM_KIND_DGRAD;
         if (m == in && n == out) {
-            *bias_gradient = model->bias && strcmp(op->name, "lm_head");
+            *bias_gradient = linear_has_bias(model, op->name);
             return GEMM_KIND_WGRAD;
         }
     }

@@ -958,3 +958,18 @@ int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_op
     step_ops(&b, m, out->params, out->expert_params);
     return b.overflow ? -1 : 0;
 }
+
+int build_calibration_ops(const model_t *m, stage_ops *out)
+{
+    layout_t l = {0};
+    l.gpus = l.tp = l.pp = l.dp = l.vpp = l.mbs = l.gbs = l.gpus_per_node = 1;
+    l.seq = 1024;
+    l.attention = ATTENTION_UNFUSED;
+    l.precision = PREC_BF16;
+    return build_stage_ops(m, &l, 0, out);
+}
+
+int linear_has_bias(const model_t *m, const char *linear)
+{
+    return m->bias && strcmp(linear, "lm_head") != 0;
+}

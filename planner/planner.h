@@ -146,6 +146,12 @@ typedef struct {
 
 /* Builds the op list of one pipeline stage, one micro-batch, one GPU. */
 int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_ops *out);
+/* The op list `sextant-gpu calibrate` times a model's linear layers by and `fit-gemm` reads them back by: one
+ * GPU, no parallelism, micro-batch 1 of 1024 tokens, bf16, unfused attention.  Its forward GEMMs of batch 1
+ * are the linear layers (op name = the linear's); -1 when the op list overflows. */
+int build_calibration_ops(const model_t *m, stage_ops *out);
+/* Whether the linear layer named `linear` adds a bias: every one but the LM head's, in a model with biases. */
+int linear_has_bias(const model_t *m, const char *linear);
 /* The vocabulary rounded up to a multiple of 128 x TP, as Megatron pads it. */
 int64_t padded_vocab(const model_t *m, int64_t tp);
 /* Layers held by a stage: ceil(L/p) on the first stages, the rest on the last. */

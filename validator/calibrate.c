@@ -237,20 +237,15 @@ static int calibrate_gemms(const char *models, const model_zoo *zoo, const hw_gp
     for (char *save = NULL, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
         const model_t *model = model_zoo_find(zoo, name);
         if (!model) { fprintf(stderr, "sextant-gpu: --gemm-models: unknown model '%s'\n", name); return -1; }
-        layout_t l = {0};
-        l.gpus = l.tp = l.pp = l.dp = l.vpp = l.mbs = l.gbs = l.gpus_per_node = 1;
-        l.seq = 1024;
-        l.attention = ATTENTION_UNFUSED;
-        l.precision = PREC_BF16;
         static stage_ops ops;
-        if (build_stage_ops(model, &l, 0, &ops) != 0) {
+        if (build_calibration_ops(model, &ops) != 0) {
             fprintf(stderr, "sextant-gpu: --gemm-models: no op list for '%s'\n", name);
             return -1;
         }
         for (int i = 0; i < ops.nops; i++) {
             const op_t *op = &ops.ops[i];
             if (op->kind != OP_GEMM || op->pass != PASS_FWD || op->batch > 1) continue;
-            int in = (int)op->k, out = (int)op->n, bias = model->bias && strcmp(op->name, "lm_head") != 0;
+            int in = (int)op->k, out = (int)op->n, bias = linear_has_bias(model, op->name);
             for (int64_t tokens = GEMM_TOKENS_MIN; tokens <= GEMM_TOKENS_MAX && rows < ROWS; tokens *= 2) {
                 size_t need_bytes = (size_t)tokens * (size_t)(out > in ? out : in) * 2 * 2;
                 if (need_bytes > scratch_bytes) break; /* the logits of a large vocabulary at many tokens */
