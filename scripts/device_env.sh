@@ -5,6 +5,14 @@
 #   device_sample FILE   SM clock, power, temperature and clock limiters every 200 ms into FILE, in the
 #                        background, its pid in SMI_PID (the power cap sets the clock a step runs at;
 #                        scripts/smi_summary.sh reads the samples).
+# and, for a script that has set R (its run folder, whose name names the tar) and S (its summary file):
+#   say LINE...          LINE on stdout and appended to S;
+#   keep                 R tarred into $OUT/<R's name>.tar, after every run: a call cut short still brings
+#                        back what ran;
+#   run NAME SECONDS CMD...   CMD under timeout, its output in R/NAME.log, "NAME rc=N" said, then keep;
+#                        returns CMD's status;
+#   compare A B          two loss files ("step loss" per line) judged as tests/gpu/parallel_equivalence.sh
+#                        judges them (1% at any step, 0.5% at the last): one PASS/FAIL line.
 # and puts the libraries carried from the build machine (.deps/lib: GSL, libcsv, cJSON) on the library
 # path, with NVLink multicast off (NCCL_NVLS_ENABLE=0, mandatory on the lent machines).
 export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
@@ -21,4 +29,24 @@ device_sample() {
     nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
         --format=csv,noheader -lms 200 > "$1" 2>/dev/null &
     SMI_PID=$!
+}
+
+say() { echo "$*" | tee -a "$S"; }
+
+keep() { tar -C "$(dirname "$R")" -cf "$OUT/$(basename "$R").tar" "$(basename "$R")"; }
+
+run() {
+    local name=$1 seconds=$2; shift 2
+    timeout "$seconds" "$@" > "$R/$name.log" 2>&1
+    local rc=$?
+    say "$name rc=$rc"
+    keep
+    return $rc
+}
+
+compare() {
+    paste "$1" "$2" | awk '
+        { d = ($4 - $2) / $2; if (d < 0) d = -d; if (d > worst) { worst = d; at = $1 } last = d }
+        END { ok = NR > 0 && worst <= 0.01 && last <= 0.005
+              printf "%s worst %.4f%% (step %d), last %.4f%% over %d steps", ok ? "PASS" : "FAIL", 100 * worst, at, 100 * last, NR }'
 }

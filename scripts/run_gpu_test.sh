@@ -17,8 +17,6 @@ S=$OUT/summary.txt; : > "$S"
 device_record "$R"
 GPU=h100-sxm
 grep -q H200 "$R/gpu.txt" && GPU=h200
-say() { echo "$*" | tee -a "$S"; }
-keep() { tar -C "$(dirname "$R")" -cf "$OUT/gpu-test.tar" gpu-test; }
 check() {   # NAME TIMEOUT COMMAND...: its log in $R/NAME.log, PASS or FAIL in the summary
     local name=$1 t=$2; shift 2
     local start=$(date +%s)

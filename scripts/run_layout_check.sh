@@ -13,13 +13,11 @@ PLANNER=${PLANNER:-.carry/lead/sextant}
 R=${TMPDIR:-/tmp}/layout; rm -rf "$R"; mkdir -p "$R"
 device_record "$R"
 S=$OUT/summary.txt; : > "$S"
-say() { echo "$*" | tee -a "$S"; }
-keep() { tar -C "$(dirname "$R")" -cf "$OUT/layout.tar" layout; }
 say "device: $(sed -n 2p "$R/gpu.txt"); $(cat "$R/date.txt")"
 COMMON="--seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2"
 i=0
-# run NAME OLD_ARGS NEW_ARGS: both binaries, losses compared
-run() {
+# run_both NAME OLD_ARGS NEW_ARGS: both binaries, losses compared
+run_both() {
     i=$((i + 1))
     timeout 150 "$OLD" train $2 $COMMON --losses "$R/$i.old.txt" > "$R/$i.old.log" 2>&1; echo "rc=$?" >> "$R/$i.old.log"
     timeout 150 "$NEW" train $3 $COMMON --losses "$R/$i.new.txt" > "$R/$i.new.log" 2>&1; echo "rc=$?" >> "$R/$i.new.log"
@@ -29,9 +27,9 @@ run() {
 for layout in "gpt2 --tp 2 --sp" "gpt2 --pp 2 --vpp 2" "gpt2 --dp 2 --zero 1" "llama3.2-1b --dp 2 --zero 3" \
               "gpt2 --cp 2 --attention flash" "moe-test --dp 2 --ep 2 --attention flash --lr 1e-3" \
               "gpt2 --tp 2 --attention flash --recompute full"; do
-    run "$layout" "$layout" "$layout"
+    run_both "$layout" "$layout" "$layout"
 done
-run "gpt2 --attention flash (old) = --attention sextant (new)" "gpt2 --attention flash" "gpt2 --attention sextant"
+run_both "gpt2 --attention flash (old) = --attention sextant (new)" "gpt2 --attention flash" "gpt2 --attention sextant"
 # a 4-GPU plan's slice on the 2 GPUs here: the same slice printed and trained by both
 "$PLANNER" estimate llama3.2-1b --gpu h100-sxm --gpus 4 --tp 1 --pp 2 --mbs 2 --gbs 16 --seq 256 --zero 1 --format json \
     > "$R/plan.json" 2> "$R/plan.err"

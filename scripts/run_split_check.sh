@@ -10,8 +10,6 @@ NEW=${BIN_NEW:-.carry/lead/sextant-gpu}
 R=${TMPDIR:-/tmp}/split; rm -rf "$R"; mkdir -p "$R"
 device_record "$R"
 S=$OUT/summary.txt; : > "$S"
-say() { echo "$*" | tee -a "$S"; }
-keep() { tar -C "$(dirname "$R")" -cf "$OUT/split.tar" split; }
 say "device: $(sed -n 2p "$R/gpu.txt"); $(cat "$R/date.txt")"
 i=0
 for run in "gpt2 --attention flash" "gpt2 --attention unfused --recompute full" "llama3.2-1b --attention flash" \

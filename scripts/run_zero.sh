@@ -22,26 +22,7 @@ S=$OUT/summary.txt; : > "$S"
 device_record "$R"
 G=./build/sextant-gpu
 B=./build/sextant
-keep() { tar -C "$(dirname "$R")" -cf "$OUT/zero.tar" zero; }   # after every run: a call cut short still brings back what ran
-say() { echo "$*" | tee -a "$S"; }
-
-# one run: NAME TIMEOUT COMMAND...; its log in $R/NAME.log
-run() {
-  local n=$1 t=$2; shift 2
-  timeout "$t" "$@" > "$R/$n.log" 2>&1
-  local rc=$?
-  say "$n rc=$rc"
-  keep
-  return $rc
-}
-
-# the losses of two runs, step by step: PASS/FAIL as parallel_equivalence.sh judges
-compare() {
-  paste "$1" "$2" | awk '
-    { d = ($4 - $2) / $2; if (d < 0) d = -d; if (d > worst) { worst = d; at = $1 } last = d }
-    END { ok = NR > 0 && worst <= 0.01 && last <= 0.005
-          printf "%s worst %.4f%% (step %d), last %.4f%% over %d steps", ok ? "PASS" : "FAIL", 100 * worst, at, 100 * last, NR }'
-}
+# say, keep, run NAME TIMEOUT COMMAND... and compare (parallel_equivalence.sh's judge) come from device_env.sh
 
 if [ "$PHASE" = equiv ] || [ "$PHASE" = all ]; then
   for model in gpt2 llama3.2-1b; do
