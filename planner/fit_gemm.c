@@ -6,7 +6,6 @@
  * the planner had before it (calibrate's efficiency curve, and the measured
  * table with its lines over the tokens, falling back to the curve). */
 #include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -373,12 +372,6 @@ void gemm_fit_report(FILE *out, const gemm_fit_data *d, const gemm_fit_result *r
 int gemm_fit_overlay_text(const char *path, const char *gpu, const gemm_fit_data *d, const gemm_fit_result *res,
                           char **text, size_t *len, char *err, size_t errlen)
 {
-    *text = NULL;
-    *len = 0;
-    FILE *in = fopen(path, "r");
-    if (!in) { snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno)); return -1; }
-    FILE *f = open_memstream(text, len);
-    if (!f) { fclose(in); snprintf(err, errlen, "out of memory"); return -1; }
     time_t now = time(NULL);
     char date[32], groups[200] = "", source[600];
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
@@ -402,35 +395,9 @@ int gemm_fit_overlay_text(const char *path, const char *gpu, const gemm_fit_data
     snprintf(rows[4], sizeof rows[4], "%s,gemm_bias_grad_factor,%.4f,\"%s\"\n", gpu, res->all.bias_grad_factor, source);
     static const char *const keys[5] = {"gemm_tile_tflops,", "gemm_tile_us,", "gemm_fixed_us,", "sm_count,",
                                         "gemm_bias_grad_factor,"};
+    const char *const row_text[5] = {rows[0], rows[1], rows[2], rows[3], rows[4]};
     int nkeys = res->all.bias_grad_factor > 0.0 ? 5 : 4; /* no factor without such rows: an old one is dropped */
-    int wrote[5] = {0};
-    char line[8192];
-    size_t gpu_len = strlen(gpu);
-    while (fgets(line, sizeof line, in)) {
-        int replaced = 0;
-        if (!strncasecmp(line, gpu, gpu_len) && line[gpu_len] == ',')
-            for (int j = 0; j < 5 && !replaced; j++)
-                if (!strncmp(line + gpu_len + 1, keys[j], strlen(keys[j]))) {
-                    if (j < nkeys && !wrote[j]++) fputs(rows[j], f);
-                    replaced = 1;
-                }
-        if (replaced) continue;
-        fputs(line, f);
-        if (!strchr(line, '\n')) fputc('\n', f);
-    }
-    int bad = ferror(in);
-    fclose(in);
-    for (int j = 0; j < nkeys; j++)
-        if (!wrote[j]) fputs(rows[j], f);
-    bad |= fclose(f) != 0;
-    if (bad) {
-        free(*text);
-        *text = NULL;
-        *len = 0;
-        snprintf(err, errlen, "%s: read failed", path);
-        return -1;
-    }
-    return 0;
+    return overlay_replace_rows(path, gpu, keys, row_text, nkeys, 5, text, len, err, errlen);
 }
 
 /* "batched b=4" in a published row's notes: its batch; 1 otherwise. */

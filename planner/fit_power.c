@@ -6,7 +6,6 @@
  * worst: its capped samples give exponents from 1.5 to 12, and our fused
  * attention runs slower inside a step than alone, so its energy alone is not
  * its energy in a step. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,19 +184,6 @@ int power_fit_steps(const hw_gpu *gpu, const hw_node *node, const power_fit_run 
 int power_fit_overlay_text(const char *overlay_path, const hw_gpu *gpu, const char *fitted_by, const power_fit_run *runs,
                            int nruns, const power_fit_result *fit, char **text, size_t *len, char *err, size_t errlen)
 {
-    *text = NULL;
-    *len = 0;
-    FILE *in = fopen(overlay_path, "r");
-    if (!in) {
-        snprintf(err, errlen, "%s: cannot read: %s", overlay_path, strerror(errno));
-        return -1;
-    }
-    FILE *f = open_memstream(text, len);
-    if (!f) {
-        fclose(in);
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
     time_t now = time(NULL);
     char date[32], source[400];
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
@@ -211,38 +197,9 @@ int power_fit_overlay_text(const char *overlay_path, const hw_gpu *gpu, const ch
     snprintf(row_exponent, sizeof row_exponent, "%s,clock_energy_exponent,%.4f,\"%s\"\n", gpu->name, fit->exponent, source);
     snprintf(row_energy, sizeof row_energy, "%s,energy_attention_pj_per_flop,%.5f,\"%s\"\n", gpu->name,
              fit->energy_attention_j_per_flop * 1e12, source);
-    int wrote_exponent = 0, wrote_energy = 0;
-    char line[8192];
-    size_t gpu_len = strlen(gpu->name);
-    while (fgets(line, sizeof line, in)) {
-        /* gpu,key,... of this GPU: the two fitted keys are replaced, every other line kept as it was */
-        if (!strncasecmp(line, gpu->name, gpu_len) && line[gpu_len] == ',') {
-            const char *key = line + gpu_len + 1;
-            if (!strncmp(key, "clock_energy_exponent,", 22)) {
-                if (!wrote_exponent++) fputs(row_exponent, f);
-                continue;
-            }
-            if (!strncmp(key, "energy_attention_pj_per_flop,", 29)) {
-                if (!wrote_energy++) fputs(row_energy, f);
-                continue;
-            }
-        }
-        fputs(line, f);
-        if (!strchr(line, '\n')) fputc('\n', f);
-    }
-    int bad = ferror(in);
-    fclose(in);
-    if (!wrote_exponent) fputs(row_exponent, f);
-    if (!wrote_energy) fputs(row_energy, f);
-    bad |= fclose(f) != 0;
-    if (bad) {
-        free(*text);
-        *text = NULL;
-        *len = 0;
-        snprintf(err, errlen, "%s: read failed", overlay_path);
-        return -1;
-    }
-    return 0;
+    static const char *const keys[2] = {"clock_energy_exponent,", "energy_attention_pj_per_flop,"};
+    const char *const rows[2] = {row_exponent, row_energy};
+    return overlay_replace_rows(overlay_path, gpu->name, keys, rows, 2, 2, text, len, err, errlen);
 }
 
 void power_fit_report(FILE *out, const hw_gpu *gpu, const power_fit_run *runs, int nruns, const power_fit_result *fit)

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -189,4 +190,45 @@ int outfile_write(const char *path, const void *data, size_t len, char *err, siz
         return -1;
     }
     return outfile_commit(&o, err, errlen);
+}
+
+int overlay_replace_rows(const char *path, const char *gpu, const char *const keys[], const char *const rows[], int nkeys,
+                         int nall, char **text, size_t *len, char *err, size_t errlen)
+{
+    enum { KEYS_MAX = 16 };
+    *text = NULL;
+    *len = 0;
+    if (nall > KEYS_MAX || nkeys > nall) { snprintf(err, errlen, "%s: %d keys to replace, at most %d", path, nall, KEYS_MAX); return -1; }
+    FILE *in = fopen(path, "r");
+    if (!in) { snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno)); return -1; }
+    FILE *f = open_memstream(text, len);
+    if (!f) { fclose(in); snprintf(err, errlen, "out of memory"); return -1; }
+    int wrote[KEYS_MAX] = {0};
+    char line[8192];
+    size_t gpu_len = strlen(gpu);
+    while (fgets(line, sizeof line, in)) {
+        int replaced = 0;
+        if (!strncasecmp(line, gpu, gpu_len) && line[gpu_len] == ',')
+            for (int j = 0; j < nall && !replaced; j++)
+                if (!strncmp(line + gpu_len + 1, keys[j], strlen(keys[j]))) {
+                    if (j < nkeys && !wrote[j]++) fputs(rows[j], f);
+                    replaced = 1;
+                }
+        if (replaced) continue;
+        fputs(line, f);
+        if (!strchr(line, '\n')) fputc('\n', f);
+    }
+    int bad = ferror(in);
+    fclose(in);
+    for (int j = 0; j < nkeys; j++)
+        if (!wrote[j]) fputs(rows[j], f);
+    bad |= fclose(f) != 0;
+    if (bad) {
+        free(*text);
+        *text = NULL;
+        *len = 0;
+        snprintf(err, errlen, "%s: read failed", path);
+        return -1;
+    }
+    return 0;
 }

@@ -39,6 +39,14 @@ int outfile_close(outfile *o);
 /* `len` bytes of `data` to `path` through outfile_open/commit. */
 int outfile_write(const char *path, const void *data, size_t len, char *err, size_t errlen);
 
+/* The calibration overlay at `path` (CSV gpu,key,value,source) as text in *text (malloc'd, *len bytes), with
+ * gpu's rows of keys[0..nkeys) (each given as "key,") replaced by rows[j] where the first old one stood, or
+ * appended when there was none; gpu's rows of keys[nkeys..nall) dropped (keys a fit no longer writes); every
+ * other line as it was.  The fit commands' way to write their rows into an overlay without losing the rest.
+ * 0, or -1 with why in `err` and *text NULL. */
+int overlay_replace_rows(const char *path, const char *gpu, const char *const keys[], const char *const rows[], int nkeys,
+                         int nall, char **text, size_t *len, char *err, size_t errlen);
+
 /* Checks that `path` may be replaced by a regular file (new, or a regular
  * file now); -1 with `err` otherwise.  outfile_open calls it. */
 int outfile_check_target(const char *path, char *err, size_t errlen);
