@@ -63,7 +63,7 @@ static const struct {
     {"--recompute", FOR_ESTIMATE | FOR_EXPLAIN}, {"--recompute-layers", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--recompute-modules", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--loss", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN}, {"--tp-overlap", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN},
-    {"--grad-sync", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN},
+    {"--grad-sync", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN}, {"--grad-accum", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN},
     {"--sp", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--zero", FOR_ESTIMATE | FOR_EXPLAIN}, {"--gpus-per-node", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--ops", FOR_ESTIMATE}, {"--format", FOR_ESTIMATE | FOR_PLAN}, {"--spec", FOR_EXPLAIN},
@@ -91,9 +91,9 @@ static const char *usage_text =
     "                         planner sets each step's clock under the power cap, refined on six GPT-2 training runs\n"
     "                         -> hwdb overlay (needs a GPU; about 4 minutes); --warm: shapes timed warm, no power model\n"
     "  fit-power --calibration OVERLAY --runs A.csv,B.csv,... --out FILE   the power model's clock exponent and fused\n"
-    "  fit-gemm --calibration OVERLAY --out FILE   the GEMM time over M, N, K (tiles and waves) fitted to the\n"
-    "                         overlay's gemm_us rows, with its leave-one-model-out error -> a new overlay"
     "                         attention energy fitted to steps validate measured (its --csv files) -> a new overlay\n"
+    "  fit-gemm --calibration OVERLAY --out FILE   the GEMM time over M, N, K (tiles and waves) fitted to the\n"
+    "                         overlay's gemm_us rows, with its leave-one-model-out error -> a new overlay\n"
     "  calibrate --comm [--gpus N] [--out FILE] [--max-bytes SIZE]   NCCL collectives on one node's GPUs -> intra-node\n"
     "                         latency and bandwidth in the overlay (needs 2+ GPUs)\n"
     "  validate MODEL [--gpu NAME --mbs N --gbs N --seq N --steps N --calibration FILE --csv FILE --json FILE --plot FILE.svg]\n"
@@ -141,6 +141,9 @@ static const char *usage_text =
     "  --grad-sync overlap|after   DP gradient reduction and parameter gather beside the last backward and the\n"
     "                         first forward (default: Megatron, sextant's trainer), or after the pipeline drains\n"
     "                         (DeepSpeed's engine)\n"
+    "  --grad-accum in-place|fp32-copy   micro-batch gradients added in place by the weight-gradient GEMMs\n"
+    "                         (default: Megatron, sextant's trainer), or DeepSpeed's BF16 optimizer: added into an\n"
+    "                         fp32 copy after each backward, the copy all-reduced (ZeRO 0 or 1)\n"
     "  --tp-overlap none|backward   TP communication: all exposed (default, as sextant's trainer runs it), or\n"
     "                         Megatron's: the backward's TP gather and gradient reduction beside its GEMMs\n"
     "  --attention flash|unfused|flash1|sextant   attention kernel (default flash where the GPU has it: sm80\n"
@@ -919,6 +922,7 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     req->loss = o->lay.l.loss;
     req->tp_overlap = o->lay.l.tp_overlap;
     req->grad_sync = o->lay.l.grad_sync;
+    req->grad_accum = o->lay.l.grad_accum;
     for (int i = 0; i < req->ngpu_types; i++) {
         req->node[i] = hwdb_find_node(&db, o->node_name ? o->node_name : req->gpu[i]->node);
         if (!req->node[i]) { rc = fail("--node: unknown node '%s'", o->node_name); goto done; }

@@ -172,6 +172,11 @@ int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen)
         snprintf(err, errlen, "--zero %d: expected 0, 1, 2 or 3", l->zero);
         return -1;
     }
+    if (l->grad_accum == GRAD_ACCUM_FP32_COPY && (l->zero > 1 || l->precision == PREC_FP32 || l->precision == PREC_TF32)) {
+        snprintf(err, errlen, "--grad-accum fp32-copy: DeepSpeed's BF16 optimizer runs 16-bit training with ZeRO 0 or 1, "
+                 "not --zero %d in %s", l->zero, precision_name(l->precision));
+        return -1;
+    }
     if (l->gbs < l->mbs * l->dp) {
         snprintf(err, errlen, "--gbs %lld is smaller than --mbs %lld x dp %lld", (long long)l->gbs,
                  (long long)l->mbs, (long long)l->dp);
@@ -639,7 +644,7 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
         c->body.tp += (double)op->count * exposed(gpu, op->coll, op->time_s, s->ops[op->window_op - 1].time_s, 0.0);
     }
     if (grad_bytes > 0.0) {
-        double element = l->fp32_grads ? 4.0 : element_bytes(l->precision);
+        double element = gradient_bytes(l);
         double fraction = DP_BUCKET_ELEMENTS * element / grad_bytes;
         c->dp.dp_bucket_fraction = fraction < 1.0 ? fraction : 1.0;
     }
@@ -775,7 +780,7 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
     double dense = s->params - s->expert_params, experts = s->expert_params;
     int fp32 = l->precision == PREC_FP32 || l->precision == PREC_TF32;
     double weight_bytes = fp32 ? 4.0 : 2.0;
-    double grad_bytes = l->fp32_grads ? 4.0 : weight_bytes;
+    double grad_bytes = gradient_bytes(l);
     double optimizer_bytes = fp32 ? 8.0 : 12.0;     /* mixed precision adds the fp32 master copy */
     mem->stage = s->stage;
     mem->params = s->params;
@@ -791,7 +796,7 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
         double held = l->zero >= 3 && s->layers > 2 ? 2.0 / (double)s->layers : 1.0;
         mem->weights += fp8_weight_copy_bytes(s->fp8_weights * held);
     }
-    mem->gradients = (dense / (l->zero >= 2 ? dp : 1.0) + experts / (l->zero >= 2 ? edp : 1.0)) * grad_bytes;
+    mem->gradients = (dense / (l->zero >= 2 ? dp : 1.0) + experts / (l->zero >= 2 ? edp : 1.0)) * gradient_memory_bytes(l);
     mem->optimizer = (dense / (l->zero >= 1 ? dp : 1.0) + experts / (l->zero >= 1 ? edp : 1.0)) * optimizer_bytes;
     int64_t m_micro = l->gbs / (l->mbs * l->dp);
     mem->inflight_microbatches = pipeline_inflight_microbatches((double)l->pp, (double)m_micro,
@@ -1146,7 +1151,7 @@ static void part_key_of(cached_part part, const model_t *m, const hw_gpu *gpu, c
         [KEY_DP] = (uint64_t)l->dp, [KEY_VPP] = (uint64_t)l->vpp, [KEY_MBS] = (uint64_t)l->mbs,
         [KEY_SEQ] = (uint64_t)l->seq, [KEY_GPUS_PER_NODE] = (uint64_t)l->gpus_per_node,
         [KEY_RECOMPUTE] = (uint64_t)l->recompute, [KEY_ATTENTION] = (uint64_t)l->attention,
-        [KEY_SP] = (uint64_t)l->sp, [KEY_ZERO] = (uint64_t)l->zero, [KEY_FP32_GRADS] = (uint64_t)l->fp32_grads,
+        [KEY_SP] = (uint64_t)l->sp, [KEY_ZERO] = (uint64_t)l->zero, [KEY_FP32_GRADS] = (uint64_t)l->fp32_grads | (uint64_t)l->grad_accum << 1,
         [KEY_PRECISION] = (uint64_t)l->precision, [KEY_LINK_BYTES_PER_S] = double_bits(link_bytes_per_s),
         [KEY_LINK_LATENCY_S] = double_bits(link_latency_s), [KEY_CP] = (uint64_t)layout_cp(l),
         [KEY_CP_COMM] = (uint64_t)l->cp_comm, [KEY_EP] = (uint64_t)layout_ep(l),

@@ -90,9 +90,14 @@ static void explain_data_parallel(FILE *out, const estimate_t *e, const stage_op
     if (l->zero >= 3)
         fprintf(out, "  The gathers and reduce-scatters of each micro-batch overlap its forward and backward, except the first\n"
                      "  layer's gather and the last layer's reduce-scatter; beside compute both run slower (measured factors).\n");
+    else if (l->grad_sync == GRAD_SYNC_AFTER)
+        fprintf(out, "  Both run after the pipeline has drained, exposed (--grad-sync after, DeepSpeed's engine).\n");
     else
         fprintf(out, "  The gradients overlap the last micro-batch's backward (the parameter gather the next forward) except the\n"
                      "  last 40M-element bucket; beside compute both run slower (measured factors).\n");
+    if (l->grad_accum == GRAD_ACCUM_FP32_COPY)
+        fprintf(out, "  DeepSpeed's BF16 optimizer reduces its fp32 gradient copy whole (an all-reduce of 4 B per parameter)%s.\n",
+                l->zero == 1 ? " and gathers the updated 16-bit weights" : "");
     fprintf(out, "  Exposed per step, slowdown of the compute beside them included: %.4g s.\n", e->dp_comm_s);
 }
 
@@ -368,7 +373,7 @@ void report_explain(FILE *out, const estimate_t *e)
 
     heading(out, 3, "Memory per GPU");
     const memory_breakdown *mem = &e->memory;
-    double grad_b = l->fp32_grads ? 4.0 : 2.0;
+    double grad_b = gradient_memory_bytes(l);
     fprintf(out, "The heaviest GPU is on stage %lld: it holds %.4g parameters (its %lld layers split %g ways by TP%s%s).\n",
             (long long)mem->stage, mem->params, (long long)layers_on_stage(m->layers, l->pp, mem->stage), t,
             mem->stage == 0 ? ", plus the embedding" : "", mem->stage == l->pp - 1 ? ", plus the head" : "");
@@ -380,7 +385,9 @@ void report_explain(FILE *out, const estimate_t *e)
                 (long long)expert_dp_group_size(l), shards);
     }
     fprintf(out, "Mixed-precision Adam: weights 2 + gradients %g + optimizer 12 (fp32 master, m, v) = %g bytes per parameter.\n",
-            grad_b, adam_bytes_per_param(l->fp32_grads));
+            grad_b, adam_bytes_per_param(grad_b));
+    if (l->grad_accum == GRAD_ACCUM_FP32_COPY)
+        fprintf(out, "  (gradients: the backward's 16-bit ones and DeepSpeed's fp32 copy they are added into, 2 + 4 B)\n");
     const stage_ops *held = mem->stage == 0 ? &e->first_stage : &e->last_stage;
     if (held->expert_params > 0.0 && l->zero >= 1) {
         /* the experts shard over d_p c / e, the rest over d_p c */
@@ -438,11 +445,11 @@ void report_explain(FILE *out, const estimate_t *e)
             mem->other / GIB);
     fprintf(out, "Total %.2f GiB of %.2f GiB: %s.\n", mem->total / GIB, mem->capacity / GIB,
             e->fits ? "fits" : "does not fit");
-    double whole_state = e->params_total * adam_bytes_per_param(l->fp32_grads);
+    double whole_state = e->params_total * adam_bytes_per_param(gradient_memory_bytes(l));
     double whole_act = korthikanti_activation_bytes_per_layer(s, b, h, a, 1.0, 0, l->recompute) * L;
     fprintf(out, "For memory alone, unsplit: %.4g x %g B = %.0f GB of model state plus %.0f GB of activations (s b h L x\n"
                  "  Korthikanti's factor) = %.0f GB, so at least %.0f GPUs of %.0f GiB.\n",
-            e->params_total, adam_bytes_per_param(l->fp32_grads), whole_state / 1e9, whole_act / 1e9,
+            e->params_total, adam_bytes_per_param(gradient_memory_bytes(l)), whole_state / 1e9, whole_act / 1e9,
             (whole_state + whole_act) / 1e9, ceil((whole_state + whole_act) / g->memory_bytes), g->memory_bytes / GIB);
 
     heading(out, 4, "Communication");

@@ -37,9 +37,15 @@ double korthikanti_activation_bytes_per_layer(double s, double b, double h, doub
     return s * b * h * (34.0 + attention_scores);
 }
 
-/* "Weights, gradients, optimizer": 2 (bf16 weights) + 2 or 4 (gradients)
- * + 12 (fp32 master, Adam m, Adam v). */
-double adam_bytes_per_param(int fp32_grads) { return 2.0 + (fp32_grads ? 4.0 : 2.0) + 12.0; }
+/* "Weights, gradients, optimizer": 2 (bf16 weights) + the gradients' bytes (2, 4 in fp32, 6 with
+ * DeepSpeed's fp32 copy beside the 16-bit gradient) + 12 (fp32 master, Adam m, Adam v). */
+double adam_bytes_per_param(double gradient_bytes) { return 2.0 + gradient_bytes + 12.0; }
+
+/* "Gradient accumulation": DeepSpeed's BF16 optimizer runs hp_grad.add_(lp_grad.to(float32)) per
+ * parameter tensor after each micro-batch's backward: the conversion reads the 16-bit gradient and writes
+ * an fp32 temporary, the add reads the temporary and the fp32 copy and writes the copy:
+ * g16 + 4 + 4 + 4 + 4 bytes (18 in bf16). */
+double fp32_copy_accumulate_bytes_per_param(double grad16_bytes) { return grad16_bytes + 16.0; }
 
 /* "Communication": ring all-reduce = reduce-scatter + all-gather. */
 double ring_allreduce_s(double n, double bytes, double bw, double latency)

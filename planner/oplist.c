@@ -220,6 +220,16 @@ int64_t layout_cp(const layout_t *l) { return l->cp > 1 ? l->cp : 1; }
 
 double element_bytes(precision_t p) { return (p == PREC_FP32 || p == PREC_TF32) ? 4.0 : 2.0; }
 
+double gradient_bytes(const layout_t *l)
+{
+    return l->fp32_grads || l->grad_accum == GRAD_ACCUM_FP32_COPY ? 4.0 : element_bytes(l->precision);
+}
+
+double gradient_memory_bytes(const layout_t *l)
+{
+    return gradient_bytes(l) + (l->grad_accum == GRAD_ACCUM_FP32_COPY ? element_bytes(l->precision) : 0.0);
+}
+
 int64_t dp_group_size(const layout_t *l) { return l->dp * layout_cp(l); }
 
 double rank_tokens(const layout_t *l) { return (double)l->seq * (double)l->mbs / (double)layout_cp(l); }
@@ -814,8 +824,18 @@ static void dp_collectives(builder *b, double params, group_t group_kind, int64_
 {
     const layout_t *l = b->l;
     double weight_bytes = element_bytes(l->precision);
-    double grad_bytes = l->fp32_grads ? 4.0 : weight_bytes;
+    double grad_bytes = gradient_bytes(l);
     int64_t layers = b->out->layers > 0 ? b->out->layers : 1;
+    /* DeepSpeed's BF16 optimizer all-reduces its fp32 gradients whole and, sharding the optimizer, gathers
+     * the updated 16-bit weights (docs/model.md, "Gradient accumulation") */
+    if (l->grad_accum == GRAD_ACCUM_FP32_COPY) {
+        in_pieces(collective(b, names[0], PASS_STEP, 1, COLL_ALLREDUCE, group_kind, group, params * grad_bytes, OVERLAP_BWD),
+                  buckets(params * grad_bytes, grad_bytes));
+        if (l->zero == 1)
+            in_pieces(collective(b, names[2], PASS_STEP, 1, COLL_ALLGATHER, group_kind, group, params * weight_bytes,
+                                 OVERLAP_FWD), buckets(params * weight_bytes, weight_bytes));
+        return;
+    }
     if (l->zero == 0) {
         in_pieces(collective(b, names[0], PASS_STEP, 1, COLL_ALLREDUCE, group_kind, group, params * grad_bytes, OVERLAP_BWD),
                   buckets(params * grad_bytes, grad_bytes));
@@ -871,7 +891,7 @@ static void step_ops(builder *b, const model_t *m, double params, double expert_
                                                 "edp_grad_shard_add"};
     const layout_t *l = b->l;
     double weight_bytes = element_bytes(l->precision);
-    double grad_bytes = l->fp32_grads ? 4.0 : weight_bytes;
+    double grad_bytes = gradient_bytes(l);
     /* context parallel ranks hold the same weights and see different tokens: the gradient is reduced,
      * and ZeRO shards, over DP x CP (Megatron's data-parallel group with CP); the routed experts'
      * over the expert-data-parallel group, tp x cp x dp / (etp x ep) ranks */
@@ -944,7 +964,7 @@ int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_op
      * gradients are summed over a group of those two GPUs (Megatron's
      * embedding group), exposed: nothing is left to overlap it with */
     if (m->tied_embeddings && l->pp > 1 && (out->first || out->last)) {
-        double grad_bytes = l->fp32_grads ? 4.0 : b.act_bytes;
+        double grad_bytes = gradient_bytes(l);
         collective(&b, "pp_allreduce_tied_embedding", PASS_STEP, 1, COLL_ALLREDUCE, GROUP_PP, 2,
                    (double)padded_vocab(m, l->tp) / (double)l->tp * (double)m->hidden * grad_bytes, EXPOSED);
     }
@@ -955,6 +975,13 @@ int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_op
             if (out->ops[i].weight_gradient && strcmp(out->ops[i].name, "lm_head_wgrad")) out->ops[i].bias_gradient = 1;
     out->params = stage_params(m, l, out->layers, out->moe_layers, out->first, out->last, &out->expert_params);
     out->fp8_weights = fp8_gemm_weights(out, l);
+    if (l->grad_accum == GRAD_ACCUM_FP32_COPY) {
+        /* DeepSpeed's BF16 optimizer, after each micro-batch's backward: every 16-bit gradient converted to
+         * fp32 and added into the fp32 copy, two PyTorch kernels per parameter tensor (docs/model.md,
+         * "Gradient accumulation") */
+        op_t *add = push(&b, "grad_accumulate_fp32", OP_MEMBOUND, PASS_BWD, 1);
+        if (add) add->bytes = out->params * fp32_copy_accumulate_bytes_per_param(element_bytes(l->precision));
+    }
     step_ops(&b, m, out->params, out->expert_params);
     return b.overflow ? -1 : 0;
 }

@@ -38,6 +38,12 @@ typedef enum { TP_OVERLAP_NONE = 0, TP_OVERLAP_BACKWARD } tp_overlap_t;
  * --overlap-param-gather, sextant's trainer), or after the pipeline has drained, exposed (DeepSpeed's
  * engine: its pipeline schedule reduces the tied and then the other gradients after the last backward). */
 typedef enum { GRAD_SYNC_OVERLAP = 0, GRAD_SYNC_AFTER } grad_sync_t;
+/* How a step's micro-batches add up their gradients (docs/model.md, "Gradient accumulation"): in place, the
+ * weight-gradient GEMMs adding into the gradient buffer (Megatron's gradient-accumulation fusion, sextant's
+ * trainer); or DeepSpeed's BF16 optimizer (its bf16 runs with ZeRO 0 or 1): after every micro-batch's
+ * backward the 16-bit gradients are added into an fp32 copy in separate memory passes, the fp32 copy is
+ * all-reduced over DP at the step and, with ZeRO 1, the updated 16-bit weights all-gathered. */
+typedef enum { GRAD_ACCUM_IN_PLACE = 0, GRAD_ACCUM_FP32_COPY } grad_accum_t;
 /* Megatron-Core's --recompute-modules beside selective recomputation (docs/model.md, "Recomputed
  * modules"): outputs dropped after the forward and recomputed in the backward, a bit each. */
 enum {
@@ -64,6 +70,7 @@ typedef struct {
     int sp;            /* sequence parallelism (needs tp > 1 to matter) */
     tp_overlap_t tp_overlap;
     grad_sync_t grad_sync;
+    grad_accum_t grad_accum;
     int zero;          /* 0..3; Megatron's distributed optimizer is zero 1 */
     int fp32_grads;    /* gradients accumulated in fp32: 18 instead of 16 B/param */
     precision_t precision;
@@ -167,6 +174,12 @@ int64_t layout_cp(const layout_t *l);
 /* Bytes of one weight or activation element: 4 in fp32 and tf32, else 2 (FP8 training keeps
  * 16-bit weights and activations; only its GEMM operands are cast). */
 double element_bytes(precision_t p);
+/* Bytes of one gradient element as the step reduces it: 4 with --fp32-grads or DeepSpeed's fp32 copy
+ * (--grad-accum fp32-copy), else the element's. */
+double gradient_bytes(const layout_t *l);
+/* Bytes a parameter's gradients hold, unsharded: the reduced element, and with the fp32 copy the 16-bit
+ * gradient the backward writes as well. */
+double gradient_memory_bytes(const layout_t *l);
 /* The ranks a gradient is reduced over (and ZeRO shards over): DP x CP. */
 int64_t dp_group_size(const layout_t *l);
 /* The expert parallel degree, 1 for a zeroed layout's 0. */
@@ -298,7 +311,11 @@ double chinchilla_tokens(double params);
 /* Korthikanti et al. 2022, Table 2: bytes per layer per micro-batch, 16-bit. */
 double korthikanti_activation_bytes_per_layer(double seq, double mbs, double hidden, double heads,
                                               double tp, int sp, recompute_t recompute);
-double adam_bytes_per_param(int fp32_grads);
+/* Weights, gradients and Adam's state per parameter, unsharded: 2 + gradient_bytes + 12. */
+double adam_bytes_per_param(double gradient_bytes);
+/* DeepSpeed's BF16 optimizer, per parameter and micro-batch: the bytes its gradient accumulation moves
+ * (docs/model.md, "Gradient accumulation"), from the 16-bit gradient's element size. */
+double fp32_copy_accumulate_bytes_per_param(double grad16_bytes);
 double ring_allreduce_s(double n, double bytes, double bytes_per_s, double latency_s);
 double ring_reduce_scatter_s(double n, double bytes, double bytes_per_s, double latency_s);
 double ring_allgather_s(double n, double bytes, double bytes_per_s, double latency_s);
@@ -421,6 +438,7 @@ typedef struct {
     loss_kernel_t loss;            /* every layout's loss kernel */
     tp_overlap_t tp_overlap;       /* every layout's TP communication beside the GEMMs */
     grad_sync_t grad_sync;         /* every layout's gradient reduction: overlapped or after the flush */
+    grad_accum_t grad_accum;       /* every layout's gradient accumulation (fp32-copy: ZeRO 0 and 1 only) */
 } plan_request;
 
 typedef struct {
@@ -663,6 +681,9 @@ const char *tp_overlap_name(tp_overlap_t t);
 const char *grad_sync_name(grad_sync_t g);
 /* overlap|after: 0, or -1 for anything else (or NULL). */
 int grad_sync_parse(const char *name, grad_sync_t *out);
+const char *grad_accum_name(grad_accum_t g);
+/* in-place|fp32-copy: 0, or -1 for anything else (or NULL). */
+int grad_accum_parse(const char *name, grad_accum_t *out);
 /* none|backward: 0, or -1 for anything else (or NULL). */
 int tp_overlap_parse(const char *name, tp_overlap_t *out);
 /* A comma-separated list of layernorm, mla_up_proj, moe_act: 0 and the bits, or -1 naming nothing known. */
@@ -682,7 +703,7 @@ const char *coll_name(coll_t c);
 /* ---- the layout flags (planner/layout_flags.c) ---------------------------
  * One parser for --tp, --pp, --dp, --vpp, --cp, --ep, --mbs, --gbs, --seq, --gpus-per-node, --sp, --zero,
  * --recompute, --recompute-layers, --recompute-modules, --attention, --precision, --loss, --tp-overlap,
- * --grad-sync, --cp-comm, --ep-overlap and --fp32-grads, shared by sextant (estimate, explain, plan) and
+ * --grad-sync, --grad-accum, --cp-comm, --ep-overlap and --fp32-grads, shared by sextant (estimate, explain, plan) and
  * sextant-gpu (train, ops).  Each program starts from its own defaults (layout_flags_init's template),
  * refuses the flags it does not take, and fills what depends on the model or GPU from `given`.
  * --gpus is not here: plan takes a range of counts and sextant-gpu the GPUs at hand. */
@@ -693,7 +714,8 @@ enum {
     LAYOUT_FLAG_RECOMPUTE = 1u << 12, LAYOUT_FLAG_RECOMPUTE_LAYERS = 1u << 13, LAYOUT_FLAG_RECOMPUTE_MODULES = 1u << 14,
     LAYOUT_FLAG_ATTENTION = 1u << 15, LAYOUT_FLAG_PRECISION = 1u << 16, LAYOUT_FLAG_LOSS = 1u << 17,
     LAYOUT_FLAG_TP_OVERLAP = 1u << 18, LAYOUT_FLAG_GRAD_SYNC = 1u << 19, LAYOUT_FLAG_CP_COMM = 1u << 20,
-    LAYOUT_FLAG_EP_OVERLAP = 1u << 21, LAYOUT_FLAG_FP32_GRADS = 1u << 22, LAYOUT_FLAG_ETP = 1u << 23
+    LAYOUT_FLAG_EP_OVERLAP = 1u << 21, LAYOUT_FLAG_FP32_GRADS = 1u << 22, LAYOUT_FLAG_ETP = 1u << 23,
+    LAYOUT_FLAG_GRAD_ACCUM = 1u << 24
 };
 typedef struct {
     layout_t l;        /* the program's defaults, with each flag given written over them */

@@ -91,6 +91,7 @@ static void plan_column(FILE *out, const published_row *row, const estimate_t *e
     req->loss = row->layout.loss;
     req->tp_overlap = row->layout.tp_overlap;
     req->grad_sync = row->layout.grad_sync;
+    req->grad_accum = row->layout.grad_accum;
     req->cp_comm = row->layout.cp_comm;
     req->fp32_grads = row->layout.fp32_grads;
     if (plan_search(req, res, 0, why, sizeof why) != 0 || res->ntop == 0) {

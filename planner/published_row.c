@@ -488,6 +488,14 @@ static void read_practice(const csv_table *t, int r, published_row *row)
     /* DeepSpeed's engine reduces gradients after the last backward (its pipeline schedule's ReduceTiedGrads,
      * ReduceGrads; ZeRO-1/2's overlap_comm is off by default) */
     l->grad_sync = has(framework, "deepspeed") ? GRAD_SYNC_AFTER : GRAD_SYNC_OVERLAP;
+    /* DeepSpeed trains bf16 at ZeRO stage 0 with its BF16 optimizer ("its own zero stage 1 equivalent", as
+     * BLOOM's launcher says): an fp32 gradient copy added into after every micro-batch (docs/model.md,
+     * "Gradient accumulation").  Taken where the row names that optimizer or stage 0; its ZeRO-1/2/3 and
+     * fp16 optimizers keep no such copy */
+    int bf16_optimizer = has(zero, "bf16 optimizer") || has(notes, "bf16 optimizer") ||
+                         (has(framework, "deepspeed") && l->precision == PREC_BF16 && l->zero == 0 && zero && *zero);
+    l->grad_accum = bf16_optimizer && l->precision == PREC_BF16 && l->zero <= 1 ? GRAD_ACCUM_FP32_COPY
+                                                                                : GRAD_ACCUM_IN_PLACE;
     l->tp_overlap = !older && (has(framework, "megatron") || has(framework, "nemo")) ? TP_OVERLAP_BACKWARD
                                                                                     : TP_OVERLAP_NONE;
     row->model.dropout = older;

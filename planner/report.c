@@ -48,6 +48,16 @@ int grad_sync_parse(const char *name, grad_sync_t *out)
         }
     return -1;
 }
+const char *grad_accum_name(grad_accum_t g) { return g == GRAD_ACCUM_FP32_COPY ? "fp32-copy" : "in-place"; }
+int grad_accum_parse(const char *name, grad_accum_t *out)
+{
+    for (grad_accum_t g = GRAD_ACCUM_IN_PLACE; g <= GRAD_ACCUM_FP32_COPY; g++)
+        if (name && !strcasecmp(name, grad_accum_name(g))) {
+            *out = g;
+            return 0;
+        }
+    return -1;
+}
 int tp_overlap_parse(const char *name, tp_overlap_t *out)
 {
     for (tp_overlap_t t = TP_OVERLAP_NONE; t <= TP_OVERLAP_BACKWARD; t++)
@@ -187,6 +197,7 @@ static int estimate_fields(const estimate_t *e, field *f)
     STR("layout.loss", loss_kernel_name(l->loss));
     STR("layout.tp_overlap", tp_overlap_name(l->tp_overlap));
     STR("layout.grad_sync", grad_sync_name(l->grad_sync));
+    STR("layout.grad_accum", grad_accum_name(l->grad_accum));
     INT("layout.zero", l->zero);
     BOOL("layout.sp", l->sp);
     INT("layout.vpp", l->vpp);
@@ -412,7 +423,7 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
     if (layout_etp(l) != l->tp) fprintf(out, ", ETP %lld", (long long)layout_etp(l));
     fprintf(out, ", micro-batch %lld, global batch %lld (%lld micro-batches per step), seq %lld\n", (long long)l->mbs,
             (long long)l->gbs, (long long)e->microbatches, (long long)l->seq);
-    char partial[80] = "";
+    char partial[256] = "";
     if (l->recompute == RECOMPUTE_FULL && l->recompute_layers > 0)
         snprintf(partial, sizeof partial, " (%lld layers per stage)", (long long)l->recompute_layers);
     if (l->recompute_modules)
@@ -423,6 +434,8 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
         snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", TP overlap backward");
     if (l->grad_sync == GRAD_SYNC_AFTER)
         snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", gradients synced after the flush");
+    if (l->grad_accum == GRAD_ACCUM_FP32_COPY)
+        snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", gradients added into an fp32 copy");
     fprintf(out, "        %s, recompute %s%s, %s attention, sequence parallel %s, ZeRO %d, %s gradients\n",
             precision_name(l->precision), recompute_name(l->recompute), partial,
             attention_name(l->attention), l->sp ? "on" : "off", l->zero,

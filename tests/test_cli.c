@@ -1146,6 +1146,8 @@ static void bad_input_is_one_clear_line(void **state)
     expect_bad_input("estimate llama2-70b --recompute some", "--recompute");
     expect_bad_input("estimate llama2-70b --tp-overlap full", "--tp-overlap");
     expect_bad_input("estimate llama2-70b --grad-sync later", "--grad-sync");
+    expect_bad_input("estimate llama2-70b --grad-accum fp32", "--grad-accum");
+    expect_bad_input("estimate llama2-70b --zero 3 --grad-accum fp32-copy", "--grad-accum fp32-copy");
     expect_bad_input("estimate llama2-70b --attention flash3", "--attention");
     expect_bad_input("estimate llama2-70b --zero 4", "--zero");
     expect_bad_input("estimate llama2-70b --format xml", "--format");

@@ -591,6 +591,50 @@ static void grad_sync_after_the_flush_is_exposed(void **state)
     assert_close(after->step_s - after->dp_comm_s, overlap.step_s - overlap.dp_comm_s, 1e-9);
 }
 
+/* --grad-accum fp32-copy (DeepSpeed's BF16 optimizer): each micro-batch's backward ends with one memory
+ * pass of 18 B per local parameter (bf16); the step all-reduces 4-byte gradients and, with ZeRO 1, gathers
+ * the 2-byte weights; the gradients hold 6 B per parameter; ZeRO 2 and 3 are refused. */
+static void grad_accum_fp32_copy_costs_a_pass_and_fp32_traffic(void **state)
+{
+    (void)state;
+    layout_t l = layout(64, 8, 1, 1, 256, 2048);   /* one stage: its op list is the slowest stage's */
+    l.zero = 1;
+    static estimate_t in_place;
+    in_place = *run("llama2-13b", "a100-sxm4-80gb", l);
+    l.grad_accum = GRAD_ACCUM_FP32_COPY;
+    const estimate_t *copy = run("llama2-13b", "a100-sxm4-80gb", l);
+    const stage_ops *s = &copy->first_stage;
+    const op_t *add = NULL, *allreduce = NULL, *gather = NULL;
+    for (int i = 0; i < s->nops; i++) {
+        if (!strcmp(s->ops[i].name, "grad_accumulate_fp32")) add = &s->ops[i];
+        if (!strcmp(s->ops[i].name, "dp_allreduce_grads")) allreduce = &s->ops[i];
+        if (!strcmp(s->ops[i].name, "dp_allgather_params")) gather = &s->ops[i];
+        assert_true(strcmp(s->ops[i].name, "dp_reduce_scatter_grads") != 0);
+    }
+    assert_non_null(add);
+    assert_non_null(allreduce);
+    assert_non_null(gather);
+    assert_int_equal(add->pass, PASS_BWD);
+    assert_close(add->bytes, 18.0 * s->params, 1e-12);
+    assert_close(allreduce->comm_bytes, 4.0 * s->params, 1e-12);
+    assert_close(gather->comm_bytes, 2.0 * s->params, 1e-12);
+    /* the pass is paid once per micro-batch, inside the step's compute */
+    assert_close(copy->compute_s - in_place.compute_s, add->time_s * (double)copy->microbatches, 1e-6);
+    assert_close(copy->memory.gradients, 6.0 * s->params, 1e-6);
+    assert_close(in_place.memory.gradients, 2.0 * s->params, 1e-6);
+    assert_true(copy->step_s > in_place.step_s);
+    /* DeepSpeed's ZeRO-2/3 optimizers keep no fp32 copy: refused, not ignored */
+    const hw_gpu *g = hwdb_find_gpu(&db, "a100-sxm4-80gb");
+    static estimate_t e;
+    char err[512];
+    job_t job = {2e12, 2};
+    l.zero = 2;
+    l.gpus_per_node = 8;
+    assert_int_equal(estimate_layout(model_zoo_find(&zoo, "llama2-13b"), g, hwdb_find_node(&db, g->node), &l, &job, &e,
+                                     err, sizeof err), -1);
+    assert_non_null(strstr(err, "--grad-accum fp32-copy"));
+}
+
 /* calibrate's GEMM table: a GEMM op takes the measured time of its shape, or
  * the line through shapes that differ only in the token count (m for forward
  * and dgrad, k for wgrad); other shapes, batched GEMMs and fp8 keep the curve.
@@ -1205,6 +1249,7 @@ static layout_t random_layout(uint64_t *rng, const model_t *m, const hw_gpu *g, 
     l.grad_sync = (grad_sync_t)prng_below(rng, 2);
     l.sp = l.tp > 1 && prng_below(rng, 2);
     l.zero = (int)prng_below(rng, 4);
+    if (l.zero <= 1) l.grad_accum = (grad_accum_t)prng_below(rng, 2);
     l.fp32_grads = (int)prng_below(rng, 2);
     do l.precision = (precision_t)prng_below(rng, PREC_COUNT);
     while (g->peak_flops[l.precision] <= 0.0);
@@ -1288,6 +1333,7 @@ int main(void)
         cmocka_unit_test(flash1_is_flash_at_its_relative_speed),
         cmocka_unit_test(tp_backward_overlap_hides_behind_its_gemms),
         cmocka_unit_test(grad_sync_after_the_flush_is_exposed),
+        cmocka_unit_test(grad_accum_fp32_copy_costs_a_pass_and_fp32_traffic),
         cmocka_unit_test(calibrated_shape_tables_and_membound_overhead),
         cmocka_unit_test(power_model_off_or_under_the_cap_keeps_the_top_clock),
         cmocka_unit_test(power_cap_slows_the_clock_bound_work),

@@ -69,7 +69,7 @@ static void spec_llama2_70b_textbook_memory(void **state)
     double act = korthikanti_activation_bytes_per_layer(4096, 8, 8192, 64, 1, 0, RECOMPUTE_SELECTIVE) * 80;
     assert_close(act, 4096.0 * 8 * 8192 * 80 * 34, 1e-12);
     assert_close(act, 730e9, 0.001);
-    double total = 70e9 * adam_bytes_per_param(0) + act;
+    double total = 70e9 * adam_bytes_per_param(2.0) + act;
     assert_close(total, 1850e9, 0.001);
     assert_int_equal((int)ceil(total / 80e9), 24);
     assert_int_equal((int)ceil(total / 24e9), 78);
@@ -78,8 +78,10 @@ static void spec_llama2_70b_textbook_memory(void **state)
 static void spec_adam_bytes(void **state)
 {
     (void)state;
-    assert_close(adam_bytes_per_param(0), 16.0, 0);
-    assert_close(adam_bytes_per_param(1), 18.0, 0);
+    assert_close(adam_bytes_per_param(2.0), 16.0, 0);
+    assert_close(adam_bytes_per_param(4.0), 18.0, 0);
+    assert_close(adam_bytes_per_param(6.0), 20.0, 0);
+    assert_close(fp32_copy_accumulate_bytes_per_param(2.0), 18.0, 0);
 }
 
 static void spec_pcie_gradient_pass(void **state)

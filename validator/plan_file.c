@@ -109,6 +109,11 @@ int read_plan(const char *path, plan_file *p)
         fprintf(stderr, "sextant-gpu: --plan %s: layout.loss: the training step's loss is fused\n", path);
         goto done;
     }
+    const cJSON *accum = json_get(layout, "grad_accum");
+    if (accum && (!cJSON_IsString(accum) || strcmp(accum->valuestring, "in-place"))) {
+        fprintf(stderr, "sextant-gpu: --plan %s: layout.grad_accum: the training step accumulates gradients in place\n", path);
+        goto done;
+    }
     const cJSON *rc_ = json_get(layout, "recompute"), *att = json_get(layout, "attention"), *sp = json_get(layout, "sp");
     const cJSON *prec = json_get(layout, "precision");
     if (!cJSON_IsString(rc_) || (att && !cJSON_IsString(att)) || !cJSON_IsBool(sp) || !cJSON_IsString(prec)) {
