@@ -217,6 +217,9 @@ void run_membound(const void *ctx)
         /* forward and backward fused in one kernel, as llm.c does */
         err = sx_cross_entropy_fused((float *)scratch[1], out, a, token_ids, N, (int)c->model->vocab,
                                      (int)c->vocab, 1.0f / (float)N, bench.stream);
+    } else if (!strcmp(n, "zero_grads")) {
+        /* the 16-bit gradients cleared before a step's first micro-batch */
+        err = cudaMemsetAsync(scratch[3], 0, (size_t)c->params * sizeof(sx_bf16), bench.stream);
     } else if (!strcmp(n, "optimizer")) {
         sx_adamw_params hp = {3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1.0f, NULL};
         float *p = scratch[0], *m = scratch[1], *v = scratch[2];

@@ -15,12 +15,15 @@
 /* the most parameters ops times the optimizer step on (scaled linearly beyond): 512M, 2 GiB a buffer */
 #define OPS_OPTIMIZER_PARAMS_MAX 536870912.0
 
-/* Token ids must be valid rows: fill scratch[3]'s head with ids < vocab. */
+/* The embedding and loss kernels read token ids (bench.h's token_ids): n valid rows, ids < vocab.  They
+ * were once written into a scratch buffer while token_ids stayed NULL, and those ops went untimed. */
 static void fill_token_ids(int64_t n, int64_t vocab)
 {
     int32_t *ids = malloc((size_t)n * sizeof *ids);
+    if (!ids) { fprintf(stderr, "sextant-gpu: ops: out of memory for %lld token ids\n", (long long)n); exit(2); }
     for (int64_t i = 0; i < n; i++) ids[i] = (int32_t)((i * 7919) % vocab);
-    CUDA_CHECK(cudaMemcpy(scratch[3], ids, (size_t)n * sizeof *ids, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc((void **)&token_ids, (size_t)n * sizeof *ids));
+    CUDA_CHECK(cudaMemcpy(token_ids, ids, (size_t)n * sizeof *ids, cudaMemcpyHostToDevice));
     free(ids);
 }
 
@@ -30,17 +33,21 @@ typedef struct {
 } attention_ctx;
 
 /* Unfused causal attention: scores = Q K^T, causal softmax, out = P V; the
- * backward is four batched GEMMs around the softmax backward. */
+ * backward is four batched GEMMs around the softmax backward.  The backward op
+ * is timed alone, as the planner costs it: it reads what a forward left, and
+ * its time does not depend on the values. */
 static void run_attention(const void *ctx)
 {
     const attention_ctx *a = ctx;
     gemm_shape scores = {a->s, a->s, a->d, a->batch, (long long)(a->s * a->d), (long long)(a->d * a->s), (long long)(a->s * a->s)};
     gemm_shape values = {a->s, a->d, a->s, a->batch, (long long)(a->s * a->s), (long long)(a->s * a->d), (long long)(a->s * a->d)};
     float scale = 1.0f / sqrtf((float)a->d);
-    run_gemm(&scores);
-    CUDA_CHECK(sx_softmax_causal_forward(scratch[3], scratch[2], (int)a->batch, (int)a->s, scale, bench.stream));
-    run_gemm(&values);
-    if (!a->backward) return;
+    if (!a->backward) {
+        run_gemm(&scores);
+        CUDA_CHECK(sx_softmax_causal_forward(scratch[3], scratch[2], (int)a->batch, (int)a->s, scale, bench.stream));
+        run_gemm(&values);
+        return;
+    }
     run_gemm(&scores);  /* dP = dO V^T */
     run_gemm(&values);  /* dV = P^T dO */
     CUDA_CHECK(sx_softmax_causal_backward(scratch[3], scratch[3], scratch[2], (int)a->batch, (int)a->s, scale, bench.stream));
@@ -126,7 +133,11 @@ int cmd_ops(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
     size_t bytes = (size_t)(biggest * 1.05) + (64u << 20);
     scratch_init(bytes);
     fill_token_ids(T, m->vocab);
+    /* one workspace for the embedding's and the norms' backward: the norms' grows with the width (32 MiB at
+     * 4096, 40 MiB at 5120), and a smaller one was refused as an invalid argument */
     kernel_workspace_bytes = sx_embedding_backward_workspace_bytes((int)T, (int)m->hidden, (int)m->vocab);
+    if (kernel_workspace_bytes < sx_norm_backward_workspace_bytes((int)m->hidden))
+        kernel_workspace_bytes = sx_norm_backward_workspace_bytes((int)m->hidden);
     if (kernel_workspace_bytes < (32u << 20)) kernel_workspace_bytes = 32u << 20;
     CUDA_CHECK(cudaMalloc(&kernel_workspace, kernel_workspace_bytes));
 
@@ -160,7 +171,8 @@ int cmd_ops(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
         } else if (!strcmp(op->name, "cross_entropy_bwd")) {
             t = 0; /* fused into cross_entropy */
         } else {
-            int optimizer = !strcmp(op->name, "optimizer");
+            /* the optimizer and the gradients' clearing stream every parameter once: timed on a slice */
+            int optimizer = !strcmp(op->name, "optimizer") || !strcmp(op->name, "zero_grads");
             membound_ctx c = {op->name, m, T, m->hidden, m->ffn, padded_vocab(m, 1), l.seq, l.mbs, m->heads,
                               (int64_t)(optimizer ? timed_params : params), m->norm == NORM_RMSNORM};
             membound_error = cudaSuccess;
