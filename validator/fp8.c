@@ -15,7 +15,12 @@
  *   forward  y[N, out]  = x W^T   A = W     [out, in]  B = x     [N, in]    K = in
  *   dgrad    dx[N, in]  = dy W    A = W^T   [in, out]  B = dy    [N, out]   K = out
  *   wgrad    dW[out,in] += dy^T x A = x^T   [in, N]    B = dy^T  [out, N]   K = N
- * so the cast writes the transposed copy where a GEMM needs one. */
+ * so the cast writes the transposed copy where a GEMM needs one.
+ *
+ * Two casts are made once for two GEMMs, as Transformer Engine makes them (and the planner costs
+ * them, docs/model.md "FP8 GEMMs"): the output gradient dy is cast into both layouts by the dgrad
+ * and read again by the wgrad right after it; and in training (fp8_weight_cache) each weight is
+ * cast once per step into both layouts, kept with its own scale until fp8_step_begin. */
 #include "fp8.h"
 
 #include <math.h>
@@ -56,7 +61,27 @@ static size_t lt_ws_bytes;
 static float *slots;
 static sx_fp8 *op_a, *op_b;          /* the current GEMM's FP8 operands */
 static size_t op_a_bytes, op_b_bytes;
+static sx_fp8 *op_dyt;               /* the output gradient transposed, cast by the dgrad for the wgrad */
+static size_t op_dyt_bytes;
+/* the dgrad's dy, whose casts (op_b, op_dyt) and scale (slot 1) the next wgrad may take: only
+ * the wgrad right after it, of the same tensor */
+static struct { const sx_bf16 *dy; int N, out, valid; } dy_cast;
 static const float one = 1.0f, zero = 0.0f;
+
+/* The weight cache: each weight's FP8 copies, plain and transposed, and its amax and 1 / scale
+ * (device, at their own 256 bytes), cast at its first GEMM of a step.  Keyed by the weight's
+ * address, so only for weights that stay where they are (not ZeRO-3's shared gather buffers). */
+typedef struct {
+    const sx_bf16 *w;
+    int out, in;
+    unsigned step;
+    sx_fp8 *plain, *transposed;
+    float *amax_scale;   /* [0] amax, [SLOT_STRIDE] 1 / scale */
+} weight_cast;
+static weight_cast *weights;
+static int nweights, weights_cap, weight_cache_on;
+static unsigned weight_step = 1;
+static size_t weight_cache_bytes;
 
 int fp8_supported(char *why, size_t len)
 {
@@ -94,7 +119,24 @@ static void grow(sx_fp8 **buf, size_t *have, size_t bytes)
     *have = bytes;
 }
 
-size_t fp8_buffer_bytes(void) { return op_a_bytes + op_b_bytes; }
+size_t fp8_buffer_bytes(void) { return op_a_bytes + op_b_bytes + op_dyt_bytes + weight_cache_bytes; }
+
+void fp8_weight_cache(int on) { weight_cache_on = on; }
+
+void fp8_step_begin(void) { weight_step++; }
+
+static void weights_free(void)
+{
+    for (int i = 0; i < nweights; i++) {
+        CK(cudaFree(weights[i].plain));
+        CK(cudaFree(weights[i].transposed));
+        CK(cudaFree(weights[i].amax_scale));
+    }
+    free(weights);
+    weights = NULL;
+    nweights = weights_cap = 0;
+    weight_cache_bytes = 0;
+}
 
 /* Destroys the plans from `keep` on. */
 static void plans_truncate(int keep)
@@ -113,10 +155,14 @@ void fp8_free(void)
     plans_truncate(0);
     if (op_a) CK(cudaFree(op_a));
     if (op_b) CK(cudaFree(op_b));
+    if (op_dyt) CK(cudaFree(op_dyt));
     if (slots) CK(cudaFree(slots));
-    op_a = op_b = NULL;
+    op_a = op_b = op_dyt = NULL;
     slots = NULL;
-    op_a_bytes = op_b_bytes = 0;
+    op_a_bytes = op_b_bytes = op_dyt_bytes = 0;
+    dy_cast.valid = 0;
+    weights_free();
+    weight_cache_on = 0;
 }
 
 /* The plan of one column-major TN problem D[m, n] = A^T B (+ C), asked of the heuristic once. */
@@ -220,36 +266,82 @@ static void cast(sx_fp8 *dst, int transposed, const sx_bf16 *src, int rows, int 
                    fmt, stream));
 }
 
+/* W [out, in] in E4M3 as GEMM operand A, its 1 / scale in slot 0: plain (forward) or transposed (dgrad).
+ * With the cache on, the step's first GEMM of W casts both layouts once; later ones copy its scale. */
+static const sx_fp8 *weight_operand(const sx_bf16 *w, int out, int in, int transposed, cudaStream_t stream)
+{
+    if (!weight_cache_on) {
+        grow(&op_a, &op_a_bytes, (size_t)out * in);
+        cast(op_a, transposed, w, out, in, SX_E4M3, 0, stream);
+        return op_a;
+    }
+    weight_cast *c = NULL;
+    for (int i = 0; i < nweights && !c; i++)
+        if (weights[i].w == w && weights[i].out == out && weights[i].in == in) c = &weights[i];
+    if (!c) {
+        if (nweights == weights_cap) {
+            int cap = weights_cap ? 2 * weights_cap : 64;
+            weight_cast *grown = realloc(weights, (size_t)cap * sizeof *grown);
+            if (!grown) { fprintf(stderr, "sextant-gpu train: rank %d: out of host memory (FP8 weights)\n", my_rank); exit(1); }
+            weights = grown;
+            weights_cap = cap;
+        }
+        c = &weights[nweights++];
+        *c = (weight_cast){.w = w, .out = out, .in = in, .step = 0};
+        CK(cudaMalloc((void **)&c->plain, (size_t)out * in));
+        CK(cudaMalloc((void **)&c->transposed, (size_t)out * in));
+        CK(cudaMalloc((void **)&c->amax_scale, 2 * SLOT_STRIDE * sizeof(float)));
+        weight_cache_bytes += 2 * (size_t)out * in + 2 * SLOT_STRIDE * sizeof(float);
+    }
+    if (c->step != weight_step) {
+        CK(sx_fp8_amax(c->amax_scale, w, (size_t)out * in, stream));
+        CK(sx_fp8_cast(c->plain, c->transposed, c->amax_scale + SLOT_STRIDE, w, c->amax_scale, out, in, SX_E4M3, stream));
+        c->step = weight_step;
+    }
+    CK(cudaMemcpyAsync(SCALE_INV_SLOT(0), c->amax_scale + SLOT_STRIDE, sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    return transposed ? c->transposed : c->plain;
+}
+
 int fp8_linear_forward(sx_bf16 *y, const sx_bf16 *x, const sx_bf16 *w, const sx_bf16 *bias, int N, int in, int out,
                        cudaStream_t stream)
 {
-    grow(&op_a, &op_a_bytes, (size_t)out * in);
+    dy_cast.valid = 0;
+    const sx_fp8 *a = weight_operand(w, out, in, 0, stream);
     grow(&op_b, &op_b_bytes, (size_t)N * in);
-    cast(op_a, 0, w, out, in, SX_E4M3, 0, stream);
     cast(op_b, 0, x, N, in, SX_E4M3, 1, stream);
-    if (bias && run_plan(plan_of(out, N, in, in, in, out, 0, 1, 1, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3), op_a, op_b, y, bias,
+    if (bias && run_plan(plan_of(out, N, in, in, in, out, 0, 1, 1, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3), a, op_b, y, bias,
                          stream))
         return 1;
-    run_fp8("forward", out, N, in, in, in, out, 0, 1, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, op_a, op_b, y, stream);
+    run_fp8("forward", out, N, in, in, in, out, 0, 1, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, a, op_b, y, stream);
     return 0;
 }
 
 void fp8_linear_dgrad(sx_bf16 *dx, const sx_bf16 *dy, const sx_bf16 *w, int N, int in, int out, cudaStream_t stream)
 {
-    grow(&op_a, &op_a_bytes, (size_t)out * in);
+    const sx_fp8 *a = weight_operand(w, out, in, 1, stream);
     grow(&op_b, &op_b_bytes, (size_t)N * out);
-    cast(op_a, 1, w, out, in, SX_E4M3, 0, stream);
-    cast(op_b, 0, dy, N, out, SX_E5M2, 1, stream);
-    run_fp8("dgrad", in, N, out, out, out, in, 0, 0, CUDA_R_8F_E4M3, CUDA_R_8F_E5M2, op_a, op_b, dx, stream);
+    grow(&op_dyt, &op_dyt_bytes, (size_t)N * out);
+    /* dy in both layouts in one pass: plain here, transposed for the wgrad that follows */
+    CK(sx_fp8_amax(AMAX_SLOT(1), dy, (size_t)N * out, stream));
+    CK(sx_fp8_cast(op_b, op_dyt, SCALE_INV_SLOT(1), dy, AMAX_SLOT(1), N, out, SX_E5M2, stream));
+    dy_cast.dy = dy;
+    dy_cast.N = N;
+    dy_cast.out = out;
+    dy_cast.valid = 1;
+    run_fp8("dgrad", in, N, out, out, out, in, 0, 0, CUDA_R_8F_E4M3, CUDA_R_8F_E5M2, a, op_b, dx, stream);
 }
 
 void fp8_linear_wgrad(sx_bf16 *dw, const sx_bf16 *dy, const sx_bf16 *x, int N, int in, int out, cudaStream_t stream)
 {
     grow(&op_a, &op_a_bytes, (size_t)N * in);
-    grow(&op_b, &op_b_bytes, (size_t)N * out);
     cast(op_a, 1, x, N, in, SX_E4M3, 0, stream);
-    cast(op_b, 1, dy, N, out, SX_E5M2, 1, stream);
-    run_fp8("wgrad", in, out, N, N, N, in, 1, 0, CUDA_R_8F_E4M3, CUDA_R_8F_E5M2, op_a, op_b, dw, stream);
+    /* the dgrad of this dy ran just before: its transposed cast and its scale (slot 1) are ready */
+    if (!(dy_cast.valid && dy_cast.dy == dy && dy_cast.N == N && dy_cast.out == out)) {
+        grow(&op_dyt, &op_dyt_bytes, (size_t)N * out);
+        cast(op_dyt, 1, dy, N, out, SX_E5M2, 1, stream);
+    }
+    dy_cast.valid = 0;
+    run_fp8("wgrad", in, out, N, N, N, in, 1, 0, CUDA_R_8F_E4M3, CUDA_R_8F_E5M2, op_a, op_dyt, dw, stream);
 }
 
 /* ---- calibrate: FP8 against bf16 on the same cuBLASLt path ------------------------------ */
@@ -408,6 +500,14 @@ int fp8_check(void)
     CK(cudaStreamCreate(&stream));
     fp8_init(lt, ws, ws_bytes);
     int bad = check_shape(64, 96, 80, stream) + check_shape(256, 768, 2304, stream) + check_shape(128, 3072, 768, stream);
+    /* as training runs them: the weights cast once per step.  check_shape allocates new tensors each
+     * time, so a stale cast (a freed address reused) would show unless every call begins a step */
+    fp8_weight_cache(1);
+    fp8_step_begin();
+    bad += check_shape(256, 768, 2304, stream);
+    fp8_step_begin();
+    bad += check_shape(128, 3072, 768, stream);
+    fp8_weight_cache(0);
     fp8_free();
     CK(cudaStreamDestroy(stream));
     CK(cudaFree(ws));

@@ -23,8 +23,15 @@ int fp8_supported(char *why, size_t len);
 void fp8_init(cublasLtHandle_t lt, void *workspace, size_t workspace_bytes);
 /* Releases the plans, the FP8 operand buffers and the scale slots. */
 void fp8_free(void);
-/* Device bytes the FP8 operand buffers hold now (they grow to the largest GEMM's). */
+/* Device bytes the FP8 operand buffers and the weight cache hold now (the buffers grow to the
+ * largest GEMM's; the cache holds 2 bytes per weight). */
 size_t fp8_buffer_bytes(void);
+/* Training's weights stay at their addresses between steps (not ZeRO-3's gather buffers): 1 casts
+ * each weight once per step into both layouts and keeps them, as Transformer Engine does; 0 (the
+ * default) casts it for every GEMM. */
+void fp8_weight_cache(int on);
+/* A new step: the weights changed, every cached cast is stale. */
+void fp8_step_begin(void);
 
 /* y[N, out] = x[N, in] W^T (=), bias added in the epilogue when cuBLASLt has one: returns 1
  * when it was, 0 when the caller adds it (or there is none). */

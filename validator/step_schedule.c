@@ -178,6 +178,7 @@ void load_batch(gpt *g, const train_options *o, unsigned long long *state, int32
 void one_step(gpt *g, int step)
 {
     current_pass = PASS_STEP;
+    if (train_fp8) fp8_step_begin();   /* the last step's optimizer changed the weights: recast them */
     OP("zero_grads", CK(cudaMemsetAsync(g->grads, 0, (g->zero ? g->pl.shard_count : g->pl.count) * sizeof(bf16), gpu_ctx.stream)));
     if (g->s.moe) moe_zero_grads(&g->moe);
     if (g->zero) zero_step_begin(&g->zs, g->optimizer_done);

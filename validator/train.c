@@ -328,7 +328,11 @@ static void *open_gpu_context(gpt *g, int nranks)
     CB(cublasSetWorkspace(gpu_ctx.blas, blas_workspace, CUBLAS_WORKSPACE_BYTES));
     CB(cublasLtCreate(&gpu_ctx.lt));
     gpu_ctx.lt_workspace = device_alloc(g, LT_WORKSPACE_BYTES);
-    if (train_fp8) fp8_init(gpu_ctx.lt, gpu_ctx.lt_workspace, LT_WORKSPACE_BYTES);
+    if (train_fp8) {
+        fp8_init(gpu_ctx.lt, gpu_ctx.lt_workspace, LT_WORKSPACE_BYTES);
+        /* each weight cast once per step, except ZeRO-3's, gathered into shared buffers layer by layer */
+        fp8_weight_cache(g->zero != 3);
+    }
     CK(cudaMalloc((void **)&world_scratch, 8 * sizeof(double) * (size_t)nranks));
     return blas_workspace;
 }
