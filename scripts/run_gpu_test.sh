@@ -27,7 +27,7 @@ check() {   # NAME TIMEOUT COMMAND...: its log in $R/NAME.log, PASS or FAIL in t
 }
 say "device: $(sed -n 2p "$R/gpu.txt"); $(cat "$R/date.txt"); hwdb GPU $GPU"
 check test_reference 60 "$B/gpu/test_reference"
-check test_kernels 180 "$B/gpu/test_kernels"
+check test_kernels 300 "$B/gpu/test_kernels"   # 178 s of a 180 s limit on 2 x H200 (2026-11-26)
 check test_fp8 60 "$B/gpu/test_fp8"
 check test_moe_kernels 60 "$B/gpu/test_moe_kernels"
 check check_gradients 120 "$B/sextant-gpu" check-gradients
