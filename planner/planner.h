@@ -492,10 +492,11 @@ typedef enum { FAMILY_SHARDED = 0, FAMILY_CONTEXT, FAMILY_PIPELINE, FAMILY_TP_DP
 parallelism_family_t parallelism_family(const layout_t *l);
 const char *parallelism_family_name(parallelism_family_t f);
 
-/* Per family: the published rows estimated and the 10th and 90th percentiles of their signed errors
- * (predicted over published throughput minus one), taken as the values left when at most a tenth of the
- * rows is trimmed from each end, so that the band holds at least 80% of them.  A prediction's band: the step time times
- * (1 + err_low) to (1 + err_high), which held 80% of that family's published rows. */
+/* Per family: the published rows estimated and the band of their signed errors (predicted over published
+ * throughput minus one): the 10th to 90th percentile of the family's rows (the values left when at most a
+ * tenth is trimmed from each end), widened to the 5th to 95th percentile of every family's rows together,
+ * the spread between sources that one family's few sources under-represent (docs/model.md, "Uncertainty
+ * bands").  A prediction's band: the step time times (1 + err_low) to (1 + err_high). */
 typedef struct uncertainty_bands {
     int rows[FAMILY_COUNT];
     double err_low[FAMILY_COUNT], err_high[FAMILY_COUNT];
@@ -503,9 +504,12 @@ typedef struct uncertainty_bands {
 
 /* Sorts v[0..n) ascending (qsort with the one comparison of doubles the project needs). */
 void sort_ascending(double *v, size_t n);
-/* The percentiles of n signed errors (sorted in place), into family f. */
+/* The 10th to 90th percentile of n signed errors (sorted in place), into family f. */
 void uncertainty_from_errors(uncertainty_bands *b, parallelism_family_t f, double *errors, int n);
-/* Writes / reads hwdb/uncertainty.csv (family,rows,err_p10,err_p90,source). 0, or -1 with why. */
+/* Every family's band widened to the 5th to 95th percentile of the n errors of all families (sorted in
+ * place). */
+void uncertainty_widen_to_pooled(uncertainty_bands *b, double *errors, int n);
+/* Writes / reads hwdb/uncertainty.csv (family,rows,err_low,err_high,source). 0, or -1 with why. */
 int uncertainty_write(const char *path, const uncertainty_bands *b, const char *source, char *err, size_t errlen);
 int uncertainty_read(const char *path, uncertainty_bands *b, char *err, size_t errlen);
 /* A step (or any duration) of the layout's family: its band, [low, high]; 0 when the family has no rows. */

@@ -255,7 +255,7 @@ typedef struct {
     double err;                    /* signed, as throughput */
 } estimated_row;
 
-/* The bands of the rows that pass `keep` (group != skip_group), family by family. */
+/* The bands of the rows of every group but skip_group, family by family, widened to all families' spread. */
 static void bands_of(const estimated_row *rows, int n, int skip_group, uncertainty_bands *b, double *scratch)
 {
     for (int f = 0; f < FAMILY_COUNT; f++) {
@@ -264,6 +264,10 @@ static void bands_of(const estimated_row *rows, int n, int skip_group, uncertain
             if (rows[i].family == (parallelism_family_t)f && rows[i].group != skip_group) scratch[k++] = rows[i].err;
         uncertainty_from_errors(b, (parallelism_family_t)f, scratch, k);
     }
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (rows[i].group != skip_group) scratch[k++] = rows[i].err;
+    uncertainty_widen_to_pooled(b, scratch, k);
 }
 
 /* Per family: rows, mean |error|, mean signed error and the band; then the bands' coverage of each source
@@ -272,7 +276,7 @@ static void print_families(FILE *out, const published_totals *s, const estimated
 {
     uncertainty_bands b;
     bands_of(rows, n, -1, &b, scratch);
-    fprintf(out, "\n| parallelism family | rows | mean abs error | mean signed error | band (10th to 90th percentile) |\n"
+    fprintf(out, "\n| parallelism family | rows | mean abs error | mean signed error | band (10th to 90th percentile, widened to all families' 5th to 95th) |\n"
                  "|---|---|---|---|---|\n");
     for (int f = 0; f < FAMILY_COUNT; f++) {
         int k = 0;
@@ -399,7 +403,18 @@ int published_bands(const hwdb *db, const model_zoo *zoo, const char *runs_path,
         }
     }
     memset(bands, 0, sizeof *bands);
-    for (int f = 0; f < FAMILY_COUNT && !status; f++) uncertainty_from_errors(bands, (parallelism_family_t)f, errors[f], count[f]);
+    double *all = malloc(sizeof(double) * (size_t)(t.nrows + 1));
+    if (!all && !status) {
+        snprintf(err, errlen, "out of memory");
+        status = -1;
+    }
+    int n_all = 0;
+    for (int f = 0; f < FAMILY_COUNT && !status; f++) {
+        for (int i = 0; i < count[f]; i++) all[n_all++] = errors[f][i];
+        uncertainty_from_errors(bands, (parallelism_family_t)f, errors[f], count[f]);
+    }
+    if (!status) uncertainty_widen_to_pooled(bands, all, n_all);
+    free(all);
     for (int f = 0; f < FAMILY_COUNT; f++) free(errors[f]);
     free(e);
     free(row);

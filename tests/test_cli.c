@@ -777,7 +777,7 @@ static void published_shared_runs_json(void **state)
     const cJSON *reason;
     cJSON_ArrayForEach(reason, cJSON_GetObjectItem(root, "not_estimable")) reasons += reason->valueint;
     assert_int_equal(reasons, skipped);
-    /* hwdb/uncertainty.csv's bands hold at least 80% of each family's rows (10th to 90th percentile) */
+    /* hwdb/uncertainty.csv's bands hold at least 80% of each family's rows (10th to 90th percentile, widened) */
     uncertainty_bands bands;
     char err[512];
     assert_int_equal(uncertainty_read(SEXTANT_ROOT "/hwdb/uncertainty.csv", &bands, err, sizeof err), 0);
