@@ -537,6 +537,7 @@ typedef struct {
     precision_t mfu_peak;          /* the peak the source's MFU divides by */
     int64_t cp, ep;
     int older_framework;           /* a 2021-2022 framework: unfused attention, no SP unless stated, dropout */
+    int mbs_given;                 /* the row publishes its micro-batch (else 1 is taken, where that is safe) */
     double hours_tokens;           /* a gpu_hours row over this many tokens of one phase (10^12 for a row per
                                       trillion tokens): a throughput; 0 for a campaign of several phases */
     char skip_class[48];           /* empty when estimable, else the kind of reason (counted) */

@@ -378,7 +378,7 @@ static void read_layout(const csv_table *t, int r, published_row *row)
     optional_int(t, r, "cp", 1, 1, 100000, &cp, row);
     optional_int(t, r, "ep", 1, 1, 100000, &ep, row);
     optional_int(t, r, "dp", 0, 1, 100000000, &dp, row);
-    optional_int(t, r, "mbs", 1, 1, 1000000, &mbs, row);
+    row->mbs_given = optional_int(t, r, "mbs", 1, 1, 1000000, &mbs, row) != 1;
     optional_int(t, r, "gbs", 0, 1, 1000000000, &gbs, row);
     row->cp = cp;
     row->ep = ep;
@@ -474,6 +474,12 @@ static void read_practice(const csv_table *t, int r, published_row *row)
         if (has(recompute, "moe_act") || has(recompute, "swiglu")) l->recompute_modules |= RECOMPUTE_MODULE_MOE_ACT;
     }
     l->zero = zero_stage_of(zero);
+    /* under full sharding every weight is gathered again for each micro-batch's forward and backward, so
+     * the micro-batch sets how much of the step is communication: without it there is no one layout to
+     * estimate (OPT-175B's -71% at an assumed micro-batch of 1, LLaMA-65B's -76%) */
+    if (l->zero >= 3 && !row->mbs_given && !row->skip_class[0])
+        skip(row, "layout not published", "no micro-batch, which under ZeRO-3 / FSDP full sharding sets how often every "
+             "weight is gathered");
     l->attention = older ? ATTENTION_UNFUSED : framework_before_flash2(framework, row->source) ? ATTENTION_FLASH1
                                                                                                 : ATTENTION_FLASH;
     /* every framework here computes its loss on fp32 logits unless the row says it is fused (PyTorch's
