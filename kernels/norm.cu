@@ -136,6 +136,13 @@ static cudaError_t norm_forward(T *out, float *mean, float *rstd, const T *x, co
     else if (vec && chunks <= 4) NORM_FWD(4);
     else if (vec && chunks <= 6) NORM_FWD(6);
     else if (vec && chunks <= 8) NORM_FWD(8);
+    /* wider rows kept in registers too (LLaMA's 3072-8192): the generic path's scalar loads ran at half
+     * the bandwidth from 4096 on (docs/validation/2026-11-26-h100-ops-wide); 32 packs are 128 of the
+     * 255 registers a thread may hold at 256 threads */
+    else if (vec && chunks <= 12) NORM_FWD(12);
+    else if (vec && chunks <= 16) NORM_FWD(16);
+    else if (vec && chunks <= 24) NORM_FWD(24);
+    else if (vec && chunks <= 32) NORM_FWD(32);
     else norm_forward_generic<T, RMS><<<grid, NORM_THREADS, 0, stream>>>(out, mean, rstd, x, w, b, N, C, eps);
 #undef NORM_FWD
     SX_LAUNCHED();
