@@ -31,7 +31,7 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Wshadow -Wformat=2 -Wstr
 LDLIBS   = -lcsv -lcjson -lm
 
 CORE_SRC = hwdb/csv_table.c hwdb/hwdb.c models/models.c models/hf_config.c \
-           planner/formulas.c planner/oplist.c planner/estimate.c planner/report.c planner/explain.c \
+           planner/formulas.c planner/oplist.c planner/op_cost.c planner/estimate.c planner/report.c planner/explain.c \
            planner/plan.c planner/plan_report.c planner/published_row.c planner/published.c planner/uncertainty.c planner/fit_power.c planner/fit_gemm.c \
            planner/outfile.c planner/gnuplot.c planner/data_root.c planner/layout_flags.c
 CORE_OBJ = $(CORE_SRC:%.c=$(BUILD)/obj/%.o)

@@ -269,6 +269,16 @@ typedef struct {
 int gpu_has_fused_attention(const hw_gpu *gpu);
 /* The rate of an uncalibrated GEMM of `flops` FLOPs in precision p (docs/model.md, "FP8 GEMMs"). */
 double gemm_flop_per_s(const hw_gpu *gpu, double flops, precision_t p);
+/* planner/op_cost.c.  One op's seconds per instance on this GPU, node and layout (a collective's without the
+ * step's overlap, which the stage's costing applies); sets op->clock_bound_s and op->energy_j for the power
+ * model, and op->crosses_node for a collective. */
+double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t *l);
+/* The bandwidth per direction (bytes/s) and latency (s) of the link a group's traffic crosses, and whether
+ * it leaves the node (docs/model.md, "The network at scale"). */
+void group_link(const hw_gpu *gpu, const hw_node *node, const layout_t *l, group_t group, double *bw,
+                double *latency, int *crosses);
+/* Whether the GPU's power model is on: calibrate measured it (docs/model.md, "Clock under the power cap"). */
+int power_model_on(const hw_gpu *gpu);
 /* The attention kernel a run on this GPU uses unless told otherwise: flash where it runs, else unfused. */
 attention_impl_t default_attention(const hw_gpu *gpu);
 
@@ -354,7 +364,7 @@ double fp8_weight_copy_bytes(double fp8_weights);
 /* A calibrated shape's time from `table` (GEMMs m x n x k, or attention shapes), exactly or on the line through
  * shapes that differ from it in the first size (or, with third_varies, the third; third_varies < 0: the exact
  * shape only); 0 when there is none
- * (planner/estimate.c; docs/model.md, "Step time"). */
+ * (planner/op_cost.c; docs/model.md, "Step time"). */
 double measured_shape_s(const hw_gemm_time *table, int count, double m, double n, double k, double kv, int third_varies);
 void gemm_waves(double batch, double m, double n, double k, double sms, double *waves, double *k_per_cta);
 double gemm_tile_wave_s(double batch, double m, double n, double k, double sms, double tile_flop_per_s, double tile_s,

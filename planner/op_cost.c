@@ -1,0 +1,327 @@
+/* The cost of one op of the op list (planner.h, "op_cost"): a GEMM from calibrate's table, the tile
+ * model or the efficiency curve; attention by kernel generation; a memory-bound kernel at the achievable
+ * bandwidth; a collective over the link its group crosses; each with what the power model needs of it.
+ * docs/model.md derives each rule ("Step time", "GEMM time over M, N, K", "Attention kernel generations",
+ * "Communication", "The network at scale", "Clock under the power cap"). */
+#include "planner.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+/* Bandwidth per direction and latency of the link a group's traffic crosses.
+ * Placement: TP innermost, then CP, then DP, then PP (Megatron's rank order);
+ * the gradient's group (GROUP_DP) is DP x CP, ranks tp apart. */
+void group_link(const hw_gpu *gpu, const hw_node *node, const layout_t *l, group_t group, double *bw,
+                double *latency, int *crosses)
+{
+    int64_t cp = layout_cp(l);
+    int64_t span = group == GROUP_TP   ? l->tp
+                   : group == GROUP_CP ? l->tp * cp
+                   : group == GROUP_ETP ? layout_etp(l)
+                   : group == GROUP_EP ? layout_etp(l) * layout_ep(l)
+                   : group == GROUP_DP || group == GROUP_EDP ? l->tp * cp * l->dp
+                                       : l->tp * cp * l->dp * l->pp;
+    *crosses = span > l->gpus_per_node;
+    if (*crosses) {
+        /* NCCL spreads a ring that crosses nodes over all of a node's NICs,
+         * shared by the groups that cross at once: a TP group leaving the
+         * node has them all, each of the t DP (or CP) groups of a node a
+         * t-th, and every pipeline stage pair its own GPU's share */
+        double nic_per_gpu = hw_node_inter_bytes_per_s_per_gpu(node);
+        /* an all-to-all's every GPU sends to the other nodes at once: its own NIC share; the experts'
+         * gradient rings, one per expert-TP and EP rank; an expert-TP group leaving the node, like TP's, has
+         * them all */
+        double sharing = group == GROUP_TP || group == GROUP_ETP   ? 1.0
+                         : group == GROUP_PP || group == GROUP_EP ? (double)l->gpus_per_node
+                         : group == GROUP_EDP                     ? (double)(layout_etp(l) * layout_ep(l))
+                                                                  : (double)l->tp;
+        if (sharing > (double)l->gpus_per_node) sharing = (double)l->gpus_per_node;
+        double nic = nic_per_gpu * (double)node->gpus_per_node / sharing;
+        *bw = gpu->measured_inter_bytes_per_s > 0 ? gpu->measured_inter_bytes_per_s : nic;
+        /* a ring that leaves the node is no faster than the node's own link */
+        double intra = gpu->measured_intra_bytes_per_s > 0 ? gpu->measured_intra_bytes_per_s
+                                                           : node->intra_bytes_per_s_per_dir;
+        if (intra < *bw) *bw = intra;
+        *latency = node->inter_latency_s;
+    } else {
+        *bw = gpu->measured_intra_bytes_per_s > 0 ? gpu->measured_intra_bytes_per_s
+                                                  : node->intra_bytes_per_s_per_dir;
+        *latency = node->intra_latency_s;
+    }
+}
+
+/* Achievable fraction of peak for a matrix op of `flops`: the hwdb's flat
+ * default, or, once calibrated, a curve that saturates with size
+ * (docs/model.md, "Step time"): small GEMMs leave SMs idle. */
+static double gemm_efficiency(const hw_gpu *gpu, double flops, precision_t p)
+{
+    if (gpu->gemm_half_flops <= 0.0) return gpu->gemm_efficiency;
+    /* the half point is a fixed time at the plateau rate (docs/model.md, "Priors"): a faster precision
+     * needs proportionally more FLOPs to reach it */
+    double sixteen = gpu->peak_flops[PREC_BF16] > 0.0 ? gpu->peak_flops[PREC_BF16] : gpu->peak_flops[PREC_FP16];
+    double half = gpu->gemm_half_flops * (sixteen > 0.0 && gpu->peak_flops[p] > 0.0 ? gpu->peak_flops[p] / sixteen : 1.0);
+    return gpu->gemm_efficiency * flops / (flops + half);
+}
+
+/* The rate of an uncalibrated GEMM of `flops` FLOPs in precision p: the peak times the GEMM curve, and for
+ * FP8 the smaller share of its peak FP8 GEMMs reach (docs/model.md, "Step time", "FP8 GEMMs"). */
+double gemm_flop_per_s(const hw_gpu *gpu, double flops, precision_t p)
+{
+    double rate = gpu->peak_flops[p] * gemm_efficiency(gpu, flops, p);
+    if (p == PREC_FP8 && gpu->fp8_gemm_relative_efficiency > 0.0) rate *= gpu->fp8_gemm_relative_efficiency;
+    return rate;
+}
+
+/* Time of a shape calibrate timed on this GPU (`table`: GEMMs m x n x k, or
+ * the fused attention's batch x heads, sequence, head size, whose KV heads
+ * per query head must be the op's), or on the line
+ * through timed shapes that differ from it in one size only: the first (the
+ * tokens of forward and dgrad GEMMs, the attention's batch) or, when
+ * `third_varies`, the third (the tokens of a wgrad GEMM).  Piecewise linear
+ * between the two nearest, proportional beyond the largest, linear (at least
+ * proportional) below the smallest (docs/model.md, "Step time").  0 when no
+ * such line exists.  third_varies < 0: the exact shape or 0, no line. */
+double measured_shape_s(const hw_gemm_time *table, int count, double m, double n, double k, double kv,
+                        int third_varies)
+{
+    if (third_varies < 0) {   /* the exact shape only */
+        for (int i = 0; i < count; i++)
+            if ((double)table[i].m == m && (double)table[i].n == n && (double)table[i].k == k && table[i].kv == 0)
+                return table[i].seconds;
+        return 0.0;
+    }
+    for (int vary = 0; vary <= third_varies; vary++) { /* 0: m varies, 1: k varies */
+        double x = vary ? k : m;
+        double lo_x = 0, lo_t = 0, hi_x = 0, hi_t = 0;      /* the nearest below and above x */
+        double min_x = 0, min_t = 0, min2_x = 0, min2_t = 0; /* the two smallest */
+        double max_x = 0, max_t = 0;
+        int points = 0;
+        for (int i = 0; i < count; i++) {
+            const hw_gemm_time *g = &table[i];
+            if ((double)g->n != n || (double)(vary ? g->m : g->k) != (vary ? m : k)) continue;
+            /* the attention's KV heads per query head (its GQA grouping) must match */
+            if (g->kv > 0 && (double)g->kv * m != kv * (double)g->m) continue;
+            double gx = (double)(vary ? g->k : g->m);
+            if (gx == x) return g->seconds;
+            points++;
+            if (gx < x && gx > lo_x) { lo_x = gx; lo_t = g->seconds; }
+            if (gx > x && (hi_x == 0 || gx < hi_x)) { hi_x = gx; hi_t = g->seconds; }
+            if (min_x == 0 || gx < min_x) { min2_x = min_x; min2_t = min_t; min_x = gx; min_t = g->seconds; }
+            else if (min2_x == 0 || gx < min2_x) { min2_x = gx; min2_t = g->seconds; }
+            if (gx > max_x) { max_x = gx; max_t = g->seconds; }
+        }
+        if (points < 2) continue;
+        if (lo_x > 0 && hi_x > 0) return lo_t + (hi_t - lo_t) * (x - lo_x) / (hi_x - lo_x);
+        if (x > max_x) return max_t * x / max_x;
+        double linear = min_t + (min2_t - min_t) * (x - min_x) / (min2_x - min_x);
+        double proportional = min_t * x / min_x;
+        return linear > proportional ? linear : proportional;
+    }
+    return 0.0;
+}
+
+/* The CPU issues one kernel per launch_overhead_s at best; while it runs
+ * ahead of the GPU that cost hides, so it bounds an op from below rather
+ * than adding to it (docs/model.md, "Step time"). */
+static double with_launch(const hw_gpu *gpu, double seconds)
+{
+    return seconds > gpu->launch_overhead_s ? seconds : gpu->launch_overhead_s;
+}
+
+/* A memory-bound kernel: its bytes at the achievable bandwidth, plus the
+ * fixed time every kernel spends filling and draining the GPU (calibrated;
+ * 0 on hwdb defaults) (docs/model.md, "Step time"). */
+static double membound_s(const hw_gpu *gpu, double bytes)
+{
+    return bytes / (gpu->hbm_bytes_per_s * gpu->membound_efficiency) + gpu->membound_overhead_s;
+}
+
+/* A GEMM's time from its tiles and waves (docs/model.md, "GEMM time over M, N, K"), once sextant fit-gemm
+ * has fitted the model to this GPU, times the fused bias gradient's factor where the op has one; 0 when it
+ * has not been fitted.  The rate was fitted on 16-bit GEMMs: another precision scales it by its peak (and
+ * FP8 by its relative efficiency), and FP8 adds its operands' casts. */
+static double gemm_model_s(const hw_gpu *gpu, const op_t *op, precision_t p, double membw)
+{
+    double sixteen = gpu->peak_flops[PREC_BF16] > 0.0 ? gpu->peak_flops[PREC_BF16] : gpu->peak_flops[PREC_FP16];
+    if (gpu->gemm_tile_flops <= 0.0 || gpu->sm_count <= 0.0 || sixteen <= 0.0 || gpu->peak_flops[p] <= 0.0) return 0.0;
+    double rate = gpu->gemm_tile_flops * gpu->peak_flops[p] / sixteen;
+    double cast_s = 0.0;
+    if (p == PREC_FP8) {
+        if (gpu->fp8_gemm_relative_efficiency > 0.0) rate *= gpu->fp8_gemm_relative_efficiency;
+        double cast = fp8_cast_bytes((double)op->m, (double)op->n, (double)op->k, op->pass == PASS_BWD, op->weight_gradient);
+        if (op->batch > 1) cast *= (double)op->batch;
+        if (cast > 0.0) cast_s = membound_s(gpu, cast);
+    }
+    double t = gemm_tile_wave_s((double)op->batch, (double)op->m, (double)op->n, (double)op->k, gpu->sm_count, rate,
+                                gpu->gemm_tile_s, gpu->gemm_fixed_s, op->bytes, membw);
+    if (op->bias_gradient && gpu->gemm_bias_grad_factor > 0.0) t *= gpu->gemm_bias_grad_factor;
+    return t + cast_s;
+}
+
+/* The GPU's power model (docs/model.md, "Clock under the power cap"): on
+ * once calibrate has measured it. */
+int power_model_on(const hw_gpu *gpu)
+{
+    return gpu->clock_max_hz > 0.0 && gpu->power_static_w > 0.0;
+}
+
+/* GEMMs of 1 GFLOP or more follow the SM clock; smaller ones wait on memory
+ * and launches (docs/model.md, "Clock under the power cap"). */
+#define CLOCK_BOUND_GEMM_FLOPS 1e9
+
+/* Records what the power model needs of a costed op: the seconds of it that
+ * follow the clock (none when the launch bound sets its time) and its
+ * switching energy at the top clock.  Returns the op's time. */
+static double with_power(op_t *op, const hw_gpu *gpu, double seconds, double clock_bound, double j_per_flop)
+{
+    double t = with_launch(gpu, seconds);
+    if (!power_model_on(gpu)) return t;
+    op->clock_bound_s = t > seconds ? 0.0 : clock_bound * seconds;
+    op->energy_j = j_per_flop * op->flops + gpu->energy_j_per_byte * op->bytes;
+    return t;
+}
+
+/* One collective op's seconds per instance over its group's link (docs/model.md, "Communication"), without
+ * the host's wait some of them force (op_cost). */
+static double collective_s(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t *l)
+{
+    double bw, latency;
+    group_link(gpu, node, l, op->group, &bw, &latency, &op->crosses_node);
+    double n = (double)op->group_size;
+    /* inside the node, calibrate --comm's fit of this very collective when there is one */
+    if (!op->crosses_node) {
+        double cbw = 0.0, clat = 0.0;
+        if (op->coll == COLL_REDUCE_SCATTER) { cbw = node->intra_rs_bytes_per_s; clat = node->intra_rs_latency_s; }
+        else if (op->coll == COLL_ALLGATHER) { cbw = node->intra_ag_bytes_per_s; clat = node->intra_ag_latency_s; }
+        else if (op->coll == COLL_SENDRECV) { cbw = node->intra_sr_bytes_per_s; clat = node->intra_sr_latency_s; }
+        if (cbw > 0.0) { bw = cbw; latency = clat; }
+    }
+    /* an op may stand for several collectives (ZeRO-3's one per layer, the gradients' one per
+     * bucket): each pays its latency, and across nodes each reaches the bandwidth of its size */
+    double pieces = op->pieces > 1 ? (double)op->pieces : 1.0, bytes = op->comm_bytes / pieces;
+    if (op->crosses_node) bw = network_bus_bytes_per_s(bw, bytes, node->inter_bus_efficiency, node->inter_half_bytes);
+    switch (op->coll) {
+    case COLL_ALLREDUCE: return pieces * ring_allreduce_s(n, bytes, bw, latency);
+    case COLL_REDUCE_SCATTER: return pieces * ring_reduce_scatter_s(n, bytes, bw, latency);
+    case COLL_ALLGATHER: return pieces * ring_allgather_s(n, bytes, bw, latency);
+    case COLL_SENDRECV: return pieces * sendrecv_s(bytes, bw, latency);
+    case COLL_ALLTOALL:
+        if (op->crosses_node) {
+            /* the EP ranks of one node talk over its own link, the rest through the NICs */
+            double local = (double)l->gpus_per_node / (double)l->tp;
+            double ibw = gpu->measured_intra_bytes_per_s > 0 ? gpu->measured_intra_bytes_per_s
+                                                             : node->intra_bytes_per_s_per_dir;
+            return pieces * alltoall_two_level_s(n, local, bytes, ibw, node->intra_latency_s, bw, latency,
+                                                 op->internode_share > 0.0 ? op->internode_share : 1.0);
+        }
+        return pieces * alltoall_s(n, bytes, bw, latency);
+    }
+    return 0.0;
+}
+
+double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t *l)
+{
+    double membw = gpu->hbm_bytes_per_s * gpu->membound_efficiency;
+    precision_t matrix = l->precision;
+    /* with_power sets them for kernels; communication and bookkeeping entries keep none */
+    op->clock_bound_s = 0.0;
+    op->energy_j = 0.0;
+    switch (op->kind) {
+    case OP_GEMM: {
+        double clock_bound = op->flops >= CLOCK_BOUND_GEMM_FLOPS ? 1.0 : 0.0;
+        /* the GEMMs an fp8 run keeps in 16 bit: the output layer, the router (docs/model.md, "FP8 GEMMs") */
+        if (matrix == PREC_FP8 && op->sixteen_bit) matrix = gpu->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
+        /* calibrate times bf16 GEMMs; other precisions take the tile model, or the curve before it is fitted.
+         * Once it is fitted, only a shape calibrate timed itself keeps its time: the lines through timed shapes
+         * made held-out models' GEMMs worse, not better (docs/model.md, "GEMM time over M, N, K") */
+        double measured = matrix == PREC_BF16 || matrix == PREC_FP16
+                              ? measured_shape_s(gpu->gemm_time, gpu->gemm_times, (double)op->m, (double)op->n, (double)op->k, 0.0,
+                                                 gpu->gemm_tile_flops > 0.0 ? -1 : 1)
+                              : 0.0;
+        if (measured > 0.0 && op->batch <= 1) return with_power(op, gpu, measured, clock_bound, gpu->energy_gemm_j_per_flop);
+        double tiled = gemm_model_s(gpu, op, matrix, membw);
+        if (tiled > 0.0) {
+            if (op->bytes / membw >= tiled - gpu->gemm_fixed_s) clock_bound = 0.0;
+            return with_power(op, gpu, tiled, clock_bound, gpu->energy_gemm_j_per_flop);
+        }
+        /* a grouped GEMM (batch experts) runs at the efficiency of one expert's shape */
+        double rate = gemm_flop_per_s(gpu, op->batch > 1 ? op->flops / (double)op->batch : op->flops, matrix);
+        double cast_s = 0.0;
+        if (matrix == PREC_FP8) {
+            /* the 16-bit activations are quantized first, one memory-bound pass each (docs/model.md,
+             * "FP8 GEMMs") */
+            /* the activations' casts; the weights' are the step's fp8_weight_cast */
+            double cast = fp8_cast_bytes((double)op->m, (double)op->k, op->pass == PASS_BWD, op->weight_gradient,
+                                         op->norm_fed);
+            if (op->batch > 1) cast *= (double)op->batch;   /* a grouped GEMM casts each expert's operands */
+            if (cast > 0.0) cast_s = membound_s(gpu, cast);
+        }
+        if (op->flops / rate < op->bytes / membw) clock_bound = 0.0;
+        double seconds = roofline_s(op->flops, rate, op->bytes, membw);
+        return with_power(op, gpu, seconds + cast_s, seconds > 0.0 ? clock_bound * seconds / (seconds + cast_s) : 0.0,
+                          gpu->energy_gemm_j_per_flop);
+    }
+    case OP_ATTENTION:
+        /* attention kernels stay in 16-bit when the GEMMs run in fp8 */
+        if (matrix == PREC_FP8) matrix = gpu->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
+        if (l->attention == ATTENTION_UNFUSED) {
+            /* the time calibrate measured for the kernels of this shape (or its line over
+             * the batch), else its kernels in turn, each bound by its own roofline; bytes
+             * outside the split (dropout's mask) are one more pass over memory.  The
+             * compute-bound kernels' share of the roofline time follows the clock. */
+            double kflops[UNFUSED_ATTENTION_KERNELS_MAX], kbytes[UNFUSED_ATTENTION_KERNELS_MAX];
+            double heads = (double)op->batch, s = (double)op->m, d = (double)op->k;
+            int bwd = op->pass == PASS_BWD;
+            int kernels = unfused_attention_kernels(s, d, element_bytes(l->precision), 0.0, bwd, kflops, kbytes);
+            double seconds = 0.0, split_bytes = 0.0, compute_s = 0.0;
+            for (int i = 0; i < kernels; i++) {
+                double rate = gpu->peak_flops[matrix] * gemm_efficiency(gpu, heads * kflops[i], matrix);
+                double t = roofline_s(heads * kflops[i], rate, heads * kbytes[i], membw);
+                if (heads * kflops[i] / rate >= heads * kbytes[i] / membw) compute_s += t;
+                seconds += t;
+                split_bytes += heads * kbytes[i];
+            }
+            double clock_bound = seconds > 0.0 ? compute_s / seconds : 0.0;
+            /* calibrate timed the 16-bit kernels */
+            double timed = matrix == PREC_BF16 || matrix == PREC_FP16
+                               ? measured_shape_s(gpu->unfused_attention_time[bwd], gpu->unfused_attention_times[bwd],
+                                                  (double)op->batch, (double)op->m, (double)op->k, (double)op->kv_batch, 0)
+                               : 0.0;
+            if (timed > 0.0) seconds = timed;
+            double clock_bound_s = clock_bound * seconds;
+            if (op->bytes > split_bytes) seconds += (op->bytes - split_bytes) / membw;
+            return with_power(op, gpu, seconds, seconds > 0.0 ? clock_bound_s / seconds : 0.0,
+                              gpu->energy_gemm_j_per_flop);
+        }
+        {
+            /* fused (docs/model.md, "Attention kernel generations"): sextant-gpu's own kernel takes the time
+             * calibrate measured for this shape (or its line over the batch), else the fraction of peak it
+             * measured, forward (and its recomputation) or backward; the frameworks' kernels (flash) take
+             * hwdb/priors.csv's fractions, and their first generation (flash1) the same slower; else a
+             * GEMM's.  All of it follows the clock. */
+            int bwd = op->pass == PASS_BWD;
+            double speed = l->attention == ATTENTION_FLASH1 && gpu->flash1_relative_speed > 0.0 ? gpu->flash1_relative_speed : 1.0;
+            if (l->attention == ATTENTION_SEXTANT) {
+                /* a context parallel rank's queries (m) against the whole sequence (n): its share of the whole's time */
+                double timed = (double)op->m / (double)op->n *
+                               measured_shape_s(gpu->attention_time[bwd], gpu->attention_times[bwd], (double)op->batch,
+                                                (double)op->n, (double)op->k, (double)op->kv_batch, 0);
+                if (timed > 0.0) return with_power(op, gpu, timed, 1.0, gpu->energy_attention_j_per_flop);
+            }
+            double own = bwd ? gpu->attention_bwd_efficiency : gpu->attention_fwd_efficiency;
+            double frameworks = bwd ? gpu->flash_bwd_efficiency : gpu->flash_fwd_efficiency;
+            double measured = l->attention == ATTENTION_SEXTANT && own > 0.0 ? own : frameworks;
+            double efficiency = speed * (measured > 0.0 ? measured : gemm_efficiency(gpu, op->flops, matrix));
+            return with_power(op, gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * efficiency, op->bytes, membw), 1.0,
+                              gpu->energy_attention_j_per_flop);
+        }
+    case OP_MEMBOUND:
+        if (op->bytes <= 0.0) return 0.0;   /* a bookkeeping entry, no kernel */
+        return with_power(op, gpu, membound_s(gpu, op->bytes), 0.0, 0.0);
+    case OP_COMM:
+        /* the power model leaves communication out: its seconds draw the static power */
+        return collective_s(op, gpu, node, l) + (op->host_sync ? host_sync_s(gpu->launch_overhead_s) : 0.0);
+    }
+    return 0.0;
+}
