@@ -35,8 +35,9 @@ CORE_SRC = hwdb/csv_table.c hwdb/hwdb.c models/models.c models/hf_config.c \
            planner/plan.c planner/plan_report.c planner/published_row.c planner/published.c planner/uncertainty.c planner/fit_power.c planner/fit_gemm.c \
            planner/outfile.c planner/gnuplot.c planner/data_root.c planner/layout_flags.c
 CORE_OBJ = $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
-TESTS    = test_formulas test_models test_hwdb test_estimate test_plan test_cp test_cli test_model_ref test_plot test_schedule \
-           test_overlap test_docs test_zero test_moe test_plan_file test_fp8 test_fit_gemm test_cp_ring test_loss_trend test_moe_route
+TESTS    = test_formulas test_models test_hwdb test_estimate test_estimate_power test_plan test_cp test_cli test_cli_published \
+           test_cli_calibration test_model_ref test_plot test_schedule test_overlap test_docs test_zero test_moe test_plan_file \
+           test_fp8 test_fit_gemm test_cp_ring test_loss_trend test_moe_route
 TEST_BIN = $(TESTS:%=$(BUILD)/tests/%)
 
 .PHONY: all demo test bench gpu gpu-test dev install clean published fuzz fuzz-build
@@ -106,6 +107,9 @@ $(BUILD)/tests/%: tests/%.c tests/test_util.h tests/test_shipped.h $(BUILD)/libs
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -DSEXTANT_ROOT='"$(CURDIR)"' -DSEXTANT_BIN='"$(CURDIR)/$(BUILD)/sextant"' \
 	    -o $@ $< $(BUILD)/libsextant.a $(LDSAN) $(LDLIBS) -lcmocka
+
+# The estimate's two suites share their helpers through one header (built by the rule above).
+$(BUILD)/tests/test_estimate $(BUILD)/tests/test_estimate_power: tests/test_estimate_util.h
 
 # The float64 model reference (the oracle for the GPU trainer's gradients) and
 # the kernels' float64 references it is cross-checked against: plain C with
@@ -186,7 +190,7 @@ bench: $(BUILD)/bench_estimate
 	$(BUILD)/bench_estimate
 
 # Every published run against its estimate (and, for the project's own list, its plan), kept as
-# docs/validation/published.md; test_cli fails when the committed copy is stale.
+# docs/validation/published.md; test_cli_published fails when the committed copy is stale.
 published: $(BUILD)/sextant
 	docs/validation/published.sh $(BUILD) > docs/validation/published.md.tmp && mv docs/validation/published.md.tmp docs/validation/published.md
 	$(BUILD)/sextant published --runs data/published/runs.csv --bands-out hwdb/uncertainty.csv

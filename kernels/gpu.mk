@@ -59,9 +59,11 @@ $(CPRO): validator/cp_ring.c validator/cp_ring.h
 $(LIB): $(KOBJ)
 	ar rcs $@ $^
 
-$(TEST): tests/gpu/test_kernels.cu tests/gpu/gpu_util.h $(LIB) $(REFO) $(CPRO) $(KHDR) kernels/reference.h validator/cp_ring.h
+$(TEST): tests/gpu/test_kernels.cu tests/gpu/test_kernels_attention.cu tests/gpu/kernel_check.h tests/gpu/gpu_util.h \
+         $(LIB) $(REFO) $(CPRO) $(KHDR) kernels/reference.h validator/cp_ring.h
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -Ivalidator -o $@ $< $(LIB) $(REFO) $(CPRO) $(LDCUDA) -lm
+	$(NVCC) $(NVCCFLAGS) -Ivalidator -Itests/gpu -o $@ tests/gpu/test_kernels.cu tests/gpu/test_kernels_attention.cu \
+	    $(LIB) $(REFO) $(CPRO) $(LDCUDA) -lm
 
 $(FP8T): tests/gpu/test_fp8.cu tests/gpu/gpu_util.h $(LIB) $(KHDR) kernels/reference.h
 	@mkdir -p $(dir $@)

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include <cjson/cJSON.h>
+
 #ifndef SEXTANT_ROOT
 #define SEXTANT_ROOT "."
 #endif
@@ -93,6 +95,28 @@ static inline int count_lines(const char *s)
     int n = 0;
     for (; *s; s++) n += *s == '\n';
     return n;
+}
+
+/* sextant ran: exit 0 and something on stdout. */
+static inline void expect_ok(run_result *r)
+{
+    if (r->status != 0) {
+        print_error("exit %d, stderr: %s\n", r->status, r->err);
+        fail();
+    }
+    assert_true(strlen(r->out) > 0);
+}
+
+/* The number at key a (or a.b) of sextant's JSON, or a test failure. */
+static inline double json_number(const cJSON *root, const char *a, const char *b)
+{
+    const cJSON *node = cJSON_GetObjectItemCaseSensitive(root, a);
+    if (b) node = cJSON_GetObjectItemCaseSensitive(node, b);
+    if (!cJSON_IsNumber(node)) {
+        print_error("JSON key %s%s%s is missing or not a number\n", a, b ? "." : "", b ? b : "");
+        fail();
+    }
+    return node->valuedouble;
 }
 
 /* sextant refuses `args` as bad input: a non-zero exit, nothing on stdout, one

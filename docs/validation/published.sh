@@ -1,6 +1,6 @@
 #!/bin/sh
 # Writes docs/validation/published.md to stdout: `make published` keeps it, and
-# test_cli's published_md_is_current fails when the committed copy differs.
+# test_cli_published's published_md_is_current fails when the committed copy differs.
 # Usage: docs/validation/published.sh BUILD_DIR
 set -eu
 sextant="${1:-build}/sextant"

@@ -1,0 +1,379 @@
+/* The calibration overlays through the command line: the power model's clock,
+ * power and per-op energy in estimate's JSON and text and in plan, fit-power's
+ * overlay against the recorded H100 runs it was not fitted on (and its bad
+ * input), the calibrated overlays' steps against all 18 recorded runs, and the
+ * measured overlay each GPU takes by default (hwdb/measured/GPU.csv) or from
+ * --calibration. */
+#include "test_util.h"
+
+#include <cjson/cJSON.h>
+
+#include "hwdb.h"
+#include "planner.h"
+
+/* The power model through the CLI: with the overlay the JSON names the step's
+ * clock and power, the text says why, and each clock-bound op carries its
+ * seconds and energy; without it the clock is the top one and no op has them. */
+static void power_model_in_json_and_text(void **state)
+{
+    (void)state;
+    const char *layout = "estimate llama3.2-1b --gpu h100-sxm --mbs 4 --gbs 4 --seq 2048 --attention flash";
+    run_result r = run_sextant("%s --calibration %s/tests/data/power-overlay.csv --format json --ops", layout, SEXTANT_ROOT);
+    expect_ok(&r);
+    cJSON *root = cJSON_Parse(r.out);
+    assert_non_null(root);
+    double x = json_number(root, "time", "clock_fraction");
+    assert_true(x > 0.3 && x < 1.0);
+    assert_close(json_number(root, "time", "sm_clock_mhz"), x * 1980.0, 1e-9);
+    assert_close(json_number(root, "time", "power_w"), 700.0, 1e-6);
+    assert_true(json_number(root, "time", "top_clock_power_w") > 700.0);
+    assert_true(json_number(root, "time", "clock_bound_top_s") > 0.0);
+    const cJSON *stage = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "stages"), 0), *op;
+    int gemms = 0, membound = 0;
+    cJSON_ArrayForEach(op, cJSON_GetObjectItemCaseSensitive(stage, "ops")) {
+        const char *kind = cJSON_GetObjectItemCaseSensitive(op, "kind")->valuestring;
+        const cJSON *cb = cJSON_GetObjectItemCaseSensitive(op, "clock_bound_s");
+        if (!strcmp(kind, "gemm") && cJSON_GetObjectItemCaseSensitive(op, "flops")->valuedouble >= 1e9) {
+            assert_non_null(cb);
+            assert_true(cb->valuedouble > 0.0 && cb->valuedouble <= cJSON_GetObjectItemCaseSensitive(op, "time_s")->valuedouble);
+            assert_true(cJSON_GetObjectItemCaseSensitive(op, "energy_j")->valuedouble > 0.0);
+            gemms++;
+        }
+        if (!strcmp(kind, "membound") && cJSON_GetObjectItemCaseSensitive(op, "bytes")->valuedouble > 0.0) {
+            assert_true(cb == NULL || cb->valuedouble == 0.0);
+            membound++;
+        }
+    }
+    assert_true(gemms >= 6 && membound >= 6);
+    cJSON_Delete(root);
+    run_free(&r);
+
+    r = run_sextant("%s --calibration %s/tests/data/power-overlay.csv", layout, SEXTANT_ROOT);
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "power cap: at the top clock the step would draw"));
+    run_free(&r);
+
+    /* plan says at what clock its winner runs, and only with the power model */
+    r = run_sextant("plan llama3.2-1b --gpu h100-sxm --gpus 8 --tokens 20B --calibration %s/tests/data/power-overlay.csv",
+                    SEXTANT_ROOT);
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "Under the 700 W power cap it runs at "));
+    run_free(&r);
+    r = run_sextant("plan llama3.2-1b --gpu h100-sxm --gpus 8 --tokens 20B --calibration none");
+    expect_ok(&r);
+    assert_null(strstr(r.out, "power cap"));
+    run_free(&r);
+
+    r = run_sextant("%s --format json --ops --calibration none", layout);
+    expect_ok(&r);
+    root = cJSON_Parse(r.out);
+    assert_non_null(root);
+    assert_true(json_number(root, "time", "clock_fraction") == 1.0);
+    assert_true(json_number(root, "time", "power_w") == 0.0);
+    assert_null(strstr(r.out, "energy_j"));
+    cJSON_Delete(root);
+    run_free(&r);
+}
+
+/* The step-level fit, out of sample: fitted on GPT-2 124M's six runs of one
+ * H100 call (unfused and fused attention, micro-batch 8/16/32), the other
+ * twelve runs of that call (GPT-2 350M and the LLaMA-style 1.24B) must come
+ * within 5% of their measured steps.  The overlay calibrate wrote misses the
+ * fused LLaMA at micro-batch 4 by 7.7%, so this test can fail. */
+/* docs/validation/2026-11-25-h100-power, run-power-model-temperature/ (moved here for the tests) */
+#define POWER_RUNS SEXTANT_ROOT "/tests/data/2026-11-25-h100-power-temperature"
+
+static double measured_step_s(const char *path)
+{
+    csv_table t;
+    char err[512];
+    if (csv_table_read(path, &t, err, sizeof err) != 0) {
+        print_error("%s\n", err);
+        fail();
+    }
+    double measured = 0.0;
+    for (int r = 0; r < t.nrows; r++)
+        if (!strcmp(csv_table_cell(&t, r, "op"), "step") && !strcmp(csv_table_cell(&t, r, "calibrated"), "1"))
+            measured = strtod(csv_table_cell(&t, r, "measured_s"), NULL);
+    csv_table_free(&t);
+    assert_true(measured > 0.0);
+    return measured;
+}
+
+/* The planner's step against the step measured in runs/{train,flash}_MODEL_mbsB.csv, with `overlay`. */
+static double step_error_in(const char *runs, const char *overlay, const char *model, int mbs, int seq, int fused)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s_%s_mbs%d.csv", runs, fused ? "flash" : "train", model, mbs);
+    run_result r = run_sextant("estimate %s --gpu h100-sxm --mbs %d --gbs %d --seq %d --attention %s --recompute none "
+                               "--no-dropout --calibration %s --format json", model, mbs, mbs, seq, fused ? "sextant" : "unfused",
+                               overlay);
+    expect_ok(&r);
+    cJSON *root = cJSON_Parse(r.out);
+    assert_non_null(root);
+    double predicted = json_number(root, "time", "step_s");
+    cJSON_Delete(root);
+    run_free(&r);
+    return predicted / measured_step_s(path) - 1.0;
+}
+
+static double step_error(const char *overlay, const char *model, int mbs, int seq, int fused)
+{
+    return step_error_in(POWER_RUNS, overlay, model, mbs, seq, fused);
+}
+
+/* The issue's fidelity target on recorded H100 steps: the overlay `calibrate` wrote (power model and
+ * step fit) and the shipped hwdb/measured/h100-sxm.csv each put all 18 runs of their call within 5%
+ * (docs/validation/2026-11-25-h100-fitted; its run-calibrate/ and run/ are tests/data/2026-11-25-h100-fitted-*).
+ * A planner change that moves these predictions by a few
+ * percent fails here: the fused LLaMA at micro-batch 4 sits at -3.8% and -3.4%. */
+#define FITTED_RUNS SEXTANT_ROOT "/tests/data/2026-11-25-h100-fitted"
+
+static void calibrated_overlays_predict_all_18_runs(void **state)
+{
+    (void)state;
+    const char *calls[][2] = {{FITTED_RUNS "-calibrate", FITTED_RUNS "-calibrate/h100-sxm.csv"},
+                              {FITTED_RUNS "-shipped", SEXTANT_ROOT "/hwdb/measured/h100-sxm.csv"}};
+    const char *models[] = {"gpt2", "gpt2-medium", "llama3.2-1b"};
+    const int mbs[3][3] = {{8, 16, 32}, {4, 8, 16}, {1, 2, 4}}, seq[] = {1024, 1024, 2048};
+    for (int c = 0; c < 2; c++) {
+        double worst = 0.0;
+        for (int m = 0; m < 3; m++)
+            for (int b = 0; b < 3; b++)
+                for (int fused = 0; fused < 2; fused++) {
+                    double e = step_error_in(calls[c][0], calls[c][1], models[m], mbs[m][b], seq[m], fused);
+                    if (fabs(e) >= 0.05)
+                        print_error("%s: %s mbs %d %s: %+.1f%%\n", calls[c][0], models[m], mbs[m][b],
+                                    fused ? "fused" : "unfused", 100 * e);
+                    worst = fmax(worst, fabs(e));
+                }
+        assert_true(worst < 0.05);
+    }
+}
+
+static void fit_power_predicts_other_models(void **state)
+{
+    (void)state;
+    char fitted[] = "/tmp/sextant-fit-XXXXXX";
+    int fd = mkstemp(fitted);
+    assert_true(fd >= 0);
+    close(fd);
+    run_result r = run_sextant("fit-power --calibration " POWER_RUNS "/h100-sxm.csv --out %s --runs "
+                               POWER_RUNS "/train_gpt2_mbs8.csv," POWER_RUNS "/train_gpt2_mbs16.csv," POWER_RUNS
+                               "/train_gpt2_mbs32.csv," POWER_RUNS "/flash_gpt2_mbs8.csv," POWER_RUNS "/flash_gpt2_mbs16.csv,"
+                               POWER_RUNS "/flash_gpt2_mbs32.csv", fitted);
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "overlay written to"));
+    assert_non_null(strstr(r.out, "rms step error"));
+    run_free(&r);
+
+    /* the fitted overlay loads, and only the two fitted rows changed */
+    hwdb db;
+    char err[512];
+    assert_int_equal(hwdb_load(SEXTANT_ROOT "/hwdb", &db, err, sizeof err), 0);
+    assert_int_equal(hwdb_apply_overlay(&db, fitted, err, sizeof err), 0);
+    const hw_gpu *g = hwdb_find_gpu(&db, "h100-sxm");
+    assert_true(g->clock_energy_exponent >= 0.0 && g->clock_energy_exponent <= 4.0);
+    assert_true(fabs(g->energy_attention_j_per_flop - 2.631e-12) > 0.1e-12);
+    assert_true(fabs(g->power_static_w - 135.5) < 0.1 && fabs(g->energy_gemm_j_per_flop - 0.901e-12) < 1e-15);
+    hwdb_free(&db);
+
+    const char *models[] = {"gpt2-medium", "llama3.2-1b"};
+    const int mbs[2][3] = {{4, 8, 16}, {1, 2, 4}}, seq[] = {1024, 2048};
+    double worst_before = 0.0, worst_after = 0.0;
+    for (int m = 0; m < 2; m++)
+        for (int b = 0; b < 3; b++)
+            for (int fused = 0; fused < 2; fused++) {
+                double after = step_error(fitted, models[m], mbs[m][b], seq[m], fused);
+                double before = step_error(POWER_RUNS "/h100-sxm.csv", models[m], mbs[m][b], seq[m], fused);
+                if (fabs(after) > 0.05) print_error("%s mbs %d %s: %+.1f%%\n", models[m], mbs[m][b], fused ? "fused" : "unfused",
+                                                    100 * after);
+                worst_after = fmax(worst_after, fabs(after));
+                worst_before = fmax(worst_before, fabs(before));
+            }
+    assert_true(worst_before > 0.05);
+    assert_true(worst_after < 0.05);
+    unlink(fitted);
+}
+
+static void fit_power_bad_input(void **state)
+{
+    (void)state;
+    expect_bad_input("fit-power --runs a.csv,b.csv --out /tmp/x.csv", "--calibration OVERLAY");
+    expect_bad_input("fit-power --calibration " POWER_RUNS "/h100-sxm.csv --out /tmp/x.csv", "--runs");
+    expect_bad_input("fit-power --calibration " POWER_RUNS "/h100-sxm.csv --runs a.csv,b.csv", "--out FILE");
+    expect_bad_input("fit-power --calibration " POWER_RUNS "/h100-sxm.csv --out /tmp/sextant-x.csv --runs /nonexistent.csv,"
+                     POWER_RUNS "/train_gpt2_mbs8.csv", "/nonexistent.csv");
+    expect_bad_input("fit-power --calibration " POWER_RUNS "/h100-sxm.csv --out /tmp/sextant-x.csv --runs "
+                     POWER_RUNS "/train_gpt2_mbs8.csv", "the fit needs 2 to");
+    expect_bad_input("fit-power --calibration " POWER_RUNS "/h100-sxm.csv --out /tmp/sextant-x.csv --gpu h200 --runs "
+                     POWER_RUNS "/train_gpt2_mbs8.csv," POWER_RUNS "/train_gpt2_mbs16.csv", "but the fit is for h200");
+    expect_bad_input("fit-power --calibration " SEXTANT_ROOT "/tests/data/2026-11-25-h100-power-default/h100-sxm.csv "
+                     "--out /tmp/sextant-x.csv --runs " POWER_RUNS "/train_gpt2_mbs8.csv," POWER_RUNS "/train_gpt2_mbs16.csv",
+                     "has no power model");
+    expect_bad_input("fit-power --calibration " POWER_RUNS "/h100-sxm.csv --out /tmp/sextant-x.csv --runs "
+                     POWER_RUNS "/calibrate.log," POWER_RUNS "/train_gpt2_mbs16.csv", "calibrate.log");
+    assert_int_equal(access("/tmp/sextant-x.csv", F_OK), -1);
+}
+
+static double json_step_s(const char *args)
+{
+    run_result r = run_sextant("%s --format json", args);
+    expect_ok(&r);
+    cJSON *root = cJSON_Parse(r.out);
+    assert_non_null(root);
+    double step = json_number(root, "time", "step_s");
+    cJSON_Delete(root);
+    run_free(&r);
+    return step;
+}
+
+static const char *json_string(const cJSON *root, const char *a, const char *b)
+{
+    const cJSON *node = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, a), b);
+    if (!cJSON_IsString(node)) {
+        print_error("JSON key %s.%s is missing or not a string\n", a, b);
+        fail();
+    }
+    return node->valuestring;
+}
+
+/* hwdb/measured/h100-sxm.csv is taken by default: the step differs from the hwdb defaults'
+ * (--calibration none, which the library gives from gpus.csv alone), equals naming the file
+ * with --calibration, and one line says so in estimate, explain and plan. */
+static void measured_overlay_is_the_default(void **state)
+{
+    (void)state;
+    const char *layout = "estimate llama3.2-1b --gpu h100-sxm --gpus 8 --mbs 4 --gbs 64 --seq 2048";
+    char args[512];
+    double by_default = json_step_s(layout);
+    snprintf(args, sizeof args, "%s --calibration none", layout);
+    double none = json_step_s(args);
+    snprintf(args, sizeof args, "%s --calibration %s/hwdb/measured/h100-sxm.csv", layout, SEXTANT_ROOT);
+    double named = json_step_s(args);
+    assert_close(by_default, named, 1e-12);
+    assert_true(fabs(by_default / none - 1.0) > 1e-3);
+
+    /* none is the library's estimate on the hwdb alone */
+    hwdb db;
+    model_zoo zoo;
+    char err[512];
+    assert_int_equal(hwdb_load(SEXTANT_ROOT "/hwdb", &db, err, sizeof err), 0);
+    assert_int_equal(model_zoo_load(SEXTANT_ROOT "/models/zoo.csv", &zoo, err, sizeof err), 0);
+    const hw_gpu *g = hwdb_find_gpu(&db, "h100-sxm");
+    const hw_node *node = hwdb_find_node(&db, g->node);
+    layout_t l = {.gpus = 8, .tp = 1, .pp = 1, .dp = 8, .vpp = 1, .mbs = 4, .gbs = 64, .seq = 2048,
+                  .gpus_per_node = node->gpus_per_node, .recompute = RECOMPUTE_SELECTIVE, .precision = PREC_BF16};
+    job_t job = {1e9, 1.0};
+    estimate_t *e = malloc(sizeof *e);
+    assert_int_equal(estimate_layout(model_zoo_find(&zoo, "llama3.2-1b"), g, node, &l, &job, e, err, sizeof err), 0);
+    assert_close(none, e->step_s, 1e-9);
+    free(e);
+    model_zoo_free(&zoo);
+    hwdb_free(&db);
+
+    const char *line = "calibration: hwdb/measured/h100-sxm.csv (measured overlay; --calibration none for the hwdb defaults)\n";
+    const char *commands[] = {"estimate llama3.2-1b --gpus 8", "explain llama3.2-1b --gpus 8",
+                              "plan llama3.2-1b --gpus 8 --tokens 20B"};
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        run_result r = run_sextant("%s", commands[i]);
+        expect_ok(&r);
+        const char *at = strstr(r.out, line);
+        if (!at || count_lines(r.out) - count_lines(at) > 4) {
+            print_error("sextant %s: no '%s' among its first lines\n", commands[i], line);
+            fail();
+        }
+        run_free(&r);
+        r = run_sextant("%s --calibration none", commands[i]);
+        expect_ok(&r);
+        assert_null(strstr(r.out, "measured overlay"));
+        assert_non_null(strstr(r.out, "calibration: none (the hwdb defaults"));
+        run_free(&r);
+    }
+    /* a GPU without a measured file says nothing */
+    run_result r = run_sextant("estimate llama3.2-1b --gpu a100-sxm4-80gb --gpus 8");
+    expect_ok(&r);
+    assert_null(strstr(r.out, "calibration:"));
+    run_free(&r);
+
+    r = run_sextant("estimate llama3.2-1b --gpus 8 --format json");
+    expect_ok(&r);
+    cJSON *root = cJSON_Parse(r.out);
+    assert_string_equal(json_string(root, "calibration", "file"), "hwdb/measured/h100-sxm.csv");
+    assert_string_equal(json_string(root, "calibration", "origin"), "hwdb/measured");
+    cJSON_Delete(root);
+    run_free(&r);
+    r = run_sextant("estimate llama3.2-1b --gpus 8 --format csv --calibration none");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "calibration.file,calibration.origin"));
+    assert_non_null(strstr(r.out, "\"\",\"hwdb defaults\""));
+    run_free(&r);
+}
+
+/* In a plan over several GPU types each GPU with a measured file uses its own (found beside
+ * --hwdb DIR), --calibration FILE takes over the GPUs it names only, and a bad measured file
+ * is refused by file:line:field. */
+static void each_gpu_takes_its_own_measured_overlay(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sextant-measured-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char cmd[2048], args[1024];
+    snprintf(cmd, sizeof cmd, "cp -r %s/hwdb %s/hw && printf 'gpu,key,value,source\\na100-sxm4-80gb,gemm_efficiency,0.5,test\\n'"
+             " > %s/hw/measured/a100-sxm4-80gb.csv && printf 'gpu,key,value,source\\nh100-sxm,gemm_efficiency,0.6,test\\n'"
+             " > %s/h100.csv", SEXTANT_ROOT, dir, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    const char *plan = "plan llama3.2-1b --gpu h100-sxm,a100-sxm4-80gb --gpus 8 --tokens 20B --format json";
+    for (int flag = 0; flag < 2; flag++) {
+        char extra[600] = "";
+        if (flag) snprintf(extra, sizeof extra, " --calibration %s/h100.csv", dir);
+        run_result r = run_sextant("%s --hwdb %s/hw%s", plan, dir, extra);
+        expect_ok(&r);
+        cJSON *root = cJSON_Parse(r.out);
+        const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "calibration");
+        assert_int_equal(cJSON_GetArraySize(list), 2);
+        for (int i = 0; i < 2; i++) {
+            const cJSON *c = cJSON_GetArrayItem(list, i);
+            const char *gpu = cJSON_GetObjectItemCaseSensitive(c, "gpu")->valuestring;
+            const char *file = cJSON_GetObjectItemCaseSensitive(c, "file")->valuestring;
+            const char *origin = cJSON_GetObjectItemCaseSensitive(c, "origin")->valuestring;
+            char want[600];
+            if (flag && !strcmp(gpu, "h100-sxm")) snprintf(want, sizeof want, "%s/h100.csv", dir);
+            else snprintf(want, sizeof want, "%s/hw/measured/%s.csv", dir, gpu);
+            assert_string_equal(file, want);
+            assert_string_equal(origin, flag && !strcmp(gpu, "h100-sxm") ? "--calibration" : "hwdb/measured");
+        }
+        cJSON_Delete(root);
+        run_free(&r);
+    }
+    /* the a100's own file is what changed its step */
+    snprintf(args, sizeof args, "estimate llama3.2-1b --gpu a100-sxm4-80gb --gpus 8 --hwdb %s/hw", dir);
+    double measured = json_step_s(args);
+    snprintf(args, sizeof args, "estimate llama3.2-1b --gpu a100-sxm4-80gb --gpus 8 --hwdb %s/hw --calibration none", dir);
+    assert_true(measured > 1.1 * json_step_s(args));
+    snprintf(cmd, sizeof cmd, "printf 'gpu,key,value,source\\na100-sxm4-80gb,gemm_efficiency,fast,test\\n'"
+             " > %s/hw/measured/a100-sxm4-80gb.csv", dir);
+    assert_int_equal(system(cmd), 0);
+    char where[600];
+    snprintf(where, sizeof where, "%s/hw/measured/a100-sxm4-80gb.csv:2:value", dir);
+    run_result r = run_sextant("%s", args);  /* --calibration none: never read */
+    expect_ok(&r);
+    run_free(&r);
+    snprintf(args, sizeof args, "estimate llama3.2-1b --gpu a100-sxm4-80gb --gpus 8 --hwdb %s/hw", dir);
+    expect_bad_input(args, where);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(power_model_in_json_and_text),
+        cmocka_unit_test(fit_power_predicts_other_models),
+        cmocka_unit_test(calibrated_overlays_predict_all_18_runs),
+        cmocka_unit_test(fit_power_bad_input),
+        cmocka_unit_test(measured_overlay_is_the_default),
+        cmocka_unit_test(each_gpu_takes_its_own_measured_overlay),
+    };
+    return cmocka_run_group_tests_name("cli_calibration", tests, NULL, NULL);
+}

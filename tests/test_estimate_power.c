@@ -1,0 +1,448 @@
+/* The clock under the power cap (docs/model.md) and fit-power's library side:
+ * without the power model, or under a cap no step reaches, the step is the top
+ * clock's to the bit; over the cap the clock-bound work slows until the step
+ * draws the cap, the same on every entry point and with exposed data-parallel
+ * communication; fit-power reads a pipeline run and writes an overlay that
+ * replaces only the two rows it fitted. */
+#include "test_estimate_util.h"
+
+/* ---- the clock under the power cap (docs/model.md) ----------------------
+ * calibrate's figures for an H100 SXM: 124.5 W static, 0.955 pJ per GEMM FLOP,
+ * 2.886 pJ per fused-attention FLOP, 149 pJ per byte, energy per operation
+ * falling as x^2, a 1980 MHz top clock. */
+static void power_model(hw_gpu *g, double cap_w)
+{
+    g->power_cap_w = cap_w;
+    g->clock_max_hz = 1980e6;
+    g->power_static_w = 124.5;
+    g->energy_gemm_j_per_flop = 0.955e-12;
+    g->energy_attention_j_per_flop = 2.886e-12;
+    g->energy_j_per_byte = 149e-12;
+    g->clock_energy_exponent = 2.0;
+}
+
+static void estimate_into(const char *model, const hw_gpu *g, layout_t l, estimate_t *e)
+{
+    const model_t *m = model_zoo_find(&zoo, model);
+    assert_non_null(m);
+    run_model(m, g, l, e);
+}
+
+/* Without the power model every power figure is 0 and the clock the top one;
+ * with it but a cap no step reaches (1 MW), the clock stays at the top and
+ * every time is the same, to the bit, as without it.  A static power of 0
+ * leaves the model off whatever the rest says. */
+static void power_model_off_or_under_the_cap_keeps_the_top_clock(void **state)
+{
+    (void)state;
+    hw_gpu plain = *hwdb_find_gpu(&db, "h100-sxm");
+    assert_true(plain.clock_max_hz == 0.0 && plain.power_static_w == 0.0);
+    layout_t l = layout(1, 1, 1, 8, 8, 1024);
+    static estimate_t off, high;
+    estimate_into("gpt2", &plain, l, &off);
+    assert_true(off.clock_fraction == 1.0);
+    assert_true(off.step_power_w == 0.0 && off.step_clock_hz == 0.0 && off.top_clock_power_w == 0.0);
+    assert_true(off.clock_bound_top_s == 0.0);
+    for (int i = 0; i < off.first_stage.nops; i++)
+        assert_true(off.first_stage.ops[i].clock_bound_s == 0.0 && off.first_stage.ops[i].energy_j == 0.0);
+
+    hw_gpu capped = plain;
+    power_model(&capped, 1e6);
+    estimate_into("gpt2", &capped, l, &high);
+    assert_true(high.clock_fraction == 1.0);
+    assert_true(high.step_s == off.step_s);
+    assert_true(high.compute_s == off.compute_s && high.optimizer_s == off.optimizer_s);
+    assert_true(high.tokens_per_s == off.tokens_per_s && high.mfu == off.mfu);
+    assert_true(high.step_clock_hz == 1980e6);
+    assert_true(high.step_power_w == high.top_clock_power_w);
+    assert_true(high.top_clock_power_w > 124.5 && high.top_clock_power_w < 1e6);
+    assert_true(high.clock_bound_top_s > 0.0 && high.clock_bound_top_s < high.step_s);
+    assert_int_equal(high.first_stage.nops, off.first_stage.nops);
+    for (int i = 0; i < off.first_stage.nops; i++) assert_true(high.first_stage.ops[i].time_s == off.first_stage.ops[i].time_s);
+
+    /* the model needs a static power: without it a 1 W cap changes nothing */
+    hw_gpu no_static = capped;
+    no_static.power_cap_w = 1.0;
+    no_static.power_static_w = 0.0;
+    estimate_into("gpt2", &no_static, l, &high);
+    assert_true(high.clock_fraction == 1.0 && high.step_s == off.step_s && high.step_power_w == 0.0);
+}
+
+/* GPT-2 124M on one H100, two micro-batches of 8 x 1024 tokens: at the top
+ * clock the step would draw about 930 W, over the 700 W cap.  The energy and clock-bound seconds are summed
+ * again here from the costed ops (body ops once per micro-batch, the optimizer's
+ * once per step); the clock x settles where the step draws the cap; the step
+ * grows by exactly the clock-bound seconds' stretch, clock_bound_top_s (1/x - 1),
+ * since one GPU has no bubble or exposed communication whose share could change;
+ * every op grows by its own clock-bound seconds' stretch and memory-bound ops not
+ * at all.  Tolerances: 1e-12 where both sides sum the same numbers in another
+ * order; the cap to 1e-6 relative (the bisection leaves 5e-13 in x). */
+static void power_cap_slows_the_clock_bound_work(void **state)
+{
+    (void)state;
+    hw_gpu plain = *hwdb_find_gpu(&db, "h100-sxm");
+    /* the mechanism on the datasheet's rates, without hwdb/priors.csv's slower kernels */
+    plain.attention_fwd_efficiency = plain.attention_bwd_efficiency = plain.gemm_half_flops = 0.0;
+    plain.launch_overhead_s = plain.membound_overhead_s = 0.0;
+    hw_gpu capped = plain;
+    power_model(&capped, 700.0);
+    layout_t l = layout(1, 1, 1, 8, 16, 1024);
+    static estimate_t top, at_cap;
+    estimate_into("gpt2", &plain, l, &top);
+    estimate_into("gpt2", &capped, l, &at_cap);
+    const double microbatches = (double)at_cap.microbatches;
+    assert_true(microbatches == 2.0);
+
+    double energy = 0.0, clock_bound = 0.0;
+    int clock_bound_ops = 0;
+    for (int i = 0; i < at_cap.first_stage.nops; i++) {
+        const op_t *op = &at_cap.first_stage.ops[i], *op_top = &top.first_stage.ops[i];
+        assert_string_equal(op->name, op_top->name);
+        double per_step = (double)op->count * (op->pass == PASS_STEP ? 1.0 : microbatches);
+        energy += op->energy_j * per_step;
+        clock_bound += op->clock_bound_s * per_step;
+        switch (op->kind) {
+        case OP_GEMM:
+            assert_close(op->energy_j, 0.955e-12 * op->flops + 149e-12 * op->bytes, 1e-12);
+            /* all of its time at the top clock follows the clock, or none */
+            assert_true(op->clock_bound_s == 0.0 || op->clock_bound_s == op_top->time_s);
+            break;
+        case OP_ATTENTION: /* fused: all of it follows the clock */
+            assert_close(op->energy_j, 2.886e-12 * op->flops + 149e-12 * op->bytes, 1e-12);
+            assert_true(op->clock_bound_s == op_top->time_s);
+            break;
+        case OP_MEMBOUND:
+            assert_close(op->energy_j, 149e-12 * op->bytes, 1e-12);
+            assert_true(op->clock_bound_s == 0.0);
+            break;
+        case OP_COMM:
+            assert_true(op->energy_j == 0.0 && op->clock_bound_s == 0.0);
+            break;
+        }
+        clock_bound_ops += op->clock_bound_s > 0.0;
+        /* each op at the step's clock */
+        double x = at_cap.clock_fraction;
+        if (op->clock_bound_s == 0.0) assert_true(op->time_s == op_top->time_s);
+        else assert_close(op->time_s, op_top->time_s + op->clock_bound_s * (1.0 / x - 1.0), 1e-12);
+    }
+    assert_true(clock_bound_ops > 0);
+    /* the large GEMMs follow the clock */
+    assert_true(costed_op(&at_cap, "qkv", PASS_FWD)->clock_bound_s == costed_op(&top, "qkv", PASS_FWD)->time_s);
+    assert_true(costed_op(&at_cap, "mlp_up", PASS_FWD)->clock_bound_s > 0.0);
+
+    /* the step at the top clock: over the cap (so this test is not vacuous) */
+    assert_close(at_cap.clock_bound_top_s, clock_bound, 1e-12);
+    assert_close(at_cap.top_clock_power_w, 124.5 + energy / top.step_s, 1e-12);
+    assert_true(at_cap.top_clock_power_w > 800.0);
+
+    /* the clock where the step draws the cap */
+    double x = at_cap.clock_fraction;
+    assert_true(x > 0.3 && x < 1.0);
+    assert_close(x, power_capped_clock_fraction(124.5, 700.0, energy, top.step_s - clock_bound, clock_bound, 2.0, 0.3), 1e-12);
+    assert_close(at_cap.step_clock_hz, x * 1980e6, 1e-15);
+    assert_close(at_cap.step_power_w, 700.0, 1e-6);
+    assert_close(124.5 + energy * x * x / at_cap.step_s, 700.0, 1e-6);
+
+    /* the step: longer by the clock-bound seconds' stretch, the rest unchanged */
+    assert_true(at_cap.step_s > top.step_s);
+    assert_close(at_cap.step_s - top.step_s, at_cap.clock_bound_top_s * (1.0 / x - 1.0), 1e-9);
+    assert_close(at_cap.compute_s - top.compute_s, at_cap.clock_bound_top_s * (1.0 / x - 1.0), 1e-9);
+    assert_true(at_cap.optimizer_s == top.optimizer_s && at_cap.dp_comm_s == top.dp_comm_s);
+    assert_true(at_cap.tp_comm_s == top.tp_comm_s && at_cap.bubble_s == top.bubble_s);
+    assert_close(at_cap.tokens_per_s, 16.0 * 1024.0 / at_cap.step_s, 1e-12);
+    assert_close(at_cap.mfu, top.mfu * top.step_s / at_cap.step_s, 1e-12);
+    assert_close(at_cap.time_to_train_s, at_cap.steps * at_cap.step_s, 1e-12);
+
+    /* no power_cap_w: the TDP is the cap (700 W for the H100 SXM) */
+    hw_gpu tdp = capped;
+    tdp.power_cap_w = 0.0;
+    assert_true(tdp.tdp_w == 700.0);
+    static estimate_t at_tdp;
+    estimate_into("gpt2", &tdp, l, &at_tdp);
+    assert_true(at_tdp.clock_fraction == x && at_tdp.step_s == at_cap.step_s);
+
+    /* a cap just over the static power: the clock's floor, 30% of the top, and the
+     * step draws more than the cap there */
+    hw_gpu starved = capped;
+    starved.power_cap_w = 130.0;
+    estimate_into("gpt2", &starved, l, &at_tdp);
+    assert_true(at_tdp.clock_fraction == 0.3);
+    assert_true(at_tdp.step_power_w > 130.0);
+    assert_close(at_tdp.step_s - top.step_s, at_tdp.clock_bound_top_s * (1.0 / 0.3 - 1.0), 1e-9);
+
+    /* bigger micro-batches run the tensor cores harder: the clock falls (or holds) */
+    double previous = 1.0, first = 0.0;
+    for (int64_t mbs = 1; mbs <= 16; mbs *= 2) {
+        estimate_into("gpt2", &capped, layout(1, 1, 1, mbs, mbs, 1024), &at_tdp);
+        assert_true(at_tdp.top_clock_power_w > 700.0);
+        assert_true(at_tdp.clock_fraction <= previous);
+        previous = at_tdp.clock_fraction;
+        if (mbs == 1) first = previous;
+    }
+    assert_true(previous < first);
+}
+
+/* Which GEMMs follow the clock: those of 1 GFLOP or more that the roofline
+ * puts on the tensor cores.  GPT-2 with a 64-token micro-batch: the LM head
+ * (5 GFLOP) reads its 77 MB weight slower than it multiplies, so it waits on
+ * memory, not the clock; the layers' GEMMs are under 1 GFLOP.  A time calibrate
+ * measured follows the clock by its FLOPs alone: the LM head's then does, the
+ * QKV projection's (0.23 GFLOP) still does not. */
+static void power_cap_which_gemms_follow_the_clock(void **state)
+{
+    (void)state;
+    hw_gpu capped = *hwdb_find_gpu(&db, "h100-sxm");
+    power_model(&capped, 700.0);
+    const double membw = capped.hbm_bytes_per_s * capped.membound_efficiency;
+    layout_t l = layout(1, 1, 1, 1, 1, 64);
+    static estimate_t e;
+    estimate_into("gpt2", &capped, l, &e);
+    assert_true(e.clock_fraction == 1.0); /* so time_s is the top clock's */
+    const op_t *head = costed_op(&e, "lm_head", PASS_FWD), *qkv = costed_op(&e, "qkv", PASS_FWD);
+    assert_true(head->flops >= 1e9 && qkv->flops < 1e9);
+    assert_close(head->time_s, head->bytes / membw, 1e-12);
+    assert_true(head->clock_bound_s == 0.0 && qkv->clock_bound_s == 0.0);
+    for (int i = 0; i < e.first_stage.nops; i++) {
+        const op_t *op = &e.first_stage.ops[i];
+        if (op->kind != OP_GEMM) continue;
+        int memory_bound = op->time_s == op->bytes / membw;
+        if (op->flops < 1e9 || memory_bound) assert_true(op->clock_bound_s == 0.0);
+        else assert_true(op->clock_bound_s == op->time_s);
+        assert_close(op->energy_j, 0.955e-12 * op->flops + 149e-12 * op->bytes, 1e-12);
+    }
+
+    hw_gpu timed = capped;
+    timed.gemm_times = 0;
+    timed.gemm_time[timed.gemm_times++] = (hw_gemm_time){head->m, head->n, head->k, 0, 50e-6};
+    timed.gemm_time[timed.gemm_times++] = (hw_gemm_time){qkv->m, qkv->n, qkv->k, 0, 20e-6};
+    static estimate_t t;
+    estimate_into("gpt2", &timed, l, &t);
+    assert_true(costed_op(&t, "lm_head", PASS_FWD)->clock_bound_s == 50e-6);
+    assert_true(costed_op(&t, "qkv", PASS_FWD)->clock_bound_s == 0.0);
+    assert_close(costed_op(&t, "qkv", PASS_FWD)->time_s, 20e-6, 1e-12);
+}
+
+/* Several GPUs: the search's cached path, the fast path and estimate_layout
+ * give the same numbers, to the bit, with the power model on; in a pipeline
+ * each stage's ops stretch by their own clock-bound seconds. */
+static void power_cap_same_on_every_entry_point(void **state)
+{
+    (void)state;
+    hw_gpu capped = *hwdb_find_gpu(&db, "h100-sxm");
+    power_model(&capped, 700.0);
+    const hw_node *n = hwdb_find_node(&db, capped.node);
+    struct {
+        const char *model;
+        layout_t l;
+    } cases[] = {
+        {"gpt2", layout(1, 1, 1, 8, 8, 1024)},        {"gpt2", layout(16, 1, 1, 8, 512, 1024)},
+        {"llama2-7b", layout(8, 1, 8, 1, 32, 4096)},   {"llama2-7b", layout(64, 1, 1, 1, 64, 4096)},
+        {"llama2-7b", layout(64, 1, 1, 1, 128, 4096)}, {"llama2-13b", layout(64, 8, 1, 4, 256, 4096)},
+        {"llama2-70b", layout(64, 8, 4, 1, 64, 4096)}, {"gpt2", layout(16, 1, 1, 8, 256, 1024)},
+    };
+    const int ncases = (int)(sizeof cases / sizeof cases[0]);
+    estimate_cache *cache = estimate_cache_new();
+    assert_non_null(cache);
+    static estimate_t slow, fast, cached;
+    char err[512];
+    int below_top = 0;
+    /* twice over, the second time with every part already in the cache */
+    for (int pass = 0; pass < 2; pass++)
+        for (int c = 0; c < ncases; c++) {
+            const model_t *m = model_zoo_find(&zoo, cases[c].model);
+            assert_non_null(m);
+            layout_t l = cases[c].l;
+            l.gpus_per_node = n->gpus_per_node;
+            job_t job = {2e12, capped.cloud_usd_per_gpu_hour};
+            assert_int_equal(estimate_layout(m, &capped, n, &l, &job, &slow, err, sizeof err), 0);
+            assert_int_equal(estimate_layout_fast(m, &capped, n, &l, &job, &fast, err, sizeof err), 0);
+            assert_int_equal(estimate_layout_cached(cache, m, &capped, n, &l, &job, 0, &cached, err, sizeof err), 0);
+            const estimate_t *other[2] = {&fast, &cached};
+            for (int k = 0; k < 2; k++) {
+                const estimate_t *o = other[k];
+                if (o->step_s != slow.step_s) print_error("%s case %d: step %.17g vs %.17g\n", k ? "cached" : "fast", c, o->step_s, slow.step_s);
+                assert_true(o->step_s == slow.step_s);
+                assert_true(o->clock_fraction == slow.clock_fraction);
+                assert_true(o->step_clock_hz == slow.step_clock_hz);
+                assert_true(o->top_clock_power_w == slow.top_clock_power_w);
+                assert_true(o->step_power_w == slow.step_power_w);
+                assert_true(o->clock_bound_top_s == slow.clock_bound_top_s);
+                assert_true(o->compute_s == slow.compute_s && o->bubble_s == slow.bubble_s);
+                assert_true(o->dp_comm_s == slow.dp_comm_s && o->mfu == slow.mfu);
+            }
+            for (int st = 0; st < 2; st++) {
+                const stage_ops *a = st ? &slow.last_stage : &slow.first_stage, *b = st ? &fast.last_stage : &fast.first_stage;
+                assert_int_equal(a->nops, b->nops);
+                for (int i = 0; i < a->nops; i++) assert_true(a->ops[i].time_s == b->ops[i].time_s);
+            }
+            below_top += slow.clock_fraction < 1.0;
+        }
+    estimate_cache_free(cache);
+    assert_true(below_top >= 2 * 5);
+
+    /* a pipeline of 8: both stages' ops at the step's clock */
+    hw_gpu plain = *hwdb_find_gpu(&db, "h100-sxm");
+    static estimate_t top;
+    estimate_into("llama2-7b", &plain, cases[2].l, &top);
+    estimate_into("llama2-7b", &capped, cases[2].l, &slow);
+    double x = slow.clock_fraction;
+    assert_true(x > 0.3 && x < 1.0);
+    assert_true(slow.step_s > top.step_s);
+    assert_true(slow.step_power_w <= 700.0 * (1.0 + 1e-9));
+    /* the power is the slowest stage's GPU's: here the last, with the LM head */
+    assert_int_equal(top.slowest_stage, 7);
+    assert_int_equal(slow.slowest_stage, 7);
+    double energy = 0.0, clock_bound = 0.0;
+    for (int i = 0; i < slow.last_stage.nops; i++) {
+        const op_t *op = &slow.last_stage.ops[i];
+        double per_step = (double)op->count * (op->pass == PASS_STEP ? 1.0 : (double)slow.microbatches);
+        energy += op->energy_j * per_step;
+        clock_bound += op->clock_bound_s * per_step;
+    }
+    assert_close(slow.clock_bound_top_s, clock_bound, 1e-12);
+    assert_close(slow.top_clock_power_w, 124.5 + energy / top.step_s, 1e-12);
+    /* the bubble slows with the other stages: the settled step, not the top-clock one, meets the cap (the
+     * one-shot solve on the top-clock step put the clock too low), and x is the fixed point of the solve on
+     * what the settled step leaves beside CB / x */
+    assert_close(slow.step_power_w, 700.0, 1e-6);
+    assert_close(x, power_capped_clock_fraction(124.5, 700.0, energy, slow.step_s - clock_bound / x, clock_bound, 2.0, 0.3),
+                 1e-9);
+    assert_true(x > power_capped_clock_fraction(124.5, 700.0, energy, top.step_s - clock_bound, clock_bound, 2.0, 0.3));
+    for (int st = 0; st < 2; st++) {
+        const stage_ops *a = st ? &slow.last_stage : &slow.first_stage, *t = st ? &top.last_stage : &top.first_stage;
+        assert_int_equal(a->nops, t->nops);
+        int stretched = 0;
+        for (int i = 0; i < a->nops; i++) {
+            if (a->ops[i].clock_bound_s == 0.0) assert_true(a->ops[i].time_s == t->ops[i].time_s);
+            else assert_close(a->ops[i].time_s, t->ops[i].time_s + a->ops[i].clock_bound_s * (1.0 / x - 1.0), 1e-12);
+            stretched += a->ops[i].clock_bound_s > 0.0;
+        }
+        assert_true(stretched > 0);
+    }
+}
+
+/* Data parallel over a slow NIC: slower compute hides more of the gradient
+ * reduction, so the step at x is shorter than the top-clock step stretched by
+ * CB (1/x - 1).  The settled step must still draw the cap (the one-shot solve
+ * left it at 703.9 W here), and x must be the fixed point. */
+static void power_cap_settles_with_exposed_data_parallel(void **state)
+{
+    (void)state;
+    hw_gpu capped = *hwdb_find_gpu(&db, "h100-sxm");
+    capped.power_cap_w = 700.0;
+    capped.clock_max_hz = 1980e6;
+    capped.power_static_w = 124.5;
+    capped.energy_gemm_j_per_flop = 0.955e-12;
+    capped.energy_attention_j_per_flop = 2.886e-12;
+    capped.energy_j_per_byte = 149e-12;
+    capped.clock_energy_exponent = 2.0;
+    hw_node slow_nic = *hwdb_find_node(&db, capped.node);
+    slow_nic.nic_bits_per_s = 25e9;
+    layout_t l = layout(16, 1, 1, 8, 16 * 8 * 4, 1024);
+    l.gpus_per_node = slow_nic.gpus_per_node;
+    job_t job = {2e12, capped.cloud_usd_per_gpu_hour};
+    char err[512];
+    static estimate_t e;
+    const model_t *m = model_zoo_find(&zoo, "gpt2");
+    assert_non_null(m);
+    assert_int_equal(estimate_layout(m, &capped, &slow_nic, &l, &job, &e, err, sizeof err), 0);
+    double x = e.clock_fraction;
+    assert_true(x > 0.3 && x < 1.0);
+    assert_true(e.dp_comm_s > 0.0);   /* some of the reduction stays exposed: the case this test is for */
+    assert_close(e.step_power_w, 700.0, 1e-6);
+    /* P(x) = static + E x^2 / step: E from the top-clock power and step */
+    static estimate_t top;
+    hw_gpu plain = *hwdb_find_gpu(&db, "h100-sxm");
+    assert_int_equal(estimate_layout(m, &plain, &slow_nic, &l, &job, &top, err, sizeof err), 0);
+    double dynamic_j = (e.top_clock_power_w - 124.5) * top.step_s;
+    assert_close(x, power_capped_clock_fraction(124.5, 700.0, dynamic_j, e.step_s - e.clock_bound_top_s / x,
+                                                e.clock_bound_top_s, 2.0, 0.3), 1e-9);
+    assert_true(e.step_s < top.step_s + e.clock_bound_top_s * (1.0 / x - 1.0));
+}
+
+/* fit-power's reader: a two-stage pipeline's CSV gives its layout and the
+ * slower stage's measured step; a run of another GPU is refused at its line. */
+static void power_fit_reads_a_pipeline_run(void **state)
+{
+    (void)state;
+    const hw_gpu *h200 = hwdb_find_gpu(&db, "h200");
+    assert_non_null(h200);
+    const hw_node *node = hwdb_find_node(&db, h200->node);
+    static power_fit_run run;
+    char err[512];
+    const char *path = SEXTANT_ROOT "/tests/data/2026-11-23-h200x2-train-pp2.csv";
+    if (power_fit_read_run(path, &zoo, h200, node, &run, err, sizeof err) != 0) {
+        print_error("%s\n", err);
+        fail();
+    }
+    assert_string_equal(run.model.name, "gpt2-medium");
+    assert_true(run.model.dropout == 0);
+    assert_true(run.layout.gpus == 2 && run.layout.pp == 2 && run.layout.tp == 1 && run.layout.dp == 1);
+    assert_true(run.layout.mbs == 8 && run.layout.gbs == 64 && run.layout.seq == 1024);
+    assert_true(run.layout.recompute == RECOMPUTE_NONE && run.layout.attention == ATTENTION_UNFUSED);
+    assert_close(run.measured_s, 2.446229e-01, 1e-12); /* stage 0's 0.2446229 s, not stage 1's 0.2445891 */
+
+    const hw_gpu *h100 = hwdb_find_gpu(&db, "h100-sxm");
+    assert_int_equal(power_fit_read_run(path, &zoo, h100, node, &run, err, sizeof err), -1);
+    assert_non_null(strstr(err, "2026-11-23-h200x2-train-pp2.csv:"));
+    assert_non_null(strstr(err, ":gpu: 'h200', but the fit is for h100-sxm"));
+    /* without the power model the fit refuses, naming the way to get one */
+    static power_fit_run two[2];
+    static power_fit_result fit;
+    assert_int_equal(power_fit_read_run(path, &zoo, h200, node, &two[0], err, sizeof err), 0);
+    two[1] = two[0];
+    assert_int_equal(power_fit_steps(h200, node, two, 2, &fit, err, sizeof err), -1);
+    assert_non_null(strstr(err, "has no power model in the overlay"));
+}
+
+/* The fitted overlay: the two fitted rows replace the old ones (or are appended), every other
+ * line kept byte for byte, the source naming who fitted it and the runs; a missing overlay is
+ * refused by name. */
+static void power_fit_overlay_replaces_two_rows(void **state)
+{
+    (void)state;
+    const hw_gpu *h100 = hwdb_find_gpu(&db, "h100-sxm");
+    assert_non_null(h100);
+    char dir[] = "/tmp/sextant-overlay-XXXXXX", path[128], err[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/overlay.csv", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("gpu,key,value,source\n# a comment\nh100-sxm,clock_energy_exponent,2.04,calibrate\nh200,clock_energy_exponent,"
+          "1.5,other gpu\nh100-sxm,gemm_efficiency,0.86,calibrate",
+          f);
+    fclose(f);
+    static power_fit_run runs[2];
+    snprintf(runs[0].path, sizeof runs[0].path, "/x/train_gpt2_mbs8.csv");
+    snprintf(runs[1].path, sizeof runs[1].path, "flash_gpt2_mbs8.csv");
+    power_fit_result fit = {.exponent = 1.3875, .energy_attention_j_per_flop = 4.5e-12};
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(power_fit_overlay_text(path, h100, "test fit", runs, 2, &fit, &text, &len, err, sizeof err), 0);
+    assert_int_equal(strlen(text), len);
+    assert_non_null(strstr(text, "gpu,key,value,source\n# a comment\nh100-sxm,clock_energy_exponent,1.3875,\"test fit "));
+    assert_non_null(strstr(text, " on 2 validate runs: train_gpt2_mbs8.csv flash_gpt2_mbs8.csv\"\n"));
+    assert_non_null(strstr(text, "\nh200,clock_energy_exponent,1.5,other gpu\nh100-sxm,gemm_efficiency,0.86,calibrate\n"));
+    assert_non_null(strstr(text, "\nh100-sxm,energy_attention_pj_per_flop,4.50000,\"test fit ")); /* appended */
+    assert_null(strstr(text, "2.04"));
+    free(text);
+    unlink(path);
+    assert_int_equal(power_fit_overlay_text(path, h100, "test fit", runs, 2, &fit, &text, &len, err, sizeof err), -1);
+    assert_null(text);
+    assert_non_null(strstr(err, "overlay.csv: cannot read"));
+    rmdir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(power_model_off_or_under_the_cap_keeps_the_top_clock),
+        cmocka_unit_test(power_cap_slows_the_clock_bound_work),
+        cmocka_unit_test(power_cap_which_gemms_follow_the_clock),
+        cmocka_unit_test(power_cap_same_on_every_entry_point),
+        cmocka_unit_test(power_cap_settles_with_exposed_data_parallel),
+        cmocka_unit_test(power_fit_reads_a_pipeline_run),
+        cmocka_unit_test(power_fit_overlay_replaces_two_rows),
+    };
+    return cmocka_run_group_tests_name("estimate_power", tests, setup_datasheets, teardown_shipped);
+}
