@@ -21,12 +21,12 @@ REFCFLAGS ?= -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissin
 LDCUDA    ?= -lcudart
 LDBLAS    ?= -lcublas
 
-KSRC  = kernels/embedding.cu kernels/norm.cu kernels/activation.cu kernels/softmax.cu kernels/attention.cu \
+KSRC  = kernels/embedding.cu kernels/embedding_grouped.cu kernels/norm.cu kernels/activation.cu kernels/softmax.cu kernels/attention.cu \
         kernels/rope.cu kernels/crossentropy.cu kernels/adamw.cu kernels/parallel.cu kernels/clock.cu \
         kernels/cp_attention.cu kernels/fp8.cu kernels/moe.cu
 KOBJ  = $(KSRC:%.cu=$(BUILD)/gpu/obj/%.o)
 KHDR  = kernels/kernels.h kernels/kernels_internal.h kernels/common.cuh kernels/norm_partial.cuh \
-        kernels/crossentropy.cuh
+        kernels/crossentropy.cuh kernels/embedding_internal.cuh
 REFO  = $(BUILD)/gpu/obj/kernels/reference.o
 # context parallelism's ring blocks and positions (plain C): test_kernels runs the ring with them
 CPRO  = $(BUILD)/gpu/obj/validator/cp_ring.o
