@@ -1,4 +1,4 @@
-/* Host helpers shared by tests/gpu/test_kernels.cu and bench_kernels.cu. */
+/* Host helpers shared by the GPU tests (test_kernels, test_fp8, test_moe_kernels) and bench_kernels.cu. */
 #ifndef SEXTANT_GPU_UTIL_H
 #define SEXTANT_GPU_UTIL_H
 
