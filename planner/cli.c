@@ -43,7 +43,7 @@ typedef struct {
     /* plan */
     const char *gpus_text, *emit, *plot;
     /* fit-power, published */
-    const char *runs, *bands_out;
+    const char *runs, *bands_out, *explain_case;
     double days, budget;
     int have_objective, top, strict, allow_tp_across_nodes;
     objective_t objective;
@@ -70,7 +70,7 @@ static const struct {
     /* the search */
     {"--top", FOR_PLAN}, {"--days", FOR_PLAN}, {"--budget", FOR_PLAN}, {"--objective", FOR_PLAN},
     {"--strict", FOR_PLAN}, {"--allow-tp-across-nodes", FOR_PLAN}, {"--emit", FOR_PLAN}, {"--plot", FOR_PLAN},
-    {"--runs", FOR_FIT_POWER | FOR_PUBLISHED}, {"--bands-out", FOR_PUBLISHED},
+    {"--runs", FOR_FIT_POWER | FOR_PUBLISHED}, {"--bands-out", FOR_PUBLISHED}, {"--explain", FOR_PUBLISHED},
 };
 #define COMMAND_FLAGS (sizeof command_flags / sizeof command_flags[0])
 
@@ -86,6 +86,8 @@ static const char *usage_text =
     "  plan [MODEL]           search every layout: how many GPUs, which layout, how long, how much\n"
     "  published [--runs FILE] [--format json]   published runs (default models/published_runs.csv, with the plan\n"
     "                         column) against their estimates, per source group; data/published/runs.csv holds more\n"
+    "  published [--runs FILE] --explain CASE   one published case: how its row was read, published against\n"
+    "                         predicted in each of its metrics, and explain's derivation of the estimate\n"
     "  calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B] [--warm | --no-step-fit] [--step-runs DIR]   GPU\n"
     "                         microbenchmarks, the models' GEMM and attention shapes, the GPU's power (NVML) so the\n"
     "                         planner sets each step's clock under the power cap, refined on six GPT-2 training runs\n"
@@ -198,7 +200,7 @@ static int foreign_flag(const char *command, const char *flag)
     static const struct { const char *command; const char *flags[8]; } own[] = {
         {"models", {"--models", "--format", "--out"}},
         {"hw", {"--hwdb", "--calibration", "--out"}},   /* hw prints one format */
-        {"published", {"--runs", "--format", "--bands-out", "--hwdb", "--models", "--calibration", "--out"}},
+        {"published", {"--runs", "--format", "--bands-out", "--explain", "--hwdb", "--models", "--calibration", "--out"}},
         {"fit-gemm", {"--calibration", "--out", "--gpu", "--hwdb", "--models"}},
     };
     if (!command || flag[0] != '-' || !strcmp(flag, "--help") || !strcmp(flag, "-h") || !strcmp(flag, "--version"))
@@ -258,6 +260,7 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(a, "--plot")) { if (!(o->plot = TAKE())) return fail("--plot: missing value"); }
         else if (!strcmp(a, "--bands-out")) { if (!(o->bands_out = TAKE())) return fail("--bands-out: missing value"); }
         else if (!strcmp(a, "--runs")) { if (!(o->runs = TAKE())) return fail("--runs: missing value"); }
+        else if (!strcmp(a, "--explain")) { if (!(o->explain_case = TAKE())) return fail("--explain: missing value"); }
         else if (!strcmp(a, "--days") || !strcmp(a, "--budget")) {
             const char *t = TAKE();
             double value;
@@ -1028,6 +1031,10 @@ static int cmd_published(const options *o, const char *root, FILE *out)
         snprintf(source, sizeof source, "sextant published --runs %.900s (hwdb defaults)", runs);
         if (published_bands(&db, &zoo, runs, &bands, err, sizeof err) != 0 ||
             uncertainty_write(o->bands_out, &bands, source, err, sizeof err) != 0)
+            rc = fail("%s", err);
+    } else if (!rc && o->explain_case) {
+        if (o->format != FORMAT_TABLE) rc = fail("published --explain: a derivation in text, not --format %s", o->format == FORMAT_JSON ? "json" : "csv");
+        else if (explain_published(out, &db, &zoo, o->runs ? o->runs : path, o->explain_case, err, sizeof err) != 0)
             rc = fail("%s", err);
     } else if (!rc && report_published(out, &db, &zoo, o->runs ? o->runs : path, o->format, with_plan, err, sizeof err) != 0)
         rc = fail("%s", err);

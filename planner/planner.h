@@ -567,6 +567,10 @@ const char *published_convention(const published_row *row);
 /* Every row against its estimate (and, with_plan, its plan), per source group, as a table or JSON. */
 int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char *runs_path, format_t format,
                      int with_plan, char *err, size_t errlen);
+/* One published case (its rows share a layout): how the row was read, each metric's published and predicted
+ * figure, then `explain`'s derivation of the estimate.  -1 with why when the case is not in the file. */
+int explain_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char *runs_path, const char *case_name,
+                      char *err, size_t errlen);
 /* The bands of the rows report_published would estimate (for hwdb/uncertainty.csv). */
 int published_bands(const hwdb *db, const model_zoo *zoo, const char *runs_path, uncertainty_bands *bands, char *err,
                     size_t errlen);

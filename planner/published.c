@@ -313,6 +313,62 @@ static void print_families(FILE *out, const published_totals *s, const estimated
     if (rows_all) fprintf(out, "| all | %d | %d (%.0f%%) |\n", rows_all, inside_all, 100.0 * inside_all / rows_all);
 }
 
+int explain_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char *runs_path, const char *case_name,
+                      char *err, size_t errlen)
+{
+    csv_table t;
+    if (csv_table_read(runs_path, &t, err, errlen) != 0) return -1;
+    estimate_t *e = malloc(sizeof *e);
+    published_row *row = malloc(sizeof *row);
+    int status = !e || !row ? -1 : 1, printed = 0;
+    if (status < 0) snprintf(err, errlen, "out of memory");
+    /* a case's rows share one layout, each in its own metric: the layout once, every metric's figure */
+    for (int r = 0; r < t.nrows && status > 0; r++) {
+        const char *name = csv_table_cell(&t, r, "case");
+        if (!name || strcmp(name, case_name)) continue;
+        if (published_row_read(&t, r, db, zoo, row, err, errlen) != 0) { status = -1; break; }
+        double predicted = 0.0, error = 0.0;
+        int estimated = estimate_row(row, e, &predicted, &error);
+        if (!printed) {
+            fprintf(out, "Published run %s (%s, line %d)\nSource: %s\n", row->case_name, runs_path, row->line, row->source);
+            if (row->gpu && row->node)
+                fprintf(out, "GPU %s, node %s: %lld GPUs per node, %lld NICs of %.0f Gb/s%s\n", row->gpu->name, row->node->name,
+                        (long long)row->node->gpus_per_node, (long long)row->node->nics_per_node,
+                        row->node->nic_bits_per_s / 1e9, row->node == &row->own_node ? " (the network the row names)" : "");
+            if (estimated) {
+                char layout[256];
+                layout_text(layout, sizeof layout, &row->layout);
+                fprintf(out, "Read as: %s; %s loss, TP overlap %s, gradients synced %s, accumulated %s, dropout %s "
+                             "(docs/model.md, \"Published runs\")\n",
+                        layout, loss_kernel_name(row->layout.loss), tp_overlap_name(row->layout.tp_overlap),
+                        grad_sync_name(row->layout.grad_sync), grad_accum_name(row->layout.grad_accum),
+                        row->model.dropout ? "on" : "off");
+            }
+        }
+        if (!estimated) {
+            fprintf(out, "%s %.4g: not estimated (%s: %s)\n", published_metric_name(row->metric), row->value,
+                    row->skip_class, row->skip_detail);
+            printed = 1;
+            continue;
+        }
+        fprintf(out, "%s: published %.4g, predicted %.4g, %+.1f%% (%s; positive: sextant too optimistic)\n",
+                published_metric_name(row->metric), row->value, predicted, 100.0 * error, published_convention(row));
+        printed = 2;
+    }
+    if (status > 0 && !printed) {
+        snprintf(err, errlen, "--explain: no case '%s' in %s", case_name, runs_path);
+        status = -1;
+    }
+    if (status > 0 && printed == 2) {
+        fputc('\n', out);
+        report_explain(out, e);
+    }
+    free(e);
+    free(row);
+    csv_table_free(&t);
+    return status < 0 ? -1 : 0;
+}
+
 int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char *runs_path, format_t format,
                      int with_plan, char *err, size_t errlen)
 {

@@ -217,6 +217,43 @@ static void published_row_rules(void **state)
 }
 
 /* docs/validation/published.md is what `make published` writes today. */
+/* --explain CASE: one case's reading, each metric published against predicted (the same figures as the
+ * table's row), then explain's derivation; a case not in the file, or JSON, is one clear line. */
+static void published_explain_one_case(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("published --runs %s/data/published/runs.csv --explain bloom176b_384gpu", SEXTANT_ROOT);
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "Published run bloom176b_384gpu"));
+    assert_non_null(strstr(r.out, "4 NICs of 100 Gb/s (the network the row names)"));
+    assert_non_null(strstr(r.out, "accumulated fp32-copy"));
+    /* every metric of the case, each with the table's error */
+    const char *metrics[] = {"tflops_per_gpu_hw: published 149.8", "s_per_iter: published 104.7",
+                             "samples_per_s: published 19.56"};
+    for (size_t i = 0; i < sizeof metrics / sizeof metrics[0]; i++) assert_non_null(strstr(r.out, metrics[i]));
+    const char *pct = strstr(r.out, "s_per_iter: published 104.7, predicted ");
+    assert_non_null(pct);
+    run_result table = run_sextant("published --runs %s/data/published/runs.csv", SEXTANT_ROOT);
+    expect_ok(&table);
+    char needle[64];
+    double predicted = atof(pct + strlen("s_per_iter: published 104.7, predicted "));
+    snprintf(needle, sizeof needle, "| s_per_iter 104.7 | %.4g |", predicted);
+    assert_non_null(strstr(table.out, needle));
+    assert_non_null(strstr(r.out, "How sextant estimates BLOOM-176B on 384 x a100-sxm4-80gb"));
+    assert_non_null(strstr(r.out, "7. Throughput, time and cost"));
+    run_free(&table);
+    run_free(&r);
+    /* a case not estimated says why, and has no derivation */
+    r = run_sextant("published --runs %s/data/published/runs.csv --explain opt175b_992gpu", SEXTANT_ROOT);
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "not estimated (layout not published: no micro-batch"));
+    assert_null(strstr(r.out, "How sextant estimates"));
+    run_free(&r);
+    expect_bad_input("published --explain no_such_case", "--explain: no case 'no_such_case'");
+    expect_bad_input("published --explain bloom-176b-384gpu --format json", "published --explain");
+    expect_bad_input("published --explain", "--explain");
+}
+
 static void published_md_is_current(void **state)
 {
     (void)state;
@@ -253,6 +290,7 @@ int main(void)
         cmocka_unit_test(published_runs_regression),
         cmocka_unit_test(published_shared_runs_json),
         cmocka_unit_test(published_row_rules),
+        cmocka_unit_test(published_explain_one_case),
         cmocka_unit_test(published_md_is_current),
     };
     return cmocka_run_group_tests_name("cli_published", tests, NULL, NULL);
