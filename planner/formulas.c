@@ -47,6 +47,19 @@ double adam_bytes_per_param(double gradient_bytes) { return 2.0 + gradient_bytes
  * g16 + 4 + 4 + 4 + 4 bytes (18 in bf16). */
 double fp32_copy_accumulate_bytes_per_param(double grad16_bytes) { return grad16_bytes + 16.0; }
 
+/* "Attention kernel generations": a FlashAttention-style kernel's efficiency rises with the sequence and
+ * saturates, s / (s + s_half) with s_half = 230 tokens (pytorch/benchmark's flash attention on H100, head dim
+ * 128, 16k tokens per call: Triton's FlashAttention-2 and FlashAttention-3 both at 0.69 of their 16k rate at
+ * 512 tokens, 0.82 at 1k, 0.91 at 2k, 0.96 at 4k, 0.99 at 8k).  The efficiency priors are read at 2048 tokens,
+ * so the factor is 1 there. */
+#define FLASH_SEQ_HALF 230.0
+#define FLASH_SEQ_PRIOR 2048.0
+double flash_sequence_factor(double s)
+{
+    if (s <= 0.0) return 1.0;
+    return (s / (s + FLASH_SEQ_HALF)) / (FLASH_SEQ_PRIOR / (FLASH_SEQ_PRIOR + FLASH_SEQ_HALF));
+}
+
 /* "Communication": ring all-reduce = reduce-scatter + all-gather. */
 double ring_allreduce_s(double n, double bytes, double bw, double latency)
 {

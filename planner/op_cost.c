@@ -312,6 +312,8 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
             double own = bwd ? gpu->attention_bwd_efficiency : gpu->attention_fwd_efficiency;
             double frameworks = bwd ? gpu->flash_bwd_efficiency : gpu->flash_fwd_efficiency;
             double measured = l->attention == ATTENTION_SEXTANT && own > 0.0 ? own : frameworks;
+            /* the frameworks' kernels' efficiency rises with the sequence, from the prior's at 2048 tokens */
+            if (!(l->attention == ATTENTION_SEXTANT && own > 0.0)) measured *= flash_sequence_factor((double)op->n);
             double efficiency = speed * (measured > 0.0 ? measured : gemm_efficiency(gpu, op->flops, matrix));
             return with_power(op, gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * efficiency, op->bytes, membw), 1.0,
                               gpu->energy_attention_j_per_flop);

@@ -94,7 +94,7 @@ static void winner_reason(FILE *out, const plan_request *req, const plan_result 
     if (uncertainty_band(req->bands, &w->layout, w->time_to_train_s, &low, &high)) {
         parallelism_family_t f = parallelism_family(&w->layout);
         fprintf(out, " Its band, sextant's error on %d published runs of its family (%s) widened to the spread between "
-                     "sources (made without a source group, such bands held 80%% of the left-out rows), reads %.1f to %.1f days.",
+                     "sources (made without a source group, such bands held at least 80%% of the left-out rows), reads %.1f to %.1f days.",
                 req->bands->rows[f], parallelism_family_name(f), low / 86400.0, high / 86400.0);
     }
     fputc('\n', out);

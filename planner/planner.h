@@ -323,6 +323,9 @@ double korthikanti_activation_bytes_per_layer(double seq, double mbs, double hid
                                               double tp, int sp, recompute_t recompute);
 /* Weights, gradients and Adam's state per parameter, unsharded: 2 + gradient_bytes + 12. */
 double adam_bytes_per_param(double gradient_bytes);
+/* A FlashAttention-style kernel's efficiency at s tokens relative to its prior's, read at 2048 (docs/model.md,
+ * "Attention kernel generations"). */
+double flash_sequence_factor(double s);
 /* DeepSpeed's BF16 optimizer, per parameter and micro-batch: the bytes its gradient accumulation moves
  * (docs/model.md, "Gradient accumulation"), from the 16-bit gradient's element size. */
 double fp32_copy_accumulate_bytes_per_param(double grad16_bytes);

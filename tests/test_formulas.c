@@ -93,6 +93,20 @@ static void spec_pcie_gradient_pass(void **state)
     assert_close(ring_allreduce_s(8, 4e9, 32e9, 0), 2.0 * 7 / 8 * 0.125, 1e-12);
 }
 
+/* flash attention's efficiency over the sequence (docs/model.md, "Attention kernel generations"): 1 at the
+ * priors' 2048 tokens, the benchmark's ratios to its 16k rate (0.69 at 512 tokens, 0.91 at 2k), rising and
+ * saturating */
+static void flash_efficiency_rises_with_the_sequence(void **state)
+{
+    (void)state;
+    assert_close(flash_sequence_factor(2048.0), 1.0, 1e-12);
+    assert_close(flash_sequence_factor(512.0) / flash_sequence_factor(16384.0), 0.69, 0.02);
+    assert_close(flash_sequence_factor(2048.0) / flash_sequence_factor(16384.0), 0.91, 0.02);
+    for (double s = 256.0; s < 1e6; s *= 2.0) assert_true(flash_sequence_factor(2.0 * s) > flash_sequence_factor(s));
+    assert_true(flash_sequence_factor(1e9) < 1.12);
+    assert_close(flash_sequence_factor(0.0), 1.0, 0);
+}
+
 static void ring_collectives_and_bus_bandwidth(void **state)
 {
     (void)state;
@@ -601,6 +615,7 @@ int main(void)
         cmocka_unit_test(spec_llama2_70b_textbook_memory),
         cmocka_unit_test(spec_adam_bytes),
         cmocka_unit_test(spec_pcie_gradient_pass),
+        cmocka_unit_test(flash_efficiency_rises_with_the_sequence),
         cmocka_unit_test(ring_collectives_and_bus_bandwidth),
         cmocka_unit_test(spec_tp_ratio_limits),
         cmocka_unit_test(pipeline_bubble_and_inflight),
