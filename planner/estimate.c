@@ -780,7 +780,7 @@ enum {
     KEY_PART, KEY_MODEL, KEY_GPU, KEY_NODE, KEY_GPUS, KEY_TP, KEY_PP, KEY_DP, KEY_VPP, KEY_MBS, KEY_SEQ,
     KEY_GPUS_PER_NODE, KEY_RECOMPUTE, KEY_ATTENTION, KEY_SP, KEY_ZERO, KEY_FP32_GRADS, KEY_PRECISION,
     KEY_LINK_BYTES_PER_S, KEY_LINK_LATENCY_S, KEY_CP, KEY_CP_COMM, KEY_EP, KEY_EP_OVERLAP, KEY_RECOMPUTE_LAYERS,
-    KEY_LOSS, KEY_RECOMPUTE_MODULES, KEY_ETP, KEY_WORDS
+    KEY_LOSS, KEY_RECOMPUTE_MODULES, KEY_ETP, KEY_GRAD_ACCUM, KEY_WORDS
 };
 
 typedef struct {
@@ -801,12 +801,12 @@ static const uint32_t part_inputs[] = {
     [CACHED_BODY] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_MBS) | ON(KEY_SEQ) |
                     ON(KEY_GPUS_PER_NODE) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_SP) | ON(KEY_PRECISION) |
                     ON(KEY_CP) | ON(KEY_CP_COMM) | ON(KEY_EP) | ON(KEY_EP_OVERLAP) | ON(KEY_RECOMPUTE_LAYERS) | ON(KEY_LOSS) |
-                    ON(KEY_RECOMPUTE_MODULES) | ON(KEY_ETP),
+                    ON(KEY_RECOMPUTE_MODULES) | ON(KEY_ETP) | ON(KEY_GRAD_ACCUM),
     [CACHED_PIPELINE] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_VPP) | ON(KEY_MBS) |
                         ON(KEY_SEQ) | ON(KEY_PRECISION) | ON(KEY_LINK_BYTES_PER_S) | ON(KEY_LINK_LATENCY_S) | ON(KEY_CP),
     [CACHED_DATA_PARALLEL] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_GPUS) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_DP) |
                              ON(KEY_GPUS_PER_NODE) | ON(KEY_ZERO) | ON(KEY_FP32_GRADS) | ON(KEY_PRECISION) | ON(KEY_SP) |
-                             ON(KEY_CP) | ON(KEY_EP) | ON(KEY_ETP),
+                             ON(KEY_CP) | ON(KEY_EP) | ON(KEY_ETP) | ON(KEY_GRAD_ACCUM),
     [CACHED_SEQUENCE_FLOPS] = ON(KEY_SEQ) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_PRECISION) |
                               ON(KEY_RECOMPUTE_LAYERS) | ON(KEY_PP) | ON(KEY_RECOMPUTE_MODULES),
 };
@@ -834,13 +834,14 @@ static void part_key_of(cached_part part, const model_t *m, const hw_gpu *gpu, c
         [KEY_DP] = (uint64_t)l->dp, [KEY_VPP] = (uint64_t)l->vpp, [KEY_MBS] = (uint64_t)l->mbs,
         [KEY_SEQ] = (uint64_t)l->seq, [KEY_GPUS_PER_NODE] = (uint64_t)l->gpus_per_node,
         [KEY_RECOMPUTE] = (uint64_t)l->recompute, [KEY_ATTENTION] = (uint64_t)l->attention,
-        [KEY_SP] = (uint64_t)l->sp, [KEY_ZERO] = (uint64_t)l->zero, [KEY_FP32_GRADS] = (uint64_t)l->fp32_grads | (uint64_t)l->grad_accum << 1,
+        [KEY_SP] = (uint64_t)l->sp, [KEY_ZERO] = (uint64_t)l->zero, [KEY_FP32_GRADS] = (uint64_t)l->fp32_grads,
         [KEY_PRECISION] = (uint64_t)l->precision, [KEY_LINK_BYTES_PER_S] = double_bits(link_bytes_per_s),
         [KEY_LINK_LATENCY_S] = double_bits(link_latency_s), [KEY_CP] = (uint64_t)layout_cp(l),
         [KEY_CP_COMM] = (uint64_t)l->cp_comm, [KEY_EP] = (uint64_t)layout_ep(l),
         [KEY_EP_OVERLAP] = (uint64_t)l->ep_overlap, [KEY_RECOMPUTE_LAYERS] = (uint64_t)l->recompute_layers,
         [KEY_LOSS] = (uint64_t)l->loss, [KEY_RECOMPUTE_MODULES] = (uint64_t)l->recompute_modules,
         [KEY_ETP] = (uint64_t)layout_etp(l),
+        [KEY_GRAD_ACCUM] = (uint64_t)l->grad_accum,   /* DeepSpeed's pass is in the body, its fp32 traffic in DP */
     };
     uint32_t keep = part_inputs[part] | (UINT32_C(1) << KEY_PART) | (UINT32_C(1) << KEY_MODEL);
     for (int i = 0; i < KEY_WORDS; i++) k->word[i] = (keep >> i) & 1u ? input[i] : 0;

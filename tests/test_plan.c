@@ -257,6 +257,9 @@ static void fast_path_matches_estimate(void **state)
                 l.fp32_grads = (int)(r % 2); r /= 2;
                 l.precision = precisions[r % 4];
                 if (g->peak_flops[l.precision] <= 0) l.precision = PREC_FP16;
+                /* DeepSpeed's BF16 optimizer where it runs (ZeRO 0/1, 16 bit): its pass is part of the stage's body */
+                if (l.zero <= 1 && (l.precision == PREC_BF16 || l.precision == PREC_FP16) && (pick >> 40) % 2)
+                    l.grad_accum = GRAD_ACCUM_FP32_COPY;
                 /* a mixture of experts: SP under TP (Megatron's rule), and EP 1 to 8 where the experts and DP take it */
                 if (model_is_moe(m)) {
                     if (l.tp > 1) l.sp = 1;
