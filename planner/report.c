@@ -9,63 +9,84 @@
 
 #define GIB 1073741824.0
 
-const char *recompute_name(recompute_t r)
+/* The command line's and the reports' names of each layout choice, in the order of its enum: one table
+ * each, read both ways (a value out of range reads as the enum's fallback). */
+static const char *const recompute_names[] = {"none", "selective", "full"};
+static const char *const attention_names[] = {"flash", "unfused", "flash1", "sextant"};
+static const char *const tp_overlap_names[] = {"none", "backward"};
+static const char *const grad_sync_names[] = {"overlap", "after"};
+static const char *const grad_accum_names[] = {"in-place", "fp32-copy"};
+static const char *const cp_comm_names[] = {"ring", "allgather"};
+#define COUNT_OF(names) ((int)(sizeof names / sizeof names[0]))
+
+static const char *name_of(const char *const *names, int count, int value, int fallback)
 {
-    return r == RECOMPUTE_NONE ? "none" : r == RECOMPUTE_SELECTIVE ? "selective" : "full";
+    return names[value >= 0 && value < count ? value : fallback];
 }
-int recompute_parse(const char *name, recompute_t *out)
+
+/* the value whose name `name` is, ignoring case: 0, or -1 for anything else (or NULL) */
+static int value_of(const char *const *names, int count, const char *name, int *value)
 {
-    for (recompute_t r = RECOMPUTE_NONE; r <= RECOMPUTE_FULL; r++)
-        if (name && !strcasecmp(name, recompute_name(r))) {
-            *out = r;
+    for (int i = 0; name && i < count; i++)
+        if (!strcasecmp(name, names[i])) {
+            *value = i;
             return 0;
         }
     return -1;
 }
+
+const char *recompute_name(recompute_t r) { return name_of(recompute_names, COUNT_OF(recompute_names), (int)r, RECOMPUTE_FULL); }
+int recompute_parse(const char *name, recompute_t *out)
+{
+    int v;
+    if (value_of(recompute_names, COUNT_OF(recompute_names), name, &v) != 0) return -1;
+    *out = (recompute_t)v;
+    return 0;
+}
 const char *attention_name(attention_impl_t a)
 {
-    return a == ATTENTION_FLASH ? "flash" : a == ATTENTION_FLASH1 ? "flash1" : a == ATTENTION_SEXTANT ? "sextant" : "unfused";
+    return name_of(attention_names, COUNT_OF(attention_names), (int)a, ATTENTION_UNFUSED);
 }
 int attention_is_fused(attention_impl_t a) { return a == ATTENTION_FLASH || a == ATTENTION_FLASH1 || a == ATTENTION_SEXTANT; }
 int attention_parse(const char *name, attention_impl_t *out)
 {
-    for (attention_impl_t a = ATTENTION_FLASH; a < ATTENTION_COUNT; a++)
-        if (name && !strcasecmp(name, attention_name(a))) {
-            *out = a;
-            return 0;
-        }
-    return -1;
+    int v;
+    if (value_of(attention_names, COUNT_OF(attention_names), name, &v) != 0) return -1;
+    *out = (attention_impl_t)v;
+    return 0;
 }
 const char *loss_kernel_name(loss_kernel_t k) { return k == LOSS_FP32 ? "fp32" : "fused"; }
-const char *tp_overlap_name(tp_overlap_t t) { return t == TP_OVERLAP_BACKWARD ? "backward" : "none"; }
-const char *grad_sync_name(grad_sync_t g) { return g == GRAD_SYNC_AFTER ? "after" : "overlap"; }
-int grad_sync_parse(const char *name, grad_sync_t *out)
-{
-    for (grad_sync_t g = GRAD_SYNC_OVERLAP; g <= GRAD_SYNC_AFTER; g++)
-        if (name && !strcasecmp(name, grad_sync_name(g))) {
-            *out = g;
-            return 0;
-        }
-    return -1;
-}
-const char *grad_accum_name(grad_accum_t g) { return g == GRAD_ACCUM_FP32_COPY ? "fp32-copy" : "in-place"; }
-int grad_accum_parse(const char *name, grad_accum_t *out)
-{
-    for (grad_accum_t g = GRAD_ACCUM_IN_PLACE; g <= GRAD_ACCUM_FP32_COPY; g++)
-        if (name && !strcasecmp(name, grad_accum_name(g))) {
-            *out = g;
-            return 0;
-        }
-    return -1;
-}
+const char *tp_overlap_name(tp_overlap_t t) { return name_of(tp_overlap_names, COUNT_OF(tp_overlap_names), (int)t, 0); }
 int tp_overlap_parse(const char *name, tp_overlap_t *out)
 {
-    for (tp_overlap_t t = TP_OVERLAP_NONE; t <= TP_OVERLAP_BACKWARD; t++)
-        if (name && !strcasecmp(name, tp_overlap_name(t))) {
-            *out = t;
-            return 0;
-        }
-    return -1;
+    int v;
+    if (value_of(tp_overlap_names, COUNT_OF(tp_overlap_names), name, &v) != 0) return -1;
+    *out = (tp_overlap_t)v;
+    return 0;
+}
+const char *grad_sync_name(grad_sync_t g) { return name_of(grad_sync_names, COUNT_OF(grad_sync_names), (int)g, 0); }
+int grad_sync_parse(const char *name, grad_sync_t *out)
+{
+    int v;
+    if (value_of(grad_sync_names, COUNT_OF(grad_sync_names), name, &v) != 0) return -1;
+    *out = (grad_sync_t)v;
+    return 0;
+}
+const char *grad_accum_name(grad_accum_t g) { return name_of(grad_accum_names, COUNT_OF(grad_accum_names), (int)g, 0); }
+int grad_accum_parse(const char *name, grad_accum_t *out)
+{
+    int v;
+    if (value_of(grad_accum_names, COUNT_OF(grad_accum_names), name, &v) != 0) return -1;
+    *out = (grad_accum_t)v;
+    return 0;
+}
+const char *cp_comm_name(cp_comm_t c) { return name_of(cp_comm_names, COUNT_OF(cp_comm_names), (int)c, 0); }
+int cp_comm_parse(const char *name, cp_comm_t *out)
+{
+    int v;
+    if (value_of(cp_comm_names, COUNT_OF(cp_comm_names), name, &v) != 0) return -1;
+    *out = (cp_comm_t)v;
+    return 0;
 }
 
 static const char *const recompute_module_names[] = {"layernorm", "mla_up_proj", "moe_act"};
@@ -99,19 +120,6 @@ const char *recompute_modules_name(unsigned modules)
     return lists[modules & RECOMPUTE_MODULES_ALL];
 }
 
-const char *cp_comm_name(cp_comm_t c)
-{
-    return c == CP_COMM_ALLGATHER ? "allgather" : "ring";
-}
-int cp_comm_parse(const char *name, cp_comm_t *out)
-{
-    for (cp_comm_t c = CP_COMM_RING; c <= CP_COMM_ALLGATHER; c++)
-        if (name && !strcasecmp(name, cp_comm_name(c))) {
-            *out = c;
-            return 0;
-        }
-    return -1;
-}
 const char *op_kind_name(op_kind_t k)
 {
     static const char *const names[] = {"gemm", "attention", "membound", "comm"};
