@@ -138,8 +138,11 @@ static const char *usage_text =
     "  --recompute-layers N   with --recompute full: only N layers of each stage recompute (Megatron's\n"
     "                         --recompute-num-layers, block method); the others keep their activations\n"
     "  --recompute-modules L  with --recompute selective: also recompute these, a comma-separated list of\n"
-    "                         layernorm, mla_up_proj, moe_act (Megatron's --recompute-modules)\n"    "  --loss fused|fp32      the loss kernel: one fused pass (default, as sextant's trainer runs it) or the\n"
-    "                         frameworks' fp32 cross-entropy on materialised logits (PyTorch, Megatron unfused)\n"
+    "                         layernorm, mla_up_proj, moe_act (Megatron's --recompute-modules)\n"
+    "  --loss fused|fp32|fused-outplace   the loss kernel: one fused pass with the gradient in place (default,\n"
+    "                         as sextant's trainer runs it), the frameworks' fp32 cross-entropy on materialised\n"
+    "                         logits (PyTorch, Megatron unfused), or a fused kernel writing a new gradient\n"
+    "                         buffer (flash-attn's cross-entropy, llm-foundry's default)\n"
     "  --grad-sync overlap|after   DP gradient reduction and parameter gather beside the last backward and the\n"
     "                         first forward (default: Megatron, sextant's trainer), or after the pipeline drains\n"
     "                         (DeepSpeed's engine)\n"
@@ -923,6 +926,7 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     }
     req->attention = o->lay.given & LAYOUT_FLAG_ATTENTION ? o->lay.l.attention : ATTENTION_COUNT;
     req->loss = o->lay.l.loss;
+    req->logit_metrics = o->lay.l.logit_metrics;
     req->tp_overlap = o->lay.l.tp_overlap;
     req->grad_sync = o->lay.l.grad_sync;
     req->grad_accum = o->lay.l.grad_accum;

@@ -492,8 +492,7 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
         double B = element_bytes(l->precision);
         double logits = rank_tokens(l) * (double)padded_vocab(m, l->tp) / (double)l->tp;
         mem->logits = logits * B * pipeline_inflight_heads((double)l->pp, (double)m_micro, (double)l->vpp);
-        /* the fp32 loss holds the cast logits and the log-softmax of the micro-batch at hand */
-        if (l->loss == LOSS_FP32) mem->logits += logits * 8.0;
+        mem->logits += logits * loss_held_bytes_per_logit(l->loss, B);
     }
     double workspace = 0.0;
     if (s->layers > 0) {
@@ -839,7 +838,8 @@ static void part_key_of(cached_part part, const model_t *m, const hw_gpu *gpu, c
         [KEY_LINK_LATENCY_S] = double_bits(link_latency_s), [KEY_CP] = (uint64_t)layout_cp(l),
         [KEY_CP_COMM] = (uint64_t)l->cp_comm, [KEY_EP] = (uint64_t)layout_ep(l),
         [KEY_EP_OVERLAP] = (uint64_t)l->ep_overlap, [KEY_RECOMPUTE_LAYERS] = (uint64_t)l->recompute_layers,
-        [KEY_LOSS] = (uint64_t)l->loss, [KEY_RECOMPUTE_MODULES] = (uint64_t)l->recompute_modules,
+        [KEY_LOSS] = (uint64_t)l->loss | (uint64_t)l->logit_metrics << 8,   /* the head's ops: loss and metrics */
+        [KEY_RECOMPUTE_MODULES] = (uint64_t)l->recompute_modules,
         [KEY_ETP] = (uint64_t)layout_etp(l),
         [KEY_GRAD_ACCUM] = (uint64_t)l->grad_accum,   /* DeepSpeed's pass is in the body, its fp32 traffic in DP */
     };

@@ -439,7 +439,9 @@ void report_explain(FILE *out, const estimate_t *e)
     fprintf(out, "  so activations = %.4g bytes per micro-batch on this stage x %.2f = %.2f GiB\n",
             saved_per_microbatch(heavy), mem->inflight_microbatches, mem->activations / GIB);
     if (mem->logits > 0)
-        fprintf(out, "Logits and loss on the last stage: s b V / t x (%g B logits + 4 B fp32 softmax) = %.2f GiB\n", B,
+        fprintf(out, "Logits and loss on the last stage (%s loss): s b V / t x (%g B logits + %g B %s) = %.2f GiB\n",
+                loss_kernel_name(l->loss), B, loss_held_bytes_per_logit(l->loss, B),
+                l->loss == LOSS_FP32 ? "fp32 cast and log-softmax" : l->loss == LOSS_FUSED_OUTPLACE ? "gradient" : "held",
                 mem->logits / GIB);
     fprintf(out, "Other: 1 GiB for the CUDA context and library workspaces, 0.25 GiB per NCCL communicator = %.2f GiB\n",
             mem->other / GIB);

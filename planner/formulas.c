@@ -41,6 +41,15 @@ double korthikanti_activation_bytes_per_layer(double s, double b, double h, doub
  * DeepSpeed's fp32 copy beside the 16-bit gradient) + 12 (fp32 master, Adam m, Adam v). */
 double adam_bytes_per_param(double gradient_bytes) { return 2.0 + gradient_bytes + 12.0; }
 
+/* "The loss": bytes a logit holds beyond the 16-bit logits themselves while the loss's backward runs.
+ * PyTorch's cross_entropy on .float() logits: the fp32 cast and the fp32 log-softmax (4 + 4); flash-attn's
+ * fused kernel: the gradient it writes to a new buffer beside the logits (one more 16-bit value); a fused
+ * kernel writing in place: nothing. */
+double loss_held_bytes_per_logit(loss_kernel_t loss, double elem_bytes)
+{
+    return loss == LOSS_FP32 ? 8.0 : loss == LOSS_FUSED_OUTPLACE ? elem_bytes : 0.0;
+}
+
 /* "Gradient accumulation": DeepSpeed's BF16 optimizer runs hp_grad.add_(lp_grad.to(float32)) per
  * parameter tensor after each micro-batch's backward: the conversion reads the 16-bit gradient and writes
  * an fp32 temporary, the add reads the temporary and the fp32 copy and writes the copy:

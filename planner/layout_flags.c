@@ -24,7 +24,7 @@ static const struct {
     {"--recompute-layers", LAYOUT_FLAG_RECOMPUTE_LAYERS, 1}, {"--recompute-modules", LAYOUT_FLAG_RECOMPUTE_MODULES, 1},
     {"--attention", LAYOUT_FLAG_ATTENTION, 1}, {"--precision", LAYOUT_FLAG_PRECISION, 1}, {"--loss", LAYOUT_FLAG_LOSS, 1},
     {"--tp-overlap", LAYOUT_FLAG_TP_OVERLAP, 1}, {"--grad-sync", LAYOUT_FLAG_GRAD_SYNC, 1},
-    {"--grad-accum", LAYOUT_FLAG_GRAD_ACCUM, 1},
+    {"--grad-accum", LAYOUT_FLAG_GRAD_ACCUM, 1}, {"--logit-metrics", LAYOUT_FLAG_LOGIT_METRICS, 1},
     {"--cp-comm", LAYOUT_FLAG_CP_COMM, 1}, {"--ep-overlap", LAYOUT_FLAG_EP_OVERLAP, 0},
     {"--fp32-grads", LAYOUT_FLAG_FP32_GRADS, 0},
 };
@@ -128,6 +128,12 @@ static int parse_value(unsigned bit, const char *flag, const char *t, layout_t *
     case LAYOUT_FLAG_SEQ: return count_parse(flag, t, 100000000, &l->seq, err, errlen);
     case LAYOUT_FLAG_GPUS_PER_NODE: return count_parse(flag, t, 1024, &l->gpus_per_node, err, errlen);
     case LAYOUT_FLAG_RECOMPUTE_LAYERS: return count_parse(flag, t, 100000, &l->recompute_layers, err, errlen);
+    case LAYOUT_FLAG_LOGIT_METRICS:
+        if (t && !strcmp(t, "0")) {
+            l->logit_metrics = 0;
+            return 0;
+        }
+        return count_parse(flag, t, 16, &l->logit_metrics, err, errlen);
     case LAYOUT_FLAG_ZERO:
         if (!t || strlen(t) != 1 || t[0] < '0' || t[0] > '3') return say(err, errlen, "--zero: '%s' is not one of 0|1|2|3", shown);
         l->zero = t[0] - '0';
@@ -150,9 +156,8 @@ static int parse_value(unsigned bit, const char *flag, const char *t, layout_t *
             return say(err, errlen, "--precision: '%s' is not one of fp32|tf32|fp16|bf16|fp8", shown);
         return 0;
     case LAYOUT_FLAG_LOSS:
-        if (t && !strcmp(t, "fused")) l->loss = LOSS_FUSED;
-        else if (t && !strcmp(t, "fp32")) l->loss = LOSS_FP32;
-        else return say(err, errlen, "--loss: '%s' is not one of fused|fp32", shown);
+        if (loss_kernel_parse(t, &l->loss) != 0)
+            return say(err, errlen, "--loss: '%s' is not one of fused|fp32|fused-outplace", shown);
         return 0;
     case LAYOUT_FLAG_TP_OVERLAP:
         if (tp_overlap_parse(t, &l->tp_overlap) != 0) return say(err, errlen, "--tp-overlap: '%s' is not one of none|backward", shown);

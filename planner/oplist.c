@@ -751,11 +751,22 @@ static void lm_head(builder *b, const model_t *m)
          * "The loss") */
         membound(b, "cross_entropy", "cross_entropy_bwd", 1, 14.0 * T * Vt, 22.0 * T * Vt, 5.0 * T * Vt, 0.0, 0);
         if (!b->overflow) b->out->ops[b->out->nops - 1].flops = 3.0 * T * Vt;
+    } else if (l->loss == LOSS_FUSED_OUTPLACE) {
+        /* flash-attn's cross-entropy: the forward reads the 16-bit logits and keeps a log-sum-exp per row;
+         * the backward reads them again and writes their gradient to a new buffer (docs/model.md, "The loss") */
+        membound(b, "cross_entropy", "cross_entropy_bwd", 1, T * Vt * B, 2.0 * T * Vt * B, 5.0 * T * Vt, 0.0, 0);
     } else {
         /* fused softmax cross-entropy over the local vocabulary shard: one pass
          * reads the logits and writes their gradient in place (llm.c, Megatron's
          * fused loss); the backward has nothing left to do */
         membound(b, "cross_entropy", NULL, 1, 2.0 * T * Vt * B, 0.0, 5.0 * T * Vt, 0.0, 0);
+    }
+    if (l->logit_metrics > 0) {
+        /* training metrics on the logits after the backward (Composer's cross-entropy and perplexity): each a
+         * torch cross-entropy under autocast, the 16-bit logits cast to fp32 (read 2, write 4) and the
+         * log-softmax written (read 4, write 4), no backward: 14 bytes a logit each (docs/model.md, "The loss") */
+        double n = (double)l->logit_metrics;
+        membound(b, "logit_metrics", NULL, 1, 14.0 * n * T * Vt, 0.0, 5.0 * n * T * Vt, 0.0, 0);
     }
     /* vocabulary-parallel loss: max, sum of exponentials, target logit */
     collective(b, "tp_allreduce_loss", PASS_FWD, 3, COLL_ALLREDUCE, GROUP_TP, l->tp, T * 4.0, EXPOSED);

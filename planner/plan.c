@@ -358,6 +358,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                 l.precision = prec; l.fp32_grads = req->fp32_grads;
                                                 l.attention = attention;
                                                 l.loss = req->loss;
+                                                l.logit_metrics = req->logit_metrics;
                                                 l.tp_overlap = req->tp_overlap;
                                                 l.grad_sync = req->grad_sync;
                                                 l.grad_accum = req->grad_accum;

@@ -24,10 +24,12 @@ typedef enum { ATTENTION_FLASH = 0, ATTENTION_UNFUSED, ATTENTION_FLASH1, ATTENTI
 /* How context parallelism exchanges K and V (docs/model.md, "Context parallelism"): Megatron's ring of
  * send/recv overlapped with attention, or Llama 3's all-gather before it. */
 typedef enum { CP_COMM_RING = 0, CP_COMM_ALLGATHER } cp_comm_t;
-/* The loss kernel (docs/model.md, "The loss"): one fused pass in the activation precision (llm.c, sextant's
- * trainer, Megatron with its cross-entropy fusion), or the frameworks' default, the logits cast to fp32
- * and the log-softmax materialised (PyTorch's cross_entropy on .float() logits). */
-typedef enum { LOSS_FUSED = 0, LOSS_FP32 } loss_kernel_t;
+/* The loss kernel (docs/model.md, "The loss"): one fused pass in the activation precision that writes the
+ * gradient in place (llm.c, sextant's trainer, Megatron with its cross-entropy fusion); the frameworks'
+ * default, the logits cast to fp32 and the log-softmax materialised (PyTorch's cross_entropy on .float()
+ * logits); or a fused kernel that writes the gradient to a new buffer in the backward (flash-attn's
+ * cross-entropy, llm-foundry's default). */
+typedef enum { LOSS_FUSED = 0, LOSS_FP32, LOSS_FUSED_OUTPLACE } loss_kernel_t;
 /* Tensor-parallel communication beside the GEMMs (docs/model.md, "Overlap"): none, as sextant's trainer
  * runs it; or Megatron's backward overlap (its default since 2022): the all-gather of a column-parallel
  * layer's input runs beside the input-gradient GEMM and the reduce-scatter (all-reduce without sequence
@@ -63,6 +65,8 @@ typedef struct {
     cp_comm_t cp_comm;
     recompute_t recompute;
     loss_kernel_t loss;
+    int64_t logit_metrics;     /* training metrics computed on each micro-batch's logits after its backward, each a
+                                  forward-only fp32 cross-entropy (Composer's default train metrics: 2); 0: none */
     int64_t recompute_layers;  /* with full recomputation, on this many layers of each stage (Megatron's
                                   --recompute-num-layers, block method), the rest keep their activations; 0: all */
     unsigned recompute_modules; /* with selective recomputation, RECOMPUTE_MODULE_* recomputed as well; 0: none */
@@ -329,6 +333,8 @@ double flash_sequence_factor(double s);
 /* DeepSpeed's BF16 optimizer, per parameter and micro-batch: the bytes its gradient accumulation moves
  * (docs/model.md, "Gradient accumulation"), from the 16-bit gradient's element size. */
 double fp32_copy_accumulate_bytes_per_param(double grad16_bytes);
+/* Bytes a logit holds beyond its 16-bit value while the loss runs (docs/model.md, "The loss"). */
+double loss_held_bytes_per_logit(loss_kernel_t loss, double elem_bytes);
 double ring_allreduce_s(double n, double bytes, double bytes_per_s, double latency_s);
 double ring_reduce_scatter_s(double n, double bytes, double bytes_per_s, double latency_s);
 double ring_allgather_s(double n, double bytes, double bytes_per_s, double latency_s);
@@ -449,6 +455,7 @@ typedef struct {
                                       search's cache: the reference for make bench and the tests */
     const struct uncertainty_bands *bands; /* hwdb/uncertainty.csv, or NULL: no bands printed */
     loss_kernel_t loss;            /* every layout's loss kernel */
+    int64_t logit_metrics;         /* every layout's training metrics on the logits (--logit-metrics) */
     tp_overlap_t tp_overlap;       /* every layout's TP communication beside the GEMMs */
     grad_sync_t grad_sync;         /* every layout's gradient reduction: overlapped or after the flush */
     grad_accum_t grad_accum;       /* every layout's gradient accumulation (fp32-copy: ZeRO 0 and 1 only) */
@@ -699,6 +706,7 @@ const char *attention_name(attention_impl_t a);
 int attention_is_fused(attention_impl_t a);
 const char *cp_comm_name(cp_comm_t c);
 const char *loss_kernel_name(loss_kernel_t k);
+int loss_kernel_parse(const char *name, loss_kernel_t *out);
 const char *tp_overlap_name(tp_overlap_t t);
 const char *grad_sync_name(grad_sync_t g);
 /* overlap|after: 0, or -1 for anything else (or NULL). */
@@ -737,7 +745,7 @@ enum {
     LAYOUT_FLAG_ATTENTION = 1u << 15, LAYOUT_FLAG_PRECISION = 1u << 16, LAYOUT_FLAG_LOSS = 1u << 17,
     LAYOUT_FLAG_TP_OVERLAP = 1u << 18, LAYOUT_FLAG_GRAD_SYNC = 1u << 19, LAYOUT_FLAG_CP_COMM = 1u << 20,
     LAYOUT_FLAG_EP_OVERLAP = 1u << 21, LAYOUT_FLAG_FP32_GRADS = 1u << 22, LAYOUT_FLAG_ETP = 1u << 23,
-    LAYOUT_FLAG_GRAD_ACCUM = 1u << 24
+    LAYOUT_FLAG_GRAD_ACCUM = 1u << 24, LAYOUT_FLAG_LOGIT_METRICS = 1u << 25
 };
 typedef struct {
     layout_t l;        /* the program's defaults, with each flag given written over them */

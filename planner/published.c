@@ -31,6 +31,7 @@ typedef struct {
     reason_count reason[REASONS_MAX];
     int nreasons;
     int rows, estimated;
+    int unfit;                     /* estimated rows whose published layout sextant says does not fit */
     double sum_abs, sum_signed;
 } published_totals;
 
@@ -89,6 +90,7 @@ static void plan_column(FILE *out, const published_row *row, const estimate_t *e
     /* the run's own kernels and practices, so that only the layout differs */
     req->attention = row->layout.attention;
     req->loss = row->layout.loss;
+    req->logit_metrics = row->layout.logit_metrics;
     req->tp_overlap = row->layout.tp_overlap;
     req->grad_sync = row->layout.grad_sync;
     req->grad_accum = row->layout.grad_accum;
@@ -170,13 +172,13 @@ static void print_row_json(FILE *out, const published_row *row, const estimate_t
                 "\"compute_s\": %.6g, \"tp_comm_s\": %.6g, \"pp_comm_s\": %.6g, \"dp_comm_s\": %.6g, \"bubble_s\": %.6g, "
                 "\"optimizer_s\": %.6g, \"memory_gib\": %.4g, "
                 "\"layout\": {\"gpus\": %lld, \"tp\": %lld, \"cp\": %lld, \"pp\": %lld, \"dp\": %lld, \"vpp\": %lld, \"mbs\": %lld, "
-                "\"gbs\": %lld, \"seq\": %lld, \"zero\": %d, \"sp\": %d, \"recompute\": \"%s\", \"recompute_layers\": %lld, \"loss\": \"%s\", \"attention\": \"%s\", "
+                "\"gbs\": %lld, \"seq\": %lld, \"zero\": %d, \"sp\": %d, \"recompute\": \"%s\", \"recompute_layers\": %lld, \"loss\": \"%s\", \"logit_metrics\": %lld, \"attention\": \"%s\", "
                 "\"tp_overlap\": \"%s\", \"precision\": \"%s\"}",
                 predicted, error, published_convention(row), e->fits ? "true" : "false", e->step_s, e->compute_s, e->tp_comm_s,
                 e->pp_comm_s, e->dp_comm_s, e->bubble_s, e->optimizer_s, e->memory.total / 1073741824.0, (long long)l->gpus,
                 (long long)l->tp, (long long)l->cp, (long long)l->pp, (long long)l->dp, (long long)l->vpp, (long long)l->mbs,
                 (long long)l->gbs, (long long)l->seq, l->zero, l->sp, recompute_name(l->recompute),
-                (long long)l->recompute_layers, loss_kernel_name(l->loss), attention_name(l->attention), tp_overlap_name(l->tp_overlap),
+                (long long)l->recompute_layers, loss_kernel_name(l->loss), (long long)l->logit_metrics, attention_name(l->attention), tp_overlap_name(l->tp_overlap),
                 precision_name(l->precision));
     } else {
         fprintf(out, ", \"reason\": \"");
@@ -210,13 +212,18 @@ static void print_totals_table(FILE *out, const published_totals *s)
         fprintf(out, ": mean absolute error %.1f%%, mean signed error %+.1f%% (positive: sextant too optimistic)",
                 100.0 * s->sum_abs / s->estimated, 100.0 * s->sum_signed / s->estimated);
     fprintf(out, ".\n");
+    /* every published run ran: a layout said not to fit is the memory model's error */
+    if (s->estimated)
+        fprintf(out, "Memory: %d of the %d estimated rows' published layouts do not fit by sextant's memory model "
+                     "(each ran, so each is an error of that model).\n", s->unfit, s->estimated);
 }
 
 static void print_totals_json(FILE *out, const published_totals *s)
 {
     double n = s->estimated ? (double)s->estimated : 1.0;
     fprintf(out, "\n  ],\n  \"rows_total\": %d,\n  \"rows_estimated\": %d,\n  \"mean_abs_err\": %.9g,\n"
-            "  \"mean_signed_err\": %.9g,\n  \"not_estimable\": {", s->rows, s->estimated, s->sum_abs / n, s->sum_signed / n);
+            "  \"mean_signed_err\": %.9g,\n  \"rows_not_fitting\": %d,\n  \"not_estimable\": {", s->rows, s->estimated, s->sum_abs / n,
+            s->sum_signed / n, s->unfit);
     for (int i = 0; i < s->nreasons; i++)
         fprintf(out, "%s\"%s\": %d", i ? ", " : "", s->reason[i].reason, s->reason[i].count);
     fprintf(out, "},\n  \"groups\": [");
@@ -338,9 +345,10 @@ int explain_published(FILE *out, const hwdb *db, const model_zoo *zoo, const cha
             if (estimated) {
                 char layout[256];
                 layout_text(layout, sizeof layout, &row->layout);
-                fprintf(out, "Read as: %s; %s loss, TP overlap %s, gradients synced %s, accumulated %s, dropout %s "
-                             "(docs/model.md, \"Published runs\")\n",
-                        layout, loss_kernel_name(row->layout.loss), tp_overlap_name(row->layout.tp_overlap),
+                fprintf(out, "Read as: %s; %s loss, %lld metrics on the logits, TP overlap %s, gradients synced %s, "
+                             "accumulated %s, dropout %s (docs/model.md, \"Published runs\")\n",
+                        layout, loss_kernel_name(row->layout.loss), (long long)row->layout.logit_metrics,
+                        tp_overlap_name(row->layout.tp_overlap),
                         grad_sync_name(row->layout.grad_sync), grad_accum_name(row->layout.grad_accum),
                         row->model.dropout ? "on" : "off");
             }
@@ -412,6 +420,7 @@ int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char
             s->estimated++;
             s->sum_abs += fabs(error);
             s->sum_signed += error;
+            s->unfit += !e->fits;
         } else {
             count_reason(s, row->skip_class);
         }

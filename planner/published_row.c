@@ -474,6 +474,9 @@ static void read_practice(const csv_table *t, int r, published_row *row)
         if (has(recompute, "moe_act") || has(recompute, "swiglu")) l->recompute_modules |= RECOMPUTE_MODULE_MOE_ACT;
     }
     l->zero = zero_stage_of(zero);
+    /* NeMo's pretraining configs run Megatron's distributed optimizer by default (this file's NeMo 24.09 and
+     * 24.11 rows say so; its 24.07 rows leave the column empty) */
+    if (has(framework, "nemo") && (!zero || !*zero)) l->zero = 1;
     /* under full sharding every weight is gathered again for each micro-batch's forward and backward, so
      * the micro-batch sets how much of the step is communication: without it there is no one layout to
      * estimate (OPT-175B's -71% at an assumed micro-batch of 1, LLaMA-65B's -76%) */
@@ -483,8 +486,14 @@ static void read_practice(const csv_table *t, int r, published_row *row)
     l->attention = older ? ATTENTION_UNFUSED : framework_before_flash2(framework, row->source) ? ATTENTION_FLASH1
                                                                                                 : ATTENTION_FLASH;
     /* every framework here computes its loss on fp32 logits unless the row says it is fused (PyTorch's
-     * cross_entropy on .float() logits, Megatron's vocab-parallel cross-entropy without its fusion) */
-    l->loss = has(notes, "fused loss") || has(notes, "fused cross") ? LOSS_FUSED : LOSS_FP32;
+     * cross_entropy on .float() logits, Megatron's vocab-parallel cross-entropy without its fusion), but
+     * llm-foundry's MPT, whose loss_fn defaults to flash-attn's fused cross-entropy (docs/model.md, "The loss") */
+    l->loss = has(notes, "fused loss") || has(notes, "fused cross") ? LOSS_FUSED
+              : has(framework, "llm-foundry")                       ? LOSS_FUSED_OUTPLACE
+                                                                    : LOSS_FP32;
+    /* Composer updates MPT's train metrics (LanguageCrossEntropy, LanguagePerplexity) on every micro-batch's
+     * logits after its backward, each with its own torch cross-entropy */
+    l->logit_metrics = has(framework, "composer") ? 2 : 0;
     /* Meta's Llama 3 gathered K and V over the CP group; Megatron, NeMo and torchtitan pass them round a ring */
     l->cp_comm = llama3_framework(framework, row->source) ? CP_COMM_ALLGATHER : CP_COMM_RING;
     /* DeepSeek's DualPipe hides the EP all-to-alls behind the other micro-batch's compute (--ep-overlap) */

@@ -17,6 +17,7 @@ static const char *const tp_overlap_names[] = {"none", "backward"};
 static const char *const grad_sync_names[] = {"overlap", "after"};
 static const char *const grad_accum_names[] = {"in-place", "fp32-copy"};
 static const char *const cp_comm_names[] = {"ring", "allgather"};
+static const char *const loss_names[] = {"fused", "fp32", "fused-outplace"};
 #define COUNT_OF(names) ((int)(sizeof names / sizeof names[0]))
 
 static const char *name_of(const char *const *names, int count, int value, int fallback)
@@ -55,7 +56,14 @@ int attention_parse(const char *name, attention_impl_t *out)
     *out = (attention_impl_t)v;
     return 0;
 }
-const char *loss_kernel_name(loss_kernel_t k) { return k == LOSS_FP32 ? "fp32" : "fused"; }
+const char *loss_kernel_name(loss_kernel_t k) { return name_of(loss_names, COUNT_OF(loss_names), (int)k, LOSS_FUSED); }
+int loss_kernel_parse(const char *name, loss_kernel_t *out)
+{
+    int v;
+    if (value_of(loss_names, COUNT_OF(loss_names), name, &v) != 0) return -1;
+    *out = (loss_kernel_t)v;
+    return 0;
+}
 const char *tp_overlap_name(tp_overlap_t t) { return name_of(tp_overlap_names, COUNT_OF(tp_overlap_names), (int)t, 0); }
 int tp_overlap_parse(const char *name, tp_overlap_t *out)
 {
@@ -203,6 +211,7 @@ static int estimate_fields(const estimate_t *e, field *f)
     NUM("layout.recompute_layers", (double)l->recompute_layers);
     STR("layout.recompute_modules", recompute_modules_name(l->recompute_modules));
     STR("layout.loss", loss_kernel_name(l->loss));
+    INT("layout.logit_metrics", l->logit_metrics);
     STR("layout.tp_overlap", tp_overlap_name(l->tp_overlap));
     STR("layout.grad_sync", grad_sync_name(l->grad_sync));
     STR("layout.grad_accum", grad_accum_name(l->grad_accum));
@@ -437,7 +446,11 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
     if (l->recompute_modules)
         snprintf(partial + strlen(partial), sizeof partial - strlen(partial), " + %s",
                  recompute_modules_name(l->recompute_modules));
-    if (l->loss == LOSS_FP32) snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", fp32 loss");
+    if (l->loss != LOSS_FUSED)
+        snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", %s loss", loss_kernel_name(l->loss));
+    if (l->logit_metrics > 0)
+        snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", %lld metrics on the logits",
+                 (long long)l->logit_metrics);
     if (l->tp > 1 && l->tp_overlap == TP_OVERLAP_BACKWARD)
         snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", TP overlap backward");
     if (l->grad_sync == GRAD_SYNC_AFTER)

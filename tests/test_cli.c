@@ -687,6 +687,10 @@ static void bad_input_is_one_clear_line(void **state)
     expect_bad_input("estimate llama2-70b --grad-accum fp32", "--grad-accum");
     expect_bad_input("estimate llama2-70b --zero 3 --grad-accum fp32-copy", "--grad-accum fp32-copy");
     expect_bad_input("estimate llama2-70b --attention flash3", "--attention");
+    expect_bad_input("estimate llama2-70b --loss fused-inplace", "fused|fp32|fused-outplace");
+    expect_bad_input("estimate llama2-70b --logit-metrics 17", "--logit-metrics");
+    expect_bad_input("estimate llama2-70b --logit-metrics -1", "--logit-metrics");
+    expect_bad_input("estimate llama2-70b --logit-metrics two", "--logit-metrics");
     expect_bad_input("estimate llama2-70b --zero 4", "--zero");
     expect_bad_input("estimate llama2-70b --format xml", "--format");
     expect_bad_input("estimate llama2-70b --price -1", "--price");

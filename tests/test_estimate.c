@@ -157,6 +157,31 @@ static void fp32_loss_costs_its_passes(void **state)
     assert_close(fp32.model_flops_per_step, fused.model_flops_per_step, 1e-12);
 }
 
+/* flash-attn's fused loss reads the 16-bit logits forward (2 bytes) and again backward, writing a new gradient
+ * (4 bytes), which it holds beside them; Composer's metrics on the logits each move 14 bytes a logit forward and
+ * hold nothing at the peak. */
+static void fused_outplace_loss_and_logit_metrics(void **state)
+{
+    (void)state;
+    static estimate_t fused, outplace, metrics;
+    layout_t l = layout(8, 1, 1, 8, 64, 1024);
+    fused = *run("gpt2", "h100-sxm", l);
+    l.loss = LOSS_FUSED_OUTPLACE;
+    outplace = *run("gpt2", "h100-sxm", l);
+    l.logit_metrics = 2;
+    metrics = *run("gpt2", "h100-sxm", l);
+    double logits = 8.0 * 1024.0 * (double)padded_vocab(model_zoo_find(&zoo, "gpt2"), 1);
+    assert_close(costed_op(&outplace, "cross_entropy", PASS_FWD)->bytes, 2.0 * logits, 1e-12);
+    assert_close(costed_op(&outplace, "cross_entropy_bwd", PASS_BWD)->bytes, 4.0 * logits, 1e-12);
+    assert_close(outplace.memory.logits - fused.memory.logits, 2.0 * logits, 1e-12);
+    assert_true(outplace.step_s > fused.step_s);
+    assert_close(costed_op(&metrics, "logit_metrics", PASS_FWD)->bytes, 2.0 * 14.0 * logits, 1e-12);
+    for (int i = 0; i < outplace.first_stage.nops; i++) assert_string_not_equal(outplace.first_stage.ops[i].name, "logit_metrics");
+    assert_close(metrics.memory.total, outplace.memory.total, 1e-12);
+    assert_true(metrics.step_s > outplace.step_s);
+    assert_close(metrics.model_flops_per_step, fused.model_flops_per_step, 1e-12);
+}
+
 static void zero3_first_and_last_layer_exposed(void **state)
 {
     (void)state;
@@ -783,6 +808,8 @@ static layout_t random_layout(uint64_t *rng, const model_t *m, const hw_gpu *g, 
     l.fp32_grads = (int)prng_below(rng, 2);
     do l.precision = (precision_t)prng_below(rng, PREC_COUNT);
     while (g->peak_flops[l.precision] <= 0.0);
+    l.loss = (loss_kernel_t)prng_below(rng, 3);
+    l.logit_metrics = (int64_t)prng_below(rng, 3);
     return l;
 }
 
@@ -864,6 +891,7 @@ int main(void)
         cmocka_unit_test(tp_backward_overlap_hides_behind_its_gemms),
         cmocka_unit_test(grad_sync_after_the_flush_is_exposed),
         cmocka_unit_test(grad_accum_fp32_copy_costs_a_pass_and_fp32_traffic),
+        cmocka_unit_test(fused_outplace_loss_and_logit_metrics),
         cmocka_unit_test(calibrated_shape_tables_and_membound_overhead),
         cmocka_unit_test(layout_names_parse_back),
         cmocka_unit_test(utilization_never_exceeds_peak),

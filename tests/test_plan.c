@@ -260,6 +260,9 @@ static void fast_path_matches_estimate(void **state)
                 /* DeepSpeed's BF16 optimizer where it runs (ZeRO 0/1, 16 bit): its pass is part of the stage's body */
                 if (l.zero <= 1 && (l.precision == PREC_BF16 || l.precision == PREC_FP16) && (pick >> 40) % 2)
                     l.grad_accum = GRAD_ACCUM_FP32_COPY;
+                /* the head's loss kinds and metrics on the logits, which share the body's cache key word */
+                l.loss = (loss_kernel_t)((pick >> 44) % 3);
+                l.logit_metrics = (int64_t)((pick >> 46) % 3);
                 /* a mixture of experts: SP under TP (Megatron's rule), and EP 1 to 8 where the experts and DP take it */
                 if (model_is_moe(m)) {
                     if (l.tp > 1) l.sp = 1;

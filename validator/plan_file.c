@@ -109,6 +109,12 @@ int read_plan(const char *path, plan_file *p)
         fprintf(stderr, "sextant-gpu: --plan %s: layout.loss: the training step's loss is fused\n", path);
         goto done;
     }
+    const cJSON *metrics = json_get(layout, "logit_metrics");
+    if (metrics && (!cJSON_IsNumber(metrics) || metrics->valuedouble != 0.0)) {
+        fprintf(stderr, "sextant-gpu: --plan %s: layout.logit_metrics: the training step computes no metrics on the logits\n",
+                path);
+        goto done;
+    }
     const cJSON *accum = json_get(layout, "grad_accum");
     if (accum && (!cJSON_IsString(accum) || strcmp(accum->valuestring, "in-place"))) {
         fprintf(stderr, "sextant-gpu: --plan %s: layout.grad_accum: the training step accumulates gradients in place\n", path);
