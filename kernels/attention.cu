@@ -155,7 +155,9 @@ struct fa_args {
 
 /* ================================================================ forward */
 
-template <int D>
+/* CAUSAL is the launch's a.causal as a constant: the training step's causal square then compiles without the
+ * ring blocks' tail masks (a runtime flag there cost the forward 9% on an H100, 2026-11-26) */
+template <int D, bool CAUSAL>
 __global__ void __launch_bounds__(FA_THREADS)
 flash_fwd_kernel(bf16 *__restrict__ out, float *__restrict__ lse, const bf16 *__restrict__ q,
                  const bf16 *__restrict__ k, const bf16 *__restrict__ v, const fa_args a) {
@@ -184,7 +186,7 @@ flash_fwd_kernel(bf16 *__restrict__ out, float *__restrict__ lse, const bf16 *__
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
     uint32_t qf[D / 16][4];
 
-    const int nkb = a.causal ? qb + 1 : (a.Tk + BN - 1) / BN;
+    const int nkb = CAUSAL ? qb + 1 : (a.Tk + BN - 1) / BN;
     for (int kb = 0; kb < nkb; kb++) {
         const int buf = kb & 1;
         if (kb + 1 < nkb) {
@@ -215,7 +217,7 @@ flash_fwd_kernel(bf16 *__restrict__ out, float *__restrict__ lse, const bf16 *__
         }
         /* scale to the log2 domain; causal mask on the diagonal block, keys past Tk masked in
          * the last block of a non-causal launch (their tiles are zero-filled, not -inf) */
-        const bool diag = a.causal && kb == qb, tail = !a.causal && (kb + 1) * BN > a.Tk;
+        const bool diag = CAUSAL && kb == qb, tail = !CAUSAL && (kb + 1) * BN > a.Tk;
         float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < BN / 8; nt++) {
@@ -306,7 +308,7 @@ flash_bwd_dot_kernel(float *__restrict__ Di, const bf16 *__restrict__ dout, cons
 }
 
 /* dK, dV for 64 keys of one kv head, summed over the query heads of its group */
-template <int D, int BQ>
+template <int D, int BQ, bool CAUSAL>
 __global__ void __launch_bounds__(FA_THREADS)
 flash_bwd_dkdv_kernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const bf16 *__restrict__ dout,
                       const float *__restrict__ lse, const float *__restrict__ Di, const bf16 *__restrict__ q,
@@ -327,7 +329,7 @@ flash_bwd_dkdv_kernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const bf16 *
     const bf16 *kg = k + (size_t)b * a.kv_bs + (size_t)kvh * D;
     const bf16 *vg = v + (size_t)b * a.kv_bs + (size_t)kvh * D;
 
-    const int nqb = (a.Tq + BQ - 1) / BQ, q0 = a.causal ? kb * BK / BQ : 0, nq = nqb - q0, niter = group * nq;
+    const int nqb = (a.Tq + BQ - 1) / BQ, q0 = CAUSAL ? kb * BK / BQ : 0, nq = nqb - q0, niter = group * nq;
     auto prefetch = [&](int it, int buf) {
         const int h = kvh * group + it / nq, qb = q0 + it % nq;
         load_tile<BQ, D>(sQ + buf * BQ * SD, q + (size_t)b * a.q_bs + (size_t)h * D, a.ldq, qb * BQ, a.Tq);
@@ -365,7 +367,7 @@ flash_bwd_dkdv_kernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const bf16 *
 #pragma unroll
         for (int i = 0; i < NTQ; i++) p[i][0] = p[i][1] = p[i][2] = p[i][3] = 0.0f;
         warp_mm_nk<SD, D / 16, NTQ>(p, sK, warp * 16, cQ, lane);
-        const bool diag = a.causal && qb * BQ < kb * BK + BK; /* some query of this block precedes some key */
+        const bool diag = CAUSAL && qb * BQ < kb * BK + BK; /* some query of this block precedes some key */
 #pragma unroll
         for (int nt = 0; nt < NTQ; nt++)
 #pragma unroll
@@ -418,7 +420,7 @@ __device__ __forceinline__ void store_dq(bf16 *p, float x0, float x1, int acc) {
 }
 
 /* dQ for 64 queries of one head: loop over the key blocks 0..qb (causal) or all of them */
-template <int D>
+template <int D, bool CAUSAL>
 __global__ void __launch_bounds__(FA_THREADS)
 flash_bwd_dq_kernel(bf16 *__restrict__ dq, const bf16 *__restrict__ dout, const float *__restrict__ lse,
                     const float *__restrict__ Di, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
@@ -452,7 +454,7 @@ flash_bwd_dq_kernel(bf16 *__restrict__ dq, const bf16 *__restrict__ dout, const 
 #pragma unroll
     for (int i = 0; i < NTD; i++) dQ[i][0] = dQ[i][1] = dQ[i][2] = dQ[i][3] = 0.0f;
 
-    const int nkb = a.causal ? qb + 1 : (a.Tk + BN - 1) / BN;
+    const int nkb = CAUSAL ? qb + 1 : (a.Tk + BN - 1) / BN;
     for (int kb = 0; kb < nkb; kb++) {
         const int buf = kb & 1;
         if (kb + 1 < nkb) {
@@ -470,7 +472,7 @@ flash_bwd_dq_kernel(bf16 *__restrict__ dq, const bf16 *__restrict__ dout, const 
             for (int e = 0; e < 4; e++) p[i][e] = dp[i][e] = 0.0f;
         warp_mm_nk<SD, D / 16, BN / 8>(p, sQ, warp * 16, cK, lane);
         warp_mm_nk<SD, D / 16, BN / 8>(dp, sO, warp * 16, cV, lane);
-        const bool diag = a.causal && kb == qb, tail = !a.causal && (kb + 1) * BN > a.Tk;
+        const bool diag = CAUSAL && kb == qb, tail = !CAUSAL && (kb + 1) * BN > a.Tk;
 #pragma unroll
         for (int nt = 0; nt < BN / 8; nt++)
 #pragma unroll
@@ -542,10 +544,32 @@ template <int D>
 cudaError_t fwd_launch(sx_bf16 *out, float *lse, const sx_bf16 *q, const sx_bf16 *k, const sx_bf16 *v, int B,
                        const fa_args &a, cudaStream_t stream) {
     const size_t sm = fwd_smem<D>();
-    SX_CHECK(cudaFuncSetAttribute(flash_fwd_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
     const dim3 grid((a.Tq + 63) / 64, B * a.H);
-    flash_fwd_kernel<D><<<grid, FA_THREADS, sm, stream>>>((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
-                                                         (const bf16 *)v, a);
+    if (a.causal) {
+        SX_CHECK(cudaFuncSetAttribute(flash_fwd_kernel<D, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+        flash_fwd_kernel<D, true><<<grid, FA_THREADS, sm, stream>>>((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
+                                                                   (const bf16 *)v, a);
+    } else {
+        SX_CHECK(cudaFuncSetAttribute(flash_fwd_kernel<D, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+        flash_fwd_kernel<D, false><<<grid, FA_THREADS, sm, stream>>>((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
+                                                                    (const bf16 *)v, a);
+    }
+    SX_LAUNCHED();
+}
+
+/* dK, dV, then dQ, with the causal flag a constant (flash_fwd_kernel says why) */
+template <int D, int BQ, bool CAUSAL>
+cudaError_t bwd_kernels(sx_bf16 *dq, sx_bf16 *dk, sx_bf16 *dv, const sx_bf16 *dout, const float *lse, const sx_bf16 *q,
+                        const sx_bf16 *k, const sx_bf16 *v, int B, const fa_args &a, float *Di, cudaStream_t stream) {
+    const size_t sm1 = dkdv_smem<D>(), sm2 = dq_smem<D>();
+    SX_CHECK(cudaFuncSetAttribute(flash_bwd_dkdv_kernel<D, BQ, CAUSAL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)sm1));
+    SX_CHECK(cudaFuncSetAttribute(flash_bwd_dq_kernel<D, CAUSAL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm2));
+    flash_bwd_dkdv_kernel<D, BQ, CAUSAL><<<dim3((a.Tk + 63) / 64, B * a.KV), FA_THREADS, sm1, stream>>>(
+        (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout, lse, Di, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, a);
+    SX_CHECK(cudaGetLastError());
+    flash_bwd_dq_kernel<D, CAUSAL><<<dim3((a.Tq + 63) / 64, B * a.H), FA_THREADS, sm2, stream>>>(
+        (bf16 *)dq, (const bf16 *)dout, lse, Di, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, a);
     SX_LAUNCHED();
 }
 
@@ -558,15 +582,8 @@ cudaError_t bwd_launch(sx_bf16 *dq, sx_bf16 *dk, sx_bf16 *dv, const sx_bf16 *dou
     flash_bwd_dot_kernel<D><<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(Di, (const bf16 *)dout,
                                                                            (const bf16 *)out, B, a.Tq, a.H, a.o_bs);
     SX_CHECK(cudaGetLastError());
-    const size_t sm1 = dkdv_smem<D>(), sm2 = dq_smem<D>();
-    SX_CHECK(cudaFuncSetAttribute(flash_bwd_dkdv_kernel<D, BQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm1));
-    SX_CHECK(cudaFuncSetAttribute(flash_bwd_dq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm2));
-    flash_bwd_dkdv_kernel<D, BQ><<<dim3((a.Tk + 63) / 64, B * a.KV), FA_THREADS, sm1, stream>>>(
-        (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout, lse, Di, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, a);
-    SX_CHECK(cudaGetLastError());
-    flash_bwd_dq_kernel<D><<<dim3((a.Tq + 63) / 64, B * a.H), FA_THREADS, sm2, stream>>>(
-        (bf16 *)dq, (const bf16 *)dout, lse, Di, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, a);
-    SX_LAUNCHED();
+    if (a.causal) return bwd_kernels<D, BQ, true>(dq, dk, dv, dout, lse, q, k, v, B, a, Di, stream);
+    return bwd_kernels<D, BQ, false>(dq, dk, dv, dout, lse, q, k, v, B, a, Di, stream);
 }
 
 /* one sequence's causal square, as sx_flash_attention_forward/backward take it */
