@@ -106,6 +106,9 @@ typedef struct {
                                          over the frameworks' (flash_*), same work (hwdb/priors.csv); 0: taken as 1 */
     double fp8_gemm_relative_efficiency; /* an FP8 GEMM's achieved fraction of the FP8 peak over a 16-bit GEMM's
                                             of the 16-bit peak (hwdb/priors.csv); 0: taken as 1 */
+    double fp8_backward_gemm_relative_efficiency; /* the same for the backward's FP8 GEMMs (data and weight
+                                            gradients), which Transformer Engine runs without cuBLASLt's fast
+                                            accumulation; calibrate measures it; 0: the forward's */
     double membound_overhead_s;       /* fixed GPU time of one memory-bound kernel (ramp-up and tail) beside
                                          its bytes / bandwidth; 0 until calibrated */
     /* The step's clock under the power cap (docs/model.md, "Clock under the power cap"): at clock

@@ -751,8 +751,14 @@ static int cmd_fit_power(const options *o, const char *root, FILE *out)
         nruns++;
     }
     if (power_fit_steps(g, node, runs, nruns, fit, err, sizeof err) != 0) { rc = fail("%s", err); goto done; }
+    static double held_out_s[POWER_FIT_RUNS_MAX];
+    int models;
+    if (power_fit_leave_one_model_out(g, node, runs, nruns, held_out_s, &models, err, sizeof err) != 0) {
+        rc = fail("%s", err);
+        goto done;
+    }
     fprintf(out, "sextant fit-power: %d validate runs on %s, overlay %s\n", nruns, g->name, o->calibration);
-    power_fit_report(out, g, runs, nruns, fit);
+    power_fit_report(out, g, runs, nruns, fit, models ? held_out_s : NULL, models);
     if (power_fit_write_overlay(o->calibration, o->out_path, g, "sextant fit-power", runs, nruns, fit, err, sizeof err) != 0) {
         rc = fail("%s", err);
         goto done;

@@ -202,19 +202,86 @@ int power_fit_overlay_text(const char *overlay_path, const hw_gpu *gpu, const ch
     return overlay_replace_rows(overlay_path, gpu->name, keys, rows, 2, 2, text, len, err, errlen);
 }
 
-void power_fit_report(FILE *out, const hw_gpu *gpu, const power_fit_run *runs, int nruns, const power_fit_result *fit)
+int power_fit_leave_one_model_out(const hw_gpu *gpu, const hw_node *node, const power_fit_run *runs, int nruns,
+                                  double *held_out_s, int *models, char *err, size_t errlen)
 {
-    fprintf(out, "%-44s %10s %10s %8s %10s %8s\n", "run", "measured", "before", "error", "after", "error");
+    *models = 0;
+    static power_fit_run others[POWER_FIT_RUNS_MAX];
+    static power_fit_result fold;
+    int first_of[POWER_FIT_RUNS_MAX], nfirst = 0;
+    for (int i = 0; i < nruns; i++) {
+        int seen = 0;
+        for (int j = 0; j < nfirst && !seen; j++) seen = !strcmp(runs[first_of[j]].model.name, runs[i].model.name);
+        if (!seen) first_of[nfirst++] = i;
+    }
+    if (nfirst < 3) return 0;
+    for (int k = 0; k < nfirst; k++) {
+        const char *name = runs[first_of[k]].model.name;
+        int n = 0;
+        for (int i = 0; i < nruns; i++)
+            if (strcmp(runs[i].model.name, name)) others[n++] = runs[i];
+        if (power_fit_steps(gpu, node, others, n, &fold, err, errlen) != 0) return -1;
+        hw_gpu fitted = *gpu;
+        fitted.clock_energy_exponent = fold.exponent;
+        fitted.energy_attention_j_per_flop = fold.energy_attention_j_per_flop;
+        static estimate_t e;
+        job_t job = {1e9, gpu->cloud_usd_per_gpu_hour};
+        for (int i = 0; i < nruns; i++) {
+            if (strcmp(runs[i].model.name, name)) continue;
+            if (estimate_layout(&runs[i].model, &fitted, node, &runs[i].layout, &job, &e, err, errlen) != 0) return -1;
+            held_out_s[i] = e.step_s;
+        }
+    }
+    *models = nfirst;
+    return 0;
+}
+
+/* mean |error|, mean signed error and the worst error (by magnitude) of predicted against the runs */
+static void error_summary(const power_fit_run *runs, int nruns, const double *predicted, double *mean_abs,
+                          double *mean_signed, double *worst)
+{
+    *mean_abs = *mean_signed = *worst = 0.0;
+    for (int i = 0; i < nruns; i++) {
+        double e = predicted[i] / runs[i].measured_s - 1.0;
+        *mean_abs += fabs(e) / nruns;
+        *mean_signed += e / nruns;
+        if (fabs(e) > fabs(*worst)) *worst = e;
+    }
+}
+
+void power_fit_report(FILE *out, const hw_gpu *gpu, const power_fit_run *runs, int nruns, const power_fit_result *fit,
+                      const double *held_out_s, int models)
+{
+    fprintf(out, "%-44s %10s %10s %8s %10s %8s", "run", "measured", "before", "error", "after", "error");
+    if (held_out_s) fprintf(out, " %10s %8s", "held out", "error");
+    fprintf(out, "\n");
     for (int i = 0; i < nruns; i++) {
         const char *base = strrchr(runs[i].path, '/');
-        fprintf(out, "%-44.44s %8.2fms %8.2fms %+7.1f%% %8.2fms %+7.1f%%\n", base ? base + 1 : runs[i].path,
+        fprintf(out, "%-44.44s %8.2fms %8.2fms %+7.1f%% %8.2fms %+7.1f%%", base ? base + 1 : runs[i].path,
                 runs[i].measured_s * 1e3, fit->before_s[i] * 1e3, 100.0 * (fit->before_s[i] / runs[i].measured_s - 1.0),
                 fit->after_s[i] * 1e3, 100.0 * (fit->after_s[i] / runs[i].measured_s - 1.0));
+        if (held_out_s)
+            fprintf(out, " %8.2fms %+7.1f%%", held_out_s[i] * 1e3, 100.0 * (held_out_s[i] / runs[i].measured_s - 1.0));
+        fprintf(out, "\n");
     }
     fprintf(out, "clock exponent %.3f -> %.3f, fused attention energy %.3f -> %.3f pJ/FLOP; rms step error %.2f%% -> %.2f%%\n",
             gpu->clock_energy_exponent, fit->exponent, gpu->energy_attention_j_per_flop * 1e12,
             fit->energy_attention_j_per_flop * 1e12, 100.0 * sqrt(fit->before_cost / nruns),
             100.0 * sqrt(fit->after_cost / nruns));
+    double mean_abs, mean_signed, worst;
+    error_summary(runs, nruns, fit->before_s, &mean_abs, &mean_signed, &worst);
+    fprintf(out, "before (the overlay as given): mean |error| %.1f%%, signed %+.1f%%, worst %+.1f%%\n", 100.0 * mean_abs,
+            100.0 * mean_signed, 100.0 * worst);
+    error_summary(runs, nruns, fit->after_s, &mean_abs, &mean_signed, &worst);
+    fprintf(out, "after (fitted on every run, in sample): mean |error| %.1f%%, signed %+.1f%%, worst %+.1f%%\n",
+            100.0 * mean_abs, 100.0 * mean_signed, 100.0 * worst);
+    if (held_out_s) {
+        error_summary(runs, nruns, held_out_s, &mean_abs, &mean_signed, &worst);
+        fprintf(out, "held out (each of the %d models predicted by the fit on the others): mean |error| %.1f%%, signed "
+                     "%+.1f%%, worst %+.1f%%\n", models, 100.0 * mean_abs, 100.0 * mean_signed, 100.0 * worst);
+    } else {
+        fprintf(out, "held out: not computed (leaving one model out needs runs of 3 models or more)\n");
+    }
 }
 
 int power_fit_write_overlay(const char *overlay_path, const char *out_path, const hw_gpu *gpu, const char *fitted_by,

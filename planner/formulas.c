@@ -50,6 +50,15 @@ double loss_held_bytes_per_logit(loss_kernel_t loss, double elem_bytes)
     return loss == LOSS_FP32 ? 8.0 : loss == LOSS_FUSED_OUTPLACE ? elem_bytes : 0.0;
 }
 
+/* "FP8 GEMMs", energy: a GEMM FLOP's switching energy at a precision, from the 16-bit one calibrate measures.
+ * The tensor cores run FP8 at twice the 16-bit rate within the same board power (the datasheet's peaks), so an
+ * FP8 FLOP costs the 16-bit energy times peak_16 / peak_fp8 (one H100: 0.45-0.5 pJ against 0.90 pJ, from
+ * llama3.2-3b trained in both; docs/model.md).  Other precisions keep the 16-bit energy. */
+double gemm_energy_j_per_flop(double energy_16bit, double peak_16bit, double peak_matrix, int fp8)
+{
+    return fp8 && peak_matrix > 0.0 && peak_16bit > 0.0 ? energy_16bit * peak_16bit / peak_matrix : energy_16bit;
+}
+
 /* "Gradient accumulation": DeepSpeed's BF16 optimizer runs hp_grad.add_(lp_grad.to(float32)) per
  * parameter tensor after each micro-batch's backward: the conversion reads the 16-bit gradient and writes
  * an fp32 temporary, the add reads the temporary and the fp32 copy and writes the copy:

@@ -121,6 +121,39 @@ double measured_shape_s(const hw_gemm_time *table, int count, double m, double n
     return 0.0;
 }
 
+/* Our fused attention's FLOP rate at a head configuration calibrate did not time, from the shapes it timed with
+ * the same head size (docs/model.md, "Attention kernel generations"): at each timed sequence, the shape whose
+ * batch x heads is nearest the op's (the same occupancy); between two timed sequences, linear; beyond them the
+ * nearest one's rate carried by the frameworks' sequence curve, flash_sequence_factor.  0 when no shape of that
+ * head size was timed. */
+static double attention_table_rate(const hw_gemm_time *table, int count, double batch_heads, double seq,
+                                   double head_dim, int bwd)
+{
+    double lo_s = 0, lo_r = 0, hi_s = 0, hi_r = 0;   /* the nearest timed sequences below and above seq, their rates */
+    double min_s = 0, min_r = 0, max_s = 0, max_r = 0;
+    for (int i = 0; i < count; i++) {
+        const hw_gemm_time *g = &table[i];
+        if ((double)g->k != head_dim || g->seconds <= 0.0) continue;
+        /* the shape of this sequence nearest the op's batch x heads, on a log scale */
+        int nearest = 1;
+        for (int j = 0; j < count && nearest; j++)
+            if (j != i && table[j].k == g->k && table[j].n == g->n && table[j].seconds > 0.0 &&
+                fabs(log((double)table[j].m / batch_heads)) < fabs(log((double)g->m / batch_heads)))
+                nearest = 0;
+        if (!nearest) continue;
+        double s = (double)g->n, rate = flash_attention_flops(1.0, (double)g->m, s, head_dim, 1, bwd) / g->seconds;
+        if (s == seq) return rate;
+        if (s < seq && s > lo_s) { lo_s = s; lo_r = rate; }
+        if (s > seq && (hi_s == 0 || s < hi_s)) { hi_s = s; hi_r = rate; }
+        if (min_s == 0 || s < min_s) { min_s = s; min_r = rate; }
+        if (s > max_s) { max_s = s; max_r = rate; }
+    }
+    if (lo_s > 0 && hi_s > 0) return lo_r + (hi_r - lo_r) * (seq - lo_s) / (hi_s - lo_s);
+    if (max_s > 0 && seq > max_s) return max_r * flash_sequence_factor(seq) / flash_sequence_factor(max_s);
+    if (min_s > 0) return min_r * flash_sequence_factor(seq) / flash_sequence_factor(min_s);
+    return 0.0;
+}
+
 /* The CPU issues one kernel per launch_overhead_s at best; while it runs
  * ahead of the GPU that cost hides, so it bounds an op from below rather
  * than adding to it (docs/model.md, "Step time"). */
@@ -137,6 +170,16 @@ static double membound_s(const hw_gpu *gpu, double bytes)
     return bytes / (gpu->hbm_bytes_per_s * gpu->membound_efficiency) + gpu->membound_overhead_s;
 }
 
+/* An FP8 GEMM's rate over the forward's: Transformer Engine runs the backward's data and weight gradients
+ * without cuBLASLt's fast accumulation (its _2X_ACC_DGRAD, _2X_ACC_WGRAD), which calibrate times apart
+ * (docs/model.md, "FP8 GEMMs"); 1 for the forward, or when calibrate has not. */
+static double fp8_pass_factor(const hw_gpu *gpu, const op_t *op)
+{
+    if (op->pass != PASS_BWD || gpu->fp8_backward_gemm_relative_efficiency <= 0.0) return 1.0;
+    double forward = gpu->fp8_gemm_relative_efficiency > 0.0 ? gpu->fp8_gemm_relative_efficiency : 1.0;
+    return gpu->fp8_backward_gemm_relative_efficiency / forward;
+}
+
 /* A GEMM's time from its tiles and waves (docs/model.md, "GEMM time over M, N, K"), once sextant fit-gemm
  * has fitted the model to this GPU, times the fused bias gradient's factor where the op has one; 0 when it
  * has not been fitted.  The rate was fitted on 16-bit GEMMs: another precision scales it by its peak (and
@@ -149,6 +192,7 @@ static double gemm_model_s(const hw_gpu *gpu, const op_t *op, precision_t p, dou
     double cast_s = 0.0;
     if (p == PREC_FP8) {
         if (gpu->fp8_gemm_relative_efficiency > 0.0) rate *= gpu->fp8_gemm_relative_efficiency;
+        rate *= fp8_pass_factor(gpu, op);
         double cast = fp8_cast_bytes((double)op->m, (double)op->n, (double)op->k, op->pass == PASS_BWD, op->weight_gradient);
         if (op->batch > 1) cast *= (double)op->batch;
         if (cast > 0.0) cast_s = membound_s(gpu, cast);
@@ -232,6 +276,8 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
         double clock_bound = op->flops >= CLOCK_BOUND_GEMM_FLOPS ? 1.0 : 0.0;
         /* the GEMMs an fp8 run keeps in 16 bit: the output layer, the router (docs/model.md, "FP8 GEMMs") */
         if (matrix == PREC_FP8 && op->sixteen_bit) matrix = gpu->peak_flops[PREC_BF16] > 0 ? PREC_BF16 : PREC_FP16;
+        const double e_flop = gemm_energy_j_per_flop(gpu->energy_gemm_j_per_flop, gpu->peak_flops[PREC_BF16],
+                                                     gpu->peak_flops[matrix], matrix == PREC_FP8);
         /* calibrate times bf16 GEMMs; other precisions take the tile model, or the curve before it is fitted.
          * Once it is fitted, only a shape calibrate timed itself keeps its time: the lines through timed shapes
          * made held-out models' GEMMs worse, not better (docs/model.md, "GEMM time over M, N, K") */
@@ -239,16 +285,17 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
                               ? measured_shape_s(gpu->gemm_time, gpu->gemm_times, (double)op->m, (double)op->n, (double)op->k, 0.0,
                                                  gpu->gemm_tile_flops > 0.0 ? -1 : 1)
                               : 0.0;
-        if (measured > 0.0 && op->batch <= 1) return with_power(op, gpu, measured, clock_bound, gpu->energy_gemm_j_per_flop);
+        if (measured > 0.0 && op->batch <= 1) return with_power(op, gpu, measured, clock_bound, e_flop);
         double tiled = gemm_model_s(gpu, op, matrix, membw);
         if (tiled > 0.0) {
             if (op->bytes / membw >= tiled - gpu->gemm_fixed_s) clock_bound = 0.0;
-            return with_power(op, gpu, tiled, clock_bound, gpu->energy_gemm_j_per_flop);
+            return with_power(op, gpu, tiled, clock_bound, e_flop);
         }
         /* a grouped GEMM (batch experts) runs at the efficiency of one expert's shape */
         double rate = gemm_flop_per_s(gpu, op->batch > 1 ? op->flops / (double)op->batch : op->flops, matrix);
         double cast_s = 0.0;
         if (matrix == PREC_FP8) {
+            rate *= fp8_pass_factor(gpu, op);
             /* the 16-bit activations are quantized first, one memory-bound pass each (docs/model.md,
              * "FP8 GEMMs") */
             /* the activations' casts; the weights' are the step's fp8_weight_cast */
@@ -260,7 +307,7 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
         if (op->flops / rate < op->bytes / membw) clock_bound = 0.0;
         double seconds = roofline_s(op->flops, rate, op->bytes, membw);
         return with_power(op, gpu, seconds + cast_s, seconds > 0.0 ? clock_bound * seconds / (seconds + cast_s) : 0.0,
-                          gpu->energy_gemm_j_per_flop);
+                          e_flop);
     }
     case OP_ATTENTION:
         /* attention kernels stay in 16-bit when the GEMMs run in fp8 */
@@ -302,12 +349,16 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
              * GEMM's.  All of it follows the clock. */
             int bwd = op->pass == PASS_BWD;
             double speed = l->attention == ATTENTION_FLASH1 && gpu->flash1_relative_speed > 0.0 ? gpu->flash1_relative_speed : 1.0;
-            if (l->attention == ATTENTION_SEXTANT) {
+            /* calibrate timed the kernel in 16 bit: an fp32 or tf32 run takes the efficiency below */
+            if (l->attention == ATTENTION_SEXTANT && (matrix == PREC_BF16 || matrix == PREC_FP16)) {
                 /* a context parallel rank's queries (m) against the whole sequence (n): its share of the whole's time */
                 double timed = (double)op->m / (double)op->n *
                                measured_shape_s(gpu->attention_time[bwd], gpu->attention_times[bwd], (double)op->batch,
                                                 (double)op->n, (double)op->k, (double)op->kv_batch, 0);
                 if (timed > 0.0) return with_power(op, gpu, timed, 1.0, gpu->energy_attention_j_per_flop);
+                double rate = attention_table_rate(gpu->attention_time[bwd], gpu->attention_times[bwd], (double)op->batch,
+                                                   (double)op->n, (double)op->k, bwd);
+                if (rate > 0.0) return with_power(op, gpu, op->flops / rate, 1.0, gpu->energy_attention_j_per_flop);
             }
             double own = bwd ? gpu->attention_bwd_efficiency : gpu->attention_fwd_efficiency;
             double frameworks = bwd ? gpu->flash_bwd_efficiency : gpu->flash_fwd_efficiency;

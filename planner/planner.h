@@ -333,6 +333,8 @@ double flash_sequence_factor(double s);
 /* DeepSpeed's BF16 optimizer, per parameter and micro-batch: the bytes its gradient accumulation moves
  * (docs/model.md, "Gradient accumulation"), from the 16-bit gradient's element size. */
 double fp32_copy_accumulate_bytes_per_param(double grad16_bytes);
+/* A GEMM FLOP's energy at a precision: FP8 at energy_16bit x peak_16bit / peak_matrix (docs/model.md, "FP8 GEMMs"). */
+double gemm_energy_j_per_flop(double energy_16bit, double peak_16bit, double peak_matrix, int fp8);
 /* Bytes a logit holds beyond its 16-bit value while the loss runs (docs/model.md, "The loss"). */
 double loss_held_bytes_per_logit(loss_kernel_t loss, double elem_bytes);
 double ring_allreduce_s(double n, double bytes, double bytes_per_s, double latency_s);
@@ -609,8 +611,15 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
  * within a factor 4 of gpu's (docs/model.md, "Clock under the power cap").  gpu must carry a power model. */
 int power_fit_steps(const hw_gpu *gpu, const hw_node *node, const power_fit_run *runs, int nruns, power_fit_result *out,
                     char *err, size_t errlen);
-/* The fit as a table: each run's measured step, predicted before and after; the two terms and the rms error. */
-void power_fit_report(FILE *out, const hw_gpu *gpu, const power_fit_run *runs, int nruns, const power_fit_result *fit);
+/* Leave one model out: for each model among the runs (by name), the fit on the other models' runs predicting
+ * its own, into held_out_s[i] for run i.  *models: how many models; 0 where fewer than 3 models (no fold then
+ * has two to fit on), held_out_s untouched.  0, or -1 with why in err. */
+int power_fit_leave_one_model_out(const hw_gpu *gpu, const hw_node *node, const power_fit_run *runs, int nruns,
+                                  double *held_out_s, int *models, char *err, size_t errlen);
+/* The fit as a table: each run's measured step, predicted before and after (and held out, when held_out_s is
+ * not NULL); the two terms, and each column's mean |error|, signed error and worst. */
+void power_fit_report(FILE *out, const hw_gpu *gpu, const power_fit_run *runs, int nruns, const power_fit_result *fit,
+                      const double *held_out_s, int models);
 /* The overlay at overlay_path with gpu's two fitted rows in place of its old ones (appended when it had
  * none), every other line as it was; their source names fitted_by, the date and the runs.  *text is
  * malloc'd (the caller frees it).  0, or -1 with why in err. */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Held out beyond the calibrated widths, end to end (issue 24, item 5): the shipped H100 overlay predicting
 # training steps of models 4096-8192 wide, cut in depth so that one GPU holds them (llama3-8b and llama2-13b
-# to 4 layers, llama3-70b to 1; rows in docs/validation/2026-11-26-h100-wide-heldout/zoo_wide.csv), trained by
+# to 4 layers, llama3-70b to 1; rows in docs/validation/archive/2026-11-26-h100-wide-heldout/zoo_wide.csv), trained by
 # sextant-gpu train with the power cap in play, unlike `ops`' op-by-op timing.  sextant-gpu reads its zoo
 # from its data root, so it runs from a copy at /tmp/wide (hwdb/ and that zoo).  Binaries in BIN_DIR.
 #   OUT=DIR bash scripts/run_wide_heldout.sh   -> $OUT/summary.txt, $OUT/wide.tar
@@ -10,7 +10,7 @@ set -u
 B=${BIN_DIR:-.carry/lead}
 W=/tmp/wide; rm -rf "$W"; mkdir -p "$W/build" "$W/models"
 cp -r hwdb "$W/hwdb"
-cp docs/validation/2026-11-26-h100-wide-heldout/zoo_wide.csv "$W/models/zoo.csv"
+cp docs/validation/archive/2026-11-26-h100-wide-heldout/zoo_wide.csv "$W/models/zoo.csv"
 cp "$B/sextant-gpu" "$W/build/sextant-gpu"
 R=${TMPDIR:-/tmp}/wide-runs; rm -rf "$R"; mkdir -p "$R"
 S=$OUT/summary.txt; : > "$S"

@@ -165,6 +165,8 @@ static void fit_power_predicts_other_models(void **state)
     expect_ok(&r);
     assert_non_null(strstr(r.out, "overlay written to"));
     assert_non_null(strstr(r.out, "rms step error"));
+    /* one model's runs: nothing to leave out */
+    assert_non_null(strstr(r.out, "held out: not computed"));
     run_free(&r);
 
     /* the fitted overlay loads, and only the two fitted rows changed */
@@ -194,6 +196,41 @@ static void fit_power_predicts_other_models(void **state)
     assert_true(worst_before > 0.05);
     assert_true(worst_after < 0.05);
     unlink(fitted);
+}
+
+/* Leaving each model out in turn: over runs of three models fit-power prints a held-out column and its summary,
+ * and a held-out run's prediction is the step the fit on the other two models' runs predicts for it. */
+static void fit_power_leaves_one_model_out(void **state)
+{
+    (void)state;
+    char fitted[] = "/tmp/sextant-fit-lomo-XXXXXX", others[] = "/tmp/sextant-fit-others-XXXXXX";
+    int fd = mkstemp(fitted);
+    assert_true(fd >= 0);
+    close(fd);
+    fd = mkstemp(others);
+    assert_true(fd >= 0);
+    close(fd);
+    run_result r = run_sextant("fit-power --calibration " POWER_RUNS "/h100-sxm.csv --out %s --runs "
+                               POWER_RUNS "/train_gpt2_mbs8.csv," POWER_RUNS "/flash_gpt2_mbs8.csv," POWER_RUNS
+                               "/train_gpt2-medium_mbs8.csv," POWER_RUNS "/flash_gpt2-medium_mbs8.csv," POWER_RUNS
+                               "/train_llama3.2-1b_mbs2.csv," POWER_RUNS "/flash_llama3.2-1b_mbs2.csv", fitted);
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "held out (each of the 3 models predicted by the fit on the others): mean |error|"));
+    const char *line = strstr(r.out, "flash_llama3.2-1b_mbs2.csv");
+    assert_non_null(line);
+    double measured, before, before_err, after, after_err, held_out;
+    assert_int_equal(sscanf(line + strlen("flash_llama3.2-1b_mbs2.csv"), " %lfms %lfms %lf%% %lfms %lf%% %lfms", &measured,
+                            &before, &before_err, &after, &after_err, &held_out), 6);
+    run_free(&r);
+    r = run_sextant("fit-power --calibration " POWER_RUNS "/h100-sxm.csv --out %s --runs " POWER_RUNS "/train_gpt2_mbs8.csv,"
+                    POWER_RUNS "/flash_gpt2_mbs8.csv," POWER_RUNS "/train_gpt2-medium_mbs8.csv," POWER_RUNS
+                    "/flash_gpt2-medium_mbs8.csv", others);
+    expect_ok(&r);
+    run_free(&r);
+    double error = step_error(others, "llama3.2-1b", 2, 2048, 1);
+    assert_close((1.0 + error) * measured, held_out, 2e-4);
+    unlink(fitted);
+    unlink(others);
 }
 
 static void fit_power_bad_input(void **state)
@@ -370,6 +407,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(power_model_in_json_and_text),
         cmocka_unit_test(fit_power_predicts_other_models),
+        cmocka_unit_test(fit_power_leaves_one_model_out),
         cmocka_unit_test(calibrated_overlays_predict_all_18_runs),
         cmocka_unit_test(fit_power_bad_input),
         cmocka_unit_test(measured_overlay_is_the_default),

@@ -690,9 +690,29 @@ static void calibrated_shape_tables_and_membound_overhead(void **state)
     assert_close(costed_op(e, "attention", PASS_FWD)->time_s, 400e-6, 1e-12);
     assert_close(costed_op(e, "attention", PASS_RECOMPUTE)->time_s, 400e-6, 1e-12);
     assert_close(costed_op(e, "attention_bwd", PASS_BWD)->time_s, 500e-6 + 1200e-6 * (96 - 48) / 144.0, 1e-12);
-    l.seq = 512; /* off the table: the efficiency */
+    /* a sequence calibrate did not time: the rate of its shape at the nearest timed sequence, carried by the
+     * frameworks' curve over the sequence */
+    l.seq = 512;
     e = run_on("gpt2", &a, l);
     const op_t *att = costed_op(e, "attention", PASS_FWD);
+    double rate_1024 = flash_attention_flops(1.0, 96.0, 1024.0, 64.0, 1, 0) / 400e-6;
+    assert_close(att->time_s, att->flops / (rate_1024 * flash_sequence_factor(512.0) / flash_sequence_factor(1024.0)),
+                 1e-12);
+    /* heads calibrate did not time (llama3.2-1b's GQA groups), between two timed sequences: the rate of the
+     * timed shape nearest its batch x heads at each, linear in the sequence */
+    a.attention_time[0][a.attention_times[0]++] = (hw_gemm_time){96, 2048, 64, 96, 1200e-6};
+    a.attention_time[0][a.attention_times[0]++] = (hw_gemm_time){12, 2048, 64, 12, 500e-6};
+    l = layout(1, 1, 1, 3, 3, 1536);
+    l.attention = ATTENTION_SEXTANT;
+    e = run_on("llama3.2-1b", &a, l);
+    att = costed_op(e, "attention", PASS_FWD);
+    double rate_2048 = flash_attention_flops(1.0, 96.0, 2048.0, 64.0, 1, 0) / 1200e-6;
+    assert_close(att->time_s, att->flops / (0.5 * (rate_1024 + rate_2048)), 1e-12);
+    /* a head size calibrate never timed: the efficiency */
+    l = layout(1, 1, 1, 1, 1, 1024);
+    l.attention = ATTENTION_SEXTANT;
+    e = run_on("llama2-7b", &a, l);
+    att = costed_op(e, "attention", PASS_FWD);
     assert_close(att->time_s, roofline_s(att->flops, a.peak_flops[PREC_BF16] * 0.15, att->bytes,
                                          a.hbm_bytes_per_s * a.membound_efficiency), 1e-12);
 

@@ -362,6 +362,35 @@ static void power_cap_settles_with_exposed_data_parallel(void **state)
 
 /* fit-power's reader: a two-stage pipeline's CSV gives its layout and the
  * slower stage's measured step; a run of another GPU is refused at its line. */
+/* An FP8 GEMM FLOP draws the 16-bit energy times peak_16 / peak_fp8 (the tensor cores run FP8 at twice the rate
+ * within the same power); the output layer, kept 16-bit, its own; the backward's FP8 GEMMs run at the rate
+ * calibrate measured without fast accumulation, the forward's unchanged (docs/model.md, "FP8 GEMMs"). */
+static void fp8_energy_and_backward_rate(void **state)
+{
+    (void)state;
+    hw_gpu g = *hwdb_find_gpu(&db, "h100-sxm");
+    power_model(&g, 1e6);
+    layout_t l = layout(1, 1, 1, 4, 4, 2048);
+    l.precision = PREC_FP8;
+    static estimate_t e, slow;
+    estimate_into("llama3.2-1b", &g, l, &e);
+    const op_t *qkv = costed_op(&e, "qkv", PASS_FWD), *head = costed_op(&e, "lm_head", PASS_FWD);
+    double ratio = g.peak_flops[PREC_BF16] / g.peak_flops[PREC_FP8];
+    assert_true(ratio > 0.4 && ratio < 0.6);
+    assert_close(qkv->energy_j, g.energy_gemm_j_per_flop * ratio * qkv->flops + g.energy_j_per_byte * qkv->bytes, 1e-12);
+    assert_close(head->energy_j, g.energy_gemm_j_per_flop * head->flops + g.energy_j_per_byte * head->bytes, 1e-12);
+    assert_close(gemm_energy_j_per_flop(1.0, 2.0, 4.0, 0), 1.0, 1e-15);
+    g.fp8_gemm_relative_efficiency = 0.9;
+    estimate_into("llama3.2-1b", &g, l, &e);
+    g.fp8_backward_gemm_relative_efficiency = 0.6;
+    estimate_into("llama3.2-1b", &g, l, &slow);
+    assert_close(costed_op(&slow, "mlp_up", PASS_FWD)->time_s, costed_op(&e, "mlp_up", PASS_FWD)->time_s, 1e-15);
+    assert_true(costed_op(&slow, "mlp_up_dgrad", PASS_BWD)->time_s > 1.2 * costed_op(&e, "mlp_up_dgrad", PASS_BWD)->time_s);
+    assert_true(costed_op(&slow, "mlp_up_wgrad", PASS_BWD)->time_s > 1.2 * costed_op(&e, "mlp_up_wgrad", PASS_BWD)->time_s);
+    /* the output layer stays 16-bit: no FP8 rate at all */
+    assert_close(costed_op(&slow, "lm_head_dgrad", PASS_BWD)->time_s, costed_op(&e, "lm_head_dgrad", PASS_BWD)->time_s, 1e-15);
+}
+
 static void power_fit_reads_a_pipeline_run(void **state)
 {
     (void)state;
@@ -441,6 +470,7 @@ int main(void)
         cmocka_unit_test(power_cap_which_gemms_follow_the_clock),
         cmocka_unit_test(power_cap_same_on_every_entry_point),
         cmocka_unit_test(power_cap_settles_with_exposed_data_parallel),
+        cmocka_unit_test(fp8_energy_and_backward_rate),
         cmocka_unit_test(power_fit_reads_a_pipeline_run),
         cmocka_unit_test(power_fit_overlay_replaces_two_rows),
     };

@@ -27,8 +27,8 @@
  * planner's op list assigns it (flash_attention_flops: causal, backward 2.5 x
  * forward): the sum of those FLOPs over the sum of the times, so the longer
  * shapes weigh more.  0 for a pass whose kernel failed. */
-/* Our fused attention's time for each listed model's heads, at batch 1 to 32
- * and sequence 1024 and 2048, launched back to back: the table the planner
+/* Our fused attention's time for each listed model's heads, at sequence 1024 to
+ * 8192 and batch 1 up to 32k tokens, launched back to back: the table the planner
  * reads per shape (overlay keys flash_fwd_us / flash_bwd_us: batch x heads,
  * sequence, head size; its line over the batch for other micro-batches). */
 typedef struct {
@@ -121,8 +121,9 @@ static void calibrate_attention(double peak, const char *models, const model_zoo
         const model_t *m = model_zoo_find(zoo, name);
         if (!m) continue;
         int fused = m->head_dim == 64 || m->head_dim == 128; /* the fused kernel's head sizes */
-        for (int T = 1024; T <= 2048; T *= 2)
-            for (int B = 1; B <= 32; B *= 2) {
+        /* the planner takes an untimed head configuration's rate from these, by head size and sequence */
+        for (int T = 1024; T <= 8192; T *= 2)
+            for (int B = 1; B <= 32 && B * T <= 32768; B *= 2) {
                 flash_ctx f = {.B = B, .T = T, .H = (int)m->heads, .KV = (int)m->kv_heads, .D = (int)m->head_dim};
                 double t[2] = {0, 0}, mhz[2] = {0, 0}, u[2] = {0, 0}, umhz[2] = {0, 0};
                 if (2.0 * B * (double)T * (f.H + 2 * f.KV) * f.D > (double)scratch_bytes) continue;
@@ -345,7 +346,7 @@ typedef struct {
     double e_max, half_gflop, copy_bw, launch_s, context_bytes, membound_overhead_s;
     const power_model *pm;
     int fp8_ok;
-    double fp8_relative;
+    double fp8_relative, fp8_relative_backward;
     const gemm_timing *gt;
     int attention_ok;
     double attention_fwd, attention_bwd;
@@ -382,6 +383,9 @@ static int write_overlay(const char *out_path, const hw_gpu *g, const char *sour
     if (v->fp8_ok)
         fprintf(f, "%s,fp8_gemm_relative_efficiency,%.4f,\"%s (E4M3 per-tensor scaled against bf16, cuBLASLt, the GEMMs "
                    "of 10 GFLOP or more)\"\n", g->name, v->fp8_relative, source);
+    if (v->fp8_ok && v->fp8_relative_backward > 0.05 && v->fp8_relative_backward <= 2.0)
+        fprintf(f, "%s,fp8_backward_gemm_relative_efficiency,%.4f,\"%s (the same without fast accumulation, as TE runs the "
+                   "backward's GEMMs)\"\n", g->name, v->fp8_relative_backward, source);
     for (int i = 0; i < v->gt->n; i++)
         fprintf(f, "%s,gemm_us:%lldx%lldx%lld,%.3f,\"%s (%s, as the training step runs it)\"\n", g->name,
                 (long long)v->gt->shape[i].m, (long long)v->gt->shape[i].n, (long long)v->gt->shape[i].k, v->gt->shape[i].seconds * 1e6,
@@ -482,8 +486,9 @@ int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo, i
     }
     double e_max = gt.e_max, half_gflop = gt.half_gflop;
     /* FP8 at the same shapes, where the GPU has it: the planner's fp8_gemm_relative_efficiency */
-    double fp8_relative = 0.0;
-    int fp8_ok = fp8_calibrate(g, gt.shape, gt.n, scratch, scratch_bytes, &fp8_relative) == 0 && fp8_relative > 0.05 &&
+    double fp8_relative = 0.0, fp8_relative_backward = 0.0;
+    int fp8_ok = fp8_calibrate(g, gt.shape, gt.n, scratch, scratch_bytes, &fp8_relative, &fp8_relative_backward) == 0 &&
+                 fp8_relative > 0.05 &&
                  fp8_relative <= 2.0;
     double peak = g->peak_flops[PREC_BF16] > 0 ? g->peak_flops[PREC_BF16] : g->peak_flops[PREC_FP16];
     double attention_fwd = 0.0, attention_bwd = 0.0;
@@ -504,7 +509,7 @@ int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo, i
              scratch_data == SCRATCH_NORMAL ? ", --data normal" : "");
     if (out_path) {
         overlay_values v = {e_max, half_gflop, copy_bw, launch_s, context_bytes, membound_overhead_s, &pm, fp8_ok,
-                            fp8_relative, &gt, attention_ok, attention_fwd, attention_bwd, &at};
+                            fp8_relative, fp8_relative_backward, &gt, attention_ok, attention_fwd, attention_bwd, &at};
         if (write_overlay(out_path, g, source, &v) != 0) return 2;
         char err[PATH_MAX + 256];
         printf("overlay written to %s\n", out_path);

@@ -134,7 +134,7 @@ int calibrate_step_fit(int argc, char **argv, const model_zoo *zoo)
         fprintf(stderr, "sextant-gpu: calibrate: step fit: %s; %s keeps calibrate's own power model\n", err, out_path);
         goto done;
     }
-    power_fit_report(stdout, g, runs, nruns, &fit);
+    power_fit_report(stdout, g, runs, nruns, &fit, NULL, 0);
     if (power_fit_write_overlay(out_path, out_path, g, "sextant-gpu calibrate step fit", runs, nruns, &fit, err,
                                 sizeof err) != 0) {
         fprintf(stderr, "sextant-gpu: calibrate: step fit: --out %s\n", err);

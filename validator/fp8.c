@@ -378,7 +378,7 @@ static double time_plan(fp8_plan *p, const void *A, const void *Bm, sx_bf16 *D, 
 }
 
 int fp8_time_gemm(int M, int N, int K, void *const buffers[2], size_t buffer_bytes, cudaStream_t stream, double *fp8_s,
-                  double *bf16_s)
+                  double *fp8_exact_s, double *bf16_s)
 {
     /* buffers[0]: X [M, K] then D [M, N] after it; buffers[1]: W [N, K] */
     size_t x_bytes = (size_t)M * K * 2, d_bytes = (size_t)M * N * 2;
@@ -392,11 +392,13 @@ int fp8_time_gemm(int M, int N, int K, void *const buffers[2], size_t buffer_byt
     /* the plans of one timing are dropped after it: calibrate times more shapes than a step runs */
     int keep = nplans;
     fp8_plan *p8 = plan_of(N, M, K, K, K, N, 0, 1, 0, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3);
+    fp8_plan *p8_exact = plan_of(N, M, K, K, K, N, 0, 0, 0, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3);
     fp8_plan *p16 = plan_of(N, M, K, K, K, N, 0, 0, 0, CUDA_R_16BF, CUDA_R_16BF);
     *fp8_s = time_plan(p8, op_a, op_b, D, stream);
+    *fp8_exact_s = time_plan(p8_exact, op_a, op_b, D, stream);
     *bf16_s = time_plan(p16, W, X, D, stream);
     plans_truncate(keep);
-    return *fp8_s > 0 && *bf16_s > 0 ? 0 : -1;
+    return *fp8_s > 0 && *fp8_exact_s > 0 && *bf16_s > 0 ? 0 : -1;
 }
 
 /* ---- check-fp8: the three GEMMs against float64 on the host ----------------------------- */

@@ -44,11 +44,12 @@ void fp8_linear_wgrad(sx_bf16 *dw, const sx_bf16 *dy, const sx_bf16 *x, int N, i
 
 /* calibrate: one GEMM D[M, N] = X[M, K] W[N, K]^T with bf16 output, timed back to back on the
  * random bf16 in `buffers` (two of buffer_bytes): in FP8 (E4M3 operands cast beforehand, not
- * timed) in *fp8_s and in bf16 through the same cuBLASLt path in *bf16_s, seconds per call,
- * each the median of 5 batches.  0, or -1 when the operands do not fit or cuBLASLt has no
- * algorithm. */
+ * timed) with fast accumulation, as Transformer Engine runs the forward, in *fp8_s; in FP8 without
+ * it, as TE runs the backward's two GEMMs, in *fp8_exact_s; in bf16 through the same cuBLASLt
+ * path in *bf16_s; seconds per call, each the median of 5 batches.  0, or -1 when the operands do
+ * not fit or cuBLASLt has no algorithm. */
 int fp8_time_gemm(int M, int N, int K, void *const buffers[2], size_t buffer_bytes, cudaStream_t stream, double *fp8_s,
-                  double *bf16_s);
+                  double *fp8_exact_s, double *bf16_s);
 
 /* check-fp8: the three GEMMs of a linear layer in FP8 against float64 on the host, for shapes
  * with and without bias; prints one line each; 0 when all are within their tolerance. */
