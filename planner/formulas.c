@@ -59,6 +59,24 @@ double gemm_energy_j_per_flop(double energy_16bit, double peak_16bit, double pea
     return fp8 && peak_matrix > 0.0 && peak_16bit > 0.0 ? energy_16bit * peak_16bit / peak_matrix : energy_16bit;
 }
 
+/* "The network at scale": the mean latency of one step of a ring over n ranks spread over `nodes` nodes, as NCCL's
+ * tuning model prices it (src/graph/tuning.cc): of a reduce-scatter's or all-gather's n - 1 steps, nodes - 1 cross
+ * the network (2 (nodes - 1) of an all-reduce's 2 (n - 1)), the others stay inside a node at its own hop latency. */
+double ring_step_latency_s(double n, double nodes, double intra_s, double inter_s)
+{
+    if (n <= 1.0 || nodes <= 1.0) return intra_s;
+    double inter_steps = nodes - 1.0 < n - 1.0 ? nodes - 1.0 : n - 1.0;
+    return ((n - 1.0 - inter_steps) * intra_s + inter_steps * inter_s) / (n - 1.0);
+}
+
+/* "Published runs": the FLOPs a source adds when it counts the K and V projections of every query head (as if
+ * there were as many KV heads as heads): forward 2 x 2 x h x d x (a - g) a token a layer, times 3 for training. */
+double kv_per_head_extra_flops(double tokens, double layers, double hidden, double head_dim, double heads, double kv_heads)
+{
+    if (kv_heads <= 0.0 || kv_heads >= heads) return 0.0;
+    return 12.0 * tokens * layers * hidden * head_dim * (heads - kv_heads);
+}
+
 /* "Gradient accumulation": DeepSpeed's BF16 optimizer runs hp_grad.add_(lp_grad.to(float32)) per
  * parameter tensor after each micro-batch's backward: the conversion reads the 16-bit gradient and writes
  * an fp32 temporary, the add reads the temporary and the fp32 copy and writes the copy:

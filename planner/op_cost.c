@@ -12,16 +12,22 @@
 /* Bandwidth per direction and latency of the link a group's traffic crosses.
  * Placement: TP innermost, then CP, then DP, then PP (Megatron's rank order);
  * the gradient's group (GROUP_DP) is DP x CP, ranks tp apart. */
+/* The consecutive GPUs one group of this kind spans (TP innermost, then CP, DP, PP). */
+static int64_t group_span(const layout_t *l, group_t group)
+{
+    int64_t cp = layout_cp(l);
+    return group == GROUP_TP   ? l->tp
+           : group == GROUP_CP ? l->tp * cp
+           : group == GROUP_ETP ? layout_etp(l)
+           : group == GROUP_EP ? layout_etp(l) * layout_ep(l)
+           : group == GROUP_DP || group == GROUP_EDP ? l->tp * cp * l->dp
+                               : l->tp * cp * l->dp * l->pp;
+}
+
 void group_link(const hw_gpu *gpu, const hw_node *node, const layout_t *l, group_t group, double *bw,
                 double *latency, int *crosses)
 {
-    int64_t cp = layout_cp(l);
-    int64_t span = group == GROUP_TP   ? l->tp
-                   : group == GROUP_CP ? l->tp * cp
-                   : group == GROUP_ETP ? layout_etp(l)
-                   : group == GROUP_EP ? layout_etp(l) * layout_ep(l)
-                   : group == GROUP_DP || group == GROUP_EDP ? l->tp * cp * l->dp
-                                       : l->tp * cp * l->dp * l->pp;
+    int64_t span = group_span(l, group);
     *crosses = span > l->gpus_per_node;
     if (*crosses) {
         /* NCCL spreads a ring that crosses nodes over all of a node's NICs,
@@ -245,6 +251,12 @@ static double collective_s(op_t *op, const hw_gpu *gpu, const hw_node *node, con
      * bucket): each pays its latency, and across nodes each reaches the bandwidth of its size */
     double pieces = op->pieces > 1 ? (double)op->pieces : 1.0, bytes = op->comm_bytes / pieces;
     if (op->crosses_node) bw = network_bus_bytes_per_s(bw, bytes, node->inter_bus_efficiency, node->inter_half_bytes);
+    /* a ring across nodes crosses the network only between nodes: the node's own hops keep their latency
+     * (NCCL's tuning model; docs/model.md, "The network at scale") */
+    if (op->crosses_node && (op->coll == COLL_ALLREDUCE || op->coll == COLL_REDUCE_SCATTER || op->coll == COLL_ALLGATHER)) {
+        double span = (double)group_span(l, op->group), nodes = span / (double)l->gpus_per_node;
+        latency = ring_step_latency_s(n, nodes, node->intra_latency_s, latency);
+    }
     switch (op->coll) {
     case COLL_ALLREDUCE: return pieces * ring_allreduce_s(n, bytes, bw, latency);
     case COLL_REDUCE_SCATTER: return pieces * ring_reduce_scatter_s(n, bytes, bw, latency);

@@ -335,6 +335,12 @@ double flash_sequence_factor(double s);
 double fp32_copy_accumulate_bytes_per_param(double grad16_bytes);
 /* A GEMM FLOP's energy at a precision: FP8 at energy_16bit x peak_16bit / peak_matrix (docs/model.md, "FP8 GEMMs"). */
 double gemm_energy_j_per_flop(double energy_16bit, double peak_16bit, double peak_matrix, int fp8);
+/* The mean latency of a ring step over n ranks on `nodes` nodes: the network's for nodes - 1 of the n - 1 steps, the
+ * node's for the rest (NCCL's tuning model; docs/model.md, "The network at scale"). */
+double ring_step_latency_s(double n, double nodes, double intra_s, double inter_s);
+/* FLOPs a step of `tokens` tokens gains when its K and V projections are counted per query head (docs/model.md,
+ * "Published runs"); 0 without grouped-query attention. */
+double kv_per_head_extra_flops(double tokens, double layers, double hidden, double head_dim, double heads, double kv_heads);
 /* Bytes a logit holds beyond its 16-bit value while the loss runs (docs/model.md, "The loss"). */
 double loss_held_bytes_per_logit(loss_kernel_t loss, double elem_bytes);
 double ring_allreduce_s(double n, double bytes, double bytes_per_s, double latency_s);
@@ -522,15 +528,16 @@ const char *parallelism_family_name(parallelism_family_t f);
 typedef struct uncertainty_bands {
     int rows[FAMILY_COUNT];
     double err_low[FAMILY_COUNT], err_high[FAMILY_COUNT];
+    double pooled_trim;           /* the share of all families' errors trimmed from each end before widening */
 } uncertainty_bands;
 
 /* Sorts v[0..n) ascending (qsort with the one comparison of doubles the project needs). */
 void sort_ascending(double *v, size_t n);
 /* The 10th to 90th percentile of n signed errors (sorted in place), into family f. */
 void uncertainty_from_errors(uncertainty_bands *b, parallelism_family_t f, double *errors, int n);
-/* Every family's band widened to the 5th to 95th percentile of the n errors of all families (sorted in
- * place). */
-void uncertainty_widen_to_pooled(uncertainty_bands *b, double *errors, int n);
+/* Every family's band widened to the trim to 1 - trim quantiles of the n errors of all families (sorted in
+ * place); b->pooled_trim records it. */
+void uncertainty_widen_to_pooled(uncertainty_bands *b, double *errors, int n, double trim);
 /* Writes / reads hwdb/uncertainty.csv (family,rows,err_low,err_high,source). 0, or -1 with why. */
 int uncertainty_write(const char *path, const uncertainty_bands *b, const char *source, char *err, size_t errlen);
 int uncertainty_read(const char *path, uncertainty_bands *b, char *err, size_t errlen);
@@ -557,6 +564,8 @@ typedef struct {
     published_metric_t metric;
     double value;
     precision_t mfu_peak;          /* the peak the source's MFU divides by */
+    int kv_counted_per_head;       /* the source's FLOPs count the K and V projections of every query head, as
+                                      if the model had no grouped-query attention (docs/model.md, "Published runs") */
     int64_t cp, ep;
     int older_framework;           /* a 2021-2022 framework: unfused attention, no SP unless stated, dropout */
     int mbs_given;                 /* the row publishes its micro-batch (else 1 is taken, where that is safe) */

@@ -456,6 +456,9 @@ static void read_practice(const csv_table *t, int r, published_row *row)
     /* MFU divides by the peak of the run's precision unless the source says FP8 runs are measured
      * against the 16-bit peak; NVIDIA's DGX Cloud tables say FP8 MFU is against the FP8 peak */
     row->mfu_peak = l->precision == PREC_FP8 && !has(notes, "fp8 peak") ? PREC_BF16 : l->precision;
+    /* NVIDIA's DGX Cloud tables (NeMo 2.0's FLOPs callback) count a Nemotron-4's K and V projections for every
+     * query head: their MFU and step columns agree on it to 0.1% (docs/model.md, "Published runs") */
+    row->kv_counted_per_head = has(row->source, "dgxc-benchmarking") && has(row->model.name, "nemotron");
     l->recompute = recompute_of(recompute);
     /* torchtitan's "selective layer" checkpointing wraps every second layer whole (its default
      * selective_ac_option 2); its "selective op" policy saves every matmul and attention output except
@@ -585,11 +588,21 @@ int published_row_read(const csv_table *t, int r, const hwdb *db, const model_zo
 double published_predicted(const published_row *row, const estimate_t *e)
 {
     double gpus = (double)e->layout.gpus;
+    double model_flops = e->model_flops_full_attention_per_step, hardware_flops = e->hardware_flops_full_attention_per_step;
+    if (row->kv_counted_per_head) {
+        const model_t *m = &row->model;
+        double extra = model_is_mla(m) ? 0.0
+                                       : kv_per_head_extra_flops((double)e->layout.gbs * (double)e->layout.seq, (double)m->layers,
+                                                                 (double)m->hidden, (double)m->head_dim, (double)m->heads,
+                                                                 (double)m->kv_heads);
+        model_flops += extra;
+        hardware_flops += extra;
+    }
     switch (row->metric) {
     case METRIC_MFU:
-        return e->model_flops_full_attention_per_step / e->step_s / gpus / e->gpu->peak_flops[row->mfu_peak];
-    case METRIC_TFLOPS_HW: return e->hardware_flops_full_attention_per_step / e->step_s / gpus / 1e12;
-    case METRIC_TFLOPS_MODEL: return e->model_flops_full_attention_per_step / e->step_s / gpus / 1e12;
+        return model_flops / e->step_s / gpus / e->gpu->peak_flops[row->mfu_peak];
+    case METRIC_TFLOPS_HW: return hardware_flops / e->step_s / gpus / 1e12;
+    case METRIC_TFLOPS_MODEL: return model_flops / e->step_s / gpus / 1e12;
     case METRIC_TOKENS_PER_S_PER_GPU: return e->tokens_per_s_per_gpu;
     case METRIC_S_PER_ITER: return e->step_s;
     case METRIC_SAMPLES_PER_S: return (double)e->layout.gbs / e->step_s;
@@ -611,6 +624,9 @@ const char *published_convention(const published_row *row)
 {
     switch (row->metric) {
     case METRIC_MFU:
+        if (row->kv_counted_per_head)
+            return row->mfu_peak == PREC_FP8 ? "model FLOPs (full s x s, K and V per query head) / FP8 peak"
+                                             : "model FLOPs (full s x s, K and V per query head) / bf16 peak";
         return row->mfu_peak == PREC_FP8 ? "model FLOPs (full s x s) / FP8 peak"
                : row->mfu_peak == PREC_FP16 ? "model FLOPs (full s x s) / fp16 peak" : "model FLOPs (full s x s) / bf16 peak";
     case METRIC_TFLOPS_HW: return "hardware FLOPs (full s x s, recomputation counted)";

@@ -42,15 +42,14 @@ void uncertainty_from_errors(uncertainty_bands *b, parallelism_family_t f, doubl
     b->err_high[f] = errors[n - 1 - above];
 }
 
-/* The 5th to 95th percentile of all families' errors, trimmed as above: LOSO coverage on the shared
- * published rows 50% with the families' own 10th-90th bands, 80% widened so (docs/model.md) */
-#define POOLED_TRIM 0.05
-
-void uncertainty_widen_to_pooled(uncertainty_bands *b, double *errors, int n)
+/* trim to 1 - trim of all families' errors, trimmed as above; published.c chooses the trim by leave-one-source-out
+ * coverage (docs/model.md, "Uncertainty bands") */
+void uncertainty_widen_to_pooled(uncertainty_bands *b, double *errors, int n, double trim)
 {
+    b->pooled_trim = trim;
     if (n < 1) return;
     sort_ascending(errors, (size_t)n);
-    int below = (int)floor(POOLED_TRIM * (double)n), above = n - (int)ceil((1.0 - POOLED_TRIM) * (double)n);
+    int below = (int)floor(trim * (double)n), above = n - (int)ceil((1.0 - trim) * (double)n);
     double low = errors[below], high = errors[n - 1 - above];
     for (int f = 0; f < FAMILY_COUNT; f++) {
         if (b->rows[f] < 1) continue;
@@ -69,9 +68,9 @@ int uncertainty_write(const char *path, const uncertainty_bands *b, const char *
         return -1;
     }
     fprintf(f, "# sextant's signed errors (predicted over published throughput minus one) on published runs, per\n"
-               "# parallelism family: its 10th to 90th percentile widened to all families' 5th to 95th\n"
+               "# parallelism family: its 10th to 90th percentile widened to all families' %.1fth to %.1fth\n"
                "# (docs/model.md, Uncertainty bands). `make published` writes this file.\n"
-               "family,rows,err_low,err_high,source\n");
+               "family,rows,err_low,err_high,source\n", 100.0 * b->pooled_trim, 100.0 * (1.0 - b->pooled_trim));
     for (int i = 0; i < FAMILY_COUNT; i++)
         fprintf(f, "%s,%d,%.4f,%.4f,\"%s\"\n", family_names[i], b->rows[i], b->err_low[i], b->err_high[i], source);
     if (fclose(f) != 0 || rename(tmp, path) != 0) {

@@ -63,6 +63,24 @@ static void published_shared_runs_json(void **state)
         unfit += cJSON_IsFalse(cJSON_GetObjectItem(row, "fits"));
     }
     assert_int_equal(counted, estimated);
+    /* NVIDIA's DGX Cloud Nemotron rows publish a step and an MFU of one run: read in the source's FLOP convention
+     * (K and V per query head), both say the same */
+    const cJSON *a_row, *b_row;
+    int pairs = 0;
+    cJSON_ArrayForEach(a_row, cJSON_GetObjectItem(root, "rows")) {
+        const char *c = cJSON_GetObjectItem(a_row, "case")->valuestring;
+        if (!strstr(c, "dgxc") || !strstr(c, "nemotron") || strcmp(cJSON_GetObjectItem(a_row, "metric")->valuestring, "mfu"))
+            continue;
+        cJSON_ArrayForEach(b_row, cJSON_GetObjectItem(root, "rows"))
+            if (!strcmp(cJSON_GetObjectItem(b_row, "case")->valuestring, c) &&
+                !strcmp(cJSON_GetObjectItem(b_row, "metric")->valuestring, "s_per_iter")) {
+                assert_true(fabs(cJSON_GetObjectItem(a_row, "signed_err")->valuedouble -
+                                 cJSON_GetObjectItem(b_row, "signed_err")->valuedouble) < 3e-3);
+                assert_non_null(strstr(cJSON_GetObjectItem(a_row, "convention")->valuestring, "K and V per query head"));
+                pairs++;
+            }
+    }
+    assert_int_equal(pairs, 26);
     /* every published run ran: the rows said not to fit are counted, and few (2026-11-26: 8 of 341) */
     assert_int_equal(cJSON_GetObjectItem(root, "rows_not_fitting")->valueint, unfit);
     assert_true(unfit <= 12);

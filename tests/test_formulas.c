@@ -120,6 +120,27 @@ static void ring_collectives_and_bus_bandwidth(void **state)
     assert_close(bus_bandwidth(COLL_ALLGATHER, n, S, ring_allgather_s(n, S, bw, 0)), bw, 1e-12);
 }
 
+/* NCCL's ring latency: inside a node every step is the node's; across k nodes k - 1 of the n - 1 steps are the
+ * network's; one rank a node, all of them. */
+static void ring_latency_crosses_the_network_between_nodes(void **state)
+{
+    (void)state;
+    assert_close(ring_step_latency_s(8, 1, 3.4e-6, 7e-6), 3.4e-6, 1e-12);
+    assert_close(ring_step_latency_s(64, 64, 3.4e-6, 7e-6), 7e-6, 1e-12);
+    /* 512 ranks, 2 a node: 255 of the 511 steps cross */
+    assert_close(ring_step_latency_s(512, 256, 3.4e-6, 7e-6), (256 * 3.4e-6 + 255 * 7e-6) / 511, 1e-12);
+    assert_close(ring_step_latency_s(1, 4, 3.4e-6, 7e-6), 3.4e-6, 1e-12);
+}
+
+/* A source that counts every query head's K and V (no grouped-query attention) adds 12 T L h d (a - g) FLOPs a
+ * step; a model without GQA adds nothing. */
+static void kv_counted_per_head(void **state)
+{
+    (void)state;
+    assert_close(kv_per_head_extra_flops(1e6, 32, 6144, 128, 48, 8), 12.0 * 1e6 * 32 * 6144 * 128 * 40, 1e-12);
+    assert_true(kv_per_head_extra_flops(1e6, 32, 6144, 128, 48, 48) == 0.0);
+}
+
 static void spec_tp_ratio_limits(void **state)
 {
     (void)state;
@@ -617,6 +638,8 @@ int main(void)
         cmocka_unit_test(spec_pcie_gradient_pass),
         cmocka_unit_test(flash_efficiency_rises_with_the_sequence),
         cmocka_unit_test(ring_collectives_and_bus_bandwidth),
+        cmocka_unit_test(ring_latency_crosses_the_network_between_nodes),
+        cmocka_unit_test(kv_counted_per_head),
         cmocka_unit_test(spec_tp_ratio_limits),
         cmocka_unit_test(pipeline_bubble_and_inflight),
         cmocka_unit_test(chinchilla),
