@@ -35,7 +35,8 @@ void cp_init(cp_state *c, void *(*alloc)(void *ctx, size_t bytes), void *alloc_c
     /* SEXTANT_CP_STREAM_PRIORITY=1: the ring's stream at the device's highest priority, so that
      * the exchange's NCCL kernel gets SMs before the compute kernels it runs beside (on 2 x H200
      * the exchanges took 3.4-37 times their transfer time at the default priority,
-     * docs/validation/2026-11-26-h200x2-cp); off until measured before and after */
+     * docs/validation/2026-11-26-h200x2-cp).  Measured both ways, it changes neither the exchanges
+     * nor the step (docs/validation/2026-11-26-h200x2-cp-priority): off, kept to ask again */
     const char *prio = getenv("SEXTANT_CP_STREAM_PRIORITY");
     int least = 0, greatest = 0;
     if (prio && atoi(prio) == 1) CK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
