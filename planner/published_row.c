@@ -453,9 +453,11 @@ static void read_practice(const csv_table *t, int r, published_row *row)
     else if (has(precision, "fp16")) l->precision = PREC_FP16;
     else l->precision = PREC_BF16;
     if (row->gpu && row->gpu->peak_flops[l->precision] <= 0.0) l->precision = PREC_FP16;
-    /* MFU divides by the peak of the run's precision unless the source says FP8 runs are measured
-     * against the 16-bit peak; NVIDIA's DGX Cloud tables say FP8 MFU is against the FP8 peak */
-    row->mfu_peak = l->precision == PREC_FP8 && !has(notes, "fp8 peak") ? PREC_BF16 : l->precision;
+    /* An FP8 run's MFU divides by the 16-bit peak unless the source says the FP8 peak (NVIDIA's DGX Cloud tables
+     * do) or its framework's MFU takes the peak of the run's precision: Composer's SpeedMonitor looks the peak up
+     * by precision ('amp_fp8': the FP8 peak), so llm-foundry's FP8 tables are against it */
+    int fp8_peak = has(notes, "fp8 peak") || has(framework, "composer") || has(framework, "llm-foundry");
+    row->mfu_peak = l->precision == PREC_FP8 && !fp8_peak ? PREC_BF16 : l->precision;
     /* NVIDIA's DGX Cloud tables (NeMo 2.0's FLOPs callback) count a Nemotron-4's K and V projections for every
      * query head: their MFU and step columns agree on it to 0.1% (docs/model.md, "Published runs") */
     row->kv_counted_per_head = has(row->source, "dgxc-benchmarking") && has(row->model.name, "nemotron");

@@ -144,7 +144,9 @@ static void published_row_rules(void **state)
              "p,s,Llama-70B,,,,,,,4096,,H100,128,8,8,8,,1,,2,1,32,bf16,,,NeMo,mfu,0.3,\n"
              "q,\"DeepSeek-V3 report\",DeepSeek-V3 (671B total / 37B active MoE),61,7168,128,MLA,\"dense 18432; expert 2048 x 257\",129280,4096,"
              "671B/37B act,H800,2048,8,1,16,,1,64,128,,15360 (after ramp from 3072),FP8 mixed,partial (RMSNorm/MLA up-proj recomputed),"
-             "ZeRO-1,HAI-LLM (DualPipe),gpu_hours,2664000,pre-training on 14.8T tokens = 2664K H800 GPU-hours\n",
+             "ZeRO-1,HAI-LLM (DualPipe),gpu_hours,2664000,pre-training on 14.8T tokens = 2664K H800 GPU-hours\n"
+             "r,\"mosaicml/llm-foundry README\",M,32,4096,32,8,14336,128256,8192,,H100-80GB,8,8,1,1,,1,,8,1,8,amp_fp8/DEFAULT,none,"
+             "FSDP FULL_SHARD,Composer/llm-foundry,mfu,0.3,\n",
              header);
     write_temp(path, text);
     run_result r = run_sextant("published --runs %s --format json", path);
@@ -219,7 +221,10 @@ static void published_row_rules(void **state)
     const cJSON *rq = cJSON_GetArrayItem(rows, 16);
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(rq, "estimated")));
     assert_close(cJSON_GetObjectItem(rq, "predicted")->valuedouble, 14.8 * cJSON_GetObjectItem(rm, "predicted")->valuedouble, 1e-6);
-    assert_int_equal(cJSON_GetObjectItem(root, "rows_estimated")->valueint, 13);
+    /* r: Composer's MFU takes the peak of the run's precision, FP8's for amp_fp8 */
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 17), "convention")->valuestring,
+                        "model FLOPs (full s x s) / FP8 peak");
+    assert_int_equal(cJSON_GetObjectItem(root, "rows_estimated")->valueint, 14);
     cJSON_Delete(root);
     run_free(&r);
     unlink(path);
