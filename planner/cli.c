@@ -143,6 +143,8 @@ static const char *usage_text =
     "                         as sextant's trainer runs it), the frameworks' fp32 cross-entropy on materialised\n"
     "                         logits (PyTorch, Megatron unfused), or a fused kernel writing a new gradient\n"
     "                         buffer (flash-attn's cross-entropy, llm-foundry's default)\n"
+    "  --logit-metrics N      N training metrics computed on each micro-batch's logits after its backward, each an\n"
+    "                         fp32 cross-entropy pass (Composer's default train metrics: 2; default 0, at most 16)\n"
     "  --grad-sync overlap|after   DP gradient reduction and parameter gather beside the last backward and the\n"
     "                         first forward (default: Megatron, sextant's trainer), or after the pipeline drains\n"
     "                         (DeepSpeed's engine)\n"

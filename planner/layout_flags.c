@@ -104,6 +104,8 @@ void layout_flags_init(layout_flags *f, const layout_t *defaults)
     if (defaults) f->l = *defaults;
 }
 
+const char *layout_flag_name(size_t i) { return i < LAYOUT_FLAGS ? layout_flag_table[i].flag : NULL; }
+
 unsigned layout_flag_bit(const char *flag)
 {
     for (size_t i = 0; i < LAYOUT_FLAGS; i++)

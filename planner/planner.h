@@ -775,6 +775,8 @@ void layout_flags_init(layout_flags *f, const layout_t *defaults);
  * is a switch (--sp, --ep-overlap, --fp32-grads; value unused); 2 when it took value; -1 with one line in err
  * naming the flag ("--tp: 'two' is not a positive integer"), which the caller prints after its prefix. */
 int layout_flag_parse(const char *flag, const char *value, layout_flags *f, char *err, size_t errlen);
+/* The i-th layout flag's name ("--tp", ...), NULL past the last: for the help's completeness test. */
+const char *layout_flag_name(size_t i);
 /* The LAYOUT_FLAG_* bit of flag, 0 when it is not a layout flag. */
 unsigned layout_flag_bit(const char *flag);
 /* A positive decimal number with an optional K/M/B/T (or G) suffix, 2T = 2e12: 0, or -1. */

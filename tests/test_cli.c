@@ -641,6 +641,13 @@ static void version_and_help(void **state)
     r = run_sextant("--help");
     expect_ok(&r);
     assert_non_null(strstr(r.out, "--recompute"));
+    /* every layout flag the parser takes is in the help */
+    for (size_t i = 0; layout_flag_name(i); i++) {
+        char spaced[64];
+        snprintf(spaced, sizeof spaced, "%s ", layout_flag_name(i));
+        if (!strstr(r.out, spaced)) print_error("--help does not mention %s\n", layout_flag_name(i));
+        assert_non_null(strstr(r.out, spaced));
+    }
     run_free(&r);
 }
 
