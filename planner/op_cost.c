@@ -135,18 +135,20 @@ double measured_shape_s(const hw_gemm_time *table, int count, double m, double n
 static double attention_table_rate(const hw_gemm_time *table, int count, double batch_heads, double seq,
                                    double head_dim, int bwd)
 {
-    double lo_s = 0, lo_r = 0, hi_s = 0, hi_r = 0;   /* the nearest timed sequences below and above seq, their rates */
-    double min_s = 0, min_r = 0, max_s = 0, max_r = 0;
-    for (int i = 0; i < count; i++) {
+    /* per timed sequence, the first row of the head size whose batch x heads is nearest the op's (log scale) */
+    int nearest[HWDB_ATTENTION_TIMES_MAX], nseq = 0;
+    for (int i = 0; i < count && i < HWDB_ATTENTION_TIMES_MAX; i++) {
         const hw_gemm_time *g = &table[i];
         if ((double)g->k != head_dim || g->seconds <= 0.0) continue;
-        /* the shape of this sequence nearest the op's batch x heads, on a log scale */
-        int nearest = 1;
-        for (int j = 0; j < count && nearest; j++)
-            if (j != i && table[j].k == g->k && table[j].n == g->n && table[j].seconds > 0.0 &&
-                fabs(log((double)table[j].m / batch_heads)) < fabs(log((double)g->m / batch_heads)))
-                nearest = 0;
-        if (!nearest) continue;
+        int j = 0;
+        while (j < nseq && table[nearest[j]].n != g->n) j++;
+        if (j == nseq) nearest[nseq++] = i;
+        else if (fabs(log((double)g->m / batch_heads)) < fabs(log((double)table[nearest[j]].m / batch_heads))) nearest[j] = i;
+    }
+    double lo_s = 0, lo_r = 0, hi_s = 0, hi_r = 0;   /* the nearest timed sequences below and above seq, their rates */
+    double min_s = 0, min_r = 0, max_s = 0, max_r = 0;
+    for (int j = 0; j < nseq; j++) {
+        const hw_gemm_time *g = &table[nearest[j]];
         double s = (double)g->n, rate = flash_attention_flops(1.0, (double)g->m, s, head_dim, 1, bwd) / g->seconds;
         if (s == seq) return rate;
         if (s < seq && s > lo_s) { lo_s = s; lo_r = rate; }
