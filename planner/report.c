@@ -36,66 +36,28 @@ static int value_of(const char *const *names, int count, const char *name, int *
     return -1;
 }
 
-const char *recompute_name(recompute_t r) { return name_of(recompute_names, COUNT_OF(recompute_names), (int)r, RECOMPUTE_FULL); }
-int recompute_parse(const char *name, recompute_t *out)
-{
-    int v;
-    if (value_of(recompute_names, COUNT_OF(recompute_names), name, &v) != 0) return -1;
-    *out = (recompute_t)v;
-    return 0;
-}
-const char *attention_name(attention_impl_t a)
-{
-    return name_of(attention_names, COUNT_OF(attention_names), (int)a, ATTENTION_UNFUSED);
-}
+/* Each layout choice's name and its parse, from its table (recompute_name/_parse, attention_name/_parse,
+ * loss_kernel_name/_parse, tp_overlap_name/_parse, grad_sync_name/_parse, grad_accum_name/_parse,
+ * cp_comm_name/_parse; planner.h). */
+#define NAMED_ENUM(stem, type, names, fallback)                                                            \
+    const char *stem##_name(type value) { return name_of(names, COUNT_OF(names), (int)value, (fallback)); } \
+    int stem##_parse(const char *name, type *out)                                                           \
+    {                                                                                                        \
+        int v;                                                                                               \
+        if (value_of(names, COUNT_OF(names), name, &v) != 0) return -1;                                      \
+        *out = (type)v;                                                                                      \
+        return 0;                                                                                            \
+    }
+NAMED_ENUM(recompute, recompute_t, recompute_names, RECOMPUTE_FULL)
+NAMED_ENUM(attention, attention_impl_t, attention_names, ATTENTION_UNFUSED)
+NAMED_ENUM(loss_kernel, loss_kernel_t, loss_names, LOSS_FUSED)
+NAMED_ENUM(tp_overlap, tp_overlap_t, tp_overlap_names, 0)
+NAMED_ENUM(grad_sync, grad_sync_t, grad_sync_names, 0)
+NAMED_ENUM(grad_accum, grad_accum_t, grad_accum_names, 0)
+NAMED_ENUM(cp_comm, cp_comm_t, cp_comm_names, 0)
+#undef NAMED_ENUM
+
 int attention_is_fused(attention_impl_t a) { return a == ATTENTION_FLASH || a == ATTENTION_FLASH1 || a == ATTENTION_SEXTANT; }
-int attention_parse(const char *name, attention_impl_t *out)
-{
-    int v;
-    if (value_of(attention_names, COUNT_OF(attention_names), name, &v) != 0) return -1;
-    *out = (attention_impl_t)v;
-    return 0;
-}
-const char *loss_kernel_name(loss_kernel_t k) { return name_of(loss_names, COUNT_OF(loss_names), (int)k, LOSS_FUSED); }
-int loss_kernel_parse(const char *name, loss_kernel_t *out)
-{
-    int v;
-    if (value_of(loss_names, COUNT_OF(loss_names), name, &v) != 0) return -1;
-    *out = (loss_kernel_t)v;
-    return 0;
-}
-const char *tp_overlap_name(tp_overlap_t t) { return name_of(tp_overlap_names, COUNT_OF(tp_overlap_names), (int)t, 0); }
-int tp_overlap_parse(const char *name, tp_overlap_t *out)
-{
-    int v;
-    if (value_of(tp_overlap_names, COUNT_OF(tp_overlap_names), name, &v) != 0) return -1;
-    *out = (tp_overlap_t)v;
-    return 0;
-}
-const char *grad_sync_name(grad_sync_t g) { return name_of(grad_sync_names, COUNT_OF(grad_sync_names), (int)g, 0); }
-int grad_sync_parse(const char *name, grad_sync_t *out)
-{
-    int v;
-    if (value_of(grad_sync_names, COUNT_OF(grad_sync_names), name, &v) != 0) return -1;
-    *out = (grad_sync_t)v;
-    return 0;
-}
-const char *grad_accum_name(grad_accum_t g) { return name_of(grad_accum_names, COUNT_OF(grad_accum_names), (int)g, 0); }
-int grad_accum_parse(const char *name, grad_accum_t *out)
-{
-    int v;
-    if (value_of(grad_accum_names, COUNT_OF(grad_accum_names), name, &v) != 0) return -1;
-    *out = (grad_accum_t)v;
-    return 0;
-}
-const char *cp_comm_name(cp_comm_t c) { return name_of(cp_comm_names, COUNT_OF(cp_comm_names), (int)c, 0); }
-int cp_comm_parse(const char *name, cp_comm_t *out)
-{
-    int v;
-    if (value_of(cp_comm_names, COUNT_OF(cp_comm_names), name, &v) != 0) return -1;
-    *out = (cp_comm_t)v;
-    return 0;
-}
 
 static const char *const recompute_module_names[] = {"layernorm", "mla_up_proj", "moe_act"};
 
