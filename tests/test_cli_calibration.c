@@ -101,20 +101,25 @@ static double measured_step_s(const char *path)
 }
 
 /* The planner's step against the step measured in runs/{train,flash}_MODEL_mbsB.csv, with `overlay`. */
-static double step_error_in(const char *runs, const char *overlay, const char *model, int mbs, int seq, int fused)
+static double json_step_s(const char *args)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s_%s_mbs%d.csv", runs, fused ? "flash" : "train", model, mbs);
-    run_result r = run_sextant("estimate %s --gpu h100-sxm --mbs %d --gbs %d --seq %d --attention %s --recompute none "
-                               "--no-dropout --calibration %s --format json", model, mbs, mbs, seq, fused ? "sextant" : "unfused",
-                               overlay);
+    run_result r = run_sextant("%s --format json", args);
     expect_ok(&r);
     cJSON *root = cJSON_Parse(r.out);
     assert_non_null(root);
-    double predicted = json_number(root, "time", "step_s");
+    double step = json_number(root, "time", "step_s");
     cJSON_Delete(root);
     run_free(&r);
-    return predicted / measured_step_s(path) - 1.0;
+    return step;
+}
+
+static double step_error_in(const char *runs, const char *overlay, const char *model, int mbs, int seq, int fused)
+{
+    char path[1024], args[2048];
+    snprintf(path, sizeof path, "%s/%s_%s_mbs%d.csv", runs, fused ? "flash" : "train", model, mbs);
+    snprintf(args, sizeof args, "estimate %s --gpu h100-sxm --mbs %d --gbs %d --seq %d --attention %s --recompute none "
+             "--no-dropout --calibration %s", model, mbs, mbs, seq, fused ? "sextant" : "unfused", overlay);
+    return json_step_s(args) / measured_step_s(path) - 1.0;
 }
 
 static double step_error(const char *overlay, const char *model, int mbs, int seq, int fused)
@@ -251,18 +256,6 @@ static void fit_power_bad_input(void **state)
     expect_bad_input("fit-power --calibration " POWER_RUNS "/h100-sxm.csv --out /tmp/sextant-x.csv --runs "
                      POWER_RUNS "/calibrate.log," POWER_RUNS "/train_gpt2_mbs16.csv", "calibrate.log");
     assert_int_equal(access("/tmp/sextant-x.csv", F_OK), -1);
-}
-
-static double json_step_s(const char *args)
-{
-    run_result r = run_sextant("%s --format json", args);
-    expect_ok(&r);
-    cJSON *root = cJSON_Parse(r.out);
-    assert_non_null(root);
-    double step = json_number(root, "time", "step_s");
-    cJSON_Delete(root);
-    run_free(&r);
-    return step;
 }
 
 static const char *json_string(const cJSON *root, const char *a, const char *b)
