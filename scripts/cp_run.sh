@@ -14,35 +14,17 @@
 # bin/../hwdb: a newer tree's keys would not load in them).
 # PHASE=kernels | equiv | timed | plan | all (default all).  Results: $OUT/cp.tar and $OUT/summary.txt.
 set -u
-export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
-export NCCL_NVLS_ENABLE=0
+. "$(dirname "$0")/device_env.sh"   # the library path, NVLink multicast off, say, run, keep, compare
 DIR=$(cd "$(dirname "$0")" && pwd)
 GPU=${GPU:-h100-sxm}
 PHASE=${PHASE:-all}
 CAL=${CAL:-$DIR/hwdb/measured/h100-sxm.csv}
 R=${TMPDIR:-/tmp}/cp; rm -rf "$R"; mkdir -p "$R"
 S=$OUT/summary.txt; : > "$S"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv > "$R/gpu.txt" 2>&1
-date -u +%Y-%m-%dT%H:%M:%SZ > "$R/date.txt"
+device_record "$R"
 G=$DIR/bin/sextant-gpu
 B=$DIR/bin/sextant
-keep() { tar -C "$(dirname "$R")" -cf "$OUT/cp.tar" cp; }
-say() { echo "$*" | tee -a "$S"; }
 has() { [ "$PHASE" = all ] || [[ ",$PHASE," == *",$1,"* ]]; }
-run() {
-  local n=$1 t=$2; shift 2
-  timeout "$t" "$@" > "$R/$n.log" 2>&1
-  local rc=$?
-  say "$n rc=$rc"
-  keep
-  return $rc
-}
-compare() {
-  paste "$1" "$2" | awk '
-    { d = ($4 - $2) / $2; if (d < 0) d = -d; if (d > worst) { worst = d; at = $1 } last = d }
-    END { ok = NR > 0 && worst <= 0.01 && last <= 0.005
-          printf "%s worst %.4f%% (step %d), last %.4f%% over %d steps", ok ? "PASS" : "FAIL", 100 * worst, at, 100 * last, NR }'
-}
 cat "$R/gpu.txt" >> "$S"
 
 if has kernels; then
