@@ -361,6 +361,12 @@ static void read_model(const csv_table *t, int r, const model_zoo *zoo, publishe
 }
 
 /* Meta's own framework for Llama 3 (the Herd paper's runs). */
+/* MosaicML's stack: llm-foundry's MPT trained by Composer (the one names the other in every row here) */
+static int composer_framework(const char *framework)
+{
+    return has(framework, "composer") || has(framework, "llm-foundry");
+}
+
 static int llama3_framework(const char *framework, const char *source)
 {
     return has(framework, "meta") || has(source, "llama 3 herd");
@@ -456,7 +462,7 @@ static void read_practice(const csv_table *t, int r, published_row *row)
     /* An FP8 run's MFU divides by the 16-bit peak unless the source says the FP8 peak (NVIDIA's DGX Cloud tables
      * do) or its framework's MFU takes the peak of the run's precision: Composer's SpeedMonitor looks the peak up
      * by precision ('amp_fp8': the FP8 peak), so llm-foundry's FP8 tables are against it */
-    int fp8_peak = has(notes, "fp8 peak") || has(framework, "composer") || has(framework, "llm-foundry");
+    int fp8_peak = has(notes, "fp8 peak") || composer_framework(framework);
     row->mfu_peak = l->precision == PREC_FP8 && !fp8_peak ? PREC_BF16 : l->precision;
     /* NVIDIA's DGX Cloud tables (NeMo 2.0's FLOPs callback) count a Nemotron-4's K and V projections for every
      * query head: their MFU and step columns agree on it to 0.1% (docs/model.md, "Published runs") */
@@ -494,11 +500,11 @@ static void read_practice(const csv_table *t, int r, published_row *row)
      * cross_entropy on .float() logits, Megatron's vocab-parallel cross-entropy without its fusion), but
      * llm-foundry's MPT, whose loss_fn defaults to flash-attn's fused cross-entropy (docs/model.md, "The loss") */
     l->loss = has(notes, "fused loss") || has(notes, "fused cross") ? LOSS_FUSED
-              : has(framework, "llm-foundry")                       ? LOSS_FUSED_OUTPLACE
+              : composer_framework(framework)                       ? LOSS_FUSED_OUTPLACE
                                                                     : LOSS_FP32;
     /* Composer updates MPT's train metrics (LanguageCrossEntropy, LanguagePerplexity) on every micro-batch's
      * logits after its backward, each with its own torch cross-entropy */
-    l->logit_metrics = has(framework, "composer") ? 2 : 0;
+    l->logit_metrics = composer_framework(framework) ? 2 : 0;
     /* Meta's Llama 3 gathered K and V over the CP group; Megatron, NeMo and torchtitan pass them round a ring */
     l->cp_comm = llama3_framework(framework, row->source) ? CP_COMM_ALLGATHER : CP_COMM_RING;
     /* DeepSeek's DualPipe hides the EP all-to-alls behind the other micro-batch's compute (--ep-overlap) */
