@@ -39,6 +39,21 @@ static void published_runs_regression(void **state)
 static void published_shared_runs_json(void **state)
 {
     (void)state;
+    /* the pooled trim is the largest whose leave-one-source-out coverage reaches 80%: the table's "all" row
+     * says so, and the trim it names is one of the rule's steps */
+    run_result t = run_sextant("published --runs %s/data/published/runs.csv", SEXTANT_ROOT);
+    expect_ok(&t);
+    const char *all = strstr(t.out, "| all | ");
+    assert_non_null(all);
+    int rows_left_out = 0, inside_left_out = 0;
+    assert_int_equal(sscanf(all, "| all | %d | %d (", &rows_left_out, &inside_left_out), 2);
+    assert_true(inside_left_out >= 0.8 * rows_left_out);
+    const char *trim = strstr(t.out, "(the trim, ");
+    assert_non_null(trim);
+    double trim_pct = 0.0;
+    assert_int_equal(sscanf(trim, "(the trim, %lf%%", &trim_pct), 1);
+    assert_true(trim_pct >= 0.5 && trim_pct <= 5.0 && fabs(trim_pct * 2.0 - floor(trim_pct * 2.0 + 0.5)) < 1e-9);
+    run_free(&t);
     run_result r = run_sextant("published --runs %s/data/published/runs.csv --format json", SEXTANT_ROOT);
     expect_ok(&r);
     cJSON *root = cJSON_Parse(r.out);
