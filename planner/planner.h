@@ -522,7 +522,7 @@ const char *parallelism_family_name(parallelism_family_t f);
 
 /* Per family: the published rows estimated and the band of their signed errors (predicted over published
  * throughput minus one): the 10th to 90th percentile of the family's rows (the values left when at most a
- * tenth is trimmed from each end), widened to the 5th to 95th percentile of every family's rows together,
+ * tenth is trimmed from each end), widened to every family's rows together with pooled_trim cut from each end,
  * the spread between sources that one family's few sources under-represent (docs/model.md, "Uncertainty
  * bands").  A prediction's band: the step time times (1 + err_low) to (1 + err_high). */
 typedef struct uncertainty_bands {
