@@ -121,6 +121,9 @@ typedef struct {
     double energy_attention_j_per_flop; /* the same for our fused attention's */
     double energy_j_per_byte;         /* the same for a byte of device-memory traffic */
     double clock_energy_exponent;     /* how energy per operation falls with the clock */
+    double collective_power_w;        /* what the GPU draws while NCCL collectives run and nothing else: a
+                                         collective's seconds add (this - power_static_w) x seconds to the step's
+                                         energy; 0: they draw the static power only */
     /* Overlap is not free (docs/model.md): how much slower a bf16 GEMM runs while an NCCL collective of that
      * kind runs beside it on another stream, t_beside / t_alone - 1 (0.12: 12% slower), and how much slower
      * the collective runs beside the GEMM; measured by calibrate --comm; 0, the default, means not measured

@@ -218,6 +218,7 @@ typedef struct {
 
 typedef struct {
     double pp;                            /* exposed per micro-batch */
+    double energy_j;                      /* the send/recvs' energy above the static power, per micro-batch */
 } pipeline_cost;
 
 typedef struct {
@@ -228,6 +229,9 @@ typedef struct {
     double dp_bucket_fraction;
     double optimizer;
     double optimizer_clock_bound, optimizer_energy_j;
+    double comm_energy_microbatch_j;      /* the DP collectives' energy above the static power: ZeRO-2/3's of
+                                             every micro-batch, and */
+    double comm_energy_step_j;            /* those of the step */
 } data_parallel_cost;
 
 typedef struct {
@@ -272,6 +276,14 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
         op->time_s = op_cost(op, gpu, node, l);
         double t = op->time_s * (double)op->count;
         if (op->kind == OP_ATTENTION) attention_s[op->pass] = op->time_s;
+        if (op->kind == OP_COMM && op->energy_j > 0.0) {
+            /* a collective's energy, whether exposed or beside compute, in the part that costs it */
+            double energy = op->energy_j * (double)op->count;
+            if (part == PART_BODY) c->body.energy_j += energy;
+            else if (part == PART_PIPELINE) c->pipeline.energy_j += energy;
+            else if (op->pass == PASS_STEP) c->dp.comm_energy_step_j += energy;
+            else c->dp.comm_energy_microbatch_j += energy;
+        }
         if (op->kind == OP_COMM && op->group == GROUP_CP) {
             c->body.cp += op->overlap == OVERLAP_ATTENTION
                               ? (double)op->count * cp_ring_exposed_s(op->time_s, attention_s[op->pass], (double)layout_cp(l),
@@ -691,7 +703,8 @@ static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *no
     const stage_cost *c = &s[e->slowest_stage == s[0].stage ? 0 : 1].cost;
     double microbatches = (double)e->microbatches;
     double clock_bound = microbatches * (c->body.clock_bound_fwd + c->body.clock_bound_bwd) + c->dp.optimizer_clock_bound;
-    double energy = microbatches * c->body.energy_j + c->dp.optimizer_energy_j;
+    double energy = microbatches * (c->body.energy_j + c->pipeline.energy_j + c->dp.comm_energy_microbatch_j) +
+                    c->dp.optimizer_energy_j + c->dp.comm_energy_step_j;
     double cap = gpu->power_cap_w > 0.0 ? gpu->power_cap_w : gpu->tdp_w;
     double top_power = e->step_s > 0.0 ? gpu->power_static_w + energy / e->step_s : 0.0;
     double other = e->step_s - clock_bound;

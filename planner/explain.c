@@ -541,11 +541,15 @@ void report_explain(FILE *out, const estimate_t *e)
             100.0 * (p - 1.0) / ((double)e->microbatches + p - 1.0));
     if (e->step_clock_hz > 0) {
         double cap = g->power_cap_w > 0 ? g->power_cap_w : g->tdp_w;
+        char collectives[96] = "";
+        if (g->collective_power_w > g->power_static_w)
+            snprintf(collectives, sizeof collectives, ", %.0f W above P_static while a collective runs",
+                     g->collective_power_w - g->power_static_w);
         fprintf(out, "Power cap (calibrated): at clock fraction x a step draws P = P_static + E x^%.2f / t, with "
                      "P_static %.0f W and E the switching energy of its work at the top clock (%.3g pJ per GEMM FLOP, "
-                     "%.3g per attention FLOP, %.3g per byte); at the top clock (%.0f MHz) this step would draw %.0f W",
+                     "%.3g per attention FLOP, %.3g per byte%s); at the top clock (%.0f MHz) this step would draw %.0f W",
                 g->clock_energy_exponent, g->power_static_w, g->energy_gemm_j_per_flop * 1e12,
-                g->energy_attention_j_per_flop * 1e12, g->energy_j_per_byte * 1e12, g->clock_max_hz / 1e6,
+                g->energy_attention_j_per_flop * 1e12, g->energy_j_per_byte * 1e12, collectives, g->clock_max_hz / 1e6,
                 e->top_clock_power_w);
         if (e->clock_fraction < 1.0)
             fprintf(out, ", over the %.0f W cap, so the GPU lowers its clock to where P = cap: %.0f MHz. The %.4g s of "

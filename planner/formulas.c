@@ -366,6 +366,16 @@ double seconds_at_clock(double seconds, double clock_mhz, double ref_mhz)
     return ref_mhz > 0 && clock_mhz > 0 ? seconds * clock_mhz / ref_mhz : seconds;
 }
 
+/* "Clock under the power cap", collectives: an NCCL collective is kernels that copy and reduce
+ * through HBM and drive the links, so while it runs alone the GPU draws collective_w (measured:
+ * dev/cuda/collective_power.cu), not the static power.  Its seconds add what it draws above the
+ * static power to the step's energy, as a kernel's switching energy; 0 when collective_w is unknown
+ * (0) or below the static power. */
+double collective_energy_j(double seconds, double collective_w, double static_w)
+{
+    return collective_w > static_w && seconds > 0.0 ? (collective_w - static_w) * seconds : 0.0;
+}
+
 /* "Clock under the power cap": the SM clock, as a fraction x of the top
  * clock, at which a step's average power meets the cap.  At x the step draws
  *     P(x) = static_w + dynamic_j x^exponent / (other_s + clock_bound_s / x)

@@ -282,7 +282,7 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
 {
     double membw = gpu->hbm_bytes_per_s * gpu->membound_efficiency;
     precision_t matrix = l->precision;
-    /* with_power sets them for kernels; communication and bookkeeping entries keep none */
+    /* with_power sets them for kernels, OP_COMM a collective's energy; bookkeeping entries keep none */
     op->clock_bound_s = 0.0;
     op->energy_j = 0.0;
     switch (op->kind) {
@@ -386,9 +386,13 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
     case OP_MEMBOUND:
         if (op->bytes <= 0.0) return 0.0;   /* a bookkeeping entry, no kernel */
         return with_power(op, gpu, membound_s(gpu, op->bytes), 0.0, 0.0);
-    case OP_COMM:
-        /* the power model leaves communication out: its seconds draw the static power */
-        return collective_s(op, gpu, node, l) + (op->host_sync ? host_sync_s(gpu->launch_overhead_s) : 0.0);
+    case OP_COMM: {
+        /* the power model charges a collective what the GPU draws above the static power while it runs
+         * (docs/model.md, "Clock under the power cap"); the host's wait draws the static power only */
+        double t = collective_s(op, gpu, node, l);
+        if (power_model_on(gpu)) op->energy_j = collective_energy_j(t, gpu->collective_power_w, gpu->power_static_w);
+        return t + (op->host_sync ? host_sync_s(gpu->launch_overhead_s) : 0.0);
+    }
     }
     return 0.0;
 }

@@ -360,6 +360,62 @@ static void power_cap_settles_with_exposed_data_parallel(void **state)
     assert_true(e.step_s < top.step_s + e.clock_bound_top_s * (1.0 / x - 1.0));
 }
 
+/* A collective draws collective_power_w while it runs: its seconds add (collective_power_w - static) x seconds
+ * to the step's energy, in the part that costs it: TP's per micro-batch (body), the pipeline's send/recvs per
+ * micro-batch, the gradient's once per step (docs/model.md, "Clock under the power cap").  Under a cap no step
+ * reaches the times are the same to the bit; the top-clock power grows by exactly that energy over the step,
+ * summed here again from the slowest stage's costed collectives.  Below the static power, or 0, it adds nothing. */
+static void collectives_draw_their_power(void **state)
+{
+    (void)state;
+    hw_gpu g = *hwdb_find_gpu(&db, "h100-sxm");
+    power_model(&g, 1e6);
+    layout_t l = layout(8, 2, 2, 4, 32, 1024);   /* TP 2, PP 2, DP 2: every part has collectives */
+    l.sp = 1;
+    l.zero = 1;
+    static estimate_t none, drawn, below;
+    g.collective_power_w = 0.0;
+    estimate_into("gpt2", &g, l, &none);
+    g.collective_power_w = 124.5 + 100.0;
+    estimate_into("gpt2", &g, l, &drawn);
+    assert_true(drawn.clock_fraction == 1.0 && none.clock_fraction == 1.0);
+    assert_true(drawn.step_s == none.step_s && drawn.tp_comm_s == none.tp_comm_s && drawn.pp_comm_s == none.pp_comm_s);
+    const stage_ops *s = drawn.slowest_stage == drawn.first_stage.stage ? &drawn.first_stage : &drawn.last_stage;
+    double seconds = 0.0;
+    int kinds[3] = {0, 0, 0};  /* TP, PP, DP collectives seen */
+    for (int i = 0; i < s->nops; i++) {
+        const op_t *op = &s->ops[i];
+        if (op->kind != OP_COMM) {
+            continue;
+        }
+        assert_false(op->host_sync);
+        double per = op->time_s * (double)op->count;
+        seconds += op->pass == PASS_STEP ? per : per * (double)drawn.microbatches;
+        assert_close(op->energy_j, 100.0 * op->time_s, 1e-12);
+        kinds[op->group == GROUP_TP ? 0 : op->group == GROUP_PP ? 1 : 2]++;
+    }
+    assert_true(kinds[0] > 0 && kinds[1] > 0 && kinds[2] > 0);
+    assert_close((drawn.top_clock_power_w - none.top_clock_power_w) * drawn.step_s, 100.0 * seconds, 1e-9);
+    /* no draw below the static power */
+    g.collective_power_w = 100.0;
+    estimate_into("gpt2", &g, l, &below);
+    assert_true(below.top_clock_power_w == none.top_clock_power_w);
+    assert_true(collective_energy_j(2.0, 300.0, 100.0) == 400.0 && collective_energy_j(2.0, 0.0, 100.0) == 0.0);
+
+    /* under a cap below that step's top-clock power the collectives' draw lowers the clock further */
+    static estimate_t capped_none, capped_drawn;
+    double cap = 0.9 * none.top_clock_power_w;
+    g.power_cap_w = cap;
+    g.collective_power_w = 0.0;
+    estimate_into("gpt2", &g, l, &capped_none);
+    g.collective_power_w = 279.0;
+    estimate_into("gpt2", &g, l, &capped_drawn);
+    assert_true(capped_none.clock_fraction < 1.0);
+    assert_true(capped_drawn.clock_fraction < capped_none.clock_fraction);
+    assert_true(capped_drawn.step_s > capped_none.step_s);
+    assert_close(capped_drawn.step_power_w, cap, 1e-6);
+}
+
 /* fit-power's reader: a two-stage pipeline's CSV gives its layout and the
  * slower stage's measured step; a run of another GPU is refused at its line. */
 /* An FP8 GEMM FLOP draws the 16-bit energy times peak_16 / peak_fp8 (the tensor cores run FP8 at twice the rate
@@ -471,6 +527,7 @@ int main(void)
         cmocka_unit_test(power_cap_same_on_every_entry_point),
         cmocka_unit_test(power_cap_settles_with_exposed_data_parallel),
         cmocka_unit_test(fp8_energy_and_backward_rate),
+        cmocka_unit_test(collectives_draw_their_power),
         cmocka_unit_test(power_fit_reads_a_pipeline_run),
         cmocka_unit_test(power_fit_overlay_replaces_two_rows),
     };

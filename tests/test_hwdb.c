@@ -335,6 +335,9 @@ static void overlap_slowdown_overlay(void **state)
         assert_close(g->overlap_compute_slowdown_reducescatter, 0.344, 0);
         assert_close(g->overlap_compute_slowdown_allreduce, 0.281, 0);
         assert_close(g->overlap_comm_slowdown, 0.508, 0);
+        /* the collectives' power, measured on 2 x H200, for the two 700 W Hopper boards only */
+        int hopper = !strcmp(g->name, "h100-sxm") || !strcmp(g->name, "h200");
+        assert_true(g->collective_power_w == (hopper ? 279.0 : 0.0));
     }
     char path[] = "/tmp/sextant-overlay-XXXXXX";
     write_temp(path, "gpu,key,value,source\n"
