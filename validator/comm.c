@@ -22,6 +22,7 @@
 #include "outfile.h"
 #include "overlap.h"
 #include "planner.h"
+#include "power.h"
 #include "reference.h"
 
 enum { COLL_AR = 0, COLL_RS, COLL_AG, COLL_SR, NCOLL };
@@ -373,7 +374,8 @@ static void print_residuals(const comm_results *res, double ab[NCOLL][2], const 
 
 static int write_overlay(const comm_job *job, const char *gpu, const char *device, int n, const comm_results *res,
                          const double alpha[NCOLL], const double bw[NCOLL], const int ok[NCOLL], double comm_bytes,
-                         double first_comm_bytes, double p2p_bytes, const overlap_results *ov, const overlap_summary *ovs)
+                         double first_comm_bytes, double p2p_bytes, double collective_w, const overlap_results *ov,
+                         const overlap_summary *ovs)
 {
     const char *path = job->o.out_path;
     outfile out;
@@ -419,6 +421,9 @@ static int write_overlay(const comm_job *job, const char *gpu, const char *devic
         fprintf(f, "%s,nccl_first_memory_gib,%.4f,\"%s; device memory of the process's first %d-rank communicator once "
                    "every collective ran (NCCL's per-process state included)\"\n", gpu, first_comm_bytes / 1073741824.0,
                 source, n);
+    if (collective_w > 0)
+        fprintf(f, "%s,collective_power_w,%.1f,\"%s; the GPU's NVML power while each collective of up to 256 MiB looped alone, "
+                   "the median over the four of the ranks' mean\"\n", gpu, collective_w, source);
     int overlap_keys = 0;
     if (ov) {
         char ov_source[256];
@@ -430,8 +435,8 @@ static int write_overlay(const comm_job *job, const char *gpu, const char *devic
         fprintf(stderr, "sextant-gpu: --out: %s\n", err);
         return 2;
     }
-    printf("overlay written to %s (intra_gbs_per_dir, intra_latency_us of %s's node; nccl_memory_gib%s)\n", path, gpu,
-           overlap_keys ? "; the overlap_* slowdowns" : "");
+    printf("overlay written to %s (intra_gbs_per_dir, intra_latency_us of %s's node; nccl_memory_gib%s%s)\n", path, gpu,
+           collective_w > 0 ? "; collective_power_w" : "", overlap_keys ? "; the overlap_* slowdowns" : "");
     return 0;
 }
 
@@ -560,10 +565,88 @@ fail:   /* CK_OR_FAIL's target */
     return -1;
 }
 
+/* What the GPU draws while collectives run and nothing else, for the power model's collective_power_w
+ * (docs/model.md, "Collectives draw power"): each collective at the largest swept size up to 256 MiB (64 MiB
+ * at least), looped for about COLL_POWER_S seconds on every rank while NVML reads that rank's power
+ * (validator/power.c); the ranks' mean per collective, and its median over the four.  The iterations come
+ * from the sweep's times, the slowest rank's, so every rank runs the same count.  *watts stays 0 (nothing
+ * written) without NVML on every rank or without a size of 64 MiB; 0, or -1 after one line. */
+#define COLL_POWER_S 2.0
+#define COLL_POWER_MIN_BYTES ((size_t)64 << 20)
+static int measure_collective_power(launch_ctx *ctx, const comm_options *o, void *send, void *recv, double *stat,
+                                    cudaStream_t stream, cudaEvent_t stop, const comm_results *res, double *watts)
+{
+    int n = ctx->nranks, root = ctx->rank == 0;
+    *watts = 0.0;
+    int s = -1;
+    size_t nominal = 0, b = o->min_bytes;
+    for (int i = 0; i < res->nsizes; i++, b *= 2)
+        if (b <= FIT_MAX_BYTES) {
+            s = i;
+            nominal = b;
+        }
+    if (nominal < COLL_POWER_MIN_BYTES) {
+        if (root) printf("\n# collectives' power: not measured (no swept size of 64 to 256 MiB)\n");
+        return 0;
+    }
+    char why[256];
+    int nvml = power_open(why, sizeof why) == 0;
+    double per_kind[NCOLL] = {0};
+    int kinds = 0;
+    for (int c = 0; c < NCOLL; c++) {
+        coll_size sz = size_for(c, nominal, n);
+        double t = res->seconds[c][s];
+        if (sz.count == 0 || !(t > 0.0)) continue;
+        int iters = (int)ceil(COLL_POWER_S / t);
+        if (iters < 8) iters = 8;
+        if (iters > 100000) iters = 100000;
+        char what[96];
+        snprintf(what, sizeof what, "%s of %zu bytes (its power)", coll_names[c], sz.bytes);
+        for (int i = 0; i < iters / 8; i++)
+            if (launch_nccl_done(ctx, enqueue(c, send, recv, sz.count, ctx, stream), what)) goto fail;
+        CK_OR_FAIL(cudaEventRecord(stop, stream), "cudaEventRecord");
+        if (launch_event_wait(ctx, stop, what)) goto fail;
+        power_window *w = nvml ? power_window_begin() : NULL;
+        for (int i = 0; i < iters; i++)
+            if (launch_nccl_done(ctx, enqueue(c, send, recv, sz.count, ctx, stream), what)) goto fail;
+        CK_OR_FAIL(cudaEventRecord(stop, stream), "cudaEventRecord");
+        if (launch_event_wait(ctx, stop, what)) goto fail;
+        double rank_w = 0.0, mhz = 0.0, celsius = 0.0, seconds = 0.0;
+        int updates = 0;
+        int got = w && power_window_end(w, &rank_w, &mhz, &celsius, &seconds, &updates) == 0;
+        /* every rank's power and whether it had one: the mean over the ranks that did, if all did */
+        double host_stat[2] = {got ? rank_w : 0.0, got ? 1.0 : 0.0};
+        CK_OR_FAIL(cudaMemcpy(stat, host_stat, sizeof host_stat, cudaMemcpyHostToDevice), "cudaMemcpy(power)");
+        if (launch_nccl_done(ctx, ncclAllReduce(stat, stat, 2, ncclFloat64, ncclSum, ctx->comm, stream), "ncclAllReduce(power)"))
+            goto fail;
+        CK_OR_FAIL(cudaEventRecord(stop, stream), "cudaEventRecord");
+        if (launch_event_wait(ctx, stop, "the power all-reduce")) goto fail;
+        CK_OR_FAIL(cudaMemcpy(host_stat, stat, sizeof host_stat, cudaMemcpyDeviceToHost), "cudaMemcpy(power)");
+        if (host_stat[1] == (double)n) {
+            per_kind[kinds++] = host_stat[0] / (double)n;
+            if (root) printf("# collectives' power: %s of %zu MiB, %d calls: %.1f W (mean of the %d ranks; rank 0 at %.0f MHz)\n",
+                             coll_names[c], sz.bytes >> 20, iters, host_stat[0] / (double)n, n, mhz);
+        }
+    }
+    if (nvml) power_close();
+    if (kinds) {
+        sort_ascending(per_kind, (size_t)kinds);
+        *watts = kinds % 2 ? per_kind[kinds / 2] : 0.5 * (per_kind[kinds / 2 - 1] + per_kind[kinds / 2]);
+        if (root) printf("# collectives' power: median %.1f W -> collective_power_w\n", *watts);
+    } else if (root) {
+        printf("# collectives' power: not measured (%s)\n", nvml ? "NVML gave no power on some rank" : why);
+    }
+    return 0;
+fail:   /* CK_OR_FAIL's target */
+    if (nvml) power_close();
+    return -1;
+}
+
 /* Rank 0, after every rank measured: the fits, the overlap summary and CSV, and the overlay when the
  * results were right.  0, 1 (nothing written: wrong elements or an unusable fit) or 2 (the CSV failed). */
 static int report_and_write(const comm_job *job, const char *gpu, const char *device, int n, const comm_results *res,
-                            const overlap_results *ov, double first_comm_bytes, double comm_bytes, double p2p_bytes)
+                            const overlap_results *ov, double first_comm_bytes, double comm_bytes, double p2p_bytes,
+                            double collective_w)
 {
     const comm_options *o = &job->o;
     int rc = 0;
@@ -590,7 +673,7 @@ static int report_and_write(const comm_job *job, const char *gpu, const char *de
         rc = 1;
     } else if (o->out_path) {
         rc = write_overlay(job, hwdb_find_gpu(job->db, gpu)->name, device, n, res, alpha, bw, ok, comm_bytes,
-                           first_comm_bytes, p2p_bytes, ov, ov ? &ovs : NULL);
+                           first_comm_bytes, p2p_bytes, collective_w, ov, ov ? &ovs : NULL);
     }
     rc = rc ? rc : csv_rc;
     return rc;
@@ -704,6 +787,8 @@ static int comm_body(launch_ctx *ctx, void *arg)
      * planner does not use it (docs/validation/2026-11-23-h200x2-train). */
     double comm_bytes = 0.0, p2p_bytes = 0.0, first_comm_bytes = 0.0;
     if (measure_nccl_memory(ctx, o, send, recv, stat, stream, stop, &first_comm_bytes, &comm_bytes, &p2p_bytes)) goto fail;
+    double collective_w = 0.0;
+    if (measure_collective_power(ctx, o, send, recv, stat, stream, stop, res, &collective_w)) goto fail;
     /* after the memory probes: its buffers and cuBLAS must not count as NCCL's */
     if (o->overlap.enabled) {
         ov = calloc(1, sizeof *ov);
@@ -713,7 +798,7 @@ static int comm_body(launch_ctx *ctx, void *arg)
         }
         if (overlap_measure(ctx, &o->overlap, ov) != 0) goto fail;
     }
-    rc = root ? report_and_write(job, gpu, prop.name, n, res, ov, first_comm_bytes, comm_bytes, p2p_bytes) : 0;
+    rc = root ? report_and_write(job, gpu, prop.name, n, res, ov, first_comm_bytes, comm_bytes, p2p_bytes, collective_w) : 0;
     goto done;
 
 fail:
