@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gpu_check.h"
 #include "moe.h"
@@ -261,9 +262,12 @@ static void exchange(moe_state *st, const moe_exchange *x, bf16 *sorted, bf16 *m
  * cuBLAS's heuristic on the host, 0.14 to 0.18 ms a GEMM on 2 x H200, and the GPU waited for
  * it: the experts' GEMMs measured 2.5x to 4x the planner's time, the kernels themselves a
  * fraction of it (docs/validation/2026-11-26-h200x2-ep, first run).  Here the heuristic runs
- * once per transposes, leading dimensions and bucket of MOE_ALGO_BUCKET in each size, and
- * its algorithm serves every shape of the bucket that cublasLtMatmulAlgoCheck says it takes; a
- * shape it does not take runs through cublasGemmEx, counted in `fallbacks`. */
+ * once per transposes, leading dimensions and bucket of MOE_ALGO_BUCKET in each size, and its
+ * algorithm serves every shape of the bucket that cublasLtMatmul takes; a shape it refuses runs
+ * through cublasGemmEx, counted in `fallbacks`.  The heuristic is not cheap: 128 to 248 queries
+ * in 21 calls of Mixtral 8x7B's layer cost 0.2-0.4 ms of host time per expert GEMM on average;
+ * buckets that double in size cut the queries to 38-74 but chose slower kernels for other row
+ * counts, and the step came out 1% slower (docs/validation/2026-11-26-h100-moe-host). */
 #define MOE_ALGO_BUCKET 128
 #define MOE_LT_WORKSPACE_BYTES (32u << 20)
 
@@ -279,6 +283,7 @@ static void lt_init(moe_state *st)
             MCB(st, cublasLtMatmulDescSetAttribute(st->lt_desc[ta][tb], CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
             MCB(st, cublasLtMatmulDescSetAttribute(st->lt_desc[ta][tb], CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
         }
+    for (int i = 0; i < 3; i++) MCB(st, cublasLtMatrixLayoutCreate(&st->lt_layout[i], CUDA_R_16BF, 1, 1, 1));
     size_t ws = MOE_LT_WORKSPACE_BYTES;
     MCB(st, cublasLtMatmulPreferenceCreate(&st->lt_pref));
     MCB(st, cublasLtMatmulPreferenceSetAttribute(st->lt_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
@@ -291,25 +296,52 @@ static void lt_free_all(moe_state *st)
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) MCB(st, cublasLtMatmulDescDestroy(st->lt_desc[ta][tb]));
     MCB(st, cublasLtMatmulPreferenceDestroy(st->lt_pref));
+    for (int i = 0; i < 3; i++) MCB(st, cublasLtMatrixLayoutDestroy(st->lt_layout[i]));
     MCB(st, cublasLtDestroy(st->lt));
     MCK(st, cudaFree(st->lt_workspace));
     free(st->algos);
 }
 
-/* column-major C[m, n] (+)= op(A) op(B), bf16 with fp32 sums, as cublasGemmEx takes it */
+/* One of the reused layouts reshaped to rows x cols, leading dimension ld. */
+static void lt_shape(moe_state *st, cublasLtMatrixLayout_t layout, int rows, int cols, int ld)
+{
+    uint64_t r = (uint64_t)rows, c = (uint64_t)cols;
+    int64_t l = ld;
+    MCB(st, cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_ROWS, &r, sizeof r));
+    MCB(st, cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_COLS, &c, sizeof c));
+    MCB(st, cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_LD, &l, sizeof l));
+}
+
+static double host_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* column-major C[m, n] (+)= op(A) op(B), bf16 with fp32 sums, as cublasGemmEx takes it.
+ * The forward's GEMMs follow the host's wait for the routing counts, with nothing queued before them:
+ * what the host spends issuing each is GPU time lost wherever it exceeds the GEMM's own (at 2048
+ * tokens of Mixtral 8x7B the forward's expert GEMMs took twice the planner's time while the same
+ * shapes in the backward, queued behind other work, did not).  So the layouts are reshaped, not
+ * made anew, and the bucket's algorithm goes straight to cublasLtMatmul, which refuses a shape it
+ * does not take (then cublasGemmEx runs it, counted in `fallbacks`), instead of a check first. */
 static void expert_gemm(moe_state *st, int ta, int tb, int m, int n, int k, const bf16 *A, int lda, const bf16 *B, int ldb,
                         int accumulate, bf16 *C, int ldc)
 {
+    double t0 = host_now_s();
+    st->gemm_calls++;
     if (st->gemm_ex) {
         MCB(st, cublasGemmEx(st->c.blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &one, A,
                              CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, accumulate ? &one : &zero, C, CUDA_R_16BF, ldc,
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        st->gemm_host_s += host_now_s() - t0;
         return;
     }
-    cublasLtMatrixLayout_t a, b, c;
-    MCB(st, cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, ta ? k : m, ta ? m : k, lda));
-    MCB(st, cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, tb ? n : k, tb ? k : n, ldb));
-    MCB(st, cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, m, n, ldc));
+    cublasLtMatrixLayout_t a = st->lt_layout[0], b = st->lt_layout[1], c = st->lt_layout[2];
+    lt_shape(st, a, ta ? k : m, ta ? m : k, lda);
+    lt_shape(st, b, tb ? n : k, tb ? k : n, ldb);
+    lt_shape(st, c, m, n, ldc);
     const int mb = m / MOE_ALGO_BUCKET, nb = n / MOE_ALGO_BUCKET, kb = k / MOE_ALGO_BUCKET;
     moe_algo *found = NULL;
     for (int i = 0; i < st->nalgos && !found; i++) {
@@ -325,27 +357,21 @@ static void expert_gemm(moe_state *st, int ta, int tb, int m, int n, int k, cons
         int got = 0;
         st->heuristics++;
         if (cublasLtMatmulAlgoGetHeuristic(st->lt, st->lt_desc[ta][tb], a, b, c, c, st->lt_pref, 1, &result, &got) ==
-                CUBLAS_STATUS_SUCCESS && got > 0) {
+                CUBLAS_STATUS_SUCCESS && got > 0 && result.workspaceSize <= MOE_LT_WORKSPACE_BYTES) {
             found->algo = result.algo;
             found->usable = 1;
         }
     }
-    /* the bucket's algorithm, when cuBLASLt confirms it takes this exact shape */
-    cublasLtMatmulHeuristicResult_t checked;
-    int takes = found && found->usable &&
-                cublasLtMatmulAlgoCheck(st->lt, st->lt_desc[ta][tb], a, b, c, c, &found->algo, &checked) == CUBLAS_STATUS_SUCCESS &&
-                checked.workspaceSize <= MOE_LT_WORKSPACE_BYTES;
-    int done = takes &&
+    int done = found && found->usable &&
                cublasLtMatmul(st->lt, st->lt_desc[ta][tb], &one, A, a, B, b, accumulate ? &one : &zero, C, c, C, c,
                               &found->algo, st->lt_workspace, MOE_LT_WORKSPACE_BYTES, st->c.stream) == CUBLAS_STATUS_SUCCESS;
-    MCB(st, cublasLtMatrixLayoutDestroy(a));
-    MCB(st, cublasLtMatrixLayoutDestroy(b));
-    MCB(st, cublasLtMatrixLayoutDestroy(c));
-    if (done) return;
-    st->fallbacks++;
-    MCB(st, cublasGemmEx(st->c.blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &one, A,
-                         CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, accumulate ? &one : &zero, C, CUDA_R_16BF, ldc,
-                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    if (!done) {
+        st->fallbacks++;
+        MCB(st, cublasGemmEx(st->c.blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &one, A,
+                             CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, accumulate ? &one : &zero, C, CUDA_R_16BF, ldc,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
+    st->gemm_host_s += host_now_s() - t0;
 }
 
 /* y[rows, out] = x[rows, in] W^T (W[out, in]), as train.c's linear layers */

@@ -79,9 +79,12 @@ typedef struct {
     void *lt_workspace;
     cublasLtMatmulDesc_t lt_desc[2][2];   /* [transa][transb] */
     cublasLtMatmulPreference_t lt_pref;
+    cublasLtMatrixLayout_t lt_layout[3];  /* A, B, C: reshaped for each call (cheaper than made anew) */
     moe_algo *algos;
     int nalgos;
     long heuristics, fallbacks;         /* heuristic queries, GEMMs that fell back to cublasGemmEx */
+    long gemm_calls;                    /* expert GEMMs issued, and the host's seconds issuing them */
+    double gemm_host_s;
     size_t connect_bytes;               /* device memory the EP and expert-DP groups' first use took (NCCL's buffers) */
     int gemm_ex;                        /* SEXTANT_MOE_GEMM=ex: every expert GEMM through cublasGemmEx (the first way) */
     size_t bytes;                       /* device memory allocated at set-up */

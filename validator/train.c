@@ -810,9 +810,10 @@ static void print_summary(const train_run_state *r, const gpt *g)
     if (s->moe)
         printf("MoE buffers: the routed rows' (stream-ordered pool) peaked at %.3f GiB on rank 0, beside our %.3f GiB; "
                "the EP groups' first use took %.3f GiB; expert GEMMs: %s, %ld cuBLASLt heuristic queries, %ld calls "
-               "through cublasGemmEx\n", moe_pool_high_bytes(&g->moe) / 1073741824.0, g->accounted_bytes / 1073741824.0,
-               g->moe.connect_bytes / 1073741824.0, g->moe.gemm_ex ? "cublasGemmEx (SEXTANT_MOE_GEMM=ex)" : "cuBLASLt",
-               g->moe.heuristics, g->moe.fallbacks);
+               "through cublasGemmEx, %.1f us of host time to issue each\n", moe_pool_high_bytes(&g->moe) / 1073741824.0,
+               g->accounted_bytes / 1073741824.0, g->moe.connect_bytes / 1073741824.0,
+               g->moe.gemm_ex ? "cublasGemmEx (SEXTANT_MOE_GEMM=ex)" : "cuBLASLt", g->moe.heuristics, g->moe.fallbacks,
+               g->moe.gemm_calls ? 1e6 * g->moe.gemm_host_s / (double)g->moe.gemm_calls : 0.0);
     if (r->have_uncal)
         printf("uncalibrated (hwdb defaults): step %.2f ms (%+.1f%%), memory %.3f GiB (%+.1f%%)\n", r->e_uncal.step_s * 1e3,
                100.0 * (r->e_uncal.step_s / r->slowest - 1.0), r->e_uncal.memory.total / 1073741824.0,
