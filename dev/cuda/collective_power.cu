@@ -38,15 +38,6 @@ extern "C" {
             exit(2);                                                                                \
         }                                                                                           \
     } while (0)
-#define CB(call)                                                                                  \
-    do {                                                                                          \
-        cublasStatus_t s_ = (call);                                                               \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                        \
-            fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #call, (int)s_); \
-            exit(2);                                                                              \
-        }                                                                                         \
-    } while (0)
-
 static const size_t MAX_BYTES = 256u << 20;
 
 typedef struct {

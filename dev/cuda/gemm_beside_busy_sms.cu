@@ -26,15 +26,6 @@
 #include <string.h>
 #include "dev_util.h"
 
-#define CB(call)                                                                                  \
-    do {                                                                                          \
-        cublasStatus_t s_ = (call);                                                               \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                        \
-            fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #call, (int)s_); \
-            exit(2);                                                                              \
-        }                                                                                         \
-    } while (0)
-
 static const int ITERS = 31;
 
 static __device__ __forceinline__ unsigned long long global_ns(void) {

@@ -433,15 +433,6 @@ static void bench_embedding_bwd(int B, int T, int C, int Vids, int V, bool with_
 
 /* ----------------------------------------------------------- fused attention */
 
-#define CB(call)                                                                     \
-    do {                                                                             \
-        cublasStatus_t s_ = (call);                                                  \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                           \
-            fprintf(stderr, "%s:%d: %s: cublas status %d\n", __FILE__, __LINE__, #call, (int)s_); \
-            exit(2);                                                                 \
-        }                                                                            \
-    } while (0)
-
 static const void **dev_ptrs(const std::vector<const void *> &h) {
     void *d = dmalloc(h.size() * sizeof(void *));
     CK(cudaMemcpy(d, h.data(), h.size() * sizeof(void *), cudaMemcpyHostToDevice));

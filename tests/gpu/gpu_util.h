@@ -18,6 +18,16 @@
         }                                                                                        \
     } while (0)
 
+/* the same for a cuBLAS or cuBLASLt status (CUBLAS_STATUS_SUCCESS is 0), without needing their headers here */
+#define CB(call)                                                                                  \
+    do {                                                                                          \
+        int s_ = (int)(call);                                                                     \
+        if (s_ != 0) {                                                                            \
+            fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #call, s_);      \
+            exit(2);                                                                              \
+        }                                                                                         \
+    } while (0)
+
 /* splitmix64 */
 static uint64_t g_rng = 1;
 static inline uint64_t rng_u64(void) {
