@@ -170,12 +170,13 @@ static void print_row_json(FILE *out, const published_row *row, const estimate_t
         fprintf(out, ", \"family\": \"%s\"", parallelism_family_name(parallelism_family(l)));
         fprintf(out, ", \"predicted\": %.9g, \"signed_err\": %.9g, \"convention\": \"%s\", \"fits\": %s, \"step_s\": %.6g, "
                 "\"compute_s\": %.6g, \"tp_comm_s\": %.6g, \"pp_comm_s\": %.6g, \"dp_comm_s\": %.6g, \"bubble_s\": %.6g, "
-                "\"optimizer_s\": %.6g, \"memory_gib\": %.4g, "
+                "\"optimizer_s\": %.6g, \"memory_gib\": %.4g, \"sm_clock_mhz\": %.6g, "
                 "\"layout\": {\"gpus\": %lld, \"tp\": %lld, \"cp\": %lld, \"pp\": %lld, \"dp\": %lld, \"vpp\": %lld, \"mbs\": %lld, "
                 "\"gbs\": %lld, \"seq\": %lld, \"zero\": %d, \"sp\": %d, \"recompute\": \"%s\", \"recompute_layers\": %lld, \"loss\": \"%s\", \"logit_metrics\": %lld, \"attention\": \"%s\", "
                 "\"tp_overlap\": \"%s\", \"precision\": \"%s\"}",
                 predicted, error, published_convention(row), e->fits ? "true" : "false", e->step_s, e->compute_s, e->tp_comm_s,
-                e->pp_comm_s, e->dp_comm_s, e->bubble_s, e->optimizer_s, e->memory.total / 1073741824.0, (long long)l->gpus,
+                e->pp_comm_s, e->dp_comm_s, e->bubble_s, e->optimizer_s, e->memory.total / 1073741824.0,
+                e->step_clock_hz / 1e6, (long long)l->gpus,
                 (long long)l->tp, (long long)l->cp, (long long)l->pp, (long long)l->dp, (long long)l->vpp, (long long)l->mbs,
                 (long long)l->gbs, (long long)l->seq, l->zero, l->sp, recompute_name(l->recompute),
                 (long long)l->recompute_layers, loss_kernel_name(l->loss), (long long)l->logit_metrics, attention_name(l->attention), tp_overlap_name(l->tp_overlap),

@@ -76,6 +76,8 @@ static void published_shared_runs_json(void **state)
         sum_signed += err;
         counted++;
         unfit += cJSON_IsFalse(cJSON_GetObjectItem(row, "fits"));
+        /* the hwdb defaults carry no power model: every row at the top clock, reported as 0 */
+        assert_true(cJSON_GetObjectItem(row, "sm_clock_mhz")->valuedouble == 0.0);
     }
     assert_int_equal(counted, estimated);
     /* NVIDIA's DGX Cloud Nemotron rows publish a step and an MFU of one run: read in the source's FLOP convention
@@ -302,6 +304,34 @@ static void published_explain_one_case(void **state)
     expect_bad_input("published --explain", "--explain");
 }
 
+/* With the H100's measured overlay the H100 rows carry the power model's clock, between a fraction of the top
+ * clock and the top clock itself; the other GPUs' rows none (docs/model.md, "Clock under the power cap"). */
+static void published_rows_report_their_clock(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("published --runs %s/data/published/runs.csv --calibration %s/hwdb/measured/h100-sxm.csv "
+                               "--format json", SEXTANT_ROOT, SEXTANT_ROOT);
+    expect_ok(&r);
+    cJSON *root = cJSON_Parse(r.out);
+    assert_non_null(root);
+    int h100 = 0, capped = 0;
+    const cJSON *row;
+    cJSON_ArrayForEach(row, cJSON_GetObjectItem(root, "rows")) {
+        if (!cJSON_IsTrue(cJSON_GetObjectItem(row, "estimated"))) continue;
+        double mhz = cJSON_GetObjectItem(row, "sm_clock_mhz")->valuedouble;
+        if (strcmp(cJSON_GetObjectItem(row, "gpu")->valuestring, "h100-sxm")) {
+            assert_true(mhz == 0.0);
+            continue;
+        }
+        h100++;
+        assert_true(mhz > 0.3 * 1980.0 && mhz <= 1980.0 + 1e-9);
+        capped += mhz < 1980.0;
+    }
+    assert_true(h100 >= 150 && capped > h100 / 2);
+    cJSON_Delete(root);
+    run_free(&r);
+}
+
 static void published_md_is_current(void **state)
 {
     (void)state;
@@ -339,6 +369,7 @@ int main(void)
         cmocka_unit_test(published_shared_runs_json),
         cmocka_unit_test(published_row_rules),
         cmocka_unit_test(published_explain_one_case),
+        cmocka_unit_test(published_rows_report_their_clock),
         cmocka_unit_test(published_md_is_current),
     };
     return cmocka_run_group_tests_name("cli_published", tests, NULL, NULL);
