@@ -215,7 +215,8 @@ static int fill_moe_mla(const cJSON *root, const char *path, model_t *m, char *e
         get_int(root, path, "qk_rope_head_dim", 0, &m->qk_rope_head_dim, err, errlen) ||
         get_int(root, path, "v_head_dim", 0, &m->v_head_dim, err, errlen) ||
         get_int(root, path, "n_group", 0, &m->moe_groups, err, errlen) ||
-        get_int(root, path, "topk_group", 0, &m->moe_group_limit, err, errlen))
+        get_int(root, path, "topk_group", 0, &m->moe_group_limit, err, errlen) ||
+        get_int(root, path, "num_nextn_predict_layers", 0, &m->mtp_layers, err, errlen))
         return -1;
     /* one group of all the experts limits nothing */
     if (m->moe_groups <= 1) m->moe_groups = m->moe_group_limit = 0;

@@ -11,6 +11,7 @@
  * far inside the exact range of a double (2^53). */
 #define MAX_DIM 1000000
 #define MAX_LAYERS 100000
+#define MAX_MTP_LAYERS 16   /* DeepSeek-V3 uses 1; its report tried up to 2 */
 #define MAX_VOCAB 100000000
 
 double model_norm_params(const model_t *m)
@@ -129,6 +130,13 @@ static double layers_params(const model_t *m, int64_t experts_counted)
     return moe * moe_layer + dense * model_dense_layer_params(m);
 }
 
+double model_mtp_params(const model_t *m)
+{
+    double h = (double)m->hidden;
+    double layer = model_layer_is_moe(m, m->layers - 1) ? model_layer_params(m) : model_dense_layer_params(m);
+    return layer + 2.0 * h * h + 3.0 * model_norm_params(m);
+}
+
 double model_params_total(const model_t *m)
 {
     return model_embedding_params(m) + layers_params(m, m->experts) + model_final_params(m) + model_head_params(m);
@@ -154,6 +162,7 @@ int model_validate(const model_t *m, const char *where, char *err, size_t errlen
         {"qk_nope_head_dim", m->qk_nope_head_dim, 0, MAX_DIM}, {"qk_rope_head_dim", m->qk_rope_head_dim, 0, MAX_DIM},
         {"v_head_dim", m->v_head_dim, 0, MAX_DIM},
         {"moe_groups", m->moe_groups, 0, 100000}, {"moe_group_limit", m->moe_group_limit, 0, 100000},
+        {"mtp_layers", m->mtp_layers, 0, MAX_MTP_LAYERS},
     };
     for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)
         if (checks[i].value < checks[i].min || checks[i].value > checks[i].max) {
@@ -270,7 +279,8 @@ static int load_row(const csv_table *t, int r, model_t *m, char *err, size_t err
         optional_int64(t, r, "qk_rope_head_dim", MAX_DIM, &m->qk_rope_head_dim, err, errlen) ||
         optional_int64(t, r, "v_head_dim", MAX_DIM, &m->v_head_dim, err, errlen) ||
         optional_int64(t, r, "moe_groups", 100000, &m->moe_groups, err, errlen) ||
-        optional_int64(t, r, "moe_group_limit", 100000, &m->moe_group_limit, err, errlen))
+        optional_int64(t, r, "moe_group_limit", 100000, &m->moe_group_limit, err, errlen) ||
+        optional_int64(t, r, "mtp_layers", MAX_MTP_LAYERS, &m->mtp_layers, err, errlen))
         return -1;
     m->ffn_kind = (ffn_kind_t)ffn_kind;
     m->norm = (norm_kind_t)norm;

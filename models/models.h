@@ -34,6 +34,10 @@ typedef struct {
     /* multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank 0: ordinary attention */
     int64_t q_lora_rank;              /* 0: queries projected directly */
     int64_t kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+    int64_t mtp_layers;               /* multi-token prediction modules (DeepSeek-V3's depth D, num_nextn_predict_layers):
+                                         each predicts one token further through one more layer of the last layer's
+                                         kind and the shared output layer (docs/model.md, "Multi-token prediction");
+                                         0: none.  Not in params_published (DeepSeek's 671B leaves them out). */
     double params_published;          /* 0 when unknown (imported configs) */
     double active_params_published;
     char source[512];
@@ -89,6 +93,9 @@ double model_layer_params(const model_t *m);             /* a MoE layer with all
 double model_dense_layer_params(const model_t *m);       /* a layer with the dense FFN */
 double model_final_params(const model_t *m);             /* final norm, or BERT's pooler */
 double model_head_params(const model_t *m);              /* untied LM head, 0 when tied */
+/* One multi-token prediction module's own parameters: its layer, the projection of the concatenated hidden
+ * state and embedding (2h x h) and its three norms; the embedding and output layer are the model's. */
+double model_mtp_params(const model_t *m);
 double model_params_total(const model_t *m);
 double model_params_active(const model_t *m);            /* top_k experts per token */
 

@@ -1005,8 +1005,7 @@ static const part_entry *lookup_part(estimate_cache *c, cached_part part, const 
     }
     c->last[part] = (size_t)(e - c->entries) + 1;
     if (e->status != 0) {
-        /* no layout comes near OPS_MAX (154 ops at most: DeepSeek-V3, dense and MoE layers with MLA, full
-         * recomputation, TP, SP, CP, ZeRO-3): this is a guard, as in estimate_core */
+        /* no layout comes near OPS_MAX (planner.h): this is a guard, as in estimate_core */
         snprintf(err, errlen, "internal: op list longer than %d ops", OPS_MAX);
         return NULL;
     }

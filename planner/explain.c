@@ -62,6 +62,15 @@ static double comm_time(const stage_ops *s, group_t group, pass_t pass_or_step, 
 }
 
 /* The op of the slowest stage named `name` and pass, or NULL. */
+/* The MoE layers whose all-to-alls a stage runs: its own and, on the last stage, the multi-token prediction
+ * modules' (a layer of the last layer's kind each). */
+static int64_t stage_moe_layers(const model_t *m, const stage_ops *s)
+{
+    int64_t moe = s->moe_layers;
+    if (s->last && m->mtp_layers > 0 && model_layer_is_moe(m, m->layers - 1)) moe += m->mtp_layers;
+    return moe;
+}
+
 static const op_t *find_op(const stage_ops *s, const char *name, pass_t pass)
 {
     for (int i = 0; i < s->nops; i++)
@@ -163,7 +172,8 @@ static void explain_expert_tp(FILE *out, const estimate_t *e, const stage_ops *s
     const op_t *a2a = find_op(slow, "ep_alltoall_dispatch", PASS_FWD);
     if (a2a)
         fprintf(out, "  All-to-all: %.4g ms each (%s), %lld MoE layers on stage %lld: EP %.4g s per step.\n", a2a->time_s * 1e3,
-                a2a->crosses_node ? "across nodes" : "NVLink", (long long)slow->moe_layers, (long long)slow->stage, e->ep_comm_s);
+                a2a->crosses_node ? "across nodes" : "NVLink", (long long)stage_moe_layers(m, slow), (long long)slow->stage,
+                e->ep_comm_s);
     const op_t *gather = find_op(slow, "moe_tp_allgather", PASS_FWD);
     if (gather)
         fprintf(out, "  The t_e group gathers what its experts received (MoEAlltoAllTokenDispatcher: all-gather over the expert\n"
@@ -211,7 +221,7 @@ static void ep_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
         fprintf(out, "  All-to-all: (n-1)/n S / BW + (n-1) alpha = %.4g ms each (%s), %d per MoE layer, %lld MoE layers on stage %lld:\n"
                      "  %.4g s per step %s.\n",
                 a2a->time_s * 1e3, a2a->crosses_node ? "the node's own link for its GPUs, the NICs for the others" : "NVLink",
-                l->recompute == RECOMPUTE_FULL ? 6 : 4, (long long)slow->moe_layers, (long long)slow->stage, e->ep_comm_s,
+                l->recompute == RECOMPUTE_FULL ? 6 : 4, (long long)stage_moe_layers(m, slow), (long long)slow->stage, e->ep_comm_s,
                 l->ep_overlap ? "exposed after hiding behind the compute of the micro-batch beside it (--ep-overlap: Megatron's\n"
                                 "  combined 1F1B; the step's first forward and last backward run alone), slowed as \"Overlap is not free\""
                               : "exposed (--ep-overlap would hide them behind the next micro-batch's compute)");
@@ -326,6 +336,11 @@ void report_explain(FILE *out, const estimate_t *e)
                     100.0 * (e->params_active - m->active_params_published) / m->active_params_published);
         fprintf(out, "\n");
     }
+    if (m->mtp_layers > 0)
+        fprintf(out, "  multi-token prediction: %lld module(s) of %.4g parameters each (a %s layer, the 2h x h projection and "
+                     "three norms; the embedding and output layer shared), not in N; on the last stage, each with one more "
+                     "pass of the output layer and its own loss\n",
+                (long long)m->mtp_layers, model_mtp_params(m), model_layer_is_moe(m, m->layers - 1) ? "MoE" : "dense");
     fprintf(out, "The textbook count is %+.1f%% off because it assumes ", 100.0 * (textbook_params / e->params_total - 1.0));
     fprintf(out, "%s, %s, %s and learned positions of s rows.\n",
             m->kv_heads == m->heads ? "4h^2 attention weights (true here)" : "full K and V projections (GQA shrinks them)",

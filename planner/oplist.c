@@ -772,6 +772,30 @@ static void lm_head(builder *b, const model_t *m)
     collective(b, "tp_allreduce_loss", PASS_FWD, 3, COLL_ALLREDUCE, GROUP_TP, l->tp, T * 4.0, EXPOSED);
 }
 
+/* DeepSeek-V3's multi-token prediction (docs/model.md, "Multi-token prediction"), on the last stage after
+ * the model's own head: each module looks up the tokens one further ahead in the shared table, normalises
+ * them and the previous depth's hidden state, projects the two concatenated (2h -> h, a column-parallel
+ * linear whose output Megatron gathers over TP), runs one layer of the last layer's kind, and predicts through
+ * the shared output layer with its own loss. */
+static void mtp_modules(builder *b, const model_t *m)
+{
+    const layout_t *l = b->l;
+    const double B = b->act_bytes, T = rank_tokens(l), h = (double)m->hidden, t = (double)l->tp;
+    const double Tn = l->sp ? T / t : T;
+    const int full = l->recompute == RECOMPUTE_FULL;
+    const int64_t moe = model_layer_is_moe(m, m->layers - 1) ? 1 : 0;
+    for (int64_t d = 0; d < m->mtp_layers; d++) {
+        embedding(b, m);
+        membound(b, "mtp_norm", "mtp_norm_bwd", 2, 2.0 * Tn * h * B, 3.0 * Tn * h * B, 5.0 * Tn * h, Tn * h * B, full);
+        tp_entry(b, "tp_allgather_mtp", "tp_allreduce_mtp_bwd", "tp_reduce_scatter_mtp_bwd", "tp_regather_mtp", 1,
+                 2.0 * T * h * B, full);
+        gemm(b, "mtp_proj", "mtp_proj_dgrad", "mtp_proj_wgrad", 1, T, h / t, 2.0 * h, (l->sp ? Tn : T) * 2.0 * h * B, full);
+        collective(b, "tp_allgather_mtp_proj", PASS_FWD, 1, COLL_ALLGATHER, GROUP_TP, l->tp, T * h * B, EXPOSED);
+        transformer_layers(b, m, 1, moe);
+        lm_head(b, m);
+    }
+}
+
 static void pipeline(builder *b, const model_t *m, int first, int last)
 {
     const layout_t *l = b->l;
@@ -797,18 +821,27 @@ static double stage_params(const model_t *m, const layout_t *l, int64_t layers, 
     double attention = (model_attention_params_per_layer(m) - whole) / t + whole + norms;
     if (m->kv_heads < l->tp && !model_is_mla(m)) /* each rank keeps a whole replicated KV head, not kv/t of one */
         attention += 2.0 * (double)m->hidden * (double)m->head_dim * (1.0 - (double)m->kv_heads / t);
+    /* the multi-token prediction modules live on the last stage: a layer each, and their projection and norms */
+    double mtp = 0.0;
+    if (last && m->mtp_layers > 0) {
+        double h = (double)m->hidden;
+        layers += m->mtp_layers;
+        if (model_layer_is_moe(m, m->layers - 1)) moe += m->mtp_layers;
+        mtp = (double)m->mtp_layers * (2.0 * h * h / t + 3.0 * model_norm_params(m));
+    }
     double dense_ffn = model_dense_ffn_params(m) / t;
     double moe_ffn = model_router_params(m) + (double)m->shared_experts * model_ffn_params_per_expert(m) / t;
     *expert_params = (double)moe * (double)m->experts * model_ffn_params_per_expert(m) /
                      ((double)layout_etp(l) * (double)layout_ep(l));
-    double params = (double)layers * attention + (double)(layers - moe) * dense_ffn + (double)moe * moe_ffn + *expert_params;
+    double params = (double)layers * attention + (double)(layers - moe) * dense_ffn + (double)moe * moe_ffn + *expert_params + mtp;
     double padding = (double)(padded_vocab(m, l->tp) - m->vocab) * (double)m->hidden / t;
     if (first) params += model_embedding_params(m) / t + padding;
     if (last) {
         params += model_final_params(m);
-        /* a tied head on a different stage keeps its own copy of the table */
+        /* a tied head on a different stage keeps its own copy of the table; so does an untied model's last stage
+         * for its multi-token prediction modules, which look tokens up in the shared table */
         if (!m->tied_embeddings) params += model_head_params(m) / t + padding;
-        else if (!first) params += (double)m->vocab * (double)m->hidden / t + padding;
+        if ((m->tied_embeddings || m->mtp_layers > 0) && !first) params += (double)m->vocab * (double)m->hidden / t + padding;
     }
     return params;
 }
@@ -969,12 +1002,13 @@ int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_op
         transformer_layers(&b, m, out->layers, out->moe_layers);
     }
     if (out->last) lm_head(&b, m);
+    if (out->last && m->mtp_layers > 0) mtp_modules(&b, m);
     pipeline(&b, m, out->first, out->last);
     /* a tied table split over pipeline stages lives twice, on the first stage
-     * (embedding) and on the last (head): after the backward the two
-     * gradients are summed over a group of those two GPUs (Megatron's
-     * embedding group), exposed: nothing is left to overlap it with */
-    if (m->tied_embeddings && l->pp > 1 && (out->first || out->last)) {
+     * (embedding) and on the last (head, or the multi-token prediction's lookups):
+     * after the backward the two gradients are summed over a group of those two
+     * GPUs (Megatron's embedding group), exposed: nothing is left to overlap it with */
+    if ((m->tied_embeddings || m->mtp_layers > 0) && l->pp > 1 && (out->first || out->last)) {
         double grad_bytes = gradient_bytes(l);
         collective(&b, "pp_allreduce_tied_embedding", PASS_STEP, 1, COLL_ALLREDUCE, GROUP_PP, 2,
                    (double)padded_vocab(m, l->tp) / (double)l->tp * (double)m->hidden * grad_bytes, EXPOSED);

@@ -140,7 +140,9 @@ typedef struct {
                                (the MoE dispatcher's counts): host_sync_s added to it */
 } op_t;
 
-#define OPS_MAX 192
+/* DeepSeek-V3 with every option reaches about 230 (its MTP module, MLA, dense and MoE layers, full
+ * recomputation, TP, SP, CP, ZeRO-3) */
+#define OPS_MAX 256
 
 typedef struct {
     int64_t stage;          /* pipeline stage index */

@@ -346,6 +346,7 @@ static void read_model(const csv_table *t, int r, const model_zoo *zoo, publishe
         m->v_head_dim = known->v_head_dim;
         m->moe_groups = known->moe_groups;
         m->moe_group_limit = known->moe_group_limit;
+        m->mtp_layers = known->mtp_layers;
         if (model_is_moe(known) && published > 0.0) m->active_params_published = known->active_params_published;
     } else {
         m->ffn_kind = ffn_kind_of(m, published);

@@ -160,6 +160,60 @@ static void fp32_loss_costs_its_passes(void **state)
 /* flash-attn's fused loss reads the 16-bit logits forward (2 bytes) and again backward, writing a new gradient
  * (4 bytes), which it holds beside them; Composer's metrics on the logits each move 14 bytes a logit forward and
  * hold nothing at the peak. */
+/* Multi-token prediction (docs/model.md, "Multi-token prediction"): a module on the last stage adds a layer of
+ * the last layer's kind, the 2h -> h projection and a second pass of the output layer.  On one stage its model
+ * FLOPs are exactly those of one more layer (a model one layer deeper, built independently) plus the output
+ * layer's 6 s V h and the projection's 6 s 2h h per sequence; on two stages the first stage's op list does not
+ * change, and the last holds the module's parameters and, the table being untied, a copy of the embedding for
+ * its lookups, whose gradient the two stages sum. */
+static void mtp_modules_on_the_last_stage(void **state)
+{
+    (void)state;
+    const model_t *z = model_zoo_find(&zoo, "llama3-8b");
+    assert_non_null(z);
+    assert_false(z->tied_embeddings);
+    model_t base = *z, mtp = *z, deeper = *z;
+    mtp.mtp_layers = 1;
+    deeper.layers += 1;
+    const hw_gpu *g = hwdb_find_gpu(&db, "h100-sxm");
+    layout_t one = layout(8, 1, 1, 1, 8, 2048);
+    static estimate_t eb, em, ed;
+    run_model(&base, g, one, &eb);
+    run_model(&mtp, g, one, &em);
+    run_model(&deeper, g, one, &ed);
+    double h = (double)z->hidden, V = (double)z->vocab, s = 2048.0, seqs = 8.0;
+    double layer = ed.model_flops_per_step - eb.model_flops_per_step;
+    assert_true(layer > 0.0);
+    assert_close(em.model_flops_per_step - eb.model_flops_per_step, layer + seqs * (6.0 * s * V * h + 6.0 * s * 2.0 * h * h),
+                 1e-9);
+    assert_true(em.step_s > eb.step_s && em.memory.total > eb.memory.total);
+    assert_close(em.params_total, eb.params_total, 0); /* not in N, as DeepSeek's 671B */
+    assert_close(model_mtp_params(&mtp), model_dense_layer_params(z) + 2.0 * h * h + 3.0 * model_norm_params(z), 0);
+
+    layout_t two = layout(8, 1, 2, 1, 8, 2048);
+    run_model(&base, g, two, &eb);
+    run_model(&mtp, g, two, &em);
+    /* the first stage's ops are the same but for the table's gradient sum with the last stage */
+    int j = 0, first_sums = 0;
+    for (int i = 0; i < em.first_stage.nops; i++) {
+        if (!strcmp(em.first_stage.ops[i].name, "pp_allreduce_tied_embedding")) {
+            first_sums++;
+            continue;
+        }
+        assert_true(j < eb.first_stage.nops);
+        assert_string_equal(em.first_stage.ops[i].name, eb.first_stage.ops[j].name);
+        assert_true(em.first_stage.ops[i].time_s == eb.first_stage.ops[j].time_s);
+        j++;
+    }
+    assert_int_equal(j, eb.first_stage.nops);
+    assert_int_equal(first_sums, 1);
+    assert_close(em.first_stage.params, eb.first_stage.params, 0);
+    assert_close(em.last_stage.params - eb.last_stage.params, model_mtp_params(&mtp) + V * h, 1e-12);
+    int last_sums = 0;
+    for (int i = 0; i < em.last_stage.nops; i++) last_sums += !strcmp(em.last_stage.ops[i].name, "pp_allreduce_tied_embedding");
+    assert_int_equal(last_sums, 1);
+}
+
 static void fused_outplace_loss_and_logit_metrics(void **state)
 {
     (void)state;
@@ -912,6 +966,7 @@ int main(void)
         cmocka_unit_test(grad_sync_after_the_flush_is_exposed),
         cmocka_unit_test(grad_accum_fp32_copy_costs_a_pass_and_fp32_traffic),
         cmocka_unit_test(fused_outplace_loss_and_logit_metrics),
+        cmocka_unit_test(mtp_modules_on_the_last_stage),
         cmocka_unit_test(calibrated_shape_tables_and_membound_overhead),
         cmocka_unit_test(layout_names_parse_back),
         cmocka_unit_test(utilization_never_exceeds_peak),

@@ -180,6 +180,15 @@ static void hf_config_matches_zoo(void **state)
     assert_int_equal(m.kv_lora_rank, 512);
     assert_int_equal(m.dense_layers, 3);
     assert_int_equal(model_moe_layers(&m), 58);
+    /* one multi-token prediction module (num_nextn_predict_layers), as the zoo's row: a MoE layer with all its
+     * experts, the 2h x h projection and three RMSNorms; not in the 671B */
+    const model_t *z = model_zoo_find(&zoo, "deepseek-v3");
+    assert_int_equal(m.mtp_layers, 1);
+    assert_int_equal(z->mtp_layers, 1);
+    double h = (double)z->hidden;
+    assert_close(model_mtp_params(z), model_layer_params(z) + 2.0 * h * h + 3.0 * h, 0);
+    assert_true(model_mtp_params(z) > 1.15e10 && model_mtp_params(z) < 1.17e10);
+    assert_close(model_params_total(z), 671.026e9, 1e-5);
 }
 
 static void hf_config_errors(void **state)
@@ -312,6 +321,18 @@ static void malformed_zoo_names_file_line_field(void **state)
     expect_zoo_error(rows, "2:");
     snprintf(rows, sizeof rows, "%s%s", good, good);
     expect_zoo_error(rows, "3:name");
+    /* an optional column out of its range: 17 multi-token prediction modules */
+    char text[1024], err[512], path[] = "/tmp/sextant-zoo-XXXXXX";
+    snprintf(text, sizeof text, "name,family,layers,hidden,heads,kv_heads,head_dim,ffn,ffn_kind,vocab,seq,max_positions,"
+             "position,tied_embeddings,norm,bias,dropout,experts,top_k,params_published,active_params_published,"
+             "mtp_layers,source\ntiny,gpt,2,64,4,4,16,256,gelu,100,32,32,learned,1,layernorm,1,1,1,1,100000,100000,17,x\n");
+    write_temp(path, text);
+    model_zoo z;
+    assert_int_equal(model_zoo_load(path, &z, err, sizeof err), -1);
+    unlink(path);
+    char where[600];
+    snprintf(where, sizeof where, "%s:2:mtp_layers", path);
+    assert_non_null(strstr(err, where));
 }
 
 int main(void)

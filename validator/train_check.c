@@ -35,6 +35,10 @@ int train_check(const model_t *m, const train_options *o)
         snprintf(why, sizeof why, "%s is a mixture of experts: the training step runs it with --tp 1 --pp 1, no recomputation "
                  "and --zero 0 or 1 (expert parallelism inside --dp)", m->name);
         bad = why;
+    } else if (m->mtp_layers > 0) {
+        snprintf(why, sizeof why, "%s has %lld multi-token prediction module(s), which the training step does not run "
+                 "(the planner costs them)", m->name, (long long)m->mtp_layers);
+        bad = why;
     } else if (ep > 1 && !moe) {
         snprintf(why, sizeof why, "--ep %d: %s has no experts to split", ep, m->name);
         bad = why;
