@@ -429,6 +429,8 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
             if (m->q_lora_rank > 0) fprintf(out, " --q-lora-rank %lld", (long long)m->q_lora_rank);
             fprintf(out, " \\\n");
         }
+        /* Megatron-Core's multi-token prediction, on the last stage as sextant costs it */
+        if (m->mtp_layers > 0) fprintf(out, "  --mtp-num-layers %lld \\\n", (long long)m->mtp_layers);
         if (l->sp) fprintf(out, "  --sequence-parallel \\\n");
         if (l->zero == 1) fprintf(out, "  --use-distributed-optimizer \\\n");
         if (l->recompute != RECOMPUTE_NONE) fprintf(out, "  %s \\\n", recompute_megatron(l->recompute));
@@ -477,6 +479,9 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
         cJSON_AddNumberToObject(sx, "data_parallel", (double)l->dp);
         cJSON_AddStringToObject(sx, "note", "DeepSpeed takes TP from the model code (Megatron-DeepSpeed --tensor-model-parallel-size)");
         if (behind[0]) cJSON_AddStringToObject(sx, "not_overall_winner", behind + strlen("not the overall winner: "));
+        if (m->mtp_layers > 0)
+            cJSON_AddStringToObject(sx, "mtp_note", "the plan costs the model's multi-token prediction modules, which this "
+                                                    "config does not set up");
         char *text = cJSON_Print(root);
         if (text) fprintf(out, "%s\n", text);
         cJSON_free(text);
@@ -486,6 +491,9 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
     if (!strcmp(framework, "torchtitan")) {
         fprintf(out, "# sextant plan for %s on %lld x %s: torchtitan job config (TOML)\n", m->name, (long long)l->gpus, g->name);
         if (behind[0]) fprintf(out, "# %s\n", behind);
+        if (m->mtp_layers > 0)
+            fprintf(out, "# the plan costs %lld multi-token prediction module(s), which this config does not set up\n",
+                    (long long)m->mtp_layers);
         fprintf(out, "[training]\nlocal_batch_size = %lld\nglobal_batch_size = %lld\nseq_len = %lld\nsteps = %.0f\n"
                      "mixed_precision_param = \"%s\"\n\n",
                 (long long)l->mbs, (long long)l->gbs, (long long)l->seq, steps,

@@ -616,6 +616,15 @@ static void cli_takes_ep_and_emits_it(void **state)
     assert_non_null(strstr(r.out, "--moe-router-num-groups 8 --moe-router-group-topk 4"));
     assert_non_null(strstr(r.out, "--moe-layer-freq \"[0,0,0,1,"));
     assert_non_null(strstr(r.out, "--multi-latent-attention --kv-lora-rank 512"));
+    assert_non_null(strstr(r.out, "--mtp-num-layers 1"));
+    run_free(&r);
+    r = run_sextant("plan mixtral-8x7b --gpus 64 --ep 8 --emit megatron");
+    assert_int_equal(r.status, 0);
+    assert_null(strstr(r.out, "--mtp-num-layers"));
+    run_free(&r);
+    r = run_sextant("plan deepseek-v3 --gpus 1024 --ep 64 --emit torchtitan");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "# the plan costs 1 multi-token prediction module(s), which this config does not set up"));
     run_free(&r);
     r = run_sextant("plan mixtral-8x7b --gpus 64 --ep 8 --emit torchtitan");
     assert_int_equal(r.status, 0);
