@@ -1097,6 +1097,12 @@ int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, co
              (long long)m->layers, (long long)l->pp, (long long)l->vpp,
              (long long)layers_on_stage(m->layers, l->pp, 0),
              (long long)layers_on_stage(m->layers, l->pp, l->pp - 1));
+    /* the multi-token prediction modules sit on the last stage (docs/model.md, "Multi-token prediction") */
+    if (m->mtp_layers > 0 && l->pp > 1 && e->slowest_stage == l->pp - 1 && e->stage_microbatch_s[0] > 0.0)
+        warn(e, "the last stage, which holds the %lld multi-token prediction module(s), sets the step: %.4g ms a micro-batch "
+                "against the first stage's %.4g (fewer layers on it would even them, Megatron's "
+                "--decoder-last-pipeline-num-layers; not modelled)",
+             (long long)m->mtp_layers, 1e3 * e->stage_microbatch_s[1], 1e3 * e->stage_microbatch_s[0]);
     if (l->sp && l->tp == 1)
         warn(e, "--sp has no effect with TP 1");
     if (model_is_moe(m) && layout_ep(l) == 1 && dp_group_size(l) > 1 && layout_etp(l) == l->tp)

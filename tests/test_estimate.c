@@ -212,6 +212,12 @@ static void mtp_modules_on_the_last_stage(void **state)
     int last_sums = 0;
     for (int i = 0; i < em.last_stage.nops; i++) last_sums += !strcmp(em.last_stage.ops[i].name, "pp_allreduce_tied_embedding");
     assert_int_equal(last_sums, 1);
+    /* the last stage now sets the step, and the estimate says why */
+    assert_int_equal(em.slowest_stage, 1);
+    int said = 0;
+    for (int i = 0; i < em.nwarnings; i++) said += strstr(em.warnings[i], "multi-token prediction module") != NULL;
+    assert_int_equal(said, 1);
+    for (int i = 0; i < eb.nwarnings; i++) assert_null(strstr(eb.warnings[i], "multi-token prediction module"));
 }
 
 static void fused_outplace_loss_and_logit_metrics(void **state)
