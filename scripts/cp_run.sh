@@ -19,9 +19,7 @@ DIR=$(cd "$(dirname "$0")" && pwd)
 GPU=${GPU:-h100-sxm}
 PHASE=${PHASE:-all}
 CAL=${CAL:-$DIR/hwdb/measured/h100-sxm.csv}
-R=${TMPDIR:-/tmp}/cp; rm -rf "$R"; mkdir -p "$R"
-S=$OUT/summary.txt; : > "$S"
-device_record "$R"
+device_begin cp
 G=$DIR/bin/sextant-gpu
 B=$DIR/bin/sextant
 has() { [ "$PHASE" = all ] || [[ ",$PHASE," == *",$1,"* ]]; }

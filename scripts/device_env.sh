@@ -5,6 +5,7 @@
 #   device_sample FILE   SM clock, power, temperature and clock limiters every 200 ms into FILE, in the
 #                        background, its pid in SMI_PID (the power cap sets the clock a step runs at;
 #                        scripts/smi_summary.sh reads the samples).
+#   device_begin NAME    R=$TMPDIR/NAME and S=$OUT/summary.txt, both emptied, and device_record R: a script's start;
 # and, for a script that has set R (its run folder, whose name names the tar) and S (its summary file):
 #   say LINE...          LINE on stdout and appended to S;
 #   keep                 R tarred into $OUT/<R's name>.tar, after every run: a call cut short still brings
@@ -29,6 +30,17 @@ device_sample() {
     nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
         --format=csv,noheader -lms 200 > "$1" 2>/dev/null &
     SMI_PID=$!
+}
+
+# device_begin NAME: the run folder R=$TMPDIR/NAME (emptied), the summary S=$OUT/summary.txt (emptied), and the
+# device and date recorded in R (device_record): every script's first three lines, once
+device_begin() {
+    R=${TMPDIR:-/tmp}/$1
+    rm -rf "$R"
+    mkdir -p "$R"
+    S=$OUT/summary.txt
+    : > "$S"
+    device_record "$R"
 }
 
 say() { echo "$*" | tee -a "$S"; }

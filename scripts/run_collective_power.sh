@@ -9,9 +9,7 @@ set -u
 . "$(dirname "$0")/device_env.sh"
 GPU=${GPU:-h100-sxm}
 CAL=${CAL:-hwdb/measured/h100-sxm.csv}
-R=${TMPDIR:-/tmp}/collective-power; rm -rf "$R"; mkdir -p "$R"
-S=$OUT/summary.txt; : > "$S"
-device_record "$R"
+device_begin collective-power
 cp "$R/gpu.txt" "$R/date.txt" "$OUT/"
 run collective_power 200 ./build/dev/collective_power 4
 grep -E "^[a-z_0-9]+,|check|NCCL" "$R/collective_power.log" >> "$S"

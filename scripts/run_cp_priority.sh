@@ -6,9 +6,7 @@
 set -u
 . "$(dirname "$0")/device_env.sh"
 B=${BIN_DIR:-.carry/lead}
-R=${TMPDIR:-/tmp}/cp-priority; rm -rf "$R"; mkdir -p "$R"
-S=$OUT/summary.txt; : > "$S"
-device_record "$R"
+device_begin cp-priority
 say "device: $(sed -n 2p "$R/gpu.txt"); $(cat "$R/date.txt")"
 M="gpt2 --gpu h100-sxm --seq 1024 --mbs 8 --gbs 32 --steps 12 --attention flash"
 L="llama3.2-1b --gpu h100-sxm --seq 4096 --mbs 1 --gbs 8 --steps 12 --attention flash"

@@ -9,9 +9,7 @@ set -u
 . "$(dirname "$0")/device_env.sh"
 OLD=${BIN_OLD:-.carry/lead/sextant-gpu}
 NEW=${BIN_NEW:-.carry/new/sextant-gpu}
-R=${TMPDIR:-/tmp}/fp8-cache; rm -rf "$R"; mkdir -p "$R"
-S=$OUT/summary.txt; : > "$S"
-device_record "$R"
+device_begin fp8-cache
 say "device: $(sed -n 2p "$R/gpu.txt"); $(cat "$R/date.txt")"
 i=0
 for t in "gpt2 --seq 256 --mbs 2 --gbs 8" "llama3.2-1b --seq 256 --mbs 2 --gbs 8" "gpt2 --seq 256 --mbs 2 --gbs 16"; do

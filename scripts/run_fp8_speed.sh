@@ -6,9 +6,7 @@
 set -u
 . "$(dirname "$0")/device_env.sh"
 B=${BIN_DIR:-.carry/lead}
-R=${TMPDIR:-/tmp}/fp8-speed; rm -rf "$R"; mkdir -p "$R"
-S=$OUT/summary.txt; : > "$S"
-device_record "$R"
+device_begin fp8-speed
 GPU=h100-sxm
 grep -q H200 "$R/gpu.txt" && GPU=h200
 say "device: $(sed -n 2p "$R/gpu.txt"); $(cat "$R/date.txt"); hwdb GPU $GPU"

@@ -13,9 +13,7 @@
 set -u
 . "$(dirname "$0")/device_env.sh"
 B=${BIN_DIR:-.carry/lead}
-R=${TMPDIR:-/tmp}/gpu-test; rm -rf "$R"; mkdir -p "$R"
-S=$OUT/summary.txt; : > "$S"
-device_record "$R"
+device_begin gpu-test
 GPU=h100-sxm
 grep -q H200 "$R/gpu.txt" && GPU=h200
 check() {   # NAME TIMEOUT COMMAND...: its log in $R/NAME.log, PASS or FAIL in the summary

@@ -9,9 +9,7 @@ set -u
 GPU=${GPU:-h100-sxm}
 CAL=${CAL:-hwdb/measured/h100-sxm.csv}
 STEPS=${STEPS:-40}
-R=${TMPDIR:-/tmp}/heldout; rm -rf "$R"; mkdir -p "$R"
-S=$OUT/summary.txt; : > "$S"
-device_record "$R"
+device_begin heldout
 cp "$CAL" "$R/overlay.csv"
 G=./build/sextant-gpu
 for spec in "gpt2-large 4 1024 flash" "gpt2-xl 2 1024 flash" "gpt-1.3b 4 2048 flash" "gpt-1.3b 8 1024 unfused" \

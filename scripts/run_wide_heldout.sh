@@ -12,9 +12,7 @@ W=/tmp/wide; rm -rf "$W"; mkdir -p "$W/build" "$W/models"
 cp -r hwdb "$W/hwdb"
 cp docs/validation/archive/2026-11-26-h100-wide-heldout/zoo_wide.csv "$W/models/zoo.csv"
 cp "$B/sextant-gpu" "$W/build/sextant-gpu"
-R=${TMPDIR:-/tmp}/wide-runs; rm -rf "$R"; mkdir -p "$R"
-S=$OUT/summary.txt; : > "$S"
-device_record "$R"
+device_begin wide-runs
 say "device: $(sed -n 2p "$R/gpu.txt"); $(cat "$R/date.txt")"
 for c in "llama3-8b-4l 4 4096 sextant" "llama2-13b-4l 4 4096 sextant" "llama3-70b-1l 2 4096 sextant" \
          "llama3-8b-4l 2 8192 sextant" "llama3-8b-4l 4 2048 unfused" "llama2-13b-4l 2 2048 unfused"; do

@@ -17,9 +17,7 @@ GPU=${GPU:-h100-sxm}
 PHASE=${PHASE:-all}
 CAL=${CAL:-hwdb/measured/h100-sxm.csv}
 # the runs' files gather outside $OUT (few files come back from a call): $OUT gets the tar and the summary
-R=${TMPDIR:-/tmp}/zero; rm -rf "$R"; mkdir -p "$R"
-S=$OUT/summary.txt; : > "$S"
-device_record "$R"
+device_begin zero
 G=./build/sextant-gpu
 B=./build/sextant
 # say, keep, run NAME TIMEOUT COMMAND... and compare (parallel_equivalence.sh's judge) come from device_env.sh
