@@ -130,10 +130,12 @@ static double layers_params(const model_t *m, int64_t experts_counted)
     return moe * moe_layer + dense * model_dense_layer_params(m);
 }
 
+int model_mtp_layer_is_moe(const model_t *m) { return model_layer_is_moe(m, m->layers - 1); }
+
 double model_mtp_params(const model_t *m)
 {
     double h = (double)m->hidden;
-    double layer = model_layer_is_moe(m, m->layers - 1) ? model_layer_params(m) : model_dense_layer_params(m);
+    double layer = model_mtp_layer_is_moe(m) ? model_layer_params(m) : model_dense_layer_params(m);
     return layer + 2.0 * h * h + 3.0 * model_norm_params(m);
 }
 

@@ -96,6 +96,9 @@ double model_head_params(const model_t *m);              /* untied LM head, 0 wh
 /* One multi-token prediction module's own parameters: its layer, the projection of the concatenated hidden
  * state and embedding (2h x h) and its three norms; the embedding and output layer are the model's. */
 double model_mtp_params(const model_t *m);
+/* Whether a multi-token prediction module's layer is a MoE one: it is of the last layer's kind (Megatron's
+ * last_layer_is_moe). */
+int model_mtp_layer_is_moe(const model_t *m);
 double model_params_total(const model_t *m);
 double model_params_active(const model_t *m);            /* top_k experts per token */
 

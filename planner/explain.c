@@ -67,7 +67,7 @@ static double comm_time(const stage_ops *s, group_t group, pass_t pass_or_step, 
 static int64_t stage_moe_layers(const model_t *m, const stage_ops *s)
 {
     int64_t moe = s->moe_layers;
-    if (s->last && m->mtp_layers > 0 && model_layer_is_moe(m, m->layers - 1)) moe += m->mtp_layers;
+    if (s->last && m->mtp_layers > 0 && model_mtp_layer_is_moe(m)) moe += m->mtp_layers;
     return moe;
 }
 
@@ -340,7 +340,7 @@ void report_explain(FILE *out, const estimate_t *e)
         fprintf(out, "  multi-token prediction: %lld module(s) of %.4g parameters each (a %s layer, the 2h x h projection and "
                      "three norms; the embedding and output layer shared), not in N; on the last stage, each with one more "
                      "pass of the output layer and its own loss\n",
-                (long long)m->mtp_layers, model_mtp_params(m), model_layer_is_moe(m, m->layers - 1) ? "MoE" : "dense");
+                (long long)m->mtp_layers, model_mtp_params(m), model_mtp_layer_is_moe(m) ? "MoE" : "dense");
     fprintf(out, "The textbook count is %+.1f%% off because it assumes ", 100.0 * (textbook_params / e->params_total - 1.0));
     fprintf(out, "%s, %s, %s and learned positions of s rows.\n",
             m->kv_heads == m->heads ? "4h^2 attention weights (true here)" : "full K and V projections (GQA shrinks them)",

@@ -783,7 +783,7 @@ static void mtp_modules(builder *b, const model_t *m)
     const double B = b->act_bytes, T = rank_tokens(l), h = (double)m->hidden, t = (double)l->tp;
     const double Tn = l->sp ? T / t : T;
     const int full = l->recompute == RECOMPUTE_FULL;
-    const int64_t moe = model_layer_is_moe(m, m->layers - 1) ? 1 : 0;
+    const int64_t moe = model_mtp_layer_is_moe(m) ? 1 : 0;
     for (int64_t d = 0; d < m->mtp_layers; d++) {
         embedding(b, m);
         membound(b, "mtp_norm", "mtp_norm_bwd", 2, 2.0 * Tn * h * B, 3.0 * Tn * h * B, 5.0 * Tn * h, Tn * h * B, full);
@@ -826,7 +826,7 @@ static double stage_params(const model_t *m, const layout_t *l, int64_t layers, 
     if (last && m->mtp_layers > 0) {
         double h = (double)m->hidden;
         layers += m->mtp_layers;
-        if (model_layer_is_moe(m, m->layers - 1)) moe += m->mtp_layers;
+        if (model_mtp_layer_is_moe(m)) moe += m->mtp_layers;
         mtp = (double)m->mtp_layers * (2.0 * h * h / t + 3.0 * model_norm_params(m));
     }
     double dense_ffn = model_dense_ffn_params(m) / t;
