@@ -62,6 +62,7 @@ static const struct {
     {"--vpp", FOR_ESTIMATE | FOR_EXPLAIN}, {"--mbs", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--recompute", FOR_ESTIMATE | FOR_EXPLAIN}, {"--recompute-layers", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--recompute-modules", FOR_ESTIMATE | FOR_EXPLAIN},
+    {"--first-stage-layers", FOR_ESTIMATE | FOR_EXPLAIN}, {"--last-stage-layers", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--loss", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN}, {"--tp-overlap", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN},
     {"--grad-sync", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN}, {"--grad-accum", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN},
     {"--sp", FOR_ESTIMATE | FOR_EXPLAIN},
@@ -119,6 +120,9 @@ static const char *usage_text =
     "  --gpus-per-node K      GPUs per node (default from the node type)\n"
     "  --tp N --pp N --dp N   tensor, pipeline and data parallel degrees (dp derived)\n"
     "  --vpp N                virtual pipeline chunks per GPU (interleaved 1F1B; micro-batches in multiples of --pp)\n"
+    "  --first-stage-layers N --last-stage-layers N   layers on the pipeline's first and last stage, the rest\n"
+    "                         evenly over the others (Megatron's --decoder-first/last-pipeline-num-layers); default:\n"
+    "                         L/pp each, or when pp does not divide L the embedding and head counted as layers\n"
     "  --cp N                 context parallel degree: each GPU holds seq/N tokens (GPUs = tp x cp x pp x dp);\n"
     "                         plan searches 1-16 when --seq is 8192 or more, else takes 1 (or N)\n"
     "  --cp-comm ring|allgather   how CP exchanges K and V: Megatron's ring (default) or Llama 3's all-gather\n"

@@ -151,11 +151,7 @@ int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen)
                  (long long)m->layers);
         return -1;
     }
-    if (layers_on_stage(m->layers, l->pp, l->pp - 1) < 1) {
-        snprintf(err, errlen, "--pp %lld: %lld layers leave the last stage empty", (long long)l->pp,
-                 (long long)m->layers);
-        return -1;
-    }
+    if (pipeline_split_check(m, l, err, errlen) != 0) return -1;
     if (l->tp > m->heads) {
         snprintf(err, errlen, "--tp %lld: %s has only %lld attention heads to split", (long long)l->tp,
                  m->name, (long long)m->heads);
@@ -584,15 +580,19 @@ static int begin_estimate(const model_t *m, const hw_gpu *gpu, const hw_node *no
 }
 
 /* The heaviest stage's memory, and whether it fits. */
-static void settle_memory(const model_t *m, const hw_gpu *gpu, const layout_t *l, const stage_summary s[2],
+static void settle_memory(const model_t *m, const hw_gpu *gpu, const layout_t *l, const stage_summary s[STAGE_KINDS],
                           estimate_t *e)
 {
-    memory_breakdown mem[2];
-    memory_of_stage(m, l, &s[0], gpu, &mem[0]);
-    /* with one stage, the first is the last: the same numbers again */
-    if (l->pp == 1) mem[1] = mem[0];
-    else memory_of_stage(m, l, &s[1], gpu, &mem[1]);
-    int heavy = mem[1].total > mem[0].total ? 1 : 0;
+    memory_breakdown mem[STAGE_KINDS];
+    memory_of_stage(m, l, &s[STAGE_FIRST], gpu, &mem[STAGE_FIRST]);
+    /* with one stage, the first is the last; where the first stands for the middle ones, the same numbers again */
+    mem[STAGE_MIDDLE] = mem[STAGE_FIRST];
+    if (s[STAGE_MIDDLE].stage != s[STAGE_FIRST].stage) memory_of_stage(m, l, &s[STAGE_MIDDLE], gpu, &mem[STAGE_MIDDLE]);
+    mem[STAGE_LAST] = mem[STAGE_FIRST];
+    if (l->pp > 1) memory_of_stage(m, l, &s[STAGE_LAST], gpu, &mem[STAGE_LAST]);
+    int heavy = STAGE_FIRST;
+    for (int i = STAGE_MIDDLE; i < STAGE_KINDS; i++)
+        if (mem[i].total > mem[heavy].total) heavy = i;
     e->memory = mem[heavy];
     e->memory.capacity = gpu->memory_bytes;
     e->fits = e->memory.total <= e->memory.capacity;
@@ -601,11 +601,18 @@ static void settle_memory(const model_t *m, const hw_gpu *gpu, const layout_t *l
 /* Step time, FLOPs, throughput, time-to-train and cost from the first and
  * last stages' costs, at the clock they were costed at. */
 static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
-                           const job_t *job, const stage_summary s[2], const sequence_flops *f, estimate_t *e)
+                           const job_t *job, const stage_summary s[STAGE_KINDS], const sequence_flops *f, estimate_t *e)
 {
     const double B = element_bytes(l->precision);
-    double stage_mb_s[2], stage_dp_s[2], ep_s[2];
-    for (int i = 0; i < 2; i++) {
+    double stage_mb_s[STAGE_KINDS], stage_dp_s[STAGE_KINDS], ep_s[STAGE_KINDS];
+    for (int i = 0; i < STAGE_KINDS; i++) {
+        /* a middle stage the first stands for, or with one stage the last: the same numbers */
+        if ((i == STAGE_MIDDLE && s[i].stage == s[STAGE_FIRST].stage) || (i == STAGE_LAST && l->pp == 1)) {
+            stage_mb_s[i] = stage_mb_s[STAGE_FIRST];
+            stage_dp_s[i] = stage_dp_s[STAGE_FIRST];
+            ep_s[i] = ep_s[STAGE_FIRST];
+            continue;
+        }
         const stage_cost *c = &s[i].cost;
         /* ZeRO-3/FSDP gathers and reduces one wrapped unit at a time, prefetching the next: the
          * first unit's gather waits with nothing to hide behind, and so does the last one's
@@ -632,13 +639,15 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
                         exposed(gpu, COLL_ALLGATHER, c->dp.dp_fwd, after * c->body.compute_fwd, c->dp.dp_bucket_fraction) +
                         z3 * (double)e->microbatches + c->dp.step_exposed;
     }
-    int slow = stage_mb_s[1] > stage_mb_s[0] ? 1 : 0;
+    /* a middle stage the first stands for has the first's numbers: ties go to the first */
+    int slow = STAGE_FIRST;
+    for (int i = STAGE_MIDDLE; i < STAGE_KINDS; i++)
+        if (stage_mb_s[i] > stage_mb_s[slow]) slow = i;
     const stage_cost *c = &s[slow].cost;
     double mbs_count = (double)e->microbatches;
     e->slowest_stage = s[slow].stage;
     e->microbatch_s = stage_mb_s[slow];
-    e->stage_microbatch_s[0] = stage_mb_s[0];
-    e->stage_microbatch_s[1] = stage_mb_s[1];
+    for (int i = 0; i < STAGE_KINDS; i++) e->stage_microbatch_s[i] = stage_mb_s[i];
     e->compute_s = mbs_count * (c->body.compute_fwd + c->body.compute_bwd + c->dp.zero_bwd_compute);
     e->tp_comm_s = mbs_count * c->body.tp;
     e->cp_comm_s = mbs_count * c->body.cp;
@@ -650,13 +659,17 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
      * Narayanan et al.'s (p - 1) t; when the last stage carries a heavy head
      * it is the other stages' t, not the slowest one's (docs/model.md,
      * "Pipeline"; measured on 2 x H200, docs/validation/2026-11-23-h200x2-train).
-     * Middle stages hold the first stage's layers without the embedding: the
-     * first stage's time stands for them. */
-    double others = stage_mb_s[0] + stage_mb_s[1] - stage_mb_s[slow] + (double)(l->pp - 2) * stage_mb_s[0];
+     * The p - 2 middle stages are alike: stage 1 stands for them. */
+    double others = stage_mb_s[STAGE_FIRST] + stage_mb_s[STAGE_LAST] - stage_mb_s[slow] +
+                    (double)(l->pp > 2 ? l->pp - 2 : 0) * stage_mb_s[STAGE_MIDDLE];
     e->bubble_s = l->pp > 1 ? others / (double)l->vpp : 0.0;
-    e->dp_comm_s = stage_dp_s[0] > stage_dp_s[1] ? stage_dp_s[0] : stage_dp_s[1];
-    e->optimizer_s = s[0].cost.dp.optimizer > s[1].cost.dp.optimizer ? s[0].cost.dp.optimizer
-                                                                      : s[1].cost.dp.optimizer;
+    e->dp_comm_s = 0.0;
+    e->optimizer_s = 0.0;
+    for (int i = 0; i < STAGE_KINDS; i++) {
+        if (stage_dp_s[i] > e->dp_comm_s) e->dp_comm_s = stage_dp_s[i];
+        if (i == STAGE_MIDDLE && s[i].stage == s[STAGE_FIRST].stage) continue;   /* not filled in */
+        if (s[i].cost.dp.optimizer > e->optimizer_s) e->optimizer_s = s[i].cost.dp.optimizer;
+    }
     e->step_s = e->compute_s + e->tp_comm_s + e->cp_comm_s + e->ep_comm_s + e->pp_comm_s + e->bubble_s + e->dp_comm_s + e->optimizer_s;
     e->bubble_fraction = e->bubble_s / e->step_s;
 
@@ -695,12 +708,16 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
  * follow the clock stretch by 1 / x and the step is settled again.  Returns
  * 1 / x, 1 without the GPU's power model or below the cap. */
 static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
-                          const job_t *job, const stage_summary s[2], const sequence_flops *f, estimate_t *e)
+                          const job_t *job, const stage_summary s[STAGE_KINDS], const sequence_flops *f, estimate_t *e)
 {
     settle_time_at(m, gpu, node, l, job, s, f, e);
     e->clock_fraction = 1.0;
     if (!power_model_on(gpu)) return 1.0;
-    const stage_cost *c = &s[e->slowest_stage == s[0].stage ? 0 : 1].cost;
+    /* the first of the summaries with that stage: a middle one the first stands for is not filled in */
+    int slow = STAGE_FIRST;
+    for (int i = STAGE_KINDS - 1; i > STAGE_FIRST; i--)
+        if (s[i].stage == e->slowest_stage && s[i].stage != s[STAGE_FIRST].stage) slow = i;
+    const stage_cost *c = &s[slow].cost;
     double microbatches = (double)e->microbatches;
     double clock_bound = microbatches * (c->body.clock_bound_fwd + c->body.clock_bound_bwd) + c->dp.optimizer_clock_bound;
     double energy = microbatches * (c->body.energy_j + c->pipeline.energy_j + c->dp.comm_energy_microbatch_j) +
@@ -716,8 +733,15 @@ static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *no
      * and solve again: a fixed point, a few passes to 1e-9. */
     for (int pass = 0; x < 1.0; pass++) {
         double stretch = 1.0 / x - 1.0;
-        stage_summary slowed[2] = {s[0], s[1]};
-        for (int i = 0; i < 2; i++) {
+        /* copied whole only where it is filled in (estimate_layout_cached: the search pays for every byte) */
+        stage_summary slowed[STAGE_KINDS];
+        slowed[STAGE_FIRST] = s[STAGE_FIRST];
+        slowed[STAGE_LAST] = s[STAGE_LAST];
+        const int middle = s[STAGE_MIDDLE].stage != s[STAGE_FIRST].stage;
+        if (middle) slowed[STAGE_MIDDLE] = s[STAGE_MIDDLE];
+        else slowed[STAGE_MIDDLE].stage = s[STAGE_MIDDLE].stage;
+        for (int i = 0; i < STAGE_KINDS; i++) {
+            if (i == STAGE_MIDDLE && !middle) continue;
             stage_cost *sc = &slowed[i].cost;
             sc->body.compute_fwd += sc->body.clock_bound_fwd * stretch;
             sc->body.compute_bwd += sc->body.clock_bound_bwd * stretch;
@@ -744,27 +768,37 @@ static int estimate_core(const model_t *m, const hw_gpu *gpu, const hw_node *nod
 {
     if (begin_estimate(m, gpu, node, l, job, model_params_total(m), model_params_active(m), e, err, errlen) != 0)
         return -1;
-    /* the two stages that differ: the first (embedding, most in flight) and the last (head, logits) */
+    /* the three stages that differ: the first (embedding, most in flight), a middle one (standing for
+     * stages 1 .. p-2, which may hold more layers than the first) and the last (head, logits) */
+    const int middle = pipeline_middle_is_distinct(m, l);
     if (build_stage_ops(m, l, 0, &e->first_stage) != 0 ||
+        (middle && build_stage_ops(m, l, 1, &e->middle_stage) != 0) ||
         (l->pp > 1 && build_stage_ops(m, l, l->pp - 1, &e->last_stage) != 0)) {
         snprintf(err, errlen, "internal: op list longer than %d ops", OPS_MAX);
         return -1;
     }
-    if (l->pp == 1) e->last_stage = e->first_stage;
-    stage_summary s[2];
-    summarize_stage(m, gpu, node, l, &e->first_stage, PART_ALL, &s[0]);
-    summarize_stage(m, gpu, node, l, &e->last_stage, PART_ALL, &s[1]);
+    stage_ops *ops[STAGE_KINDS] = {&e->first_stage, &e->middle_stage, &e->last_stage};
+    stage_summary s[STAGE_KINDS];
+    for (int i = 0; i < STAGE_KINDS; i++)
+        if (i == STAGE_FIRST || (i == STAGE_MIDDLE && middle) || (i == STAGE_LAST && l->pp > 1))
+            summarize_stage(m, gpu, node, l, ops[i], PART_ALL, &s[i]);
+    if (!middle) e->middle_stage = e->first_stage, s[STAGE_MIDDLE] = s[STAGE_FIRST];
+    if (l->pp == 1) e->last_stage = e->first_stage, s[STAGE_LAST] = s[STAGE_FIRST];
     settle_memory(m, gpu, l, s, e);
     sequence_flops f;
     model_flops_per_sequence(m, l, &f);
     double stretch = settle_time(m, gpu, node, l, job, s, &f, e);
     /* each op at the step's clock, as the validator compares them */
     if (stretch != 1.0)
-        for (int st = 0; st < 2; st++) {
-            stage_ops *ops = st ? &e->last_stage : &e->first_stage;
-            for (int i = 0; i < ops->nops; i++) ops->ops[i].time_s += ops->ops[i].clock_bound_s * (stretch - 1.0);
-        }
+        for (int st = 0; st < STAGE_KINDS; st++)
+            for (int i = 0; i < ops[st]->nops; i++) ops[st]->ops[i].time_s += ops[st]->ops[i].clock_bound_s * (stretch - 1.0);
     return 0;
+}
+
+const stage_ops *estimate_stage_ops(const estimate_t *e, int64_t stage)
+{
+    if (stage == 0) return &e->first_stage;
+    return stage >= e->layout.pp - 1 ? &e->last_stage : &e->middle_stage;
 }
 
 int estimate_layout_fast(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
@@ -792,7 +826,7 @@ enum {
     KEY_PART, KEY_MODEL, KEY_GPU, KEY_NODE, KEY_GPUS, KEY_TP, KEY_PP, KEY_DP, KEY_VPP, KEY_MBS, KEY_SEQ,
     KEY_GPUS_PER_NODE, KEY_RECOMPUTE, KEY_ATTENTION, KEY_SP, KEY_ZERO, KEY_FP32_GRADS, KEY_PRECISION,
     KEY_LINK_BYTES_PER_S, KEY_LINK_LATENCY_S, KEY_CP, KEY_CP_COMM, KEY_EP, KEY_EP_OVERLAP, KEY_RECOMPUTE_LAYERS,
-    KEY_LOSS, KEY_RECOMPUTE_MODULES, KEY_ETP, KEY_GRAD_ACCUM, KEY_WORDS
+    KEY_LOSS, KEY_RECOMPUTE_MODULES, KEY_ETP, KEY_GRAD_ACCUM, KEY_SPLIT, KEY_WORDS
 };
 
 typedef struct {
@@ -813,12 +847,13 @@ static const uint32_t part_inputs[] = {
     [CACHED_BODY] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_MBS) | ON(KEY_SEQ) |
                     ON(KEY_GPUS_PER_NODE) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_SP) | ON(KEY_PRECISION) |
                     ON(KEY_CP) | ON(KEY_CP_COMM) | ON(KEY_EP) | ON(KEY_EP_OVERLAP) | ON(KEY_RECOMPUTE_LAYERS) | ON(KEY_LOSS) |
-                    ON(KEY_RECOMPUTE_MODULES) | ON(KEY_ETP) | ON(KEY_GRAD_ACCUM),
+                    ON(KEY_RECOMPUTE_MODULES) | ON(KEY_ETP) | ON(KEY_GRAD_ACCUM) | ON(KEY_SPLIT),
     [CACHED_PIPELINE] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_VPP) | ON(KEY_MBS) |
-                        ON(KEY_SEQ) | ON(KEY_PRECISION) | ON(KEY_LINK_BYTES_PER_S) | ON(KEY_LINK_LATENCY_S) | ON(KEY_CP),
+                        ON(KEY_SEQ) | ON(KEY_PRECISION) | ON(KEY_LINK_BYTES_PER_S) | ON(KEY_LINK_LATENCY_S) | ON(KEY_CP) |
+                        ON(KEY_SPLIT),
     [CACHED_DATA_PARALLEL] = ON(KEY_GPU) | ON(KEY_NODE) | ON(KEY_GPUS) | ON(KEY_TP) | ON(KEY_PP) | ON(KEY_DP) |
                              ON(KEY_GPUS_PER_NODE) | ON(KEY_ZERO) | ON(KEY_FP32_GRADS) | ON(KEY_PRECISION) | ON(KEY_SP) |
-                             ON(KEY_CP) | ON(KEY_EP) | ON(KEY_ETP) | ON(KEY_GRAD_ACCUM),
+                             ON(KEY_CP) | ON(KEY_EP) | ON(KEY_ETP) | ON(KEY_GRAD_ACCUM) | ON(KEY_SPLIT),
     [CACHED_SEQUENCE_FLOPS] = ON(KEY_SEQ) | ON(KEY_RECOMPUTE) | ON(KEY_ATTENTION) | ON(KEY_PRECISION) |
                               ON(KEY_RECOMPUTE_LAYERS) | ON(KEY_PP) | ON(KEY_RECOMPUTE_MODULES),
 };
@@ -855,6 +890,11 @@ static void part_key_of(cached_part part, const model_t *m, const hw_gpu *gpu, c
         [KEY_RECOMPUTE_MODULES] = (uint64_t)l->recompute_modules,
         [KEY_ETP] = (uint64_t)layout_etp(l),
         [KEY_GRAD_ACCUM] = (uint64_t)l->grad_accum,   /* DeepSpeed's pass is in the body, its fp32 traffic in DP */
+        /* the stages' layers, and where dense and MoE layers mix, the chunks interleaving deals them in
+         * (moe_layers_on_stage: only when the chunks are equal) */
+        [KEY_SPLIT] = (uint64_t)l->first_stage_layers | (uint64_t)l->last_stage_layers << 24 |
+                      ((m->dense_layers > 0 || m->moe_layer_freq > 1) && l->vpp > 1 && m->layers % (l->pp * l->vpp) == 0
+                           ? (uint64_t)l->vpp << 48 : 0),
     };
     uint32_t keep = part_inputs[part] | (UINT32_C(1) << KEY_PART) | (UINT32_C(1) << KEY_MODEL);
     for (int i = 0; i < KEY_WORDS; i++) k->word[i] = (keep >> i) & 1u ? input[i] : 0;
@@ -863,7 +903,7 @@ static void part_key_of(cached_part part, const model_t *m, const hw_gpu *gpu, c
 typedef struct {
     part_key key;
     int status;                 /* 0, or -1 when an op list would not fit in OPS_MAX ops */
-    stage_summary stages[2];    /* the first and the last stage (the same one when PP is 1) */
+    stage_summary stages[STAGE_KINDS]; /* the first, a middle and the last stage (repeated as estimate_core does) */
     sequence_flops flops;
 } part_entry;
 
@@ -953,7 +993,7 @@ static int cache_grow(estimate_cache *c)
     return 0;
 }
 
-/* Costs one part of the first and last stages of layout l. */
+/* Costs one part of the first, a middle and the last stage of layout l. */
 static int fill_part(estimate_cache *c, cached_part part, const model_t *m, const hw_gpu *gpu,
                      const hw_node *node, const layout_t *l, part_entry *entry)
 {
@@ -962,11 +1002,14 @@ static int fill_part(estimate_cache *c, cached_part part, const model_t *m, cons
         return 0;
     }
     int parts = part == CACHED_BODY ? PART_BODY : part == CACHED_PIPELINE ? PART_PIPELINE : PART_DATA_PARALLEL;
-    int64_t stage[2] = {0, l->pp - 1};
-    for (int i = 0; i < 2; i++) {
-        if (i == 1 && l->pp == 1) {
-            entry->stages[1] = entry->stages[0];
-            break;
+    const int64_t stage[STAGE_KINDS] = {0, 1, l->pp - 1};
+    const int middle = pipeline_middle_is_distinct(m, l);
+    for (int i = 0; i < STAGE_KINDS; i++) {
+        /* the first stands for the middle ones unless they differ (pipeline_middle_is_distinct), and with one
+         * stage for the last too */
+        if ((i == STAGE_MIDDLE && !middle) || (i == STAGE_LAST && l->pp == 1)) {
+            entry->stages[i] = entry->stages[STAGE_FIRST];
+            continue;
         }
         if (build_stage_ops(m, l, stage[i], &c->scratch) != 0) return -1;
         summarize_stage(m, gpu, node, l, &c->scratch, parts, &entry->stages[i]);
@@ -1028,13 +1071,21 @@ int estimate_layout_cached(estimate_cache *cache, const model_t *m, const hw_gpu
     settle_memory(m, gpu, l, body->stages, e);
     if (!e->fits && skip_time_if_unfit) return 0;
 
-    stage_summary s[2] = {body->stages[0], body->stages[1]};
+    /* a middle stage the first stands for carries only its stage number: the search pays for every byte copied */
+    stage_summary s[STAGE_KINDS];
+    s[STAGE_FIRST] = body->stages[STAGE_FIRST];
+    s[STAGE_LAST] = body->stages[STAGE_LAST];
+    const int middle = body->stages[STAGE_MIDDLE].stage != body->stages[STAGE_FIRST].stage;
+    if (middle) s[STAGE_MIDDLE] = body->stages[STAGE_MIDDLE];
+    else s[STAGE_MIDDLE].stage = body->stages[STAGE_MIDDLE].stage;
     const part_entry *pipeline = lookup_part(cache, CACHED_PIPELINE, m, gpu, node, l, err, errlen);
     if (!pipeline) return -1;
-    for (int i = 0; i < 2; i++) s[i].cost.pipeline = pipeline->stages[i].cost.pipeline;
+    for (int i = 0; i < STAGE_KINDS; i++)
+        if (i != STAGE_MIDDLE || middle) s[i].cost.pipeline = pipeline->stages[i].cost.pipeline;
     const part_entry *data_parallel = lookup_part(cache, CACHED_DATA_PARALLEL, m, gpu, node, l, err, errlen);
     if (!data_parallel) return -1;
-    for (int i = 0; i < 2; i++) s[i].cost.dp = data_parallel->stages[i].cost.dp;
+    for (int i = 0; i < STAGE_KINDS; i++)
+        if (i != STAGE_MIDDLE || middle) s[i].cost.dp = data_parallel->stages[i].cost.dp;
     const part_entry *flops = lookup_part(cache, CACHED_SEQUENCE_FLOPS, m, gpu, node, l, err, errlen);
     if (!flops) return -1;
     sequence_flops f = flops->flops;
@@ -1092,17 +1143,23 @@ int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, co
     else if (m->kv_heads < l->tp)
         warn(e, "TP %lld exceeds the %lld KV heads: each KV head is replicated on %lld ranks",
              (long long)l->tp, (long long)m->kv_heads, (long long)(l->tp / m->kv_heads));
-    if (m->layers % (l->pp * l->vpp) != 0)
-        warn(e, "%lld layers are not divisible by PP %lld x VPP %lld: stages are uneven (first %lld, last %lld layers)",
-             (long long)m->layers, (long long)l->pp, (long long)l->vpp,
-             (long long)layers_on_stage(m->layers, l->pp, 0),
-             (long long)layers_on_stage(m->layers, l->pp, l->pp - 1));
+    int64_t first, middle, last;
+    pipeline_split(m, l, &first, &middle, &last);
+    if (l->pp > 1 && !l->first_stage_layers && !l->last_stage_layers && m->layers % l->pp != 0)
+        warn(e, "%lld layers are not divisible by PP %lld: stages hold %lld (first), %lld (each middle), %lld (last) layers, "
+                "the embedding and the head counted as a layer each (--first-stage-layers, --last-stage-layers set them)",
+             (long long)m->layers, (long long)l->pp, (long long)first, (long long)middle, (long long)last);
+    if (l->vpp > 1 && (first % l->vpp || last % l->vpp || (l->pp > 2 && middle % l->vpp)))
+        warn(e, "stages of %lld, %lld and %lld layers do not split into VPP %lld equal chunks: costed as if they did",
+             (long long)first, (long long)middle, (long long)last, (long long)l->vpp);
     /* the multi-token prediction modules sit on the last stage (docs/model.md, "Multi-token prediction") */
-    if (m->mtp_layers > 0 && l->pp > 1 && e->slowest_stage == l->pp - 1 && e->stage_microbatch_s[0] > 0.0)
+    if (m->mtp_layers > 0 && l->pp > 1 && e->slowest_stage == l->pp - 1 && e->stage_microbatch_s[STAGE_FIRST] > 0.0)
         warn(e, "the last stage, which holds the %lld multi-token prediction module(s), sets the step: %.4g ms a micro-batch "
-                "against the first stage's %.4g (fewer layers on it would even them, Megatron's "
-                "--decoder-last-pipeline-num-layers; not modelled)",
-             (long long)m->mtp_layers, 1e3 * e->stage_microbatch_s[1], 1e3 * e->stage_microbatch_s[0]);
+                "against %.4g on %s (%s)",
+             (long long)m->mtp_layers, 1e3 * e->stage_microbatch_s[STAGE_LAST],
+             1e3 * e->stage_microbatch_s[l->pp > 2 ? STAGE_MIDDLE : STAGE_FIRST], l->pp > 2 ? "a middle stage" : "the first",
+             last > 1 ? "--last-stage-layers below its layers would even them"
+                      : "it holds one layer beside them: only more stages or a module spread over them would even them");
     if (l->sp && l->tp == 1)
         warn(e, "--sp has no effect with TP 1");
     if (model_is_moe(m) && layout_ep(l) == 1 && dp_group_size(l) > 1 && layout_etp(l) == l->tp)

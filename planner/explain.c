@@ -390,10 +390,10 @@ void report_explain(FILE *out, const estimate_t *e)
     const memory_breakdown *mem = &e->memory;
     double grad_b = gradient_memory_bytes(l);
     fprintf(out, "The heaviest GPU is on stage %lld: it holds %.4g parameters (its %lld layers split %g ways by TP%s%s).\n",
-            (long long)mem->stage, mem->params, (long long)layers_on_stage(m->layers, l->pp, mem->stage), t,
+            (long long)mem->stage, mem->params, (long long)layers_on_stage(m, l, mem->stage), t,
             mem->stage == 0 ? ", plus the embedding" : "", mem->stage == l->pp - 1 ? ", plus the head" : "");
     if (mem->params > 0 && model_is_moe(m)) {
-        const stage_ops *st = mem->stage == 0 ? &e->first_stage : &e->last_stage;   /* the heaviest stage's list */
+        const stage_ops *st = estimate_stage_ops(e, mem->stage);   /* the heaviest stage's list */
         fprintf(out, "  Of them %.4g are its routed experts (%lld MoE layers x %lld experts x %.4g / (t e)), whose optimizer state\n"
                      "  ZeRO shards over d_p c / e = %lld GPUs; the rest over %s.\n",
                 st->expert_params, (long long)st->moe_layers, (long long)m->experts, model_ffn_params_per_expert(m),
@@ -403,7 +403,7 @@ void report_explain(FILE *out, const estimate_t *e)
             grad_b, adam_bytes_per_param(grad_b));
     if (l->grad_accum == GRAD_ACCUM_FP32_COPY)
         fprintf(out, "  (gradients: the backward's 16-bit ones and DeepSpeed's fp32 copy they are added into, 2 + 4 B)\n");
-    const stage_ops *held = mem->stage == 0 ? &e->first_stage : &e->last_stage;
+    const stage_ops *held = estimate_stage_ops(e, mem->stage);
     if (held->expert_params > 0.0 && l->zero >= 1) {
         /* the experts shard over d_p c / e, the rest over d_p c */
         double dense = mem->params - held->expert_params, experts = held->expert_params;
@@ -427,7 +427,7 @@ void report_explain(FILE *out, const estimate_t *e)
     if (layout_cp(l) > 1)
         fprintf(out, "With context parallelism every activation below is that of the GPU's s / c = %g tokens.\n",
                 s / (double)layout_cp(l));
-    const stage_ops *heavy = mem->stage == 0 ? &e->first_stage : &e->last_stage;
+    const stage_ops *heavy = estimate_stage_ops(e, mem->stage);
     double exact_layer = layer_saved_bytes(heavy);
     fprintf(out, "Activations per layer per micro-batch, textbook (Korthikanti et al. 2022, Table 2, 16-bit):\n");
     if (l->recompute == RECOMPUTE_FULL)
@@ -472,7 +472,7 @@ void report_explain(FILE *out, const estimate_t *e)
     heading(out, 4, "Communication");
     double bytes;
     int count;
-    const stage_ops *slow = e->slowest_stage == 0 ? &e->first_stage : &e->last_stage;
+    const stage_ops *slow = estimate_stage_ops(e, e->slowest_stage);
     fprintf(out, "Ring collectives over n GPUs, S bytes, BW per direction, latency alpha:\n"
                  "  all-reduce 2(n-1)/n S/BW + 2(n-1) alpha; reduce-scatter and all-gather (n-1)/n S/BW + (n-1) alpha.\n");
     double tp_time = comm_time(slow, GROUP_TP, PASS_FWD, &bytes, &count);
@@ -549,11 +549,24 @@ void report_explain(FILE *out, const estimate_t *e)
             (long long)e->slowest_stage, e->microbatch_s * 1e3);
     fprintf(out, "Micro-batches per step m = B / (b d_p) = %g / (%g x %g) = %lld.\n", Bglobal, b, dp,
             (long long)e->microbatches);
-    fprintf(out, "1F1B: (m + p - 1) slots of one micro-batch, of which (p - 1)%s idle:\n",
-            l->vpp > 1 ? " / v" : "");
-    fprintf(out, "  bubble = %g%s x %.4g ms = %.4g s, %.1f%% of the step ((p-1)/(m+p-1) = %.1f%% of the pipeline's slots).\n",
-            p - 1.0, l->vpp > 1 ? " / v" : "", e->microbatch_s * 1e3, e->bubble_s, 100.0 * e->bubble_fraction,
-            100.0 * (p - 1.0) / ((double)e->microbatches + p - 1.0));
+    if (l->pp > 1) {
+        int64_t first, middle, last;
+        pipeline_split(m, l, &first, &middle, &last);
+        const double *t_mb = e->stage_microbatch_s;
+        if (l->pp > 2)
+            fprintf(out, "Stages hold %lld (first), %lld (each of the %lld middle) and %lld (last) layers; a micro-batch takes "
+                         "%.4g, %.4g and %.4g ms on them (docs/model.md, \"Uneven pipeline stages\").\n",
+                    (long long)first, (long long)middle, (long long)(l->pp - 2), (long long)last, t_mb[STAGE_FIRST] * 1e3,
+                    t_mb[STAGE_MIDDLE] * 1e3, t_mb[STAGE_LAST] * 1e3);
+        else
+            fprintf(out, "Stages hold %lld (first) and %lld (last) layers; a micro-batch takes %.4g and %.4g ms on them.\n",
+                    (long long)first, (long long)last, t_mb[STAGE_FIRST] * 1e3, t_mb[STAGE_LAST] * 1e3);
+        fprintf(out, "1F1B: the slowest stage runs all m micro-batches; each other stage adds one on the way in and out%s:\n"
+                     "  bubble = (sum of the stages' micro-batch - the slowest's)%s = %.4g s, %.1f%% of the step "
+                     "(equal stages: (p-1)/(m+p-1) = %.1f%% of the pipeline's slots).\n",
+                l->vpp > 1 ? ", a 1/v chunk of it when interleaved" : "", l->vpp > 1 ? " / v" : "", e->bubble_s,
+                100.0 * e->bubble_fraction, 100.0 * (p - 1.0) / ((double)e->microbatches + p - 1.0));
+    }
     if (e->step_clock_hz > 0) {
         double cap = g->power_cap_w > 0 ? g->power_cap_w : g->tdp_w;
         char collectives[96] = "";

@@ -27,6 +27,7 @@ static const struct {
     {"--grad-accum", LAYOUT_FLAG_GRAD_ACCUM, 1}, {"--logit-metrics", LAYOUT_FLAG_LOGIT_METRICS, 1},
     {"--cp-comm", LAYOUT_FLAG_CP_COMM, 1}, {"--ep-overlap", LAYOUT_FLAG_EP_OVERLAP, 0},
     {"--fp32-grads", LAYOUT_FLAG_FP32_GRADS, 0},
+    {"--first-stage-layers", LAYOUT_FLAG_FIRST_STAGE_LAYERS, 1}, {"--last-stage-layers", LAYOUT_FLAG_LAST_STAGE_LAYERS, 1},
 };
 #define LAYOUT_FLAGS (sizeof layout_flag_table / sizeof layout_flag_table[0])
 
@@ -130,6 +131,8 @@ static int parse_value(unsigned bit, const char *flag, const char *t, layout_t *
     case LAYOUT_FLAG_SEQ: return count_parse(flag, t, 100000000, &l->seq, err, errlen);
     case LAYOUT_FLAG_GPUS_PER_NODE: return count_parse(flag, t, 1024, &l->gpus_per_node, err, errlen);
     case LAYOUT_FLAG_RECOMPUTE_LAYERS: return count_parse(flag, t, 100000, &l->recompute_layers, err, errlen);
+    case LAYOUT_FLAG_FIRST_STAGE_LAYERS: return count_parse(flag, t, 100000, &l->first_stage_layers, err, errlen);
+    case LAYOUT_FLAG_LAST_STAGE_LAYERS: return count_parse(flag, t, 100000, &l->last_stage_layers, err, errlen);
     case LAYOUT_FLAG_LOGIT_METRICS:
         if (t && !strcmp(t, "0")) {
             l->logit_metrics = 0;

@@ -7,11 +7,95 @@
 #include <string.h>
 #include <strings.h>
 
-int64_t layers_on_stage(int64_t layers, int64_t pp, int64_t stage)
+/* How a pipeline splits L layers over p stages (docs/model.md, "Uneven pipeline stages").  What
+ * --first-stage-layers and --last-stage-layers give, the rest evenly over the other stages (Megatron's
+ * --decoder-first/last-pipeline-num-layers).  Without them, L/p each where p divides L; else ceil(L/p) on
+ * every middle stage and the R layers left shared by the first and the last so that neither holds more
+ * layer-equivalents than it must: the embedding counts as one on the first stage; the head as one and each
+ * multi-token prediction module as two (its layer and its head) on the last.  So Megatron-DeepSpeed's
+ * type:transformer|embedding partition placed BLOOM's 70 layers over 12 stages (5, 6 x 10, 5), Meta took a
+ * layer off Llama 3 405B's first and last stage (7, 8 x 14, 7) and NVIDIA's DeepSeek-V3 recipes give
+ * the prediction module and the loss a stage of their own.  A count below 1 is layout_check's to refuse. */
+void pipeline_split(const model_t *m, const layout_t *l, int64_t *first, int64_t *middle, int64_t *last)
 {
-    int64_t per_stage = (layers + pp - 1) / pp;
-    if (stage < pp - 1) return per_stage;
-    return layers - per_stage * (pp - 1);
+    int64_t layers = m->layers, pp = l->pp > 1 ? l->pp : 1;
+    if (pp == 1) {
+        *first = *middle = *last = layers;
+        return;
+    }
+    int64_t f = l->first_stage_layers, k = l->last_stage_layers;
+    if (f > 0 || k > 0) {
+        int64_t others = pp - (f > 0) - (k > 0), rest = layers - f - k;
+        int64_t even = others > 0 ? rest / others : 0;
+        *first = f > 0 ? f : even;
+        *last = k > 0 ? k : even;
+        *middle = pp > 2 ? even : *first;
+        return;
+    }
+    if (layers % pp == 0) {
+        *first = *middle = *last = layers / pp;
+        return;
+    }
+    int64_t per_middle = (layers + pp - 1) / pp, ends = layers - per_middle * (pp - 2);
+    /* even when first + 1 = (ends - first) + head; the first takes the half layer */
+    int64_t head = 1 + 2 * (m->mtp_layers > 0 ? m->mtp_layers : 0);
+    int64_t on_first = (ends + head) / 2;
+    if (on_first > ends - 1) on_first = ends - 1;
+    if (on_first < 1) on_first = 1;
+    *first = on_first;
+    *last = ends - on_first;
+    *middle = pp > 2 ? per_middle : *first;
+}
+
+/* Whether the counts pipeline_split gives add up to the model's layers, each stage holding one or more. */
+static int pipeline_split_valid(const model_t *m, const layout_t *l)
+{
+    int64_t first, middle, last, pp = l->pp > 1 ? l->pp : 1, layers = m->layers;
+    pipeline_split(m, l, &first, &middle, &last);
+    if (pp == 1) return layers >= 1;
+    return first >= 1 && last >= 1 && (pp == 2 || middle >= 1) &&
+           first + last + (pp - 2) * middle == layers;
+}
+
+int pipeline_split_check(const model_t *m, const layout_t *l, char *err, size_t errlen)
+{
+    int64_t first, middle, last, pp = l->pp > 1 ? l->pp : 1, layers = m->layers;
+    if ((l->first_stage_layers > 0 || l->last_stage_layers > 0) && pp == 1) {
+        snprintf(err, errlen, "--%s-stage-layers: needs --pp of 2 or more", l->first_stage_layers > 0 ? "first" : "last");
+        return -1;
+    }
+    if (pipeline_split_valid(m, l)) return 0;
+    pipeline_split(m, l, &first, &middle, &last);
+    if (l->first_stage_layers > 0 || l->last_stage_layers > 0)
+        snprintf(err, errlen, "--first-stage-layers %lld --last-stage-layers %lld: %lld layers do not split over PP %lld "
+                 "as first %lld, %lld middle stage(s) of an equal count, last %lld",
+                 (long long)l->first_stage_layers, (long long)l->last_stage_layers, (long long)layers, (long long)pp,
+                 (long long)first, (long long)(pp - 2), (long long)last);
+    else
+        snprintf(err, errlen, "--pp %lld: %lld layers leave a stage empty", (long long)pp, (long long)layers);
+    return -1;
+}
+
+int64_t layers_on_stage(const model_t *m, const layout_t *l, int64_t stage)
+{
+    int64_t first, middle, last;
+    pipeline_split(m, l, &first, &middle, &last);
+    if (stage == 0) return first;
+    return stage >= l->pp - 1 ? last : middle;
+}
+
+int pipeline_middle_is_distinct(const model_t *m, const layout_t *l)
+{
+    if (l->pp <= 2) return 0;
+    return layers_on_stage(m, l, 1) != layers_on_stage(m, l, 0) ||
+           moe_layers_on_stage(m, l, 1) != moe_layers_on_stage(m, l, 0);
+}
+
+int64_t first_layer_on_stage(const model_t *m, const layout_t *l, int64_t stage)
+{
+    int64_t first, middle, last;
+    pipeline_split(m, l, &first, &middle, &last);
+    return stage == 0 ? 0 : first + (stage - 1) * middle;
 }
 
 typedef struct {
@@ -252,35 +336,57 @@ int64_t expert_dp_group_size(const layout_t *l)
     return edp > 1 ? edp : 1;
 }
 
-/* Layer i sits on stage (i / ceil(L/p)) without interleaving; with v chunks per stage of L/(p v)
- * layers each, chunk c on stage c mod p (Megatron's interleaved placement). */
-static int64_t moe_layers_exactly_on_stage(const model_t *m, int64_t pp, int64_t vpp, int64_t stage)
+/* MoE layers on stage `stage`, or with stage -1 the most any middle stage holds.  Layer i sits, with v
+ * chunks per stage of L/(p v) layers each, in chunk i / (L/(p v)) on stage chunk mod p (Megatron's
+ * interleaved placement); else on the stages in order, as pipeline_split sizes them. */
+static int64_t moe_layers_counted(const model_t *m, const layout_t *l, int64_t stage)
 {
-    int64_t held = layers_on_stage(m->layers, pp, stage), n = 0;
-    int64_t chunk = vpp > 1 && m->layers % (pp * vpp) == 0 ? m->layers / (pp * vpp) : 0;
-    int64_t per_stage = (m->layers + pp - 1) / pp;
-    for (int64_t i = 0; i < m->layers; i++) {
-        int64_t at = chunk ? (i / chunk) % pp : i / per_stage;
-        if (at > pp - 1) at = pp - 1;
-        if (at == stage) n += model_layer_is_moe(m, i);
+    int64_t pp = l->pp > 1 ? l->pp : 1, vpp = l->vpp > 1 ? l->vpp : 1;
+    int64_t first, middle, last;
+    pipeline_split(m, l, &first, &middle, &last);
+    int64_t chunk = vpp > 1 && m->layers % (pp * vpp) == 0 && first == middle && middle == last
+                        ? m->layers / (pp * vpp) : 0;
+    if (stage < 0 && chunk) {
+        /* interleaved: each middle stage's chunks counted in turn */
+        int64_t most = 0;
+        for (int64_t s = 1; s < pp - 1 && most < middle; s++) {
+            int64_t n = moe_layers_counted(m, l, s);
+            if (n > most) most = n;
+        }
+        return most;
     }
-    return n < held ? n : held;
+    int64_t most = 0, run = 0, run_stage = -1;   /* the count on the stage the in-order walk is in */
+    int64_t on_stage = 0;
+    for (int64_t i = 0; i < m->layers; i++) {
+        int64_t at;
+        if (chunk) at = (i / chunk) % pp;
+        else if (i < first) at = 0;
+        else {
+            at = 1 + (middle > 0 ? (i - first) / middle : 0);
+            if (at > pp - 1) at = pp - 1;
+        }
+        int moe = model_layer_is_moe(m, i);
+        if (stage >= 0) {
+            on_stage += at == stage && moe;
+            continue;
+        }
+        if (at == 0 || at == pp - 1) continue;
+        if (at != run_stage) run = 0, run_stage = at;
+        run += moe;
+        if (run > most) most = run;
+    }
+    return stage >= 0 ? on_stage : most;
 }
 
-/* The estimate builds the first and the last stage, and the first stands for the middle ones
- * (estimate.c, settle_time_at): so the first gets the most MoE layers any stage but the last holds,
- * DeepSeek's dense first layers notwithstanding (an upper bound for stage 0 itself). */
-int64_t moe_layers_on_stage(const model_t *m, int64_t pp, int64_t vpp, int64_t stage)
+/* The estimate builds the first, one middle and the last stage, and the middle one stands for them all
+ * (estimate.c, settle_time_at): so it gets the most MoE layers any middle stage holds (DeepSeek's dense
+ * first layers notwithstanding), the first and the last their own. */
+int64_t moe_layers_on_stage(const model_t *m, const layout_t *l, int64_t stage)
 {
     if (!model_is_moe(m)) return 0;
-    if (stage == pp - 1) return moe_layers_exactly_on_stage(m, pp, vpp, stage);
-    int64_t most = 0;
-    for (int64_t i = 0; i < pp - 1; i++) {
-        int64_t n = moe_layers_exactly_on_stage(m, pp, vpp, i);
-        if (n > most) most = n;
-        if (most == layers_on_stage(m->layers, pp, i)) break;
-    }
-    return most;
+    int64_t n = moe_layers_counted(m, l, stage == 0 || stage >= l->pp - 1 ? stage : -1);
+    int64_t held = layers_on_stage(m, l, stage);
+    return n < held ? n : held;
 }
 
 /* One layer's KV exchange buffers, live only while its attention runs: the
@@ -982,9 +1088,9 @@ int build_stage_ops(const model_t *m, const layout_t *l, int64_t stage, stage_op
     out->stage = stage;
     out->first = stage == 0;
     out->last = stage == l->pp - 1;
-    out->layers = layers_on_stage(m->layers, l->pp, stage);
+    out->layers = layers_on_stage(m, l, stage);
     if (out->first) embedding(&b, m);
-    out->moe_layers = moe_layers_on_stage(m, l->pp, l->vpp, stage);
+    out->moe_layers = moe_layers_on_stage(m, l, stage);
     int64_t again = l->recompute == RECOMPUTE_FULL && l->recompute_layers > 0 && l->recompute_layers < out->layers
                         ? l->recompute_layers : 0;
     if (again) {

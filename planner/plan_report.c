@@ -394,8 +394,17 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
         if (!m->dropout) fprintf(out, "  --attention-dropout 0.0 --hidden-dropout 0.0 \\\n");
         fprintf(out, "  --seq-length %lld --max-position-embeddings %lld \\\n", (long long)l->seq, (long long)l->seq);
         fprintf(out, "  --tensor-model-parallel-size %lld --pipeline-model-parallel-size %lld \\\n", (long long)l->tp, (long long)l->pp);
-        if (l->vpp > 1)
+        /* the split sextant costed, where it is not L/p each; chunks then counted per rank, not in layers */
+        int64_t first, middle, last;
+        pipeline_split(m, l, &first, &middle, &last);
+        int uneven = l->pp > 1 && (first != middle || middle != last);
+        if (l->vpp > 1 && uneven)
+            fprintf(out, "  --num-virtual-stages-per-pipeline-rank %lld \\\n", (long long)l->vpp);
+        else if (l->vpp > 1)
             fprintf(out, "  --num-layers-per-virtual-pipeline-stage %lld \\\n", (long long)(m->layers / (l->pp * l->vpp)));
+        if (uneven)
+            fprintf(out, "  --decoder-first-pipeline-num-layers %lld --decoder-last-pipeline-num-layers %lld \\\n",
+                    (long long)first, (long long)last);
         /* Megatron's --cp-comm-type: p2p is the ring, allgather Llama 3's */
         if (layout_cp(l) > 1)
             fprintf(out, "  --context-parallel-size %lld --cp-comm-type %s \\\n", (long long)l->cp,
@@ -478,6 +487,15 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
         cJSON_AddNumberToObject(sx, "pipeline_parallel", (double)l->pp);
         cJSON_AddNumberToObject(sx, "data_parallel", (double)l->dp);
         cJSON_AddStringToObject(sx, "note", "DeepSpeed takes TP from the model code (Megatron-DeepSpeed --tensor-model-parallel-size)");
+        int64_t first, middle, last;
+        pipeline_split(m, l, &first, &middle, &last);
+        if (l->pp > 1 && (first != middle || middle != last)) {
+            char split[200];
+            snprintf(split, sizeof split, "the plan costs stages of %lld (first), %lld (each middle), %lld (last) layers: "
+                     "Megatron-DeepSpeed's --pp-partition-method 'type:transformer|embedding'", (long long)first,
+                     (long long)middle, (long long)last);
+            cJSON_AddStringToObject(sx, "stage_layers_note", split);
+        }
         if (behind[0]) cJSON_AddStringToObject(sx, "not_overall_winner", behind + strlen("not the overall winner: "));
         if (m->mtp_layers > 0)
             cJSON_AddStringToObject(sx, "mtp_note", "the plan costs the model's multi-token prediction modules, which this "

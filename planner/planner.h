@@ -57,6 +57,8 @@ enum {
 
 typedef struct {
     int64_t gpus, tp, pp, dp, vpp, mbs, gbs, seq, gpus_per_node;
+    int64_t first_stage_layers, last_stage_layers; /* the pipeline's first and last stage's layers (Megatron's
+                                                     --decoder-first/last-pipeline-num-layers); 0: pipeline_split's */
     int64_t cp;        /* context parallel degree: each rank holds seq/cp tokens; 0 (a zeroed layout) means 1 */
     int64_t ep;        /* expert parallel degree, inside DP x CP: each rank holds experts/ep; 0 means 1 */
     int64_t etp;       /* expert tensor parallel degree (Megatron's --expert-tensor-parallel-size): each routed
@@ -167,8 +169,19 @@ int build_calibration_ops(const model_t *m, stage_ops *out);
 int linear_has_bias(const model_t *m, const char *linear);
 /* The vocabulary rounded up to a multiple of 128 x TP, as Megatron pads it. */
 int64_t padded_vocab(const model_t *m, int64_t tp);
-/* Layers held by a stage: ceil(L/p) on the first stages, the rest on the last. */
-int64_t layers_on_stage(int64_t layers, int64_t pp, int64_t stage);
+/* How the pipeline splits the model's layers (docs/model.md, "Uneven pipeline stages"): the layers on the
+ * first stage, on each middle stage (stages 1 .. p-2, all alike) and on the last.  With one stage all three
+ * are L.  Counts that do not add up are pipeline_split_check's to refuse. */
+void pipeline_split(const model_t *m, const layout_t *l, int64_t *first, int64_t *middle, int64_t *last);
+/* 0, or -1 with one line naming the flag when the split leaves a stage empty or does not add up. */
+int pipeline_split_check(const model_t *m, const layout_t *l, char *err, size_t errlen);
+/* Layers held by stage `stage`, and the index of its first layer, as pipeline_split places them in order. */
+int64_t layers_on_stage(const model_t *m, const layout_t *l, int64_t stage);
+int64_t first_layer_on_stage(const model_t *m, const layout_t *l, int64_t stage);
+/* Whether the middle stages hold other layers than the first (their count, or their MoE layers'): when they
+ * do not, the estimate lets the first stage, with the embedding and the most micro-batches in flight, stand
+ * for them (an upper bound on their memory, their time within the embedding's lookup and one send/recv). */
+int pipeline_middle_is_distinct(const model_t *m, const layout_t *l);
 
 /* Whether the model's attention is causal (every family but BERT's). */
 int model_is_causal(const model_t *m);
@@ -195,8 +208,9 @@ int64_t layout_etp(const layout_t *l);
 /* The ranks an expert's gradient is reduced over: tp x cp x dp / (etp x ep) (Megatron's expert-data-parallel
  * group; dp x cp / ep when etp is tp). */
 int64_t expert_dp_group_size(const layout_t *l);
-/* MoE layers a stage is costed with: the last its own, any other the most of the stages but the last. */
-int64_t moe_layers_on_stage(const model_t *m, int64_t pp, int64_t vpp, int64_t stage);
+/* MoE layers a stage is costed with: the first and the last their own, a middle one the most any middle
+ * stage holds. */
+int64_t moe_layers_on_stage(const model_t *m, const layout_t *l, int64_t stage);
 /* The busiest EP rank's routed tokens over the mean: 1 without EP (each rank runs all the experts on its own
  * tokens, nothing to wait for), else the imbalance capped by the capacity factor (moe_load_factor). */
 double moe_rank_load(const model_t *m, const layout_t *l);
@@ -237,7 +251,8 @@ typedef struct {
     double cp_comm_s;              /* context parallelism's KV exchange, what the attention does not hide */
     double ep_comm_s;              /* expert parallelism's token dispatch and combine (all-to-all), exposed */
     double microbatch_s;           /* slowest stage, forward + backward of one micro-batch */
-    double stage_microbatch_s[2];  /* the first and the last stage's, the same */
+    double stage_microbatch_s[3];  /* the first, a middle and the last stage's (STAGE_*); equal ones when
+                                      the pipeline has no middle stage or no stages */
     int64_t slowest_stage;
 
     /* FLOPs per step, whole model, global batch */
@@ -267,8 +282,14 @@ typedef struct {
     int nwarnings;
     char warnings[WARNINGS_MAX][256];
 
-    stage_ops first_stage, last_stage;  /* costed */
+    stage_ops first_stage, middle_stage, last_stage;  /* costed; the middle is stage 1 (the first again when
+                                                        PP is 2 or less), standing for stages 1 .. p-2 */
 } estimate_t;
+
+/* The stages an estimate costs, in the order of stage_microbatch_s. */
+enum { STAGE_FIRST = 0, STAGE_MIDDLE, STAGE_LAST, STAGE_KINDS };
+/* The op list that stands for pipeline stage `stage` of e's layout. */
+const stage_ops *estimate_stage_ops(const estimate_t *e, int64_t stage);
 
 /* Whether the GPU runs a fused (FlashAttention-style) kernel: sm80 and newer, not volta or turing
  * (hwdb's arch column; docs/model.md, "Time and cost"). */
@@ -310,7 +331,7 @@ typedef struct estimate_cache estimate_cache;
 estimate_cache *estimate_cache_new(void);   /* NULL when out of memory */
 void estimate_cache_free(estimate_cache *cache);
 /* estimate_layout_fast's numbers, field for field, except that the op lists
- * (first_stage, last_stage) are left untouched.  With skip_time_if_unfit, a
+ * (first_stage, middle_stage, last_stage) are left untouched.  With skip_time_if_unfit, a
  * layout that does not fit gets its memory and `fits` only: step time,
  * throughput and cost stay zero. */
 int estimate_layout_cached(estimate_cache *cache, const model_t *m, const hw_gpu *gpu, const hw_node *node,
@@ -755,7 +776,8 @@ const char *coll_name(coll_t c);
 /* ---- the layout flags (planner/layout_flags.c) ---------------------------
  * One parser for --tp, --pp, --dp, --vpp, --cp, --ep, --mbs, --gbs, --seq, --gpus-per-node, --sp, --zero,
  * --recompute, --recompute-layers, --recompute-modules, --attention, --precision, --loss, --tp-overlap,
- * --grad-sync, --grad-accum, --cp-comm, --ep-overlap and --fp32-grads, shared by sextant (estimate, explain, plan) and
+ * --grad-sync, --grad-accum, --cp-comm, --ep-overlap, --fp32-grads, --first-stage-layers and
+ * --last-stage-layers, shared by sextant (estimate, explain, plan) and
  * sextant-gpu (train, ops).  Each program starts from its own defaults (layout_flags_init's template),
  * refuses the flags it does not take, and fills what depends on the model or GPU from `given`.
  * --gpus is not here: plan takes a range of counts and sextant-gpu the GPUs at hand. */
@@ -767,7 +789,8 @@ enum {
     LAYOUT_FLAG_ATTENTION = 1u << 15, LAYOUT_FLAG_PRECISION = 1u << 16, LAYOUT_FLAG_LOSS = 1u << 17,
     LAYOUT_FLAG_TP_OVERLAP = 1u << 18, LAYOUT_FLAG_GRAD_SYNC = 1u << 19, LAYOUT_FLAG_CP_COMM = 1u << 20,
     LAYOUT_FLAG_EP_OVERLAP = 1u << 21, LAYOUT_FLAG_FP32_GRADS = 1u << 22, LAYOUT_FLAG_ETP = 1u << 23,
-    LAYOUT_FLAG_GRAD_ACCUM = 1u << 24, LAYOUT_FLAG_LOGIT_METRICS = 1u << 25
+    LAYOUT_FLAG_GRAD_ACCUM = 1u << 24, LAYOUT_FLAG_LOGIT_METRICS = 1u << 25, LAYOUT_FLAG_FIRST_STAGE_LAYERS = 1u << 26,
+    LAYOUT_FLAG_LAST_STAGE_LAYERS = 1u << 27
 };
 typedef struct {
     layout_t l;        /* the program's defaults, with each flag given written over them */

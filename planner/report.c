@@ -180,6 +180,12 @@ static int estimate_fields(const estimate_t *e, field *f)
     INT("layout.zero", l->zero);
     BOOL("layout.sp", l->sp);
     INT("layout.vpp", l->vpp);
+    /* the split as costed, every key always (one CSV header): with one stage all L, with two the middle is the first */
+    int64_t split_first, split_middle, split_last;
+    pipeline_split(e->model, l, &split_first, &split_middle, &split_last);
+    INT("layout.first_stage_layers", split_first);
+    INT("layout.middle_stage_layers", split_middle);
+    INT("layout.last_stage_layers", split_last);
     STR("layout.precision", precision_name(l->precision));
     STR("layout.attention", attention_name(l->attention));
     INT("layout.gpus_per_node", l->gpus_per_node);
@@ -306,9 +312,11 @@ static void report_json(FILE *out, const estimate_t *e, int with_ops)
     for (int i = 0; i < e->nwarnings; i++) cJSON_AddItemToArray(warnings, cJSON_CreateString(e->warnings[i]));
     if (with_ops) {
         cJSON *stages = cJSON_AddArrayToObject(root, "stages");
-        int nstages = e->layout.pp > 1 ? 2 : 1;
-        for (int s = 0; s < nstages; s++) {
-            const stage_ops *so = s == 0 ? &e->first_stage : &e->last_stage;
+        const stage_ops *costed[STAGE_KINDS] = {&e->first_stage, &e->middle_stage, &e->last_stage};
+        for (int s = 0; s < STAGE_KINDS; s++) {
+            /* the middle stage with three stages or more, the last with two or more */
+            if ((s == STAGE_MIDDLE && e->layout.pp <= 2) || (s == STAGE_LAST && e->layout.pp == 1)) continue;
+            const stage_ops *so = costed[s];
             cJSON *stage = cJSON_CreateObject();
             cJSON_AddNumberToObject(stage, "stage", (double)so->stage);
             cJSON_AddNumberToObject(stage, "layers", (double)so->layers);
@@ -398,6 +406,10 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
     else
         fprintf(out, "layout: TP %lld x PP %lld x DP %lld", (long long)l->tp, (long long)l->pp, (long long)l->dp);
     if (l->vpp > 1) fprintf(out, " (VPP %lld)", (long long)l->vpp);
+    int64_t first, middle, last;
+    pipeline_split(e->model, l, &first, &middle, &last);
+    if (l->pp > 1 && (first != middle || middle != last))
+        fprintf(out, " (stages of %lld, %lld, %lld layers)", (long long)first, (long long)middle, (long long)last);
     if (model_is_moe(e->model)) fprintf(out, ", EP %lld", (long long)layout_ep(l));
     if (layout_etp(l) != l->tp) fprintf(out, ", ETP %lld", (long long)layout_etp(l));
     fprintf(out, ", micro-batch %lld, global batch %lld (%lld micro-batches per step), seq %lld\n", (long long)l->mbs,
@@ -497,6 +509,7 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
     }
     if (with_ops) {
         report_ops_table(out, &e->first_stage);
+        if (l->pp > 2) report_ops_table(out, &e->middle_stage);
         if (l->pp > 1) report_ops_table(out, &e->last_stage);
     }
 }

@@ -88,6 +88,9 @@ static void json_has_every_documented_key(void **state)
     for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) json_number(root, top[i], NULL);
     assert_true(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "warnings")));
     assert_close(json_number(root, "layout", "dp"), 32, 0);
+    /* the pipeline's split as costed: 80 layers over 4 stages */
+    const char *split_keys[] = {"first_stage_layers", "middle_stage_layers", "last_stage_layers"};
+    for (size_t i = 0; i < 3; i++) assert_close(json_number(root, "layout", split_keys[i]), 20, 0);
     cJSON_Delete(root);
     run_free(&r);
 }
@@ -686,6 +689,10 @@ static void bad_input_is_one_clear_line(void **state)
     expect_bad_input("estimate llama2-70b --mbs 100000 --seq 1000000", "tokens per micro-batch");
     expect_bad_input("estimate llama2-70b --gpus 9999999999", "--gpus");
     expect_bad_input("estimate llama2-70b --gpus 200 --pp 200", "--pp 200");
+    expect_bad_input("estimate llama2-70b --gpus 64 --pp 8 --first-stage-layers 3 --last-stage-layers 3", "--first-stage-layers 3");
+    expect_bad_input("estimate llama2-70b --gpus 64 --first-stage-layers 3", "needs --pp of 2 or more");
+    expect_bad_input("estimate llama2-70b --gpus 64 --pp 8 --last-stage-layers 0", "--last-stage-layers");
+    expect_bad_input("plan llama2-70b --gpus 64 --first-stage-layers 8", "plan searches the layout");
     expect_bad_input("estimate llama2-70b --gpu v100-sxm2-32gb --precision bf16", "--precision bf16");
     expect_bad_input("estimate llama2-70b --precision fp4", "--precision");
     expect_bad_input("estimate llama2-70b --recompute some", "--recompute");

@@ -52,11 +52,14 @@ static void issue_example_is_plausible(void **state)
     assert_close(e->cost_usd, e->gpu_hours * e->job.price_usd_per_gpu_hour, 1e-12);
     assert_close(e->gpu_hours, 1024 * e->time_to_train_s / 3600, 1e-12);
     /* 1F1B bubble: the slowest stage runs m micro-batches, each other stage adds one (the
-     * middle two hold the first's layers); at most (p-1) of the slowest's, at least (p-1) of the fastest's */
-    double first = e->stage_microbatch_s[0], last = e->stage_microbatch_s[1];
-    assert_close(e->bubble_s, 3 * first + last - e->microbatch_s, 1e-12);
+     * middle two alike); at most (p-1) of the slowest's, at least (p-1) of the fastest's */
+    double first = e->stage_microbatch_s[STAGE_FIRST], middle = e->stage_microbatch_s[STAGE_MIDDLE],
+           last = e->stage_microbatch_s[STAGE_LAST];
+    assert_close(e->bubble_s, first + 2 * middle + last - e->microbatch_s, 1e-12);
     assert_true(e->bubble_s <= 3 * e->microbatch_s * (1 + 1e-12));
-    assert_true(e->bubble_s >= 3 * (first < last ? first : last) * (1 - 1e-12));
+    double fastest = first < last ? first : last;
+    if (middle < fastest) fastest = middle;
+    assert_true(e->bubble_s >= 3 * fastest * (1 - 1e-12));
     /* ZeRO-1 shards the 12 optimizer bytes of each parameter over DP = 32 */
     assert_close(e->memory.optimizer, e->memory.params * 12 / 32, 1e-12);
     assert_close(e->memory.weights, e->memory.params * 2, 1e-12);
@@ -220,6 +223,108 @@ static void mtp_modules_on_the_last_stage(void **state)
     for (int i = 0; i < eb.nwarnings; i++) assert_null(strstr(eb.warnings[i], "multi-token prediction module"));
 }
 
+/* How the pipeline splits the layers (docs/model.md, "Uneven pipeline stages"): L/p where p divides L;
+ * else ceil(L/p) on each middle stage and the ends balanced with the embedding and the head as a layer
+ * each, a prediction module as two; what the flags give otherwise, checked. */
+static void pipeline_split_counts_the_embedding_and_head(void **state)
+{
+    (void)state;
+    struct { const char *model; int64_t pp, first, middle, last; } cases[] = {
+        {"llama2-7b", 8, 4, 4, 4},          /* divides: even, Megatron's default */
+        {"llama3.1-405b", 16, 7, 8, 7},     /* Meta: a layer off the first and the last stage */
+        {"bloom-176b", 12, 5, 6, 5},        /* Megatron-DeepSpeed's type:transformer|embedding: (70 + 2) / 12 */
+        {"deepseek-v3", 16, 4, 4, 1},       /* the head and the prediction module weigh three layers */
+        {"gpt2", 5, 2, 3, 1},               /* 12 over 5: 3 x 3 in the middle, 3 left: 2 and 1 */
+        {"gpt2-medium", 2, 12, 12, 12},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const model_t *m = model_zoo_find(&zoo, cases[i].model);
+        assert_non_null(m);
+        layout_t l = layout(cases[i].pp, 1, cases[i].pp, 1, 64, 1024);
+        int64_t first, middle, last;
+        pipeline_split(m, &l, &first, &middle, &last);
+        assert_int_equal(first, cases[i].first);
+        assert_int_equal(middle, cases[i].middle);
+        assert_int_equal(last, cases[i].last);
+        char err[256];
+        assert_int_equal(pipeline_split_check(m, &l, err, sizeof err), 0);
+        /* the stages tile the layers in order */
+        int64_t next = 0;
+        for (int64_t st = 0; st < l.pp; st++) {
+            assert_int_equal(first_layer_on_stage(m, &l, st), next);
+            next += layers_on_stage(m, &l, st);
+        }
+        assert_int_equal(next, m->layers);
+    }
+    /* an odd count over two stages: the first takes the extra layer, as before */
+    model_t odd = *model_zoo_find(&zoo, "gpt2");
+    odd.layers = 25;
+    layout_t two = layout(2, 1, 2, 1, 64, 1024);
+    assert_int_equal(layers_on_stage(&odd, &two, 0), 13);
+    assert_int_equal(layers_on_stage(&odd, &two, 1), 12);
+
+    /* the flags: the rest evenly over the other stages, or refused naming them */
+    const model_t *big = model_zoo_find(&zoo, "llama3.1-405b");
+    layout_t l = layout(2048, 8, 16, 1, 256, 8192);
+    l.first_stage_layers = 6;
+    l.last_stage_layers = 8;
+    int64_t first, middle, last;
+    pipeline_split(big, &l, &first, &middle, &last);
+    assert_int_equal(first, 6);
+    assert_int_equal(middle, 8);
+    assert_int_equal(last, 8);
+    l.last_stage_layers = 0;   /* 120 over the other 15 */
+    pipeline_split(big, &l, &first, &middle, &last);
+    assert_int_equal(middle, 8);
+    assert_int_equal(last, 8);
+    char err[256];
+    l.last_stage_layers = 6;   /* 114 over 14 middle stages does not divide */
+    assert_int_equal(pipeline_split_check(big, &l, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--first-stage-layers 6 --last-stage-layers 6"));
+    layout_t one = layout(8, 8, 1, 1, 256, 8192);
+    one.first_stage_layers = 6;
+    assert_int_equal(pipeline_split_check(big, &one, err, sizeof err), -1);
+    assert_non_null(strstr(err, "needs --pp of 2 or more"));
+    layout_t empty = layout(5, 1, 5, 1, 64, 1024);
+    model_t five = *model_zoo_find(&zoo, "gpt2");
+    five.layers = 6;   /* 2 on each middle stage leaves none for the ends */
+    assert_int_equal(pipeline_split_check(&five, &empty, err, sizeof err), -1);
+    assert_non_null(strstr(err, "leave a stage empty"));
+}
+
+/* The estimate costs a middle stage beside the first and the last: with Llama 3 405B's split the middle
+ * stages hold the most layers, set the step and (one fewer micro-batch in flight than the first, one
+ * more layer) hold the most memory; the bubble is every other stage's micro-batch. */
+static void a_middle_stage_is_costed(void **state)
+{
+    (void)state;
+    layout_t l = layout(2048, 8, 16, 1, 256, 8192);
+    l.sp = 1;
+    estimate_t *e = run("llama3.1-405b", "h100-sxm", l);
+    assert_int_equal(e->first_stage.layers, 7);
+    assert_int_equal(e->middle_stage.layers, 8);
+    assert_int_equal(e->middle_stage.stage, 1);
+    assert_int_equal(e->last_stage.layers, 7);
+    const double *t = e->stage_microbatch_s;
+    assert_true(t[STAGE_MIDDLE] > t[STAGE_FIRST] && t[STAGE_MIDDLE] > t[STAGE_LAST]);
+    assert_int_equal(e->slowest_stage, 1);
+    assert_close(e->microbatch_s, t[STAGE_MIDDLE], 1e-12);
+    assert_close(e->bubble_s, t[STAGE_FIRST] + 13 * t[STAGE_MIDDLE] + t[STAGE_LAST], 1e-9);
+    assert_int_equal(e->memory.stage, 1);
+    assert_ptr_equal(estimate_stage_ops(e, 0), &e->first_stage);
+    assert_ptr_equal(estimate_stage_ops(e, 7), &e->middle_stage);
+    assert_ptr_equal(estimate_stage_ops(e, 15), &e->last_stage);
+    assert_true(has_warning(e, "stages hold 7 (first), 8 (each middle), 7 (last) layers"));
+    /* the same layers spread as the flags say: the first stage holds more and now sets the memory */
+    l.first_stage_layers = 8;
+    l.last_stage_layers = 6;
+    e = run("llama3.1-405b", "h100-sxm", l);
+    assert_int_equal(e->first_stage.layers, 8);
+    assert_int_equal(e->last_stage.layers, 6);
+    assert_int_equal(e->memory.stage, 0);
+    assert_false(has_warning(e, "stages hold"));
+}
+
 static void fused_outplace_loss_and_logit_metrics(void **state)
 {
     (void)state;
@@ -341,17 +446,19 @@ static void bubble_and_divisibility_warnings(void **state)
     assert_true(has_warning(e, "bubble"));
     /* of the pipeline's own time (the step also holds the optimizer), 1F1B idles (p-1)/(m+p-1)
      * with equal stages; here the last stage's head makes it the slowest, and the fill and drain
-     * are the first stage's (the six middle stages hold its layers) */
+     * are the first stage's and the six middle ones' (its layers without the embedding) */
     double pipeline = e->compute_s + e->tp_comm_s + e->pp_comm_s + e->bubble_s;
-    double first = e->stage_microbatch_s[0], last = e->stage_microbatch_s[1];
+    double first = e->stage_microbatch_s[STAGE_FIRST], middle = e->stage_microbatch_s[STAGE_MIDDLE],
+           last = e->stage_microbatch_s[STAGE_LAST];
     assert_true(last > first);
-    assert_close(e->bubble_s, 7 * first, 1e-9);
+    assert_true(fabs(middle - first) < 0.01 * first);   /* no embedding, but send/recv both ways */
+    assert_close(e->bubble_s, first + 6 * middle, 1e-9);
     assert_true(e->bubble_s / pipeline <= pipeline_bubble_fraction(8, 4, 1) + 1e-12);
     l.vpp = 2;
     l.gbs = 8;   /* interleaving runs micro-batches in groups of p */
     e = run("llama2-7b", "h100-sxm", l);
     /* interleaving divides the fill and drain by the chunks per GPU */
-    assert_close(e->bubble_s, 7 * e->stage_microbatch_s[0] / 2, 1e-9);
+    assert_close(e->bubble_s, (e->stage_microbatch_s[STAGE_FIRST] + 6 * e->stage_microbatch_s[STAGE_MIDDLE]) / 2, 1e-9);
     l = layout(16, 1, 1, 1, 20, 4096);
     e = run("llama2-7b", "h100-sxm", l);
     assert_true(has_warning(e, "not divisible by mbs x dp"));
@@ -973,6 +1080,8 @@ int main(void)
         cmocka_unit_test(grad_accum_fp32_copy_costs_a_pass_and_fp32_traffic),
         cmocka_unit_test(fused_outplace_loss_and_logit_metrics),
         cmocka_unit_test(mtp_modules_on_the_last_stage),
+        cmocka_unit_test(pipeline_split_counts_the_embedding_and_head),
+        cmocka_unit_test(a_middle_stage_is_costed),
         cmocka_unit_test(calibrated_shape_tables_and_membound_overhead),
         cmocka_unit_test(layout_names_parse_back),
         cmocka_unit_test(utilization_never_exceeds_peak),

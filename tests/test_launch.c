@@ -230,6 +230,8 @@ static void train_flag_errors(void **state)
     expect_refusal("", "validate gpt2 --pp 2 --vpp 4", "12 layers do not split into --pp 2 x --vpp 4");
     expect_refusal("", "validate gpt2 --pp 2 --vpp 2 --mbs 2 --gbs 6", "multiple of --pp 2");
     expect_refusal("", "validate gpt2 --pp 2 --vpp 32", "at most 16 chunks");
+    expect_refusal("", "validate gpt2 --pp 2 --first-stage-layers 13", "12 layers do not split over PP 2");
+    expect_refusal("", "validate gpt2 --pp 2 --vpp 2 --first-stage-layers 4 --mbs 1 --gbs 4", "interleaves equal stages only");
     expect_refusal("", "validate gpt2 --tp two", "--tp: 'two' is not a positive integer");
     expect_refusal("", "validate gpt2 --mbs 0", "--mbs: '0' is not a positive integer");
     expect_refusal("", "validate gpt2 --attention flash1", "--attention 'flash1' is not one of unfused|flash|sextant");

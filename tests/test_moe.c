@@ -150,7 +150,12 @@ static void overlap_and_node_limit_shrink_the_alltoall(void **state)
     model_t unlimited = *model_zoo_find(&zoo, "deepseek-v3");
     unlimited.moe_groups = unlimited.moe_group_limit = 0;
     assert_int_equal(estimate_model(&unlimited, l, &plain, err, sizeof err), 0);
-    const op_t *a2a = find(&limited.first_stage, "ep_alltoall_dispatch", PASS_FWD);
+    /* a middle stage's: DeepSeek's first stage holds its three dense layers */
+    const op_t *a2a = find(&limited.middle_stage, "ep_alltoall_dispatch", PASS_FWD);
+    /* layers 0-3 on the first stage, three of them dense; four MoE layers on each middle stage, the 61st alone */
+    assert_int_equal(limited.first_stage.moe_layers, 1);
+    assert_int_equal(limited.middle_stage.moe_layers, 4);
+    assert_int_equal(limited.last_stage.moe_layers, 1);
     assert_non_null(a2a);
     assert_true(a2a->crosses_node);
     assert_close(a2a->internode_share, 0.5, 1e-12);
@@ -159,7 +164,7 @@ static void overlap_and_node_limit_shrink_the_alltoall(void **state)
     /* --ep-overlap hides most of it behind the micro-batch beside it, never below zero */
     l.ep_overlap = 1;
     estimate("deepseek-v3", l, &hidden);
-    a2a = find(&hidden.first_stage, "ep_alltoall_dispatch", PASS_FWD);
+    a2a = find(&hidden.middle_stage, "ep_alltoall_dispatch", PASS_FWD);
     assert_int_equal(a2a->overlap, OVERLAP_MICROBATCH);
     assert_true(hidden.ep_comm_s > 0.0 && hidden.ep_comm_s < limited.ep_comm_s);
     assert_true(hidden.step_s < limited.step_s);
@@ -208,7 +213,7 @@ static void recompute_modules_trade_memory_for_passes(void **state)
     estimate("deepseek-v3", l, &plain);
     l.recompute_modules = RECOMPUTE_MODULES_ALL;
     estimate("deepseek-v3", l, &modules);
-    const stage_ops *p = &plain.first_stage, *r = &modules.first_stage;
+    const stage_ops *p = &plain.middle_stage, *r = &modules.middle_stage;   /* MoE layers: a middle stage's */
     /* the norms' outputs: their consumers keep nothing; the norms run again */
     const char *norm_fed[] = {"q_down", "router", "shared_up"};
     for (size_t i = 0; i < sizeof norm_fed / sizeof *norm_fed; i++) {
@@ -617,6 +622,9 @@ static void cli_takes_ep_and_emits_it(void **state)
     assert_non_null(strstr(r.out, "--moe-layer-freq \"[0,0,0,1,"));
     assert_non_null(strstr(r.out, "--multi-latent-attention --kv-lora-rank 512"));
     assert_non_null(strstr(r.out, "--mtp-num-layers 1"));
+    /* 61 layers over its 16 stages, as sextant costed them: the head and the prediction module on the last */
+    assert_non_null(strstr(r.out, "--pipeline-model-parallel-size 16"));
+    assert_non_null(strstr(r.out, "--decoder-first-pipeline-num-layers 4 --decoder-last-pipeline-num-layers 1"));
     run_free(&r);
     r = run_sextant("plan mixtral-8x7b --gpus 64 --ep 8 --emit megatron");
     assert_int_equal(r.status, 0);

@@ -97,6 +97,20 @@ int read_plan(const char *path, plan_file *p)
         }
         l->ep = (int64_t)ep->valuedouble;
     }
+    /* the pipeline's split as the plan costed it (estimate writes it, with one stage all L: not a split): whole
+     * counts, 0 when absent */
+    const char *split_keys[] = {"first_stage_layers", "last_stage_layers"};
+    int64_t *split[] = {&l->first_stage_layers, &l->last_stage_layers};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = json_get(layout, split_keys[i]);
+        *split[i] = 0;
+        if (!v) continue;
+        if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e6 || v->valuedouble != (double)(int64_t)v->valuedouble) {
+            fprintf(stderr, "sextant-gpu: --plan %s: layout.%s is not a whole number of 1 or more\n", path, split_keys[i]);
+            goto done;
+        }
+        if (l->pp > 1) *split[i] = (int64_t)v->valuedouble;
+    }
     /* the training step runs no partial recomputation: refused, not dropped */
     const cJSON *partial = json_get(layout, "recompute_layers");
     if (partial && (!cJSON_IsNumber(partial) || partial->valuedouble != 0.0)) {

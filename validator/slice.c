@@ -28,7 +28,7 @@ int slice_plan(const plan_file *p, const model_t *full_model, const hw_gpu *gpu,
                 (long long)(l->tp * cp), available);
         return -1;
     }
-    int64_t per_stage = layers_on_stage(full_model->layers, l->pp, 0);
+    int64_t per_stage = layers_on_stage(full_model, l, l->pp > 2 ? 1 : 0);   /* a middle stage's */
     int64_t pp = available / (l->tp * cp) < l->pp ? available / (l->tp * cp) : l->pp;
     int64_t dp = available / (l->tp * cp * pp) < l->dp ? available / (l->tp * cp * pp) : l->dp;
     int64_t m = l->gbs / (l->mbs * l->dp);
@@ -36,6 +36,9 @@ int slice_plan(const plan_file *p, const model_t *full_model, const hw_gpu *gpu,
     if (pp < l->pp) slice_model->layers = per_stage * pp;
     layout_t *run = &o->l;   /* what the step reads of it (train.h) */
     run->tp = l->tp; run->pp = pp; run->dp = dp;
+    /* the plan's own split where the slice keeps its stages, else the slice's even one */
+    run->first_stage_layers = pp == l->pp ? l->first_stage_layers : 0;
+    run->last_stage_layers = pp == l->pp ? l->last_stage_layers : 0;
     run->vpp = pp > 1 ? l->vpp : 1;   /* chunks of the plan's size: layers per stage / vpp */
     run->mbs = l->mbs; run->seq = l->seq; run->gbs = l->mbs * dp * m;
     run->sp = l->sp; run->zero = l->zero; run->cp = cp;
@@ -60,6 +63,8 @@ int slice_plan(const plan_file *p, const model_t *full_model, const hw_gpu *gpu,
     }
     layout_t sl = *l;
     sl.pp = pp; sl.dp = dp; sl.gpus = l->tp * cp * pp * dp; sl.gbs = run->gbs; sl.vpp = run->vpp;
+    sl.first_stage_layers = run->first_stage_layers;
+    sl.last_stage_layers = run->last_stage_layers;
     if (estimate_layout(slice_model, gpu, node, &sl, &job, &slice, err, sizeof err) != 0) {
         fprintf(stderr, "sextant-gpu: --plan: the slice: %s\n", err);
         return -1;

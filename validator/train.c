@@ -204,8 +204,8 @@ static void rank_shapes(gpt *g, const model_t *m, const train_options *o, int ra
     s->pp_rank = rank / (o->l.tp * cp * o->l.dp);
     s->sp = o->l.sp && o->l.tp > 1;
     s->Lmodel = (int)m->layers;
-    s->L = (int)layers_on_stage(m->layers, o->l.pp, s->pp_rank);
-    s->layer0 = (int)(layers_on_stage(m->layers, o->l.pp, 0) * s->pp_rank);
+    s->L = (int)layers_on_stage(m, &o->l, s->pp_rank);
+    s->layer0 = (int)first_layer_on_stage(m, &o->l, s->pp_rank);
     s->vpp = o->l.vpp > 1 ? o->l.vpp : 1;
     s->Lc = s->L / s->vpp;   /* train_check: the layers split evenly into pp vpp chunks */
     s->first = s->pp_rank == 0;

@@ -150,7 +150,8 @@ static int main_train(int argc, char **argv)
     static const char *const known[] = {"--gpu", "--mbs", "--gbs", "--seq", "--steps", "--tp", "--pp", "--vpp", "--dp",
                                         "--gpus", "--zero", "--recompute", "--attention", "--calibration", "--csv", "--json", "--plot",
                                         "--losses", "--timeout", "--warmup", "--sp", "--every-step", "--plan",
-                                        "--lr", "--lr-warmup", "--cp", "--precision", "--ep", "--moe-imbalance"};
+                                        "--lr", "--lr-warmup", "--cp", "--precision", "--ep", "--moe-imbalance",
+                                        "--first-stage-layers", "--last-stage-layers"};
     const char *plan_path = arg_value(argc, argv, "--plan", NULL);
     int first_flag = plan_path && argc > 2 && argv[2][0] == '-' ? 2 : 3;
     if (!plan_path && (argc < 3 || argv[2][0] == '-')) { fprintf(stderr, "sextant-gpu: train needs a MODEL or --plan FILE\n"); return 2; }
@@ -340,7 +341,7 @@ int main(int argc, char **argv)
                         "                             [--gpus N] [--timeout S] [--attention unfused|flash|sextant] [--calibration FILE]\n"
                         "                             [--csv FILE] [--json FILE] [--plot FILE.svg] [--losses FILE] [--every-step]\n"
                         "                             [--lr RATE] [--lr-warmup STEPS] [--precision bf16|fp8]\n"
-                        "                             [--ep N] [--moe-imbalance X]\n"
+                        "                             [--ep N] [--moe-imbalance X] [--first-stage-layers N] [--last-stage-layers N]\n"
                         "         (several GPUs: one process each, forked here, or started by mpirun / srun)\n"
                         "       sextant-gpu check-gradients   (the step's gradients on tiny models against float64)\n"
                         "       sextant-gpu check-fp8         (the FP8 GEMMs of a linear layer against float64)\n");
