@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# An H200's measured overlay, then the two-GPU layouts predicted with it (issue 24: the error on two GPUs
+# with the GPU calibrated, ZeRO-2/3, CP 2 and EP 2 among them), on one 2 x H200 machine in two calls:
+#   PHASE=calibrate   calibrate on GPU 0 (microbenchmarks, power, the six GPT-2 step-fit runs kept in
+#                     steps/), then calibrate --comm over both GPUs; the overlay is the two files joined
+#                     ($OUT/h200cal.tar: one.csv, comm.csv, h200.csv and every log)
+#   PHASE=timed       every layout below through `sextant validate --calibration CAL` (CAL: the overlay,
+#                     hwdb/measured/h200.csv once committed), one GPU beside each family ($OUT/h200timed.tar)
+# Binaries are built here and carried with .deps/lib (GSL, libcsv, cJSON).  Summary lines in $OUT/summary.txt.
+set -u
+. "$(dirname "$0")/device_env.sh"
+PHASE=${PHASE:-calibrate}
+GPU=h200
+G=./build/sextant-gpu
+B=./build/sextant
+# the overlay is an H200's: on any other card, nothing is run
+if ! nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200; then
+  echo "not an H200: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); nothing run"; exit 3
+fi
+
+if [ "$PHASE" = calibrate ]; then
+  device_begin h200cal
+  device_sample "$R/smi.csv"
+  run calibrate 420 $G calibrate --gpu $GPU --out "$R/one.csv" --step-runs "$R/steps"
+  grep -E "efficiency|launch|fit|power|clock" "$R/calibrate.log" | head -40 >> "$S"
+  run comm 150 $G calibrate --comm --gpus 2 --gpu $GPU --max-bytes 1G --out "$R/comm.csv"
+  grep -E "bandwidth|latency|power|slowdown" "$R/comm.log" | head -20 >> "$S"
+  { cat "$R/one.csv"; tail -n +2 "$R/comm.csv"; } > "$R/h200.csv"
+  kill $SMI_PID 2>/dev/null
+  keep
+  cat "$S"
+  exit 0
+fi
+
+CAL=${CAL:-hwdb/measured/h200.csv}
+device_begin h200timed
+device_sample "$R/smi.csv"
+M="gpt2 --gpu $GPU --seq 1024 --mbs 8 --gbs 64 --steps 12"
+L="llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --gbs 16 --steps 12"
+C="gpt2 --gpu $GPU --seq 1024 --mbs 8 --gbs 32 --steps 12 --attention flash"
+C4="llama3.2-1b --gpu $GPU --seq 4096 --mbs 1 --gbs 8 --steps 12 --attention flash"
+E="moe-test --gpu $GPU --seq 1024 --mbs 4 --gbs 16 --steps 20 --warmup 5 --attention flash --lr 1e-3 --lr-warmup 3"
+D="gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 64 --steps 12"
+for spec in "gpt2_1gpu:$M" "gpt2_dp2z1:$M --dp 2 --zero 1" "gpt2_dp2z2:$M --dp 2 --zero 2" "gpt2_dp2z3:$M --dp 2 --zero 3" \
+            "llama_1gpu:$L" "llama_dp2z1:$L --dp 2 --zero 1" "llama_dp2z2:$L --dp 2 --zero 2" "llama_dp2z3:$L --dp 2 --zero 3" \
+            "llama_tp2sp:$L --tp 2 --sp" "llama_pp2:$L --pp 2" \
+            "gpt2m_1gpu:$D" "gpt2m_tp2:$D --tp 2" "gpt2m_pp2:$D --pp 2" "gpt2m_pp2_uneven:$D --pp 2 --first-stage-layers 11" \
+            "cp_gpt2_1gpu:$C" "cp_gpt2_cp2:$C --cp 2" "cp_llama4k_1gpu:$C4" "cp_llama4k_cp2:$C4 --cp 2" \
+            "moe_1gpu:$E" "moe_dp2:$E --dp 2" "moe_ep2:$E --dp 2 --ep 2"; do
+  name=${spec%%:*}; args=${spec#*:}
+  run "t_$name" 150 $B validate $args --timeout 60 --calibration "$CAL" --csv "$R/t_$name.csv" --json "$R/t_$name.json"
+  grep -E "^step time|^memory:|^predicted step" "$R/t_$name.log" | cut -c1-200 | sed "s/^/  $name: /" >> "$S"
+done
+# the uneven split trains as the even one does: its losses against the even split's, step by step
+run eq_pp2_even 120 $G train gpt2-medium --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step --pp 2 \
+  --losses "$R/eq_pp2_even.txt"
+run eq_pp2_uneven 120 $G train gpt2-medium --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step --pp 2 \
+  --first-stage-layers 11 --losses "$R/eq_pp2_uneven.txt"
+[ -s "$R/eq_pp2_even.txt" ] && [ -s "$R/eq_pp2_uneven.txt" ] && say "  $(compare "$R/eq_pp2_even.txt" "$R/eq_pp2_uneven.txt")  pp2 uneven vs even"
+kill $SMI_PID 2>/dev/null
+bash scripts/smi_summary.sh /dev/null "$R/smi.csv" > "$R/clocks.txt" 2>/dev/null
+keep
+cat "$S"
