@@ -71,6 +71,11 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
         goto done;
     if (csv_table_column(&t, "vpp") >= 0 && csv_get_int64(&t, row, "vpp", 1, 1000, &l->vpp, err, errlen)) goto done;
     if (csv_table_column(&t, "sp") >= 0 && csv_get_int64(&t, row, "sp", 0, 1, &sp, err, errlen)) goto done;
+    /* the pipeline's split as the run was given it (0: pipeline_split's own), in CSVs from 2026-11-26 on */
+    if (csv_table_column(&t, "first_stage_layers") >= 0 &&
+        (csv_get_int64(&t, row, "first_stage_layers", 0, 1 << 20, &l->first_stage_layers, err, errlen) ||
+         csv_get_int64(&t, row, "last_stage_layers", 0, 1 << 20, &l->last_stage_layers, err, errlen)))
+        goto done;
     l->zero = (int)zero;
     l->sp = (int)sp;
     l->gpus_per_node = node->gpus_per_node;

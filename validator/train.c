@@ -282,6 +282,7 @@ static int predict_run(train_run_state *r, gpt *g)
     train_fp8 = train_fp8_gemms(o);
     /* the planner's view of the same run, before anything is allocated */
     r->l.gpus = nranks; r->l.tp = o->l.tp; r->l.pp = o->l.pp; r->l.dp = o->l.dp; r->l.vpp = s->vpp;
+    r->l.first_stage_layers = o->l.first_stage_layers; r->l.last_stage_layers = o->l.last_stage_layers;
     r->l.mbs = o->l.mbs; r->l.gbs = o->l.gbs; r->l.seq = o->l.seq;
     r->l.gpus_per_node = node->gpus_per_node > nranks ? node->gpus_per_node : nranks;
     r->l.recompute = o->l.recompute; r->l.attention = train_fused_attention(o) ? ATTENTION_SEXTANT : ATTENTION_UNFUSED;
