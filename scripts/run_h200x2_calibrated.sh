@@ -4,6 +4,9 @@
 #   PHASE=calibrate   calibrate on GPU 0 (microbenchmarks, power, the six GPT-2 step-fit runs kept in
 #                     steps/), then calibrate --comm over both GPUs; the overlay is the two files joined
 #                     ($OUT/h200cal.tar: one.csv, comm.csv, h200.csv and every log)
+#   PHASE=uneven      the even and the uneven PP 2 runs again (after the planner's view of the run took the split)
+#   PHASE=cp          CP 2 after the backward's K, V exchange moved beside the attention (BEFORE: an earlier
+#                     sextant-gpu, timed beside it): losses against one GPU, then the timed runs
 #   PHASE=timed       every layout below through `sextant validate --calibration CAL` (CAL: the overlay,
 #                     hwdb/measured/h200.csv once committed), one GPU beside each family ($OUT/h200timed.tar)
 # Binaries are built here and carried with .deps/lib (GSL, libcsv, cJSON).  Summary lines in $OUT/summary.txt.
@@ -33,6 +36,44 @@ if [ "$PHASE" = calibrate ]; then
 fi
 
 CAL=${CAL:-hwdb/measured/h200.csv}
+if [ "$PHASE" = uneven ]; then
+  device_begin h200uneven
+  D="gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 64 --steps 12"
+  for spec in "gpt2m_pp2:$D --pp 2" "gpt2m_pp2_uneven:$D --pp 2 --first-stage-layers 11" \
+              "gpt2m_pp2_uneven13:$D --pp 2 --first-stage-layers 13"; do
+    name=${spec%%:*}; args=${spec#*:}
+    run "t_$name" 150 $B validate $args --timeout 60 --calibration "$CAL" --csv "$R/t_$name.csv" --json "$R/t_$name.json"
+    grep -E "^step time|^memory:|^predicted step" "$R/t_$name.log" | cut -c1-200 | sed "s/^/  $name: /" >> "$S"
+  done
+  keep
+  cat "$S"
+  exit 0
+fi
+if [ "$PHASE" = cp ]; then
+  device_begin h200cp
+  for model in gpt2 llama3.2-1b; do
+    Q="$model --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step --attention flash --timeout 60"
+    run "eq_${model}_1gpu" 120 $G train $Q --losses "$R/eq_${model}_1gpu.txt"
+    for lay in "cp2:--cp 2" "cp2rc:--cp 2 --recompute full"; do
+      name=${lay%%:*}; flags=${lay#*:}
+      run "eq_${model}_$name" 120 $G train $Q $flags --losses "$R/eq_${model}_$name.txt"
+      [ -s "$R/eq_${model}_$name.txt" ] && say "  $(compare "$R/eq_${model}_1gpu.txt" "$R/eq_${model}_$name.txt")  $model $name"
+    done
+  done
+  C="gpt2 --gpu $GPU --seq 1024 --mbs 8 --gbs 32 --steps 12 --attention flash"
+  C4="llama3.2-1b --gpu $GPU --seq 4096 --mbs 1 --gbs 8 --steps 12 --attention flash"
+  for spec in "gpt2_cp2:$C --cp 2" "llama4k_cp2:$C4 --cp 2"; do
+    name=${spec%%:*}; args=${spec#*:}
+    for bin in ${BEFORE:+$BEFORE} $G; do
+      tag=after; [ "$bin" = "${BEFORE:-}" ] && tag=before
+      run "t_${name}_$tag" 150 $bin train $args --timeout 60 --calibration "$CAL" --csv "$R/t_${name}_$tag.csv"
+      grep -E "^step time" "$R/t_${name}_$tag.log" | cut -c1-160 | sed "s/^/  $name $tag: /" >> "$S"
+    done
+  done
+  keep
+  cat "$S"
+  exit 0
+fi
 device_begin h200timed
 device_sample "$R/smi.csv"
 M="gpt2 --gpu $GPU --seq 1024 --mbs 8 --gbs 64 --steps 12"

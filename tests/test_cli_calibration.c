@@ -156,6 +156,52 @@ static void calibrated_overlays_predict_all_18_runs(void **state)
     }
 }
 
+/* The shipped H200 overlay (one calibrate call on a lent 2 x H200, its step fit on GPT-2 124M alone) re-predicts
+ * the runs recorded with it (docs/validation/2026-11-26-h200x2-calibrated; their CSVs are
+ * tests/data/2026-11-26-h200-calibrated): the 18 one-GPU steps of GPT-2 124M and 350M and LLaMA-3.2-1B within
+ * 3% (worst -2.8%), and the ten two-GPU layouts (ZeRO 1-3, TP 2 with SP, PP 2) within 10% (worst -8.4%, LLaMA ZeRO-3),
+ * each error read off fit-power's "before" summary, the overlay as given. */
+#define H200_RUNS SEXTANT_ROOT "/tests/data/2026-11-26-h200-calibrated"
+
+static double worst_before(const char *runs_dir, const char *const *names, size_t n, double *mean_abs)
+{
+    char runs[4096] = "", out[] = "/tmp/sextant-h200-XXXXXX";
+    for (size_t i = 0; i < n; i++)
+        snprintf(runs + strlen(runs), sizeof runs - strlen(runs), "%s%s/%s.csv", i ? "," : "", runs_dir, names[i]);
+    int fd = mkstemp(out);
+    assert_true(fd >= 0);
+    close(fd);
+    run_result r = run_sextant("fit-power --gpu h200 --calibration %s/hwdb/measured/h200.csv --out %s --runs %s",
+                               SEXTANT_ROOT, out, runs);
+    expect_ok(&r);
+    const char *line = strstr(r.out, "before (the overlay as given): mean |error| ");
+    assert_non_null(line);
+    double mean = 0.0, signed_err = 0.0, worst = 0.0;
+    assert_int_equal(sscanf(line, "before (the overlay as given): mean |error| %lf%%, signed %lf%%, worst %lf%%", &mean,
+                            &signed_err, &worst), 3);
+    run_free(&r);
+    unlink(out);
+    *mean_abs = mean / 100.0;
+    return fabs(worst) / 100.0;
+}
+
+static void h200_overlay_predicts_its_recorded_runs(void **state)
+{
+    (void)state;
+    const char *one[] = {"train_gpt2_mbs8", "train_gpt2_mbs16", "train_gpt2_mbs32", "train_gpt2-medium_mbs4",
+                         "train_gpt2-medium_mbs8", "train_gpt2-medium_mbs16", "train_llama3.2-1b_mbs1", "train_llama3.2-1b_mbs2",
+                         "train_llama3.2-1b_mbs4", "flash_gpt2_mbs8", "flash_gpt2_mbs16", "flash_gpt2_mbs32",
+                         "flash_gpt2-medium_mbs4", "flash_gpt2-medium_mbs8", "flash_gpt2-medium_mbs16", "flash_llama3.2-1b_mbs1",
+                         "flash_llama3.2-1b_mbs2", "flash_llama3.2-1b_mbs4"};
+    const char *two[] = {"t_gpt2_dp2z1", "t_gpt2_dp2z2", "t_gpt2_dp2z3", "t_llama_dp2z1", "t_llama_dp2z2", "t_llama_dp2z3",
+                         "t_llama_tp2sp", "t_llama_pp2", "t_gpt2m_tp2", "t_gpt2m_pp2"};
+    double mean = 0.0;
+    double worst = worst_before(H200_RUNS "/one-gpu", one, sizeof one / sizeof one[0], &mean);
+    assert_true(worst < 0.03 && mean < 0.015);
+    worst = worst_before(H200_RUNS "/two-gpu", two, sizeof two / sizeof two[0], &mean);
+    assert_true(worst < 0.10 && mean < 0.05);
+}
+
 static void fit_power_predicts_other_models(void **state)
 {
     (void)state;
@@ -402,6 +448,7 @@ int main(void)
         cmocka_unit_test(fit_power_predicts_other_models),
         cmocka_unit_test(fit_power_leaves_one_model_out),
         cmocka_unit_test(calibrated_overlays_predict_all_18_runs),
+        cmocka_unit_test(h200_overlay_predicts_its_recorded_runs),
         cmocka_unit_test(fit_power_bad_input),
         cmocka_unit_test(measured_overlay_is_the_default),
         cmocka_unit_test(each_gpu_takes_its_own_measured_overlay),
