@@ -7,6 +7,8 @@
 #   PHASE=uneven      the even and the uneven PP 2 runs again (after the planner's view of the run took the split)
 #   PHASE=cp          CP 2 after the backward's K, V exchange moved beside the attention (BEFORE: an earlier
 #                     sextant-gpu, timed beside it): losses against one GPU, then the timed runs
+#   PHASE=four        four GPUs with the shipped overlay of the card that came (below)
+#   PHASE=four_comm   the four GPUs' collectives measured, TP 4 and TP 2 x PP 2 priced with them
 #   PHASE=timed       every layout below through `sextant validate --calibration CAL` (CAL: the overlay,
 #                     hwdb/measured/h200.csv once committed), one GPU beside each family ($OUT/h200timed.tar)
 # Binaries are built here and carried with .deps/lib (GSL, libcsv, cJSON).  Summary lines in $OUT/summary.txt.
@@ -16,6 +18,59 @@ PHASE=${PHASE:-calibrate}
 GPU=h200
 G=./build/sextant-gpu
 B=./build/sextant
+# PHASE=four: four GPUs (nvidia-h100-x4 or -h200-x4) with the shipped overlay of whichever card came, as a user
+# of a 4- or 8-GPU node would run it (its collectives measured on two); losses of two layouts against one GPU
+if [ "$PHASE" = four ]; then
+  device_begin four
+  GPU=h100-sxm; nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200 && GPU=h200
+  CAL=hwdb/measured/$GPU.csv
+  say "cards: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | tr -s ' '); overlay $CAL"
+  device_sample "$R/smi.csv"
+  L="llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --gbs 16 --steps 12"
+  L4="llama3.2-1b --gpu $GPU --seq 4096 --mbs 1 --gbs 8 --steps 12 --attention flash"
+  D="gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 64 --steps 12"
+  for spec in "llama_1gpu:$L" "llama_tp2pp2:$L --tp 2 --pp 2" "llama_tp2spdp2:$L --tp 2 --sp --dp 2" \
+              "llama_pp2dp2z1:$L --pp 2 --dp 2 --zero 1" "llama_tp4sp:$L --tp 4 --sp" "llama_pp4:$L --pp 4" \
+              "llama_dp4z1:$L --dp 4 --zero 1" "llama_dp4z3:$L --dp 4 --zero 3" "llama_pp4vpp2:$L --pp 4 --vpp 2" \
+              "llama4k_cp2dp2:$L4 --cp 2 --dp 2" \
+              "gpt2m_1gpu:$D" "gpt2m_tp2pp2:$D --tp 2 --pp 2" "gpt2m_pp2dp2:$D --pp 2 --dp 2" "gpt2m_dp4z2:$D --dp 4 --zero 2" \
+              "gpt2m_pp4_uneven:$D --pp 4 --first-stage-layers 5 --last-stage-layers 5"; do
+    name=${spec%%:*}; args=${spec#*:}
+    run "t4_$name" 150 $B validate $args --timeout 60 --calibration "$CAL" --csv "$R/t4_$name.csv"
+    grep -E "^step time|^memory:" "$R/t4_$name.log" | cut -c1-200 | sed "s/^/  $name: /" >> "$S"
+  done
+  Q="llama3.2-1b --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step"
+  run eq4_1gpu 120 $G train $Q --losses "$R/eq4_1gpu.txt"
+  for lay in "tp2pp2:--tp 2 --pp 2" "dp4z3:--dp 4 --zero 3" "tp2spdp2:--tp 2 --sp --dp 2"; do
+    name=${lay%%:*}; flags=${lay#*:}
+    run "eq4_$name" 120 $G train $Q $flags --losses "$R/eq4_$name.txt"
+    [ -s "$R/eq4_$name.txt" ] && say "  $(compare "$R/eq4_1gpu.txt" "$R/eq4_$name.txt")  llama $name"
+  done
+  kill $SMI_PID 2>/dev/null
+  keep
+  cat "$S"
+  exit 0
+fi
+
+# PHASE=four_comm: calibrate --comm over the four GPUs, then TP 4 and TP 2 x PP 2 again with the shipped overlay's
+# collectives replaced by the four-rank ones (the shipped ones were measured over two)
+if [ "$PHASE" = four_comm ]; then
+  device_begin fourcomm
+  GPU=h100-sxm; nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200 && GPU=h200
+  run comm4 200 $G calibrate --comm --gpus 4 --gpu $GPU --max-bytes 256M --out "$R/comm4.csv"
+  grep -E "^# collectives' power: median|^# median" "$R/comm4.log" >> "$S"
+  { grep -v -E ",(intra_|nccl_|collective_power|overlap_)" hwdb/measured/$GPU.csv; tail -n +2 "$R/comm4.csv"; } > "$R/$GPU-x4.csv"
+  L="llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --gbs 16 --steps 12"
+  for spec in "llama_tp4sp:$L --tp 4 --sp" "llama_tp2pp2:$L --tp 2 --pp 2"; do
+    name=${spec%%:*}; args=${spec#*:}
+    run "t4c_$name" 150 $B validate $args --timeout 60 --calibration "$R/$GPU-x4.csv" --csv "$R/t4c_$name.csv"
+    grep -E "^step time|^memory:" "$R/t4c_$name.log" | cut -c1-200 | sed "s/^/  $name: /" >> "$S"
+  done
+  keep
+  cat "$S"
+  exit 0
+fi
+
 # the overlay is an H200's: on any other card, nothing is run
 if ! nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200; then
   echo "not an H200: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); nothing run"; exit 3
