@@ -2,6 +2,7 @@
 #include "hwdb.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,6 +295,77 @@ double hw_node_inter_bytes_per_s_per_gpu(const hw_node *node)
     return (double)node->nics_per_node * node->nic_bits_per_s / 8.0 / (double)node->gpus_per_node;
 }
 
+/* The intra-node keys that calibrate --comm also writes per number of ranks (KEY:N), and where in a fit each lands. */
+static const struct {
+    const char *key;
+    size_t offset;
+    double scale, min, max;
+} intra_fit_keys[] = {
+    {"intra_gbs_per_dir", offsetof(hw_intra_fit, ar_bytes_per_s), GIGA, 0.1, 1e5},
+    {"intra_latency_us", offsetof(hw_intra_fit, ar_latency_s), MICRO, 0, 1e4},
+    {"intra_gbs_per_dir_reduce_scatter", offsetof(hw_intra_fit, rs_bytes_per_s), GIGA, 0.1, 1e5},
+    {"intra_latency_us_reduce_scatter", offsetof(hw_intra_fit, rs_latency_s), MICRO, 0, 1e4},
+    {"intra_gbs_per_dir_all_gather", offsetof(hw_intra_fit, ag_bytes_per_s), GIGA, 0.1, 1e5},
+    {"intra_latency_us_all_gather", offsetof(hw_intra_fit, ag_latency_s), MICRO, 0, 1e4},
+    {"intra_gbs_per_dir_sendrecv", offsetof(hw_intra_fit, sr_bytes_per_s), GIGA, 0.1, 1e5},
+    {"intra_latency_us_sendrecv", offsetof(hw_intra_fit, sr_latency_s), MICRO, 0, 1e4},
+};
+
+/* An overlay row KEY:N of intra_fit_keys into the node's fit over N ranks: 1 when the key is one, 0 when not,
+ * -1 with the line in err. */
+static int overlay_intra_fit(const csv_table *t, int r, const char *key, hw_node *node, char *err, size_t errlen)
+{
+    const char *colon = strchr(key, ':');
+    if (!colon) return 0;
+    int k = 0;
+    while (k < COUNT(intra_fit_keys) && (strlen(intra_fit_keys[k].key) != (size_t)(colon - key) ||
+                                        strncmp(intra_fit_keys[k].key, key, (size_t)(colon - key)) != 0))
+        k++;
+    if (k == COUNT(intra_fit_keys)) return 0;
+    long long ranks = 0;
+    int used = 0;
+    if (sscanf(colon + 1, "%lld%n", &ranks, &used) != 1 || colon[1 + used] != '\0' || ranks < 2 || ranks > 1024) {
+        snprintf(err, errlen, "%s:%d:key: '%s': the ranks after ':' are not a whole number from 2 to 1024", t->path, t->line[r],
+                 key);
+        return -1;
+    }
+    double value;
+    if (csv_get_double(t, r, "value", intra_fit_keys[k].min, intra_fit_keys[k].max, &value, err, errlen) != 0) return -1;
+    int i = 0;
+    while (i < node->intra_fit_count && node->intra_fits[i].ranks != ranks) i++;
+    if (i == HWDB_INTRA_FITS_MAX) {
+        snprintf(err, errlen, "%s:%d:key: more than %d numbers of ranks for node '%s'", t->path, t->line[r], HWDB_INTRA_FITS_MAX,
+                 node->name);
+        return -1;
+    }
+    if (i == node->intra_fit_count) {
+        memset(&node->intra_fits[i], 0, sizeof node->intra_fits[i]);
+        node->intra_fits[i].ranks = ranks;
+        node->intra_fit_count++;
+    }
+    *(double *)((char *)&node->intra_fits[i] + intra_fit_keys[k].offset) = value * intra_fit_keys[k].scale;
+    return 1;
+}
+
+const hw_intra_fit *hw_node_intra_fit(const hw_node *node, double ranks, int collective)
+{
+    const hw_intra_fit *best = NULL;
+    double best_distance = 0.0;
+    for (int i = 0; i < node->intra_fit_count; i++) {
+        const hw_intra_fit *f = &node->intra_fits[i];
+        double bw = collective == 0 ? f->ar_bytes_per_s : collective == 1 ? f->rs_bytes_per_s
+                    : collective == 2 ? f->ag_bytes_per_s : f->sr_bytes_per_s;
+        if (bw <= 0.0) continue;
+        double distance = fabs(log((double)f->ranks / ranks));
+        if (!best || distance < best_distance - 1e-12 ||
+            (fabs(distance - best_distance) <= 1e-12 && f->ranks < best->ranks)) {
+            best = f;
+            best_distance = distance;
+        }
+    }
+    return best;
+}
+
 /* The column an overlay key names, and whether it is the GPU's node's. */
 static const gpu_numeric_column *overlay_column(const char *key, int *on_node)
 {
@@ -438,6 +510,17 @@ int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen)
             }
             /* the table's rows name their shape; the GPU names the file and its first row's source */
             if (!g->calibration[0]) snprintf(g->calibration, sizeof g->calibration, "%.200s (%.250s)", path, source);
+            snprintf(g->overlay_path, sizeof g->overlay_path, "%s", path);
+            continue;
+        }
+        hw_node *node = (hw_node *)hwdb_find_node(db, g->node);
+        int fit = node ? overlay_intra_fit(&t, r, key, node, err, errlen) : 0;
+        if (fit < 0) {
+            status = -1;
+            break;
+        }
+        if (fit) {
+            snprintf(g->calibration, sizeof g->calibration, "%.200s (%.250s)", path, source);
             snprintf(g->overlay_path, sizeof g->overlay_path, "%s", path);
             continue;
         }

@@ -152,6 +152,19 @@ typedef struct {
 
 typedef enum { LINK_NVLINK = 0, LINK_PCIE } link_kind_t;
 
+/* calibrate --comm's fits inside a node over one number of ranks: NCCL reaches other bandwidths and latencies
+ * over 2 GPUs than over 4 of the same node (docs/model.md, "Communication"; measured on H200s,
+ * docs/validation/2026-11-26-h200x4-calibrated).  Overlay keys KEY:N, e.g. intra_gbs_per_dir_all_gather:4; a
+ * figure is 0 until calibrated. */
+#define HWDB_INTRA_FITS_MAX 8
+typedef struct {
+    int64_t ranks;
+    double ar_bytes_per_s, ar_latency_s;   /* all-reduce (intra_gbs_per_dir:N, intra_latency_us:N) */
+    double rs_bytes_per_s, rs_latency_s;
+    double ag_bytes_per_s, ag_latency_s;
+    double sr_bytes_per_s, sr_latency_s;
+} hw_intra_fit;
+
 typedef struct {
     char name[HWDB_NAME_MAX];
     char gpu[HWDB_NAME_MAX];
@@ -164,6 +177,8 @@ typedef struct {
     double intra_rs_bytes_per_s, intra_rs_latency_s;
     double intra_ag_bytes_per_s, intra_ag_latency_s;
     double intra_sr_bytes_per_s, intra_sr_latency_s;
+    hw_intra_fit intra_fits[HWDB_INTRA_FITS_MAX];   /* the same over given numbers of ranks, in overlay order */
+    int intra_fit_count;
     int64_t nics_per_node;
     double nic_bits_per_s;
     double inter_latency_s;
@@ -214,6 +229,9 @@ int hwdb_overlay_gpus(const char *path, char *names, size_t len, char *err, size
 /* Inter-node bandwidth available to one GPU, per direction: the node's NICs
  * shared by its GPUs. */
 double hw_node_inter_bytes_per_s_per_gpu(const hw_node *node);
+/* The fit over the number of ranks nearest to `ranks` (by their ratio; ties to the fewer) that has a figure for
+ * the collective (0 all-reduce, 1 reduce-scatter, 2 all-gather, 3 send/recv); NULL when none has. */
+const hw_intra_fit *hw_node_intra_fit(const hw_node *node, double ranks, int collective);
 
 const char *precision_name(precision_t p);
 int precision_parse(const char *text, precision_t *out);

@@ -241,10 +241,19 @@ static double collective_s(op_t *op, const hw_gpu *gpu, const hw_node *node, con
     double bw, latency;
     group_link(gpu, node, l, op->group, &bw, &latency, &op->crosses_node);
     double n = (double)op->group_size;
-    /* inside the node, calibrate --comm's fit of this very collective when there is one */
-    if (!op->crosses_node) {
+    /* inside the node, calibrate --comm's fit of this very collective when there is one: over the number of
+     * ranks nearest the group's where it measured several (NCCL is faster over 4 GPUs of a node than over 2,
+     * docs/model.md, "Communication") */
+    if (!op->crosses_node && op->coll != COLL_ALLTOALL) {
         double cbw = 0.0, clat = 0.0;
-        if (op->coll == COLL_REDUCE_SCATTER) { cbw = node->intra_rs_bytes_per_s; clat = node->intra_rs_latency_s; }
+        int which = op->coll == COLL_REDUCE_SCATTER ? 1 : op->coll == COLL_ALLGATHER ? 2 : op->coll == COLL_SENDRECV ? 3 : 0;
+        const hw_intra_fit *fit = hw_node_intra_fit(node, n, which);
+        if (fit) {
+            const double fit_bw[4] = {fit->ar_bytes_per_s, fit->rs_bytes_per_s, fit->ag_bytes_per_s, fit->sr_bytes_per_s};
+            const double fit_lat[4] = {fit->ar_latency_s, fit->rs_latency_s, fit->ag_latency_s, fit->sr_latency_s};
+            cbw = fit_bw[which];
+            clat = fit_lat[which];
+        } else if (op->coll == COLL_REDUCE_SCATTER) { cbw = node->intra_rs_bytes_per_s; clat = node->intra_rs_latency_s; }
         else if (op->coll == COLL_ALLGATHER) { cbw = node->intra_ag_bytes_per_s; clat = node->intra_ag_latency_s; }
         else if (op->coll == COLL_SENDRECV) { cbw = node->intra_sr_bytes_per_s; clat = node->intra_sr_latency_s; }
         if (cbw > 0.0) { bw = cbw; latency = clat; }

@@ -320,6 +320,52 @@ static void comm_overlay_replaces_node_link(void **state)
     hwdb_free(&hw);
 }
 
+/* calibrate --comm's fits per number of ranks (KEY:N): each lands in the node's fit over N ranks, and a group is
+ * priced with the fit over the number of ranks nearest its own (by ratio, ties to the fewer), among those that
+ * measured its collective; the plain keys stay as they were. */
+static void comm_fits_per_number_of_ranks(void **state)
+{
+    (void)state;
+    hwdb hw;
+    char err[512];
+    assert_int_equal(hwdb_load(SEXTANT_ROOT "/hwdb", &hw, err, sizeof err), 0);
+    const hw_node *node = hwdb_find_node(&hw, hwdb_find_gpu(&hw, "h200")->node);
+    double plain = node->intra_bytes_per_s_per_dir;
+    assert_int_equal(node->intra_fit_count, 0);
+    assert_null(hw_node_intra_fit(node, 4.0, 0));
+    char path[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(path, "gpu,key,value,source\n"
+                     "h200,intra_gbs_per_dir:2,283.8,calibrate --comm --gpus 2\n"
+                     "h200,intra_latency_us:2,8.08,calibrate --comm --gpus 2\n"
+                     "h200,intra_gbs_per_dir_all_gather:2,229.3,calibrate --comm --gpus 2\n"
+                     "h200,intra_latency_us_all_gather:2,14.8,calibrate --comm --gpus 2\n"
+                     "h200,intra_gbs_per_dir:4,328.3,calibrate --comm --gpus 4\n"
+                     "h200,intra_latency_us:4,3.28,calibrate --comm --gpus 4\n");
+    assert_int_equal(hwdb_apply_overlay(&hw, path, err, sizeof err), 0);
+    unlink(path);
+    assert_int_equal(node->intra_fit_count, 2);
+    assert_close(node->intra_bytes_per_s_per_dir, plain, 1e-12);
+    const hw_intra_fit *f = hw_node_intra_fit(node, 4.0, 0);
+    assert_non_null(f);
+    assert_int_equal(f->ranks, 4);
+    assert_close(f->ar_bytes_per_s, 328.3e9, 1e-12);
+    assert_close(f->ar_latency_s, 3.28e-6, 1e-12);
+    assert_int_equal(hw_node_intra_fit(node, 8.0, 0)->ranks, 4);   /* nearest */
+    assert_int_equal(hw_node_intra_fit(node, 2.0, 0)->ranks, 2);
+    assert_int_equal(hw_node_intra_fit(node, 2.828427, 0)->ranks, 2);   /* half-way by ratio: the fewer */
+    /* the all-gather was measured over two ranks only: a group of four takes that */
+    f = hw_node_intra_fit(node, 4.0, 2);
+    assert_int_equal(f->ranks, 2);
+    assert_close(f->ag_bytes_per_s, 229.3e9, 1e-12);
+    assert_null(hw_node_intra_fit(node, 4.0, 1));   /* no reduce-scatter fit anywhere */
+    expect_overlay_row_refused(&hw, "h200,intra_gbs_per_dir:1,300,x\n", ":2:key");
+    expect_overlay_row_refused(&hw, "h200,intra_gbs_per_dir:four,300,x\n", ":2:key");
+    expect_overlay_row_refused(&hw, "h200,intra_gbs_per_dir:4x,300,x\n", ":2:key");
+    expect_overlay_row_refused(&hw, "h200,intra_latency_us:4,-1,x\n", ":2:value");
+    expect_overlay_row_refused(&hw, "h200,nccl_memory_gib:4,1,x\n", ":2:key");
+    hwdb_free(&hw);
+}
+
 /* calibrate --comm's overlap measurement: four overlay-only fractions, 0 (the
  * default: not measured) on every GPU until an overlay sets them. */
 static void overlap_slowdown_overlay(void **state)
@@ -626,6 +672,7 @@ int main(void)
         cmocka_unit_test(attention_efficiency_overlay),
         cmocka_unit_test(power_model_overlay),
         cmocka_unit_test(comm_overlay_replaces_node_link),
+        cmocka_unit_test(comm_fits_per_number_of_ranks),
         cmocka_unit_test(overlap_slowdown_overlay),
         cmocka_unit_test(malformed_gpus_csv),
         cmocka_unit_test(missing_directory),

@@ -411,6 +411,16 @@ static int write_overlay(const comm_job *job, const char *gpu, const char *devic
             fprintf(f, "%s,intra_gbs_per_dir_%s,%.3f,\"%s\"\n", gpu, suffix[c], bw[c] / 1e9, source);
             fprintf(f, "%s,intra_latency_us_%s,%.4f,\"%s\"\n", gpu, suffix[c], alpha[c] * 1e6, source);
         }
+    /* the same again over this number of ranks (KEY:N): NCCL is faster over more GPUs of a node, and the planner
+     * prices each group with the fit over the number of ranks nearest its own; another calibrate --comm over
+     * other GPUs adds its own KEY:N rows to the overlay (docs/model.md, "Communication") */
+    fprintf(f, "%s,intra_gbs_per_dir:%d,%.3f,\"%s\"\n", gpu, n, bw[COLL_AR] / 1e9, source);
+    fprintf(f, "%s,intra_latency_us:%d,%.4f,\"%s\"\n", gpu, n, alpha[COLL_AR] * 1e6, source);
+    for (int c = 1; c < NCOLL; c++)
+        if (ok[c]) {
+            fprintf(f, "%s,intra_gbs_per_dir_%s:%d,%.3f,\"%s\"\n", gpu, suffix[c], n, bw[c] / 1e9, source);
+            fprintf(f, "%s,intra_latency_us_%s:%d,%.4f,\"%s\"\n", gpu, suffix[c], n, alpha[c] * 1e6, source);
+        }
     if (comm_bytes > 0)
         fprintf(f, "%s,nccl_memory_gib,%.4f,\"%s; device memory of one more %d-rank communicator once every collective and send/recv ran\"\n",
                 gpu, comm_bytes / 1073741824.0, source, n);
