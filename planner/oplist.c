@@ -87,8 +87,10 @@ int64_t layers_on_stage(const model_t *m, const layout_t *l, int64_t stage)
 int pipeline_middle_is_distinct(const model_t *m, const layout_t *l)
 {
     if (l->pp <= 2) return 0;
-    return layers_on_stage(m, l, 1) != layers_on_stage(m, l, 0) ||
-           moe_layers_on_stage(m, l, 1) != moe_layers_on_stage(m, l, 0);
+    if (layers_on_stage(m, l, 1) != layers_on_stage(m, l, 0)) return 1;
+    /* every layer of one kind: equal counts hold equal MoE layers (the search asks this on every cache miss) */
+    if (!model_is_moe(m) || (m->dense_layers <= 0 && m->moe_layer_freq <= 1)) return 0;
+    return moe_layers_on_stage(m, l, 1) != moe_layers_on_stage(m, l, 0);
 }
 
 int64_t first_layer_on_stage(const model_t *m, const layout_t *l, int64_t stage)
