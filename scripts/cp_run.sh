@@ -32,18 +32,8 @@ fi
 
 if has equiv; then
   for model in gpt2 llama3.2-1b; do
-    E="$model --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step --attention flash --timeout 60"
-    # rc 1 is "loss did not fall" (issue 24 item 7, the 12-step check): the losses are still written and compared
-    run "eq_${model}_1gpu" 120 $G train $E --losses "$R/eq_${model}_1gpu.txt"
-    for lay in "cp2:--cp 2" "cp2rc:--cp 2 --recompute full"; do
-      name=${lay%%:*}; flags=${lay#*:}
-      run "eq_${model}_$name" 120 $G train $E $flags --losses "$R/eq_${model}_$name.txt"
-      if [ -s "$R/eq_${model}_1gpu.txt" ] && [ -s "$R/eq_${model}_$name.txt" ]; then
-        say "  $(compare "$R/eq_${model}_1gpu.txt" "$R/eq_${model}_$name.txt")  $model $name"
-      else
-        say "  FAIL no losses to compare  $model $name: $(grep -m1 -iE 'error|internal|refuse|rank' "$R/eq_${model}_$name.log")"
-      fi
-    done
+    equiv "$model" "$model --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step --attention flash --timeout 60" \
+      "cp2:--cp 2" "cp2rc:--cp 2 --recompute full"
   done
 fi
 

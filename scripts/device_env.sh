@@ -12,6 +12,7 @@
 #                        back what ran;
 #   run NAME SECONDS CMD...   CMD under timeout, its output in R/NAME.log, "NAME rc=N" said, then keep;
 #                        returns CMD's status;
+#   equiv TAG ARGS NAME:FLAGS...   one GPU's losses and each layout's, each judged by compare;
 #   compare A B          two loss files ("step loss" per line) judged as tests/gpu/parallel_equivalence.sh
 #                        judges them (1% at any step, 0.5% at the last): one PASS/FAIL line.
 # and puts the libraries carried from the build machine (.deps/lib: GSL, libcsv, cJSON) on the library
@@ -54,6 +55,24 @@ run() {
     say "$name rc=$rc"
     keep
     return $rc
+}
+
+# equiv TAG TRAIN_ARGS NAME:FLAGS...: `$G train TRAIN_ARGS` on one GPU and with each layout's FLAGS, every step's
+# loss written, each layout judged against the one GPU by compare (one PASS/FAIL line said per layout, naming TAG);
+# rc 1 ("loss did not fall", the 12-step check) still writes the losses, which are compared
+equiv() {
+    local tag=$1 args=$2 lay name flags
+    shift 2
+    run "eq_${tag}_1gpu" 120 $G train $args --losses "$R/eq_${tag}_1gpu.txt"
+    for lay in "$@"; do
+        name=${lay%%:*}; flags=${lay#*:}
+        run "eq_${tag}_$name" 120 $G train $args $flags --losses "$R/eq_${tag}_$name.txt"
+        if [ -s "$R/eq_${tag}_1gpu.txt" ] && [ -s "$R/eq_${tag}_$name.txt" ]; then
+            say "  $(compare "$R/eq_${tag}_1gpu.txt" "$R/eq_${tag}_$name.txt")  $tag $name"
+        else
+            say "  FAIL no losses to compare  $tag $name: $(grep -m1 -iE 'error|internal|refuse|rank' "$R/eq_${tag}_$name.log")"
+        fi
+    done
 }
 
 compare() {

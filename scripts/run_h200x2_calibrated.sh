@@ -39,13 +39,8 @@ if [ "$PHASE" = four ]; then
     run "t4_$name" 150 $B validate $args --timeout 60 --calibration "$CAL" --csv "$R/t4_$name.csv"
     grep -E "^step time|^memory:" "$R/t4_$name.log" | cut -c1-200 | sed "s/^/  $name: /" >> "$S"
   done
-  Q="llama3.2-1b --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step"
-  run eq4_1gpu 120 $G train $Q --losses "$R/eq4_1gpu.txt"
-  for lay in "tp2pp2:--tp 2 --pp 2" "dp4z3:--dp 4 --zero 3" "tp2spdp2:--tp 2 --sp --dp 2"; do
-    name=${lay%%:*}; flags=${lay#*:}
-    run "eq4_$name" 120 $G train $Q $flags --losses "$R/eq4_$name.txt"
-    [ -s "$R/eq4_$name.txt" ] && say "  $(compare "$R/eq4_1gpu.txt" "$R/eq4_$name.txt")  llama $name"
-  done
+  equiv llama "llama3.2-1b --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step" \
+    "tp2pp2:--tp 2 --pp 2" "dp4z3:--dp 4 --zero 3" "tp2spdp2:--tp 2 --sp --dp 2"
   kill $SMI_PID 2>/dev/null
   keep
   cat "$S"
@@ -107,13 +102,8 @@ fi
 if [ "$PHASE" = cp ]; then
   device_begin h200cp
   for model in gpt2 llama3.2-1b; do
-    Q="$model --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step --attention flash --timeout 60"
-    run "eq_${model}_1gpu" 120 $G train $Q --losses "$R/eq_${model}_1gpu.txt"
-    for lay in "cp2:--cp 2" "cp2rc:--cp 2 --recompute full"; do
-      name=${lay%%:*}; flags=${lay#*:}
-      run "eq_${model}_$name" 120 $G train $Q $flags --losses "$R/eq_${model}_$name.txt"
-      [ -s "$R/eq_${model}_$name.txt" ] && say "  $(compare "$R/eq_${model}_1gpu.txt" "$R/eq_${model}_$name.txt")  $model $name"
-    done
+    equiv "$model" "$model --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step --attention flash --timeout 60" \
+      "cp2:--cp 2" "cp2rc:--cp 2 --recompute full"
   done
   C="gpt2 --gpu $GPU --seq 1024 --mbs 8 --gbs 32 --steps 12 --attention flash"
   C4="llama3.2-1b --gpu $GPU --seq 4096 --mbs 1 --gbs 8 --steps 12 --attention flash"

@@ -24,18 +24,8 @@ B=./build/sextant
 
 if [ "$PHASE" = equiv ] || [ "$PHASE" = all ]; then
   for model in gpt2 llama3.2-1b; do
-    E="$model --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step"
-    # rc 1 is "loss did not fall" (issue 24 item 7, the 12-step check): the losses are still written and compared
-    run "eq_${model}_1gpu" 300 $G train $E --losses "$R/eq_${model}_1gpu.txt"
-    for lay in "dp2z1:--dp 2 --zero 1" "dp2z2:--dp 2 --zero 2" "dp2z3:--dp 2 --zero 3" "dp2z3rc:--dp 2 --zero 3 --recompute full"; do
-      name=${lay%%:*}; flags=${lay#*:}
-      run "eq_${model}_$name" 300 $G train $E $flags --losses "$R/eq_${model}_$name.txt"
-      if [ -s "$R/eq_${model}_1gpu.txt" ] && [ -s "$R/eq_${model}_$name.txt" ]; then
-        say "  $(compare "$R/eq_${model}_1gpu.txt" "$R/eq_${model}_$name.txt")  $model $name"
-      else
-        say "  FAIL no losses to compare  $model $name: $(grep -m1 -iE 'error|internal|refuse' "$R/eq_${model}_$name.log")"
-      fi
-    done
+    equiv "$model" "$model --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step" \
+      "dp2z1:--dp 2 --zero 1" "dp2z2:--dp 2 --zero 2" "dp2z3:--dp 2 --zero 3" "dp2z3rc:--dp 2 --zero 3 --recompute full"
   done
 fi
 
