@@ -84,6 +84,7 @@ static const gpu_numeric_column gpu_overlay_only_columns[] = {
     {"energy_pj_per_byte", GPU_FIELD(energy_j_per_byte), 1e-12, 0, 1e4},
     {"clock_energy_exponent", GPU_FIELD(clock_energy_exponent), 1, 0, 8},
     {"collective_power_w", GPU_FIELD(collective_power_w), 1, 0, 1e5},
+    {"power_static_spread_w", GPU_FIELD(power_static_spread_w), 1, 0, 1e3},
     /* fractions: a GEMM more than twice as slow beside a collective, or a collective more than
      * eleven times as slow beside a GEMM, is a broken measurement, not a GPU */
     {"overlap_compute_slowdown_allgather", GPU_FIELD(overlap_compute_slowdown_allgather), 1, 0, 1},

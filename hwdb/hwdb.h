@@ -124,6 +124,9 @@ typedef struct {
     double collective_power_w;        /* what the GPU draws while NCCL collectives run and nothing else: a
                                          collective's seconds add (this - power_static_w) x seconds to the step's
                                          energy; 0: they draw the static power only */
+    double power_static_spread_w;     /* chip-to-chip standard deviation of that static power: under the cap the
+                                         chip that leaks most runs slowest, and a synchronous step waits for it
+                                         (docs/model.md, "Clock under the power cap"); 0: every chip the same */
     /* Overlap is not free (docs/model.md): how much slower a bf16 GEMM runs while an NCCL collective of that
      * kind runs beside it on another stream, t_beside / t_alone - 1 (0.12: 12% slower), and how much slower
      * the collective runs beside the GEMM; measured by calibrate --comm; 0, the default, means not measured

@@ -723,9 +723,12 @@ static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *no
     double energy = microbatches * (c->body.energy_j + c->pipeline.energy_j + c->dp.comm_energy_microbatch_j) +
                     c->dp.optimizer_energy_j + c->dp.comm_energy_step_j;
     double cap = gpu->power_cap_w > 0.0 ? gpu->power_cap_w : gpu->tdp_w;
-    double top_power = e->step_s > 0.0 ? gpu->power_static_w + energy / e->step_s : 0.0;
+    /* a synchronous step waits for its slowest GPU: under the cap, the one of its GPUs that leaks most, the
+     * expected largest of l->gpus static powers (docs/model.md, "Clock under the power cap", the slowest GPU) */
+    const double leakiest_static_w = gpu->power_static_w + gpu->power_static_spread_w * expected_max_sigmas((double)l->gpus);
+    double top_power = e->step_s > 0.0 ? leakiest_static_w + energy / e->step_s : 0.0;
     double other = e->step_s - clock_bound;
-    double x = power_capped_clock_fraction(gpu->power_static_w, cap, energy, other, clock_bound,
+    double x = power_capped_clock_fraction(leakiest_static_w, cap, energy, other, clock_bound,
                                            gpu->clock_energy_exponent, CLOCK_FRACTION_MIN);
     /* The seconds that do not follow the clock are not fixed on more than one GPU: the bubble is
      * the other stages' compute, slowing with them, and slower compute hides more of the gradient
@@ -751,14 +754,14 @@ static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *no
         double settled_other = e->step_s - clock_bound / x;
         if (pass == SETTLE_PASSES_MAX - 1 || fabs(settled_other - other) <= 1e-9 * e->step_s) break;
         other = settled_other > 0.0 ? settled_other : 0.0;
-        x = power_capped_clock_fraction(gpu->power_static_w, cap, energy, other, clock_bound, gpu->clock_energy_exponent,
+        x = power_capped_clock_fraction(leakiest_static_w, cap, energy, other, clock_bound, gpu->clock_energy_exponent,
                                         CLOCK_FRACTION_MIN);
         if (x >= 1.0) settle_time_at(m, gpu, node, l, job, s, f, e); /* back under the cap at the top clock */
     }
     e->clock_fraction = x;
     e->step_clock_hz = x * gpu->clock_max_hz;
     e->top_clock_power_w = top_power;
-    e->step_power_w = e->step_s > 0.0 ? gpu->power_static_w + energy * pow(x, gpu->clock_energy_exponent) / e->step_s : 0.0;
+    e->step_power_w = e->step_s > 0.0 ? leakiest_static_w + energy * pow(x, gpu->clock_energy_exponent) / e->step_s : 0.0;
     e->clock_bound_top_s = clock_bound;
     return 1.0 / x;
 }

@@ -425,6 +425,7 @@ double flash_attention_flops(double b, double heads, double s, double d, int cau
 double seconds_at_clock(double seconds, double clock_mhz, double ref_mhz);
 /* A collective's energy above the static power over `seconds` (docs/model.md, "Clock under the power cap"). */
 double collective_energy_j(double seconds, double collective_w, double static_w);
+double expected_max_sigmas(double n);
 double power_capped_clock_fraction(double static_w, double cap_w, double dynamic_j, double other_s,
                                    double clock_bound_s, double exponent, double x_min);
 #define UNFUSED_ATTENTION_KERNELS_MAX 5

@@ -160,8 +160,9 @@ static void calibrated_overlays_predict_all_18_runs(void **state)
  * one-GPU steps) re-predicts the runs recorded on H200s (docs/validation/2026-11-26-h200x2-calibrated,
  * -h200x4-calibrated; their CSVs are tests/data/2026-11-26-h200-calibrated): the 18 one-GPU steps of GPT-2 124M and
  * 350M and LLaMA-3.2-1B (in its fit) within 3% (worst -2.3%), the ten two-GPU layouts (ZeRO 1-3, TP 2 with SP, PP 2;
- * not in it) within 8% (3.6% mean, worst -7.3%, LLaMA ZeRO-3), the twelve four-GPU ones within 8% (4.5% mean, worst
- * -6.6%), each read off fit-power's "before" summary, the overlay as given.  TP 4 read +15.0% with the collectives
+ * not in it) within 7% (2.7% mean, worst -6.2%, LLaMA ZeRO-3), the twelve four-GPU ones within 6% (3.5% mean, worst
+ * -5.0%), each read off fit-power's "before" summary, the overlay as given (with the slowest GPU's leakage: 3.6%
+ * and 4.5% without it).  TP 4 read +15.0% with the collectives
  * measured over two ranks only: it holds because the overlay carries the four-rank fits (KEY:4) too. */
 #define H200_RUNS SEXTANT_ROOT "/tests/data/2026-11-26-h200-calibrated"
 
@@ -201,12 +202,12 @@ static void h200_overlay_predicts_its_recorded_runs(void **state)
     double worst = worst_before(H200_RUNS "/one-gpu", one, sizeof one / sizeof one[0], &mean);
     assert_true(worst < 0.03 && mean < 0.012);
     worst = worst_before(H200_RUNS "/two-gpu", two, sizeof two / sizeof two[0], &mean);
-    assert_true(worst < 0.08 && mean < 0.042);
+    assert_true(worst < 0.07 && mean < 0.032);
     const char *four[] = {"t4_llama_tp2pp2", "t4_llama_tp2spdp2", "t4_llama_pp2dp2z1", "t4_llama_tp4sp", "t4_llama_pp4",
                           "t4_llama_dp4z1", "t4_llama_dp4z3", "t4_llama_pp4vpp2", "t4_gpt2m_tp2pp2", "t4_gpt2m_pp2dp2",
                           "t4_gpt2m_dp4z2", "t4_gpt2m_pp4_uneven"};
     worst = worst_before(H200_RUNS "/four-gpu", four, sizeof four / sizeof four[0], &mean);
-    assert_true(worst < 0.08 && mean < 0.05);
+    assert_true(worst < 0.06 && mean < 0.04);
 }
 
 static void fit_power_predicts_other_models(void **state)

@@ -365,6 +365,44 @@ static void power_cap_settles_with_exposed_data_parallel(void **state)
  * micro-batch, the gradient's once per step (docs/model.md, "Clock under the power cap").  Under a cap no step
  * reaches the times are the same to the bit; the top-clock power grows by exactly that energy over the step,
  * summed here again from the slowest stage's costed collectives.  Below the static power, or 0, it adds nothing. */
+/* The slowest GPU (docs/model.md, "Clock under the power cap"): with a chip-to-chip spread of the static power a
+ * capped step is settled for the leakiest of its GPUs, power_static_w + spread x E_n; one GPU, or a step under
+ * the cap even for that chip, does not move, and the clock falls as the job grows. */
+static void the_leakiest_gpu_sets_a_capped_step(void **state)
+{
+    (void)state;
+    hw_gpu g = *hwdb_find_gpu(&db, "h100-sxm");
+    power_model(&g, 500.0);
+    static estimate_t even, spread, one_even, one_spread, many_even, many, uncapped;
+    layout_t l = layout(64, 1, 1, 2, 128, 1024);   /* DP 64: every GPU the same work */
+    g.power_static_spread_w = 0.0;
+    estimate_into("gpt2-medium", &g, l, &even);
+    g.power_static_spread_w = 27.0;
+    estimate_into("gpt2-medium", &g, l, &spread);
+    assert_true(even.clock_fraction < 1.0);
+    assert_true(spread.clock_fraction < even.clock_fraction && spread.step_s > even.step_s);
+    /* it is the capped solve with the leakiest chip's static power: that chip draws the cap */
+    assert_close(spread.step_power_w, 500.0, 1e-6);
+    /* one GPU has nothing to wait for */
+    layout_t one = layout(1, 1, 1, 2, 2, 1024);
+    g.power_static_spread_w = 0.0;
+    estimate_into("gpt2-medium", &g, one, &one_even);
+    g.power_static_spread_w = 27.0;
+    estimate_into("gpt2-medium", &g, one, &one_spread);
+    assert_true(one_spread.step_s == one_even.step_s && one_spread.clock_fraction == one_even.clock_fraction);
+    /* more GPUs, a leakier slowest chip: the clock falls further below the even one's */
+    layout_t big = layout(1024, 1, 1, 2, 16384, 1024);   /* 8 micro-batches: the DP traffic hides, the cap binds */
+    g.power_static_spread_w = 0.0;
+    estimate_into("gpt2-medium", &g, big, &many_even);
+    g.power_static_spread_w = 27.0;
+    estimate_into("gpt2-medium", &g, big, &many);
+    assert_true(many.clock_fraction / many_even.clock_fraction < spread.clock_fraction / even.clock_fraction);
+    /* far under the cap, the spread changes nothing */
+    power_model(&g, 2000.0);
+    estimate_into("gpt2-medium", &g, big, &uncapped);
+    assert_true(uncapped.clock_fraction == 1.0);
+}
+
 static void collectives_draw_their_power(void **state)
 {
     (void)state;
@@ -528,6 +566,7 @@ int main(void)
         cmocka_unit_test(power_cap_settles_with_exposed_data_parallel),
         cmocka_unit_test(fp8_energy_and_backward_rate),
         cmocka_unit_test(collectives_draw_their_power),
+        cmocka_unit_test(the_leakiest_gpu_sets_a_capped_step),
         cmocka_unit_test(power_fit_reads_a_pipeline_run),
         cmocka_unit_test(power_fit_overlay_replaces_two_rows),
     };

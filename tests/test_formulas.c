@@ -279,6 +279,23 @@ static void gemm_ops_are_consistent(void **state)
     assert_int_equal(gemms, 15);
 }
 
+/* "Clock under the power cap", the slowest GPU: Blom's expected maximum of n standard normals (0.589, 1.049 and
+ * 3.234 for 2, 4 and 1024; exact 0.564, 1.029, 3.25), 0 for one, growing with n. */
+static void expected_maximum_of_n_draws(void **state)
+{
+    (void)state;
+    assert_close(expected_max_sigmas(1.0), 0.0, 0);
+    assert_close(expected_max_sigmas(2.0), 0.589, 2e-3);
+    assert_close(expected_max_sigmas(4.0), 1.049, 2e-3);
+    assert_close(expected_max_sigmas(1024.0), 3.234, 2e-3);
+    double prev = 0.0;
+    for (double n = 2.0; n <= 65536.0; n *= 2.0) {
+        double e = expected_max_sigmas(n);
+        assert_true(e > prev && e < 4.5);
+        prev = e;
+    }
+}
+
 static void other_memory_allowance_counts_communicators(void **state)
 {
     (void)state;
@@ -647,6 +664,7 @@ int main(void)
         cmocka_unit_test(op_list_reproduces_narayanan),
         cmocka_unit_test(gemm_ops_are_consistent),
         cmocka_unit_test(other_memory_allowance_counts_communicators),
+        cmocka_unit_test(expected_maximum_of_n_draws),
         cmocka_unit_test(backward_workspace_gpt2),
         cmocka_unit_test(unfused_attention_kernel_split),
         cmocka_unit_test(rope_ops_for_rotary_models),

@@ -384,6 +384,8 @@ static void overlap_slowdown_overlay(void **state)
         /* the collectives' power, measured on 2 x H200, for the two 700 W Hopper boards only */
         int hopper = !strcmp(g->name, "h100-sxm") || !strcmp(g->name, "h200");
         assert_true(g->collective_power_w == (hopper ? 279.0 : 0.0));
+        /* the chips' static power spread, from the clocks of 2 and 4 H200s at the cap */
+        assert_true(g->power_static_spread_w == (hopper ? 27.0 : 0.0));
     }
     char path[] = "/tmp/sextant-overlay-XXXXXX";
     write_temp(path, "gpu,key,value,source\n"
