@@ -36,7 +36,18 @@ def runs(folder, gpus):
         if max(mhz) < 1975: out.append((name, mhz))
     return out
 
-capped = runs('../2026-11-26-h200x2-calibrated/timed', 2) + runs('layouts', 4)
+def third_machine(folder):
+    """another 2 x H200 machine (09:59 UTC): smi.csv has the GPU's index, and the two runs (DP 2 ZeRO-1, TP 2 + SP)
+    ran back to back, so their busy samples are taken together"""
+    by = {}
+    for r in csv.reader(open(folder + '/smi.csv')):
+        if len(r) < 4: continue
+        by.setdefault(r[0].strip()[:-4], {})[int(r[1])] = (float(r[2].split()[0]), float(r[3].split()[0]))
+    busy = [v for v in by.values() if len(v) == 2 and all(x[1] > 450 for x in v.values())]
+    mhz = [statistics.mean(v[i][0] for v in busy) for i in range(2)]
+    return [('third machine: DP 2 ZeRO-1 and TP 2 + SP', mhz)] if max(mhz) < 1975 else []
+
+capped = runs('../2026-11-26-h200x2-calibrated/timed', 2) + runs('layouts', 4) + third_machine('third-machine')
 def pooled(rs):
     ss = sum(sum(((x - statistics.mean(m)) / statistics.mean(m)) ** 2 for x in m) for _, m in rs)
     return math.sqrt(ss / sum(len(m) - 1 for _, m in rs))
