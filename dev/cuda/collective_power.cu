@@ -30,14 +30,6 @@ extern "C" {
 #include "power.h"
 }
 
-#define NC(call)                                                                                    \
-    do {                                                                                            \
-        ncclResult_t r_ = (call);                                                                   \
-        if (r_ != ncclSuccess) {                                                                    \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, ncclGetErrorString(r_)); \
-            exit(2);                                                                                \
-        }                                                                                           \
-    } while (0)
 static const size_t MAX_BYTES = 256u << 20;
 
 typedef struct {

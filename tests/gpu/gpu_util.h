@@ -1,4 +1,4 @@
-/* Host helpers shared by the GPU tests (test_kernels, test_fp8, test_moe_kernels) and bench_kernels.cu. */
+/* Host helpers shared by the GPU tests (test_kernels, test_fp8, test_moe_kernels), bench_kernels.cu and the dev/cuda programs. */
 #ifndef SEXTANT_GPU_UTIL_H
 #define SEXTANT_GPU_UTIL_H
 
@@ -17,6 +17,18 @@
             exit(2);                                                                             \
         }                                                                                        \
     } while (0)
+
+/* and an NCCL result, where the file includes nccl.h before this header (dev/cuda's multi-GPU programs) */
+#ifdef NCCL_H_
+#define NC(call)                                                                                    \
+    do {                                                                                            \
+        ncclResult_t r_ = (call);                                                                   \
+        if (r_ != ncclSuccess) {                                                                    \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, ncclGetErrorString(r_)); \
+            exit(2);                                                                                \
+        }                                                                                           \
+    } while (0)
+#endif
 
 /* the same for a cuBLAS or cuBLASLt status (CUBLAS_STATUS_SUCCESS is 0), without needing their headers here */
 #define CB(call)                                                                                  \
