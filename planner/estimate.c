@@ -761,6 +761,7 @@ static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *no
     e->clock_fraction = x;
     e->step_clock_hz = x * gpu->clock_max_hz;
     e->top_clock_power_w = top_power;
+    e->step_static_w = leakiest_static_w;
     e->step_power_w = e->step_s > 0.0 ? leakiest_static_w + energy * pow(x, gpu->clock_energy_exponent) / e->step_s : 0.0;
     e->clock_bound_top_s = clock_bound;
     return 1.0 / x;

@@ -579,13 +579,13 @@ void report_explain(FILE *out, const estimate_t *e)
                 g->clock_energy_exponent, g->power_static_w, g->energy_gemm_j_per_flop * 1e12,
                 g->energy_attention_j_per_flop * 1e12, g->energy_j_per_byte * 1e12, collectives, g->clock_max_hz / 1e6,
                 e->top_clock_power_w);
-        double leak = g->power_static_spread_w * expected_max_sigmas((double)l->gpus);
+        double leak = e->step_static_w - g->power_static_w;   /* the leakiest chip's, as the estimate settled it */
         if (e->clock_fraction < 1.0 && leak > 0.0)
             fprintf(out, " for the leakiest of its %lld GPUs (chips spread %.0f W in static power, the largest of %lld "
                          "%.2f sigmas above the mean: P_static + %.0f W), over the %.0f W cap, so it lowers its clock to "
                          "where P = cap and the step waits for it: %.0f MHz. The %.4g s of work that follows the clock "
                          "(tensor-core GEMMs, fused attention) take %.4g s.\n",
-                    (long long)l->gpus, g->power_static_spread_w, (long long)l->gpus, expected_max_sigmas((double)l->gpus),
+                    (long long)l->gpus, g->power_static_spread_w, (long long)l->gpus, leak / g->power_static_spread_w,
                     leak, cap, e->step_clock_hz / 1e6, e->clock_bound_top_s, e->clock_bound_top_s / e->clock_fraction);
         else if (e->clock_fraction < 1.0)
             fprintf(out, ", over the %.0f W cap, so the GPU lowers its clock to where P = cap: %.0f MHz. The %.4g s of "

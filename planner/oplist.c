@@ -84,6 +84,13 @@ int64_t layers_on_stage(const model_t *m, const layout_t *l, int64_t stage)
     return stage >= l->pp - 1 ? last : middle;
 }
 
+int pipeline_split_is_even(const model_t *m, const layout_t *l)
+{
+    int64_t first, middle, last;
+    pipeline_split(m, l, &first, &middle, &last);
+    return first == middle && middle == last;
+}
+
 int pipeline_middle_is_distinct(const model_t *m, const layout_t *l)
 {
     if (l->pp <= 2) return 0;

@@ -178,6 +178,8 @@ int pipeline_split_check(const model_t *m, const layout_t *l, char *err, size_t 
 /* Layers held by stage `stage`, and the index of its first layer, as pipeline_split places them in order. */
 int64_t layers_on_stage(const model_t *m, const layout_t *l, int64_t stage);
 int64_t first_layer_on_stage(const model_t *m, const layout_t *l, int64_t stage);
+/* Whether every stage holds the same layers (L/p each). */
+int pipeline_split_is_even(const model_t *m, const layout_t *l);
 /* Whether the middle stages hold other layers than the first (their count, or their MoE layers'): when they
  * do not, the estimate lets the first stage, with the embedding and the most micro-batches in flight, stand
  * for them (an upper bound on their memory, their time within the embedding's lookup and one send/recv). */
@@ -276,6 +278,8 @@ typedef struct {
     double clock_fraction;         /* the step's SM clock / the top clock */
     double step_clock_hz;          /* the step's SM clock */
     double top_clock_power_w;      /* average power the step would draw at the top clock */
+    double step_static_w;          /* the static power the step was settled with: the leakiest of its GPUs' (the
+                                      chips' spread, power_static_spread_w), the calibrated one's without it */
     double step_power_w;           /* ... at step_clock_hz */
     double clock_bound_top_s;      /* seconds per step at the top clock of the work that follows the clock */
 

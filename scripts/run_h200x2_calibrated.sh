@@ -18,11 +18,13 @@ PHASE=${PHASE:-calibrate}
 GPU=h200
 G=./build/sextant-gpu
 B=./build/sextant
+# the hwdb row of the card that came: the lent multi-GPU kinds give H100s or H200s
+card_row() { if nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200; then echo h200; else echo h100-sxm; fi; }
 # PHASE=four: four GPUs (nvidia-h100-x4 or -h200-x4) with the shipped overlay of whichever card came, as a user
 # of a 4- or 8-GPU node would run it (its collectives measured on two); losses of two layouts against one GPU
 if [ "$PHASE" = four ]; then
   device_begin four
-  GPU=h100-sxm; nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200 && GPU=h200
+  GPU=$(card_row)
   CAL=hwdb/measured/$GPU.csv
   say "cards: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | tr -s ' '); overlay $CAL"
   device_sample "$R/smi.csv"
@@ -51,7 +53,7 @@ fi
 # collectives replaced by the four-rank ones (the shipped ones were measured over two)
 if [ "$PHASE" = four_comm ]; then
   device_begin fourcomm
-  GPU=h100-sxm; nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200 && GPU=h200
+  GPU=$(card_row)
   run comm4 200 $G calibrate --comm --gpus 4 --gpu $GPU --max-bytes 256M --out "$R/comm4.csv"
   grep -E "^# collectives' power: median|^# median" "$R/comm4.log" >> "$S"
   { grep -v -E ",(intra_|nccl_|collective_power|overlap_)" hwdb/measured/$GPU.csv; tail -n +2 "$R/comm4.csv"; } > "$R/$GPU-x4.csv"

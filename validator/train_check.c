@@ -75,8 +75,7 @@ int train_check(const model_t *m, const train_options *o)
         bad = why;
     } else if (o->l.pp <= m->layers && pipeline_split_check(m, &o->l, why, sizeof why) != 0) {
         bad = why;
-    } else if (o->l.vpp > 1 && (layers_on_stage(m, &o->l, 0) != layers_on_stage(m, &o->l, o->l.pp - 1) ||
-                                layers_on_stage(m, &o->l, 0) != layers_on_stage(m, &o->l, 1))) {
+    } else if (o->l.vpp > 1 && !pipeline_split_is_even(m, &o->l)) {
         bad = "--first-stage-layers, --last-stage-layers with --vpp: the training step interleaves equal stages only";
     } else if (o->l.vpp > 1 && o->l.pp < 2) {
         snprintf(why, sizeof why, "--vpp %lld: interleaving needs --pp of 2 or more", (long long)o->l.vpp);
