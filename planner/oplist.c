@@ -345,46 +345,23 @@ int64_t expert_dp_group_size(const layout_t *l)
     return edp > 1 ? edp : 1;
 }
 
-/* MoE layers on stage `stage`, or with stage -1 the most any middle stage holds.  Layer i sits, with v
- * chunks per stage of L/(p v) layers each, in chunk i / (L/(p v)) on stage chunk mod p (Megatron's
- * interleaved placement); else on the stages in order, as pipeline_split sizes them. */
-static int64_t moe_layers_counted(const model_t *m, const layout_t *l, int64_t stage)
+/* MoE layers on one stage.  Layer i sits, with v chunks per stage of L/(p v) layers each, in chunk i / (L/(p v))
+ * on stage chunk mod p (Megatron's interleaved placement); else on the stages in order, as pipeline_split sizes
+ * them. */
+static int64_t moe_layers_exactly_on_stage(const model_t *m, const layout_t *l, int64_t stage)
 {
     int64_t pp = l->pp > 1 ? l->pp : 1, vpp = l->vpp > 1 ? l->vpp : 1;
     int64_t first, middle, last;
     pipeline_split(m, l, &first, &middle, &last);
     int64_t chunk = vpp > 1 && m->layers % (pp * vpp) == 0 && first == middle && middle == last
                         ? m->layers / (pp * vpp) : 0;
-    if (stage < 0 && chunk) {
-        /* interleaved: each middle stage's chunks counted in turn */
-        int64_t most = 0;
-        for (int64_t s = 1; s < pp - 1 && most < middle; s++) {
-            int64_t n = moe_layers_counted(m, l, s);
-            if (n > most) most = n;
-        }
-        return most;
-    }
-    int64_t most = 0, run = 0, run_stage = -1;   /* the count on the stage the in-order walk is in */
-    int64_t on_stage = 0;
+    int64_t n = 0;
     for (int64_t i = 0; i < m->layers; i++) {
-        int64_t at;
-        if (chunk) at = (i / chunk) % pp;
-        else if (i < first) at = 0;
-        else {
-            at = 1 + (middle > 0 ? (i - first) / middle : 0);
-            if (at > pp - 1) at = pp - 1;
-        }
-        int moe = model_layer_is_moe(m, i);
-        if (stage >= 0) {
-            on_stage += at == stage && moe;
-            continue;
-        }
-        if (at == 0 || at == pp - 1) continue;
-        if (at != run_stage) run = 0, run_stage = at;
-        run += moe;
-        if (run > most) most = run;
+        int64_t at = chunk ? (i / chunk) % pp : i < first ? 0 : 1 + (middle > 0 ? (i - first) / middle : 0);
+        if (at > pp - 1) at = pp - 1;
+        n += at == stage && model_layer_is_moe(m, i);
     }
-    return stage >= 0 ? on_stage : most;
+    return n;
 }
 
 /* The estimate builds the first, one middle and the last stage, and the middle one stands for them all
@@ -393,8 +370,13 @@ static int64_t moe_layers_counted(const model_t *m, const layout_t *l, int64_t s
 int64_t moe_layers_on_stage(const model_t *m, const layout_t *l, int64_t stage)
 {
     if (!model_is_moe(m)) return 0;
-    int64_t n = moe_layers_counted(m, l, stage == 0 || stage >= l->pp - 1 ? stage : -1);
-    int64_t held = layers_on_stage(m, l, stage);
+    int64_t held = layers_on_stage(m, l, stage), n = 0;
+    if (stage == 0 || stage >= l->pp - 1) n = moe_layers_exactly_on_stage(m, l, stage);
+    else
+        for (int64_t s = 1; s < l->pp - 1 && n < held; s++) {   /* the busiest middle stage; stop once one is all MoE */
+            int64_t here = moe_layers_exactly_on_stage(m, l, s);
+            if (here > n) n = here;
+        }
     return n < held ? n : held;
 }
 
