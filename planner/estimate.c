@@ -579,6 +579,13 @@ static int begin_estimate(const model_t *m, const hw_gpu *gpu, const hw_node *no
     return 0;
 }
 
+/* Whether the middle stage was costed on its own: where the first stands for the middle ones
+ * (pipeline_middle_is_distinct) its summary holds only the first's stage number, the rest not filled in. */
+static int middle_costed(const stage_summary s[STAGE_KINDS])
+{
+    return s[STAGE_MIDDLE].stage != s[STAGE_FIRST].stage;
+}
+
 /* The heaviest stage's memory, and whether it fits. */
 static void settle_memory(const model_t *m, const hw_gpu *gpu, const layout_t *l, const stage_summary s[STAGE_KINDS],
                           estimate_t *e)
@@ -587,7 +594,7 @@ static void settle_memory(const model_t *m, const hw_gpu *gpu, const layout_t *l
     memory_of_stage(m, l, &s[STAGE_FIRST], gpu, &mem[STAGE_FIRST]);
     /* with one stage, the first is the last; where the first stands for the middle ones, the same numbers again */
     mem[STAGE_MIDDLE] = mem[STAGE_FIRST];
-    if (s[STAGE_MIDDLE].stage != s[STAGE_FIRST].stage) memory_of_stage(m, l, &s[STAGE_MIDDLE], gpu, &mem[STAGE_MIDDLE]);
+    if (middle_costed(s)) memory_of_stage(m, l, &s[STAGE_MIDDLE], gpu, &mem[STAGE_MIDDLE]);
     mem[STAGE_LAST] = mem[STAGE_FIRST];
     if (l->pp > 1) memory_of_stage(m, l, &s[STAGE_LAST], gpu, &mem[STAGE_LAST]);
     int heavy = STAGE_FIRST;
@@ -607,7 +614,7 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
     double stage_mb_s[STAGE_KINDS], stage_dp_s[STAGE_KINDS], ep_s[STAGE_KINDS];
     for (int i = 0; i < STAGE_KINDS; i++) {
         /* a middle stage the first stands for, or with one stage the last: the same numbers */
-        if ((i == STAGE_MIDDLE && s[i].stage == s[STAGE_FIRST].stage) || (i == STAGE_LAST && l->pp == 1)) {
+        if ((i == STAGE_MIDDLE && !middle_costed(s)) || (i == STAGE_LAST && l->pp == 1)) {
             stage_mb_s[i] = stage_mb_s[STAGE_FIRST];
             stage_dp_s[i] = stage_dp_s[STAGE_FIRST];
             ep_s[i] = ep_s[STAGE_FIRST];
@@ -667,7 +674,7 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
     e->optimizer_s = 0.0;
     for (int i = 0; i < STAGE_KINDS; i++) {
         if (stage_dp_s[i] > e->dp_comm_s) e->dp_comm_s = stage_dp_s[i];
-        if (i == STAGE_MIDDLE && s[i].stage == s[STAGE_FIRST].stage) continue;   /* not filled in */
+        if (i == STAGE_MIDDLE && !middle_costed(s)) continue;   /* not filled in */
         if (s[i].cost.dp.optimizer > e->optimizer_s) e->optimizer_s = s[i].cost.dp.optimizer;
     }
     e->step_s = e->compute_s + e->tp_comm_s + e->cp_comm_s + e->ep_comm_s + e->pp_comm_s + e->bubble_s + e->dp_comm_s + e->optimizer_s;
@@ -713,10 +720,10 @@ static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *no
     settle_time_at(m, gpu, node, l, job, s, f, e);
     e->clock_fraction = 1.0;
     if (!power_model_on(gpu)) return 1.0;
-    /* the first of the summaries with that stage: a middle one the first stands for is not filled in */
+    /* the slowest stage's summary (a middle one the first stands for is the first's) */
     int slow = STAGE_FIRST;
-    for (int i = STAGE_KINDS - 1; i > STAGE_FIRST; i--)
-        if (s[i].stage == e->slowest_stage && s[i].stage != s[STAGE_FIRST].stage) slow = i;
+    if (s[STAGE_LAST].stage == e->slowest_stage && l->pp > 1) slow = STAGE_LAST;
+    else if (s[STAGE_MIDDLE].stage == e->slowest_stage && middle_costed(s)) slow = STAGE_MIDDLE;
     const stage_cost *c = &s[slow].cost;
     double microbatches = (double)e->microbatches;
     double clock_bound = microbatches * (c->body.clock_bound_fwd + c->body.clock_bound_bwd) + c->dp.optimizer_clock_bound;
@@ -740,7 +747,7 @@ static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *no
         stage_summary slowed[STAGE_KINDS];
         slowed[STAGE_FIRST] = s[STAGE_FIRST];
         slowed[STAGE_LAST] = s[STAGE_LAST];
-        const int middle = s[STAGE_MIDDLE].stage != s[STAGE_FIRST].stage;
+        const int middle = middle_costed(s);
         if (middle) slowed[STAGE_MIDDLE] = s[STAGE_MIDDLE];
         else slowed[STAGE_MIDDLE].stage = s[STAGE_MIDDLE].stage;
         for (int i = 0; i < STAGE_KINDS; i++) {
@@ -1079,7 +1086,7 @@ int estimate_layout_cached(estimate_cache *cache, const model_t *m, const hw_gpu
     stage_summary s[STAGE_KINDS];
     s[STAGE_FIRST] = body->stages[STAGE_FIRST];
     s[STAGE_LAST] = body->stages[STAGE_LAST];
-    const int middle = body->stages[STAGE_MIDDLE].stage != body->stages[STAGE_FIRST].stage;
+    const int middle = middle_costed(body->stages);
     if (middle) s[STAGE_MIDDLE] = body->stages[STAGE_MIDDLE];
     else s[STAGE_MIDDLE].stage = body->stages[STAGE_MIDDLE].stage;
     const part_entry *pipeline = lookup_part(cache, CACHED_PIPELINE, m, gpu, node, l, err, errlen);
