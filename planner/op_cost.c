@@ -127,13 +127,13 @@ double measured_shape_s(const hw_gemm_time *table, int count, double m, double n
     return 0.0;
 }
 
-/* Our fused attention's FLOP rate at a head configuration calibrate did not time, from the shapes it timed with
+/* An attention kernel's FLOP rate at a head configuration calibrate did not time, from the shapes it timed with
  * the same head size (docs/model.md, "Attention kernel generations"): at each timed sequence, the shape whose
- * batch x heads is nearest the op's (the same occupancy); between two timed sequences, linear; beyond them the
- * nearest one's rate carried by the frameworks' sequence curve, flash_sequence_factor.  0 when no shape of that
- * head size was timed. */
+ * batch x heads is nearest the op's (the same occupancy); between two timed sequences, linear; beyond them
+ * (`extrapolate`: our fused kernel's table) the nearest one's rate carried by the frameworks' sequence curve,
+ * flash_sequence_factor, else 0.  0 when no shape of that head size was timed. */
 static double attention_table_rate(const hw_gemm_time *table, int count, double batch_heads, double seq,
-                                   double head_dim, int bwd)
+                                   double head_dim, int bwd, int extrapolate)
 {
     /* per timed sequence, the first row of the head size whose batch x heads is nearest the op's (log scale) */
     int nearest[HWDB_ATTENTION_TIMES_MAX], nseq = 0;
@@ -157,6 +157,7 @@ static double attention_table_rate(const hw_gemm_time *table, int count, double 
         if (s > max_s) { max_s = s; max_r = rate; }
     }
     if (lo_s > 0 && hi_s > 0) return lo_r + (hi_r - lo_r) * (seq - lo_s) / (hi_s - lo_s);
+    if (!extrapolate) return 0.0;
     if (max_s > 0 && seq > max_s) return max_r * flash_sequence_factor(seq) / flash_sequence_factor(max_s);
     if (min_s > 0) return min_r * flash_sequence_factor(seq) / flash_sequence_factor(min_s);
     return 0.0;
@@ -358,6 +359,15 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
                                ? measured_shape_s(gpu->unfused_attention_time[bwd], gpu->unfused_attention_times[bwd],
                                                   (double)op->batch, (double)op->m, (double)op->k, (double)op->kv_batch, 0)
                                : 0.0;
+            if (timed <= 0.0 && (matrix == PREC_BF16 || matrix == PREC_FP16)) {
+                /* a head configuration calibrate did not time (another count of heads, another GQA
+                 * grouping, which barely moves these kernels: 2% on an H200 at head size 64) at a sequence
+                 * it timed around: the FLOP rate of the timed one of the same head size nearest in batch x
+                 * heads, as for the fused kernel (docs/model.md, "Attention kernel generations") */
+                double rate = attention_table_rate(gpu->unfused_attention_time[bwd], gpu->unfused_attention_times[bwd],
+                                                   heads, s, d, bwd, 0);
+                if (rate > 0.0) timed = flash_attention_flops(1.0, heads, s, d, 1, bwd) / rate;
+            }
             if (timed > 0.0) seconds = timed;
             double clock_bound_s = clock_bound * seconds;
             if (op->bytes > split_bytes) seconds += (op->bytes - split_bytes) / membw;
@@ -380,7 +390,7 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
                                                 (double)op->n, (double)op->k, (double)op->kv_batch, 0);
                 if (timed > 0.0) return with_power(op, gpu, timed, 1.0, gpu->energy_attention_j_per_flop);
                 double rate = attention_table_rate(gpu->attention_time[bwd], gpu->attention_times[bwd], (double)op->batch,
-                                                   (double)op->n, (double)op->k, bwd);
+                                                   (double)op->n, (double)op->k, bwd, 1);
                 if (rate > 0.0) return with_power(op, gpu, op->flops / rate, 1.0, gpu->energy_attention_j_per_flop);
             }
             double own = bwd ? gpu->attention_bwd_efficiency : gpu->attention_fwd_efficiency;

@@ -7,11 +7,14 @@
 # held-out model), whose attention rows the planner takes for head configurations it never timed.
 # With `calibrate` as its argument it runs test_kernels --attention and calibrate only; with `train`, the steps only
 # (one call of ten minutes holds one or the other).
+# On the card that came (card_row: an H100 or an H200), priced with its shipped overlay; EXTRA adds steps
+# ("model mbs seq attention|..."), as the H200 run added LLaMA 3.2 3B whole.
 #   OUT=DIR bash scripts/run_attention_heldout.sh [calibrate|train]   -> $OUT/summary.txt, $OUT/ah-runs.tar
 set -u
 PHASE=${1:-all}
 . "$(dirname "$0")/device_env.sh"
 B=${BIN_DIR:-.carry/lead}
+GPU=${GPU:-$(card_row)}
 W=/tmp/ah; rm -rf "$W"; mkdir -p "$W/build" "$W/models"
 cp -r hwdb "$W/hwdb"
 cp docs/validation/2026-11-26-h100-attention-heldout/zoo_heldout.csv "$W/models/zoo.csv"
@@ -22,22 +25,22 @@ STEPS="llama2-7b-4l 2 4096 sextant|llama2-7b-4l 4 2048 unfused|mistral-7b-4l 1 8
 STEPS="$STEPS|gpt3-20b-2l 4 2048 unfused|llama3-8b-4l 4 4096 sextant|gpt2 16 1024 unfused"
 # the earlier report's wide steps, again with this build (2026-11-26-h100-wide-heldout ran them before the fix)
 STEPS="$STEPS|llama2-13b-4l 4 4096 sextant|llama3-70b-1l 2 4096 sextant|llama3-8b-4l 2 8192 sextant"
-STEPS="$STEPS|llama3-8b-4l 4 2048 unfused|llama2-13b-4l 2 2048 unfused"
+STEPS="$STEPS|llama3-8b-4l 4 2048 unfused|llama2-13b-4l 2 2048 unfused${EXTRA:+|$EXTRA}"
 [ "$PHASE" = calibrate ] && STEPS=
 IFS='|'; set -f
 for c in $STEPS; do
     unset IFS
     set -- $c
     name="$1_mbs$2_seq$3_$4"
-    run "$name" 150 "$W/build/sextant-gpu" train "$1" --gpu h100-sxm --mbs "$2" --gbs "$2" --seq "$3" --attention "$4" \
-        --steps 20 --warmup 5 --calibration hwdb/measured/h100-sxm.csv --csv "$R/$name.csv"
+    run "$name" 150 "$W/build/sextant-gpu" train "$1" --gpu "$GPU" --mbs "$2" --gbs "$2" --seq "$3" --attention "$4" \
+        --steps 20 --warmup 5 --calibration "hwdb/measured/$GPU.csv" --csv "$R/$name.csv"
     say "  $(grep -E '^step +all' "$R/$name.log") | $(grep -E '^power:' "$R/$name.log" | cut -c1-60)"
 done
 unset IFS; set +f
 [ "$PHASE" = train ] && { keep; exit 0; }
 run test_kernels 120 .carry/lead/gpu/test_kernels --attention
 say "  $(tail -1 "$R/test_kernels.log")"
-run calibrate 330 "$W/build/sextant-gpu" calibrate --gpu h100-sxm --no-step-fit \
+run calibrate 420 "$W/build/sextant-gpu" calibrate --gpu "$GPU" --no-step-fit \
     --gemm-models gpt2,gpt2-medium,llama3.2-1b,gpt3-5b --out "$R/calibrate.csv"
-say "calibrate: $(grep -c '^h100-sxm,flash_fwd_us' "$R/calibrate.csv" 2>/dev/null) fused forward shapes"
+say "calibrate: $(grep -c "^$GPU,flash_fwd_us" "$R/calibrate.csv" 2>/dev/null) fused forward shapes"
 keep
