@@ -364,6 +364,11 @@ const hw_intra_fit *hw_node_intra_fit(const hw_node *node, double ranks, int col
             best_distance = distance;
         }
     }
+    /* NCCL's bandwidth over NVSwitch rises with the ranks (an H200's all-gather: 229 GB/s over 2, 281 over 4;
+     * published 8-GPU all-reduces 367 Ring, 480 NVLS against 283 over 2 on an H100 here): a fit stands for
+     * groups at most HW_INTRA_FIT_MAX_RATIO times or 1/that its size, beyond which the node's own figures do
+     * (docs/model.md, "Communication") */
+    if (best && best_distance > log(HW_INTRA_FIT_MAX_RATIO) + 1e-9) return NULL;
     return best;
 }
 

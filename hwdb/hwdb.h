@@ -233,7 +233,9 @@ int hwdb_overlay_gpus(const char *path, char *names, size_t len, char *err, size
  * shared by its GPUs. */
 double hw_node_inter_bytes_per_s_per_gpu(const hw_node *node);
 /* The fit over the number of ranks nearest to `ranks` (by their ratio; ties to the fewer) that has a figure for
- * the collective (0 all-reduce, 1 reduce-scatter, 2 all-gather, 3 send/recv); NULL when none has. */
+ * the collective (0 all-reduce, 1 reduce-scatter, 2 all-gather, 3 send/recv); NULL when none has, or when the
+ * nearest was measured over more than HW_INTRA_FIT_MAX_RATIO times, or less than 1/that, the ranks asked for. */
+#define HW_INTRA_FIT_MAX_RATIO 1.5
 const hw_intra_fit *hw_node_intra_fit(const hw_node *node, double ranks, int collective);
 
 const char *precision_name(precision_t p);

@@ -14,7 +14,9 @@
 #                        returns CMD's status;
 #   equiv TAG ARGS NAME:FLAGS...   one GPU's losses and each layout's, each judged by compare;
 #   compare A B          two loss files ("step loss" per line) judged as tests/gpu/parallel_equivalence.sh
-#                        judges them (1% at any step, 0.5% at the last): one PASS/FAIL line.
+#                        judges them (1% at any step, 0.5% at the last): one PASS/FAIL line;
+#   card_row             the hwdb row of the card that came (h200 or h100-sxm): the lent multi-GPU kinds
+#                        give H100s or H200s.
 # and puts the libraries carried from the build machine (.deps/lib: GSL, libcsv, cJSON) on the library
 # path, with NVLink multicast off (NCCL_NVLS_ENABLE=0, mandatory on the lent machines).
 export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
@@ -81,3 +83,5 @@ compare() {
         END { ok = NR > 0 && worst <= 0.01 && last <= 0.005
               printf "%s worst %.4f%% (step %d), last %.4f%% over %d steps", ok ? "PASS" : "FAIL", 100 * worst, at, 100 * last, NR }'
 }
+
+card_row() { if nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200; then echo h200; else echo h100-sxm; fi; }

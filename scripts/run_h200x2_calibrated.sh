@@ -9,6 +9,7 @@
 #                     sextant-gpu, timed beside it): losses against one GPU, then the timed runs
 #   PHASE=four        four GPUs with the shipped overlay of the card that came (below)
 #   PHASE=four_comm   the four GPUs' collectives measured, TP 4 and TP 2 x PP 2 priced with them
+#   PHASE=unseen      two-GPU layouts of LLaMA 3.2 3B and GPT-2 large, models no calibration timed
 #   PHASE=timed       every layout below through `sextant validate --calibration CAL` (CAL: the overlay,
 #                     hwdb/measured/h200.csv once committed), one GPU beside each family ($OUT/h200timed.tar)
 # Binaries are built here and carried with .deps/lib (GSL, libcsv, cJSON).  Summary lines in $OUT/summary.txt.
@@ -18,8 +19,6 @@ PHASE=${PHASE:-calibrate}
 GPU=h200
 G=./build/sextant-gpu
 B=./build/sextant
-# the hwdb row of the card that came: the lent multi-GPU kinds give H100s or H200s
-card_row() { if nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200; then echo h200; else echo h100-sxm; fi; }
 # PHASE=four: four GPUs (nvidia-h100-x4 or -h200-x4) with the shipped overlay of whichever card came, as a user
 # of a 4- or 8-GPU node would run it (its collectives measured on two); losses of two layouts against one GPU
 if [ "$PHASE" = four ]; then
@@ -63,6 +62,29 @@ if [ "$PHASE" = four_comm ]; then
     run "t4c_$name" 150 $B validate $args --timeout 60 --calibration "$R/$GPU-x4.csv" --csv "$R/t4c_$name.csv"
     grep -E "^step time|^memory:" "$R/t4c_$name.log" | cut -c1-200 | sed "s/^/  $name: /" >> "$S"
   done
+  keep
+  cat "$S"
+  exit 0
+fi
+
+# PHASE=unseen: two-GPU layouts of two models no calibration timed (LLaMA 3.2 3B: heads of size 128, GQA 3:1;
+# GPT-2 large: width 1280, 36 layers) with the shipped overlay of the card that came, one GPU beside each
+if [ "$PHASE" = unseen ]; then
+  device_begin unseen
+  GPU=$(card_row)
+  CAL=hwdb/measured/$GPU.csv
+  say "cards: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | tr -s ' '); overlay $CAL"
+  device_sample "$R/smi.csv"
+  L="llama3.2-3b --gpu $GPU --seq 2048 --mbs 1 --gbs 8 --steps 12"
+  G2="gpt2-large --gpu $GPU --seq 1024 --mbs 4 --gbs 32 --steps 12"
+  for spec in "llama3b_1gpu:$L" "llama3b_tp2sp:$L --tp 2 --sp" "llama3b_tp2:$L --tp 2" "llama3b_pp2:$L --pp 2" \
+              "llama3b_dp2z1:$L --dp 2 --zero 1" "gpt2l_1gpu:$G2" "gpt2l_tp2:$G2 --tp 2" "gpt2l_pp2:$G2 --pp 2" \
+              "gpt2l_dp2z1:$G2 --dp 2 --zero 1" "gpt2l_dp2z3:$G2 --dp 2 --zero 3"; do
+    name=${spec%%:*}; args=${spec#*:}
+    run "t_$name" 150 $B validate $args --timeout 60 --calibration "$CAL" --csv "$R/t_$name.csv"
+    grep -E "^step time|^memory:" "$R/t_$name.log" | cut -c1-200 | sed "s/^/  $name: /" >> "$S"
+  done
+  kill $SMI_PID 2>/dev/null
   keep
   cat "$S"
   exit 0

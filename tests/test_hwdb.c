@@ -350,13 +350,18 @@ static void comm_fits_per_number_of_ranks(void **state)
     assert_int_equal(f->ranks, 4);
     assert_close(f->ar_bytes_per_s, 328.3e9, 1e-12);
     assert_close(f->ar_latency_s, 3.28e-6, 1e-12);
-    assert_int_equal(hw_node_intra_fit(node, 8.0, 0)->ranks, 4);   /* nearest */
+    assert_int_equal(hw_node_intra_fit(node, 3.0, 0)->ranks, 4);   /* nearest by ratio */
     assert_int_equal(hw_node_intra_fit(node, 2.0, 0)->ranks, 2);
     assert_int_equal(hw_node_intra_fit(node, 2.828427, 0)->ranks, 2);   /* half-way by ratio: the fewer */
-    /* the all-gather was measured over two ranks only: a group of four takes that */
-    f = hw_node_intra_fit(node, 4.0, 2);
+    assert_int_equal(hw_node_intra_fit(node, 5.9, 0)->ranks, 4);
+    /* twice the nearest's ranks or more: the node's own figures (NCCL gains bandwidth with the ranks) */
+    assert_null(hw_node_intra_fit(node, 8.0, 0));
+    /* the all-gather was measured over two ranks only: a group of three takes that, one of four does not */
+    f = hw_node_intra_fit(node, 3.0, 2);
+    assert_non_null(f);
     assert_int_equal(f->ranks, 2);
     assert_close(f->ag_bytes_per_s, 229.3e9, 1e-12);
+    assert_null(hw_node_intra_fit(node, 4.0, 2));
     assert_null(hw_node_intra_fit(node, 4.0, 1));   /* no reduce-scatter fit anywhere */
     expect_overlay_row_refused(&hw, "h200,intra_gbs_per_dir:1,300,x\n", ":2:key");
     expect_overlay_row_refused(&hw, "h200,intra_gbs_per_dir:four,300,x\n", ":2:key");
