@@ -312,6 +312,79 @@ static const struct {
     {"intra_latency_us_sendrecv", offsetof(hw_intra_fit, sr_latency_s), MICRO, 0, 1e4},
 };
 
+/* The node's fit over `ranks`, added (zeroed) when it has none; NULL with err when the node holds
+ * HWDB_INTRA_FITS_MAX numbers of ranks already. */
+static hw_intra_fit *intra_fit_of(hw_node *node, long long ranks, const csv_table *t, int r, char *err, size_t errlen)
+{
+    int i = 0;
+    while (i < node->intra_fit_count && node->intra_fits[i].ranks != ranks) i++;
+    if (i == HWDB_INTRA_FITS_MAX) {
+        snprintf(err, errlen, "%s:%d:key: more than %d numbers of ranks for node '%s'", t->path, t->line[r], HWDB_INTRA_FITS_MAX,
+                 node->name);
+        return NULL;
+    }
+    if (i == node->intra_fit_count) {
+        memset(&node->intra_fits[i], 0, sizeof node->intra_fits[i]);
+        node->intra_fits[i].ranks = ranks;
+        node->intra_fit_count++;
+    }
+    return &node->intra_fits[i];
+}
+
+/* An overlay row intra_us_<collective>:N:BYTES, one measured time in microseconds, into the node's fit over N
+ * ranks, kept in order of size (a size given again replaces its time): 1 when the key is one, 0 when not, -1 with
+ * the line in err. */
+static int overlay_intra_time(const csv_table *t, int r, const char *key, hw_node *node, char *err, size_t errlen)
+{
+    static const char *const names[4] = {"all_reduce", "reduce_scatter", "all_gather", "sendrecv"};
+    static const char prefix[] = "intra_us_";
+    if (strncmp(key, prefix, sizeof prefix - 1) != 0) return 0;
+    const char *name = key + sizeof prefix - 1, *colon = strchr(name, ':');
+    int c = 0;
+    while (c < 4 && (!colon || strlen(names[c]) != (size_t)(colon - name) || strncmp(names[c], name, (size_t)(colon - name)) != 0))
+        c++;
+    long long ranks = 0, bytes = 0;
+    int used = 0;
+    if (c == 4 || sscanf(colon + 1, "%lld:%lld%n", &ranks, &bytes, &used) != 2 || colon[1 + used] != '\0' || ranks < 2 ||
+        ranks > 1024 || bytes < 1) {
+        snprintf(err, errlen, "%s:%d:key: '%s': not intra_us_COLLECTIVE:RANKS:BYTES (all_reduce, reduce_scatter, all_gather "
+                 "or sendrecv; 2 to 1024 ranks; bytes a whole number of 1 or more)", t->path, t->line[r], key);
+        return -1;
+    }
+    double us;
+    if (csv_get_double(t, r, "value", 0.01, 1e8, &us, err, errlen) != 0) return -1;
+    hw_intra_fit *f = intra_fit_of(node, ranks, t, r, err, errlen);
+    if (!f) return -1;
+    int n = f->sizes[c], at = 0;
+    while (at < n && f->size_bytes[c][at] < (double)bytes) at++;
+    if (at < n && f->size_bytes[c][at] == (double)bytes) {
+        f->size_s[c][at] = us * MICRO;
+        return 1;
+    }
+    if (n == HWDB_INTRA_SIZES_MAX) {
+        snprintf(err, errlen, "%s:%d:key: more than %d sizes of %s over %lld ranks", t->path, t->line[r], HWDB_INTRA_SIZES_MAX,
+                 names[c], ranks);
+        return -1;
+    }
+    memmove(&f->size_bytes[c][at + 1], &f->size_bytes[c][at], (size_t)(n - at) * sizeof f->size_bytes[c][0]);
+    memmove(&f->size_s[c][at + 1], &f->size_s[c][at], (size_t)(n - at) * sizeof f->size_s[c][0]);
+    f->size_bytes[c][at] = (double)bytes;
+    f->size_s[c][at] = us * MICRO;
+    f->sizes[c] = n + 1;
+    return 1;
+}
+
+double hw_intra_fit_time_s(const hw_intra_fit *fit, int collective, double bytes)
+{
+    if (!fit || collective < 0 || collective > 3) return 0.0;
+    int n = fit->sizes[collective];
+    const double *x = fit->size_bytes[collective], *y = fit->size_s[collective];
+    if (n < 2 || bytes < x[0] || bytes > x[n - 1]) return 0.0;
+    int i = 1;
+    while (i < n - 1 && x[i] < bytes) i++;
+    return y[i - 1] + (y[i] - y[i - 1]) * (bytes - x[i - 1]) / (x[i] - x[i - 1]);
+}
+
 /* An overlay row KEY:N of intra_fit_keys into the node's fit over N ranks: 1 when the key is one, 0 when not,
  * -1 with the line in err. */
 static int overlay_intra_fit(const csv_table *t, int r, const char *key, hw_node *node, char *err, size_t errlen)
@@ -332,19 +405,9 @@ static int overlay_intra_fit(const csv_table *t, int r, const char *key, hw_node
     }
     double value;
     if (csv_get_double(t, r, "value", intra_fit_keys[k].min, intra_fit_keys[k].max, &value, err, errlen) != 0) return -1;
-    int i = 0;
-    while (i < node->intra_fit_count && node->intra_fits[i].ranks != ranks) i++;
-    if (i == HWDB_INTRA_FITS_MAX) {
-        snprintf(err, errlen, "%s:%d:key: more than %d numbers of ranks for node '%s'", t->path, t->line[r], HWDB_INTRA_FITS_MAX,
-                 node->name);
-        return -1;
-    }
-    if (i == node->intra_fit_count) {
-        memset(&node->intra_fits[i], 0, sizeof node->intra_fits[i]);
-        node->intra_fits[i].ranks = ranks;
-        node->intra_fit_count++;
-    }
-    *(double *)((char *)&node->intra_fits[i] + intra_fit_keys[k].offset) = value * intra_fit_keys[k].scale;
+    hw_intra_fit *f = intra_fit_of(node, ranks, t, r, err, errlen);
+    if (!f) return -1;
+    *(double *)((char *)f + intra_fit_keys[k].offset) = value * intra_fit_keys[k].scale;
     return 1;
 }
 
@@ -521,6 +584,7 @@ int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen)
         }
         hw_node *node = (hw_node *)hwdb_find_node(db, g->node);
         int fit = node ? overlay_intra_fit(&t, r, key, node, err, errlen) : 0;
+        if (fit == 0 && node) fit = overlay_intra_time(&t, r, key, node, err, errlen);
         if (fit < 0) {
             status = -1;
             break;

@@ -160,12 +160,20 @@ typedef enum { LINK_NVLINK = 0, LINK_PCIE } link_kind_t;
  * docs/validation/2026-11-26-h200x4-calibrated).  Overlay keys KEY:N, e.g. intra_gbs_per_dir_all_gather:4; a
  * figure is 0 until calibrated. */
 #define HWDB_INTRA_FITS_MAX 8
+/* calibrate --comm's measured times themselves, per collective and message size (intra_us_<collective>:N:BYTES):
+ * NCCL's bandwidth climbs with the message, which no line a + b S follows from 1 MiB to 256 MiB (on 2 x H100 the
+ * all-gather's fit is 9% short at 12 MiB, docs/validation/2026-11-26-h100x2-unseen) */
+#define HWDB_INTRA_SIZES_MAX 24
 typedef struct {
     int64_t ranks;
     double ar_bytes_per_s, ar_latency_s;   /* all-reduce (intra_gbs_per_dir:N, intra_latency_us:N) */
     double rs_bytes_per_s, rs_latency_s;
     double ag_bytes_per_s, ag_latency_s;
     double sr_bytes_per_s, sr_latency_s;
+    /* [collective: 0 all-reduce, 1 reduce-scatter, 2 all-gather, 3 send/recv]: sizes ascending, bytes as
+     * nccl-tests counts them (the whole buffer; the gathered or reduced tensor; what one rank sends) */
+    int sizes[4];
+    double size_bytes[4][HWDB_INTRA_SIZES_MAX], size_s[4][HWDB_INTRA_SIZES_MAX];
 } hw_intra_fit;
 
 typedef struct {
@@ -236,6 +244,9 @@ double hw_node_inter_bytes_per_s_per_gpu(const hw_node *node);
  * the collective (0 all-reduce, 1 reduce-scatter, 2 all-gather, 3 send/recv); NULL when none has, or when the
  * nearest was measured over more than HW_INTRA_FIT_MAX_RATIO times, or less than 1/that, the ranks asked for. */
 #define HW_INTRA_FIT_MAX_RATIO 1.5
+/* The measured time of `collective` (as above) over the fit's ranks for a message of `bytes`: linear between the
+ * two measured sizes around it; 0 outside the measured sizes or with fewer than two. */
+double hw_intra_fit_time_s(const hw_intra_fit *fit, int collective, double bytes);
 const hw_intra_fit *hw_node_intra_fit(const hw_node *node, double ranks, int collective);
 
 const char *precision_name(precision_t p);

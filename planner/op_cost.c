@@ -245,10 +245,15 @@ static double collective_s(op_t *op, const hw_gpu *gpu, const hw_node *node, con
     /* inside the node, calibrate --comm's fit of this very collective when there is one: over the number of
      * ranks nearest the group's where it measured several (NCCL is faster over 4 GPUs of a node than over 2,
      * docs/model.md, "Communication") */
+    double pieces = op->pieces > 1 ? (double)op->pieces : 1.0, bytes = op->comm_bytes / pieces;
     if (!op->crosses_node && op->coll != COLL_ALLTOALL) {
         double cbw = 0.0, clat = 0.0;
         int which = op->coll == COLL_REDUCE_SCATTER ? 1 : op->coll == COLL_ALLGATHER ? 2 : op->coll == COLL_SENDRECV ? 3 : 0;
         const hw_intra_fit *fit = hw_node_intra_fit(node, n, which);
+        /* a group of exactly the ranks calibrate measured, at a size it measured around: the measured time,
+         * NCCL's climb in bandwidth with the message included (docs/model.md, "Communication") */
+        double measured = fit && (double)fit->ranks == n ? hw_intra_fit_time_s(fit, which, bytes) : 0.0;
+        if (measured > 0.0) return pieces * measured;
         if (fit) {
             const double fit_bw[4] = {fit->ar_bytes_per_s, fit->rs_bytes_per_s, fit->ag_bytes_per_s, fit->sr_bytes_per_s};
             const double fit_lat[4] = {fit->ar_latency_s, fit->rs_latency_s, fit->ag_latency_s, fit->sr_latency_s};
@@ -261,7 +266,6 @@ static double collective_s(op_t *op, const hw_gpu *gpu, const hw_node *node, con
     }
     /* an op may stand for several collectives (ZeRO-3's one per layer, the gradients' one per
      * bucket): each pays its latency, and across nodes each reaches the bandwidth of its size */
-    double pieces = op->pieces > 1 ? (double)op->pieces : 1.0, bytes = op->comm_bytes / pieces;
     if (op->crosses_node) bw = network_bus_bytes_per_s(bw, bytes, node->inter_bus_efficiency, node->inter_half_bytes);
     /* a ring across nodes crosses the network only between nodes: the node's own hops keep their latency
      * (NCCL's tuning model; docs/model.md, "The network at scale") */

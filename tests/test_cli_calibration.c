@@ -226,7 +226,7 @@ static void h200_overlay_predicts_its_recorded_runs(void **state)
                           "t4_llama_dp4z1", "t4_llama_dp4z3", "t4_llama_pp4vpp2", "t4_gpt2m_tp2pp2", "t4_gpt2m_pp2dp2",
                           "t4_gpt2m_dp4z2", "t4_gpt2m_pp4_uneven"};
     worst = worst_before(H200_RUNS "/four-gpu", four, sizeof four / sizeof four[0], &mean);
-    assert_true(worst < 0.06 && mean < 0.04);
+    assert_true(worst < 0.045 && mean < 0.035);
 }
 
 /* Seven models no H200 calibration had timed (heads of size 128, GQA, 2 to 28 layers; the zoo rows cut in depth are
@@ -254,8 +254,9 @@ static void h200_overlay_predicts_models_it_never_timed(void **state)
 
 /* Ten steps of two models no calibration timed (LLaMA 3.2 3B, GPT-2 large) on the first 2 x H100 lent here: one GPU,
  * TP 2 with and without SP, PP 2, DP 2 with ZeRO-1 and ZeRO-3, priced with the shipped overlay, whose collectives
- * came from calibrate --comm on that machine (not from these steps; docs/validation/2026-11-26-h100x2-unseen).
- * Before them the overlay had the datasheet's NVLink: 5.0% mean, worst -15.2% (TP 2 + SP). */
+ * and their measured times per message size came from calibrate --comm on that machine (not from these steps;
+ * docs/validation/2026-11-26-h100x2-unseen): 2.2% mean, worst -6.0% (TP 2 + SP).  Before them the overlay had the
+ * datasheet's NVLink: 5.0% mean, worst -15.2%. */
 static void h100_overlay_prices_two_gpus_of_unseen_models(void **state)
 {
     (void)state;
@@ -264,8 +265,8 @@ static void h100_overlay_prices_two_gpus_of_unseen_models(void **state)
     double mean = 0.0;
     double worst = worst_before_held("h100-sxm", SEXTANT_ROOT "/tests/data/2026-11-26-h100x2-unseen", steps,
                                      sizeof steps / sizeof steps[0], NULL, &mean, NULL);
-    if (worst >= 0.08 || mean >= 0.03) print_error("as shipped: mean %.2f%%, worst %.2f%%\n", 100 * mean, 100 * worst);
-    assert_true(worst < 0.08 && mean < 0.03);
+    if (worst >= 0.07 || mean >= 0.025) print_error("as shipped: mean %.2f%%, worst %.2f%%\n", 100 * mean, 100 * worst);
+    assert_true(worst < 0.07 && mean < 0.025);
 }
 
 static void fit_power_predicts_other_models(void **state)

@@ -926,6 +926,47 @@ static void calibrated_shape_tables_and_membound_overhead(void **state)
                  costed_op(run_model(&no_dropout, &plain_u, l, &e2), "attention", PASS_FWD)->time_s, 1e-15);
 }
 
+/* calibrate --comm's measured times per message size price a group of exactly the ranks they were measured over,
+ * between two measured sizes; a group of other ranks, or a message outside them, keeps the fit (docs/model.md,
+ * "Communication") */
+static void measured_collective_times_price_their_groups(void **state)
+{
+    (void)state;
+    const hw_gpu *g = hwdb_find_gpu(&db, "h100-sxm");
+    hw_node *node = (hw_node *)hwdb_find_node(&db, g->node);
+    hw_node saved = *node;
+    layout_t l = layout(2, 2, 1, 1, 8, 2048);
+    const op_t *ar = costed_op(run_on("llama3.2-1b", g, l), "tp_allreduce_attn", PASS_FWD);
+    double bytes = ar->comm_bytes, fitted = ar->time_s;
+    assert_true(bytes > 4e6 && fitted > 0.0);
+    hw_intra_fit *f = &node->intra_fits[0];
+    memset(f, 0, sizeof *f);
+    f->ranks = 2;
+    f->ar_bytes_per_s = 280e9;
+    f->ar_latency_s = 8e-6;
+    f->sizes[0] = 2;
+    f->size_bytes[0][0] = bytes / 2.0;
+    f->size_s[0][0] = 40e-6;
+    f->size_bytes[0][1] = bytes * 2.0;
+    f->size_s[0][1] = 100e-6;
+    node->intra_fit_count = 1;
+    double measured = 40e-6 + 60e-6 * (bytes - bytes / 2.0) / (bytes * 2.0 - bytes / 2.0);
+    assert_close(costed_op(run_on("llama3.2-1b", g, l), "tp_allreduce_attn", PASS_FWD)->time_s, measured, 1e-15);
+    /* the same fit without its sizes: the ring over its bandwidth and latency, not the measured time */
+    f->sizes[0] = 0;
+    double ring = costed_op(run_on("llama3.2-1b", g, l), "tp_allreduce_attn", PASS_FWD)->time_s;
+    assert_close(ring, ring_allreduce_s(2.0, bytes, 280e9, 8e-6), 1e-15);
+    f->sizes[0] = 2;
+    /* a group of three ranks takes the two-rank fit (within 1.5 times), not its measured times */
+    layout_t three = layout(3, 3, 1, 1, 8, 2048);
+    const op_t *ar3 = costed_op(run_on("gpt2", g, three), "tp_allreduce_attn", PASS_FWD);
+    assert_close(ar3->time_s, ring_allreduce_s(3.0, ar3->comm_bytes, 280e9, 8e-6), 1e-15);
+    /* a message beyond the measured sizes: the fit again */
+    f->size_bytes[0][1] = bytes * 0.75;
+    assert_close(costed_op(run_on("llama3.2-1b", g, l), "tp_allreduce_attn", PASS_FWD)->time_s, ring, 1e-15);
+    *node = saved;
+}
+
 /* The layout names every reader shares (CLI flags, validate CSVs, plan JSON): each name parses back
  * to its value, ignoring case; anything else is refused. */
 static void layout_names_parse_back(void **state)
@@ -1096,6 +1137,7 @@ int main(void)
         cmocka_unit_test(pipeline_split_counts_the_embedding_and_head),
         cmocka_unit_test(a_middle_stage_is_costed),
         cmocka_unit_test(calibrated_shape_tables_and_membound_overhead),
+        cmocka_unit_test(measured_collective_times_price_their_groups),
         cmocka_unit_test(layout_names_parse_back),
         cmocka_unit_test(utilization_never_exceeds_peak),
     };

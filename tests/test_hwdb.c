@@ -363,6 +363,36 @@ static void comm_fits_per_number_of_ranks(void **state)
     assert_close(f->ag_bytes_per_s, 229.3e9, 1e-12);
     assert_null(hw_node_intra_fit(node, 4.0, 2));
     assert_null(hw_node_intra_fit(node, 4.0, 1));   /* no reduce-scatter fit anywhere */
+    /* calibrate --comm's measured times per size: sorted as they load, a size again replaces its time, linear
+     * between two sizes, none outside them */
+    char times[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(times, "gpu,key,value,source\n"
+                      "h200,intra_us_all_gather:2:16777216,56.0,calibrate --comm --gpus 2\n"
+                      "h200,intra_us_all_gather:2:4194304,27.6,calibrate --comm --gpus 2\n"
+                      "h200,intra_us_all_gather:2:8388608,40.0,calibrate --comm --gpus 2\n");
+    assert_int_equal(hwdb_apply_overlay(&hw, times, err, sizeof err), 0);
+    unlink(times);
+    char again[] = "/tmp/sextant-overlay-XXXXXX";   /* a later overlay measured that size again */
+    write_temp(again, "gpu,key,value,source\nh200,intra_us_all_gather:2:8388608,36.7,calibrate --comm --gpus 2\n");
+    assert_int_equal(hwdb_apply_overlay(&hw, again, err, sizeof err), 0);
+    unlink(again);
+    f = hw_node_intra_fit(node, 2.0, 2);
+    assert_non_null(f);
+    assert_int_equal(f->sizes[2], 3);
+    assert_int_equal(f->sizes[0], 0);
+    assert_close(f->size_bytes[2][0], 4194304.0, 0);
+    assert_close(f->size_s[2][1], 36.7e-6, 1e-12);
+    assert_close(hw_intra_fit_time_s(f, 2, 8388608.0), 36.7e-6, 1e-12);
+    assert_close(hw_intra_fit_time_s(f, 2, 12582912.0), 36.7e-6 + 0.5 * (56.0e-6 - 36.7e-6), 1e-12);
+    assert_close(hw_intra_fit_time_s(f, 2, 4194304.0), 27.6e-6, 1e-12);
+    assert_close(hw_intra_fit_time_s(f, 2, 4194303.0), 0.0, 0);    /* below the smallest */
+    assert_close(hw_intra_fit_time_s(f, 2, 33554432.0), 0.0, 0);   /* above the largest */
+    assert_close(hw_intra_fit_time_s(f, 0, 8388608.0), 0.0, 0);    /* no all-reduce times */
+    expect_overlay_row_refused(&hw, "h200,intra_us_all_gather:2:0,30,x\n", ":2:key");
+    expect_overlay_row_refused(&hw, "h200,intra_us_all_gather:1:1024,30,x\n", ":2:key");
+    expect_overlay_row_refused(&hw, "h200,intra_us_gather:2:1024,30,x\n", ":2:key");
+    expect_overlay_row_refused(&hw, "h200,intra_us_all_gather:2:1024x,30,x\n", ":2:key");
+    expect_overlay_row_refused(&hw, "h200,intra_us_all_gather:2:1024,0,x\n", ":2:value");
     expect_overlay_row_refused(&hw, "h200,intra_gbs_per_dir:1,300,x\n", ":2:key");
     expect_overlay_row_refused(&hw, "h200,intra_gbs_per_dir:four,300,x\n", ":2:key");
     expect_overlay_row_refused(&hw, "h200,intra_gbs_per_dir:4x,300,x\n", ":2:key");

@@ -421,6 +421,13 @@ static int write_overlay(const comm_job *job, const char *gpu, const char *devic
             fprintf(f, "%s,intra_gbs_per_dir_%s:%d,%.3f,\"%s\"\n", gpu, suffix[c], n, bw[c] / 1e9, source);
             fprintf(f, "%s,intra_latency_us_%s:%d,%.4f,\"%s\"\n", gpu, suffix[c], n, alpha[c] * 1e6, source);
         }
+    /* and the measured times themselves (intra_us_<collective>:N:BYTES): NCCL's bandwidth climbs with the message
+     * in a way no line follows, and a group of N ranks takes these between two measured sizes */
+    for (int c = 0; c < NCOLL; c++)
+        for (int s = 0; s < res->nsizes; s++)
+            if (res->bytes[c][s] && res->seconds[c][s] > 0)
+                fprintf(f, "%s,intra_us_%s:%d:%zu,%.3f,\"%s\"\n", gpu, coll_names[c], n, res->bytes[c][s],
+                        res->seconds[c][s] * 1e6, source);
     if (comm_bytes > 0)
         fprintf(f, "%s,nccl_memory_gib,%.4f,\"%s; device memory of one more %d-rank communicator once every collective and send/recv ran\"\n",
                 gpu, comm_bytes / 1073741824.0, source, n);
