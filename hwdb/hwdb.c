@@ -420,9 +420,10 @@ const hw_intra_fit *hw_node_intra_fit(const hw_node *node, double ranks, int col
         double bw = collective == 0 ? f->ar_bytes_per_s : collective == 1 ? f->rs_bytes_per_s
                     : collective == 2 ? f->ag_bytes_per_s : f->sr_bytes_per_s;
         if (bw <= 0.0) continue;
-        double distance = fabs(log((double)f->ranks / ranks));
-        if (!best || distance < best_distance - 1e-12 ||
-            (fabs(distance - best_distance) <= 1e-12 && f->ranks < best->ranks)) {
+        /* the ratio, at least 1, orders the fits as |ln(N/n)| does, without a log per costed collective */
+        double distance = (double)f->ranks > ranks ? (double)f->ranks / ranks : ranks / (double)f->ranks;
+        if (!best || distance < best_distance * (1.0 - 1e-12) ||
+            (fabs(distance - best_distance) <= 1e-12 * best_distance && f->ranks < best->ranks)) {
             best = f;
             best_distance = distance;
         }
@@ -431,7 +432,7 @@ const hw_intra_fit *hw_node_intra_fit(const hw_node *node, double ranks, int col
      * published 8-GPU all-reduces 367 Ring, 480 NVLS against 283 over 2 on an H100 here): a fit stands for
      * groups at most HW_INTRA_FIT_MAX_RATIO times or 1/that its size, beyond which the node's own figures do
      * (docs/model.md, "Communication") */
-    if (best && best_distance > log(HW_INTRA_FIT_MAX_RATIO) + 1e-9) return NULL;
+    if (best && best_distance > HW_INTRA_FIT_MAX_RATIO * (1.0 + 1e-9)) return NULL;
     return best;
 }
 
