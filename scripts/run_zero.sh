@@ -7,15 +7,20 @@
 #          hwdb/measured/h100-sxm.csv: step time, the exposed part of every collective (the
 #          *_exposed rows), peak memory per rank against the planner;
 #   plan   a ZeRO-3 plan (llama3.2-3b on 64 H100s) validated as its 2-GPU slice (validate --plan);
-#   suite  tests/gpu/parallel_equivalence.sh with ONLY=zero (make gpu-test's check of these layouts).
+#   suite  tests/gpu/parallel_equivalence.sh with ONLY=zero (make gpu-test's check of these layouts);
+#   ab     a change to the ZeRO step measured: ZeRO 2 and 3 (and 1 once) on llama3.2-1b, llama3.2-3b and gpt2
+#          timed with this build and with BEFORE (a build folder of an earlier commit: its sextant and
+#          sextant-gpu), in turns, then the losses of ZeRO-2, ZeRO-3 and ZeRO-3 with recomputation against one
+#          GPU with this build.
 # Binaries built on the development machine, carried with .deps/lib.
-# PHASE=equiv | timed | plan | suite | all (default: equiv, timed and plan; about 8 minutes).
+# PHASE=equiv | timed | plan | suite | ab | all (default: equiv, timed and plan; about 8 minutes).
+# GPU and CAL default to the card that came and its shipped overlay.
 # Results: $OUT/zero.tar (zero/: logs, loss files, CSVs, JSON) and $OUT/summary.txt.
 set -u
 . "$(dirname "$0")/device_env.sh"
-GPU=${GPU:-h100-sxm}
+GPU=${GPU:-$(card_row)}
 PHASE=${PHASE:-all}
-CAL=${CAL:-hwdb/measured/h100-sxm.csv}
+CAL=${CAL:-hwdb/measured/$GPU.csv}
 # the runs' files gather outside $OUT (few files come back from a call): $OUT gets the tar and the summary
 device_begin zero
 G=./build/sextant-gpu
@@ -48,6 +53,28 @@ if [ "$PHASE" = plan ] || [ "$PHASE" = all ]; then
     --csv "$R/plan_llama3b_z3.csv"
   grep -E "^# slice|^# share|^# the plan's peak|^step time|^memory:|^ZeRO-|^dp_" "$R/plan_llama3b_z3.log" | cut -c1-220 | \
     sed "s/^/  plan: /" >> "$S"
+fi
+
+if [ "$PHASE" = ab ]; then
+  L="llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --gbs 16 --steps 12"
+  L3="llama3.2-3b --gpu $GPU --seq 2048 --mbs 1 --gbs 16 --steps 12"
+  M="gpt2 --gpu $GPU --seq 1024 --mbs 8 --gbs 64 --steps 12"
+  for family in "llama:$L" "llama3b:$L3" "gpt2:$M"; do
+    tag=${family%%:*}; args=${family#*:}
+    for z in 1 2 3; do
+      for bin in ${BEFORE:+$BEFORE/sextant} $B; do
+        when=after; [ "$bin" = "${BEFORE:-}/sextant" ] && when=before
+        [ "$z" = 1 ] && [ "$when" = before ] && continue
+        name=${tag}_z${z}_$when
+        run "t_$name" 150 $bin validate $args --dp 2 --zero $z --timeout 60 --calibration "$CAL" --csv "$R/t_$name.csv"
+        grep -E "^step time|^memory:" "$R/t_$name.log" | cut -c1-200 | sed "s/^/  $name: /" >> "$S"
+      done
+    done
+  done
+  for model in gpt2 llama3.2-1b; do
+    equiv "$model" "$model --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step" \
+      "dp2z2:--dp 2 --zero 2" "dp2z3:--dp 2 --zero 3" "dp2z3rc:--dp 2 --zero 3 --recompute full"
+  done
 fi
 
 if [ "$PHASE" = suite ]; then
