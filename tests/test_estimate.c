@@ -106,6 +106,13 @@ static void zero_stages_shard_in_order(void **state)
     const op_t *add = costed_op(e, "dp_grad_shard_add", PASS_BWD);
     assert_close(add->bytes, 3.0 * e->memory.params / 8.0 * 2.0, 1e-12);
     assert_true(add->time_s > 0.0);
+    /* and the micro-batch's whole gradient passes once more (the validator's clear, FSDP's copy-in) */
+    const op_t *clear = costed_op(e, "dp_grad_buffer_clear", PASS_BWD);
+    assert_close(clear->bytes, e->memory.params * 2.0, 1e-12);
+    assert_true(clear->time_s > add->time_s / 2.0);
+    l.zero = 1;
+    e = run("llama2-13b", "h100-sxm", l);
+    for (int i = 0; i < e->first_stage.nops; i++) assert_true(strcmp(e->first_stage.ops[i].name, "dp_grad_buffer_clear") != 0);
 }
 
 /* ZeRO-3's first gather and last reduce-scatter wait: with one layer per stage nothing hides them, and the
