@@ -19,27 +19,37 @@ PHASE=${PHASE:-calibrate}
 GPU=h200
 G=./build/sextant-gpu
 B=./build/sextant
-# PHASE=four: four GPUs (nvidia-h100-x4 or -h200-x4) with the shipped overlay of whichever card came, as a user
-# of a 4- or 8-GPU node would run it (its collectives measured on two); losses of two layouts against one GPU
-if [ "$PHASE" = four ]; then
-  device_begin four
+# card_begin NAME: device_begin NAME on the card that came, priced with its shipped overlay (GPU, CAL), its clocks sampled
+card_begin() {
+  device_begin "$1"
   GPU=$(card_row)
   CAL=hwdb/measured/$GPU.csv
   say "cards: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | tr -s ' '); overlay $CAL"
   device_sample "$R/smi.csv"
+}
+# timed PREFIX NAME:ARGS...: `sextant validate ARGS` for each, its CSV R/PREFIX_NAME.csv, step and memory lines in S
+timed() {
+  local prefix=$1 spec name args
+  shift
+  for spec in "$@"; do
+    name=${spec%%:*}; args=${spec#*:}
+    run "${prefix}_$name" 150 $B validate $args --timeout 60 --calibration "$CAL" --csv "$R/${prefix}_$name.csv"
+    grep -E "^step time|^memory:" "$R/${prefix}_$name.log" | cut -c1-200 | sed "s/^/  $name: /" >> "$S"
+  done
+}
+# PHASE=four: four GPUs (nvidia-h100-x4 or -h200-x4) with the shipped overlay of whichever card came, as a user
+# of a 4- or 8-GPU node would run it (its collectives measured on two); losses of two layouts against one GPU
+if [ "$PHASE" = four ]; then
+  card_begin four
   L="llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --gbs 16 --steps 12"
   L4="llama3.2-1b --gpu $GPU --seq 4096 --mbs 1 --gbs 8 --steps 12 --attention flash"
   D="gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 64 --steps 12"
-  for spec in "llama_1gpu:$L" "llama_tp2pp2:$L --tp 2 --pp 2" "llama_tp2spdp2:$L --tp 2 --sp --dp 2" \
-              "llama_pp2dp2z1:$L --pp 2 --dp 2 --zero 1" "llama_tp4sp:$L --tp 4 --sp" "llama_pp4:$L --pp 4" \
-              "llama_dp4z1:$L --dp 4 --zero 1" "llama_dp4z3:$L --dp 4 --zero 3" "llama_pp4vpp2:$L --pp 4 --vpp 2" \
-              "llama4k_cp2dp2:$L4 --cp 2 --dp 2" \
-              "gpt2m_1gpu:$D" "gpt2m_tp2pp2:$D --tp 2 --pp 2" "gpt2m_pp2dp2:$D --pp 2 --dp 2" "gpt2m_dp4z2:$D --dp 4 --zero 2" \
-              "gpt2m_pp4_uneven:$D --pp 4 --first-stage-layers 5 --last-stage-layers 5"; do
-    name=${spec%%:*}; args=${spec#*:}
-    run "t4_$name" 150 $B validate $args --timeout 60 --calibration "$CAL" --csv "$R/t4_$name.csv"
-    grep -E "^step time|^memory:" "$R/t4_$name.log" | cut -c1-200 | sed "s/^/  $name: /" >> "$S"
-  done
+  timed t4 "llama_1gpu:$L" "llama_tp2pp2:$L --tp 2 --pp 2" "llama_tp2spdp2:$L --tp 2 --sp --dp 2" \
+             "llama_pp2dp2z1:$L --pp 2 --dp 2 --zero 1" "llama_tp4sp:$L --tp 4 --sp" "llama_pp4:$L --pp 4" \
+             "llama_dp4z1:$L --dp 4 --zero 1" "llama_dp4z3:$L --dp 4 --zero 3" "llama_pp4vpp2:$L --pp 4 --vpp 2" \
+             "llama4k_cp2dp2:$L4 --cp 2 --dp 2" \
+             "gpt2m_1gpu:$D" "gpt2m_tp2pp2:$D --tp 2 --pp 2" "gpt2m_pp2dp2:$D --pp 2 --dp 2" "gpt2m_dp4z2:$D --dp 4 --zero 2" \
+             "gpt2m_pp4_uneven:$D --pp 4 --first-stage-layers 5 --last-stage-layers 5"
   equiv llama "llama3.2-1b --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step" \
     "tp2pp2:--tp 2 --pp 2" "dp4z3:--dp 4 --zero 3" "tp2spdp2:--tp 2 --sp --dp 2"
   kill $SMI_PID 2>/dev/null
@@ -70,20 +80,12 @@ fi
 # PHASE=unseen: two-GPU layouts of two models no calibration timed (LLaMA 3.2 3B: heads of size 128, GQA 3:1;
 # GPT-2 large: width 1280, 36 layers) with the shipped overlay of the card that came, one GPU beside each
 if [ "$PHASE" = unseen ]; then
-  device_begin unseen
-  GPU=$(card_row)
-  CAL=hwdb/measured/$GPU.csv
-  say "cards: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | tr -s ' '); overlay $CAL"
-  device_sample "$R/smi.csv"
+  card_begin unseen
   L="llama3.2-3b --gpu $GPU --seq 2048 --mbs 1 --gbs 8 --steps 12"
   G2="gpt2-large --gpu $GPU --seq 1024 --mbs 4 --gbs 32 --steps 12"
-  for spec in "llama3b_1gpu:$L" "llama3b_tp2sp:$L --tp 2 --sp" "llama3b_tp2:$L --tp 2" "llama3b_pp2:$L --pp 2" \
-              "llama3b_dp2z1:$L --dp 2 --zero 1" "gpt2l_1gpu:$G2" "gpt2l_tp2:$G2 --tp 2" "gpt2l_pp2:$G2 --pp 2" \
-              "gpt2l_dp2z1:$G2 --dp 2 --zero 1" "gpt2l_dp2z3:$G2 --dp 2 --zero 3"; do
-    name=${spec%%:*}; args=${spec#*:}
-    run "t_$name" 150 $B validate $args --timeout 60 --calibration "$CAL" --csv "$R/t_$name.csv"
-    grep -E "^step time|^memory:" "$R/t_$name.log" | cut -c1-200 | sed "s/^/  $name: /" >> "$S"
-  done
+  timed t "llama3b_1gpu:$L" "llama3b_tp2sp:$L --tp 2 --sp" "llama3b_tp2:$L --tp 2" "llama3b_pp2:$L --pp 2" \
+            "llama3b_dp2z1:$L --dp 2 --zero 1" "gpt2l_1gpu:$G2" "gpt2l_tp2:$G2 --tp 2" "gpt2l_pp2:$G2 --pp 2" \
+            "gpt2l_dp2z1:$G2 --dp 2 --zero 1" "gpt2l_dp2z3:$G2 --dp 2 --zero 3"
   kill $SMI_PID 2>/dev/null
   keep
   cat "$S"
