@@ -584,14 +584,15 @@ int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen)
             continue;
         }
         hw_node *node = (hw_node *)hwdb_find_node(db, g->node);
-        int fit = node ? overlay_intra_fit(&t, r, key, node, err, errlen) : 0;
-        if (fit == 0 && node) fit = overlay_intra_time(&t, r, key, node, err, errlen);
-        if (fit < 0) {
+        int fit = node ? overlay_intra_fit(&t, r, key, node, err, errlen) : 0, timed = 0;
+        if (fit == 0 && node) timed = overlay_intra_time(&t, r, key, node, err, errlen);
+        if (fit < 0 || timed < 0) {
             status = -1;
             break;
         }
-        if (fit) {
-            snprintf(g->calibration, sizeof g->calibration, "%.200s (%.250s)", path, source);
+        if (fit || timed) {
+            /* a measured time per size is a table's row, like a shape's: it names the GPU's calibration only first */
+            if (fit || !g->calibration[0]) snprintf(g->calibration, sizeof g->calibration, "%.200s (%.250s)", path, source);
             snprintf(g->overlay_path, sizeof g->overlay_path, "%s", path);
             continue;
         }

@@ -531,6 +531,24 @@ static void print_gpu(FILE *out, const hw_gpu *g, const hw_node *node)
                 node->name, (long long)node->gpus_per_node, node->intra_link == LINK_NVLINK ? "NVLink" : "PCIe",
                 node->intra_bytes_per_s_per_dir / 1e9, (long long)node->nics_per_node, node->nic_bits_per_s / 1e9,
                 hw_node_inter_bytes_per_s_per_gpu(node) / 1e9, node->source);
+    /* calibrate --comm's fits and measured times, per number of ranks: what a group of that size inside the node
+     * is priced with (docs/model.md, "Communication") */
+    static const char *const coll[4] = {"all-reduce", "reduce-scatter", "all-gather", "send/recv"};
+    for (int i = 0; node && i < node->intra_fit_count; i++) {
+        const hw_intra_fit *f = &node->intra_fits[i];
+        const double bw[4] = {f->ar_bytes_per_s, f->rs_bytes_per_s, f->ag_bytes_per_s, f->sr_bytes_per_s};
+        const double lat[4] = {f->ar_latency_s, f->rs_latency_s, f->ag_latency_s, f->sr_latency_s};
+        fprintf(out, "    measured over %lld ranks:", (long long)f->ranks);
+        for (int c = 0; c < 4; c++) {
+            if (bw[c] <= 0.0) continue;
+            fprintf(out, " %s %.0f GB/s %.1f us", coll[c], bw[c] / 1e9, lat[c] * 1e6);
+            if (f->sizes[c] >= 2)
+                fprintf(out, " (%d times, %.0f KiB-%.0f MiB)", f->sizes[c], f->size_bytes[c][0] / 1024.0,
+                        f->size_bytes[c][f->sizes[c] - 1] / 1048576.0);
+            fprintf(out, c < 3 ? ";" : "");
+        }
+        fprintf(out, "\n");
+    }
 }
 
 static int cmd_hw(const options *o, const hwdb *db, FILE *out)

@@ -39,6 +39,13 @@ static void hw_shows_sources(void **state)
     expect_ok(&r);
     assert_non_null(strstr(r.out, "source"));
     assert_non_null(strstr(r.out, "989.4"));
+    assert_null(strstr(r.out, "measured over"));   /* the hwdb alone: no collectives measured */
+    run_free(&r);
+    /* with the shipped overlay, the collectives calibrate --comm measured, per number of ranks */
+    r = run_sextant("hw h200 --calibration " SEXTANT_ROOT "/hwdb/measured/h200.csv");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "measured over 2 ranks: all-reduce 284 GB/s 8.1 us (11 times"));
+    assert_non_null(strstr(r.out, "measured over 4 ranks: all-reduce 328 GB/s"));
     run_free(&r);
     r = run_sextant("hw");
     expect_ok(&r);
