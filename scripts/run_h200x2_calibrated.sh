@@ -27,14 +27,16 @@ card_begin() {
   say "cards: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | tr -s ' '); overlay $CAL"
   device_sample "$R/smi.csv"
 }
-# timed PREFIX NAME:ARGS...: `sextant validate ARGS` for each, its CSV R/PREFIX_NAME.csv, step and memory lines in S
+# timed PREFIX NAME:ARGS...: `sextant validate ARGS --calibration $CAL` for each, its CSV and JSON R/PREFIX_NAME.*,
+# its step, memory and predicted-step lines in S
 timed() {
   local prefix=$1 spec name args
   shift
   for spec in "$@"; do
     name=${spec%%:*}; args=${spec#*:}
-    run "${prefix}_$name" 150 $B validate $args --timeout 60 --calibration "$CAL" --csv "$R/${prefix}_$name.csv"
-    grep -E "^step time|^memory:" "$R/${prefix}_$name.log" | cut -c1-200 | sed "s/^/  $name: /" >> "$S"
+    run "${prefix}_$name" 150 $B validate $args --timeout 60 --calibration "$CAL" --csv "$R/${prefix}_$name.csv" \
+      --json "$R/${prefix}_$name.json"
+    grep -E "^step time|^memory:|^predicted step" "$R/${prefix}_$name.log" | cut -c1-200 | sed "s/^/  $name: /" >> "$S"
   done
 }
 # PHASE=four: four GPUs (nvidia-h100-x4 or -h200-x4) with the shipped overlay of whichever card came, as a user
@@ -67,11 +69,8 @@ if [ "$PHASE" = four_comm ]; then
   grep -E "^# collectives' power: median|^# median" "$R/comm4.log" >> "$S"
   { grep -v -E ",(intra_|nccl_|collective_power|overlap_)" hwdb/measured/$GPU.csv; tail -n +2 "$R/comm4.csv"; } > "$R/$GPU-x4.csv"
   L="llama3.2-1b --gpu $GPU --seq 2048 --mbs 2 --gbs 16 --steps 12"
-  for spec in "llama_tp4sp:$L --tp 4 --sp" "llama_tp2pp2:$L --tp 2 --pp 2"; do
-    name=${spec%%:*}; args=${spec#*:}
-    run "t4c_$name" 150 $B validate $args --timeout 60 --calibration "$R/$GPU-x4.csv" --csv "$R/t4c_$name.csv"
-    grep -E "^step time|^memory:" "$R/t4c_$name.log" | cut -c1-200 | sed "s/^/  $name: /" >> "$S"
-  done
+  CAL="$R/$GPU-x4.csv"
+  timed t4c "llama_tp4sp:$L --tp 4 --sp" "llama_tp2pp2:$L --tp 2 --pp 2"
   keep
   cat "$S"
   exit 0
@@ -115,12 +114,8 @@ CAL=${CAL:-hwdb/measured/h200.csv}
 if [ "$PHASE" = uneven ]; then
   device_begin h200uneven
   D="gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 64 --steps 12"
-  for spec in "gpt2m_pp2:$D --pp 2" "gpt2m_pp2_uneven:$D --pp 2 --first-stage-layers 11" \
-              "gpt2m_pp2_uneven13:$D --pp 2 --first-stage-layers 13"; do
-    name=${spec%%:*}; args=${spec#*:}
-    run "t_$name" 150 $B validate $args --timeout 60 --calibration "$CAL" --csv "$R/t_$name.csv" --json "$R/t_$name.json"
-    grep -E "^step time|^memory:|^predicted step" "$R/t_$name.log" | cut -c1-200 | sed "s/^/  $name: /" >> "$S"
-  done
+  timed t "gpt2m_pp2:$D --pp 2" "gpt2m_pp2_uneven:$D --pp 2 --first-stage-layers 11" \
+          "gpt2m_pp2_uneven13:$D --pp 2 --first-stage-layers 13"
   keep
   cat "$S"
   exit 0
@@ -153,16 +148,12 @@ C="gpt2 --gpu $GPU --seq 1024 --mbs 8 --gbs 32 --steps 12 --attention flash"
 C4="llama3.2-1b --gpu $GPU --seq 4096 --mbs 1 --gbs 8 --steps 12 --attention flash"
 E="moe-test --gpu $GPU --seq 1024 --mbs 4 --gbs 16 --steps 20 --warmup 5 --attention flash --lr 1e-3 --lr-warmup 3"
 D="gpt2-medium --gpu $GPU --seq 1024 --mbs 8 --gbs 64 --steps 12"
-for spec in "gpt2_1gpu:$M" "gpt2_dp2z1:$M --dp 2 --zero 1" "gpt2_dp2z2:$M --dp 2 --zero 2" "gpt2_dp2z3:$M --dp 2 --zero 3" \
-            "llama_1gpu:$L" "llama_dp2z1:$L --dp 2 --zero 1" "llama_dp2z2:$L --dp 2 --zero 2" "llama_dp2z3:$L --dp 2 --zero 3" \
-            "llama_tp2sp:$L --tp 2 --sp" "llama_pp2:$L --pp 2" \
-            "gpt2m_1gpu:$D" "gpt2m_tp2:$D --tp 2" "gpt2m_pp2:$D --pp 2" "gpt2m_pp2_uneven:$D --pp 2 --first-stage-layers 11" \
-            "cp_gpt2_1gpu:$C" "cp_gpt2_cp2:$C --cp 2" "cp_llama4k_1gpu:$C4" "cp_llama4k_cp2:$C4 --cp 2" \
-            "moe_1gpu:$E" "moe_dp2:$E --dp 2" "moe_ep2:$E --dp 2 --ep 2"; do
-  name=${spec%%:*}; args=${spec#*:}
-  run "t_$name" 150 $B validate $args --timeout 60 --calibration "$CAL" --csv "$R/t_$name.csv" --json "$R/t_$name.json"
-  grep -E "^step time|^memory:|^predicted step" "$R/t_$name.log" | cut -c1-200 | sed "s/^/  $name: /" >> "$S"
-done
+timed t "gpt2_1gpu:$M" "gpt2_dp2z1:$M --dp 2 --zero 1" "gpt2_dp2z2:$M --dp 2 --zero 2" "gpt2_dp2z3:$M --dp 2 --zero 3" \
+        "llama_1gpu:$L" "llama_dp2z1:$L --dp 2 --zero 1" "llama_dp2z2:$L --dp 2 --zero 2" "llama_dp2z3:$L --dp 2 --zero 3" \
+        "llama_tp2sp:$L --tp 2 --sp" "llama_pp2:$L --pp 2" \
+        "gpt2m_1gpu:$D" "gpt2m_tp2:$D --tp 2" "gpt2m_pp2:$D --pp 2" "gpt2m_pp2_uneven:$D --pp 2 --first-stage-layers 11" \
+        "cp_gpt2_1gpu:$C" "cp_gpt2_cp2:$C --cp 2" "cp_llama4k_1gpu:$C4" "cp_llama4k_cp2:$C4 --cp 2" \
+        "moe_1gpu:$E" "moe_dp2:$E --dp 2" "moe_ep2:$E --dp 2 --ep 2"
 # the uneven split trains as the even one does: its losses against the even split's, step by step
 run eq_pp2_even 120 $G train gpt2-medium --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step --pp 2 \
   --losses "$R/eq_pp2_even.txt"
