@@ -419,7 +419,7 @@ const hw_intra_fit *hw_node_intra_fit(const hw_node *node, double ranks, int col
         const hw_intra_fit *f = &node->intra_fits[i];
         double bw = collective == 0 ? f->ar_bytes_per_s : collective == 1 ? f->rs_bytes_per_s
                     : collective == 2 ? f->ag_bytes_per_s : f->sr_bytes_per_s;
-        if (bw <= 0.0) continue;
+        if (bw <= 0.0 && f->sizes[collective] < 2) continue;   /* neither a fit nor measured times of it */
         /* the ratio, at least 1, orders the fits as |ln(N/n)| does, without a log per costed collective */
         double distance = (double)f->ranks > ranks ? (double)f->ranks / ranks : ranks / (double)f->ranks;
         if (!best || distance < best_distance * (1.0 - 1e-12) ||

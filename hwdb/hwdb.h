@@ -240,8 +240,8 @@ int hwdb_overlay_gpus(const char *path, char *names, size_t len, char *err, size
 /* Inter-node bandwidth available to one GPU, per direction: the node's NICs
  * shared by its GPUs. */
 double hw_node_inter_bytes_per_s_per_gpu(const hw_node *node);
-/* The fit over the number of ranks nearest to `ranks` (by their ratio; ties to the fewer) that has a figure for
- * the collective (0 all-reduce, 1 reduce-scatter, 2 all-gather, 3 send/recv); NULL when none has, or when the
+/* The fit over the number of ranks nearest to `ranks` (by their ratio; ties to the fewer) that has a figure or
+ * measured times for the collective (0 all-reduce, 1 reduce-scatter, 2 all-gather, 3 send/recv); NULL when none has, or when the
  * nearest was measured over more than HW_INTRA_FIT_MAX_RATIO times, or less than 1/that, the ranks asked for. */
 #define HW_INTRA_FIT_MAX_RATIO 1.5
 /* The measured time of `collective` (as above) over the fit's ranks for a message of `bytes`: linear between the

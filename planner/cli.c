@@ -540,8 +540,9 @@ static void print_gpu(FILE *out, const hw_gpu *g, const hw_node *node)
         const double lat[4] = {f->ar_latency_s, f->rs_latency_s, f->ag_latency_s, f->sr_latency_s};
         fprintf(out, "    measured over %lld ranks:", (long long)f->ranks);
         for (int c = 0; c < 4; c++) {
-            if (bw[c] <= 0.0) continue;
-            fprintf(out, " %s %.0f GB/s %.1f us", coll[c], bw[c] / 1e9, lat[c] * 1e6);
+            if (bw[c] <= 0.0 && f->sizes[c] < 2) continue;
+            fprintf(out, " %s", coll[c]);
+            if (bw[c] > 0.0) fprintf(out, " %.0f GB/s %.1f us", bw[c] / 1e9, lat[c] * 1e6);
             if (f->sizes[c] >= 2)
                 fprintf(out, " (%d times, %.0f KiB-%.0f MiB)", f->sizes[c], f->size_bytes[c][0] / 1024.0,
                         f->size_bytes[c][f->sizes[c] - 1] / 1048576.0);

@@ -388,6 +388,16 @@ static void comm_fits_per_number_of_ranks(void **state)
     assert_close(hw_intra_fit_time_s(f, 2, 4194303.0), 0.0, 0);    /* below the smallest */
     assert_close(hw_intra_fit_time_s(f, 2, 33554432.0), 0.0, 0);   /* above the largest */
     assert_close(hw_intra_fit_time_s(f, 0, 8388608.0), 0.0, 0);    /* no all-reduce times */
+    /* measured times without a fit over those ranks still find their group */
+    char only[] = "/tmp/sextant-overlay-XXXXXX";
+    write_temp(only, "gpu,key,value,source\nh200,intra_us_sendrecv:8:1048576,20.0,x\nh200,intra_us_sendrecv:8:2097152,30.0,x\n");
+    assert_int_equal(hwdb_apply_overlay(&hw, only, err, sizeof err), 0);
+    unlink(only);
+    f = hw_node_intra_fit(node, 8.0, 3);
+    assert_non_null(f);
+    assert_int_equal(f->ranks, 8);
+    assert_close(f->sr_bytes_per_s, 0.0, 0);
+    assert_close(hw_intra_fit_time_s(f, 3, 1572864.0), 25.0e-6, 1e-12);
     expect_overlay_row_refused(&hw, "h200,intra_us_all_gather:2:0,30,x\n", ":2:key");
     expect_overlay_row_refused(&hw, "h200,intra_us_all_gather:1:1024,30,x\n", ":2:key");
     expect_overlay_row_refused(&hw, "h200,intra_us_gather:2:1024,30,x\n", ":2:key");
