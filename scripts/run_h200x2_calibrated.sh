@@ -10,6 +10,8 @@
 #   PHASE=four        four GPUs with the shipped overlay of the card that came (below)
 #   PHASE=four_comm   the four GPUs' collectives measured, TP 4 and TP 2 x PP 2 priced with them
 #   PHASE=unseen      two-GPU layouts of LLaMA 3.2 3B and GPT-2 large, models no calibration timed
+#   PHASE=cpep        CP 2 and EP 2 with the shipped overlay of the card that came, one GPU beside each,
+#                     every step's loss kept (R/loss_*.txt) for the loss-trend check
 #   PHASE=timed       every layout below through `sextant validate --calibration CAL` (CAL: the overlay,
 #                     hwdb/measured/h200.csv once committed), one GPU beside each family ($OUT/h200timed.tar)
 # Binaries are built here and carried with .deps/lib (GSL, libcsv, cJSON).  Summary lines in $OUT/summary.txt.
@@ -85,6 +87,27 @@ if [ "$PHASE" = unseen ]; then
   timed t "llama3b_1gpu:$L" "llama3b_tp2sp:$L --tp 2 --sp" "llama3b_tp2:$L --tp 2" "llama3b_pp2:$L --pp 2" \
             "llama3b_dp2z1:$L --dp 2 --zero 1" "gpt2l_1gpu:$G2" "gpt2l_tp2:$G2 --tp 2" "gpt2l_pp2:$G2 --pp 2" \
             "gpt2l_dp2z1:$G2 --dp 2 --zero 1" "gpt2l_dp2z3:$G2 --dp 2 --zero 3"
+  kill $SMI_PID 2>/dev/null
+  keep
+  cat "$S"
+  exit 0
+fi
+
+# PHASE=cpep: CP 2 (GPT-2 at 1024 tokens, LLaMA 3.2 1B at 4096 and 8192) and the MoE test model (one GPU, DP 2,
+# DP 2 x EP 2) as 2026-11-26-h200x2-cp and -ep ran them, on the card that came with its shipped overlay; and GPT-2
+# large's 12 steps of PHASE=unseen again, every step's loss kept this time
+if [ "$PHASE" = cpep ]; then
+  card_begin cpep
+  C1="gpt2 --gpu $GPU --seq 1024 --mbs 8 --gbs 32 --steps 20 --attention flash"
+  C4="llama3.2-1b --gpu $GPU --seq 4096 --mbs 1 --gbs 8 --steps 12 --attention flash"
+  C8="llama3.2-1b --gpu $GPU --seq 8192 --mbs 1 --gbs 4 --steps 12 --attention flash"
+  E="moe-test --gpu $GPU --seq 1024 --mbs 4 --gbs 16 --steps 30 --warmup 5 --attention flash --lr 1e-3 --lr-warmup 3"
+  G2="gpt2-large --gpu $GPU --seq 1024 --mbs 4 --gbs 32 --steps 12"
+  timed t "gpt2_1gpu:$C1" "gpt2_cp2:$C1 --cp 2" "llama4k_1gpu:$C4" "llama4k_cp2:$C4 --cp 2" \
+          "llama8k_1gpu:$C8" "llama8k_cp2:$C8 --cp 2" \
+          "moe_1gpu:$E --losses $R/loss_moe_1gpu.txt" "moe_dp2:$E --dp 2 --losses $R/loss_moe_dp2.txt" \
+          "moe_dp2ep2:$E --dp 2 --ep 2 --losses $R/loss_moe_dp2ep2.txt" \
+          "gpt2l_1gpu:$G2 --losses $R/loss_gpt2l_1gpu.txt" "gpt2l_tp2:$G2 --tp 2 --losses $R/loss_gpt2l_tp2.txt"
   kill $SMI_PID 2>/dev/null
   keep
   cat "$S"
