@@ -32,8 +32,8 @@ typedef struct {
     const char *csv_path;              /* NULL: no CSV */
 } overlap_options;
 
-/* The defaults: 8192x8192x8192, 4096x4096x4096 and 8192x4096x1024 (a thin
- * K, more bytes per FLOP); 64 MiB and 256 MiB; 9 repeats. */
+/* The defaults: a training step's GEMMs, 4096x3072x768, 2048x8192x2048, 2048x2048x8192 and
+ * 8192x4096x1024 (a thin K, more bytes per FLOP); 4, 16, 64 and 256 MiB; 9 repeats. */
 void overlap_default_options(overlap_options *o);
 
 /* One GEMM shape beside one collective of one size.  Times are per call,

@@ -21,11 +21,15 @@ const char *const overlap_kind_keys[OVERLAP_KINDS] = {"overlap_compute_slowdown_
 
 void overlap_default_options(overlap_options *o)
 {
-    /* a square GEMM of a large layer, a mid one, and a thin K (more HBM bytes
-     * per FLOP, so more exposed to the collective's memory traffic); the
-     * sizes of a layer's gathered weights or a gradient bucket */
-    *o = (overlap_options){1, 3, {{8192, 8192, 8192}, {4096, 4096, 4096}, {8192, 4096, 1024}}, 2,
-                           {(size_t)64 << 20, (size_t)256 << 20}, 9, NULL};
+    /* GEMMs of the sizes a training step runs, 30-100 us a call: GPT-2's MLP up at 4096 tokens,
+     * LLaMA 3.2 1B's MLP up and its input gradient at 2048, and a thin K (more HBM bytes per FLOP,
+     * so more exposed to the collective's memory traffic); and collectives of the sizes a step
+     * posts: a TP or CP exchange (4, 16 MiB), a layer's gathered weights or a gradient bucket
+     * (64, 256 MiB).  A 8192^3 GEMM (1.4 ms a call) slowed 7-13% where these slow 14-100%,
+     * and a small collective beside it never covered the timed window: it waits for the GEMM's
+     * SMs (docs/validation/2026-11-26-h200x2-overlap-sizes) */
+    *o = (overlap_options){1, 4, {{4096, 3072, 768}, {2048, 8192, 2048}, {2048, 2048, 8192}, {8192, 4096, 1024}}, 4,
+                           {(size_t)4 << 20, (size_t)16 << 20, (size_t)64 << 20, (size_t)256 << 20}, 9, NULL};
 }
 
 int overlap_parse_shape(const char *text, overlap_shape *out)
