@@ -1,0 +1,164 @@
+/* The host's time to issue one cuBLASLt GEMM whose row count changes from call to call: the question
+ * behind the MoE step's expert GEMMs (validator/moe.c), which the host issues in 24-120 us each after
+ * the routing counts arrive, with the GPU waiting (docs/validation/archive/2026-11-26-h200x2-moe-grouped).
+ * An expert's rows differ at every call; cuBLASLt may redo per-shape work for each new shape even with
+ * the algorithm given.  If a shape seen before is cheap to issue, rounding the rows up to a bucket
+ * (computing a few rows more) would take the host out of the expert GEMMs.
+ *
+ * Versions (the same algorithm, from one heuristic query per 128-row bucket, as moe.c keeps them):
+ *   1  the same rows every call
+ *   2  rows drawn at random within +-15% of the mean at every call (an expert's load)
+ *   3  those rows rounded up to the next multiple of 128 (a bucket: the shape repeats)
+ *   4  as 2, the layouts made anew for every call (cublasLtMatrixLayoutCreate/Destroy)
+ * Shape: C[m, rows] = op(A)[m, k] B[k, rows], column-major, A transposed (moe.c's forward):
+ * m = 5632 (the MoE test model's SwiGLU up), k = 1024, rows about 1024.
+ *
+ * Check: version 3's first `rows` columns against version 2's on the same inputs (relative L2 error,
+ * 1e-2 as for every bf16 output): the padded columns change nothing of the real ones.
+ * Benchmark: per version, the host's microseconds per call (CALLS issued back to back, no sync
+ * between) and the GPU's (events around the same calls), one CSV line each:
+ *   version,rows_mean,host_us,gpu_us
+ *
+ * build/dev/lt_issue_cost [rows_mean]   (default 1024) */
+#include <cublasLt.h>
+#include <string.h>
+#include <time.h>
+#include "dev_util.h"
+
+static const int CALLS = 400;
+static const int BUCKET = 128;
+static const int M = 5632, K = 1024;
+
+#define LT(call)                                                                                          \
+    do {                                                                                                  \
+        cublasStatus_t s_ = (call);                                                                       \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                \
+            fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #call, (int)s_);         \
+            exit(1);                                                                                      \
+        }                                                                                                 \
+    } while (0)
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+struct lt_rig {
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatrixLayout_t a, b, c;
+    void *ws;
+    size_t ws_bytes;
+    cublasLtMatmulAlgo_t algo[64];
+    int have[64];
+};
+
+static void set_layout(cublasLtMatrixLayout_t l, int rows, int cols, int ld) {
+    uint64_t r = rows, c = cols;
+    int64_t d = ld;
+    LT(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ROWS, &r, sizeof r));
+    LT(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_COLS, &c, sizeof c));
+    LT(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_LD, &d, sizeof d));
+}
+
+/* one GEMM of n columns (rows of the token matrix); fresh: layouts made anew for this call */
+static void issue(lt_rig *g, int n, const void *A, const void *B, void *C, int fresh, cudaStream_t st) {
+    const float one = 1.0f, zero = 0.0f;
+    cublasLtMatrixLayout_t a = g->a, b = g->b, c = g->c;
+    if (fresh) {
+        LT(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, K, M, K));
+        LT(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, K, n, K));
+        LT(cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, M, n, M));
+    } else {
+        set_layout(a, K, M, K);
+        set_layout(b, K, n, K);
+        set_layout(c, M, n, M);
+    }
+    int bucket = n / BUCKET;
+    if (!g->have[bucket]) {
+        cublasLtMatmulHeuristicResult_t r;
+        int got = 0;
+        LT(cublasLtMatmulAlgoGetHeuristic(g->lt, g->desc, a, b, c, c, g->pref, 1, &r, &got));
+        if (!got) { fprintf(stderr, "no cuBLASLt algorithm for %dx%dx%d\n", M, n, K); exit(1); }
+        g->algo[bucket] = r.algo;
+        g->have[bucket] = 1;
+    }
+    LT(cublasLtMatmul(g->lt, g->desc, &one, A, a, B, b, &zero, C, c, C, c, &g->algo[bucket], g->ws, g->ws_bytes, st));
+    if (fresh) {
+        LT(cublasLtMatrixLayoutDestroy(a));
+        LT(cublasLtMatrixLayoutDestroy(b));
+        LT(cublasLtMatrixLayoutDestroy(c));
+    }
+}
+
+int main(int argc, char **argv) {
+    int mean = argc > 1 ? atoi(argv[1]) : 1024;
+    if (mean < 256 || mean > 8192) { fprintf(stderr, "rows_mean: 256 to 8192\n"); return 2; }
+    int most = (int)(mean * 1.15) / BUCKET * BUCKET + BUCKET;
+    lt_rig g;
+    memset(&g, 0, sizeof g);
+    LT(cublasLtCreate(&g.lt));
+    LT(cublasLtMatmulDescCreate(&g.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    LT(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    g.ws_bytes = 32u << 20;
+    g.ws = dmalloc(g.ws_bytes);
+    LT(cublasLtMatmulPreferenceCreate(&g.pref));
+    LT(cublasLtMatmulPreferenceSetAttribute(g.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g.ws_bytes, sizeof g.ws_bytes));
+    LT(cublasLtMatrixLayoutCreate(&g.a, CUDA_R_16BF, K, M, K));
+    LT(cublasLtMatrixLayoutCreate(&g.b, CUDA_R_16BF, K, mean, K));
+    LT(cublasLtMatrixLayoutCreate(&g.c, CUDA_R_16BF, M, mean, M));
+    vec ha = dev_randn((size_t)M * K, 0, 0.02), hb = dev_randn((size_t)K * most, 0, 1);
+    void *A = dev_up(ha, 2), *B = dev_up(hb, 2), *C2 = dmalloc((size_t)M * most * 2), *C3 = dmalloc((size_t)M * most * 2);
+    cudaStream_t st;
+    CK(cudaStreamCreate(&st));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+
+    /* fresh draws for every pass of every version: a row count seen before may be cheaper to issue, and
+     * an expert's next count is seldom one it had */
+    std::vector<int> rows(CALLS);
+    srand(7);
+    auto draw = [&]() { for (int &r : rows) r = (int)(mean * (0.85 + 0.3 * (rand() / (double)RAND_MAX))); };
+    draw();
+
+    /* the check: one shape, exact and rounded up, the real columns compared */
+    int n = rows[0], padded = (n + BUCKET - 1) / BUCKET * BUCKET;
+    issue(&g, n, A, B, C2, 0, st);
+    issue(&g, padded, A, B, C3, 0, st);
+    CK(cudaStreamSynchronize(st));
+    vec exact = dev_down(C2, (size_t)M * n, 2), rounded = dev_down(C3, (size_t)M * n, 2);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < exact.size(); i++) {
+        num += (rounded[i] - exact[i]) * (rounded[i] - exact[i]);
+        den += exact[i] * exact[i];
+    }
+    double rel = sqrt(num / den);
+    printf("# check: %d rows rounded up to %d, the real columns against the exact GEMM: rel. L2 %.2e %s\n", n, padded, rel,
+           rel < 1e-2 ? "ok" : "FAILED");
+
+    printf("version,rows_mean,host_us,gpu_us\n");
+    for (int v = 1; v <= 4; v++) {
+        for (int pass = 0; pass < 2; pass++) {   /* the first pass warms the buckets' algorithms and cuBLASLt */
+            draw();
+            CK(cudaStreamSynchronize(st));
+            CK(cudaEventRecord(e0, st));
+            double t0 = now_s();
+            for (int i = 0; i < CALLS; i++) {
+                int r = v == 1 ? mean : v == 3 ? (rows[i] + BUCKET - 1) / BUCKET * BUCKET : rows[i];
+                issue(&g, r, A, B, C2, v == 4, st);
+            }
+            double host = now_s() - t0;
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            float ms = 0;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            if (pass == 1) printf("%d,%d,%.2f,%.2f\n", v, mean, 1e6 * host / CALLS, 1e3 * ms / CALLS);
+        }
+    }
+    return rel < 1e-2 ? 0 : 1;
+}
