@@ -217,6 +217,15 @@ double cp_kv_block_bytes(double kv_heads, double head_dim, double seq, double cp
     return 2.0 * kv_heads * head_dim * (seq / cp) * mbs * elem_bytes;
 }
 
+/* "Context parallelism": the bytes of one ring step's dK, dV addition in the backward.  The partial
+ * dK, dV that arrive (one KV block's size) are added to those the step's attention computed: two blocks
+ * read, one written (Transformer Engine's p2p ring accumulates them so; the validator adds the peer's
+ * into the rank's own at CP 2). */
+double cp_dkv_add_bytes(double kv_block_bytes)
+{
+    return 3.0 * kv_block_bytes;
+}
+
 /* "Context parallelism": what one step of the KV ring adds to the step.  The step's send/recv is
  * posted beside the attention of the block the rank holds, but on a stream of the same priority
  * (Megatron's and Transformer Engine's default, and the validator's): its NCCL kernel gets SMs only

@@ -411,6 +411,9 @@ static void cp_exchange(builder *b, const model_t *m, int64_t count, int recompu
             collective(b, "cp_ring_kv", PASS_RECOMPUTE, steps, COLL_SENDRECV, GROUP_CP, cp, block, OVERLAP_ATTENTION);
         collective(b, "cp_ring_kv_dkv_bwd", PASS_BWD, steps, COLL_SENDRECV, GROUP_CP, cp, 2.0 * block,
                    OVERLAP_ATTENTION);
+        /* at each step the dK, dV that arrived are added to those the step computed: both read, one written */
+        op_t *add = push(b, "cp_dkv_add", OP_MEMBOUND, PASS_BWD, steps);
+        if (add) add->bytes = cp_dkv_add_bytes(block);
         return;
     }
     /* Llama 3: K and V gathered whole before the attention, exposed; the backward gathers them again

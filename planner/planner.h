@@ -384,6 +384,8 @@ double moe_remote_node_copies(double top_k, double nodes, double groups, double 
 double host_sync_s(double launch_overhead_s);
 double moe_counts_bytes(double ep, double experts);
 double cp_kv_block_bytes(double kv_heads, double head_dim, double seq, double cp, double mbs, double elem_bytes);
+/* The bytes one ring step's dK, dV addition moves: two KV blocks read, one written. */
+double cp_dkv_add_bytes(double kv_block_bytes);
 /* the ring's send/recv shares the attention's stream priority (Megatron's, TE's and the validator's
  * default), so each step's transfer waits for the attention kernel beside it: cp_ring_exposed_s */
 #define CP_RING_SERIALISED 1

@@ -75,6 +75,12 @@ static void ring_ops_carry_the_kv_blocks(void **state)
     assert_int_equal(fwd->group_size, 4);
     assert_int_equal(fwd->coll, COLL_SENDRECV);
     assert_int_equal(fwd->overlap, OVERLAP_ATTENTION);
+    /* each backward step adds the dK, dV that arrived to its own: two blocks read, one written */
+    const op_t *add = find(&s, "cp_dkv_add", PASS_BWD);
+    assert_non_null(add);
+    assert_int_equal(add->kind, OP_MEMBOUND);
+    assert_int_equal(add->count, fwd->count);
+    assert_close(add->bytes, 3.0 * 16777216.0, 1e-15);
     assert_null(find(&s, "cp_allgather_kv", PASS_FWD));
     /* the GEMMs run on the rank's 8192 tokens; attention takes them against all 32768 keys */
     assert_int_equal(find(&s, "qkv", PASS_FWD)->m, 8192);
@@ -98,6 +104,7 @@ static void ring_ops_carry_the_kv_blocks(void **state)
     assert_non_null(find(&s, "cp_allgather_kv_bwd", PASS_BWD));
     assert_non_null(find(&s, "cp_reduce_scatter_dkv", PASS_BWD));
     assert_null(find(&s, "cp_ring_kv", PASS_FWD));
+    assert_null(find(&s, "cp_dkv_add", PASS_BWD));   /* the reduce-scatter sums them */
 
     /* without CP: no CP op, and the zeroed layout's cp 0 is 1 */
     l.cp = 0; l.dp = 8;

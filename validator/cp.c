@@ -174,10 +174,14 @@ void cp_attention_backward_own(cp_state *c, sx_bf16 *dqkv, const sx_bf16 *dout, 
                                          &own, 1, workspace, workspace_bytes, c->compute));
 }
 
+void cp_wait_dkv(cp_state *c)
+{
+    CK(cudaStreamWaitEvent(c->compute, c->dkv_arrived, 0));
+}
+
 void cp_add_dkv(cp_state *c, sx_bf16 *dqkv)
 {
     size_t hd = (size_t)c->H * c->D, kd = (size_t)c->KV * c->D;
-    CK(cudaStreamWaitEvent(c->compute, c->dkv_arrived, 0));
     CK(sx_add_rows(dqkv + hd, c->ld, c->dkv_recv, 2 * kd, c->B * c->Tl, (int)(2 * kd), c->compute));
 }
 

@@ -66,13 +66,15 @@ void cp_attention_forward(cp_state *c, sx_bf16 *out, float *lse, const sx_bf16 *
  *   cp_return_dkv               those sent back, the peer's for this rank's keys received
  *                               (CP stream, profiled as cp_ring_kv_dkv_bwd; outside any op)
  *   cp_attention_backward_own   the own causal block: dQ +=, dK, dV =
- *   cp_add_dkv                  waits for the peer's dK, dV and adds them.
+ *   cp_wait_dkv, cp_add_dkv     wait for the peer's dK, dV (profiled as cp_dkv_wait), then add them
+ *                               (cp_dkv_add, the planner's op of that name).
  * workspace: sx_flash_attention_backward_workspace_bytes(B, Tl, H). */
 void cp_attention_backward_peer(cp_state *c, sx_bf16 *dqkv, const sx_bf16 *dout, const sx_bf16 *out, const float *lse,
                                 const sx_bf16 *qkv, void *workspace, size_t workspace_bytes);
 void cp_return_dkv(cp_state *c);
 void cp_attention_backward_own(cp_state *c, sx_bf16 *dqkv, const sx_bf16 *dout, const sx_bf16 *out, const float *lse,
                                const sx_bf16 *qkv, void *workspace, size_t workspace_bytes);
+void cp_wait_dkv(cp_state *c);
 void cp_add_dkv(cp_state *c, sx_bf16 *dqkv);
 
 /* RoPE at the rank's global positions (backward: 1 for the gradient's inverse rotation). */

@@ -164,7 +164,8 @@ static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap
         OP("attention_bwd", cp_attention_backward_peer(&g->cps, r->dqkv, datty, a->atty, a->lse, a->qkv, r->flash_ws, ws));
         cp_return_dkv(&g->cps);
         OP("attention_bwd", cp_attention_backward_own(&g->cps, r->dqkv, datty, a->atty, a->lse, a->qkv, r->flash_ws, ws));
-        OP("cp_dkv_wait_add", cp_add_dkv(&g->cps, r->dqkv));
+        OP("cp_dkv_wait", cp_wait_dkv(&g->cps));
+        OP("cp_dkv_add", cp_add_dkv(&g->cps, r->dqkv));
     } else if (s->flash) {
         size_t ws = sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->H);
         size_t hd = (size_t)s->H * s->D, kd = (size_t)(s->H + s->KV) * s->D;
