@@ -9,7 +9,8 @@
  *                       calculation for softmax"; FlashAttention-2, Dao 2023, section 3.1).
  *                       validator/cp_ring.c has the float64 reference.
  *   sx_add_rows         dst += src over a strided block: the dK, dV that a peer computed
- *                       for this rank's keys, added to the rank's own.
+ *                       for this rank's keys, added to the rank's own (16-byte packs where the
+ *                       blocks allow, else one element a thread).
  *
  * The merge is memory-bound (read out, part and both lse, write out and lse): one warp per
  * (b, t, h) row, each lane two adjacent elements at a time. */
@@ -39,6 +40,25 @@ attention_merge_kernel(bf16 *__restrict__ out, float *__restrict__ lse, const bf
     }
     __syncwarp();
     if (lane == 0) *l1p = m + logf(sum);
+}
+
+/* 16-byte packs where both blocks allow them (aligned, every row a whole number of packs): one div per eight
+ * elements, and the loads and stores the width HBM moves best.  The sum and its rounding are the scalar
+ * kernel's, element for element. */
+__global__ void __launch_bounds__(256)
+add_rows_vec_kernel(bf16 *__restrict__ dst, long long dst_ld, const bf16 *__restrict__ src, long long src_ld, int rows,
+                    int cols) {
+    const int per_row = cols / Pack<bf16>::N;
+    const size_t n = (size_t)rows * per_row;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = i / per_row, c = (i % per_row) * Pack<bf16>::N;
+        bf16 *d = dst + r * dst_ld + c;
+        Pack<bf16> a = ld_pack_plain(d);
+        const Pack<bf16> b = ld_pack_cs(src + r * src_ld + c);
+#pragma unroll
+        for (int k = 0; k < Pack<bf16>::N; k++) a.set(k, a.get(k) + b.get(k));
+        st_pack(d, a);
+    }
 }
 
 __global__ void __launch_bounds__(256)
@@ -71,10 +91,17 @@ extern "C" cudaError_t sx_add_rows(sx_bf16 *dst, long long dst_ld, const sx_bf16
     SX_REQUIRE(rows >= 0 && cols >= 0);
     if (rows == 0 || cols == 0) return cudaSuccess;
     SX_REQUIRE(dst && src && dst_ld >= cols && src_ld >= cols);
-    const size_t n = (size_t)rows * cols;
+    const int P = Pack<bf16>::N;
+    const bool packs = ((uintptr_t)dst % 16) == 0 && ((uintptr_t)src % 16) == 0 && cols % P == 0 && dst_ld % P == 0 &&
+                       src_ld % P == 0;
+    const size_t n = (size_t)rows * cols / (packs ? P : 1);
     const int sms = sx_num_sms();
     const size_t cap = (size_t)(sms > 0 ? sms : 132) * 8;
     const size_t blocks = sx_blocks(n, 256) < cap ? sx_blocks(n, 256) : cap;
-    add_rows_kernel<<<(unsigned)blocks, 256, 0, stream>>>((bf16 *)dst, dst_ld, (const bf16 *)src, src_ld, rows, cols);
+    if (packs)
+        add_rows_vec_kernel<<<(unsigned)blocks, 256, 0, stream>>>((bf16 *)dst, dst_ld, (const bf16 *)src, src_ld, rows,
+                                                                  cols);
+    else
+        add_rows_kernel<<<(unsigned)blocks, 256, 0, stream>>>((bf16 *)dst, dst_ld, (const bf16 *)src, src_ld, rows, cols);
     SX_LAUNCHED();
 }
