@@ -524,6 +524,13 @@ static void print_gpu(FILE *out, const hw_gpu *g, const hw_node *node)
                      "wave, %.2f us per GEMM, fused bias gradient x %.3f (sextant fit-gemm)\n",
                 g->gemm_tile_flops / 1e12, g->sm_count, g->gemm_tile_s * 1e6, g->gemm_fixed_s * 1e6,
                 g->gemm_bias_grad_factor > 0 ? g->gemm_bias_grad_factor : 1.0);
+    /* "Overlap is not free": what the estimate charges compute and collectives that run side by side */
+    if (g->overlap_comm_slowdown > 0 || g->overlap_compute_slowdown_allgather > 0 ||
+        g->overlap_compute_slowdown_reducescatter > 0 || g->overlap_compute_slowdown_allreduce > 0)
+        fprintf(out, "  beside a collective    a GEMM %+.1f%% (all-gather), %+.1f%% (reduce-scatter), %+.1f%% (all-reduce); "
+                     "the collective beside a GEMM %+.1f%% (calibrate --comm's medians, or hwdb/priors.csv's)\n",
+                100.0 * g->overlap_compute_slowdown_allgather, 100.0 * g->overlap_compute_slowdown_reducescatter,
+                100.0 * g->overlap_compute_slowdown_allreduce, 100.0 * g->overlap_comm_slowdown);
     fprintf(out, "  source                 %s\n", g->source);
     if (node)
         fprintf(out, "  node %s: %lld GPUs, %s %.0f GB/s per direction per GPU, %lld x %.0f Gb/s NICs (%.1f GB/s per GPU)\n"

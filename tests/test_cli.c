@@ -40,12 +40,16 @@ static void hw_shows_sources(void **state)
     assert_non_null(strstr(r.out, "source"));
     assert_non_null(strstr(r.out, "989.4"));
     assert_null(strstr(r.out, "measured over"));   /* the hwdb alone: no collectives measured */
+    /* the overlap slowdowns, hwdb/priors.csv's until an overlay measures them */
+    assert_non_null(strstr(r.out, "beside a collective    a GEMM +39.0% (all-gather), +36.1% (reduce-scatter), "
+                                  "+49.9% (all-reduce); the collective beside a GEMM +54.5%"));
     run_free(&r);
     /* with the shipped overlay, the collectives calibrate --comm measured, per number of ranks */
     r = run_sextant("hw h200 --calibration " SEXTANT_ROOT "/hwdb/measured/h200.csv");
     expect_ok(&r);
     assert_non_null(strstr(r.out, "measured over 2 ranks: all-reduce 284 GB/s 8.1 us (11 times"));
     assert_non_null(strstr(r.out, "measured over 4 ranks: all-reduce 328 GB/s"));
+    assert_non_null(strstr(r.out, "a GEMM +39.0% (all-gather), +36.1% (reduce-scatter), +49.9% (all-reduce)"));
     run_free(&r);
     r = run_sextant("hw");
     expect_ok(&r);
