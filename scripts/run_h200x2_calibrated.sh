@@ -29,6 +29,13 @@ card_begin() {
   say "cards: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | tr -s ' '); overlay $CAL"
   device_sample "$R/smi.csv"
 }
+# card_end: the clock sampling stopped, R kept, the summary printed; the phase's last line (it exits)
+card_end() {
+  kill $SMI_PID 2>/dev/null
+  keep
+  cat "$S"
+  exit 0
+}
 # timed PREFIX NAME:ARGS...: `sextant validate ARGS --calibration $CAL` for each, its CSV and JSON R/PREFIX_NAME.*,
 # its step, memory and predicted-step lines in S
 timed() {
@@ -56,10 +63,7 @@ if [ "$PHASE" = four ]; then
              "gpt2m_pp4_uneven:$D --pp 4 --first-stage-layers 5 --last-stage-layers 5"
   equiv llama "llama3.2-1b --gpu $GPU --seq 256 --mbs 2 --gbs 8 --steps 12 --warmup 2 --every-step" \
     "tp2pp2:--tp 2 --pp 2" "dp4z3:--dp 4 --zero 3" "tp2spdp2:--tp 2 --sp --dp 2"
-  kill $SMI_PID 2>/dev/null
-  keep
-  cat "$S"
-  exit 0
+  card_end
 fi
 
 # PHASE=four_comm: calibrate --comm over the four GPUs, then TP 4 and TP 2 x PP 2 again with the shipped overlay's
@@ -87,10 +91,7 @@ if [ "$PHASE" = unseen ]; then
   timed t "llama3b_1gpu:$L" "llama3b_tp2sp:$L --tp 2 --sp" "llama3b_tp2:$L --tp 2" "llama3b_pp2:$L --pp 2" \
             "llama3b_dp2z1:$L --dp 2 --zero 1" "gpt2l_1gpu:$G2" "gpt2l_tp2:$G2 --tp 2" "gpt2l_pp2:$G2 --pp 2" \
             "gpt2l_dp2z1:$G2 --dp 2 --zero 1" "gpt2l_dp2z3:$G2 --dp 2 --zero 3"
-  kill $SMI_PID 2>/dev/null
-  keep
-  cat "$S"
-  exit 0
+  card_end
 fi
 
 # PHASE=cpep: CP 2 (GPT-2 at 1024 tokens, LLaMA 3.2 1B at 4096 and 8192) and the MoE test model (one GPU, DP 2,
@@ -108,10 +109,7 @@ if [ "$PHASE" = cpep ]; then
           "moe_1gpu:$E --losses $R/loss_moe_1gpu.txt" "moe_dp2:$E --dp 2 --losses $R/loss_moe_dp2.txt" \
           "moe_dp2ep2:$E --dp 2 --ep 2 --losses $R/loss_moe_dp2ep2.txt" \
           "gpt2l_1gpu:$G2 --losses $R/loss_gpt2l_1gpu.txt" "gpt2l_tp2:$G2 --tp 2 --losses $R/loss_gpt2l_tp2.txt"
-  kill $SMI_PID 2>/dev/null
-  keep
-  cat "$S"
-  exit 0
+  card_end
 fi
 
 # the overlay is an H200's: on any other card, nothing is run
@@ -127,10 +125,7 @@ if [ "$PHASE" = calibrate ]; then
   run comm 150 $G calibrate --comm --gpus 2 --gpu $GPU --max-bytes 1G --out "$R/comm.csv"
   grep -E "bandwidth|latency|power|slowdown" "$R/comm.log" | head -20 >> "$S"
   { cat "$R/one.csv"; tail -n +2 "$R/comm.csv"; } > "$R/h200.csv"
-  kill $SMI_PID 2>/dev/null
-  keep
-  cat "$S"
-  exit 0
+  card_end
 fi
 
 CAL=${CAL:-hwdb/measured/h200.csv}

@@ -29,15 +29,6 @@ static const int CALLS = 400;
 static const int BUCKET = 128;
 static const int M = 5632, K = 1024;
 
-#define LT(call)                                                                                          \
-    do {                                                                                                  \
-        cublasStatus_t s_ = (call);                                                                       \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                \
-            fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #call, (int)s_);         \
-            exit(1);                                                                                      \
-        }                                                                                                 \
-    } while (0)
-
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -58,9 +49,9 @@ struct lt_rig {
 static void set_layout(cublasLtMatrixLayout_t l, int rows, int cols, int ld) {
     uint64_t r = rows, c = cols;
     int64_t d = ld;
-    LT(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ROWS, &r, sizeof r));
-    LT(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_COLS, &c, sizeof c));
-    LT(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_LD, &d, sizeof d));
+    CB(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ROWS, &r, sizeof r));
+    CB(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_COLS, &c, sizeof c));
+    CB(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_LD, &d, sizeof d));
 }
 
 /* one GEMM of n columns (rows of the token matrix); fresh: layouts made anew for this call */
@@ -68,9 +59,9 @@ static void issue(lt_rig *g, int n, const void *A, const void *B, void *C, int f
     const float one = 1.0f, zero = 0.0f;
     cublasLtMatrixLayout_t a = g->a, b = g->b, c = g->c;
     if (fresh) {
-        LT(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, K, M, K));
-        LT(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, K, n, K));
-        LT(cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, M, n, M));
+        CB(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, K, M, K));
+        CB(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, K, n, K));
+        CB(cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, M, n, M));
     } else {
         set_layout(a, K, M, K);
         set_layout(b, K, n, K);
@@ -80,16 +71,16 @@ static void issue(lt_rig *g, int n, const void *A, const void *B, void *C, int f
     if (!g->have[bucket]) {
         cublasLtMatmulHeuristicResult_t r;
         int got = 0;
-        LT(cublasLtMatmulAlgoGetHeuristic(g->lt, g->desc, a, b, c, c, g->pref, 1, &r, &got));
+        CB(cublasLtMatmulAlgoGetHeuristic(g->lt, g->desc, a, b, c, c, g->pref, 1, &r, &got));
         if (!got) { fprintf(stderr, "no cuBLASLt algorithm for %dx%dx%d\n", M, n, K); exit(1); }
         g->algo[bucket] = r.algo;
         g->have[bucket] = 1;
     }
-    LT(cublasLtMatmul(g->lt, g->desc, &one, A, a, B, b, &zero, C, c, C, c, &g->algo[bucket], g->ws, g->ws_bytes, st));
+    CB(cublasLtMatmul(g->lt, g->desc, &one, A, a, B, b, &zero, C, c, C, c, &g->algo[bucket], g->ws, g->ws_bytes, st));
     if (fresh) {
-        LT(cublasLtMatrixLayoutDestroy(a));
-        LT(cublasLtMatrixLayoutDestroy(b));
-        LT(cublasLtMatrixLayoutDestroy(c));
+        CB(cublasLtMatrixLayoutDestroy(a));
+        CB(cublasLtMatrixLayoutDestroy(b));
+        CB(cublasLtMatrixLayoutDestroy(c));
     }
 }
 
@@ -99,18 +90,18 @@ int main(int argc, char **argv) {
     int most = (int)(mean * 1.15) / BUCKET * BUCKET + BUCKET;
     lt_rig g;
     memset(&g, 0, sizeof g);
-    LT(cublasLtCreate(&g.lt));
-    LT(cublasLtMatmulDescCreate(&g.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CB(cublasLtCreate(&g.lt));
+    CB(cublasLtMatmulDescCreate(&g.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    LT(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    LT(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    CB(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CB(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     g.ws_bytes = 32u << 20;
     g.ws = dmalloc(g.ws_bytes);
-    LT(cublasLtMatmulPreferenceCreate(&g.pref));
-    LT(cublasLtMatmulPreferenceSetAttribute(g.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g.ws_bytes, sizeof g.ws_bytes));
-    LT(cublasLtMatrixLayoutCreate(&g.a, CUDA_R_16BF, K, M, K));
-    LT(cublasLtMatrixLayoutCreate(&g.b, CUDA_R_16BF, K, mean, K));
-    LT(cublasLtMatrixLayoutCreate(&g.c, CUDA_R_16BF, M, mean, M));
+    CB(cublasLtMatmulPreferenceCreate(&g.pref));
+    CB(cublasLtMatmulPreferenceSetAttribute(g.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g.ws_bytes, sizeof g.ws_bytes));
+    CB(cublasLtMatrixLayoutCreate(&g.a, CUDA_R_16BF, K, M, K));
+    CB(cublasLtMatrixLayoutCreate(&g.b, CUDA_R_16BF, K, mean, K));
+    CB(cublasLtMatrixLayoutCreate(&g.c, CUDA_R_16BF, M, mean, M));
     vec ha = dev_randn((size_t)M * K, 0, 0.02), hb = dev_randn((size_t)K * most, 0, 1);
     void *A = dev_up(ha, 2), *B = dev_up(hb, 2), *C2 = dmalloc((size_t)M * most * 2), *C3 = dmalloc((size_t)M * most * 2);
     cudaStream_t st;
