@@ -12,6 +12,9 @@
 #   PHASE=unseen      two-GPU layouts of LLaMA 3.2 3B and GPT-2 large, models no calibration timed
 #   PHASE=cpep        CP 2 and EP 2 with the shipped overlay of the card that came, one GPU beside each,
 #                     every step's loss kept (R/loss_*.txt) for the loss-trend check
+#   PHASE=host        the layouts the planner misses most (CP 2, EP 2, ZeRO-3, TP 2 + SP) and one GPU beside
+#                     them, each twice: as run, and with the GPU held 100 ms before each step
+#                     (SEXTANT_HOST_AHEAD_US) so that the host's issue of the step is off the GPU's path
 #   PHASE=timed       every layout below through `sextant validate --calibration CAL` (CAL: the overlay,
 #                     hwdb/measured/h200.csv once committed), one GPU beside each family ($OUT/h200timed.tar)
 # Binaries are built here and carried with .deps/lib (GSL, libcsv, cJSON).  Summary lines in $OUT/summary.txt.
@@ -109,6 +112,23 @@ if [ "$PHASE" = cpep ]; then
           "moe_1gpu:$E --losses $R/loss_moe_1gpu.txt" "moe_dp2:$E --dp 2 --losses $R/loss_moe_dp2.txt" \
           "moe_dp2ep2:$E --dp 2 --ep 2 --losses $R/loss_moe_dp2ep2.txt" \
           "gpt2l_1gpu:$G2 --losses $R/loss_gpt2l_1gpu.txt" "gpt2l_tp2:$G2 --tp 2 --losses $R/loss_gpt2l_tp2.txt"
+  card_end
+fi
+
+# PHASE=host: what the host's issue of a step costs the GPU (validator/train.c, SEXTANT_HOST_AHEAD_US)
+if [ "$PHASE" = host ]; then
+  card_begin host
+  C1="gpt2 --gpu $GPU --seq 1024 --mbs 8 --gbs 32 --steps 20 --attention flash"
+  C4="llama3.2-1b --gpu $GPU --seq 4096 --mbs 1 --gbs 8 --steps 12 --attention flash"
+  E="moe-test --gpu $GPU --seq 1024 --mbs 4 --gbs 16 --steps 30 --warmup 5 --attention flash --lr 1e-3 --lr-warmup 3"
+  L="llama3.2-3b --gpu $GPU --seq 2048 --mbs 1 --gbs 8 --steps 12"
+  for prefix in p a; do
+    if [ $prefix = a ]; then export SEXTANT_HOST_AHEAD_US=100000; fi
+    timed $prefix "gpt2_1gpu:$C1" "gpt2_cp2:$C1 --cp 2" "llama4k_cp2:$C4 --cp 2" "moe_1gpu:$E" "moe_dp2ep2:$E --dp 2 --ep 2" \
+          "llama3b_tp2sp:$L --tp 2 --sp" "llama3b_dp2z1:$L --dp 2 --zero 1" "llama3b_dp2z3:$L --dp 2 --zero 3"
+    grep -h "^host:" "$R"/${prefix}_*.log | sed "s/^/  $prefix: /" >> "$S"
+  done
+  unset SEXTANT_HOST_AHEAD_US
   card_end
 fi
 

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void)
+double launch_clock_s(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -50,9 +50,9 @@ int launch_nccl_done(launch_ctx *ctx, ncclResult_t r, const char *what)
 {
     /* A non-blocking communicator may hand back ncclInProgress from any call;
      * the call is complete once the communicator's state leaves it. */
-    double start = now_s();
+    double start = launch_clock_s();
     while (r == ncclInProgress) {
-        if (now_s() - start > ctx->timeout_s) {
+        if (launch_clock_s() - start > ctx->timeout_s) {
             fprintf(stderr, "sextant-gpu: rank %d: %s did not complete in %.0f s; aborting the communicator\n", ctx->rank,
                     what, ctx->timeout_s);
             abort_comm(ctx);
@@ -61,7 +61,7 @@ int launch_nccl_done(launch_ctx *ctx, ncclResult_t r, const char *what)
         /* spin for the first millisecond: an enqueue finishes in microseconds,
          * and a sleep here would put the host behind the GPU on every call
          * (measured: a 185 us floor per collective with a 100 us nap) */
-        if (now_s() - start > 1e-3) nap_us(100);
+        if (launch_clock_s() - start > 1e-3) nap_us(100);
         ncclResult_t st = ncclCommGetAsyncError(ctx->comm, &r);
         if (st != ncclSuccess) r = st;
     }
@@ -108,7 +108,7 @@ int launch_event_wait(launch_ctx *ctx, cudaEvent_t ev, const char *what)
 {
     /* cudaEventSynchronize would block forever on a collective whose peer
      * died; polling lets us watch NCCL's own error state and a clock. */
-    double start = now_s();
+    double start = launch_clock_s();
     for (;;) {
         cudaError_t e = cudaEventQuery(ev);
         if (e == cudaSuccess) return 0;
@@ -125,7 +125,7 @@ int launch_event_wait(launch_ctx *ctx, cudaEvent_t ev, const char *what)
             abort_comm(ctx);
             return -1;
         }
-        if (now_s() - start > ctx->timeout_s) {
+        if (launch_clock_s() - start > ctx->timeout_s) {
             fprintf(stderr, "sextant-gpu: rank %d: %s did not finish in %.0f s (a peer gone?); aborting the communicator\n",
                     ctx->rank, what, ctx->timeout_s);
             abort_comm(ctx);
@@ -242,7 +242,7 @@ int launch_fork(int n, double deadline_s, int (*child)(int rank, void *arg), voi
     }
     if (failed) kill_all(pids, alive, n, SIGKILL);
 
-    double start = now_s(), killed_at = failed ? start : 0.0;
+    double start = launch_clock_s(), killed_at = failed ? start : 0.0;
     int running = started;
     while (running > 0) {
         int status;
@@ -264,12 +264,12 @@ int launch_fork(int n, double deadline_s, int (*child)(int rank, void *arg), voi
                     fprintf(stderr, "sextant-gpu: rank %d (pid %d) exited with status %d; stopping the other ranks\n", r,
                             (int)pid, WEXITSTATUS(status));
                 failed = 1;
-                killed_at = now_s();
+                killed_at = launch_clock_s();
                 kill_all(pids, alive, n, SIGTERM);
             }
             continue;
         }
-        double t = now_s();
+        double t = launch_clock_s();
         if (!failed && deadline_s > 0 && t - start > deadline_s) {
             fprintf(stderr, "sextant-gpu: %d rank(s) still running after the %.0f s deadline; killing them\n", running,
                     deadline_s);

@@ -56,6 +56,9 @@ int launch_fork(int n, double deadline_s, int (*child)(int rank, void *arg), voi
  * in why when none can be counted. */
 int launch_visible_gpus(char *why, size_t whylen);
 
+/* The host's monotonic clock, seconds (CLOCK_MONOTONIC). */
+double launch_clock_s(void);
+
 /* Completes an NCCL call on a non-blocking communicator: when r is
  * ncclInProgress, polls until it finishes or ctx->timeout_s passes (then the
  * communicator is aborted).  Returns 0, or -1 after one stderr line naming

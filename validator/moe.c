@@ -24,9 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gpu_check.h"
+#include "launch.h"
 #include "moe.h"
 
 /* the rank in the line from the state, as in zero.c (gpu_check.h) */
@@ -312,13 +312,6 @@ static void lt_shape(moe_state *st, cublasLtMatrixLayout_t layout, int rows, int
     MCB(st, cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_LD, &l, sizeof l));
 }
 
-static double host_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* column-major C[m, n] (+)= op(A) op(B), bf16 with fp32 sums, as cublasGemmEx takes it.
  * The forward's GEMMs follow the host's wait for the routing counts, with nothing queued before them:
  * what the host spends issuing each is GPU time lost wherever it exceeds the GEMM's own (at 2048
@@ -329,13 +322,13 @@ static double host_now_s(void)
 static void expert_gemm(moe_state *st, int ta, int tb, int m, int n, int k, const bf16 *A, int lda, const bf16 *B, int ldb,
                         int accumulate, bf16 *C, int ldc)
 {
-    double t0 = host_now_s();
+    double t0 = launch_clock_s();
     st->gemm_calls++;
     if (st->gemm_ex) {
         MCB(st, cublasGemmEx(st->c.blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &one, A,
                              CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, accumulate ? &one : &zero, C, CUDA_R_16BF, ldc,
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-        st->gemm_host_s += host_now_s() - t0;
+        st->gemm_host_s += launch_clock_s() - t0;
         return;
     }
     cublasLtMatrixLayout_t a = st->lt_layout[0], b = st->lt_layout[1], c = st->lt_layout[2];
@@ -371,7 +364,7 @@ static void expert_gemm(moe_state *st, int ta, int tb, int m, int n, int k, cons
                              CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, accumulate ? &one : &zero, C, CUDA_R_16BF, ldc,
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
-    st->gemm_host_s += host_now_s() - t0;
+    st->gemm_host_s += launch_clock_s() - t0;
 }
 
 /* y[rows, out] = x[rows, in] W^T (W[out, in]), as train.c's linear layers */

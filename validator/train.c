@@ -165,6 +165,9 @@ typedef struct {
     int32_t *global_in, *global_tg;
     float *host_loss;
     double *step_s, *step_losses;
+    double *issue_s;               /* the host's time to issue each timed step (one_step's return) */
+    double issue_median;
+    int ahead_us;                  /* SEXTANT_HOST_AHEAD_US: the GPU held this long before each step */
     unsigned long long data_state;
     cudaEvent_t t0, t1;
     double first_loss, last_loss;
@@ -533,6 +536,7 @@ static int run_timed_steps(train_run_state *r, gpt *g)
     r->global_tg = host_alloc(r->global_tokens * sizeof *r->global_tg);
     r->host_loss = host_alloc((size_t)g->microbatches * N * sizeof *r->host_loss);
     r->step_s = host_alloc((size_t)o->steps * sizeof *r->step_s);
+    r->issue_s = host_alloc((size_t)o->steps * sizeof *r->issue_s);
     r->step_losses = host_alloc((size_t)o->steps * sizeof *r->step_losses); /* every rank's, for the trend */
     r->data_state = 42;
     CK(cudaEventCreate(&r->t0));
@@ -550,6 +554,13 @@ static int run_timed_steps(train_run_state *r, gpt *g)
         loss_file = losses_out.f;
     }
     if (rank == 0) print_run_header(r, g);
+    /* SEXTANT_HOST_AHEAD_US=N, a diagnostic: a spin of N us on the step's stream before each step's
+     * first event, so that the host issues the step while the GPU is busy and the GPU then runs it
+     * without waiting for a launch (up to the launch queue's depth, and the host's own waits: a MoE
+     * layer's counts).  The step measured so, beside the plain one, is what the host's issue costs. */
+    r->ahead_us = env_int_in("SEXTANT_HOST_AHEAD_US", 1, 100000, 0);
+    float *ahead_scratch = NULL;
+    if (r->ahead_us) CK(cudaMalloc((void **)&ahead_scratch, sizeof *ahead_scratch));
     /* fault injection for the tests: SEXTANT_TRAIN_FAIL=RANK:STEP makes that rank die at that step */
     int fail_rank = -1, fail_step = -1;
     const char *fail = getenv("SEXTANT_TRAIN_FAIL");
@@ -567,8 +578,11 @@ static int run_timed_steps(train_run_state *r, gpt *g)
         }
         if (r->watchdog_s > 0) launch_watchdog(rank, r->watchdog_s, "a training step");
         load_batch(g, o, &r->data_state, r->global_in, r->global_tg);
+        if (ahead_scratch) CK(sx_sm_clock_probe(ahead_scratch, r->ahead_us, gpu_ctx.stream));
         CK(cudaEventRecord(r->t0, gpu_ctx.stream));
+        double issue_start = launch_clock_s();
         one_step(g, step);
+        double issued = launch_clock_s() - issue_start;
         CK(cudaEventRecord(r->t1, gpu_ctx.stream));
         if (clock_probe_ops) CK(sx_sm_clock_probe(clock_probe_mhz + PROFILE_MAX + step - 1, CLOCK_PROBE_US, gpu_ctx.stream));
         /* the compute stream only: ZeRO-1's all-gather may run on into the next step's forward */
@@ -585,7 +599,10 @@ static int run_timed_steps(train_run_state *r, gpt *g)
         if (step == 1) r->first_loss = loss;
         r->last_loss = loss;
         r->step_losses[step - 1] = loss;
-        if (step > o->warmup) r->step_s[r->timed++] = ms * 1e-3;
+        if (step > o->warmup) {
+            r->issue_s[r->timed] = issued;
+            r->step_s[r->timed++] = ms * 1e-3;
+        }
         if (loss_file) fprintf(loss_file, "%d %.6f\n", step, loss);
         if (rank == 0 && (o->quiet_steps || step == 1 || step % 10 == 0 || step == o->steps))
             printf("step %4d  loss %.6f  %.2f ms\n", step, loss, ms);
@@ -597,6 +614,7 @@ static int run_timed_steps(train_run_state *r, gpt *g)
             r->measured_w = r->measured_mhz = r->measured_c = 0.0;
     }
     if (have_nvml) power_close();
+    if (ahead_scratch) CK(cudaFree(ahead_scratch));
     if (loss_file && outfile_commit(&losses_out, losses_err, sizeof losses_err) != 0) {
         fprintf(stderr, "sextant-gpu train: --losses: %s\n", losses_err);
         exit(2);
@@ -716,6 +734,8 @@ static void measure_run(train_run_state *r, gpt *g)
     CK(cudaMemGetInfo(&free_after, &r->total_mem));
     sort_ascending(r->step_s, (size_t)r->timed);
     r->median = r->step_s[r->timed / 2];
+    sort_ascending(r->issue_s, (size_t)r->timed);
+    r->issue_median = r->issue_s[r->timed / 2];
     r->spread = (r->step_s[r->timed - 1] - r->step_s[0]) / r->median;
     r->device_used = (double)(r->total_mem - free_after);
 
@@ -786,6 +806,9 @@ static void print_summary(const train_run_state *r, const gpt *g)
            trend_line);
     printf("step time: median %.2f ms over %d timed steps (spread %.1f%%; slowest rank's median), predicted %.2f ms (%+.1f%%)\n",
            r->slowest * 1e3, r->timed, 100.0 * r->spread, r->e.step_s * 1e3, 100.0 * (r->e.step_s / r->slowest - 1.0));
+    /* a step the host issues in about its own time is the host's: the GPU waited for launches */
+    printf("host: rank 0 issued a step in %.2f ms (median; its step %.2f ms)%s\n", r->issue_median * 1e3, r->median * 1e3,
+           r->ahead_us ? ", the GPU held back before each (SEXTANT_HOST_AHEAD_US)" : "");
     printf("tokens/s %.0f (%.0f per GPU), %.1f model TFLOP/s per GPU, MFU %.1f%% (planner's model FLOPs %.4g per step)\n",
            r->tokens_per_s, r->tokens_per_s / nranks, r->flops_per_s / nranks / 1e12, 100.0 * r->mfu, r->e.model_flops_per_step);
     printf("memory: peak device use %.3f GiB on rank %d; predicted %.3f GiB for the heaviest stage (%+.1f%%): "
@@ -1018,7 +1041,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     for (int i = 0; i < profile_events_made; i++) CK(cudaEventDestroy(profile_events[i]));
     free(profile_events);
     free(profile_tags);
-    free(r->global_in); free(r->global_tg); free(r->host_loss); free(r->step_s); free(r->step_losses);
+    free(r->global_in); free(r->global_tg); free(r->host_loss); free(r->step_s); free(r->issue_s); free(r->step_losses);
     CK(cudaEventDestroy(r->t0));
     CK(cudaEventDestroy(r->t1));
     gpt_free(&g, r->nptrs, r->blas_workspace);
