@@ -387,6 +387,20 @@ cudaError_t sx_moe_combine(sx_bf16 *out, const sx_bf16 *ys, const int32_t *pos, 
 cudaError_t sx_moe_combine_backward(sx_bf16 *dys, float *dgate, const sx_bf16 *dout, const sx_bf16 *ys,
                                     const int32_t *pos, const float *gate, int N, int k, int C, cudaStream_t stream);
 
+/* Rows moved in chunks, one launch for them all: chunk i copies rows[i] rows of C values from src[i]
+ * to dst[i] (=; the chunks' destinations do not overlap).  The exchange's chunks between the rank-major
+ * rows NCCL moves (one message per peer, as Megatron's all-to-all dispatcher sends them) and the
+ * expert-major rows the experts' GEMMs take (validator/moe.c); C % 8 == 0, every pointer 16-byte
+ * aligned, at most SX_MOE_CHUNKS_MAX chunks. */
+#define SX_MOE_CHUNKS_MAX 64
+typedef struct sx_moe_chunks {
+    int n;
+    int rows[SX_MOE_CHUNKS_MAX];
+    const sx_bf16 *src[SX_MOE_CHUNKS_MAX];
+    sx_bf16 *dst[SX_MOE_CHUNKS_MAX];
+} sx_moe_chunks;
+cudaError_t sx_moe_copy_chunks(const sx_moe_chunks *chunks, int C, cudaStream_t stream);
+
 /* The router's backward, dlogits[N, E] (=, bf16 for the router's GEMMs): the top-k softmax's
  * plus, when aux_scale != 0, Switch's auxiliary loss aux_scale sum_e f_e sum_n softmax(z_n)_e
  * with f_e = counts[e] / (N k) held constant. */

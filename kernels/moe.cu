@@ -116,6 +116,36 @@ extern "C" cudaError_t sx_moe_gather(sx_bf16 *xs, const sx_bf16 *x, const int32_
     SX_LAUNCHED();
 }
 
+/* Each thread one pack of 8 values of the chunks laid end to end; a chunk found by its first
+ * row (at most SX_MOE_CHUNKS_MAX, in the parameter space: no table to copy to the GPU first). */
+__global__ void moe_copy_chunks_kernel(const sx_moe_chunks chunks, int C) {
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    size_t first = 0;
+    for (int c = 0; c < chunks.n; c++) {
+        const size_t n = (size_t)chunks.rows[c] * C;
+        if (i < first + n) {
+            const size_t at = i - first;
+            st_pack((bf16 *)chunks.dst[c] + at, ld_pack((const bf16 *)chunks.src[c] + at));
+            return;
+        }
+        first += n;
+    }
+}
+
+extern "C" cudaError_t sx_moe_copy_chunks(const sx_moe_chunks *chunks, int C, cudaStream_t stream) {
+    SX_REQUIRE(chunks && chunks->n >= 0 && chunks->n <= SX_MOE_CHUNKS_MAX && C >= 0 && C % 8 == 0);
+    size_t total = 0;
+    for (int c = 0; c < chunks->n; c++) {
+        SX_REQUIRE(chunks->rows[c] >= 0);
+        if (!chunks->rows[c]) continue;
+        SX_REQUIRE(chunks->src[c] && chunks->dst[c] && sx_aligned16(chunks->src[c]) && sx_aligned16(chunks->dst[c]));
+        total += (size_t)chunks->rows[c] * C;
+    }
+    if (total == 0) return cudaSuccess;
+    moe_copy_chunks_kernel<<<sx_blocks(total / 8, MOE_THREADS), MOE_THREADS, 0, stream>>>(*chunks, C);
+    SX_LAUNCHED();
+}
+
 /* out[n, c..c+8) = sum_j gate ys[pos, c..c+8), fp32 sums */
 __global__ void moe_combine_kernel(bf16 *__restrict__ out, const bf16 *__restrict__ ys, const int32_t *__restrict__ pos,
                                    const float *__restrict__ gate, int N, int k, int C) {

@@ -125,6 +125,19 @@ double moe_alltoall_bytes(double tokens, double top_k, double hidden, double ele
     return tokens * top_k * hidden * elem_bytes;
 }
 
+/* "Mixture of experts": the bytes of one chunk sort (Megatron's sort_chunks_by_idxs) around an
+ * all-to-all.  The all-to-all moves one message per peer, so a rank receives its rows rank-major
+ * (every expert's rows from rank 0, then from rank 1, ...) while its experts' GEMMs take them
+ * expert-major; after the dispatch every received row is read and written once into that order,
+ * and before the combine once back.  With one expert a rank the two orders are one, and only the
+ * rank's own share (rows / ep, which no message carries) is copied.  rows: the rows the rank's
+ * experts receive; 2 x rows x hidden x B, read and written. */
+double moe_sort_chunks_bytes(double rows, double hidden, double elem_bytes, double local_experts, double ep)
+{
+    double copied = local_experts > 1.0 ? rows : rows / ep;
+    return 2.0 * copied * hidden * elem_bytes;
+}
+
 /* "Mixture of experts": an all-to-all of S bytes per rank among n ranks.
  * Each rank keeps S/n and sends S/n to each of the n - 1 others, n - 1
  * point-to-point transfers that share its link: (n-1)/n * S / BW, and one
@@ -133,6 +146,14 @@ double alltoall_s(double n, double bytes, double bw, double latency)
 {
     if (n <= 1.0) return 0.0;
     return (n - 1.0) / n * bytes / bw + (n - 1.0) * latency;
+}
+
+/* The same from the time of one send/recv pair of S/n bytes as calibrate --comm measured it
+ * (NCCL's climb in bandwidth with the message and its latency in it): the n - 1 pairs one after
+ * another on the rank's link, (n - 1) x pair, which alltoall_s is with the pair's fit. */
+double alltoall_pairs_s(double n, double pair_s)
+{
+    return n > 1.0 ? (n - 1.0) * pair_s : 0.0;
 }
 
 /* The same across nodes: of the n - 1 peers, n_local - 1 share the node and

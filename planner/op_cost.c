@@ -246,14 +246,20 @@ static double collective_s(op_t *op, const hw_gpu *gpu, const hw_node *node, con
      * ranks nearest the group's where it measured several (NCCL is faster over 4 GPUs of a node than over 2,
      * docs/model.md, "Communication") */
     double pieces = op->pieces > 1 ? (double)op->pieces : 1.0, bytes = op->comm_bytes / pieces;
-    if (!op->crosses_node && op->coll != COLL_ALLTOALL) {
+    if (!op->crosses_node) {
         double cbw = 0.0, clat = 0.0;
-        int which = op->coll == COLL_REDUCE_SCATTER ? 1 : op->coll == COLL_ALLGATHER ? 2 : op->coll == COLL_SENDRECV ? 3 : 0;
-        const hw_intra_fit *fit = hw_node_intra_fit(node, n, which);
+        /* an all-to-all inside the node is n - 1 send/recv pairs of S/n bytes, as NCCL posts it: priced
+         * with the send/recv's measurements (docs/model.md, "Mixture of experts") */
+        const int pairs = op->coll == COLL_ALLTOALL;
+        int which = op->coll == COLL_REDUCE_SCATTER ? 1 : op->coll == COLL_ALLGATHER ? 2
+                    : op->coll == COLL_SENDRECV || pairs ? 3 : 0;
+        const hw_intra_fit *fit = hw_node_intra_fit(node, pairs ? 2.0 : n, which);
         /* a group of exactly the ranks calibrate measured, at a size it measured around: the measured time,
-         * NCCL's climb in bandwidth with the message included (docs/model.md, "Communication") */
-        double measured = fit && (double)fit->ranks == n ? hw_intra_fit_time_s(fit, which, bytes) : 0.0;
-        if (measured > 0.0) return pieces * measured;
+         * NCCL's climb in bandwidth with the message included (docs/model.md, "Communication"); a pair is a
+         * pair over any number of ranks */
+        double measured = fit && ((double)fit->ranks == n || pairs)
+                              ? hw_intra_fit_time_s(fit, which, pairs ? bytes / n : bytes) : 0.0;
+        if (measured > 0.0) return pieces * (pairs ? alltoall_pairs_s(n, measured) : measured);
         if (fit) {
             const double fit_bw[4] = {fit->ar_bytes_per_s, fit->rs_bytes_per_s, fit->ag_bytes_per_s, fit->sr_bytes_per_s};
             const double fit_lat[4] = {fit->ar_latency_s, fit->rs_latency_s, fit->ag_latency_s, fit->sr_latency_s};
@@ -261,7 +267,7 @@ static double collective_s(op_t *op, const hw_gpu *gpu, const hw_node *node, con
             clat = fit_lat[which];
         } else if (op->coll == COLL_REDUCE_SCATTER) { cbw = node->intra_rs_bytes_per_s; clat = node->intra_rs_latency_s; }
         else if (op->coll == COLL_ALLGATHER) { cbw = node->intra_ag_bytes_per_s; clat = node->intra_ag_latency_s; }
-        else if (op->coll == COLL_SENDRECV) { cbw = node->intra_sr_bytes_per_s; clat = node->intra_sr_latency_s; }
+        else if (op->coll == COLL_SENDRECV || pairs) { cbw = node->intra_sr_bytes_per_s; clat = node->intra_sr_latency_s; }
         if (cbw > 0.0) { bw = cbw; latency = clat; }
     }
     /* an op may stand for several collectives (ZeRO-3's one per layer, the gradients' one per

@@ -733,6 +733,13 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     collective(b, "ep_alltoall_dispatch", PASS_FWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
     if (full) collective(b, "ep_alltoall_dispatch", PASS_RECOMPUTE, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
     collective(b, "ep_alltoall_dispatch_bwd", PASS_BWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
+    /* the received rows between the all-to-all's rank-major order and the experts' (Megatron's
+     * sort_chunks_by_idxs; validator/moe.c's chunk copy): once after the dispatch and once before the
+     * combine, each pass; the busiest rank's rows */
+    if (ep > 1.0) {
+        double sort = moe_sort_chunks_bytes(Tg * load, h, B, local, ep);
+        membound(b, "moe_sort_chunks", "moe_sort_chunks_bwd", 2 * count, sort, sort, 0.0, 0.0, full);
+    }
     const int64_t etp_ranks = layout_etp(l);
     double routed = Tg * h * B;                    /* what the ETP group's experts received, gathered */
     collective(b, "moe_tp_allgather", PASS_FWD, count, COLL_ALLGATHER, GROUP_ETP, etp_ranks, routed, EXPOSED);

@@ -376,6 +376,7 @@ double ring_allgather_s(double n, double bytes, double bytes_per_s, double laten
 double sendrecv_s(double bytes, double bytes_per_s, double latency_s);
 double moe_alltoall_bytes(double tokens, double top_k, double hidden, double elem_bytes);
 double alltoall_s(double n, double bytes, double bytes_per_s, double latency_s);
+double alltoall_pairs_s(double n, double pair_s);
 double alltoall_two_level_s(double n, double n_local, double bytes, double bw_intra, double latency_intra,
                             double bw_inter, double latency_inter, double internode_share);
 double moe_load_factor(double imbalance, double capacity_factor, int pad_to_capacity);
@@ -383,6 +384,7 @@ double moe_dropped_fraction(double imbalance, double capacity_factor);
 double moe_remote_node_copies(double top_k, double nodes, double groups, double group_limit);
 double host_sync_s(double launch_overhead_s);
 double moe_counts_bytes(double ep, double experts);
+double moe_sort_chunks_bytes(double rows, double hidden, double elem_bytes, double local_experts, double ep);
 double cp_kv_block_bytes(double kv_heads, double head_dim, double seq, double cp, double mbs, double elem_bytes);
 /* The bytes one ring step's dK, dV addition moves: two KV blocks read, one written. */
 double cp_dkv_add_bytes(double kv_block_bytes);

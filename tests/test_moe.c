@@ -71,6 +71,64 @@ static void alltoall_formulas(void **state)
     assert_true(moe_dropped_fraction(1.25, 2.0) == 0.0);
 }
 
+/* The rows between the all-to-all's rank-major order and the experts' (Megatron's sort_chunks_by_idxs,
+ * validator/moe.c's chunk copy): every received row read and written once, twice a pass; with one expert a
+ * rank only the own share; none without EP.  Inside a node the all-to-all is n - 1 send/recv pairs of S/n,
+ * priced with the pair's calibrated time where calibrate --comm measured it. */
+static void ep_sorts_chunks_and_prices_alltoall_as_pairs(void **state)
+{
+    (void)state;
+    /* 1000 rows of 4096 in bf16, read and written: 16.384 MB; one expert a rank of 8: an eighth */
+    assert_close(moe_sort_chunks_bytes(1000, 4096, 2, 4, 8), 2.0 * 1000 * 4096 * 2, 1e-15);
+    assert_close(moe_sort_chunks_bytes(1000, 4096, 2, 1, 8), 2.0 * 1000 * 4096 * 2 / 8.0, 1e-15);
+    assert_close(alltoall_pairs_s(8, 1e-4), 7e-4, 1e-15);
+    assert_true(alltoall_pairs_s(1, 1e-4) == 0.0);
+    static estimate_t e1, e2, e8;
+    layout_t l = moe_layout(1, 1, 2, 2, 16, 1024);
+    estimate("moe-test", l, &e2);
+    l.ep = 1;
+    estimate("moe-test", l, &e1);
+    estimate("mixtral-8x7b", moe_layout(1, 1, 8, 8, 64, 4096), &e8);
+    const model_t *m = model_zoo_find(&zoo, "moe-test");
+    const op_t *sort = find(&e2.first_stage, "moe_sort_chunks", PASS_FWD);
+    assert_non_null(sort);
+    assert_non_null(find(&e2.first_stage, "moe_sort_chunks_bwd", PASS_BWD));
+    assert_null(find(&e1.first_stage, "moe_sort_chunks", PASS_FWD));
+    /* two a pass a layer: after the dispatch, before the combine; the busiest rank's T k rows of 4 experts */
+    assert_int_equal(sort->count, 2 * m->layers);
+    double rows = 1024.0 * m->top_k * moe_rank_load(m, &e2.layout);
+    assert_close(sort->bytes, moe_sort_chunks_bytes(rows, (double)m->hidden, 2, 4, 2), 1e-12);
+    /* Mixtral over EP 8: one expert a rank, the own eighth only */
+    const model_t *mx = model_zoo_find(&zoo, "mixtral-8x7b");
+    const op_t *sort8 = find(&e8.first_stage, "moe_sort_chunks", PASS_FWD);
+    assert_non_null(sort8);
+    assert_close(sort8->bytes, 2.0 * 4096.0 * mx->top_k * moe_rank_load(mx, &e8.layout) / 8.0 * (double)mx->hidden * 2.0,
+                 1e-12);
+    /* inside the node without calibrate's fits: the link's bandwidth, one latency a peer (as before) */
+    const hw_gpu *g = hwdb_find_gpu(&db, "h100-sxm");
+    const hw_node *n = hwdb_find_node(&db, g->node);
+    op_t a2a = *find(&e8.first_stage, "ep_alltoall_dispatch", PASS_FWD);
+    double bw, latency;
+    int crosses;
+    group_link(g, n, &e8.layout, GROUP_EP, &bw, &latency, &crosses);
+    assert_false(crosses);
+    assert_close(op_cost(&a2a, g, n, &e8.layout), alltoall_s(8, a2a.comm_bytes, bw, latency), 1e-12);
+    /* with a send/recv measured over 2 ranks at 1 MB and 1 GB: seven pairs of S/8 each, at the pair's measured time */
+    static hw_node fitted;
+    fitted = *n;
+    fitted.intra_fit_count = 1;
+    hw_intra_fit *f = &fitted.intra_fits[0];
+    memset(f, 0, sizeof *f);
+    f->ranks = 2;
+    f->sr_bytes_per_s = 250e9;
+    f->sr_latency_s = 16e-6;
+    f->sizes[3] = 2;
+    f->size_bytes[3][0] = 1e6; f->size_s[3][0] = 20e-6;
+    f->size_bytes[3][1] = 1e9; f->size_s[3][1] = 20e-6 + 1e9 / 250e9;
+    double piece = a2a.comm_bytes / 8.0, pair = 20e-6 + (piece - 1e6) * (1e9 / 250e9) / (1e9 - 1e6);
+    assert_close(op_cost(&a2a, g, &fitted, &e8.layout), alltoall_pairs_s(8, pair), 1e-12);
+}
+
 static void ep_shards_expert_memory_and_adds_alltoall(void **state)
 {
     (void)state;
@@ -667,6 +725,7 @@ int main(void)
         cmocka_unit_test(cli_takes_ep_and_emits_it),
         cmocka_unit_test(etp_splits_the_experts_not_the_attention),
         cmocka_unit_test(etp_equal_to_tp_changes_nothing),
+        cmocka_unit_test(ep_sorts_chunks_and_prices_alltoall_as_pairs),
         cmocka_unit_test(etp_memory_moves_from_state_to_activations),
         cmocka_unit_test(etp_refusals_and_its_wider_ep),
         cmocka_unit_test(plan_searches_and_emits_etp),

@@ -8,12 +8,14 @@
  *   ep_counts       every EP rank's counts per expert (an all-gather of E integers), to the
  *                   host: the sizes of every transfer and GEMM below (the host waits here,
  *                   as Megatron's all-to-all dispatcher does)
- *   ep_alltoall_dispatch   grouped ncclSend/ncclRecv of chunks (rank, expert) straight into
- *                   the expert-major layout (moe_plan.h), the rank's own chunk copied
+ *   ep_alltoall_dispatch   one ncclSend/ncclRecv pair per peer of the rows for its experts
+ *   moe_sort_chunks the rows received (and the rank's own) from rank-major to the expert-major
+ *                   layout (moe_plan.h) in one chunk copy, as Megatron's sort_chunks_by_idxs
  *   expert_up, expert_swiglu, expert_down   a loop of cuBLAS GEMMs, one per local expert
  *                   at its own row count (no grouped-GEMM call: the shapes differ per
  *                   expert, and a loop is what cuBLAS offers at every version we build with)
- *   ep_alltoall_combine    the chunks back to the ranks they came from
+ *   moe_sort_chunks, ep_alltoall_combine   the chunks gathered rank-major, sent back to the
+ *                   ranks they came from
  *   moe_permute     out[n] = sum_j gate ys[pos]
  * Backward: the same ops in reverse under their _bwd, _dgrad and _wgrad names; the
  * router's backward adds Switch's auxiliary load-balancing loss (moe_plan.h).
@@ -229,32 +231,74 @@ static void pool_free(moe_state *st, void *p) { MCK(st, cudaFreeAsync(p, st->c.s
 
 /* Moves the chunks between this rank's sorted rows and the experts' (expert-major) rows of
  * the EP group: back = 0 from sorted to major (the dispatch, and the combine's gradient),
- * 1 the way back.  Both sides know every chunk's size, and zero-sized chunks are left out
- * on both, so each pair of ranks posts matching send/recv in the same order. */
-static void exchange(moe_state *st, const moe_exchange *x, bf16 *sorted, bf16 *major, int back)
+ * 1 the way back.  Both sides know every chunk's size.  One message goes to each peer, as
+ * Megatron's all-to-all dispatcher sends it: a rank's rows for one peer's experts are
+ * contiguous in its sorted buffer, and the receiver's are staged rank-major, then moved to
+ * (or, back, gathered from) the expert-major rows in one chunk copy with its own chunks (with
+ * one expert a rank, rank-major is expert-major: only the own chunk is copied).  A
+ * send/recv pair per (peer, expert) chunk, the first way, paid NCCL's point-to-point latency
+ * once a chunk: 124-148 us an exchange of the MoE test model on 2 x H100, 77-82 us this way
+ * (docs/validation/2026-11-26-h100x2-ep-messages). */
+static void exchange(moe_state *st, const moe_exchange *x, bf16 *sorted, bf16 *major, int back, const char *transfer,
+                     const char *copy)
 {
     const size_t C = (size_t)st->c.C;
     const int local = x->local;
-    for (int e = 0; e < local; e++) {
-        int c = x->rank * local + e;
-        if (!x->send_rows[c]) continue;
-        bf16 *s = sorted + (size_t)x->send_offset[c] * C, *m = major + (size_t)x->recv_offset[c] * C;
-        MCK(st, cudaMemcpyAsync(back ? s : m, back ? m : s, (size_t)x->send_rows[c] * C * sizeof(bf16),
-                                cudaMemcpyDeviceToDevice, st->c.stream));
+    int stage_at[MOE_EP_MAX], staged = 0, sent[MOE_EP_MAX];
+    for (int p = 0; p < x->ep; p++) {
+        stage_at[p] = staged;
+        sent[p] = 0;
+        for (int e = 0; e < local; e++) {
+            int c = p * local + e;
+            if (e > 0 && x->send_offset[c] != x->send_offset[c - 1] + x->send_rows[c - 1]) {
+                fprintf(stderr, "sextant-gpu train: rank %d: internal: MoE rows for rank %d not contiguous\n", st->c.my_rank, p);
+                exit(1);
+            }
+            sent[p] += x->send_rows[c];
+            if (p != x->rank && local > 1) staged += x->recv_rows[c];
+        }
     }
+    bf16 *stage = staged ? pool_rows(st, staged, (int)C) : NULL;
+    sx_moe_chunks chunks;
+    chunks.n = 0;
+    for (int p = 0; p < x->ep; p++) {
+        int within = 0;
+        for (int e = 0; e < local; e++) {
+            int c = p * local + e;
+            if (!x->recv_rows[c] || (p != x->rank && local == 1)) continue;   /* one expert: rank-major is expert-major */
+            bf16 *near = p == x->rank ? sorted + (size_t)x->send_offset[c] * C : stage + (size_t)(stage_at[p] + within) * C;
+            bf16 *far = major + (size_t)x->recv_offset[c] * C;
+            chunks.rows[chunks.n] = x->recv_rows[c];
+            chunks.src[chunks.n] = back ? far : near;
+            chunks.dst[chunks.n] = back ? near : far;
+            chunks.n++;
+            within += x->recv_rows[c];
+        }
+    }
+    if (back) {
+        mark(st, copy, 0);
+        MCK(st, sx_moe_copy_chunks(&chunks, (int)C, st->c.stream));
+        mark(st, copy, 1);
+    }
+    mark(st, transfer, 0);
     MNC(st, ncclGroupStart());
     for (int p = 0; p < x->ep; p++) {
         if (p == x->rank) continue;
-        for (int e = 0; e < local; e++) {
-            int c = p * local + e;
-            bf16 *s = sorted + (size_t)x->send_offset[c] * C, *m = major + (size_t)x->recv_offset[c] * C;
-            size_t out = (size_t)(back ? x->recv_rows[c] : x->send_rows[c]) * C;
-            size_t in = (size_t)(back ? x->send_rows[c] : x->recv_rows[c]) * C;
-            if (out) MNC(st, ncclSend(back ? m : s, out, ncclBfloat16, p, st->c.ep_comm, st->c.stream));
-            if (in) MNC(st, ncclRecv(back ? s : m, in, ncclBfloat16, p, st->c.ep_comm, st->c.stream));
-        }
+        bf16 *mine = sorted + (size_t)x->send_offset[p * local] * C;
+        bf16 *theirs = local == 1 ? major + (size_t)x->recv_offset[p] * C : stage + (size_t)stage_at[p] * C;
+        int staged_p = local == 1 ? x->recv_rows[p] : (p + 1 < x->ep ? stage_at[p + 1] : staged) - stage_at[p];
+        size_t out = (size_t)(back ? staged_p : sent[p]) * C, in = (size_t)(back ? sent[p] : staged_p) * C;
+        if (out) MNC(st, ncclSend(back ? theirs : mine, out, ncclBfloat16, p, st->c.ep_comm, st->c.stream));
+        if (in) MNC(st, ncclRecv(back ? mine : theirs, in, ncclBfloat16, p, st->c.ep_comm, st->c.stream));
     }
     MNC(st, ncclGroupEnd());
+    mark(st, transfer, 1);
+    if (!back) {
+        mark(st, copy, 0);
+        MCK(st, sx_moe_copy_chunks(&chunks, (int)C, st->c.stream));
+        mark(st, copy, 1);
+    }
+    if (stage) pool_free(st, stage);
 }
 
 /* ---- the experts' GEMMs: cuBLASLt, one algorithm per shape bucket ----
@@ -437,9 +481,7 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l)
     const int R = x->rows_in;
     if (exchanged) {
         call->xe = pool_rows(st, R, C);
-        mark(st, "ep_alltoall_dispatch", 0);
-        exchange(st, x, st->xs, call->xe, 0);
-        mark(st, "ep_alltoall_dispatch", 1);
+        exchange(st, x, st->xs, call->xe, 0, "ep_alltoall_dispatch", "moe_sort_chunks");
     }
     call->h = pool_rows(st, R, st->up);
     call->act = pool_rows(st, R, F);
@@ -462,9 +504,7 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l)
     }
     mark(st, "expert_down", 1);
     if (exchanged) {
-        mark(st, "ep_alltoall_combine", 0);
-        exchange(st, x, sv.ys, ye, 1);
-        mark(st, "ep_alltoall_combine", 1);
+        exchange(st, x, sv.ys, ye, 1, "ep_alltoall_combine", "moe_sort_chunks");
         pool_free(st, ye);
     }
     mark(st, "moe_permute", 0);
@@ -524,15 +564,11 @@ void moe_backward(moe_state *st, void *saved, const bf16 *xn, const bf16 *dout, 
     if (exchanged) {
         dye = pool_rows(st, R, C);
         dxe = pool_rows(st, R, C);
-        mark(st, "ep_alltoall_combine_bwd", 0);
-        exchange(st, &call->x, st->xs, dye, 0);
-        mark(st, "ep_alltoall_combine_bwd", 1);
+        exchange(st, &call->x, st->xs, dye, 0, "ep_alltoall_combine_bwd", "moe_sort_chunks_bwd");
     }
     experts_backward(st, call, dye, dxe, l);
     if (exchanged) {
-        mark(st, "ep_alltoall_dispatch_bwd", 0);
-        exchange(st, &call->x, st->xs, dxe, 1);
-        mark(st, "ep_alltoall_dispatch_bwd", 1);
+        exchange(st, &call->x, st->xs, dxe, 1, "ep_alltoall_dispatch_bwd", "moe_sort_chunks_bwd");
         pool_free(st, dye);
         pool_free(st, dxe);
     }

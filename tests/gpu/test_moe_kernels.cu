@@ -158,6 +158,58 @@ static void check_shape(int N, int E, int k, int C)
     free(gi); free(gc); free(gp); free(gr); free(gf); free(gh);
 }
 
+/* The exchange's chunk copy: `n` chunks of random sizes (some empty) out of one buffer into another in
+ * a shuffled order, against the same copy on the host; a copy, so bitwise. */
+static void check_chunks(int n, int C, int max_rows)
+{
+    char name[96];
+    int rows[SX_MOE_CHUNKS_MAX], order[SX_MOE_CHUNKS_MAX];
+    size_t src_at[SX_MOE_CHUNKS_MAX], dst_at[SX_MOE_CHUNKS_MAX], total = 0;
+    for (int c = 0; c < n; c++) {
+        rows[c] = (c % 5 == 3) ? 0 : (int)(rng_u64() % (uint64_t)(max_rows + 1));
+        src_at[c] = total;
+        total += (size_t)rows[c];
+        order[c] = c;
+    }
+    for (int c = n - 1; c > 0; c--) {
+        int f = (int)(rng_u64() % (uint64_t)(c + 1)), t = order[c];
+        order[c] = order[f];
+        order[f] = t;
+    }
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        dst_at[order[i]] = at;
+        at += (size_t)rows[order[i]];
+    }
+    const size_t count = (total ? total : 1) * (size_t)C;
+    uint16_t *h_src = (uint16_t *)malloc(2 * count), *want = (uint16_t *)malloc(2 * count), *got = (uint16_t *)malloc(2 * count);
+    for (size_t i = 0; i < count; i++) h_src[i] = to_bf16(rng_unif() * 2.0 - 1.0);
+    memset(want, 0, 2 * count);
+    for (int c = 0; c < n; c++)
+        memcpy(want + dst_at[c] * C, h_src + src_at[c] * C, 2 * (size_t)rows[c] * C);
+    sx_bf16 *d_src, *d_dst;
+    CK(cudaMalloc(&d_src, 2 * count));
+    CK(cudaMalloc(&d_dst, 2 * count));
+    CK(cudaMemcpy(d_src, h_src, 2 * count, cudaMemcpyHostToDevice));
+    CK(cudaMemset(d_dst, 0, 2 * count));
+    sx_moe_chunks chunks;
+    chunks.n = n;
+    for (int c = 0; c < n; c++) {
+        chunks.rows[c] = rows[c];
+        chunks.src[c] = d_src + src_at[c] * C;
+        chunks.dst[c] = d_dst + dst_at[c] * C;
+    }
+    CK(sx_moe_copy_chunks(&chunks, C, 0));
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(got, d_dst, 2 * count, cudaMemcpyDeviceToHost));
+    size_t wrong = 0;
+    for (size_t i = 0; i < count; i++) wrong += got[i] != want[i];
+    snprintf(name, sizeof name, "copy chunks n %d C %d (%zu rows)", n, C, total);
+    verdict(name, (double)wrong, 0.0);
+    cudaFree(d_src); cudaFree(d_dst);
+    free(h_src); free(want); free(got);
+}
+
 int main(void)
 {
     int devices = 0;
@@ -171,9 +223,15 @@ int main(void)
     check_shape(4096, 8, 2, 1024);
     check_shape(1000, 64, 6, 256);
     check_shape(517, 4, 4, 136);   /* every token to every expert */
+    check_chunks(1, 8, 5);
+    check_chunks(8, 1024, 700);     /* the MoE test model's EP 2: 2 ranks x 4 experts */
+    check_chunks(SX_MOE_CHUNKS_MAX, 136, 40);
     /* bad arguments launch nothing */
     checks++;
     if (sx_moe_topk(NULL, NULL, NULL, 4, 8, 9, 0) != cudaErrorInvalidValue) { failures++; printf("topk k > E accepted: FAIL\n"); }
+    checks++;
+    sx_moe_chunks odd = {1, {4}, {NULL}, {NULL}};
+    if (sx_moe_copy_chunks(&odd, 12, 0) != cudaErrorInvalidValue) { failures++; printf("copy chunks C %% 8 != 0 accepted: FAIL\n"); }
     printf("test_moe_kernels: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }
