@@ -356,7 +356,15 @@ double other_memory_allowance(const layout_t *l, double context_bytes, double nc
      * it holds the TP group's ranks, and is not counted apart, as before ETP was modelled) */
     if (moe && etp > 1 && etp != l->tp) collective_groups += 1;
     double comms = l->gpus > 1 ? first + per_comm * collective_groups + (l->pp > 1 ? per_p2p : 0.0) : 0.0;
-    return bytes + comms + backward_workspace;
+    return bytes + comms + backward_workspace + (moe ? moe_gemm_workspace_bytes() : 0.0);
+}
+
+/* "Mixture of experts", memory: the experts' GEMMs of a layer run over 4 streams, each with its own cuBLAS
+ * workspace, 32 MiB on Hopper (Transformer Engine's grouped GEMM: 4 compute streams,
+ * transformer_engine/common/util/multi_stream.cpp, and a workspace per stream; validator/moe.c the same). */
+double moe_gemm_workspace_bytes(void)
+{
+    return 4.0 * 32.0 * 1048576.0;
 }
 
 /* The gradients one layer's backward holds at once, reused layer after

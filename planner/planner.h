@@ -384,6 +384,7 @@ double moe_dropped_fraction(double imbalance, double capacity_factor);
 double moe_remote_node_copies(double top_k, double nodes, double groups, double group_limit);
 double host_sync_s(double launch_overhead_s);
 double moe_counts_bytes(double ep, double experts);
+double moe_gemm_workspace_bytes(void);
 double moe_sort_chunks_bytes(double rows, double hidden, double elem_bytes, double local_experts, double ep);
 double cp_kv_block_bytes(double kv_heads, double head_dim, double seq, double cp, double mbs, double elem_bytes);
 /* The bytes one ring step's dK, dV addition moves: two KV blocks read, one written. */

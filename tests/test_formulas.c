@@ -325,26 +325,28 @@ static void other_memory_allowance_counts_communicators(void **state)
     l.dp = 2;
     l.ep = 2;
     l.gpus = 2;
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 1, 0), 0.6 * gib + 1.3 * gib + 2 * 0.9 * gib,
-                 1e-12);
+    const double ws = moe_gemm_workspace_bytes();   /* the experts' four GEMM streams' workspaces */
+    assert_close(ws, 128.0 * 1048576.0, 0);
+    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 1, 0),
+                 0.6 * gib + 1.3 * gib + 2 * 0.9 * gib + ws, 1e-12);
     /* the same layout for a dense model has no EP group */
     assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 0, 0), 0.6 * gib + 1.3 * gib + 0.9 * gib,
                  1e-12);
     /* DP 8, EP 2: EP's and the experts' gradient group over 4 GPUs, both apart from DP's */
     l.dp = 8;
     l.gpus = 8;
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 1, 0), 0.6 * gib + 1.3 * gib + 3 * 0.9 * gib,
-                 1e-12);
+    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 1, 0),
+                 0.6 * gib + 1.3 * gib + 3 * 0.9 * gib + ws, 1e-12);
     /* DP 2 without EP: the experts' gradient group holds DP's ranks, yet is a communicator of its own */
     l.dp = 2;
     l.ep = 1;
     l.gpus = 2;
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 1, 0), 0.6 * gib + 1.3 * gib + 2 * 0.9 * gib,
-                 1e-12);
+    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 1, 0),
+                 0.6 * gib + 1.3 * gib + 2 * 0.9 * gib + ws, 1e-12);
     /* one GPU: no communicator at all */
     l.tp = l.pp = l.dp = l.gpus = 1;
     assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0.5 * gib, 0, 0, 0), 0.6 * gib, 1e-12);
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0.5 * gib, 0, 1, 0), 0.6 * gib, 1e-12);
+    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0.5 * gib, 0, 1, 0), 0.6 * gib + ws, 1e-12);
 }
 
 /* GPT-2 124M, micro-batch 32, s = 1024, unfused attention: the validator's

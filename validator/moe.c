@@ -318,8 +318,13 @@ static void exchange(moe_state *st, const moe_exchange *x, bf16 *sorted, bf16 *m
 static void lt_init(moe_state *st)
 {
     MCB(st, cublasLtCreate(&st->lt));
-    MCK(st, cudaMalloc(&st->lt_workspace, MOE_LT_WORKSPACE_BYTES));
-    st->bytes += MOE_LT_WORKSPACE_BYTES;
+    for (int i = 0; i < MOE_STREAMS; i++) {
+        MCK(st, cudaMalloc(&st->lt_workspace[i], MOE_LT_WORKSPACE_BYTES));
+        st->bytes += MOE_LT_WORKSPACE_BYTES;
+        MCK(st, cudaStreamCreateWithFlags(&st->gemm_streams[i], cudaStreamNonBlocking));
+        MCK(st, cudaEventCreateWithFlags(&st->gemm_joined[i], cudaEventDisableTiming));
+    }
+    MCK(st, cudaEventCreateWithFlags(&st->gemm_fork, cudaEventDisableTiming));
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -342,7 +347,12 @@ static void lt_free_all(moe_state *st)
     MCB(st, cublasLtMatmulPreferenceDestroy(st->lt_pref));
     for (int i = 0; i < 3; i++) MCB(st, cublasLtMatrixLayoutDestroy(st->lt_layout[i]));
     MCB(st, cublasLtDestroy(st->lt));
-    MCK(st, cudaFree(st->lt_workspace));
+    for (int i = 0; i < MOE_STREAMS; i++) {
+        MCK(st, cudaFree(st->lt_workspace[i]));
+        MCK(st, cudaStreamDestroy(st->gemm_streams[i]));
+        MCK(st, cudaEventDestroy(st->gemm_joined[i]));
+    }
+    MCK(st, cudaEventDestroy(st->gemm_fork));
     free(st->algos);
 }
 
@@ -356,6 +366,32 @@ static void lt_shape(moe_state *st, cublasLtMatrixLayout_t layout, int rows, int
     MCB(st, cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_LD, &l, sizeof l));
 }
 
+/* One GEMM through cublasGemmEx on `stream` (the step's cuBLAS handle, its stream put back after). */
+static void gemm_ex(moe_state *st, cudaStream_t stream, int ta, int tb, int m, int n, int k, const bf16 *A, int lda,
+                    const bf16 *B, int ldb, int accumulate, bf16 *C, int ldc)
+{
+    if (stream != st->c.stream) MCB(st, cublasSetStream(st->c.blas, stream));
+    MCB(st, cublasGemmEx(st->c.blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &one, A,
+                         CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, accumulate ? &one : &zero, C, CUDA_R_16BF, ldc,
+                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    if (stream != st->c.stream) MCB(st, cublasSetStream(st->c.blas, st->c.stream));
+}
+
+/* The experts' GEMMs of one loop: every lane waits for the step's stream, and the step's stream for every
+ * lane after (MOE_STREAMS). */
+static void experts_fork(moe_state *st)
+{
+    MCK(st, cudaEventRecord(st->gemm_fork, st->c.stream));
+    for (int i = 0; i < MOE_STREAMS; i++) MCK(st, cudaStreamWaitEvent(st->gemm_streams[i], st->gemm_fork, 0));
+}
+static void experts_join(moe_state *st)
+{
+    for (int i = 0; i < MOE_STREAMS; i++) {
+        MCK(st, cudaEventRecord(st->gemm_joined[i], st->gemm_streams[i]));
+        MCK(st, cudaStreamWaitEvent(st->c.stream, st->gemm_joined[i], 0));
+    }
+}
+
 /* column-major C[m, n] (+)= op(A) op(B), bf16 with fp32 sums, as cublasGemmEx takes it.
  * The forward's GEMMs follow the host's wait for the routing counts, with nothing queued before them:
  * what the host spends issuing each is GPU time lost wherever it exceeds the GEMM's own (at 2048
@@ -363,15 +399,16 @@ static void lt_shape(moe_state *st, cublasLtMatrixLayout_t layout, int rows, int
  * shapes in the backward, queued behind other work, did not).  So the layouts are reshaped, not
  * made anew, and the bucket's algorithm goes straight to cublasLtMatmul, which refuses a shape it
  * does not take (then cublasGemmEx runs it, counted in `fallbacks`), instead of a check first. */
-static void expert_gemm(moe_state *st, int ta, int tb, int m, int n, int k, const bf16 *A, int lda, const bf16 *B, int ldb,
-                        int accumulate, bf16 *C, int ldc)
+static void expert_gemm(moe_state *st, int lane, int ta, int tb, int m, int n, int k, const bf16 *A, int lda, const bf16 *B,
+                        int ldb, int accumulate, bf16 *C, int ldc)
 {
+    /* lane: the expert's stream (experts_fork), or -1 for the step's own */
+    cudaStream_t stream = lane < 0 ? st->c.stream : st->gemm_streams[lane];
+    void *workspace = st->lt_workspace[lane < 0 ? 0 : lane];
     double t0 = launch_clock_s();
     st->gemm_calls++;
     if (st->gemm_ex) {
-        MCB(st, cublasGemmEx(st->c.blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &one, A,
-                             CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, accumulate ? &one : &zero, C, CUDA_R_16BF, ldc,
-                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        gemm_ex(st, stream, ta, tb, m, n, k, A, lda, B, ldb, accumulate, C, ldc);
         st->gemm_host_s += launch_clock_s() - t0;
         return;
     }
@@ -401,30 +438,29 @@ static void expert_gemm(moe_state *st, int ta, int tb, int m, int n, int k, cons
     }
     int done = found && found->usable &&
                cublasLtMatmul(st->lt, st->lt_desc[ta][tb], &one, A, a, B, b, accumulate ? &one : &zero, C, c, C, c,
-                              &found->algo, st->lt_workspace, MOE_LT_WORKSPACE_BYTES, st->c.stream) == CUBLAS_STATUS_SUCCESS;
+                              &found->algo, workspace, MOE_LT_WORKSPACE_BYTES, stream) == CUBLAS_STATUS_SUCCESS;
     if (!done) {
         st->fallbacks++;
-        MCB(st, cublasGemmEx(st->c.blas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &one, A,
-                             CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, accumulate ? &one : &zero, C, CUDA_R_16BF, ldc,
-                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        gemm_ex(st, stream, ta, tb, m, n, k, A, lda, B, ldb, accumulate, C, ldc);
     }
     st->gemm_host_s += launch_clock_s() - t0;
 }
 
 /* y[rows, out] = x[rows, in] W^T (W[out, in]), as train.c's linear layers */
-static void gemm_forward(moe_state *st, bf16 *y, const bf16 *x, const bf16 *w, int rows, int in, int out)
+static void gemm_forward(moe_state *st, int lane, bf16 *y, const bf16 *x, const bf16 *w, int rows, int in, int out)
 {
-    expert_gemm(st, 1, 0, out, rows, in, w, in, x, in, 0, y, out);
+    expert_gemm(st, lane, 1, 0, out, rows, in, w, in, x, in, 0, y, out);
 }
 /* dx[rows, in] (+)= dy[rows, out] W */
-static void gemm_dgrad(moe_state *st, bf16 *dx, const bf16 *dy, const bf16 *w, int rows, int in, int out, int accumulate)
+static void gemm_dgrad(moe_state *st, int lane, bf16 *dx, const bf16 *dy, const bf16 *w, int rows, int in, int out,
+                       int accumulate)
 {
-    expert_gemm(st, 0, 0, in, rows, out, w, in, dy, out, accumulate, dx, in);
+    expert_gemm(st, lane, 0, 0, in, rows, out, w, in, dy, out, accumulate, dx, in);
 }
 /* dW[out, in] += dy^T x */
-static void gemm_wgrad(moe_state *st, bf16 *dw, const bf16 *dy, const bf16 *x, int rows, int in, int out)
+static void gemm_wgrad(moe_state *st, int lane, bf16 *dw, const bf16 *dy, const bf16 *x, int rows, int in, int out)
 {
-    expert_gemm(st, 0, 1, in, out, rows, x, in, dy, out, 1, dw, in);
+    expert_gemm(st, lane, 0, 1, in, out, rows, x, in, dy, out, 1, dw, in);
 }
 
 /* router logits[N, E] (fp32) = xn Wr^T */
@@ -453,6 +489,17 @@ static void exchange_counts(moe_state *st, const saved_ptrs *sv, moe_call *call)
                 c->E);
         exit(1);
     }
+    double sum = 0.0, squares = 0.0, most = 0.0;
+    for (int e = 0; e < call->x.local; e++) {
+        double r = (double)call->x.expert_rows[e];
+        sum += r;
+        squares += r * r;
+        if (r > most) most = r;
+    }
+    double mean = sum / call->x.local, var = squares / call->x.local - mean * mean;
+    st->expert_rows_sum += mean;
+    st->expert_busiest_sum += mean > 0.0 ? most / mean : 1.0;
+    st->expert_cv_sum += mean > 0.0 && var > 0.0 ? sqrt(var) / mean : 0.0;
     st->imbalance_sum += call->x.imbalance;
     if (call->x.imbalance > st->imbalance_max) st->imbalance_max = call->x.imbalance;
     st->imbalance_calls++;
@@ -486,22 +533,28 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l)
     call->h = pool_rows(st, R, st->up);
     call->act = pool_rows(st, R, F);
     mark(st, "expert_up", 0);
+    experts_fork(st);
     for (int e = 0; e < st->El; e++) {
         size_t at = (size_t)x->expert_offset[e];
         if (x->expert_rows[e])
-            gemm_forward(st, call->h + at * st->up, call->xe + at * C, up_w(st, st->params, l, e), x->expert_rows[e], C, st->up);
+            gemm_forward(st, e % MOE_STREAMS, call->h + at * st->up, call->xe + at * C, up_w(st, st->params, l, e),
+                         x->expert_rows[e], C, st->up);
     }
+    experts_join(st);
     mark(st, "expert_up", 1);
     mark(st, "expert_swiglu", 0);
     MCK(st, sx_swiglu_forward(call->act, call->h, call->h + F, R, F, st->up, c->stream));
     mark(st, "expert_swiglu", 1);
     bf16 *ye = exchanged ? pool_rows(st, R, C) : sv.ys;
     mark(st, "expert_down", 0);
+    experts_fork(st);
     for (int e = 0; e < st->El; e++) {
         size_t at = (size_t)x->expert_offset[e];
         if (x->expert_rows[e])
-            gemm_forward(st, ye + at * C, call->act + at * F, down_w(st, st->params, l, e), x->expert_rows[e], F, C);
+            gemm_forward(st, e % MOE_STREAMS, ye + at * C, call->act + at * F, down_w(st, st->params, l, e),
+                         x->expert_rows[e], F, C);
     }
+    experts_join(st);
     mark(st, "expert_down", 1);
     if (exchanged) {
         exchange(st, x, sv.ys, ye, 1, "ep_alltoall_combine", "moe_sort_chunks");
@@ -520,31 +573,43 @@ static void experts_backward(moe_state *st, moe_call *call, const bf16 *dye, bf1
     const int R = x->rows_in, C = c->C, F = c->F, up = st->up;
     bf16 *dact = pool_rows(st, R, F), *dh = pool_rows(st, R, up);
     mark(st, "expert_down_dgrad", 0);
+    experts_fork(st);
     for (int e = 0; e < st->El; e++) {
         size_t at = (size_t)x->expert_offset[e];
-        if (x->expert_rows[e]) gemm_dgrad(st, dact + at * F, dye + at * C, down_w(st, st->params, l, e), x->expert_rows[e], F, C, 0);
+        if (x->expert_rows[e])
+            gemm_dgrad(st, e % MOE_STREAMS, dact + at * F, dye + at * C, down_w(st, st->params, l, e), x->expert_rows[e], F,
+                       C, 0);
     }
+    experts_join(st);
     mark(st, "expert_down_dgrad", 1);
     mark(st, "expert_down_wgrad", 0);
+    experts_fork(st);
     for (int e = 0; e < st->El; e++) {
         size_t at = (size_t)x->expert_offset[e];
-        if (x->expert_rows[e]) gemm_wgrad(st, down_w(st, st->grads, l, e), dye + at * C, call->act + at * F, x->expert_rows[e], F, C);
+        if (x->expert_rows[e])
+            gemm_wgrad(st, e % MOE_STREAMS, down_w(st, st->grads, l, e), dye + at * C, call->act + at * F,
+                       x->expert_rows[e], F, C);
     }
+    experts_join(st);
     mark(st, "expert_down_wgrad", 1);
     mark(st, "expert_swiglu_bwd", 0);
     MCK(st, sx_swiglu_backward(dh, dh + F, dact, call->h, call->h + F, R, F, up, c->stream));
     mark(st, "expert_swiglu_bwd", 1);
     mark(st, "expert_up_dgrad", 0);
+    experts_fork(st);
     for (int e = 0; e < st->El; e++) {
         size_t at = (size_t)x->expert_offset[e];
-        if (x->expert_rows[e]) gemm_dgrad(st, dxe + at * C, dh + at * up, up_w(st, st->params, l, e), x->expert_rows[e], C, up, 0);
+        if (x->expert_rows[e]) gemm_dgrad(st, e % MOE_STREAMS, dxe + at * C, dh + at * up, up_w(st, st->params, l, e), x->expert_rows[e], C, up, 0);
     }
+    experts_join(st);
     mark(st, "expert_up_dgrad", 1);
     mark(st, "expert_up_wgrad", 0);
+    experts_fork(st);
     for (int e = 0; e < st->El; e++) {
         size_t at = (size_t)x->expert_offset[e];
-        if (x->expert_rows[e]) gemm_wgrad(st, up_w(st, st->grads, l, e), dh + at * up, call->xe + at * C, x->expert_rows[e], C, up);
+        if (x->expert_rows[e]) gemm_wgrad(st, e % MOE_STREAMS, up_w(st, st->grads, l, e), dh + at * up, call->xe + at * C, x->expert_rows[e], C, up);
     }
+    experts_join(st);
     mark(st, "expert_up_wgrad", 1);
     pool_free(st, dact);
     pool_free(st, dh);
@@ -581,10 +646,10 @@ void moe_backward(moe_state *st, void *saved, const bf16 *xn, const bf16 *dout, 
                                    st->aux_scale, N, c->E, k, c->stream));
     mark(st, "router_topk_bwd", 1);
     mark(st, "router_dgrad", 0);
-    gemm_dgrad(st, dxn, st->dlogits, router_w(st, st->params, l), N, C, c->E, 1);
+    gemm_dgrad(st, -1, dxn, st->dlogits, router_w(st, st->params, l), N, C, c->E, 1);
     mark(st, "router_dgrad", 1);
     mark(st, "router_wgrad", 0);
-    gemm_wgrad(st, router_w(st, st->grads, l), st->dlogits, xn, N, C, c->E);
+    gemm_wgrad(st, -1, router_w(st, st->grads, l), st->dlogits, xn, N, C, c->E);
     mark(st, "router_wgrad", 1);
     pool_free(st, call->xe);
     pool_free(st, call->h);

@@ -53,6 +53,11 @@ typedef struct {
 } moe_call;
 
 #define MOE_CALLS_MAX 512
+/* Streams the experts' GEMMs of one loop share, expert e on stream e mod MOE_STREAMS, so that experts
+ * whose GEMMs fill less than the GPU run side by side: Transformer Engine's grouped GEMM issues its
+ * GEMMs over 4 compute streams (transformer_engine/common/util/multi_stream.cpp), as the grouped_gemm
+ * package's cuBLAS path does (NUM_STREAM 4). */
+#define MOE_STREAMS 4
 
 /* an expert GEMM's cuBLASLt algorithm, kept for every shape of its bucket (moe.c) */
 typedef struct {
@@ -75,8 +80,14 @@ typedef struct {
     moe_call calls[MOE_CALLS_MAX];
     double imbalance_sum, imbalance_max;
     long imbalance_calls;
+    /* the spread of rows over this rank's experts, every call: the busiest expert's rows over the mean, the
+     * coefficient of variation, the mean rows (sums over imbalance_calls) */
+    double expert_busiest_sum, expert_cv_sum, expert_rows_sum;
     cublasLtHandle_t lt;
-    void *lt_workspace;
+    /* the experts' GEMMs of one loop run over MOE_STREAMS streams, forked from and joined to the step's */
+    cudaStream_t gemm_streams[MOE_STREAMS];
+    cudaEvent_t gemm_fork, gemm_joined[MOE_STREAMS];
+    void *lt_workspace[MOE_STREAMS];      /* one a stream: GEMMs that run at once take one each */
     cublasLtMatmulDesc_t lt_desc[2][2];   /* [transa][transb] */
     cublasLtMatmulPreference_t lt_pref;
     cublasLtMatrixLayout_t lt_layout[3];  /* A, B, C: reshaped for each call (cheaper than made anew) */

@@ -831,6 +831,10 @@ static void print_summary(const train_run_state *r, const gpt *g)
                "%ld layer calls of rank 0, every step); the planner assumes %.3f (--moe-imbalance %.3f%s)\n",
                g->moe.imbalance_sum / g->moe.imbalance_calls, g->moe.imbalance_max, g->moe.imbalance_calls, moe_rank_load(m, &r->l),
                model_moe_imbalance(m), s->ep == 1 ? "; with ep 1 no rank waits for another: load 1" : "");
+    if (s->moe && g->moe.imbalance_calls)
+        printf("MoE rows over rank 0's %d experts: %.0f an expert on average; the busiest expert %.3f x the mean, coefficient "
+               "of variation %.3f (means over the calls)\n", s->E / s->ep, g->moe.expert_rows_sum / g->moe.imbalance_calls,
+               g->moe.expert_busiest_sum / g->moe.imbalance_calls, g->moe.expert_cv_sum / g->moe.imbalance_calls);
     if (s->moe)
         printf("MoE buffers: the routed rows' (stream-ordered pool) peaked at %.3f GiB on rank 0, beside our %.3f GiB; "
                "the EP groups' first use took %.3f GiB; expert GEMMs: %s, %ld cuBLASLt heuristic queries, %ld calls "
