@@ -71,6 +71,9 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
         goto done;
     if (csv_table_column(&t, "vpp") >= 0 && csv_get_int64(&t, row, "vpp", 1, 1000, &l->vpp, err, errlen)) goto done;
     if (csv_table_column(&t, "sp") >= 0 && csv_get_int64(&t, row, "sp", 0, 1, &sp, err, errlen)) goto done;
+    /* context parallelism (the validator's ring), in CSVs from 2026-11-26 on */
+    l->cp = 1;
+    if (csv_table_column(&t, "cp") >= 0 && csv_get_int64(&t, row, "cp", 1, 1 << 10, &l->cp, err, errlen)) goto done;
     /* the pipeline's split as the run was given it (0: pipeline_split's own), in CSVs from 2026-11-26 on */
     if (csv_table_column(&t, "first_stage_layers") >= 0 &&
         (csv_get_int64(&t, row, "first_stage_layers", 0, 1 << 20, &l->first_stage_layers, err, errlen) ||
@@ -101,8 +104,8 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
     }
     /* a validate run's fused attention is sextant-gpu's own kernel (runs before 2026-11-26 call it flash) */
     if (attention_is_fused(l->attention)) l->attention = ATTENTION_SEXTANT;
-    if (l->tp * l->pp * l->dp != l->gpus) {
-        snprintf(err, errlen, "%s:%d:gpus: %lld is not tp x pp x dp", path, t.line[row], (long long)l->gpus);
+    if (l->tp * l->pp * l->dp * l->cp != l->gpus) {
+        snprintf(err, errlen, "%s:%d:gpus: %lld is not tp x pp x dp x cp", path, t.line[row], (long long)l->gpus);
         goto done;
     }
     rc = 0;

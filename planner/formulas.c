@@ -238,6 +238,18 @@ double cp_kv_block_bytes(double kv_heads, double head_dim, double seq, double cp
     return 2.0 * kv_heads * head_dim * (seq / cp) * mbs * elem_bytes;
 }
 
+/* "Context parallelism": the sequence length the ring's attention kernels run at.  With causal load
+ * balancing a rank holds two chunks of s / (2 cp) tokens, s / cp in all; the ring runs its attention as cp
+ * kernel calls, one a step: its own causal block (s/cp queries against s/cp keys) and cp - 1 blocks of the
+ * peers' keys (half the queries against all s/cp received keys, or all queries against half of them: Transformer
+ * Engine's p2p ring), each the work of a causal kernel at s/cp.  So the rank's attention is cp kernels at s/cp,
+ * the same FLOPs as its share of one kernel at s but at the efficiency of s/cp, which is lower (a fused kernel's
+ * rate rises with the sequence: "Attention kernel generations"). */
+double cp_ring_attention_length(double seq, double cp)
+{
+    return cp > 1.0 ? seq / cp : seq;
+}
+
 /* "Context parallelism": the bytes of one ring step's dK, dV addition in the backward.  The partial
  * dK, dV that arrive (one KV block's size) are added to those the step's attention computed: two blocks
  * read, one written (Transformer Engine's p2p ring accumulates them so; the validator adds the peer's

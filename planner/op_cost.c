@@ -393,21 +393,27 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
             int bwd = op->pass == PASS_BWD;
             double speed = l->attention == ATTENTION_FLASH1 && gpu->flash1_relative_speed > 0.0 ? gpu->flash1_relative_speed : 1.0;
             /* calibrate timed the kernel in 16 bit: an fp32 or tf32 run takes the efficiency below */
+            /* a context-parallel ring runs the rank's attention as cp kernels, one a ring step, each over blocks of
+             * the local length (docs/model.md, "Context parallelism": cp_ring_attention_length); gathered K, V run
+             * one kernel of the rank's queries (m) against the whole sequence (n) */
+            const int ring = op->m < op->n && l->cp_comm == CP_COMM_RING;
+            const double length = ring ? cp_ring_attention_length((double)op->n, (double)(op->n / op->m)) : (double)op->n;
             if (l->attention == ATTENTION_SEXTANT && (matrix == PREC_BF16 || matrix == PREC_FP16)) {
-                /* a context parallel rank's queries (m) against the whole sequence (n): its share of the whole's time */
-                double timed = (double)op->m / (double)op->n *
-                               measured_shape_s(gpu->attention_time[bwd], gpu->attention_times[bwd], (double)op->batch,
-                                                (double)op->n, (double)op->k, (double)op->kv_batch, 0);
+                /* the kernels' time at that length, calibrated, for the rank's share of the work */
+                double kernel = measured_shape_s(gpu->attention_time[bwd], gpu->attention_times[bwd], (double)op->batch,
+                                                 length, (double)op->k, (double)op->kv_batch, 0);
+                double timed = kernel * op->flops /
+                               flash_attention_flops(1.0, (double)op->batch, length, (double)op->k, 1, bwd);
                 if (timed > 0.0) return with_power(op, gpu, timed, 1.0, gpu->energy_attention_j_per_flop);
                 double rate = attention_table_rate(gpu->attention_time[bwd], gpu->attention_times[bwd], (double)op->batch,
-                                                   (double)op->n, (double)op->k, bwd, 1);
+                                                   length, (double)op->k, bwd, 1);
                 if (rate > 0.0) return with_power(op, gpu, op->flops / rate, 1.0, gpu->energy_attention_j_per_flop);
             }
             double own = bwd ? gpu->attention_bwd_efficiency : gpu->attention_fwd_efficiency;
             double frameworks = bwd ? gpu->flash_bwd_efficiency : gpu->flash_fwd_efficiency;
             double measured = l->attention == ATTENTION_SEXTANT && own > 0.0 ? own : frameworks;
             /* the frameworks' kernels' efficiency rises with the sequence, from the prior's at 2048 tokens */
-            if (!(l->attention == ATTENTION_SEXTANT && own > 0.0)) measured *= flash_sequence_factor((double)op->n);
+            if (!(l->attention == ATTENTION_SEXTANT && own > 0.0)) measured *= flash_sequence_factor(length);
             double efficiency = speed * (measured > 0.0 ? measured : gemm_efficiency(gpu, op->flops, matrix));
             return with_power(op, gpu, roofline_s(op->flops, gpu->peak_flops[matrix] * efficiency, op->bytes, membw), 1.0,
                               gpu->energy_attention_j_per_flop);

@@ -388,6 +388,7 @@ double moe_gemm_workspace_bytes(void);
 double moe_sort_chunks_bytes(double rows, double hidden, double elem_bytes, double local_experts, double ep);
 double cp_kv_block_bytes(double kv_heads, double head_dim, double seq, double cp, double mbs, double elem_bytes);
 /* The bytes one ring step's dK, dV addition moves: two KV blocks read, one written. */
+double cp_ring_attention_length(double seq, double cp);
 double cp_dkv_add_bytes(double kv_block_bytes);
 /* the ring's send/recv shares the attention's stream priority (Megatron's, TE's and the validator's
  * default), so each step's transfer waits for the attention kernel beside it: cp_ring_exposed_s */

@@ -209,6 +209,54 @@ static void cached_estimate_matches_with_cp(void **state)
     estimate_cache_free(cache);
 }
 
+/* The ring runs the rank's attention as cp kernels over blocks of s/cp (cp_ring_attention_length): with the
+ * fused kernel timed at s/cp and at s, a CP 2 rank's attention takes two kernels at s/2, not half the kernel at s;
+ * the all-gathered variant keeps the one kernel at s.  Without calibrate's times, the frameworks' kernels take the
+ * efficiency of the local length. */
+static void ring_attention_runs_cp_kernels_at_the_local_length(void **state)
+{
+    (void)state;
+    assert_close(cp_ring_attention_length(8192, 4), 2048, 0);
+    assert_close(cp_ring_attention_length(8192, 1), 8192, 0);
+    static hw_gpu timed;
+    timed = *hwdb_find_gpu(&db, "h100-sxm");
+    const hw_node *n = hwdb_find_node(&db, timed.node);
+    /* llama3.2-1b, mbs 1: 32 heads of 64, 8 KV heads; forward times at 2048 and 4096 tokens */
+    for (int bwd = 0; bwd < 2; bwd++) {
+        timed.attention_times[bwd] = 2;
+        timed.attention_time[bwd][0] = (hw_gemm_time){32, 2048, 64, 8, bwd ? 300e-6 : 120e-6};
+        timed.attention_time[bwd][1] = (hw_gemm_time){32, 4096, 64, 8, bwd ? 950e-6 : 380e-6};
+    }
+    static estimate_t ring, gathered;
+    const model_t *m = model_zoo_find(&zoo, "llama3.2-1b");
+    job_t job = {1e12, 2.0};
+    char err[512];
+    layout_t l = cp_layout(1, 2, 1, 1, 8, 4096, CP_COMM_RING);
+    l.attention = ATTENTION_SEXTANT;
+    assert_int_equal(estimate_layout(m, &timed, n, &l, &job, &ring, err, sizeof err), 0);
+    l.cp_comm = CP_COMM_ALLGATHER;
+    assert_int_equal(estimate_layout(m, &timed, n, &l, &job, &gathered, err, sizeof err), 0);
+    for (int bwd = 0; bwd < 2; bwd++) {
+        const op_t *r = find(&ring.first_stage, bwd ? "attention_bwd" : "attention", bwd ? PASS_BWD : PASS_FWD);
+        const op_t *g = find(&gathered.first_stage, bwd ? "attention_bwd" : "attention", bwd ? PASS_BWD : PASS_FWD);
+        assert_non_null(r);
+        assert_non_null(g);
+        double at_half = timed.attention_time[bwd][0].seconds, at_whole = timed.attention_time[bwd][1].seconds;
+        /* the time before the power model's clock: the op records it (clock_bound_s is all of it) */
+        double ratio = r->time_s / g->time_s;
+        assert_close(ratio, 2.0 * at_half / (0.5 * at_whole), 1e-9);
+    }
+    /* the frameworks' flash kernels: the efficiency of the local length */
+    layout_t f = cp_layout(1, 2, 1, 1, 8, 4096, CP_COMM_RING);
+    f.attention = ATTENTION_FLASH;
+    static estimate_t framework, whole;
+    assert_int_equal(estimate_layout(m, hwdb_find_gpu(&db, "h100-sxm"), n, &f, &job, &framework, err, sizeof err), 0);
+    f.cp_comm = CP_COMM_ALLGATHER;
+    assert_int_equal(estimate_layout(m, hwdb_find_gpu(&db, "h100-sxm"), n, &f, &job, &whole, err, sizeof err), 0);
+    const op_t *a = find(&framework.first_stage, "attention", PASS_FWD), *b = find(&whole.first_stage, "attention", PASS_FWD);
+    assert_close(a->time_s / b->time_s, flash_sequence_factor(4096) / flash_sequence_factor(2048), 1e-9);
+}
+
 static void bad_cp_layouts_are_refused(void **state)
 {
     (void)state;
@@ -361,6 +409,7 @@ int main(void)
         cmocka_unit_test(cp_halves_activations_keeps_flops),
         cmocka_unit_test(ring_exposure_adds_up_from_the_ops),
         cmocka_unit_test(cached_estimate_matches_with_cp),
+        cmocka_unit_test(ring_attention_runs_cp_kernels_at_the_local_length),
         cmocka_unit_test(bad_cp_layouts_are_refused),
         cmocka_unit_test(cp_keeps_the_planner_properties),
         cmocka_unit_test(plan_searches_cp_for_long_sequences),

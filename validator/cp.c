@@ -41,6 +41,10 @@ void cp_init(cp_state *c, void *(*alloc)(void *ctx, size_t bytes), void *alloc_c
     int least = 0, greatest = 0;
     if (prio && atoi(prio) == 1) CK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     CK(cudaStreamCreateWithPriority(&c->stream, cudaStreamNonBlocking, greatest));
+    /* SEXTANT_CP_SERIAL=1, a diagnostic: every exchange on the compute stream, beside nothing, so that the
+     * step times the exchange alone where it runs (and pays it exposed) */
+    const char *serial = getenv("SEXTANT_CP_SERIAL");
+    c->serial = serial && atoi(serial) == 1;
     cudaEvent_t *evs[] = {&c->packed, &c->arrived, &c->dkv_ready, &c->dkv_arrived};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++) CK(cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
 }
@@ -60,15 +64,16 @@ static void exchange(cp_state *c, const char *name, const sx_bf16 *from, sx_bf16
                      cudaEvent_t done)
 {
     size_t n = kv_elems(c->B, c->Tl, c->KV, c->D);
+    cudaStream_t on = c->serial ? c->compute : c->stream;
     CK(cudaEventRecord(ready, c->compute));
-    CK(cudaStreamWaitEvent(c->stream, ready, 0));
-    c->mark(name, 0, c->stream);
+    CK(cudaStreamWaitEvent(on, ready, 0));
+    c->mark(name, 0, on);
     NC(ncclGroupStart());
-    NC(ncclSend(from, n, ncclBfloat16, c->peer, c->comm, c->stream));
-    NC(ncclRecv(to, n, ncclBfloat16, c->peer, c->comm, c->stream));
+    NC(ncclSend(from, n, ncclBfloat16, c->peer, c->comm, on));
+    NC(ncclRecv(to, n, ncclBfloat16, c->peer, c->comm, on));
     NC(ncclGroupEnd());
-    c->mark(name, 1, c->stream);
-    CK(cudaEventRecord(done, c->stream));
+    c->mark(name, 1, on);
+    CK(cudaEventRecord(done, on));
 }
 
 void cp_warmup(cp_state *c)

@@ -28,6 +28,7 @@ typedef struct {
     int B, Tl, chunk, H, KV, D, ld;  /* micro-batch, local tokens per sequence, heads, qkv row width */
     float scale;
     cudaStream_t compute, stream;    /* the step's compute stream; the exchanges' own */
+    int serial;                      /* SEXTANT_CP_SERIAL: the exchanges on the compute stream */
     ncclComm_t comm;
     cp_mark_fn mark;
     sx_bf16 *kv_send, *kv_recv;      /* [B Tl, 2 KV D]: K then V of every token */
