@@ -28,11 +28,8 @@
  *
  * build/dev/expert_rows [rows_mean [spread]]   (defaults 1024 and 0.15; both shapes, both spreads 0.15
  * and 0.5 when no spread is given) */
-#include <cublasLt.h>
 #include <map>
-#include <string.h>
-#include <time.h>
-#include "dev_util.h"
+#include "lt_rig.h"
 
 static const int CALLS = 400;
 static const int BUCKET = 128;
@@ -44,46 +41,23 @@ __global__ void spin_kernel(long long cycles) {
 }
 
 struct rig {
-    cublasLtHandle_t lt;
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatmulPreference_t pref;
-    cublasLtMatrixLayout_t a, b, c;
-    void *ws;
-    size_t ws_bytes;
+    lt_rig lt;
     int m, k;
 };
 
-static void set_layout(cublasLtMatrixLayout_t l, int rows, int cols, int ld) {
-    uint64_t r = rows, c = cols;
-    int64_t d = ld;
-    CB(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ROWS, &r, sizeof r));
-    CB(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_COLS, &c, sizeof c));
-    CB(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_LD, &d, sizeof d));
-}
-
-static void shape(rig *g, int n) {
-    set_layout(g->a, g->k, g->m, g->k);
-    set_layout(g->b, g->k, n, g->k);
-    set_layout(g->c, g->m, n, g->m);
-}
+static void shape(rig *g, int n) { lt_rig_shape(&g->lt, g->m, n, g->k); }
 
 static double heuristic_s = 0.0;
 static long heuristic_calls = 0;
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
 static cublasLtMatmulAlgo_t heuristic(rig *g, int n) {
-    double t0 = now_s();
+    double t0 = dev_now_s();
     shape(g, n);
     cublasLtMatmulHeuristicResult_t r;
     int got = 0;
-    CB(cublasLtMatmulAlgoGetHeuristic(g->lt, g->desc, g->a, g->b, g->c, g->c, g->pref, 1, &r, &got));
+    CB(cublasLtMatmulAlgoGetHeuristic(g->lt.lt, g->lt.desc, g->lt.a, g->lt.b, g->lt.c, g->lt.c, g->lt.pref, 1, &r, &got));
     if (!got) { fprintf(stderr, "no cuBLASLt algorithm for %dx%dx%d\n", g->m, n, g->k); exit(1); }
-    heuristic_s += now_s() - t0;
+    heuristic_s += dev_now_s() - t0;
     heuristic_calls++;
     return r.algo;
 }
@@ -92,27 +66,16 @@ static cublasLtMatmulAlgo_t heuristic(rig *g, int n) {
 static int run(rig *g, int n, const cublasLtMatmulAlgo_t *algo, const void *A, const void *B, void *C, cudaStream_t st) {
     const float one = 1.0f, zero = 0.0f;
     shape(g, n);
-    return cublasLtMatmul(g->lt, g->desc, &one, A, g->a, B, g->b, &zero, C, g->c, C, g->c, algo, g->ws, g->ws_bytes, st) !=
+    return cublasLtMatmul(g->lt.lt, g->lt.desc, &one, A, g->lt.a, B, g->lt.b, &zero, C, g->lt.c, C, g->lt.c, algo, g->lt.ws,
+                          g->lt.ws_bytes, st) !=
            CUBLAS_STATUS_SUCCESS;
 }
 
 static void one_shape(const char *name, int m, int k, int mean, double spread, cublasLtHandle_t lt) {
     rig g;
-    memset(&g, 0, sizeof g);
-    g.lt = lt;
     g.m = m;
     g.k = k;
-    CB(cublasLtMatmulDescCreate(&g.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    CB(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    CB(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    g.ws_bytes = 32u << 20;
-    g.ws = dmalloc(g.ws_bytes);
-    CB(cublasLtMatmulPreferenceCreate(&g.pref));
-    CB(cublasLtMatmulPreferenceSetAttribute(g.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g.ws_bytes, sizeof g.ws_bytes));
-    CB(cublasLtMatrixLayoutCreate(&g.a, CUDA_R_16BF, k, m, k));
-    CB(cublasLtMatrixLayoutCreate(&g.b, CUDA_R_16BF, k, mean, k));
-    CB(cublasLtMatrixLayoutCreate(&g.c, CUDA_R_16BF, m, mean, m));
+    lt_rig_open(&g.lt, lt, m, mean, k);
     const int most = ((int)(mean * (1.0 + spread)) / BUCKET + 1) * BUCKET;
     const int EXPERTS = 8;
     vec ha = dev_randn((size_t)m * k * EXPERTS, 0, 0.02), hb = dev_randn((size_t)k * most, 0, 1);
@@ -187,12 +150,8 @@ static void one_shape(const char *name, int m, int k, int mean, double spread, c
         printf("%s,%.2f,%d,%d,%.2f,%d\n", name, spread, v, mean, 1e3 * best / CALLS, refused);
     }
     CK(cudaStreamDestroy(st));
-    cudaFree(A); cudaFree(B); cudaFree(C); cudaFree(R); cudaFree(g.ws);
-    CB(cublasLtMatmulPreferenceDestroy(g.pref));
-    CB(cublasLtMatrixLayoutDestroy(g.a));
-    CB(cublasLtMatrixLayoutDestroy(g.b));
-    CB(cublasLtMatrixLayoutDestroy(g.c));
-    CB(cublasLtMatmulDescDestroy(g.desc));
+    cudaFree(A); cudaFree(B); cudaFree(C); cudaFree(R);
+    lt_rig_close(&g.lt);
 }
 
 int main(int argc, char **argv) {

@@ -20,42 +20,20 @@
  *   version,rows_mean,host_us,gpu_us
  *
  * build/dev/lt_issue_cost [rows_mean]   (default 1024) */
-#include <cublasLt.h>
-#include <string.h>
-#include <time.h>
-#include "dev_util.h"
+#include "lt_rig.h"
 
 static const int CALLS = 400;
 static const int BUCKET = 128;
 static const int M = 5632, K = 1024;
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-struct lt_rig {
-    cublasLtHandle_t lt;
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatmulPreference_t pref;
-    cublasLtMatrixLayout_t a, b, c;
-    void *ws;
-    size_t ws_bytes;
+/* moe.c's way: one algorithm per bucket of rows, asked at the first shape met there */
+struct bucket_algos {
     cublasLtMatmulAlgo_t algo[64];
     int have[64];
 };
 
-static void set_layout(cublasLtMatrixLayout_t l, int rows, int cols, int ld) {
-    uint64_t r = rows, c = cols;
-    int64_t d = ld;
-    CB(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ROWS, &r, sizeof r));
-    CB(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_COLS, &c, sizeof c));
-    CB(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_LD, &d, sizeof d));
-}
-
 /* one GEMM of n columns (rows of the token matrix); fresh: layouts made anew for this call */
-static void issue(lt_rig *g, int n, const void *A, const void *B, void *C, int fresh, cudaStream_t st) {
+static void issue(lt_rig *g, bucket_algos *ba, int n, const void *A, const void *B, void *C, int fresh, cudaStream_t st) {
     const float one = 1.0f, zero = 0.0f;
     cublasLtMatrixLayout_t a = g->a, b = g->b, c = g->c;
     if (fresh) {
@@ -63,20 +41,18 @@ static void issue(lt_rig *g, int n, const void *A, const void *B, void *C, int f
         CB(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, K, n, K));
         CB(cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, M, n, M));
     } else {
-        set_layout(a, K, M, K);
-        set_layout(b, K, n, K);
-        set_layout(c, M, n, M);
+        lt_rig_shape(g, M, n, K);
     }
     int bucket = n / BUCKET;
-    if (!g->have[bucket]) {
+    if (!ba->have[bucket]) {
         cublasLtMatmulHeuristicResult_t r;
         int got = 0;
         CB(cublasLtMatmulAlgoGetHeuristic(g->lt, g->desc, a, b, c, c, g->pref, 1, &r, &got));
         if (!got) { fprintf(stderr, "no cuBLASLt algorithm for %dx%dx%d\n", M, n, K); exit(1); }
-        g->algo[bucket] = r.algo;
-        g->have[bucket] = 1;
+        ba->algo[bucket] = r.algo;
+        ba->have[bucket] = 1;
     }
-    CB(cublasLtMatmul(g->lt, g->desc, &one, A, a, B, b, &zero, C, c, C, c, &g->algo[bucket], g->ws, g->ws_bytes, st));
+    CB(cublasLtMatmul(g->lt, g->desc, &one, A, a, B, b, &zero, C, c, C, c, &ba->algo[bucket], g->ws, g->ws_bytes, st));
     if (fresh) {
         CB(cublasLtMatrixLayoutDestroy(a));
         CB(cublasLtMatrixLayoutDestroy(b));
@@ -88,20 +64,12 @@ int main(int argc, char **argv) {
     int mean = argc > 1 ? atoi(argv[1]) : 1024;
     if (mean < 256 || mean > 8192) { fprintf(stderr, "rows_mean: 256 to 8192\n"); return 2; }
     int most = (int)(mean * 1.15) / BUCKET * BUCKET + BUCKET;
+    cublasLtHandle_t lt;
+    CB(cublasLtCreate(&lt));
     lt_rig g;
-    memset(&g, 0, sizeof g);
-    CB(cublasLtCreate(&g.lt));
-    CB(cublasLtMatmulDescCreate(&g.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    CB(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    CB(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    g.ws_bytes = 32u << 20;
-    g.ws = dmalloc(g.ws_bytes);
-    CB(cublasLtMatmulPreferenceCreate(&g.pref));
-    CB(cublasLtMatmulPreferenceSetAttribute(g.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g.ws_bytes, sizeof g.ws_bytes));
-    CB(cublasLtMatrixLayoutCreate(&g.a, CUDA_R_16BF, K, M, K));
-    CB(cublasLtMatrixLayoutCreate(&g.b, CUDA_R_16BF, K, mean, K));
-    CB(cublasLtMatrixLayoutCreate(&g.c, CUDA_R_16BF, M, mean, M));
+    lt_rig_open(&g, lt, M, mean, K);
+    bucket_algos ba;
+    memset(&ba, 0, sizeof ba);
     vec ha = dev_randn((size_t)M * K, 0, 0.02), hb = dev_randn((size_t)K * most, 0, 1);
     void *A = dev_up(ha, 2), *B = dev_up(hb, 2), *C2 = dmalloc((size_t)M * most * 2), *C3 = dmalloc((size_t)M * most * 2);
     cudaStream_t st;
@@ -119,8 +87,8 @@ int main(int argc, char **argv) {
 
     /* the check: one shape, exact and rounded up, the real columns compared */
     int n = rows[0], padded = (n + BUCKET - 1) / BUCKET * BUCKET;
-    issue(&g, n, A, B, C2, 0, st);
-    issue(&g, padded, A, B, C3, 0, st);
+    issue(&g, &ba, n, A, B, C2, 0, st);
+    issue(&g, &ba, padded, A, B, C3, 0, st);
     CK(cudaStreamSynchronize(st));
     vec exact = dev_down(C2, (size_t)M * n, 2), rounded = dev_down(C3, (size_t)M * n, 2);
     double num = 0, den = 0;
@@ -138,12 +106,12 @@ int main(int argc, char **argv) {
             draw();
             CK(cudaStreamSynchronize(st));
             CK(cudaEventRecord(e0, st));
-            double t0 = now_s();
+            double t0 = dev_now_s();
             for (int i = 0; i < CALLS; i++) {
                 int r = v == 1 ? mean : v == 3 ? (rows[i] + BUCKET - 1) / BUCKET * BUCKET : rows[i];
-                issue(&g, r, A, B, C2, v == 4, st);
+                issue(&g, &ba, r, A, B, C2, v == 4, st);
             }
-            double host = now_s() - t0;
+            double host = dev_now_s() - t0;
             CK(cudaEventRecord(e1, st));
             CK(cudaEventSynchronize(e1));
             float ms = 0;
