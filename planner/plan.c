@@ -24,7 +24,8 @@ const char *reject_reason_name(reject_reason_t r)
                                         "context parallelism the sequence cannot take",
                                         "interleaved with micro-batches not a multiple of PP",
                                         "the --emit framework cannot run it",
-                                        "expert parallelism the experts or dp x cp cannot take, or MoE with TP and no SP"};
+                                        "expert parallelism the experts or dp x cp cannot take, or MoE with TP and no SP",
+                                        "an internal error of the estimate (a bug)"};
     return names[r];
 }
 
@@ -400,7 +401,8 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                 int rc = cache ? estimate_layout_cached(cache, m, g, node, &l, &job, 1, e, why, sizeof why)
                                                                : estimate_layout_fast(m, g, node, &l, &job, e, why, sizeof why);
                                                 if (rc != 0) {
-                                                    res->rejected[REJECT_INDIVISIBLE]++;
+                                                    res->rejected[strncmp(why, "internal:", 9) ? REJECT_INDIVISIBLE
+                                                                                               : REJECT_INTERNAL]++;
                                                     continue;
                                                 }
                                                 if (!e->fits) {

@@ -142,9 +142,10 @@ typedef struct {
                                (the MoE dispatcher's counts): host_sync_s added to it */
 } op_t;
 
-/* DeepSeek-V3 with every option reaches about 230 (its MTP module, MLA, dense and MoE layers, full
- * recomputation, TP, SP, CP, ZeRO-3) */
-#define OPS_MAX 256
+/* DeepSeek-V3 with every option reaches about 240 (its MTP module, MLA, dense and MoE layers, full
+ * recomputation, TP, SP, CP, ZeRO-3, the all-to-all's chunk sort); a longer list is an internal error, which
+ * plan counts apart (REJECT_INTERNAL) */
+#define OPS_MAX 320
 
 typedef struct {
     int64_t stage;          /* pipeline stage index */
@@ -459,6 +460,7 @@ typedef enum {
     REJECT_INTERLEAVING,    /* VPP > 1 with micro-batches not a multiple of PP */
     REJECT_FRAMEWORK,       /* the --emit framework cannot run it */
     REJECT_EP,              /* EP not dividing the experts or dp x cp; MoE with TP and no SP */
+    REJECT_INTERNAL,        /* the estimate failed on its own account (an op list past OPS_MAX): a bug */
     REJECT_COUNT
 } reject_reason_t;
 

@@ -465,6 +465,13 @@ static void plan_finds_ep_layouts(void **state)
     assert_true(with_ep);
     /* EP that dp x cp cannot take is rejected for that reason */
     assert_true(res.rejected[REJECT_EP] > 0);
+    /* and no layout fails on the estimate's own account: DeepSeek-V3's op lists, the longest of the zoo, fit
+     * OPS_MAX whatever the search tries (full recomputation, TP, SP, ETP, the MTP module, the chunk sort) */
+    assert_int_equal(res.rejected[REJECT_INTERNAL], 0);
+    req.max_zero = 3;
+    req.gpu_counts[0] = 2048;
+    assert_int_equal(plan_search(&req, &res, 0, err, sizeof err), 0);
+    assert_int_equal(res.rejected[REJECT_INTERNAL], 0);
 }
 
 /* Expert tensor parallelism (docs/model.md, "Expert tensor parallelism"): the routed experts split over ETP instead
