@@ -786,7 +786,7 @@ static int estimate_core(const model_t *m, const hw_gpu *gpu, const hw_node *nod
         (middle && build_stage_ops(m, l, 1, &e->middle_stage) != 0) ||
         (l->pp > 1 && build_stage_ops(m, l, l->pp - 1, &e->last_stage) != 0)) {
         snprintf(err, errlen, "internal: op list longer than %d ops", OPS_MAX);
-        return -1;
+        return ESTIMATE_INTERNAL;
     }
     stage_ops *ops[STAGE_KINDS] = {&e->first_stage, &e->middle_stage, &e->last_stage};
     stage_summary s[STAGE_KINDS];
@@ -1059,7 +1059,7 @@ static const part_entry *lookup_part(estimate_cache *c, cached_part part, const 
     }
     c->last[part] = (size_t)(e - c->entries) + 1;
     if (e->status != 0) {
-        /* no layout comes near OPS_MAX (planner.h): this is a guard, as in estimate_core */
+        /* an op list past OPS_MAX (planner.h), as in estimate_core */
         snprintf(err, errlen, "internal: op list longer than %d ops", OPS_MAX);
         return NULL;
     }
@@ -1078,7 +1078,7 @@ int estimate_layout_cached(estimate_cache *cache, const model_t *m, const hw_gpu
     if (begin_estimate(m, gpu, node, l, job, cache->params_total, cache->params_active, e, err, errlen) != 0)
         return -1;
     const part_entry *body = lookup_part(cache, CACHED_BODY, m, gpu, node, l, err, errlen);
-    if (!body) return -1;
+    if (!body) return ESTIMATE_INTERNAL;
     settle_memory(m, gpu, l, body->stages, e);
     if (!e->fits && skip_time_if_unfit) return 0;
 
@@ -1090,15 +1090,15 @@ int estimate_layout_cached(estimate_cache *cache, const model_t *m, const hw_gpu
     if (middle) s[STAGE_MIDDLE] = body->stages[STAGE_MIDDLE];
     else s[STAGE_MIDDLE].stage = body->stages[STAGE_MIDDLE].stage;
     const part_entry *pipeline = lookup_part(cache, CACHED_PIPELINE, m, gpu, node, l, err, errlen);
-    if (!pipeline) return -1;
+    if (!pipeline) return ESTIMATE_INTERNAL;
     for (int i = 0; i < STAGE_KINDS; i++)
         if (i != STAGE_MIDDLE || middle) s[i].cost.pipeline = pipeline->stages[i].cost.pipeline;
     const part_entry *data_parallel = lookup_part(cache, CACHED_DATA_PARALLEL, m, gpu, node, l, err, errlen);
-    if (!data_parallel) return -1;
+    if (!data_parallel) return ESTIMATE_INTERNAL;
     for (int i = 0; i < STAGE_KINDS; i++)
         if (i != STAGE_MIDDLE || middle) s[i].cost.dp = data_parallel->stages[i].cost.dp;
     const part_entry *flops = lookup_part(cache, CACHED_SEQUENCE_FLOPS, m, gpu, node, l, err, errlen);
-    if (!flops) return -1;
+    if (!flops) return ESTIMATE_INTERNAL;
     sequence_flops f = flops->flops;
     settle_time(m, gpu, node, l, job, s, &f, e);
     return 0;
@@ -1124,7 +1124,8 @@ static void warn_positions(estimate_t *e, const model_t *m, const layout_t *l)
 int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
                     const job_t *job, estimate_t *e, char *err, size_t errlen)
 {
-    if (estimate_core(m, gpu, node, l, job, e, err, errlen) != 0) return -1;
+    int rc = estimate_core(m, gpu, node, l, job, e, err, errlen);
+    if (rc != 0) return rc;
     int64_t used_gbs = e->layout.gbs;
     int tp_crosses = l->tp > 1 && l->tp > l->gpus_per_node;
 

@@ -396,14 +396,14 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
             /* a context-parallel ring runs the rank's attention as cp kernels, one a ring step, each over blocks of
              * the local length (docs/model.md, "Context parallelism": cp_ring_attention_length); gathered K, V run
              * one kernel of the rank's queries (m) against the whole sequence (n) */
-            const int ring = op->m < op->n && l->cp_comm == CP_COMM_RING;
-            const double length = ring ? cp_ring_attention_length((double)op->n, (double)(op->n / op->m)) : (double)op->n;
+            const double cp = (double)layout_cp(l);
+            const int ring = cp > 1.0 && l->cp_comm == CP_COMM_RING;
+            const double length = ring ? cp_ring_attention_length((double)op->n, cp) : (double)op->n;
             if (l->attention == ATTENTION_SEXTANT && (matrix == PREC_BF16 || matrix == PREC_FP16)) {
-                /* the kernels' time at that length, calibrated, for the rank's share of the work */
-                double kernel = measured_shape_s(gpu->attention_time[bwd], gpu->attention_times[bwd], (double)op->batch,
-                                                 length, (double)op->k, (double)op->kv_batch, 0);
-                double timed = kernel * op->flops /
-                               flash_attention_flops(1.0, (double)op->batch, length, (double)op->k, 1, bwd);
+                /* calibrate's kernel at that length: cp calls of it, or the rank's m of its n queries */
+                double calls = ring ? cp : (double)op->m / (double)op->n;
+                double timed = calls * measured_shape_s(gpu->attention_time[bwd], gpu->attention_times[bwd],
+                                                        (double)op->batch, length, (double)op->k, (double)op->kv_batch, 0);
                 if (timed > 0.0) return with_power(op, gpu, timed, 1.0, gpu->energy_attention_j_per_flop);
                 double rate = attention_table_rate(gpu->attention_time[bwd], gpu->attention_times[bwd], (double)op->batch,
                                                    length, (double)op->k, bwd, 1);

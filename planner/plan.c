@@ -401,8 +401,8 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                 int rc = cache ? estimate_layout_cached(cache, m, g, node, &l, &job, 1, e, why, sizeof why)
                                                                : estimate_layout_fast(m, g, node, &l, &job, e, why, sizeof why);
                                                 if (rc != 0) {
-                                                    res->rejected[strncmp(why, "internal:", 9) ? REJECT_INDIVISIBLE
-                                                                                               : REJECT_INTERNAL]++;
+                                                    res->rejected[rc == ESTIMATE_INTERNAL ? REJECT_INTERNAL
+                                                                                          : REJECT_INDIVISIBLE]++;
                                                     continue;
                                                 }
                                                 if (!e->fits) {

@@ -143,8 +143,8 @@ typedef struct {
 } op_t;
 
 /* DeepSeek-V3 with every option reaches about 240 (its MTP module, MLA, dense and MoE layers, full
- * recomputation, TP, SP, CP, ZeRO-3, the all-to-all's chunk sort); a longer list is an internal error, which
- * plan counts apart (REJECT_INTERNAL) */
+ * recomputation, TP, SP, CP, ZeRO-3, the all-to-all's chunk sort); a longer list fails the estimate with
+ * ESTIMATE_INTERNAL, which plan counts apart (REJECT_INTERNAL) */
 #define OPS_MAX 320
 
 typedef struct {
@@ -319,6 +319,10 @@ attention_impl_t default_attention(const hw_gpu *gpu);
 int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen);
 /* The part of it that context parallelism adds: the degree, its exchange, the sequence it splits. */
 int layout_check_cp(const model_t *m, const layout_t *l, char *err, size_t errlen);
+/* What estimate_layout, estimate_layout_fast and estimate_layout_cached return besides 0: -1 for input they
+ * cannot estimate (the message names the flag), ESTIMATE_INTERNAL for a failure of their own (an op list past
+ * OPS_MAX, the cache out of memory: a bug or the machine, never the layout), with its message. */
+#define ESTIMATE_INTERNAL (-2)
 /* Costs the layout.  The estimate refers to model, gpu and node: keep them alive. */
 int estimate_layout(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
                     const job_t *job, estimate_t *e, char *err, size_t errlen);
