@@ -20,7 +20,7 @@
  * Shapes: the MoE test model's expert GEMMs, forward: up C[5632, rows] = W[1024, 5632]^T X[1024, rows] and
  * down C[1024, rows] = W[2816, 1024]^T X[2816, rows] (column-major, A transposed, as moe.c's forward).
  *
- * Check: every version's GEMM of the first draw's rows against version 4's, relative L2 below 1e-2 on the
+ * Check (dev_check): every version's GEMM of the first draw's rows against version 4's, relative L2 below 1e-2 on the
  * real columns.  Benchmark: per version, the GPU's microseconds per GEMM over CALLS GEMMs queued behind a
  * spin (so the host's issue is off the GPU's path), the same draws for every version; one CSV line each:
  *   shape,spread,version,rows_mean,gpu_us,refused
@@ -110,15 +110,9 @@ static void one_shape(const char *name, int m, int k, int mean, double spread, c
     for (int v = 0; v < 3; v++) {
         if (run(&g, v == 2 ? (n0 + BUCKET - 1) / BUCKET * BUCKET : n0, algos[v], A, B, C, st)) continue;
         CK(cudaStreamSynchronize(st));
-        vec want = dev_down(R, (size_t)m * n0, 2), got = dev_down(C, (size_t)m * n0, 2);
-        double num = 0, den = 0;
-        for (size_t i = 0; i < want.size(); i++) {
-            num += (got[i] - want[i]) * (got[i] - want[i]);
-            den += want[i] * want[i];
-        }
-        double rel = sqrt(num / den);
-        printf("# check %s, %d rows, version %d against 4: rel. L2 %.2e %s\n", name, n0, v + 2, rel, rel < 1e-2 ? "ok" : "FAILED");
-        if (rel >= 1e-2) g_dev_failed = 1;
+        char what[64];
+        snprintf(what, sizeof what, "%s, %d rows, version %d vs 4", name, n0, v + 2);
+        dev_check(what, dev_down(C, (size_t)m * n0, 2), dev_down(R, (size_t)m * n0, 2), 1e-2);
     }
 
     for (int v = 1; v <= 7; v++) {
