@@ -24,7 +24,8 @@
  * real columns.  Benchmark: per version, the GPU's microseconds per GEMM over CALLS GEMMs queued behind a
  * spin (so the host's issue is off the GPU's path), the same draws for every version; one CSV line each:
  *   shape,spread,version,rows_mean,gpu_us,refused
- * and the host's time per heuristic query (refused: calls whose bucket algorithm cuBLASLt would not run, done with the exact shape's instead).
+ * and the host's time per heuristic query (refused: calls whose bucket algorithm cuBLASLt would not run, done
+ * with the exact shape's instead).
  *
  * build/dev/expert_rows [rows_mean [spread]]   (defaults 1024 and 0.15; both shapes, both spreads 0.15
  * and 0.5 when no spread is given) */
@@ -55,7 +56,8 @@ static cublasLtMatmulAlgo_t heuristic(rig *g, int n) {
     shape(g, n);
     cublasLtMatmulHeuristicResult_t r;
     int got = 0;
-    CB(cublasLtMatmulAlgoGetHeuristic(g->lt.lt, g->lt.desc, g->lt.a, g->lt.b, g->lt.c, g->lt.c, g->lt.pref, 1, &r, &got));
+    CB(cublasLtMatmulAlgoGetHeuristic(g->lt.lt, g->lt.desc, g->lt.a, g->lt.b, g->lt.c, g->lt.c, g->lt.pref, 1, &r,
+                                      &got));
     if (!got) { fprintf(stderr, "no cuBLASLt algorithm for %dx%dx%d\n", g->m, n, g->k); exit(1); }
     heuristic_s += dev_now_s() - t0;
     heuristic_calls++;
@@ -63,12 +65,12 @@ static cublasLtMatmulAlgo_t heuristic(rig *g, int n) {
 }
 
 /* 0 when cuBLASLt ran it with algo, 1 when it refused (nothing launched) */
-static int run(rig *g, int n, const cublasLtMatmulAlgo_t *algo, const void *A, const void *B, void *C, cudaStream_t st) {
+static int run(rig *g, int n, const cublasLtMatmulAlgo_t *algo, const void *A, const void *B, void *C,
+               cudaStream_t st) {
     const float one = 1.0f, zero = 0.0f;
     shape(g, n);
-    return cublasLtMatmul(g->lt.lt, g->lt.desc, &one, A, g->lt.a, B, g->lt.b, &zero, C, g->lt.c, C, g->lt.c, algo, g->lt.ws,
-                          g->lt.ws_bytes, st) !=
-           CUBLAS_STATUS_SUCCESS;
+    return cublasLtMatmul(g->lt.lt, g->lt.desc, &one, A, g->lt.a, B, g->lt.b, &zero, C, g->lt.c, C, g->lt.c, algo,
+                          g->lt.ws, g->lt.ws_bytes, st) != CUBLAS_STATUS_SUCCESS;
 }
 
 static void one_shape(const char *name, int m, int k, int mean, double spread, cublasLtHandle_t lt) {
@@ -106,9 +108,10 @@ static void one_shape(const char *name, int m, int k, int mean, double spread, c
     /* check: the first draw's rows through every version's algorithm against the exact shape's */
     int n0 = rows[0];
     if (run(&g, n0, &exact[n0], A, B, R, st)) { fprintf(stderr, "exact algorithm refused\n"); exit(1); }
-    const cublasLtMatmulAlgo_t *algos[3] = {&first[n0 / BUCKET], &top[n0 / BUCKET], &exact[(n0 + BUCKET - 1) / BUCKET * BUCKET]};
+    const int up0 = (n0 + BUCKET - 1) / BUCKET * BUCKET;
+    const cublasLtMatmulAlgo_t *algos[3] = {&first[n0 / BUCKET], &top[n0 / BUCKET], &exact[up0]};
     for (int v = 0; v < 3; v++) {
-        if (run(&g, v == 2 ? (n0 + BUCKET - 1) / BUCKET * BUCKET : n0, algos[v], A, B, C, st)) continue;
+        if (run(&g, v == 2 ? up0 : n0, algos[v], A, B, C, st)) continue;
         CK(cudaStreamSynchronize(st));
         char what[64];
         snprintf(what, sizeof what, "%s, %d rows, version %d vs 4", name, n0, v + 2);

@@ -33,7 +33,8 @@ struct bucket_algos {
 };
 
 /* one GEMM of n columns (rows of the token matrix); fresh: layouts made anew for this call */
-static void issue(lt_rig *g, bucket_algos *ba, int n, const void *A, const void *B, void *C, int fresh, cudaStream_t st) {
+static void issue(lt_rig *g, bucket_algos *ba, int n, const void *A, const void *B, void *C, int fresh,
+                  cudaStream_t st) {
     const float one = 1.0f, zero = 0.0f;
     cublasLtMatrixLayout_t a = g->a, b = g->b, c = g->c;
     if (fresh) {
@@ -71,7 +72,8 @@ int main(int argc, char **argv) {
     bucket_algos ba;
     memset(&ba, 0, sizeof ba);
     vec ha = dev_randn((size_t)M * K, 0, 0.02), hb = dev_randn((size_t)K * most, 0, 1);
-    void *A = dev_up(ha, 2), *B = dev_up(hb, 2), *C2 = dmalloc((size_t)M * most * 2), *C3 = dmalloc((size_t)M * most * 2);
+    void *A = dev_up(ha, 2), *B = dev_up(hb, 2);
+    void *C2 = dmalloc((size_t)M * most * 2), *C3 = dmalloc((size_t)M * most * 2);
     cudaStream_t st;
     CK(cudaStreamCreate(&st));
     cudaEvent_t e0, e1;
