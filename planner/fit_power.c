@@ -30,6 +30,25 @@ static int field(const csv_table *t, int row, const char *column, char *out, siz
     return csv_get_string(t, row, column, 0, out, outlen, err, errlen);
 }
 
+/* validate's log of the run beside its CSV (A.csv -> A.log) says what NVML measured: "power: W W and M MHz SM
+ * clock ...".  M in Hz, 0 when there is no such log or line. */
+static double logged_clock_hz(const char *csv_path)
+{
+    char path[600];
+    size_t n = strlen(csv_path);
+    if (n < 4 || strcmp(csv_path + n - 4, ".csv") || n + 1 > sizeof path) return 0.0;
+    snprintf(path, sizeof path, "%.*s.log", (int)(n - 4), csv_path);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0.0;
+    char line[1024];
+    double watts, mhz = 0.0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "power: %lf W and %lf MHz SM clock", &watts, &mhz) == 2) break;
+        else mhz = 0.0;
+    fclose(f);
+    return mhz > 0.0 ? mhz * 1e6 : 0.0;
+}
+
 int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu, const hw_node *node, power_fit_run *run,
                        char *err, size_t errlen)
 {
@@ -108,15 +127,17 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
         snprintf(err, errlen, "%s:%d:gpus: %lld is not tp x pp x dp x cp", path, t.line[row], (long long)l->gpus);
         goto done;
     }
+    run->measured_clock_hz = logged_clock_hz(path);
     rc = 0;
 done:
     csv_table_free(&t);
     return rc;
 }
 
-/* The planner's step for each run on `gpu`; the sum of squared relative errors. */
+/* The planner's step for each run on `gpu` (and its clock, into clock_hz when not NULL); the sum of squared
+ * relative errors. */
 static int fit_cost(const hw_gpu *gpu, const hw_node *node, const power_fit_run *runs, int nruns, double *predicted,
-                    double *cost, char *err, size_t errlen)
+                    double *clock_hz, double *cost, char *err, size_t errlen)
 {
     static estimate_t e;
     job_t job = {1e9, gpu->cloud_usd_per_gpu_hour};
@@ -124,6 +145,7 @@ static int fit_cost(const hw_gpu *gpu, const hw_node *node, const power_fit_run 
     for (int i = 0; i < nruns; i++) {
         if (estimate_layout(&runs[i].model, gpu, node, &runs[i].layout, &job, &e, err, errlen) != 0) return -1;
         predicted[i] = e.step_s;
+        if (clock_hz) clock_hz[i] = e.step_clock_hz;
         double relative = e.step_s / runs[i].measured_s - 1.0;
         sum += relative * relative;
     }
@@ -142,7 +164,7 @@ static int fit_grid(hw_gpu *trial, const hw_node *node, const power_fit_run *run
             trial->clock_energy_exponent = g < 0.0 ? 0.0 : g;
             trial->energy_attention_j_per_flop = ea;
             double cost;
-            if (fit_cost(trial, node, runs, nruns, scratch, &cost, err, errlen) != 0) return -1;
+            if (fit_cost(trial, node, runs, nruns, scratch, NULL, &cost, err, errlen) != 0) return -1;
             if (cost < *best_cost) {
                 *best_cost = cost;
                 *best_exponent = trial->clock_energy_exponent;
@@ -167,7 +189,8 @@ int power_fit_steps(const hw_gpu *gpu, const hw_node *node, const power_fit_run 
     }
     hw_gpu trial = *gpu;
     double calibrated = gpu->energy_attention_j_per_flop;
-    if (fit_cost(&trial, node, runs, nruns, out->before_s, &out->before_cost, err, errlen) != 0) return -1;
+    if (fit_cost(&trial, node, runs, nruns, out->before_s, out->before_clock_hz, &out->before_cost, err, errlen) != 0)
+        return -1;
     double best_exponent = gpu->clock_energy_exponent, best_energy = calibrated, best_cost = out->before_cost;
     double ratio = pow(2.0, 1.0 / FIT_ENERGY_STEPS_PER_OCTAVE), spread = pow(2.0, FIT_ENERGY_OCTAVES);
     double scratch[POWER_FIT_RUNS_MAX];
@@ -183,7 +206,8 @@ int power_fit_steps(const hw_gpu *gpu, const hw_node *node, const power_fit_run 
         return -1;
     trial.clock_energy_exponent = best_exponent;
     trial.energy_attention_j_per_flop = best_energy;
-    if (fit_cost(&trial, node, runs, nruns, out->after_s, &out->after_cost, err, errlen) != 0) return -1;
+    if (fit_cost(&trial, node, runs, nruns, out->after_s, out->after_clock_hz, &out->after_cost, err, errlen) != 0)
+        return -1;
     out->exponent = best_exponent;
     out->energy_attention_j_per_flop = best_energy;
     return 0;
@@ -257,11 +281,33 @@ static void error_summary(const power_fit_run *runs, int nruns, const double *pr
     }
 }
 
+/* The same over the runs whose log gave NVML's clock, for the predicted clocks; how many runs that was. */
+static int clock_error_summary(const power_fit_run *runs, int nruns, const double *clock_hz, double *mean_abs,
+                               double *mean_signed, double *worst)
+{
+    int n = 0;
+    *mean_abs = *mean_signed = *worst = 0.0;
+    for (int i = 0; i < nruns; i++) {
+        if (runs[i].measured_clock_hz <= 0.0) continue;
+        double e = clock_hz[i] / runs[i].measured_clock_hz - 1.0;
+        *mean_abs += fabs(e);
+        *mean_signed += e;
+        if (fabs(e) > fabs(*worst)) *worst = e;
+        n++;
+    }
+    if (n > 0) { *mean_abs /= n; *mean_signed /= n; }
+    return n;
+}
+
 void power_fit_report(FILE *out, const hw_gpu *gpu, const power_fit_run *runs, int nruns, const power_fit_result *fit,
                       const double *held_out_s, int models)
 {
+    int clocks = 0;
+    for (int i = 0; i < nruns; i++) clocks += runs[i].measured_clock_hz > 0.0;
     fprintf(out, "%-44s %10s %10s %8s %10s %8s", "run", "measured", "before", "error", "after", "error");
     if (held_out_s) fprintf(out, " %10s %8s", "held out", "error");
+    /* the SM clock NVML measured (MHz) and the one the power model settled the step at, before and after */
+    if (clocks) fprintf(out, "  %6s %6s %6s", "MHz", "before", "after");
     fprintf(out, "\n");
     for (int i = 0; i < nruns; i++) {
         const char *base = strrchr(runs[i].path, '/');
@@ -270,6 +316,9 @@ void power_fit_report(FILE *out, const hw_gpu *gpu, const power_fit_run *runs, i
                 fit->after_s[i] * 1e3, 100.0 * (fit->after_s[i] / runs[i].measured_s - 1.0));
         if (held_out_s)
             fprintf(out, " %8.2fms %+7.1f%%", held_out_s[i] * 1e3, 100.0 * (held_out_s[i] / runs[i].measured_s - 1.0));
+        if (clocks && runs[i].measured_clock_hz > 0.0)
+            fprintf(out, "  %6.0f %6.0f %6.0f", runs[i].measured_clock_hz / 1e6, fit->before_clock_hz[i] / 1e6,
+                    fit->after_clock_hz[i] / 1e6);
         fprintf(out, "\n");
     }
     fprintf(out, "clock exponent %.3f -> %.3f, fused attention energy %.3f -> %.3f pJ/FLOP; rms step error %.2f%% -> %.2f%%\n",
@@ -290,6 +339,12 @@ void power_fit_report(FILE *out, const hw_gpu *gpu, const power_fit_run *runs, i
     } else {
         fprintf(out, "held out: not computed (leaving one model out needs runs of 3 models or more)\n");
     }
+    if (!clocks) return;
+    int n = clock_error_summary(runs, nruns, fit->before_clock_hz, &mean_abs, &mean_signed, &worst);
+    fprintf(out, "SM clock, %d runs with NVML's in their log: before mean |error| %.1f%%, signed %+.1f%%, worst %+.1f%%;",
+            n, 100.0 * mean_abs, 100.0 * mean_signed, 100.0 * worst);
+    (void)clock_error_summary(runs, nruns, fit->after_clock_hz, &mean_abs, &mean_signed, &worst);
+    fprintf(out, " after %.1f%%, %+.1f%%, %+.1f%%\n", 100.0 * mean_abs, 100.0 * mean_signed, 100.0 * worst);
 }
 
 int power_fit_write_overlay(const char *overlay_path, const char *out_path, const hw_gpu *gpu, const char *fitted_by,

@@ -647,15 +647,19 @@ typedef struct {
     model_t model;
     layout_t layout;
     double measured_s;
+    double measured_clock_hz;   /* NVML's mean SM clock over the timed steps, from the run's log beside the CSV
+                                   (its "power:" line); 0 where there is none */
 } power_fit_run;
 
 typedef struct {
     double exponent, energy_attention_j_per_flop;  /* the fitted clock exponent and fused attention energy */
     double before_s[POWER_FIT_RUNS_MAX], after_s[POWER_FIT_RUNS_MAX]; /* each run's predicted step */
+    double before_clock_hz[POWER_FIT_RUNS_MAX], after_clock_hz[POWER_FIT_RUNS_MAX]; /* ... and its SM clock */
     double before_cost, after_cost;                 /* sums of squared relative errors */
 } power_fit_result;
 
-/* Reads a validate --csv file's calibrated step row for `gpu`.  0, or -1 with "file:line:field: why". */
+/* Reads a validate --csv file's calibrated step row for `gpu`, and the measured SM clock from the log of the
+ * same name ending .log when there is one.  0, or -1 with "file:line:field: why". */
 int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu, const hw_node *node, power_fit_run *run,
                        char *err, size_t errlen);
 /* Least squares over the runs' relative step errors, on a grid: the exponent in [0, 4], the attention energy

@@ -518,6 +518,59 @@ static void power_fit_reads_a_pipeline_run(void **state)
     assert_non_null(strstr(err, "has no power model in the overlay"));
 }
 
+/* The SM clock NVML measured comes from validate's log beside the CSV (A.csv -> A.log, its "power:" line);
+ * no log, or a log without that line, leaves it 0; the report then adds the clock columns only where there is
+ * one. */
+static void power_fit_reads_the_logged_clock(void **state)
+{
+    (void)state;
+    const hw_gpu *h200 = hwdb_find_gpu(&db, "h200");
+    const hw_node *node = hwdb_find_node(&db, h200->node);
+    char dir[] = "/tmp/sextant-fitclock-XXXXXX", csv[128], log[128], cmd[512], err[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(csv, sizeof csv, "%s/run.csv", dir);
+    snprintf(log, sizeof log, "%s/run.log", dir);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", SEXTANT_ROOT "/tests/data/2026-11-23-h200x2-train-pp2.csv", csv);
+    assert_int_equal(system(cmd), 0);
+    static power_fit_run run;
+    assert_int_equal(power_fit_read_run(csv, &zoo, h200, node, &run, err, sizeof err), 0);
+    assert_true(run.measured_clock_hz == 0.0); /* no log */
+    FILE *f = fopen(log, "w");
+    assert_non_null(f);
+    fputs("# a header\nstep time: median 244.62 ms\npower model: predicted 700 W at 1709 MHz\n", f);
+    fclose(f);
+    assert_int_equal(power_fit_read_run(csv, &zoo, h200, node, &run, err, sizeof err), 0);
+    assert_true(run.measured_clock_hz == 0.0); /* a log without the measured line */
+    f = fopen(log, "a");
+    assert_non_null(f);
+    fputs("power: 694 W and 1583 MHz SM clock at 59 C over the timed steps (NVML)\n", f);
+    fclose(f);
+    assert_int_equal(power_fit_read_run(csv, &zoo, h200, node, &run, err, sizeof err), 0);
+    assert_close(run.measured_clock_hz, 1583e6, 1e-3);
+    /* the report's clock columns and summary, from what the fit settled */
+    static power_fit_run runs[2];
+    runs[0] = run;
+    runs[1] = run;
+    runs[1].measured_clock_hz = 0.0;
+    static power_fit_result fit;
+    fit.before_s[0] = fit.after_s[0] = fit.before_s[1] = fit.after_s[1] = run.measured_s;
+    fit.before_clock_hz[0] = 1662.15e6; /* +5.0% */
+    fit.after_clock_hz[0] = 1503.85e6;  /* -5.0% */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    assert_non_null(out);
+    power_fit_report(out, h200, runs, 2, &fit, NULL, 0);
+    fclose(out);
+    assert_non_null(strstr(text, "MHz before  after"));
+    assert_non_null(strstr(text, "  1583   1662   1504\n"));
+    assert_non_null(strstr(text, "SM clock, 1 runs with NVML's in their log: before mean |error| 5.0%, signed +5.0%, "
+                                 "worst +5.0%; after 5.0%, -5.0%, -5.0%"));
+    free(text);
+    snprintf(cmd, sizeof cmd, "rm -r '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* The fitted overlay: the two fitted rows replace the old ones (or are appended), every other
  * line kept byte for byte, the source naming who fitted it and the runs; a missing overlay is
  * refused by name. */
@@ -568,6 +621,7 @@ int main(void)
         cmocka_unit_test(collectives_draw_their_power),
         cmocka_unit_test(the_leakiest_gpu_sets_a_capped_step),
         cmocka_unit_test(power_fit_reads_a_pipeline_run),
+        cmocka_unit_test(power_fit_reads_the_logged_clock),
         cmocka_unit_test(power_fit_overlay_replaces_two_rows),
     };
     return cmocka_run_group_tests_name("estimate_power", tests, setup_datasheets, teardown_shipped);

@@ -5,8 +5,8 @@
  *    pipelines: the step's requests (forward: embedding, layers, final norm, head;
  *    backward: head, final norm, layers in reverse) are each served by the sequence in
  *    turn, a request for the bucket held gathers nothing, a request out of turn is
- *    refused, and a use's gather goes out early (the prefetch) only into a buffer the use
- *    before it does not hold;
+ *    refused, and a use's gather goes out ahead (the prefetch, one or two uses) only into a
+ *    buffer no use between holds;
  *  - the buffers: two layer-sized, one for a larger bucket, against the planner's count
  *    (zero_unit_buffer_bytes). */
 #include "test_util.h"
@@ -103,9 +103,11 @@ static int replay_requests(const zero_stage *st, const pipe_action *a, int na, c
     return gathers;
 }
 
-/* Each use's buffer fits its bucket; an early gather (issued when the use before is taken)
- * never lands in the buffer that use holds; layers alternate between the small two.
- * Returns the uses whose gather could not go out early. */
+/* Each use's buffer fits its bucket; a gather issued ahead (at the take of use i - 1 or i - 2)
+ * never lands in a buffer a use from that take to its own holds, and goes as far ahead as that
+ * allows (two uses); no gather into a buffer goes out before the take of the use after the
+ * buffer's last holder (so the compute stream has issued every read of it); layers alternate
+ * between the small two.  Returns the uses whose gather could not go out ahead. */
 static int check_buffers(const zero_stage *st, const zero_use *seq, int n)
 {
     int late = 0;
@@ -113,10 +115,15 @@ static int check_buffers(const zero_stage *st, const zero_use *seq, int n)
         const zero_bucket *b = &st->buckets[seq[i].bucket];
         assert_true(seq[i].buffer == 0 || seq[i].buffer == 1 || seq[i].buffer == ZERO_BIG);
         assert_int_equal(seq[i].buffer == ZERO_BIG, b->size > st->small);
-        if (i == 0) { assert_int_equal(seq[i].early, 0); continue; }
+        if (i == 0) { assert_int_equal(seq[i].issue_at, 0); continue; }
         assert_int_not_equal(seq[i].bucket, seq[i - 1].bucket);
-        if (seq[i].early) assert_int_not_equal(seq[i].buffer, seq[i - 1].buffer);
-        else { assert_int_equal(seq[i].buffer, seq[i - 1].buffer); late++; }
+        assert_true(seq[i].issue_at >= i - 2 && seq[i].issue_at <= i);
+        for (int k = seq[i].issue_at; k < i; k++) assert_int_not_equal(seq[i].buffer, seq[k].buffer);
+        int free1 = seq[i - 1].buffer != seq[i].buffer, free2 = free1 && i >= 2 && seq[i - 2].buffer != seq[i].buffer;
+        assert_int_equal(seq[i].issue_at, free2 ? i - 2 : free1 ? i - 1 : i);
+        if (seq[i].issue_at == i) late++;
+        for (int k = i - 1; k >= 0; k--)
+            if (seq[k].buffer == seq[i].buffer) { assert_true(seq[i].issue_at > k); break; }
         if (b->layer && st->buckets[seq[i - 1].bucket].layer) assert_int_not_equal(seq[i].buffer, seq[i - 1].buffer);
     }
     return late;

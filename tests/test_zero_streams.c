@@ -7,8 +7,9 @@
  * streams' order and the event waits (vector clocks): a gather may not overwrite a
  * buffer the compute still reads, the compute may not read a buffer before its gather
  * is over, a gradient buffer may not be cleared before its reduce-scatter has read it,
- * the shards not be updated under a collective.  Needs CUDA's and NCCL's headers, not
- * their libraries. */
+ * the shards not be updated under a collective.  And ZeRO-3's reduce-scatters, held back
+ * behind the next take's gathers, go out after those gathers and all of them by the
+ * optimizer.  Needs CUDA's and NCCL's headers, not their libraries. */
 #include "test_util.h"
 
 #include "zero.h"
@@ -89,15 +90,21 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t str
     return cudaSuccess;
 }
 static int sim_dp = 2;
+/* ZeRO-3 queues the reduce-scatters held back behind the gathers a take issues: within one take, no gather
+ * after a reduce-scatter */
+static int in_take, scattered_in_take;
+static long scatters_in_takes;
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t type, ncclComm_t comm, cudaStream_t stream)
 {
     (void)type; (void)comm;
+    if (in_take) assert_false(scattered_in_take);
     size_t b = count * sizeof(sx_bf16);
     /* in place (send inside recv) the rank's slice is read before the rest is written */
     access_t a[2] = {rd(send, b), wr(recv, b * (size_t)sim_dp)};
     add_op(stream, "all-gather", a, 2);
     return ncclSuccess;
 }
+static long reduce_scatters;   /* issued so far */
 ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream)
 {
@@ -105,6 +112,9 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count, ncclD
     size_t b = count * sizeof(sx_bf16);
     access_t a[2] = {rd(send, b * (size_t)sim_dp), wr(recv, b)};
     add_op(stream, "reduce-scatter", a, 2);
+    reduce_scatters++;
+    scattered_in_take |= in_take;
+    scatters_in_takes += in_take;
     return ncclSuccess;
 }
 const char *ncclGetErrorString(ncclResult_t result) { (void)result; return "mock"; }
@@ -154,7 +164,15 @@ typedef struct {
     sx_bf16 *whole_params;         /* ZeRO-2: the parameters, whole */
     size_t whole_elems;
     cudaEvent_t reduce_done, optimizer_done;
+    long ended;                    /* buckets whose gradients the backward completed (zero_grads_end) */
 } sim;
+
+/* zero_grads_end, counted: every bucket completed is reduce-scattered by the step's end */
+static void grads_end(sim *s)
+{
+    if (s->z.grad_bucket >= 0) s->ended++;
+    zero_grads_end(&s->z);
+}
 
 /* the compute reads a bucket's parameters (and, backward, writes its gradient) */
 static void compute_bucket(sim *s, int k, int backward, int writes_grads)
@@ -176,7 +194,11 @@ static void compute_bucket(sim *s, int k, int backward, int writes_grads)
 
 static void take(sim *s, int k, int backward)
 {
-    if (s->stage == 3) zero_take_params(&s->z, k, backward);
+    if (s->stage != 3) return;
+    in_take = 1;
+    scattered_in_take = 0;
+    zero_take_params(&s->z, k, backward);
+    in_take = 0;
 }
 
 static void stage_forward(sim *s, const pipe_action *a)
@@ -200,12 +222,12 @@ static void stage_backward(sim *s, const pipe_action *a)
         zero_grads_begin(&s->z, st->head);
         compute_bucket(s, st->head, 1, 1);
         if (st->head != st->final) {
-            zero_grads_end(&s->z);
+            grads_end(s);
             take(s, st->final, 1);
             zero_grads_begin(&s->z, st->final);
         }
         compute_bucket(s, st->final, 1, 1);
-        zero_grads_end(&s->z);
+        grads_end(s);
     }
     for (int l = (c + 1) * st->Lc - 1; l >= c * st->Lc; l--) {
         int k = st->layer0 + l;
@@ -213,14 +235,14 @@ static void stage_backward(sim *s, const pipe_action *a)
         zero_grads_begin(&s->z, k);
         compute_bucket(s, k, 1, 0);   /* a recomputed forward */
         compute_bucket(s, k, 1, 1);
-        zero_grads_end(&s->z);
+        grads_end(s);
     }
     if (st->first && c == 0) {
         zero_grads_begin(&s->z, st->embed);
         sx_bf16 *g = zero_grad_at(&s->z, s->b[st->embed].offset);
         access_t w = wr(g, s->b[st->embed].size * sizeof *g);
         add_op(COMPUTE, "embedding backward", &w, 1);
-        zero_grads_end(&s->z);
+        grads_end(s);
     }
 }
 
@@ -232,7 +254,10 @@ static void one_step(sim *s, const pipe_action *actions, int na, size_t shard_el
         if (actions[i].kind == PIPE_FORWARD) stage_forward(s, &actions[i]);
         else if (actions[i].kind == PIPE_BACKWARD) stage_backward(s, &actions[i]);
     }
-    /* optimizer_step: the exposed reduction, AdamW on the shards */
+    /* optimizer_step: ZeRO-3's held-back reduce-scatters, the exposed reduction, AdamW on the shards */
+    zero_grads_flush(&s->z);
+    assert_int_equal(s->z.npending, 0);
+    assert_int_equal(reduce_scatters, s->ended);   /* every bucket completed, reduced once, by now */
     cudaEventRecord(s->reduce_done, COMM);
     cudaStreamWaitEvent(COMPUTE, s->reduce_done, 0);
     /* ZeRO-3 updates its parameter shard, ZeRO-2 its slices of the whole parameters */
@@ -265,6 +290,7 @@ static void run_stage(int zero, int pp, int stage, int m, int tied, int steps)
     static sim s;
     memset(&s, 0, sizeof s);
     nops = 0;
+    reduce_scatters = scatters_in_takes = 0;
     memset(clock_of, 0, sizeof clock_of);
     pipe_buffers need;
     int na = pipeline_schedule(pp, stage, m, 1, actions, 4096, &need);
@@ -299,6 +325,9 @@ static void run_stage(int zero, int pp, int stage, int m, int tied, int steps)
     for (int step = 0; step < steps; step++) one_step(&s, actions, na, shard);
     long pairs = check_races();
     assert_true(pairs > 0);   /* the streams did share memory: the check had something to check */
+    /* ZeRO-3 with more than one layer's backward in a step: most reduce-scatters go out behind a take's gathers */
+    if (zero == 3) assert_true(scatters_in_takes * 2 > reduce_scatters);
+    else assert_int_equal(scatters_in_takes, 0);
     zero_free(z);
     cudaEventDestroy(s.reduce_done);
     cudaEventDestroy(s.optimizer_done);

@@ -133,7 +133,7 @@ typedef struct {
 
 #define PROFILE_MAX 32768
 
-typedef struct { const char *name; pass_t pass; } profile_tag;
+typedef struct { const char *name; pass_t pass; int side; } profile_tag; /* side: 1 when not on the step's stream */
 
 /* an op whose outputs do not feed its inputs (attention): profiled, and in the replay step run
  * replay_runs more times back to back */

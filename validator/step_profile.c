@@ -39,6 +39,7 @@ void profile_mark_on(const char *name, int end, cudaStream_t on)
     if (!end) {
         profile_tags[profile_count].name = name;
         profile_tags[profile_count].pass = current_pass;
+        profile_tags[profile_count].side = on != gpu_ctx.stream;
         while (profile_events_made < 2 * profile_count + 2) CK(cudaEventCreate(&profile_events[profile_events_made++]));
     }
     CK(cudaEventRecord(profile_events[2 * profile_count + end], on));

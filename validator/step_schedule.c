@@ -105,6 +105,7 @@ static void optimizer_step(gpt *g, int step)
     const shapes *s = &g->s;
     const param_layout *pl = &g->pl;
     current_pass = PASS_STEP;
+    if (g->zero) zero_grads_flush(&g->zs);   /* ZeRO-3's last reduce-scatters, held back behind gathers */
     if (g->comm_used) {
         /* what of the reduction the backward did not hide */
         CK(cudaEventRecord(g->reduce_done, gpu_ctx.comm_stream));

@@ -622,6 +622,38 @@ static int run_timed_steps(train_run_state *r, gpt *g)
     return 0;
 }
 
+/* SEXTANT_TIMELINE=PREFIX, a diagnostic: every event pair of the profiling step, one row per op
+ * call, to PREFIX.rankR.csv: when it began and ended on its stream, in ms from the step's first
+ * event, and whether that stream was the step's or a side stream (communication, experts).  What
+ * the per-op sums cannot say: which calls ran beside which. */
+static void write_timeline(const train_run_state *r, int rank)
+{
+    const char *prefix = getenv("SEXTANT_TIMELINE");
+    if (!prefix || !*prefix) return;
+    char path[4096], err[512];
+    if (snprintf(path, sizeof path, "%s.rank%d.csv", prefix, rank) >= (int)sizeof path) {
+        fprintf(stderr, "sextant-gpu train: SEXTANT_TIMELINE=%s: path too long\n", prefix);
+        exit(2);
+    }
+    outfile out = {0};
+    if (outfile_open(&out, path, err, sizeof err) != 0) {
+        fprintf(stderr, "sextant-gpu train: SEXTANT_TIMELINE: %s\n", err);
+        exit(2);
+    }
+    fprintf(out.f, "call,op,pass,side,start_ms,end_ms\n");
+    for (int i = 0; i < profile_count; i++) {
+        float a, b;
+        CK(cudaEventElapsedTime(&a, r->t0, profile_events[2 * i]));
+        CK(cudaEventElapsedTime(&b, r->t0, profile_events[2 * i + 1]));
+        fprintf(out.f, "%d,%s,%s,%d,%.4f,%.4f\n", i, profile_tags[i].name, pass_name(profile_tags[i].pass),
+                profile_tags[i].side, a, b);
+    }
+    if (outfile_commit(&out, err, sizeof err) != 0) {
+        fprintf(stderr, "sextant-gpu train: SEXTANT_TIMELINE: %s\n", err);
+        exit(2);
+    }
+}
+
 /* The profiling step: one more step with events around every op, summed per op and pass. */
 static void run_profiling_step(train_run_state *r, gpt *g)
 {
@@ -654,6 +686,7 @@ static void run_profiling_step(train_run_state *r, gpt *g)
         r->ms_ops[k].calls++;
         if (ms * 1e-3 < r->ms_ops[k].fastest) r->ms_ops[k].fastest = ms * 1e-3;
     }
+    write_timeline(r, rank);
 }
 
 /* SEXTANT_CLOCK_PROBE: the clock after each profiled op, and the timed steps' median. */

@@ -28,7 +28,8 @@ int zero_init(zero_state *z, const zero_stage *st, const pipe_action *actions, i
         ZCK(z, cudaEventCreateWithFlags(&z->reduced_ev[i], cudaEventDisableTiming));
     }
     ZCK(z, cudaEventCreateWithFlags(&z->released, cudaEventDisableTiming));
-    ZCK(z, cudaEventCreateWithFlags(&z->written, cudaEventDisableTiming));
+    for (int i = 0; i < 3; i++) ZCK(z, cudaEventCreateWithFlags(&z->written_ev[i], cudaEventDisableTiming));
+    z->npending = 0;
     z->cursor = -1;
     z->held_buffer = -1;
     z->grad_bucket = -1;
@@ -56,6 +57,7 @@ void zero_step_begin(zero_state *z, cudaEvent_t optimizer_done)
     z->cursor = -1;
     z->held_buffer = -1;
     z->grad_bucket = -1;
+    z->npending = 0;   /* the last step's optimizer flushed them (zero_grads_flush) */
     if (z->stage != 3 || z->nseq == 0) return;
     /* the shards are the last optimizer's, and the compute stream is past every read of the buffers */
     ZCK(z, cudaStreamWaitEvent(z->comm, optimizer_done, 0));
@@ -74,15 +76,20 @@ void zero_take_params(zero_state *z, int bucket, int backward)
         exit(1);
     }
     /* A gather into a buffer waits for the compute stream to have passed every read of what the
-     * buffer held: the uses before i, whose reads are all on the compute stream by now.  Use i's own
-     * gather went out at the step's start (i = 0) or when use i - 1 was taken (early), else now. */
-    int own = i > 0 && !z->seq[i].early, prefetch = i + 1 < z->nseq && z->seq[i + 1].early;
-    if (own || prefetch) {
+     * buffer held: uses before the one whose take issues it, whose reads are all on the compute
+     * stream by now.  Use i's own gather went out at the step's start (i = 0) or at an earlier
+     * take (zero_use.issue_at), else now; the next two uses' may go out now. */
+    int own = i > 0 && z->seq[i].issue_at == i, ahead = 0;
+    for (int k = i + 1; k <= i + 2 && k < z->nseq; k++) ahead |= z->seq[k].issue_at == i;
+    if (own || ahead) {
         ZCK(z, cudaEventRecord(z->released, z->compute));
         ZCK(z, cudaStreamWaitEvent(z->comm, z->released, 0));
     }
     if (own) gather(z, i);
-    if (prefetch) gather(z, i + 1);
+    for (int k = i + 1; k <= i + 2 && k < z->nseq; k++)
+        if (z->seq[k].issue_at == i) gather(z, k);
+    /* the reduce-scatters held back go out behind them */
+    zero_grads_flush(z);
     const zero_use *u = &z->seq[i];
     const char *name = u->backward ? "dp_allgather_params_bwd_exposed" : "dp_allgather_params_fwd_exposed";
     pass_t pass = u->backward ? PASS_BWD : PASS_FWD;
@@ -107,6 +114,9 @@ void zero_grads_begin(zero_state *z, int bucket)
     const zero_bucket *b = &z->buckets[bucket];
     int j = zero_buffer_for(b->size, z->small, z->grad_small_last);
     if (j != ZERO_BIG) z->grad_small_last = j;
+    /* a buffer whose reduce-scatter is held back must have it issued before its event is waited for */
+    for (int k = 0; k < z->npending; k++)
+        if (z->pending[k] == j) zero_grads_flush(z);
     /* the buffer's last reduce-scatter must have read it */
     z->mark("dp_reduce_scatter_grads_exposed", 0, z->compute, PASS_BWD);
     ZCK(z, cudaStreamWaitEvent(z->compute, z->reduced_ev[j], 0));
@@ -126,14 +136,13 @@ sx_bf16 *zero_grad_at(const zero_state *z, size_t offset)
     return z->work[z->grad_buffer] + (offset - b->offset);
 }
 
-void zero_grads_end(zero_state *z)
+/* The reduce-scatter of gradient buffer j (holding bucket `bucket`) and the add into the shard, on the
+ * communication stream, once the compute stream has written it (written_ev[j]). */
+static void reduce_buffer(zero_state *z, int bucket, int j)
 {
-    if (z->grad_bucket < 0) return;
-    const zero_bucket *b = &z->buckets[z->grad_bucket];
+    const zero_bucket *b = &z->buckets[bucket];
     size_t slice = zero_slice_elems(b, z->dp);
-    int j = z->grad_buffer;
-    ZCK(z, cudaEventRecord(z->written, z->compute));
-    ZCK(z, cudaStreamWaitEvent(z->comm, z->written, 0));
+    ZCK(z, cudaStreamWaitEvent(z->comm, z->written_ev[j], 0));
     /* in place: the rank's slice of the sum lands where its slice of the buffer was */
     sx_bf16 *mine = z->work[j] + (size_t)z->rank * slice;
     z->mark("dp_reduce_scatter_grads", 0, z->comm, PASS_BWD);
@@ -145,7 +154,28 @@ void zero_grads_end(zero_state *z)
     ZCK(z, sx_residual_add(shard, NULL, shard, mine, slice, z->comm));
     z->mark("dp_grad_shard_add", 1, z->comm, PASS_BWD);
     ZCK(z, cudaEventRecord(z->reduced_ev[j], z->comm));
+}
+
+void zero_grads_end(zero_state *z)
+{
+    if (z->grad_bucket < 0) return;
+    int j = z->grad_buffer;
+    ZCK(z, cudaEventRecord(z->written_ev[j], z->compute));
+    if (z->stage == 3) {
+        /* the next take's gathers go first (zero.h); a buffer is held back at most once: its next use flushes */
+        if (z->npending == 3) zero_grads_flush(z);   /* one a buffer: cannot happen, kept bounded anyway */
+        z->pending_bucket[j] = z->grad_bucket;
+        z->pending[z->npending++] = j;
+    } else {
+        reduce_buffer(z, z->grad_bucket, j);
+    }
     z->grad_bucket = -1;
+}
+
+void zero_grads_flush(zero_state *z)
+{
+    for (int k = 0; k < z->npending; k++) reduce_buffer(z, z->pending_bucket[z->pending[k]], z->pending[k]);
+    z->npending = 0;
 }
 
 void zero_warmup(zero_state *z)
@@ -166,7 +196,7 @@ void zero_free(zero_state *z)
         ZCK(z, cudaEventDestroy(z->reduced_ev[i]));
     }
     ZCK(z, cudaEventDestroy(z->released));
-    ZCK(z, cudaEventDestroy(z->written));
+    for (int i = 0; i < 3; i++) ZCK(z, cudaEventDestroy(z->written_ev[i]));
     free(z->seq);
     z->seq = NULL;
 }

@@ -40,12 +40,15 @@ typedef struct {
     sx_bf16 *param_shard;              /* ZeRO-3: this rank's slices of every bucket (shard_offset) */
     sx_bf16 *grad_shard;               /* this rank's slices of the gradients */
     sx_bf16 *gathered[3], *work[3];    /* [0], [1]: small; [ZERO_BIG]: big, NULL when big is 0 */
-    cudaEvent_t gathered_ev[3], released, written, reduced_ev[3];
+    cudaEvent_t gathered_ev[3], released, written_ev[3], reduced_ev[3];
     zero_use *seq;                     /* ZeRO-3: the step's gathers */
     int nseq, cursor;
     int held_buffer;                   /* the gathered buffer of the use at cursor */
     int grad_bucket, grad_buffer;      /* the bucket whose gradient the backward writes now, -1: none */
     int grad_small_last;               /* the small gradient buffer used last */
+    int pending[3], npending;          /* ZeRO-3: gradient buffers whose reduce-scatter waits for the next take's
+                                          gathers, in order */
+    int pending_bucket[3];             /* the bucket each of those buffers holds, by buffer */
 } zero_state;
 
 /* Fills the sequence (ZeRO-3) and the events; the caller sets z->small and z->big
@@ -74,8 +77,14 @@ void zero_grads_begin(zero_state *z, int bucket);
 sx_bf16 *zero_grad_at(const zero_state *z, size_t offset);
 
 /* The bucket's gradients of this micro-batch are complete: reduce-scatter them in place and
- * add the rank's slice into the shard, on the communication stream. */
+ * add the rank's slice into the shard, on the communication stream.  ZeRO-3 issues the two
+ * after the next take's gathers (zero_take_params), so that a gather the next layer waits for
+ * never queues behind them on the one communication stream, as FSDP's gathers on their own
+ * stream do not; sooner where the buffer is wanted again, and at zero_grads_flush. */
 void zero_grads_end(zero_state *z);
+
+/* Every reduce-scatter still held back goes out: before the step waits for its reductions. */
+void zero_grads_flush(zero_state *z);
 
 /* Each collective once, bucket by bucket, on scratch (the communicator's first use). */
 void zero_warmup(zero_state *z);

@@ -39,8 +39,10 @@ static int push_use(const zero_stage *st, zero_use *out, int max, int *n, int *s
     if (*n >= max) return -1;
     int buffer = zero_buffer_for(st->buckets[bucket].size, st->small, *small_last);
     if (buffer != ZERO_BIG) *small_last = buffer;
-    int early = *n > 0 && out[*n - 1].buffer != buffer;
-    out[*n] = (zero_use){bucket, backward, buffer, early};
+    int issue_at = *n;
+    if (*n > 0 && out[*n - 1].buffer != buffer) issue_at = *n - 1;
+    if (*n > 1 && issue_at == *n - 1 && out[*n - 2].buffer != buffer) issue_at = *n - 2;
+    out[*n] = (zero_use){bucket, backward, buffer, issue_at};
     (*n)++;
     return 0;
 }

@@ -59,9 +59,12 @@ typedef struct {
     int bucket;      /* which bucket the step uses next */
     int backward;    /* 1: a backward (or its recomputation) uses it, 0: a forward */
     int buffer;      /* the gathered buffer it arrives in: 0 or 1 (small), ZERO_BIG */
-    int early;       /* 1: its gather may go out when the use before it is taken (the prefetch): that
-                      * use holds another buffer; 0: when it is taken itself (the first use, or two big
-                      * buckets in a row) */
+    int issue_at;    /* the use at whose take its gather goes out: itself (the step's first use, which
+                      * the step's start gathers, or two big buckets in a row), else the prefetch, into a
+                      * buffer the uses in between do not hold: the use before, or the one before that
+                      * where neither holds it (a big bucket after a layer and the final norm, a layer
+                      * after a big bucket), so that a gather behind a short use has a longer one to
+                      * hide behind */
 } zero_use;
 
 /* ZeRO-3's order of parameter uses in one step of `actions` (schedule.h): a forward
@@ -69,8 +72,9 @@ typedef struct {
  * its layers in reverse (a recomputed layer's forward with its backward: one use);
  * the embedding's backward reads no weight.  A use of the bucket just used is no new
  * use (the forward's head and the backward's head of one micro-batch on one stage:
- * gathered once).  Small buffers alternate, so the next use's gather (the prefetch) never
- * writes the buffer in use.  Returns the count written, -1 when max is too small. */
+ * gathered once).  Small buffers alternate, so a prefetch never writes a buffer a use
+ * between its issue and its use holds (zero_use.issue_at).  Returns the count written,
+ * -1 when max is too small. */
 int zero_gather_sequence(const zero_stage *st, const pipe_action *actions, int nactions, zero_use *out, int max);
 
 /* The step asks for `bucket` (0 forward, 1 backward); *cursor is the index of the use
