@@ -11,6 +11,8 @@
  *   sx_add_rows         dst += src over a strided block: the dK, dV that a peer computed
  *                       for this rank's keys, added to the rank's own (16-byte packs where the
  *                       blocks allow, else one element a thread).
+ *   sx_copy_rows        dst = src over a strided block, the same way: the rank's K and V packed
+ *                       side by side into the ring's send buffer.
  *
  * The merge is memory-bound (read out, part and both lse, write out and lse): one warp per
  * (b, t, h) row, each lane two adjacent elements at a time. */
@@ -43,32 +45,36 @@ attention_merge_kernel(bf16 *__restrict__ out, float *__restrict__ lse, const bf
 }
 
 /* 16-byte packs where both blocks allow them (aligned, every row a whole number of packs): one div per eight
- * elements, and the loads and stores the width HBM moves best.  The sum and its rounding are the scalar
- * kernel's, element for element. */
+ * elements, and the loads and stores the width HBM moves best.  ADD: dst += src, the sum and its rounding
+ * the scalar kernel's, element for element; else dst = src. */
+template <bool ADD>
 __global__ void __launch_bounds__(256)
-add_rows_vec_kernel(bf16 *__restrict__ dst, long long dst_ld, const bf16 *__restrict__ src, long long src_ld, int rows,
-                    int cols) {
+rows_vec_kernel(bf16 *__restrict__ dst, long long dst_ld, const bf16 *__restrict__ src, long long src_ld, int rows,
+                int cols) {
     const int per_row = cols / Pack<bf16>::N;
     const size_t n = (size_t)rows * per_row;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const size_t r = i / per_row, c = (i % per_row) * Pack<bf16>::N;
         bf16 *d = dst + r * dst_ld + c;
-        Pack<bf16> a = ld_pack_plain(d);
         const Pack<bf16> b = ld_pack_cs(src + r * src_ld + c);
+        if (!ADD) { st_pack(d, b); continue; }
+        Pack<bf16> a = ld_pack_plain(d);
 #pragma unroll
         for (int k = 0; k < Pack<bf16>::N; k++) a.set(k, a.get(k) + b.get(k));
         st_pack(d, a);
     }
 }
 
+template <bool ADD>
 __global__ void __launch_bounds__(256)
-add_rows_kernel(bf16 *__restrict__ dst, long long dst_ld, const bf16 *__restrict__ src, long long src_ld, int rows,
-                int cols) {
+rows_kernel(bf16 *__restrict__ dst, long long dst_ld, const bf16 *__restrict__ src, long long src_ld, int rows,
+            int cols) {
     const size_t n = (size_t)rows * cols;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const size_t r = i / cols, c = i % cols;
         bf16 *d = dst + r * dst_ld + c;
-        *d = __float2bfloat16_rn(__bfloat162float(*d) + __bfloat162float(src[r * src_ld + c]));
+        const bf16 s = src[r * src_ld + c];
+        *d = ADD ? __float2bfloat16_rn(__bfloat162float(*d) + __bfloat162float(s)) : s;
     }
 }
 
@@ -86,8 +92,11 @@ extern "C" cudaError_t sx_attention_merge(sx_bf16 *out, float *lse, const sx_bf1
     SX_LAUNCHED();
 }
 
-extern "C" cudaError_t sx_add_rows(sx_bf16 *dst, long long dst_ld, const sx_bf16 *src, long long src_ld, int rows,
-                                   int cols, cudaStream_t stream) {
+/* dst (+)= src over rows x cols of two strided blocks: packs where the blocks allow, a grid of at most 8 blocks
+ * an SM (a grid-stride loop) */
+template <bool ADD>
+static cudaError_t rows_launch(sx_bf16 *dst, long long dst_ld, const sx_bf16 *src, long long src_ld, int rows, int cols,
+                               cudaStream_t stream) {
     SX_REQUIRE(rows >= 0 && cols >= 0);
     if (rows == 0 || cols == 0) return cudaSuccess;
     SX_REQUIRE(dst && src && dst_ld >= cols && src_ld >= cols);
@@ -99,9 +108,19 @@ extern "C" cudaError_t sx_add_rows(sx_bf16 *dst, long long dst_ld, const sx_bf16
     const size_t cap = (size_t)(sms > 0 ? sms : 132) * 8;
     const size_t blocks = sx_blocks(n, 256) < cap ? sx_blocks(n, 256) : cap;
     if (packs)
-        add_rows_vec_kernel<<<(unsigned)blocks, 256, 0, stream>>>((bf16 *)dst, dst_ld, (const bf16 *)src, src_ld, rows,
-                                                                  cols);
+        rows_vec_kernel<ADD><<<(unsigned)blocks, 256, 0, stream>>>((bf16 *)dst, dst_ld, (const bf16 *)src, src_ld, rows,
+                                                                   cols);
     else
-        add_rows_kernel<<<(unsigned)blocks, 256, 0, stream>>>((bf16 *)dst, dst_ld, (const bf16 *)src, src_ld, rows, cols);
+        rows_kernel<ADD><<<(unsigned)blocks, 256, 0, stream>>>((bf16 *)dst, dst_ld, (const bf16 *)src, src_ld, rows, cols);
     SX_LAUNCHED();
+}
+
+extern "C" cudaError_t sx_add_rows(sx_bf16 *dst, long long dst_ld, const sx_bf16 *src, long long src_ld, int rows,
+                                   int cols, cudaStream_t stream) {
+    return rows_launch<true>(dst, dst_ld, src, src_ld, rows, cols, stream);
+}
+
+extern "C" cudaError_t sx_copy_rows(sx_bf16 *dst, long long dst_ld, const sx_bf16 *src, long long src_ld, int rows,
+                                    int cols, cudaStream_t stream) {
+    return rows_launch<false>(dst, dst_ld, src, src_ld, rows, cols, stream);
 }

@@ -317,6 +317,12 @@ cudaError_t sx_attention_merge(sx_bf16 *out, float *lse, const sx_bf16 *part, co
 cudaError_t sx_add_rows(sx_bf16 *dst, long long dst_ld, const sx_bf16 *src, long long src_ld, int rows, int cols,
                         cudaStream_t stream);
 
+/* dst[r, c] = src[r, c] for r < rows, c < cols, the same blocks and paths: the ring packs the rank's K and V,
+ * interleaved with Q in the qkv rows, side by side into its send buffer (Transformer Engine's torch.cat of k
+ * and v). */
+cudaError_t sx_copy_rows(sx_bf16 *dst, long long dst_ld, const sx_bf16 *src, long long src_ld, int rows, int cols,
+                         cudaStream_t stream);
+
 /* ---------------------------------------------- fused softmax cross-entropy */
 
 /* logits: [N, Vp] with Vp >= V (padded vocab; columns >= V are ignored).

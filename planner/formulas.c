@@ -250,6 +250,15 @@ double cp_ring_attention_length(double seq, double cp)
     return cp > 1.0 ? seq / cp : seq;
 }
 
+/* "Context parallelism": the bytes of the ring's K, V pack.  Before its first step the ring copies the rank's
+ * K and V, which the QKV projection left interleaved with Q, into one send buffer: Transformer Engine's
+ * p2p ring concatenates them (torch.cat of k and v, its forward) and copies the saved pair into its comm
+ * buffer (its backward), once per attention call, as the validator does; one block read, one written. */
+double cp_kv_pack_bytes(double kv_block_bytes)
+{
+    return 2.0 * kv_block_bytes;
+}
+
 /* "Context parallelism": the bytes of one ring step's dK, dV addition in the backward.  The partial
  * dK, dV that arrive (one KV block's size) are added to those the step's attention computed: two blocks
  * read, one written (Transformer Engine's p2p ring accumulates them so; the validator adds the peer's

@@ -404,6 +404,13 @@ static void cp_exchange(builder *b, const model_t *m, int64_t count, int recompu
     double block = cp_kv_block_bytes(local_kv_heads(m, l->tp), (double)m->head_dim, (double)l->seq, (double)cp,
                                      (double)l->mbs, b->act_bytes);
     if (l->cp_comm == CP_COMM_RING) {
+        /* each attention call packs its K, V into the ring's send buffer first, forward and backward */
+        const pass_t packs[3] = {PASS_FWD, PASS_RECOMPUTE, PASS_BWD};
+        for (int i = 0; i < 3; i++) {
+            if (packs[i] == PASS_RECOMPUTE && !recompute) continue;
+            op_t *pack = push(b, "cp_kv_pack", OP_MEMBOUND, packs[i], count);
+            if (pack) pack->bytes = cp_kv_pack_bytes(block);
+        }
         /* cp - 1 steps each way round the ring; the backward passes K, V and the dK, dV accumulated so far */
         int64_t steps = count * (cp - 1);
         collective(b, "cp_ring_kv", PASS_FWD, steps, COLL_SENDRECV, GROUP_CP, cp, block, OVERLAP_ATTENTION);

@@ -395,6 +395,7 @@ double cp_kv_block_bytes(double kv_heads, double head_dim, double seq, double cp
 /* The bytes one ring step's dK, dV addition moves: two KV blocks read, one written. */
 double cp_ring_attention_length(double seq, double cp);
 double cp_dkv_add_bytes(double kv_block_bytes);
+double cp_kv_pack_bytes(double kv_block_bytes);
 /* the ring's send/recv shares the attention's stream priority (Megatron's, TE's and the validator's
  * default), so each step's transfer waits for the attention kernel beside it: cp_ring_exposed_s */
 #define CP_RING_SERIALISED 1

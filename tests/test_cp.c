@@ -81,6 +81,21 @@ static void ring_ops_carry_the_kv_blocks(void **state)
     assert_int_equal(add->kind, OP_MEMBOUND);
     assert_int_equal(add->count, fwd->count);
     assert_close(add->bytes, 3.0 * 16777216.0, 1e-15);
+    /* each attention call packs its K, V into the send buffer first, forward and backward: one block read, one
+     * written, once a layer (not a step); selective recomputation repeats no pack, full does */
+    for (int i = 0; i < 2; i++) {
+        const op_t *pack = find(&s, "cp_kv_pack", i ? PASS_BWD : PASS_FWD);
+        assert_non_null(pack);
+        assert_int_equal(pack->kind, OP_MEMBOUND);
+        assert_int_equal(pack->count, 32);
+        assert_close(pack->bytes, 2.0 * 16777216.0, 1e-15);
+    }
+    assert_null(find(&s, "cp_kv_pack", PASS_RECOMPUTE));
+    l.recompute = RECOMPUTE_FULL;
+    assert_int_equal(build_stage_ops(m, &l, 0, &s), 0);
+    assert_non_null(find(&s, "cp_kv_pack", PASS_RECOMPUTE));
+    l.recompute = RECOMPUTE_SELECTIVE;   /* cp_layout's */
+    assert_int_equal(build_stage_ops(m, &l, 0, &s), 0);
     assert_null(find(&s, "cp_allgather_kv", PASS_FWD));
     /* the GEMMs run on the rank's 8192 tokens; attention takes them against all 32768 keys */
     assert_int_equal(find(&s, "qkv", PASS_FWD)->m, 8192);
@@ -105,6 +120,7 @@ static void ring_ops_carry_the_kv_blocks(void **state)
     assert_non_null(find(&s, "cp_reduce_scatter_dkv", PASS_BWD));
     assert_null(find(&s, "cp_ring_kv", PASS_FWD));
     assert_null(find(&s, "cp_dkv_add", PASS_BWD));   /* the reduce-scatter sums them */
+    assert_null(find(&s, "cp_kv_pack", PASS_FWD));   /* the all-gather takes K and V as they lie */
 
     /* without CP: no CP op, and the zeroed layout's cp 0 is 1 */
     l.cp = 0; l.dp = 8;

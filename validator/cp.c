@@ -82,12 +82,15 @@ void cp_warmup(cp_state *c)
     CK(cudaStreamWaitEvent(c->compute, c->arrived, 0));
 }
 
-/* K and V of every local token, side by side, from the qkv rows */
+/* K and V of every local token, side by side, from the qkv rows: a kernel of 16-byte packs at the memory's
+ * rate, as Transformer Engine's torch.cat of k and v (a strided cudaMemcpy2DAsync took twice as long,
+ * docs/validation/2026-11-26-h100x2-zero-order); the planner's cp_kv_pack */
 static void pack_kv(cp_state *c, const sx_bf16 *qkv)
 {
-    size_t width = (size_t)2 * c->KV * c->D * sizeof(sx_bf16);
-    CK(cudaMemcpy2DAsync(c->kv_send, width, qkv + (size_t)c->H * c->D, (size_t)c->ld * sizeof(sx_bf16), width,
-                         (size_t)c->B * c->Tl, cudaMemcpyDeviceToDevice, c->compute));
+    int width = 2 * c->KV * c->D;
+    c->mark("cp_kv_pack", 0, c->compute);
+    CK(sx_copy_rows(c->kv_send, width, qkv + (size_t)c->H * c->D, c->ld, c->B * c->Tl, width, c->compute));
+    c->mark("cp_kv_pack", 1, c->compute);
 }
 
 /* the rank's own causal square */

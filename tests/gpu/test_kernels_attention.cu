@@ -209,30 +209,35 @@ static void test_cp_attention(int B, int T, int H, int KV, int D) {
     CK(cudaFree(d_part)); CK(cudaFree(d_plse)); CK(cudaFree(ws)); CK(cudaFree(d_whole));
 }
 
-/* sx_add_rows: dst += src over strided blocks, against the CPU's bf16(float(a) + float(b)), bitwise: the packed
- * path (aligned, rows of whole packs) and the one-element path (a width or a stride that is not) */
-static void test_add_rows(int rows, int cols, int dst_ld, int src_ld, int offset) {
+/* sx_add_rows: dst += src over strided blocks, against the CPU's bf16(float(a) + float(b)), bitwise; sx_copy_rows
+ * (copy): dst = src, bitwise: the packed path (aligned, rows of whole packs) and the one-element path (a width or a
+ * stride that is not) */
+static void test_rows(int rows, int cols, int dst_ld, int src_ld, int offset, bool copy) {
     vec dst = randn((size_t)rows * dst_ld + offset, 0, 1), src = randn((size_t)rows * src_ld + offset, 0, 1);
     void *d_dst = up_bf16(dst), *d_src = up_bf16(src);   /* both now hold the bf16 values the GPU sees */
-    CK(sx_add_rows((sx_bf16 *)d_dst + offset, dst_ld, (const sx_bf16 *)d_src + offset, src_ld, rows, cols, 0));
+    if (copy) CK(sx_copy_rows((sx_bf16 *)d_dst + offset, dst_ld, (const sx_bf16 *)d_src + offset, src_ld, rows, cols, 0));
+    else CK(sx_add_rows((sx_bf16 *)d_dst + offset, dst_ld, (const sx_bf16 *)d_src + offset, src_ld, rows, cols, 0));
     CK(cudaDeviceSynchronize());
     vec got = down_bf16(d_dst, dst.size()), want = dst;
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) {
             size_t i = (size_t)offset + (size_t)r * dst_ld + c;
-            want[i] = sx_ref_bf2f(sx_ref_f2bf((float)dst[i] + (float)src[(size_t)offset + (size_t)r * src_ld + c]));
+            double s = src[(size_t)offset + (size_t)r * src_ld + c];
+            want[i] = copy ? s : sx_ref_bf2f(sx_ref_f2bf((float)dst[i] + (float)s));
         }
     char sz[96];
     snprintf(sz, sizeof sz, "rows %d cols %d ld %d/%d offset %d", rows, cols, dst_ld, src_ld, offset);
-    check_true("add_rows", sz, memcmp(got.data(), want.data(), got.size() * sizeof(double)) == 0,
-               "bitwise the CPU's sums, the rest of dst untouched");
+    check_true(copy ? "copy_rows" : "add_rows", sz, memcmp(got.data(), want.data(), got.size() * sizeof(double)) == 0,
+               copy ? "bitwise the source, the rest of dst untouched" : "bitwise the CPU's sums, the rest of dst untouched");
     CK(cudaFree(d_dst)); CK(cudaFree(d_src));
 }
 
 static void test_cp_all(void) {
-    test_add_rows(300, 256, 640, 256, 0);   /* packs: K, V columns of a qkv row */
-    test_add_rows(300, 100, 104, 100, 0);   /* a width of 100: one element a thread */
-    test_add_rows(77, 256, 640, 256, 1);    /* not 16-byte aligned: one element a thread */
+    for (int copy = 0; copy <= 1; copy++) {
+        test_rows(300, 256, copy ? 256 : 640, copy ? 640 : 256, 0, copy);   /* packs: K, V columns of a qkv row */
+        test_rows(300, 100, 104, 100, 0, copy);   /* a width of 100: one element a thread */
+        test_rows(77, 256, 640, 256, 1, copy);    /* not 16-byte aligned: one element a thread */
+    }
     test_cp_attention(2, 256, 4, 2, 64);                 /* GQA, chunks of 64 rows */
     test_cp_attention(1, g_quick ? 200 : 392, 2, 2, 128); /* MHA, chunks of 50 / 98: partial tiles */
     test_cp_attention(3, 128, 4, 1, 64);                 /* MQA, chunks of 32: a block smaller than a tile */
