@@ -6,6 +6,8 @@
 #                        background, its pid in SMI_PID (the power cap sets the clock a step runs at;
 #                        scripts/smi_summary.sh reads the samples).
 #   device_begin NAME    R=$TMPDIR/NAME and S=$OUT/summary.txt, both emptied, and device_record R: a script's start;
+#   device_start NAME    the same for a script that prices with the card's shipped overlay: OUT required, GPU (the
+#                        card's hwdb row unless set) and CAL=hwdb/measured/$GPU.csv, and the cards said first;
 # and, for a script that has set R (its run folder, whose name names the tar) and S (its summary file):
 #   say LINE...          LINE on stdout and appended to S;
 #   keep                 R tarred into $OUT/<R's name>.tar, after every run: a call cut short still brings
@@ -47,6 +49,14 @@ device_begin() {
 }
 
 say() { echo "$*" | tee -a "$S"; }
+
+device_start() {
+    : "${OUT:?OUT must name the folder the results go to}"
+    GPU=${GPU:-$(card_row)}
+    CAL=hwdb/measured/$GPU.csv
+    device_begin "$1"
+    say "cards: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | tr -s ' '); overlay $CAL"
+}
 
 keep() { tar -C "$(dirname "$R")" -cf "$OUT/$(basename "$R").tar" "$(basename "$R")"; }
 

@@ -6,11 +6,7 @@
 #   OUT=DIR bash scripts/run_cp_pack.sh
 set -u
 . "$(dirname "$0")/device_env.sh"
-: "${OUT:?OUT must name the folder the results go to}"
-GPU=${GPU:-$(card_row)}
-CAL=hwdb/measured/$GPU.csv
-device_begin cp-pack
-say "cards: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | tr -s ' '); overlay $CAL"
+device_start cp-pack
 run kernels 300 ./build/gpu/test_kernels --attention
 grep -E "add_rows|copy_rows|checks|FAIL" "$R/kernels.log" | tail -12 | sed 's/^/  /' >> "$S"
 C="gpt2 --gpu $GPU --seq 1024 --mbs 8 --gbs 32 --steps 20 --warmup 5 --attention flash --cp 2"

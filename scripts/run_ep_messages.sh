@@ -10,12 +10,9 @@
 #   OUT=DIR bash scripts/run_ep_messages.sh
 set -u
 . "$(dirname "$0")/device_env.sh"
-device_begin ep-messages
-GPU=$(card_row)
-CAL=hwdb/measured/$GPU.csv
+device_start ep-messages
 OLD=.carry/old/sextant-gpu
 NEW=./build/sextant-gpu
-say "cards: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | tr -s ' '); overlay $CAL"
 device_sample "$R/smi.csv"
 run test_moe_kernels 120 ./build/gpu/test_moe_kernels
 grep -E "chunks|checks" "$R/test_moe_kernels.log" | sed 's/^/  /' >> "$S"

@@ -7,13 +7,9 @@
 # Leaves $OUT/timeline.tar (logs, per-op CSVs, timelines), $OUT/summary.txt, $OUT/overlap.tar.
 set -u
 . "$(dirname "$0")/device_env.sh"
-: "${OUT:?OUT must name the folder the results go to}"
-GPU=${GPU:-$(card_row)}
 PHASE=${PHASE:-all}
-CAL=hwdb/measured/$GPU.csv
 B=./build/sextant
-device_begin timeline
-say "cards: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | tr -s ' '); overlay $CAL"
+device_start timeline
 
 if [ "$PHASE" = all ] || [ "$PHASE" = steps ]; then
   L3="llama3.2-3b --gpu $GPU --seq 2048 --mbs 1 --gbs 16 --steps 8 --warmup 3 --dp 2 --timeout 60"

@@ -6,14 +6,10 @@
 #   OUT=DIR PHASE=timed|equiv|all bash scripts/run_zero_order.sh
 set -u
 . "$(dirname "$0")/device_env.sh"
-: "${OUT:?OUT must name the folder the results go to}"
-GPU=${GPU:-$(card_row)}
 PHASE=${PHASE:-all}
-CAL=hwdb/measured/$GPU.csv
 NEW=./build/sextant
 OLD=./.carry/old/sextant
-device_begin zero-order
-say "cards: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | tr -s ' '); overlay $CAL"
+device_start zero-order
 
 if [ "$PHASE" = all ] || [ "$PHASE" = timed ]; then
   L3="llama3.2-3b --gpu $GPU --seq 2048 --mbs 1 --gbs 16 --steps 8 --warmup 3 --dp 2 --timeout 60"
