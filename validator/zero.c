@@ -57,7 +57,11 @@ void zero_step_begin(zero_state *z, cudaEvent_t optimizer_done)
     z->cursor = -1;
     z->held_buffer = -1;
     z->grad_bucket = -1;
-    z->npending = 0;   /* the last step's optimizer flushed them (zero_grads_flush) */
+    if (z->npending) {   /* the last step's optimizer flushes them (zero_grads_flush): a step that did not lost them */
+        fprintf(stderr, "sextant-gpu train: rank %d: internal: %d reduce-scatters held back past the optimizer\n",
+                z->my_rank, z->npending);
+        exit(1);
+    }
     if (z->stage != 3 || z->nseq == 0) return;
     /* the shards are the last optimizer's, and the compute stream is past every read of the buffers */
     ZCK(z, cudaStreamWaitEvent(z->comm, optimizer_done, 0));
