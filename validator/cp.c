@@ -84,7 +84,7 @@ void cp_warmup(cp_state *c)
 
 /* K and V of every local token, side by side, from the qkv rows: a kernel of 16-byte packs at the memory's
  * rate, as Transformer Engine's torch.cat of k and v (a strided cudaMemcpy2DAsync took twice as long,
- * docs/validation/2026-11-26-h100x2-zero-order); the planner's cp_kv_pack */
+ * docs/validation/2026-11-26-h100x2-cp-pack); the planner's cp_kv_pack */
 static void pack_kv(cp_state *c, const sx_bf16 *qkv)
 {
     int width = 2 * c->KV * c->D;

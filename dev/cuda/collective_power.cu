@@ -22,7 +22,6 @@
 #include <cublas_v2.h>
 #include <nccl.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <vector>
 #include "gpu_util.h"
@@ -42,12 +41,6 @@ typedef struct {
 
 enum kind { IDLE, GEMM, COPY, ALLGATHER, REDUCESCATTER, ALLREDUCE, SENDRECV };
 static const char *kind_name[] = {"idle", "gemm_8192", "copy", "allgather", "reducescatter", "allreduce", "sendrecv"};
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* one call of `k` on every GPU; `bytes` the collective's whole buffer (bf16 elements) */
 static void issue(node *nd, kind k, size_t bytes) {
@@ -99,25 +92,25 @@ static double bus_factor(kind k, int n) {
 
 static void phase(node *nd, kind k, size_t bytes, double seconds) {
     /* warm up half a second so the clock settles, then measure */
-    double t0 = now_s();
-    while (k != IDLE && now_s() - t0 < 0.5) {
+    double t0 = host_now_s();
+    while (k != IDLE && host_now_s() - t0 < 0.5) {
         for (int i = 0; i < 4; i++) issue(nd, k, bytes);
         sync_all(nd);
     }
     CK(cudaSetDevice(0));
     power_window *w = power_window_begin();
     long calls = 0;
-    t0 = now_s();
+    t0 = host_now_s();
     double busy = 0.0;
-    while (now_s() - t0 < seconds) {
+    while (host_now_s() - t0 < seconds) {
         if (k == IDLE) {
             usleep(50000);
             continue;
         }
-        double b0 = now_s();
+        double b0 = host_now_s();
         for (int i = 0; i < 8; i++, calls++) issue(nd, k, bytes);
         sync_all(nd);
-        busy += now_s() - b0;
+        busy += host_now_s() - b0;
     }
     double watts = 0, mhz = 0, celsius = 0, secs = 0;
     int updates = 0;

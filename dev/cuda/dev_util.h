@@ -6,7 +6,6 @@
 #ifndef SEXTANT_DEV_UTIL_H
 #define SEXTANT_DEV_UTIL_H
 
-#include <time.h>
 #include <algorithm>
 #include <functional>
 #include <vector>
@@ -56,13 +55,6 @@ static inline std::vector<uint8_t> dev_raw(const void *d, size_t bytes) {
     std::vector<uint8_t> b(bytes);
     CK(cudaMemcpy(b.data(), d, bytes, cudaMemcpyDeviceToHost));
     return b;
-}
-
-/* the host's monotonic clock, seconds */
-static inline double dev_now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static int g_dev_failed = 0;

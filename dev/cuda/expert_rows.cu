@@ -52,14 +52,14 @@ static double heuristic_s = 0.0;
 static long heuristic_calls = 0;
 
 static cublasLtMatmulAlgo_t heuristic(rig *g, int n) {
-    double t0 = dev_now_s();
+    double t0 = host_now_s();
     shape(g, n);
     cublasLtMatmulHeuristicResult_t r;
     int got = 0;
     CB(cublasLtMatmulAlgoGetHeuristic(g->lt.lt, g->lt.desc, g->lt.a, g->lt.b, g->lt.c, g->lt.c, g->lt.pref, 1, &r,
                                       &got));
     if (!got) { fprintf(stderr, "no cuBLASLt algorithm for %dx%dx%d\n", g->m, n, g->k); exit(1); }
-    heuristic_s += dev_now_s() - t0;
+    heuristic_s += host_now_s() - t0;
     heuristic_calls++;
     return r.algo;
 }

@@ -102,12 +102,12 @@ int main(int argc, char **argv) {
             draw();
             CK(cudaStreamSynchronize(st));
             CK(cudaEventRecord(e0, st));
-            double t0 = dev_now_s();
+            double t0 = host_now_s();
             for (int i = 0; i < CALLS; i++) {
                 int r = v == 1 ? mean : v == 3 ? (rows[i] + BUCKET - 1) / BUCKET * BUCKET : rows[i];
                 issue(&g, &ba, r, A, B, C2, v == 4, st);
             }
-            double host = dev_now_s() - t0;
+            double host = host_now_s() - t0;
             CK(cudaEventRecord(e1, st));
             CK(cudaEventSynchronize(e1));
             float ms = 0;

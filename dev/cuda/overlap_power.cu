@@ -22,7 +22,6 @@
 #include <cublas_v2.h>
 #include <nccl.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <algorithm>
 #include <vector>
@@ -44,12 +43,6 @@ typedef struct {
     std::vector<void *> a, b, c, send, recv;
     std::vector<cublasHandle_t> blas;
 } node;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* n bf16 values drawn from N(0, sd), on the current GPU: random operands switch as a step's do (constant ones
  * draw less: docs/model.md, "Clock under the power cap") */
@@ -120,22 +113,22 @@ struct result { double watts, mhz, seconds; long gemms, colls; };
 static result phase(node *nd, const gemm_shape *s, int per_burst, int coll, int reduce, double seconds) {
     result r = {0, 0, 0, 0, 0};
     power_window *w = NULL;
-    double t0 = now_s(), t_end = 1e300;
-    while (now_s() < t_end) {
-        if (!w && now_s() - t0 >= 0.5) {
+    double t0 = host_now_s(), t_end = 1e300;
+    while (host_now_s() < t_end) {
+        if (!w && host_now_s() - t0 >= 0.5) {
             CK(cudaSetDevice(0));
             w = power_window_begin();
             r.gemms = r.colls = 0;
-            t_end = now_s() + seconds;
+            t_end = host_now_s() + seconds;
         }
         if (coll) r.colls += feed(nd, reduce);
         if (per_burst > 0) {
-            double b0 = now_s();
+            double b0 = host_now_s();
             for (int i = 0; i < per_burst; i++) gemm(nd, s);
             r.gemms += per_burst;
             sync_streams(nd, nd->compute);
-            double until = now_s() + (now_s() - b0) * (1.0 - DUTY) / DUTY;
-            while (now_s() < until) {
+            double until = host_now_s() + (host_now_s() - b0) * (1.0 - DUTY) / DUTY;
+            while (host_now_s() < until) {
                 if (coll) r.colls += feed(nd, reduce);
                 usleep(50);
             }
@@ -166,17 +159,21 @@ int main(int argc, char **argv) {
     nd.comm.resize(2); nd.compute.resize(2); nd.side.resize(2); nd.blas.resize(2);
     nd.a.resize(2); nd.b.resize(2); nd.c.resize(2); nd.send.resize(2); nd.recv.resize(2);
     NC(ncclCommInitAll(nd.comm.data(), 2, devs));
-    size_t most = 0;
-    for (const gemm_shape &s : SHAPES) most = std::max(most, (size_t)s.n * s.k);
+    size_t most_w = 0, most_x = 0, most_y = 0;   /* the largest weight, input and output of the shapes */
+    for (const gemm_shape &s : SHAPES) {
+        most_w = std::max(most_w, (size_t)s.n * s.k);
+        most_x = std::max(most_x, (size_t)s.k * s.m);
+        most_y = std::max(most_y, (size_t)s.n * s.m);
+    }
     for (int g = 0; g < 2; g++) {
         CK(cudaSetDevice(g));
         CK(cudaStreamCreateWithFlags(&nd.compute[g], cudaStreamNonBlocking));
         CK(cudaStreamCreateWithFlags(&nd.side[g], cudaStreamNonBlocking));
         CB(cublasCreate(&nd.blas[g]));
         CB(cublasSetStream(nd.blas[g], nd.compute[g]));
-        nd.a[g] = random_bf16(most, 0.02);
-        nd.b[g] = random_bf16((size_t)2048 * 3072, 1.0);
-        nd.c[g] = dmalloc((size_t)2048 * 16384 * 2);
+        nd.a[g] = random_bf16(most_w, 0.02);
+        nd.b[g] = random_bf16(most_x, 1.0);
+        nd.c[g] = dmalloc(most_y * 2);
         nd.send[g] = random_bf16(COLL_BYTES / 2, 1.0);
         nd.recv[g] = dmalloc(COLL_BYTES);
     }
@@ -198,10 +195,10 @@ int main(int argc, char **argv) {
         CK(cudaSetDevice(0));
         for (int i = 0; i < 20; i++) gemm(&nd, &s);
         sync_streams(&nd, nd.compute);
-        double t = now_s();
+        double t = host_now_s();
         for (int i = 0; i < 50; i++) gemm(&nd, &s);
         sync_streams(&nd, nd.compute);
-        int per_burst = std::max(1, (int)(BURST_S / ((now_s() - t) / 50)));
+        int per_burst = std::max(1, (int)(BURST_S / ((host_now_s() - t) / 50)));
         result g = phase(&nd, &s, per_burst, 0, 0, seconds);
         printf("gemm,%s,-,%.1f,%.0f,%.2f,%ld,0\n", s.name, g.watts, g.mhz, g.seconds, g.gemms);
         for (int reduce = 0; reduce <= 1; reduce++) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <math.h>
+#include <time.h>
 #include <cuda_runtime.h>
 
 /* any CUDA error in a test or benchmark is fatal: exit 2 with the call and the message */
@@ -53,6 +54,13 @@ static inline double rng_normal(void) {
     double u = rng_unif(), v = rng_unif();
     if (u < 1e-300) u = 1e-300;
     return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+/* the host's monotonic clock, seconds (the dev programs' host timings) */
+static inline double host_now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static inline void *dmalloc(size_t bytes) {
