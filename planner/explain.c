@@ -242,6 +242,12 @@ static void ep_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
                 m->capacity_factor > 0 ? ", capped by the capacity factor" : ", Switch Transformer's 1.25 unless --moe-imbalance");
     else
         fprintf(out, "; without EP each GPU runs every expert on its own tokens, and no GPU waits for a busier one.\n");
+    if (l->expert_gemm == EXPERT_GEMM_STREAMS)
+        fprintf(out, "  Each expert's GEMM is a launch of its own (--expert-gemm streams, Transformer Engine's grouped linear): its\n"
+                     "  own waves of tiles, split-K and fixed cost, %lld of them per GEMM of the layer.\n",
+                (long long)(E / (double)layout_ep(l)));
+    else
+        fprintf(out, "  The experts' GEMMs are one grouped kernel (--expert-gemm grouped): the tiles of every expert share the waves.\n");
     if (moe_dropped_fraction(model_moe_imbalance(m), m->capacity_factor) > 0)
         fprintf(out, "  Capacity factor %.2f: the busiest expert drops up to %.0f%% of its tokens.\n", m->capacity_factor,
                 100.0 * moe_dropped_fraction(model_moe_imbalance(m), m->capacity_factor));

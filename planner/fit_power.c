@@ -30,15 +30,21 @@ static int field(const csv_table *t, int row, const char *column, char *out, siz
     return csv_get_string(t, row, column, 0, out, outlen, err, errlen);
 }
 
-/* validate's log of the run beside its CSV (A.csv -> A.log) says what NVML measured: "power: W W and M MHz SM
- * clock ...".  M in Hz, 0 when there is no such log or line. */
-static double logged_clock_hz(const char *csv_path)
+/* validate's log of the run beside its CSV (A.csv -> A.log), open for reading; NULL when there is none. */
+static FILE *run_log(const char *csv_path)
 {
     char path[600];
     size_t n = strlen(csv_path);
-    if (n < 4 || strcmp(csv_path + n - 4, ".csv") || n + 1 > sizeof path) return 0.0;
+    if (n < 4 || strcmp(csv_path + n - 4, ".csv") || n + 1 > sizeof path) return NULL;
     snprintf(path, sizeof path, "%.*s.log", (int)(n - 4), csv_path);
-    FILE *f = fopen(path, "r");
+    return fopen(path, "r");
+}
+
+/* What NVML measured, from the log's "power: W W and M MHz SM clock ..." line: M in Hz, 0 when there is no
+ * such log or line. */
+static double logged_clock_hz(const char *csv_path)
+{
+    FILE *f = run_log(csv_path);
     if (!f) return 0.0;
     char line[1024];
     double watts, mhz = 0.0;
@@ -47,6 +53,22 @@ static double logged_clock_hz(const char *csv_path)
         else mhz = 0.0;
     fclose(f);
     return mhz > 0.0 ? mhz * 1e6 : 0.0;
+}
+
+/* The expert parallelism of a run whose CSV predates its ep column (2026-11-26), from the log's header
+ * ("# mixture of experts: 8 experts, top-2, expert parallelism 2 (...)"): 1 when there is no such line. */
+static int64_t logged_ep(const char *csv_path)
+{
+    FILE *f = run_log(csv_path);
+    if (!f) return 1;
+    char line[1024];
+    long long ep = 1;
+    while (fgets(line, sizeof line, f)) {
+        const char *at = strncmp(line, "# mixture of experts:", 21) ? NULL : strstr(line, "expert parallelism ");
+        if (at && sscanf(at, "expert parallelism %lld", &ep) == 1) break;
+    }
+    fclose(f);
+    return ep >= 1 ? (int64_t)ep : 1;
 }
 
 int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu, const hw_node *node, power_fit_run *run,
@@ -98,6 +120,11 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
         (csv_get_int64(&t, row, "first_stage_layers", 0, 1 << 20, &l->first_stage_layers, err, errlen) ||
          csv_get_int64(&t, row, "last_stage_layers", 0, 1 << 20, &l->last_stage_layers, err, errlen)))
         goto done;
+    /* expert parallelism, inside DP: the CSV's column from 2026-11-26 on, else the log's header */
+    if (csv_table_column(&t, "ep") >= 0) {
+        if (csv_get_int64(&t, row, "ep", 1, 1 << 20, &l->ep, err, errlen)) goto done;
+    } else
+        l->ep = logged_ep(path);
     l->zero = (int)zero;
     l->sp = (int)sp;
     l->gpus_per_node = node->gpus_per_node;

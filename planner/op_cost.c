@@ -206,8 +206,12 @@ static double gemm_model_s(const hw_gpu *gpu, const op_t *op, precision_t p, dou
         if (op->batch > 1) cast *= (double)op->batch;
         if (cast > 0.0) cast_s = membound_s(gpu, cast);
     }
-    double t = gemm_tile_wave_s((double)op->batch, (double)op->m, (double)op->n, (double)op->k, gpu->sm_count, rate,
-                                gpu->gemm_tile_s, gpu->gemm_fixed_s, op->bytes, membw);
+    /* one launch per expert: each GEMM fills the GPU in waves of its own tiles, pays its own fixed cost, and
+     * splits K by its own tile count (docs/model.md, "Mixture of experts", the experts' GEMMs) */
+    double launches = op->separate_launches && op->batch > 1 ? (double)op->batch : 1.0;
+    double t = launches * gemm_tile_wave_s((double)op->batch / launches, (double)op->m, (double)op->n, (double)op->k,
+                                           gpu->sm_count, rate, gpu->gemm_tile_s, gpu->gemm_fixed_s, op->bytes / launches,
+                                           membw);
     if (op->bias_gradient && gpu->gemm_bias_grad_factor > 0.0) t *= gpu->gemm_bias_grad_factor;
     return t + cast_s;
 }
@@ -322,7 +326,8 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
         if (measured > 0.0 && op->batch <= 1) return with_power(op, gpu, measured, clock_bound, e_flop);
         double tiled = gemm_model_s(gpu, op, matrix, membw);
         if (tiled > 0.0) {
-            if (op->bytes / membw >= tiled - gpu->gemm_fixed_s) clock_bound = 0.0;
+            double fixed = gpu->gemm_fixed_s * (op->separate_launches && op->batch > 1 ? (double)op->batch : 1.0);
+            if (op->bytes / membw >= tiled - fixed) clock_bound = 0.0;
             return with_power(op, gpu, tiled, clock_bound, e_flop);
         }
         /* a grouped GEMM (batch experts) runs at the efficiency of one expert's shape */

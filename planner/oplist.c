@@ -678,6 +678,7 @@ static void grouped_gemm(builder *b, const char *fwd, const char *dgrad, const c
     for (int i = first; i < b->out->nops; i++) {
         op_t *op = &b->out->ops[i];
         op->batch = (int64_t)experts;
+        op->separate_launches = b->l->expert_gemm == EXPERT_GEMM_STREAMS;
         if (op->weight_gradient) op->k = (int64_t)tokens;
         else op->m = (int64_t)tokens;
         op->model_flops /= load;

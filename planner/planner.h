@@ -46,6 +46,12 @@ typedef enum { GRAD_SYNC_OVERLAP = 0, GRAD_SYNC_AFTER } grad_sync_t;
  * backward the 16-bit gradients are added into an fp32 copy in separate memory passes, the fp32 copy is
  * all-reduced over DP at the step and, with ZeRO 1, the updated 16-bit weights all-gathered. */
 typedef enum { GRAD_ACCUM_IN_PLACE = 0, GRAD_ACCUM_FP32_COPY } grad_accum_t;
+/* How a MoE layer's expert GEMMs are launched (docs/model.md, "Mixture of experts"): one cuBLAS GEMM per
+ * expert, over a few streams (Transformer Engine's GroupedLinear, Megatron-Core's and NeMo's --moe-grouped-gemm
+ * with TE; sextant's trainer), each GEMM in its own waves with its own split-K and fixed cost; or one
+ * grouped kernel whose tiles of every expert share the waves (DeepSeek's DeepGEMM, CUTLASS grouped GEMMs,
+ * torch._grouped_mm). */
+typedef enum { EXPERT_GEMM_STREAMS = 0, EXPERT_GEMM_GROUPED } expert_gemm_t;
 /* Megatron-Core's --recompute-modules beside selective recomputation (docs/model.md, "Recomputed
  * modules"): outputs dropped after the forward and recomputed in the backward, a bit each. */
 enum {
@@ -77,6 +83,7 @@ typedef struct {
     tp_overlap_t tp_overlap;
     grad_sync_t grad_sync;
     grad_accum_t grad_accum;
+    expert_gemm_t expert_gemm;
     int zero;          /* 0..3; Megatron's distributed optimizer is zero 1 */
     int fp32_grads;    /* gradients accumulated in fp32: 18 instead of 16 B/param */
     precision_t precision;
@@ -118,6 +125,8 @@ typedef struct {
                                itself: only the transposed copy is cast (docs/model.md, "FP8 GEMMs") */
     int bias_gradient;      /* GEMM: a weight gradient whose kernel also reduces the bias gradient in its epilogue, as
                                sextant-gpu's step runs a biased linear (cuBLASLt BGRADB) */
+    int separate_launches;  /* GEMM with batch > 1: each problem of the batch is a launch of its own (one cuBLAS
+                               GEMM per expert, EXPERT_GEMM_STREAMS); 0: one launch whose tiles share the waves */
     double flops;           /* executed per instance: what the time is costed on */
     double model_flops;     /* per instance, MFU convention (0 for recomputation and memory-bound ops) */
     double hardware_flops;  /* per instance, HFU convention (model + recomputation) */
@@ -510,6 +519,7 @@ typedef struct {
     tp_overlap_t tp_overlap;       /* every layout's TP communication beside the GEMMs */
     grad_sync_t grad_sync;         /* every layout's gradient reduction: overlapped or after the flush */
     grad_accum_t grad_accum;       /* every layout's gradient accumulation (fp32-copy: ZeRO 0 and 1 only) */
+    expert_gemm_t expert_gemm;     /* every layout's expert GEMMs: one launch per expert, or one grouped kernel */
 } plan_request;
 
 typedef struct {
@@ -779,6 +789,9 @@ int grad_sync_parse(const char *name, grad_sync_t *out);
 const char *grad_accum_name(grad_accum_t g);
 /* in-place|fp32-copy: 0, or -1 for anything else (or NULL). */
 int grad_accum_parse(const char *name, grad_accum_t *out);
+const char *expert_gemm_name(expert_gemm_t g);
+/* streams|grouped: 0, or -1 for anything else (or NULL). */
+int expert_gemm_parse(const char *name, expert_gemm_t *out);
 /* none|backward: 0, or -1 for anything else (or NULL). */
 int tp_overlap_parse(const char *name, tp_overlap_t *out);
 /* A comma-separated list of layernorm, mla_up_proj, moe_act: 0 and the bits, or -1 naming nothing known. */
@@ -798,7 +811,7 @@ const char *coll_name(coll_t c);
 /* ---- the layout flags (planner/layout_flags.c) ---------------------------
  * One parser for --tp, --pp, --dp, --vpp, --cp, --ep, --mbs, --gbs, --seq, --gpus-per-node, --sp, --zero,
  * --recompute, --recompute-layers, --recompute-modules, --attention, --precision, --loss, --tp-overlap,
- * --grad-sync, --grad-accum, --cp-comm, --ep-overlap, --fp32-grads, --first-stage-layers and
+ * --grad-sync, --grad-accum, --expert-gemm, --cp-comm, --ep-overlap, --fp32-grads, --first-stage-layers and
  * --last-stage-layers, shared by sextant (estimate, explain, plan) and
  * sextant-gpu (train, ops).  Each program starts from its own defaults (layout_flags_init's template),
  * refuses the flags it does not take, and fills what depends on the model or GPU from `given`.
@@ -812,7 +825,7 @@ enum {
     LAYOUT_FLAG_TP_OVERLAP = 1u << 18, LAYOUT_FLAG_GRAD_SYNC = 1u << 19, LAYOUT_FLAG_CP_COMM = 1u << 20,
     LAYOUT_FLAG_EP_OVERLAP = 1u << 21, LAYOUT_FLAG_FP32_GRADS = 1u << 22, LAYOUT_FLAG_ETP = 1u << 23,
     LAYOUT_FLAG_GRAD_ACCUM = 1u << 24, LAYOUT_FLAG_LOGIT_METRICS = 1u << 25, LAYOUT_FLAG_FIRST_STAGE_LAYERS = 1u << 26,
-    LAYOUT_FLAG_LAST_STAGE_LAYERS = 1u << 27
+    LAYOUT_FLAG_LAST_STAGE_LAYERS = 1u << 27, LAYOUT_FLAG_EXPERT_GEMM = 1u << 28
 };
 typedef struct {
     layout_t l;        /* the program's defaults, with each flag given written over them */

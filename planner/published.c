@@ -94,6 +94,7 @@ static void plan_column(FILE *out, const published_row *row, const estimate_t *e
     req->tp_overlap = row->layout.tp_overlap;
     req->grad_sync = row->layout.grad_sync;
     req->grad_accum = row->layout.grad_accum;
+    req->expert_gemm = row->layout.expert_gemm;
     req->cp_comm = row->layout.cp_comm;
     req->fp32_grads = row->layout.fp32_grads;
     if (plan_search(req, res, 0, why, sizeof why) != 0 || res->ntop == 0) {
@@ -378,11 +379,12 @@ int explain_published(FILE *out, const hwdb *db, const model_zoo *zoo, const cha
                 char layout[256];
                 layout_text(layout, sizeof layout, &row->layout);
                 fprintf(out, "Read as: %s; %s loss, %lld metrics on the logits, TP overlap %s, gradients synced %s, "
-                             "accumulated %s, dropout %s (docs/model.md, \"Published runs\")\n",
+                             "accumulated %s, dropout %s%s%s (docs/model.md, \"Published runs\")\n",
                         layout, loss_kernel_name(row->layout.loss), (long long)row->layout.logit_metrics,
                         tp_overlap_name(row->layout.tp_overlap),
                         grad_sync_name(row->layout.grad_sync), grad_accum_name(row->layout.grad_accum),
-                        row->model.dropout ? "on" : "off");
+                        row->model.dropout ? "on" : "off", model_is_moe(&row->model) ? ", expert GEMMs " : "",
+                        model_is_moe(&row->model) ? expert_gemm_name(row->layout.expert_gemm) : "");
             }
         }
         if (!estimated) {

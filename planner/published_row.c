@@ -510,6 +510,10 @@ static void read_practice(const csv_table *t, int r, published_row *row)
     l->cp_comm = llama3_framework(framework, row->source) ? CP_COMM_ALLGATHER : CP_COMM_RING;
     /* DeepSeek's DualPipe hides the EP all-to-alls behind the other micro-batch's compute (--ep-overlap) */
     l->ep_overlap = has(framework, "dualpipe");
+    /* the experts' GEMMs: one grouped kernel in DeepSeek's HAI-LLM (its grouped GEMMs, published as DeepGEMM)
+     * and torchtitan (torch._grouped_mm); one cuBLAS GEMM per expert elsewhere (Transformer Engine's grouped
+     * linear in Megatron-Core and NeMo; docs/model.md, "Mixture of experts") */
+    l->expert_gemm = has(framework, "hai-llm") || has(framework, "torchtitan") ? EXPERT_GEMM_GROUPED : EXPERT_GEMM_STREAMS;
     l->sp = l->tp > 1 && (!older || has(recompute, "sequence parallel"));
     /* Megatron-Core and NeMo launch the backward's TP gather and gradient reduction beside the GEMMs
      * (docs/model.md, "Overlap"); the 2021-2022 frameworks are read as exposed */

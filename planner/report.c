@@ -16,6 +16,7 @@ static const char *const attention_names[] = {"flash", "unfused", "flash1", "sex
 static const char *const tp_overlap_names[] = {"none", "backward"};
 static const char *const grad_sync_names[] = {"overlap", "after"};
 static const char *const grad_accum_names[] = {"in-place", "fp32-copy"};
+static const char *const expert_gemm_names[] = {"streams", "grouped"};
 static const char *const cp_comm_names[] = {"ring", "allgather"};
 static const char *const loss_names[] = {"fused", "fp32", "fused-outplace"};
 #define COUNT_OF(names) ((int)(sizeof names / sizeof names[0]))
@@ -37,7 +38,7 @@ static int value_of(const char *const *names, int count, const char *name, int *
 }
 
 /* Each layout choice's name and its parse, from its table (recompute_name/_parse, attention_name/_parse,
- * loss_kernel_name/_parse, tp_overlap_name/_parse, grad_sync_name/_parse, grad_accum_name/_parse,
+ * loss_kernel_name/_parse, tp_overlap_name/_parse, grad_sync_name/_parse, grad_accum_name/_parse, expert_gemm_name/_parse,
  * cp_comm_name/_parse; planner.h). */
 #define NAMED_ENUM(stem, type, names, fallback)                                                            \
     const char *stem##_name(type value) { return name_of(names, COUNT_OF(names), (int)value, (fallback)); } \
@@ -54,6 +55,7 @@ NAMED_ENUM(loss_kernel, loss_kernel_t, loss_names, LOSS_FUSED)
 NAMED_ENUM(tp_overlap, tp_overlap_t, tp_overlap_names, 0)
 NAMED_ENUM(grad_sync, grad_sync_t, grad_sync_names, 0)
 NAMED_ENUM(grad_accum, grad_accum_t, grad_accum_names, 0)
+NAMED_ENUM(expert_gemm, expert_gemm_t, expert_gemm_names, 0)
 NAMED_ENUM(cp_comm, cp_comm_t, cp_comm_names, 0)
 #undef NAMED_ENUM
 
@@ -177,6 +179,7 @@ static int estimate_fields(const estimate_t *e, field *f)
     STR("layout.tp_overlap", tp_overlap_name(l->tp_overlap));
     STR("layout.grad_sync", grad_sync_name(l->grad_sync));
     STR("layout.grad_accum", grad_accum_name(l->grad_accum));
+    STR("layout.expert_gemm", expert_gemm_name(l->expert_gemm));
     INT("layout.zero", l->zero);
     BOOL("layout.sp", l->sp);
     INT("layout.vpp", l->vpp);
@@ -431,6 +434,8 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
         snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", gradients synced after the flush");
     if (l->grad_accum == GRAD_ACCUM_FP32_COPY)
         snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", gradients added into an fp32 copy");
+    if (model_is_moe(e->model) && l->expert_gemm == EXPERT_GEMM_GROUPED)
+        snprintf(partial + strlen(partial), sizeof partial - strlen(partial), ", experts in one grouped GEMM");
     fprintf(out, "        %s, recompute %s%s, %s attention, sequence parallel %s, ZeRO %d, %s gradients\n",
             precision_name(l->precision), recompute_name(l->recompute), partial,
             attention_name(l->attention), l->sp ? "on" : "off", l->zero,

@@ -571,6 +571,42 @@ static void power_fit_reads_the_logged_clock(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A run's expert parallelism: the CSV's ep column where it has one (validate's CSVs from 2026-11-26 on), else
+ * the log's "# mixture of experts: ... expert parallelism N" header, else 1; an EP 2 run re-priced as EP 1
+ * would miss its all-to-alls. */
+static void power_fit_reads_the_expert_parallelism(void **state)
+{
+    (void)state;
+    const hw_gpu *h100 = hwdb_find_gpu(&db, "h100-sxm");
+    const hw_node *node = hwdb_find_node(&db, h100->node);
+    char dir[] = "/tmp/sextant-fitep-XXXXXX", csv[128], log[128], cmd[768], err[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(csv, sizeof csv, "%s/run.csv", dir);
+    snprintf(log, sizeof log, "%s/run.log", dir);
+    const char *recorded = SEXTANT_ROOT "/docs/validation/2026-11-26-h100x2-ep-messages/raw/t1_new_ep2.csv";
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", recorded, csv);
+    assert_int_equal(system(cmd), 0);
+    static power_fit_run run;
+    assert_int_equal(power_fit_read_run(csv, &zoo, h100, node, &run, err, sizeof err), 0);
+    assert_int_equal(run.layout.ep, 1); /* no log, no column */
+    FILE *f = fopen(log, "w");
+    assert_non_null(f);
+    fputs("# sextant-gpu train moe-test: 2 GPUs (tp 1, pp 1, dp 2)\n# mixture of experts: 8 experts, top-2, expert "
+          "parallelism 2 (4 experts a rank)\nstep time: median 22.40 ms\n",
+          f);
+    fclose(f);
+    assert_int_equal(power_fit_read_run(csv, &zoo, h100, node, &run, err, sizeof err), 0);
+    assert_int_equal(run.layout.ep, 2);
+    assert_int_equal(run.layout.dp, 2);
+    /* the column wins over the log */
+    snprintf(cmd, sizeof cmd, "awk 'NR == 1 { print $0 \",ep\"; next } { print $0 \",1\" }' '%s' > '%s'", recorded, csv);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(power_fit_read_run(csv, &zoo, h100, node, &run, err, sizeof err), 0);
+    assert_int_equal(run.layout.ep, 1);
+    snprintf(cmd, sizeof cmd, "rm -r '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* The fitted overlay: the two fitted rows replace the old ones (or are appended), every other
  * line kept byte for byte, the source naming who fitted it and the runs; a missing overlay is
  * refused by name. */
@@ -622,6 +658,7 @@ int main(void)
         cmocka_unit_test(the_leakiest_gpu_sets_a_capped_step),
         cmocka_unit_test(power_fit_reads_a_pipeline_run),
         cmocka_unit_test(power_fit_reads_the_logged_clock),
+        cmocka_unit_test(power_fit_reads_the_expert_parallelism),
         cmocka_unit_test(power_fit_overlay_replaces_two_rows),
     };
     return cmocka_run_group_tests_name("estimate_power", tests, setup_datasheets, teardown_shipped);

@@ -271,6 +271,66 @@ static void estimate_prices_untimed_gemms_by_tiles(void **state)
     hwdb_free(&h);
 }
 
+/* A MoE layer's expert GEMMs (docs/model.md, "Mixture of experts"): launched one per expert (--expert-gemm streams,
+ * the default: Transformer Engine's grouped linear, sextant's trainer), each pays its own waves, split-K and
+ * fixed cost, E_local times one expert's GEMM; as one grouped kernel the experts' tiles share the waves.  With
+ * one expert a rank both are the same GEMM.  The MoE test model at 1024 rows an expert: its down projection
+ * (64 tiles an expert, half the H100's SMs) is where the two differ most. */
+static void estimate_prices_expert_gemms_per_launch(void **state)
+{
+    (void)state;
+    hwdb h;
+    static hw_gpu top;
+    top = *h100_with(&h, SHIPPED_CSV);
+    top.power_static_w = 0.0;   /* the ops' times at the top clock */
+    const hw_gpu *g = &top;
+    const hw_node *node = hwdb_find_node(&h, g->node);
+    model_t m = *model_zoo_find(&zoo, "moe-test");
+    static estimate_t streams, grouped;
+    char err[512];
+    job_t job = {1e9, g->cloud_usd_per_gpu_hour};
+    layout_t l = {0};
+    l.gpus = l.tp = l.pp = l.dp = l.vpp = l.gpus_per_node = 1;
+    l.mbs = 4;
+    l.gbs = 16;
+    l.seq = 1024;
+    l.attention = ATTENTION_SEXTANT;
+    l.precision = PREC_BF16;
+    assert_int_equal(estimate_layout(&m, g, node, &l, &job, &streams, err, sizeof err), 0);
+    l.expert_gemm = EXPERT_GEMM_GROUPED;
+    assert_int_equal(estimate_layout(&m, g, node, &l, &job, &grouped, err, sizeof err), 0);
+    const double membw = g->hbm_bytes_per_s * g->membound_efficiency;
+    int experts = 0;
+    for (int i = 0; i < streams.first_stage.nops; i++) {
+        const op_t *s = &streams.first_stage.ops[i], *o = &grouped.first_stage.ops[i];
+        assert_string_equal(s->name, o->name);
+        if (s->kind != OP_GEMM || s->batch <= 1) continue;
+        experts++;
+        assert_int_equal(s->batch, 8);
+        assert_int_equal(s->separate_launches, 1);
+        assert_int_equal(o->separate_launches, 0);
+        double one = gemm_tile_wave_s(1, (double)s->m, (double)s->n, (double)s->k, g->sm_count, g->gemm_tile_flops,
+                                      g->gemm_tile_s, g->gemm_fixed_s, s->bytes / 8.0, membw);
+        double all = gemm_tile_wave_s(8, (double)o->m, (double)o->n, (double)o->k, g->sm_count, g->gemm_tile_flops,
+                                      g->gemm_tile_s, g->gemm_fixed_s, o->bytes, membw);
+        assert_close(s->time_s, 8.0 * one, 1e-12);
+        assert_close(o->time_s, all, 1e-12);
+        assert_true(s->time_s > o->time_s);
+        /* 1024 x 1024 x 2816: 64 tiles split K in two on their own, 512 share four waves grouped */
+        if (!strcmp(s->name, "expert_down")) assert_true(s->time_s > 1.3 * o->time_s);
+    }
+    assert_int_equal(experts, 6);
+    assert_true(streams.step_s > grouped.step_s);
+    /* EP 8 over 8 experts: one expert a rank, one GEMM either way */
+    l.gpus = l.dp = l.ep = 8;
+    l.gbs = 64;
+    assert_int_equal(estimate_layout(&m, g, node, &l, &job, &grouped, err, sizeof err), 0);
+    l.expert_gemm = EXPERT_GEMM_STREAMS;
+    assert_int_equal(estimate_layout(&m, g, node, &l, &job, &streams, err, sizeof err), 0);
+    assert_close(streams.step_s, grouped.step_s, 1e-12);
+    hwdb_free(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,6 +340,7 @@ int main(void)
         cmocka_unit_test(heldout_steps_gemm_ops),
         cmocka_unit_test(fit_gemm_command),
         cmocka_unit_test(estimate_prices_untimed_gemms_by_tiles),
+        cmocka_unit_test(estimate_prices_expert_gemms_per_launch),
     };
     return cmocka_run_group_tests(tests, setup_shipped, teardown_shipped);
 }

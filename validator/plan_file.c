@@ -134,6 +134,12 @@ int read_plan(const char *path, plan_file *p)
         fprintf(stderr, "sextant-gpu: --plan %s: layout.grad_accum: the training step accumulates gradients in place\n", path);
         goto done;
     }
+    const cJSON *experts = json_get(layout, "expert_gemm");
+    if (experts && (!cJSON_IsString(experts) || strcmp(experts->valuestring, "streams"))) {
+        fprintf(stderr, "sextant-gpu: --plan %s: layout.expert_gemm: the training step runs one GEMM per expert (streams)\n",
+                path);
+        goto done;
+    }
     const cJSON *rc_ = json_get(layout, "recompute"), *att = json_get(layout, "attention"), *sp = json_get(layout, "sp");
     const cJSON *prec = json_get(layout, "precision");
     if (!cJSON_IsString(rc_) || (att && !cJSON_IsString(att)) || !cJSON_IsBool(sp) || !cJSON_IsString(prec)) {

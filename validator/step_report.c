@@ -25,15 +25,16 @@ void csv_rows(FILE *f, const report_info *in, const report_row *rows, int n, int
         if (rows[i].predicted_bytes > 0) fprintf(f, "%.0f", rows[i].predicted_bytes);
         fputc(',', f);
         if (rows[i].measured_bytes > 0) fprintf(f, "%.0f", rows[i].measured_bytes);
-        fprintf(f, ",%d,%d,%d,%s,%d,%s,%lld,%lld,%lld,%lld\n", calibrated, in->rank, in->stage, rows[i].pass,
+        fprintf(f, ",%d,%d,%d,%s,%d,%s,%lld,%lld,%lld,%lld,%lld\n", calibrated, in->rank, in->stage, rows[i].pass,
                 o->l.sp && o->l.tp > 1, train_fused_attention(o) ? "flash" : "unfused", (long long)(o->l.vpp > 1 ? o->l.vpp : 1),
-                (long long)(o->l.cp > 1 ? o->l.cp : 1), (long long)o->l.first_stage_layers, (long long)o->l.last_stage_layers);
+                (long long)(o->l.cp > 1 ? o->l.cp : 1), (long long)o->l.first_stage_layers, (long long)o->l.last_stage_layers,
+                (long long)layout_ep(&o->l));
     }
 }
 
 const char csv_header[] =
     "model,gpu,gpus,tp,pp,dp,mbs,gbs,seq,recompute,zero,op,predicted_s,measured_s,predicted_bytes,measured_bytes,"
-    "calibrated,rank,stage,pass,sp,attention,vpp,cp,first_stage_layers,last_stage_layers\n";
+    "calibrated,rank,stage,pass,sp,attention,vpp,cp,first_stage_layers,last_stage_layers,ep\n";
 
 int write_json(const char *path, const report_info *in, const report_row *rows, int n, const double *ranks, int nranks)
 {
@@ -47,7 +48,7 @@ int write_json(const char *path, const report_info *in, const report_row *rows, 
             "\"sp\": %s,\n", in->m->name, in->gpu->name, in->gpus, (long long)o->l.tp, (long long)o->l.pp,
             (long long)(o->l.vpp > 1 ? o->l.vpp : 1), (long long)o->l.dp,
             o->l.sp && o->l.tp > 1 ? "true" : "false");
-    fprintf(f, "  \"cp\": %lld,\n", (long long)(o->l.cp > 1 ? o->l.cp : 1));
+    fprintf(f, "  \"cp\": %lld, \"ep\": %lld,\n", (long long)(o->l.cp > 1 ? o->l.cp : 1), (long long)layout_ep(&o->l));
     fprintf(f, "  \"mbs\": %lld, \"gbs\": %lld, \"seq\": %lld, \"recompute\": \"%s\", \"zero\": %d, \"attention\": \"%s\", "
                "\"calibrated\": %s,\n", (long long)o->l.mbs, (long long)o->l.gbs, (long long)o->l.seq, recompute_label(o),
                o->l.zero, train_fused_attention(o) ? "flash" : "unfused",
