@@ -77,7 +77,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 NCCL_HOME ?= $(CUDA_HOME)
 NCCL_INC   = -isystem $(NCCL_HOME)/include
 NCCL_LIB   = -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -lnccl
-VALIDATOR_SRC = validator/validator.c validator/command_util.c validator/bench.c validator/calibrate.c validator/calibrate_power.c \
+VALIDATOR_SRC = validator/validator.c validator/command_util.c validator/bench.c validator/calibrate.c validator/calibrate_issue.c validator/calibrate_power.c \
                 validator/calibrate_step_fit.c validator/ops.c validator/slice.c validator/plan_file.c validator/train.c validator/train_check.c validator/step_layout.c \
                 validator/step_profile.c validator/linear.c validator/step_model.c validator/step_comm.c validator/step_pass.c \
                 validator/step_schedule.c validator/step_report.c validator/gradient_check.c validator/gpu_context.c validator/gpu_timing.c validator/comm.c validator/launch.c validator/model_ref.c validator/plot.c validator/schedule.c validator/power.c \

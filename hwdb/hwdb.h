@@ -80,6 +80,8 @@ typedef struct {
     double gemm_efficiency;           /* achievable fraction of peak_flops for large GEMMs */
     double membound_efficiency;       /* achievable fraction of hbm for memory-bound ops */
     double launch_overhead_s;         /* per-kernel fixed cost; 0 until calibrated */
+    double gemm_issue_s;              /* the host's time to issue one expert GEMM as a grouped linear does (cuBLASLt,
+                                         layouts reshaped, streams in turn); 0 until calibrate measures it */
     double gemm_half_flops;           /* GEMM size at which efficiency is half its plateau; 0: flat */
     /* The GEMM time over M, N, K (docs/model.md, "GEMM time over M, N, K"), fitted by sextant fit-gemm to
      * calibrate's gemm_us rows; all 0 until fitted (then GEMMs without a measured time use it, not the curve) */

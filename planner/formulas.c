@@ -229,6 +229,15 @@ double host_sync_s(double launch_overhead_s)
     return 2.0 * launch_overhead_s;
 }
 
+/* "Mixture of experts", the host's issue after the routing sync: once the counts are on the host the GPU's queue
+ * is empty, and a forward whose experts' GEMMs are separate launches (Transformer Engine's grouped linear, the
+ * trainer) gets each only as the host issues it: the op lasts at least its launches' issue, gemm_issue_s a
+ * launch (calibrate's measurement), a kernel launch (launch_overhead_s) where none was made. */
+double expert_gemm_issue_s(double launches, double gemm_issue_s, double launch_overhead_s)
+{
+    return launches * (gemm_issue_s > 0.0 ? gemm_issue_s : launch_overhead_s);
+}
+
 /* "Context parallelism": the K and V of one rank's seq/cp tokens, the block
  * the ring passes on at each of its cp - 1 steps (Megatron-LM's context
  * parallelism, Transformer Engine's p2p ring).  kv_heads are the rank's own

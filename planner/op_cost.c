@@ -324,7 +324,13 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
                                                  gpu->gemm_tile_flops > 0.0 ? -1 : 1)
                               : 0.0;
         if (measured > 0.0 && op->batch <= 1) return with_power(op, gpu, measured, clock_bound, e_flop);
+        /* the forward's expert GEMMs after the routing sync: no faster than the host issues them, whichever model
+         * prices the GPU's time (where the host sets it, the clock does not) */
+        double issued = op->separate_launches && op->batch > 1 && (op->pass == PASS_FWD || op->pass == PASS_RECOMPUTE)
+                            ? expert_gemm_issue_s((double)op->batch, gpu->gemm_issue_s, gpu->launch_overhead_s)
+                            : 0.0;
         double tiled = gemm_model_s(gpu, op, matrix, membw);
+        if (tiled > 0.0 && issued > tiled) return with_power(op, gpu, issued, 0.0, e_flop);
         if (tiled > 0.0) {
             double fixed = gpu->gemm_fixed_s * (op->separate_launches && op->batch > 1 ? (double)op->batch : 1.0);
             if (op->bytes / membw >= tiled - fixed) clock_bound = 0.0;
@@ -345,6 +351,7 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
         }
         if (op->flops / rate < op->bytes / membw) clock_bound = 0.0;
         double seconds = roofline_s(op->flops, rate, op->bytes, membw);
+        if (issued > seconds + cast_s) return with_power(op, gpu, issued, 0.0, e_flop);
         return with_power(op, gpu, seconds + cast_s, seconds > 0.0 ? clock_bound * seconds / (seconds + cast_s) : 0.0,
                           e_flop);
     }

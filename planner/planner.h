@@ -397,6 +397,9 @@ double moe_load_factor(double imbalance, double capacity_factor, int pad_to_capa
 double moe_dropped_fraction(double imbalance, double capacity_factor);
 double moe_remote_node_copies(double top_k, double nodes, double groups, double group_limit);
 double host_sync_s(double launch_overhead_s);
+/* The least time of a forward op of `launches` expert GEMMs issued one by one after the routing sync (docs/model.md,
+ * "Mixture of experts"): launches x gemm_issue_s, or x launch_overhead_s where gemm_issue_s is 0. */
+double expert_gemm_issue_s(double launches, double gemm_issue_s, double launch_overhead_s);
 double moe_counts_bytes(double ep, double experts);
 double moe_gemm_workspace_bytes(void);
 double moe_sort_chunks_bytes(double rows, double hidden, double elem_bytes, double local_experts, double ep);

@@ -331,6 +331,63 @@ static void estimate_prices_expert_gemms_per_launch(void **state)
     hwdb_free(&h);
 }
 
+/* The forward's expert GEMMs follow the routing sync with nothing queued: each op lasts at least its launches'
+ * issue on the host (expert_gemm_issue_s, the overlay's gemm_issue_us a launch); the backward's, queued behind
+ * other work, do not; nor does one grouped kernel.  The MoE test model at one sequence a micro-batch: 256 rows an
+ * expert, GEMMs of a few microseconds, so the host's 10 us a launch sets the forward's time. */
+static void forward_expert_gemms_wait_for_the_host(void **state)
+{
+    (void)state;
+    hwdb h;
+    static hw_gpu top;
+    top = *h100_with(&h, SHIPPED_CSV);
+    top.power_static_w = 0.0;
+    const hw_gpu *g = &top;
+    assert_true(g->gemm_issue_s > 5e-6 && g->gemm_issue_s < 20e-6);
+    const hw_node *node = hwdb_find_node(&h, g->node);
+    model_t m = *model_zoo_find(&zoo, "moe-test");
+    static estimate_t e;
+    char err[512];
+    job_t job = {1e9, g->cloud_usd_per_gpu_hour};
+    layout_t l = {0};
+    l.gpus = l.tp = l.pp = l.dp = l.vpp = l.gpus_per_node = 1;
+    l.mbs = 1;
+    l.gbs = 4;
+    l.seq = 1024;
+    l.attention = ATTENTION_SEXTANT;
+    l.precision = PREC_BF16;
+    assert_int_equal(estimate_layout(&m, g, node, &l, &job, &e, err, sizeof err), 0);
+    const double membw = g->hbm_bytes_per_s * g->membound_efficiency, issue = 8.0 * g->gemm_issue_s;
+    int floored = 0, free_ = 0;
+    for (int i = 0; i < e.first_stage.nops; i++) {
+        const op_t *o = &e.first_stage.ops[i];
+        if (o->kind != OP_GEMM || o->batch <= 1) continue;
+        double gpu = 8.0 * gemm_tile_wave_s(1, (double)o->m, (double)o->n, (double)o->k, g->sm_count, g->gemm_tile_flops,
+                                            g->gemm_tile_s, g->gemm_fixed_s, o->bytes / 8.0, membw);
+        if (o->pass == PASS_FWD) {
+            assert_close(o->time_s, gpu > issue ? gpu : issue, 1e-12);
+            assert_true(o->time_s >= issue * (1.0 - 1e-12));
+            if (issue > gpu) floored++;
+            if (!strcmp(o->name, "expert_down")) assert_true(issue > gpu);   /* 256 x 1024 x 2816: a few us a launch */
+        } else {
+            assert_close(o->time_s, gpu, 1e-12);
+            free_ += issue > gpu;   /* a backward op the host would have held back, had it no lead */
+        }
+    }
+    assert_true(floored >= 1);
+    assert_true(free_ >= 1);
+    assert_close(expert_gemm_issue_s(8.0, 10e-6, 3e-6), 80e-6, 1e-12);
+    assert_close(expert_gemm_issue_s(8.0, 0.0, 3e-6), 24e-6, 1e-12);   /* not calibrated: a kernel launch each */
+    /* one grouped kernel is one launch: no floor */
+    l.expert_gemm = EXPERT_GEMM_GROUPED;
+    assert_int_equal(estimate_layout(&m, g, node, &l, &job, &e, err, sizeof err), 0);
+    for (int i = 0; i < e.first_stage.nops; i++) {
+        const op_t *o = &e.first_stage.ops[i];
+        if (o->kind == OP_GEMM && o->batch > 1 && o->pass == PASS_FWD) assert_true(o->time_s < issue);
+    }
+    hwdb_free(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -341,6 +398,7 @@ int main(void)
         cmocka_unit_test(fit_gemm_command),
         cmocka_unit_test(estimate_prices_untimed_gemms_by_tiles),
         cmocka_unit_test(estimate_prices_expert_gemms_per_launch),
+        cmocka_unit_test(forward_expert_gemms_wait_for_the_host),
     };
     return cmocka_run_group_tests(tests, setup_shipped, teardown_shipped);
 }

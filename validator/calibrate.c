@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "calibrate_issue.h"
 #include "calibrate_power.h"
 #include "commands.h"
 #include "fp8_calibrate.h"
@@ -313,6 +314,9 @@ static int calibrate_gemms(const char *models, const model_zoo *zoo, const hw_gp
 
 /* calibrate's flags: the switches set the file's statics and scratch_data; the flags with a
  * value are read where they are used.  0, or 2 after one stderr line. */
+/* calibrate --issue: only the host's issue of an expert GEMM, into an overlay of one row */
+static int issue_only;
+
 static int calibrate_flags(int argc, char **argv)
 {
     for (int i = 2; i < argc; i++) {
@@ -320,6 +324,7 @@ static int calibrate_flags(int argc, char **argv)
         if (!strcmp(argv[i], "--power-model")) { power_model_asked = 1; continue; }
         if (!strcmp(argv[i], "--warm")) { power_model_asked = 0; continue; }
         if (!strcmp(argv[i], "--no-step-fit")) { step_fit_asked = 0; continue; }
+        if (!strcmp(argv[i], "--issue")) { issue_only = 1; continue; }
         if (!strcmp(argv[i], "--data") && i + 1 < argc) {
             i++;
             if (!strcmp(argv[i], "uniform")) scratch_data = SCRATCH_UNIFORM;
@@ -345,7 +350,7 @@ static int calibrate_flags(int argc, char **argv)
 
 /* What calibrate measured, for the overlay. */
 typedef struct {
-    double e_max, half_gflop, copy_bw, launch_s, context_bytes, membound_overhead_s;
+    double e_max, half_gflop, copy_bw, launch_s, context_bytes, membound_overhead_s, gemm_issue_s;
     const power_model *pm;
     int fp8_ok;
     double fp8_relative, fp8_relative_backward;
@@ -354,6 +359,14 @@ typedef struct {
     double attention_fwd, attention_bwd;
     const attention_timing *at;
 } overlay_values;
+
+/* The overlay's row of the host's issue of an expert GEMM (calibrate_issue.c). */
+static void write_issue_row(FILE *f, const hw_gpu *g, double gemm_issue_s, const char *source)
+{
+    fprintf(f, "%s,gemm_issue_us,%.3f,\"%s (host time per cuBLASLt expert GEMM issued as a grouped linear issues it: "
+               "layouts reshaped, bucket algorithm, 4 streams; median of 5 x 256 calls)\"\n",
+            g->name, gemm_issue_s * 1e6, source);
+}
 
 /* Writes the overlay to out_path (outfile.c: complete or not at all); 0, or 2 after one stderr
  * line. */
@@ -368,6 +381,7 @@ static int write_overlay(const char *out_path, const hw_gpu *g, const char *sour
     fprintf(f, "%s,gemm_half_gflop,%.4f,\"%s\"\n", g->name, v->half_gflop, source);
     fprintf(f, "%s,membound_efficiency,%.4f,\"%s (device copy)\"\n", g->name, v->copy_bw / g->hbm_bytes_per_s, source);
     fprintf(f, "%s,launch_overhead_us,%.3f,\"%s\"\n", g->name, v->launch_s * 1e6, source);
+    write_issue_row(f, g, v->gemm_issue_s, source);
     fprintf(f, "%s,context_memory_gib,%.4f,\"%s\"\n", g->name, v->context_bytes / 1073741824.0, source);
     fprintf(f, "%s,membound_overhead_us,%.3f,\"%s (layernorm forward, 256 to 8192 rows of 768, GSL fit)\"\n", g->name,
             v->membound_overhead_s * 1e6, source);
@@ -416,6 +430,27 @@ static int write_overlay(const char *out_path, const hw_gpu *g, const char *sour
     return 0;
 }
 
+/* calibrate --issue: the host's issue of an expert GEMM alone, printed and written as a one-row overlay (--out),
+ * for a shipped overlay whose other rows stay as they were measured.  Returns the exit status. */
+static int calibrate_issue_only(const hw_gpu *g, const char *device, const char *out_path)
+{
+    double issue_s = calibrate_gemm_issue_s();
+    printf("# sextant-gpu calibrate --issue on %s (hwdb row %s)\n", device, g->name);
+    printf("expert GEMM issue  %8.2f us of host time per cuBLASLt call\n", issue_s * 1e6);
+    if (!out_path) return 0;
+    time_t now = time(NULL);
+    char date[32], source[512], err[PATH_MAX + 256];
+    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+    snprintf(source, sizeof source, "sextant-gpu calibrate --issue %s on %s", date, device);
+    outfile out;
+    if (outfile_open(&out, out_path, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: --out: %s\n", err); return 2; }
+    fprintf(out.f, "gpu,key,value,source\n");
+    write_issue_row(out.f, g, issue_s, source);
+    if (outfile_commit(&out, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: --out: %s\n", err); return 2; }
+    printf("overlay written to %s\n", out_path);
+    return 0;
+}
+
 int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo, int *fit_steps)
 {
     *fit_steps = 0;
@@ -433,6 +468,7 @@ int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo, i
     char device[256];
     device_line(device, sizeof device);
     warn_if_other_gpu(g);
+    if (issue_only) return calibrate_issue_only(g, device, out_path);
     /* what the process holds before any tensor: context, cuBLAS, workspaces */
     size_t free_bytes, total_bytes;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -463,6 +499,8 @@ int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo, i
     /* the median of five batches: one batch alone once read 14.7 us on an H100 whose host was busy */
     double launch_s = time_back_to_back(run_membound, &tiny, 2000, 0.0f);
     printf("launch overhead    %8.2f us per back-to-back kernel\n", launch_s * 1e6);
+    double gemm_issue_s = calibrate_gemm_issue_s();
+    printf("expert GEMM issue  %8.2f us of host time per cuBLASLt call (a grouped linear's, 4 streams)\n", gemm_issue_s * 1e6);
     double membound_overhead_s = membound_overhead(ln_bw);
     printf("context memory     %8.3f GiB (CUDA context, cuBLAS and workspaces before any tensor)\n", context_bytes / 1073741824.0);
 
@@ -510,7 +548,7 @@ int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo, i
     snprintf(source, sizeof source, "sextant-gpu calibrate %s on %s%s", date, device,
              scratch_data == SCRATCH_NORMAL ? ", --data normal" : "");
     if (out_path) {
-        overlay_values v = {e_max, half_gflop, copy_bw, launch_s, context_bytes, membound_overhead_s, &pm, fp8_ok,
+        overlay_values v = {e_max, half_gflop, copy_bw, launch_s, context_bytes, membound_overhead_s, gemm_issue_s, &pm, fp8_ok,
                             fp8_relative, fp8_relative_backward, &gt, attention_ok, attention_fwd, attention_bwd, &at};
         if (write_overlay(out_path, g, source, &v) != 0) return 2;
         char err[PATH_MAX + 256];

@@ -331,6 +331,7 @@ int main(int argc, char **argv)
                      strcmp(argv[1], "check-gradients") && strcmp(argv[1], "check-fp8"))) {
         fprintf(stderr, "usage: sextant-gpu calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B,...] [--clock-scaling]\n"
                         "                            [--data uniform|normal] [--warm | --no-step-fit] [--step-runs DIR]\n"
+                        "       sextant-gpu calibrate --issue [--gpu NAME] [--out FILE]   (the host's issue of an expert GEMM)\n"
                         "       sextant-gpu calibrate --comm [--gpus N] [--gpu NAME] [--out FILE] [--min-bytes SIZE] [--max-bytes SIZE]\n"
                         "                                    [--warmup N] [--iters N] [--repeats N] [--timeout S]\n"
                         "                                    [--overlap-shapes MxNxK,...] [--overlap-bytes SIZE,...]\n"
