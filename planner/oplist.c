@@ -754,25 +754,25 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     if (full) collective(b, "moe_tp_allgather", PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_ETP, etp_ranks, routed, EXPOSED);
     collective(b, "moe_tp_reduce_scatter_bwd", PASS_BWD, count, COLL_REDUCE_SCATTER, GROUP_ETP, etp_ranks, routed, EXPOSED);
     double up_width = m->ffn_kind == FFN_SWIGLU ? 2.0 * f : f;
-    /* the routed rows kept for the backward are the mean's: the busiest rank changes from layer to layer
-     * and micro-batch to micro-batch, and the sum over those in flight tends to the mean (one layer's
-     * backward workspace takes the busiest share, other_memory; docs/model.md, "Mixture of experts") */
-    grouped_gemm(b, "expert_up", "expert_up_dgrad", "expert_up_wgrad", count, local, per_expert, load, up_width, h,
-                 Tg * h * B, full);
+    /* the routed rows kept for the backward are the busiest rank's, load x the mean: the memory that runs out is
+     * that rank's, and a router that favours one rank's experts does so in every layer (measured: the busier
+     * rank's pool of routed rows follows the imbalance; docs/model.md, "Mixture of experts", memory) */
     double Tk = Tg * load;
+    grouped_gemm(b, "expert_up", "expert_up_dgrad", "expert_up_wgrad", count, local, per_expert, load, up_width, h,
+                 Tk * h * B, full);
     int act_op = b->out->nops;
     if (m->ffn_kind == FFN_SWIGLU)
         membound(b, "expert_swiglu", "expert_swiglu_bwd", count, 3.0 * Tk * f * B, 5.0 * Tk * f * B, 4.0 * Tk * f,
-                 2.0 * Tg * f * B, full);
+                 2.0 * Tk * f * B, full);
     else
         membound(b, "expert_gelu", "expert_gelu_bwd", count, 2.0 * Tk * f * B, 3.0 * Tk * f * B, 8.0 * Tk * f,
-                 Tg * f * B, full);
+                 Tk * f * B, full);
     if (modules & RECOMPUTE_MODULE_MOE_ACT) {
         recompute_again(b, act_op);
         b->input_recomputed = 1;
     }
     grouped_gemm(b, "expert_down", "expert_down_dgrad", "expert_down_wgrad", count, local, per_expert, load, h, f,
-                 Tg * f * B, full);
+                 Tk * f * B, full);
     collective(b, "moe_tp_reduce_scatter", PASS_FWD, count, COLL_REDUCE_SCATTER, GROUP_ETP, etp_ranks, routed, EXPOSED);
     if (full) collective(b, "moe_tp_reduce_scatter", PASS_RECOMPUTE, count, COLL_REDUCE_SCATTER, GROUP_ETP, etp_ranks, routed, EXPOSED);
     collective(b, "moe_tp_allgather_bwd", PASS_BWD, count, COLL_ALLGATHER, GROUP_ETP, etp_ranks, routed, EXPOSED);

@@ -341,7 +341,8 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                             for (int eti = 0, netp = etp_degrees(req, m, tp, zero, etps); eti < netp; eti++)
                                             /* memory never grows with EP above 1 (the experts' weights shrink,
                                              * their optimizer state is the same over dp x cp / ep, the
-                                             * activations do not change): below an EP that does not fit, none
+                                             * activations do not change: the busiest rank's load is the same at
+                                             * every EP above 1): below an EP that does not fit, none
                                              * does but EP 1, which opens no EP group (other_memory_allowance),
                                              * and is costed whatever */
                                             for (int ei = 0, unfit_above = 0; ei < nep; ei++) {
