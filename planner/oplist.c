@@ -720,8 +720,9 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     /* softmax (or sigmoid) and top-k over the fp32 scores, the probabilities kept for backward */
     membound(b, "router_topk", "router_topk_bwd", count, 2.0 * Tr * E * 4.0, 2.0 * Tr * E * 4.0, 5.0 * Tr * E,
              Tr * k * 4.0, full);
-    /* tokens sorted by expert before the dispatch and back after the combine */
-    membound(b, "moe_permute", "moe_permute_bwd", count, 2.0 * Tr * k * h * B, 2.0 * Tr * k * h * B, 0.0, 0.0, full);
+    /* the tokens gathered into expert order before the dispatch, each read top_k times and written as k rows; its
+     * backward sums each token's k row gradients (Megatron's permute; docs/model.md, "Mixture of experts") */
+    membound(b, "moe_permute", "moe_permute_bwd", count, 2.0 * Tr * k * h * B, (k + 1.0) * Tr * h * B, 0.0, 0.0, full);
     double a2a = moe_alltoall_bytes(Tr, k, h, B);
     overlap_t hide = l->ep_overlap ? OVERLAP_MICROBATCH : EXPOSED;
     /* group-limited routing is costed with DeepSeek's dispatcher, one copy per target node over IB */
@@ -779,6 +780,14 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     collective(b, "ep_alltoall_combine", PASS_FWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
     if (full) collective(b, "ep_alltoall_combine", PASS_RECOMPUTE, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
     collective(b, "ep_alltoall_combine_bwd", PASS_BWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
+    /* after the combine, each token's k expert rows weighted by their gates and summed (Megatron's unpermute with
+     * the probabilities, its default): k rows read and one written; the backward reads the output's gradient and
+     * the k rows (for the gates' gradient) and writes k row gradients.  Those k rows are not counted as kept:
+     * Megatron and the validator keep them, a framework that weights the down projection's input instead (the
+     * same product, the projection being linear) keeps none, and DeepSeek-V3's published layout fits only
+     * without them (docs/model.md, "Mixture of experts", memory) */
+    membound(b, "moe_unpermute", "moe_unpermute_bwd", count, (k + 1.0) * Tr * h * B, (2.0 * k + 1.0) * Tr * h * B,
+             2.0 * Tr * k * h, 0.0, full);
     for (int i = first_ep_op; i < b->out->nops; i++)
         if (b->out->ops[i].kind == OP_COMM && b->out->ops[i].group == GROUP_EP) b->out->ops[i].internode_share = share;
     if (m->shared_experts > 0) {

@@ -307,6 +307,7 @@ static void recompute_modules_trade_memory_for_passes(void **state)
     assert_close(extra, (q_up + kv_up) * (double)find(r, "q_up", PASS_FWD)->count, 1e-12);
     /* less memory, more time */
     assert_true(modules.memory.activations < 0.6 * plain.memory.activations);
+    assert_true(forward_saved(p, "moe_unpermute") == 0.0);   /* the k rows the gates' gradient reads: not counted */
     assert_true(modules.compute_s > plain.compute_s);
     /* only beside selective recomputation */
     l.recompute = RECOMPUTE_FULL;

@@ -16,7 +16,7 @@
  *                   expert, and a loop is what cuBLAS offers at every version we build with)
  *   moe_sort_chunks, ep_alltoall_combine   the chunks gathered rank-major, sent back to the
  *                   ranks they came from
- *   moe_permute     out[n] = sum_j gate ys[pos]
+ *   moe_unpermute   out[n] = sum_j gate ys[pos]
  * Backward: the same ops in reverse under their _bwd, _dgrad and _wgrad names; the
  * router's backward adds Switch's auxiliary load-balancing loss (moe_plan.h).
  *
@@ -560,9 +560,9 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l)
         exchange(st, x, sv.ys, ye, 1, "ep_alltoall_combine", "moe_sort_chunks");
         pool_free(st, ye);
     }
-    mark(st, "moe_permute", 0);
+    mark(st, "moe_unpermute", 0);
     MCK(st, sx_moe_combine(out, sv.ys, sv.pos, sv.gate, N, k, C, c->stream));
-    mark(st, "moe_permute", 1);
+    mark(st, "moe_unpermute", 1);
 }
 
 /* the experts' backward on the expert-major rows: dye in, dxe out */
@@ -622,9 +622,9 @@ void moe_backward(moe_state *st, void *saved, const bf16 *xn, const bf16 *dout, 
     moe_call *call = call_for(st, saved, 0);
     const int N = c->N, k = c->k, C = c->C, exchanged = c->ep > 1, R = call->x.rows_in;
     /* the sorted rows' gradient in xs: the combine's backward, then the exchange */
-    mark(st, "moe_permute_bwd", 0);
+    mark(st, "moe_unpermute_bwd", 0);
     MCK(st, sx_moe_combine_backward(st->xs, st->dgate, dout, sv.ys, sv.pos, sv.gate, N, k, C, c->stream));
-    mark(st, "moe_permute_bwd", 1);
+    mark(st, "moe_unpermute_bwd", 1);
     bf16 *dye = st->xs, *dxe = st->xs;   /* one rank: the sorted rows are the experts' */
     if (exchanged) {
         dye = pool_rows(st, R, C);
