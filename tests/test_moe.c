@@ -75,6 +75,40 @@ static void alltoall_formulas(void **state)
  * validator/moe.c's chunk copy): every received row read and written once, twice a pass; with one expert a
  * rank only the own share; none without EP.  Inside a node the all-to-all is n - 1 send/recv pairs of S/n,
  * priced with the pair's calibrated time where calibrate --comm measured it. */
+/* The two passes around the exchange (docs/model.md, "Permute and unpermute"): the permute copies each of a rank's
+ * routed tokens into its k experts' order (2 T k h B) and its backward sums the k row gradients ((k + 1) T h B);
+ * the unpermute weights each token's k expert rows by the gates and sums them ((k + 1) T h B) and its backward
+ * writes k row gradients from the output's and those rows ((2k + 1) T h B), keeping nothing counted. */
+static void permute_and_unpermute_move_the_routed_rows(void **state)
+{
+    (void)state;
+    static estimate_t e;
+    for (int64_t tp = 1; tp <= 2; tp *= 2) {
+        layout_t l = moe_layout(tp, 1, 2, 2, 16, 1024);
+        estimate("mixtral-8x7b", l, &e);
+        const model_t *m = model_zoo_find(&zoo, "mixtral-8x7b");
+        const double k = (double)m->top_k, h = (double)m->hidden, Tr = 1024.0 / (double)tp, B = 2.0;
+        const op_t *p = find(&e.first_stage, "moe_permute", PASS_FWD), *pb = find(&e.first_stage, "moe_permute_bwd", PASS_BWD);
+        const op_t *u = find(&e.first_stage, "moe_unpermute", PASS_FWD);
+        const op_t *ub = find(&e.first_stage, "moe_unpermute_bwd", PASS_BWD);
+        assert_true(p && pb && u && ub);
+        assert_close(p->bytes, 2.0 * Tr * k * h * B, 1e-12);
+        assert_close(pb->bytes, (k + 1.0) * Tr * h * B, 1e-12);
+        assert_close(u->bytes, (k + 1.0) * Tr * h * B, 1e-12);
+        assert_close(ub->bytes, (2.0 * k + 1.0) * Tr * h * B, 1e-12);
+        assert_true(u->saved_bytes == 0.0 && p->saved_bytes == 0.0);
+        assert_int_equal(u->count, p->count);
+        /* after the combine in the op list, as the dispatcher runs it */
+        int combine = -1, unpermute = -1;
+        for (int i = 0; i < e.first_stage.nops; i++) {
+            if (!strcmp(e.first_stage.ops[i].name, "ep_alltoall_combine") && e.first_stage.ops[i].pass == PASS_FWD) combine = i;
+            if (!strcmp(e.first_stage.ops[i].name, "moe_unpermute")) unpermute = i;
+        }
+        assert_true(combine >= 0 && unpermute > combine);
+        assert_true(u->time_s > 0.0 && ub->time_s > u->time_s);
+    }
+}
+
 static void ep_sorts_chunks_and_prices_alltoall_as_pairs(void **state)
 {
     (void)state;
@@ -736,6 +770,7 @@ int main(void)
         cmocka_unit_test(etp_splits_the_experts_not_the_attention),
         cmocka_unit_test(etp_equal_to_tp_changes_nothing),
         cmocka_unit_test(ep_sorts_chunks_and_prices_alltoall_as_pairs),
+        cmocka_unit_test(permute_and_unpermute_move_the_routed_rows),
         cmocka_unit_test(etp_memory_moves_from_state_to_activations),
         cmocka_unit_test(etp_refusals_and_its_wider_ep),
         cmocka_unit_test(plan_searches_and_emits_etp),
