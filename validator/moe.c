@@ -153,6 +153,13 @@ void moe_init(moe_state *st, const moe_config *c)
     MCK(st, cudaDeviceGetDefaultMemPool(&pool, device));
     MCK(st, cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
     lt_init(st);
+    st->grads_written = calloc((size_t)c->L, sizeof *st->grads_written);
+    st->reduced = calloc((size_t)c->L, 1);
+    if (!st->grads_written || !st->reduced) {
+        fprintf(stderr, "sextant-gpu train: rank %d: out of host memory\n", c->my_rank);
+        exit(1);
+    }
+    for (int l = 0; l < c->L; l++) MCK(st, cudaEventCreateWithFlags(&st->grads_written[l], cudaEventDisableTiming));
     const char *gemm = getenv("SEXTANT_MOE_GEMM");
     if (gemm && *gemm && strcmp(gemm, "ex") && strcmp(gemm, "lt")) {
         fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_GEMM=%s: expected lt (cuBLASLt, the default) or ex (cublasGemmEx)\n", gemm);
@@ -664,19 +671,43 @@ void moe_zero_grads(moe_state *st)
     mark(st, "zero_grads", 1);
 }
 
-void moe_step(moe_state *st, const sx_adamw_params *hp)
+/* Layer l's reductions on `stream` (profiled there): the router's gradients over DP, the experts' over their group. */
+static void reduce_layer(moe_state *st, int l, cudaStream_t stream)
 {
     const moe_config *c = &st->c;
     if (c->dp > 1) {
-        mark(st, "dp_allreduce_grads", 0);
-        MNC(st, ncclAllReduce(st->grads, st->grads, st->router_count, ncclBfloat16, ncclSum, c->dp_comm, c->stream));
-        mark(st, "dp_allreduce_grads", 1);
+        c->hooks.mark_on("dp_allreduce_grads", 0, stream);
+        MNC(st, ncclAllReduce(router_w(st, st->grads, l), router_w(st, st->grads, l), (size_t)c->E * c->C, ncclBfloat16,
+                              ncclSum, c->dp_comm, stream));
+        c->hooks.mark_on("dp_allreduce_grads", 1, stream);
     }
     if (st->edp > 1) {
-        mark(st, "edp_allreduce_grads", 0);
-        MNC(st, ncclAllReduce(st->grads + st->router_count, st->grads + st->router_count, st->expert_count, ncclBfloat16,
-                              ncclSum, c->edp_comm, c->stream));
-        mark(st, "edp_allreduce_grads", 1);
+        bf16 *experts = up_w(st, st->grads, l, 0);
+        c->hooks.mark_on("edp_allreduce_grads", 0, stream);
+        MNC(st, ncclAllReduce(experts, experts, (size_t)st->El * expert_elems(st), ncclBfloat16, ncclSum, c->edp_comm,
+                              stream));
+        c->hooks.mark_on("edp_allreduce_grads", 1, stream);
+    }
+}
+
+int moe_grads_ready(moe_state *st, int l, cudaStream_t comm)
+{
+    const moe_config *c = &st->c;
+    if (c->dp <= 1 && st->edp <= 1) return 0;
+    MCK(st, cudaEventRecord(st->grads_written[l], c->stream));
+    MCK(st, cudaStreamWaitEvent(comm, st->grads_written[l], 0));
+    reduce_layer(st, l, comm);
+    st->reduced[l] = 1;
+    return 1;
+}
+
+void moe_step(moe_state *st, const sx_adamw_params *hp)
+{
+    const moe_config *c = &st->c;
+    /* what the backward did not hand over (none when train.c calls moe_grads_ready on the last micro-batch) */
+    for (int l = 0; l < c->L; l++) {
+        if (!st->reduced[l]) reduce_layer(st, l, c->stream);
+        st->reduced[l] = 0;
     }
     mark(st, "optimizer", 0);
     MCK(st, sx_adamw(st->master, st->m, st->v, st->params, st->grads, st->router_count + st->expert_count, hp, c->stream));
@@ -697,6 +728,9 @@ void moe_free(moe_state *st)
     MCK(st, cudaFreeHost(st->host_counts));
     MCK(st, cudaEventDestroy(st->counted));
     lt_free_all(st);
+    for (int l = 0; l < st->c.L; l++) MCK(st, cudaEventDestroy(st->grads_written[l]));
+    free(st->grads_written);
+    free(st->reduced);
     memset(st, 0, sizeof *st);
 }
 

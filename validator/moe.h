@@ -28,6 +28,7 @@
 /* what moe.c borrows from train.c */
 typedef struct {
     void (*mark)(const char *name, int end);                            /* profiling, in the pass running */
+    void (*mark_on)(const char *name, int end, cudaStream_t on);       /* the same on another stream */
     float (*init)(int which, int layer, uint64_t index, float stddev);  /* a weight's initial value */
     uint16_t (*to_bf16)(float f);
     int init_which;   /* the first tensor number free for init: router, experts' up, experts' down */
@@ -99,6 +100,9 @@ typedef struct {
     size_t connect_bytes;               /* device memory the EP and expert-DP groups' first use took (NCCL's buffers) */
     int gemm_ex;                        /* SEXTANT_MOE_GEMM=ex: every expert GEMM through cublasGemmEx (the first way) */
     size_t bytes;                       /* device memory allocated at set-up */
+    /* the step's gradient reductions issued beside the backward (moe_grads_ready), a layer at a time */
+    cudaEvent_t *grads_written;         /* one a layer: its last backward done on the step's stream */
+    unsigned char *reduced;             /* one a layer: its reductions issued this step */
 } moe_state;
 
 /* The bytes of one layer's saved block (train.c's layer activations hold one). */
@@ -110,7 +114,12 @@ void moe_init(moe_state *st, const moe_config *c);
 void moe_forward(moe_state *st, void *saved, const sx_bf16 *xn, sx_bf16 *out, int layer);
 void moe_backward(moe_state *st, void *saved, const sx_bf16 *xn, const sx_bf16 *dout, sx_bf16 *dxn, int layer);
 void moe_zero_grads(moe_state *st);
-/* the gradients' reductions and AdamW, after the step's backward */
+/* Once the step's last backward through layer l has written its gradients: the router's reduced over DP and the
+ * experts' over the expert-data-parallel group on `comm`, beside the backward of the layers before it, as
+ * Megatron's overlapped reduction does with the experts' gradients in its buckets.  The caller has the step
+ * wait for `comm` before moe_step (train.c's optimizer step does). */
+int moe_grads_ready(moe_state *st, int l, cudaStream_t comm);   /* 1: issued on comm; 0: nothing to reduce */
+/* the gradients' reductions moe_grads_ready did not issue, and AdamW, after the step's backward */
 void moe_step(moe_state *st, const sx_adamw_params *hp);
 void moe_free(moe_state *st);
 /* The most the stream-ordered pool held for the data-dependent buffers (bytes), for the report. */

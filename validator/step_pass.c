@@ -356,6 +356,14 @@ void stage_backward(gpt *g, const pipe_action *act)
         } else if (last_mb) {
             tp_allreduce_norm_grads(g, l, 0);
             bucket_ready(g, l);
+            /* the layer's router and experts, beside the layers before it (their buckets, Megatron's); step ops, as the
+             * buckets' reductions are (bucket_ready) */
+            if (s->moe) {
+                pass_t pass = current_pass;
+                current_pass = PASS_STEP;
+                if (moe_grads_ready(&g->moe, l, gpu_ctx.comm_stream)) g->comm_used = 1;
+                current_pass = pass;
+            }
         }
     }
     if (with_embedding) {

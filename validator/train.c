@@ -1040,7 +1040,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         moe_config mc = {s->E, s->topk, s->C, s->F, N, s->L, s->Lmodel, s->layer0, s->ep, s->dp_rank % s->ep, o->l.dp, rank,
                          1.0 / ((double)N * g.microbatches * o->l.dp), gpu_ctx.blas, gpu_ctx.stream, g.ep_comm, g.dp_comm,
                              g.edp_comm,
-                         {profile_mark, initial_value, sx_ref_f2bf, P_COUNT}};
+                         {profile_mark, profile_mark_on, initial_value, sx_ref_f2bf, P_COUNT}};
         moe_init(&g.moe, &mc);
         g.accounted_bytes += g.moe.bytes;
         r->state_bytes += g.moe.bytes;
