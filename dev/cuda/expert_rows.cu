@@ -18,7 +18,10 @@
  *      in the step, where other ops run between an expert's calls)
  *   7  as 2, with the 8 experts' weights in turn
  * Shapes: the MoE test model's expert GEMMs, forward: up C[5632, rows] = W[1024, 5632]^T X[1024, rows] and
- * down C[1024, rows] = W[2816, 1024]^T X[2816, rows] (column-major, A transposed, as moe.c's forward).
+ * down C[1024, rows] = W[2816, 1024]^T X[2816, rows] (column-major, A transposed, as moe.c's forward); with
+ * "dgrad" as the third argument their data gradients' sizes instead, up_dgrad C[1024, rows] over K = 5632 (64
+ * tiles at 1024 rows: under half the SMs, where the planner's tile model splits K) and down_dgrad C[2816, rows]
+ * over K = 1024 (A still transposed: the sizes, tiles and K of moe.c's gemm_dgrad, not its operand order).
  *
  * Check (dev_check): every version's GEMM of the first draw's rows against version 4's, relative L2 below 1e-2 on the
  * real columns.  Benchmark: per version, the GPU's microseconds per GEMM over CALLS GEMMs queued behind a
@@ -27,7 +30,7 @@
  * and the host's time per heuristic query (refused: calls whose bucket algorithm cuBLASLt would not run, done
  * with the exact shape's instead).
  *
- * build/dev/expert_rows [rows_mean [spread]]   (defaults 1024 and 0.15; both shapes, both spreads 0.15
+ * build/dev/expert_rows [rows_mean [spread [dgrad]]]   (defaults 1024 and 0.15; both shapes, both spreads 0.15
  * and 0.5 when no spread is given) */
 #include <map>
 #include "lt_rig.h"
@@ -154,6 +157,7 @@ static void one_shape(const char *name, int m, int k, int mean, double spread, c
 int main(int argc, char **argv) {
     int mean = argc > 1 ? atoi(argv[1]) : 1024;
     double spread = argc > 2 ? atof(argv[2]) : -1.0;
+    int dgrad = argc > 3 && !strcmp(argv[3], "dgrad");
     if (mean < 256 || mean > 8192 || (argc > 2 && (spread < 0.0 || spread > 0.9))) {
         fprintf(stderr, "expert_rows [rows_mean 256..8192 [spread 0..0.9]]\n");
         return 2;
@@ -164,8 +168,13 @@ int main(int argc, char **argv) {
     const double spreads[2] = {0.15, 0.5};
     for (int s = 0; s < (spread < 0.0 ? 2 : 1); s++) {
         double sp = spread < 0.0 ? spreads[s] : spread;
-        one_shape("up", 5632, 1024, mean, sp, lt);
-        one_shape("down", 1024, 2816, mean, sp, lt);
+        if (dgrad) {
+            one_shape("up_dgrad", 1024, 5632, mean, sp, lt);
+            one_shape("down_dgrad", 2816, 1024, mean, sp, lt);
+        } else {
+            one_shape("up", 5632, 1024, mean, sp, lt);
+            one_shape("down", 1024, 2816, mean, sp, lt);
+        }
     }
     CB(cublasLtDestroy(lt));
     printf("# the heuristic on the host: %ld queries of a shape not asked before, %.1f us each\n", heuristic_calls,
