@@ -271,6 +271,24 @@ static void estimate_prices_untimed_gemms_by_tiles(void **state)
     hwdb_free(&h);
 }
 
+/* The shipped H100 overlay with the power model off (the ops' times at the top clock), its node, and the MoE test
+ * model on one GPU at mbs sequences of 1024 tokens, four micro-batches a step: the expert-GEMM tests' setting. */
+static const hw_gpu *moe_test_one_gpu(hwdb *h, const hw_node **node, layout_t *l, int64_t mbs)
+{
+    static hw_gpu top;
+    top = *h100_with(h, SHIPPED_CSV);
+    top.power_static_w = 0.0;
+    *node = hwdb_find_node(h, top.node);
+    memset(l, 0, sizeof *l);
+    l->gpus = l->tp = l->pp = l->dp = l->vpp = l->gpus_per_node = 1;
+    l->mbs = mbs;
+    l->gbs = 4 * mbs;
+    l->seq = 1024;
+    l->attention = ATTENTION_SEXTANT;
+    l->precision = PREC_BF16;
+    return &top;
+}
+
 /* A MoE layer's expert GEMMs (docs/model.md, "Mixture of experts"): launched one per expert (--expert-gemm streams,
  * the default: Transformer Engine's grouped linear, sextant's trainer), each pays its own waves, split-K and
  * fixed cost, E_local times one expert's GEMM; as one grouped kernel the experts' tiles share the waves.  With
@@ -280,22 +298,13 @@ static void estimate_prices_expert_gemms_per_launch(void **state)
 {
     (void)state;
     hwdb h;
-    static hw_gpu top;
-    top = *h100_with(&h, SHIPPED_CSV);
-    top.power_static_w = 0.0;   /* the ops' times at the top clock */
-    const hw_gpu *g = &top;
-    const hw_node *node = hwdb_find_node(&h, g->node);
+    const hw_node *node;
+    layout_t l;
+    const hw_gpu *g = moe_test_one_gpu(&h, &node, &l, 4);
     model_t m = *model_zoo_find(&zoo, "moe-test");
     static estimate_t streams, grouped;
     char err[512];
     job_t job = {1e9, g->cloud_usd_per_gpu_hour};
-    layout_t l = {0};
-    l.gpus = l.tp = l.pp = l.dp = l.vpp = l.gpus_per_node = 1;
-    l.mbs = 4;
-    l.gbs = 16;
-    l.seq = 1024;
-    l.attention = ATTENTION_SEXTANT;
-    l.precision = PREC_BF16;
     assert_int_equal(estimate_layout(&m, g, node, &l, &job, &streams, err, sizeof err), 0);
     l.expert_gemm = EXPERT_GEMM_GROUPED;
     assert_int_equal(estimate_layout(&m, g, node, &l, &job, &grouped, err, sizeof err), 0);
@@ -339,23 +348,14 @@ static void forward_expert_gemms_wait_for_the_host(void **state)
 {
     (void)state;
     hwdb h;
-    static hw_gpu top;
-    top = *h100_with(&h, SHIPPED_CSV);
-    top.power_static_w = 0.0;
-    const hw_gpu *g = &top;
+    const hw_node *node;
+    layout_t l;
+    const hw_gpu *g = moe_test_one_gpu(&h, &node, &l, 1);
     assert_true(g->gemm_issue_s > 5e-6 && g->gemm_issue_s < 20e-6);
-    const hw_node *node = hwdb_find_node(&h, g->node);
     model_t m = *model_zoo_find(&zoo, "moe-test");
     static estimate_t e;
     char err[512];
     job_t job = {1e9, g->cloud_usd_per_gpu_hour};
-    layout_t l = {0};
-    l.gpus = l.tp = l.pp = l.dp = l.vpp = l.gpus_per_node = 1;
-    l.mbs = 1;
-    l.gbs = 4;
-    l.seq = 1024;
-    l.attention = ATTENTION_SEXTANT;
-    l.precision = PREC_BF16;
     assert_int_equal(estimate_layout(&m, g, node, &l, &job, &e, err, sizeof err), 0);
     const double membw = g->hbm_bytes_per_s * g->membound_efficiency, issue = 8.0 * g->gemm_issue_s;
     int floored = 0, free_ = 0;
