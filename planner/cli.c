@@ -911,6 +911,8 @@ static int emit_for_framework(const options *o, const plan_request *req, const p
     if (!rc) {
         *limited = *req;
         limited->framework = o->emit;
+        /* torchtitan runs a MoE layer's experts as one grouped GEMM (torch._grouped_mm): priced so unless asked */
+        if (!strcmp(o->emit, "torchtitan") && !(o->lay.given & LAYOUT_FLAG_EXPERT_GEMM)) limited->expert_gemm = EXPERT_GEMM_GROUPED;
         if (plan_search(limited, res, isatty(2), err, sizeof err) != 0) rc = fail("%s", err);
         else if (res->ntop == 0)
             rc = fail("--emit %s: no layout meets the request among those %s can run", o->emit, o->emit);

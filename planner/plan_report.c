@@ -421,6 +421,9 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
             if (m->shared_experts > 0)
                 fprintf(out, "  --moe-shared-expert-intermediate-size %lld \\\n", (long long)(m->shared_experts * model_expert_ffn(m)));
             if (m->capacity_factor > 0) fprintf(out, "  --moe-expert-capacity-factor %g \\\n", m->capacity_factor);
+            /* the experts' GEMMs as priced: Transformer Engine's grouped linear (a GEMM an expert over four streams),
+             * or the grouped_gemm package's one CUTLASS launch (docs/model.md, "Mixture of experts") */
+            fprintf(out, "  --moe-grouped-gemm%s \\\n", l->expert_gemm == EXPERT_GEMM_GROUPED ? " --moe-use-legacy-grouped-gemm" : "");
             if (l->ep_overlap) fprintf(out, "  --overlap-moe-expert-parallel-comm --delay-wgrad-compute \\\n");
             if (m->moe_group_limit > 0)
                 fprintf(out, "  --moe-router-num-groups %lld --moe-router-group-topk %lld \\\n", (long long)m->moe_groups,
@@ -513,6 +516,11 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
         if (m->mtp_layers > 0)
             fprintf(out, "# the plan costs %lld multi-token prediction module(s), which this config does not set up\n",
                     (long long)m->mtp_layers);
+        if (model_is_moe(m))
+            fprintf(out, "# the experts' GEMMs priced as %s\n",
+                    l->expert_gemm == EXPERT_GEMM_GROUPED ? "one grouped kernel, as torchtitan's MoE runs them (torch._grouped_mm)"
+                                                          : "one launch an expert (--expert-gemm streams), not torchtitan's "
+                                                            "grouped kernel");
         fprintf(out, "[training]\nlocal_batch_size = %lld\nglobal_batch_size = %lld\nseq_len = %lld\nsteps = %.0f\n"
                      "mixed_precision_param = \"%s\"\n\n",
                 (long long)l->mbs, (long long)l->gbs, (long long)l->seq, steps,

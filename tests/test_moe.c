@@ -741,6 +741,12 @@ static void cli_takes_ep_and_emits_it(void **state)
     r = run_sextant("plan mixtral-8x7b --gpus 64 --ep 8 --emit megatron");
     assert_int_equal(r.status, 0);
     assert_null(strstr(r.out, "--mtp-num-layers"));
+    /* the experts' GEMMs as priced: Transformer Engine's grouped linear by default, the CUTLASS launch when asked */
+    assert_non_null(strstr(r.out, "  --moe-grouped-gemm \\\n"));
+    run_free(&r);
+    r = run_sextant("plan mixtral-8x7b --gpus 64 --ep 8 --emit megatron --expert-gemm grouped");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "--moe-grouped-gemm --moe-use-legacy-grouped-gemm"));
     run_free(&r);
     r = run_sextant("plan deepseek-v3 --gpus 1024 --ep 64 --emit torchtitan");
     assert_int_equal(r.status, 0);
@@ -749,6 +755,12 @@ static void cli_takes_ep_and_emits_it(void **state)
     r = run_sextant("plan mixtral-8x7b --gpus 64 --ep 8 --emit torchtitan");
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "expert_parallel_degree = 8"));
+    /* torchtitan's MoE is one grouped GEMM (torch._grouped_mm): its winner priced so unless --expert-gemm says */
+    assert_non_null(strstr(r.out, "# the experts' GEMMs priced as one grouped kernel"));
+    run_free(&r);
+    r = run_sextant("plan mixtral-8x7b --gpus 64 --ep 8 --emit torchtitan --expert-gemm streams");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "# the experts' GEMMs priced as one launch an expert"));
     run_free(&r);
     expect_bad_input("plan mixtral-8x7b --gpus 64 --ep 8 --emit deepspeed", "--ep 8");
 }
