@@ -826,6 +826,30 @@ static void measure_run(train_run_state *r, gpt *g)
 }
 
 /* Rank 0's summary: loss, step time, throughput, memory, power, against the planner. */
+/* The planner again with the router's imbalance as this run measured it, which no prediction made before the run
+ * can know: the step at the calls' mean, the memory at the worst call's (the peak is the busiest rank's at its
+ * heaviest micro-batch).  What is left against the measurement is the cost model's own error. */
+static void report_moe_as_routed(const train_run_state *r, const gpt *g)
+{
+    model_t m = *r->m;
+    job_t job = {1e9, 1.0};
+    char err[256];
+    static estimate_t at_mean, at_worst;
+    double mean = g->moe.imbalance_sum / g->moe.imbalance_calls, worst = g->moe.imbalance_max;
+    m.moe_imbalance = mean > 1.0 ? mean : 1.0;
+    int ok = estimate_layout(&m, r->gpu, r->node, &r->l, &job, &at_mean, err, sizeof err) == 0;
+    m.moe_imbalance = worst > 1.0 ? worst : 1.0;
+    ok = ok && estimate_layout(&m, r->gpu, r->node, &r->l, &job, &at_worst, err, sizeof err) == 0;
+    if (!ok) {
+        printf("MoE priced as routed: %s\n", err);
+        return;
+    }
+    printf("MoE priced as routed: at the measured mean imbalance %.3f the step %.2f ms (%+.1f%%); at the worst call's "
+           "%.3f the memory %.3f GiB (%+.1f%%)\n", mean, at_mean.step_s * 1e3,
+           100.0 * (at_mean.step_s / r->slowest - 1.0), worst, at_worst.memory.total / 1073741824.0,
+           100.0 * (at_worst.memory.total / r->peak - 1.0));
+}
+
 static void print_summary(const train_run_state *r, const gpt *g)
 {
     const train_options *o = r->o;
@@ -864,6 +888,7 @@ static void print_summary(const train_run_state *r, const gpt *g)
                "%ld layer calls of rank 0, every step); the planner assumes %.3f (--moe-imbalance %.3f%s)\n",
                g->moe.imbalance_sum / g->moe.imbalance_calls, g->moe.imbalance_max, g->moe.imbalance_calls, moe_rank_load(m, &r->l),
                model_moe_imbalance(m), s->ep == 1 ? "; with ep 1 no rank waits for another: load 1" : "");
+    if (s->moe && s->ep > 1 && g->moe.imbalance_calls) report_moe_as_routed(r, g);
     if (s->moe && g->moe.imbalance_calls)
         printf("MoE rows over rank 0's %d experts: %.0f an expert on average; the busiest expert %.3f x the mean, coefficient "
                "of variation %.3f (means over the calls)\n", s->E / s->ep, g->moe.expert_rows_sum / g->moe.imbalance_calls,
