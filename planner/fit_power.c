@@ -295,28 +295,17 @@ int power_fit_leave_one_model_out(const hw_gpu *gpu, const hw_node *node, const 
     return 0;
 }
 
-/* mean |error|, mean signed error and the worst error (by magnitude) of predicted against the runs */
-static void error_summary(const power_fit_run *runs, int nruns, const double *predicted, double *mean_abs,
-                          double *mean_signed, double *worst)
-{
-    *mean_abs = *mean_signed = *worst = 0.0;
-    for (int i = 0; i < nruns; i++) {
-        double e = predicted[i] / runs[i].measured_s - 1.0;
-        *mean_abs += fabs(e) / nruns;
-        *mean_signed += e / nruns;
-        if (fabs(e) > fabs(*worst)) *worst = e;
-    }
-}
-
-/* The same over the runs whose log gave NVML's clock, for the predicted clocks; how many runs that was. */
-static int clock_error_summary(const power_fit_run *runs, int nruns, const double *clock_hz, double *mean_abs,
-                               double *mean_signed, double *worst)
+/* Mean |error|, mean signed error and the worst error (by magnitude) of predicted against the runs' measured step
+ * times, or (clock) their measured SM clocks, over the runs that have the measurement; how many runs that was. */
+static int error_summary(const power_fit_run *runs, int nruns, const double *predicted, int clock, double *mean_abs,
+                         double *mean_signed, double *worst)
 {
     int n = 0;
     *mean_abs = *mean_signed = *worst = 0.0;
     for (int i = 0; i < nruns; i++) {
-        if (runs[i].measured_clock_hz <= 0.0) continue;
-        double e = clock_hz[i] / runs[i].measured_clock_hz - 1.0;
+        double measured = clock ? runs[i].measured_clock_hz : runs[i].measured_s;
+        if (measured <= 0.0) continue;
+        double e = predicted[i] / measured - 1.0;
         *mean_abs += fabs(e);
         *mean_signed += e;
         if (fabs(e) > fabs(*worst)) *worst = e;
@@ -353,24 +342,24 @@ void power_fit_report(FILE *out, const hw_gpu *gpu, const power_fit_run *runs, i
             fit->energy_attention_j_per_flop * 1e12, 100.0 * sqrt(fit->before_cost / nruns),
             100.0 * sqrt(fit->after_cost / nruns));
     double mean_abs, mean_signed, worst;
-    error_summary(runs, nruns, fit->before_s, &mean_abs, &mean_signed, &worst);
+    error_summary(runs, nruns, fit->before_s, 0, &mean_abs, &mean_signed, &worst);
     fprintf(out, "before (the overlay as given): mean |error| %.1f%%, signed %+.1f%%, worst %+.1f%%\n", 100.0 * mean_abs,
             100.0 * mean_signed, 100.0 * worst);
-    error_summary(runs, nruns, fit->after_s, &mean_abs, &mean_signed, &worst);
+    error_summary(runs, nruns, fit->after_s, 0, &mean_abs, &mean_signed, &worst);
     fprintf(out, "after (fitted on every run, in sample): mean |error| %.1f%%, signed %+.1f%%, worst %+.1f%%\n",
             100.0 * mean_abs, 100.0 * mean_signed, 100.0 * worst);
     if (held_out_s) {
-        error_summary(runs, nruns, held_out_s, &mean_abs, &mean_signed, &worst);
+        error_summary(runs, nruns, held_out_s, 0, &mean_abs, &mean_signed, &worst);
         fprintf(out, "held out (each of the %d models predicted by the fit on the others): mean |error| %.1f%%, signed "
                      "%+.1f%%, worst %+.1f%%\n", models, 100.0 * mean_abs, 100.0 * mean_signed, 100.0 * worst);
     } else {
         fprintf(out, "held out: not computed (leaving one model out needs runs of 3 models or more)\n");
     }
     if (!clocks) return;
-    int n = clock_error_summary(runs, nruns, fit->before_clock_hz, &mean_abs, &mean_signed, &worst);
+    int n = error_summary(runs, nruns, fit->before_clock_hz, 1, &mean_abs, &mean_signed, &worst);
     fprintf(out, "SM clock, %d runs with NVML's in their log: before mean |error| %.1f%%, signed %+.1f%%, worst %+.1f%%;",
             n, 100.0 * mean_abs, 100.0 * mean_signed, 100.0 * worst);
-    (void)clock_error_summary(runs, nruns, fit->after_clock_hz, &mean_abs, &mean_signed, &worst);
+    (void)error_summary(runs, nruns, fit->after_clock_hz, 1, &mean_abs, &mean_signed, &worst);
     fprintf(out, " after %.1f%%, %+.1f%%, %+.1f%%\n", 100.0 * mean_abs, 100.0 * mean_signed, 100.0 * worst);
 }
 
