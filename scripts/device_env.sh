@@ -19,6 +19,8 @@
 #                        judges them (1% at any step, 0.5% at the last): one PASS/FAIL line;
 #   card_row             the hwdb row of the card that came (h200 or h100-sxm): the lent multi-GPU kinds
 #                        give H100s or H200s.
+#   private_root DIR ZOO BIN   DIR made a root of its own (hwdb/, ZOO as models/zoo.csv, BIN as build/sextant-gpu,
+#                        which finds its data beside it): held-out models run without touching the checkout's zoo.
 # and puts the libraries carried from the build machine (.deps/lib: GSL, libcsv, cJSON) on the library
 # path, with NVLink multicast off (NCCL_NVLS_ENABLE=0, mandatory on the lent machines).
 export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
@@ -95,3 +97,11 @@ compare() {
 }
 
 card_row() { if nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200; then echo h200; else echo h100-sxm; fi; }
+
+private_root() {
+    rm -rf "$1"
+    mkdir -p "$1/build" "$1/models"
+    cp -r hwdb "$1/hwdb"
+    cp "$2" "$1/models/zoo.csv"
+    cp "$3" "$1/build/sextant-gpu"
+}

@@ -15,10 +15,8 @@ PHASE=${1:-all}
 . "$(dirname "$0")/device_env.sh"
 B=${BIN_DIR:-.carry/lead}
 GPU=${GPU:-$(card_row)}
-W=/tmp/ah; rm -rf "$W"; mkdir -p "$W/build" "$W/models"
-cp -r hwdb "$W/hwdb"
-cp docs/validation/2026-11-26-h100-attention-heldout/zoo_heldout.csv "$W/models/zoo.csv"
-cp "$B/sextant-gpu" "$W/build/sextant-gpu"
+W=/tmp/ah
+private_root "$W" docs/validation/2026-11-26-h100-attention-heldout/zoo_heldout.csv "$B/sextant-gpu"
 device_begin ah-runs
 say "device: $(sed -n 2p "$R/gpu.txt"); $(cat "$R/date.txt")"
 STEPS="llama2-7b-4l 2 4096 sextant|llama2-7b-4l 4 2048 unfused|mistral-7b-4l 1 8192 sextant|gpt3-20b-2l 2 2048 sextant"

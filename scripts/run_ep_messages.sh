@@ -3,7 +3,7 @@
 # message per (peer, expert) chunk it replaced, on the 2 GPUs that came (docs/validation/2026-11-26-h200x2-ep-messages):
 #   - the MoE kernels' checks, the chunk copy's among them;
 #   - EP 2's losses from both binaries (a copy changes no value: the same bits expected), and one GPU's beside them;
-#   - EP 2 with one expert a rank (a two-expert model added to this copy's zoo): the path without a staging buffer,
+#   - EP 2 with one expert a rank (a two-expert model in the zoo of a private root): the path without a staging buffer,
 #     against one GPU;
 #   - the timed MoE runs, old and new binaries alternated twice, priced with the card's shipped overlay.
 # Run from the repository root with the new build/ and the old sextant-gpu in .carry/old/:
@@ -24,11 +24,14 @@ for b in old new; do
 done
 if cmp -s "$R/loss_old_ep2.txt" "$R/loss_new_ep2.txt"; then say "  EP 2 losses old = new (bitwise)"; else say "  EP 2 losses old != new"; fi
 say "  $(compare "$R/loss_one.txt" "$R/loss_new_ep2.txt")  EP 2 (new) against one GPU"
-# one expert a rank: moe-test's row with 2 experts, top-1, appended to this copy's zoo
-sed -n 's/^moe-test,/moe-test-e2,/p' models/zoo.csv | awk -F, 'BEGIN{OFS=","} {$18=2; $19=1; $20=147342336; $21=112739328; print}' >> models/zoo.csv
+# one expert a rank: moe-test's row with 2 experts, top-1, added to the zoo of a private root (private_root)
+W=/tmp/ep-root
+{ cat models/zoo.csv; sed -n 's/^moe-test,/moe-test-e2,/p' models/zoo.csv |
+    awk -F, 'BEGIN{OFS=","} {$18=2; $19=1; $20=147342336; $21=112739328; print}'; } > "$R/zoo_e2.csv"
+private_root "$W" "$R/zoo_e2.csv" $NEW
 E2=${E/moe-test/moe-test-e2}
-run eq_e2_one 120 $NEW train $E2 --losses "$R/loss_e2_one.txt"
-run eq_e2_ep2 120 $NEW train $E2 --dp 2 --ep 2 --losses "$R/loss_e2_ep2.txt"
+run eq_e2_one 120 $W/build/sextant-gpu train $E2 --losses "$R/loss_e2_one.txt"
+run eq_e2_ep2 120 $W/build/sextant-gpu train $E2 --dp 2 --ep 2 --losses "$R/loss_e2_ep2.txt"
 say "  $(compare "$R/loss_e2_one.txt" "$R/loss_e2_ep2.txt")  EP 2, one expert a rank, against one GPU"
 T="moe-test --gpu $GPU --seq 1024 --mbs 4 --gbs 16 --steps 30 --warmup 5 --attention flash --lr 1e-3 --lr-warmup 3 --calibration $CAL"
 for round in 1 2; do

@@ -5,15 +5,16 @@
 #   - moe-fine: 32 experts of width 704, top-4 (four times the launches for a token's expert FLOPs), mbs 4 and 8;
 #   - moe-wide: width 2048, experts of width 5632 (its GEMMs fill the GPU: the two pricings nearly agree);
 #   - EP 2 of moe-fine (16 experts a rank) and of moe-wide.
-# The two models are in the report's zoo_moe_heldout.csv, copied over this copy's models/zoo.csv.
+# The two models are in the report's zoo_moe_heldout.csv, the zoo of a private root (private_root).
 # LR=1e-3 (the MoE reports' rate, at which the router sends most rows to a few experts) or the trainer's default
 # 1e-4 (LR unset: a calmer spread of rows over the experts).  NAMES: the runs to make (default: all).
 # Run from the repository root with build/ carried:  OUT=DIR [LR=1e-3] bash scripts/run_moe_launches.sh
 set -u
 . "$(dirname "$0")/device_env.sh"
 device_start moe-launches
-cp docs/validation/2026-11-26-moe-launches/zoo_moe_heldout.csv models/zoo.csv
-B=./build/sextant-gpu
+W=/tmp/moe-root
+private_root "$W" docs/validation/2026-11-26-moe-launches/zoo_moe_heldout.csv build/sextant-gpu
+B=$W/build/sextant-gpu
 device_sample "$R/smi.csv"
 C="--gpu $GPU --seq 1024 --steps 30 --warmup 5 --attention flash --calibration $CAL"
 [ -n "${LR:-}" ] && C="$C --lr $LR --lr-warmup 3"

@@ -7,10 +7,8 @@ set -u
 . "$(dirname "$0")/device_env.sh"
 : "${OUT:?OUT must name the folder the results go to}"
 GPU=${GPU:-$(card_row)}
-W=/tmp/tl1; rm -rf "$W"; mkdir -p "$W/build" "$W/models"
-cp -r hwdb "$W/hwdb"
-cp docs/validation/2026-11-26-h100-attention-heldout/zoo_heldout.csv "$W/models/zoo.csv"
-cp build/sextant-gpu "$W/build/sextant-gpu"
+W=/tmp/tl1
+private_root "$W" docs/validation/2026-11-26-h100-attention-heldout/zoo_heldout.csv build/sextant-gpu
 device_begin timeline-one
 say "device: $(sed -n 2p "$R/gpu.txt"); $(cat "$R/date.txt")"
 for c in "gpt2-xl 2 1024 sextant" "llama3.2-3b 1 2048 sextant" "llama3-70b-1l 2 4096 sextant" "moe-test 4 1024 sextant"; do

@@ -8,10 +8,8 @@
 set -u
 . "$(dirname "$0")/device_env.sh"
 B=${BIN_DIR:-.carry/lead}
-W=/tmp/wide; rm -rf "$W"; mkdir -p "$W/build" "$W/models"
-cp -r hwdb "$W/hwdb"
-cp docs/validation/archive/2026-11-26-h100-wide-heldout/zoo_wide.csv "$W/models/zoo.csv"
-cp "$B/sextant-gpu" "$W/build/sextant-gpu"
+W=/tmp/wide
+private_root "$W" docs/validation/archive/2026-11-26-h100-wide-heldout/zoo_wide.csv "$B/sextant-gpu"
 device_begin wide-runs
 say "device: $(sed -n 2p "$R/gpu.txt"); $(cat "$R/date.txt")"
 for c in "llama3-8b-4l 4 4096 sextant" "llama2-13b-4l 4 4096 sextant" "llama3-70b-1l 2 4096 sextant" \
