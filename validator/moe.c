@@ -40,6 +40,7 @@ typedef sx_bf16 bf16;
 static const float one = 1.0f, zero = 0.0f;
 
 static void lt_init(moe_state *st);       /* the experts' GEMMs' cuBLASLt state, below */
+static void lt_prewarm(moe_state *st);
 static void lt_free_all(moe_state *st);
 
 /* ---- one layer's saved block ---- */
@@ -204,6 +205,7 @@ void moe_init(moe_state *st, const moe_config *c)
     }
     MCK(st, cudaMemGetInfo(&free_after, &total));
     st->connect_bytes = free_before > free_after ? free_before - free_after : 0;
+    if (!st->gemm_ex) lt_prewarm(st);
 }
 
 /* ---- the pieces of a forward and a backward ---- */
@@ -343,7 +345,7 @@ static void lt_init(moe_state *st)
     size_t ws = MOE_LT_WORKSPACE_BYTES;
     MCB(st, cublasLtMatmulPreferenceCreate(&st->lt_pref));
     MCB(st, cublasLtMatmulPreferenceSetAttribute(st->lt_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    st->algos = calloc(MOE_ALGOS_MAX, sizeof *st->algos);
+    st->algos = calloc(MOE_ALGO_SLOTS, sizeof *st->algos);
     if (!st->algos) { fprintf(stderr, "sextant-gpu train: rank %d: out of host memory\n", st->c.my_rank); exit(1); }
 }
 
@@ -399,6 +401,70 @@ static void experts_join(moe_state *st)
     }
 }
 
+/* The algorithm of the bucket of C[m, n] (+)= op(A) op(B), the heuristic asked on the bucket's first shape;
+ * the reused layouts are left shaped to this one.  An open-addressed table, not a list: a step of 32 experts
+ * looks it up thousands of times, and the host's time per GEMM is what the forward waits for.  NULL when the
+ * table is full (cublasGemmEx then runs the GEMM). */
+static moe_algo *algo_for(moe_state *st, int ta, int tb, int m, int n, int k, int lda, int ldb, int ldc)
+{
+    cublasLtMatrixLayout_t a = st->lt_layout[0], b = st->lt_layout[1], c = st->lt_layout[2];
+    lt_shape(st, a, ta ? k : m, ta ? m : k, lda);
+    lt_shape(st, b, tb ? n : k, tb ? k : n, ldb);
+    lt_shape(st, c, m, n, ldc);
+    const int mb = m / MOE_ALGO_BUCKET, nb = n / MOE_ALGO_BUCKET, kb = k / MOE_ALGO_BUCKET;
+    uint64_t h = 1469598103934665603ull;   /* FNV-1a over the key's fields */
+    const int key[8] = {ta, tb, mb, nb, kb, lda, ldb, ldc};
+    for (int i = 0; i < 8; i++) h = (h ^ (uint64_t)(uint32_t)key[i]) * 1099511628211ull;
+    for (unsigned slot = (unsigned)(h & (MOE_ALGO_SLOTS - 1));; slot = (slot + 1) & (MOE_ALGO_SLOTS - 1)) {
+        moe_algo *q = &st->algos[slot];
+        if (q->used && q->ta == ta && q->tb == tb && q->mb == mb && q->nb == nb && q->kb == kb && q->lda == lda &&
+            q->ldb == ldb && q->ldc == ldc)
+            return q;
+        if (q->used) continue;
+        if (st->nalgos >= MOE_ALGOS_MAX) return NULL;
+        st->nalgos++;
+        *q = (moe_algo){1, ta, tb, mb, nb, kb, lda, ldb, ldc, 0, {{0}}};
+        cublasLtMatmulHeuristicResult_t result;
+        int got = 0;
+        st->heuristics++;
+        if (cublasLtMatmulAlgoGetHeuristic(st->lt, st->lt_desc[ta][tb], a, b, c, c, st->lt_pref, 1, &result, &got) ==
+                CUBLAS_STATUS_SUCCESS && got > 0 && result.workspaceSize <= MOE_LT_WORKSPACE_BYTES) {
+            q->algo = result.algo;
+            q->usable = 1;
+        }
+        return q;
+    }
+}
+
+/* Every bucket's algorithm asked before the first step, for the six expert GEMMs (forward, data and weight
+ * gradients of the up and down projections) at every row count an expert can get: up to the EP group's tokens,
+ * as top-k picks k different experts.  Asked on first sight instead, a bucket costs its heuristic (0.2-0.4 ms of
+ * host time, the GPU idle behind it in the forward) in whichever timed step first routes that many rows to an
+ * expert: moe-fine's EP 2 step fell from 55 to 27 ms over 30 steps as the buckets filled
+ * (docs/validation/2026-11-26-moe-launches), a warm-up a run of thousands of steps does not see.  Each bucket is
+ * asked at its middle row count; a shape cuBLASLt then refuses runs through cublasGemmEx, as before. */
+static void lt_prewarm(moe_state *st)
+{
+    const moe_config *c = &st->c;
+    const int C = c->C, F = c->F, up = st->up;
+    long most = (long)c->N * c->ep;
+    /* six GEMMs a bucket; what the table holds past the router's and the few the pre-warm misses */
+    long buckets = most / MOE_ALGO_BUCKET + 1, room = (MOE_ALGOS_MAX - 64) / 6;
+    if (buckets > room) buckets = room;
+    long before = st->heuristics;
+    for (long bucket = 0; bucket < buckets; bucket++) {
+        long r = bucket * MOE_ALGO_BUCKET + MOE_ALGO_BUCKET / 2;
+        int rows = (int)(r < most ? r : most);
+        algo_for(st, 1, 0, up, rows, C, C, C, up);     /* up: forward */
+        algo_for(st, 1, 0, C, rows, F, F, F, C);       /* down: forward */
+        algo_for(st, 0, 0, F, rows, C, F, C, F);       /* down: data gradient */
+        algo_for(st, 0, 1, F, C, rows, F, C, F);       /* down: weight gradient */
+        algo_for(st, 0, 0, C, rows, up, C, up, C);     /* up: data gradient */
+        algo_for(st, 0, 1, C, up, rows, C, up, C);     /* up: weight gradient */
+    }
+    st->prewarmed = st->heuristics - before;
+}
+
 /* column-major C[m, n] (+)= op(A) op(B), bf16 with fp32 sums, as cublasGemmEx takes it.
  * The forward's GEMMs follow the host's wait for the routing counts, with nothing queued before them:
  * what the host spends issuing each is GPU time lost wherever it exceeds the GEMM's own (at 2048
@@ -420,29 +486,7 @@ static void expert_gemm(moe_state *st, int lane, int ta, int tb, int m, int n, i
         return;
     }
     cublasLtMatrixLayout_t a = st->lt_layout[0], b = st->lt_layout[1], c = st->lt_layout[2];
-    lt_shape(st, a, ta ? k : m, ta ? m : k, lda);
-    lt_shape(st, b, tb ? n : k, tb ? k : n, ldb);
-    lt_shape(st, c, m, n, ldc);
-    const int mb = m / MOE_ALGO_BUCKET, nb = n / MOE_ALGO_BUCKET, kb = k / MOE_ALGO_BUCKET;
-    moe_algo *found = NULL;
-    for (int i = 0; i < st->nalgos && !found; i++) {
-        moe_algo *q = &st->algos[i];
-        if (q->ta == ta && q->tb == tb && q->mb == mb && q->nb == nb && q->kb == kb && q->lda == lda && q->ldb == ldb &&
-            q->ldc == ldc)
-            found = q;
-    }
-    if (!found && st->nalgos < MOE_ALGOS_MAX) {
-        found = &st->algos[st->nalgos++];
-        *found = (moe_algo){ta, tb, mb, nb, kb, lda, ldb, ldc, 0, {{0}}};
-        cublasLtMatmulHeuristicResult_t result;
-        int got = 0;
-        st->heuristics++;
-        if (cublasLtMatmulAlgoGetHeuristic(st->lt, st->lt_desc[ta][tb], a, b, c, c, st->lt_pref, 1, &result, &got) ==
-                CUBLAS_STATUS_SUCCESS && got > 0 && result.workspaceSize <= MOE_LT_WORKSPACE_BYTES) {
-            found->algo = result.algo;
-            found->usable = 1;
-        }
-    }
+    moe_algo *found = algo_for(st, ta, tb, m, n, k, lda, ldb, ldc);
     int done = found && found->usable &&
                cublasLtMatmul(st->lt, st->lt_desc[ta][tb], &one, A, a, B, b, accumulate ? &one : &zero, C, c, C, c,
                               &found->algo, workspace, MOE_LT_WORKSPACE_BYTES, stream) == CUBLAS_STATUS_SUCCESS;
@@ -742,5 +786,16 @@ size_t moe_pool_high_bytes(const moe_state *st)
     MCK(st, cudaGetDevice(&device));
     MCK(st, cudaDeviceGetDefaultMemPool(&pool, device));
     MCK(st, cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &high));
+    return (size_t)high;
+}
+
+size_t moe_pool_used_high_bytes(const moe_state *st)
+{
+    cudaMemPool_t pool;
+    int device;
+    uint64_t high = 0;
+    MCK(st, cudaGetDevice(&device));
+    MCK(st, cudaDeviceGetDefaultMemPool(&pool, device));
+    MCK(st, cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high));
     return (size_t)high;
 }

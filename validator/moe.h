@@ -62,10 +62,11 @@ typedef struct {
 
 /* an expert GEMM's cuBLASLt algorithm, kept for every shape of its bucket (moe.c) */
 typedef struct {
-    int ta, tb, mb, nb, kb, lda, ldb, ldc, usable;
+    int used, ta, tb, mb, nb, kb, lda, ldb, ldc, usable;
     cublasLtMatmulAlgo_t algo;
 } moe_algo;
 #define MOE_ALGOS_MAX 2048
+#define MOE_ALGO_SLOTS 4096   /* the open-addressed table's size: at most half full */
 
 typedef struct {
     moe_config c;
@@ -92,9 +93,10 @@ typedef struct {
     cublasLtMatmulDesc_t lt_desc[2][2];   /* [transa][transb] */
     cublasLtMatmulPreference_t lt_pref;
     cublasLtMatrixLayout_t lt_layout[3];  /* A, B, C: reshaped for each call (cheaper than made anew) */
-    moe_algo *algos;
+    moe_algo *algos;                    /* MOE_ALGO_SLOTS, hashed by shape bucket */
     int nalgos;
     long heuristics, fallbacks;         /* heuristic queries, GEMMs that fell back to cublasGemmEx */
+    long prewarmed;                     /* of the queries, those moe_init made before the first step */
     long gemm_calls;                    /* expert GEMMs issued, and the host's seconds issuing them */
     double gemm_host_s;
     size_t connect_bytes;               /* device memory the EP and expert-DP groups' first use took (NCCL's buffers) */
@@ -122,7 +124,9 @@ int moe_grads_ready(moe_state *st, int l, cudaStream_t comm);   /* 1: issued on 
 /* the gradients' reductions moe_grads_ready did not issue, and AdamW, after the step's backward */
 void moe_step(moe_state *st, const sx_adamw_params *hp);
 void moe_free(moe_state *st);
-/* The most the stream-ordered pool held for the data-dependent buffers (bytes), for the report. */
+/* The most the stream-ordered pool reserved from the driver for the data-dependent buffers, and the most
+ * its live allocations held at once (bytes), for the report: the difference is the pool's fragmentation. */
 size_t moe_pool_high_bytes(const moe_state *st);
+size_t moe_pool_used_high_bytes(const moe_state *st);
 
 #endif

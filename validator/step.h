@@ -192,6 +192,9 @@ typedef struct {
     double predicted_bytes;       /* the planner's peak, for the out-of-memory message */
     launch_ctx *ctx;
     ncclComm_t tp_comm, dp_comm, pp_comm, tied_comm, ep_comm, edp_comm;
+    /* device memory each split took (the order of split_communicators: tp, dp, pp, tied, cp, ep, edp), and what
+     * the groups' first use took (comm_warmup's, beside moe.c's connect_bytes): the report's NCCL line */
+    size_t split_bytes[7], warmup_bytes;
     int tied_sync;                /* the tied table's two copies (first and last stage) add their gradients */
     cudaEvent_t grad_ready[BUCKETS_MAX], params_ready[BUCKETS_MAX], reduce_done, optimizer_done;
     int comm_used;                /* the second stream got work this step */

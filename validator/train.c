@@ -341,6 +341,13 @@ static void *open_gpu_context(gpt *g, int nranks)
     return blas_workspace;
 }
 
+static size_t device_free_bytes(void)
+{
+    size_t free_bytes, total;
+    CK(cudaMemGetInfo(&free_bytes, &total));
+    return free_bytes;
+}
+
 /* The groups: tp fastest, then dp, then pp (Megatron's order); CP and EP when they are there. */
 static void split_communicators(gpt *g, const train_options *o, launch_ctx *ctx, int cp)
 {
@@ -354,20 +361,30 @@ static void split_communicators(gpt *g, const train_options *o, launch_ctx *ctx,
         cfg.splitShare = 0;
         /* with CP the gradient group (dp_comm) is DP x CP, the ring's group the CP ranks */
         int dpcp = s->dp_rank * cp + s->cp_rank;
-        NC(ncclCommSplit(ctx->comm, (s->pp_rank * o->l.dp + s->dp_rank) * cp + s->cp_rank, s->tp_rank, &g->tp_comm, &cfg));
-        NC(ncclCommSplit(ctx->comm, s->pp_rank * o->l.tp + s->tp_rank, dpcp, &g->dp_comm, &cfg));
-        NC(ncclCommSplit(ctx->comm, dpcp * o->l.tp + s->tp_rank, s->pp_rank, &g->pp_comm, &cfg));
         int tied_color = g->tied_sync ? dpcp * o->l.tp + s->tp_rank : NCCL_SPLIT_NOCOLOR;
-        NC(ncclCommSplit(ctx->comm, tied_color, s->pp_rank, &g->tied_comm, &cfg));
         int cp_color = cp > 1 ? (s->pp_rank * o->l.dp + s->dp_rank) * o->l.tp + s->tp_rank : NCCL_SPLIT_NOCOLOR;
-        NC(ncclCommSplit(ctx->comm, cp_color, s->cp_rank, &g->cp_comm, &cfg));
-        if (s->moe) {
-            /* EP: ep consecutive DP ranks (Megatron's order); the experts' DP: the ranks of one EP place */
-            int ep_groups = o->l.dp / s->ep;
-            NC(ncclCommSplit(ctx->comm, (s->pp_rank * ep_groups + s->dp_rank / s->ep) * o->l.tp + s->tp_rank, s->dp_rank % s->ep,
-                             &g->ep_comm, &cfg));
-            NC(ncclCommSplit(ctx->comm, (s->pp_rank * s->ep + s->dp_rank % s->ep) * o->l.tp + s->tp_rank, s->dp_rank / s->ep,
-                             &g->edp_comm, &cfg));
+        /* EP: ep consecutive DP ranks (Megatron's order); the experts' DP: the ranks of one EP place.  Neither is
+         * opened with one rank: nothing runs on it, and a framework's communicator is made on its first collective
+         * (PyTorch's ProcessGroupNCCL), while a one-rank split took 390 MiB on 2 x H200
+         * (docs/validation/2026-11-26-h200x2-moe-prewarm); the planner counts groups of more than one GPU */
+        int ep_groups = s->moe ? o->l.dp / s->ep : 1;
+        int ep_opened = s->moe && s->ep > 1, edp_opened = s->moe && ep_groups > 1;
+        struct { int color, key; ncclComm_t *comm; } split[7] = {
+            {(s->pp_rank * o->l.dp + s->dp_rank) * cp + s->cp_rank, s->tp_rank, &g->tp_comm},
+            {s->pp_rank * o->l.tp + s->tp_rank, dpcp, &g->dp_comm},
+            {dpcp * o->l.tp + s->tp_rank, s->pp_rank, &g->pp_comm},
+            {tied_color, s->pp_rank, &g->tied_comm},
+            {cp_color, s->cp_rank, &g->cp_comm},
+            {ep_opened ? (s->pp_rank * ep_groups + s->dp_rank / s->ep) * o->l.tp + s->tp_rank : NCCL_SPLIT_NOCOLOR,
+             s->dp_rank % s->ep, &g->ep_comm},
+            {edp_opened ? (s->pp_rank * s->ep + s->dp_rank % s->ep) * o->l.tp + s->tp_rank : NCCL_SPLIT_NOCOLOR,
+             s->dp_rank / s->ep, &g->edp_comm},
+        };
+        for (int i = 0; i < 7; i++) {
+            size_t before = device_free_bytes();
+            NC(ncclCommSplit(ctx->comm, split[i].color, split[i].key, split[i].comm, &cfg));
+            size_t after = device_free_bytes();
+            g->split_bytes[i] = before > after ? before - after : 0;
         }
     }
 }
@@ -894,11 +911,13 @@ static void print_summary(const train_run_state *r, const gpt *g)
                "of variation %.3f (means over the calls)\n", s->E / s->ep, g->moe.expert_rows_sum / g->moe.imbalance_calls,
                g->moe.expert_busiest_sum / g->moe.imbalance_calls, g->moe.expert_cv_sum / g->moe.imbalance_calls);
     if (s->moe)
-        printf("MoE buffers: the routed rows' (stream-ordered pool) peaked at %.3f GiB on rank 0, beside our %.3f GiB; "
-               "the EP groups' first use took %.3f GiB; expert GEMMs: %s, %ld cuBLASLt heuristic queries, %ld calls "
-               "through cublasGemmEx, %.1f us of host time to issue each\n", moe_pool_high_bytes(&g->moe) / 1073741824.0,
+        printf("MoE buffers: the routed rows' (stream-ordered pool) peaked at %.3f GiB reserved, %.3f GiB in use, on rank 0, "
+               "beside our %.3f GiB; the EP groups' first use took %.3f GiB; expert GEMMs: %s, %ld cuBLASLt heuristic queries "
+               "(%ld before the first step), %ld calls through cublasGemmEx, %.1f us of host time to issue each\n",
+               moe_pool_high_bytes(&g->moe) / 1073741824.0, moe_pool_used_high_bytes(&g->moe) / 1073741824.0,
                g->accounted_bytes / 1073741824.0, g->moe.connect_bytes / 1073741824.0,
-               g->moe.gemm_ex ? "cublasGemmEx (SEXTANT_MOE_GEMM=ex)" : "cuBLASLt", g->moe.heuristics, g->moe.fallbacks,
+               g->moe.gemm_ex ? "cublasGemmEx (SEXTANT_MOE_GEMM=ex)" : "cuBLASLt", g->moe.heuristics, g->moe.prewarmed,
+               g->moe.fallbacks,
                g->moe.gemm_calls ? 1e6 * g->moe.gemm_host_s / (double)g->moe.gemm_calls : 0.0);
     if (r->have_uncal)
         printf("uncalibrated (hwdb defaults): step %.2f ms (%+.1f%%), memory %.3f GiB (%+.1f%%)\n", r->e_uncal.step_s * 1e3,
@@ -927,6 +946,21 @@ static void print_summary(const train_run_state *r, const gpt *g)
                "(the embedding or head, when larger); the planner counts %.3f GiB (zero_unit_buffer_bytes)\n", g->zero, g->zero_bytes / 1073741824.0,
                g->zero == 3 ? "gathered parameter and" : "", g->zs.small / 1e6, g->zs.big / 1e6,
                zero_unit_buffer_bytes(g->zero, (double)g->zs.small, (double)g->zs.big, 2.0, 2.0) / 1073741824.0);
+    if (g->ctx) {
+        /* NCCL's device memory by communicator: what the planner's other_memory_allowance counts per group */
+        static const char *const names[7] = {"tp", "dp", "pp", "tied", "cp", "ep", "expert dp"};
+        char parts[256] = "";
+        size_t at = 0, split = 0;
+        for (int i = 0; i < 7; i++) {
+            split += g->split_bytes[i];
+            if (g->split_bytes[i] && at < sizeof parts)
+                at += (size_t)snprintf(parts + at, sizeof parts - at, "%s%s %.0f", at ? ", " : "", names[i],
+                                       g->split_bytes[i] / 1048576.0);
+        }
+        printf("NCCL (rank 0): the groups' splits took %.3f GiB (%s MiB), their first use %.3f GiB (the EP groups' %.3f "
+               "GiB of it)\n", split / 1073741824.0, at ? parts : "none", (g->warmup_bytes + g->moe.connect_bytes) /
+               1073741824.0, g->moe.connect_bytes / 1073741824.0);
+    }
 }
 
 /* One table per stage, from its first rank, stage after stage: each op against the planner. */
@@ -1070,7 +1104,10 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         g.accounted_bytes += g.moe.bytes;
         r->state_bytes += g.moe.bytes;
     }
+    size_t free_before_warmup = device_free_bytes();
     comm_warmup(&g);
+    size_t free_after_warmup = device_free_bytes();
+    g.warmup_bytes = free_before_warmup > free_after_warmup ? free_before_warmup - free_after_warmup : 0;
     if (r->watchdog_s > 0) launch_watchdog(rank, 0, NULL);
     if (o->check_gradients) {
         rc = check_gradients(&g, o, m);
