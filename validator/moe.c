@@ -556,7 +556,7 @@ static void exchange_counts(moe_state *st, const saved_ptrs *sv, moe_call *call)
     st->imbalance_calls++;
 }
 
-void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l)
+void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, int keep)
 {
     const moe_config *c = &st->c;
     saved_ptrs sv = saved_at(st, saved);
@@ -614,6 +614,12 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l)
     mark(st, "moe_unpermute", 0);
     MCK(st, sx_moe_combine(out, sv.ys, sv.pos, sv.gate, N, k, C, c->stream));
     mark(st, "moe_unpermute", 1);
+    if (!keep) {
+        pool_free(st, call->xe);
+        pool_free(st, call->h);
+        pool_free(st, call->act);
+        call->key = NULL;
+    }
 }
 
 /* the experts' backward on the expert-major rows: dye in, dxe out */

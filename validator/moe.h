@@ -113,7 +113,9 @@ size_t moe_saved_bytes(int N, int E, int k, int ep, int C);
 /* Allocates, fills the initial weights (the same values whatever ep), and opens the EP
  * group's connections.  Exits after one stderr line on a CUDA, cuBLAS or NCCL error. */
 void moe_init(moe_state *st, const moe_config *c);
-void moe_forward(moe_state *st, void *saved, const sx_bf16 *xn, sx_bf16 *out, int layer);
+/* keep = 0: a forward whose backward recomputes it (full recomputation): its routed rows go back to the pool at its
+ * end, as a checkpointed forward keeps nothing but the layer's input */
+void moe_forward(moe_state *st, void *saved, const sx_bf16 *xn, sx_bf16 *out, int layer, int keep);
 void moe_backward(moe_state *st, void *saved, const sx_bf16 *xn, const sx_bf16 *dout, sx_bf16 *dxn, int layer);
 void moe_zero_grads(moe_state *st);
 /* Once the step's last backward through layer l has written its gradients: the router's reduced over DP and the

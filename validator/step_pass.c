@@ -79,7 +79,8 @@ static void layer_forward(gpt *g, const layer_acts *a, const attention_ptrs *ap,
     OP("attn_residual", CK(sx_residual_add(a->mid, NULL, a->x, branch, local, gpu_ctx.stream)));
     OP("mlp_norm", norm_forward(g, a->ln2, a->ln2_mean, a->ln2_rstd, a->mid, param(g, P, P_LN2W, l), param(g, P, P_LN2B, l), Nl));
     if (s->moe) {
-        moe_forward(&g->moe, a->moe, a->ln2, g->scr.dbuf_c, l);
+        /* under full recomputation the backward runs this forward again: nothing of it is kept */
+        moe_forward(&g->moe, a->moe, a->ln2, g->scr.dbuf_c, l, !(s->recompute && current_pass == PASS_FWD));
         OP("mlp_residual", CK(sx_residual_add(a->out, NULL, a->mid, g->scr.dbuf_c, local, gpu_ctx.stream)));
         return;
     }

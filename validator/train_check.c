@@ -31,9 +31,9 @@ int train_check(const model_t *m, const train_options *o)
                  "to %d, hidden a multiple of 8", m->name, (long long)m->experts, (long long)m->top_k, (long long)m->hidden,
                  MOE_EXPERTS_MAX, SX_MOE_TOPK_MAX);
         bad = why;
-    } else if (moe && (o->l.tp > 1 || o->l.pp > 1 || o->l.recompute != RECOMPUTE_NONE || o->l.zero > 1)) {
-        snprintf(why, sizeof why, "%s is a mixture of experts: the training step runs it with --tp 1 --pp 1, no recomputation "
-                 "and --zero 0 or 1 (expert parallelism inside --dp)", m->name);
+    } else if (moe && (o->l.tp > 1 || o->l.vpp > 1 || o->l.zero > 1)) {
+        snprintf(why, sizeof why, "%s is a mixture of experts: the training step runs it with --tp 1, --pp without --vpp and "
+                 "--zero 0 or 1 (expert parallelism inside --dp)", m->name);
         bad = why;
     } else if (m->mtp_layers > 0) {
         snprintf(why, sizeof why, "%s has %lld multi-token prediction module(s), which the training step does not run "
