@@ -170,6 +170,82 @@ static void exchange_two_and_four_ranks(void **state)
     assert_close(x.imbalance, 1.0, 0);                                  /* nothing routed */
 }
 
+/* tp ranks of N tokens each, every expert split over the tp ranks by its width (slice r of expert e gives
+ * ((e + 1) x + e) / tp, the slices summing to the expert): each rank's rows gathered to every rank through the
+ * gather plan, every slice run there, the partial sums sent back and added, against one rank applying every
+ * expert to its own tokens. */
+static void gather_matches_one_rank(int tp, int E, int K)
+{
+    enum { N = 30, C = 3 };
+    double *z = malloc(sizeof(double) * tp * N * E), *gate = malloc(sizeof(double) * tp * N * K);
+    double *x = malloc(sizeof(double) * tp * N * C), *xs = malloc(sizeof(double) * tp * N * K * C);
+    double *ys = calloc((size_t)tp * N * K * C, sizeof(double)), *out = malloc(sizeof(double) * N * C);
+    double *rows = malloc(sizeof(double) * tp * N * K * C);
+    int *idx = malloc(sizeof(int) * tp * N * K), *counts = malloc(sizeof(int) * tp * E);
+    int *pos = malloc(sizeof(int) * tp * N * K), *row_slot = malloc(sizeof(int) * tp * N * K);
+    moe_exchange *plan = malloc(sizeof(moe_exchange) * tp);
+    assert_non_null(plan);
+    random_logits(z, tp * N * E);
+    for (int i = 0; i < tp * N * C; i++) x[i] = uniform();
+    for (int q = 0; q < tp; q++) {
+        assert_int_equal(moe_ref_route(z + q * N * E, N, E, K, idx + q * N * K, gate + q * N * K), 0);
+        assert_int_equal(moe_ref_permute(idx + q * N * K, N, K, E, counts + q * E, pos + q * N * K, row_slot + q * N * K), 0);
+        moe_ref_dispatch(x + q * N * C, N, C, K, row_slot + q * N * K, xs + q * N * K * C);
+    }
+    for (int q = 0; q < tp; q++) assert_int_equal(moe_gather_plan(counts, tp, E, q, &plan[q]), 0);
+    for (int q = 0; q < tp; q++) {
+        assert_int_equal(plan[q].rows_in, tp * N * K);
+        assert_close(plan[q].imbalance, 1.0, 0);
+        /* every rank's rows, expert-major; this rank's slice of every expert */
+        for (int p = 0; p < tp; p++)
+            for (int e = 0; e < E; e++) {
+                int c = p * E + e;
+                assert_int_equal(plan[q].recv_rows[c], plan[p].send_rows[q * E + e]);
+                memcpy(rows + (size_t)plan[q].recv_offset[c] * C, xs + ((size_t)p * N * K + plan[p].send_offset[q * E + e]) * C,
+                       sizeof(double) * plan[q].recv_rows[c] * C);
+            }
+        for (int e = 0; e < E; e++) {
+            double *r = rows + (size_t)plan[q].expert_offset[e] * C;
+            expert_apply(r, plan[q].expert_rows[e], C, e);
+            for (int i = 0; i < plan[q].expert_rows[e] * C; i++) r[i] /= tp;
+        }
+        /* the way back: each rank's rows get rank q's partial sums added */
+        for (int p = 0; p < tp; p++)
+            for (int e = 0; e < E; e++) {
+                int c = p * E + e;
+                double *dst = ys + ((size_t)p * N * K + plan[p].send_offset[q * E + e]) * C;
+                const double *src = rows + (size_t)plan[q].recv_offset[c] * C;
+                for (int i = 0; i < plan[q].recv_rows[c] * C; i++) dst[i] += src[i];
+            }
+    }
+    for (int q = 0; q < tp; q++) {
+        moe_ref_combine(ys + q * N * K * C, N, C, K, pos + q * N * K, gate + q * N * K, out);
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < C; c++) {
+                double want = 0.0;
+                for (int j = 0; j < K; j++) {
+                    int e = idx[q * N * K + n * K + j];
+                    want += gate[q * N * K + n * K + j] * ((e + 1) * x[(q * N + n) * C + c] + e);
+                }
+                assert_close(out[n * C + c], want, 1e-12);
+            }
+    }
+    free(z); free(gate); free(x); free(xs); free(ys); free(out); free(rows);
+    free(idx); free(counts); free(pos); free(row_slot); free(plan);
+}
+
+static void gather_two_and_four_ranks(void **state)
+{
+    (void)state;
+    gather_matches_one_rank(1, 8, 2);
+    gather_matches_one_rank(2, 8, 2);
+    gather_matches_one_rank(4, 6, 3);
+    moe_exchange x;
+    int counts[16] = {0};
+    assert_int_equal(moe_gather_plan(counts, 2, 8, 2, &x), -1);   /* no rank 2 of 2 */
+    assert_int_equal(moe_gather_plan(counts, MOE_EP_MAX + 1, 1, 0, &x), -1);
+}
+
 /* L = sum_n w[n] . combine(expert(dispatch(x)))[n] + aux, as a function of the logits
  * (the top-k set held where the finite difference does not cross a tie). */
 enum { FN = 6, FE = 5, FK = 2, FC = 3 };
@@ -233,6 +309,8 @@ int main(void)
         cmocka_unit_test(permutation_is_stable_bijection),
         cmocka_unit_test(exchange_two_and_four_ranks),
         cmocka_unit_test(router_backward_finite_differences),
+        /* last: its draws from the shared generator would move the finite differences' inputs */
+        cmocka_unit_test(gather_two_and_four_ranks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,7 +47,8 @@ static void lt_free_all(moe_state *st);
 
 typedef struct {
     float *logits, *gate;
-    int32_t *idx, *pos, *row_slot, *counts;   /* counts: ep x E, this rank's row filled first */
+    int32_t *idx, *pos, *row_slot, *counts;   /* counts: groups x E, this rank's row filled first */
+    int32_t *gcounts;                         /* E: the TP group's counts summed (the auxiliary loss's, with TP) */
     bf16 *ys;                                 /* the experts' outputs back, in sorted order */
 } saved_ptrs;
 
@@ -58,7 +59,7 @@ static size_t take(char **p, size_t bytes)
     return aligned;
 }
 
-static size_t layout_saved(saved_ptrs *s, char *base, int N, int E, int k, int ep, int C)
+static size_t layout_saved(saved_ptrs *s, char *base, int N, int E, int k, int groups, int C)
 {
     char *p = base;
     size_t total = 0, S = (size_t)N * k;
@@ -68,22 +69,23 @@ static size_t layout_saved(saved_ptrs *s, char *base, int N, int E, int k, int e
     TAKE(idx, int32_t, S);
     TAKE(pos, int32_t, S);
     TAKE(row_slot, int32_t, S);
-    TAKE(counts, int32_t, (size_t)ep * E);
+    TAKE(counts, int32_t, (size_t)groups * E);
+    TAKE(gcounts, int32_t, (size_t)E);
     TAKE(ys, bf16, S * C);
 #undef TAKE
     return total;
 }
 
-size_t moe_saved_bytes(int N, int E, int k, int ep, int C)
+size_t moe_saved_bytes(int N, int E, int k, int groups, int C)
 {
     saved_ptrs s;
-    return layout_saved(&s, NULL, N, E, k, ep, C);
+    return layout_saved(&s, NULL, N, E, k, groups, C);
 }
 
 static saved_ptrs saved_at(const moe_state *st, void *block)
 {
     saved_ptrs s;
-    layout_saved(&s, block, st->c.N, st->c.E, st->c.k, st->c.ep, st->c.C);
+    layout_saved(&s, block, st->c.N, st->c.E, st->c.k, st->groups, st->c.C);
     return s;
 }
 
@@ -99,12 +101,15 @@ static bf16 *up_w(const moe_state *st, bf16 *base, int l, int e)
 static bf16 *down_w(const moe_state *st, bf16 *base, int l, int e) { return up_w(st, base, l, e) + (size_t)st->up * st->c.C; }
 
 /* Fills the initial weights on the host as functions of their place in the whole model
- * (layer, global expert, element), so that every ep gives the same model. */
+ * (layer, global expert, element of the whole expert), so that every ep and tp gives the same model.
+ * An expert's up weights are 2 Fm rows of C (gate rows, then up rows), its down weights C rows of Fm;
+ * TP rank r holds gate and up rows [r F, (r + 1) F) and the down columns [r F, (r + 1) F). */
 static void fill_weights(moe_state *st, float *host)
 {
     const moe_config *c = &st->c;
     const int which = c->hooks.init_which;
-    const size_t C = (size_t)c->C, F = (size_t)c->F, up = (size_t)st->up;
+    const size_t C = (size_t)c->C, F = (size_t)c->F, Fm = (size_t)c->Fm, up = (size_t)st->up;
+    const size_t first = (size_t)c->tp_rank * F;   /* this rank's first row (gate, up) or column (down) */
     for (int l = 0; l < c->L; l++) {
         int glayer = c->layer0 + l;
         float *r = host + (size_t)l * c->E * C;
@@ -112,10 +117,15 @@ static void fill_weights(moe_state *st, float *host)
         for (int e = 0; e < st->El; e++) {
             size_t ge = (size_t)c->ep_rank * st->El + e;
             float *u = host + st->router_count + ((size_t)l * st->El + e) * expert_elems(st), *d = u + up * C;
-            for (size_t i = 0; i < up * C; i++) u[i] = c->hooks.init(which + 1, glayer, ge * up * C + i, 0.02f);
+            for (size_t row = 0; row < up; row++) {
+                size_t grow = row < F ? first + row : Fm + first + (row - F);
+                for (size_t i = 0; i < C; i++) u[row * C + i] = c->hooks.init(which + 1, glayer, (ge * 2 * Fm + grow) * C + i, 0.02f);
+            }
             /* residual projections scaled as train.c scales attn_out and mlp_down */
             float scaled = 0.02f / sqrtf(2.0f * (float)c->Lmodel);
-            for (size_t i = 0; i < C * F; i++) d[i] = c->hooks.init(which + 2, glayer, ge * C * F + i, scaled);
+            for (size_t row = 0; row < C; row++)
+                for (size_t i = 0; i < F; i++)
+                    d[row * F + i] = c->hooks.init(which + 2, glayer, ge * C * Fm + row * Fm + first + i, scaled);
         }
     }
 }
@@ -127,6 +137,7 @@ void moe_init(moe_state *st, const moe_config *c)
     st->El = c->E / c->ep;
     st->up = 2 * c->F;
     st->edp = c->dp / c->ep;
+    st->groups = c->tp > 1 ? c->tp : c->ep;
     /* Switch's coefficient on a per-micro-batch mean, summed over the step's micro-batches as the loss is */
     st->aux_scale = (float)(MOE_AUX_COEFF * c->E * c->dloss);
     st->router_count = (size_t)c->L * c->E * c->C;
@@ -143,7 +154,7 @@ void moe_init(moe_state *st, const moe_config *c)
     ALLOC(dlogits, (size_t)c->N * c->E * sizeof(bf16));
     ALLOC(dgate, (size_t)c->N * c->k * sizeof(float));
 #undef ALLOC
-    MCK(st, cudaMallocHost((void **)&st->host_counts, (size_t)c->ep * c->E * sizeof(int32_t)));
+    MCK(st, cudaMallocHost((void **)&st->host_counts, (size_t)st->groups * c->E * sizeof(int32_t)));
     MCK(st, cudaEventCreateWithFlags(&st->counted, cudaEventDisableTiming));
     /* the data-dependent buffers come from the stream-ordered pool: kept, not returned to the
      * driver between layers */
@@ -203,6 +214,7 @@ void moe_init(moe_state *st, const moe_config *c)
                               c->edp_comm, c->stream));
         MCK(st, cudaStreamSynchronize(c->stream));
     }
+
     MCK(st, cudaMemGetInfo(&free_after, &total));
     st->connect_bytes = free_before > free_after ? free_before - free_after : 0;
     if (!st->gemm_ex) lt_prewarm(st);
@@ -211,6 +223,9 @@ void moe_init(moe_state *st, const moe_config *c)
 /* ---- the pieces of a forward and a backward ---- */
 
 static void mark(const moe_state *st, const char *name, int end) { st->c.hooks.mark(name, end); }
+
+/* this rank's row of a call's counts: its place in the EP group, or in the TP group with expert TP */
+static int group_rank(const moe_state *st) { return st->c.tp > 1 ? st->c.tp_rank : st->c.ep_rank; }
 
 static moe_call *call_for(moe_state *st, const void *key, int create)
 {
@@ -248,8 +263,8 @@ static void pool_free(moe_state *st, void *p) { MCK(st, cudaFreeAsync(p, st->c.s
  * send/recv pair per (peer, expert) chunk, the first way, paid NCCL's point-to-point latency
  * once a chunk: 124-148 us an exchange of the MoE test model on 2 x H100, 77-82 us this way
  * (docs/validation/2026-11-26-h100x2-ep-messages). */
-static void exchange(moe_state *st, const moe_exchange *x, bf16 *sorted, bf16 *major, int back, const char *transfer,
-                     const char *copy)
+static void exchange(moe_state *st, const moe_exchange *x, bf16 *sorted, bf16 *major, int back, ncclComm_t comm,
+                     const char *transfer, const char *copy)
 {
     const size_t C = (size_t)st->c.C;
     const int local = x->local;
@@ -297,8 +312,8 @@ static void exchange(moe_state *st, const moe_exchange *x, bf16 *sorted, bf16 *m
         bf16 *theirs = local == 1 ? major + (size_t)x->recv_offset[p] * C : stage + (size_t)stage_at[p] * C;
         int staged_p = local == 1 ? x->recv_rows[p] : (p + 1 < x->ep ? stage_at[p + 1] : staged) - stage_at[p];
         size_t out = (size_t)(back ? staged_p : sent[p]) * C, in = (size_t)(back ? sent[p] : staged_p) * C;
-        if (out) MNC(st, ncclSend(back ? theirs : mine, out, ncclBfloat16, p, st->c.ep_comm, st->c.stream));
-        if (in) MNC(st, ncclRecv(back ? mine : theirs, in, ncclBfloat16, p, st->c.ep_comm, st->c.stream));
+        if (out) MNC(st, ncclSend(back ? theirs : mine, out, ncclBfloat16, p, comm, st->c.stream));
+        if (in) MNC(st, ncclRecv(back ? mine : theirs, in, ncclBfloat16, p, comm, st->c.stream));
     }
     MNC(st, ncclGroupEnd());
     mark(st, transfer, 1);
@@ -308,6 +323,69 @@ static void exchange(moe_state *st, const moe_exchange *x, bf16 *sorted, bf16 *m
         mark(st, copy, 1);
     }
     if (stage) pool_free(st, stage);
+}
+
+/* The expert TP group's gather (moe_gather_plan) and its way back, as Megatron runs them over the expert TP
+ * group: collectives, not send/recv (its gather_from_sequence_parallel_region and reduce_scatter_to_sequence_
+ * parallel_region).  Every rank routes the same number of rows (its sequence share's tokens times k), so the
+ * gather is one all-gather of each rank's sorted rows, rank-major, then the chunk copy to expert-major; the way
+ * back, each rank's partial sums of every rank's rows go rank-major (each rank's in its sorted order) and one
+ * reduce-scatter leaves each rank the sum over the group of its own rows.  A communicator that ran send/recv as
+ * well holds NCCL's point-to-point buffers beside its collectives' (the EP group: 898 MiB at its first use on
+ * 2 x H200 against 463 for an all-reduce group, docs/validation/2026-11-26-h200x2-moe-prewarm). */
+static void gather_chunks(const moe_exchange *x, bf16 *ranked, bf16 *major, int own, size_t C, int to_major,
+                          sx_moe_chunks *chunks)
+{
+    const int E = x->local;
+    chunks->n = 0;
+    for (int p = 0; p < x->ep; p++) {
+        int within = 0;   /* expert e's rows start here in rank p's sorted rows */
+        for (int e = 0; e < E; e++) {
+            int c = p * E + e;
+            if (x->recv_rows[c]) {
+                bf16 *in_ranked = ranked + ((size_t)p * own + within) * C, *in_major = major + (size_t)x->recv_offset[c] * C;
+                chunks->src[chunks->n] = to_major ? in_ranked : in_major;
+                chunks->dst[chunks->n] = to_major ? in_major : in_ranked;
+                chunks->rows[chunks->n] = x->recv_rows[c];
+                chunks->n++;
+            }
+            within += x->recv_rows[c];
+        }
+    }
+}
+
+static void gather_rows(moe_state *st, const moe_exchange *x, const bf16 *sorted, bf16 *major, ncclComm_t comm,
+                        const char *transfer, const char *copy)
+{
+    const size_t C = (size_t)st->c.C;
+    const int own = st->c.N * st->c.k;   /* every rank's rows: its tokens times k; x->rows_in is the group's */
+    bf16 *ranked = pool_rows(st, own * x->ep, (int)C);
+    mark(st, transfer, 0);
+    MNC(st, ncclAllGather(sorted, ranked, (size_t)own * C, ncclBfloat16, comm, st->c.stream));
+    mark(st, transfer, 1);
+    sx_moe_chunks chunks;
+    gather_chunks(x, ranked, major, own, C, 1, &chunks);
+    mark(st, copy, 0);
+    MCK(st, sx_moe_copy_chunks(&chunks, (int)C, st->c.stream));
+    mark(st, copy, 1);
+    pool_free(st, ranked);
+}
+
+static void reduce_back(moe_state *st, const moe_exchange *x, const bf16 *major, bf16 *sorted, ncclComm_t comm,
+                        const char *transfer, const char *copy)
+{
+    const size_t C = (size_t)st->c.C;
+    const int own = st->c.N * st->c.k;
+    bf16 *ranked = pool_rows(st, own * x->ep, (int)C);
+    sx_moe_chunks chunks;
+    gather_chunks(x, ranked, (bf16 *)major, own, C, 0, &chunks);
+    mark(st, copy, 0);
+    MCK(st, sx_moe_copy_chunks(&chunks, (int)C, st->c.stream));
+    mark(st, copy, 1);
+    mark(st, transfer, 0);
+    MNC(st, ncclReduceScatter(ranked, sorted, (size_t)own * C, ncclBfloat16, ncclSum, comm, st->c.stream));
+    mark(st, transfer, 1);
+    pool_free(st, ranked);
 }
 
 /* ---- the experts' GEMMs: cuBLASLt, one algorithm per shape bucket ----
@@ -447,7 +525,7 @@ static void lt_prewarm(moe_state *st)
 {
     const moe_config *c = &st->c;
     const int C = c->C, F = c->F, up = st->up;
-    long most = (long)c->N * c->ep;
+    long most = (long)c->N * st->groups;   /* the group's tokens: the EP group's, or the TP group's gathered */
     /* six GEMMs a bucket; what the table holds past the router's and the few the pre-warm misses */
     long buckets = most / MOE_ALGO_BUCKET + 1, room = (MOE_ALGOS_MAX - 64) / 6;
     if (buckets > room) buckets = room;
@@ -527,17 +605,28 @@ static void router_forward(moe_state *st, float *logits, const bf16 *xn, int l)
 static void exchange_counts(moe_state *st, const saved_ptrs *sv, moe_call *call)
 {
     const moe_config *c = &st->c;
+    const int me = group_rank(st);
     mark(st, "ep_counts", 0);
     if (c->ep > 1)
-        MNC(st, ncclAllGather(sv->counts + (size_t)c->ep_rank * c->E, sv->counts, c->E, ncclInt32, c->ep_comm, c->stream));
-    MCK(st, cudaMemcpyAsync(st->host_counts, sv->counts, (size_t)c->ep * c->E * sizeof(int32_t), cudaMemcpyDeviceToHost,
+        MNC(st, ncclAllGather(sv->counts + (size_t)me * c->E, sv->counts, c->E, ncclInt32, c->ep_comm, c->stream));
+    if (c->tp > 1) {
+        /* every TP rank's counts for the gather's sizes, and their sum for the auxiliary loss (Megatron sums the
+         * tokens per expert over the sequence-parallel group) */
+        MNC(st, ncclGroupStart());
+        MNC(st, ncclAllGather(sv->counts + (size_t)me * c->E, sv->counts, c->E, ncclInt32, c->tp_comm, c->stream));
+        MNC(st, ncclAllReduce(sv->counts + (size_t)me * c->E, sv->gcounts, c->E, ncclInt32, ncclSum, c->tp_comm, c->stream));
+        MNC(st, ncclGroupEnd());
+    }
+    MCK(st, cudaMemcpyAsync(st->host_counts, sv->counts, (size_t)st->groups * c->E * sizeof(int32_t), cudaMemcpyDeviceToHost,
                             c->stream));
     mark(st, "ep_counts", 1);
     MCK(st, cudaEventRecord(st->counted, c->stream));
     MCK(st, cudaEventSynchronize(st->counted));
-    if (moe_exchange_plan(st->host_counts, c->ep, c->E, c->ep_rank, &call->x) != 0) {
-        fprintf(stderr, "sextant-gpu train: rank %d: internal: MoE exchange plan (ep %d, %d experts)\n", c->my_rank, c->ep,
-                c->E);
+    int bad = c->tp > 1 ? moe_gather_plan(st->host_counts, c->tp, c->E, c->tp_rank, &call->x)
+                        : moe_exchange_plan(st->host_counts, c->ep, c->E, c->ep_rank, &call->x);
+    if (bad) {
+        fprintf(stderr, "sextant-gpu train: rank %d: internal: MoE exchange plan (ep %d, tp %d, %d experts)\n", c->my_rank,
+                c->ep, c->tp, c->E);
         exit(1);
     }
     double sum = 0.0, squares = 0.0, most = 0.0;
@@ -561,7 +650,7 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
     const moe_config *c = &st->c;
     saved_ptrs sv = saved_at(st, saved);
     moe_call *call = call_for(st, saved, 1);
-    const int N = c->N, k = c->k, C = c->C, F = c->F, exchanged = c->ep > 1;
+    const int N = c->N, k = c->k, C = c->C, F = c->F, gathered = c->tp > 1, exchanged = c->ep > 1 || gathered;
     mark(st, "router", 0);
     router_forward(st, sv.logits, xn, l);
     mark(st, "router", 1);
@@ -571,7 +660,7 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
     /* one rank: the sorted rows are the experts' input, kept for the backward */
     call->xe = exchanged ? NULL : pool_rows(st, N * k, C);
     mark(st, "moe_permute", 0);
-    MCK(st, sx_moe_permute(sv.counts + (size_t)c->ep_rank * c->E, sv.pos, sv.row_slot, sv.idx, N, k, c->E, c->stream));
+    MCK(st, sx_moe_permute(sv.counts + (size_t)group_rank(st) * c->E, sv.pos, sv.row_slot, sv.idx, N, k, c->E, c->stream));
     MCK(st, sx_moe_gather(exchanged ? st->xs : call->xe, xn, sv.row_slot, N, k, C, c->stream));
     mark(st, "moe_permute", 1);
     exchange_counts(st, &sv, call);
@@ -579,7 +668,8 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
     const int R = x->rows_in;
     if (exchanged) {
         call->xe = pool_rows(st, R, C);
-        exchange(st, x, st->xs, call->xe, 0, "ep_alltoall_dispatch", "moe_sort_chunks");
+        if (gathered) gather_rows(st, x, st->xs, call->xe, c->tp_comm, "moe_tp_allgather", "moe_sort_chunks");
+        else exchange(st, x, st->xs, call->xe, 0, c->ep_comm, "ep_alltoall_dispatch", "moe_sort_chunks");
     }
     call->h = pool_rows(st, R, st->up);
     call->act = pool_rows(st, R, F);
@@ -608,7 +698,8 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
     experts_join(st);
     mark(st, "expert_down", 1);
     if (exchanged) {
-        exchange(st, x, sv.ys, ye, 1, "ep_alltoall_combine", "moe_sort_chunks");
+        if (gathered) reduce_back(st, x, ye, sv.ys, c->tp_comm, "moe_tp_reduce_scatter", "moe_sort_chunks");
+        else exchange(st, x, sv.ys, ye, 1, c->ep_comm, "ep_alltoall_combine", "moe_sort_chunks");
         pool_free(st, ye);
     }
     mark(st, "moe_unpermute", 0);
@@ -677,7 +768,7 @@ void moe_backward(moe_state *st, void *saved, const bf16 *xn, const bf16 *dout, 
     const moe_config *c = &st->c;
     saved_ptrs sv = saved_at(st, saved);
     moe_call *call = call_for(st, saved, 0);
-    const int N = c->N, k = c->k, C = c->C, exchanged = c->ep > 1, R = call->x.rows_in;
+    const int N = c->N, k = c->k, C = c->C, gathered = c->tp > 1, exchanged = c->ep > 1 || gathered, R = call->x.rows_in;
     /* the sorted rows' gradient in xs: the combine's backward, then the exchange */
     mark(st, "moe_unpermute_bwd", 0);
     MCK(st, sx_moe_combine_backward(st->xs, st->dgate, dout, sv.ys, sv.pos, sv.gate, N, k, C, c->stream));
@@ -686,11 +777,13 @@ void moe_backward(moe_state *st, void *saved, const bf16 *xn, const bf16 *dout, 
     if (exchanged) {
         dye = pool_rows(st, R, C);
         dxe = pool_rows(st, R, C);
-        exchange(st, &call->x, st->xs, dye, 0, "ep_alltoall_combine_bwd", "moe_sort_chunks_bwd");
+        if (gathered) gather_rows(st, &call->x, st->xs, dye, c->tp_comm, "moe_tp_allgather_bwd", "moe_sort_chunks_bwd");
+        else exchange(st, &call->x, st->xs, dye, 0, c->ep_comm, "ep_alltoall_combine_bwd", "moe_sort_chunks_bwd");
     }
     experts_backward(st, call, dye, dxe, l);
     if (exchanged) {
-        exchange(st, &call->x, st->xs, dxe, 1, "ep_alltoall_dispatch_bwd", "moe_sort_chunks_bwd");
+        if (gathered) reduce_back(st, &call->x, dxe, st->xs, c->tp_comm, "moe_tp_reduce_scatter_bwd", "moe_sort_chunks_bwd");
+        else exchange(st, &call->x, st->xs, dxe, 1, c->ep_comm, "ep_alltoall_dispatch_bwd", "moe_sort_chunks_bwd");
         pool_free(st, dye);
         pool_free(st, dxe);
     }
@@ -699,8 +792,10 @@ void moe_backward(moe_state *st, void *saved, const bf16 *xn, const bf16 *dout, 
     MCK(st, sx_moe_combine(dxn, st->xs, sv.pos, NULL, N, k, C, c->stream));
     mark(st, "moe_permute_bwd", 1);
     mark(st, "router_topk_bwd", 0);
-    MCK(st, sx_moe_router_backward(st->dlogits, sv.logits, sv.idx, sv.gate, st->dgate, sv.counts + (size_t)c->ep_rank * c->E,
-                                   st->aux_scale, N, c->E, k, c->stream));
+    /* with TP the auxiliary loss's shares are the group's (its summed counts over tp times the local tokens) */
+    MCK(st, sx_moe_router_backward(st->dlogits, sv.logits, sv.idx, sv.gate, st->dgate,
+                                   gathered ? sv.gcounts : sv.counts + (size_t)group_rank(st) * c->E,
+                                   gathered ? st->aux_scale / c->tp : st->aux_scale, N, c->E, k, c->stream));
     mark(st, "router_topk_bwd", 1);
     mark(st, "router_dgrad", 0);
     gemm_dgrad(st, -1, dxn, st->dlogits, router_w(st, st->params, l), N, C, c->E, 1);
@@ -725,6 +820,13 @@ void moe_zero_grads(moe_state *st)
 static void reduce_layer(moe_state *st, int l, cudaStream_t stream)
 {
     const moe_config *c = &st->c;
+    if (c->tp > 1) {
+        /* the router is every TP rank's, each fed its sequence share (Megatron's sequence-parallel weights) */
+        c->hooks.mark_on("tp_allreduce_router_grads", 0, stream);
+        MNC(st, ncclAllReduce(router_w(st, st->grads, l), router_w(st, st->grads, l), (size_t)c->E * c->C, ncclBfloat16,
+                              ncclSum, c->tp_comm, stream));
+        c->hooks.mark_on("tp_allreduce_router_grads", 1, stream);
+    }
     if (c->dp > 1) {
         c->hooks.mark_on("dp_allreduce_grads", 0, stream);
         MNC(st, ncclAllReduce(router_w(st, st->grads, l), router_w(st, st->grads, l), (size_t)c->E * c->C, ncclBfloat16,
@@ -743,7 +845,7 @@ static void reduce_layer(moe_state *st, int l, cudaStream_t stream)
 int moe_grads_ready(moe_state *st, int l, cudaStream_t comm)
 {
     const moe_config *c = &st->c;
-    if (c->dp <= 1 && st->edp <= 1) return 0;
+    if (c->dp <= 1 && st->edp <= 1 && c->tp <= 1) return 0;
     MCK(st, cudaEventRecord(st->grads_written[l], c->stream));
     MCK(st, cudaStreamWaitEvent(comm, st->grads_written[l], 0));
     reduce_layer(st, l, comm);

@@ -35,14 +35,17 @@ typedef struct {
 } moe_hooks;
 
 typedef struct {
-    int E, k, C, F, N;      /* experts, picks a token, hidden, expert FFN width (SwiGLU), tokens a micro-batch */
+    int E, k, C, F, N;      /* experts, picks a token, this rank's share of an expert's FFN width (SwiGLU),
+                               tokens a micro-batch on this rank (with TP its sequence-parallel share) */
     int L, Lmodel, layer0;  /* MoE layers on this rank, in the model, the first one's index */
     int ep, ep_rank, dp;    /* EP group inside DP: experts over dp / ep ranks each */
+    int tp, tp_rank, Fm;    /* expert TP = TP (with SP, EP 1): every expert's width Fm over tp ranks, F = Fm / tp;
+                               the routed rows gathered over the TP group and their partial sums sent back */
     int my_rank;
     double dloss;           /* the loss's gradient per token (1 / global tokens), scales the auxiliary loss */
     cublasHandle_t blas;
     cudaStream_t stream;
-    ncclComm_t ep_comm, dp_comm, edp_comm;   /* NULL where the group has one rank */
+    ncclComm_t ep_comm, dp_comm, edp_comm, tp_comm;   /* NULL where the group has one rank */
     moe_hooks hooks;
 } moe_config;
 
@@ -71,6 +74,7 @@ typedef struct {
 typedef struct {
     moe_config c;
     int El, up, edp;
+    int groups;                         /* the ranks whose counts a call gathers: ep, or tp */
     float aux_scale;
     sx_bf16 *params, *grads;
     float *master, *m, *v;
@@ -108,7 +112,7 @@ typedef struct {
 } moe_state;
 
 /* The bytes of one layer's saved block (train.c's layer activations hold one). */
-size_t moe_saved_bytes(int N, int E, int k, int ep, int C);
+size_t moe_saved_bytes(int N, int E, int k, int groups, int C);
 
 /* Allocates, fills the initial weights (the same values whatever ep), and opens the EP
  * group's connections.  Exits after one stderr line on a CUDA, cuBLAS or NCCL error. */

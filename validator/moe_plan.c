@@ -149,3 +149,31 @@ int moe_exchange_plan(const int *counts, int ep, int E, int rank, moe_exchange *
     x->imbalance = all > 0.0 ? most / (all / ep) : 1.0;
     return 0;
 }
+
+int moe_gather_plan(const int *counts, int tp, int E, int rank, moe_exchange *x)
+{
+    if (tp < 1 || tp > MOE_EP_MAX || E < 1 || E > MOE_EXPERTS_MAX || rank < 0 || rank >= tp) return -1;
+    memset(x, 0, sizeof *x);
+    x->ep = tp; x->rank = rank; x->E = E; x->local = E;
+    /* this rank's rows are sent whole to every peer: expert e's from where the sort put them */
+    int sorted_at[MOE_EXPERTS_MAX], at = 0;
+    for (int e = 0; e < E; e++) { sorted_at[e] = at; at += counts[(size_t)rank * E + e]; }
+    for (int p = 0; p < tp; p++)
+        for (int e = 0; e < E; e++) {
+            x->send_rows[p * E + e] = counts[(size_t)rank * E + e];
+            x->send_offset[p * E + e] = sorted_at[e];
+        }
+    at = 0;
+    for (int e = 0; e < E; e++) {
+        x->expert_offset[e] = at;
+        for (int p = 0; p < tp; p++) {
+            x->recv_rows[p * E + e] = counts[(size_t)p * E + e];
+            x->recv_offset[p * E + e] = at;
+            at += counts[(size_t)p * E + e];
+        }
+        x->expert_rows[e] = at - x->expert_offset[e];
+    }
+    x->rows_in = at;
+    x->imbalance = 1.0;   /* every rank runs every row */
+    return 0;
+}

@@ -23,7 +23,7 @@
 #ifndef SEXTANT_MOE_PLAN_H
 #define SEXTANT_MOE_PLAN_H
 
-#define MOE_EP_MAX 8
+#define MOE_EP_MAX 8   /* ranks of the EP group, or of the expert TP group */
 #define MOE_EXPERTS_MAX 64
 #define MOE_TOPK_MAX 8
 /* Switch Transformer's auxiliary load-balancing coefficient (Fedus et al. 2022, section 2.2) */
@@ -73,5 +73,13 @@ typedef struct {
 /* counts: ep rows of E, row p rank p's counts.  0, or -1 when ep or E is out of range or
  * ep does not divide E. */
 int moe_exchange_plan(const int *counts, int ep, int E, int rank, moe_exchange *x);
+
+/* The gather over an expert tensor-parallel group of tp ranks (Megatron's ETP = TP, EP 1): every rank
+ * holds a 1/tp slice of every expert's FFN width and runs every expert on the rows of the whole group, so
+ * each rank receives every rank's rows, laid out expert by expert (source rank inside), and sends all of its
+ * own to every peer; the way back, each rank gets every peer's partial sums of its own rows and adds them.
+ * In the plan's terms: local = E, chunk (p, e) is rank p's rows of expert e.  counts: tp rows of E.
+ * 0, or -1 when tp or E is out of range. */
+int moe_gather_plan(const int *counts, int tp, int E, int rank, moe_exchange *x);
 
 #endif

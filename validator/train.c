@@ -1096,10 +1096,15 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     r->watchdog_s = ctx ? (int)(2.0 * ctx->timeout_s) + 1 : 0;
     if (r->watchdog_s > 0) launch_watchdog(rank, r->watchdog_s, "the communicators' first use");
     if (s->moe) {
-        moe_config mc = {s->E, s->topk, s->C, s->F, N, s->L, s->Lmodel, s->layer0, s->ep, s->dp_rank % s->ep, o->l.dp, rank,
-                         1.0 / ((double)N * g.microbatches * o->l.dp), gpu_ctx.blas, gpu_ctx.stream, g.ep_comm, g.dp_comm,
-                             g.edp_comm,
-                         {profile_mark, profile_mark_on, initial_value, sx_ref_f2bf, P_COUNT}};
+        /* with TP (and SP, which train_check requires) the layer sees the rank's sequence share, and each rank holds
+         * a 1/tp slice of every expert's width (Megatron's expert TP = TP) */
+        moe_config mc = {.E = s->E, .k = s->topk, .C = s->C, .F = s->F, .N = s->tp > 1 ? s->Nl : N, .L = s->L,
+                         .Lmodel = s->Lmodel, .layer0 = s->layer0, .ep = s->ep, .ep_rank = s->dp_rank % s->ep, .dp = o->l.dp,
+                         .tp = s->tp, .tp_rank = s->tp_rank, .Fm = s->Fm, .my_rank = rank,
+                         .dloss = 1.0 / ((double)N * g.microbatches * o->l.dp), .blas = gpu_ctx.blas,
+                         .stream = gpu_ctx.stream, .ep_comm = g.ep_comm, .dp_comm = g.dp_comm, .edp_comm = g.edp_comm,
+                         .tp_comm = g.tp_comm,
+                         .hooks = {profile_mark, profile_mark_on, initial_value, sx_ref_f2bf, P_COUNT}};
         moe_init(&g.moe, &mc);
         g.accounted_bytes += g.moe.bytes;
         r->state_bytes += g.moe.bytes;

@@ -83,10 +83,12 @@ for model in gpt2 llama3.2-1b; do
 done
 # moe-test: EP 2 over the two ranks, and with ZeRO-1; PP 2 (two MoE layers a stage, each stage's host waiting
 # for its routing counts between the pipeline's transfers); EP 2 and PP 2 with full recomputation (the routing
-# recomputed from the layer's input: the same experts chosen).  (DP 2 with every expert on both ranks,
+# recomputed from the layer's input: the same experts chosen); TP 2 with SP, every expert split over the two
+# ranks (expert TP = TP: the routed rows gathered, the partial sums sent back and added in bf16).  (DP 2 with every expert on both ranks,
 # --ep 1, is not in the test: its experts' gradients are all-reduced in bf16 at the step's end;
 # 0.51% and 0.21% at step 12 in two runs, docs/validation/2026-11-26-h200x2-ep.)
 TOL_ANY=0.015 TOL_LAST=0.015 EXTRA="--lr 1e-3 --lr-warmup 3" compare moe-test 8 "dp2+ep2:--dp 2 --ep 2" "dp2+ep2+zero1:--dp 2 --ep 2 --zero 1" \
-  "pp2:--pp 2" "dp2+ep2+recompute:--dp 2 --ep 2 --recompute full" "pp2+recompute:--pp 2 --recompute full"
+  "pp2:--pp 2" "dp2+ep2+recompute:--dp 2 --ep 2 --recompute full" "pp2+recompute:--pp 2 --recompute full" \
+  "tp2+sp:--tp 2 --sp"
 [ $fail -eq 0 ] && echo "parallel_equivalence: all layouts match one GPU" || echo "parallel_equivalence: FAILED"
 exit $fail
