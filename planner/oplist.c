@@ -739,13 +739,23 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     if (full && (sync = collective(b, "ep_counts", PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_EP, (int64_t)ep,
                                    counts, hide)))
         sync->host_sync = 1;
+    /* without EP, an expert TP group's gather of uneven row counts needs every TP rank's counts on the host the same
+     * way (Megatron's output splits over the TP group; validator/moe.c's gather) */
+    if (ep == 1.0 && etp > 1.0) {
+        double tp_counts = moe_counts_bytes(etp, E);
+        if ((sync = collective(b, "ep_counts", PASS_FWD, count, COLL_ALLGATHER, GROUP_ETP, (int64_t)etp, tp_counts, EXPOSED)))
+            sync->host_sync = 1;
+        if (full && (sync = collective(b, "ep_counts", PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_ETP, (int64_t)etp,
+                                       tp_counts, EXPOSED)))
+            sync->host_sync = 1;
+    }
     collective(b, "ep_alltoall_dispatch", PASS_FWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
     if (full) collective(b, "ep_alltoall_dispatch", PASS_RECOMPUTE, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
     collective(b, "ep_alltoall_dispatch_bwd", PASS_BWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
-    /* the received rows between the all-to-all's rank-major order and the experts' (Megatron's
-     * sort_chunks_by_idxs; validator/moe.c's chunk copy): once after the dispatch and once before the
+    /* the received rows between the all-to-all's (or the expert TP gather's) rank-major order and the experts'
+     * (Megatron's sort_chunks_by_idxs; validator/moe.c's chunk copy): once after the dispatch and once before the
      * combine, each pass; the busiest rank's rows */
-    if (ep > 1.0) {
+    if (ep > 1.0 || etp > 1.0) {
         double sort = moe_sort_chunks_bytes(Tg * load, h, B, local, ep);
         membound(b, "moe_sort_chunks", "moe_sort_chunks_bwd", 2 * count, sort, sort, 0.0, 0.0, full);
     }

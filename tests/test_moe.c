@@ -403,7 +403,21 @@ static void ep_counts_routed_rows_and_communicators(void **state)
     assert_true(counts < a2a);   /* before the dispatch in the list */
     assert_int_equal(counts->host_sync, 1);
     assert_null(find(&e8.first_stage, "ep_counts", PASS_BWD));   /* the backward knows the sizes */
-    assert_null(find(&e1.first_stage, "ep_counts", PASS_FWD));
+    /* EP 1 with TP 2 gathers the routed rows over the expert TP group (TP's): the same counts to the host, over that
+     * group, and the same chunk copy into expert-major order (Megatron's gather of uneven splits and
+     * sort_chunks_by_idxs; validator/moe.c's gather_rows) */
+    const op_t *tp_counts = find(&e1.first_stage, "ep_counts", PASS_FWD);
+    assert_non_null(tp_counts);
+    assert_int_equal(tp_counts->group, GROUP_ETP);
+    assert_int_equal(tp_counts->group_size, 2);
+    assert_int_equal(tp_counts->host_sync, 1);
+    assert_close(tp_counts->comm_bytes, moe_counts_bytes(2, (double)m->experts), 0);
+    assert_non_null(find(&e1.first_stage, "moe_sort_chunks", PASS_FWD));
+    layout_t one_rank = moe_layout(1, 1, 32, 1, 256, 4096);
+    static estimate_t e0;
+    estimate("mixtral-8x7b", one_rank, &e0);
+    assert_null(find(&e0.first_stage, "ep_counts", PASS_FWD));   /* no group: nothing crosses */
+    assert_null(find(&e0.first_stage, "moe_sort_chunks", PASS_FWD));
     /* its time holds the host's wait: two kernel issues beyond the all-gather itself */
     const hw_gpu *g = hwdb_find_gpu(&db, "h100-sxm");
     assert_true(g->launch_overhead_s > 0.0);
