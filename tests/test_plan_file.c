@@ -75,6 +75,37 @@ static void reads_expert_parallel_plan(void **state)
     run_free(&r);
 }
 
+/* the overlay a plan was priced with (validate --plan prices its slice with it) and its expert TP degree */
+static void reads_calibration_and_expert_tp(void **state)
+{
+    (void)state;
+    plan_file p;
+    run_result r = run_sextant("estimate moe-test --gpu h200 --gpus 2 --tp 2 --sp --format json");
+    assert_int_equal(r.status, 0);
+    assert_int_equal(read_text(r.out, &p), 0);
+    assert_string_equal(p.calibration, "hwdb/measured/h200.csv");
+    assert_int_equal(p.layout.etp, 0);   /* the default: expert TP = TP */
+    /* a file that is not a path is refused */
+    char *at = strstr(r.out, "\"hwdb/measured/h200.csv\"");
+    assert_non_null(at);
+    memcpy(at, "3", 1);
+    memset(at + 1, ' ', strlen("\"hwdb/measured/h200.csv\"") - 1);
+    assert_int_equal(read_text(r.out, &p), -1);
+    run_free(&r);
+    r = run_sextant("estimate moe-test --gpu h200 --gpus 4 --tp 2 --sp --dp 2 --ep 2 --etp 1 --format json --calibration none");
+    assert_int_equal(r.status, 0);
+    assert_int_equal(read_text(r.out, &p), 0);
+    assert_string_equal(p.calibration, "");
+    assert_int_equal(p.layout.etp, 1);
+    run_free(&r);
+    r = run_sextant("plan moe-test --gpu h200 --gpus 16 --format json");
+    assert_int_equal(r.status, 0);
+    assert_int_equal(read_text(r.out, &p), 0);
+    assert_string_equal(p.gpu, "h200");
+    assert_string_equal(p.calibration, "hwdb/measured/h200.csv");
+    run_free(&r);
+}
+
 static void refuses_what_the_step_does_not_run(void **state)
 {
     (void)state;
@@ -121,6 +152,7 @@ int main(void)
         cmocka_unit_test(reads_plan_and_estimate_json),
         cmocka_unit_test(reads_context_parallel_plan),
         cmocka_unit_test(reads_expert_parallel_plan),
+        cmocka_unit_test(reads_calibration_and_expert_tp),
         cmocka_unit_test(refuses_what_the_step_does_not_run),
     };
     return cmocka_run_group_tests_name("plan_file", tests, NULL, NULL);

@@ -54,6 +54,23 @@ int read_plan(const char *path, plan_file *p)
     if (missing) { fprintf(stderr, "sextant-gpu: --plan %s: no %s (a `sextant plan` or `sextant estimate` JSON?)\n", path, missing); goto done; }
     snprintf(p->model, sizeof p->model, "%s", model->valuestring);
     snprintf(p->gpu, sizeof p->gpu, "%s", gpu->valuestring);
+    /* the overlay it was priced with: estimate's {file}, or plan's [{gpu, file}] entry for its GPU */
+    p->calibration[0] = '\0';
+    const cJSON *cal = json_get(root, "calibration"), *file = NULL;
+    if (cJSON_IsArray(cal)) {
+        const cJSON *entry;
+        cJSON_ArrayForEach(entry, cal) {
+            const cJSON *g = json_get(entry, "gpu");
+            if (cJSON_IsString(g) && !strcmp(g->valuestring, p->gpu)) file = json_get(entry, "file");
+        }
+    } else {
+        file = json_get(cal, "file");
+    }
+    if (file && (!cJSON_IsString(file) || strlen(file->valuestring) >= sizeof p->calibration)) {
+        fprintf(stderr, "sextant-gpu: --plan %s: calibration.file is not a path\n", path);
+        goto done;
+    }
+    if (file) snprintf(p->calibration, sizeof p->calibration, "%s", file->valuestring);
     layout_t *l = &p->layout;
     memset(l, 0, sizeof *l);
     static const char *const ints[] = {"gpus", "tp", "pp", "dp", "vpp", "mbs", "gbs", "seq", "zero", "gpus_per_node"};
@@ -87,6 +104,14 @@ int read_plan(const char *path, plan_file *p)
         fprintf(stderr, "sextant-gpu: --plan %s: layout.cp_comm allgather: the training step runs CP as a ring\n", path);
         goto done;
     }
+    /* expert tensor parallelism: a whole degree, absent for the default (TP's) */
+    const cJSON *etp = json_get(layout, "etp");
+    if (etp && (!cJSON_IsNumber(etp) || etp->valuedouble < 1 || etp->valuedouble > 1e9 ||
+                etp->valuedouble != (double)(int64_t)etp->valuedouble)) {
+        fprintf(stderr, "sextant-gpu: --plan %s: layout.etp is not a whole number of 1 or more\n", path);
+        goto done;
+    }
+    l->etp = etp ? (int64_t)etp->valuedouble : 0;
     /* expert parallelism (MoE models): a whole degree, 1 when absent */
     const cJSON *ep = json_get(layout, "ep");
     l->ep = 1;

@@ -7,6 +7,7 @@
 
 typedef struct {
     char model[64], gpu[64];
+    char calibration[256];   /* the overlay the plan was priced with ("" for the hwdb defaults) */
     layout_t layout;
 } plan_file;
 

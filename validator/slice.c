@@ -43,6 +43,7 @@ int slice_plan(const plan_file *p, const model_t *full_model, const hw_gpu *gpu,
     run->mbs = l->mbs; run->seq = l->seq; run->gbs = l->mbs * dp * m;
     run->sp = l->sp; run->zero = l->zero; run->cp = cp;
     run->ep = l->ep > 1 ? l->ep : 1;
+    run->etp = l->etp;   /* the training step runs expert TP = TP only (train_check) */
     if (dp % run->ep) {
         fprintf(stderr, "sextant-gpu: --plan: its EP group of %lld needs %lld data-parallel ranks, the slice has %lld; nothing "
                 "started\n", (long long)run->ep, (long long)run->ep, (long long)dp);

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "comm.h"
@@ -170,10 +171,27 @@ static int main_train(int argc, char **argv)
     if (train_layout_flags(argc, argv, first_flag, o) != 0) return 2;
     static hwdb db, defaults;
     static model_zoo zoo;
-    const char *calibration = arg_value(argc, argv, "--calibration", NULL);
-    if (load_data(&db, &defaults, &zoo, calibration) != 0) return 2;
     static plan_file plan;
     if (plan_path && read_plan(plan_path, &plan) != 0) return 2;
+    /* a plan's slice is priced as the plan was: with its overlay, unless --calibration says otherwise (none: the hwdb
+     * defaults); an overlay not found here is said and left out */
+    const char *calibration = arg_value(argc, argv, "--calibration", NULL);
+    static char beside_root[4400];
+    if (!calibration && plan_path && plan.calibration[0]) {
+        char root[4096];
+        find_data_root(root, sizeof root);
+        snprintf(beside_root, sizeof beside_root, "%s/%s", root, plan.calibration);
+        const char *found = access(plan.calibration, R_OK) == 0 ? plan.calibration
+                            : plan.calibration[0] != '/' && access(beside_root, R_OK) == 0 ? beside_root : NULL;
+        if (found) {
+            calibration = found;
+            printf("# --plan: priced with the plan's calibration %s (--calibration FILE or none to change it)\n", calibration);
+        } else {
+            printf("# --plan: the plan's calibration %s is not here: the hwdb defaults price the slice\n", plan.calibration);
+        }
+    }
+    if (calibration && !strcmp(calibration, "none")) calibration = NULL;
+    if (load_data(&db, &defaults, &zoo, calibration) != 0) return 2;
     const char *model_name = plan_path ? plan.model : argv[2];
     const model_t *zoo_model = model_zoo_find(&zoo, model_name);
     if (!zoo_model) { fprintf(stderr, "sextant-gpu: unknown model '%s'\n", model_name); return 2; }
