@@ -617,6 +617,8 @@ static void exchange_counts(moe_state *st, const saved_ptrs *sv, moe_call *call)
         MNC(st, ncclAllReduce(sv->counts + (size_t)me * c->E, sv->gcounts, c->E, ncclInt32, ncclSum, c->tp_comm, c->stream));
         MNC(st, ncclGroupEnd());
     }
+    if (c->cp > 1)   /* the same sum over the CP ranks' sequence shares */
+        MNC(st, ncclAllReduce(sv->counts + (size_t)me * c->E, sv->gcounts, c->E, ncclInt32, ncclSum, c->cp_comm, c->stream));
     MCK(st, cudaMemcpyAsync(st->host_counts, sv->counts, (size_t)st->groups * c->E * sizeof(int32_t), cudaMemcpyDeviceToHost,
                             c->stream));
     mark(st, "ep_counts", 1);
@@ -792,10 +794,12 @@ void moe_backward(moe_state *st, void *saved, const bf16 *xn, const bf16 *dout, 
     MCK(st, sx_moe_combine(dxn, st->xs, sv.pos, NULL, N, k, C, c->stream));
     mark(st, "moe_permute_bwd", 1);
     mark(st, "router_topk_bwd", 0);
-    /* with TP the auxiliary loss's shares are the group's (its summed counts over tp times the local tokens) */
+    /* with TP or CP the auxiliary loss's shares are the sequence's (the summed counts over the ranks that split it,
+     * times the local tokens: Megatron sums tokens per expert over TP x CP) */
+    const int split = gathered ? c->tp : c->cp > 1 ? c->cp : 1;
     MCK(st, sx_moe_router_backward(st->dlogits, sv.logits, sv.idx, sv.gate, st->dgate,
-                                   gathered ? sv.gcounts : sv.counts + (size_t)group_rank(st) * c->E,
-                                   gathered ? st->aux_scale / c->tp : st->aux_scale, N, c->E, k, c->stream));
+                                   split > 1 ? sv.gcounts : sv.counts + (size_t)group_rank(st) * c->E,
+                                   st->aux_scale / split, N, c->E, k, c->stream));
     mark(st, "router_topk_bwd", 1);
     mark(st, "router_dgrad", 0);
     gemm_dgrad(st, -1, dxn, st->dlogits, router_w(st, st->params, l), N, C, c->E, 1);

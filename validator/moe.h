@@ -41,11 +41,13 @@ typedef struct {
     int ep, ep_rank, dp;    /* EP group inside DP: experts over dp / ep ranks each */
     int tp, tp_rank, Fm;    /* expert TP = TP (with SP, EP 1): every expert's width Fm over tp ranks, F = Fm / tp;
                                the routed rows gathered over the TP group and their partial sums sent back */
+    int cp;                 /* context parallelism: the micro-batch's sequence over cp ranks (dp counts DP x CP, the
+                               gradients' group, and EP is carved from it, as Megatron's) */
     int my_rank;
     double dloss;           /* the loss's gradient per token (1 / global tokens), scales the auxiliary loss */
     cublasHandle_t blas;
     cudaStream_t stream;
-    ncclComm_t ep_comm, dp_comm, edp_comm, tp_comm;   /* NULL where the group has one rank */
+    ncclComm_t ep_comm, dp_comm, edp_comm, tp_comm, cp_comm;   /* NULL where the group has one rank */
     moe_hooks hooks;
 } moe_config;
 

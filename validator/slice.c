@@ -44,9 +44,9 @@ int slice_plan(const plan_file *p, const model_t *full_model, const hw_gpu *gpu,
     run->sp = l->sp; run->zero = l->zero; run->cp = cp;
     run->ep = l->ep > 1 ? l->ep : 1;
     run->etp = l->etp;   /* the training step runs expert TP = TP only (train_check) */
-    if (dp % run->ep) {
-        fprintf(stderr, "sextant-gpu: --plan: its EP group of %lld needs %lld data-parallel ranks, the slice has %lld; nothing "
-                "started\n", (long long)run->ep, (long long)run->ep, (long long)dp);
+    if ((dp * cp) % run->ep) {
+        fprintf(stderr, "sextant-gpu: --plan: its EP group of %lld needs %lld data- or context-parallel ranks, the slice has "
+                "%lld; nothing started\n", (long long)run->ep, (long long)run->ep, (long long)(dp * cp));
         return -1;
     }
     if (run->ep > 1) printf("# --plan: expert parallelism %lld: each rank holds %lld of %s's %lld experts\n", (long long)run->ep,

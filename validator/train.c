@@ -363,11 +363,11 @@ static void split_communicators(gpt *g, const train_options *o, launch_ctx *ctx,
         int dpcp = s->dp_rank * cp + s->cp_rank;
         int tied_color = g->tied_sync ? dpcp * o->l.tp + s->tp_rank : NCCL_SPLIT_NOCOLOR;
         int cp_color = cp > 1 ? (s->pp_rank * o->l.dp + s->dp_rank) * o->l.tp + s->tp_rank : NCCL_SPLIT_NOCOLOR;
-        /* EP: ep consecutive DP ranks (Megatron's order); the experts' DP: the ranks of one EP place.  Neither is
-         * opened with one rank: nothing runs on it, and a framework's communicator is made on its first collective
-         * (PyTorch's ProcessGroupNCCL), while a one-rank split took 390 MiB on 2 x H200
+        /* EP: ep consecutive DP x CP ranks (Megatron carves it from DP x CP); the experts' DP: the ranks of one EP
+         * place.  Neither is opened with one rank: nothing runs on it, and a framework's communicator is made on its
+         * first collective (PyTorch's ProcessGroupNCCL), while a one-rank split took 390 MiB on 2 x H200
          * (docs/validation/2026-11-26-h200x2-moe-prewarm); the planner counts groups of more than one GPU */
-        int ep_groups = s->moe ? o->l.dp / s->ep : 1;
+        int ep_groups = s->moe ? o->l.dp * cp / s->ep : 1;
         int ep_opened = s->moe && s->ep > 1, edp_opened = s->moe && ep_groups > 1;
         struct { int color, key; ncclComm_t *comm; } split[7] = {
             {(s->pp_rank * o->l.dp + s->dp_rank) * cp + s->cp_rank, s->tp_rank, &g->tp_comm},
@@ -375,10 +375,10 @@ static void split_communicators(gpt *g, const train_options *o, launch_ctx *ctx,
             {dpcp * o->l.tp + s->tp_rank, s->pp_rank, &g->pp_comm},
             {tied_color, s->pp_rank, &g->tied_comm},
             {cp_color, s->cp_rank, &g->cp_comm},
-            {ep_opened ? (s->pp_rank * ep_groups + s->dp_rank / s->ep) * o->l.tp + s->tp_rank : NCCL_SPLIT_NOCOLOR,
-             s->dp_rank % s->ep, &g->ep_comm},
-            {edp_opened ? (s->pp_rank * s->ep + s->dp_rank % s->ep) * o->l.tp + s->tp_rank : NCCL_SPLIT_NOCOLOR,
-             s->dp_rank / s->ep, &g->edp_comm},
+            {ep_opened ? (s->pp_rank * ep_groups + dpcp / s->ep) * o->l.tp + s->tp_rank : NCCL_SPLIT_NOCOLOR,
+             dpcp % s->ep, &g->ep_comm},
+            {edp_opened ? (s->pp_rank * s->ep + dpcp % s->ep) * o->l.tp + s->tp_rank : NCCL_SPLIT_NOCOLOR,
+             dpcp / s->ep, &g->edp_comm},
         };
         for (int i = 0; i < 7; i++) {
             size_t before = device_free_bytes();
@@ -537,7 +537,8 @@ static void print_run_header(const train_run_state *r, const gpt *g)
     if (s->moe)
         printf("# mixture of experts: %d experts, top-%d, expert parallelism %d (%d experts a rank; experts' gradients "
                "over %lld rank%s), Switch's auxiliary loss x %g in the gradients (not in the loss printed)\n", s->E, s->topk,
-               s->ep, s->E / s->ep, (long long)(o->l.dp / s->ep), o->l.dp / s->ep == 1 ? "" : "s", MOE_AUX_COEFF);
+               s->ep, s->E / s->ep, (long long)(o->l.dp * s->cp / s->ep), o->l.dp * s->cp / s->ep == 1 ? "" : "s",
+               MOE_AUX_COEFF);
     if (ctx) printf("# ranks started by %s\n", ctx->mode);
 }
 
@@ -1098,12 +1099,14 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
     if (s->moe) {
         /* with TP (and SP, which train_check requires) the layer sees the rank's sequence share, and each rank holds
          * a 1/tp slice of every expert's width (Megatron's expert TP = TP) */
+        /* with CP the gradients' group is DP x CP (dp_comm) and EP is carved from it; N is the rank's sequence share */
+        const int dpcp = s->dp_rank * cp + s->cp_rank;
         moe_config mc = {.E = s->E, .k = s->topk, .C = s->C, .F = s->F, .N = s->tp > 1 ? s->Nl : N, .L = s->L,
-                         .Lmodel = s->Lmodel, .layer0 = s->layer0, .ep = s->ep, .ep_rank = s->dp_rank % s->ep, .dp = o->l.dp,
-                         .tp = s->tp, .tp_rank = s->tp_rank, .Fm = s->Fm, .my_rank = rank,
-                         .dloss = 1.0 / ((double)N * g.microbatches * o->l.dp), .blas = gpu_ctx.blas,
+                         .Lmodel = s->Lmodel, .layer0 = s->layer0, .ep = s->ep, .ep_rank = dpcp % s->ep,
+                         .dp = o->l.dp * cp, .tp = s->tp, .tp_rank = s->tp_rank, .Fm = s->Fm, .cp = cp, .my_rank = rank,
+                         .dloss = 1.0 / ((double)N * g.microbatches * o->l.dp * cp), .blas = gpu_ctx.blas,
                          .stream = gpu_ctx.stream, .ep_comm = g.ep_comm, .dp_comm = g.dp_comm, .edp_comm = g.edp_comm,
-                         .tp_comm = g.tp_comm,
+                         .tp_comm = g.tp_comm, .cp_comm = g.cp_comm,
                          .hooks = {profile_mark, profile_mark_on, initial_value, sx_ref_f2bf, P_COUNT}};
         moe_init(&g.moe, &mc);
         g.accounted_bytes += g.moe.bytes;

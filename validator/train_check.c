@@ -47,9 +47,9 @@ int train_check(const model_t *m, const train_options *o)
     } else if (ep > 1 && !moe) {
         snprintf(why, sizeof why, "--ep %d: %s has no experts to split", ep, m->name);
         bad = why;
-    } else if (o->l.ep < 0 || ep > MOE_EP_MAX || o->l.dp % ep || (moe && m->experts % ep)) {
-        snprintf(why, sizeof why, "--ep %lld: it must divide --dp %lld and %s's %lld experts (at most %d)",
-                 (long long)o->l.ep, (long long)o->l.dp, m->name,
+    } else if (o->l.ep < 0 || ep > MOE_EP_MAX || (o->l.dp * layout_cp(&o->l)) % ep || (moe && m->experts % ep)) {
+        snprintf(why, sizeof why, "--ep %lld: it must divide --dp x --cp %lld and %s's %lld experts (at most %d)",
+                 (long long)o->l.ep, (long long)(o->l.dp * layout_cp(&o->l)), m->name,
                  (long long)m->experts, MOE_EP_MAX);
         bad = why;
     } else if (m->position == POS_LEARNED && o->l.seq > m->max_positions) {
@@ -129,8 +129,7 @@ int train_check(const model_t *m, const train_options *o)
         bad = "--cp 2 with --tp or --pp: the training step runs context parallelism beside data parallelism only";
     } else if (o->l.cp == 2 && o->l.zero >= 1 && o->l.dp > 1) {
         bad = "--cp 2 with --zero and --dp 2 or more: the ZeRO shards would be cut over DP alone, the gradients summed over DP x CP";
-    } else if (o->l.cp == 2 && model_is_moe(m)) {
-        bad = "--cp 2 with a model with experts: the training step runs the ring on dense models only";
+
     } else if (o->l.cp == 2 && o->check_gradients) {
         bad = "check-gradients runs one GPU";
     } else if (o->steps < o->warmup + 3) {

@@ -90,5 +90,9 @@ done
 TOL_ANY=0.015 TOL_LAST=0.015 EXTRA="--lr 1e-3 --lr-warmup 3" compare moe-test 8 "dp2+ep2:--dp 2 --ep 2" "dp2+ep2+zero1:--dp 2 --ep 2 --zero 1" \
   "pp2:--pp 2" "dp2+ep2+recompute:--dp 2 --ep 2 --recompute full" "pp2+recompute:--pp 2 --recompute full" \
   "tp2+sp:--tp 2 --sp"
+# and over CP 2 (the ring's fused attention, so the one GPU runs it too): each rank routes its sequence share, the
+# experts' gradients summed over DP x CP, the auxiliary loss's counts over the CP group; with EP 2 carved from CP
+TOL_ANY=0.015 TOL_LAST=0.015 EXTRA="--lr 1e-3 --lr-warmup 3" BASE="--attention flash" compare moe-test 8 "cp2:--cp 2" \
+  "cp2+ep2:--cp 2 --ep 2"
 [ $fail -eq 0 ] && echo "parallel_equivalence: all layouts match one GPU" || echo "parallel_equivalence: FAILED"
 exit $fail
