@@ -92,6 +92,27 @@ static void expert_apply(double *rows, int n, int C, int e)
     for (int i = 0; i < n * C; i++) rows[i] = (e + 1) * rows[i] + e;
 }
 
+/* every rank's combine of ys (its sorted rows' outputs) against the k experts applied to its own tokens */
+static void combine_matches_experts(int ranks, int N, int C, int K, const double *ys, const int *pos, const double *gate,
+                                    const int *idx, const double *x)
+{
+    double *out = malloc(sizeof(double) * N * C);
+    assert_non_null(out);
+    for (int q = 0; q < ranks; q++) {
+        moe_ref_combine(ys + q * N * K * C, N, C, K, pos + q * N * K, gate + q * N * K, out);
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < C; c++) {
+                double want = 0.0;
+                for (int j = 0; j < K; j++) {
+                    int e = idx[q * N * K + n * K + j];
+                    want += gate[q * N * K + n * K + j] * ((e + 1) * x[(q * N + n) * C + c] + e);
+                }
+                assert_close(out[n * C + c], want, 1e-12);
+            }
+    }
+    free(out);
+}
+
 /* ep ranks of N tokens each: dispatch, experts, combine through the exchange plan, against
  * one rank applying every expert to its own tokens. */
 static void exchange_matches_one_rank(int ep, int E, int K)
@@ -99,7 +120,7 @@ static void exchange_matches_one_rank(int ep, int E, int K)
     enum { N = 40, C = 4 };
     double *z = malloc(sizeof(double) * ep * N * E), *gate = malloc(sizeof(double) * ep * N * K);
     double *x = malloc(sizeof(double) * ep * N * C), *xs = malloc(sizeof(double) * ep * N * K * C);
-    double *ys = malloc(sizeof(double) * ep * N * K * C), *out = malloc(sizeof(double) * N * C);
+    double *ys = malloc(sizeof(double) * ep * N * K * C);
     int *idx = malloc(sizeof(int) * ep * N * K), *counts = malloc(sizeof(int) * ep * E);
     int *pos = malloc(sizeof(int) * ep * N * K), *row_slot = malloc(sizeof(int) * ep * N * K);
     moe_exchange *plan = malloc(sizeof(moe_exchange) * ep);
@@ -138,20 +159,9 @@ static void exchange_matches_one_rank(int ep, int E, int K)
                        sizeof(double) * plan[q].recv_rows[c] * C);
             }
     }
-    for (int q = 0; q < ep; q++) {
-        assert_close(plan[q].imbalance, most / (N * K), 1e-12);
-        moe_ref_combine(ys + q * N * K * C, N, C, K, pos + q * N * K, gate + q * N * K, out);
-        for (int n = 0; n < N; n++)
-            for (int c = 0; c < C; c++) {
-                double want = 0.0;
-                for (int j = 0; j < K; j++) {
-                    int e = idx[q * N * K + n * K + j];
-                    want += gate[q * N * K + n * K + j] * ((e + 1) * x[(q * N + n) * C + c] + e);
-                }
-                assert_close(out[n * C + c], want, 1e-12);
-            }
-    }
-    free(received); free(z); free(gate); free(x); free(xs); free(ys); free(out);
+    for (int q = 0; q < ep; q++) assert_close(plan[q].imbalance, most / (N * K), 1e-12);
+    combine_matches_experts(ep, N, C, K, ys, pos, gate, idx, x);
+    free(received); free(z); free(gate); free(x); free(xs); free(ys);
     free(idx); free(counts); free(pos); free(row_slot); free(plan);
 }
 
@@ -179,7 +189,7 @@ static void gather_matches_one_rank(int tp, int E, int K)
     enum { N = 30, C = 3 };
     double *z = malloc(sizeof(double) * tp * N * E), *gate = malloc(sizeof(double) * tp * N * K);
     double *x = malloc(sizeof(double) * tp * N * C), *xs = malloc(sizeof(double) * tp * N * K * C);
-    double *ys = calloc((size_t)tp * N * K * C, sizeof(double)), *out = malloc(sizeof(double) * N * C);
+    double *ys = calloc((size_t)tp * N * K * C, sizeof(double));
     double *rows = malloc(sizeof(double) * tp * N * K * C);
     int *idx = malloc(sizeof(int) * tp * N * K), *counts = malloc(sizeof(int) * tp * E);
     int *pos = malloc(sizeof(int) * tp * N * K), *row_slot = malloc(sizeof(int) * tp * N * K);
@@ -218,19 +228,8 @@ static void gather_matches_one_rank(int tp, int E, int K)
                 for (int i = 0; i < plan[q].recv_rows[c] * C; i++) dst[i] += src[i];
             }
     }
-    for (int q = 0; q < tp; q++) {
-        moe_ref_combine(ys + q * N * K * C, N, C, K, pos + q * N * K, gate + q * N * K, out);
-        for (int n = 0; n < N; n++)
-            for (int c = 0; c < C; c++) {
-                double want = 0.0;
-                for (int j = 0; j < K; j++) {
-                    int e = idx[q * N * K + n * K + j];
-                    want += gate[q * N * K + n * K + j] * ((e + 1) * x[(q * N + n) * C + c] + e);
-                }
-                assert_close(out[n * C + c], want, 1e-12);
-            }
-    }
-    free(z); free(gate); free(x); free(xs); free(ys); free(out); free(rows);
+    combine_matches_experts(tp, N, C, K, ys, pos, gate, idx, x);
+    free(z); free(gate); free(x); free(xs); free(ys); free(rows);
     free(idx); free(counts); free(pos); free(row_slot); free(plan);
 }
 

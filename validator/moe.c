@@ -890,24 +890,17 @@ void moe_free(moe_state *st)
     memset(st, 0, sizeof *st);
 }
 
-size_t moe_pool_high_bytes(const moe_state *st)
+/* one of the stream-ordered pool's high-water marks (its reserve, or its allocations in use) */
+static size_t pool_high(const moe_state *st, enum cudaMemPoolAttr attribute)
 {
     cudaMemPool_t pool;
     int device;
     uint64_t high = 0;
     MCK(st, cudaGetDevice(&device));
     MCK(st, cudaDeviceGetDefaultMemPool(&pool, device));
-    MCK(st, cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &high));
+    MCK(st, cudaMemPoolGetAttribute(pool, attribute, &high));
     return (size_t)high;
 }
 
-size_t moe_pool_used_high_bytes(const moe_state *st)
-{
-    cudaMemPool_t pool;
-    int device;
-    uint64_t high = 0;
-    MCK(st, cudaGetDevice(&device));
-    MCK(st, cudaDeviceGetDefaultMemPool(&pool, device));
-    MCK(st, cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high));
-    return (size_t)high;
-}
+size_t moe_pool_high_bytes(const moe_state *st) { return pool_high(st, cudaMemPoolAttrReservedMemHigh); }
+size_t moe_pool_used_high_bytes(const moe_state *st) { return pool_high(st, cudaMemPoolAttrUsedMemHigh); }
