@@ -432,7 +432,9 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
         }
     case OP_MEMBOUND:
         if (op->bytes <= 0.0) return 0.0;   /* a bookkeeping entry, no kernel */
-        return with_power(op, gpu, membound_s(gpu, op->bytes), 0.0, 0.0);
+        /* the MoE counts' copy to the host at EP 1: the host's wait follows it, as after the EP all-gather */
+        return with_power(op, gpu, membound_s(gpu, op->bytes), 0.0, 0.0) +
+               (op->host_sync ? host_sync_s(gpu->launch_overhead_s) : 0.0);
     case OP_COMM: {
         /* the power model charges a collective what the GPU draws above the static power while it runs
          * (docs/model.md, "Clock under the power cap"); the host's wait draws the static power only */

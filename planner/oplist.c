@@ -739,6 +739,17 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     if (full && (sync = collective(b, "ep_counts", PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_EP, (int64_t)ep,
                                    counts, hide)))
         sync->host_sync = 1;
+    /* with no group at all the counts still go to the host: Transformer Engine's grouped linear takes its split
+     * sizes there (Megatron's tokens_per_expert, the trainer's GEMM sizes): the copy, a kernel's fixed cost, and the
+     * same wait (docs/model.md, "The dispatcher's counts and the host's wait") */
+    if (ep == 1.0 && etp == 1.0) {
+        op_t *copy = push(b, "ep_counts", OP_MEMBOUND, PASS_FWD, count);
+        if (copy) { copy->bytes = E * 4.0; copy->host_sync = 1; }
+        if (full && (copy = push(b, "ep_counts", OP_MEMBOUND, PASS_RECOMPUTE, count))) {
+            copy->bytes = E * 4.0;
+            copy->host_sync = 1;
+        }
+    }
     /* without EP, an expert TP group's gather of uneven row counts needs every TP rank's counts on the host the same
      * way (Megatron's output splits over the TP group; validator/moe.c's gather) */
     if (ep == 1.0 && etp > 1.0) {

@@ -147,8 +147,8 @@ typedef struct {
     double energy_j;        /* switching energy per instance at the top clock; 0 without the power model */
     double internode_share; /* all-to-all: the inter-node bytes a node-limited dispatcher sends, as a share of
                                the plain exchange's (0: 1, the plain exchange) */
-    int host_sync;          /* 1: the host waits for this collective's result before it launches what follows
-                               (the MoE dispatcher's counts): host_sync_s added to it */
+    int host_sync;          /* 1: the host waits for this op's result before it launches what follows (the MoE
+                               dispatcher's counts: their all-gather, or at EP 1 their copy): host_sync_s added to it */
 } op_t;
 
 /* DeepSeek-V3 with every option reaches about 240 (its MTP module, MLA, dense and MoE layers, full

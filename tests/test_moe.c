@@ -416,7 +416,15 @@ static void ep_counts_routed_rows_and_communicators(void **state)
     layout_t one_rank = moe_layout(1, 1, 32, 1, 256, 4096);
     static estimate_t e0;
     estimate("mixtral-8x7b", one_rank, &e0);
-    assert_null(find(&e0.first_stage, "ep_counts", PASS_FWD));   /* no group: nothing crosses */
+    /* no group: no collective and no sort, but the counts still go to the host for the grouped GEMM's split sizes
+     * (Transformer Engine's, the trainer's): their copy and the same wait */
+    const op_t *copy = find(&e0.first_stage, "ep_counts", PASS_FWD);
+    assert_non_null(copy);
+    assert_int_equal(copy->kind, OP_MEMBOUND);
+    assert_int_equal(copy->host_sync, 1);
+    assert_close(copy->bytes, 4.0 * (double)m->experts, 0);
+    assert_true(copy->time_s >= host_sync_s(hwdb_find_gpu(&db, "h100-sxm")->launch_overhead_s));
+    assert_null(find(&e0.first_stage, "ep_counts", PASS_BWD));
     assert_null(find(&e0.first_stage, "moe_sort_chunks", PASS_FWD));
     /* its time holds the host's wait: two kernel issues beyond the all-gather itself */
     const hw_gpu *g = hwdb_find_gpu(&db, "h100-sxm");

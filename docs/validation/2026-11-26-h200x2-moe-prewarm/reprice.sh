@@ -10,7 +10,7 @@ W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 for c in $D/final/new_*.csv $D/recompute/runs/new_*.csv; do
   ln -s "$PWD/$c" "$W/$(basename "$c")"; ln -s "$PWD/${c%.csv}.log" "$W/$(basename "${c%.csv}").log"
 done
-build/sextant fit-power --gpu h200 --calibration "$OVERLAY" --models docs/validation/2026-11-26-moe-launches/zoo_moe_heldout.csv \
+"${SEXTANT:-build/sextant}" fit-power --gpu h200 --calibration "$OVERLAY" --models docs/validation/2026-11-26-moe-launches/zoo_moe_heldout.csv \
   --runs "$(ls "$W"/*.csv | paste -sd, -)" --out "$W/out.csv" | grep -E '\.csv ' | awk '{ print $1, $2, $3, $4 }' > "$W/all.txt"
 cat "$W/all.txt"
 awk '{ e = $4; sub(/%$/, "", e); e += 0; a = e < 0 ? -e : e; n++; s += a; ss += e; if (a > w) { w = a; ws = e; wr = $1 } }
