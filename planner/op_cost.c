@@ -193,6 +193,12 @@ static double fp8_pass_factor(const hw_gpu *gpu, const op_t *op)
  * has fitted the model to this GPU, times the fused bias gradient's factor where the op has one; 0 when it
  * has not been fitted.  The rate was fitted on 16-bit GEMMs: another precision scales it by its peak (and
  * FP8 by its relative efficiency), and FP8 adds its operands' casts. */
+/* the kernels a GEMM op is launched as: one per expert where the experts' GEMMs are separate launches */
+static double gemm_launches(const op_t *op)
+{
+    return op->separate_launches && op->batch > 1 ? (double)op->batch : 1.0;
+}
+
 static double gemm_model_s(const hw_gpu *gpu, const op_t *op, precision_t p, double membw)
 {
     double sixteen = gpu->peak_flops[PREC_BF16] > 0.0 ? gpu->peak_flops[PREC_BF16] : gpu->peak_flops[PREC_FP16];
@@ -208,7 +214,7 @@ static double gemm_model_s(const hw_gpu *gpu, const op_t *op, precision_t p, dou
     }
     /* one launch per expert: each GEMM fills the GPU in waves of its own tiles, pays its own fixed cost, and
      * splits K by its own tile count (docs/model.md, "Mixture of experts", the experts' GEMMs) */
-    double launches = op->separate_launches && op->batch > 1 ? (double)op->batch : 1.0;
+    double launches = gemm_launches(op);
     double t = launches * gemm_tile_wave_s((double)op->batch / launches, (double)op->m, (double)op->n, (double)op->k,
                                            gpu->sm_count, rate, gpu->gemm_tile_s, gpu->gemm_fixed_s, op->bytes / launches,
                                            membw);
@@ -326,13 +332,14 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
         if (measured > 0.0 && op->batch <= 1) return with_power(op, gpu, measured, clock_bound, e_flop);
         /* the forward's expert GEMMs after the routing sync: no faster than the host issues them, whichever model
          * prices the GPU's time (where the host sets it, the clock does not) */
-        double issued = op->separate_launches && op->batch > 1 && (op->pass == PASS_FWD || op->pass == PASS_RECOMPUTE)
-                            ? expert_gemm_issue_s((double)op->batch, gpu->gemm_issue_s, gpu->launch_overhead_s)
+        const double launches = gemm_launches(op);
+        double issued = launches > 1.0 && (op->pass == PASS_FWD || op->pass == PASS_RECOMPUTE)
+                            ? expert_gemm_issue_s(launches, gpu->gemm_issue_s, gpu->launch_overhead_s)
                             : 0.0;
         double tiled = gemm_model_s(gpu, op, matrix, membw);
         if (tiled > 0.0 && issued > tiled) return with_power(op, gpu, issued, 0.0, e_flop);
         if (tiled > 0.0) {
-            double fixed = gpu->gemm_fixed_s * (op->separate_launches && op->batch > 1 ? (double)op->batch : 1.0);
+            double fixed = gpu->gemm_fixed_s * launches;
             if (op->bytes / membw >= tiled - fixed) clock_bound = 0.0;
             return with_power(op, gpu, tiled, clock_bound, e_flop);
         }

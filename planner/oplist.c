@@ -694,6 +694,30 @@ static void grouped_gemm(builder *b, const char *fwd, const char *dgrad, const c
  * is the mirror image (MoEAlltoAllTokenDispatcher: A2A over EP, then AG over ETP; RS over ETP, then
  * A2A).  With ETP 1 nothing is gathered: each rank's experts run on the tokens it received.  Shared
  * experts run beside them as an ordinary MLP over the attention's TP. */
+/* A MoE layer's routing counts on their way to the host, before the dispatch (and again in a full recomputation; the
+ * backward knows the sizes), with the host's wait (docs/model.md, "The dispatcher's counts and the host's wait"):
+ * the all-to-all's split sizes, every EP rank's counts all-gathered over the EP group (Megatron's all-to-all
+ * dispatcher); without EP, an expert TP group's gather of uneven row counts needs every ETP rank's the same way
+ * (Megatron's output splits; validator/moe.c's gather); with no group at all they are still copied to the host,
+ * where Transformer Engine's grouped linear takes its split sizes (Megatron's tokens_per_expert, the trainer's GEMM
+ * sizes): the copy at a kernel's fixed cost. */
+static void routing_counts(builder *b, int64_t count, int full, double ep, double etp, double E, overlap_t hide)
+{
+    const pass_t passes[2] = {PASS_FWD, PASS_RECOMPUTE};
+    for (int i = 0; i < (full ? 2 : 1); i++) {
+        op_t *op;
+        if (ep > 1.0)
+            op = collective(b, "ep_counts", passes[i], count, COLL_ALLGATHER, GROUP_EP, (int64_t)ep, moe_counts_bytes(ep, E),
+                            hide);
+        else if (etp > 1.0)
+            op = collective(b, "ep_counts", passes[i], count, COLL_ALLGATHER, GROUP_ETP, (int64_t)etp,
+                            moe_counts_bytes(etp, E), EXPOSED);
+        else if ((op = push(b, "ep_counts", OP_MEMBOUND, passes[i], count)))
+            op->bytes = E * 4.0;
+        if (op) op->host_sync = 1;
+    }
+}
+
 static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
 {
     static const char *const shared_names[8] = {"shared_up", "shared_up_dgrad", "shared_up_wgrad", "shared_act",
@@ -731,35 +755,7 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
         share = moe_remote_node_copies(k, nodes, (double)m->moe_groups, (double)m->moe_group_limit) /
                 moe_remote_node_copies(k, nodes, 0.0, 0.0);
     int first_ep_op = b->out->nops;
-    /* the all-to-all's split sizes: every EP rank's counts per expert, all-gathered, and the host waits
-     * for them (Megatron's all-to-all dispatcher; docs/model.md, "Mixture of experts") */
-    double counts = moe_counts_bytes(ep, E);
-    op_t *sync = collective(b, "ep_counts", PASS_FWD, count, COLL_ALLGATHER, GROUP_EP, (int64_t)ep, counts, hide);
-    if (sync) sync->host_sync = 1;
-    if (full && (sync = collective(b, "ep_counts", PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_EP, (int64_t)ep,
-                                   counts, hide)))
-        sync->host_sync = 1;
-    /* with no group at all the counts still go to the host: Transformer Engine's grouped linear takes its split
-     * sizes there (Megatron's tokens_per_expert, the trainer's GEMM sizes): the copy, a kernel's fixed cost, and the
-     * same wait (docs/model.md, "The dispatcher's counts and the host's wait") */
-    if (ep == 1.0 && etp == 1.0) {
-        op_t *copy = push(b, "ep_counts", OP_MEMBOUND, PASS_FWD, count);
-        if (copy) { copy->bytes = E * 4.0; copy->host_sync = 1; }
-        if (full && (copy = push(b, "ep_counts", OP_MEMBOUND, PASS_RECOMPUTE, count))) {
-            copy->bytes = E * 4.0;
-            copy->host_sync = 1;
-        }
-    }
-    /* without EP, an expert TP group's gather of uneven row counts needs every TP rank's counts on the host the same
-     * way (Megatron's output splits over the TP group; validator/moe.c's gather) */
-    if (ep == 1.0 && etp > 1.0) {
-        double tp_counts = moe_counts_bytes(etp, E);
-        if ((sync = collective(b, "ep_counts", PASS_FWD, count, COLL_ALLGATHER, GROUP_ETP, (int64_t)etp, tp_counts, EXPOSED)))
-            sync->host_sync = 1;
-        if (full && (sync = collective(b, "ep_counts", PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_ETP, (int64_t)etp,
-                                       tp_counts, EXPOSED)))
-            sync->host_sync = 1;
-    }
+    routing_counts(b, count, full, ep, etp, E, hide);
     collective(b, "ep_alltoall_dispatch", PASS_FWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
     if (full) collective(b, "ep_alltoall_dispatch", PASS_RECOMPUTE, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
     collective(b, "ep_alltoall_dispatch_bwd", PASS_BWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
