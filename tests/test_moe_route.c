@@ -301,6 +301,86 @@ static void router_backward_finite_differences(void **state)
     }
 }
 
+/* ZeRO's shards of the MoE parameters (moe_plan.h): over every rank of a data-parallel group of dp with ep, each
+ * element of the routers lies in exactly one rank's router slice, each element of a layer's experts in exactly one
+ * slice of each expert-data-parallel group (the ranks of one EP place); the kept counts are the stage's; and
+ * moe_shard_take hands each rank its own elements of the whole layout. */
+static void shards_cover_the_layout_once(int stage, int dp, int ep, int L, size_t router_layer, size_t expert_layer)
+{
+    moe_shards s0;
+    assert_int_equal(moe_shard_plan(L, router_layer, expert_layer, stage, dp, 0, ep, &s0), 0);
+    size_t whole = s0.router_count + (size_t)L * s0.expert_stride;
+    assert_true(s0.router_count >= (size_t)L * router_layer && s0.expert_stride >= expert_layer);
+    int *router_hits = calloc(s0.router_count, sizeof *router_hits);
+    int *expert_hits = calloc((size_t)ep * s0.expert_stride, sizeof *expert_hits);
+    float *all = malloc(whole * sizeof *all), *part = malloc(whole * sizeof *part);
+    assert_non_null(router_hits);
+    assert_non_null(expert_hits);
+    assert_non_null(all);
+    assert_non_null(part);
+    for (size_t i = 0; i < whole; i++) all[i] = (float)i;
+    for (int r = 0; r < dp; r++) {
+        moe_shards s;
+        assert_int_equal(moe_shard_plan(L, router_layer, expert_layer, stage, dp, r, ep, &s), 0);
+        assert_int_equal(s.router_count, s0.router_count);
+        assert_int_equal(s.expert_stride, s0.expert_stride);
+        assert_int_equal(s.edp, dp / ep);
+        assert_int_equal(s.edp_rank, r / ep);
+        for (size_t i = 0; i < s.router_slice; i++) router_hits[s.router_at + i]++;
+        for (size_t i = 0; i < s.expert_slice; i++) expert_hits[(size_t)(r % ep) * s.expert_stride + s.expert_at + i]++;
+        /* the state: the router slice, then each layer's experts' slice, as moe_step's AdamW walks them */
+        moe_shard_take(&s, L, all, part, 0);
+        assert_int_equal(s.state_count, s.router_slice + (size_t)L * s.expert_slice);
+        for (size_t i = 0; i < s.router_slice; i++) assert_true(part[i] == (float)(s.router_at + i));
+        for (int l = 0; l < L; l++)
+            for (size_t i = 0; i < s.expert_slice; i++)
+                assert_true(part[s.router_slice + (size_t)l * s.expert_slice + i] ==
+                            (float)(s.router_count + (size_t)l * s.expert_stride + s.expert_at + i));
+        /* the 16-bit parameters: whole, but for ZeRO-3's experts, sliced */
+        moe_shard_take(&s, L, all, part, 1);
+        for (size_t i = 0; i < s.router_count; i++) assert_true(part[i] == (float)i);
+        int sliced = s.experts_zero && s.stage == 3;
+        size_t per = sliced ? s.expert_slice : s.expert_stride;
+        assert_int_equal(s.param_count, s.router_count + (size_t)L * per);
+        for (int l = 0; l < L; l++)
+            for (size_t i = 0; i < per; i++)
+                assert_true(part[s.router_count + (size_t)l * per + i] ==
+                            (float)(s.router_count + (size_t)l * s.expert_stride + (sliced ? s.expert_at : 0) + i));
+        assert_int_equal(s.grad_count, s.router_count + (size_t)L * (s.experts_zero ? s.expert_slice : s.expert_stride));
+        /* what is sharded at which stage */
+        assert_int_equal(s.stage, dp > 1 ? stage : 0);
+        assert_int_equal(s.router_sharded, dp > 1 && stage >= 1);
+        assert_int_equal(s.experts_sharded, dp > 1 && stage >= 1 && dp / ep > 1);
+        assert_int_equal(s.experts_zero, dp > 1 && stage >= 2 && dp / ep > 1);
+        if (s.router_sharded) assert_int_equal(s.router_slice * (size_t)dp, s.router_count);
+        if (s.experts_sharded) assert_int_equal(s.expert_slice * (size_t)s.edp, s.expert_stride);
+        if (s.router_sharded) assert_int_equal(s.router_slice % 8, 0);
+        if (s.experts_sharded) assert_int_equal(s.expert_slice % 8, 0);
+    }
+    for (size_t i = 0; i < s0.router_count; i++) assert_int_equal(router_hits[i], s0.router_sharded ? 1 : dp);
+    for (size_t i = 0; i < (size_t)ep * s0.expert_stride; i++) assert_int_equal(expert_hits[i], s0.experts_sharded ? 1 : dp / ep);
+    free(router_hits);
+    free(expert_hits);
+    free(all);
+    free(part);
+}
+
+static void zero_shards_of_routers_and_experts(void **state)
+{
+    (void)state;
+    for (int stage = 0; stage <= 3; stage++) {
+        shards_cover_the_layout_once(stage, 1, 1, 2, 24, 40);
+        shards_cover_the_layout_once(stage, 2, 1, 3, 13, 37);   /* odd sizes: padded */
+        shards_cover_the_layout_once(stage, 2, 2, 2, 16, 48);   /* EP 2 over DP 2: the experts whole */
+        shards_cover_the_layout_once(stage, 4, 2, 2, 13, 37);
+        shards_cover_the_layout_once(stage, 8, 2, 1, 64, 96);
+    }
+    moe_shards s;
+    assert_int_equal(moe_shard_plan(2, 16, 48, 1, 6, 0, 4, &s), -1);   /* ep must divide dp */
+    assert_int_equal(moe_shard_plan(2, 16, 48, 4, 2, 0, 1, &s), -1);   /* no ZeRO-4 */
+    assert_int_equal(moe_shard_plan(2, 16, 48, 1, 2, 2, 1, &s), -1);   /* rank outside the group */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -310,6 +390,7 @@ int main(void)
         cmocka_unit_test(router_backward_finite_differences),
         /* last: its draws from the shared generator would move the finite differences' inputs */
         cmocka_unit_test(gather_two_and_four_ranks),
+        cmocka_unit_test(zero_shards_of_routers_and_experts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -89,16 +89,38 @@ static saved_ptrs saved_at(const moe_state *st, void *block)
     return s;
 }
 
-/* ---- parameters: [router of each layer][experts of each layer] ---- */
+/* ---- parameters: [router of each layer][experts of each layer] (moe_plan.h's moe_shards: what ZeRO keeps) ---- */
 
 static size_t expert_elems(const moe_state *st) { return (size_t)st->up * st->c.C + (size_t)st->c.C * st->c.F; }
 static bf16 *router_w(const moe_state *st, bf16 *base, int l) { return base + (size_t)l * st->c.E * st->c.C; }
-/* local expert e's up (rows [0, F) the gate, [F, 2F) the up projection) and down weights */
-static bf16 *up_w(const moe_state *st, bf16 *base, int l, int e)
+
+/* Layer l's experts as a forward or backward reads them: ZeRO-3's gathered buffer, else the whole parameters. */
+static bf16 *experts_params(const moe_state *st, int l)
 {
-    return base + st->router_count + ((size_t)l * st->El + e) * expert_elems(st);
+    if (!(st->sh.experts_zero && st->sh.stage == 3)) return st->params + st->sh.router_count + (size_t)l * st->sh.expert_stride;
+    bf16 *p = zero_param_at(&st->ez, (size_t)l * st->sh.expert_stride);
+    if (!p) {
+        fprintf(stderr, "sextant-gpu train: rank %d: internal: MoE layer %d's experts read while not gathered\n", st->c.my_rank, l);
+        exit(1);
+    }
+    return p;
 }
-static bf16 *down_w(const moe_state *st, bf16 *base, int l, int e) { return up_w(st, base, l, e) + (size_t)st->up * st->c.C; }
+
+/* Layer l's experts' gradients as the backward writes them: ZeRO-2/3's gradient buffer, else the whole gradients. */
+static bf16 *experts_grads(const moe_state *st, int l)
+{
+    if (!st->sh.experts_zero) return st->grads + st->sh.router_count + (size_t)l * st->sh.expert_stride;
+    bf16 *p = zero_grad_at(&st->ez, (size_t)l * st->sh.expert_stride);
+    if (!p) {
+        fprintf(stderr, "sextant-gpu train: rank %d: internal: MoE layer %d's gradients written with no buffer\n", st->c.my_rank, l);
+        exit(1);
+    }
+    return p;
+}
+
+/* local expert e's up (rows [0, F) the gate, [F, 2F) the up projection) and down weights in its layer's block */
+static bf16 *up_w(const moe_state *st, bf16 *layer, int e) { return layer + (size_t)e * expert_elems(st); }
+static bf16 *down_w(const moe_state *st, bf16 *layer, int e) { return up_w(st, layer, e) + (size_t)st->up * st->c.C; }
 
 /* Fills the initial weights on the host as functions of their place in the whole model
  * (layer, global expert, element of the whole expert), so that every ep and tp gives the same model.
@@ -111,12 +133,13 @@ static void fill_weights(moe_state *st, float *host)
     const size_t C = (size_t)c->C, F = (size_t)c->F, Fm = (size_t)c->Fm, up = (size_t)st->up;
     const size_t first = (size_t)c->tp_rank * F;   /* this rank's first row (gate, up) or column (down) */
     for (int l = 0; l < c->L; l++) {
-        int glayer = c->layer0 + l;
+        int glayer = c->model_layer ? c->model_layer[l] : c->layer0 + l;
         float *r = host + (size_t)l * c->E * C;
         for (size_t i = 0; i < (size_t)c->E * C; i++) r[i] = c->hooks.init(which, glayer, i, 0.02f);
         for (int e = 0; e < st->El; e++) {
             size_t ge = (size_t)c->ep_rank * st->El + e;
-            float *u = host + st->router_count + ((size_t)l * st->El + e) * expert_elems(st), *d = u + up * C;
+            float *u = host + st->sh.router_count + (size_t)l * st->sh.expert_stride + (size_t)e * expert_elems(st);
+            float *d = u + up * C;
             for (size_t row = 0; row < up; row++) {
                 size_t grow = row < F ? first + row : Fm + first + (row - F);
                 for (size_t i = 0; i < C; i++) u[row * C + i] = c->hooks.init(which + 1, glayer, (ge * 2 * Fm + grow) * C + i, 0.02f);
@@ -130,26 +153,73 @@ static void fill_weights(moe_state *st, float *host)
     }
 }
 
+/* The ZeRO-1/2 gathers' events, and the experts' ZeRO-2/3 (sh.experts_zero): zero.c's state over the
+ * expert-data-parallel group, a bucket a layer, its order of gathers the step's schedule's. */
+static void experts_zero_init(moe_state *st)
+{
+    const moe_config *c = &st->c;
+    const moe_shards *sh = &st->sh;
+    const size_t L = (size_t)(c->L > 0 ? c->L : 1);
+    MCK(st, cudaEventCreateWithFlags(&st->updated, cudaEventDisableTiming));
+    MCK(st, cudaEventCreateWithFlags(&st->router_ready, cudaEventDisableTiming));
+    st->experts_ready = calloc(L, sizeof *st->experts_ready);
+    st->gather_pending = calloc(L, 1);
+    st->ebuckets = calloc(L, sizeof *st->ebuckets);
+    if (!st->experts_ready || !st->gather_pending || !st->ebuckets) {
+        fprintf(stderr, "sextant-gpu train: rank %d: out of host memory\n", c->my_rank);
+        exit(1);
+    }
+    for (int l = 0; l < c->L; l++) MCK(st, cudaEventCreateWithFlags(&st->experts_ready[l], cudaEventDisableTiming));
+    if (!sh->experts_zero) return;
+    for (int l = 0; l < c->L; l++)
+        st->ebuckets[l] = (zero_bucket){(size_t)l * sh->expert_stride, sh->expert_stride, (size_t)l * sh->expert_slice, 1};
+    zero_state *z = &st->ez;
+    z->stage = sh->stage; z->dp = sh->edp; z->rank = sh->edp_rank; z->my_rank = c->my_rank;
+    z->compute = c->stream; z->comm = c->comm; z->dp_comm = c->edp_comm; z->mark = c->zero_mark;
+    z->names = &zero_edp_names;
+    z->buckets = st->ebuckets; z->nbuckets = c->L;
+    z->param_shard = st->params + sh->router_count;
+    z->grad_shard = st->grads + sh->router_count;
+    zero_buffer_elems(st->ebuckets, c->L, &z->small, &z->big);
+    for (int i = 0; i < 3; i++) {
+        size_t bytes = (i == ZERO_BIG ? z->big : z->small) * sizeof(bf16);
+        void *p = NULL;
+        if (bytes && z->stage == 3) { MCK(st, cudaMalloc(&p, bytes)); st->zero_bytes += bytes; }
+        z->gathered[i] = p;
+        p = NULL;
+        if (bytes) { MCK(st, cudaMalloc(&p, bytes)); st->zero_bytes += bytes; }
+        z->work[i] = p;
+    }
+    st->bytes += st->zero_bytes;
+    /* no embedding or head among the experts' buckets: layers only */
+    zero_stage order = {st->ebuckets, z->small, -1, -1, -1, 0, c->Lc, c->vpp, 0, 0};
+    if (zero_init(z, &order, c->schedule, c->nschedule) != 0) exit(1);
+}
+
 void moe_init(moe_state *st, const moe_config *c)
 {
     memset(st, 0, sizeof *st);
     st->c = *c;
     st->El = c->E / c->ep;
     st->up = 2 * c->F;
-    st->edp = c->dp / c->ep;
     st->groups = c->tp > 1 ? c->tp : c->ep;
     /* Switch's coefficient on a per-micro-batch mean, summed over the step's micro-batches as the loss is */
     st->aux_scale = (float)(MOE_AUX_COEFF * c->E * c->dloss);
-    st->router_count = (size_t)c->L * c->E * c->C;
-    st->expert_count = (size_t)c->L * st->El * expert_elems(st);
-    size_t count = st->router_count + st->expert_count;
+    if (moe_shard_plan(c->L, (size_t)c->E * c->C, (size_t)st->El * expert_elems(st), c->zero, c->dp, c->dp_rank, c->ep,
+                       &st->sh) != 0) {
+        fprintf(stderr, "sextant-gpu train: rank %d: internal: MoE shards (dp %d, ep %d)\n", c->my_rank, c->dp, c->ep);
+        exit(1);
+    }
+    st->edp = st->sh.edp;
+    const moe_shards *sh = &st->sh;
+    size_t count = sh->router_count + (size_t)c->L * sh->expert_stride;   /* the whole layout */
     void *p;
 #define ALLOC(field, size) do { MCK(st, cudaMalloc(&p, (size))); st->field = p; st->bytes += (size); } while (0)
-    ALLOC(params, count * sizeof(bf16));
-    ALLOC(grads, count * sizeof(bf16));
-    ALLOC(master, count * sizeof(float));
-    ALLOC(m, count * sizeof(float));
-    ALLOC(v, count * sizeof(float));
+    ALLOC(params, sh->param_count * sizeof(bf16));
+    ALLOC(grads, sh->grad_count * sizeof(bf16));
+    ALLOC(master, sh->state_count * sizeof(float));
+    ALLOC(m, sh->state_count * sizeof(float));
+    ALLOC(v, sh->state_count * sizeof(float));
     ALLOC(xs, (size_t)c->N * c->k * c->C * sizeof(bf16));
     ALLOC(dlogits, (size_t)c->N * c->E * sizeof(bf16));
     ALLOC(dgate, (size_t)c->N * c->k * sizeof(float));
@@ -179,18 +249,26 @@ void moe_init(moe_state *st, const moe_config *c)
     }
     st->gemm_ex = gemm && !strcmp(gemm, "ex");
 
-    float *host = malloc(count * sizeof *host);
+    /* the whole layout on the host (its padding zero), then this rank's parts of it */
+    float *host = calloc(count, sizeof *host), *part = malloc(count * sizeof *part);
     uint16_t *half = malloc(count * sizeof *half);
-    if (!host || !half) { fprintf(stderr, "sextant-gpu train: rank %d: out of host memory (MoE weights)\n", c->my_rank); exit(1); }
+    if (!host || !part || !half) {
+        fprintf(stderr, "sextant-gpu train: rank %d: out of host memory (MoE weights)\n", c->my_rank);
+        exit(1);
+    }
     fill_weights(st, host);
-    for (size_t i = 0; i < count; i++) half[i] = c->hooks.to_bf16(host[i]);
-    MCK(st, cudaMemcpy(st->master, host, count * sizeof(float), cudaMemcpyHostToDevice));
-    MCK(st, cudaMemcpy(st->params, half, count * sizeof(bf16), cudaMemcpyHostToDevice));
-    MCK(st, cudaMemset(st->m, 0, count * sizeof(float)));
-    MCK(st, cudaMemset(st->v, 0, count * sizeof(float)));
-    MCK(st, cudaMemset(st->grads, 0, count * sizeof(bf16)));
+    moe_shard_take(sh, c->L, host, part, 0);
+    MCK(st, cudaMemcpy(st->master, part, sh->state_count * sizeof(float), cudaMemcpyHostToDevice));
+    moe_shard_take(sh, c->L, host, part, 1);
+    for (size_t i = 0; i < sh->param_count; i++) half[i] = c->hooks.to_bf16(part[i]);
+    MCK(st, cudaMemcpy(st->params, half, sh->param_count * sizeof(bf16), cudaMemcpyHostToDevice));
+    MCK(st, cudaMemset(st->m, 0, sh->state_count * sizeof(float)));
+    MCK(st, cudaMemset(st->v, 0, sh->state_count * sizeof(float)));
+    MCK(st, cudaMemset(st->grads, 0, sh->grad_count * sizeof(bf16)));
     free(host);
+    free(part);
     free(half);
+    experts_zero_init(st);
     /* the groups' first use, each finished before the step (train.c's comm_warmup says why):
      * the all-gather of counts and a send/recv with every peer */
     size_t free_before, free_after, total;
@@ -209,8 +287,16 @@ void moe_init(moe_state *st, const moe_config *c)
         MCK(st, cudaStreamSynchronize(c->stream));
         MCK(st, cudaFree(probe));
     }
-    if (st->edp > 1) {
-        MNC(st, ncclAllReduce(st->grads + st->router_count, st->grads + st->router_count, 8, ncclBfloat16, ncclSum,
+    if (sh->experts_zero) {
+        zero_warmup(&st->ez);
+        MCK(st, cudaStreamSynchronize(c->stream));
+    } else if (sh->experts_sharded) {   /* ZeRO-1: the step's reduce-scatter and gather, on layer 0's zero gradients */
+        bf16 *layer = st->grads + sh->router_count;
+        MNC(st, ncclReduceScatter(layer, layer + sh->expert_at, sh->expert_slice, ncclBfloat16, ncclSum, c->edp_comm, c->stream));
+        MNC(st, ncclAllGather(layer + sh->expert_at, layer, sh->expert_slice, ncclBfloat16, c->edp_comm, c->stream));
+        MCK(st, cudaStreamSynchronize(c->stream));
+    } else if (st->edp > 1) {
+        MNC(st, ncclAllReduce(st->grads + sh->router_count, st->grads + sh->router_count, 8, ncclBfloat16, ncclSum,
                               c->edp_comm, c->stream));
         MCK(st, cudaStreamSynchronize(c->stream));
     }
@@ -675,12 +761,13 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
     }
     call->h = pool_rows(st, R, st->up);
     call->act = pool_rows(st, R, F);
+    bf16 *weights = experts_params(st, l);
     mark(st, "expert_up", 0);
     experts_fork(st);
     for (int e = 0; e < st->El; e++) {
         size_t at = (size_t)x->expert_offset[e];
         if (x->expert_rows[e])
-            gemm_forward(st, e % MOE_STREAMS, call->h + at * st->up, call->xe + at * C, up_w(st, st->params, l, e),
+            gemm_forward(st, e % MOE_STREAMS, call->h + at * st->up, call->xe + at * C, up_w(st, weights, e),
                          x->expert_rows[e], C, st->up);
     }
     experts_join(st);
@@ -694,7 +781,7 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
     for (int e = 0; e < st->El; e++) {
         size_t at = (size_t)x->expert_offset[e];
         if (x->expert_rows[e])
-            gemm_forward(st, e % MOE_STREAMS, ye + at * C, call->act + at * F, down_w(st, st->params, l, e),
+            gemm_forward(st, e % MOE_STREAMS, ye + at * C, call->act + at * F, down_w(st, weights, e),
                          x->expert_rows[e], F, C);
     }
     experts_join(st);
@@ -722,12 +809,13 @@ static void experts_backward(moe_state *st, moe_call *call, const bf16 *dye, bf1
     const moe_exchange *x = &call->x;
     const int R = x->rows_in, C = c->C, F = c->F, up = st->up;
     bf16 *dact = pool_rows(st, R, F), *dh = pool_rows(st, R, up);
+    bf16 *weights = experts_params(st, l), *grads = experts_grads(st, l);
     mark(st, "expert_down_dgrad", 0);
     experts_fork(st);
     for (int e = 0; e < st->El; e++) {
         size_t at = (size_t)x->expert_offset[e];
         if (x->expert_rows[e])
-            gemm_dgrad(st, e % MOE_STREAMS, dact + at * F, dye + at * C, down_w(st, st->params, l, e), x->expert_rows[e], F,
+            gemm_dgrad(st, e % MOE_STREAMS, dact + at * F, dye + at * C, down_w(st, weights, e), x->expert_rows[e], F,
                        C, 0);
     }
     experts_join(st);
@@ -737,7 +825,7 @@ static void experts_backward(moe_state *st, moe_call *call, const bf16 *dye, bf1
     for (int e = 0; e < st->El; e++) {
         size_t at = (size_t)x->expert_offset[e];
         if (x->expert_rows[e])
-            gemm_wgrad(st, e % MOE_STREAMS, down_w(st, st->grads, l, e), dye + at * C, call->act + at * F,
+            gemm_wgrad(st, e % MOE_STREAMS, down_w(st, grads, e), dye + at * C, call->act + at * F,
                        x->expert_rows[e], F, C);
     }
     experts_join(st);
@@ -749,7 +837,7 @@ static void experts_backward(moe_state *st, moe_call *call, const bf16 *dye, bf1
     experts_fork(st);
     for (int e = 0; e < st->El; e++) {
         size_t at = (size_t)x->expert_offset[e];
-        if (x->expert_rows[e]) gemm_dgrad(st, e % MOE_STREAMS, dxe + at * C, dh + at * up, up_w(st, st->params, l, e), x->expert_rows[e], C, up, 0);
+        if (x->expert_rows[e]) gemm_dgrad(st, e % MOE_STREAMS, dxe + at * C, dh + at * up, up_w(st, weights, e), x->expert_rows[e], C, up, 0);
     }
     experts_join(st);
     mark(st, "expert_up_dgrad", 1);
@@ -757,7 +845,7 @@ static void experts_backward(moe_state *st, moe_call *call, const bf16 *dye, bf1
     experts_fork(st);
     for (int e = 0; e < st->El; e++) {
         size_t at = (size_t)x->expert_offset[e];
-        if (x->expert_rows[e]) gemm_wgrad(st, e % MOE_STREAMS, up_w(st, st->grads, l, e), dh + at * up, call->xe + at * C, x->expert_rows[e], C, up);
+        if (x->expert_rows[e]) gemm_wgrad(st, e % MOE_STREAMS, up_w(st, grads, e), dh + at * up, call->xe + at * C, x->expert_rows[e], C, up);
     }
     experts_join(st);
     mark(st, "expert_up_wgrad", 1);
@@ -816,40 +904,56 @@ void moe_backward(moe_state *st, void *saved, const bf16 *xn, const bf16 *dout, 
 void moe_zero_grads(moe_state *st)
 {
     mark(st, "zero_grads", 0);
-    MCK(st, cudaMemsetAsync(st->grads, 0, (st->router_count + st->expert_count) * sizeof(bf16), st->c.stream));
+    MCK(st, cudaMemsetAsync(st->grads, 0, st->sh.grad_count * sizeof(bf16), st->c.stream));
     mark(st, "zero_grads", 1);
 }
 
-/* Layer l's reductions on `stream` (profiled there): the router's gradients over DP, the experts' over their group. */
-static void reduce_layer(moe_state *st, int l, cudaStream_t stream)
+/* Layer l's reductions on `stream` (profiled there): the router's gradients over TP and DP, the experts' over their
+ * group (with ZeRO-1 reduce-scattered in place; ZeRO-2/3's went out every micro-batch, zero.c).  Sharded routers are
+ * reduced in moe_step, every layer's in one call.  1 when it issued any. */
+static int reduce_layer(moe_state *st, int l, cudaStream_t stream)
 {
     const moe_config *c = &st->c;
+    const moe_shards *sh = &st->sh;
+    int issued = 0;
     if (c->tp > 1) {
         /* the router is every TP rank's, each fed its sequence share (Megatron's sequence-parallel weights) */
         c->hooks.mark_on("tp_allreduce_router_grads", 0, stream);
         MNC(st, ncclAllReduce(router_w(st, st->grads, l), router_w(st, st->grads, l), (size_t)c->E * c->C, ncclBfloat16,
                               ncclSum, c->tp_comm, stream));
         c->hooks.mark_on("tp_allreduce_router_grads", 1, stream);
+        issued = 1;
     }
-    if (c->dp > 1) {
+    if (c->dp > 1 && !sh->router_sharded) {
         c->hooks.mark_on("dp_allreduce_grads", 0, stream);
         MNC(st, ncclAllReduce(router_w(st, st->grads, l), router_w(st, st->grads, l), (size_t)c->E * c->C, ncclBfloat16,
                               ncclSum, c->dp_comm, stream));
         c->hooks.mark_on("dp_allreduce_grads", 1, stream);
+        issued = 1;
     }
-    if (st->edp > 1) {
-        bf16 *experts = up_w(st, st->grads, l, 0);
-        c->hooks.mark_on("edp_allreduce_grads", 0, stream);
-        MNC(st, ncclAllReduce(experts, experts, (size_t)st->El * expert_elems(st), ncclBfloat16, ncclSum, c->edp_comm,
-                              stream));
-        c->hooks.mark_on("edp_allreduce_grads", 1, stream);
+    if (st->edp > 1 && !sh->experts_zero) {
+        bf16 *experts = st->grads + sh->router_count + (size_t)l * sh->expert_stride;
+        if (sh->experts_sharded) {
+            c->hooks.mark_on("edp_reduce_scatter_grads", 0, stream);
+            MNC(st, ncclReduceScatter(experts, experts + sh->expert_at, sh->expert_slice, ncclBfloat16, ncclSum,
+                                      c->edp_comm, stream));
+            c->hooks.mark_on("edp_reduce_scatter_grads", 1, stream);
+        } else {
+            c->hooks.mark_on("edp_allreduce_grads", 0, stream);
+            MNC(st, ncclAllReduce(experts, experts, (size_t)st->El * expert_elems(st), ncclBfloat16, ncclSum, c->edp_comm,
+                                  stream));
+            c->hooks.mark_on("edp_allreduce_grads", 1, stream);
+        }
+        issued = 1;
     }
+    return issued;
 }
 
 int moe_grads_ready(moe_state *st, int l, cudaStream_t comm)
 {
     const moe_config *c = &st->c;
-    if (c->dp <= 1 && st->edp <= 1 && c->tp <= 1) return 0;
+    const moe_shards *sh = &st->sh;
+    if (!(c->tp > 1 || (c->dp > 1 && !sh->router_sharded) || (st->edp > 1 && !sh->experts_zero))) return 0;
     MCK(st, cudaEventRecord(st->grads_written[l], c->stream));
     MCK(st, cudaStreamWaitEvent(comm, st->grads_written[l], 0));
     reduce_layer(st, l, comm);
@@ -857,17 +961,102 @@ int moe_grads_ready(moe_state *st, int l, cudaStream_t comm)
     return 1;
 }
 
+/* ZeRO-1/2: every rank's updated slices to every rank on the comm stream, the routers first, then layer by layer in
+ * the order the next forward reads them; each layer's first forward waits for its own (moe_params_take). */
+static void gather_updated(moe_state *st)
+{
+    const moe_config *c = &st->c;
+    const moe_shards *sh = &st->sh;
+    int experts = sh->experts_sharded && !(sh->experts_zero && sh->stage == 3);   /* ZeRO-3's gathers are zero.c's */
+    if (!sh->router_sharded && !experts) return;
+    MCK(st, cudaEventRecord(st->updated, c->stream));
+    MCK(st, cudaStreamWaitEvent(c->comm, st->updated, 0));
+    if (sh->router_sharded) {
+        c->hooks.mark_on("dp_allgather_params", 0, c->comm);
+        MNC(st, ncclAllGather(st->params + sh->router_at, st->params, sh->router_slice, ncclBfloat16, c->dp_comm, c->comm));
+        c->hooks.mark_on("dp_allgather_params", 1, c->comm);
+        MCK(st, cudaEventRecord(st->router_ready, c->comm));
+        st->router_pending = 1;
+    }
+    for (int l = 0; experts && l < c->L; l++) {
+        bf16 *layer = st->params + sh->router_count + (size_t)l * sh->expert_stride;
+        c->hooks.mark_on("edp_allgather_params", 0, c->comm);
+        MNC(st, ncclAllGather(layer + sh->expert_at, layer, sh->expert_slice, ncclBfloat16, c->edp_comm, c->comm));
+        c->hooks.mark_on("edp_allgather_params", 1, c->comm);
+        MCK(st, cudaEventRecord(st->experts_ready[l], c->comm));
+        st->gather_pending[l] = 1;
+    }
+}
+
 void moe_step(moe_state *st, const sx_adamw_params *hp)
 {
     const moe_config *c = &st->c;
+    const moe_shards *sh = &st->sh;
     /* what the backward did not hand over (none when train.c calls moe_grads_ready on the last micro-batch) */
     for (int l = 0; l < c->L; l++) {
         if (!st->reduced[l]) reduce_layer(st, l, c->stream);
         st->reduced[l] = 0;
     }
+    if (sh->router_sharded) {
+        /* every layer's routers in one reduce-scatter over DP (ZeRO-1 for them at every stage: moe_plan.h) */
+        mark(st, "dp_reduce_scatter_grads", 0);
+        MNC(st, ncclReduceScatter(st->grads, st->grads + sh->router_at, sh->router_slice, ncclBfloat16, ncclSum,
+                                  c->dp_comm, c->stream));
+        mark(st, "dp_reduce_scatter_grads", 1);
+    }
     mark(st, "optimizer", 0);
-    MCK(st, sx_adamw(st->master, st->m, st->v, st->params, st->grads, st->router_count + st->expert_count, hp, c->stream));
+    if (!sh->router_sharded && !sh->experts_sharded) {
+        MCK(st, sx_adamw(st->master, st->m, st->v, st->params, st->grads, sh->state_count, hp, c->stream));
+    } else {
+        /* the routers' slice, then each layer's experts' (the state holds them one after another, moe_shard_take) */
+        MCK(st, sx_adamw(st->master, st->m, st->v, st->params + sh->router_at, st->grads + sh->router_at,
+                         sh->router_slice, hp, c->stream));
+        int params_sliced = sh->experts_zero && sh->stage == 3;
+        for (int l = 0; l < c->L; l++) {
+            size_t at = sh->router_slice + (size_t)l * sh->expert_slice;
+            size_t whole_at = (size_t)l * sh->expert_stride + sh->expert_at, slice_at = (size_t)l * sh->expert_slice;
+            bf16 *p16 = st->params + sh->router_count + (params_sliced ? slice_at : whole_at);
+            bf16 *g16 = st->grads + sh->router_count + (sh->experts_zero ? slice_at : whole_at);
+            MCK(st, sx_adamw(st->master + at, st->m + at, st->v + at, p16, g16, sh->expert_slice, hp, c->stream));
+        }
+    }
     mark(st, "optimizer", 1);
+    gather_updated(st);
+}
+
+void moe_step_begin(moe_state *st, cudaEvent_t optimizer_done)
+{
+    if (st->sh.experts_zero) zero_step_begin(&st->ez, optimizer_done);
+}
+
+void moe_params_take(moe_state *st, int l, int backward)
+{
+    const moe_config *c = &st->c;
+    if (st->sh.experts_zero && st->sh.stage == 3) zero_take_params(&st->ez, l, backward);
+    if (backward || !(st->router_pending || st->gather_pending[l])) return;
+    c->zero_mark("dp_allgather_wait", 0, c->stream, PASS_STEP);
+    if (st->router_pending) MCK(st, cudaStreamWaitEvent(c->stream, st->router_ready, 0));
+    if (st->gather_pending[l]) MCK(st, cudaStreamWaitEvent(c->stream, st->experts_ready[l], 0));
+    c->zero_mark("dp_allgather_wait", 1, c->stream, PASS_STEP);
+    st->router_pending = 0;
+    st->gather_pending[l] = 0;
+}
+
+void moe_grads_take(moe_state *st, int l)
+{
+    if (st->sh.experts_zero) zero_grads_begin(&st->ez, l);
+}
+
+int moe_grads_give(moe_state *st)
+{
+    if (!st->sh.experts_zero) return 0;
+    zero_grads_end(&st->ez);
+    return 1;
+}
+
+void moe_grads_flush(moe_state *st)
+{
+    if (st->sh.experts_zero) zero_grads_flush(&st->ez);
 }
 
 void moe_free(moe_state *st)
@@ -884,9 +1073,24 @@ void moe_free(moe_state *st)
     MCK(st, cudaFreeHost(st->host_counts));
     MCK(st, cudaEventDestroy(st->counted));
     lt_free_all(st);
-    for (int l = 0; l < st->c.L; l++) MCK(st, cudaEventDestroy(st->grads_written[l]));
+    for (int l = 0; l < st->c.L; l++) {
+        MCK(st, cudaEventDestroy(st->grads_written[l]));
+        MCK(st, cudaEventDestroy(st->experts_ready[l]));
+    }
+    MCK(st, cudaEventDestroy(st->updated));
+    MCK(st, cudaEventDestroy(st->router_ready));
+    if (st->sh.experts_zero) {
+        for (int i = 0; i < 3; i++) {
+            MCK(st, cudaFree(st->ez.gathered[i]));
+            MCK(st, cudaFree(st->ez.work[i]));
+        }
+        zero_free(&st->ez);
+    }
     free(st->grads_written);
     free(st->reduced);
+    free(st->experts_ready);
+    free(st->gather_pending);
+    free(st->ebuckets);
     memset(st, 0, sizeof *st);
 }
 

@@ -24,6 +24,8 @@
 
 #include "kernels.h"
 #include "moe_plan.h"
+#include "schedule.h"
+#include "zero.h"
 
 /* what moe.c borrows from train.c */
 typedef struct {
@@ -43,12 +45,19 @@ typedef struct {
                                the routed rows gathered over the TP group and their partial sums sent back */
     int cp;                 /* context parallelism: the micro-batch's sequence over cp ranks (dp counts DP x CP, the
                                gradients' group, and EP is carved from it, as Megatron's) */
+    int dp_rank;            /* this rank's place in the gradients' group (DP x CP) */
+    int zero;               /* the layout's ZeRO stage where the data-parallel group shards (--dp above 1), else 0 */
+    const int *model_layer; /* the model's index of each of the L layers (interleaving reorders them); read by moe_init */
+    const pipe_action *schedule;   /* the step's actions, and layers a chunk and chunks on this stage: ZeRO-3's */
+    int nschedule, Lc, vpp;        /* order of the experts' gathers (zero_plan.h) */
     int my_rank;
     double dloss;           /* the loss's gradient per token (1 / global tokens), scales the auxiliary loss */
     cublasHandle_t blas;
     cudaStream_t stream;
     ncclComm_t ep_comm, dp_comm, edp_comm, tp_comm, cp_comm;   /* NULL where the group has one rank */
     moe_hooks hooks;
+    zero_mark_fn zero_mark;   /* the profile's mark in a given pass on a given stream (zero.c's, and the gathers' waits) */
+    cudaStream_t comm;        /* the data-parallel reductions' stream */
 } moe_config;
 
 /* one forward's routing, kept for its backward */
@@ -80,7 +89,13 @@ typedef struct {
     float aux_scale;
     sx_bf16 *params, *grads;
     float *master, *m, *v;
-    size_t router_count, expert_count;  /* elements: every layer's router, then every layer's experts */
+    moe_shards sh;                      /* what of [routers][experts] this rank keeps (moe_plan.h) */
+    zero_state ez;                      /* the experts' ZeRO-2/3 over the expert-data-parallel group (sh.experts_zero) */
+    zero_bucket *ebuckets;              /* one a layer: its experts */
+    size_t zero_bytes;                  /* ez's buffers */
+    cudaEvent_t updated, router_ready, *experts_ready;   /* ZeRO-1/2: the step's optimizer, the gathers after it */
+    unsigned char *gather_pending;      /* one a layer: the forward has not yet waited for its gather this step */
+    int router_pending;
     sx_bf16 *xs, *dlogits;              /* scratch: N k rows of C; N rows of E */
     float *dgate;                       /* N k */
     int32_t *host_counts;               /* pinned, ep x E */
@@ -129,8 +144,21 @@ void moe_zero_grads(moe_state *st);
  * Megatron's overlapped reduction does with the experts' gradients in its buckets.  The caller has the step
  * wait for `comm` before moe_step (train.c's optimizer step does). */
 int moe_grads_ready(moe_state *st, int l, cudaStream_t comm);   /* 1: issued on comm; 0: nothing to reduce */
-/* the gradients' reductions moe_grads_ready did not issue, and AdamW, after the step's backward */
+/* the gradients' reductions moe_grads_ready did not issue, and AdamW, after the step's backward; with ZeRO-1/2 the
+ * sharded parameters then gathered on the comm stream, each layer's waited for by its first forward (moe_params_take) */
 void moe_step(moe_state *st, const sx_adamw_params *hp);
+
+/* ZeRO over the MoE layers (moe_plan.h's moe_shards), called where the step calls zero.c for the dense layers:
+ * the step begins (ZeRO-3: the first gather once `optimizer_done` is reached); layer l's parameters are about to be
+ * read (backward 1 in a backward or its recomputation: ZeRO-3's gather; ZeRO-1/2 the first forward of the step waits
+ * for the layer's gather); the backward is about to write layer l's gradients, and has (ZeRO-2/3: the experts'
+ * gradient buffer, then its reduce-scatter; moe_grads_give returns 1 when it issued one); the held-back
+ * reduce-scatters out before the step waits for its reductions. */
+void moe_step_begin(moe_state *st, cudaEvent_t optimizer_done);
+void moe_params_take(moe_state *st, int l, int backward);
+void moe_grads_take(moe_state *st, int l);
+int moe_grads_give(moe_state *st);
+void moe_grads_flush(moe_state *st);
 void moe_free(moe_state *st);
 /* The most the stream-ordered pool reserved from the driver for the data-dependent buffers, and the most
  * its live allocations held at once (bytes), for the report: the difference is the pool's fragmentation. */

@@ -177,3 +177,46 @@ int moe_gather_plan(const int *counts, int tp, int E, int rank, moe_exchange *x)
     x->imbalance = 1.0;   /* every rank runs every row */
     return 0;
 }
+
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+int moe_shard_plan(int L, size_t router_layer, size_t expert_layer, int stage, int dp, int dp_rank, int ep,
+                   moe_shards *out)
+{
+    if (L < 0 || stage < 0 || stage > 3 || dp < 1 || ep < 1 || dp % ep || dp_rank < 0 || dp_rank >= dp) return -1;
+    memset(out, 0, sizeof *out);
+    out->stage = dp > 1 ? stage : 0;
+    out->edp = dp / ep;
+    out->edp_rank = dp_rank / ep;   /* EP holds ep consecutive ranks; the expert-DP group one of each EP group */
+    out->router_sharded = out->stage >= 1;
+    out->experts_sharded = out->stage >= 1 && out->edp > 1;
+    out->experts_zero = out->stage >= 2 && out->edp > 1;
+    size_t routers = (size_t)L * router_layer;
+    out->router_count = out->router_sharded ? round_up(routers, 8 * (size_t)dp) : routers;
+    out->router_slice = out->router_sharded ? out->router_count / (size_t)dp : out->router_count;
+    out->router_at = out->router_sharded ? (size_t)dp_rank * out->router_slice : (size_t)0;
+    out->expert_stride = out->experts_sharded ? round_up(expert_layer, 8 * (size_t)out->edp) : expert_layer;
+    out->expert_slice = out->experts_sharded ? out->expert_stride / (size_t)out->edp : out->expert_stride;
+    out->expert_at = out->experts_sharded ? (size_t)out->edp_rank * out->expert_slice : (size_t)0;
+    out->state_count = out->router_slice + (size_t)L * out->expert_slice;
+    out->param_count = out->router_count + (size_t)L * (out->experts_zero && out->stage == 3 ? out->expert_slice
+                                                                                          : out->expert_stride);
+    out->grad_count = out->router_count + (size_t)L * (out->experts_zero ? out->expert_slice : out->expert_stride);
+    return 0;
+}
+
+void moe_shard_take(const moe_shards *s, int L, const float *whole, float *out, int params)
+{
+    int router_whole = params || !s->router_sharded;
+    int experts_whole = params ? !(s->experts_zero && s->stage == 3) : !s->experts_sharded;
+    size_t n = router_whole ? s->router_count : s->router_slice;
+    memcpy(out, whole + (router_whole ? 0 : s->router_at), n * sizeof *out);
+    out += n;
+    const float *experts = whole + s->router_count;
+    for (int l = 0; l < L; l++) {
+        const float *layer = experts + (size_t)l * s->expert_stride;
+        n = experts_whole ? s->expert_stride : s->expert_slice;
+        memcpy(out, layer + (experts_whole ? 0 : s->expert_at), n * sizeof *out);
+        out += n;
+    }
+}

@@ -23,6 +23,8 @@
 #ifndef SEXTANT_MOE_PLAN_H
 #define SEXTANT_MOE_PLAN_H
 
+#include <stddef.h>
+
 #define MOE_EP_MAX 8   /* ranks of the EP group, or of the expert TP group */
 #define MOE_EXPERTS_MAX 64
 #define MOE_TOPK_MAX 8
@@ -81,5 +83,43 @@ int moe_exchange_plan(const int *counts, int ep, int E, int rank, moe_exchange *
  * In the plan's terms: local = E, chunk (p, e) is rank p's rows of expert e.  counts: tp rows of E.
  * 0, or -1 when tp or E is out of range. */
 int moe_gather_plan(const int *counts, int tp, int E, int rank, moe_exchange *x);
+
+/* ---- ZeRO's shards of the MoE layers' parameters ----
+ *
+ * moe.c keeps [every layer's router][every layer's experts].  With ZeRO (--zero 1 to 3 and a data-parallel group of
+ * dp > 1 ranks) the routers are sharded over the data-parallel group and each layer's experts over the
+ * expert-data-parallel group, the dp / ep ranks that hold the same experts (rank dp_rank / ep of it), as
+ * Megatron-Core's distributed optimizer keeps the experts in a buffer of their own over that group:
+ *   ZeRO-1: the fp32 master weights and Adam moments (the state);
+ *   ZeRO-2: and the experts' gradients (reduce-scattered every micro-batch, validator/zero.c);
+ *   ZeRO-3: and the experts' parameters (gathered layer by layer before each forward and backward, zero.c).
+ * The routers stay at ZeRO-1 whatever the stage (whole 16-bit weights and gradients, E x C a layer: a few hundred
+ * KiB, reduce-scattered and gathered once a step).  A sharded block is padded to a multiple of 8 x its group's ranks,
+ * so that every slice is whole 16-byte packs; the padding is zero and stays zero (its gradient is zero). */
+typedef struct {
+    int stage;                    /* the ZeRO stage the MoE layers run: 0 when dp is 1 */
+    int edp, edp_rank;            /* the expert-data-parallel group: dp / ep ranks, this rank's place */
+    int router_sharded;           /* the routers' state over dp */
+    int experts_sharded;          /* the experts' state over edp */
+    int experts_zero;             /* the experts' gradients (and at ZeRO-3 parameters) through zero.c: stage >= 2, edp > 1 */
+    size_t router_count;          /* every layer's routers, padded when sharded */
+    size_t router_slice, router_at;   /* this rank's slice of them: elements, first element (all of them unsharded) */
+    size_t expert_stride;         /* one layer's experts, padded when sharded */
+    size_t expert_slice, expert_at;   /* this rank's slice of a layer's experts: elements, first element in the layer */
+    size_t state_count;           /* fp32 master weights, and each Adam moment: router_slice + L expert_slice */
+    size_t param_count;           /* 16-bit parameters: the routers, then every layer's experts (ZeRO-3: slices) */
+    size_t grad_count;            /* 16-bit gradients: the routers, then every layer's experts (ZeRO-2/3: slices) */
+} moe_shards;
+
+/* L layers, router_layer and expert_layer elements a layer (one layer's router, its rank's experts), the layout's ZeRO
+ * stage, the data-parallel group (dp ranks, this rank dp_rank) and ep.  0, or -1 when ep does not divide dp or a
+ * figure is out of range. */
+int moe_shard_plan(int L, size_t router_layer, size_t expert_layer, int stage, int dp, int dp_rank, int ep,
+                   moe_shards *out);
+
+/* This rank's part of a whole [routers][experts] array (router_count + L expert_stride elements): params 0, the
+ * state's (the slices of what is sharded); params 1, the 16-bit parameters' (the routers whole, the experts' slices
+ * at ZeRO-3).  out holds state_count or param_count elements. */
+void moe_shard_take(const moe_shards *s, int L, const float *whole, float *out, int params);
 
 #endif

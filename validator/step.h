@@ -315,6 +315,9 @@ bf16 *param(const gpt *g, bf16 *base, int which, int layer);
 int bucket_index(const gpt *g, int kind);
 void *device_alloc(gpt *g, size_t bytes);
 float initial_value(int which, int layer, uint64_t index, float stddev);
+/* The model's index of this stage's layer l: chunk c of stage s is virtual stage c pp + s, whose Lc layers follow the
+ * previous virtual stage's. */
+int model_layer_of(const shapes *s, int l);
 void gpt_init(gpt *g);
 void make_batch(int32_t *inputs, int32_t *targets, size_t n, int V, unsigned long long *state);
 

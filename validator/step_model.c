@@ -85,9 +85,8 @@ float initial_value(int which, int layer, uint64_t index, float stddev)
     return (float)(stddev * 1.7320508075688772 * (2.0 * u - 1.0));
 }
 
-/* The model's index of this stage's layer l: chunk c of stage s is virtual
- * stage c pp + s, whose Lc layers follow the previous virtual stage's. */
-static int model_layer(const shapes *s, int l)
+/* step.h */
+int model_layer_of(const shapes *s, int l)
 {
     if (s->vpp == 1) return s->layer0 + l;
     return (l / s->Lc * s->pp + s->pp_rank) * s->Lc + l % s->Lc;
@@ -117,7 +116,7 @@ static void fill_tensor(const gpt *g, int which, int layer, float *dst, size_t r
     const shapes *s = &g->s;
     size_t n = g->pl.size[which];
     if (n == 0) return;
-    int glayer = is_layer_param(which) ? model_layer(s, layer) : 0;
+    int glayer = is_layer_param(which) ? model_layer_of(s, layer) : 0;
     if (is_norm_weight(which) || is_bias(which)) {
         for (size_t i = 0; i < n; i++) dst[i] = is_norm_weight(which) ? 1.0f : 0.0f;
         return;

@@ -79,7 +79,9 @@ static void layer_forward(gpt *g, const layer_acts *a, const attention_ptrs *ap,
     OP("attn_residual", CK(sx_residual_add(a->mid, NULL, a->x, branch, local, gpu_ctx.stream)));
     OP("mlp_norm", norm_forward(g, a->ln2, a->ln2_mean, a->ln2_rstd, a->mid, param(g, P, P_LN2W, l), param(g, P, P_LN2B, l), Nl));
     if (s->moe) {
-        /* under full recomputation the backward runs this forward again: nothing of it is kept */
+        /* its parameters (ZeRO's gather); under full recomputation the backward runs this forward again: nothing of
+         * it is kept */
+        moe_params_take(&g->moe, l, current_pass != PASS_FWD);
         moe_forward(&g->moe, a->moe, a->ln2, g->scr.dbuf_c, l, !(s->recompute && current_pass == PASS_FWD));
         OP("mlp_residual", CK(sx_residual_add(a->out, NULL, a->mid, g->scr.dbuf_c, local, gpu_ctx.stream)));
         return;
@@ -150,8 +152,14 @@ static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap
     if (s->cp > 1) cp_exchange_kv(&g->cps, a->qkv, "cp_ring_kv_dkv_bwd");
     /* MLP: the dense one, or moe.c's mixture of experts */
     const bf16 *dn = r->dbuf_c;
-    if (s->moe) moe_backward(&g->moe, a->moe, a->ln2, r->dresidual, r->dbuf_c, l);
-    else dn = mlp_backward(g, a, l);
+    if (s->moe) {
+        moe_params_take(&g->moe, l, 1);
+        moe_grads_take(&g->moe, l);
+        moe_backward(&g->moe, a->moe, a->ln2, r->dresidual, r->dbuf_c, l);
+        if (moe_grads_give(&g->moe)) g->comm_used = 1;   /* ZeRO-2/3: the experts' reduce-scatter */
+    } else {
+        dn = mlp_backward(g, a, l);
+    }
     OP("mlp_norm_bwd", norm_backward(g, r->dresidual, param(g, G, P_LN2W, l), param(g, G, P_LN2B, l), dn, a->mid,
                                      param(g, P, P_LN2W, l), a->ln2_mean, a->ln2_rstd, 1, Nl));
     /* attention: dresidual now holds d(mid) */
@@ -357,14 +365,14 @@ void stage_backward(gpt *g, const pipe_action *act)
         } else if (last_mb) {
             tp_allreduce_norm_grads(g, l, 0);
             bucket_ready(g, l);
+        }
+        if (s->moe && last_mb) {
             /* the layer's router and experts, beside the layers before it (their buckets, Megatron's); step ops, as the
              * buckets' reductions are (bucket_ready) */
-            if (s->moe) {
-                pass_t pass = current_pass;
-                current_pass = PASS_STEP;
-                if (moe_grads_ready(&g->moe, l, gpu_ctx.comm_stream)) g->comm_used = 1;
-                current_pass = pass;
-            }
+            pass_t pass = current_pass;
+            current_pass = PASS_STEP;
+            if (moe_grads_ready(&g->moe, l, gpu_ctx.comm_stream)) g->comm_used = 1;
+            current_pass = pass;
         }
     }
     if (with_embedding) {

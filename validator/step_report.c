@@ -122,8 +122,10 @@ double measured_of(const measured_op *ms, int n, const char *name, pass_t pass, 
 /* ZeRO-2/3: the compute stream's waits for their gathers and reduce-scatters, every pass */
 double zero_exposed(const measured_op *ms, int n)
 {
-    static const char *const waits[] = {"dp_allgather_params_fwd_exposed", "dp_allgather_params_bwd_exposed",
-                                        "dp_reduce_scatter_grads_exposed"};
+    /* the dense layers' and, with a mixture of experts, the experts' over their own group (zero.h's names) */
+    const char *const waits[] = {zero_dp_names.gather_fwd_exposed, zero_dp_names.gather_bwd_exposed,
+                                 zero_dp_names.reduce_scatter_exposed, zero_edp_names.gather_fwd_exposed,
+                                 zero_edp_names.gather_bwd_exposed, zero_edp_names.reduce_scatter_exposed};
     double sum = 0.0;
     for (int i = 0; i < n; i++)
         for (size_t w = 0; w < sizeof waits / sizeof waits[0]; w++)

@@ -106,6 +106,7 @@ static void optimizer_step(gpt *g, int step)
     const param_layout *pl = &g->pl;
     current_pass = PASS_STEP;
     if (g->zero) zero_grads_flush(&g->zs);   /* ZeRO-3's last reduce-scatters, held back behind gathers */
+    if (s->moe) moe_grads_flush(&g->moe);
     if (g->comm_used) {
         /* what of the reduction the backward did not hide */
         CK(cudaEventRecord(g->reduce_done, gpu_ctx.comm_stream));
@@ -183,6 +184,7 @@ void one_step(gpt *g, int step)
     OP("zero_grads", CK(cudaMemsetAsync(g->grads, 0, (g->zero ? g->pl.shard_count : g->pl.count) * sizeof(bf16), gpu_ctx.stream)));
     if (g->s.moe) moe_zero_grads(&g->moe);
     if (g->zero) zero_step_begin(&g->zs, g->optimizer_done);
+    if (g->s.moe) moe_step_begin(&g->moe, g->optimizer_done);
     if (g->s.vpp > 1) run_schedule_async(g);
     else run_schedule(g);
     optimizer_step(g, step);

@@ -942,11 +942,17 @@ static void print_summary(const train_run_state *r, const gpt *g)
         printf("our allocations: model state %.3f GiB, activations %.3f GiB (%d micro-batch%s in flight), scratch %.3f GiB "
                "(rank 0)\n", r->state_bytes / 1073741824.0, r->act_bytes / 1073741824.0, g->nslots, g->nslots == 1 ? "" : "es",
                g->scr.bytes / 1073741824.0);
-    if (g->zero)
-        printf("ZeRO-%d beside the shards: %.3f GiB, %s gradient buffers of %.2f M elements (a layer) x 2 + %.2f M "
-               "(the embedding or head, when larger); the planner counts %.3f GiB (zero_unit_buffer_bytes)\n", g->zero, g->zero_bytes / 1073741824.0,
-               g->zero == 3 ? "gathered parameter and" : "", g->zs.small / 1e6, g->zs.big / 1e6,
-               zero_unit_buffer_bytes(g->zero, (double)g->zs.small, (double)g->zs.big, 2.0, 2.0) / 1073741824.0);
+    if (g->zero) {
+        /* a MoE layer's experts have buffers of their own (moe.c, over the expert-data-parallel group); the planner
+         * counts one unit of the whole layer */
+        size_t small = g->zs.small + (s->moe && g->moe.sh.experts_zero ? g->moe.ez.small : 0);
+        printf("ZeRO-%d beside the shards: %.3f GiB, %s gradient buffers of %.2f M elements (a layer%s) x 2 + %.2f M "
+               "(the embedding or head, when larger); the planner counts %.3f GiB (zero_unit_buffer_bytes)\n", g->zero,
+               (g->zero_bytes + (s->moe ? g->moe.zero_bytes : 0)) / 1073741824.0,
+               g->zero == 3 ? "gathered parameter and" : "", small / 1e6,
+               s->moe && g->moe.sh.experts_zero ? ", its experts' apart" : "", g->zs.big / 1e6,
+               zero_unit_buffer_bytes(g->zero, (double)small, (double)g->zs.big, 2.0, 2.0) / 1073741824.0);
+    }
     if (g->ctx) {
         /* NCCL's device memory by communicator: what the planner's other_memory_allowance counts per group */
         static const char *const names[7] = {"tp", "dp", "pp", "tied", "cp", "ep", "expert dp"};
@@ -1101,14 +1107,23 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
          * a 1/tp slice of every expert's width (Megatron's expert TP = TP) */
         /* with CP the gradients' group is DP x CP (dp_comm) and EP is carved from it; N is the rank's sequence share */
         const int dpcp = s->dp_rank * cp + s->cp_rank;
+        int *layers = malloc((size_t)(s->L > 0 ? s->L : 1) * sizeof *layers);
+        if (!layers) { fprintf(stderr, "sextant-gpu train: out of host memory\n"); exit(1); }
+        for (int l = 0; l < s->L; l++) layers[l] = model_layer_of(s, l);
         moe_config mc = {.E = s->E, .k = s->topk, .C = s->C, .F = s->F, .N = s->tp > 1 ? s->Nl : N, .L = s->L,
                          .Lmodel = s->Lmodel, .layer0 = s->layer0, .ep = s->ep, .ep_rank = dpcp % s->ep,
                          .dp = o->l.dp * cp, .tp = s->tp, .tp_rank = s->tp_rank, .Fm = s->Fm, .cp = cp, .my_rank = rank,
                          .dloss = 1.0 / ((double)N * g.microbatches * o->l.dp * cp), .blas = gpu_ctx.blas,
                          .stream = gpu_ctx.stream, .ep_comm = g.ep_comm, .dp_comm = g.dp_comm, .edp_comm = g.edp_comm,
                          .tp_comm = g.tp_comm, .cp_comm = g.cp_comm,
-                         .hooks = {profile_mark, profile_mark_on, initial_value, sx_ref_f2bf, P_COUNT}};
+                         .hooks = {profile_mark, profile_mark_on, initial_value, sx_ref_f2bf, P_COUNT},
+                         /* ZeRO shards where the dense layers' does: a data-parallel group of more than one rank */
+                         .dp_rank = dpcp, .zero = o->l.dp > 1 ? o->l.zero : 0, .model_layer = layers,
+                         .schedule = g.schedule, .nschedule = g.nschedule, .Lc = s->Lc, .vpp = s->vpp,
+                         .zero_mark = zero_mark, .comm = gpu_ctx.comm_stream};
         moe_init(&g.moe, &mc);
+        g.moe.c.model_layer = NULL;
+        free(layers);
         g.accounted_bytes += g.moe.bytes;
         r->state_bytes += g.moe.bytes;
     }

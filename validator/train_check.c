@@ -31,10 +31,6 @@ int train_check(const model_t *m, const train_options *o)
                  "to %d, hidden a multiple of 8", m->name, (long long)m->experts, (long long)m->top_k, (long long)m->hidden,
                  MOE_EXPERTS_MAX, SX_MOE_TOPK_MAX);
         bad = why;
-    } else if (moe && (o->l.vpp > 1 || o->l.zero > 1)) {
-        snprintf(why, sizeof why, "%s is a mixture of experts: the training step runs it with --pp without --vpp and --zero 0 "
-                 "or 1 (expert parallelism inside --dp)", m->name);
-        bad = why;
     } else if (moe && o->l.tp > 1 && (o->l.tp != 2 || !o->l.sp || o->l.ep > 1 || (o->l.etp > 0 && o->l.etp != o->l.tp) ||
                                       model_expert_ffn(m) % o->l.tp)) {
         snprintf(why, sizeof why, "%s is a mixture of experts: with --tp the training step runs --tp 2 --sp, each expert split "

@@ -11,6 +11,15 @@
 #define ZCK(z, call) RANK_CK((z)->my_rank, call)
 #define ZNC(z, call) RANK_NC((z)->my_rank, call)
 
+const zero_names zero_dp_names = {"dp_allgather_params_fwd", "dp_allgather_params_bwd", "dp_allgather_params_fwd_exposed",
+                                  "dp_allgather_params_bwd_exposed", "dp_reduce_scatter_grads",
+                                  "dp_reduce_scatter_grads_exposed", "dp_grad_shard_add", "dp_grad_buffer_clear"};
+const zero_names zero_edp_names = {"edp_allgather_params_fwd", "edp_allgather_params_bwd", "edp_allgather_params_fwd_exposed",
+                                   "edp_allgather_params_bwd_exposed", "edp_reduce_scatter_grads",
+                                   "edp_reduce_scatter_grads_exposed", "edp_grad_shard_add", "edp_grad_buffer_clear"};
+
+static const zero_names *names(const zero_state *z) { return z->names ? z->names : &zero_dp_names; }
+
 int zero_init(zero_state *z, const zero_stage *st, const pipe_action *actions, int nactions)
 {
     z->seq = NULL;
@@ -44,7 +53,7 @@ static void gather(zero_state *z, int i)
     const zero_use *u = &z->seq[i];
     const zero_bucket *b = &z->buckets[u->bucket];
     size_t slice = zero_slice_elems(b, z->dp);
-    const char *name = u->backward ? "dp_allgather_params_bwd" : "dp_allgather_params_fwd";
+    const char *name = u->backward ? names(z)->gather_bwd : names(z)->gather_fwd;
     pass_t pass = u->backward ? PASS_BWD : PASS_FWD;
     z->mark(name, 0, z->comm, pass);
     ZNC(z, ncclAllGather(z->param_shard + b->shard_offset, z->gathered[u->buffer], slice, ncclBfloat16, z->dp_comm, z->comm));
@@ -95,7 +104,7 @@ void zero_take_params(zero_state *z, int bucket, int backward)
     /* the reduce-scatters held back go out behind them */
     zero_grads_flush(z);
     const zero_use *u = &z->seq[i];
-    const char *name = u->backward ? "dp_allgather_params_bwd_exposed" : "dp_allgather_params_fwd_exposed";
+    const char *name = u->backward ? names(z)->gather_bwd_exposed : names(z)->gather_fwd_exposed;
     pass_t pass = u->backward ? PASS_BWD : PASS_FWD;
     z->mark(name, 0, z->compute, pass);
     ZCK(z, cudaStreamWaitEvent(z->compute, z->gathered_ev[u->buffer], 0));
@@ -122,12 +131,12 @@ void zero_grads_begin(zero_state *z, int bucket)
     for (int k = 0; k < z->npending; k++)
         if (z->pending[k] == j) zero_grads_flush(z);
     /* the buffer's last reduce-scatter must have read it */
-    z->mark("dp_reduce_scatter_grads_exposed", 0, z->compute, PASS_BWD);
+    z->mark(names(z)->reduce_scatter_exposed, 0, z->compute, PASS_BWD);
     ZCK(z, cudaStreamWaitEvent(z->compute, z->reduced_ev[j], 0));
-    z->mark("dp_reduce_scatter_grads_exposed", 1, z->compute, PASS_BWD);
-    z->mark("dp_grad_buffer_clear", 0, z->compute, PASS_BWD);
+    z->mark(names(z)->reduce_scatter_exposed, 1, z->compute, PASS_BWD);
+    z->mark(names(z)->buffer_clear, 0, z->compute, PASS_BWD);
     ZCK(z, cudaMemsetAsync(z->work[j], 0, b->size * sizeof(sx_bf16), z->compute));
-    z->mark("dp_grad_buffer_clear", 1, z->compute, PASS_BWD);
+    z->mark(names(z)->buffer_clear, 1, z->compute, PASS_BWD);
     z->grad_buffer = j;
     z->grad_bucket = bucket;
 }
@@ -149,14 +158,14 @@ static void reduce_buffer(zero_state *z, int bucket, int j)
     ZCK(z, cudaStreamWaitEvent(z->comm, z->written_ev[j], 0));
     /* in place: the rank's slice of the sum lands where its slice of the buffer was */
     sx_bf16 *mine = z->work[j] + (size_t)z->rank * slice;
-    z->mark("dp_reduce_scatter_grads", 0, z->comm, PASS_BWD);
+    z->mark(names(z)->reduce_scatter, 0, z->comm, PASS_BWD);
     ZNC(z, ncclReduceScatter(z->work[j], mine, slice, ncclBfloat16, ncclSum, z->dp_comm, z->comm));
-    z->mark("dp_reduce_scatter_grads", 1, z->comm, PASS_BWD);
+    z->mark(names(z)->reduce_scatter, 1, z->comm, PASS_BWD);
     /* micro-batches add up in the shard (cleared by the step's zero_grads) */
     sx_bf16 *shard = z->grad_shard + b->shard_offset;
-    z->mark("dp_grad_shard_add", 0, z->comm, PASS_BWD);
+    z->mark(names(z)->shard_add, 0, z->comm, PASS_BWD);
     ZCK(z, sx_residual_add(shard, NULL, shard, mine, slice, z->comm));
-    z->mark("dp_grad_shard_add", 1, z->comm, PASS_BWD);
+    z->mark(names(z)->shard_add, 1, z->comm, PASS_BWD);
     ZCK(z, cudaEventRecord(z->reduced_ev[j], z->comm));
 }
 

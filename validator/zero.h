@@ -29,11 +29,20 @@
 /* The training step's profiler: marks the start (end 0) or end of op `name` of `pass` on stream `on`. */
 typedef void (*zero_mark_fn)(const char *name, int end, cudaStream_t on, pass_t pass);
 
+/* The names the profile gives a state's operations: the data-parallel group's (the planner's dp_* ops), or the
+ * experts' over the expert-data-parallel group (edp_*, validator/moe.c). */
+typedef struct {
+    const char *gather_fwd, *gather_bwd, *gather_fwd_exposed, *gather_bwd_exposed;
+    const char *reduce_scatter, *reduce_scatter_exposed, *shard_add, *buffer_clear;
+} zero_names;
+extern const zero_names zero_dp_names, zero_edp_names;
+
 typedef struct {
     int stage, dp, rank, my_rank;      /* ZeRO stage (2 or 3), the data-parallel group, this process's rank */
     cudaStream_t compute, comm;
     ncclComm_t dp_comm;
     zero_mark_fn mark;
+    const zero_names *names;           /* NULL: zero_dp_names */
     const zero_bucket *buckets;
     int nbuckets;
     size_t small, big;                 /* zero_buffer_elems: the buffers' elements */

@@ -25,7 +25,7 @@
 # below): ring attention merges two partial results of the softmax, rounding the output to
 # bf16 once more, and sums dQ, dK, dV in two parts; the same size of difference as TP's.
 # Usage: tests/gpu/parallel_equivalence.sh [BIN] [GPU]
-# ONLY=REGEX runs the layouts whose names match (e.g. ONLY=zero), each against one GPU.
+# ONLY=REGEX runs the layouts whose name, or "model name", matches (ONLY=zero, ONLY='^moe-test '), each against one GPU.
 set -u
 BIN=${1:-build/sextant-gpu}
 GPU=${2:-h100-sxm}
@@ -41,7 +41,7 @@ compare() {
   local E="$model --gpu $GPU --seq 256 --mbs 2 --gbs $gbs --steps 12 --warmup 2 ${BASE:-} ${EXTRA:-}"
   if [ -n "${ONLY:-}" ]; then
     local kept=() lay
-    for lay in "$@"; do [[ ${lay%%:*} =~ $ONLY ]] && kept+=("$lay"); done
+    for lay in "$@"; do [[ ${lay%%:*} =~ $ONLY || "$model ${lay%%:*}" =~ $ONLY ]] && kept+=("$lay"); done
     [ ${#kept[@]} -eq 0 ] && return
     set -- "${kept[@]}"
   fi
@@ -87,9 +87,22 @@ done
 # ranks (expert TP = TP: the routed rows gathered, the partial sums sent back and added in bf16).  (DP 2 with every expert on both ranks,
 # --ep 1, is not in the test: its experts' gradients are all-reduced in bf16 at the step's end;
 # 0.51% and 0.21% at step 12 in two runs, docs/validation/2026-11-26-h200x2-ep.)
-TOL_ANY=0.015 TOL_LAST=0.015 EXTRA="--lr 1e-3 --lr-warmup 3" compare moe-test 8 "dp2+ep2:--dp 2 --ep 2" "dp2+ep2+zero1:--dp 2 --ep 2 --zero 1" \
-  "pp2:--pp 2" "dp2+ep2+recompute:--dp 2 --ep 2 --recompute full" "pp2+recompute:--pp 2 --recompute full" \
-  "tp2+sp:--tp 2 --sp"
+# ZeRO over the MoE layers (moe_plan.h's shards): at DP 2 with EP 1 the experts' state (ZeRO-1), gradients (ZeRO-2)
+# and parameters (ZeRO-3, gathered layer by layer) over the two ranks, reduce-scattered where DP 2 all-reduces: the
+# same sums; at EP 2 the experts stay whole (their data-parallel group has one rank) and the routers are sharded.
+# Interleaving: each stage's chunks hold the model's layers 0, 2 and 1, 3 (the experts' weights placed by model layer).
+moe_layouts=("dp2+ep2:--dp 2 --ep 2" "dp2+ep2+zero1:--dp 2 --ep 2 --zero 1"
+             "pp2:--pp 2" "dp2+ep2+recompute:--dp 2 --ep 2 --recompute full" "pp2+recompute:--pp 2 --recompute full"
+             "tp2+sp:--tp 2 --sp" "pp2+vpp2:--pp 2 --vpp 2" "dp2+zero1:--dp 2 --zero 1" "dp2+zero2:--dp 2 --zero 2"
+             "dp2+zero3:--dp 2 --zero 3" "dp2+zero3+recompute:--dp 2 --zero 3 --recompute full"
+             "dp2+ep2+zero3:--dp 2 --ep 2 --zero 3")
+# four GPUs: the experts over an expert-data-parallel group of 2 beside EP 2, and the stages with DP
+if [ "$gpus" -ge 4 ]; then
+  moe_layouts+=("dp4+ep2+zero1:--dp 4 --ep 2 --zero 1" "dp4+ep2+zero2:--dp 4 --ep 2 --zero 2"
+                "dp4+ep2+zero3:--dp 4 --ep 2 --zero 3" "pp2+vpp2+dp2+zero1:--pp 2 --vpp 2 --dp 2 --zero 1"
+                "tp2+sp+dp2+zero3:--tp 2 --sp --dp 2 --zero 3")
+fi
+TOL_ANY=0.015 TOL_LAST=0.015 EXTRA="--lr 1e-3 --lr-warmup 3" compare moe-test 8 "${moe_layouts[@]}"
 # and over CP 2 (the ring's fused attention, so the one GPU runs it too): each rank routes its sequence share, the
 # experts' gradients summed over DP x CP, the auxiliary loss's counts over the CP group; with EP 2 carved from CP
 TOL_ANY=0.015 TOL_LAST=0.015 EXTRA="--lr 1e-3 --lr-warmup 3" BASE="--attention flash" compare moe-test 8 "cp2:--cp 2" \
