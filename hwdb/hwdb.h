@@ -95,6 +95,12 @@ typedef struct {
     double nccl_comm_bytes;           /* device memory one NCCL communicator holds, measured; 0: the default */
     double nccl_first_comm_bytes;     /* the same for a process's first (NCCL's per-process state with it); 0: as above */
     double nccl_p2p_comm_bytes;       /* the same for one that runs send/recv only (a pipeline's); 0: as nccl_comm_bytes */
+    /* the parts calibrate --comm measures since 2026-11-26 (docs/model.md, "Other memory"); 0: the totals above */
+    double nccl_process_bytes;        /* the world communicator: its creation and first small all-reduce */
+    double nccl_split_bytes;          /* one more communicator at its split, before any use */
+    double nccl_collective_bytes;     /* its buffers once collectives ran on it */
+    double nccl_p2p_buffers_bytes;    /* the send/recv buffers of a communicator running send/recv only */
+    double nccl_p2p_after_bytes;      /* the send/recv buffers of one that runs collectives too */
     double measured_intra_bytes_per_s;/* collective bus bandwidth inside a node; 0 until calibrated */
     double measured_inter_bytes_per_s;/* the same across nodes, per GPU; 0 until calibrated */
     double flash_fwd_efficiency;      /* the frameworks' fused attention (FlashAttention-2/3, cuDNN) forward:

@@ -464,7 +464,9 @@ void report_explain(FILE *out, const estimate_t *e)
                 loss_kernel_name(l->loss), B, loss_held_bytes_per_logit(l->loss, B),
                 l->loss == LOSS_FP32 ? "fp32 cast and log-softmax" : l->loss == LOSS_FUSED_OUTPLACE ? "gradient" : "held",
                 mem->logits / GIB);
-    fprintf(out, "Other: 1 GiB for the CUDA context and library workspaces, 0.25 GiB per NCCL communicator = %.2f GiB\n",
+    fprintf(out, "Other: the CUDA context and library workspaces (1 GiB unless calibrated), NCCL's communicators (the world's\n"
+                 "  and one per group of more than one GPU, each priced by what runs on it where calibrate --comm measured\n"
+                 "  the parts), the backward's workspace = %.2f GiB\n",
             mem->other / GIB);
     fprintf(out, "Total %.2f GiB of %.2f GiB: %s.\n", mem->total / GIB, mem->capacity / GIB,
             e->fits ? "fits" : "does not fit");

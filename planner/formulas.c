@@ -356,37 +356,65 @@ double roofline_s(double flops, double flop_per_s, double bytes, double bytes_pe
     return compute > memory ? compute : memory;
 }
 
-/* "Other memory": CUDA context and library workspaces (1 GiB until a
- * calibration measures them), plus NCCL's buffers for every communicator
- * the layout opens. */
-double other_memory_allowance(const layout_t *l, double context_bytes, double nccl_comm_bytes,
-                              double nccl_first_comm_bytes, double nccl_p2p_comm_bytes, int tied_group, int moe,
-                              double backward_workspace)
+/* "Other memory": NCCL's device memory.  Each group of more than one GPU the rank belongs to is a communicator (a
+ * framework makes none for a group of one: PyTorch's ProcessGroupNCCL creates it on the first collective), besides
+ * the world's.  NCCL connects an algorithm's buffers on its first use, so a communicator costs what runs on it:
+ *   collectives: TP's, the gradients' DP x CP, the tied embedding's pair, the experts' data-parallel group, an expert TP
+ *     group apart from TP; the EP group's count all-gather; with a mixture of experts the CP group's count sum;
+ *   send/recv: the pipeline's, CP's ring, EP's dispatch and combine. */
+typedef struct { int collective, p2p; } comm_use;
+
+static int layout_groups(const layout_t *l, int tied_group, int moe, comm_use *out)
+{
+    int n = 0;
+    int64_t cp = l->cp > 1 ? l->cp : 1;
+    int64_t ep = l->ep > 1 ? l->ep : 1, etp = l->etp > 0 ? l->etp : l->tp;   /* layout_ep, layout_etp: this file
+                                                                              stands alone in the tests */
+    if (l->tp > 1) out[n++] = (comm_use){1, 0};
+    if (l->dp * cp > 1) out[n++] = (comm_use){1, 0};
+    if (cp > 1) out[n++] = (comm_use){moe, 1};
+    if (tied_group) out[n++] = (comm_use){1, 0};
+    if (moe && ep > 1) out[n++] = (comm_use){1, 1};
+    /* the experts' own gradient group, TP x CP x DP / (ETP x EP), a communicator apart from DP's even where it holds the
+     * same ranks (Megatron-Core's expert-data-parallel group; the validator's) */
+    if (moe && l->tp * l->dp * cp / (etp * ep) > 1) out[n++] = (comm_use){1, 0};
+    /* an expert TP other than TP opens its own group (at ETP = TP it holds the TP group's ranks) */
+    if (moe && etp > 1 && etp != l->tp) out[n++] = (comm_use){1, 0};
+    if (l->pp > 1) out[n++] = (comm_use){0, 1};
+    return n;
+}
+
+double nccl_memory_bytes(const layout_t *l, const nccl_memory_figures *f, int tied_group, int moe)
+{
+    const double gib = 1073741824.0;
+    if (l->gpus <= 1) return 0.0;
+    comm_use groups[8];
+    int n = layout_groups(l, tied_group, moe, groups);
+    if (f->split > 0.0 && f->process > 0.0) {
+        /* the parts: the world's, then each group's split and the buffers of what it runs */
+        double bytes = f->process;
+        for (int i = 0; i < n; i++)
+            bytes += f->split + (groups[i].collective ? f->collective : 0.0) +
+                     (groups[i].p2p ? (groups[i].collective ? f->p2p_after : f->p2p_buffers) : 0.0);
+        return bytes;
+    }
+    /* the totals (overlays before 2026-11-26, and the defaults): the world's communicator, which carried NCCL's
+     * per-process state when a calibration measured it, then one per group, a send/recv-only one at its own figure */
+    double per_comm = f->comm > 0.0 ? f->comm : 0.25 * gib;
+    double per_p2p = f->p2p > 0.0 ? f->p2p : per_comm;
+    double bytes = f->first > 0.0 ? f->first : per_comm;
+    for (int i = 0; i < n; i++) bytes += l->pp > 1 && i == n - 1 ? per_p2p : per_comm;   /* the pipeline's is last */
+    return bytes;
+}
+
+/* "Other memory": CUDA context and library workspaces (1 GiB until a calibration measures them), NCCL's buffers for
+ * every communicator the layout opens, the backward's workspace, and a mixture of experts' GEMM workspaces. */
+double other_memory_allowance(const layout_t *l, double context_bytes, const nccl_memory_figures *nccl, int tied_group,
+                              int moe, double backward_workspace)
 {
     const double gib = 1073741824.0;
     double bytes = context_bytes > 0.0 ? context_bytes : 1.0 * gib;
-    double per_comm = nccl_comm_bytes > 0.0 ? nccl_comm_bytes : 0.25 * gib;
-    /* a pipeline's communicator runs send/recv only: NCCL connects no ring or tree for it */
-    double per_p2p = nccl_p2p_comm_bytes > 0.0 ? nccl_p2p_comm_bytes : per_comm;
-    /* the world's communicator (frameworks keep one for barriers and the loss;
-     * it carries NCCL's per-process state when a calibration measured it), one
-     * per parallel group of more than one GPU, and the group that adds the two
-     * copies of a tied embedding on the first and last stage */
-    double first = nccl_first_comm_bytes > 0.0 ? nccl_first_comm_bytes : per_comm;
-    /* with context parallelism the CP group is one more, and the gradient's group is DP x CP */
-    int64_t cp = l->cp > 1 ? l->cp : 1;
-    int collective_groups = (l->tp > 1) + (l->dp * cp > 1) + (cp > 1) + (tied_group != 0);
-    /* a mixture of experts opens the EP group (the dispatch, its counts) and the experts' own
-     * gradient group, TP x CP x DP / (ETP x EP), a communicator apart from DP's even where it holds the same
-     * ranks (Megatron-Core's expert-data-parallel group; the validator's) */
-    int64_t ep = l->ep > 1 ? l->ep : 1, etp = l->etp > 0 ? l->etp : l->tp;   /* layout_ep, layout_etp: this file
-                                                                              stands alone in the tests */
-    if (moe) collective_groups += (ep > 1) + (l->tp * l->dp * cp / (etp * ep) > 1);
-    /* an expert TP other than TP opens its own group (Megatron's expert tensor-parallel group; at ETP = TP
-     * it holds the TP group's ranks, and is not counted apart, as before ETP was modelled) */
-    if (moe && etp > 1 && etp != l->tp) collective_groups += 1;
-    double comms = l->gpus > 1 ? first + per_comm * collective_groups + (l->pp > 1 ? per_p2p : 0.0) : 0.0;
-    return bytes + comms + backward_workspace + (moe ? moe_gemm_workspace_bytes() : 0.0);
+    return bytes + nccl_memory_bytes(l, nccl, tied_group, moe) + backward_workspace + (moe ? moe_gemm_workspace_bytes() : 0.0);
 }
 
 /* "Mixture of experts", memory: the experts' GEMMs of a layer run over 4 streams, each with its own cuBLAS

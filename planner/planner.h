@@ -444,9 +444,20 @@ double zero_unit_buffer_bytes(int zero, double layer_params, double big_params, 
 void zero_unit_params(const model_t *m, const layout_t *l, int first, int last, double *layer, double *big);
 double overlapped_comm_cost_s(double comm, double window, double tail_fraction, double sc, double sm);
 double network_bus_bytes_per_s(double line_bytes_per_s, double message_bytes, double efficiency, double half_bytes);
-double other_memory_allowance(const layout_t *l, double context_bytes, double nccl_comm_bytes,
-                              double nccl_first_comm_bytes, double nccl_p2p_comm_bytes, int tied_group, int moe,
-                              double backward_workspace);
+/* NCCL's device memory figures of a GPU (docs/model.md, "Other memory"), bytes, 0 where not measured: the totals per
+ * communicator of overlays before 2026-11-26, and the parts calibrate --comm measures since, used when split and
+ * process are both set. */
+typedef struct {
+    double comm, first, p2p;            /* one communicator, the process's first, a send/recv-only one (totals) */
+    double process;                     /* the world communicator: created, one small all-reduce run */
+    double split;                       /* one more at its split */
+    double collective;                  /* its buffers once collectives ran */
+    double p2p_buffers, p2p_after;      /* send/recv's buffers: alone, and beside the collectives' */
+} nccl_memory_figures;
+/* NCCL's bytes for the communicators a stage's rank opens: the world's and one per group of more than one GPU. */
+double nccl_memory_bytes(const layout_t *l, const nccl_memory_figures *f, int tied_group, int moe);
+double other_memory_allowance(const layout_t *l, double context_bytes, const nccl_memory_figures *nccl, int tied_group,
+                              int moe, double backward_workspace);
 double backward_workspace_bytes(double tokens, double hidden, double qkv_width, double ffn_up_width,
                                 double score_elements, double elem_bytes);
 double flash_attention_flops(double b, double heads, double s, double d, int causal, int backward);

@@ -296,28 +296,36 @@ static void expected_maximum_of_n_draws(void **state)
     }
 }
 
+/* other_memory_allowance with the totals per communicator of overlays before 2026-11-26 */
+static double allowance(const layout_t *l, double context, double comm, double first, double p2p, int tied, int moe,
+                        double workspace)
+{
+    nccl_memory_figures f = {.comm = comm, .first = first, .p2p = p2p};
+    return other_memory_allowance(l, context, &f, tied, moe, workspace);
+}
+
 static void other_memory_allowance_counts_communicators(void **state)
 {
     (void)state;
     layout_t l = one_gpu(1, 1024);
     const double gib = 1073741824.0;
-    assert_close(other_memory_allowance(&l, 0, 0, 0, 0, 0, 0, 0), gib, 1e-12);
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0, 0, 0, 0, 0, 0), 0.6 * gib, 1e-12);
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0, 0, 0, 0, 0, 1e9), 0.6 * gib + 1e9, 1e-12);
+    assert_close(allowance(&l, 0, 0, 0, 0, 0, 0, 0), gib, 1e-12);
+    assert_close(allowance(&l, 0.6 * gib, 0, 0, 0, 0, 0, 0), 0.6 * gib, 1e-12);
+    assert_close(allowance(&l, 0.6 * gib, 0, 0, 0, 0, 0, 1e9), 0.6 * gib + 1e9, 1e-12);
     l.tp = 8;
     l.dp = 4;
     l.gpus = 32;
     /* the world's communicator, TP's and DP's at the default 0.25 GiB each */
-    assert_close(other_memory_allowance(&l, 0, 0, 0, 0, 0, 0, 0), 1.75 * gib, 1e-12);
+    assert_close(allowance(&l, 0, 0, 0, 0, 0, 0, 0), 1.75 * gib, 1e-12);
     /* a measured 0.9 GiB per communicator, and the tied embedding's group */
     l.pp = 2;
     l.gpus = 64;
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 0, 0, 1, 0, 0), 0.6 * gib + 5 * 0.9 * gib, 1e-12);
+    assert_close(allowance(&l, 0.6 * gib, 0.9 * gib, 0, 0, 1, 0, 0), 0.6 * gib + 5 * 0.9 * gib, 1e-12);
     /* the first communicator measured apart (NCCL's per-process state with it) */
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 1, 0, 0), 0.6 * gib + 1.3 * gib + 4 * 0.9 * gib,
+    assert_close(allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 1, 0, 0), 0.6 * gib + 1.3 * gib + 4 * 0.9 * gib,
                  1e-12);
     /* the pipeline's communicator at its own, send/recv-only, measure */
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0.5 * gib, 1, 0, 0),
+    assert_close(allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0.5 * gib, 1, 0, 0),
                  0.6 * gib + 1.3 * gib + 3 * 0.9 * gib + 0.5 * gib, 1e-12);
     /* a mixture of experts on DP 2 x EP 2 (the validator's EP run): the world, DP's and EP's; the
      * experts' gradient group, DP / EP = 1 GPU, opens nothing */
@@ -327,26 +335,66 @@ static void other_memory_allowance_counts_communicators(void **state)
     l.gpus = 2;
     const double ws = moe_gemm_workspace_bytes();   /* the experts' four GEMM streams' workspaces */
     assert_close(ws, 128.0 * 1048576.0, 0);
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 1, 0),
+    assert_close(allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 1, 0),
                  0.6 * gib + 1.3 * gib + 2 * 0.9 * gib + ws, 1e-12);
     /* the same layout for a dense model has no EP group */
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 0, 0), 0.6 * gib + 1.3 * gib + 0.9 * gib,
+    assert_close(allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 0, 0), 0.6 * gib + 1.3 * gib + 0.9 * gib,
                  1e-12);
     /* DP 8, EP 2: EP's and the experts' gradient group over 4 GPUs, both apart from DP's */
     l.dp = 8;
     l.gpus = 8;
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 1, 0),
+    assert_close(allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 1, 0),
                  0.6 * gib + 1.3 * gib + 3 * 0.9 * gib + ws, 1e-12);
     /* DP 2 without EP: the experts' gradient group holds DP's ranks, yet is a communicator of its own */
     l.dp = 2;
     l.ep = 1;
     l.gpus = 2;
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 1, 0),
+    assert_close(allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0, 0, 1, 0),
                  0.6 * gib + 1.3 * gib + 2 * 0.9 * gib + ws, 1e-12);
     /* one GPU: no communicator at all */
     l.tp = l.pp = l.dp = l.gpus = 1;
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0.5 * gib, 0, 0, 0), 0.6 * gib, 1e-12);
-    assert_close(other_memory_allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0.5 * gib, 0, 1, 0), 0.6 * gib + ws, 1e-12);
+    assert_close(allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0.5 * gib, 0, 0, 0), 0.6 * gib, 1e-12);
+    assert_close(allowance(&l, 0.6 * gib, 0.9 * gib, 1.3 * gib, 0.5 * gib, 0, 1, 0), 0.6 * gib + ws, 1e-12);
+}
+
+/* With the parts measured (calibrate --comm since 2026-11-26): the world's communicator, then each group of more
+ * than one GPU at its split plus the buffers of what runs on it (docs/model.md, "Other memory"). */
+static void nccl_memory_prices_each_group_by_what_it_runs(void **state)
+{
+    (void)state;
+    const double mib = 1048576.0;
+    nccl_memory_figures f = {.comm = 870 * mib, .first = 1310 * mib, .process = 640 * mib, .split = 200 * mib,
+                             .collective = 460 * mib, .p2p_buffers = 610 * mib, .p2p_after = 440 * mib};
+    layout_t l = one_gpu(1, 1024);
+    assert_close(nccl_memory_bytes(&l, &f, 0, 0), 0.0, 0);   /* one GPU: none */
+    l.dp = 2;
+    l.gpus = 2;
+    /* DP 2: the world's and the gradients' (collectives) */
+    assert_close(nccl_memory_bytes(&l, &f, 0, 0), (640 + 200 + 460) * mib, 1e-9);
+    /* PP 2: the pipeline's runs send/recv alone; the world's beside it */
+    l.dp = 1;
+    l.pp = 2;
+    assert_close(nccl_memory_bytes(&l, &f, 0, 0), (640 + 200 + 610) * mib, 1e-9);
+    /* and a tied table split over the two stages: its pair all-reduces */
+    assert_close(nccl_memory_bytes(&l, &f, 1, 0), (640 + 200 + 610 + 200 + 460) * mib, 1e-9);
+    /* CP 2: the gradients over DP x CP (collectives) and the ring (send/recv); a mixture of experts sums its routing
+     * counts over the ring's group too, and opens the experts' gradient group over CP */
+    l.pp = 1;
+    l.cp = 2;
+    assert_close(nccl_memory_bytes(&l, &f, 0, 0), (640 + 200 + 460 + 200 + 610) * mib, 1e-9);
+    assert_close(nccl_memory_bytes(&l, &f, 0, 1), (640 + 200 + 460 + 200 + 460 + 440 + 200 + 460) * mib, 1e-9);
+    /* MoE DP 2 x EP 2: DP's, and EP's running its count all-gather and the dispatch's send/recv; no expert-DP group */
+    l.cp = 1;
+    l.dp = 2;
+    l.ep = 2;
+    assert_close(nccl_memory_bytes(&l, &f, 0, 1), (640 + 200 + 460 + 200 + 460 + 440) * mib, 1e-9);
+    /* without the parts the totals stand: the first, then one per group (870 MiB), as before */
+    nccl_memory_figures totals = {.comm = 870 * mib, .first = 1310 * mib};
+    assert_close(nccl_memory_bytes(&l, &totals, 0, 1), (1310 + 2 * 870) * mib, 1e-9);
+    /* the parts need the world's figure: a split alone does not switch the model */
+    nccl_memory_figures half = f;
+    half.process = 0.0;
+    assert_close(nccl_memory_bytes(&l, &half, 0, 1), (1310 + 2 * 870) * mib, 1e-9);
 }
 
 /* GPT-2 124M, micro-batch 32, s = 1024, unfused attention: the validator's
@@ -666,6 +714,7 @@ int main(void)
         cmocka_unit_test(op_list_reproduces_narayanan),
         cmocka_unit_test(gemm_ops_are_consistent),
         cmocka_unit_test(other_memory_allowance_counts_communicators),
+        cmocka_unit_test(nccl_memory_prices_each_group_by_what_it_runs),
         cmocka_unit_test(expected_maximum_of_n_draws),
         cmocka_unit_test(backward_workspace_gpt2),
         cmocka_unit_test(unfused_attention_kernel_split),

@@ -29,6 +29,19 @@ enum { COLL_AR = 0, COLL_RS, COLL_AG, COLL_SR, NCOLL };
 static const char *const coll_names[NCOLL] = {"all_reduce", "reduce_scatter", "all_gather", "sendrecv"};
 static const char *const coll_ops[NCOLL] = {"sum", "sum", "none", "none"};
 
+/* NCCL's device memory, each part measured where it is taken (bytes; docs/model.md, "Other memory").  NCCL connects
+ * an algorithm's buffers on its first use (NCCL_RUNTIME_CONNECT), so a communicator costs what it runs. */
+typedef struct {
+    double process;            /* the world's communicator: its creation (NCCL's per-process state) and first small
+                                  all-reduce, as a framework's barrier or loss reduction makes it */
+    double split;              /* a fresh communicator split from it, before any use */
+    double collective;         /* that one's first all-gather, reduce-scatter and all-reduce */
+    double p2p_after;          /* then its first send/recv, beside the collectives' buffers */
+    double p2p;                /* a second fresh one's first send/recv, with no collective run */
+    double first_comm, comm;   /* the figures before 2026-11-26 (nccl_first_memory_gib, nccl_memory_gib): the world's
+                                  once every collective ran, and split + collective + p2p_after */
+} nccl_memory;
+
 #define MAX_SIZES 48
 #define STAGE_BYTES ((size_t)64 << 20)
 #define FIT_MAX_BYTES ((size_t)256 << 20)   /* the largest size the alpha-beta fit uses */   /* host staging for filling and checking */
@@ -373,8 +386,8 @@ static void print_residuals(const comm_results *res, double ab[NCOLL][2], const 
 }
 
 static int write_overlay(const comm_job *job, const char *gpu, const char *device, int n, const comm_results *res,
-                         const double alpha[NCOLL], const double bw[NCOLL], const int ok[NCOLL], double comm_bytes,
-                         double first_comm_bytes, double p2p_bytes, double collective_w, const overlap_results *ov,
+                         const double alpha[NCOLL], const double bw[NCOLL], const int ok[NCOLL], const nccl_memory *nm,
+                         double collective_w, const overlap_results *ov,
                          const overlap_summary *ovs)
 {
     const char *path = job->o.out_path;
@@ -428,16 +441,24 @@ static int write_overlay(const comm_job *job, const char *gpu, const char *devic
             if (res->bytes[c][s] && res->seconds[c][s] > 0)
                 fprintf(f, "%s,intra_us_%s:%d:%zu,%.3f,\"%s\"\n", gpu, coll_names[c], n, res->bytes[c][s],
                         res->seconds[c][s] * 1e6, source);
-    if (comm_bytes > 0)
-        fprintf(f, "%s,nccl_memory_gib,%.4f,\"%s; device memory of one more %d-rank communicator once every collective and send/recv ran\"\n",
-                gpu, comm_bytes / 1073741824.0, source, n);
-    if (p2p_bytes > 0)
-        fprintf(f, "\"# one more %d-rank communicator running send/recv only: %.4f GiB (not used: see comm.c)\",,,\n", n,
-                p2p_bytes / 1073741824.0);
-    if (first_comm_bytes > 0)
-        fprintf(f, "%s,nccl_first_memory_gib,%.4f,\"%s; device memory of the process's first %d-rank communicator once "
-                   "every collective ran (NCCL's per-process state included)\"\n", gpu, first_comm_bytes / 1073741824.0,
-                source, n);
+    /* the planner's communicator figures (other_memory_allowance): the parts, and the two totals earlier overlays
+     * had, which it uses where the parts are missing */
+    const struct { const char *key; double bytes; const char *what; } mem[] = {
+        {"nccl_process_memory_gib", nm->process, "the world communicator's creation (NCCL's per-process state) and its first "
+                                                 "small all-reduce"},
+        {"nccl_split_memory_gib", nm->split, "one more communicator split from it, before any use"},
+        {"nccl_collective_memory_gib", nm->collective, "that communicator's first all-gather, reduce-scatter and all-reduce "
+                                                       "(the buffers NCCL connects for them)"},
+        {"nccl_p2p_after_collective_memory_gib", nm->p2p_after, "then its first send/recv"},
+        {"nccl_p2p_buffers_memory_gib", nm->p2p, "a communicator running send/recv only, its first send/recv"},
+        {"nccl_memory_gib", nm->comm, "device memory of one more communicator once every collective and send/recv ran"},
+        {"nccl_first_memory_gib", nm->first_comm, "device memory of the process's first communicator once every collective "
+                                                  "ran (NCCL's per-process state included)"},
+    };
+    for (size_t k = 0; k < sizeof mem / sizeof mem[0]; k++)
+        if (mem[k].bytes > 0)
+            fprintf(f, "%s,%s,%.4f,\"%s; %d ranks: %s\"\n", gpu, mem[k].key, mem[k].bytes / 1073741824.0, source, n,
+                    mem[k].what);
     if (collective_w > 0)
         fprintf(f, "%s,collective_power_w,%.1f,\"%s; the GPU's NVML power while each collective of up to 256 MiB looped alone, "
                    "the median over the four of the ranks' mean\"\n", gpu, collective_w, source);
@@ -457,41 +478,71 @@ static int write_overlay(const comm_job *job, const char *gpu, const char *devic
     return 0;
 }
 
-/* The device memory a fresh communicator over the same ranks holds once the
- * collectives [first, last] have run on it (NCCL connects each algorithm and
- * protocol on first use); -1 after one stderr line. */
-static int probe_comm_bytes(launch_ctx *ctx, int first, int last, void *send, void *recv, size_t count,
-                            cudaStream_t stream, cudaEvent_t done, double *bytes)
+/* The device memory free now, after the stream's work; -1 after one stderr line. */
+static int free_bytes_now(launch_ctx *ctx, cudaStream_t stream, size_t *free_bytes)
 {
-    size_t free0 = 0, free1 = 0, total = 0;
+    size_t total = 0;
     cudaError_t e = cudaStreamSynchronize(stream);
-    if (e == cudaSuccess) e = cudaMemGetInfo(&free0, &total);
+    if (e == cudaSuccess) e = cudaMemGetInfo(free_bytes, &total);
     if (e != cudaSuccess) {
         fprintf(stderr, "sextant-gpu: rank %d: probing NCCL's memory: %s\n", ctx->rank, cudaGetErrorString(e));
         return -1;
     }
-    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    cfg.blocking = 1;
-    ncclComm_t probe = NULL, world = ctx->comm;
-    if (launch_nccl_done(ctx, ncclCommSplit(world, 0, ctx->rank, &probe, &cfg), "ncclCommSplit(probe)")) return -1;
-    ctx->comm = probe;
+    return 0;
+}
+
+/* The collectives [first, last] on communicator `on` (ctx->comm swapped for them), waited for; -1 after one line. */
+static int run_on(launch_ctx *ctx, ncclComm_t on, int first, int last, void *send, void *recv, size_t count,
+                  cudaStream_t stream, cudaEvent_t done)
+{
+    ncclComm_t world = ctx->comm;
+    ctx->comm = on;
     int failed = 0;
     for (int c = first; c <= last && !failed; c++)
-        failed = launch_nccl_done(ctx, enqueue(c, send, recv, count, ctx, stream), "a collective on the probe communicator");
+        failed = launch_nccl_done(ctx, enqueue(c, send, recv, count, ctx, stream), "a collective on a probe communicator");
     if (!failed) {
-        e = cudaEventRecord(done, stream);
-        failed = e != cudaSuccess || launch_event_wait(ctx, done, "the probe communicator's collectives");
+        cudaError_t e = cudaEventRecord(done, stream);
+        failed = e != cudaSuccess || launch_event_wait(ctx, done, "a probe communicator's collectives");
     }
     ctx->comm = world;
-    if (failed) return -1;
-    e = cudaMemGetInfo(&free1, &total);
-    if (e != cudaSuccess) {
-        fprintf(stderr, "sextant-gpu: rank %d: probing NCCL's memory: %s\n", ctx->rank, cudaGetErrorString(e));
-        return -1;
-    }
-    *bytes = free0 > free1 ? (double)(free0 - free1) : 0.0;
-    ncclCommDestroy(probe);
-    return 0;
+    return failed ? -1 : 0;
+}
+
+static double taken(size_t before, size_t after) { return before > after ? (double)(before - after) : 0.0; }
+
+/* Two fresh communicators over the same ranks, both kept until every figure is read (a communicator destroyed
+ * leaves memory NCCL reuses for the next: a send/recv-only probe made after one was destroyed read 0.29 GiB where a
+ * training run's pipeline group takes about 0.6, docs/validation/2026-11-23-h200x2-train): the first split, then its
+ * collectives, then its send/recv; the second split, then send/recv alone.  0, or -1 after one line. */
+static int probe_comm_parts(launch_ctx *ctx, void *send, void *recv, size_t count, cudaStream_t stream, cudaEvent_t done,
+                            nccl_memory *nm)
+{
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 1;
+    ncclComm_t a = NULL, b = NULL;
+    size_t f[7];
+    int rc = -1;
+    if (free_bytes_now(ctx, stream, &f[0])) return -1;
+    if (launch_nccl_done(ctx, ncclCommSplit(ctx->comm, 0, ctx->rank, &a, &cfg), "ncclCommSplit(probe)")) return -1;
+    if (free_bytes_now(ctx, stream, &f[1])) goto out;
+    if (run_on(ctx, a, COLL_RS, COLL_AG, send, recv, count, stream, done) || run_on(ctx, a, COLL_AR, COLL_AR, send, recv, count, stream, done))
+        goto out;
+    if (free_bytes_now(ctx, stream, &f[2])) goto out;
+    if (run_on(ctx, a, COLL_SR, COLL_SR, send, recv, count, stream, done) || free_bytes_now(ctx, stream, &f[3])) goto out;
+    if (launch_nccl_done(ctx, ncclCommSplit(ctx->comm, 0, ctx->rank, &b, &cfg), "ncclCommSplit(probe)")) goto out;
+    if (free_bytes_now(ctx, stream, &f[4])) goto out;
+    if (run_on(ctx, b, COLL_SR, COLL_SR, send, recv, count, stream, done) || free_bytes_now(ctx, stream, &f[5])) goto out;
+    /* the two splits: NCCL's base of a communicator, the mean of the two */
+    nm->split = 0.5 * (taken(f[0], f[1]) + taken(f[3], f[4]));
+    nm->collective = taken(f[1], f[2]);
+    nm->p2p_after = taken(f[2], f[3]);
+    nm->p2p = taken(f[4], f[5]);
+    nm->comm = taken(f[0], f[3]);
+    rc = 0;
+out:
+    if (a) ncclCommDestroy(a);
+    if (b) ncclCommDestroy(b);
+    return rc;
 }
 
 /* One collective at one size on every rank: warm-up, the timed repeats between two events (the
@@ -556,11 +607,10 @@ fail:   /* CK_OR_FAIL's target: the caller aborts the communicator */
     return -1;
 }
 
-/* NCCL's device memory once used (see comm_body): the process's first communicator, one more that ran
- * every collective and send/recv, one that ran send/recv only.  0, or -1 after one line. */
+/* NCCL's device memory once used (see comm_body): the process's first communicator once every collective ran, and
+ * the parts of one more (probe_comm_parts).  0, or -1 after one line. */
 static int measure_nccl_memory(launch_ctx *ctx, const comm_options *o, void *send, void *recv, const double *stat,
-                               cudaStream_t stream, cudaEvent_t stop, double *first_comm_bytes, double *comm_bytes,
-                               double *p2p_bytes)
+                               cudaStream_t stream, cudaEvent_t stop, nccl_memory *nm)
 {
     int n = ctx->nranks, root = ctx->rank == 0;
     size_t free0 = 0, total = 0;
@@ -568,15 +618,15 @@ static int measure_nccl_memory(launch_ctx *ctx, const comm_options *o, void *sen
     CK_OR_FAIL(cudaMemGetInfo(&free0, &total), "cudaMemGetInfo");
     double ours = 2.0 * (double)o->max_bytes + 2.0 * sizeof *stat;
     if (ctx->used_before_comm > 0)
-        *first_comm_bytes = (double)(total - free0) - (double)ctx->used_before_comm - ours;
-    if (*first_comm_bytes < 0) *first_comm_bytes = 0;
+        nm->first_comm = (double)(total - free0) - (double)ctx->used_before_comm - ours;
+    if (nm->first_comm < 0) nm->first_comm = 0;
     size_t count = (o->max_bytes < ((size_t)64 << 20) ? o->max_bytes : ((size_t)64 << 20)) / 2 / (size_t)n;
-    if (probe_comm_bytes(ctx, COLL_AR, COLL_SR, send, recv, count, stream, stop, comm_bytes) ||
-        probe_comm_bytes(ctx, COLL_SR, COLL_SR, send, recv, count, stream, stop, p2p_bytes))
-        goto fail;
-    if (root) printf("\n# NCCL's device memory over the %d ranks, once used: the first communicator %.3f GiB, one more "
-                     "running every collective and send/recv %.3f GiB, (for the record) one running send/recv only %.3f GiB\n",
-                     n, *first_comm_bytes / 1073741824.0, *comm_bytes / 1073741824.0, *p2p_bytes / 1073741824.0);
+    if (probe_comm_parts(ctx, send, recv, count, stream, stop, nm)) goto fail;
+    if (root) printf("\n# NCCL's device memory over the %d ranks (MiB): the world's communicator %.0f at its creation and "
+                     "first small all-reduce; one more: its split %.0f, its collectives %.0f, then send/recv %.0f; one "
+                     "running send/recv only %.0f; the first once every collective ran %.0f\n", n, nm->process / 1048576.0,
+                     nm->split / 1048576.0, nm->collective / 1048576.0, nm->p2p_after / 1048576.0, nm->p2p / 1048576.0,
+                     nm->first_comm / 1048576.0);
     return 0;
 fail:   /* CK_OR_FAIL's target */
     return -1;
@@ -662,7 +712,7 @@ fail:   /* CK_OR_FAIL's target */
 /* Rank 0, after every rank measured: the fits, the overlap summary and CSV, and the overlay when the
  * results were right.  0, 1 (nothing written: wrong elements or an unusable fit) or 2 (the CSV failed). */
 static int report_and_write(const comm_job *job, const char *gpu, const char *device, int n, const comm_results *res,
-                            const overlap_results *ov, double first_comm_bytes, double comm_bytes, double p2p_bytes,
+                            const overlap_results *ov, const nccl_memory *nm,
                             double collective_w)
 {
     const comm_options *o = &job->o;
@@ -689,8 +739,8 @@ static int report_and_write(const comm_job *job, const char *gpu, const char *de
         fprintf(stderr, "sextant-gpu: the all_reduce fit is unusable; not writing an overlay\n");
         rc = 1;
     } else if (o->out_path) {
-        rc = write_overlay(job, hwdb_find_gpu(job->db, gpu)->name, device, n, res, alpha, bw, ok, comm_bytes,
-                           first_comm_bytes, p2p_bytes, collective_w, ov, ov ? &ovs : NULL);
+        rc = write_overlay(job, hwdb_find_gpu(job->db, gpu)->name, device, n, res, alpha, bw, ok, nm, collective_w, ov,
+                           ov ? &ovs : NULL);
     }
     rc = rc ? rc : csv_rc;
     return rc;
@@ -763,6 +813,18 @@ static int comm_body(launch_ctx *ctx, void *arg)
         CK_OR_FAIL(cudaMemcpy((uint16_t *)send + off, stage, len * 2, cudaMemcpyHostToDevice), "cudaMemcpy(fill send buffer)");
     }
 
+    /* the world communicator as a framework has it before training: made, and one small all-reduce run on it (a
+     * barrier, the loss); before the sweep connects everything else on it */
+    nccl_memory nm = {0};
+    {
+        size_t before = 0, after = 0;
+        if (free_bytes_now(ctx, stream, &before)) goto fail;
+        CK_OR_FAIL(cudaMemsetAsync(stat, 0, 2 * sizeof *stat, stream), "cudaMemsetAsync");
+        if (launch_nccl_done(ctx, ncclAllReduce(stat, stat, 1, ncclFloat64, ncclSum, ctx->comm, stream), "ncclAllReduce(first)"))
+            goto fail;
+        if (free_bytes_now(ctx, stream, &after)) goto fail;
+        nm.process = (double)ctx->comm_init_bytes + taken(before, after);
+    }
     int nsizes = 0;
     for (size_t b = o->min_bytes; b <= o->max_bytes && nsizes < MAX_SIZES; b *= 2) nsizes++;
     res->nsizes = nsizes;
@@ -802,8 +864,7 @@ static int comm_body(launch_ctx *ctx, void *arg)
      * 0.29 GiB where a training run's pipeline communicator takes about 0.6
      * (a communicator destroyed before it leaves memory NCCL reuses), so the
      * planner does not use it (docs/validation/2026-11-23-h200x2-train). */
-    double comm_bytes = 0.0, p2p_bytes = 0.0, first_comm_bytes = 0.0;
-    if (measure_nccl_memory(ctx, o, send, recv, stat, stream, stop, &first_comm_bytes, &comm_bytes, &p2p_bytes)) goto fail;
+    if (measure_nccl_memory(ctx, o, send, recv, stat, stream, stop, &nm)) goto fail;
     double collective_w = 0.0;
     if (measure_collective_power(ctx, o, send, recv, stat, stream, stop, res, &collective_w)) goto fail;
     /* after the memory probes: its buffers and cuBLAS must not count as NCCL's */
@@ -815,7 +876,7 @@ static int comm_body(launch_ctx *ctx, void *arg)
         }
         if (overlap_measure(ctx, &o->overlap, ov) != 0) goto fail;
     }
-    rc = root ? report_and_write(job, gpu, prop.name, n, res, ov, first_comm_bytes, comm_bytes, p2p_bytes, collective_w) : 0;
+    rc = root ? report_and_write(job, gpu, prop.name, n, res, ov, &nm, collective_w) : 0;
     goto done;
 
 fail:

@@ -172,6 +172,9 @@ static int run_rank(launch_ctx *ctx, const rank_job *job)
         return 1;
     }
     if (launch_nccl_done(ctx, r, "ncclCommInitRankConfig") != 0) return 1;
+    if (ctx->used_before_comm > 0 && cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess &&
+        total_bytes - free_bytes > ctx->used_before_comm)
+        ctx->comm_init_bytes = total_bytes - free_bytes - ctx->used_before_comm;
     int rc = job->body(ctx, job->arg);
     if (!ctx->comm) return rc ? rc : 1;   /* the body aborted it */
     if (rc != 0) {
@@ -193,7 +196,7 @@ static int run_rank(launch_ctx *ctx, const rank_job *job)
 static int fork_child(int rank, void *arg)
 {
     const rank_job *job = arg;
-    launch_ctx ctx = {rank, job->nranks, rank, job->nranks, rank, NULL, job->timeout_s, job->mode, 0};
+    launch_ctx ctx = {rank, job->nranks, rank, job->nranks, rank, NULL, job->timeout_s, job->mode, 0, 0};
     return run_rank(&ctx, job);
 }
 
@@ -422,7 +425,7 @@ static int launcher_run(const launch_options *o, const char *mode, int rank, int
         fprintf(stderr, "sextant-gpu: rank %d: %d ranks on this node but only %d GPUs visible\n", rank, local_size, visible);
         goto done;
     }
-    launch_ctx ctx = {rank, size, local_rank, local_size, local_rank % visible, NULL, o->timeout_s, mode, 0};
+    launch_ctx ctx = {rank, size, local_rank, local_size, local_rank % visible, NULL, o->timeout_s, mode, 0, 0};
     rc = run_rank(&ctx, &job);
 done:
     if (!already) mpi.finalize();

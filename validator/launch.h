@@ -24,6 +24,7 @@ typedef struct launch_ctx {   /* the tag lets overlap.h name it without CUDA's h
     double timeout_s;            /* how long any one wait may take before the communicator is aborted */
     const char *mode;            /* "fork", "mpirun" or "srun" */
     size_t used_before_comm;     /* device bytes in use (CUDA context) before the communicator was made */
+    size_t comm_init_bytes;      /* device bytes the communicator's creation took (NCCL's per-process state with it) */
 } launch_ctx;
 
 typedef struct {

@@ -287,6 +287,9 @@ void moe_init(moe_state *st, const moe_config *c)
         MCK(st, cudaStreamSynchronize(c->stream));
         MCK(st, cudaFree(probe));
     }
+    size_t free_ep = 0;
+    MCK(st, cudaMemGetInfo(&free_ep, &total));
+    st->connect_ep_bytes = free_before > free_ep ? free_before - free_ep : 0;
     if (sh->experts_zero) {
         zero_warmup(&st->ez);
         MCK(st, cudaStreamSynchronize(c->stream));
@@ -303,6 +306,7 @@ void moe_init(moe_state *st, const moe_config *c)
 
     MCK(st, cudaMemGetInfo(&free_after, &total));
     st->connect_bytes = free_before > free_after ? free_before - free_after : 0;
+    st->connect_edp_bytes = free_ep > free_after ? free_ep - free_after : 0;
     if (!st->gemm_ex) lt_prewarm(st);
 }
 

@@ -121,6 +121,7 @@ typedef struct {
     long gemm_calls;                    /* expert GEMMs issued, and the host's seconds issuing them */
     double gemm_host_s;
     size_t connect_bytes;               /* device memory the EP and expert-DP groups' first use took (NCCL's buffers) */
+    size_t connect_ep_bytes, connect_edp_bytes;   /* of it, each group's */
     int gemm_ex;                        /* SEXTANT_MOE_GEMM=ex: every expert GEMM through cublasGemmEx (the first way) */
     size_t bytes;                       /* device memory allocated at set-up */
     /* the step's gradient reductions issued beside the backward (moe_grads_ready), a layer at a time */

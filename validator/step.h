@@ -195,6 +195,8 @@ typedef struct {
     /* device memory each split took (the order of split_communicators: tp, dp, pp, tied, cp, ep, edp), and what
      * the groups' first use took (comm_warmup's, beside moe.c's connect_bytes): the report's NCCL line */
     size_t split_bytes[7], warmup_bytes;
+    size_t use_bytes[7];         /* each group's first use (comm_warmup; the EP groups' in moe_init), split_bytes' order */
+    size_t world_use_bytes;      /* the world communicator's first collective (comm_warmup) */
     int tied_sync;                /* the tied table's two copies (first and last stage) add their gradients */
     cudaEvent_t grad_ready[BUCKETS_MAX], params_ready[BUCKETS_MAX], reduce_done, optimizer_done;
     int comm_used;                /* the second stream got work this step */

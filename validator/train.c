@@ -364,15 +364,16 @@ static void split_communicators(gpt *g, const train_options *o, launch_ctx *ctx,
         int tied_color = g->tied_sync ? dpcp * o->l.tp + s->tp_rank : NCCL_SPLIT_NOCOLOR;
         int cp_color = cp > 1 ? (s->pp_rank * o->l.dp + s->dp_rank) * o->l.tp + s->tp_rank : NCCL_SPLIT_NOCOLOR;
         /* EP: ep consecutive DP x CP ranks (Megatron carves it from DP x CP); the experts' DP: the ranks of one EP
-         * place.  Neither is opened with one rank: nothing runs on it, and a framework's communicator is made on its
+         * place.  No group is opened with one rank: nothing runs on it, and a framework's communicator is made on its
          * first collective (PyTorch's ProcessGroupNCCL), while a one-rank split took 390 MiB on 2 x H200
          * (docs/validation/2026-11-26-h200x2-moe-prewarm); the planner counts groups of more than one GPU */
         int ep_groups = s->moe ? o->l.dp * cp / s->ep : 1;
         int ep_opened = s->moe && s->ep > 1, edp_opened = s->moe && ep_groups > 1;
+        const int nocolor = NCCL_SPLIT_NOCOLOR;
         struct { int color, key; ncclComm_t *comm; } split[7] = {
-            {(s->pp_rank * o->l.dp + s->dp_rank) * cp + s->cp_rank, s->tp_rank, &g->tp_comm},
-            {s->pp_rank * o->l.tp + s->tp_rank, dpcp, &g->dp_comm},
-            {dpcp * o->l.tp + s->tp_rank, s->pp_rank, &g->pp_comm},
+            {o->l.tp > 1 ? (s->pp_rank * o->l.dp + s->dp_rank) * cp + s->cp_rank : nocolor, s->tp_rank, &g->tp_comm},
+            {o->l.dp * cp > 1 ? s->pp_rank * o->l.tp + s->tp_rank : nocolor, dpcp, &g->dp_comm},
+            {o->l.pp > 1 ? dpcp * o->l.tp + s->tp_rank : nocolor, s->pp_rank, &g->pp_comm},
             {tied_color, s->pp_rank, &g->tied_comm},
             {cp_color, s->cp_rank, &g->cp_comm},
             {ep_opened ? (s->pp_rank * ep_groups + dpcp / s->ep) * o->l.tp + s->tp_rank : NCCL_SPLIT_NOCOLOR,
@@ -956,17 +957,21 @@ static void print_summary(const train_run_state *r, const gpt *g)
     if (g->ctx) {
         /* NCCL's device memory by communicator: what the planner's other_memory_allowance counts per group */
         static const char *const names[7] = {"tp", "dp", "pp", "tied", "cp", "ep", "expert dp"};
-        char parts[256] = "";
-        size_t at = 0, split = 0;
+        /* a group's first use: comm_warmup's, the EP groups' in moe_init */
+        size_t use[7];
+        for (int i = 0; i < 7; i++) use[i] = i == 5 ? g->moe.connect_ep_bytes : i == 6 ? g->moe.connect_edp_bytes : g->use_bytes[i];
+        char parts[320] = "";
+        size_t at = 0, split = 0, used = 0;
         for (int i = 0; i < 7; i++) {
             split += g->split_bytes[i];
-            if (g->split_bytes[i] && at < sizeof parts)
-                at += (size_t)snprintf(parts + at, sizeof parts - at, "%s%s %.0f", at ? ", " : "", names[i],
-                                       g->split_bytes[i] / 1048576.0);
+            used += use[i];
+            if ((g->split_bytes[i] || use[i]) && at < sizeof parts)
+                at += (size_t)snprintf(parts + at, sizeof parts - at, "%s%s %.0f + %.0f", at ? ", " : "", names[i],
+                                       g->split_bytes[i] / 1048576.0, use[i] / 1048576.0);
         }
-        printf("NCCL (rank 0): the groups' splits took %.3f GiB (%s MiB), their first use %.3f GiB (the EP groups' %.3f "
-               "GiB of it)\n", split / 1073741824.0, at ? parts : "none", (g->warmup_bytes + g->moe.connect_bytes) /
-               1073741824.0, g->moe.connect_bytes / 1073741824.0);
+        printf("NCCL (rank 0): the world's communicator %.0f MiB at its creation + %.0f at its first use; the groups' "
+               "splits %.3f GiB + their first use %.3f GiB (%s MiB)\n", g->ctx->comm_init_bytes / 1048576.0,
+               g->world_use_bytes / 1048576.0, split / 1073741824.0, used / 1073741824.0, at ? parts : "none");
     }
 }
 
