@@ -72,7 +72,7 @@ static const gpu_numeric_column gpu_overlay_only_columns[] = {
     {"nccl_split_memory_gib", GPU_FIELD(nccl_split_bytes), GIB, 0, 64},
     {"nccl_collective_memory_gib", GPU_FIELD(nccl_collective_bytes), GIB, 0, 64},
     {"nccl_p2p_buffers_memory_gib", GPU_FIELD(nccl_p2p_buffers_bytes), GIB, 0, 64},
-    {"nccl_p2p_after_collective_memory_gib", GPU_FIELD(nccl_p2p_after_bytes), GIB, 0, 64},
+    {"nccl_p2p_first_memory_gib", GPU_FIELD(nccl_p2p_first_bytes), GIB, 0, 64},
     {"nccl_busbw_intra_gbs", GPU_FIELD(measured_intra_bytes_per_s), GIGA, 0, 1e5},
     {"nccl_busbw_inter_gbs", GPU_FIELD(measured_inter_bytes_per_s), GIGA, 0, 1e5},
     {"flash_fwd_efficiency", GPU_FIELD(flash_fwd_efficiency), 1, 0, 1},

@@ -99,8 +99,8 @@ typedef struct {
     double nccl_process_bytes;        /* the world communicator: its creation and first small all-reduce */
     double nccl_split_bytes;          /* one more communicator at its split, before any use */
     double nccl_collective_bytes;     /* its buffers once collectives ran on it */
-    double nccl_p2p_buffers_bytes;    /* the send/recv buffers of a communicator running send/recv only */
-    double nccl_p2p_after_bytes;      /* the send/recv buffers of one that runs collectives too */
+    double nccl_p2p_buffers_bytes;    /* a communicator's send/recv buffers */
+    double nccl_p2p_first_bytes;      /* the process's first send/recv's (NCCL's one-time part with them) */
     double measured_intra_bytes_per_s;/* collective bus bandwidth inside a node; 0 until calibrated */
     double measured_inter_bytes_per_s;/* the same across nodes, per GPU; 0 until calibrated */
     double flash_fwd_efficiency;      /* the frameworks' fused attention (FlashAttention-2/3, cuDNN) forward:

@@ -362,7 +362,7 @@ double roofline_s(double flops, double flop_per_s, double bytes, double bytes_pe
  *   collectives: TP's, the gradients' DP x CP, the tied embedding's pair, the experts' data-parallel group, an expert TP
  *     group apart from TP; the EP group's count all-gather; with a mixture of experts the CP group's count sum;
  *   send/recv: the pipeline's, CP's ring, EP's dispatch and combine. */
-typedef struct { int collective, p2p; } comm_use;
+typedef struct { int collective, p2p; } comm_use;   /* p2p: the peers it sends to and receives from */
 
 static int layout_groups(const layout_t *l, int tied_group, int moe, comm_use *out)
 {
@@ -372,15 +372,18 @@ static int layout_groups(const layout_t *l, int tied_group, int moe, comm_use *o
                                                                               stands alone in the tests */
     if (l->tp > 1) out[n++] = (comm_use){1, 0};
     if (l->dp * cp > 1) out[n++] = (comm_use){1, 0};
-    if (cp > 1) out[n++] = (comm_use){moe, 1};
+    /* a ring of cp ranks: the next and the previous, one rank when cp is 2 */
+    if (cp > 1) out[n++] = (comm_use){moe, cp > 2 ? 2 : 1};
     if (tied_group) out[n++] = (comm_use){1, 0};
-    if (moe && ep > 1) out[n++] = (comm_use){1, 1};
+    if (moe && ep > 1) out[n++] = (comm_use){1, (int)(ep - 1)};   /* the dispatch: every other EP rank */
     /* the experts' own gradient group, TP x CP x DP / (ETP x EP), a communicator apart from DP's even where it holds the
      * same ranks (Megatron-Core's expert-data-parallel group; the validator's) */
     if (moe && l->tp * l->dp * cp / (etp * ep) > 1) out[n++] = (comm_use){1, 0};
     /* an expert TP other than TP opens its own group (at ETP = TP it holds the TP group's ranks) */
     if (moe && etp > 1 && etp != l->tp) out[n++] = (comm_use){1, 0};
-    if (l->pp > 1) out[n++] = (comm_use){0, 1};
+    /* a stage's neighbours: one at 2 stages; two (a middle stage's, the interleaved ring's) over more: the first and
+     * last stages of plain 1F1B have one, priced as the middle's */
+    if (l->pp > 1) out[n++] = (comm_use){0, l->pp > 2 ? 2 : 1};
     return n;
 }
 
@@ -391,11 +394,16 @@ double nccl_memory_bytes(const layout_t *l, const nccl_memory_figures *f, int ti
     comm_use groups[8];
     int n = layout_groups(l, tied_group, moe, groups);
     if (f->split > 0.0 && f->process > 0.0) {
-        /* the parts: the world's, then each group's split and the buffers of what it runs */
+        /* the parts: the world's (NCCL's per-process state, the first collective's one-time part), each group's split
+         * and the buffers of what it runs, and once, where any group runs send/recv, the first send/recv's one-time
+         * part */
         double bytes = f->process;
-        for (int i = 0; i < n; i++)
-            bytes += f->split + (groups[i].collective ? f->collective : 0.0) +
-                     (groups[i].p2p ? (groups[i].collective ? f->p2p_after : f->p2p_buffers) : 0.0);
+        int p2p = 0;
+        for (int i = 0; i < n; i++) {
+            bytes += f->split + (groups[i].collective ? f->collective : 0.0) + (double)groups[i].p2p * f->p2p_buffers;
+            p2p |= groups[i].p2p > 0;
+        }
+        if (p2p && f->p2p_first > f->p2p_buffers) bytes += f->p2p_first - f->p2p_buffers;
         return bytes;
     }
     /* the totals (overlays before 2026-11-26, and the defaults): the world's communicator, which carried NCCL's

@@ -452,7 +452,8 @@ typedef struct {
     double process;                     /* the world communicator: created, one small all-reduce run */
     double split;                       /* one more at its split */
     double collective;                  /* its buffers once collectives ran */
-    double p2p_buffers, p2p_after;      /* send/recv's buffers: alone, and beside the collectives' */
+    double p2p_buffers;                 /* its send/recv buffers */
+    double p2p_first;                   /* the process's first send/recv's, NCCL's one-time part with them */
 } nccl_memory_figures;
 /* NCCL's bytes for the communicators a stage's rank opens: the world's and one per group of more than one GPU. */
 double nccl_memory_bytes(const layout_t *l, const nccl_memory_figures *f, int tied_group, int moe);

@@ -5,15 +5,18 @@
 # card's shipped overlay (comm2/overlay.csv) and the trainer, which now opens no communicator for a group of one rank,
 # runs dense and MoE layouts on 2 (and 4) GPUs priced with it: each log's "NCCL (rank 0):" line gives every
 # communicator's split and first use beside the predicted and measured peak.
-# Run from the repository root with build/ carried:
+# COMMS: the calibrate --comm rank counts (default "2 4"); NAMES: the runs to make (default: all); STEPS, WARMUP: the
+# runs' steps (default 12 and 3: the memory; the MoE steps need more for their times).  Run from the repository root
+# with build/ carried:
 #   OUT=DIR bash scripts/run_nccl_memory.sh
+#   OUT=DIR COMMS=2 NAMES="moe_ep2 moe_dp4_ep2 gpt2_pp2" STEPS=25 WARMUP=5 bash scripts/run_nccl_memory.sh
 set -u
 . "$(dirname "$0")/device_env.sh"
 device_start nccl-memory
 gpus=$(nvidia-smi -L | grep -c "^GPU")
 G=build/sextant-gpu
-KEYS='nccl_(process|split|collective|p2p_buffers|p2p_after_collective)_memory_gib'
-for n in 2 4; do
+KEYS='nccl_(process|split|collective|p2p_buffers|p2p_first)_memory_gib'
+for n in ${COMMS:-2 4}; do
   [ "$gpus" -ge $n ] || continue
   mkdir -p "$R/comm$n"
   run comm$n 240 $G calibrate --comm --gpus $n --no-overlap --max-bytes 256M --repeats 5 --out "$R/comm$n/comm.csv"
@@ -22,7 +25,7 @@ done
 # the shipped overlay and the two-rank parts: what the planner prices the runs with
 cp "$CAL" "$R/overlay.csv"
 grep -E ",$KEYS," "$R/comm2/comm.csv" >> "$R/overlay.csv"
-C="--gpu $GPU --seq 1024 --steps 12 --warmup 3 --calibration $R/overlay.csv"
+C="--gpu $GPU --seq 1024 --steps ${STEPS:-12} --warmup ${WARMUP:-3} --calibration $R/overlay.csv"
 runs=("gpt2_dp2:gpt2:--mbs 4 --gbs 16 --dp 2" "gpt2_pp2:gpt2:--mbs 4 --gbs 16 --pp 2"
       "llama_tp2:llama3.2-1b:--mbs 4 --gbs 16 --tp 2 --sp" "llama_pp2:llama3.2-1b:--mbs 4 --gbs 16 --pp 2"
       "llama_z3:llama3.2-1b:--mbs 4 --gbs 16 --dp 2 --zero 3" "llama_cp2:llama3.2-1b:--mbs 2 --gbs 8 --cp 2 --attention flash"
@@ -35,6 +38,7 @@ runs=("gpt2_dp2:gpt2:--mbs 4 --gbs 16 --dp 2" "gpt2_pp2:gpt2:--mbs 4 --gbs 16 --
                            "moe_dp4_ep2:moe-test:--mbs 4 --gbs 16 --dp 4 --ep 2 --zero 1 --attention flash")
 for spec in "${runs[@]}"; do
   IFS=: read -r name model flags <<< "$spec"
+  [ -n "${NAMES:-}" ] && case " $NAMES " in *" $name "*) ;; *) continue;; esac
   run "$name" 150 $G train $model $C $flags --csv "$R/$name.csv"
   grep -E "^step time|^memory|^NCCL" "$R/$name.log" | sed "s/^/  $name: /" >> "$S"
 done

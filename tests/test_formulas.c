@@ -363,32 +363,55 @@ static void nccl_memory_prices_each_group_by_what_it_runs(void **state)
 {
     (void)state;
     const double mib = 1048576.0;
-    nccl_memory_figures f = {.comm = 870 * mib, .first = 1310 * mib, .process = 640 * mib, .split = 200 * mib,
-                             .collective = 460 * mib, .p2p_buffers = 610 * mib, .p2p_after = 440 * mib};
+    /* 2 x H200's parts (docs/validation/2026-11-26-h200x4-nccl-memory) */
+    nccl_memory_figures f = {.comm = 870 * mib, .first = 1310 * mib, .process = 862 * mib, .split = 197 * mib,
+                             .collective = 288 * mib, .p2p_buffers = 384 * mib, .p2p_first = 446 * mib};
     layout_t l = one_gpu(1, 1024);
     assert_close(nccl_memory_bytes(&l, &f, 0, 0), 0.0, 0);   /* one GPU: none */
     l.dp = 2;
     l.gpus = 2;
-    /* DP 2: the world's and the gradients' (collectives) */
-    assert_close(nccl_memory_bytes(&l, &f, 0, 0), (640 + 200 + 460) * mib, 1e-9);
-    /* PP 2: the pipeline's runs send/recv alone; the world's beside it */
+    /* DP 2: the world's and the gradients' (collectives): the trainer's 388 + 474 and 196 + 288 MiB */
+    assert_close(nccl_memory_bytes(&l, &f, 0, 0), (862 + 197 + 288) * mib, 1e-9);
+    /* PP 2: the pipeline's runs send/recv alone, the process's first (the trainer's 196 + 446) */
     l.dp = 1;
     l.pp = 2;
-    assert_close(nccl_memory_bytes(&l, &f, 0, 0), (640 + 200 + 610) * mib, 1e-9);
+    assert_close(nccl_memory_bytes(&l, &f, 0, 0), (862 + 197 + 446) * mib, 1e-9);
     /* and a tied table split over the two stages: its pair all-reduces */
-    assert_close(nccl_memory_bytes(&l, &f, 1, 0), (640 + 200 + 610 + 200 + 460) * mib, 1e-9);
+    assert_close(nccl_memory_bytes(&l, &f, 1, 0), (862 + 197 + 446 + 197 + 288) * mib, 1e-9);
     /* CP 2: the gradients over DP x CP (collectives) and the ring (send/recv); a mixture of experts sums its routing
      * counts over the ring's group too, and opens the experts' gradient group over CP */
     l.pp = 1;
     l.cp = 2;
-    assert_close(nccl_memory_bytes(&l, &f, 0, 0), (640 + 200 + 460 + 200 + 610) * mib, 1e-9);
-    assert_close(nccl_memory_bytes(&l, &f, 0, 1), (640 + 200 + 460 + 200 + 460 + 440 + 200 + 460) * mib, 1e-9);
-    /* MoE DP 2 x EP 2: DP's, and EP's running its count all-gather and the dispatch's send/recv; no expert-DP group */
+    assert_close(nccl_memory_bytes(&l, &f, 0, 0), (862 + 197 + 288 + 197 + 446) * mib, 1e-9);
+    assert_close(nccl_memory_bytes(&l, &f, 0, 1), (862 + 197 + 288 + 197 + 288 + 446 + 197 + 288) * mib, 1e-9);
+    /* MoE DP 2 x EP 2: DP's, and EP's count all-gather and dispatch (the trainer's 2278 MiB in all) */
     l.cp = 1;
     l.dp = 2;
     l.ep = 2;
-    assert_close(nccl_memory_bytes(&l, &f, 0, 1), (640 + 200 + 460 + 200 + 460 + 440) * mib, 1e-9);
+    assert_close(nccl_memory_bytes(&l, &f, 0, 1), (862 + 197 + 288 + 197 + 288 + 446) * mib, 1e-9);
+    /* PP 2 beside it: one more send/recv group at its own buffers, the one-time part counted once */
+    l.pp = 2;
+    l.gpus = 4;
+    assert_close(nccl_memory_bytes(&l, &f, 0, 1), (862 + 197 + 288 + 197 + 288 + 446 + 197 + 384) * mib, 1e-9);
+    /* the send/recv buffers are per peer (calibrate --comm over 4 H200s: 768 MiB for two): EP 4 sends to three
+     * ranks, a ring of CP 4 and a middle stage of PP 4 to two */
+    l.pp = 1;
+    l.dp = 4;
+    l.ep = 4;
+    l.gpus = 4;
+    assert_close(nccl_memory_bytes(&l, &f, 0, 1), (862 + 197 + 288 + 197 + 288 + 62 + 3 * 384) * mib, 1e-9);
+    l.dp = 1;
+    l.ep = 1;
+    l.cp = 4;
+    assert_close(nccl_memory_bytes(&l, &f, 0, 0), (862 + 197 + 288 + 197 + 62 + 2 * 384) * mib, 1e-9);
+    l.cp = 1;
+    l.pp = 4;
+    assert_close(nccl_memory_bytes(&l, &f, 0, 0), (862 + 197 + 62 + 2 * 384) * mib, 1e-9);
     /* without the parts the totals stand: the first, then one per group (870 MiB), as before */
+    l.pp = 1;
+    l.dp = 2;
+    l.ep = 2;
+    l.gpus = 2;
     nccl_memory_figures totals = {.comm = 870 * mib, .first = 1310 * mib};
     assert_close(nccl_memory_bytes(&l, &totals, 0, 1), (1310 + 2 * 870) * mib, 1e-9);
     /* the parts need the world's figure: a split alone does not switch the model */

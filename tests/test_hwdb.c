@@ -299,7 +299,12 @@ static void comm_overlay_replaces_node_link(void **state)
                      "h200,intra_gbs_per_dir_all_gather,238.1,calibrate --comm test\n"
                      "h200,intra_latency_us_all_gather,11.5,calibrate --comm test\n"
                      "h200,nccl_memory_gib,0.85,calibrate --comm test\n"
-                     "h200,nccl_p2p_memory_gib,0.6,calibrate --comm test\n");
+                     "h200,nccl_p2p_memory_gib,0.6,calibrate --comm test\n"
+                     "h200,nccl_process_memory_gib,0.842,calibrate --comm test\n"
+                     "h200,nccl_split_memory_gib,0.192,calibrate --comm test\n"
+                     "h200,nccl_collective_memory_gib,0.281,calibrate --comm test\n"
+                     "h200,nccl_p2p_buffers_memory_gib,0.375,calibrate --comm test\n"
+                     "h200,nccl_p2p_first_memory_gib,0.436,calibrate --comm test\n");
     assert_int_equal(hwdb_apply_overlay(&hw, path, err, sizeof err), 0);
     assert_close(h200_node->intra_bytes_per_s_per_dir, 351.5e9, 1e-12);
     assert_close(h200_node->intra_ag_bytes_per_s, 238.1e9, 1e-12);
@@ -307,6 +312,12 @@ static void comm_overlay_replaces_node_link(void **state)
     assert_true(h200_node->intra_rs_bytes_per_s == 0.0);   /* not measured: all-reduce's fit stands in */
     assert_close(hwdb_find_gpu(&hw, "h200")->nccl_comm_bytes, 0.85 * 1073741824.0, 1e-12);
     assert_close(hwdb_find_gpu(&hw, "h200")->nccl_p2p_comm_bytes, 0.6 * 1073741824.0, 1e-12);
+    /* NCCL's memory by part (calibrate --comm since 2026-11-26) */
+    assert_close(hwdb_find_gpu(&hw, "h200")->nccl_process_bytes, 0.842 * 1073741824.0, 1e-12);
+    assert_close(hwdb_find_gpu(&hw, "h200")->nccl_split_bytes, 0.192 * 1073741824.0, 1e-12);
+    assert_close(hwdb_find_gpu(&hw, "h200")->nccl_collective_bytes, 0.281 * 1073741824.0, 1e-12);
+    assert_close(hwdb_find_gpu(&hw, "h200")->nccl_p2p_buffers_bytes, 0.375 * 1073741824.0, 1e-12);
+    assert_close(hwdb_find_gpu(&hw, "h200")->nccl_p2p_first_bytes, 0.436 * 1073741824.0, 1e-12);
     assert_close(h200_node->intra_latency_s, 6.25e-6, 1e-12);
     assert_close(hwdb_find_gpu(&hw, "h200")->gemm_efficiency, 0.7, 1e-12);
     assert_non_null(strstr(hwdb_find_gpu(&hw, "h200")->calibration, "calibrate --comm test"));

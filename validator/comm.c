@@ -36,8 +36,8 @@ typedef struct {
                                   all-reduce, as a framework's barrier or loss reduction makes it */
     double split;              /* a fresh communicator split from it, before any use */
     double collective;         /* that one's first all-gather, reduce-scatter and all-reduce */
-    double p2p_after;          /* then its first send/recv, beside the collectives' buffers */
-    double p2p;                /* a second fresh one's first send/recv, with no collective run */
+    double p2p_first;          /* the process's first send/recv with one peer (NCCL's one-time part with it) */
+    double p2p;                /* one more communicator's send/recv buffers for one peer (after its collectives) */
     double first_comm, comm;   /* the figures before 2026-11-26 (nccl_first_memory_gib, nccl_memory_gib): the world's
                                   once every collective ran, and split + collective + p2p_after */
 } nccl_memory;
@@ -441,19 +441,20 @@ static int write_overlay(const comm_job *job, const char *gpu, const char *devic
             if (res->bytes[c][s] && res->seconds[c][s] > 0)
                 fprintf(f, "%s,intra_us_%s:%d:%zu,%.3f,\"%s\"\n", gpu, coll_names[c], n, res->bytes[c][s],
                         res->seconds[c][s] * 1e6, source);
-    /* the planner's communicator figures (other_memory_allowance): the parts, and the two totals earlier overlays
-     * had, which it uses where the parts are missing */
+    /* the planner's communicator figures (nccl_memory_bytes): the parts; the totals earlier overlays had (which it
+     * uses where the parts are missing) for the record only */
+    fprintf(f, "\"# the totals: one more communicator once every collective and send/recv ran %.4f GiB, the process's "
+               "first once every collective ran %.4f GiB (not used beside the parts)\",,,\n", nm->comm / 1073741824.0,
+            nm->first_comm / 1073741824.0);
     const struct { const char *key; double bytes; const char *what; } mem[] = {
         {"nccl_process_memory_gib", nm->process, "the world communicator's creation (NCCL's per-process state) and its first "
                                                  "small all-reduce"},
         {"nccl_split_memory_gib", nm->split, "one more communicator split from it, before any use"},
         {"nccl_collective_memory_gib", nm->collective, "that communicator's first all-gather, reduce-scatter and all-reduce "
                                                        "(the buffers NCCL connects for them)"},
-        {"nccl_p2p_after_collective_memory_gib", nm->p2p_after, "then its first send/recv"},
-        {"nccl_p2p_buffers_memory_gib", nm->p2p, "a communicator running send/recv only, its first send/recv"},
-        {"nccl_memory_gib", nm->comm, "device memory of one more communicator once every collective and send/recv ran"},
-        {"nccl_first_memory_gib", nm->first_comm, "device memory of the process's first communicator once every collective "
-                                                  "ran (NCCL's per-process state included)"},
+        {"nccl_p2p_buffers_memory_gib", nm->p2p, "then its first send/recv (both ways, as a pipeline), per peer"},
+        {"nccl_p2p_first_memory_gib", nm->p2p_first, "the process's first send/recv with one peer, on a communicator "
+                                                     "running nothing else (NCCL's one-time part with it)"},
     };
     for (size_t k = 0; k < sizeof mem / sizeof mem[0]; k++)
         if (mem[k].bytes > 0)
@@ -473,7 +474,7 @@ static int write_overlay(const comm_job *job, const char *gpu, const char *devic
         fprintf(stderr, "sextant-gpu: --out: %s\n", err);
         return 2;
     }
-    printf("overlay written to %s (intra_gbs_per_dir, intra_latency_us of %s's node; nccl_memory_gib%s%s)\n", path, gpu,
+    printf("overlay written to %s (intra_gbs_per_dir, intra_latency_us of %s's node; NCCL's memory by part%s%s)\n", path, gpu,
            collective_w > 0 ? "; collective_power_w" : "", overlap_keys ? "; the overlap_* slowdowns" : "");
     return 0;
 }
@@ -508,12 +509,30 @@ static int run_on(launch_ctx *ctx, ncclComm_t on, int first, int last, void *sen
     return failed ? -1 : 0;
 }
 
+/* The pipeline's transfers both ways on communicator `on`, as 1F1B runs them (activations to the next stage, gradients
+ * to the previous: the trainer's warm-up measured 446 MiB for them on 2 x H200 where the one way took 384), waited
+ * for; -1 after one line. */
+static int sendrecv_both_ways(launch_ctx *ctx, ncclComm_t on, void *send, void *recv, size_t count, cudaStream_t stream,
+                              cudaEvent_t done)
+{
+    int n = ctx->nranks, next = (ctx->rank + 1) % n, prev = (ctx->rank + n - 1) % n;
+    if (run_on(ctx, on, COLL_SR, COLL_SR, send, recv, count, stream, done)) return -1;
+    ncclResult_t r = ncclGroupStart();
+    if (r == ncclSuccess) r = ncclSend(send, count, ncclBfloat16, prev, on, stream);
+    if (r == ncclSuccess) r = ncclRecv(recv, count, ncclBfloat16, next, on, stream);
+    ncclResult_t end = ncclGroupEnd();
+    if (launch_nccl_done(ctx, r != ncclSuccess ? r : end, "send/recv on a probe communicator")) return -1;
+    cudaError_t e = cudaEventRecord(done, stream);
+    return e != cudaSuccess || launch_event_wait(ctx, done, "a probe communicator's send/recv") ? -1 : 0;
+}
+
 static double taken(size_t before, size_t after) { return before > after ? (double)(before - after) : 0.0; }
 
 /* Two fresh communicators over the same ranks, both kept until every figure is read (a communicator destroyed
  * leaves memory NCCL reuses for the next: a send/recv-only probe made after one was destroyed read 0.29 GiB where a
- * training run's pipeline group takes about 0.6, docs/validation/2026-11-23-h200x2-train): the first split, then its
- * collectives, then its send/recv; the second split, then send/recv alone.  0, or -1 after one line. */
+ * training run's pipeline group takes about 0.6, docs/validation/2026-11-23-h200x2-train), before the sweep runs
+ * anything on the world's: the first split, then send/recv alone; the second split, its collectives, then its
+ * send/recv.  0, or -1 after one line. */
 static int probe_comm_parts(launch_ctx *ctx, void *send, void *recv, size_t count, cudaStream_t stream, cudaEvent_t done,
                             nccl_memory *nm)
 {
@@ -522,22 +541,28 @@ static int probe_comm_parts(launch_ctx *ctx, void *send, void *recv, size_t coun
     ncclComm_t a = NULL, b = NULL;
     size_t f[7];
     int rc = -1;
+    /* the send/recv-only one first: the process's first send/recv takes some memory once (62 MiB more on 2 x H200:
+     * the trainer's pipeline group 446 MiB where a probe after the sweep's send/recv read 384), and a training
+     * process's first send/recv is its pipeline's, ring's or dispatch's */
     if (free_bytes_now(ctx, stream, &f[0])) return -1;
-    if (launch_nccl_done(ctx, ncclCommSplit(ctx->comm, 0, ctx->rank, &a, &cfg), "ncclCommSplit(probe)")) return -1;
+    if (launch_nccl_done(ctx, ncclCommSplit(ctx->comm, 0, ctx->rank, &b, &cfg), "ncclCommSplit(probe)")) return -1;
     if (free_bytes_now(ctx, stream, &f[1])) goto out;
+    if (sendrecv_both_ways(ctx, b, send, recv, count, stream, done) || free_bytes_now(ctx, stream, &f[2])) goto out;
+    if (launch_nccl_done(ctx, ncclCommSplit(ctx->comm, 0, ctx->rank, &a, &cfg), "ncclCommSplit(probe)")) goto out;
+    if (free_bytes_now(ctx, stream, &f[3])) goto out;
     if (run_on(ctx, a, COLL_RS, COLL_AG, send, recv, count, stream, done) || run_on(ctx, a, COLL_AR, COLL_AR, send, recv, count, stream, done))
         goto out;
-    if (free_bytes_now(ctx, stream, &f[2])) goto out;
-    if (run_on(ctx, a, COLL_SR, COLL_SR, send, recv, count, stream, done) || free_bytes_now(ctx, stream, &f[3])) goto out;
-    if (launch_nccl_done(ctx, ncclCommSplit(ctx->comm, 0, ctx->rank, &b, &cfg), "ncclCommSplit(probe)")) goto out;
     if (free_bytes_now(ctx, stream, &f[4])) goto out;
-    if (run_on(ctx, b, COLL_SR, COLL_SR, send, recv, count, stream, done) || free_bytes_now(ctx, stream, &f[5])) goto out;
+    if (sendrecv_both_ways(ctx, a, send, recv, count, stream, done) || free_bytes_now(ctx, stream, &f[5])) goto out;
     /* the two splits: NCCL's base of a communicator, the mean of the two */
-    nm->split = 0.5 * (taken(f[0], f[1]) + taken(f[3], f[4]));
-    nm->collective = taken(f[1], f[2]);
-    nm->p2p_after = taken(f[2], f[3]);
-    nm->p2p = taken(f[4], f[5]);
-    nm->comm = taken(f[0], f[3]);
+    nm->split = 0.5 * (taken(f[0], f[1]) + taken(f[2], f[3]));
+    /* both ways with the next and the previous rank: one peer over 2 ranks, two over more (NCCL's send/recv buffers
+     * are per peer: 384 MiB over 2 H200s, 768 over 4); the one-time part is the first probe's excess */
+    double peers = ctx->nranks > 2 ? 2.0 : 1.0, first = taken(f[1], f[2]), more = taken(f[4], f[5]);
+    nm->p2p = more / peers;
+    nm->p2p_first = first - more + nm->p2p;
+    nm->collective = taken(f[3], f[4]);
+    nm->comm = taken(f[3], f[5]);
     rc = 0;
 out:
     if (a) ncclCommDestroy(a);
@@ -607,10 +632,10 @@ fail:   /* CK_OR_FAIL's target: the caller aborts the communicator */
     return -1;
 }
 
-/* NCCL's device memory once used (see comm_body): the process's first communicator once every collective ran, and
- * the parts of one more (probe_comm_parts).  0, or -1 after one line. */
-static int measure_nccl_memory(launch_ctx *ctx, const comm_options *o, void *send, void *recv, const double *stat,
-                               cudaStream_t stream, cudaEvent_t stop, nccl_memory *nm)
+/* NCCL's device memory once used (see comm_body): the process's first communicator once every collective ran, printed
+ * with the parts measured before the sweep (probe_comm_parts).  0, or -1 after one line. */
+static int measure_nccl_memory(launch_ctx *ctx, const comm_options *o, const double *stat, cudaStream_t stream,
+                               nccl_memory *nm)
 {
     int n = ctx->nranks, root = ctx->rank == 0;
     size_t free0 = 0, total = 0;
@@ -620,13 +645,12 @@ static int measure_nccl_memory(launch_ctx *ctx, const comm_options *o, void *sen
     if (ctx->used_before_comm > 0)
         nm->first_comm = (double)(total - free0) - (double)ctx->used_before_comm - ours;
     if (nm->first_comm < 0) nm->first_comm = 0;
-    size_t count = (o->max_bytes < ((size_t)64 << 20) ? o->max_bytes : ((size_t)64 << 20)) / 2 / (size_t)n;
-    if (probe_comm_parts(ctx, send, recv, count, stream, stop, nm)) goto fail;
     if (root) printf("\n# NCCL's device memory over the %d ranks (MiB): the world's communicator %.0f at its creation and "
-                     "first small all-reduce; one more: its split %.0f, its collectives %.0f, then send/recv %.0f; one "
-                     "running send/recv only %.0f; the first once every collective ran %.0f\n", n, nm->process / 1048576.0,
-                     nm->split / 1048576.0, nm->collective / 1048576.0, nm->p2p_after / 1048576.0, nm->p2p / 1048576.0,
-                     nm->first_comm / 1048576.0);
+                     "first small all-reduce; a split %.0f; the process's first send/recv %.0f (one peer); one more "
+                     "communicator's collectives %.0f, then its send/recv %.0f a peer; the world's once every collective "
+                     "ran %.0f\n", n,
+                     nm->process / 1048576.0, nm->split / 1048576.0, nm->p2p_first / 1048576.0, nm->collective / 1048576.0,
+                     nm->p2p / 1048576.0, nm->first_comm / 1048576.0);
     return 0;
 fail:   /* CK_OR_FAIL's target */
     return -1;
@@ -824,6 +848,8 @@ static int comm_body(launch_ctx *ctx, void *arg)
             goto fail;
         if (free_bytes_now(ctx, stream, &after)) goto fail;
         nm.process = (double)ctx->comm_init_bytes + taken(before, after);
+        size_t count = (o->max_bytes < ((size_t)64 << 20) ? o->max_bytes : ((size_t)64 << 20)) / 2 / (size_t)n;
+        if (probe_comm_parts(ctx, send, recv, count, stream, stop, &nm)) goto fail;
     }
     int nsizes = 0;
     for (size_t b = o->min_bytes; b <= o->max_bytes && nsizes < MAX_SIZES; b *= 2) nsizes++;
@@ -864,7 +890,7 @@ static int comm_body(launch_ctx *ctx, void *arg)
      * 0.29 GiB where a training run's pipeline communicator takes about 0.6
      * (a communicator destroyed before it leaves memory NCCL reuses), so the
      * planner does not use it (docs/validation/2026-11-23-h200x2-train). */
-    if (measure_nccl_memory(ctx, o, send, recv, stat, stream, stop, &nm)) goto fail;
+    if (measure_nccl_memory(ctx, o, stat, stream, &nm)) goto fail;
     double collective_w = 0.0;
     if (measure_collective_power(ctx, o, send, recv, stat, stream, stop, res, &collective_w)) goto fail;
     /* after the memory probes: its buffers and cuBLAS must not count as NCCL's */

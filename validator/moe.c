@@ -274,18 +274,25 @@ void moe_init(moe_state *st, const moe_config *c)
     size_t free_before, free_after, total;
     MCK(st, cudaMemGetInfo(&free_before, &total));
     if (c->ep > 1) {
+        /* the counts' all-gather, and each peer's share of a micro-batch's routed rows (N k / ep rows of C) both ways,
+         * messages of the dispatch's size (1-element ones connected the same 920 MiB on 2 x H200: NCCL's one-time
+         * collective part, the collectives' and one peer's send/recv buffers, docs/validation/2026-11-26-h200x4-nccl-memory) */
         int32_t *probe;
+        bf16 *rows;
+        size_t share = (size_t)c->N * c->k / c->ep * c->C;
         MCK(st, cudaMalloc((void **)&probe, (size_t)c->ep * sizeof(int32_t) * 2));
+        MCK(st, cudaMalloc((void **)&rows, (size_t)c->ep * share * sizeof(bf16)));
         MNC(st, ncclAllGather(probe + c->ep_rank, probe, 1, ncclInt32, c->ep_comm, c->stream));
         MNC(st, ncclGroupStart());
         for (int q = 0; q < c->ep; q++) {
             if (q == c->ep_rank) continue;
-            MNC(st, ncclSend(probe, 1, ncclInt32, q, c->ep_comm, c->stream));
-            MNC(st, ncclRecv(probe + c->ep + q, 1, ncclInt32, q, c->ep_comm, c->stream));
+            MNC(st, ncclSend(st->xs, share, ncclBfloat16, q, c->ep_comm, c->stream));
+            MNC(st, ncclRecv(rows + (size_t)q * share, share, ncclBfloat16, q, c->ep_comm, c->stream));
         }
         MNC(st, ncclGroupEnd());
         MCK(st, cudaStreamSynchronize(c->stream));
         MCK(st, cudaFree(probe));
+        MCK(st, cudaFree(rows));
     }
     size_t free_ep = 0;
     MCK(st, cudaMemGetInfo(&free_ep, &total));
