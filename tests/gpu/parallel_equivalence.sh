@@ -66,10 +66,13 @@ for model in gpt2 llama3.2-1b; do
   layouts=("tp2:--tp 2" "tp2+sp:--tp 2 --sp" "pp2:--pp 2" "pp2+vpp2:--pp 2 --vpp 2" "dp2:--dp 2" "dp2+zero1:--dp 2 --zero 1"
            "tp2+sp+recompute:--tp 2 --sp --recompute full"
            "dp2+zero2:--dp 2 --zero 2" "dp2+zero3:--dp 2 --zero 3" "dp2+zero3+recompute:--dp 2 --zero 3 --recompute full")
-  # the combinations, where four GPUs are present
+  # the combinations, where four GPUs are present; interleaving over 4 stages in chunks that split the layers
+  # (GPT-2's 12 into 4 x 3, LLaMA-3.2 1B's 16 into 4 x 2)
+  pp4_vpp="pp4+vpp2:--pp 4 --vpp 2"
+  [ "$model" = gpt2 ] && pp4_vpp="pp4+vpp3:--pp 4 --vpp 3"
   if [ "$gpus" -ge 4 ]; then
     layouts+=("tp2+pp2:--tp 2 --pp 2" "tp2+sp+dp2:--tp 2 --sp --dp 2" "pp2+dp2+zero1:--pp 2 --dp 2 --zero 1"
-              "pp2+vpp2+dp2:--pp 2 --vpp 2 --dp 2" "pp4+vpp2:--pp 4 --vpp 2"
+              "pp2+vpp2+dp2:--pp 2 --vpp 2 --dp 2" "$pp4_vpp"
               "tp2+pp2+recompute:--tp 2 --pp 2 --recompute full"
               "tp2+sp+dp2+zero2:--tp 2 --sp --dp 2 --zero 2" "tp2+dp2+zero3:--tp 2 --dp 2 --zero 3")
   fi
