@@ -524,11 +524,16 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
     }
     mem->workspace = workspace;
     int tied_group = m->tied_embeddings && l->pp > 1 && (s->stage == 0 || s->last);
-    nccl_memory_figures nccl = {gpu->nccl_comm_bytes, gpu->nccl_first_comm_bytes, gpu->nccl_p2p_comm_bytes,
-                                gpu->nccl_process_bytes, gpu->nccl_split_bytes, gpu->nccl_collective_bytes,
-                                gpu->nccl_p2p_buffers_bytes, gpu->nccl_p2p_first_bytes};
+    nccl_memory_figures nccl = gpu_nccl_figures(gpu);
     mem->other = other_memory_allowance(l, gpu->context_bytes, &nccl, tied_group, model_is_moe(m), workspace);
     mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations + mem->logits + mem->other;
+}
+
+nccl_memory_figures gpu_nccl_figures(const hw_gpu *gpu)
+{
+    return (nccl_memory_figures){gpu->nccl_comm_bytes, gpu->nccl_first_comm_bytes, gpu->nccl_p2p_comm_bytes,
+                                 gpu->nccl_process_bytes, gpu->nccl_split_bytes, gpu->nccl_collective_bytes,
+                                 gpu->nccl_p2p_buffers_bytes, gpu->nccl_p2p_first_bytes};
 }
 
 int gpu_has_fused_attention(const hw_gpu *gpu)

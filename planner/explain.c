@@ -9,6 +9,30 @@
 
 #define GIB 1073741824.0
 
+/* NCCL's communicators of the heaviest stage, one by one (docs/model.md, "Other memory"). */
+static void explain_nccl(FILE *out, const model_t *m, const layout_t *l, const hw_gpu *gpu, int64_t stage)
+{
+    nccl_group groups[NCCL_GROUPS_MAX];
+    int tied = m->tied_embeddings && l->pp > 1 && (stage == 0 || stage == l->pp - 1);
+    int n = nccl_groups(l, tied, model_is_moe(m), groups);
+    if (l->gpus <= 1) return;
+    nccl_memory_figures f = gpu_nccl_figures(gpu);
+    int parts = nccl_memory_by_parts(&f);
+    fprintf(out, "  NCCL (%s): the world's communicator %.2f GiB%s", parts ? "by part, calibrate --comm" : "one total per communicator",
+            nccl_world_bytes(&f, groups, n) / GIB, parts ? " (created, one small all-reduce; with the first send/recv's once)" : "");
+    double total = nccl_world_bytes(&f, groups, n);
+    for (int i = 0; i < n; i++) {
+        double b = nccl_group_bytes(l, &f, &groups[i]);
+        total += b;
+        char runs[64];
+        snprintf(runs, sizeof runs, "%s%s%s", groups[i].collective ? "collectives" : "",
+                 groups[i].collective && groups[i].peers ? ", " : "", groups[i].peers ? "send/recv" : "");
+        if (groups[i].peers > 1) snprintf(runs + strlen(runs), sizeof runs - strlen(runs), " with %d peers", groups[i].peers);
+        fprintf(out, ";\n    %s (%s) %.2f GiB", groups[i].name, runs, b / GIB);
+    }
+    fprintf(out, "; in all %.2f GiB\n", total / GIB);
+}
+
 static void heading(FILE *out, int number, const char *title)
 {
     fprintf(out, "\n%d. %s\n", number, title);
@@ -468,6 +492,7 @@ void report_explain(FILE *out, const estimate_t *e)
                  "  and one per group of more than one GPU, each priced by what runs on it where calibrate --comm measured\n"
                  "  the parts), the backward's workspace = %.2f GiB\n",
             mem->other / GIB);
+    explain_nccl(out, m, l, e->gpu, mem->stage);
     fprintf(out, "Total %.2f GiB of %.2f GiB: %s.\n", mem->total / GIB, mem->capacity / GIB,
             e->fits ? "fits" : "does not fit");
     double whole_state = e->params_total * adam_bytes_per_param(gradient_memory_bytes(l));

@@ -455,7 +455,24 @@ typedef struct {
     double p2p_buffers;                 /* its send/recv buffers */
     double p2p_first;                   /* the process's first send/recv's, NCCL's one-time part with them */
 } nccl_memory_figures;
-/* NCCL's bytes for the communicators a stage's rank opens: the world's and one per group of more than one GPU. */
+/* A communicator a stage's rank opens beside the world's, one per group of more than one GPU: what runs on it. */
+#define NCCL_GROUPS_MAX 8
+typedef struct {
+    const char *name;   /* "TP", "DP", "DP x CP", "CP", "tied embedding", "EP", "experts' DP", "expert TP", "PP" */
+    int collective;     /* collectives run on it */
+    int peers;          /* the ranks it sends to and receives from (0: no send/recv) */
+} nccl_group;
+/* The groups of layout l (tied_group: the stage holds a tied table split over stages; moe: a mixture of experts),
+ * in that order; 0 on one GPU. */
+int nccl_groups(const layout_t *l, int tied_group, int moe, nccl_group out[NCCL_GROUPS_MAX]);
+/* 1 when f carries the parts (split and process), else the totals price the communicators. */
+int nccl_memory_by_parts(const nccl_memory_figures *f);
+/* One group's bytes, and the world's (with the one-time send/recv part where any of the n groups runs send/recv). */
+double nccl_group_bytes(const layout_t *l, const nccl_memory_figures *f, const nccl_group *g);
+double nccl_world_bytes(const nccl_memory_figures *f, const nccl_group *groups, int n);
+/* A GPU's NCCL memory figures, as its hwdb row and overlay give them. */
+nccl_memory_figures gpu_nccl_figures(const hw_gpu *gpu);
+/* NCCL's bytes for the communicators a stage's rank opens: the world's and its groups'. */
 double nccl_memory_bytes(const layout_t *l, const nccl_memory_figures *f, int tied_group, int moe);
 double other_memory_allowance(const layout_t *l, double context_bytes, const nccl_memory_figures *nccl, int tied_group,
                               int moe, double backward_workspace);

@@ -171,6 +171,30 @@ static void explain_walks_through_the_estimate(void **state)
     run_free(&r);
 }
 
+/* explain lists NCCL's communicators one by one, each priced by what runs on it, and their sum is the estimate's: a MoE
+ * model on DP 4 x EP 2 with the H200's overlay (calibrate --comm's parts) opens DP's, EP's and the experts' DP group. */
+static void explain_prices_each_communicator(void **state)
+{
+    (void)state;
+    run_result r = run_sextant("explain moe-test --gpu h200 --gpus 4 --dp 4 --ep 2 --mbs 4 --gbs 16 --seq 1024");
+    assert_int_equal(r.status, 0);
+    const char *lines[] = {"NCCL (by part, calibrate --comm): the world's communicator", "DP (collectives)",
+                           "EP (collectives, send/recv)", "experts' DP (collectives)", "in all"};
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        if (!strstr(r.out, lines[i])) {
+            print_error("explain lacks '%s'\n", lines[i]);
+            fail();
+        }
+    assert_null(strstr(r.out, "    TP ("));   /* TP 1: no communicator */
+    assert_null(strstr(r.out, "    PP ("));
+    run_free(&r);
+    /* without the parts (the hwdb defaults): one total per communicator */
+    r = run_sextant("explain moe-test --gpu h200 --gpus 4 --dp 4 --ep 2 --mbs 4 --gbs 16 --seq 1024 --calibration none");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "NCCL (one total per communicator)"));
+    run_free(&r);
+}
+
 /* docs/SPEC.md's worked examples, each through `sextant explain --spec`: every
  * figure the spec prints must appear, rounded as the spec rounds it. */
 static void expect_spec_figures(const char *const *figures, size_t n)
@@ -918,6 +942,7 @@ int main(void)
         cmocka_unit_test(interleaved_all_forwards_first),
         cmocka_unit_test(ops_listing),
         cmocka_unit_test(explain_walks_through_the_estimate),
+        cmocka_unit_test(explain_prices_each_communicator),
         cmocka_unit_test(spec_example_compute),
         cmocka_unit_test(spec_example_memory),
         cmocka_unit_test(spec_example_pcie),

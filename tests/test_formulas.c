@@ -389,6 +389,14 @@ static void nccl_memory_prices_each_group_by_what_it_runs(void **state)
     l.dp = 2;
     l.ep = 2;
     assert_close(nccl_memory_bytes(&l, &f, 0, 1), (862 + 197 + 288 + 197 + 288 + 446) * mib, 1e-9);
+    /* the breakdown explain prints: DP's and EP's, in that order, summing to the total */
+    nccl_group g[NCCL_GROUPS_MAX];
+    assert_int_equal(nccl_groups(&l, 0, 1, g), 2);
+    assert_string_equal(g[0].name, "DP");
+    assert_string_equal(g[1].name, "EP");
+    assert_true(g[1].collective && g[1].peers == 1 && !g[0].peers);
+    assert_close(nccl_world_bytes(&f, g, 2) + nccl_group_bytes(&l, &f, &g[0]) + nccl_group_bytes(&l, &f, &g[1]),
+                 nccl_memory_bytes(&l, &f, 0, 1), 1e-9);
     /* PP 2 beside it: one more send/recv group at its own buffers, the one-time part counted once */
     l.pp = 2;
     l.gpus = 4;
