@@ -22,7 +22,7 @@ static void explain_nccl(FILE *out, const model_t *m, const layout_t *l, const h
             nccl_world_bytes(&f, groups, n) / GIB, parts ? " (created, one small all-reduce; with the first send/recv's once)" : "");
     double total = nccl_world_bytes(&f, groups, n);
     for (int i = 0; i < n; i++) {
-        double b = nccl_group_bytes(l, &f, &groups[i]);
+        double b = nccl_group_bytes(&f, &groups[i]);
         total += b;
         char runs[64];
         snprintf(runs, sizeof runs, "%s%s%s", groups[i].collective ? "collectives" : "",

@@ -3,7 +3,6 @@
 #include "planner.h"
 
 #include <math.h>
-#include <string.h>
 
 /* "Compute": forward 2ND, backward 4ND (Kaplan et al. 2020). */
 double six_n_d_flops(double params, double tokens) { return 6.0 * params * tokens; }
@@ -370,32 +369,32 @@ int nccl_groups(const layout_t *l, int tied_group, int moe, nccl_group out[NCCL_
     int64_t ep = l->ep > 1 ? l->ep : 1, etp = l->etp > 0 ? l->etp : l->tp;   /* layout_ep, layout_etp: this file
                                                                               stands alone in the tests */
     if (l->gpus <= 1) return 0;
-    if (l->tp > 1) out[n++] = (nccl_group){"TP", 1, 0};
-    if (l->dp * cp > 1) out[n++] = (nccl_group){cp > 1 ? "DP x CP" : "DP", 1, 0};
+    if (l->tp > 1) out[n++] = (nccl_group){"TP", 1, 0, 0};
+    if (l->dp * cp > 1) out[n++] = (nccl_group){cp > 1 ? "DP x CP" : "DP", 1, 0, 0};
     /* a ring of cp ranks: the next and the previous, one rank when cp is 2 */
-    if (cp > 1) out[n++] = (nccl_group){"CP", moe, cp > 2 ? 2 : 1};
-    if (tied_group) out[n++] = (nccl_group){"tied embedding", 1, 0};
-    if (moe && ep > 1) out[n++] = (nccl_group){"EP", 1, (int)(ep - 1)};   /* the dispatch: every other EP rank */
+    if (cp > 1) out[n++] = (nccl_group){"CP", moe, cp > 2 ? 2 : 1, 0};
+    if (tied_group) out[n++] = (nccl_group){"tied embedding", 1, 0, 0};
+    if (moe && ep > 1) out[n++] = (nccl_group){"EP", 1, (int)(ep - 1), 0};   /* the dispatch: every other EP rank */
     /* the experts' own gradient group, TP x CP x DP / (ETP x EP), a communicator apart from DP's even where it holds the
      * same ranks (Megatron-Core's expert-data-parallel group; the validator's) */
-    if (moe && l->tp * l->dp * cp / (etp * ep) > 1) out[n++] = (nccl_group){"experts' DP", 1, 0};
+    if (moe && l->tp * l->dp * cp / (etp * ep) > 1) out[n++] = (nccl_group){"experts' DP", 1, 0, 0};
     /* an expert TP other than TP opens its own group (at ETP = TP it holds the TP group's ranks) */
-    if (moe && etp > 1 && etp != l->tp) out[n++] = (nccl_group){"expert TP", 1, 0};
+    if (moe && etp > 1 && etp != l->tp) out[n++] = (nccl_group){"expert TP", 1, 0, 0};
     /* a stage's neighbours: one at 2 stages; two (a middle stage's, the interleaved ring's) over more: the first and
      * last stages of plain 1F1B have one, priced as the middle's */
-    if (l->pp > 1) out[n++] = (nccl_group){"PP", 0, l->pp > 2 ? 2 : 1};
+    if (l->pp > 1) out[n++] = (nccl_group){"PP", 0, l->pp > 2 ? 2 : 1, 1};
     return n;
 }
 
 int nccl_memory_by_parts(const nccl_memory_figures *f) { return f->split > 0.0 && f->process > 0.0; }
 
-double nccl_group_bytes(const layout_t *l, const nccl_memory_figures *f, const nccl_group *g)
+double nccl_group_bytes(const nccl_memory_figures *f, const nccl_group *g)
 {
     if (nccl_memory_by_parts(f))
         return f->split + (g->collective ? f->collective : 0.0) + (double)g->peers * f->p2p_buffers;
     /* the totals: one per communicator, a pipeline's send/recv-only one at its own figure where set */
     double per_comm = f->comm > 0.0 ? f->comm : 0.25 * 1073741824.0;
-    return l->pp > 1 && !strcmp(g->name, "PP") && f->p2p > 0.0 ? f->p2p : per_comm;
+    return g->pipeline && f->p2p > 0.0 ? f->p2p : per_comm;
 }
 
 double nccl_world_bytes(const nccl_memory_figures *f, const nccl_group *groups, int n)
@@ -417,7 +416,7 @@ double nccl_memory_bytes(const layout_t *l, const nccl_memory_figures *f, int ti
     int n = nccl_groups(l, tied_group, moe, groups);
     if (l->gpus <= 1) return 0.0;
     double bytes = nccl_world_bytes(f, groups, n);
-    for (int i = 0; i < n; i++) bytes += nccl_group_bytes(l, f, &groups[i]);
+    for (int i = 0; i < n; i++) bytes += nccl_group_bytes(f, &groups[i]);
     return bytes;
 }
 

@@ -461,6 +461,7 @@ typedef struct {
     const char *name;   /* "TP", "DP", "DP x CP", "CP", "tied embedding", "EP", "experts' DP", "expert TP", "PP" */
     int collective;     /* collectives run on it */
     int peers;          /* the ranks it sends to and receives from (0: no send/recv) */
+    int pipeline;       /* the pipeline's (the totals price it at their send/recv-only figure) */
 } nccl_group;
 /* The groups of layout l (tied_group: the stage holds a tied table split over stages; moe: a mixture of experts),
  * in that order; 0 on one GPU. */
@@ -468,7 +469,7 @@ int nccl_groups(const layout_t *l, int tied_group, int moe, nccl_group out[NCCL_
 /* 1 when f carries the parts (split and process), else the totals price the communicators. */
 int nccl_memory_by_parts(const nccl_memory_figures *f);
 /* One group's bytes, and the world's (with the one-time send/recv part where any of the n groups runs send/recv). */
-double nccl_group_bytes(const layout_t *l, const nccl_memory_figures *f, const nccl_group *g);
+double nccl_group_bytes(const nccl_memory_figures *f, const nccl_group *g);
 double nccl_world_bytes(const nccl_memory_figures *f, const nccl_group *groups, int n);
 /* A GPU's NCCL memory figures, as its hwdb row and overlay give them. */
 nccl_memory_figures gpu_nccl_figures(const hw_gpu *gpu);

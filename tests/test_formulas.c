@@ -395,7 +395,7 @@ static void nccl_memory_prices_each_group_by_what_it_runs(void **state)
     assert_string_equal(g[0].name, "DP");
     assert_string_equal(g[1].name, "EP");
     assert_true(g[1].collective && g[1].peers == 1 && !g[0].peers);
-    assert_close(nccl_world_bytes(&f, g, 2) + nccl_group_bytes(&l, &f, &g[0]) + nccl_group_bytes(&l, &f, &g[1]),
+    assert_close(nccl_world_bytes(&f, g, 2) + nccl_group_bytes(&f, &g[0]) + nccl_group_bytes(&f, &g[1]),
                  nccl_memory_bytes(&l, &f, 0, 1), 1e-9);
     /* PP 2 beside it: one more send/recv group at its own buffers, the one-time part counted once */
     l.pp = 2;
