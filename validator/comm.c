@@ -38,8 +38,8 @@ typedef struct {
     double collective;         /* that one's first all-gather, reduce-scatter and all-reduce */
     double p2p_first;          /* the process's first send/recv with one peer (NCCL's one-time part with it) */
     double p2p;                /* one more communicator's send/recv buffers for one peer (after its collectives) */
-    double first_comm, comm;   /* the figures before 2026-11-26 (nccl_first_memory_gib, nccl_memory_gib): the world's
-                                  once every collective ran, and split + collective + p2p_after */
+    double first_comm, comm;   /* the totals before 2026-11-26 (nccl_first_memory_gib, nccl_memory_gib), printed for the
+                                  record: the world's once every collective ran, and split + collective + send/recv */
 } nccl_memory;
 
 #define MAX_SIZES 48
@@ -510,8 +510,7 @@ static int run_on(launch_ctx *ctx, ncclComm_t on, int first, int last, void *sen
 }
 
 /* The pipeline's transfers both ways on communicator `on`, as 1F1B runs them (activations to the next stage, gradients
- * to the previous: the trainer's warm-up measured 446 MiB for them on 2 x H200 where the one way took 384), waited
- * for; -1 after one line. */
+ * to the previous; over 2 H200s the same 384 MiB as the one way), waited for; -1 after one line. */
 static int sendrecv_both_ways(launch_ctx *ctx, ncclComm_t on, void *send, void *recv, size_t count, cudaStream_t stream,
                               cudaEvent_t done)
 {
@@ -539,7 +538,7 @@ static int probe_comm_parts(launch_ctx *ctx, void *send, void *recv, size_t coun
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 1;
     ncclComm_t a = NULL, b = NULL;
-    size_t f[7];
+    size_t f[6];
     int rc = -1;
     /* the send/recv-only one first: the process's first send/recv takes some memory once (62 MiB more on 2 x H200:
      * the trainer's pipeline group 446 MiB where a probe after the sweep's send/recv read 384), and a training

@@ -155,7 +155,7 @@ static void fill_weights(moe_state *st, float *host)
 
 /* The ZeRO-1/2 gathers' events, and the experts' ZeRO-2/3 (sh.experts_zero): zero.c's state over the
  * expert-data-parallel group, a bucket a layer, its order of gathers the step's schedule's. */
-static void experts_zero_init(moe_state *st)
+static void shards_init(moe_state *st)
 {
     const moe_config *c = &st->c;
     const moe_shards *sh = &st->sh;
@@ -268,7 +268,7 @@ void moe_init(moe_state *st, const moe_config *c)
     free(host);
     free(part);
     free(half);
-    experts_zero_init(st);
+    shards_init(st);
     /* the groups' first use, each finished before the step (train.c's comm_warmup says why):
      * the all-gather of counts and a send/recv with every peer */
     size_t free_before, free_after, total;
@@ -919,6 +919,16 @@ void moe_zero_grads(moe_state *st)
     mark(st, "zero_grads", 1);
 }
 
+/* Layer l's router gradients summed over `comm` on `stream`, profiled as `name`; 1 (issued). */
+static int router_allreduce(moe_state *st, int l, ncclComm_t comm, const char *name, cudaStream_t stream)
+{
+    bf16 *g = router_w(st, st->grads, l);
+    st->c.hooks.mark_on(name, 0, stream);
+    MNC(st, ncclAllReduce(g, g, (size_t)st->c.E * st->c.C, ncclBfloat16, ncclSum, comm, stream));
+    st->c.hooks.mark_on(name, 1, stream);
+    return 1;
+}
+
 /* Layer l's reductions on `stream` (profiled there): the router's gradients over TP and DP, the experts' over their
  * group (with ZeRO-1 reduce-scattered in place; ZeRO-2/3's went out every micro-batch, zero.c).  Sharded routers are
  * reduced in moe_step, every layer's in one call.  1 when it issued any. */
@@ -927,21 +937,9 @@ static int reduce_layer(moe_state *st, int l, cudaStream_t stream)
     const moe_config *c = &st->c;
     const moe_shards *sh = &st->sh;
     int issued = 0;
-    if (c->tp > 1) {
-        /* the router is every TP rank's, each fed its sequence share (Megatron's sequence-parallel weights) */
-        c->hooks.mark_on("tp_allreduce_router_grads", 0, stream);
-        MNC(st, ncclAllReduce(router_w(st, st->grads, l), router_w(st, st->grads, l), (size_t)c->E * c->C, ncclBfloat16,
-                              ncclSum, c->tp_comm, stream));
-        c->hooks.mark_on("tp_allreduce_router_grads", 1, stream);
-        issued = 1;
-    }
-    if (c->dp > 1 && !sh->router_sharded) {
-        c->hooks.mark_on("dp_allreduce_grads", 0, stream);
-        MNC(st, ncclAllReduce(router_w(st, st->grads, l), router_w(st, st->grads, l), (size_t)c->E * c->C, ncclBfloat16,
-                              ncclSum, c->dp_comm, stream));
-        c->hooks.mark_on("dp_allreduce_grads", 1, stream);
-        issued = 1;
-    }
+    /* the router is every TP rank's, each fed its sequence share (Megatron's sequence-parallel weights) */
+    if (c->tp > 1) issued = router_allreduce(st, l, c->tp_comm, "tp_allreduce_router_grads", stream);
+    if (c->dp > 1 && !sh->router_sharded) issued = router_allreduce(st, l, c->dp_comm, "dp_allreduce_grads", stream);
     if (st->edp > 1 && !sh->experts_zero) {
         bf16 *experts = st->grads + sh->router_count + (size_t)l * sh->expert_stride;
         if (sh->experts_sharded) {

@@ -192,9 +192,9 @@ typedef struct {
     double predicted_bytes;       /* the planner's peak, for the out-of-memory message */
     launch_ctx *ctx;
     ncclComm_t tp_comm, dp_comm, pp_comm, tied_comm, ep_comm, edp_comm;
-    /* device memory each split took (the order of split_communicators: tp, dp, pp, tied, cp, ep, edp), and what
-     * the groups' first use took (comm_warmup's, beside moe.c's connect_bytes): the report's NCCL line */
-    size_t split_bytes[7], warmup_bytes;
+    /* device memory each split took (the order of split_communicators: tp, dp, pp, tied, cp, ep, edp): the report's
+     * NCCL line */
+    size_t split_bytes[7];
     size_t use_bytes[7];         /* each group's first use (comm_warmup; the EP groups' in moe_init), split_bytes' order */
     size_t world_use_bytes;      /* the world communicator's first collective (comm_warmup) */
     int tied_sync;                /* the tied table's two copies (first and last stage) add their gradients */
@@ -342,6 +342,8 @@ void host_wait(gpt *g, cudaEvent_t ev, const char *what);
 void sync_stream(gpt *g, cudaStream_t on, const char *what);
 void sync_all(gpt *g, const char *what);
 void sync_compute(gpt *g, const char *what);
+/* cudaMemGetInfo's free device bytes */
+size_t device_free_bytes(void);
 void comm_warmup(gpt *g);
 double world_sum(gpt *g, double x);
 

@@ -195,6 +195,20 @@ void sync_compute(gpt *g, const char *what)
 
 double *world_scratch;   /* device: 8 doubles per rank */
 
+size_t device_free_bytes(void)
+{
+    size_t free_bytes, total;
+    CK(cudaMemGetInfo(&free_bytes, &total));
+    return free_bytes;
+}
+
+/* The device memory taken since `before` (device_free_bytes then): a group's first use. */
+static size_t taken_since(size_t before)
+{
+    size_t now = device_free_bytes();
+    return before > now ? before - now : 0;
+}
+
 /* Every communicator once before the first step, with the operations and
  * sizes the step uses, communicator after communicator in the same order on
  * every rank and each finished before the next.  NCCL connects a
@@ -205,21 +219,6 @@ double *world_scratch;   /* device: 8 doubles per rank */
  * was the interleaved hang with m = pp: without the warm-up it still hangs,
  * with it it runs (docs/validation/2026-11-23-h200x2-m-eq-pp).  The buffers
  * touched are the gradients, zero until the first step, and scratch. */
-/* The device memory taken since `before` (cudaMemGetInfo's free bytes then): a group's first use. */
-static size_t taken_since(size_t before)
-{
-    size_t free_bytes, total;
-    CK(cudaMemGetInfo(&free_bytes, &total));
-    return before > free_bytes ? before - free_bytes : 0;
-}
-
-static size_t free_now(void)
-{
-    size_t free_bytes, total;
-    CK(cudaMemGetInfo(&free_bytes, &total));
-    return free_bytes;
-}
-
 void comm_warmup(gpt *g)
 {
     const shapes *s = &g->s;
@@ -227,11 +226,11 @@ void comm_warmup(gpt *g)
     scratch_buffers *r = &g->scr;
     size_t N = (size_t)s->N, Nl = (size_t)s->Nl, C = (size_t)s->C;
     /* the world's communicator first: the loss and the report's figures go over it (a framework's barrier) */
-    size_t at = free_now();
+    size_t at = device_free_bytes();
     world_sum(g, 0.0);
     g->world_use_bytes = taken_since(at);
     if (s->tp > 1) {
-        at = free_now();
+        at = device_free_bytes();
         if (spg(s)) {
             NC(ncclAllGather(r->dresidual, r->dbuf_c, Nl * C, ncclBfloat16, g->tp_comm, gpu_ctx.stream));
             NC(ncclReduceScatter(r->dbuf_c, r->dresidual, Nl * C, ncclBfloat16, ncclSum, g->tp_comm, gpu_ctx.stream));
@@ -245,7 +244,7 @@ void comm_warmup(gpt *g)
         sync_all(g, "the tensor-parallel group's first use");
         g->use_bytes[0] = taken_since(at);
     }
-    at = free_now();
+    at = device_free_bytes();
     if (s->dp > 1 && g->zero) {
         zero_warmup(&g->zs);
         sync_all(g, "the data-parallel group's first use");
@@ -266,13 +265,13 @@ void comm_warmup(gpt *g)
     }
     g->use_bytes[1] = taken_since(at);
     if (s->cp > 1) {
-        at = free_now();
+        at = device_free_bytes();
         cp_warmup(&g->cps);
         sync_all(g, "the context-parallel ring's first transfers");
         g->use_bytes[4] = taken_since(at);
     }
     if (g->tied_sync) {
-        at = free_now();
+        at = device_free_bytes();
         int t = s->first ? P_WTE : P_HEAD;
         bf16 *grad = param(g, g->grads, t, 0);
         NC(ncclAllReduce(grad, grad, g->pl.size[t], ncclBfloat16, ncclSum, g->tied_comm, gpu_ctx.stream));
@@ -280,7 +279,7 @@ void comm_warmup(gpt *g)
         g->use_bytes[3] = taken_since(at);
     }
     if (s->pp > 1) {
-        at = free_now();
+        at = device_free_bytes();
         /* both directions with each neighbour the schedule talks to (interleaved: a ring) */
         int ring = s->vpp > 1;
         int next = (s->pp_rank + 1) % s->pp, prev = (s->pp_rank + s->pp - 1) % s->pp;

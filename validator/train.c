@@ -341,13 +341,6 @@ static void *open_gpu_context(gpt *g, int nranks)
     return blas_workspace;
 }
 
-static size_t device_free_bytes(void)
-{
-    size_t free_bytes, total;
-    CK(cudaMemGetInfo(&free_bytes, &total));
-    return free_bytes;
-}
-
 /* The groups: tp fastest, then dp, then pp (Megatron's order); CP and EP when they are there. */
 static void split_communicators(gpt *g, const train_options *o, launch_ctx *ctx, int cp)
 {
@@ -1132,10 +1125,7 @@ int train_run(const model_t *model, const hw_gpu *gpu, const hw_node *node, cons
         g.accounted_bytes += g.moe.bytes;
         r->state_bytes += g.moe.bytes;
     }
-    size_t free_before_warmup = device_free_bytes();
     comm_warmup(&g);
-    size_t free_after_warmup = device_free_bytes();
-    g.warmup_bytes = free_before_warmup > free_after_warmup ? free_before_warmup - free_after_warmup : 0;
     if (r->watchdog_s > 0) launch_watchdog(rank, 0, NULL);
     if (o->check_gradients) {
         rc = check_gradients(&g, o, m);
