@@ -529,6 +529,12 @@ static int refuse_duplicate_keys(const csv_table *t, const char *path, char *err
     return status;
 }
 
+int hwdb_measured_overlay_path(const char *hwdb_dir, const char *gpu, char *path, size_t len)
+{
+    int n = snprintf(path, len, "%s/measured/%s.csv", hwdb_dir, gpu);
+    return n > 0 && (size_t)n < len && access(path, R_OK) == 0;
+}
+
 int hwdb_overlay_gpus(const char *path, char *names, size_t len, char *err, size_t errlen)
 {
     csv_table t;

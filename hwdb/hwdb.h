@@ -239,6 +239,9 @@ int hwdb_gpu_matches_device(const hw_gpu *g, const char *device_name, double dev
  * calibrate --comm), of that GPU's node.  A (gpu, key) given twice is
  * refused, naming both lines. */
 int hwdb_apply_overlay(hwdb *db, const char *path, char *err, size_t errlen);
+/* The measured overlay shipped for `gpu` beside the hwdb in `hwdb_dir`: DIR/measured/<gpu>.csv written into
+ * `path`; 1 when it is there to read, 0 when not (estimate, explain, plan and validate take it by default). */
+int hwdb_measured_overlay_path(const char *hwdb_dir, const char *gpu, char *path, size_t len);
 /* The GPUs an overlay's rows name, each once in file order, ", "-separated
  * into `names`; their count, or -1 with err when the file cannot be read. */
 int hwdb_overlay_gpus(const char *path, char *names, size_t len, char *err, size_t errlen);

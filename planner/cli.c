@@ -114,8 +114,8 @@ static const char *usage_text =
     "  --node NAME            node type (default: the GPU's node in hwdb/nodes.csv)\n"
     "  --hwdb DIR             another hardware database (gpus.csv, nodes.csv)\n"
     "  --models FILE          another model zoo CSV\n"
-    "  --calibration FILE|none   a measured overlay (gpu,key,value,source) over hwdb; default for estimate, explain\n"
-    "                         and plan: hwdb/measured/<gpu>.csv where it exists; none: the hwdb defaults\n"
+    "  --calibration FILE|none   a measured overlay (gpu,key,value,source) over hwdb; default for estimate, explain,\n"
+    "                         plan and validate: hwdb/measured/<gpu>.csv where it exists; none: the hwdb defaults\n"
     "layout:\n"
     "  --gpus N               GPUs in all (default tp x pp x dp)\n"
     "  --gpus-per-node K      GPUs per node (default from the node type)\n"
@@ -354,8 +354,6 @@ static int refuse_other_commands_flags(const options *o)
     return 0;
 }
 
-static int file_exists(const char *path) { return access(path, R_OK) == 0; }
-
 static int load_zoo(const options *o, const char *root, model_zoo *zoo)
 {
     char path[PATH_MAX + 32], err[ERR_MAX];
@@ -388,8 +386,7 @@ static int apply_measured_overlays(const options *o, const char *dir, hwdb *db)
     for (int i = 0; i < db->ngpus; i++) {
         hw_gpu *g = &db->gpus[i];
         if (g->overlay_path[0] || !gpu_requested(o, g->name)) continue;
-        snprintf(path, sizeof path, "%s/measured/%s.csv", dir, g->name);
-        if (!file_exists(path)) continue;
+        if (!hwdb_measured_overlay_path(dir, g->name, path, sizeof path)) continue;
         if (declined) { g->overlay_declined = 1; continue; }
         if (hwdb_apply_overlay(db, path, err, sizeof err) != 0) return fail("%s", err);
         /* named as the user finds it (beside the hwdb they chose, or the shipped hwdb/), not as

@@ -23,7 +23,8 @@ for n in ${COMMS:-2 4}; do
   grep "NCCL's device memory" "$R/comm$n.log" | sed "s/^/  comm$n: /" >> "$S"
 done
 # the shipped overlay and the two-rank parts: what the planner prices the runs with
-cp "$CAL" "$R/overlay.csv"
+# (an overlay gives each key once: the shipped parts, where it has them, give way to those measured here)
+grep -vE ",$KEYS," "$CAL" > "$R/overlay.csv"
 grep -E ",$KEYS," "$R/comm2/comm.csv" >> "$R/overlay.csv"
 C="--gpu $GPU --seq 1024 --steps ${STEPS:-12} --warmup ${WARMUP:-3} --calibration $R/overlay.csv"
 runs=("gpt2_dp2:gpt2:--mbs 4 --gbs 16 --dp 2" "gpt2_pp2:gpt2:--mbs 4 --gbs 16 --pp 2"

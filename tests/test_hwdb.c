@@ -682,6 +682,20 @@ static void measured_overlays_load(void **state)
     hwdb_free(&hw);
 }
 
+/* The overlay estimate, explain, plan and validate take when --calibration is not given: the shipped file for the
+ * named GPU where there is one, none for a GPU never calibrated, and no path cut short by the buffer. */
+static void measured_overlay_path_is_the_shipped_file(void **state)
+{
+    (void)state;
+    char path[4096], tiny[16];
+    assert_int_equal(hwdb_measured_overlay_path(SEXTANT_ROOT "/hwdb", "h100-sxm", path, sizeof path), 1);
+    assert_string_equal(path, SEXTANT_ROOT "/hwdb/measured/h100-sxm.csv");
+    assert_int_equal(hwdb_measured_overlay_path(SEXTANT_ROOT "/hwdb", "h200", path, sizeof path), 1);
+    assert_int_equal(hwdb_measured_overlay_path(SEXTANT_ROOT "/hwdb", "a100-sxm4-80gb", path, sizeof path), 0);
+    assert_int_equal(hwdb_measured_overlay_path(SEXTANT_ROOT "/hwdb", "h100-sxm", tiny, sizeof tiny), 0);
+    assert_int_equal(hwdb_measured_overlay_path("/nonexistent", "h100-sxm", path, sizeof path), 0);
+}
+
 /* calibrate and validate warn when --gpu names another GPU than the one CUDA sees: names and memory
  * as CUDA reports them (an H100 SXM said "NVIDIA H100 80GB HBM3" with 79.2 GiB on the lent machines;
  * an H200 "NVIDIA H200" with 139.8 GiB). */
@@ -727,6 +741,7 @@ int main(void)
         cmocka_unit_test(node_networks),
         cmocka_unit_test(calibration_overlay_replaces_figures),
         cmocka_unit_test(measured_overlays_load),
+        cmocka_unit_test(measured_overlay_path_is_the_shipped_file),
         cmocka_unit_test(attention_efficiency_overlay),
         cmocka_unit_test(power_model_overlay),
         cmocka_unit_test(comm_overlay_replaces_node_link),

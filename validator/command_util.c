@@ -1,5 +1,7 @@
 /* What sextant-gpu's commands share (commands.h): flags, the databases, the device line. */
 #include <cuda_runtime_api.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,6 +34,44 @@ int load_data(hwdb *db, hwdb *plain, model_zoo *zoo, const char *calibration)
         return -1;
     }
     return 0;
+}
+
+/* The first hwdb row that looks like the GPU at hand (hwdb_gpu_matches_device: the model in its name, its
+ * memory, PCIe or not), NULL where none does or there is no GPU. */
+static const char *device_gpu_row(const hwdb *db)
+{
+    struct cudaDeviceProp prop;
+    int device;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) return NULL;
+    char why[256];
+    for (int i = 0; i < db->ngpus; i++)
+        if (hwdb_gpu_matches_device(&db->gpus[i], prop.name, (double)prop.totalGlobalMem, why, sizeof why))
+            return db->gpus[i].name;
+    return NULL;
+}
+
+const char *validate_gpu_name(int argc, char **argv, const hwdb *db, const char *plan_gpu)
+{
+    const char *named = arg_value(argc, argv, "--gpu", plan_gpu);
+    if (named) return named;
+    const char *here = device_gpu_row(db);
+    return here ? here : "h100-sxm";
+}
+
+int apply_shipped_overlay(hwdb *db, const char *gpu_name, char *path, size_t len)
+{
+    char root[4096], dir[4200], err[1024];
+    find_data_root(root, sizeof root);
+    snprintf(dir, sizeof dir, "%s/hwdb", root);
+    if (!hwdb_measured_overlay_path(dir, gpu_name, path, len)) return 0;
+    /* named without the data root's "build/.." in the reports and gpu.calibration */
+    char shown[PATH_MAX];
+    if (realpath(path, shown) && strlen(shown) < len) snprintf(path, len, "%s", shown);
+    if (hwdb_apply_overlay(db, path, err, sizeof err) != 0) {
+        fprintf(stderr, "sextant-gpu: %s\n", err);
+        return -1;
+    }
+    return 1;
 }
 
 /* One stderr line when --gpu names a row that does not look like the GPU at hand: the row's datasheet

@@ -34,6 +34,13 @@ const char *arg_value(int argc, char **argv, const char *flag, const char *fallb
 /* the hwdb (with the overlay `calibration` when not NULL; `plain` without it) and the model
  * zoo (when not NULL); -1 after one stderr line */
 int load_data(hwdb *db, hwdb *plain, model_zoo *zoo, const char *calibration);
+/* validate's GPU row: --gpu, else the plan's (plan_gpu, NULL without a plan), else the first hwdb row that
+ * looks like the GPU at hand, else h100-sxm */
+const char *validate_gpu_name(int argc, char **argv, const hwdb *db, const char *plan_gpu);
+/* validate without --calibration, as estimate, explain and plan: the GPU's shipped overlay
+ * <data root>/hwdb/measured/<gpu>.csv applied over db, its full path written into path; 1 when applied, 0 where
+ * there is none, -1 when it does not load (one stderr line) */
+int apply_shipped_overlay(hwdb *db, const char *gpu_name, char *path, size_t len);
 /* one stderr line when --gpu names a row that does not look like the GPU at hand */
 void warn_if_other_gpu(const hw_gpu *g);
 /* the GPU, its SMs and memory, the CUDA driver and runtime, in one line */

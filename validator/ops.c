@@ -99,11 +99,14 @@ int cmd_ops(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
     executed = *zoo_model;
     executed.dropout = 0;
     const model_t *m = &executed;
-    const hw_gpu *g = hwdb_find_gpu(db, arg_value(argc, argv, "--gpu", "h100-sxm"));
+    const hw_gpu *g = hwdb_find_gpu(db, validate_gpu_name(argc, argv, db, NULL));
     if (!g) { fprintf(stderr, "sextant-gpu: --gpu: unknown GPU\n"); return 2; }
     const hw_node *node = hwdb_find_node(db, g->node);
     const char *csv_path = arg_value(argc, argv, "--csv", NULL);
+    /* the overlay main() applied: --calibration FILE, else the GPU's shipped one (none: the hwdb defaults) */
     const char *calibration = arg_value(argc, argv, "--calibration", NULL);
+    if (calibration && !strcmp(calibration, "none")) calibration = NULL;
+    else if (!calibration && g->overlay_path[0]) calibration = g->overlay_path;
     layout_t l;
     if (ops_layout(argc, argv, &l) != 0) return 2;
     l.gpus_per_node = node->gpus_per_node;

@@ -46,6 +46,7 @@ typedef struct {
     const model_t *m;
     const hw_gpu *gpu;
     const hw_node *node;
+    const char *shipped_overlay;   /* the GPU's shipped overlay where it prices the run by default, else NULL */
     train_options o;
 } train_job;
 
@@ -56,6 +57,9 @@ static int train_body(launch_ctx *ctx, void *arg)
     device_line(device, sizeof device);
     if (!ctx || ctx->rank == 0) {
         printf("# on %s\n", device);
+        if (job->shipped_overlay)
+            printf("# priced with %s, the shipped overlay of %s (--calibration FILE or none to change it)\n",
+                   job->shipped_overlay, job->gpu->name);
         warn_if_other_gpu(job->gpu);
     }
     return train_run(job->m, job->gpu, job->node, &job->o, ctx);
@@ -190,13 +194,22 @@ static int main_train(int argc, char **argv)
             printf("# --plan: the plan's calibration %s is not here: the hwdb defaults price the slice\n", plan.calibration);
         }
     }
-    if (calibration && !strcmp(calibration, "none")) calibration = NULL;
+    const int declined = calibration && !strcmp(calibration, "none");
+    if (declined) calibration = NULL;
     if (load_data(&db, &defaults, &zoo, calibration) != 0) return 2;
     const char *model_name = plan_path ? plan.model : argv[2];
     const model_t *zoo_model = model_zoo_find(&zoo, model_name);
     if (!zoo_model) { fprintf(stderr, "sextant-gpu: unknown model '%s'\n", model_name); return 2; }
     job.m = zoo_model;
-    job.gpu = hwdb_find_gpu(&db, arg_value(argc, argv, "--gpu", plan_path ? plan.gpu : "h100-sxm"));
+    const char *gpu_name = validate_gpu_name(argc, argv, &defaults, plan_path ? plan.gpu : NULL);
+    /* a plan's slice keeps the plan's pricing (above); a run of its own takes the GPU's shipped overlay */
+    static char shipped[4200];
+    if (!calibration && !declined && !plan_path) {
+        int applied = apply_shipped_overlay(&db, gpu_name, shipped, sizeof shipped);
+        if (applied < 0) return 2;
+        if (applied) calibration = job.shipped_overlay = shipped;
+    }
+    job.gpu = hwdb_find_gpu(&db, gpu_name);
     if (!job.gpu) { fprintf(stderr, "sextant-gpu: train: --gpu: unknown GPU\n"); return 2; }
     job.node = hwdb_find_node(&db, job.gpu->node);
     /* the same GPU on hwdb defaults: the report puts the uncalibrated prediction beside the calibrated one */
@@ -386,7 +399,15 @@ int main(int argc, char **argv)
     }
     hwdb db;
     model_zoo zoo;
-    if (load_data(&db, NULL, &zoo, arg_value(argc, argv, "--calibration", NULL)) != 0) return 2;
+    const char *calibration = arg_value(argc, argv, "--calibration", NULL);
+    const int declined = calibration && !strcmp(calibration, "none");
+    if (load_data(&db, NULL, &zoo, declined ? NULL : calibration) != 0) return 2;
+    /* validate --ops, as validate: the GPU's shipped overlay unless --calibration says otherwise (calibrate
+     * measures its own) */
+    char shipped[4200];
+    if (!strcmp(argv[1], "ops") && !calibration &&
+        apply_shipped_overlay(&db, validate_gpu_name(argc, argv, &db, NULL), shipped, sizeof shipped) < 0)
+        return 2;
     bench_open();
     int rc, fit_steps = 0;
     if (!strcmp(argv[1], "calibrate")) rc = cmd_calibrate(argc, argv, &db, &zoo, &fit_steps);
