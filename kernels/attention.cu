@@ -151,6 +151,8 @@ struct fa_args {
     long long q_bs, kv_bs, o_bs; /* batch strides; o: out and dout, row stride H*D */
     long long lse_bs;            /* between (b, h) rows of lse; the Di workspace uses Tq */
     float scale, sl2;            /* scale and scale * log2(e) */
+    int splits;                  /* backward: blocks a kv head's query heads are split over (dkdv_splits) */
+    float *part;                 /* ... and their fp32 partial dK, dV when splits > 1 (workspace) */
 };
 
 /* ================================================================ forward */
@@ -323,15 +325,17 @@ flash_bwd_dkdv_kernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const bf16 *
     float *sD = sL + 2 * BQ;                                  /* Di, 2 buffers */
 
     const int kb = blockIdx.x; /* the most work first */
-    const int bkv = blockIdx.y, b = bkv / a.KV, kvh = bkv % a.KV, group = a.group, H = a.H;
+    /* blockIdx.y: (b, kv head, split); a split takes `heads` of the group's query heads, from h_first */
+    const int split = blockIdx.y % a.splits, bkv = blockIdx.y / a.splits, b = bkv / a.KV, kvh = bkv % a.KV;
+    const int heads = a.group / a.splits, h_first = kvh * a.group + split * heads, H = a.H;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
     const size_t ldo = (size_t)H * D;
     const bf16 *kg = k + (size_t)b * a.kv_bs + (size_t)kvh * D;
     const bf16 *vg = v + (size_t)b * a.kv_bs + (size_t)kvh * D;
 
-    const int nqb = (a.Tq + BQ - 1) / BQ, q0 = CAUSAL ? kb * BK / BQ : 0, nq = nqb - q0, niter = group * nq;
+    const int nqb = (a.Tq + BQ - 1) / BQ, q0 = CAUSAL ? kb * BK / BQ : 0, nq = nqb - q0, niter = heads * nq;
     auto prefetch = [&](int it, int buf) {
-        const int h = kvh * group + it / nq, qb = q0 + it % nq;
+        const int h = h_first + it / nq, qb = q0 + it % nq;
         load_tile<BQ, D>(sQ + buf * BQ * SD, q + (size_t)b * a.q_bs + (size_t)h * D, a.ldq, qb * BQ, a.Tq);
         load_tile<BQ, D>(sO + buf * BQ * SD, dout + (size_t)b * a.o_bs + (size_t)h * D, ldo, qb * BQ, a.Tq);
         for (int i = threadIdx.x; i < BQ; i += FA_THREADS) {
@@ -392,6 +396,26 @@ flash_bwd_dkdv_kernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const bf16 *
         warp_mm_pk<SD, BQ / 16, NTD>(dK, dp, cQ, lane);
         __syncthreads();
     }
+    if (a.splits > 1) {
+        /* this split's sums, unscaled, in fp32: [split][b][key][kv head][D] for dK, then the same for dV;
+         * flash_bwd_dkdv_sum adds the splits in order */
+        const size_t plane = (size_t)gridDim.y / a.splits * a.Tk * D, base = (size_t)split * plane;
+        float *pk = a.part + base, *pv = a.part + (size_t)a.splits * plane + base;
+#pragma unroll
+        for (int nt = 0; nt < NTD; nt++) {
+            const int c = nt * 8 + 2 * t4;
+            const size_t r0 = ((size_t)b * a.Tk + key0) * a.KV + kvh, r1 = ((size_t)b * a.Tk + key1) * a.KV + kvh;
+            if (key0 < a.Tk) {
+                *reinterpret_cast<float2 *>(pk + r0 * D + c) = make_float2(dK[nt][0], dK[nt][1]);
+                *reinterpret_cast<float2 *>(pv + r0 * D + c) = make_float2(dV[nt][0], dV[nt][1]);
+            }
+            if (key1 < a.Tk) {
+                *reinterpret_cast<float2 *>(pk + r1 * D + c) = make_float2(dK[nt][2], dK[nt][3]);
+                *reinterpret_cast<float2 *>(pv + r1 * D + c) = make_float2(dV[nt][2], dV[nt][3]);
+            }
+        }
+        return;
+    }
     bf16 *dkg = dk + (size_t)b * a.kv_bs + (size_t)kvh * D;
     bf16 *dvg = dv + (size_t)b * a.kv_bs + (size_t)kvh * D;
     const float scale = a.scale;
@@ -407,6 +431,25 @@ flash_bwd_dkdv_kernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const bf16 *
             *reinterpret_cast<uint32_t *>(dvg + key1 * a.ldkv + c) = pack_bf16(dV[nt][2], dV[nt][3]);
         }
     }
+}
+
+/* dK, dV where the query heads were split over blocks: the splits' fp32 partials added in order (the
+ * same sum every run), dK scaled, both stored in bf16; two elements a thread */
+__global__ void flash_bwd_dkdv_sum(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const float *__restrict__ part, int B,
+                                   int D, const fa_args a) {
+    const size_t plane = (size_t)B * a.Tk * a.KV * D;
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 2;
+    if (i >= plane) return;
+    float k0 = 0.0f, k1 = 0.0f, v0 = 0.0f, v1 = 0.0f;
+    for (int sp = 0; sp < a.splits; sp++) {
+        const float2 pk = *reinterpret_cast<const float2 *>(part + (size_t)sp * plane + i);
+        const float2 pv = *reinterpret_cast<const float2 *>(part + (size_t)(a.splits + sp) * plane + i);
+        k0 += pk.x; k1 += pk.y; v0 += pv.x; v1 += pv.y;
+    }
+    const size_t c = i % D, row = i / D, kvh = row % a.KV, bt = row / a.KV, t = bt % a.Tk, b = bt / a.Tk;
+    const size_t at = b * a.kv_bs + t * a.ldkv + kvh * D + c;
+    *reinterpret_cast<uint32_t *>(dk + at) = pack_bf16(k0 * a.scale, k1 * a.scale);
+    *reinterpret_cast<uint32_t *>(dv + at) = pack_bf16(v0, v1);
 }
 
 /* dq = x, or dq += x with acc (the ring's second block): two bf16 at p */
@@ -537,6 +580,7 @@ fa_args make_args(const sx_attention_block *s, int acc_dq) {
     a.q_bs = s->q_batch_stride; a.kv_bs = s->kv_batch_stride; a.o_bs = s->o_batch_stride;
     a.lse_bs = s->lse_stride;
     a.scale = s->scale; a.sl2 = s->scale * FA_LOG2E;
+    a.splits = 1; a.part = NULL;
     return a;
 }
 
@@ -565,9 +609,14 @@ cudaError_t bwd_kernels(sx_bf16 *dq, sx_bf16 *dk, sx_bf16 *dv, const sx_bf16 *do
     SX_CHECK(cudaFuncSetAttribute(flash_bwd_dkdv_kernel<D, BQ, CAUSAL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)sm1));
     SX_CHECK(cudaFuncSetAttribute(flash_bwd_dq_kernel<D, CAUSAL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm2));
-    flash_bwd_dkdv_kernel<D, BQ, CAUSAL><<<dim3((a.Tk + 63) / 64, B * a.KV), FA_THREADS, sm1, stream>>>(
+    flash_bwd_dkdv_kernel<D, BQ, CAUSAL><<<dim3((a.Tk + 63) / 64, B * a.KV * a.splits), FA_THREADS, sm1, stream>>>(
         (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout, lse, Di, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, a);
     SX_CHECK(cudaGetLastError());
+    if (a.splits > 1) {
+        const size_t pairs = (size_t)B * a.Tk * a.KV * D / 2;
+        flash_bwd_dkdv_sum<<<(unsigned)((pairs + 255) / 256), 256, 0, stream>>>((bf16 *)dk, (bf16 *)dv, a.part, B, D, a);
+        SX_CHECK(cudaGetLastError());
+    }
     flash_bwd_dq_kernel<D, CAUSAL><<<dim3((a.Tq + 63) / 64, B * a.H), FA_THREADS, sm2, stream>>>(
         (bf16 *)dq, (const bf16 *)dout, lse, Di, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, a);
     SX_LAUNCHED();
@@ -586,6 +635,27 @@ cudaError_t bwd_launch(sx_bf16 *dq, sx_bf16 *dk, sx_bf16 *dv, const sx_bf16 *dou
     return bwd_kernels<D, BQ, false>(dq, dk, dv, dout, lse, q, k, v, B, a, Di, stream);
 }
 
+/* The dK, dV kernel runs a block per 64 keys of each (sequence, kv head), looping over the query heads of the
+ * kv head's group.  Few kv heads (GQA at 8 query heads a kv head, or a TP rank's one kv head) leave that grid
+ * under the SMs while each block loops over many heads: the Qwen2.5-3B shape at TP 2 ran 64 blocks on 132 SMs
+ * and took 2.5 times the planner's price (docs/validation/2026-11-26-h200x2-heldout-qwen).  So a group is split
+ * over `splits` blocks until the grid holds DKDV_BLOCKS (two waves of an H100's 132 SMs, a constant so that the
+ * sum is the same on every GPU), each split's sums kept in fp32 and added in order after: the smallest divisor
+ * of the group that reaches it, else the whole group. */
+constexpr int DKDV_BLOCKS = 264;
+int dkdv_splits(int B, int Tk, int KV, int group) {
+    const long long blocks = (long long)((Tk + 63) / 64) * B * KV;
+    if (blocks <= 0 || blocks >= DKDV_BLOCKS) return 1;
+    for (int d = 2; d < group; d++)
+        if (group % d == 0 && blocks * d >= DKDV_BLOCKS) return d;
+    return group > 1 ? group : 1;
+}
+
+/* the rowsum Di part of the workspace, rounded so that the partials after it stay aligned */
+size_t di_bytes(int B, int Tq, int H) {
+    return ((size_t)B * H * Tq * sizeof(float) + 255) / 256 * 256;
+}
+
 /* one sequence's causal square, as sx_flash_attention_forward/backward take it */
 sx_attention_block causal_block(int B, int T, int H, int KV, int D, int q_row_stride, int kv_row_stride, float scale) {
     sx_attention_block s;
@@ -601,9 +671,10 @@ sx_attention_block causal_block(int B, int T, int H, int KV, int D, int q_row_st
 
 extern "C" {
 
-size_t sx_flash_attention_backward_workspace_bytes(int B, int T, int H) {
-    if (B < 0 || T < 0 || H < 0) return 0;
-    return ((size_t)B * H * T * sizeof(float) + 255) / 256 * 256;
+size_t sx_flash_attention_backward_workspace_bytes(int B, int Tq, int Tk, int H, int KV, int D) {
+    if (B < 0 || Tq < 0 || Tk < 0 || H < 0 || KV <= 0 || D < 0 || H % KV) return 0;
+    const int splits = dkdv_splits(B, Tk, KV, H / KV);
+    return di_bytes(B, Tq, H) + (splits > 1 ? 2 * (size_t)splits * B * Tk * KV * D * sizeof(float) : 0);
 }
 
 cudaError_t sx_flash_attention_block_forward(sx_bf16 *out, float *lse, const sx_bf16 *q, const sx_bf16 *k,
@@ -624,9 +695,11 @@ cudaError_t sx_flash_attention_block_backward(sx_bf16 *dq, sx_bf16 *dk, sx_bf16 
                                               cudaStream_t stream) {
     const void *ptrs[] = {dq, dk, dv, dout, out, q, k, v}, *f32[] = {lse, workspace};
     SX_REQUIRE(s && args_ok(ptrs, 8, f32, 2, s));
-    SX_REQUIRE(workspace_bytes >= sx_flash_attention_backward_workspace_bytes(s->B, s->Tq, s->H));
+    SX_REQUIRE(workspace_bytes >= sx_flash_attention_backward_workspace_bytes(s->B, s->Tq, s->Tk, s->H, s->KV, s->D));
     if (s->B == 0 || s->Tq == 0 || s->H == 0 || s->Tk == 0) return cudaSuccess;
-    const fa_args a = make_args(s, accumulate_dq);
+    fa_args a = make_args(s, accumulate_dq);
+    a.splits = dkdv_splits(s->B, s->Tk, s->KV, a.group);
+    a.part = a.splits > 1 ? (float *)((char *)workspace + di_bytes(s->B, s->Tq, s->H)) : NULL;
     if (s->D == 64) return bwd_launch<64>(dq, dk, dv, dout, out, lse, q, k, v, s->B, a, (float *)workspace, stream);
     return bwd_launch<128>(dq, dk, dv, dout, out, lse, q, k, v, s->B, a, (float *)workspace, stream);
 }

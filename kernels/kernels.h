@@ -261,16 +261,20 @@ cudaError_t sx_flash_attention_forward(sx_bf16 *out, float *lse, const sx_bf16 *
                                        const sx_bf16 *v, int B, int T, int H, int KV, int D, int q_row_stride,
                                        int kv_row_stride, float scale, cudaStream_t stream);
 
-/* Workspace (bytes) for sx_flash_attention_backward: B*H*T fp32 (D_i = rowsum(dO * O)). */
-size_t sx_flash_attention_backward_workspace_bytes(int B, int T, int H);
+/* Workspace (bytes) for sx_flash_attention_backward and sx_flash_attention_block_backward of Tq queries against
+ * Tk keys: B*H*Tq fp32 (D_i = rowsum(dO * O)), and where few kv heads leave the dK, dV kernel's grid small
+ * (GQA, a TP rank's kv heads) the fp32 partial sums of the query heads split over more blocks,
+ * 2 * splits * B*Tk*KV*D.  0 for a bad shape (H not a multiple of KV). */
+size_t sx_flash_attention_backward_workspace_bytes(int B, int Tq, int Tk, int H, int KV, int D);
 
 /* Backward of sx_flash_attention_forward (FlashAttention-2: D_i = rowsum(dO*O) first, then
  * P recomputed from q, k and the saved lse):  dq, dk, dv   (=, bf16)
  * dq has q's layout (q_row_stride), dk and dv k's (kv_row_stride), so a fused dqkv buffer
  * works like the fused qkv one; dout and out: [B, T, H, D] contiguous.  With GQA, dk and dv
  * are summed over the H/KV query heads sharing a kv head.  Deterministic, no atomics:
- * dk/dv and dq are computed by two kernels (the second recomputes S and dP), so the result
- * is bitwise reproducible. */
+ * dk/dv and dq are computed by two kernels (the second recomputes S and dP), and where the
+ * query heads of a kv head are split over blocks their partial sums are added in a fixed
+ * order by a third, so the result is bitwise reproducible (and the same on any GPU). */
 cudaError_t sx_flash_attention_backward(sx_bf16 *dq, sx_bf16 *dk, sx_bf16 *dv, const sx_bf16 *dout,
                                         const sx_bf16 *out, const float *lse, const sx_bf16 *q, const sx_bf16 *k,
                                         const sx_bf16 *v, int B, int T, int H, int KV, int D, int q_row_stride,
@@ -297,7 +301,7 @@ cudaError_t sx_flash_attention_block_forward(sx_bf16 *out, float *lse, const sx_
                                              const sx_bf16 *v, const sx_attention_block *shape, cudaStream_t stream);
 /* The block's backward from the final out and lse of the query rows (after every block was
  * merged): dq = (or += with accumulate_dq) this block's part, dk and dv = the block's keys'
- * gradients.  Workspace: sx_flash_attention_backward_workspace_bytes(B, Tq, H). */
+ * gradients.  Workspace: sx_flash_attention_backward_workspace_bytes(B, Tq, Tk, H, KV, D). */
 cudaError_t sx_flash_attention_block_backward(sx_bf16 *dq, sx_bf16 *dk, sx_bf16 *dv, const sx_bf16 *dout,
                                               const sx_bf16 *out, const float *lse, const sx_bf16 *q,
                                               const sx_bf16 *k, const sx_bf16 *v, const sx_attention_block *shape,

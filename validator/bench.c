@@ -265,7 +265,7 @@ void flash_prepare(flash_ctx *f)
     if (f->copies > 16) f->copies = 16;
     while (f->copies > 1 && (double)f->copies * (double)f->copy_elems * sizeof(sx_bf16) > (double)scratch_bytes)
         f->copies--;
-    f->ws_bytes = sx_flash_attention_backward_workspace_bytes(f->B, f->T, f->H);
+    f->ws_bytes = sx_flash_attention_backward_workspace_bytes(f->B, f->T, f->T, f->H, f->KV, f->D);
     CUDA_CHECK(cudaMalloc((void **)&f->lse, (size_t)f->B * f->H * f->T * sizeof(float)));
     CUDA_CHECK(cudaMalloc(&f->ws, f->ws_bytes));
 }

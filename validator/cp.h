@@ -69,7 +69,7 @@ void cp_attention_forward(cp_state *c, sx_bf16 *out, float *lse, const sx_bf16 *
  *   cp_attention_backward_own   the own causal block: dQ +=, dK, dV =
  *   cp_wait_dkv, cp_add_dkv     wait for the peer's dK, dV (profiled as cp_dkv_wait), then add them
  *                               (cp_dkv_add, the planner's op of that name).
- * workspace: sx_flash_attention_backward_workspace_bytes(B, Tl, H). */
+ * workspace: sx_flash_attention_backward_workspace_bytes(B, Tl, Tl, H, KV, D). */
 void cp_attention_backward_peer(cp_state *c, sx_bf16 *dqkv, const sx_bf16 *dout, const sx_bf16 *out, const float *lse,
                                 const sx_bf16 *qkv, void *workspace, size_t workspace_bytes);
 void cp_return_dkv(cp_state *c);

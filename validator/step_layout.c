@@ -153,7 +153,7 @@ size_t layout_scratch(scratch_buffers *g, char *base, const shapes *s, int micro
     TAKE(dbuf_c, bf16, N * C);
     TAKE(dqkv, bf16, N * s->qkv);
     TAKE(datt, bf16, s->flash ? 0 : (size_t)s->B * s->H * s->T * s->T);
-    TAKE(flash_ws, char, s->flash ? sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->H) : 0);
+    TAKE(flash_ws, char, s->flash ? sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->T, s->H, s->KV, s->D) : 0);
     TAKE(dfch, bf16, s->moe ? 0 : N * s->up);
     TAKE(dact, bf16, s->swiglu && !s->moe ? N * s->F : 0);
     TAKE(ones, bf16, s->bias ? N : 0);

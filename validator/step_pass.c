@@ -169,14 +169,14 @@ static void layer_backward(gpt *g, const layer_acts *a, const attention_ptrs *ap
     linear_backward("attn_out_dgrad", "attn_out_wgrad", datty, param(g, G, P_ATTW, l), param(g, G, P_ATTB, l), dy, a->atty,
                     param(g, P, P_ATTW, l), ones, N, A, C);
     if (s->cp > 1) {
-        size_t ws = sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->H);
+        size_t ws = sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->T, s->H, s->KV, s->D);
         OP("attention_bwd", cp_attention_backward_peer(&g->cps, r->dqkv, datty, a->atty, a->lse, a->qkv, r->flash_ws, ws));
         cp_return_dkv(&g->cps);
         OP("attention_bwd", cp_attention_backward_own(&g->cps, r->dqkv, datty, a->atty, a->lse, a->qkv, r->flash_ws, ws));
         OP("cp_dkv_wait", cp_wait_dkv(&g->cps));
         OP("cp_dkv_add", cp_add_dkv(&g->cps, r->dqkv));
     } else if (s->flash) {
-        size_t ws = sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->H);
+        size_t ws = sx_flash_attention_backward_workspace_bytes(s->B, s->T, s->T, s->H, s->KV, s->D);
         size_t hd = (size_t)s->H * s->D, kd = (size_t)(s->H + s->KV) * s->D;
         OP_REPLAYED("attention_bwd", CK(sx_flash_attention_backward(r->dqkv, r->dqkv + hd, r->dqkv + kd, datty, a->atty, a->lse, a->qkv,
                                                             a->qkv + hd, a->qkv + kd, s->B, s->T, s->H, s->KV, s->D, s->qkv,

@@ -450,7 +450,7 @@ static void bench_attention(cublasHandle_t blas, int B, int T, int H, int KV, in
     uint16_t *qkv = (uint16_t *)bf16_buf(nqkv, 1.0f), *dout = (uint16_t *)bf16_buf(no, 1.0f);
     uint16_t *out = (uint16_t *)dmalloc(no * 2), *dqkv = (uint16_t *)dmalloc(nqkv * 2);
     float *lse = (float *)dmalloc((size_t)BH * T * 4);
-    const size_t wsb = sx_flash_attention_backward_workspace_bytes(B, T, H);
+    const size_t wsb = sx_flash_attention_backward_workspace_bytes(B, T, T, H, KV, D);
     void *ws = dmalloc(wsb);
     uint16_t *S = (uint16_t *)dmalloc(nss * 2), *P = (uint16_t *)dmalloc(nss * 2);
     const sx_bf16 *q = qkv, *k = qkv + (size_t)H * D, *v = qkv + (size_t)(H + KV) * D;

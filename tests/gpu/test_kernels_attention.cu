@@ -27,7 +27,7 @@ static void test_attention(int B, int T, int H, int KV, int D, bool fused) {
     void *d_qkv = up_bf16(qkv), *d_do = up_bf16(dout);
     const sx_bf16 *dq_ = (const sx_bf16 *)d_qkv, *dk_ = dq_ + ko, *dv_ = dq_ + vo;
     void *d_out = dmalloc(nq * 2), *d_lse = dmalloc((size_t)B * H * T * 4), *d_g = dmalloc(nall * 2);
-    const size_t wsb = sx_flash_attention_backward_workspace_bytes(B, T, H);
+    const size_t wsb = sx_flash_attention_backward_workspace_bytes(B, T, T, H, KV, D);
     void *ws = dmalloc(wsb);
     poison(d_out, nq * 2);
     poison(d_lse, (size_t)B * H * T * 4);
@@ -98,7 +98,7 @@ static void test_cp_attention(int B, int T, int H, int KV, int D) {
         return l;
     };
     void *d_qkv[2], *d_do[2], *d_out[2], *d_lse[2], *d_g[2], *d_kv[2], *d_dkv[2], *d_part, *d_plse, *ws;
-    const size_t wsb = sx_flash_attention_backward_workspace_bytes(B, Tl, H);
+    const size_t wsb = sx_flash_attention_backward_workspace_bytes(B, Tl, Tl, H, KV, D);
     vec lq[2], ldo[2];
     for (int r = 0; r < 2; r++) {
         lq[r] = local(qkv, ld, r);
@@ -247,7 +247,7 @@ static void test_attention_errors(void) {
     void *p = dmalloc(1 << 16);
     sx_bf16 *b = (sx_bf16 *)p;
     float *f = (float *)p;
-    const size_t wsb = sx_flash_attention_backward_workspace_bytes(1, 16, 4);
+    const size_t wsb = sx_flash_attention_backward_workspace_bytes(1, 16, 16, 4, 2, 64);
     cudaError_t e[6] = {
         sx_flash_attention_forward(b, f, b, b, b, 1, 16, 4, 2, 96, 384, 384, 0.1f, 0),  /* D = 96 */
         sx_flash_attention_forward(b, f, b, b, b, 1, 16, 4, 3, 64, 640, 640, 0.1f, 0),  /* H % KV */
@@ -271,6 +271,9 @@ void test_attention_all(uint64_t seed)
     test_attention(2, g_quick ? 200 : 1000, 4, 1, 64, true);
     test_attention(1, g_quick ? 200 : 1000, 2, 2, 128, false);
     test_attention(2, 128, 8, 2, 128, true);
+    /* eight query heads on one kv head over few key blocks: the dK, dV kernel splits the group over 8 blocks and
+     * adds their fp32 partials (dkdv_splits) */
+    test_attention(1, g_quick ? 130 : 256, 8, 1, 128, true);
     test_attention(2, 1, 2, 2, 64, false);
     test_cp_all();
 }
