@@ -2,7 +2,8 @@
 # Two GPUs on a model no calibration or fit has seen (the Qwen2.5-3B shape of ZOO cut to 12 layers: GQA with
 # 2 KV heads, FFN 11008, a 152k vocabulary), priced as a user's validate prices it (no --calibration: the card's
 # shipped overlay): one GPU and the two-GPU layouts, ZeRO-1/2/3, TP 2 with and without SP, PP 2 with and
-# without interleaving, CP 2, recomputation; then the MoE test model at DP 2 x EP 2 and DP 2 ZeRO-3.  Run from the
+# without interleaving, CP 2, recomputation; then the MoE test model at DP 2 x EP 2 and DP 2 ZeRO-3 (on a single GPU:
+# the model at other micro-batches, lengths and the unfused attention, and the MoE model alone).  Run from the
 # repository root with build/ carried:
 #   OUT=DIR ZOO=docs/validation/2026-11-26-h200x2-heldout-qwen/zoo_heldout.csv bash scripts/run_heldout_2gpu.sh
 set -u
@@ -12,16 +13,23 @@ P=${TMPDIR:-/tmp}/heldout-root
 private_root "$P" "${ZOO:?ZOO names the held-out zoo}" build/sextant-gpu
 G=$P/build/sextant-gpu
 M=${MODEL:-qwen2.5-3b-12l}
-C="--gpu $GPU --seq 2048 --mbs 2 --gbs 16 --steps ${STEPS:-20} --warmup ${WARMUP:-5} --attention flash"
+C="--gpu $GPU --steps ${STEPS:-20} --warmup ${WARMUP:-5}"
+D="--seq 2048 --mbs 2 --gbs 16 --attention flash"   # each run's shape, unless its flags give one
 runs=("1gpu:" "dp2z1:--dp 2 --zero 1" "dp2z2:--dp 2 --zero 2" "dp2z3:--dp 2 --zero 3" "tp2:--tp 2" "tp2sp:--tp 2 --sp"
       "pp2:--pp 2" "pp2vpp2:--pp 2 --vpp 2" "cp2:--cp 2" "dp2z3rc:--dp 2 --zero 3 --recompute full"
       "tp2sprc:--tp 2 --sp --recompute full")
+# one GPU (a lent single card): the same model at other micro-batches and lengths, and on the unfused attention
+if [ "$(nvidia-smi -L | grep -c '^GPU')" -lt 2 ]; then
+  runs=("1gpu:" "1gpu_mbs4:--seq 2048 --mbs 4 --gbs 16 --attention flash"
+        "1gpu_s4k:--seq 4096 --mbs 1 --gbs 8 --attention flash" "1gpu_unfused:--seq 2048 --mbs 2 --gbs 16 --attention unfused")
+fi
 for spec in "${runs[@]}"; do
   name=${spec%%:*} flags=${spec#*:}
+  case $flags in *--seq*) ;; *) flags="$D $flags" ;; esac
   run "$name" 120 $G train $M $C $flags --csv "$R/$name.csv"
   grep -E "^step time|^memory|^power" "$R/$name.log" | sed "s/^/  $name: /" >> "$S"
 done
-# the MoE test model (in every zoo) over EP 2 and under ZeRO-3
+# the MoE test model (in every zoo) over EP 2 and under ZeRO-3 (the two-GPU layouts skip on one GPU)
 E="--gpu $GPU --seq 1024 --mbs 4 --gbs 16 --steps ${STEPS:-20} --warmup ${WARMUP:-5} --attention flash"
 for spec in "moe_1gpu:" "moe_ep2:--dp 2 --ep 2" "moe_dp2z3:--dp 2 --zero 3"; do
   name=${spec%%:*} flags=${spec#*:}
