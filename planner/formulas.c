@@ -536,6 +536,20 @@ double power_capped_clock_fraction(double static_w, double cap_w, double dynamic
     return 0.5 * (lo + hi);
 }
 
+/* "Attention kernel generations", occupancy: a kernel of one block per (query or key block, batch x head) fills
+ * the GPU as its batch x heads b grows and its rate saturates as r(b) = R · b / (b + b_half), the form of
+ * calibrate's GEMM efficiency curve; 1/r is then a line in 1/b.  The rate at b on the curve through the timed
+ * (b1, r1) and (b2, r2): between them an interpolation, beyond them the curve carried on.  r1 where the two
+ * are one point, or where the line would not give a positive rate. */
+double occupancy_rate(double b, double b1, double r1, double b2, double r2)
+{
+    if (!(b > 0.0 && b1 > 0.0 && r1 > 0.0)) return r1;
+    if (!(b2 > 0.0 && r2 > 0.0) || b2 == b1) return r1;
+    double slope = (1.0 / r1 - 1.0 / r2) / (1.0 / b1 - 1.0 / b2);
+    double inv = 1.0 / r1 + slope * (1.0 / b - 1.0 / b1);
+    return inv > 0.0 ? 1.0 / inv : r1;
+}
+
 /* Unfused attention as the kernels that run it (docs/model.md, "Attention"),
  * per (micro-batch x head): the score GEMM, the softmax, the value GEMM
  * forward; dP, dV, the softmax backward, dQ and dK backward.  Each kernel

@@ -128,28 +128,47 @@ double measured_shape_s(const hw_gemm_time *table, int count, double m, double n
 }
 
 /* An attention kernel's FLOP rate at a head configuration calibrate did not time, from the shapes it timed with
- * the same head size (docs/model.md, "Attention kernel generations"): at each timed sequence, the shape whose
- * batch x heads is nearest the op's (the same occupancy); between two timed sequences, linear; beyond them
- * (`extrapolate`: our fused kernel's table) the nearest one's rate carried by the frameworks' sequence curve,
- * flash_sequence_factor, else 0.  0 when no shape of that head size was timed. */
+ * the same head size (docs/model.md, "Attention kernel generations"): at each timed sequence, on the occupancy
+ * curve through that sequence's two shapes whose batch x heads bracket the op's (or, beyond them, the two
+ * nearest: a tensor-parallel shard has fewer heads than any shape timed), occupancy_rate; between two timed
+ * sequences, linear; beyond them (`extrapolate`: our fused kernel's table) the nearest one's rate carried by the
+ * frameworks' sequence curve, flash_sequence_factor, else 0.  0 when no shape of that head size was timed. */
 static double attention_table_rate(const hw_gemm_time *table, int count, double batch_heads, double seq,
                                    double head_dim, int bwd, int extrapolate)
 {
-    /* per timed sequence, the first row of the head size whose batch x heads is nearest the op's (log scale) */
-    int nearest[HWDB_ATTENTION_TIMES_MAX], nseq = 0;
+    /* the timed sequences of this head size, each once */
+    double seqs[HWDB_ATTENTION_TIMES_MAX];
+    int nseq = 0;
     for (int i = 0; i < count && i < HWDB_ATTENTION_TIMES_MAX; i++) {
         const hw_gemm_time *g = &table[i];
         if ((double)g->k != head_dim || g->seconds <= 0.0) continue;
         int j = 0;
-        while (j < nseq && table[nearest[j]].n != g->n) j++;
-        if (j == nseq) nearest[nseq++] = i;
-        else if (fabs(log((double)g->m / batch_heads)) < fabs(log((double)table[nearest[j]].m / batch_heads))) nearest[j] = i;
+        while (j < nseq && seqs[j] != (double)g->n) j++;
+        if (j == nseq) seqs[nseq++] = (double)g->n;
     }
     double lo_s = 0, lo_r = 0, hi_s = 0, hi_r = 0;   /* the nearest timed sequences below and above seq, their rates */
     double min_s = 0, min_r = 0, max_s = 0, max_r = 0;
     for (int j = 0; j < nseq; j++) {
-        const hw_gemm_time *g = &table[nearest[j]];
-        double s = (double)g->n, rate = flash_attention_flops(1.0, (double)g->m, s, head_dim, 1, bwd) / g->seconds;
+        /* this sequence's shapes: the nearest batch x heads at or below the op's and above it, and the second
+         * nearest on the side the op lies beyond */
+        double below = 0, below_r = 0, below2 = 0, below2_r = 0, above = 0, above_r = 0, above2 = 0, above2_r = 0;
+        for (int i = 0; i < count && i < HWDB_ATTENTION_TIMES_MAX; i++) {
+            const hw_gemm_time *g = &table[i];
+            if ((double)g->k != head_dim || g->seconds <= 0.0 || (double)g->n != seqs[j]) continue;
+            double b = (double)g->m, r = flash_attention_flops(1.0, b, seqs[j], head_dim, 1, bwd) / g->seconds;
+            if (b <= batch_heads) {
+                if (b > below) { below2 = below; below2_r = below_r; below = b; below_r = r; }
+                else if (b > below2 && b < below) { below2 = b; below2_r = r; }
+            } else {
+                if (above == 0 || b < above) { above2 = above; above2_r = above_r; above = b; above_r = r; }
+                else if ((above2 == 0 || b < above2) && b > above) { above2 = b; above2_r = r; }
+            }
+        }
+        double rate = below == batch_heads ? below_r
+                      : below > 0 && above > 0 ? occupancy_rate(batch_heads, below, below_r, above, above_r)
+                      : below > 0 ? occupancy_rate(batch_heads, below, below_r, below2, below2_r)
+                                  : occupancy_rate(batch_heads, above, above_r, above2, above2_r);
+        double s = seqs[j];
         if (s == seq) return rate;
         if (s < seq && s > lo_s) { lo_s = s; lo_r = rate; }
         if (s > seq && (hi_s == 0 || s < hi_s)) { hi_s = s; hi_r = rate; }

@@ -486,6 +486,9 @@ double collective_energy_j(double seconds, double collective_w, double static_w)
 double expected_max_sigmas(double n);
 double power_capped_clock_fraction(double static_w, double cap_w, double dynamic_j, double other_s,
                                    double clock_bound_s, double exponent, double x_min);
+/* A kernel's rate at batch x heads b on the occupancy curve through two timed (b, rate) points
+ * (docs/model.md, "Attention kernel generations"). */
+double occupancy_rate(double b, double b1, double r1, double b2, double r2);
 #define UNFUSED_ATTENTION_KERNELS_MAX 5
 int unfused_attention_kernels(double s, double d, double elem_bytes, double mask_bytes, int backward,
                               double flops[UNFUSED_ATTENTION_KERNELS_MAX], double bytes[UNFUSED_ATTENTION_KERNELS_MAX]);

@@ -882,6 +882,28 @@ static void calibrated_shape_tables_and_membound_overhead(void **state)
     att = costed_op(e, "attention", PASS_FWD);
     double rate_2048 = flash_attention_flops(1.0, 96.0, 2048.0, 64.0, 1, 0) / 1200e-6;
     assert_close(att->time_s, att->flops / (0.5 * (rate_1024 + rate_2048)), 1e-12);
+    /* a tensor-parallel shard, fewer heads than any shape timed at its sequence (llama3.2-1b at TP 2: 16 x 1024):
+     * on the occupancy curve through the two nearest timed shapes, below both their rates */
+    hw_gpu o = a;
+    o.attention_times[0] = 0;
+    o.attention_time[0][o.attention_times[0]++] = (hw_gemm_time){48, 1024, 64, 48, 300e-6};
+    o.attention_time[0][o.attention_times[0]++] = (hw_gemm_time){192, 1024, 64, 192, 900e-6};
+    l = layout(2, 2, 1, 1, 1, 1024);   /* two GPUs, TP 2 */
+    l.attention = ATTENTION_SEXTANT;
+    e = run_on("llama3.2-1b", &o, l);
+    att = costed_op(e, "attention", PASS_FWD);
+    double r48 = flash_attention_flops(1.0, 48.0, 1024.0, 64.0, 1, 0) / 300e-6;
+    double r192 = flash_attention_flops(1.0, 192.0, 1024.0, 64.0, 1, 0) / 900e-6;
+    double r16 = occupancy_rate(16.0, 48.0, r48, 192.0, r192);
+    assert_true(r16 < r48 && r48 < r192);
+    assert_close(att->time_s, att->flops / r16, 1e-12);
+    /* between the two: on the same curve, not the nearest shape's rate */
+    l = layout(1, 1, 1, 3, 3, 1024);   /* 96 heads x 1024, its own 24 kv heads: off the table's exact shapes */
+    l.attention = ATTENTION_SEXTANT;
+    e = run_on("llama3.2-1b", &o, l);
+    att = costed_op(e, "attention", PASS_FWD);
+    assert_close(att->time_s, att->flops / occupancy_rate(96.0, 48.0, r48, 192.0, r192), 1e-12);
+
     /* a head size calibrate never timed: the efficiency */
     l = layout(1, 1, 1, 1, 1, 1024);
     l.attention = ATTENTION_SEXTANT;

@@ -726,9 +726,27 @@ static void gemm_waves_and_tiles(void **state)
     assert_true(fabs(t - (5e-6 + 1e-3)) < 1e-15);
 }
 
+/* the occupancy curve r = R b / (b + b_half) through two of its points gives every other point, between
+ * them and beyond (a shard's fewer heads), and the first point where the two cannot make a line */
+static void occupancy_rate_follows_its_curve(void **state)
+{
+    (void)state;
+    const double R = 200.0, half = 10.0;
+#define ON_CURVE(b) (R * (b) / ((b) + half))
+    assert_close(occupancy_rate(16.0, 32.0, ON_CURVE(32.0), 64.0, ON_CURVE(64.0)), ON_CURVE(16.0), 1e-12);
+    assert_close(occupancy_rate(48.0, 32.0, ON_CURVE(32.0), 64.0, ON_CURVE(64.0)), ON_CURVE(48.0), 1e-12);
+    assert_close(occupancy_rate(512.0, 32.0, ON_CURVE(32.0), 64.0, ON_CURVE(64.0)), ON_CURVE(512.0), 1e-12);
+#undef ON_CURVE
+    assert_close(occupancy_rate(16.0, 32.0, 150.0, 32.0, 170.0), 150.0, 0.0);   /* one point twice */
+    assert_close(occupancy_rate(16.0, 32.0, 150.0, 0.0, 0.0), 150.0, 0.0);      /* one point */
+    /* a rate that falls as the heads grow would make the line cross zero far out: the first point */
+    assert_close(occupancy_rate(1.0, 32.0, 150.0, 64.0, 10.0), 150.0, 0.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(occupancy_rate_follows_its_curve),
         cmocka_unit_test(spec_gpt3_six_nd),
         cmocka_unit_test(spec_pipeline_group_compute),
         cmocka_unit_test(spec_llama2_70b_textbook_memory),
