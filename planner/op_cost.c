@@ -149,25 +149,23 @@ static double attention_table_rate(const hw_gemm_time *table, int count, double 
     double lo_s = 0, lo_r = 0, hi_s = 0, hi_r = 0;   /* the nearest timed sequences below and above seq, their rates */
     double min_s = 0, min_r = 0, max_s = 0, max_r = 0;
     for (int j = 0; j < nseq; j++) {
-        /* this sequence's shapes: the nearest batch x heads at or below the op's and above it, and the second
-         * nearest on the side the op lies beyond */
-        double below = 0, below_r = 0, below2 = 0, below2_r = 0, above = 0, above_r = 0, above2 = 0, above2_r = 0;
+        /* this sequence's shapes, ascending in batch x heads */
+        double b[HWDB_ATTENTION_TIMES_MAX], r[HWDB_ATTENTION_TIMES_MAX];
+        int n = 0;
         for (int i = 0; i < count && i < HWDB_ATTENTION_TIMES_MAX; i++) {
             const hw_gemm_time *g = &table[i];
             if ((double)g->k != head_dim || g->seconds <= 0.0 || (double)g->n != seqs[j]) continue;
-            double b = (double)g->m, r = flash_attention_flops(1.0, b, seqs[j], head_dim, 1, bwd) / g->seconds;
-            if (b <= batch_heads) {
-                if (b > below) { below2 = below; below2_r = below_r; below = b; below_r = r; }
-                else if (b > below2 && b < below) { below2 = b; below2_r = r; }
-            } else {
-                if (above == 0 || b < above) { above2 = above; above2_r = above_r; above = b; above_r = r; }
-                else if ((above2 == 0 || b < above2) && b > above) { above2 = b; above2_r = r; }
-            }
+            int at = n++;
+            for (; at > 0 && b[at - 1] > (double)g->m; at--) b[at] = b[at - 1], r[at] = r[at - 1];
+            b[at] = (double)g->m;
+            r[at] = flash_attention_flops(1.0, b[at], seqs[j], head_dim, 1, bwd) / g->seconds;
         }
-        double rate = below == batch_heads ? below_r
-                      : below > 0 && above > 0 ? occupancy_rate(batch_heads, below, below_r, above, above_r)
-                      : below > 0 ? occupancy_rate(batch_heads, below, below_r, below2, below2_r)
-                                  : occupancy_rate(batch_heads, above, above_r, above2, above2_r);
+        /* the two that bracket the op's batch x heads, or the two nearest where it lies beyond them */
+        int hi = 0;
+        while (hi < n && b[hi] < batch_heads) hi++;
+        int lo = hi == 0 ? 0 : hi == n ? n - 2 : hi - 1;
+        double rate = hi < n && b[hi] == batch_heads ? r[hi]
+                      : n == 1 ? r[0] : occupancy_rate(batch_heads, b[lo], r[lo], b[lo + 1], r[lo + 1]);
         double s = seqs[j];
         if (s == seq) return rate;
         if (s < seq && s > lo_s) { lo_s = s; lo_r = rate; }
