@@ -435,8 +435,8 @@ flash_bwd_dkdv_kernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const bf16 *
 
 /* dK, dV where the query heads were split over blocks: the splits' fp32 partials added in order (the
  * same sum every run), dK scaled, both stored in bf16; two elements a thread */
-__global__ void flash_bwd_dkdv_sum(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const float *__restrict__ part, int B,
-                                   int D, const fa_args a) {
+__global__ void flash_bwd_dkdv_sum(bf16 *__restrict__ dk, bf16 *__restrict__ dv, int B, int D, const fa_args a) {
+    const float *__restrict__ part = a.part;
     const size_t plane = (size_t)B * a.Tk * a.KV * D;
     const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 2;
     if (i >= plane) return;
@@ -614,7 +614,7 @@ cudaError_t bwd_kernels(sx_bf16 *dq, sx_bf16 *dk, sx_bf16 *dv, const sx_bf16 *do
     SX_CHECK(cudaGetLastError());
     if (a.splits > 1) {
         const size_t pairs = (size_t)B * a.Tk * a.KV * D / 2;
-        flash_bwd_dkdv_sum<<<(unsigned)((pairs + 255) / 256), 256, 0, stream>>>((bf16 *)dk, (bf16 *)dv, a.part, B, D, a);
+        flash_bwd_dkdv_sum<<<(unsigned)((pairs + 255) / 256), 256, 0, stream>>>((bf16 *)dk, (bf16 *)dv, B, D, a);
         SX_CHECK(cudaGetLastError());
     }
     flash_bwd_dq_kernel<D, CAUSAL><<<dim3((a.Tq + 63) / 64, B * a.H), FA_THREADS, sm2, stream>>>(
