@@ -89,6 +89,10 @@ static const gpu_numeric_column gpu_overlay_only_columns[] = {
     {"energy_attention_pj_per_flop", GPU_FIELD(energy_attention_j_per_flop), 1e-12, 0, 1e3},
     {"energy_pj_per_byte", GPU_FIELD(energy_j_per_byte), 1e-12, 0, 1e4},
     {"clock_energy_exponent", GPU_FIELD(clock_energy_exponent), 1, 0, 8},
+    /* a step's GEMMs at the top clock from as fast as calibrate timed them alone to twice as slow; an exponent
+     * of 0 (time independent of the clock) to 2 */
+    {"clock_time_factor", GPU_FIELD(clock_time_factor), 1, 0.5, 2},
+    {"clock_time_exponent", GPU_FIELD(clock_time_exponent), 1, 0.01, 2},
     {"collective_power_w", GPU_FIELD(collective_power_w), 1, 0, 1e5},
     {"power_static_spread_w", GPU_FIELD(power_static_spread_w), 1, 0, 1e3},
     /* fractions: a GEMM more than twice as slow beside a collective, or a collective more than

@@ -716,11 +716,17 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
 }
 
 #define SETTLE_PASSES_MAX 8
+/* The GPU's clock_time_factor and clock_time_exponent, 1 where the overlay gives none. */
+static double time_factor(const hw_gpu *gpu) { return gpu->clock_time_factor > 0.0 ? gpu->clock_time_factor : 1.0; }
+static double time_exponent(const hw_gpu *gpu) { return gpu->clock_time_exponent > 0.0 ? gpu->clock_time_exponent : 1.0; }
+
 /* The step at the clock the power cap leaves it (docs/model.md, "Clock under
- * the power cap"): costed at the top clock first; when the work of the
- * slowest stage's GPU would draw more than the cap there, the seconds that
- * follow the clock stretch by 1 / x and the step is settled again.  Returns
- * 1 / x, 1 without the GPU's power model or below the cap. */
+ * the power cap"): costed at calibrate's top-clock times first; the seconds
+ * that follow the clock take clock_bound_stretch(x) of those (1 / x unless
+ * the overlay measured how a step's GEMMs follow the clock), x the top clock
+ * unless the work of the slowest stage's GPU would draw more than the cap
+ * there; the step is settled again with them stretched.  Returns the
+ * stretch, 1 without the GPU's power model or at 1 / x below the cap. */
 static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
                           const job_t *job, const stage_summary s[STAGE_KINDS], const sequence_flops *f, estimate_t *e)
 {
@@ -742,14 +748,15 @@ static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *no
     const double leakiest_static_w = gpu->power_static_w + gpu->power_static_spread_w * expected_max_sigmas((double)l->gpus);
     double top_power = e->step_s > 0.0 ? leakiest_static_w + energy / e->step_s : 0.0;
     double other = e->step_s - clock_bound;
+    const double k = time_factor(gpu), b = time_exponent(gpu);
     double x = power_capped_clock_fraction(leakiest_static_w, cap, energy, other, clock_bound,
-                                           gpu->clock_energy_exponent, CLOCK_FRACTION_MIN);
+                                           gpu->clock_energy_exponent, k, b, CLOCK_FRACTION_MIN);
     /* The seconds that do not follow the clock are not fixed on more than one GPU: the bubble is
      * the other stages' compute, slowing with them, and slower compute hides more of the gradient
-     * reduction.  So settle the step at x, take what is left of it beside CB / x as those seconds,
+     * reduction.  So settle the step at x, take what is left of it beside CB s(x) as those seconds,
      * and solve again: a fixed point, a few passes to 1e-9. */
-    for (int pass = 0; x < 1.0; pass++) {
-        double stretch = 1.0 / x - 1.0;
+    for (int pass = 0; clock_bound_stretch(x, k, b) != 1.0; pass++) {
+        double stretch = clock_bound_stretch(x, k, b) - 1.0;
         /* copied whole only where it is filled in (estimate_layout_cached: the search pays for every byte) */
         stage_summary slowed[STAGE_KINDS];
         slowed[STAGE_FIRST] = s[STAGE_FIRST];
@@ -765,12 +772,13 @@ static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *no
             sc->dp.optimizer += sc->dp.optimizer_clock_bound * stretch;
         }
         settle_time_at(m, gpu, node, l, job, slowed, f, e);
-        double settled_other = e->step_s - clock_bound / x;
+        double settled_other = e->step_s - clock_bound * clock_bound_stretch(x, k, b);
         if (pass == SETTLE_PASSES_MAX - 1 || fabs(settled_other - other) <= 1e-9 * e->step_s) break;
         other = settled_other > 0.0 ? settled_other : 0.0;
         x = power_capped_clock_fraction(leakiest_static_w, cap, energy, other, clock_bound, gpu->clock_energy_exponent,
-                                        CLOCK_FRACTION_MIN);
-        if (x >= 1.0) settle_time_at(m, gpu, node, l, job, s, f, e); /* back under the cap at the top clock */
+                                        k, b, CLOCK_FRACTION_MIN);
+        /* back under the cap at the top clock, where calibrate's times hold */
+        if (clock_bound_stretch(x, k, b) == 1.0) settle_time_at(m, gpu, node, l, job, s, f, e);
     }
     e->clock_fraction = x;
     e->step_clock_hz = x * gpu->clock_max_hz;
@@ -778,7 +786,8 @@ static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *no
     e->step_static_w = leakiest_static_w;
     e->step_power_w = e->step_s > 0.0 ? leakiest_static_w + energy * pow(x, gpu->clock_energy_exponent) / e->step_s : 0.0;
     e->clock_bound_top_s = clock_bound;
-    return 1.0 / x;
+    e->clock_bound_s = clock_bound * clock_bound_stretch(x, k, b);
+    return clock_bound_stretch(x, k, b);
 }
 
 static int estimate_core(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,

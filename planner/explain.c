@@ -619,11 +619,15 @@ void report_explain(FILE *out, const estimate_t *e)
                          "where P = cap and the step waits for it: %.0f MHz. The %.4g s of work that follows the clock "
                          "(tensor-core GEMMs, fused attention) take %.4g s.\n",
                     (long long)l->gpus, g->power_static_spread_w, (long long)l->gpus, leak / g->power_static_spread_w,
-                    leak, cap, e->step_clock_hz / 1e6, e->clock_bound_top_s, e->clock_bound_top_s / e->clock_fraction);
+                    leak, cap, e->step_clock_hz / 1e6, e->clock_bound_top_s, e->clock_bound_s);
         else if (e->clock_fraction < 1.0)
             fprintf(out, ", over the %.0f W cap, so the GPU lowers its clock to where P = cap: %.0f MHz. The %.4g s of "
                          "work that follows the clock (tensor-core GEMMs, fused attention) take %.4g s.\n",
-                    cap, e->step_clock_hz / 1e6, e->clock_bound_top_s, e->clock_bound_top_s / e->clock_fraction);
+                    cap, e->step_clock_hz / 1e6, e->clock_bound_top_s, e->clock_bound_s);
+        else if (e->clock_bound_s != e->clock_bound_top_s)
+            fprintf(out, ", under the %.0f W cap: the clock stays at the top, where the %.4g s of work that follows the "
+                         "clock take %.4g s in a step (%.3g times calibrate's time alone).\n",
+                    cap, e->clock_bound_top_s, e->clock_bound_s, g->clock_time_factor);
         else
             fprintf(out, ", under the %.0f W cap: the clock stays at the top.\n", cap);
     }

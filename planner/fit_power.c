@@ -24,6 +24,9 @@
 #define FIT_EXPONENT_STEP 0.125
 #define FIT_ENERGY_OCTAVES 2.0
 #define FIT_ENERGY_STEPS_PER_OCTAVE 8
+/* The clock time's regression needs a run within 3% of the top clock and clocks 10% apart. */
+#define CLOCK_TIME_TOP_SPAN 0.03
+#define CLOCK_TIME_MIN_SPREAD 0.10
 
 static int field(const csv_table *t, int row, const char *column, char *out, size_t outlen, char *err, size_t errlen)
 {
@@ -71,6 +74,26 @@ static int64_t logged_ep(const char *csv_path)
     return ep >= 1 ? (int64_t)ep : 1;
 }
 
+/* Row r of a validate CSV, when it is rank 0's forward op, added to the run's forward ops by name (the rows of
+ * one name summed). */
+static int add_forward_row(const csv_table *t, int r, const char *op, power_fit_run *run, char *err, size_t errlen)
+{
+    const char *pass = csv_table_cell(t, r, "pass"), *rank = csv_table_cell(t, r, "rank");
+    if (!pass || strcmp(pass, "fwd") || (rank && rank[0] && strcmp(rank, "0"))) return 0;
+    double measured;
+    if (csv_get_double(t, r, "measured_s", 0.0, 1e6, &measured, err, errlen)) return -1;
+    int i = 0;
+    while (i < run->nforward && strcmp(run->forward_op[i], op)) i++;
+    if (i == run->nforward) {
+        if (run->nforward == POWER_FIT_OPS_MAX || strlen(op) >= sizeof run->forward_op[0]) return 0;
+        snprintf(run->forward_op[i], sizeof run->forward_op[i], "%s", op);
+        run->forward_measured_s[i] = 0.0;
+        run->nforward++;
+    }
+    run->forward_measured_s[i] += measured;
+    return 0;
+}
+
 int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu, const hw_node *node, power_fit_run *run,
                        char *err, size_t errlen)
 {
@@ -83,7 +106,11 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
     double slowest = 0.0;
     for (int r = 0; r < t.nrows; r++) {
         const char *op = csv_table_cell(&t, r, "op"), *calibrated = csv_table_cell(&t, r, "calibrated");
-        if (!op || !calibrated || strcmp(op, "step") || strcmp(calibrated, "1")) continue;
+        if (!op || !calibrated || strcmp(calibrated, "1")) continue;
+        if (strcmp(op, "step")) {
+            if (add_forward_row(&t, r, op, run, err, errlen) != 0) goto done;
+            continue;
+        }
         double measured;
         if (csv_get_double(&t, r, "measured_s", 1e-9, 1e6, &measured, err, errlen)) goto done;
         if (row < 0 || measured > slowest) {
@@ -202,6 +229,83 @@ static int fit_grid(hw_gpu *trial, const hw_node *node, const power_fit_run *run
     return 0;
 }
 
+/* A one-GPU run's clock-bound forward GEMMs as the planner prices them at the top clock (calibrate's times) and as
+ * the run measured them, seconds per step, over the ops its CSV names; 0 in both when it has none. */
+static int forward_gemm_seconds(const hw_gpu *gpu, const hw_node *node, const power_fit_run *run, double *top_s,
+                                double *measured_s, char *err, size_t errlen)
+{
+    static estimate_t e;
+    job_t job = {1e9, gpu->cloud_usd_per_gpu_hour};
+    *top_s = *measured_s = 0.0;
+    if (estimate_layout(&run->model, gpu, node, &run->layout, &job, &e, err, errlen) != 0) return -1;
+    const stage_ops *ops = &e.first_stage;
+    for (int i = 0; i < ops->nops; i++) {
+        const op_t *op = &ops->ops[i];
+        if (op->kind != OP_GEMM || op->pass != PASS_FWD || op->clock_bound_s <= 0.0) continue;
+        int j = 0;
+        while (j < run->nforward && strcmp(run->forward_op[j], op->name)) j++;
+        if (j == run->nforward) continue;
+        /* the CSV's rows of a name once, however many of the list's ops carry it */
+        int seen = 0;
+        for (int k = 0; k < i && !seen; k++)
+            seen = ops->ops[k].kind == OP_GEMM && ops->ops[k].pass == PASS_FWD && ops->ops[k].clock_bound_s > 0.0 &&
+                   !strcmp(ops->ops[k].name, op->name);
+        *top_s += op->clock_bound_s * (double)op->count * (double)e.microbatches;
+        if (!seen) *measured_s += run->forward_measured_s[j];
+    }
+    return 0;
+}
+
+/* "GEMM time against the clock": ln(measured / top-clock time) of the one-GPU runs' clock-bound forward GEMMs
+ * regressed on ln(top clock / NVML's clock), by ordinary least squares: the intercept is ln(factor), the slope
+ * the exponent.  out->time_runs 0 (not fitted) with fewer than 3 such runs or one clock among them. */
+static int clock_time_regression(const hw_gpu *gpu, const hw_node *node, const power_fit_run *runs, int nruns,
+                                 power_fit_result *out, char *err, size_t errlen)
+{
+    double u[POWER_FIT_RUNS_MAX], y[POWER_FIT_RUNS_MAX], u_min = 1.0, u_max = 0.0;
+    int n = 0;
+    out->time_runs = 0;
+    out->time_why = "fewer than 3 one-GPU runs with NVML's clock in their log";
+    for (int i = 0; i < nruns; i++) {
+        if (runs[i].layout.gpus != 1 || runs[i].measured_clock_hz <= 0.0 || runs[i].nforward == 0) continue;
+        double top, measured;
+        if (forward_gemm_seconds(gpu, node, &runs[i], &top, &measured, err, errlen) != 0) return -1;
+        if (!(top > 0.0 && measured > 0.0)) continue;
+        u[n] = log(gpu->clock_max_hz / runs[i].measured_clock_hz);
+        y[n] = log(measured / top);
+        u_min = fmin(u_min, u[n]);
+        u_max = fmax(u_max, u[n]);
+        n++;
+    }
+    if (n < 3) return 0;
+    /* the factor is the time at the top clock: a line through runs that all ran well below it extrapolates
+     * to it (the H200's 32 steps, all capped at 1512-1901 MHz, read an exponent of -0.06) */
+    if (u_min > -log(1.0 - CLOCK_TIME_TOP_SPAN) || u_max - u_min < log(1.0 + CLOCK_TIME_MIN_SPREAD)) {
+        out->time_why = "no run within 3% of the top clock, or clocks spread less than 10%";
+        return 0;
+    }
+    double mu = 0.0, my = 0.0, suu = 0.0, suy = 0.0;
+    for (int i = 0; i < n; i++) { mu += u[i]; my += y[i]; }
+    mu /= n;
+    my /= n;
+    for (int i = 0; i < n; i++) {
+        suu += (u[i] - mu) * (u[i] - mu);
+        suy += (u[i] - mu) * (y[i] - my);
+    }
+    double slope = suy / suu, intercept = my - slope * mu, ss = 0.0;
+    /* hwdb.c's bounds: outside them the runs showed no clock law the overlay could hold */
+    if (!(slope >= 0.01 && slope <= 2.0 && exp(intercept) >= 0.5 && exp(intercept) <= 2.0)) {
+        out->time_why = "the regression fell outside the overlay's bounds (factor 0.5-2, exponent 0.01-2)";
+        return 0;
+    }
+    for (int i = 0; i < n; i++) ss += (y[i] - intercept - slope * u[i]) * (y[i] - intercept - slope * u[i]);
+    out->time_factor = exp(intercept);
+    out->time_exponent = slope;
+    out->time_residual_sd = sqrt(ss / (n > 2 ? n - 2 : 1));
+    out->time_runs = n;
+    return 0;
+}
+
 int power_fit_steps(const hw_gpu *gpu, const hw_node *node, const power_fit_run *runs, int nruns, power_fit_result *out,
                     char *err, size_t errlen)
 {
@@ -218,6 +322,14 @@ int power_fit_steps(const hw_gpu *gpu, const hw_node *node, const power_fit_run 
     double calibrated = gpu->energy_attention_j_per_flop;
     if (fit_cost(&trial, node, runs, nruns, out->before_s, out->before_clock_hz, &out->before_cost, err, errlen) != 0)
         return -1;
+    if (clock_time_regression(gpu, node, runs, nruns, out, err, errlen) != 0) return -1;
+    if (out->time_runs > 0) {
+        trial.clock_time_factor = out->time_factor;
+        trial.clock_time_exponent = out->time_exponent;
+    } else {
+        out->time_factor = gpu->clock_time_factor;
+        out->time_exponent = gpu->clock_time_exponent;
+    }
     double best_exponent = gpu->clock_energy_exponent, best_energy = calibrated, best_cost = out->before_cost;
     double ratio = pow(2.0, 1.0 / FIT_ENERGY_STEPS_PER_OCTAVE), spread = pow(2.0, FIT_ENERGY_OCTAVES);
     double scratch[POWER_FIT_RUNS_MAX];
@@ -252,13 +364,20 @@ int power_fit_overlay_text(const char *overlay_path, const hw_gpu *gpu, const ch
         const char *base = strrchr(runs[i].path, '/');
         used += snprintf(source + used, sizeof source - (size_t)used, " %.40s", base ? base + 1 : runs[i].path);
     }
-    char row_exponent[512], row_energy[512];
+    char row_exponent[512], row_energy[512], row_factor[640], row_time_exponent[640];
     snprintf(row_exponent, sizeof row_exponent, "%s,clock_energy_exponent,%.4f,\"%s\"\n", gpu->name, fit->exponent, source);
     snprintf(row_energy, sizeof row_energy, "%s,energy_attention_pj_per_flop,%.5f,\"%s\"\n", gpu->name,
              fit->energy_attention_j_per_flop * 1e12, source);
-    static const char *const keys[2] = {"clock_energy_exponent,", "energy_attention_pj_per_flop,"};
-    const char *const rows[2] = {row_exponent, row_energy};
-    return overlay_replace_rows(overlay_path, gpu->name, keys, rows, 2, 2, text, len, err, errlen);
+    snprintf(row_factor, sizeof row_factor, "%s,clock_time_factor,%.4f,\"%s (forward GEMMs of %d one-GPU runs against "
+             "NVML's clock, residual sd %.3f)\"\n", gpu->name, fit->time_factor, source, fit->time_runs, fit->time_residual_sd);
+    snprintf(row_time_exponent, sizeof row_time_exponent, "%s,clock_time_exponent,%.4f,\"%s (forward GEMMs of %d one-GPU "
+             "runs against NVML's clock)\"\n", gpu->name, fit->time_exponent, source, fit->time_runs);
+    static const char *const keys[4] = {"clock_energy_exponent,", "energy_attention_pj_per_flop,", "clock_time_factor,",
+                                        "clock_time_exponent,"};
+    const char *const rows[4] = {row_exponent, row_energy, row_factor, row_time_exponent};
+    /* without a regression the overlay's clock time rows (if any) stay as they were */
+    const int nkeys = fit->time_runs > 0 ? 4 : 2;
+    return overlay_replace_rows(overlay_path, gpu->name, keys, rows, nkeys, nkeys, text, len, err, errlen);
 }
 
 int power_fit_leave_one_model_out(const hw_gpu *gpu, const hw_node *node, const power_fit_run *runs, int nruns,
@@ -283,6 +402,8 @@ int power_fit_leave_one_model_out(const hw_gpu *gpu, const hw_node *node, const 
         hw_gpu fitted = *gpu;
         fitted.clock_energy_exponent = fold.exponent;
         fitted.energy_attention_j_per_flop = fold.energy_attention_j_per_flop;
+        fitted.clock_time_factor = fold.time_factor;
+        fitted.clock_time_exponent = fold.time_exponent;
         static estimate_t e;
         job_t job = {1e9, gpu->cloud_usd_per_gpu_hour};
         for (int i = 0; i < nruns; i++) {
@@ -337,6 +458,15 @@ void power_fit_report(FILE *out, const hw_gpu *gpu, const power_fit_run *runs, i
                     fit->after_clock_hz[i] / 1e6);
         fprintf(out, "\n");
     }
+    if (fit->time_runs > 0)
+        fprintf(out, "clock time (forward GEMMs of %d one-GPU runs against NVML's clock): factor %.3f -> %.3f, exponent "
+                     "%.3f -> %.3f, residual sd %.3f\n", fit->time_runs, gpu->clock_time_factor > 0 ? gpu->clock_time_factor : 1.0,
+                fit->time_factor, gpu->clock_time_exponent > 0 ? gpu->clock_time_exponent : 1.0, fit->time_exponent,
+                fit->time_residual_sd);
+    else
+        fprintf(out, "clock time: not fitted (%s); the overlay's kept (factor %.3f, exponent %.3f)\n", fit->time_why,
+                gpu->clock_time_factor > 0 ? gpu->clock_time_factor : 1.0,
+                gpu->clock_time_exponent > 0 ? gpu->clock_time_exponent : 1.0);
     fprintf(out, "clock exponent %.3f -> %.3f, fused attention energy %.3f -> %.3f pJ/FLOP; rms step error %.2f%% -> %.2f%%\n",
             gpu->clock_energy_exponent, fit->exponent, gpu->energy_attention_j_per_flop * 1e12,
             fit->energy_attention_j_per_flop * 1e12, 100.0 * sqrt(fit->before_cost / nruns),

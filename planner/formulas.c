@@ -497,37 +497,54 @@ double expected_max_sigmas(double n)
     return t - (2.515517 + 0.802853 * t + 0.010328 * t * t) / (1.0 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t);
 }
 
+/* "Clock under the power cap", GEMM time against the clock: the factor by
+ * which the clock-bound seconds of a step at clock fraction x exceed
+ * calibrate's top-clock time, factor x^-exponent.  1 / x (factor 1,
+ * exponent 1) if the work were bound by the clock alone and ran in the step
+ * as fast as calibrate timed it alone; the recorded steps read a factor of
+ * about 1.07 and an exponent of about 0.35 (docs/model.md). */
+double clock_bound_stretch(double x, double factor, double exponent)
+{
+    if (factor == 1.0 && exponent == 1.0) return 1.0 / x;
+    return factor * pow(x, -exponent);
+}
+
 /* "Clock under the power cap": the SM clock, as a fraction x of the top
  * clock, at which a step's average power meets the cap.  At x the step draws
- *     P(x) = static_w + dynamic_j x^exponent / (other_s + clock_bound_s / x)
+ *     P(x) = static_w + dynamic_j x^g / (other_s + clock_bound_s K x^-b)
  * where dynamic_j is the switching energy of the step's work at the top clock
- * (it falls with the voltage a lower clock needs: x^exponent), other_s the
- * seconds that do not follow the clock (memory-bound kernels, launches,
- * exposed communication) and clock_bound_s the seconds at the top clock of
- * the work that does (tensor-core GEMMs, our fused attention).  P rises with
- * x, so the clock is the top one when P(1) <= cap_w, else the x in
- * [x_min, 1] where P(x) = cap_w, x_min when even x_min draws more.  Solved
- * by Newton's method on P(x) = static_w + dynamic_j x^(e+1) / (other_s x +
- * clock_bound_s), whose slope is dynamic_j x^e (e other_s x + (e+1)
- * clock_bound_s) / (other_s x + clock_bound_s)^2, kept inside a bracket that
- * each step narrows (bisecting where Newton would leave it): a handful of
- * pow() calls to 1e-12 instead of bisection's forty, which the search pays
- * for every layout. */
+ * (it falls with the voltage a lower clock needs: x^g, g the exponent),
+ * other_s the seconds that do not follow the clock (memory-bound kernels,
+ * launches, exposed communication) and clock_bound_s the seconds at the top
+ * clock of the work that does (tensor-core GEMMs, our fused attention), which
+ * take K x^-b of it at x (clock_bound_stretch; K = b = 1: 1 / x).  P rises
+ * with x, so the clock is the top one when P(1) <= cap_w, else the x in
+ * [x_min, 1] where P(x) = cap_w, x_min when even x_min draws more.  Solved by
+ * Newton's method on P(x) = static_w + dynamic_j x^(g+b) / (other_s x^b +
+ * clock_bound_s K), whose slope is dynamic_j x^(g+b-1) (g other_s x^b +
+ * (g+b) clock_bound_s K) / (other_s x^b + clock_bound_s K)^2, kept inside a
+ * bracket that each step narrows (bisecting where Newton would leave it): a
+ * handful of pow() calls to 1e-12 instead of bisection's forty, which the
+ * search pays for every layout. */
 double power_capped_clock_fraction(double static_w, double cap_w, double dynamic_j, double other_s,
-                                   double clock_bound_s, double exponent, double x_min)
+                                   double clock_bound_s, double exponent, double time_factor, double time_exponent,
+                                   double x_min)
 {
     if (clock_bound_s <= 0.0 || dynamic_j <= 0.0 || cap_w <= 0.0) return 1.0;
+    const double k_cb = time_factor * clock_bound_s, b = time_exponent;
     double lo = x_min, hi = 1.0;
     /* P(1) needs no pow(); P(x_min) is asked only when the answer is below x = 1 */
-    if (static_w + dynamic_j / (other_s + clock_bound_s) <= cap_w) return 1.0;
-    if (static_w + dynamic_j * pow(lo, exponent) / (other_s + clock_bound_s / lo) >= cap_w) return lo;
+    if (static_w + dynamic_j / (other_s + k_cb) <= cap_w) return 1.0;
+    if (static_w + dynamic_j * pow(lo, exponent) / (other_s + clock_bound_s * clock_bound_stretch(lo, time_factor, b)) >=
+        cap_w)
+        return lo;
     double x = 1.0;
     for (int i = 0; i < 100 && hi - lo > 1e-12; i++) {
-        double x_e = pow(x, exponent), denom = other_s * x + clock_bound_s;
-        double excess = static_w + dynamic_j * x_e * x / denom - cap_w;
+        double x_g = pow(x, exponent), x_b = b == 1.0 ? x : pow(x, b), denom = other_s * x_b + k_cb;
+        double excess = static_w + dynamic_j * x_g * x_b / denom - cap_w;
         if (excess > 0.0) hi = x;
         else lo = x;
-        double slope = dynamic_j * x_e * (exponent * other_s * x + (exponent + 1.0) * clock_bound_s) / (denom * denom);
+        double slope = dynamic_j * x_g * x_b / x * (exponent * other_s * x_b + (exponent + b) * k_cb) / (denom * denom);
         double next = slope > 0.0 ? x - excess / slope : 0.5 * (lo + hi);
         if (!(next > lo && next < hi)) next = 0.5 * (lo + hi);
         if (fabs(next - x) <= 1e-13) return next;

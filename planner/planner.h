@@ -292,6 +292,7 @@ typedef struct {
                                       chips' spread, power_static_spread_w), the calibrated one's without it */
     double step_power_w;           /* ... at step_clock_hz */
     double clock_bound_top_s;      /* seconds per step at the top clock of the work that follows the clock */
+    double clock_bound_s;          /* ... as the step runs it, at step_clock_hz (clock_bound_stretch) */
 
     int nwarnings;
     char warnings[WARNINGS_MAX][256];
@@ -484,8 +485,10 @@ double seconds_at_clock(double seconds, double clock_mhz, double ref_mhz);
 /* A collective's energy above the static power over `seconds` (docs/model.md, "Clock under the power cap"). */
 double collective_energy_j(double seconds, double collective_w, double static_w);
 double expected_max_sigmas(double n);
+double clock_bound_stretch(double x, double factor, double exponent);
 double power_capped_clock_fraction(double static_w, double cap_w, double dynamic_j, double other_s,
-                                   double clock_bound_s, double exponent, double x_min);
+                                   double clock_bound_s, double exponent, double time_factor, double time_exponent,
+                                   double x_min);
 /* A kernel's rate at batch x heads b on the occupancy curve through two timed (b, rate) points
  * (docs/model.md, "Attention kernel generations"). */
 double occupancy_rate(double b, double b1, double r1, double b2, double r2);
@@ -688,6 +691,7 @@ int published_bands(const hwdb *db, const model_zoo *zoo, const char *runs_path,
 /* ---- the power model fitted to measured steps (planner/fit_power.c) ---- */
 
 #define POWER_FIT_RUNS_MAX 64
+#define POWER_FIT_OPS_MAX 64
 /* One step `validate` measured: its calibrated step row, the model as it ran (no dropout), the layout. */
 typedef struct {
     char path[512];
@@ -696,10 +700,20 @@ typedef struct {
     double measured_s;
     double measured_clock_hz;   /* NVML's mean SM clock over the timed steps, from the run's log beside the CSV
                                    (its "power:" line); 0 where there is none */
+    int nforward;               /* rank 0's forward ops in the CSV (calibrated rows), at most POWER_FIT_OPS_MAX */
+    char forward_op[POWER_FIT_OPS_MAX][32];
+    double forward_measured_s[POWER_FIT_OPS_MAX]; /* seconds per step, its rows of that name summed */
 } power_fit_run;
 
 typedef struct {
     double exponent, energy_attention_j_per_flop;  /* the fitted clock exponent and fused attention energy */
+    /* how the steps' forward GEMMs follow the measured clock (docs/model.md, "GEMM time against the clock"):
+     * clock_time_factor and clock_time_exponent regressed over time_runs one-GPU runs with NVML's clock in
+     * their log, the residual's standard deviation in the log; time_runs 0: not fitted (time_why), the
+     * overlay's kept */
+    double time_factor, time_exponent, time_residual_sd;
+    int time_runs;
+    const char *time_why;       /* time_runs 0: why not (a static string) */
     double before_s[POWER_FIT_RUNS_MAX], after_s[POWER_FIT_RUNS_MAX]; /* each run's predicted step */
     double before_clock_hz[POWER_FIT_RUNS_MAX], after_clock_hz[POWER_FIT_RUNS_MAX]; /* ... and its SM clock */
     double before_cost, after_cost;                 /* sums of squared relative errors */
@@ -709,8 +723,10 @@ typedef struct {
  * same name ending .log when there is one.  0, or -1 with "file:line:field: why". */
 int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu, const hw_node *node, power_fit_run *run,
                        char *err, size_t errlen);
-/* Least squares over the runs' relative step errors, on a grid: the exponent in [0, 4], the attention energy
- * within a factor 4 of gpu's (docs/model.md, "Clock under the power cap").  gpu must carry a power model. */
+/* First the clock time's factor and exponent, by least squares of ln(measured / top-clock time) of the one-GPU
+ * runs' clock-bound forward GEMMs on ln(top clock / NVML's clock); then, with them, least squares over the runs'
+ * relative step errors, on a grid: the exponent in [0, 4], the attention energy within a factor 4 of gpu's
+ * (docs/model.md, "Clock under the power cap").  gpu must carry a power model. */
 int power_fit_steps(const hw_gpu *gpu, const hw_node *node, const power_fit_run *runs, int nruns, power_fit_result *out,
                     char *err, size_t errlen);
 /* Leave one model out: for each model among the runs (by name), the fit on the other models' runs predicting

@@ -220,6 +220,7 @@ static int estimate_fields(const estimate_t *e, field *f)
     NUM("time.power_w", e->step_power_w);
     NUM("time.top_clock_power_w", e->top_clock_power_w);
     NUM("time.clock_bound_top_s", e->clock_bound_top_s);
+    NUM("time.clock_bound_s", e->clock_bound_s);
     NUM("flops.model_per_step", e->model_flops_per_step);
     NUM("flops.hardware_per_step", e->hardware_flops_per_step);
     NUM("flops.six_nd_per_step", e->six_nd_per_step);
@@ -476,8 +477,11 @@ static void report_table(FILE *out, const estimate_t *e, int with_ops)
         if (e->clock_fraction < 1.0)
             fprintf(out, "  power cap: at the top clock the step would draw %.0f W, over the %.0f W cap; it runs at %.0f MHz "
                          "(%.0f%%), its %.4f s of clock-bound work taking %.4f s\n", e->top_clock_power_w, cap,
-                    e->step_clock_hz / 1e6, 100.0 * e->clock_fraction, e->clock_bound_top_s,
-                    e->clock_bound_top_s / e->clock_fraction);
+                    e->step_clock_hz / 1e6, 100.0 * e->clock_fraction, e->clock_bound_top_s, e->clock_bound_s);
+        else if (e->clock_bound_s != e->clock_bound_top_s)
+            fprintf(out, "  power cap: the step draws %.0f W at the top clock (%.0f MHz), under the %.0f W cap; its %.4f s "
+                         "of clock-bound work taking %.4f s\n",
+                    e->step_power_w, e->step_clock_hz / 1e6, cap, e->clock_bound_top_s, e->clock_bound_s);
         else
             fprintf(out, "  power cap: the step draws %.0f W at the top clock (%.0f MHz), under the %.0f W cap\n",
                     e->step_power_w, e->step_clock_hz / 1e6, cap);

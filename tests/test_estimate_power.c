@@ -138,7 +138,7 @@ static void power_cap_slows_the_clock_bound_work(void **state)
     /* the clock where the step draws the cap */
     double x = at_cap.clock_fraction;
     assert_true(x > 0.3 && x < 1.0);
-    assert_close(x, power_capped_clock_fraction(124.5, 700.0, energy, top.step_s - clock_bound, clock_bound, 2.0, 0.3), 1e-12);
+    assert_close(x, power_capped_clock_fraction(124.5, 700.0, energy, top.step_s - clock_bound, clock_bound, 2.0, 1.0, 1.0, 0.3), 1e-12);
     assert_close(at_cap.step_clock_hz, x * 1980e6, 1e-15);
     assert_close(at_cap.step_power_w, 700.0, 1e-6);
     assert_close(124.5 + energy * x * x / at_cap.step_s, 700.0, 1e-6);
@@ -180,6 +180,55 @@ static void power_cap_slows_the_clock_bound_work(void **state)
         if (mbs == 1) first = previous;
     }
     assert_true(previous < first);
+}
+
+/* A measured clock_time_factor K and clock_time_exponent b (docs/model.md, "GEMM time against the clock"): the
+ * clock-bound seconds take K x^-b of their top-clock time.  Under a cap no step reaches, x = 1 and the step is
+ * longer than the top clock's by exactly (K - 1) of its clock-bound seconds (one GPU: nothing else moves), each
+ * op by its own.  Over the cap, x is the root of the generalized P(x) = cap and the step is longer by
+ * CB (K x^-b - 1); K = b = 1 in the overlay is the plain model to the bit. */
+static void power_cap_with_measured_clock_time(void **state)
+{
+    (void)state;
+    hw_gpu plain = *hwdb_find_gpu(&db, "h100-sxm");
+    plain.attention_fwd_efficiency = plain.attention_bwd_efficiency = plain.gemm_half_flops = 0.0;
+    plain.launch_overhead_s = plain.membound_overhead_s = 0.0;
+    layout_t l = layout(1, 1, 1, 8, 16, 1024);
+    static estimate_t top, ref, uncapped, capped_kb;
+    estimate_into("gpt2", &plain, l, &top);
+
+    hw_gpu ones = plain;
+    power_model(&ones, 700.0);
+    estimate_into("gpt2", &ones, l, &ref);
+    ones.clock_time_factor = ones.clock_time_exponent = 1.0;
+    estimate_into("gpt2", &ones, l, &capped_kb);
+    assert_true(capped_kb.step_s == ref.step_s && capped_kb.clock_fraction == ref.clock_fraction);
+
+    hw_gpu roomy = plain;
+    power_model(&roomy, 1e6);
+    roomy.clock_time_factor = 1.07;
+    roomy.clock_time_exponent = 0.35;
+    estimate_into("gpt2", &roomy, l, &uncapped);
+    assert_true(uncapped.clock_fraction == 1.0);
+    assert_true(uncapped.clock_bound_top_s > 0.0);
+    assert_close(uncapped.clock_bound_s, 1.07 * uncapped.clock_bound_top_s, 1e-12);
+    assert_close(uncapped.step_s - top.step_s, 0.07 * uncapped.clock_bound_top_s, 1e-9);
+    for (int i = 0; i < uncapped.first_stage.nops; i++) {
+        const op_t *op = &uncapped.first_stage.ops[i];
+        assert_close(op->time_s, top.first_stage.ops[i].time_s + 0.07 * op->clock_bound_s, 1e-12);
+    }
+
+    hw_gpu capped = roomy;
+    capped.power_cap_w = 700.0;
+    estimate_into("gpt2", &capped, l, &capped_kb);
+    double x = capped_kb.clock_fraction;
+    assert_true(x > 0.3 && x < 1.0);
+    assert_close(capped_kb.step_power_w, 700.0, 1e-6);
+    double energy = (capped_kb.top_clock_power_w - 124.5) * top.step_s, cb = capped_kb.clock_bound_top_s;
+    assert_close(x, power_capped_clock_fraction(124.5, 700.0, energy, top.step_s - cb, cb, 2.0, 1.07, 0.35, 0.3), 1e-12);
+    assert_close(capped_kb.step_s - top.step_s, cb * (1.07 * pow(x, -0.35) - 1.0), 1e-9);
+    /* the weaker stretch needs a lower clock to meet the cap, yet the step is faster than at 1 / x */
+    assert_true(x < ref.clock_fraction && capped_kb.step_s < ref.step_s);
 }
 
 /* Which GEMMs follow the clock: those of 1 GFLOP or more that the roofline
@@ -305,9 +354,9 @@ static void power_cap_same_on_every_entry_point(void **state)
      * one-shot solve on the top-clock step put the clock too low), and x is the fixed point of the solve on
      * what the settled step leaves beside CB / x */
     assert_close(slow.step_power_w, 700.0, 1e-6);
-    assert_close(x, power_capped_clock_fraction(124.5, 700.0, energy, slow.step_s - clock_bound / x, clock_bound, 2.0, 0.3),
+    assert_close(x, power_capped_clock_fraction(124.5, 700.0, energy, slow.step_s - clock_bound / x, clock_bound, 2.0, 1.0, 1.0, 0.3),
                  1e-9);
-    assert_true(x > power_capped_clock_fraction(124.5, 700.0, energy, top.step_s - clock_bound, clock_bound, 2.0, 0.3));
+    assert_true(x > power_capped_clock_fraction(124.5, 700.0, energy, top.step_s - clock_bound, clock_bound, 2.0, 1.0, 1.0, 0.3));
     for (int st = 0; st < 2; st++) {
         const stage_ops *a = st ? &slow.last_stage : &slow.first_stage, *t = st ? &top.last_stage : &top.first_stage;
         assert_int_equal(a->nops, t->nops);
@@ -356,7 +405,7 @@ static void power_cap_settles_with_exposed_data_parallel(void **state)
     assert_int_equal(estimate_layout(m, &plain, &slow_nic, &l, &job, &top, err, sizeof err), 0);
     double dynamic_j = (e.top_clock_power_w - 124.5) * top.step_s;
     assert_close(x, power_capped_clock_fraction(124.5, 700.0, dynamic_j, e.step_s - e.clock_bound_top_s / x,
-                                                e.clock_bound_top_s, 2.0, 0.3), 1e-9);
+                                                e.clock_bound_top_s, 2.0, 1.0, 1.0, 0.3), 1e-9);
     assert_true(e.step_s < top.step_s + e.clock_bound_top_s * (1.0 / x - 1.0));
 }
 
@@ -518,6 +567,69 @@ static void power_fit_reads_a_pipeline_run(void **state)
     assert_non_null(strstr(err, "has no power model in the overlay"));
 }
 
+/* fit-power's clock time regression (docs/model.md, "GEMM time against the clock"): five copies of a recorded one-GPU
+ * run whose forward GEMMs are made to take K (top / clock)^b of the planner's top-clock time at NVML clocks from
+ * 1980 down to 1600 MHz; the regression recovers K and b (to rounding: the data lie on the line), and the overlay
+ * gets the two rows.  The top-clock seconds are summed here again from the costed ops, by name, as the CSV names
+ * them.  Clocks all below 97% of the top leave them unfitted, with why. */
+static void power_fit_regresses_the_clock_time(void **state)
+{
+    (void)state;
+    hw_gpu g = *hwdb_find_gpu(&db, "h200");
+    power_model(&g, 700.0);
+    const hw_node *node = hwdb_find_node(&db, g.node);
+    char err[512];
+    static power_fit_run runs[5];
+    const char *path = SEXTANT_ROOT "/tests/data/2026-11-26-h200-calibrated/one-gpu/flash_gpt2_mbs8.csv";
+    assert_int_equal(power_fit_read_run(path, &zoo, &g, node, &runs[0], err, sizeof err), 0);
+    assert_true(runs[0].nforward >= 5);
+    static estimate_t e;
+    job_t job = {1e9, g.cloud_usd_per_gpu_hour};
+    assert_int_equal(estimate_layout(&runs[0].model, &g, node, &runs[0].layout, &job, &e, err, sizeof err), 0);
+    double top_of[POWER_FIT_OPS_MAX] = {0};
+    int gemms = 0;
+    for (int j = 0; j < runs[0].nforward; j++) {
+        for (int i = 0; i < e.first_stage.nops; i++) {
+            const op_t *op = &e.first_stage.ops[i];
+            if (op->kind == OP_GEMM && op->pass == PASS_FWD && op->clock_bound_s > 0.0 && !strcmp(op->name, runs[0].forward_op[j]))
+                top_of[j] += op->clock_bound_s * (double)op->count * (double)e.microbatches;
+        }
+        gemms += top_of[j] > 0.0;
+    }
+    assert_true(gemms >= 4);   /* qkv, attn_out, mlp_up, mlp_down, lm_head */
+    const double mhz[5] = {1980, 1900, 1800, 1700, 1600}, k = 1.07, b = 0.4;
+    for (int r = 0; r < 5; r++) {
+        if (r) runs[r] = runs[0];
+        runs[r].measured_clock_hz = mhz[r] * 1e6;
+        for (int j = 0; j < runs[r].nforward; j++)
+            if (top_of[j] > 0.0) runs[r].forward_measured_s[j] = top_of[j] * k * pow(1980.0 / mhz[r], b);
+    }
+    g.clock_max_hz = 1980e6;
+    static power_fit_result fit;
+    assert_int_equal(power_fit_steps(&g, node, runs, 5, &fit, err, sizeof err), 0);
+    assert_int_equal(fit.time_runs, 5);
+    assert_close(fit.time_factor, k, 1e-9);
+    assert_close(fit.time_exponent, b, 1e-9);
+    assert_true(fit.time_residual_sd < 1e-9);
+    char *text = NULL;
+    size_t len = 0;
+    char overlay[] = "/tmp/sextant-clocktime-XXXXXX";
+    int fd = mkstemp(overlay);
+    assert_true(fd >= 0);
+    assert_true(write(fd, "gpu,key,value,source\n", 21) == 21);
+    close(fd);
+    assert_int_equal(power_fit_overlay_text(overlay, &g, "test", runs, 5, &fit, &text, &len, err, sizeof err), 0);
+    assert_non_null(strstr(text, "h200,clock_time_factor,1.0700,"));
+    assert_non_null(strstr(text, "h200,clock_time_exponent,0.4000,"));
+    free(text);
+    unlink(overlay);
+    /* every clock below 97% of the top: the factor at the top would be an extrapolation */
+    for (int r = 0; r < 5; r++) runs[r].measured_clock_hz = (mhz[r] - 100.0) * 1e6;
+    assert_int_equal(power_fit_steps(&g, node, runs, 5, &fit, err, sizeof err), 0);
+    assert_int_equal(fit.time_runs, 0);
+    assert_non_null(strstr(fit.time_why, "within 3% of the top clock"));
+}
+
 /* The SM clock NVML measured comes from validate's log beside the CSV (A.csv -> A.log, its "power:" line);
  * no log, or a log without that line, leaves it 0; the report then adds the clock columns only where there is
  * one. */
@@ -650,6 +762,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(power_model_off_or_under_the_cap_keeps_the_top_clock),
         cmocka_unit_test(power_cap_slows_the_clock_bound_work),
+        cmocka_unit_test(power_cap_with_measured_clock_time),
         cmocka_unit_test(power_cap_which_gemms_follow_the_clock),
         cmocka_unit_test(power_cap_same_on_every_entry_point),
         cmocka_unit_test(power_cap_settles_with_exposed_data_parallel),
@@ -658,6 +771,7 @@ int main(void)
         cmocka_unit_test(the_leakiest_gpu_sets_a_capped_step),
         cmocka_unit_test(power_fit_reads_a_pipeline_run),
         cmocka_unit_test(power_fit_reads_the_logged_clock),
+        cmocka_unit_test(power_fit_regresses_the_clock_time),
         cmocka_unit_test(power_fit_reads_the_expert_parallelism),
         cmocka_unit_test(power_fit_overlay_replaces_two_rows),
     };
