@@ -641,7 +641,8 @@ cudaError_t bwd_launch(sx_bf16 *dq, sx_bf16 *dk, sx_bf16 *dv, const sx_bf16 *dou
  * and took 2.5 times the planner's price (docs/validation/2026-11-26-h200x2-heldout-qwen).  So a group is split
  * over `splits` blocks until the grid holds DKDV_BLOCKS (two waves of an H100's 132 SMs, a constant so that the
  * sum is the same on every GPU), each split's sums kept in fp32 and added in order after: the smallest divisor
- * of the group that reaches it, else the whole group. */
+ * of the group that reaches it, else the whole group.  The planner counts the workspace this takes with the same rule
+ * and constant (attention_dkdv_splits, ATTENTION_DKDV_BLOCKS in planner/; test_formulas reads the line below). */
 constexpr int DKDV_BLOCKS = 264;
 int dkdv_splits(int B, int Tk, int KV, int group) {
     const long long blocks = (long long)((Tk + 63) / 64) * B * KV;

@@ -521,6 +521,12 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
         workspace = backward_workspace_bytes(tokens, (double)m->hidden, qkv_width, up_width, scores,
                                              element_bytes(l->precision)) +
                     cp_kv_transient_bytes(m, l);
+        /* sextant-gpu's own kernel: its backward's workspace over a rank's shard (the micro-batch, the CP share of
+         * the sequence, the TP share of the heads), one buffer every layer reuses (docs/model.md, "Other memory") */
+        if (l->attention == ATTENTION_SEXTANT) {
+            int64_t tq = l->seq / layout_cp(l);
+            workspace += sextant_attention_workspace_bytes(l->mbs, tq, tq, m->heads / l->tp, (int64_t)kv, m->head_dim);
+        }
     }
     mem->workspace = workspace;
     int tied_group = m->tied_embeddings && l->pp > 1 && (s->stage == 0 || s->last);

@@ -450,6 +450,39 @@ double backward_workspace_bytes(double tokens, double hidden, double qkv_width, 
     return elem_bytes * (tokens * (2.0 * hidden + qkv_width + ffn_up_width) + score_elements);
 }
 
+/* sextant-gpu's fused attention backward (kernels/attention.cu, `dkdv_splits`, docs/model.md "Other memory"):
+ * its dK, dV kernel runs a block per 64 keys of each (sequence, kv head), (tk + 63) / 64 x b x kv blocks.  Under
+ * ATTENTION_DKDV_BLOCKS (264, the kernel's DKDV_BLOCKS) the kv head's group of query heads is split over more
+ * blocks: the smallest divisor d of the group (2 <= d < group) with blocks x d >= 264, else the whole group;
+ * 1 (no split) when the grid is full or empty.  tests/test_formulas.c checks the constant against the kernel's. */
+int attention_dkdv_splits(int64_t b, int64_t tk, int64_t kv, int64_t group)
+{
+    const int64_t blocks = (tk + 63) / 64 * b * kv;
+    if (blocks <= 0 || blocks >= ATTENTION_DKDV_BLOCKS) return 1;
+    for (int64_t d = 2; d < group; d++)
+        if (group % d == 0 && blocks * d >= ATTENTION_DKDV_BLOCKS) return (int)d;
+    return group > 1 ? (int)group : 1;
+}
+
+/* The split's fp32 partial dK and dV in the backward's workspace, which a fourth kernel sums: 2 x splits x b x tk x
+ * kv x d x 4 bytes when the group is split, else 0 (h query heads, kv kv heads, head size d). */
+double attention_dkdv_split_bytes(int64_t b, int64_t tk, int64_t h, int64_t kv, int64_t d)
+{
+    if (b <= 0 || tk <= 0 || h <= 0 || kv <= 0 || d <= 0 || h % kv) return 0.0;
+    int splits = attention_dkdv_splits(b, tk, kv, h / kv);
+    return splits > 1 ? 2.0 * (double)splits * (double)b * (double)tk * (double)kv * (double)d * 4.0 : 0.0;
+}
+
+/* The whole workspace sextant-gpu's trainer allocates for that backward, once a rank and reused by every layer
+ * (validator/step_layout.c, `flash_ws`): sx_flash_attention_backward_workspace_bytes(b, tq, tk, h, kv, d), the rows'
+ * fp32 dot products dO . O (b x h x tq x 4 bytes, rounded up to 256) and the split's partials after them. */
+double sextant_attention_workspace_bytes(int64_t b, int64_t tq, int64_t tk, int64_t h, int64_t kv, int64_t d)
+{
+    if (b < 0 || tq < 0 || tk < 0 || h < 0 || kv <= 0 || d < 0 || h % kv) return 0.0;
+    double rows = (double)((b * h * tq * 4 + 255) / 256 * 256);
+    return rows + attention_dkdv_split_bytes(b, tk, h, kv, d);
+}
+
 /* The FLOPs a fused (flash-style) attention executes for b sequences of s
  * tokens and `heads` heads of size d (docs/model.md, "The op list"): the two
  * products Q K^T and P V, 4 b heads s^2 d, halved when causal (the masked

@@ -481,6 +481,13 @@ double other_memory_allowance(const layout_t *l, double context_bytes, const ncc
 double backward_workspace_bytes(double tokens, double hidden, double qkv_width, double ffn_up_width,
                                 double score_elements, double elem_bytes);
 double flash_attention_flops(double b, double heads, double s, double d, int causal, int backward);
+/* sextant-gpu's attention backward workspace (docs/model.md, "Other memory"): the dK, dV grid's block target (the
+ * kernel's DKDV_BLOCKS in kernels/attention.cu; test_formulas checks the two agree), its split of a kv head's query
+ * heads, the split's fp32 partials and the whole workspace, as sx_flash_attention_backward_workspace_bytes. */
+#define ATTENTION_DKDV_BLOCKS 264
+int attention_dkdv_splits(int64_t b, int64_t tk, int64_t kv, int64_t group);
+double attention_dkdv_split_bytes(int64_t b, int64_t tk, int64_t h, int64_t kv, int64_t d);
+double sextant_attention_workspace_bytes(int64_t b, int64_t tq, int64_t tk, int64_t h, int64_t kv, int64_t d);
 double seconds_at_clock(double seconds, double clock_mhz, double ref_mhz);
 /* A collective's energy above the static power over `seconds` (docs/model.md, "Clock under the power cap"). */
 double collective_energy_j(double seconds, double collective_w, double static_w);

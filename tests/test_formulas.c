@@ -439,6 +439,61 @@ static void backward_workspace_gpt2(void **state)
     assert_close(backward_workspace_bytes(32768, 768, 2304, 3072, 0, 2) / 1073741824.0, 0.421875, 1e-12);
 }
 
+/* sextant-gpu's attention backward workspace (kernels/attention.cu, dkdv_splits and
+ * sx_flash_attention_backward_workspace_bytes), by hand.  The dK, dV grid is ceil(Tk / 64) x B x KV blocks; under
+ * 264 a kv head's group of G = H / KV query heads is split over the smallest divisor d of G (1 < d < G) with
+ * blocks x d >= 264, else over all G, and the workspace holds dO . O per row (B H Tq x 4 B, rounded up to 256) and,
+ * when split, 2 x d x B Tk KV D x 4 B of fp32 partial dK, dV.
+ * The Qwen2.5-3B shape at TP 2, micro-batch 2, 2048 tokens (H 8, KV 1, D 128; docs/validation/
+ * 2026-11-26-h200x2-heldout-qwen): 32 x 2 x 1 = 64 blocks; 128 at d = 2, 256 at d = 4, both short of 264, and 8 is
+ * the group: d = 8, 2 x 8 x 2 x 2048 x 1 x 128 x 4 = 33,554,432 B, + 2 x 8 x 2048 x 4 = 131,072 B of rows. */
+static void attention_dkdv_split_as_the_kernel(void **state)
+{
+    (void)state;
+    assert_int_equal(attention_dkdv_splits(2, 2048, 1, 8), 8);
+    assert_close(attention_dkdv_split_bytes(2, 2048, 8, 1, 128), 33554432.0, 1e-15);
+    assert_close(sextant_attention_workspace_bytes(2, 2048, 2048, 8, 1, 128), 33685504.0, 1e-15);
+    /* one GPU (H 16, KV 2): 128 blocks, 256 at d = 2, 512 at d = 4: 2 x 4 x 2 x 2048 x 2 x 128 x 4 B */
+    assert_int_equal(attention_dkdv_splits(2, 2048, 2, 8), 4);
+    assert_close(attention_dkdv_split_bytes(2, 2048, 16, 2, 128), 33554432.0, 1e-15);
+    assert_close(sextant_attention_workspace_bytes(2, 2048, 2048, 16, 2, 128), 33554432.0 + 262144.0, 1e-15);
+    /* micro-batch 4: 256 blocks, d = 2; CP 2 (1024 of the 2048 tokens a rank): 64 blocks, the whole group */
+    assert_int_equal(attention_dkdv_splits(4, 2048, 2, 8), 2);
+    assert_int_equal(attention_dkdv_splits(2, 1024, 2, 8), 8);
+    assert_close(attention_dkdv_split_bytes(2, 1024, 16, 2, 128), 2.0 * 8 * 2 * 1024 * 2 * 128 * 4, 1e-15);
+    /* the smallest divisor that reaches 264: G 12 at 64 blocks takes 6 (384), not 4 (256) nor 12; a prime group
+     * (7) has none below itself and takes all of it; a tail of keys counts as a block (65 keys: 2) */
+    assert_int_equal(attention_dkdv_splits(1, 2048, 2, 12), 6);
+    assert_int_equal(attention_dkdv_splits(1, 2048, 2, 7), 7);
+    assert_int_equal(attention_dkdv_splits(66, 65, 1, 4), 2);   /* 132 blocks x 2 = 264 */
+    assert_int_equal(attention_dkdv_splits(1, 64 * 264, 1, 8), 1);   /* exactly 264: full */
+    /* no GQA (G 1): nothing to split however small the grid; a large grid: no split; so no partials */
+    assert_int_equal(attention_dkdv_splits(1, 128, 2, 1), 1);
+    assert_true(attention_dkdv_split_bytes(1, 128, 2, 2, 64) == 0.0);
+    assert_true(attention_dkdv_split_bytes(1, 4096, 32, 32, 128) == 0.0);            /* LLaMA 2 7B: 2048 blocks */
+    assert_true(attention_dkdv_split_bytes(1, 8192, 32, 8, 128) == 0.0);             /* LLaMA 3 8B: 1024 blocks */
+    assert_true(attention_dkdv_split_bytes(4, 1024, 16, 8, 64) == 0.0);              /* the MoE test model: 512 */
+    assert_close(sextant_attention_workspace_bytes(4, 1024, 1024, 16, 8, 64), 4.0 * 16 * 1024 * 4, 1e-15);
+    /* the rows rounded up to 256 B; shapes the kernel refuses (H not a multiple of KV) have none */
+    assert_close(sextant_attention_workspace_bytes(1, 3, 3, 1, 1, 64), 256.0, 1e-15);
+    assert_true(sextant_attention_workspace_bytes(1, 2048, 2048, 12, 8, 128) == 0.0);
+}
+
+/* The planner's block target is the kernel's: kernels/attention.cu's `constexpr int DKDV_BLOCKS = N;`. */
+static void attention_dkdv_blocks_match_the_kernel(void **state)
+{
+    (void)state;
+    FILE *f = fopen(SEXTANT_ROOT "/kernels/attention.cu", "r");
+    assert_non_null(f);
+    char line[512];
+    int found = 0, blocks = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, " constexpr int DKDV_BLOCKS = %d;", &blocks) == 1) found++;
+    fclose(f);
+    assert_int_equal(found, 1);
+    assert_int_equal(blocks, ATTENTION_DKDV_BLOCKS);
+}
+
 /* Unfused attention per head, s = 1024, d = 64, bf16: forward touches the
  * 2 MiB score matrix 4 times (GEMM write, softmax read and write, GEMM read)
  * and the 128 KiB Q, K, V, O tiles once each; backward touches it 7 times
@@ -800,6 +855,8 @@ int main(void)
         cmocka_unit_test(nccl_memory_prices_each_group_by_what_it_runs),
         cmocka_unit_test(expected_maximum_of_n_draws),
         cmocka_unit_test(backward_workspace_gpt2),
+        cmocka_unit_test(attention_dkdv_split_as_the_kernel),
+        cmocka_unit_test(attention_dkdv_blocks_match_the_kernel),
         cmocka_unit_test(unfused_attention_kernel_split),
         cmocka_unit_test(rope_ops_for_rotary_models),
         cmocka_unit_test(embedding_backward_reads_the_gradient_once),
