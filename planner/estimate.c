@@ -209,6 +209,7 @@ typedef struct {
     double ep_hidden;                     /* ... and those overlapped with the next micro-batch, before overlap */
     double saved_bytes;                   /* per micro-batch */
     double clock_bound_fwd, clock_bound_bwd; /* of compute_fwd and _bwd, the seconds that follow the clock */
+    double gemm_clock_bound_fwd, gemm_clock_bound_bwd; /* ... of them, the GEMMs' (the clock time's; the rest 1/x) */
     double energy_j;                      /* switching energy per micro-batch at the top clock */
 } body_cost;
 
@@ -300,13 +301,16 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
         }
         if (op->kind != OP_COMM) {
             double clock_bound = op->clock_bound_s * (double)op->count, energy = op->energy_j * (double)op->count;
+            double gemm = op->kind == OP_GEMM ? clock_bound : 0.0;
             if (op->pass == PASS_FWD) {
                 c->body.compute_fwd += t;
                 c->body.clock_bound_fwd += clock_bound;
+                c->body.gemm_clock_bound_fwd += gemm;
                 c->body.energy_j += energy;
             } else if (op->pass == PASS_BWD || op->pass == PASS_RECOMPUTE) {
                 c->body.compute_bwd += t;
                 c->body.clock_bound_bwd += clock_bound;
+                c->body.gemm_clock_bound_bwd += gemm;
                 c->body.energy_j += energy;
             } else {
                 c->dp.optimizer += t;
@@ -726,19 +730,55 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
 static double time_factor(const hw_gpu *gpu) { return gpu->clock_time_factor > 0.0 ? gpu->clock_time_factor : 1.0; }
 static double time_exponent(const hw_gpu *gpu) { return gpu->clock_time_exponent > 0.0 ? gpu->clock_time_exponent : 1.0; }
 
+/* How the clock-bound seconds of a step at clock fraction x stretch against their top-clock (calibrate's) time:
+ * the GEMMs' by the measured clock time, K x^-b; the rest (fused attention, the unfused attention's compute
+ * kernels) by 1 / x, since nothing measured says otherwise (docs/model.md, "GEMM time against the clock"). */
+typedef struct {
+    double gemm, other;
+} clock_stretch;
+
+static clock_stretch stretch_at(const hw_gpu *gpu, double x)
+{
+    clock_stretch st = {clock_bound_stretch(x, time_factor(gpu), time_exponent(gpu)), 1.0 / x};
+    return st;
+}
+
+/* The summaries with every stage's clock-bound seconds stretched by st (a middle stage the first stands for keeps
+ * only its number: estimate_layout_cached's search pays for every byte copied). */
+static void stretch_stages(const stage_summary s[STAGE_KINDS], clock_stretch st, stage_summary slowed[STAGE_KINDS])
+{
+    slowed[STAGE_FIRST] = s[STAGE_FIRST];
+    slowed[STAGE_LAST] = s[STAGE_LAST];
+    const int middle = middle_costed(s);
+    if (middle) slowed[STAGE_MIDDLE] = s[STAGE_MIDDLE];
+    else slowed[STAGE_MIDDLE].stage = s[STAGE_MIDDLE].stage;
+    for (int i = 0; i < STAGE_KINDS; i++) {
+        if (i == STAGE_MIDDLE && !middle) continue;
+        stage_cost *sc = &slowed[i].cost;
+        sc->body.compute_fwd += sc->body.gemm_clock_bound_fwd * (st.gemm - 1.0) +
+                                (sc->body.clock_bound_fwd - sc->body.gemm_clock_bound_fwd) * (st.other - 1.0);
+        sc->body.compute_bwd += sc->body.gemm_clock_bound_bwd * (st.gemm - 1.0) +
+                                (sc->body.clock_bound_bwd - sc->body.gemm_clock_bound_bwd) * (st.other - 1.0);
+        sc->dp.optimizer += sc->dp.optimizer_clock_bound * (st.other - 1.0);
+    }
+}
+
 /* The step at the clock the power cap leaves it (docs/model.md, "Clock under
- * the power cap"): costed at calibrate's top-clock times first; the seconds
- * that follow the clock take clock_bound_stretch(x) of those (1 / x unless
- * the overlay measured how a step's GEMMs follow the clock), x the top clock
- * unless the work of the slowest stage's GPU would draw more than the cap
- * there; the step is settled again with them stretched.  Returns the
- * stretch, 1 without the GPU's power model or at 1 / x below the cap. */
-static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
-                          const job_t *job, const stage_summary s[STAGE_KINDS], const sequence_flops *f, estimate_t *e)
+ * the power cap"): costed at calibrate's top-clock times first; at clock
+ * fraction x the GEMMs' clock-bound seconds take K x^-b of those (1 / x
+ * unless the overlay measured how a step's GEMMs follow the clock), the
+ * other clock-bound seconds 1 / x; x is the top clock unless the slowest
+ * stage's GPU would draw more than the cap there.  The step is settled again
+ * with them stretched.  Returns the stretches, 1 without the GPU's power
+ * model, or at the top clock without a measured clock time. */
+static clock_stretch settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
+                                 const job_t *job, const stage_summary s[STAGE_KINDS], const sequence_flops *f,
+                                 estimate_t *e)
 {
     settle_time_at(m, gpu, node, l, job, s, f, e);
     e->clock_fraction = 1.0;
-    if (!power_model_on(gpu)) return 1.0;
+    clock_stretch none = {1.0, 1.0};
+    if (!power_model_on(gpu)) return none;
     /* the slowest stage's summary (a middle one the first stands for is the first's) */
     int slow = STAGE_FIRST;
     if (s[STAGE_LAST].stage == e->slowest_stage && l->pp > 1) slow = STAGE_LAST;
@@ -746,6 +786,7 @@ static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *no
     const stage_cost *c = &s[slow].cost;
     double microbatches = (double)e->microbatches;
     double clock_bound = microbatches * (c->body.clock_bound_fwd + c->body.clock_bound_bwd) + c->dp.optimizer_clock_bound;
+    double gemm = microbatches * (c->body.gemm_clock_bound_fwd + c->body.gemm_clock_bound_bwd), rest = clock_bound - gemm;
     double energy = microbatches * (c->body.energy_j + c->pipeline.energy_j + c->dp.comm_energy_microbatch_j) +
                     c->dp.optimizer_energy_j + c->dp.comm_energy_step_j;
     double cap = gpu->power_cap_w > 0.0 ? gpu->power_cap_w : gpu->tdp_w;
@@ -755,36 +796,25 @@ static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *no
     double top_power = e->step_s > 0.0 ? leakiest_static_w + energy / e->step_s : 0.0;
     double other = e->step_s - clock_bound;
     const double k = time_factor(gpu), b = time_exponent(gpu);
-    double x = power_capped_clock_fraction(leakiest_static_w, cap, energy, other, clock_bound,
-                                           gpu->clock_energy_exponent, k, b, CLOCK_FRACTION_MIN);
+    double x = power_capped_clock_fraction(leakiest_static_w, cap, energy, other, gemm, rest, gpu->clock_energy_exponent,
+                                           k, b, CLOCK_FRACTION_MIN);
+    clock_stretch st = stretch_at(gpu, x);
     /* The seconds that do not follow the clock are not fixed on more than one GPU: the bubble is
      * the other stages' compute, slowing with them, and slower compute hides more of the gradient
-     * reduction.  So settle the step at x, take what is left of it beside CB s(x) as those seconds,
-     * and solve again: a fixed point, a few passes to 1e-9. */
-    for (int pass = 0; clock_bound_stretch(x, k, b) != 1.0; pass++) {
-        double stretch = clock_bound_stretch(x, k, b) - 1.0;
-        /* copied whole only where it is filled in (estimate_layout_cached: the search pays for every byte) */
+     * reduction.  So settle the step at x, take what is left of it beside the stretched clock-bound
+     * seconds as those seconds, and solve again: a fixed point, a few passes to 1e-9. */
+    for (int pass = 0; st.gemm != 1.0 || st.other != 1.0; pass++) {
         stage_summary slowed[STAGE_KINDS];
-        slowed[STAGE_FIRST] = s[STAGE_FIRST];
-        slowed[STAGE_LAST] = s[STAGE_LAST];
-        const int middle = middle_costed(s);
-        if (middle) slowed[STAGE_MIDDLE] = s[STAGE_MIDDLE];
-        else slowed[STAGE_MIDDLE].stage = s[STAGE_MIDDLE].stage;
-        for (int i = 0; i < STAGE_KINDS; i++) {
-            if (i == STAGE_MIDDLE && !middle) continue;
-            stage_cost *sc = &slowed[i].cost;
-            sc->body.compute_fwd += sc->body.clock_bound_fwd * stretch;
-            sc->body.compute_bwd += sc->body.clock_bound_bwd * stretch;
-            sc->dp.optimizer += sc->dp.optimizer_clock_bound * stretch;
-        }
+        stretch_stages(s, st, slowed);
         settle_time_at(m, gpu, node, l, job, slowed, f, e);
-        double settled_other = e->step_s - clock_bound * clock_bound_stretch(x, k, b);
+        double settled_other = e->step_s - gemm * st.gemm - rest * st.other;
         if (pass == SETTLE_PASSES_MAX - 1 || fabs(settled_other - other) <= 1e-9 * e->step_s) break;
         other = settled_other > 0.0 ? settled_other : 0.0;
-        x = power_capped_clock_fraction(leakiest_static_w, cap, energy, other, clock_bound, gpu->clock_energy_exponent,
-                                        k, b, CLOCK_FRACTION_MIN);
+        x = power_capped_clock_fraction(leakiest_static_w, cap, energy, other, gemm, rest, gpu->clock_energy_exponent, k,
+                                        b, CLOCK_FRACTION_MIN);
+        st = stretch_at(gpu, x);
         /* back under the cap at the top clock, where calibrate's times hold */
-        if (clock_bound_stretch(x, k, b) == 1.0) settle_time_at(m, gpu, node, l, job, s, f, e);
+        if (st.gemm == 1.0 && st.other == 1.0) settle_time_at(m, gpu, node, l, job, s, f, e);
     }
     e->clock_fraction = x;
     e->step_clock_hz = x * gpu->clock_max_hz;
@@ -792,8 +822,8 @@ static double settle_time(const model_t *m, const hw_gpu *gpu, const hw_node *no
     e->step_static_w = leakiest_static_w;
     e->step_power_w = e->step_s > 0.0 ? leakiest_static_w + energy * pow(x, gpu->clock_energy_exponent) / e->step_s : 0.0;
     e->clock_bound_top_s = clock_bound;
-    e->clock_bound_s = clock_bound * clock_bound_stretch(x, k, b);
-    return clock_bound_stretch(x, k, b);
+    e->clock_bound_s = gemm * st.gemm + rest * st.other;
+    return st;
 }
 
 static int estimate_core(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
@@ -820,11 +850,14 @@ static int estimate_core(const model_t *m, const hw_gpu *gpu, const hw_node *nod
     settle_memory(m, gpu, l, s, e);
     sequence_flops f;
     model_flops_per_sequence(m, l, &f);
-    double stretch = settle_time(m, gpu, node, l, job, s, &f, e);
+    clock_stretch stretch = settle_time(m, gpu, node, l, job, s, &f, e);
     /* each op at the step's clock, as the validator compares them */
-    if (stretch != 1.0)
+    if (stretch.gemm != 1.0 || stretch.other != 1.0)
         for (int st = 0; st < STAGE_KINDS; st++)
-            for (int i = 0; i < ops[st]->nops; i++) ops[st]->ops[i].time_s += ops[st]->ops[i].clock_bound_s * (stretch - 1.0);
+            for (int i = 0; i < ops[st]->nops; i++) {
+                op_t *op = &ops[st]->ops[i];
+                op->time_s += op->clock_bound_s * ((op->kind == OP_GEMM ? stretch.gemm : stretch.other) - 1.0);
+            }
     return 0;
 }
 

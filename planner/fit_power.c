@@ -330,7 +330,12 @@ int power_fit_steps(const hw_gpu *gpu, const hw_node *node, const power_fit_run 
         out->time_factor = gpu->clock_time_factor;
         out->time_exponent = gpu->clock_time_exponent;
     }
+    /* the grid starts from the overlay's two terms under the regressed clock time, not from "before" */
     double best_exponent = gpu->clock_energy_exponent, best_energy = calibrated, best_cost = out->before_cost;
+    if (out->time_runs > 0) {
+        double scratch_start[POWER_FIT_RUNS_MAX];
+        if (fit_cost(&trial, node, runs, nruns, scratch_start, NULL, &best_cost, err, errlen) != 0) return -1;
+    }
     double ratio = pow(2.0, 1.0 / FIT_ENERGY_STEPS_PER_OCTAVE), spread = pow(2.0, FIT_ENERGY_OCTAVES);
     double scratch[POWER_FIT_RUNS_MAX];
     if (fit_grid(&trial, node, runs, nruns, scratch, 0.0, FIT_EXPONENT_MAX, FIT_EXPONENT_STEP, calibrated / spread,

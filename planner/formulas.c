@@ -544,40 +544,41 @@ double clock_bound_stretch(double x, double factor, double exponent)
 
 /* "Clock under the power cap": the SM clock, as a fraction x of the top
  * clock, at which a step's average power meets the cap.  At x the step draws
- *     P(x) = static_w + dynamic_j x^g / (other_s + clock_bound_s K x^-b)
+ *     P(x) = static_w + dynamic_j x^g / T(x),
+ *     T(x) = other_s + gemm_s K x^-b + kernel_s / x
  * where dynamic_j is the switching energy of the step's work at the top clock
  * (it falls with the voltage a lower clock needs: x^g, g the exponent),
  * other_s the seconds that do not follow the clock (memory-bound kernels,
- * launches, exposed communication) and clock_bound_s the seconds at the top
- * clock of the work that does (tensor-core GEMMs, our fused attention), which
- * take K x^-b of it at x (clock_bound_stretch; K = b = 1: 1 / x).  P rises
- * with x, so the clock is the top one when P(1) <= cap_w, else the x in
- * [x_min, 1] where P(x) = cap_w, x_min when even x_min draws more.  Solved by
- * Newton's method on P(x) = static_w + dynamic_j x^(g+b) / (other_s x^b +
- * clock_bound_s K), whose slope is dynamic_j x^(g+b-1) (g other_s x^b +
- * (g+b) clock_bound_s K) / (other_s x^b + clock_bound_s K)^2, kept inside a
- * bracket that each step narrows (bisecting where Newton would leave it): a
- * handful of pow() calls to 1e-12 instead of bisection's forty, which the
- * search pays for every layout. */
-double power_capped_clock_fraction(double static_w, double cap_w, double dynamic_j, double other_s,
-                                   double clock_bound_s, double exponent, double time_factor, double time_exponent,
+ * launches, exposed communication), gemm_s the top-clock seconds of the
+ * tensor-core GEMMs, which take K x^-b of them at x (clock_bound_stretch; K =
+ * b = 1: 1 / x), and kernel_s those of the other clock-bound kernels (our
+ * fused attention), which take 1 / x.  P rises with x, so the clock is the top
+ * one when P(1) <= cap_w, else the x in [x_min, 1] where P(x) = cap_w, x_min
+ * when even x_min draws more.  Solved by Newton's method, whose slope is
+ *     P'(x) = dynamic_j x^(g-1) (g T + b gemm_s K x^-b + kernel_s / x) / T^2,
+ * kept inside a bracket that each step narrows (bisecting where Newton would
+ * leave it): a handful of pow() calls to 1e-12 instead of bisection's forty,
+ * which the search pays for every layout. */
+double power_capped_clock_fraction(double static_w, double cap_w, double dynamic_j, double other_s, double gemm_s,
+                                   double kernel_s, double exponent, double time_factor, double time_exponent,
                                    double x_min)
 {
-    if (clock_bound_s <= 0.0 || dynamic_j <= 0.0 || cap_w <= 0.0) return 1.0;
-    const double k_cb = time_factor * clock_bound_s, b = time_exponent;
+    if (gemm_s + kernel_s <= 0.0 || dynamic_j <= 0.0 || cap_w <= 0.0) return 1.0;
+    const double k_gemm = time_factor * gemm_s, b = time_exponent;
     double lo = x_min, hi = 1.0;
     /* P(1) needs no pow(); P(x_min) is asked only when the answer is below x = 1 */
-    if (static_w + dynamic_j / (other_s + k_cb) <= cap_w) return 1.0;
-    if (static_w + dynamic_j * pow(lo, exponent) / (other_s + clock_bound_s * clock_bound_stretch(lo, time_factor, b)) >=
-        cap_w)
+    if (static_w + dynamic_j / (other_s + k_gemm + kernel_s) <= cap_w) return 1.0;
+    if (static_w + dynamic_j * pow(lo, exponent) /
+                       (other_s + gemm_s * clock_bound_stretch(lo, time_factor, b) + kernel_s / lo) >= cap_w)
         return lo;
     double x = 1.0;
     for (int i = 0; i < 100 && hi - lo > 1e-12; i++) {
-        double x_g = pow(x, exponent), x_b = b == 1.0 ? x : pow(x, b), denom = other_s * x_b + k_cb;
-        double excess = static_w + dynamic_j * x_g * x_b / denom - cap_w;
+        double x_g = pow(x, exponent), gemm_t = k_gemm * (b == 1.0 ? 1.0 / x : pow(x, -b)), kernel_t = kernel_s / x;
+        double t = other_s + gemm_t + kernel_t;
+        double excess = static_w + dynamic_j * x_g / t - cap_w;
         if (excess > 0.0) hi = x;
         else lo = x;
-        double slope = dynamic_j * x_g * x_b / x * (exponent * other_s * x_b + (exponent + b) * k_cb) / (denom * denom);
+        double slope = dynamic_j * x_g / x * (exponent * t + b * gemm_t + kernel_t) / (t * t);
         double next = slope > 0.0 ? x - excess / slope : 0.5 * (lo + hi);
         if (!(next > lo && next < hi)) next = 0.5 * (lo + hi);
         if (fabs(next - x) <= 1e-13) return next;

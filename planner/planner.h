@@ -493,8 +493,8 @@ double seconds_at_clock(double seconds, double clock_mhz, double ref_mhz);
 double collective_energy_j(double seconds, double collective_w, double static_w);
 double expected_max_sigmas(double n);
 double clock_bound_stretch(double x, double factor, double exponent);
-double power_capped_clock_fraction(double static_w, double cap_w, double dynamic_j, double other_s,
-                                   double clock_bound_s, double exponent, double time_factor, double time_exponent,
+double power_capped_clock_fraction(double static_w, double cap_w, double dynamic_j, double other_s, double gemm_s,
+                                   double kernel_s, double exponent, double time_factor, double time_exponent,
                                    double x_min);
 /* A kernel's rate at batch x heads b on the occupancy curve through two timed (b, rate) points
  * (docs/model.md, "Attention kernel generations"). */

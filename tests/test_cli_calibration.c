@@ -156,14 +156,15 @@ static void calibrated_overlays_predict_all_18_runs(void **state)
     }
 }
 
-/* The shipped H200 overlay (one calibrate call on a lent 2 x H200, its power terms refitted on the call's 18
- * one-GPU steps) re-predicts the runs recorded on H200s (docs/validation/2026-11-26-h200x2-calibrated,
- * -h200x4-calibrated; their CSVs are tests/data/2026-11-26-h200-calibrated): the 18 one-GPU steps of GPT-2 124M and
- * 350M and LLaMA-3.2-1B (in its fit) within 3% (worst -2.3%), the ten two-GPU layouts (ZeRO 1-3, TP 2 with SP, PP 2;
- * not in it) within 7% (2.7% mean, worst -6.2%, LLaMA ZeRO-3), the twelve four-GPU ones within 6% (3.5% mean, worst
- * -5.0%), each read off fit-power's "before" summary, the overlay as given (with the slowest GPU's leakage: 3.6%
- * and 4.5% without it).  TP 4 read +15.0% with the collectives
- * measured over two ranks only: it holds because the overlay carries the four-rank fits (KEY:4) too. */
+/* The shipped H200 overlay (one calibrate call on a lent 2 x H200, its power terms refitted on one-GPU steps) re-predicts
+ * the runs recorded on H200s (docs/validation/2026-11-26-h200x2-calibrated, -h200x4-calibrated; their CSVs are
+ * tests/data/2026-11-26-h200-calibrated): the 18 one-GPU steps of GPT-2 124M and 350M and LLaMA-3.2-1B (in its fit;
+ * LLaMA's fused micro-batch 1 from its re-run after the dK, dV split) within 3.5% (1.2% mean, worst -3.0%, that
+ * re-run), the ten two-GPU layouts (ZeRO 1-3, TP 2 with SP, PP 2; not in it) within 5% (1.5% mean, worst -4.5%), the
+ * twelve four-GPU ones within 4% (2.1% mean, worst +3.3%), each read off fit-power's "before" summary, the overlay as
+ * given.  Before the GEMMs' measured clock time (docs/model.md, "GEMM time against the clock") the two- and
+ * four-GPU layouts read 2.7% and 3.5% mean, worst -6.2% and -5.0%.  TP 4 read +15.0% with the collectives measured
+ * over two ranks only: it holds because the overlay carries the four-rank fits (KEY:4) too. */
 #define H200_RUNS SEXTANT_ROOT "/tests/data/2026-11-26-h200-calibrated"
 
 /* fit-power over `names` (CSV files under runs_dir) with the shipped overlay of `gpu`: the overlay's mean and
@@ -213,20 +214,22 @@ static void h200_overlay_predicts_its_recorded_runs(void **state)
     const char *one[] = {"train_gpt2_mbs8", "train_gpt2_mbs16", "train_gpt2_mbs32", "train_gpt2-medium_mbs4",
                          "train_gpt2-medium_mbs8", "train_gpt2-medium_mbs16", "train_llama3.2-1b_mbs1", "train_llama3.2-1b_mbs2",
                          "train_llama3.2-1b_mbs4", "flash_gpt2_mbs8", "flash_gpt2_mbs16", "flash_gpt2_mbs32",
-                         "flash_gpt2-medium_mbs4", "flash_gpt2-medium_mbs8", "flash_gpt2-medium_mbs16", "flash_llama3.2-1b_mbs1",
-                         "flash_llama3.2-1b_mbs2", "flash_llama3.2-1b_mbs4"};
+                         "flash_gpt2-medium_mbs4", "flash_gpt2-medium_mbs8", "flash_gpt2-medium_mbs16",
+                         /* re-run after the attention kernel's dK, dV split made it faster (b663dd9) */
+                         "../../2026-11-27-attention-retime/h200/flash_llama3.2-1b_mbs1", "flash_llama3.2-1b_mbs2",
+                         "flash_llama3.2-1b_mbs4"};
     const char *two[] = {"t_gpt2_dp2z1", "t_gpt2_dp2z2", "t_gpt2_dp2z3", "t_llama_dp2z1", "t_llama_dp2z2", "t_llama_dp2z3",
                          "t_llama_tp2sp", "t_llama_pp2", "t_gpt2m_tp2", "t_gpt2m_pp2"};
     double mean = 0.0;
     double worst = worst_before(H200_RUNS "/one-gpu", one, sizeof one / sizeof one[0], &mean);
-    assert_true(worst < 0.03 && mean < 0.012);
+    assert_true(worst < 0.035 && mean < 0.015);
     worst = worst_before(H200_RUNS "/two-gpu", two, sizeof two / sizeof two[0], &mean);
-    assert_true(worst < 0.06 && mean < 0.025);
+    assert_true(worst < 0.05 && mean < 0.02);
     const char *four[] = {"t4_llama_tp2pp2", "t4_llama_tp2spdp2", "t4_llama_pp2dp2z1", "t4_llama_tp4sp", "t4_llama_pp4",
                           "t4_llama_dp4z1", "t4_llama_dp4z3", "t4_llama_pp4vpp2", "t4_gpt2m_tp2pp2", "t4_gpt2m_pp2dp2",
                           "t4_gpt2m_dp4z2", "t4_gpt2m_pp4_uneven"};
     worst = worst_before(H200_RUNS "/four-gpu", four, sizeof four / sizeof four[0], &mean);
-    assert_true(worst < 0.045 && mean < 0.035);
+    assert_true(worst < 0.04 && mean < 0.025);
 }
 
 /* Seven models no H200 calibration had timed (heads of size 128, GQA, 2 to 28 layers; the zoo rows cut in depth are

@@ -138,7 +138,7 @@ static void power_cap_slows_the_clock_bound_work(void **state)
     /* the clock where the step draws the cap */
     double x = at_cap.clock_fraction;
     assert_true(x > 0.3 && x < 1.0);
-    assert_close(x, power_capped_clock_fraction(124.5, 700.0, energy, top.step_s - clock_bound, clock_bound, 2.0, 1.0, 1.0, 0.3), 1e-12);
+    assert_close(x, power_capped_clock_fraction(124.5, 700.0, energy, top.step_s - clock_bound, 0.0, clock_bound, 2.0, 1.0, 1.0, 0.3), 1e-12);
     assert_close(at_cap.step_clock_hz, x * 1980e6, 1e-15);
     assert_close(at_cap.step_power_w, 700.0, 1e-6);
     assert_close(124.5 + energy * x * x / at_cap.step_s, 700.0, 1e-6);
@@ -183,10 +183,11 @@ static void power_cap_slows_the_clock_bound_work(void **state)
 }
 
 /* A measured clock_time_factor K and clock_time_exponent b (docs/model.md, "GEMM time against the clock"): the
- * clock-bound seconds take K x^-b of their top-clock time.  Under a cap no step reaches, x = 1 and the step is
- * longer than the top clock's by exactly (K - 1) of its clock-bound seconds (one GPU: nothing else moves), each
- * op by its own.  Over the cap, x is the root of the generalized P(x) = cap and the step is longer by
- * CB (K x^-b - 1); K = b = 1 in the overlay is the plain model to the bit. */
+ * GEMMs' clock-bound seconds G take K x^-b of their top-clock time, the other clock-bound seconds A (the fused
+ * attention) 1 / x.  Under a cap no step reaches, x = 1 and the step is longer than the top clock's by exactly
+ * (K - 1) G (one GPU: nothing else moves), each GEMM by its own and nothing else.  Over the cap, x is the root of
+ * the generalized P(x) = cap and the step is longer by G (K x^-b - 1) + A (1 / x - 1); K = b = 1 in the overlay is
+ * the plain model to the bit.  G and A are summed here again from the costed ops. */
 static void power_cap_with_measured_clock_time(void **state)
 {
     (void)state;
@@ -194,6 +195,7 @@ static void power_cap_with_measured_clock_time(void **state)
     plain.attention_fwd_efficiency = plain.attention_bwd_efficiency = plain.gemm_half_flops = 0.0;
     plain.launch_overhead_s = plain.membound_overhead_s = 0.0;
     layout_t l = layout(1, 1, 1, 8, 16, 1024);
+    l.attention = ATTENTION_SEXTANT;
     static estimate_t top, ref, uncapped, capped_kb;
     estimate_into("gpt2", &plain, l, &top);
 
@@ -210,13 +212,19 @@ static void power_cap_with_measured_clock_time(void **state)
     roomy.clock_time_exponent = 0.35;
     estimate_into("gpt2", &roomy, l, &uncapped);
     assert_true(uncapped.clock_fraction == 1.0);
-    assert_true(uncapped.clock_bound_top_s > 0.0);
-    assert_close(uncapped.clock_bound_s, 1.07 * uncapped.clock_bound_top_s, 1e-12);
-    assert_close(uncapped.step_s - top.step_s, 0.07 * uncapped.clock_bound_top_s, 1e-9);
+    double gemm = 0.0, other = 0.0;
     for (int i = 0; i < uncapped.first_stage.nops; i++) {
         const op_t *op = &uncapped.first_stage.ops[i];
-        assert_close(op->time_s, top.first_stage.ops[i].time_s + 0.07 * op->clock_bound_s, 1e-12);
+        double per_step = (double)op->count * (op->pass == PASS_STEP ? 1.0 : (double)uncapped.microbatches);
+        if (op->kind == OP_GEMM) gemm += op->clock_bound_s * per_step;
+        else other += op->clock_bound_s * per_step;
+        double stretch = op->kind == OP_GEMM ? 0.07 : 0.0;
+        assert_close(op->time_s, top.first_stage.ops[i].time_s + stretch * op->clock_bound_s, 1e-12);
     }
+    assert_true(gemm > 0.0 && other > 0.0);   /* GEMMs and the fused attention: the case this test is for */
+    assert_close(uncapped.clock_bound_top_s, gemm + other, 1e-12);
+    assert_close(uncapped.clock_bound_s, 1.07 * gemm + other, 1e-12);
+    assert_close(uncapped.step_s - top.step_s, 0.07 * gemm, 1e-9);
 
     hw_gpu capped = roomy;
     capped.power_cap_w = 700.0;
@@ -224,9 +232,10 @@ static void power_cap_with_measured_clock_time(void **state)
     double x = capped_kb.clock_fraction;
     assert_true(x > 0.3 && x < 1.0);
     assert_close(capped_kb.step_power_w, 700.0, 1e-6);
-    double energy = (capped_kb.top_clock_power_w - 124.5) * top.step_s, cb = capped_kb.clock_bound_top_s;
-    assert_close(x, power_capped_clock_fraction(124.5, 700.0, energy, top.step_s - cb, cb, 2.0, 1.07, 0.35, 0.3), 1e-12);
-    assert_close(capped_kb.step_s - top.step_s, cb * (1.07 * pow(x, -0.35) - 1.0), 1e-9);
+    double energy = (capped_kb.top_clock_power_w - 124.5) * top.step_s;
+    assert_close(x, power_capped_clock_fraction(124.5, 700.0, energy, top.step_s - gemm - other, gemm, other, 2.0, 1.07,
+                                                0.35, 0.3), 1e-12);
+    assert_close(capped_kb.step_s - top.step_s, gemm * (1.07 * pow(x, -0.35) - 1.0) + other * (1.0 / x - 1.0), 1e-9);
     /* the weaker stretch needs a lower clock to meet the cap, yet the step is faster than at 1 / x */
     assert_true(x < ref.clock_fraction && capped_kb.step_s < ref.step_s);
 }
@@ -354,9 +363,9 @@ static void power_cap_same_on_every_entry_point(void **state)
      * one-shot solve on the top-clock step put the clock too low), and x is the fixed point of the solve on
      * what the settled step leaves beside CB / x */
     assert_close(slow.step_power_w, 700.0, 1e-6);
-    assert_close(x, power_capped_clock_fraction(124.5, 700.0, energy, slow.step_s - clock_bound / x, clock_bound, 2.0, 1.0, 1.0, 0.3),
+    assert_close(x, power_capped_clock_fraction(124.5, 700.0, energy, slow.step_s - clock_bound / x, 0.0, clock_bound, 2.0, 1.0, 1.0, 0.3),
                  1e-9);
-    assert_true(x > power_capped_clock_fraction(124.5, 700.0, energy, top.step_s - clock_bound, clock_bound, 2.0, 1.0, 1.0, 0.3));
+    assert_true(x > power_capped_clock_fraction(124.5, 700.0, energy, top.step_s - clock_bound, 0.0, clock_bound, 2.0, 1.0, 1.0, 0.3));
     for (int st = 0; st < 2; st++) {
         const stage_ops *a = st ? &slow.last_stage : &slow.first_stage, *t = st ? &top.last_stage : &top.first_stage;
         assert_int_equal(a->nops, t->nops);
@@ -404,8 +413,7 @@ static void power_cap_settles_with_exposed_data_parallel(void **state)
     hw_gpu plain = *hwdb_find_gpu(&db, "h100-sxm");
     assert_int_equal(estimate_layout(m, &plain, &slow_nic, &l, &job, &top, err, sizeof err), 0);
     double dynamic_j = (e.top_clock_power_w - 124.5) * top.step_s;
-    assert_close(x, power_capped_clock_fraction(124.5, 700.0, dynamic_j, e.step_s - e.clock_bound_top_s / x,
-                                                e.clock_bound_top_s, 2.0, 1.0, 1.0, 0.3), 1e-9);
+    assert_close(x, power_capped_clock_fraction(124.5, 700.0, dynamic_j, e.step_s - e.clock_bound_top_s / x, 0.0, e.clock_bound_top_s, 2.0, 1.0, 1.0, 0.3), 1e-9);
     assert_true(e.step_s < top.step_s + e.clock_bound_top_s * (1.0 / x - 1.0));
 }
 
@@ -598,6 +606,9 @@ static void power_fit_regresses_the_clock_time(void **state)
     }
     assert_true(gemms >= 4);   /* qkv, attn_out, mlp_up, mlp_down, lm_head */
     const double mhz[5] = {1980, 1900, 1800, 1700, 1600}, k = 1.07, b = 0.4;
+    /* each step as the overlay prices it without the clock time (1 / x): "before" is exact, so only a grid
+     * that starts from the regressed clock time's cost can improve on where it starts */
+    runs[0].measured_s = e.step_s;
     for (int r = 0; r < 5; r++) {
         if (r) runs[r] = runs[0];
         runs[r].measured_clock_hz = mhz[r] * 1e6;
@@ -611,6 +622,17 @@ static void power_fit_regresses_the_clock_time(void **state)
     assert_close(fit.time_factor, k, 1e-9);
     assert_close(fit.time_exponent, b, 1e-9);
     assert_true(fit.time_residual_sd < 1e-9);
+    /* the grid searched under the regressed clock time: no worse than the overlay's two terms under it */
+    hw_gpu start = g;
+    start.clock_time_factor = k;
+    start.clock_time_exponent = b;
+    double start_cost = 0.0;
+    for (int r = 0; r < 5; r++) {
+        assert_int_equal(estimate_layout(&runs[r].model, &start, node, &runs[r].layout, &job, &e, err, sizeof err), 0);
+        start_cost += (e.step_s / runs[r].measured_s - 1.0) * (e.step_s / runs[r].measured_s - 1.0);
+    }
+    assert_true(fit.before_cost < 1e-20 && start_cost > 1e-6);
+    assert_true(fit.after_cost < 0.5 * start_cost);
     char *text = NULL;
     size_t len = 0;
     char overlay[] = "/tmp/sextant-clocktime-XXXXXX";

@@ -646,11 +646,11 @@ static double capped_step_power(double static_w, double dynamic_j, double other_
 static void power_cap_below_the_cap_keeps_the_top_clock(void **state)
 {
     (void)state;
-    assert_true(power_capped_clock_fraction(100, 700, 50, 0.02, 0.1, 2, 1, 1, 0.3) == 1.0);
-    assert_true(power_capped_clock_fraction(100, 700, 50, 0.02, 0.1, 0, 1, 1, 0.3) == 1.0);
+    assert_true(power_capped_clock_fraction(100, 700, 50, 0.02, 0, 0.1, 2, 1, 1, 0.3) == 1.0);
+    assert_true(power_capped_clock_fraction(100, 700, 50, 0.02, 0, 0.1, 0, 1, 1, 0.3) == 1.0);
     assert_true(capped_step_power(100, 150, 0.125, 0.125, 2, 1.0) == 700.0);
-    assert_true(power_capped_clock_fraction(100, 700, 150, 0.125, 0.125, 2, 1, 1, 0.3) == 1.0);
-    double x = power_capped_clock_fraction(100, 699.999, 150, 0.125, 0.125, 2, 1, 1, 0.3);
+    assert_true(power_capped_clock_fraction(100, 700, 150, 0.125, 0, 0.125, 2, 1, 1, 0.3) == 1.0);
+    double x = power_capped_clock_fraction(100, 699.999, 150, 0.125, 0, 0.125, 2, 1, 1, 0.3);
     assert_true(x < 1.0 && x > 0.999);
 }
 
@@ -665,12 +665,12 @@ static void power_cap_below_the_cap_keeps_the_top_clock(void **state)
 static void power_cap_exponent_zero_closed_form(void **state)
 {
     (void)state;
-    double x = power_capped_clock_fraction(100, 700, 90, 0.02, 0.1, 0, 1, 1, 0.3);
+    double x = power_capped_clock_fraction(100, 700, 90, 0.02, 0, 0.1, 0, 1, 1, 0.3);
     assert_close(x, 0.1 / (90.0 / 600.0 - 0.02), 1e-10);
     assert_close(x, 0.7692307692307692, 1e-10);
-    assert_close(power_capped_clock_fraction(100, 700, 90, 0.0, 0.1, 0, 1, 1, 0.3), 2.0 / 3.0, 1e-10);
+    assert_close(power_capped_clock_fraction(100, 700, 90, 0.0, 0, 0.1, 0, 1, 1, 0.3), 2.0 / 3.0, 1e-10);
     /* the same closed form with another x_min in force (above the root's floor) */
-    assert_close(power_capped_clock_fraction(100, 700, 90, 0.02, 0.1, 0, 1, 1, 0.5), 0.1 / 0.13, 1e-10);
+    assert_close(power_capped_clock_fraction(100, 700, 90, 0.02, 0, 0.1, 0, 1, 1, 0.5), 0.1 / 0.13, 1e-10);
 }
 
 /* Clock-bound seconds that take K x^-b of their top-clock time (docs/model.md, "GEMM time against the clock").
@@ -680,7 +680,7 @@ static void power_cap_exponent_zero_closed_form(void **state)
  * draws less there: 150 J over 0.125 + 0.125 s is exactly the cap at K = 1, and 1e-3 W less cap lowers the
  * clock, where K = 1.01 keeps the top one (P(1) = 100 + 150 / 0.25125 = 697.0 W).  With exponent 2 and b
  * 0.35, the root meets the cap to the Newton's tolerance and sits lower than 1 / x's (a weaker stretch
- * lowers the power less per MHz given up). */
+ * lowers the power less per MHz given up); with some of the seconds the other kernels' (1 / x) too. */
 static double capped_step_power_kb(double static_w, double dynamic_j, double other_s, double clock_bound_s,
                                    double exponent, double k, double b, double x)
 {
@@ -693,18 +693,25 @@ static void power_cap_clock_time_factor_and_exponent(void **state)
     assert_true(clock_bound_stretch(0.8, 1, 1) == 1.0 / 0.8);
     assert_close(clock_bound_stretch(0.8, 1.07, 0.35), 1.07 * pow(0.8, -0.35), 1e-15);
     assert_true(clock_bound_stretch(1.0, 1.07, 0.35) == 1.07);
-    double x = power_capped_clock_fraction(100, 700, 90, 0.02, 0.1, 0, 1.07, 0.5, 0.3);
+    double x = power_capped_clock_fraction(100, 700, 90, 0.02, 0.1, 0, 0, 1.07, 0.5, 0.3);
     assert_close(x, (0.107 / 0.13) * (0.107 / 0.13), 1e-10);
     assert_close(x, 0.67745562130177515, 1e-10);
-    assert_true(power_capped_clock_fraction(100, 699.999, 150, 0.125, 0.125, 2, 1, 1, 0.3) < 1.0);
-    assert_true(power_capped_clock_fraction(100, 699.999, 150, 0.125, 0.125, 2, 1.01, 1, 0.3) == 1.0);
-    double plain = power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, 0.0978, 2, 1, 1, 0.3);
-    double weak = power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, 0.0978, 2, 1, 0.35, 0.3);
+    assert_true(power_capped_clock_fraction(100, 699.999, 150, 0.125, 0, 0.125, 2, 1, 1, 0.3) < 1.0);
+    assert_true(power_capped_clock_fraction(100, 699.999, 150, 0.125, 0.125, 0, 2, 1.01, 1, 0.3) == 1.0);
+    double plain = power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, 0, 0.0978, 2, 1, 1, 0.3);
+    double weak = power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, 0.0978, 0, 2, 1, 0.35, 0.3);
     assert_true(fabs(capped_step_power_kb(124.5, 88.9, 0.0215, 0.0978, 2, 1, 0.35, weak) - 700.0) <= 1e-6);
     assert_true(weak < plain);
-    double slower = power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, 0.0978, 2, 1.07, 0.35, 0.3);
+    double slower = power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, 0.0978, 0, 2, 1.07, 0.35, 0.3);
     assert_true(fabs(capped_step_power_kb(124.5, 88.9, 0.0215, 0.0978, 2, 1.07, 0.35, slower) - 700.0) <= 1e-6);
     assert_true(slower > weak && slower < 1.0);
+    /* the GEMMs' seconds and the other kernels' apart: with K = b = 1 the split does not matter; with the
+     * measured time only the GEMMs' follow it, the rest 1 / x, and the root meets the cap */
+    assert_close(power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, 0.06, 0.0378, 2, 1, 1, 0.3), plain, 1e-12);
+    double mixed = power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, 0.06, 0.0378, 2, 1.07, 0.35, 0.3);
+    double t_mixed = 0.0215 + 0.06 * 1.07 * pow(mixed, -0.35) + 0.0378 / mixed;
+    assert_true(fabs(124.5 + 88.9 * mixed * mixed / t_mixed - 700.0) <= 1e-6);
+    assert_true(mixed > 0.3 && mixed < 1.0);
 }
 
 /* Exponent 2, an H100 step's worth (124.5 W static, 88.9 J of switching energy at
@@ -719,21 +726,21 @@ static void power_cap_exponent_two_meets_the_cap(void **state)
 {
     (void)state;
     assert_close(capped_step_power(124.5, 88.9, 0.0215, 0.0978, 2, 1.0), 869.68021793797150, 1e-12);
-    double x = power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, 0.0978, 2, 1, 1, 0.3);
+    double x = power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, 0, 0.0978, 2, 1, 1, 0.3);
     assert_close(x, 0.912635292645827787, 1e-10);
     assert_true(fabs(capped_step_power(124.5, 88.9, 0.0215, 0.0978, 2, x) - 700.0) <= 1e-6);
     assert_true(fabs(88.9 * x * x * x - 575.5 * (0.0215 * x + 0.0978)) <= 1e-8);
     /* monotonic in the work and the cap */
-    double heavier = power_capped_clock_fraction(124.5, 700, 100.0, 0.0215, 0.0978, 2, 1, 1, 0.3);
-    double heavier_still = power_capped_clock_fraction(124.5, 700, 120.0, 0.0215, 0.0978, 2, 1, 1, 0.3);
-    double lighter = power_capped_clock_fraction(124.5, 700, 80.0, 0.0215, 0.0978, 2, 1, 1, 0.3);
+    double heavier = power_capped_clock_fraction(124.5, 700, 100.0, 0.0215, 0, 0.0978, 2, 1, 1, 0.3);
+    double heavier_still = power_capped_clock_fraction(124.5, 700, 120.0, 0.0215, 0, 0.0978, 2, 1, 1, 0.3);
+    double lighter = power_capped_clock_fraction(124.5, 700, 80.0, 0.0215, 0, 0.0978, 2, 1, 1, 0.3);
     assert_true(heavier < x && heavier_still < heavier && lighter > x && lighter < 1.0);
     assert_true(fabs(capped_step_power(124.5, 120.0, 0.0215, 0.0978, 2, heavier_still) - 700.0) <= 1e-6);
-    assert_true(power_capped_clock_fraction(150.0, 700, 88.9, 0.0215, 0.0978, 2, 1, 1, 0.3) < x);
-    assert_true(power_capped_clock_fraction(124.5, 650, 88.9, 0.0215, 0.0978, 2, 1, 1, 0.3) < x);
-    assert_true(power_capped_clock_fraction(124.5, 750, 88.9, 0.0215, 0.0978, 2, 1, 1, 0.3) > x);
+    assert_true(power_capped_clock_fraction(150.0, 700, 88.9, 0.0215, 0, 0.0978, 2, 1, 1, 0.3) < x);
+    assert_true(power_capped_clock_fraction(124.5, 650, 88.9, 0.0215, 0, 0.0978, 2, 1, 1, 0.3) < x);
+    assert_true(power_capped_clock_fraction(124.5, 750, 88.9, 0.0215, 0, 0.0978, 2, 1, 1, 0.3) > x);
     /* a steeper fall of energy with the clock needs less of a drop: x^3 beats x^2 */
-    double cubic = power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, 0.0978, 3, 1, 1, 0.3);
+    double cubic = power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, 0, 0.0978, 3, 1, 1, 0.3);
     assert_true(cubic > x && cubic < 1.0);
     assert_true(fabs(capped_step_power(124.5, 88.9, 0.0215, 0.0978, 3, cubic) - 700.0) <= 1e-6);
 }
@@ -743,10 +750,10 @@ static void power_cap_exponent_two_meets_the_cap(void **state)
 static void power_cap_floor_at_x_min(void **state)
 {
     (void)state;
-    assert_true(power_capped_clock_fraction(124.5, 700, 1e6, 0.0215, 0.0978, 2, 1, 1, 0.3) == 0.3);
-    assert_true(power_capped_clock_fraction(124.5, 700, 1e6, 0.0215, 0.0978, 0, 1, 1, 0.5) == 0.5);
+    assert_true(power_capped_clock_fraction(124.5, 700, 1e6, 0.0215, 0, 0.0978, 2, 1, 1, 0.3) == 0.3);
+    assert_true(power_capped_clock_fraction(124.5, 700, 1e6, 0.0215, 0, 0.0978, 0, 1, 1, 0.5) == 0.5);
     /* static power alone above the cap: no clock helps */
-    assert_true(power_capped_clock_fraction(800, 700, 1.0, 0.0215, 0.0978, 2, 1, 1, 0.3) == 0.3);
+    assert_true(power_capped_clock_fraction(800, 700, 1.0, 0.0215, 0, 0.0978, 2, 1, 1, 0.3) == 0.3);
 }
 
 /* Nothing to slow, nothing that draws, or no cap: the top clock, even where
@@ -755,14 +762,14 @@ static void power_cap_floor_at_x_min(void **state)
 static void power_cap_degenerate_inputs(void **state)
 {
     (void)state;
-    assert_true(power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, 0.0, 2, 1, 1, 0.3) == 1.0);
-    assert_true(power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, -0.1, 2, 1, 1, 0.3) == 1.0);
-    assert_true(power_capped_clock_fraction(124.5, 700, 0.0, 0.0215, 0.0978, 2, 1, 1, 0.3) == 1.0);
-    assert_true(power_capped_clock_fraction(124.5, 700, -5.0, 0.0215, 0.0978, 2, 1, 1, 0.3) == 1.0);
-    assert_true(power_capped_clock_fraction(124.5, 0.0, 88.9, 0.0215, 0.0978, 2, 1, 1, 0.3) == 1.0);
-    assert_true(power_capped_clock_fraction(124.5, -700, 88.9, 0.0215, 0.0978, 2, 1, 1, 0.3) == 1.0);
-    assert_true(power_capped_clock_fraction(800, 700, 0.0, 0.0215, 0.0978, 2, 1, 1, 0.3) == 1.0);
-    assert_true(power_capped_clock_fraction(800, 700, 88.9, 0.0215, 0.0, 2, 1, 1, 0.3) == 1.0);
+    assert_true(power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, 0, 0.0, 2, 1, 1, 0.3) == 1.0);
+    assert_true(power_capped_clock_fraction(124.5, 700, 88.9, 0.0215, 0, -0.1, 2, 1, 1, 0.3) == 1.0);
+    assert_true(power_capped_clock_fraction(124.5, 700, 0.0, 0.0215, 0, 0.0978, 2, 1, 1, 0.3) == 1.0);
+    assert_true(power_capped_clock_fraction(124.5, 700, -5.0, 0.0215, 0, 0.0978, 2, 1, 1, 0.3) == 1.0);
+    assert_true(power_capped_clock_fraction(124.5, 0.0, 88.9, 0.0215, 0, 0.0978, 2, 1, 1, 0.3) == 1.0);
+    assert_true(power_capped_clock_fraction(124.5, -700, 88.9, 0.0215, 0, 0.0978, 2, 1, 1, 0.3) == 1.0);
+    assert_true(power_capped_clock_fraction(800, 700, 0.0, 0.0215, 0, 0.0978, 2, 1, 1, 0.3) == 1.0);
+    assert_true(power_capped_clock_fraction(800, 700, 88.9, 0.0215, 0, 0.0, 2, 1, 1, 0.3) == 1.0);
 }
 
 /* Overlap with slowdowns: without them the old max(C - W, tail); with them the window grows by C' sc/(1+sc)
