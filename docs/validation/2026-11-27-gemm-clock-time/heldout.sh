@@ -3,9 +3,10 @@
 # published rows no power fit has seen, priced with the two overlays (fit-power's "before" column, the overlay as
 # given), from the repository root.  Sets:
 #   H200 multi-GPU: the 28 dense two- and four-GPU runs of 2026-11-26-h200x2-calibrated/timed and
-#                   2026-11-26-h200x4-calibrated/{layouts,comm4} (MoE runs left out: a power model change does not
-#                   reach their host-bound experts);
-#   Qwen held-out:  2026-11-26-h200x2-heldout-qwen/after, the held-out model's one GPU and dense layouts;
+#                   2026-11-26-h200x4-calibrated/{layouts,comm4} (their MoE runs are the MoE model's older kernels,
+#                   superseded by the Qwen report's);
+#   Qwen held-out:  2026-11-26-h200x2-heldout-qwen/after, the held-out model's one GPU and twelve two-GPU layouts
+#                   (the MoE model's three among them), and the same without the MoE model;
 #   2 x H100:       tests/data/2026-11-26-h100x2-unseen (LLaMA 3.2 3B and GPT-2 large, ten layouts);
 #   published:      ../shared/data/published/runs.csv, the H100 rows with the H100 overlay, by source.
 set -u
@@ -20,7 +21,8 @@ multi=$(for f in docs/validation/2026-11-26-h200x4-calibrated/layouts/t4_*.csv d
         done | paste -sd, -)
 before() { "$S" fit-power "$@" --out /tmp/heldout-$$.csv | sed -n 's/^before (the overlay as given): //p'; rm -f /tmp/heldout-$$.csv; }
 echo "H200 multi-GPU ($(echo "$multi" | tr , '\n' | wc -l) runs): $(before --gpu h200 --calibration "$H200" --models "$Z" --runs "$multi")"
-echo "Qwen held-out, 2 x H200: $(before --gpu h200 --calibration "$H200" --models "$QZ" --runs "$(ls docs/validation/2026-11-26-h200x2-heldout-qwen/after/*.csv | grep -v moe | paste -sd, -)")"
+echo "Qwen held-out, 2 x H200 (14 runs): $(before --gpu h200 --calibration "$H200" --models "$QZ" --runs "$(list docs/validation/2026-11-26-h200x2-heldout-qwen/after/*.csv)")"
+echo "  of them the dense model's 11: $(before --gpu h200 --calibration "$H200" --models "$QZ" --runs "$(ls docs/validation/2026-11-26-h200x2-heldout-qwen/after/*.csv | grep -v moe | paste -sd, -)")"
 echo "2 x H100 unseen: $(before --gpu h100-sxm --calibration "$H100" --models "$Z" --runs "$(list tests/data/2026-11-26-h100x2-unseen/*.csv)")"
 "$S" published --runs ../shared/data/published/runs.csv --calibration "$H100" --format json > /tmp/heldout-$$.json
 python3 - /tmp/heldout-$$.json <<'PY'
