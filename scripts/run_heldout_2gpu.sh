@@ -6,6 +6,8 @@
 # the model at other micro-batches, lengths and the unfused attention, and the MoE model alone).  Run from the
 # repository root with build/ carried:
 #   OUT=DIR ZOO=docs/validation/2026-11-26-h200x2-heldout-qwen/zoo_heldout.csv bash scripts/run_heldout_2gpu.sh
+# MODEL names another row of ZOO (default qwen2.5-3b-12l), STEPS and WARMUP the steps (default 20 and 5), and
+# MOE=0 skips the MoE test model's runs (default 1: run them), for a second model in the same call.
 set -u
 . "$(dirname "$0")/device_env.sh"
 device_start heldout-2gpu
@@ -29,7 +31,8 @@ for spec in "${runs[@]}"; do
   run "$name" 120 $G train $M $C $flags --csv "$R/$name.csv"
   grep -E "^step time|^memory|^power" "$R/$name.log" | sed "s/^/  $name: /" >> "$S"
 done
-# the MoE test model (in every zoo) over EP 2 and under ZeRO-3 (the two-GPU layouts skip on one GPU)
+# the MoE test model (in every zoo) over EP 2 and under ZeRO-3 (the two-GPU layouts skip on one GPU); MOE=0 skips it
+[ "${MOE:-1}" = 0 ] && { keep; exit 0; }
 E="--gpu $GPU --seq 1024 --mbs 4 --gbs 16 --steps ${STEPS:-20} --warmup ${WARMUP:-5} --attention flash"
 for spec in "moe_1gpu:" "moe_ep2:--dp 2 --ep 2" "moe_dp2z3:--dp 2 --zero 3"; do
   name=${spec%%:*} flags=${spec#*:}
