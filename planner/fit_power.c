@@ -258,7 +258,9 @@ static int forward_gemm_seconds(const hw_gpu *gpu, const hw_node *node, const po
 
 /* "GEMM time against the clock": ln(measured / top-clock time) of the one-GPU runs' clock-bound forward GEMMs
  * regressed on ln(top clock / NVML's clock), by ordinary least squares: the intercept is ln(factor), the slope
- * the exponent.  out->time_runs 0 (not fitted) with fewer than 3 such runs or one clock among them. */
+ * the exponent.  out->time_runs 0 (not fitted, out->time_why says why) with fewer than 3 such runs, none within
+ * CLOCK_TIME_TOP_SPAN of the top clock or clocks less than CLOCK_TIME_MIN_SPREAD apart, or a line outside the
+ * overlay's bounds. */
 static int clock_time_regression(const hw_gpu *gpu, const hw_node *node, const power_fit_run *runs, int nruns,
                                  power_fit_result *out, char *err, size_t errlen)
 {
