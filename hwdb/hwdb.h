@@ -129,9 +129,10 @@ typedef struct {
     double energy_attention_j_per_flop; /* the same for our fused attention's */
     double energy_j_per_byte;         /* the same for a byte of device-memory traffic */
     double clock_energy_exponent;     /* how energy per operation falls with the clock */
-    /* how a step's clock-bound seconds follow the clock: at clock fraction x they take
+    /* how a step's GEMMs follow the clock: at clock fraction x their clock-bound seconds take
      * clock_time_factor x^-clock_time_exponent times calibrate's top-clock time (docs/model.md, "Clock under
-     * the power cap", GEMM time against the clock); 0 for either: 1, the plain 1 / x */
+     * the power cap", GEMM time against the clock; the other clock-bound kernels take 1 / x); 0 for either:
+     * 1, the plain 1 / x (gpu_clock_time_factor, gpu_clock_time_exponent) */
     double clock_time_factor;
     double clock_time_exponent;
     double collective_power_w;        /* what the GPU draws while NCCL collectives run and nothing else: a

@@ -726,10 +726,6 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
 }
 
 #define SETTLE_PASSES_MAX 8
-/* The GPU's clock_time_factor and clock_time_exponent, 1 where the overlay gives none. */
-static double time_factor(const hw_gpu *gpu) { return gpu->clock_time_factor > 0.0 ? gpu->clock_time_factor : 1.0; }
-static double time_exponent(const hw_gpu *gpu) { return gpu->clock_time_exponent > 0.0 ? gpu->clock_time_exponent : 1.0; }
-
 /* How the clock-bound seconds of a step at clock fraction x stretch against their top-clock (calibrate's) time:
  * the GEMMs' by the measured clock time, K x^-b; the rest (fused attention, the unfused attention's compute
  * kernels) by 1 / x, since nothing measured says otherwise (docs/model.md, "GEMM time against the clock"). */
@@ -739,7 +735,7 @@ typedef struct {
 
 static clock_stretch stretch_at(const hw_gpu *gpu, double x)
 {
-    clock_stretch st = {clock_bound_stretch(x, time_factor(gpu), time_exponent(gpu)), 1.0 / x};
+    clock_stretch st = {clock_bound_stretch(x, gpu_clock_time_factor(gpu), gpu_clock_time_exponent(gpu)), 1.0 / x};
     return st;
 }
 
@@ -795,7 +791,7 @@ static clock_stretch settle_time(const model_t *m, const hw_gpu *gpu, const hw_n
     const double leakiest_static_w = gpu->power_static_w + gpu->power_static_spread_w * expected_max_sigmas((double)l->gpus);
     double top_power = e->step_s > 0.0 ? leakiest_static_w + energy / e->step_s : 0.0;
     double other = e->step_s - clock_bound;
-    const double k = time_factor(gpu), b = time_exponent(gpu);
+    const double k = gpu_clock_time_factor(gpu), b = gpu_clock_time_exponent(gpu);
     double x = power_capped_clock_fraction(leakiest_static_w, cap, energy, other, gemm, rest, gpu->clock_energy_exponent,
                                            k, b, CLOCK_FRACTION_MIN);
     clock_stretch st = stretch_at(gpu, x);

@@ -627,7 +627,7 @@ void report_explain(FILE *out, const estimate_t *e)
         else if (e->clock_bound_s != e->clock_bound_top_s)
             fprintf(out, ", under the %.0f W cap: the clock stays at the top, where the %.4g s of work that follows the "
                          "clock take %.4g s in a step (its GEMMs %.3g times calibrate's time alone).\n",
-                    cap, e->clock_bound_top_s, e->clock_bound_s, g->clock_time_factor);
+                    cap, e->clock_bound_top_s, e->clock_bound_s, gpu_clock_time_factor(g));
         else
             fprintf(out, ", under the %.0f W cap: the clock stays at the top.\n", cap);
     }

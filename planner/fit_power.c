@@ -467,13 +467,12 @@ void power_fit_report(FILE *out, const hw_gpu *gpu, const power_fit_run *runs, i
     }
     if (fit->time_runs > 0)
         fprintf(out, "clock time (forward GEMMs of %d one-GPU runs against NVML's clock): factor %.3f -> %.3f, exponent "
-                     "%.3f -> %.3f, residual sd %.3f\n", fit->time_runs, gpu->clock_time_factor > 0 ? gpu->clock_time_factor : 1.0,
-                fit->time_factor, gpu->clock_time_exponent > 0 ? gpu->clock_time_exponent : 1.0, fit->time_exponent,
+                     "%.3f -> %.3f, residual sd %.3f\n", fit->time_runs, gpu_clock_time_factor(gpu),
+                fit->time_factor, gpu_clock_time_exponent(gpu), fit->time_exponent,
                 fit->time_residual_sd);
     else
         fprintf(out, "clock time: not fitted (%s); the overlay's kept (factor %.3f, exponent %.3f)\n", fit->time_why,
-                gpu->clock_time_factor > 0 ? gpu->clock_time_factor : 1.0,
-                gpu->clock_time_exponent > 0 ? gpu->clock_time_exponent : 1.0);
+                gpu_clock_time_factor(gpu), gpu_clock_time_exponent(gpu));
     fprintf(out, "clock exponent %.3f -> %.3f, fused attention energy %.3f -> %.3f pJ/FLOP; rms step error %.2f%% -> %.2f%%\n",
             gpu->clock_energy_exponent, fit->exponent, gpu->energy_attention_j_per_flop * 1e12,
             fit->energy_attention_j_per_flop * 1e12, 100.0 * sqrt(fit->before_cost / nruns),

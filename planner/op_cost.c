@@ -246,6 +246,9 @@ int power_model_on(const hw_gpu *gpu)
     return gpu->clock_max_hz > 0.0 && gpu->power_static_w > 0.0;
 }
 
+double gpu_clock_time_factor(const hw_gpu *gpu) { return gpu->clock_time_factor > 0.0 ? gpu->clock_time_factor : 1.0; }
+double gpu_clock_time_exponent(const hw_gpu *gpu) { return gpu->clock_time_exponent > 0.0 ? gpu->clock_time_exponent : 1.0; }
+
 /* GEMMs of 1 GFLOP or more follow the SM clock; smaller ones wait on memory
  * and launches (docs/model.md, "Clock under the power cap"). */
 #define CLOCK_BOUND_GEMM_FLOPS 1e9

@@ -321,6 +321,10 @@ void group_link(const hw_gpu *gpu, const hw_node *node, const layout_t *l, group
                 double *latency, int *crosses);
 /* Whether the GPU's power model is on: calibrate measured it (docs/model.md, "Clock under the power cap"). */
 int power_model_on(const hw_gpu *gpu);
+/* How a step's GEMMs follow the clock (docs/model.md, "GEMM time against the clock"): the overlay's
+ * clock_time_factor K and clock_time_exponent b, 1 where it gives none (the plain 1 / x). */
+double gpu_clock_time_factor(const hw_gpu *gpu);
+double gpu_clock_time_exponent(const hw_gpu *gpu);
 /* The attention kernel a run on this GPU uses unless told otherwise: flash where it runs, else unfused. */
 attention_impl_t default_attention(const hw_gpu *gpu);
 

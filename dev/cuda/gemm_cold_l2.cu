@@ -7,7 +7,7 @@
  * Versions (cuBLASLt, bf16 with fp32 sums, C[m, n] = A^T[m, k] B[k, n] as the forward's linear: A the weight,
  * B the activations, n the tokens; the heuristic's algorithm for the shape, asked once):
  *   1  calibrate's way: calls back to back on the same operands, the mean per call
- *   2  each call after a read of 256 MiB that evicts the L2 (dev_flush_kernel), the GEMMs alone timed
+ *   2  each call after a read of 256 MiB that evicts the L2 (dev_evict_l2), the GEMMs alone timed
  *   3  calls back to back, each on the next of `sets` copies of the operands (more than 200 MB in all: every
  *      call's operands cold in L2, no other kernel between them)
  *   4  as the step's linear forward without a bias runs it (validator/linear.c: cublasGemmEx, W transposed,
@@ -72,17 +72,9 @@ static float gemmex_burst_us(cublasHandle_t blas, void *const *A, void *const *B
  * L2 eviction and only the GEMMs timed */
 static float burst_us(lt_rig *g, const cublasLtMatmulAlgo_t *algo, void *const *A, void *const *B, int sets, void *C,
                       int calls, int flush, cudaEvent_t *e) {
-    static int4 *evict = NULL;
-    static int *sink = NULL;
-    const size_t evict_n = (256u << 20) / sizeof(int4);
-    if (!evict) {
-        evict = (int4 *)dmalloc(evict_n * sizeof(int4));
-        sink = (int *)dmalloc(sizeof(int));
-        CK(cudaMemset(evict, 1, evict_n * sizeof(int4)));
-    }
     usleep((useconds_t)IDLE_US);
     for (int i = 0; i < calls; i++) {
-        if (flush) dev_flush_kernel<<<1024, 512>>>(evict, evict_n, sink);
+        if (flush) dev_evict_l2();
         if (flush || i == 0) CK(cudaEventRecord(e[2 * i], 0));
         run(g, algo, A[i % sets], B[i % sets], C, 0);
         if (flush || i == calls - 1) CK(cudaEventRecord(e[2 * i + 1], 0));
