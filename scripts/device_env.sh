@@ -14,6 +14,8 @@
 #                        back what ran;
 #   run NAME SECONDS CMD...   CMD under timeout, its output in R/NAME.log, "NAME rc=N" said, then keep;
 #                        returns CMD's status;
+#   run_windowed NAME SECONDS CMD...   the same, its start and end in R/runs.txt (what scripts/smi_summary.sh
+#                        reads to give each run its clocks from device_sample's samples);
 #   equiv TAG ARGS NAME:FLAGS...   one GPU's losses and each layout's, each judged by compare;
 #   compare A B          two loss files ("step loss" per line) judged as tests/gpu/parallel_equivalence.sh
 #                        judges them (1% at any step, 0.5% at the last): one PASS/FAIL line;
@@ -68,6 +70,14 @@ run() {
     local rc=$?
     say "$name rc=$rc"
     keep
+    return $rc
+}
+
+run_windowed() {
+    echo "$1 $(date +%Y/%m/%d\ %H:%M:%S.%3N)" >> "$R/runs.txt"
+    run "$@"
+    local rc=$?
+    echo "end $(date +%Y/%m/%d\ %H:%M:%S.%3N)" >> "$R/runs.txt"
     return $rc
 }
 

@@ -25,28 +25,18 @@ device_start attention-retime
 say "device: $(sed -n 2p "$R/gpu.txt"); $(cat "$R/date.txt"); PHASE=$PHASE"
 sha256sum "$CAL" build/sextant-gpu > "$R/inputs.sha256"
 device_sample "$R/smi.csv"
-stamp() { date +%Y/%m/%d\ %H:%M:%S.%3N; }
-# timed NAME SECONDS CMD...: run's output and status, its window in R/runs.txt (scripts/smi_summary.sh)
-timed() {
-  local name=$1
-  echo "$name $(stamp)" >> "$R/runs.txt"
-  run "$@"
-  local rc=$?
-  echo "end $(stamp)" >> "$R/runs.txt"
-  return $rc
-}
 if [ "$PHASE" = all ] || [ "$PHASE" = runs ]; then
   if [ "$GPU" = h200 ]; then
     # scripts/run_h100.sh PART=2 GPU=h200 CAL=hwdb/measured/h200.csv MODES="unfused flash" UNCAL=0
-    timed flash_llama3.2-1b_mbs1 90 $G train llama3.2-1b --gpu "$GPU" --mbs 1 --seq 2048 --steps 50 --attention flash \
+    run_windowed flash_llama3.2-1b_mbs1 90 $G train llama3.2-1b --gpu "$GPU" --mbs 1 --seq 2048 --steps 50 --attention flash \
       --calibration "$CAL" --csv "$R/flash_llama3.2-1b_mbs1.csv" --json "$R/flash_llama3.2-1b_mbs1.json"
   else
     # scripts/run_heldout.sh (validator/run_heldout.sh then), STEPS=40
-    timed llama3.2-3b_mbs1_seq2048_flash 150 $G train llama3.2-3b --gpu "$GPU" --mbs 1 --seq 2048 --steps 40 \
+    run_windowed llama3.2-3b_mbs1_seq2048_flash 150 $G train llama3.2-3b --gpu "$GPU" --mbs 1 --seq 2048 --steps 40 \
       --attention flash --calibration "$CAL" --csv "$R/llama3.2-3b_mbs1_seq2048_flash.csv" \
       --json "$R/llama3.2-3b_mbs1_seq2048_flash.json"
     # scripts/run_h100.sh, its flash runs
-    timed flash_llama3.2-1b_mbs1 90 $G train llama3.2-1b --gpu "$GPU" --mbs 1 --seq 2048 --steps 50 --attention flash \
+    run_windowed flash_llama3.2-1b_mbs1 90 $G train llama3.2-1b --gpu "$GPU" --mbs 1 --seq 2048 --steps 50 --attention flash \
       --calibration "$CAL" --csv "$R/flash_llama3.2-1b_mbs1.csv" --json "$R/flash_llama3.2-1b_mbs1.json"
   fi
   for f in "$R"/*.log; do
@@ -57,7 +47,7 @@ if [ "$PHASE" = all ] || [ "$PHASE" = runs ]; then
   done
 fi
 if [ "$PHASE" = all ] || [ "$PHASE" = calibrate ]; then
-  timed calibrate 480 $G calibrate --gpu "$GPU" --no-step-fit --out "$R/calibrate.csv"
+  run_windowed calibrate 480 $G calibrate --gpu "$GPU" --no-step-fit --out "$R/calibrate.csv"
   grep -E "^shapes timed|^attention efficiency|^  forward [0-9.]+, backward|^SM clock" "$R/calibrate.log" >> "$S"
   say "calibrate: $(grep -c "^$GPU,flash_fwd_us" "$R/calibrate.csv" 2>/dev/null) fused forward shapes," \
       "$(grep -c "^$GPU,flash_bwd_us" "$R/calibrate.csv" 2>/dev/null) backward"
