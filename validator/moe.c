@@ -350,6 +350,38 @@ static bf16 *pool_rows(moe_state *st, int rows, int width)
 
 static void pool_free(moe_state *st, void *p) { MCK(st, cudaFreeAsync(p, st->c.stream)); }
 
+/* The row chunks one exchange copies: a (rank, expert) pair each, at most every expert of the group's every rank
+ * (the expert TP gather: MOE_EP_MAX ranks of MOE_EXPERTS_MAX experts each); sx_moe_copy_chunks takes
+ * SX_MOE_CHUNKS_MAX a launch, so copy_chunks launches it once per that many. */
+typedef struct {
+    int n;
+    int rows[MOE_EP_MAX * MOE_EXPERTS_MAX];
+    const bf16 *src[MOE_EP_MAX * MOE_EXPERTS_MAX];
+    bf16 *dst[MOE_EP_MAX * MOE_EXPERTS_MAX];
+} chunk_list;
+
+static void chunk_add(chunk_list *l, const bf16 *src, bf16 *dst, int rows)
+{
+    l->rows[l->n] = rows;
+    l->src[l->n] = src;
+    l->dst[l->n] = dst;
+    l->n++;
+}
+
+static void copy_chunks(moe_state *st, const chunk_list *l, int C)
+{
+    for (int at = 0; at < l->n; at += SX_MOE_CHUNKS_MAX) {
+        sx_moe_chunks launch;
+        launch.n = l->n - at < SX_MOE_CHUNKS_MAX ? l->n - at : SX_MOE_CHUNKS_MAX;
+        for (int i = 0; i < launch.n; i++) {
+            launch.rows[i] = l->rows[at + i];
+            launch.src[i] = l->src[at + i];
+            launch.dst[i] = l->dst[at + i];
+        }
+        MCK(st, sx_moe_copy_chunks(&launch, C, st->c.stream));
+    }
+}
+
 /* Moves the chunks between this rank's sorted rows and the experts' (expert-major) rows of
  * the EP group: back = 0 from sorted to major (the dispatch, and the combine's gradient),
  * 1 the way back.  Both sides know every chunk's size.  One message goes to each peer, as
@@ -380,7 +412,7 @@ static void exchange(moe_state *st, const moe_exchange *x, bf16 *sorted, bf16 *m
         }
     }
     bf16 *stage = staged ? pool_rows(st, staged, (int)C) : NULL;
-    sx_moe_chunks chunks;
+    chunk_list chunks;
     chunks.n = 0;
     for (int p = 0; p < x->ep; p++) {
         int within = 0;
@@ -389,16 +421,13 @@ static void exchange(moe_state *st, const moe_exchange *x, bf16 *sorted, bf16 *m
             if (!x->recv_rows[c] || (p != x->rank && local == 1)) continue;   /* one expert: rank-major is expert-major */
             bf16 *near = p == x->rank ? sorted + (size_t)x->send_offset[c] * C : stage + (size_t)(stage_at[p] + within) * C;
             bf16 *far = major + (size_t)x->recv_offset[c] * C;
-            chunks.rows[chunks.n] = x->recv_rows[c];
-            chunks.src[chunks.n] = back ? far : near;
-            chunks.dst[chunks.n] = back ? near : far;
-            chunks.n++;
+            chunk_add(&chunks, back ? far : near, back ? near : far, x->recv_rows[c]);
             within += x->recv_rows[c];
         }
     }
     if (back) {
         mark(st, copy, 0);
-        MCK(st, sx_moe_copy_chunks(&chunks, (int)C, st->c.stream));
+        copy_chunks(st, &chunks, (int)C);
         mark(st, copy, 1);
     }
     mark(st, transfer, 0);
@@ -416,7 +445,7 @@ static void exchange(moe_state *st, const moe_exchange *x, bf16 *sorted, bf16 *m
     mark(st, transfer, 1);
     if (!back) {
         mark(st, copy, 0);
-        MCK(st, sx_moe_copy_chunks(&chunks, (int)C, st->c.stream));
+        copy_chunks(st, &chunks, (int)C);
         mark(st, copy, 1);
     }
     if (stage) pool_free(st, stage);
@@ -431,7 +460,7 @@ static void exchange(moe_state *st, const moe_exchange *x, bf16 *sorted, bf16 *m
  * well holds NCCL's point-to-point buffers beside its collectives' (the EP group: 898 MiB at its first use on
  * 2 x H200 against 463 for an all-reduce group, docs/validation/2026-11-26-h200x2-moe-prewarm). */
 static void gather_chunks(const moe_exchange *x, bf16 *ranked, bf16 *major, int own, size_t C, int to_major,
-                          sx_moe_chunks *chunks)
+                          chunk_list *chunks)
 {
     const int E = x->local;
     chunks->n = 0;
@@ -441,10 +470,7 @@ static void gather_chunks(const moe_exchange *x, bf16 *ranked, bf16 *major, int 
             int c = p * E + e;
             if (x->recv_rows[c]) {
                 bf16 *in_ranked = ranked + ((size_t)p * own + within) * C, *in_major = major + (size_t)x->recv_offset[c] * C;
-                chunks->src[chunks->n] = to_major ? in_ranked : in_major;
-                chunks->dst[chunks->n] = to_major ? in_major : in_ranked;
-                chunks->rows[chunks->n] = x->recv_rows[c];
-                chunks->n++;
+                chunk_add(chunks, to_major ? in_ranked : in_major, to_major ? in_major : in_ranked, x->recv_rows[c]);
             }
             within += x->recv_rows[c];
         }
@@ -460,10 +486,10 @@ static void gather_rows(moe_state *st, const moe_exchange *x, const bf16 *sorted
     mark(st, transfer, 0);
     MNC(st, ncclAllGather(sorted, ranked, (size_t)own * C, ncclBfloat16, comm, st->c.stream));
     mark(st, transfer, 1);
-    sx_moe_chunks chunks;
+    chunk_list chunks;
     gather_chunks(x, ranked, major, own, C, 1, &chunks);
     mark(st, copy, 0);
-    MCK(st, sx_moe_copy_chunks(&chunks, (int)C, st->c.stream));
+    copy_chunks(st, &chunks, (int)C);
     mark(st, copy, 1);
     pool_free(st, ranked);
 }
@@ -474,10 +500,10 @@ static void reduce_back(moe_state *st, const moe_exchange *x, const bf16 *major,
     const size_t C = (size_t)st->c.C;
     const int own = st->c.N * st->c.k;
     bf16 *ranked = pool_rows(st, own * x->ep, (int)C);
-    sx_moe_chunks chunks;
+    chunk_list chunks;
     gather_chunks(x, ranked, (bf16 *)major, own, C, 0, &chunks);
     mark(st, copy, 0);
-    MCK(st, sx_moe_copy_chunks(&chunks, (int)C, st->c.stream));
+    copy_chunks(st, &chunks, (int)C);
     mark(st, copy, 1);
     mark(st, transfer, 0);
     MNC(st, ncclReduceScatter(ranked, sorted, (size_t)own * C, ncclBfloat16, ncclSum, comm, st->c.stream));

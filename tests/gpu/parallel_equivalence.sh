@@ -110,5 +110,18 @@ TOL_ANY=0.015 TOL_LAST=0.015 EXTRA="--lr 1e-3 --lr-warmup 3" compare moe-test 8 
 # experts' gradients summed over DP x CP, the auxiliary loss's counts over the CP group; with EP 2 carved from CP
 TOL_ANY=0.015 TOL_LAST=0.015 EXTRA="--lr 1e-3 --lr-warmup 3" BASE="--attention flash" compare moe-test 8 "cp2:--cp 2" \
   "cp2+ep2:--cp 2 --ep 2"
+# 64 experts of top-8 (OLMoE's count, the step's most): over TP 2 the expert TP gather copies 128 (rank, expert)
+# chunks, more than one sx_moe_copy_chunks launch takes (validator/moe.c, copy_chunks; such a run stopped with
+# "invalid argument" before, docs/validation/2026-11-27-h200x2-heldout-moe).  The model lives in a zoo of its own,
+# beside a copy of the binary (sextant-gpu reads models/ beside its build folder).
+root=$dir/moe64
+mkdir -p "$root/build" "$root/models"
+cp -r "$(dirname "$BIN")/../hwdb" "$root/hwdb"
+{ cat "$(dirname "$BIN")/../models/zoo.csv"
+  echo 'moe-test-64,mixtral,2,512,8,4,64,256,swiglu,32000,1024,0,rope,0,rmsnorm,0,0,64,8,84740608,40700416,,,,,,,,,,,,,"sextant test model: 64 experts of SwiGLU width 256, top-8, for the equivalence test of the expert TP gather"'
+} > "$root/models/zoo.csv"
+cp "$BIN" "$root/build/sextant-gpu"
+BIN=$root/build/sextant-gpu TOL_ANY=0.015 TOL_LAST=0.015 EXTRA="--lr 1e-3 --lr-warmup 3" compare moe-test-64 8 \
+  "tp2+sp:--tp 2 --sp" "dp2+ep2:--dp 2 --ep 2"
 [ $fail -eq 0 ] && echo "parallel_equivalence: all layouts match one GPU" || echo "parallel_equivalence: FAILED"
 exit $fail
