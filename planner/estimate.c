@@ -220,6 +220,8 @@ typedef struct {
 
 typedef struct {
     double zero3_fwd, zero3_bwd;          /* DP traffic of every micro-batch (ZeRO-2/3), before overlap */
+    double zero3_fwd_experts;             /* of zero3_fwd, the experts' gathers */
+    double zero3_bwd_gather, zero3_bwd_gather_experts; /* of zero3_bwd, ZeRO-3's gathers, and the experts' of them */
     double zero_bwd_compute;              /* ZeRO-2/3's kernels of every micro-batch's backward (the shard add) */
     double dp_bwd, dp_fwd;                /* per step, before overlap */
     double step_exposed;                  /* per step, never overlapped (the tied embedding's all-reduce) */
@@ -322,8 +324,16 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
         if (part == PART_PIPELINE) c->pipeline.pp += t;
         else if (part == PART_BODY && op->overlap == OVERLAP_GEMM && op->window_op) continue; /* below */
         else if (part == PART_BODY) c->body.tp += t;
-        else if (op->pass == PASS_FWD) c->dp.zero3_fwd += t;
-        else if (op->pass == PASS_BWD) c->dp.zero3_bwd += t;
+        else if (op->pass == PASS_FWD) {
+            c->dp.zero3_fwd += t;
+            if (op->group == GROUP_EDP) c->dp.zero3_fwd_experts += t;
+        } else if (op->pass == PASS_BWD) {
+            c->dp.zero3_bwd += t;
+            if (op->coll == COLL_ALLGATHER) {
+                c->dp.zero3_bwd_gather += t;
+                if (op->group == GROUP_EDP) c->dp.zero3_bwd_gather_experts += t;
+            }
+        }
         else if (op->overlap == EXPOSED) c->dp.step_exposed += t;
         else {
             if (op->overlap == OVERLAP_FWD) c->dp.dp_fwd += t;
@@ -347,7 +357,7 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
 
 /* A pipeline stage as the memory and the step time see it: what it holds and what it costs. */
 typedef struct {
-    int64_t stage, layers;
+    int64_t stage, layers, moe_layers;
     int last;
     double params;          /* held by one GPU of the stage, before ZeRO sharding */
     double expert_params;   /* of them, the routed experts' (sharded over dp x cp / ep) */
@@ -453,6 +463,7 @@ static void summarize_stage(const model_t *m, const hw_gpu *gpu, const hw_node *
 {
     out->stage = s->stage;
     out->layers = s->layers;
+    out->moe_layers = s->moe_layers;
     out->last = s->last;
     out->params = s->params;
     out->expert_params = s->expert_params;
@@ -622,6 +633,44 @@ static void settle_memory(const model_t *m, const hw_gpu *gpu, const layout_t *l
     e->fits = e->memory.total <= e->memory.capacity;
 }
 
+/* ZeRO-3's gathers a held unit saves, in seconds of a micro-batch's forward and backward gathers (docs/model.md,
+ * "ZeRO-3 and FSDP"): the backward never gathers the embedding (its gradient needs no weight); a backward that
+ * follows a forward starts with the unit that forward ended with (on the last stage the head, else a layer; the
+ * experts' last layer), and a forward that follows a backward with the layer that backward ended with (not on the
+ * first stage, whose forward starts with the embedding; always for the experts, which have none).  Interleaved
+ * chunks seldom use one unit twice in a row: nothing held there.  Latency aside, a unit's gather takes its share
+ * of the state's time. */
+static void zero3_held_s(const model_t *m, const layout_t *l, const stage_summary *s, double microbatches,
+                         double *fwd_s, double *bwd_s)
+{
+    *fwd_s = *bwd_s = 0.0;
+    const data_parallel_cost *d = &s->cost.dp;
+    if (l->zero < 3 || s->params <= 0.0 || s->layers <= 0) return;
+    const int first = s->stage == 0;
+    double layer, table;
+    zero_unit_params(m, l, first, s->last, &layer, &table);
+    double experts = s->expert_params, dense = s->params - experts;
+    double expert_layer = s->moe_layers > 0 ? experts / (double)s->moe_layers : 0.0;
+    double dense_layer = layer - expert_layer;   /* zero_unit_params's layer holds the rank's experts */
+    double dense_fwd = d->zero3_fwd - d->zero3_fwd_experts, dense_bwd = d->zero3_bwd_gather - d->zero3_bwd_gather_experts;
+    double embedding = first ? (double)padded_vocab(m, l->tp) * (double)m->hidden / (double)l->tp : 0.0;
+    if (dense > 0.0) *bwd_s += dense_bwd * embedding / dense;
+    if (l->vpp > 1) return;
+    double bwd_after_fwd, fwd_after_bwd;
+    zero3_turns(microbatches, (double)(l->pp - 1 - s->stage), &bwd_after_fwd, &fwd_after_bwd);
+    double last_unit = s->last ? (first && m->tied_embeddings ? 0.0 : table) : dense_layer;
+    if (dense > 0.0) {
+        *bwd_s += bwd_after_fwd / microbatches * dense_bwd * last_unit / dense;
+        if (!first) *fwd_s += fwd_after_bwd / microbatches * dense_fwd * dense_layer / dense;
+    }
+    if (experts > 0.0 && s->moe_layers > 0) {
+        *bwd_s += bwd_after_fwd / microbatches * d->zero3_bwd_gather_experts / (double)s->moe_layers;
+        *fwd_s += fwd_after_bwd / microbatches * d->zero3_fwd_experts / (double)s->moe_layers;
+    }
+    if (*fwd_s > d->zero3_fwd) *fwd_s = d->zero3_fwd;
+    if (*bwd_s > d->zero3_bwd_gather) *bwd_s = d->zero3_bwd_gather;
+}
+
 /* Step time, FLOPs, throughput, time-to-train and cost from the first and
  * last stages' costs, at the clock they were costed at. */
 static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
@@ -648,8 +697,10 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
         if (unit > 1.0) unit = 1.0;
         /* the backward's ZeRO-3 traffic is a gather and a reduce-scatter of the same size: the
          * reduce-scatter's slowdown stands for both (they differ by 2 points, docs/validation) */
-        double z3 = exposed(gpu, COLL_ALLGATHER, c->dp.zero3_fwd, c->body.compute_fwd, unit) +
-                    exposed(gpu, COLL_REDUCE_SCATTER, c->dp.zero3_bwd, c->body.compute_bwd, unit);
+        double held_fwd, held_bwd;
+        zero3_held_s(m, l, &s[i], (double)e->microbatches, &held_fwd, &held_bwd);
+        double z3 = exposed(gpu, COLL_ALLGATHER, c->dp.zero3_fwd - held_fwd, c->body.compute_fwd, unit) +
+                    exposed(gpu, COLL_REDUCE_SCATTER, c->dp.zero3_bwd - held_bwd, c->body.compute_bwd, unit);
         /* the combined 1F1B hides a micro-batch's all-to-alls behind the compute of the one beside it, but
          * for the step's first forward and last backward, which run alone: 1/m of them exposed */
         ep_s[i] = c->body.ep + exposed(gpu, COLL_ALLTOALL, c->body.ep_hidden, c->body.compute_fwd + c->body.compute_bwd,

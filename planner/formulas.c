@@ -687,6 +687,14 @@ double overlapped_comm_cost_s(double comm, double window, double tail_fraction, 
     return tail + window * sc + (beside - stretched_window) / (1.0 + sm);
 }
 
+void zero3_turns(double microbatches, double warmup, double *bwd_after_fwd, double *fwd_after_bwd)
+{
+    /* F^w (F B)^(m-w) B^w, or F^m B^m when the warm-up takes every micro-batch */
+    double m = microbatches, w = warmup < microbatches ? warmup : microbatches;
+    *bwd_after_fwd = m - w > 1.0 ? m - w : 1.0;
+    *fwd_after_bwd = m - w - 1.0 > 0.0 ? m - w - 1.0 : 0.0;
+}
+
 /* What a collective reaches across nodes of the NICs' line rate: NCCL's protocols pipeline a message in
  * chunks, so small messages leave the links idle part of the time; measured bus bandwidth rises with the
  * message size S as S / (S + S_half) towards a plateau `efficiency` of line rate (nccl-tests on 2-4 nodes,

@@ -448,6 +448,12 @@ double zero_unit_buffer_bytes(int zero, double layer_params, double big_params, 
  * the head or the tied table on the last), 0 on a middle stage. */
 void zero_unit_params(const model_t *m, const layout_t *l, int first, int last, double *layer, double *big);
 double overlapped_comm_cost_s(double comm, double window, double tail_fraction, double sc, double sm);
+/* ZeRO-3's gathers a held unit saves (docs/model.md, "ZeRO-3 and FSDP"): a unit's gather is skipped where the step
+ * uses the unit it used last, as the validator's gather sequence and torchtitan's FSDP (the last block not
+ * resharded after its forward) do.  Over a stage's 1F1B of m micro-batches after w warm-up forwards: how many
+ * backwards follow a forward (each starts with the unit the forward ended with) and how many forwards follow a
+ * backward (each starts with the unit that backward ended with, where the stage's first unit is a layer). */
+void zero3_turns(double microbatches, double warmup, double *bwd_after_fwd, double *fwd_after_bwd);
 double network_bus_bytes_per_s(double line_bytes_per_s, double message_bytes, double efficiency, double half_bytes);
 /* NCCL's device memory figures of a GPU (docs/model.md, "Other memory"), bytes, 0 where not measured: the totals per
  * communicator of overlays before 2026-11-26, and the parts calibrate --comm measures since, used when split and

@@ -255,6 +255,29 @@ static void h200_overlay_predicts_models_it_never_timed(void **state)
     assert_true(held[1] < 0.05 && held[0] < 0.03);
 }
 
+/* ZeRO-3 over two mixture-of-experts shapes no calibration had seen (Mixtral 8x7B cut to 2 layers, OLMoE-1B-7B to
+ * 4; docs/validation/2026-11-27-h200x2-heldout-moe), priced with the shipped H200 overlay: the experts' state has no
+ * embedding between its layers, so the step gathers a layer's experts again only where it did not just use them,
+ * and the backward never gathers the embedding (zero3_held_s).  Counted as gathered on every use, Mixtral's
+ * ZeRO-3 step read +11.1% and OLMoE's +17.0%; now -1.1% and +11.8% (the rest is OLMoE's reduce-scatters, priced
+ * exposed where they hid, as its ZeRO-2 step's +7.2%). */
+static void zero3_prices_the_units_it_holds(void **state)
+{
+    (void)state;
+    const char *zoo = SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv";
+    const char *mixtral[] = {"run1/mixtral-2l/dp2z3", "run1/mixtral-2l/ep2z3", "run2/mixtral-2l/dp2z3rc"};
+    double mean = 0.0;
+    double worst = worst_before_held("h200", SEXTANT_ROOT "/tests/data/2026-11-27-h200x2-heldout-moe", mixtral,
+                                     sizeof mixtral / sizeof mixtral[0], zoo, &mean, NULL);
+    if (worst >= 0.06) print_error("Mixtral ZeRO-3: mean %.2f%%, worst %.2f%%\n", 100 * mean, 100 * worst);
+    assert_true(worst < 0.06 && mean < 0.04);
+    const char *olmoe[] = {"run1/olmoe-4l/dp2z3", "run1/olmoe-4l/dp2z3rc"};
+    worst = worst_before_held("h200", SEXTANT_ROOT "/tests/data/2026-11-27-h200x2-heldout-moe", olmoe,
+                              sizeof olmoe / sizeof olmoe[0], zoo, &mean, NULL);
+    if (worst >= 0.125) print_error("OLMoE ZeRO-3: mean %.2f%%, worst %.2f%%\n", 100 * mean, 100 * worst);
+    assert_true(worst < 0.125);
+}
+
 /* Ten steps of two models no calibration timed (LLaMA 3.2 3B, GPT-2 large) on the first 2 x H100 lent here: one GPU,
  * TP 2 with and without SP, PP 2, DP 2 with ZeRO-1 and ZeRO-3, priced with the shipped overlay, whose collectives
  * and their measured times per message size came from calibrate --comm on that machine (not from these steps;
@@ -526,6 +549,7 @@ int main(void)
         cmocka_unit_test(h200_overlay_predicts_its_recorded_runs),
         cmocka_unit_test(h200_overlay_predicts_models_it_never_timed),
         cmocka_unit_test(h100_overlay_prices_two_gpus_of_unseen_models),
+        cmocka_unit_test(zero3_prices_the_units_it_holds),
         cmocka_unit_test(fit_power_bad_input),
         cmocka_unit_test(measured_overlay_is_the_default),
         cmocka_unit_test(each_gpu_takes_its_own_measured_overlay),

@@ -795,6 +795,26 @@ static void overlapped_comm_cost_reduces_to_hiding_and_grows_with_slowdown(void 
     }
 }
 
+/* ZeRO-3's held units: a stage's 1F1B is F^w (F B)^(m-w) B^w; every backward there follows a forward and every forward
+ * but the first of the steady phase follows a backward; with w >= m, F^m B^m: one backward after a forward. */
+static void zero3_turns_of_one_f_one_b(void **state)
+{
+    (void)state;
+    double bf, fb;
+    zero3_turns(4, 0, &bf, &fb);   /* F B F B F B F B */
+    assert_close(bf, 4.0, 0);
+    assert_close(fb, 3.0, 0);
+    zero3_turns(8, 3, &bf, &fb);   /* F F F (F B)^5 B B B */
+    assert_close(bf, 5.0, 0);
+    assert_close(fb, 4.0, 0);
+    zero3_turns(2, 3, &bf, &fb);   /* F F B B */
+    assert_close(bf, 1.0, 0);
+    assert_close(fb, 0.0, 0);
+    zero3_turns(1, 0, &bf, &fb);   /* F B */
+    assert_close(bf, 1.0, 0);
+    assert_close(fb, 0.0, 0);
+}
+
 /* "GEMM time over M, N, K": whole waves of 128 x 128 tiles over the SMs, split-K
  * when the tiles leave SMs idle, and the bytes as a floor. */
 static void gemm_waves_and_tiles(void **state)
@@ -876,6 +896,7 @@ int main(void)
         cmocka_unit_test(power_cap_floor_at_x_min),
         cmocka_unit_test(power_cap_degenerate_inputs),
         cmocka_unit_test(overlapped_comm_cost_reduces_to_hiding_and_grows_with_slowdown),
+        cmocka_unit_test(zero3_turns_of_one_f_one_b),
         cmocka_unit_test(gemm_waves_and_tiles),
     };
     return cmocka_run_group_tests_name("formulas", tests, NULL, NULL);
