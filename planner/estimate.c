@@ -651,7 +651,8 @@ static void zero3_held_s(const model_t *m, const layout_t *l, const stage_summar
     zero_unit_params(m, l, first, s->last, &layer, &table);
     double experts = s->expert_params, dense = s->params - experts;
     double expert_layer = s->moe_layers > 0 ? experts / (double)s->moe_layers : 0.0;
-    double dense_layer = layer - expert_layer;   /* zero_unit_params's layer holds the rank's experts */
+    /* zero_unit_params's layer holds the rank's experts where ZeRO shards them (they have gathers then) */
+    double dense_layer = layer - (d->zero3_fwd_experts > 0.0 || d->zero3_bwd_gather_experts > 0.0 ? expert_layer : 0.0);
     double dense_fwd = d->zero3_fwd - d->zero3_fwd_experts, dense_bwd = d->zero3_bwd_gather - d->zero3_bwd_gather_experts;
     double embedding = first ? (double)padded_vocab(m, l->tp) * (double)m->hidden / (double)l->tp : 0.0;
     if (dense > 0.0) *bwd_s += dense_bwd * embedding / dense;

@@ -990,10 +990,12 @@ static double stage_params(const model_t *m, const layout_t *l, int64_t layers, 
 void zero_unit_params(const model_t *m, const layout_t *l, int first, int last, double *layer, double *big)
 {
     double t = (double)l->tp;
-    /* a MoE layer holds its rank's experts: 1/ep of the routed ones, each split over etp */
+    /* a MoE layer holds its rank's experts: 1/ep of the routed ones, each split over etp; they are gathered, and
+     * so buffered, only where ZeRO shards them over an expert-data-parallel group of more than one rank (at one,
+     * each rank keeps its experts whole: docs/validation/2026-11-27-h200x2-heldout-moe) */
     double routed = (double)m->experts > 1.0 ? (double)m->experts * model_ffn_params_per_expert(m) : 0.0;
-    *layer = layout_etp(l) == l->tp ? (model_layer_params(m) - routed * (1.0 - 1.0 / (double)layout_ep(l))) / t
-                                     : (model_layer_params(m) - routed) / t + routed / ((double)layout_etp(l) * (double)layout_ep(l));
+    double experts = routed / ((layout_etp(l) == l->tp ? t : (double)layout_etp(l)) * (double)layout_ep(l));
+    *layer = (model_layer_params(m) - routed) / t + (expert_dp_group_size(l) > 1 ? experts : 0.0);
     double table = (double)padded_vocab(m, l->tp) * (double)m->hidden / t;
     double unit = 0.0;
     if (first) unit = table;                                   /* the embedding */

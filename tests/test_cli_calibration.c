@@ -265,12 +265,12 @@ static void zero3_prices_the_units_it_holds(void **state)
 {
     (void)state;
     const char *zoo = SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv";
-    const char *mixtral[] = {"run1/mixtral-2l/dp2z3", "run1/mixtral-2l/ep2z3", "run2/mixtral-2l/dp2z3rc"};
+    const char *mixtral[] = {"run1/mixtral-2l/dp2z3", "run2/mixtral-2l/dp2z3rc"};
     double mean = 0.0;
     double worst = worst_before_held("h200", SEXTANT_ROOT "/tests/data/2026-11-27-h200x2-heldout-moe", mixtral,
                                      sizeof mixtral / sizeof mixtral[0], zoo, &mean, NULL);
-    if (worst >= 0.06) print_error("Mixtral ZeRO-3: mean %.2f%%, worst %.2f%%\n", 100 * mean, 100 * worst);
-    assert_true(worst < 0.06 && mean < 0.04);
+    if (worst >= 0.04) print_error("Mixtral ZeRO-3: mean %.2f%%, worst %.2f%%\n", 100 * mean, 100 * worst);
+    assert_true(worst < 0.04);
     const char *olmoe[] = {"run1/olmoe-4l/dp2z3", "run1/olmoe-4l/dp2z3rc"};
     worst = worst_before_held("h200", SEXTANT_ROOT "/tests/data/2026-11-27-h200x2-heldout-moe", olmoe,
                               sizeof olmoe / sizeof olmoe[0], zoo, &mean, NULL);

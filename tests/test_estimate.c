@@ -96,6 +96,17 @@ static void zero_stages_shard_in_order(void **state)
     assert_close(gpt2_big, (double)padded_vocab(model_zoo_find(&zoo, "gpt2"), 8) * 768.0 / 8.0, 1e-12);
     assert_close(weights[2] - weights[1], zero_unit_buffer_bytes(2, layer, big, 2.0, 2.0), 1e-9);
     assert_close(weights[3], weights[1] / 8 + zero_unit_buffer_bytes(3, layer, big, 2.0, 2.0), 1e-9);
+    /* a MoE layer's unit holds the rank's experts where ZeRO shards them (an expert-data-parallel group of more
+     * than one rank) and not where each rank keeps its experts whole (dp 8 = ep 8) */
+    const model_t *moe = model_zoo_find(&zoo, "mixtral-8x7b");
+    double routed = 8.0 * model_ffn_params_per_expert(moe), moe_layer, moe_big;
+    layout_t spread = layout(8, 1, 1, 1, 8, 4096);
+    spread.ep = 2;   /* 4 experts a rank, over an expert-data-parallel group of 4 */
+    zero_unit_params(moe, &spread, 0, 0, &moe_layer, &moe_big);
+    assert_close(moe_layer, model_layer_params(moe) - routed + routed / 2.0, 1e-9);
+    spread.ep = 8;   /* one expert a rank, kept whole */
+    zero_unit_params(moe, &spread, 0, 0, &moe_layer, &moe_big);
+    assert_close(moe_layer, model_layer_params(moe) - routed, 1e-9);
     assert_close(zero_unit_buffer_bytes(3, 1e6, 0.0, 2.0, 4.0), 12e6, 1e-12);
     assert_close(zero_unit_buffer_bytes(2, 1e6, 3e6, 2.0, 4.0), 20e6, 1e-12);
     assert_close(zero_unit_buffer_bytes(1, 1e6, 3e6, 2.0, 4.0), 0.0, 0);
