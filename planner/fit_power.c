@@ -111,8 +111,11 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
             if (add_forward_row(&t, r, op, run, err, errlen) != 0) goto done;
             continue;
         }
-        double measured;
+        double measured, bytes = 0.0;
         if (csv_get_double(&t, r, "measured_s", 1e-9, 1e6, &measured, err, errlen)) goto done;
+        const char *cell = csv_table_cell(&t, r, "measured_bytes");
+        if (cell && *cell && csv_get_double(&t, r, "measured_bytes", 0.0, 1e15, &bytes, err, errlen)) goto done;
+        if (bytes > run->measured_bytes) run->measured_bytes = bytes;
         if (row < 0 || measured > slowest) {
             row = r;
             slowest = measured;
@@ -191,7 +194,7 @@ done:
 /* The planner's step for each run on `gpu` (and its clock, into clock_hz when not NULL); the sum of squared
  * relative errors. */
 static int fit_cost(const hw_gpu *gpu, const hw_node *node, const power_fit_run *runs, int nruns, double *predicted,
-                    double *clock_hz, double *cost, char *err, size_t errlen)
+                    double *clock_hz, double *bytes, double *cost, char *err, size_t errlen)
 {
     static estimate_t e;
     job_t job = {1e9, gpu->cloud_usd_per_gpu_hour};
@@ -200,6 +203,7 @@ static int fit_cost(const hw_gpu *gpu, const hw_node *node, const power_fit_run 
         if (estimate_layout(&runs[i].model, gpu, node, &runs[i].layout, &job, &e, err, errlen) != 0) return -1;
         predicted[i] = e.step_s;
         if (clock_hz) clock_hz[i] = e.step_clock_hz;
+        if (bytes) bytes[i] = e.memory.total;
         double relative = e.step_s / runs[i].measured_s - 1.0;
         sum += relative * relative;
     }
@@ -218,7 +222,7 @@ static int fit_grid(hw_gpu *trial, const hw_node *node, const power_fit_run *run
             trial->clock_energy_exponent = g < 0.0 ? 0.0 : g;
             trial->energy_attention_j_per_flop = ea;
             double cost;
-            if (fit_cost(trial, node, runs, nruns, scratch, NULL, &cost, err, errlen) != 0) return -1;
+            if (fit_cost(trial, node, runs, nruns, scratch, NULL, NULL, &cost, err, errlen) != 0) return -1;
             if (cost < *best_cost) {
                 *best_cost = cost;
                 *best_exponent = trial->clock_energy_exponent;
@@ -322,7 +326,7 @@ int power_fit_steps(const hw_gpu *gpu, const hw_node *node, const power_fit_run 
     }
     hw_gpu trial = *gpu;
     double calibrated = gpu->energy_attention_j_per_flop;
-    if (fit_cost(&trial, node, runs, nruns, out->before_s, out->before_clock_hz, &out->before_cost, err, errlen) != 0)
+    if (fit_cost(&trial, node, runs, nruns, out->before_s, out->before_clock_hz, out->before_bytes, &out->before_cost, err, errlen) != 0)
         return -1;
     if (clock_time_regression(gpu, node, runs, nruns, out, err, errlen) != 0) return -1;
     if (out->time_runs > 0) {
@@ -336,7 +340,7 @@ int power_fit_steps(const hw_gpu *gpu, const hw_node *node, const power_fit_run 
     double best_exponent = gpu->clock_energy_exponent, best_energy = calibrated, best_cost = out->before_cost;
     if (out->time_runs > 0) {
         double scratch_start[POWER_FIT_RUNS_MAX];
-        if (fit_cost(&trial, node, runs, nruns, scratch_start, NULL, &best_cost, err, errlen) != 0) return -1;
+        if (fit_cost(&trial, node, runs, nruns, scratch_start, NULL, NULL, &best_cost, err, errlen) != 0) return -1;
     }
     double ratio = pow(2.0, 1.0 / FIT_ENERGY_STEPS_PER_OCTAVE), spread = pow(2.0, FIT_ENERGY_OCTAVES);
     double scratch[POWER_FIT_RUNS_MAX];
@@ -352,7 +356,7 @@ int power_fit_steps(const hw_gpu *gpu, const hw_node *node, const power_fit_run 
         return -1;
     trial.clock_energy_exponent = best_exponent;
     trial.energy_attention_j_per_flop = best_energy;
-    if (fit_cost(&trial, node, runs, nruns, out->after_s, out->after_clock_hz, &out->after_cost, err, errlen) != 0)
+    if (fit_cost(&trial, node, runs, nruns, out->after_s, out->after_clock_hz, NULL, &out->after_cost, err, errlen) != 0)
         return -1;
     out->exponent = best_exponent;
     out->energy_attention_j_per_flop = best_energy;
@@ -425,13 +429,15 @@ int power_fit_leave_one_model_out(const hw_gpu *gpu, const hw_node *node, const 
 
 /* Mean |error|, mean signed error and the worst error (by magnitude) of predicted against the runs' measured step
  * times, or (clock) their measured SM clocks, over the runs that have the measurement; how many runs that was. */
-static int error_summary(const power_fit_run *runs, int nruns, const double *predicted, int clock, double *mean_abs,
+enum { SUMMARY_STEP, SUMMARY_CLOCK, SUMMARY_MEMORY };
+static int error_summary(const power_fit_run *runs, int nruns, const double *predicted, int what, double *mean_abs,
                          double *mean_signed, double *worst)
 {
     int n = 0;
     *mean_abs = *mean_signed = *worst = 0.0;
     for (int i = 0; i < nruns; i++) {
-        double measured = clock ? runs[i].measured_clock_hz : runs[i].measured_s;
+        double measured = what == SUMMARY_CLOCK ? runs[i].measured_clock_hz
+                          : what == SUMMARY_MEMORY ? runs[i].measured_bytes : runs[i].measured_s;
         if (measured <= 0.0) continue;
         double e = predicted[i] / measured - 1.0;
         *mean_abs += fabs(e);
@@ -446,12 +452,17 @@ static int error_summary(const power_fit_run *runs, int nruns, const double *pre
 void power_fit_report(FILE *out, const hw_gpu *gpu, const power_fit_run *runs, int nruns, const power_fit_result *fit,
                       const double *held_out_s, int models)
 {
-    int clocks = 0;
-    for (int i = 0; i < nruns; i++) clocks += runs[i].measured_clock_hz > 0.0;
+    int clocks = 0, memories = 0;
+    for (int i = 0; i < nruns; i++) {
+        clocks += runs[i].measured_clock_hz > 0.0;
+        memories += runs[i].measured_bytes > 0.0;
+    }
     fprintf(out, "%-44s %10s %10s %8s %10s %8s", "run", "measured", "before", "error", "after", "error");
     if (held_out_s) fprintf(out, " %10s %8s", "held out", "error");
     /* the SM clock NVML measured (MHz) and the one the power model settled the step at, before and after */
     if (clocks) fprintf(out, "  %6s %6s %6s", "MHz", "before", "after");
+    /* the peak memory per GPU the run measured and the planner's (GiB), which the fit does not move */
+    if (memories) fprintf(out, "  %7s %7s %7s", "GiB", "before", "error");
     fprintf(out, "\n");
     for (int i = 0; i < nruns; i++) {
         const char *base = strrchr(runs[i].path, '/');
@@ -463,6 +474,11 @@ void power_fit_report(FILE *out, const hw_gpu *gpu, const power_fit_run *runs, i
         if (clocks && runs[i].measured_clock_hz > 0.0)
             fprintf(out, "  %6.0f %6.0f %6.0f", runs[i].measured_clock_hz / 1e6, fit->before_clock_hz[i] / 1e6,
                     fit->after_clock_hz[i] / 1e6);
+        else if (clocks)
+            fprintf(out, "  %6s %6s %6s", "-", "-", "-");
+        if (memories && runs[i].measured_bytes > 0.0)
+            fprintf(out, "  %7.3f %7.3f %+6.1f%%", runs[i].measured_bytes / 1073741824.0, fit->before_bytes[i] / 1073741824.0,
+                    100.0 * (fit->before_bytes[i] / runs[i].measured_bytes - 1.0));
         fprintf(out, "\n");
     }
     if (fit->time_runs > 0)
@@ -478,25 +494,31 @@ void power_fit_report(FILE *out, const hw_gpu *gpu, const power_fit_run *runs, i
             fit->energy_attention_j_per_flop * 1e12, 100.0 * sqrt(fit->before_cost / nruns),
             100.0 * sqrt(fit->after_cost / nruns));
     double mean_abs, mean_signed, worst;
-    error_summary(runs, nruns, fit->before_s, 0, &mean_abs, &mean_signed, &worst);
+    error_summary(runs, nruns, fit->before_s, SUMMARY_STEP, &mean_abs, &mean_signed, &worst);
     fprintf(out, "before (the overlay as given): mean |error| %.1f%%, signed %+.1f%%, worst %+.1f%%\n", 100.0 * mean_abs,
             100.0 * mean_signed, 100.0 * worst);
-    error_summary(runs, nruns, fit->after_s, 0, &mean_abs, &mean_signed, &worst);
+    error_summary(runs, nruns, fit->after_s, SUMMARY_STEP, &mean_abs, &mean_signed, &worst);
     fprintf(out, "after (fitted on every run, in sample): mean |error| %.1f%%, signed %+.1f%%, worst %+.1f%%\n",
             100.0 * mean_abs, 100.0 * mean_signed, 100.0 * worst);
     if (held_out_s) {
-        error_summary(runs, nruns, held_out_s, 0, &mean_abs, &mean_signed, &worst);
+        error_summary(runs, nruns, held_out_s, SUMMARY_STEP, &mean_abs, &mean_signed, &worst);
         fprintf(out, "held out (each of the %d models predicted by the fit on the others): mean |error| %.1f%%, signed "
                      "%+.1f%%, worst %+.1f%%\n", models, 100.0 * mean_abs, 100.0 * mean_signed, 100.0 * worst);
     } else {
         fprintf(out, "held out: not computed (leaving one model out needs runs of 3 models or more)\n");
     }
-    if (!clocks) return;
-    int n = error_summary(runs, nruns, fit->before_clock_hz, 1, &mean_abs, &mean_signed, &worst);
-    fprintf(out, "SM clock, %d runs with NVML's in their log: before mean |error| %.1f%%, signed %+.1f%%, worst %+.1f%%;",
-            n, 100.0 * mean_abs, 100.0 * mean_signed, 100.0 * worst);
-    (void)error_summary(runs, nruns, fit->after_clock_hz, 1, &mean_abs, &mean_signed, &worst);
-    fprintf(out, " after %.1f%%, %+.1f%%, %+.1f%%\n", 100.0 * mean_abs, 100.0 * mean_signed, 100.0 * worst);
+    if (clocks) {
+        int n = error_summary(runs, nruns, fit->before_clock_hz, SUMMARY_CLOCK, &mean_abs, &mean_signed, &worst);
+        fprintf(out, "SM clock, %d runs with NVML's in their log: before mean |error| %.1f%%, signed %+.1f%%, worst %+.1f%%;",
+                n, 100.0 * mean_abs, 100.0 * mean_signed, 100.0 * worst);
+        (void)error_summary(runs, nruns, fit->after_clock_hz, SUMMARY_CLOCK, &mean_abs, &mean_signed, &worst);
+        fprintf(out, " after %.1f%%, %+.1f%%, %+.1f%%\n", 100.0 * mean_abs, 100.0 * mean_signed, 100.0 * worst);
+    }
+    if (memories) {
+        int n = error_summary(runs, nruns, fit->before_bytes, SUMMARY_MEMORY, &mean_abs, &mean_signed, &worst);
+        fprintf(out, "peak memory per GPU, %d runs: mean |error| %.1f%%, signed %+.1f%%, worst %+.1f%%\n", n,
+                100.0 * mean_abs, 100.0 * mean_signed, 100.0 * worst);
+    }
 }
 
 int power_fit_write_overlay(const char *overlay_path, const char *out_path, const hw_gpu *gpu, const char *fitted_by,

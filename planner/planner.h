@@ -717,6 +717,8 @@ typedef struct {
     double measured_s;
     double measured_clock_hz;   /* NVML's mean SM clock over the timed steps, from the run's log beside the CSV
                                    (its "power:" line); 0 where there is none */
+    double measured_bytes;      /* the peak device memory of its most loaded GPU (the largest of its step rows'
+                                   measured_bytes); 0 where the CSV has none */
     int nforward;               /* rank 0's forward ops in the CSV (calibrated rows), at most POWER_FIT_OPS_MAX */
     char forward_op[POWER_FIT_OPS_MAX][32];
     double forward_measured_s[POWER_FIT_OPS_MAX]; /* seconds per step, its rows of that name summed */
@@ -733,6 +735,7 @@ typedef struct {
     const char *time_why;       /* time_runs 0: why not (a static string) */
     double before_s[POWER_FIT_RUNS_MAX], after_s[POWER_FIT_RUNS_MAX]; /* each run's predicted step */
     double before_clock_hz[POWER_FIT_RUNS_MAX], after_clock_hz[POWER_FIT_RUNS_MAX]; /* ... and its SM clock */
+    double before_bytes[POWER_FIT_RUNS_MAX];        /* ... and its peak memory per GPU (the fit does not move it) */
     double before_cost, after_cost;                 /* sums of squared relative errors */
 } power_fit_result;
 

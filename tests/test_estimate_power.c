@@ -686,10 +686,13 @@ static void power_fit_reads_the_logged_clock(void **state)
     runs[0] = run;
     runs[1] = run;
     runs[1].measured_clock_hz = 0.0;
+    assert_close(run.measured_bytes, 20215365632.0, 0);   /* the larger of the two stages' step rows */
+    runs[1].measured_bytes = 0.0;
     static power_fit_result fit;
     fit.before_s[0] = fit.after_s[0] = fit.before_s[1] = fit.after_s[1] = run.measured_s;
     fit.before_clock_hz[0] = 1662.15e6; /* +5.0% */
     fit.after_clock_hz[0] = 1503.85e6;  /* -5.0% */
+    fit.before_bytes[0] = 1.02 * run.measured_bytes;
     char *text = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
@@ -697,7 +700,9 @@ static void power_fit_reads_the_logged_clock(void **state)
     power_fit_report(out, h200, runs, 2, &fit, NULL, 0);
     fclose(out);
     assert_non_null(strstr(text, "MHz before  after"));
-    assert_non_null(strstr(text, "  1583   1662   1504\n"));
+    assert_non_null(strstr(text, "  1583   1662   1504   18.827  19.204   +2.0%\n"));
+    assert_non_null(strstr(text, "       -      -      -\n"));   /* the second run: no clock, no memory */
+    assert_non_null(strstr(text, "peak memory per GPU, 1 runs: mean |error| 2.0%, signed +2.0%, worst +2.0%\n"));
     assert_non_null(strstr(text, "SM clock, 1 runs with NVML's in their log: before mean |error| 5.0%, signed +5.0%, "
                                  "worst +5.0%; after 5.0%, -5.0%, -5.0%"));
     free(text);
