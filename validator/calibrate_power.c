@@ -139,7 +139,7 @@ static int power_sample_run_for(launch_fn fn, const void *ctx, double call_s, do
     double cool_s = duty < 1.0 || (ps->gemm_flops <= 0 && ps->attention_flops <= 0) ? 0.0 : cool_call_s(fn, ctx, call_s);
     double elapsed;
     run_for(&d, per_chunk, settle_s, &elapsed);
-    power_window *w = power_window_begin();
+    power_window *w = power_window_begin(POWER_POLL_MS_ALONE);
     long calls = run_for(&d, per_chunk, measure_s, &elapsed);
     if (power_window_end(w, &ps->watts, &ps->mhz, &ps->celsius, &ps->seconds, &ps->energy_updates) != 0) return -1;
     ps->duty = duty;
@@ -222,7 +222,7 @@ static void power_window_sweep(gemm_shape *gs, double call_cool_s, double call_s
                 CUDA_CHECK(sx_sm_clock_probe(gap_slot, left > 0.1 ? 100000 : (int)(left * 1e6) + 1, bench.stream));
             double elapsed = wall_since_s(&t0);
             if (!w && elapsed >= POWER_SETTLE_S) {
-                w = power_window_begin();
+                w = power_window_begin(POWER_POLL_MS_ALONE);
                 measured_from = cycles + 1;
             }
             if (elapsed >= POWER_SETTLE_S + POWER_MEASURE_S + periods_ms[p] * 1e-3) break;

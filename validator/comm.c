@@ -696,7 +696,7 @@ static int measure_collective_power(launch_ctx *ctx, const comm_options *o, void
             if (launch_nccl_done(ctx, enqueue(c, send, recv, sz.count, ctx, stream), what)) goto fail;
         CK_OR_FAIL(cudaEventRecord(stop, stream), "cudaEventRecord");
         if (launch_event_wait(ctx, stop, what)) goto fail;
-        power_window *w = nvml ? power_window_begin() : NULL;
+        power_window *w = nvml ? power_window_begin(POWER_POLL_MS_ALONE) : NULL;
         for (int i = 0; i < iters; i++)
             if (launch_nccl_done(ctx, enqueue(c, send, recv, sz.count, ctx, stream), what)) goto fail;
         CK_OR_FAIL(cudaEventRecord(stop, stream), "cudaEventRecord");

@@ -583,7 +583,7 @@ static int run_timed_steps(train_run_state *r, gpt *g)
     power_window *timed_window = NULL;
     r->measured_w = 0.0; r->measured_mhz = 0.0; r->measured_c = 0.0;
     for (int step = 1; step <= o->steps; step++) {
-        if (have_nvml && step == o->warmup + 1) timed_window = power_window_begin();
+        if (have_nvml && step == o->warmup + 1) timed_window = power_window_begin(POWER_POLL_MS_STEP);
         if (rank == fail_rank && step == fail_step) {
             fprintf(stderr, "sextant-gpu train: rank %d: SEXTANT_TRAIN_FAIL: dying at step %d\n", rank, step);
             _exit(9);
@@ -890,7 +890,7 @@ static void print_summary(const train_run_state *r, const gpt *g)
            r->e.optimizer_s * 1e3);
     if (r->measured_w > 0)
         printf("power: %.0f W and %.0f MHz SM clock at %.0f C over the timed steps (NVML: energy counter, clock every "
-               "5 ms%s)\n", r->measured_w, r->measured_mhz, r->measured_c, nranks > 1 ? "; rank 0's GPU" : "");
+               "50 ms%s)\n", r->measured_w, r->measured_mhz, r->measured_c, nranks > 1 ? "; rank 0's GPU" : "");
     if (r->e.step_clock_hz > 0)
         printf("power model: predicted %.0f W at %.0f MHz (%.0f W at the top clock%s)%s\n", r->e.step_power_w,
                r->e.step_clock_hz / 1e6, r->e.top_clock_power_w, r->e.clock_fraction < 1.0 ? ", over the cap" : "",

@@ -98,7 +98,7 @@ static void phase(node *nd, kind k, size_t bytes, double seconds) {
         sync_all(nd);
     }
     CK(cudaSetDevice(0));
-    power_window *w = power_window_begin();
+    power_window *w = power_window_begin(POWER_POLL_MS_ALONE);
     long calls = 0;
     t0 = host_now_s();
     double busy = 0.0;

@@ -117,7 +117,7 @@ static result phase(node *nd, const gemm_shape *s, int per_burst, int coll, int 
     while (host_now_s() < t_end) {
         if (!w && host_now_s() - t0 >= 0.5) {
             CK(cudaSetDevice(0));
-            w = power_window_begin();
+            w = power_window_begin(POWER_POLL_MS_ALONE);
             r.gemms = r.colls = 0;
             t_end = host_now_s() + seconds;
         }
