@@ -1063,7 +1063,11 @@ static int cmd_published(const options *o, const char *root, FILE *out)
     hwdb db;
     model_zoo zoo;
     char path[PATH_MAX + 64], err[ERR_MAX];
-    int rc = load_hwdb(o, root, &db, 0);
+    /* every GPU with its measured overlay, as estimate and plan give it, so that the errors (and the plan's bands
+     * made from them) are those of the estimates a user gets; --calibration none: the hwdb defaults */
+    options every = *o;
+    every.gpu_name = "all";
+    int rc = load_hwdb(&every, root, &db, 1);
     if (rc) return rc;
     if ((rc = load_zoo(o, root, &zoo))) { hwdb_free(&db); return rc; }
     if (o->format == FORMAT_CSV) rc = fail("published: --format table or json");
@@ -1074,7 +1078,9 @@ static int cmd_published(const options *o, const char *root, FILE *out)
         uncertainty_bands bands;
         const char *runs = o->runs ? o->runs : path;
         char source[1024];
-        snprintf(source, sizeof source, "sextant published --runs %.900s (hwdb defaults)", runs);
+        snprintf(source, sizeof source, "sextant published --runs %.800s (%s)", runs,
+                 o->calibration ? (strcmp(o->calibration, "none") ? "--calibration" : "hwdb defaults")
+                                : "each GPU's measured overlay where hwdb/measured has one");
         if (published_bands(&db, &zoo, runs, &bands, err, sizeof err) != 0 ||
             uncertainty_write(o->bands_out, &bands, source, err, sizeof err) != 0)
             rc = fail("%s", err);

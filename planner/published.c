@@ -192,6 +192,14 @@ static void print_row_json(FILE *out, const published_row *row, const estimate_t
     fputc('}', out);
 }
 
+/* One line per GPU among the estimated rows whose figures an overlay changed ("calibration: ..."). */
+static void print_calibrations(FILE *out, const hw_gpu *const *used, int nused)
+{
+    char line[1024];
+    for (int i = 0; i < nused; i++)
+        if (calibration_line(used[i], line, sizeof line)) fprintf(out, "%s: %s\n", used[i]->name, line);
+}
+
 static void print_totals_table(FILE *out, const published_totals *s)
 {
     fprintf(out, "\n| source group | rows | estimated | mean abs error | mean signed error |\n|---|---|---|---|---|\n");
@@ -423,7 +431,9 @@ int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char
     published_row *row = malloc(sizeof *row);
     estimated_row *done = malloc(sizeof *done * (size_t)(t.nrows + 1));
     double *scratch = malloc(sizeof *scratch * (size_t)(t.nrows + 1));
-    int ndone = 0;
+    int ndone = 0, nused = 0;
+    enum { USED_MAX = 64 };
+    const hw_gpu *used[USED_MAX];   /* the GPUs of the estimated rows, once each (the first 64) */
     int status = 0;
     if (!e || !req || !res || !s || !row || !done || !scratch) {
         snprintf(err, errlen, "out of memory");
@@ -448,6 +458,9 @@ int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char
         s->rows++;
         if (estimated) done[ndone++] = (estimated_row){(int)(g - s->group), parallelism_family(&row->layout), error};
         if (estimated) {
+            int seen = 0;
+            for (int i = 0; i < nused && !seen; i++) seen = used[i] == row->gpu;
+            if (!seen && nused < USED_MAX) used[nused++] = row->gpu;
             g->estimated++;
             g->sum_abs += fabs(error);
             g->sum_signed += error;
@@ -465,6 +478,7 @@ int report_published(FILE *out, const hwdb *db, const model_zoo *zoo, const char
         if (json) print_totals_json(out, s);
         else {
             print_totals_table(out, s);
+            print_calibrations(out, used, nused);
             print_families(out, s, done, ndone, scratch);
         }
     }
