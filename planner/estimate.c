@@ -640,21 +640,19 @@ static void settle_memory(const model_t *m, const hw_gpu *gpu, const layout_t *l
  * first stage, whose forward starts with the embedding; always for the experts, which have none).  Interleaved
  * chunks seldom use one unit twice in a row: nothing held there.  Latency aside, a unit's gather takes its share
  * of the state's time. */
-static void zero3_held_s(const model_t *m, const layout_t *l, const stage_summary *s, double microbatches,
-                         double *fwd_s, double *bwd_s)
+static void zero3_held_s(const model_t *m, const layout_t *l, const stage_summary *s, double layer, double table,
+                         double microbatches, double *fwd_s, double *bwd_s)
 {
     *fwd_s = *bwd_s = 0.0;
     const data_parallel_cost *d = &s->cost.dp;
     if (l->zero < 3 || s->params <= 0.0 || s->layers <= 0) return;
     const int first = s->stage == 0;
-    double layer, table;
-    zero_unit_params(m, l, first, s->last, &layer, &table);
     double experts = s->expert_params, dense = s->params - experts;
     double expert_layer = s->moe_layers > 0 ? experts / (double)s->moe_layers : 0.0;
-    /* zero_unit_params's layer holds the rank's experts where ZeRO shards them (they have gathers then) */
-    double dense_layer = layer - (d->zero3_fwd_experts > 0.0 || d->zero3_bwd_gather_experts > 0.0 ? expert_layer : 0.0);
+    /* zero_unit_params's layer (`layer`, `table` its other unit) holds the rank's experts where ZeRO shards them */
+    double dense_layer = layer - (expert_dp_group_size(l) > 1 ? expert_layer : 0.0);
     double dense_fwd = d->zero3_fwd - d->zero3_fwd_experts, dense_bwd = d->zero3_bwd_gather - d->zero3_bwd_gather_experts;
-    double embedding = first ? (double)padded_vocab(m, l->tp) * (double)m->hidden / (double)l->tp : 0.0;
+    double embedding = first ? table : 0.0;   /* the first stage's unit that is not a layer */
     if (dense > 0.0) *bwd_s += dense_bwd * embedding / dense;
     if (l->vpp > 1) return;
     double bwd_after_fwd, fwd_after_bwd;
@@ -699,7 +697,7 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
         /* the backward's ZeRO-3 traffic is a gather and a reduce-scatter of the same size: the
          * reduce-scatter's slowdown stands for both (they differ by 2 points, docs/validation) */
         double held_fwd, held_bwd;
-        zero3_held_s(m, l, &s[i], (double)e->microbatches, &held_fwd, &held_bwd);
+        zero3_held_s(m, l, &s[i], layer, big, (double)e->microbatches, &held_fwd, &held_bwd);
         double z3 = exposed(gpu, COLL_ALLGATHER, c->dp.zero3_fwd - held_fwd, c->body.compute_fwd, unit) +
                     exposed(gpu, COLL_REDUCE_SCATTER, c->dp.zero3_bwd - held_bwd, c->body.compute_bwd, unit);
         /* the combined 1F1B hides a micro-batch's all-to-alls behind the compute of the one beside it, but
