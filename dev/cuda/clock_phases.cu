@@ -1,0 +1,254 @@
+/* Does the SM clock follow each phase of a step, or the step's average, and how does a GEMM's time follow it?  The
+ * planner sets one clock per step from its average power (docs/model.md, "Clock under the power cap") and stretches
+ * the GEMMs by 1.053 x^-0.375, a regression of the steps' forward GEMMs against the step's mean NVML clock.  If the
+ * cap's controller lowered the clock within a GEMM phase and raised it in a memory-bound one, the GEMMs of a mixed
+ * step would run below the step's mean clock, and an exponent under 1 is what that would look like from the mean.
+ *
+ * Patterns (each about `seconds_per_pattern`): bf16 GEMMs of 8192^3 (cublasGemmEx) for G ms, then device-to-device
+ * copies of 1 GiB for G ms, repeated, G in {2, 10, 50, 250}; the GEMMs alone; the copies alone.  Each further shape
+ * MxNxK given runs two: alternating every 2 ms (under the cap: the top clock) and alone (as capped as it gets), so
+ * that its time at two clocks gives its exponent.  A thread reads the SM clock through NVML (validator/power.c)
+ * every millisecond; each sample goes to the phase the GPU ran then (events between the phases, placed on the host's
+ * clock by a synchronized start), samples within 0.5 ms of a boundary and the first period left out.  One CSV line
+ * per pattern and phase:
+ *   shape,pattern,gemm_ms,copy_ms,phase,samples,mean_mhz,min_mhz,max_mhz,gemm_us,tflops
+ * gemm_us: the mean time of one GEMM in that pattern (its GEMM phases' events over their GEMMs).
+ * Check (dev_check): the 8192^3 GEMM's first column against a float64 sum on the host.
+ * Measured: docs/validation/2026-11-27-h100h200-gemm-sustained.
+ *
+ * build/dev/clock_phases [seconds_per_pattern [MxNxK...]]   (default 3; each operand at most 2^28 elements) */
+#include "dev_util.h"
+#include <cublas_v2.h>
+#include <pthread.h>
+#include <time.h>
+extern "C" {
+#include "power.h"
+}
+
+static const int N = 8192;                           /* the check's shape, and the first */
+static const size_t OPERAND_MAX = (size_t)1 << 28;   /* elements of each of A, B, C */
+static const size_t COPY_BYTES = 1u << 30;
+
+static double mono_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+/* the samples go into arrays sized once: the main thread reads the first `count` while the thread writes on */
+enum { SAMPLES_MAX = 1 << 20 };
+typedef struct {
+    volatile int stop;
+    double *t, *mhz;
+    volatile size_t count;
+} sampler;
+
+static void *sample_loop(void *arg) {
+    sampler *s = (sampler *)arg;
+    while (!s->stop && s->count < SAMPLES_MAX) {
+        double m = power_sm_mhz(), t = mono_s();
+        s->t[s->count] = t;
+        s->mhz[s->count] = m;
+        __sync_synchronize();   /* the sample before the count that shows it */
+        s->count = s->count + 1;
+        struct timespec d = {0, 1000000};
+        nanosleep(&d, NULL);
+    }
+    return NULL;
+}
+
+typedef struct {
+    double start, end;   /* host monotonic seconds */
+    int gemm;            /* 1: GEMM phase, 0: copies */
+} phase;
+
+typedef struct {
+    cublasHandle_t blas;
+    void *A, *B, *C, *src, *dst;
+    int m, n, k;         /* the shape the patterns run */
+} rig;
+
+static void gemm(const rig *g) {
+    const float one = 1.0f, zero = 0.0f;
+    CB(cublasGemmEx(g->blas, CUBLAS_OP_N, CUBLAS_OP_N, g->m, g->n, g->k, &one, g->A, CUDA_R_16BF, g->m, g->B,
+                    CUDA_R_16BF, g->k, &zero, g->C, CUDA_R_16BF, g->m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+static void copy(const rig *g) { CK(cudaMemcpyAsync(g->dst, g->src, COPY_BYTES, cudaMemcpyDeviceToDevice, 0)); }
+
+/* ms per call of fn, warm: 20 calls, then 10 timed */
+static float warm_ms(const rig *g, void (*fn)(const rig *)) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int i = 0; i < 20; i++) fn(g);
+    CK(cudaEventRecord(e0));
+    for (int i = 0; i < 10; i++) fn(g);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    return ms / 10;
+}
+
+/* One pattern: gcalls GEMMs then ccalls copies, `periods` times, after 200 ms idle; its phases on the host's
+ * clock (events between them, tied to the host by a synchronized start), and the ms of every GEMM phase. */
+static std::vector<phase> run_pattern(const rig *g, int gcalls, int ccalls, int periods, double *gemm_total_ms) {
+    std::vector<cudaEvent_t> ev(2 * periods + 1);
+    for (cudaEvent_t &e : ev) CK(cudaEventCreate(&e));
+    struct timespec gap = {0, 200000000};
+    nanosleep(&gap, NULL);
+    CK(cudaDeviceSynchronize());
+    const double host0 = mono_s();
+    CK(cudaEventRecord(ev[0]));
+    for (int p = 0; p < periods; p++) {
+        for (int i = 0; i < gcalls; i++) gemm(g);
+        CK(cudaEventRecord(ev[2 * p + 1]));
+        for (int i = 0; i < ccalls; i++) copy(g);
+        CK(cudaEventRecord(ev[2 * p + 2]));
+    }
+    CK(cudaDeviceSynchronize());
+    std::vector<phase> ph;
+    *gemm_total_ms = 0.0;
+    for (int p = 0; p < periods; p++) {
+        float a = 0, b = 0, c = 0;
+        if (p > 0) CK(cudaEventElapsedTime(&a, ev[0], ev[2 * p]));
+        CK(cudaEventElapsedTime(&b, ev[0], ev[2 * p + 1]));
+        CK(cudaEventElapsedTime(&c, ev[0], ev[2 * p + 2]));
+        if (gcalls) ph.push_back({host0 + a * 1e-3, host0 + b * 1e-3, 1});
+        if (ccalls) ph.push_back({host0 + b * 1e-3, host0 + c * 1e-3, 0});
+        *gemm_total_ms += b - a;
+    }
+    for (cudaEvent_t &e : ev) CK(cudaEventDestroy(e));
+    return ph;
+}
+
+/* The clock samples inside the phases of one kind, 0.5 ms in from their ends, the first period left out (the clock
+ * settling): their count, mean, lowest and highest. */
+static int phase_clock(const sampler *smp, const std::vector<phase> &ph, int kind, int skip, double *mean, double *lo,
+                       double *hi) {
+    const size_t count = smp->count;
+    double sum = 0;
+    int n = 0;
+    size_t j = 0;
+    *lo = 1e9, *hi = 0;
+    for (size_t q = (size_t)skip; q < ph.size(); q++) {
+        if (ph[q].gemm != kind) continue;
+        while (j < count && smp->t[j] < ph[q].start + 5e-4) j++;
+        for (size_t k = j; k < count && smp->t[k] <= ph[q].end - 5e-4; k++) {
+            if (smp->mhz[k] <= 0) continue;
+            sum += smp->mhz[k];
+            *lo = std::min(*lo, smp->mhz[k]);
+            *hi = std::max(*hi, smp->mhz[k]);
+            n++;
+        }
+    }
+    *mean = n ? sum / n : 0.0;
+    if (!n) *lo = 0.0;
+    return n;
+}
+
+int main(int argc, char **argv) {
+    double seconds = argc > 1 ? atof(argv[1]) : 3.0;
+    std::vector<int> shapes = {N, N, N};
+    for (int i = 2; i < argc; i++) {
+        int m = 0, n = 0, k = 0;
+        if (sscanf(argv[i], "%dx%dx%d", &m, &n, &k) != 3 || m < 1 || n < 1 || k < 1 || (size_t)m * k > OPERAND_MAX ||
+            (size_t)k * n > OPERAND_MAX || (size_t)m * n > OPERAND_MAX) {
+            fprintf(stderr, "clock_phases: shape '%s': expected MxNxK, each operand at most 2^28 elements\n", argv[i]);
+            return 2;
+        }
+        shapes.insert(shapes.end(), {m, n, k});
+    }
+    if (!(seconds >= 0.5 && seconds <= 30.0)) {
+        fprintf(stderr, "clock_phases [seconds_per_pattern 0.5..30 [MxNxK...]]\n");
+        return 2;
+    }
+    char why[256];
+    if (power_open(why, sizeof why) != 0) {
+        fprintf(stderr, "clock_phases: NVML: %s\n", why);
+        return 1;
+    }
+    rig g;
+    CB(cublasCreate(&g.blas));
+    size_t most = (size_t)N * N;
+    for (size_t i = 0; i < shapes.size(); i += 3)
+        most = std::max({most, (size_t)shapes[i] * shapes[i + 2], (size_t)shapes[i + 2] * shapes[i + 1],
+                         (size_t)shapes[i] * shapes[i + 1]});
+    vec ha = dev_randn(most, 0, 0.02), hb = dev_randn(most, 0, 0.02);
+    g.A = dev_up(ha, 2), g.B = dev_up(hb, 2), g.C = dmalloc(most * 2);
+    g.src = dmalloc(COPY_BYTES), g.dst = dmalloc(COPY_BYTES);
+    CK(cudaMemset(g.src, 1, COPY_BYTES));
+
+    /* check: C[:, 0] of the first shape against float64 */
+    g.m = g.n = g.k = N;
+    gemm(&g);
+    CK(cudaDeviceSynchronize());
+    vec c0 = dev_down(g.C, N, 2), r(N);
+    for (int i = 0; i < N; i++) {
+        double sum = 0.0;
+        for (int p = 0; p < N; p++) sum += ha[(size_t)p * N + i] * hb[p];
+        r[i] = sum;
+    }
+    dev_check("GEMM 8192^3 column 0 vs float64", c0, r, 1e-2);
+
+    sampler smp;
+    smp.stop = 0;
+    smp.count = 0;
+    smp.t = (double *)malloc(SAMPLES_MAX * sizeof(double));
+    smp.mhz = (double *)malloc(SAMPLES_MAX * sizeof(double));
+    if (!smp.t || !smp.mhz) {
+        fprintf(stderr, "clock_phases: out of host memory\n");
+        return 1;
+    }
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, sample_loop, &smp) != 0) {
+        fprintf(stderr, "clock_phases: pthread_create failed\n");
+        return 1;
+    }
+    static const double lengths[6][2] = {{2, 2}, {10, 10}, {50, 50}, {250, 250}, {1000, 0}, {0, 1000}};
+    static const char *const names[6] = {"alternate_2ms", "alternate_10ms", "alternate_50ms", "alternate_250ms",
+                                         "gemm_only", "copy_only"};
+    printf("shape,pattern,gemm_ms,copy_ms,phase,samples,mean_mhz,min_mhz,max_mhz,gemm_us,tflops\n");
+    for (size_t si = 0; si < shapes.size(); si += 3) {
+        g.m = shapes[si], g.n = shapes[si + 1], g.k = shapes[si + 2];
+        const float gemm_ms = warm_ms(&g, gemm), copy_ms = warm_ms(&g, copy);
+        printf("# %dx%dx%d: one GEMM %.3f ms, one copy %.3f ms (warm, before the patterns)\n", g.m, g.n, g.k, gemm_ms,
+               copy_ms);
+        for (int pi = 0; pi < 6; pi++) {
+            if (si > 0 && pi != 0 && pi != 4) continue;   /* a further shape: alternating every 2 ms, and alone */
+            const int gcalls = lengths[pi][0] > 0 ? std::max(1, (int)(lengths[pi][0] / gemm_ms + 0.5)) : 0;
+            const int ccalls = lengths[pi][1] > 0 ? std::max(1, (int)(lengths[pi][1] / copy_ms + 0.5)) : 0;
+            const double period = gcalls * gemm_ms + ccalls * copy_ms;
+            const int periods = std::max(1, (int)(seconds * 1e3 / period + 0.5));
+            double gemm_total_ms;
+            std::vector<phase> ph = run_pattern(&g, gcalls, ccalls, periods, &gemm_total_ms);
+            const int skip = ph.size() > 2 ? (gcalls && ccalls ? 2 : 1) : 0;
+            for (int kind = 1; kind >= 0; kind--) {
+                if (kind ? !gcalls : !ccalls) continue;
+                double mean, lo, hi;
+                const int n = phase_clock(&smp, ph, kind, skip, &mean, &lo, &hi);
+                const double gus = kind ? 1e3 * gemm_total_ms / ((double)gcalls * periods) : 0.0;
+                printf("%dx%dx%d,%s,%g,%g,%s,%d,%.0f,%.0f,%.0f,%.1f,%.1f\n", g.m, g.n, g.k, names[pi], lengths[pi][0],
+                       lengths[pi][1], kind ? "gemm" : "copy", n, mean, lo, hi, gus,
+                       kind ? 2.0 * g.m * (double)g.n * g.k / (gus * 1e-6) / 1e12 : 0.0);
+                fflush(stdout);
+            }
+        }
+    }
+    smp.stop = 1;
+    pthread_join(thread, NULL);
+    printf("# %zu clock samples in %.1f s\n", (size_t)smp.count, smp.count ? smp.t[smp.count - 1] - smp.t[0] : 0.0);
+    free(smp.t);
+    free(smp.mhz);
+    CK(cudaFree(g.A));
+    CK(cudaFree(g.B));
+    CK(cudaFree(g.C));
+    CK(cudaFree(g.src));
+    CK(cudaFree(g.dst));
+    CB(cublasDestroy(g.blas));
+    power_close();
+    return g_dev_failed;
+}
