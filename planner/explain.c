@@ -123,6 +123,10 @@ static void explain_data_parallel(FILE *out, const estimate_t *e, const stage_op
     if (l->zero >= 3)
         fprintf(out, "  The gathers and reduce-scatters of each micro-batch overlap its forward and backward, except the first\n"
                      "  layer's gather and the last layer's reduce-scatter; beside compute both run slower (measured factors).\n");
+    else if (l->zero == 2 && l->grad_sync != GRAD_SYNC_AFTER)
+        fprintf(out, "  The gradients of each micro-batch overlap its backward, except the last layer's reduce-scatter; the\n"
+                     "  parameter gather overlaps the next forward except its last bucket; beside compute both run slower\n"
+                     "  (measured factors).\n");
     else if (l->grad_sync == GRAD_SYNC_AFTER)
         fprintf(out, "  Both run after the pipeline has drained, exposed (--grad-sync after, DeepSpeed's engine).\n");
     else

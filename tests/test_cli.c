@@ -195,6 +195,36 @@ static void explain_prices_each_communicator(void **state)
     run_free(&r);
 }
 
+/* explain says what each ZeRO stage overlaps: ZeRO-2 reduce-scatters every micro-batch's gradients over its backward
+ * (dp_reduce_scatter_grads "every micro-batch's backward"), not the last micro-batch's only as ZeRO-0/1 do. */
+static void explain_says_what_each_zero_stage_overlaps(void **state)
+{
+    (void)state;
+    static const struct {
+        int zero;
+        const char *says;
+    } stages[] = {{1, "The gradients overlap the last micro-batch's backward"},
+                  {2, "The gradients of each micro-batch overlap its backward, except the last layer's reduce-scatter"},
+                  {3, "The gathers and reduce-scatters of each micro-batch overlap its forward and backward"}};
+    for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
+        char args[160];
+        snprintf(args, sizeof args, "explain llama3.2-1b --gpu h200 --gpus 2 --dp 2 --zero %d --mbs 2 --gbs 16 --seq 2048",
+                 stages[i].zero);
+        run_result r = run_sextant(args);
+        assert_int_equal(r.status, 0);
+        if (!strstr(r.out, stages[i].says)) {
+            print_error("explain --zero %d lacks '%s'\n", stages[i].zero, stages[i].says);
+            fail();
+        }
+        for (size_t j = 0; j < sizeof stages / sizeof stages[0]; j++)
+            if (j != i && strstr(r.out, stages[j].says)) {
+                print_error("explain --zero %d says ZeRO-%d's '%s'\n", stages[i].zero, stages[j].zero, stages[j].says);
+                fail();
+            }
+        run_free(&r);
+    }
+}
+
 /* docs/SPEC.md's worked examples, each through `sextant explain --spec`: every
  * figure the spec prints must appear, rounded as the spec rounds it. */
 static void expect_spec_figures(const char *const *figures, size_t n)
@@ -943,6 +973,7 @@ int main(void)
         cmocka_unit_test(ops_listing),
         cmocka_unit_test(explain_walks_through_the_estimate),
         cmocka_unit_test(explain_prices_each_communicator),
+        cmocka_unit_test(explain_says_what_each_zero_stage_overlaps),
         cmocka_unit_test(spec_example_compute),
         cmocka_unit_test(spec_example_memory),
         cmocka_unit_test(spec_example_pcie),
