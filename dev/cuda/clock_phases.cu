@@ -7,7 +7,8 @@
  * Patterns (each about `seconds_per_pattern`): bf16 GEMMs of 8192^3 (cublasGemmEx) for G ms, then device-to-device
  * copies of 1 GiB for G ms, repeated, G in {2, 10, 50, 250}; the GEMMs alone; the copies alone.  Each further shape
  * MxNxK given runs two: alternating every 2 ms (under the cap: the top clock) and alone (as capped as it gets), so
- * that its time at two clocks gives its exponent.  A thread reads the SM clock through NVML (validator/power.c)
+ * that its time at two clocks gives its exponent.  Every shape then runs as calibrate times it (cool_5ms: 5 ms
+ * batches, each after 50 ms idle, the median batch).  A thread reads the SM clock through NVML (validator/power.c)
  * every millisecond; each sample goes to the phase the GPU ran then (events between the phases, placed on the host's
  * clock by a synchronized start), samples within 0.5 ms of a boundary and the first period left out.  One CSV line
  * per pattern and phase:
@@ -16,10 +17,14 @@
  * Check (dev_check): the 8192^3 GEMM's first column against a float64 sum on the host.
  * Measured: docs/validation/2026-11-27-h100h200-gemm-sustained.
  *
- * build/dev/clock_phases [seconds_per_pattern [MxNxK...]]   (default 3; each operand at most 2^28 elements) */
+ * --tn: A transposed (C = A^T B), the layout of the training step's linear forward and of calibrate's GEMMs; without
+ * it both operands as stored (cuBLAS runs that layout about 9% slower on 8192^3 on an H100).
+ *
+ * build/dev/clock_phases [--tn] [seconds_per_pattern [MxNxK...]]   (default 3; each operand at most 2^28 elements) */
 #include "dev_util.h"
 #include <cublas_v2.h>
 #include <pthread.h>
+#include <string.h>
 #include <time.h>
 extern "C" {
 #include "power.h"
@@ -66,12 +71,14 @@ typedef struct {
     cublasHandle_t blas;
     void *A, *B, *C, *src, *dst;
     int m, n, k;         /* the shape the patterns run */
+    int tn;              /* A transposed, as the training step's linear forward (C = W^T X, column-major) */
 } rig;
 
 static void gemm(const rig *g) {
     const float one = 1.0f, zero = 0.0f;
-    CB(cublasGemmEx(g->blas, CUBLAS_OP_N, CUBLAS_OP_N, g->m, g->n, g->k, &one, g->A, CUDA_R_16BF, g->m, g->B,
-                    CUDA_R_16BF, g->k, &zero, g->C, CUDA_R_16BF, g->m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CB(cublasGemmEx(g->blas, g->tn ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, g->m, g->n, g->k, &one, g->A, CUDA_R_16BF,
+                    g->tn ? g->k : g->m, g->B, CUDA_R_16BF, g->k, &zero, g->C, CUDA_R_16BF, g->m, CUBLAS_COMPUTE_32F,
+                    CUBLAS_GEMM_DEFAULT));
 }
 
 static void copy(const rig *g) { CK(cudaMemcpyAsync(g->dst, g->src, COPY_BYTES, cudaMemcpyDeviceToDevice, 0)); }
@@ -125,6 +132,34 @@ static std::vector<phase> run_pattern(const rig *g, int gcalls, int ccalls, int 
     return ph;
 }
 
+/* calibrate's timing (validator/gpu_timing.c, time_batches with cool batches): BATCHES batches of `reps` GEMMs, each
+ * after CALIBRATE_COOL_IDLE_MS (50 ms) of idle; the median batch's ms per GEMM, and each batch as a GEMM phase */
+static std::vector<phase> run_cool(const rig *g, int reps, double *median_ms) {
+    enum { BATCHES = 5 };
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<phase> ph;
+    std::vector<float> ms(BATCHES);
+    for (int b = 0; b < BATCHES; b++) {
+        CK(cudaDeviceSynchronize());
+        struct timespec idle = {0, 50000000};
+        nanosleep(&idle, NULL);
+        const double host0 = mono_s();
+        CK(cudaEventRecord(e0));
+        for (int r = 0; r < reps; r++) gemm(g);
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&ms[b], e0, e1));
+        ph.push_back({host0, host0 + ms[b] * 1e-3, 1});
+    }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    std::sort(ms.begin(), ms.end());
+    *median_ms = ms[BATCHES / 2] / reps;
+    return ph;
+}
+
 /* The clock samples inside the phases of one kind, 0.5 ms in from their ends, the first period left out (the clock
  * settling): their count, mean, lowest and highest. */
 static int phase_clock(const sampler *smp, const std::vector<phase> &ph, int kind, int skip, double *mean, double *lo,
@@ -151,6 +186,9 @@ static int phase_clock(const sampler *smp, const std::vector<phase> &ph, int kin
 }
 
 int main(int argc, char **argv) {
+    rig g;
+    g.tn = argc > 1 && !strcmp(argv[1], "--tn");
+    if (g.tn) argc--, argv++;
     double seconds = argc > 1 ? atof(argv[1]) : 3.0;
     std::vector<int> shapes = {N, N, N};
     for (int i = 2; i < argc; i++) {
@@ -163,7 +201,7 @@ int main(int argc, char **argv) {
         shapes.insert(shapes.end(), {m, n, k});
     }
     if (!(seconds >= 0.5 && seconds <= 30.0)) {
-        fprintf(stderr, "clock_phases [seconds_per_pattern 0.5..30 [MxNxK...]]\n");
+        fprintf(stderr, "clock_phases [--tn] [seconds_per_pattern 0.5..30 [MxNxK...]]\n");
         return 2;
     }
     char why[256];
@@ -171,7 +209,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "clock_phases: NVML: %s\n", why);
         return 1;
     }
-    rig g;
     CB(cublasCreate(&g.blas));
     size_t most = (size_t)N * N;
     for (size_t i = 0; i < shapes.size(); i += 3)
@@ -189,7 +226,7 @@ int main(int argc, char **argv) {
     vec c0 = dev_down(g.C, N, 2), r(N);
     for (int i = 0; i < N; i++) {
         double sum = 0.0;
-        for (int p = 0; p < N; p++) sum += ha[(size_t)p * N + i] * hb[p];
+        for (int p = 0; p < N; p++) sum += (g.tn ? ha[(size_t)i * N + p] : ha[(size_t)p * N + i]) * hb[p];
         r[i] = sum;
     }
     dev_check("GEMM 8192^3 column 0 vs float64", c0, r, 1e-2);
@@ -237,6 +274,13 @@ int main(int argc, char **argv) {
                 fflush(stdout);
             }
         }
+        /* as calibrate times it: 5 ms batches, each after 50 ms idle */
+        double cool_ms, mean, lo, hi;
+        std::vector<phase> ph = run_cool(&g, std::max(1, (int)(5.0 / gemm_ms + 0.5)), &cool_ms);
+        const int n = phase_clock(&smp, ph, 1, 0, &mean, &lo, &hi);
+        printf("%dx%dx%d,cool_5ms,5,50,gemm,%d,%.0f,%.0f,%.0f,%.1f,%.1f\n", g.m, g.n, g.k, n, mean, lo, hi,
+               1e3 * cool_ms, 2.0 * g.m * (double)g.n * g.k / (cool_ms * 1e-3) / 1e12);
+        fflush(stdout);
     }
     smp.stop = 1;
     pthread_join(thread, NULL);

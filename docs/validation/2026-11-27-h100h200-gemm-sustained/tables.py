@@ -96,15 +96,20 @@ def clock_table(gpu, folder):
     print()
 
 
+PHASE_RUNS = (("1", "clock_phases_machine1.csv"), ("2", "clock_phases_machine2.csv"), ("3", "clock_phases_machine3.csv"),
+              ("4 (TN)", "clock_phases_machine4_tn.csv"))
+
+
 def phases_table():
     o = overlay("h100-sxm")
     print("## 3. The SM clock by phase (one H100 each), and a GEMM's time at two clocks\n")
     print("| machine | shape | pattern | GEMM phase MHz (min-max) | copy phase MHz | us per GEMM | TFLOP/s |")
     print("|---|---|---|---|---|---:|---:|")
-    for name, path in (("1", "clock_phases_machine1.csv"), ("2", "clock_phases_machine2.csv")):
+    for name, path in PHASE_RUNS:
         for r in rows(os.path.join(HERE, "h100", path)):
             shape = r.get("shape", "8192x8192x8192")
-            if r["phase"] == "copy" and r["pattern"] != "copy_only":
+            if (r["phase"] == "copy" and r["pattern"] != "copy_only") or r["pattern"] == "cool_5ms" or \
+                    (name in ("3", "4 (TN)") and shape != "8192x8192x8192"):
                 continue
             copy = [c for c in rows(os.path.join(HERE, "h100", path))
                     if c.get("shape", "8192x8192x8192") == shape and c["pattern"] == r["pattern"] and c["phase"] == "copy"]
@@ -115,11 +120,12 @@ def phases_table():
                 print(f"| {name} | {shape} | {r['pattern']} | {r['mean_mhz']} ({r['min_mhz']}-{r['max_mhz']}) | {cm} | "
                       f"{r['gemm_us']} | {r['tflops']} |")
     print()
-    print("Each shape at the top clock (alternating every 2 ms) and capped (alone): the exponent b of t ~ x^-b, and the")
-    print(f"time at the top clock against the H100 overlay's tile model (x {o['clock_time_factor']:.3f}, its factor at x = 1)\n")
-    print("| machine | shape | top: us at MHz | capped: us at MHz | b | tile model | tile x factor | tile rate, TFLOP/s |")
-    print("|---|---|---|---|---:|---:|---:|---:|")
-    for name, path in (("1", "clock_phases_machine1.csv"), ("2", "clock_phases_machine2.csv")):
+    print("Each shape at the top clock (alternating every 2 ms), capped (alone) and as calibrate times (5 ms batches after")
+    print("50 ms idle): the exponent b of t ~ x^-b between the first two, and the top-clock time against the H100")
+    print(f"overlay's tile model (x {o['clock_time_factor']:.3f}, its factor at x = 1)\n")
+    print("| machine | shape | top: us at MHz | capped: us at MHz | b | cool batches: us at MHz | tile model | tile x factor |")
+    print("|---|---|---|---|---:|---|---:|---:|")
+    for name, path in PHASE_RUNS:
         by = {}
         for r in rows(os.path.join(HERE, "h100", path)):
             by.setdefault(r.get("shape", "8192x8192x8192"), {})[(r["pattern"], r["phase"])] = r
@@ -131,21 +137,20 @@ def phases_table():
             b = math.log(t2 / t1) / math.log(c1 / c2)
             m, n, k = map(int, shape.split("x"))
             model = tile_s(o, m, n, k) * 1e6
-            tiles = math.ceil(m / TILE) * math.ceil(n / TILE)
-            waves = math.ceil(tiles / o["sm_count"])
-            rate = 2.0 * TILE * TILE * k * o["sm_count"] / ((t1 - o["gemm_fixed_us"]) / waves - o["gemm_tile_us"]) / 1e6
-            print(f"| {name} | {shape} | {t1:.1f} at {c1:.0f} | {t2:.1f} at {c2:.0f} | {b:.2f} | {pct(model, t1)} | "
-                  f"{pct(model * o['clock_time_factor'], t1)} | {rate:.0f} (fitted {o['gemm_tile_tflops']:.0f}) |")
+            cool = v.get(("cool_5ms", "gemm"))
+            cool_cell = f"{float(cool['gemm_us']):.1f} at {float(cool['mean_mhz']):.0f}" if cool else "-"
+            print(f"| {name} | {shape} | {t1:.1f} at {c1:.0f} | {t2:.1f} at {c2:.0f} | {b:.2f} | {cool_cell} | "
+                  f"{pct(model, t1)} | {pct(model * o['clock_time_factor'], t1)} |")
     print()
 
 
-def calibrate_table():
+def calibrate_table(model):
     o = overlay("h100-sxm")
-    print("## 4. LLaMA-2 13B's 84 GEMM shapes timed by calibrate (cool, top clock) against the shipped tile model\n")
+    print(f"## 4. {model}'s GEMM shapes timed by calibrate (cool, top clock) against the shipped tile model\n")
     print("| K | shapes | tile model against calibrate, mean | range |")
     print("|---:|---:|---:|---|")
     errs = {}
-    with open(os.path.join(HERE, "h100", "cal_llama2-13b.csv")) as f:
+    with open(os.path.join(HERE, "h100", f"cal_{model}.csv")) as f:
         for r in csv.reader(f):
             if len(r) < 4 or not r[1].startswith("gemm_us:") or "bias" in r[3]:
                 continue
@@ -166,4 +171,5 @@ if __name__ == "__main__":
     clock_table("h200", "h200")
     clock_table("h100-sxm", "h100")
     phases_table()
-    calibrate_table()
+    calibrate_table("llama2-13b")
+    calibrate_table("llama3-70b")
