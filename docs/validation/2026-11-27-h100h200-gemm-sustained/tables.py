@@ -60,7 +60,7 @@ def pct(model, measured):
 
 
 def grouped_table():
-    print("## 1. cuBLAS's grouped GEMM against one GEMM per expert (2 x H200 machine, GPU 0; call 1)\n")
+    print("## 1. cuBLAS's grouped GEMM against one GEMM per expert (one H200; call 1)\n")
     print("| model | pass | experts | 1: one stream, us | 2: four streams | 3: cublasGemmGroupedBatchedEx | 3 / 1 | host us of 1 / 3 |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     by = {}
