@@ -5,7 +5,8 @@
 #   device_sample FILE   SM clock, power, temperature and clock limiters every 200 ms into FILE, in the
 #                        background, its pid in SMI_PID (the power cap sets the clock a step runs at;
 #                        scripts/smi_summary.sh reads the samples).
-#   device_begin NAME    R=$TMPDIR/NAME and S=$OUT/summary.txt, both emptied, and device_record R: a script's start;
+#   device_begin NAME    R=$TMPDIR/NAME and S=$OUT/summary.txt, both emptied (OUT made where it is missing), and
+#                        device_record R: a script's start;
 #   device_start NAME    the same for a script that prices with the card's shipped overlay: OUT required, GPU (the
 #                        card's hwdb row unless set) and CAL=hwdb/measured/$GPU.csv, and the cards said first;
 # and, for a script that has set R (its run folder, whose name names the tar) and S (its summary file):
@@ -47,6 +48,9 @@ device_begin() {
     R=${TMPDIR:-/tmp}/$1
     rm -rf "$R"
     mkdir -p "$R"
+    # OUT made here: a folder under $OUT that did not exist lost a whole call's runs (their summary and tars could not
+    # be written; docs/validation/2026-11-27-h100h200-gemm-sustained)
+    mkdir -p "${OUT:?OUT must name the folder the results go to}" || return 1
     S=$OUT/summary.txt
     : > "$S"
     device_record "$R"
