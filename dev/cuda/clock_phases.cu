@@ -18,9 +18,11 @@
  * Measured: docs/validation/2026-11-27-h100h200-gemm-sustained.
  *
  * --tn: A transposed (C = A^T B), the layout of the training step's linear forward and of calibrate's GEMMs; without
- * it both operands as stored (cuBLAS runs that layout about 9% slower on 8192^3 on an H100).
+ * it both operands as stored.  --workspace-mib N: the cuBLAS handle's workspace set to N MiB, as the step sets 32
+ * (the recorded runs kept cuBLAS's default, and ran 8192^3 7-11% slower than calibrate's timing of it).
  *
- * build/dev/clock_phases [--tn] [seconds_per_pattern [MxNxK...]]   (default 3; each operand at most 2^28 elements) */
+ * build/dev/clock_phases [--tn] [--workspace-mib N] [seconds_per_pattern [MxNxK...]]   (default 3; each operand at
+ * most 2^28 elements) */
 #include "dev_util.h"
 #include <cublas_v2.h>
 #include <pthread.h>
@@ -187,8 +189,22 @@ static int phase_clock(const sampler *smp, const std::vector<phase> &ph, int kin
 
 int main(int argc, char **argv) {
     rig g;
-    g.tn = argc > 1 && !strcmp(argv[1], "--tn");
-    if (g.tn) argc--, argv++;
+    g.tn = 0;
+    int workspace_mib = -1;   /* -1: cuBLAS's default workspace */
+    for (; argc > 1 && argv[1][0] == '-' && argv[1][1] == '-'; argc--, argv++) {
+        if (!strcmp(argv[1], "--tn")) g.tn = 1;
+        else if (!strcmp(argv[1], "--workspace-mib") && argc > 2) {
+            workspace_mib = atoi(argv[2]);
+            if (workspace_mib < 0 || workspace_mib > 1024) {
+                fprintf(stderr, "clock_phases: --workspace-mib %s: expected 0..1024\n", argv[2]);
+                return 2;
+            }
+            argc--, argv++;
+        } else {
+            fprintf(stderr, "clock_phases: unknown flag '%s'\n", argv[1]);
+            return 2;
+        }
+    }
     double seconds = argc > 1 ? atof(argv[1]) : 3.0;
     std::vector<int> shapes = {N, N, N};
     for (int i = 2; i < argc; i++) {
@@ -201,7 +217,7 @@ int main(int argc, char **argv) {
         shapes.insert(shapes.end(), {m, n, k});
     }
     if (!(seconds >= 0.5 && seconds <= 30.0)) {
-        fprintf(stderr, "clock_phases [--tn] [seconds_per_pattern 0.5..30 [MxNxK...]]\n");
+        fprintf(stderr, "clock_phases [--tn] [--workspace-mib N] [seconds_per_pattern 0.5..30 [MxNxK...]]\n");
         return 2;
     }
     char why[256];
@@ -210,6 +226,12 @@ int main(int argc, char **argv) {
         return 1;
     }
     CB(cublasCreate(&g.blas));
+    void *workspace = NULL;
+    if (workspace_mib >= 0) {
+        /* the step's and calibrate's handle carry 32 MiB (validator/gpu_context.h, CUBLAS_WORKSPACE_BYTES) */
+        if (workspace_mib > 0) workspace = dmalloc((size_t)workspace_mib << 20);
+        CB(cublasSetWorkspace(g.blas, workspace, (size_t)workspace_mib << 20));
+    }
     size_t most = (size_t)N * N;
     for (size_t i = 0; i < shapes.size(); i += 3)
         most = std::max({most, (size_t)shapes[i] * shapes[i + 2], (size_t)shapes[i + 2] * shapes[i + 1],
@@ -293,6 +315,7 @@ int main(int argc, char **argv) {
     CK(cudaFree(g.src));
     CK(cudaFree(g.dst));
     CB(cublasDestroy(g.blas));
+    if (workspace) CK(cudaFree(workspace));
     power_close();
     return g_dev_failed;
 }
