@@ -36,12 +36,6 @@ static const int N = 8192;                           /* the check's shape, and t
 static const size_t OPERAND_MAX = (size_t)1 << 28;   /* elements of each of A, B, C */
 static const size_t COPY_BYTES = 1u << 30;
 
-static double mono_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
 /* the samples go into arrays sized once: the main thread reads the first `count` while the thread writes on */
 enum { SAMPLES_MAX = 1 << 20 };
 typedef struct {
@@ -53,7 +47,7 @@ typedef struct {
 static void *sample_loop(void *arg) {
     sampler *s = (sampler *)arg;
     while (!s->stop && s->count < SAMPLES_MAX) {
-        double m = power_sm_mhz(), t = mono_s();
+        double m = power_sm_mhz(), t = host_now_s();
         s->t[s->count] = t;
         s->mhz[s->count] = m;
         __sync_synchronize();   /* the sample before the count that shows it */
@@ -110,7 +104,7 @@ static std::vector<phase> run_pattern(const rig *g, int gcalls, int ccalls, int 
     struct timespec gap = {0, 200000000};
     nanosleep(&gap, NULL);
     CK(cudaDeviceSynchronize());
-    const double host0 = mono_s();
+    const double host0 = host_now_s();
     CK(cudaEventRecord(ev[0]));
     for (int p = 0; p < periods; p++) {
         for (int i = 0; i < gcalls; i++) gemm(g);
@@ -147,7 +141,7 @@ static std::vector<phase> run_cool(const rig *g, int reps, double *median_ms) {
         CK(cudaDeviceSynchronize());
         struct timespec idle = {0, 50000000};
         nanosleep(&idle, NULL);
-        const double host0 = mono_s();
+        const double host0 = host_now_s();
         CK(cudaEventRecord(e0));
         for (int r = 0; r < reps; r++) gemm(g);
         CK(cudaEventRecord(e1));

@@ -106,12 +106,13 @@ def phases_table():
     print("| machine | shape | pattern | GEMM phase MHz (min-max) | copy phase MHz | us per GEMM | TFLOP/s |")
     print("|---|---|---|---|---|---:|---:|")
     for name, path in PHASE_RUNS:
-        for r in rows(os.path.join(HERE, "h100", path)):
+        run = rows(os.path.join(HERE, "h100", path))
+        for r in run:
             shape = r.get("shape", "8192x8192x8192")
             if (r["phase"] == "copy" and r["pattern"] != "copy_only") or r["pattern"] == "cool_5ms" or \
                     (name in ("3", "4 (TN)") and shape != "8192x8192x8192"):
                 continue
-            copy = [c for c in rows(os.path.join(HERE, "h100", path))
+            copy = [c for c in run
                     if c.get("shape", "8192x8192x8192") == shape and c["pattern"] == r["pattern"] and c["phase"] == "copy"]
             cm = copy[0]["mean_mhz"] if copy else "-"
             if r["phase"] == "copy":
