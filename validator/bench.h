@@ -36,6 +36,12 @@ extern void *scratch[4];
 extern size_t scratch_bytes;
 extern int scratch_data;             /* SCRATCH_UNIFORM or SCRATCH_NORMAL, read by scratch_init */
 void scratch_init(size_t bytes);
+/* Every buffer back to the values scratch_init gave it.  The ops write their outputs into the
+ * buffers, and the next shape would read them as operands: AdamW's fp32 state (0.2% of it NaN
+ * or infinite read as bf16), then GEMM outputs that are all NaN.  GEMMs of NaNs draw less power
+ * and ran 8192^3 10% faster on an H100 (docs/validation/2026-11-27-h100-calibrate-operands), so
+ * calibrate refreshes before every shape and power sample it times. */
+void scratch_refresh(void);
 void scratch_free(void);
 /* exits with one line when `bytes` exceed a scratch buffer */
 void scratch_need(double bytes, const char *what);

@@ -100,6 +100,7 @@ static void calibrate_attention(double peak, const char *models, const model_zoo
     for (int i = 0; i < nshapes; i++) {
         flash_ctx f = {.B = shapes[i][0], .T = shapes[i][1], .H = shapes[i][2], .KV = shapes[i][3], .D = shapes[i][4]};
         double t[2], mhz[2], F[2] = {flash_attention_flops(f.B, f.H, f.T, f.D, 1, 0), flash_attention_flops(f.B, f.H, f.T, f.D, 1, 1)};
+        scratch_refresh();
         if (time_flash_shape(&f, t, mhz) != 0) { failed = 1; continue; }
         for (int pass = 0; pass < 2; pass++) t[pass] = seconds_at_clock(t[pass], mhz[pass], clock_scaling ? sustained_mhz : 0.0);
         for (int pass = 0; pass < 2; pass++) { flops[pass] += F[pass]; seconds[pass] += t[pass]; }
@@ -128,7 +129,9 @@ static void calibrate_attention(double peak, const char *models, const model_zoo
                 flash_ctx f = {.B = B, .T = T, .H = (int)m->heads, .KV = (int)m->kv_heads, .D = (int)m->head_dim};
                 double t[2] = {0, 0}, mhz[2] = {0, 0}, u[2] = {0, 0}, umhz[2] = {0, 0};
                 if (2.0 * B * (double)T * (f.H + 2 * f.KV) * f.D > (double)scratch_bytes) continue;
+                scratch_refresh();
                 int have_fused = fused && time_flash_shape(&f, t, mhz) == 0;
+                scratch_refresh();
                 int have_unfused = train_time_unfused_attention(B, T, f.H, f.KV, f.D, scratch, scratch_bytes, u, umhz) == 0;
                 if (!have_fused && !have_unfused) continue;
                 for (int pass = 0; pass < 2; pass++) {
@@ -254,6 +257,7 @@ static int calibrate_gemms(const char *models, const model_zoo *zoo, const hw_gp
                 size_t need_bytes = (size_t)tokens * (size_t)(out > in ? out : in) * 2 * 2;
                 if (need_bytes > scratch_bytes) break; /* the logits of a large vocabulary at many tokens */
                 double *t = row[rows].t, *mhz = row[rows].mhz;
+                scratch_refresh(); /* fresh operands: the last shape's outputs lie where this one reads */
                 if (train_time_linear((int)tokens, in, out, bias, scratch, scratch_bytes, t, mhz) != 0) return -1;
                 double F = 2.0 * (double)tokens * in * out;
                 printf("%-14s %-9s %7lld %7d %7d %11.1f %11.1f %11.1f %7.1f%% %7.1f%% %7.1f%% %5.0f/%5.0f/%5.0f\n", name,
@@ -527,7 +531,8 @@ int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo, i
     double e_max = gt.e_max, half_gflop = gt.half_gflop;
     /* FP8 at the same shapes, where the GPU has it: the planner's fp8_gemm_relative_efficiency */
     double fp8_relative = 0.0, fp8_relative_backward = 0.0;
-    int fp8_ok = fp8_calibrate(g, gt.shape, gt.n, scratch, scratch_bytes, &fp8_relative, &fp8_relative_backward) == 0 &&
+    int fp8_ok = fp8_calibrate(g, gt.shape, gt.n, scratch, scratch_bytes, scratch_refresh, &fp8_relative,
+                               &fp8_relative_backward) == 0 &&
                  fp8_relative > 0.05 &&
                  fp8_relative <= 2.0;
     double peak = g->peak_flops[PREC_BF16] > 0 ? g->peak_flops[PREC_BF16] : g->peak_flops[PREC_FP16];

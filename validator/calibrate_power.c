@@ -197,6 +197,7 @@ static void power_window_sweep(gemm_shape *gs, double call_cool_s, double call_s
            "NVML MHz", "C", "burst speed");
     static const double periods_ms[] = {2, 8, 32, 128, 512};
     enum { RING = 64 };
+    scratch_refresh();
     cudaEvent_t ev[RING][2];
     for (int i = 0; i < RING; i++)
         for (int j = 0; j < 2; j++) CUDA_CHECK(cudaEventCreate(&ev[i][j]));
@@ -289,6 +290,7 @@ static double sample_dynamic_w(const power_sample *p, const power_model *pm)
 static int power_sample_of(power_sample *ps, const char *what, launch_fn fn, const void *ctx, double gemm_flops,
                            double attention_flops, double bytes, double duty)
 {
+    scratch_refresh(); /* fresh operands: AdamW's sample leaves its fp32 state in three of the buffers */
     snprintf(ps->what, sizeof ps->what, "%s", what);
     ps->gemm_flops = gemm_flops;
     ps->attention_flops = attention_flops;

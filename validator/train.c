@@ -577,13 +577,17 @@ static int run_timed_steps(train_run_state *r, gpt *g)
     int fail_rank = -1, fail_step = -1;
     const char *fail = getenv("SEXTANT_TRAIN_FAIL");
     if (fail && sscanf(fail, "%d:%d", &fail_rank, &fail_step) != 2) fail_rank = -1;
-    /* the GPU's power and clock over the timed steps (NVML; nothing when it is not there) */
+    /* the GPU's power and clock over the timed steps (NVML; nothing when it is not there).
+     * SEXTANT_POWER_POLL_MS=P, a diagnostic: the sampler polls every P ms instead of
+     * POWER_POLL_MS_STEP; 0, no sampler (no power or clock in the report): what the polling
+     * itself costs the step. */
+    const int poll_ms = env_int_in("SEXTANT_POWER_POLL_MS", 0, 1000, POWER_POLL_MS_STEP);
     char nvml_why[256];
-    int have_nvml = power_open(nvml_why, sizeof nvml_why) == 0;
+    int have_nvml = poll_ms > 0 && power_open(nvml_why, sizeof nvml_why) == 0;
     power_window *timed_window = NULL;
     r->measured_w = 0.0; r->measured_mhz = 0.0; r->measured_c = 0.0;
     for (int step = 1; step <= o->steps; step++) {
-        if (have_nvml && step == o->warmup + 1) timed_window = power_window_begin(POWER_POLL_MS_STEP);
+        if (have_nvml && step == o->warmup + 1) timed_window = power_window_begin(poll_ms);
         if (rank == fail_rank && step == fail_step) {
             fprintf(stderr, "sextant-gpu train: rank %d: SEXTANT_TRAIN_FAIL: dying at step %d\n", rank, step);
             _exit(9);

@@ -20,8 +20,18 @@
  * --tn: A transposed (C = A^T B), the layout of the training step's linear forward and of calibrate's GEMMs; without
  * it both operands as stored.  --workspace-mib N: the cuBLAS handle's workspace set to N MiB, as the step sets 32
  * (the recorded runs kept cuBLAS's default, and ran 8192^3 7-11% slower than calibrate's timing of it).
+ * --poll-ms P: the NVML clock read every P ms (default 1); 0, no sampler at all (the clock columns then read 0):
+ * whether the reading itself slows the GPU, as calibrate's GEMM timing has no sampler beside it (it does not:
+ * docs/validation/2026-11-27-h100-nvml-poll).  --data normal|uniform|calibrate: the operands' values, normal (sd 0.02,
+ * the default) or uniform in [-1, 1) over each whole operand, or as calibrate's scratch holds them
+ * (validator/bench.c): one 16 MiB block of uniform values repeated through every buffer, A and B alike.
+ * --data nan: every operand NaN, what calibrate's GEMMs read before scratch_refresh (validator/bench.h).
+ * --cool-first: every shape timed as calibrate times it (its batch size too) before any other work, with the card's
+ * temperature before and after (cool_first rows).  --stream: the handle, events and copies on a non-blocking stream of
+ * their own (calibrate's and the step's way) instead of the legacy default stream.  --big-alloc: each operand at the
+ * start of a 4 GiB allocation, as calibrate's scratch buffers hold them.
  *
- * build/dev/clock_phases [--tn] [--workspace-mib N] [seconds_per_pattern [MxNxK...]]   (default 3; each operand at
+ * build/dev/clock_phases [--tn] [--cool-first] [--stream] [--big-alloc] [--workspace-mib N] [--poll-ms P] [--data D] [seconds_per_pattern [MxNxK...]]   (default 3; each operand at
  * most 2^28 elements) */
 #include "dev_util.h"
 #include <cublas_v2.h>
@@ -40,6 +50,7 @@ static const size_t COPY_BYTES = 1u << 30;
 enum { SAMPLES_MAX = 1 << 20 };
 typedef struct {
     volatile int stop;
+    long poll_ms;
     double *t, *mhz;
     volatile size_t count;
 } sampler;
@@ -52,7 +63,7 @@ static void *sample_loop(void *arg) {
         s->mhz[s->count] = m;
         __sync_synchronize();   /* the sample before the count that shows it */
         s->count = s->count + 1;
-        struct timespec d = {0, 1000000};
+        struct timespec d = {s->poll_ms / 1000, (s->poll_ms % 1000) * 1000000L};
         nanosleep(&d, NULL);
     }
     return NULL;
@@ -68,6 +79,7 @@ typedef struct {
     void *A, *B, *C, *src, *dst;
     int m, n, k;         /* the shape the patterns run */
     int tn;              /* A transposed, as the training step's linear forward (C = W^T X, column-major) */
+    cudaStream_t stream; /* 0, the legacy default stream; --stream: a non-blocking one, as calibrate's and the step's */
 } rig;
 
 static void gemm(const rig *g) {
@@ -77,7 +89,7 @@ static void gemm(const rig *g) {
                     CUBLAS_GEMM_DEFAULT));
 }
 
-static void copy(const rig *g) { CK(cudaMemcpyAsync(g->dst, g->src, COPY_BYTES, cudaMemcpyDeviceToDevice, 0)); }
+static void copy(const rig *g) { CK(cudaMemcpyAsync(g->dst, g->src, COPY_BYTES, cudaMemcpyDeviceToDevice, g->stream)); }
 
 /* ms per call of fn, warm: 20 calls, then 10 timed */
 static float warm_ms(const rig *g, void (*fn)(const rig *)) {
@@ -85,9 +97,9 @@ static float warm_ms(const rig *g, void (*fn)(const rig *)) {
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     for (int i = 0; i < 20; i++) fn(g);
-    CK(cudaEventRecord(e0));
+    CK(cudaEventRecord(e0, g->stream));
     for (int i = 0; i < 10; i++) fn(g);
-    CK(cudaEventRecord(e1));
+    CK(cudaEventRecord(e1, g->stream));
     CK(cudaEventSynchronize(e1));
     float ms = 0;
     CK(cudaEventElapsedTime(&ms, e0, e1));
@@ -105,12 +117,12 @@ static std::vector<phase> run_pattern(const rig *g, int gcalls, int ccalls, int 
     nanosleep(&gap, NULL);
     CK(cudaDeviceSynchronize());
     const double host0 = host_now_s();
-    CK(cudaEventRecord(ev[0]));
+    CK(cudaEventRecord(ev[0], g->stream));
     for (int p = 0; p < periods; p++) {
         for (int i = 0; i < gcalls; i++) gemm(g);
-        CK(cudaEventRecord(ev[2 * p + 1]));
+        CK(cudaEventRecord(ev[2 * p + 1], g->stream));
         for (int i = 0; i < ccalls; i++) copy(g);
-        CK(cudaEventRecord(ev[2 * p + 2]));
+        CK(cudaEventRecord(ev[2 * p + 2], g->stream));
     }
     CK(cudaDeviceSynchronize());
     std::vector<phase> ph;
@@ -142,9 +154,9 @@ static std::vector<phase> run_cool(const rig *g, int reps, double *median_ms) {
         struct timespec idle = {0, 50000000};
         nanosleep(&idle, NULL);
         const double host0 = host_now_s();
-        CK(cudaEventRecord(e0));
+        CK(cudaEventRecord(e0, g->stream));
         for (int r = 0; r < reps; r++) gemm(g);
-        CK(cudaEventRecord(e1));
+        CK(cudaEventRecord(e1, g->stream));
         CK(cudaEventSynchronize(e1));
         CK(cudaEventElapsedTime(&ms[b], e0, e1));
         ph.push_back({host0, host0 + ms[b] * 1e-3, 1});
@@ -185,12 +197,33 @@ int main(int argc, char **argv) {
     rig g;
     g.tn = 0;
     int workspace_mib = -1;   /* -1: cuBLAS's default workspace */
+    int poll_ms = 1;
+    const char *data = "normal";
+    int cool_first = 0, own_stream = 0, big_alloc = 0;
+    g.stream = 0;
     for (; argc > 1 && argv[1][0] == '-' && argv[1][1] == '-'; argc--, argv++) {
         if (!strcmp(argv[1], "--tn")) g.tn = 1;
+        else if (!strcmp(argv[1], "--cool-first")) cool_first = 1;
+        else if (!strcmp(argv[1], "--stream")) own_stream = 1;
+        else if (!strcmp(argv[1], "--big-alloc")) big_alloc = 1;
         else if (!strcmp(argv[1], "--workspace-mib") && argc > 2) {
             workspace_mib = atoi(argv[2]);
             if (workspace_mib < 0 || workspace_mib > 1024) {
                 fprintf(stderr, "clock_phases: --workspace-mib %s: expected 0..1024\n", argv[2]);
+                return 2;
+            }
+            argc--, argv++;
+        } else if (!strcmp(argv[1], "--data") && argc > 2) {
+            data = argv[2];
+            if (strcmp(data, "normal") && strcmp(data, "uniform") && strcmp(data, "calibrate") && strcmp(data, "nan")) {
+                fprintf(stderr, "clock_phases: --data %s: expected normal, uniform, calibrate or nan\n", data);
+                return 2;
+            }
+            argc--, argv++;
+        } else if (!strcmp(argv[1], "--poll-ms") && argc > 2) {
+            poll_ms = atoi(argv[2]);
+            if (poll_ms < 0 || poll_ms > 1000) {
+                fprintf(stderr, "clock_phases: --poll-ms %s: expected 0..1000\n", argv[2]);
                 return 2;
             }
             argc--, argv++;
@@ -211,7 +244,7 @@ int main(int argc, char **argv) {
         shapes.insert(shapes.end(), {m, n, k});
     }
     if (!(seconds >= 0.5 && seconds <= 30.0)) {
-        fprintf(stderr, "clock_phases [--tn] [--workspace-mib N] [seconds_per_pattern 0.5..30 [MxNxK...]]\n");
+        fprintf(stderr, "clock_phases [--tn] [--cool-first] [--stream] [--big-alloc] [--workspace-mib N] [--poll-ms P] [--data D] [seconds_per_pattern 0.5..30 [MxNxK...]]\n");
         return 2;
     }
     char why[256];
@@ -220,6 +253,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     CB(cublasCreate(&g.blas));
+    if (own_stream) {
+        CK(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
+        CB(cublasSetStream(g.blas, g.stream));
+    }
     void *workspace = NULL;
     if (workspace_mib >= 0) {
         /* the step's and calibrate's handle carry 32 MiB (validator/gpu_context.h, CUBLAS_WORKSPACE_BYTES) */
@@ -230,8 +267,42 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < shapes.size(); i += 3)
         most = std::max({most, (size_t)shapes[i] * shapes[i + 2], (size_t)shapes[i + 2] * shapes[i + 1],
                          (size_t)shapes[i] * shapes[i + 1]});
-    vec ha = dev_randn(most, 0, 0.02), hb = dev_randn(most, 0, 0.02);
+    vec ha, hb;
+    if (!strcmp(data, "normal")) {
+        ha = dev_randn(most, 0, 0.02), hb = dev_randn(most, 0, 0.02);
+    } else if (!strcmp(data, "uniform")) {
+        ha.resize(most), hb.resize(most);
+        for (double &x : ha) x = 2.0 * (rand() / (RAND_MAX + 1.0)) - 1.0;
+        for (double &x : hb) x = 2.0 * (rand() / (RAND_MAX + 1.0)) - 1.0;
+    } else if (!strcmp(data, "nan")) {
+        /* what calibrate's GEMMs read before scratch_refresh: operands the earlier shapes' outputs had turned to NaN */
+        ha.assign(most, std::nan("")), hb = ha;
+    } else {
+        /* validator/bench.c's scratch_init: its LCG, 8 Mi values, repeated; the same block in A and B */
+        const size_t block = (size_t)8 << 20;
+        ha.resize(most);
+        unsigned seed = 12345;
+        for (size_t i = 0; i < most; i++) {
+            if (i < block) {
+                seed = seed * 1664525u + 1013904223u;
+                ha[i] = 2.0 * (((float)(seed >> 8) + 0.5f) / 16777216.0f) - 1.0;
+            } else {
+                ha[i] = ha[i - block];
+            }
+        }
+        hb = ha;
+    }
     g.A = dev_up(ha, 2), g.B = dev_up(hb, 2), g.C = dmalloc(most * 2);
+    if (big_alloc) {   /* each operand at the start of a 4 GiB allocation, as calibrate's scratch (validator/bench.c) */
+        void *op[3] = {g.A, g.B, g.C};
+        for (void *&o : op) {
+            void *big = dmalloc((size_t)4 << 30);
+            CK(cudaMemcpy(big, o, most * 2, cudaMemcpyDeviceToDevice));
+            CK(cudaFree(o));
+            o = big;
+        }
+        g.A = op[0], g.B = op[1], g.C = op[2];
+    }
     g.src = dmalloc(COPY_BYTES), g.dst = dmalloc(COPY_BYTES);
     CK(cudaMemset(g.src, 1, COPY_BYTES));
 
@@ -245,10 +316,11 @@ int main(int argc, char **argv) {
         for (int p = 0; p < N; p++) sum += (g.tn ? ha[(size_t)i * N + p] : ha[(size_t)p * N + i]) * hb[p];
         r[i] = sum;
     }
-    dev_check("GEMM 8192^3 column 0 vs float64", c0, r, 1e-2);
+    if (strcmp(data, "nan")) dev_check("GEMM 8192^3 column 0 vs float64", c0, r, 1e-2);
 
     sampler smp;
     smp.stop = 0;
+    smp.poll_ms = poll_ms;
     smp.count = 0;
     smp.t = (double *)malloc(SAMPLES_MAX * sizeof(double));
     smp.mhz = (double *)malloc(SAMPLES_MAX * sizeof(double));
@@ -257,14 +329,31 @@ int main(int argc, char **argv) {
         return 1;
     }
     pthread_t thread;
-    if (pthread_create(&thread, NULL, sample_loop, &smp) != 0) {
+    if (poll_ms > 0 && pthread_create(&thread, NULL, sample_loop, &smp) != 0) {
         fprintf(stderr, "clock_phases: pthread_create failed\n");
         return 1;
     }
     static const double lengths[6][2] = {{2, 2}, {10, 10}, {50, 50}, {250, 250}, {1000, 0}, {0, 1000}};
     static const char *const names[6] = {"alternate_2ms", "alternate_10ms", "alternate_50ms", "alternate_250ms",
                                          "gemm_only", "copy_only"};
+    printf("# operands: %s\n", data);
     printf("shape,pattern,gemm_ms,copy_ms,phase,samples,mean_mhz,min_mhz,max_mhz,gemm_us,tflops\n");
+    /* --cool-first: every shape as calibrate times it before any other work on the card (its batch size from
+     * calibrate's rule, 5 ms at 500 TFLOP/s, validator/linear.c), with the card's temperature before and after */
+    for (size_t si = 0; cool_first && si < shapes.size(); si += 3) {
+        g.m = shapes[si], g.n = shapes[si + 1], g.k = shapes[si + 2];
+        const double flops = 2.0 * g.m * (double)g.n * g.k;
+        const int reps = std::min(1000, (int)(5e-3 / (flops / 500e12)) + 1);
+        gemm(&g);   /* calibrate's untimed batch: the algorithm picked, the code loaded */
+        const double c0 = power_temperature_c();
+        double cool_ms, mean, lo, hi;
+        std::vector<phase> ph = run_cool(&g, reps, &cool_ms);
+        const int n = phase_clock(&smp, ph, 1, 0, &mean, &lo, &hi);
+        printf("%dx%dx%d,cool_first,%d,50,gemm,%d,%.0f,%.0f,%.0f,%.1f,%.1f\n", g.m, g.n, g.k, reps, n, mean, lo, hi,
+               1e3 * cool_ms, flops / (cool_ms * 1e-3) / 1e12);
+        printf("# %dx%dx%d cool_first: %.0f C before, %.0f C after\n", g.m, g.n, g.k, c0, power_temperature_c());
+        fflush(stdout);
+    }
     for (size_t si = 0; si < shapes.size(); si += 3) {
         g.m = shapes[si], g.n = shapes[si + 1], g.k = shapes[si + 2];
         const float gemm_ms = warm_ms(&g, gemm), copy_ms = warm_ms(&g, copy);
@@ -299,7 +388,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     smp.stop = 1;
-    pthread_join(thread, NULL);
+    if (poll_ms > 0) pthread_join(thread, NULL);
     printf("# %zu clock samples in %.1f s\n", (size_t)smp.count, smp.count ? smp.t[smp.count - 1] - smp.t[0] : 0.0);
     free(smp.t);
     free(smp.mhz);
@@ -309,6 +398,7 @@ int main(int argc, char **argv) {
     CK(cudaFree(g.src));
     CK(cudaFree(g.dst));
     CB(cublasDestroy(g.blas));
+    if (g.stream) CK(cudaStreamDestroy(g.stream));
     if (workspace) CK(cudaFree(workspace));
     power_close();
     return g_dev_failed;
