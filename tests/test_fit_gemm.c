@@ -9,8 +9,8 @@
 #include <math.h>
 #include <unistd.h>
 
-#define REPORT SEXTANT_ROOT "/docs/validation/2026-11-26-h100-gemm-model"
-#define CALIBRATE_CSV REPORT "/h100-sxm-calibrate.csv"
+#define REPORT SEXTANT_ROOT "/docs/validation/2026-11-27-h100-calibrate-operands/fit"
+#define CALIBRATE_CSV REPORT "/h100-sxm-gemm-table.csv"
 #define SHIPPED_CSV SEXTANT_ROOT "/hwdb/measured/h100-sxm.csv"
 #define HELDOUT SEXTANT_ROOT "/docs/validation/2026-11-25-h100-heldout/run"
 
