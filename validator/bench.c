@@ -47,7 +47,7 @@ static void scratch_fill_host(uint16_t *host, size_t n, int normal, float sigma,
 }
 
 /* each buffer's block of random values, kept on the device so that scratch_refresh can write it
- * through the buffer again; SCRATCH_BLOCK_BYTES divides every scratch size calibrate and ops use */
+ * through the buffer again */
 #define SCRATCH_BLOCK_BYTES ((size_t)16 << 20)
 static void *scratch_block[4];
 
@@ -70,7 +70,8 @@ void scratch_init(size_t bytes)
 }
 
 /* Doubling copies: the block, then what is written so far after itself, log2(bytes / block) + 1
- * copies a buffer (about 11 ms for the four 4 GiB buffers on an H100). */
+ * copies a buffer; calibrate's four 4 GiB buffers are 16 GiB of device copies, milliseconds
+ * beside the 50 ms idles of each shape's cool batches. */
 void scratch_refresh(void)
 {
     for (int b = 0; b < 4; b++) {
