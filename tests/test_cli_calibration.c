@@ -539,6 +539,31 @@ static void each_gpu_takes_its_own_measured_overlay(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* scripts/retime_overlay.sh, run on the H100's re-timed calibrate output, gives the shipped H100 overlay value for
+ * value (docs/validation/2026-11-27-h100-calibrate-operands): the script the H200 will go through next is the one
+ * that made the H100's, and the shipped file is what it makes. */
+static void retime_overlay_reproduces_the_shipped_h100(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sextant-retime-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && SEXTANT=%s bash scripts/retime_overlay.sh h100-sxm "
+             "docs/validation/2026-11-27-h100-calibrate-operands/fixed/calibrate.csv %s/out.csv > %s/log 2>&1 && "
+             "grep -v '^#' %s/out.csv | cut -d, -f1-3 > %s/made && grep -v '^#' hwdb/measured/h100-sxm.csv | cut -d, -f1-3 > "
+             "%s/shipped && cmp -s %s/made %s/shipped && test $(grep -c gemm_us: %s/made) -eq 198",
+             SEXTANT_ROOT, SEXTANT_BIN, dir, dir, dir, dir, dir, dir, dir, dir);
+    int rc = system(cmd);
+    if (rc != 0) {
+        snprintf(cmd, sizeof cmd, "cat %s/log; diff %s/made %s/shipped | head -20", dir, dir, dir);
+        (void)system(cmd);
+    }
+    assert_int_equal(rc, 0);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -553,6 +578,7 @@ int main(void)
         cmocka_unit_test(fit_power_bad_input),
         cmocka_unit_test(measured_overlay_is_the_default),
         cmocka_unit_test(each_gpu_takes_its_own_measured_overlay),
+        cmocka_unit_test(retime_overlay_reproduces_the_shipped_h100),
     };
     return cmocka_run_group_tests_name("cli_calibration", tests, NULL, NULL);
 }

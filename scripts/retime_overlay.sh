@@ -1,0 +1,50 @@
+#!/bin/bash
+# scripts/retime_overlay.sh GPU CALIBRATE_CSV OUT: an overlay whose GEMM table was timed on NaN operands (before
+# scratch_refresh, docs/validation/2026-11-27-h100-calibrate-operands) re-timed from a calibrate run with the fix, as
+# the H100's was, from the repository root and on the CPU:
+#   - hwdb/measured/GPU.csv's gemm_us rows replaced by CALIBRATE_CSV's of the same three models (gpt2, gpt2-medium,
+#     llama3.2-1b), its gemm_efficiency, gemm_half_gflop and energy_gemm_pj_per_flop taken (the one power term the NaN
+#     operands biased; P_static and e_byte stay);
+#   - the tile model refitted (sextant fit-gemm), then scripts/fit_power_sets.sh GPU (the clock time and the two power
+#     terms); where its steps cannot regress the clock time (the H200's all ran capped), TIME_FROM=OVERLAY gives the
+#     clock_time_factor and clock_time_exponent to keep (the H100's, hwdb/measured/h100-sxm.csv).
+# Prints fit-gemm's and fit-power's summaries; OUT is the overlay to review and copy over hwdb/measured/GPU.csv.
+set -eu
+[ $# -eq 3 ] || { echo "usage: $0 GPU CALIBRATE_CSV OUT" >&2; exit 2; }
+GPU=$1 FIXED=$2 OUT=$3
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+python3 - "$GPU" "$FIXED" "hwdb/measured/$GPU.csv" "${TIME_FROM:-}" "$T/table.csv" <<'PY'
+import csv, io, sys
+gpu, fixed, shipped, time_from, out = sys.argv[1:]
+def rows(path):
+    return {r[1]: r for r in csv.reader(l for l in open(path) if not l.startswith('#')) if len(r) >= 4 and r[0] == gpu}
+new = rows(fixed)
+def model_of(r):  # "(gpt2 qkv, as the training step runs it)"
+    return r[3][r[3].rfind('(') + 1:].split()[0]
+table = [r for k, r in new.items() if k.startswith('gemm_us:') and model_of(r) in ('gpt2', 'gpt2-medium', 'llama3.2-1b')]
+if len(table) < 100:
+    sys.exit('%s: %d gemm_us rows of the three models; expected about 198' % (fixed, len(table)))
+keep = {}
+if time_from:
+    keep = {k: r for k, r in rows(time_from).items() if k in ('clock_time_factor', 'clock_time_exponent')}
+    for r in keep.values():
+        r[0] = gpu
+def line(r):
+    s = io.StringIO(); csv.writer(s, lineterminator='\n').writerow(r); return s.getvalue()
+text, done = [], False
+for l in open(shipped):
+    r = next(csv.reader([l])) if l.strip() and not l.startswith('#') else []
+    if len(r) >= 2 and r[1].startswith('gemm_us:'):
+        if not done: text += [line(x) for x in table]; done = True
+        continue
+    if len(r) >= 2 and r[1] in ('gemm_efficiency', 'gemm_half_gflop', 'energy_gemm_pj_per_flop'):
+        l = line(new[r[1]])
+    elif len(r) >= 2 and r[1] in keep:
+        l = line(keep[r[1]])
+    text.append(l)
+open(out, 'w').write(''.join(text))
+print('%d gemm_us rows of the three models from %s' % (len(table), fixed))
+PY
+"${SEXTANT:-build/sextant}" fit-gemm --calibration "$T/table.csv" --out "$T/tiles.csv" | grep -E '^(fit on|all )'
+sh scripts/fit_power_sets.sh "$GPU" "$T/tiles.csv" "$OUT" | grep -E '^(clock time|clock exponent|held out|SM clock)'
