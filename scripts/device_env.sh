@@ -22,6 +22,7 @@
 #                        judges them (1% at any step, 0.5% at the last): one PASS/FAIL line;
 #   card_row             the hwdb row of the card that came (h200 or h100-sxm): the lent multi-GPU kinds
 #                        give H100s or H200s.
+#   train_steps ROOT SECONDS LIST   held-out training steps ("model mbs seq attention|...") with the card's overlay;
 #   private_root DIR ZOO BIN   DIR made a root of its own (hwdb/, ZOO as models/zoo.csv, BIN as build/sextant-gpu,
 #                        which finds its data beside it): held-out models run without touching the checkout's zoo.
 # and puts the libraries carried from the build machine (.deps/lib: GSL, libcsv, cJSON) on the library
@@ -111,6 +112,25 @@ compare() {
 }
 
 card_row() { if nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200; then echo h200; else echo h100-sxm; fi; }
+
+# train_steps ROOT SECONDS "MODEL MBS SEQ ATTENTION|...": each step run by ROOT/build/sextant-gpu as the held-out
+# reports run them (gbs = mbs, 20 steps of which 5 warm up, the card's shipped overlay, --csv beside its log in R),
+# each under SECONDS, its step and power lines said
+train_steps() {
+    local root=$1 seconds=$2 list=$3 c name
+    local IFS='|'
+    set -f
+    for c in $list; do
+        IFS=' '
+        set -- $c
+        name="$1_mbs$2_seq$3_$4"
+        run "$name" "$seconds" "$root/build/sextant-gpu" train "$1" --gpu "$GPU" --mbs "$2" --gbs "$2" --seq "$3" \
+            --attention "$4" --steps 20 --warmup 5 --calibration "hwdb/measured/$GPU.csv" --csv "$R/$name.csv"
+        say "  $name: $(grep -E '^step +all' "$R/$name.log") | $(grep -E '^power:' "$R/$name.log" | cut -c1-60)"
+        IFS='|'
+    done
+    set +f
+}
 
 private_root() {
     rm -rf "$1"

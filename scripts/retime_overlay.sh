@@ -3,20 +3,22 @@
 # scratch_refresh, docs/validation/2026-11-27-h100-calibrate-operands) re-timed from a calibrate run with the fix, as
 # the H100's was, from the repository root and on the CPU:
 #   - hwdb/measured/GPU.csv's gemm_us rows replaced by CALIBRATE_CSV's of the same three models (gpt2, gpt2-medium,
-#     llama3.2-1b), its gemm_efficiency, gemm_half_gflop and energy_gemm_pj_per_flop taken (the one power term the NaN
-#     operands biased; P_static and e_byte stay);
+#     llama3.2-1b), its gemm_efficiency, gemm_half_gflop and POWER_KEYS taken (by default energy_gemm_pj_per_flop,
+#     the one power term the NaN operands biased; P_static and e_byte stay);
 #   - the tile model refitted (sextant fit-gemm), then scripts/fit_power_sets.sh GPU (the clock time and the two power
 #     terms); where its steps cannot regress the clock time (the H200's all ran capped), TIME_FROM=OVERLAY gives the
 #     clock_time_factor and clock_time_exponent to keep (the H100's, hwdb/measured/h100-sxm.csv).
+# POWER_KEYS (default energy_gemm_pj_per_flop): the power terms taken from CALIBRATE_CSV, comma-separated ("" for none);
+# KEEP=DIR keeps the steps' files there (table.csv, tiles.csv, fit-gemm.txt, fit-power.txt).
 # Prints fit-gemm's and fit-power's summaries; OUT is the overlay to review and copy over hwdb/measured/GPU.csv.
 set -eu
 [ $# -eq 3 ] || { echo "usage: $0 GPU CALIBRATE_CSV OUT" >&2; exit 2; }
 GPU=$1 FIXED=$2 OUT=$3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-python3 - "$GPU" "$FIXED" "hwdb/measured/$GPU.csv" "${TIME_FROM:-}" "$T/table.csv" <<'PY'
+if [ -n "${KEEP:-}" ]; then T=$KEEP; mkdir -p "$T"; else T=$(mktemp -d); trap 'rm -rf "$T"' EXIT; fi
+python3 - "$GPU" "$FIXED" "hwdb/measured/$GPU.csv" "${TIME_FROM:-}" "$T/table.csv" "${POWER_KEYS-energy_gemm_pj_per_flop}" <<'PY'
 import csv, io, sys
-gpu, fixed, shipped, time_from, out = sys.argv[1:]
+gpu, fixed, shipped, time_from, out, power_keys = sys.argv[1:]
+power = tuple(k for k in power_keys.split(',') if k)
 def rows(path):
     return {r[1]: r for r in csv.reader(l for l in open(path) if not l.startswith('#')) if len(r) >= 4 and r[0] == gpu}
 new = rows(fixed)
@@ -38,7 +40,7 @@ for l in open(shipped):
     if len(r) >= 2 and r[1].startswith('gemm_us:'):
         if not done: text += [line(x) for x in table]; done = True
         continue
-    if len(r) >= 2 and r[1] in ('gemm_efficiency', 'gemm_half_gflop', 'energy_gemm_pj_per_flop'):
+    if len(r) >= 2 and r[1] in ('gemm_efficiency', 'gemm_half_gflop') + power:
         l = line(new[r[1]])
     elif len(r) >= 2 and r[1] in keep:
         l = line(keep[r[1]])
@@ -46,5 +48,7 @@ for l in open(shipped):
 open(out, 'w').write(''.join(text))
 print('%d gemm_us rows of the three models from %s' % (len(table), fixed))
 PY
-"${SEXTANT:-build/sextant}" fit-gemm --calibration "$T/table.csv" --out "$T/tiles.csv" | grep -E '^(fit on|all )'
-sh scripts/fit_power_sets.sh "$GPU" "$T/tiles.csv" "$OUT" | grep -E '^(clock time|clock exponent|held out|SM clock)'
+"${SEXTANT:-build/sextant}" fit-gemm --calibration "$T/table.csv" --out "$T/tiles.csv" > "$T/fit-gemm.txt"
+grep -E '^(fit on|all )' "$T/fit-gemm.txt"
+sh scripts/fit_power_sets.sh "$GPU" "$T/tiles.csv" "$OUT" > "$T/fit-power.txt"
+grep -E '^(clock time|clock exponent|held out|SM clock)' "$T/fit-power.txt"

@@ -25,16 +25,7 @@ STEPS="$STEPS|gpt3-20b-2l 4 2048 unfused|llama3-8b-4l 4 4096 sextant|gpt2 16 102
 STEPS="$STEPS|llama2-13b-4l 4 4096 sextant|llama3-70b-1l 2 4096 sextant|llama3-8b-4l 2 8192 sextant"
 STEPS="$STEPS|llama3-8b-4l 4 2048 unfused|llama2-13b-4l 2 2048 unfused${EXTRA:+|$EXTRA}"
 [ "$PHASE" = calibrate ] && STEPS=
-IFS='|'; set -f
-for c in $STEPS; do
-    unset IFS
-    set -- $c
-    name="$1_mbs$2_seq$3_$4"
-    run "$name" 150 "$W/build/sextant-gpu" train "$1" --gpu "$GPU" --mbs "$2" --gbs "$2" --seq "$3" --attention "$4" \
-        --steps 20 --warmup 5 --calibration "hwdb/measured/$GPU.csv" --csv "$R/$name.csv"
-    say "  $(grep -E '^step +all' "$R/$name.log") | $(grep -E '^power:' "$R/$name.log" | cut -c1-60)"
-done
-unset IFS; set +f
+train_steps "$W" 150 "$STEPS"
 [ "$PHASE" = train ] && { keep; exit 0; }
 run test_kernels 120 .carry/lead/gpu/test_kernels --attention
 say "  $(tail -1 "$R/test_kernels.log")"

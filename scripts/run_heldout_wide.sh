@@ -16,14 +16,5 @@ say "device: $(sed -n 2p "$R/gpu.txt"); $(cat "$R/date.txt")"
 # RUNS: "model mbs seq attention" items separated by "|" (the first call's four by default; the trainer refused
 # Nemotron's family, so the second call ran two others)
 RUNS=${RUNS:-gpt3-175b-1l 1 2048 sextant|nemotron-4-15b-2l 2 4096 sextant|llama2-70b-1l 2 4096 sextant|gpt3-175b-1l 2 2048 unfused}
-IFS='|'; set -f
-for c in $RUNS; do
-    unset IFS
-    set -- $c
-    name="$1_mbs$2_seq$3_$4"
-    run "$name" 60 "$W/build/sextant-gpu" train "$1" --gpu "$GPU" --mbs "$2" --gbs "$2" --seq "$3" --attention "$4" \
-        --steps 20 --warmup 5 --calibration "hwdb/measured/$GPU.csv" --csv "$R/$name.csv"
-    say "  $name: $(grep -E '^step +all' "$R/$name.log") | $(grep -E '^power:' "$R/$name.log" | cut -c1-60)"
-done
-unset IFS; set +f
+train_steps "$W" 60 "$RUNS"
 keep
