@@ -48,7 +48,7 @@ for l in open(shipped):
 open(out, 'w').write(''.join(text))
 print('%d gemm_us rows of the three models from %s' % (len(table), fixed))
 PY
-"${SEXTANT:-build/sextant}" fit-gemm --calibration "$T/table.csv" --out "$T/tiles.csv" > "$T/fit-gemm.txt"
+"${SEXTANT:-build/sextant}" fit-gemm --gpu "$GPU" --calibration "$T/table.csv" --out "$T/tiles.csv" > "$T/fit-gemm.txt"
 grep -E '^(fit on|all )' "$T/fit-gemm.txt"
 sh scripts/fit_power_sets.sh "$GPU" "$T/tiles.csv" "$OUT" > "$T/fit-power.txt"
 grep -E '^(clock time|clock exponent|held out|SM clock)' "$T/fit-power.txt"
