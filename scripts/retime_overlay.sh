@@ -19,8 +19,8 @@ python3 - "$GPU" "$FIXED" "hwdb/measured/$GPU.csv" "${TIME_FROM:-}" "$T/table.cs
 import csv, io, sys
 gpu, fixed, shipped, time_from, out, power_keys = sys.argv[1:]
 power = tuple(k for k in power_keys.split(',') if k)
-def rows(path):
-    return {r[1]: r for r in csv.reader(l for l in open(path) if not l.startswith('#')) if len(r) >= 4 and r[0] == gpu}
+def rows(path, of=gpu):
+    return {r[1]: r for r in csv.reader(l for l in open(path) if not l.startswith('#')) if len(r) >= 4 and r[0] == of}
 new = rows(fixed)
 def model_of(r):  # "(gpt2 qkv, as the training step runs it)"
     return r[3][r[3].rfind('(') + 1:].split()[0]
@@ -28,8 +28,11 @@ table = [r for k, r in new.items() if k.startswith('gemm_us:') and model_of(r) i
 if len(table) < 100:
     sys.exit('%s: %d gemm_us rows of the three models; expected about 198' % (fixed, len(table)))
 keep = {}
-if time_from:
-    keep = {k: r for k, r in rows(time_from).items() if k in ('clock_time_factor', 'clock_time_exponent')}
+if time_from:  # another GPU's overlay: its own rows, whichever GPU they name
+    first = next(r for r in csv.reader(l for l in open(time_from) if not l.startswith('#')) if len(r) >= 4 and r[0] != 'gpu')
+    keep = {k: r for k, r in rows(time_from, first[0]).items() if k in ('clock_time_factor', 'clock_time_exponent')}
+    if len(keep) != 2:
+        sys.exit('%s: no clock_time_factor and clock_time_exponent' % time_from)
     for r in keep.values():
         r[0] = gpu
 def line(r):
