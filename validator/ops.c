@@ -165,6 +165,7 @@ int cmd_ops(int argc, char **argv, const hwdb *db, const model_zoo *zoo)
         const op_t *op = &s->ops[i];
         if (op->kind == OP_COMM || (op->kind == OP_MEMBOUND && op->bytes <= 0)) continue;
         double spread = 0, t = 0;
+        scratch_refresh(); /* fresh operands: the cross-entropy and the optimizer leave fp32 in the buffers */
         if (op->kind == OP_GEMM) {
             gemm_shape shape = {op->m, op->n, op->k, 1, 0, 0, 0};
             t = time_median(run_gemm, &shape, &spread);
