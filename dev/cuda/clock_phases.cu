@@ -22,8 +22,8 @@
  * (the recorded runs kept cuBLAS's default, and ran 8192^3 7-11% slower than calibrate's timing of it).
  * --poll-ms P: the NVML clock read every P ms (default 1); 0, no sampler at all (the clock columns then read 0):
  * whether the reading itself slows the GPU, as calibrate's GEMM timing has no sampler beside it (it does not:
- * docs/validation/2026-11-27-h100-nvml-poll).  --data normal|uniform|calibrate: the operands' values, normal (sd 0.02,
- * the default) or uniform in [-1, 1) over each whole operand, or as calibrate's scratch holds them
+ * docs/validation/2026-11-27-h100-calibrate-operands).  --data normal|uniform|calibrate: the operands' values,
+ * normal (sd 0.02, the default) or uniform in [-1, 1) over each whole operand, or as calibrate's scratch holds them
  * (validator/bench.c): one 16 MiB block of uniform values repeated through every buffer, A and B alike.
  * --data nan: every operand NaN, what calibrate's GEMMs read before scratch_refresh (validator/bench.h).
  * --cool-first: every shape timed as calibrate times it (its batch size too) before any other work, with the card's
@@ -31,8 +31,8 @@
  * their own (calibrate's and the step's way) instead of the legacy default stream.  --big-alloc: each operand at the
  * start of a 4 GiB allocation, as calibrate's scratch buffers hold them.
  *
- * build/dev/clock_phases [--tn] [--cool-first] [--stream] [--big-alloc] [--workspace-mib N] [--poll-ms P] [--data D] [seconds_per_pattern [MxNxK...]]   (default 3; each operand at
- * most 2^28 elements) */
+ * build/dev/clock_phases [--tn] [--cool-first] [--stream] [--big-alloc] [--workspace-mib N] [--poll-ms P] [--data D]
+ *                        [seconds_per_pattern [MxNxK...]]   (default 3; each operand at most 2^28 elements) */
 #include "dev_util.h"
 #include <cublas_v2.h>
 #include <pthread.h>
@@ -193,47 +193,58 @@ static int phase_clock(const sampler *smp, const std::vector<phase> &ph, int kin
     return n;
 }
 
-int main(int argc, char **argv) {
-    rig g;
-    g.tn = 0;
-    int workspace_mib = -1;   /* -1: cuBLAS's default workspace */
-    int poll_ms = 1;
-    const char *data = "normal";
-    int cool_first = 0, own_stream = 0, big_alloc = 0;
-    g.stream = 0;
+/* the command line: flags, then seconds a pattern and further shapes */
+typedef struct {
+    int tn, cool_first, own_stream, big_alloc;
+    int workspace_mib;   /* -1: cuBLAS's default workspace */
+    int poll_ms;
+    const char *data;
+    double seconds;
+    std::vector<int> shapes;   /* M, N, K of each shape, 8192^3 first */
+} options;
+
+static const char USAGE[] = "clock_phases [--tn] [--cool-first] [--stream] [--big-alloc] [--workspace-mib N] "
+                            "[--poll-ms P] [--data D] [seconds_per_pattern 0.5..30 [MxNxK...]]\n";
+
+/* an integer flag's value in [lo, hi], or -1 after one line on stderr */
+static int flag_int(const char *flag, const char *text, int lo, int hi) {
+    const int v = atoi(text);
+    if (v < lo || v > hi) {
+        fprintf(stderr, "clock_phases: %s %s: expected %d..%d\n", flag, text, lo, hi);
+        return -1;
+    }
+    return v;
+}
+
+/* 0, or 2 after one line on stderr */
+static int parse_options(int argc, char **argv, options *o) {
+    *o = options{0, 0, 0, 0, -1, 1, "normal", 3.0, {N, N, N}};
     for (; argc > 1 && argv[1][0] == '-' && argv[1][1] == '-'; argc--, argv++) {
-        if (!strcmp(argv[1], "--tn")) g.tn = 1;
-        else if (!strcmp(argv[1], "--cool-first")) cool_first = 1;
-        else if (!strcmp(argv[1], "--stream")) own_stream = 1;
-        else if (!strcmp(argv[1], "--big-alloc")) big_alloc = 1;
-        else if (!strcmp(argv[1], "--workspace-mib") && argc > 2) {
-            workspace_mib = atoi(argv[2]);
-            if (workspace_mib < 0 || workspace_mib > 1024) {
-                fprintf(stderr, "clock_phases: --workspace-mib %s: expected 0..1024\n", argv[2]);
+        const char *f = argv[1];
+        const int valued =
+            argc > 2 && (!strcmp(f, "--workspace-mib") || !strcmp(f, "--poll-ms") || !strcmp(f, "--data"));
+        if (!strcmp(f, "--tn")) o->tn = 1;
+        else if (!strcmp(f, "--cool-first")) o->cool_first = 1;
+        else if (!strcmp(f, "--stream")) o->own_stream = 1;
+        else if (!strcmp(f, "--big-alloc")) o->big_alloc = 1;
+        else if (valued && !strcmp(f, "--workspace-mib")) {
+            if ((o->workspace_mib = flag_int(f, argv[2], 0, 1024)) < 0) return 2;
+        } else if (valued && !strcmp(f, "--poll-ms")) {
+            if ((o->poll_ms = flag_int(f, argv[2], 0, 1000)) < 0) return 2;
+        } else if (valued) {
+            o->data = argv[2];
+            if (strcmp(o->data, "normal") && strcmp(o->data, "uniform") && strcmp(o->data, "calibrate") &&
+                strcmp(o->data, "nan")) {
+                fprintf(stderr, "clock_phases: --data %s: expected normal, uniform, calibrate or nan\n", o->data);
                 return 2;
             }
-            argc--, argv++;
-        } else if (!strcmp(argv[1], "--data") && argc > 2) {
-            data = argv[2];
-            if (strcmp(data, "normal") && strcmp(data, "uniform") && strcmp(data, "calibrate") && strcmp(data, "nan")) {
-                fprintf(stderr, "clock_phases: --data %s: expected normal, uniform, calibrate or nan\n", data);
-                return 2;
-            }
-            argc--, argv++;
-        } else if (!strcmp(argv[1], "--poll-ms") && argc > 2) {
-            poll_ms = atoi(argv[2]);
-            if (poll_ms < 0 || poll_ms > 1000) {
-                fprintf(stderr, "clock_phases: --poll-ms %s: expected 0..1000\n", argv[2]);
-                return 2;
-            }
-            argc--, argv++;
         } else {
-            fprintf(stderr, "clock_phases: unknown flag '%s'\n", argv[1]);
+            fprintf(stderr, "clock_phases: unknown flag '%s'\n", f);
             return 2;
         }
+        if (valued) argc--, argv++;
     }
-    double seconds = argc > 1 ? atof(argv[1]) : 3.0;
-    std::vector<int> shapes = {N, N, N};
+    if (argc > 1) o->seconds = atof(argv[1]);
     for (int i = 2; i < argc; i++) {
         int m = 0, n = 0, k = 0;
         if (sscanf(argv[i], "%dx%dx%d", &m, &n, &k) != 3 || m < 1 || n < 1 || k < 1 || (size_t)m * k > OPERAND_MAX ||
@@ -241,33 +252,17 @@ int main(int argc, char **argv) {
             fprintf(stderr, "clock_phases: shape '%s': expected MxNxK, each operand at most 2^28 elements\n", argv[i]);
             return 2;
         }
-        shapes.insert(shapes.end(), {m, n, k});
+        o->shapes.insert(o->shapes.end(), {m, n, k});
     }
-    if (!(seconds >= 0.5 && seconds <= 30.0)) {
-        fprintf(stderr, "clock_phases [--tn] [--cool-first] [--stream] [--big-alloc] [--workspace-mib N] [--poll-ms P] [--data D] [seconds_per_pattern 0.5..30 [MxNxK...]]\n");
+    if (!(o->seconds >= 0.5 && o->seconds <= 30.0)) {
+        fputs(USAGE, stderr);
         return 2;
     }
-    char why[256];
-    if (power_open(why, sizeof why) != 0) {
-        fprintf(stderr, "clock_phases: NVML: %s\n", why);
-        return 1;
-    }
-    CB(cublasCreate(&g.blas));
-    if (own_stream) {
-        CK(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
-        CB(cublasSetStream(g.blas, g.stream));
-    }
-    void *workspace = NULL;
-    if (workspace_mib >= 0) {
-        /* the step's and calibrate's handle carry 32 MiB (validator/gpu_context.h, CUBLAS_WORKSPACE_BYTES) */
-        if (workspace_mib > 0) workspace = dmalloc((size_t)workspace_mib << 20);
-        CB(cublasSetWorkspace(g.blas, workspace, (size_t)workspace_mib << 20));
-    }
-    size_t most = (size_t)N * N;
-    for (size_t i = 0; i < shapes.size(); i += 3)
-        most = std::max({most, (size_t)shapes[i] * shapes[i + 2], (size_t)shapes[i + 2] * shapes[i + 1],
-                         (size_t)shapes[i] * shapes[i + 1]});
-    vec ha, hb;
+    return 0;
+}
+
+/* the operands' values on the host, `most` of each (--data) */
+static void fill_operands(const char *data, size_t most, vec &ha, vec &hb) {
     if (!strcmp(data, "normal")) {
         ha = dev_randn(most, 0, 0.02), hb = dev_randn(most, 0, 0.02);
     } else if (!strcmp(data, "uniform")) {
@@ -292,19 +287,112 @@ int main(int argc, char **argv) {
         }
         hb = ha;
     }
-    g.A = dev_up(ha, 2), g.B = dev_up(hb, 2), g.C = dmalloc(most * 2);
-    if (big_alloc) {   /* each operand at the start of a 4 GiB allocation, as calibrate's scratch (validator/bench.c) */
-        void *op[3] = {g.A, g.B, g.C};
+}
+
+/* A, B and C on the device (--big-alloc: each at the start of a 4 GiB allocation, as calibrate's scratch buffers,
+ * validator/bench.c), the copies' 1 GiB source and destination */
+static void place_operands(rig *g, vec &ha, vec &hb, size_t most, int big_alloc) {
+    g->A = dev_up(ha, 2), g->B = dev_up(hb, 2), g->C = dmalloc(most * 2);
+    if (big_alloc) {
+        void *op[3] = {g->A, g->B, g->C};
         for (void *&o : op) {
             void *big = dmalloc((size_t)4 << 30);
             CK(cudaMemcpy(big, o, most * 2, cudaMemcpyDeviceToDevice));
             CK(cudaFree(o));
             o = big;
         }
-        g.A = op[0], g.B = op[1], g.C = op[2];
+        g->A = op[0], g->B = op[1], g->C = op[2];
     }
-    g.src = dmalloc(COPY_BYTES), g.dst = dmalloc(COPY_BYTES);
-    CK(cudaMemset(g.src, 1, COPY_BYTES));
+    g->src = dmalloc(COPY_BYTES), g->dst = dmalloc(COPY_BYTES);
+    CK(cudaMemset(g->src, 1, COPY_BYTES));
+}
+
+/* --cool-first: every shape as calibrate times it before any other work on the card (its batch size from
+ * calibrate's rule, 5 ms at 500 TFLOP/s, validator/linear.c), with the card's temperature before and after */
+static void time_cool_first(rig *g, const std::vector<int> &shapes, const sampler *smp) {
+    for (size_t si = 0; si < shapes.size(); si += 3) {
+        g->m = shapes[si], g->n = shapes[si + 1], g->k = shapes[si + 2];
+        const double flops = 2.0 * g->m * (double)g->n * g->k;
+        const int reps = std::min(1000, (int)(5e-3 / (flops / 500e12)) + 1);
+        gemm(g);   /* calibrate's untimed batch: the algorithm picked, the code loaded */
+        const double c0 = power_temperature_c();
+        double cool_ms, mean, lo, hi;
+        std::vector<phase> ph = run_cool(g, reps, &cool_ms);
+        const int n = phase_clock(smp, ph, 1, 0, &mean, &lo, &hi);
+        printf("%dx%dx%d,cool_first,%d,50,gemm,%d,%.0f,%.0f,%.0f,%.1f,%.1f\n", g->m, g->n, g->k, reps, n, mean, lo, hi,
+               1e3 * cool_ms, flops / (cool_ms * 1e-3) / 1e12);
+        printf("# %dx%dx%d cool_first: %.0f C before, %.0f C after\n", g->m, g->n, g->k, c0, power_temperature_c());
+        fflush(stdout);
+    }
+}
+
+/* One shape's patterns (the first shape all six, a further one alternating every 2 ms and alone), then as calibrate
+ * times it (cool_5ms: 5 ms batches, each after 50 ms idle); a CSV line per pattern and phase. */
+static void time_shape(rig *g, int first, double seconds, const sampler *smp) {
+    static const double lengths[6][2] = {{2, 2}, {10, 10}, {50, 50}, {250, 250}, {1000, 0}, {0, 1000}};
+    static const char *const names[6] = {"alternate_2ms", "alternate_10ms", "alternate_50ms", "alternate_250ms",
+                                         "gemm_only", "copy_only"};
+    const float gemm_ms = warm_ms(g, gemm), copy_ms = warm_ms(g, copy);
+    printf("# %dx%dx%d: one GEMM %.3f ms, one copy %.3f ms (warm, before the patterns)\n", g->m, g->n, g->k, gemm_ms,
+           copy_ms);
+    for (int pi = 0; pi < 6; pi++) {
+        if (!first && pi != 0 && pi != 4) continue;
+        const int gcalls = lengths[pi][0] > 0 ? std::max(1, (int)(lengths[pi][0] / gemm_ms + 0.5)) : 0;
+        const int ccalls = lengths[pi][1] > 0 ? std::max(1, (int)(lengths[pi][1] / copy_ms + 0.5)) : 0;
+        const double period = gcalls * gemm_ms + ccalls * copy_ms;
+        const int periods = std::max(1, (int)(seconds * 1e3 / period + 0.5));
+        double gemm_total_ms;
+        std::vector<phase> ph = run_pattern(g, gcalls, ccalls, periods, &gemm_total_ms);
+        const int skip = ph.size() > 2 ? (gcalls && ccalls ? 2 : 1) : 0;
+        for (int kind = 1; kind >= 0; kind--) {
+            if (kind ? !gcalls : !ccalls) continue;
+            double mean, lo, hi;
+            const int n = phase_clock(smp, ph, kind, skip, &mean, &lo, &hi);
+            const double gus = kind ? 1e3 * gemm_total_ms / ((double)gcalls * periods) : 0.0;
+            printf("%dx%dx%d,%s,%g,%g,%s,%d,%.0f,%.0f,%.0f,%.1f,%.1f\n", g->m, g->n, g->k, names[pi], lengths[pi][0],
+                   lengths[pi][1], kind ? "gemm" : "copy", n, mean, lo, hi, gus,
+                   kind ? 2.0 * g->m * (double)g->n * g->k / (gus * 1e-6) / 1e12 : 0.0);
+            fflush(stdout);
+        }
+    }
+    double cool_ms, mean, lo, hi;
+    std::vector<phase> ph = run_cool(g, std::max(1, (int)(5.0 / gemm_ms + 0.5)), &cool_ms);
+    const int n = phase_clock(smp, ph, 1, 0, &mean, &lo, &hi);
+    printf("%dx%dx%d,cool_5ms,5,50,gemm,%d,%.0f,%.0f,%.0f,%.1f,%.1f\n", g->m, g->n, g->k, n, mean, lo, hi,
+           1e3 * cool_ms, 2.0 * g->m * (double)g->n * g->k / (cool_ms * 1e-3) / 1e12);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+    options o;
+    if (parse_options(argc, argv, &o) != 0) return 2;
+    char why[256];
+    if (power_open(why, sizeof why) != 0) {
+        fprintf(stderr, "clock_phases: NVML: %s\n", why);
+        return 1;
+    }
+    rig g;
+    g.tn = o.tn;
+    g.stream = 0;
+    CB(cublasCreate(&g.blas));
+    if (o.own_stream) {
+        CK(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
+        CB(cublasSetStream(g.blas, g.stream));
+    }
+    void *workspace = NULL;
+    if (o.workspace_mib >= 0) {
+        /* the step's and calibrate's handle carry 32 MiB (validator/gpu_context.h, CUBLAS_WORKSPACE_BYTES) */
+        if (o.workspace_mib > 0) workspace = dmalloc((size_t)o.workspace_mib << 20);
+        CB(cublasSetWorkspace(g.blas, workspace, (size_t)o.workspace_mib << 20));
+    }
+    const std::vector<int> &shapes = o.shapes;
+    size_t most = (size_t)N * N;
+    for (size_t i = 0; i < shapes.size(); i += 3)
+        most = std::max({most, (size_t)shapes[i] * shapes[i + 2], (size_t)shapes[i + 2] * shapes[i + 1],
+                         (size_t)shapes[i] * shapes[i + 1]});
+    vec ha, hb;
+    fill_operands(o.data, most, ha, hb);
+    place_operands(&g, ha, hb, most, o.big_alloc);
 
     /* check: C[:, 0] of the first shape against float64 */
     g.m = g.n = g.k = N;
@@ -316,11 +404,11 @@ int main(int argc, char **argv) {
         for (int p = 0; p < N; p++) sum += (g.tn ? ha[(size_t)i * N + p] : ha[(size_t)p * N + i]) * hb[p];
         r[i] = sum;
     }
-    if (strcmp(data, "nan")) dev_check("GEMM 8192^3 column 0 vs float64", c0, r, 1e-2);
+    if (strcmp(o.data, "nan")) dev_check("GEMM 8192^3 column 0 vs float64", c0, r, 1e-2);
 
     sampler smp;
     smp.stop = 0;
-    smp.poll_ms = poll_ms;
+    smp.poll_ms = o.poll_ms;
     smp.count = 0;
     smp.t = (double *)malloc(SAMPLES_MAX * sizeof(double));
     smp.mhz = (double *)malloc(SAMPLES_MAX * sizeof(double));
@@ -329,66 +417,19 @@ int main(int argc, char **argv) {
         return 1;
     }
     pthread_t thread;
-    if (poll_ms > 0 && pthread_create(&thread, NULL, sample_loop, &smp) != 0) {
+    if (o.poll_ms > 0 && pthread_create(&thread, NULL, sample_loop, &smp) != 0) {
         fprintf(stderr, "clock_phases: pthread_create failed\n");
         return 1;
     }
-    static const double lengths[6][2] = {{2, 2}, {10, 10}, {50, 50}, {250, 250}, {1000, 0}, {0, 1000}};
-    static const char *const names[6] = {"alternate_2ms", "alternate_10ms", "alternate_50ms", "alternate_250ms",
-                                         "gemm_only", "copy_only"};
-    printf("# operands: %s\n", data);
+    printf("# operands: %s\n", o.data);
     printf("shape,pattern,gemm_ms,copy_ms,phase,samples,mean_mhz,min_mhz,max_mhz,gemm_us,tflops\n");
-    /* --cool-first: every shape as calibrate times it before any other work on the card (its batch size from
-     * calibrate's rule, 5 ms at 500 TFLOP/s, validator/linear.c), with the card's temperature before and after */
-    for (size_t si = 0; cool_first && si < shapes.size(); si += 3) {
-        g.m = shapes[si], g.n = shapes[si + 1], g.k = shapes[si + 2];
-        const double flops = 2.0 * g.m * (double)g.n * g.k;
-        const int reps = std::min(1000, (int)(5e-3 / (flops / 500e12)) + 1);
-        gemm(&g);   /* calibrate's untimed batch: the algorithm picked, the code loaded */
-        const double c0 = power_temperature_c();
-        double cool_ms, mean, lo, hi;
-        std::vector<phase> ph = run_cool(&g, reps, &cool_ms);
-        const int n = phase_clock(&smp, ph, 1, 0, &mean, &lo, &hi);
-        printf("%dx%dx%d,cool_first,%d,50,gemm,%d,%.0f,%.0f,%.0f,%.1f,%.1f\n", g.m, g.n, g.k, reps, n, mean, lo, hi,
-               1e3 * cool_ms, flops / (cool_ms * 1e-3) / 1e12);
-        printf("# %dx%dx%d cool_first: %.0f C before, %.0f C after\n", g.m, g.n, g.k, c0, power_temperature_c());
-        fflush(stdout);
-    }
+    if (o.cool_first) time_cool_first(&g, shapes, &smp);
     for (size_t si = 0; si < shapes.size(); si += 3) {
         g.m = shapes[si], g.n = shapes[si + 1], g.k = shapes[si + 2];
-        const float gemm_ms = warm_ms(&g, gemm), copy_ms = warm_ms(&g, copy);
-        printf("# %dx%dx%d: one GEMM %.3f ms, one copy %.3f ms (warm, before the patterns)\n", g.m, g.n, g.k, gemm_ms,
-               copy_ms);
-        for (int pi = 0; pi < 6; pi++) {
-            if (si > 0 && pi != 0 && pi != 4) continue;   /* a further shape: alternating every 2 ms, and alone */
-            const int gcalls = lengths[pi][0] > 0 ? std::max(1, (int)(lengths[pi][0] / gemm_ms + 0.5)) : 0;
-            const int ccalls = lengths[pi][1] > 0 ? std::max(1, (int)(lengths[pi][1] / copy_ms + 0.5)) : 0;
-            const double period = gcalls * gemm_ms + ccalls * copy_ms;
-            const int periods = std::max(1, (int)(seconds * 1e3 / period + 0.5));
-            double gemm_total_ms;
-            std::vector<phase> ph = run_pattern(&g, gcalls, ccalls, periods, &gemm_total_ms);
-            const int skip = ph.size() > 2 ? (gcalls && ccalls ? 2 : 1) : 0;
-            for (int kind = 1; kind >= 0; kind--) {
-                if (kind ? !gcalls : !ccalls) continue;
-                double mean, lo, hi;
-                const int n = phase_clock(&smp, ph, kind, skip, &mean, &lo, &hi);
-                const double gus = kind ? 1e3 * gemm_total_ms / ((double)gcalls * periods) : 0.0;
-                printf("%dx%dx%d,%s,%g,%g,%s,%d,%.0f,%.0f,%.0f,%.1f,%.1f\n", g.m, g.n, g.k, names[pi], lengths[pi][0],
-                       lengths[pi][1], kind ? "gemm" : "copy", n, mean, lo, hi, gus,
-                       kind ? 2.0 * g.m * (double)g.n * g.k / (gus * 1e-6) / 1e12 : 0.0);
-                fflush(stdout);
-            }
-        }
-        /* as calibrate times it: 5 ms batches, each after 50 ms idle */
-        double cool_ms, mean, lo, hi;
-        std::vector<phase> ph = run_cool(&g, std::max(1, (int)(5.0 / gemm_ms + 0.5)), &cool_ms);
-        const int n = phase_clock(&smp, ph, 1, 0, &mean, &lo, &hi);
-        printf("%dx%dx%d,cool_5ms,5,50,gemm,%d,%.0f,%.0f,%.0f,%.1f,%.1f\n", g.m, g.n, g.k, n, mean, lo, hi,
-               1e3 * cool_ms, 2.0 * g.m * (double)g.n * g.k / (cool_ms * 1e-3) / 1e12);
-        fflush(stdout);
+        time_shape(&g, si == 0, o.seconds, &smp);
     }
     smp.stop = 1;
-    if (poll_ms > 0) pthread_join(thread, NULL);
+    if (o.poll_ms > 0) pthread_join(thread, NULL);
     printf("# %zu clock samples in %.1f s\n", (size_t)smp.count, smp.count ? smp.t[smp.count - 1] - smp.t[0] : 0.0);
     free(smp.t);
     free(smp.mhz);
