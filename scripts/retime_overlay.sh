@@ -2,12 +2,13 @@
 # scripts/retime_overlay.sh GPU CALIBRATE_CSV OUT: an overlay whose GEMM table was timed on NaN operands (before
 # scratch_refresh, docs/validation/2026-11-27-h100-calibrate-operands) re-timed from a calibrate run with the fix, as
 # the H100's was, from the repository root and on the CPU:
-#   - hwdb/measured/GPU.csv's gemm_us rows replaced by CALIBRATE_CSV's of the same three models (gpt2, gpt2-medium,
+#   - the overlay's (BASE's) gemm_us rows replaced by CALIBRATE_CSV's of the same three models (gpt2, gpt2-medium,
 #     llama3.2-1b), its gemm_efficiency, gemm_half_gflop and POWER_KEYS taken (by default energy_gemm_pj_per_flop,
 #     the one power term the NaN operands biased; P_static and e_byte stay);
 #   - the tile model refitted (sextant fit-gemm), then scripts/fit_power_sets.sh GPU (the clock time and the two power
 #     terms); where its steps cannot regress the clock time (the H200's all ran capped), TIME_FROM=OVERLAY gives the
 #     clock_time_factor and clock_time_exponent to keep (the H100's, hwdb/measured/h100-sxm.csv).
+# BASE: the overlay re-made (default hwdb/measured/GPU.csv).
 # POWER_KEYS (default energy_gemm_pj_per_flop): the power terms taken from CALIBRATE_CSV, comma-separated ("" for none);
 # KEEP=DIR keeps the steps' files there (table.csv, tiles.csv, fit-gemm.txt, fit-power.txt).
 # Prints fit-gemm's and fit-power's summaries; OUT is the overlay to review and copy over hwdb/measured/GPU.csv.
@@ -15,7 +16,7 @@ set -eu
 [ $# -eq 3 ] || { echo "usage: $0 GPU CALIBRATE_CSV OUT" >&2; exit 2; }
 GPU=$1 FIXED=$2 OUT=$3
 if [ -n "${KEEP:-}" ]; then T=$KEEP; mkdir -p "$T"; else T=$(mktemp -d); trap 'rm -rf "$T"' EXIT; fi
-python3 - "$GPU" "$FIXED" "hwdb/measured/$GPU.csv" "${TIME_FROM:-}" "$T/table.csv" "${POWER_KEYS-energy_gemm_pj_per_flop}" <<'PY'
+python3 - "$GPU" "$FIXED" "${BASE:-hwdb/measured/$GPU.csv}" "${TIME_FROM:-}" "$T/table.csv" "${POWER_KEYS-energy_gemm_pj_per_flop}" <<'PY'
 import csv, io, sys
 gpu, fixed, shipped, time_from, out, power_keys = sys.argv[1:]
 power = tuple(k for k in power_keys.split(',') if k)

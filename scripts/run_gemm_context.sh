@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Does reading NVML slow the GPU it reads?  Calibrate times its GEMMs with no sampler beside them; every other
+# Calibrate's GEMM timing against every other timing of the same GEMMs, one difference at a time on one card
+# (docs/validation/2026-11-27-h100-calibrate-operands).  First (`poll`, the default): does reading NVML slow the GPU
+# it reads?  Calibrate times its GEMMs with no sampler beside them; every other
 # timing of the same GEMMs (clock_phases, polling the SM clock every 1 ms) and every training step (the validator's
 # power window, 1 ms until b173be4, 10 ms since) ran with one, and ran the large GEMMs 7-17% slower
 # (docs/validation/2026-11-27-h100h200-gemm-sustained).  On one card, back to back:
@@ -16,7 +18,8 @@
 # both, and neither.
 # With `fixed`: clock_phases on NaN operands (what calibrate's shapes read before scratch_refresh), then calibrate
 # with scratch_refresh on its default models, its table to set beside the shipped overlay's.
-#   OUT=DIR bash scripts/run_gemm_context.sh [poll|data|kernels|state|context|fixed]   (BIN_DIR: sextant-gpu and dev/clock_phases; default build)
+#   OUT=DIR bash scripts/run_gemm_context.sh [poll|data|kernels|state|context|fixed]
+#   (BIN_DIR: sextant-gpu and dev/clock_phases; default build)
 #   -> $OUT/summary.txt, $OUT/gemm-context-PHASE.tar
 set -u
 PHASE=${1:-poll}

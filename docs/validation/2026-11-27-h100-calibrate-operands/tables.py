@@ -109,7 +109,9 @@ def table_fixed_against_before():
         ratio = sorted(float(new[k][2]) / float(old[k][2]) for k in keys)
         big = ""
         if prefix == "gemm_us:":
-            flops = lambda k: 2.0 * eval(k[len(prefix):].replace("x", "*"))
+            def flops(k):
+                m, n, kk = (float(v) for v in k[len(prefix):].split("x"))
+                return 2.0 * m * n * kk
             b = sorted(float(new[k][2]) / float(old[k][2]) for k in keys if flops(k) >= 1e10)
             big = "%d, %.3f" % (len(b), st.median(b))
         print("| %s | %d | %.3f | %.3f-%.3f | %s |" % (prefix[:-1], len(keys), st.median(ratio), ratio[len(ratio) // 10],

@@ -13,16 +13,13 @@
 set -eu
 D=${1:-/tmp/calibrate-operands}
 R=docs/validation/2026-11-27-h100-calibrate-operands
-mkdir -p "$D/root/hwdb/measured"
+mkdir -p "$D"
 git show 2154b94:hwdb/measured/h100-sxm.csv > "$D/before.csv"
 for v in table:"" table-and-power:power_static_w,energy_gemm_pj_per_flop,energy_pj_per_byte shipped:energy_gemm_pj_per_flop; do
     name=${v%%:*}
-    # retime_overlay.sh starts from hwdb/measured/GPU.csv: the overlay before, in a root of its own
-    cp -r hwdb scripts "$D/root/" && cp "$D/before.csv" "$D/root/hwdb/measured/h100-sxm.csv"
-    ln -sfn "$PWD/docs" "$D/root/docs"; ln -sfn "$PWD/tests" "$D/root/tests"
     echo "== $name"
-    (cd "$D/root" && SEXTANT="${SEXTANT:-$OLDPWD/build/sextant}" POWER_KEYS=${v#*:} KEEP="$D/$name" \
-        bash scripts/retime_overlay.sh h100-sxm "$OLDPWD/$R/fixed/calibrate.csv" "$D/$name.csv" | grep -E '^(clock|held|SM)')
+    BASE="$D/before.csv" POWER_KEYS=${v#*:} KEEP="$D/$name" \
+        bash scripts/retime_overlay.sh h100-sxm "$R/fixed/calibrate.csv" "$D/$name.csv" | grep -E '^(clock|held|SM)'
     bash "$R/fit/heldout.sh" "$D/$name.csv"
 done
 grep -E '^(gpu,key|h100-sxm,gemm_us:|h100-sxm,gemm_efficiency,|h100-sxm,gemm_half_gflop,)' "$D/table/table.csv" \
