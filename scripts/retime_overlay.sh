@@ -34,8 +34,9 @@ if time_from:  # another GPU's overlay: its own rows, whichever GPU they name
     keep = {k: r for k, r in rows(time_from, first[0]).items() if k in ('clock_time_factor', 'clock_time_exponent')}
     if len(keep) != 2:
         sys.exit('%s: no clock_time_factor and clock_time_exponent' % time_from)
-    for r in keep.values():
-        r[0] = gpu
+    for r in keep.values():  # the source says whose value it is and why it is borrowed
+        r[0], r[3] = gpu, ("%s's value from %s, %s; this GPU's own steps cannot regress it (none within 3%% of the "
+                           "top clock, or clocks spread under 10%%)" % (first[0], time_from, r[3].split(' on ')[0]))
 def line(r):
     s = io.StringIO(); csv.writer(s, lineterminator='\n').writerow(r); return s.getvalue()
 text, done = [], False
