@@ -248,6 +248,36 @@ void moe_init(moe_state *st, const moe_config *c)
         exit(2);
     }
     st->gemm_ex = gemm && !strcmp(gemm, "ex");
+    /* how many of the MOE_STREAMS the experts take turns on: fewer to time the experts' GEMMs without their
+     * neighbours beside them (docs/guide.md, the environment) */
+    const char *lanes = getenv("SEXTANT_MOE_STREAMS");
+    st->lanes = MOE_STREAMS;
+    if (lanes && *lanes) {
+        char *end = NULL;
+        long v = strtol(lanes, &end, 10);
+        if (*end || v < 1 || v > MOE_STREAMS) {
+            fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_STREAMS=%s: expected 1 to %d\n", lanes, MOE_STREAMS);
+            exit(2);
+        }
+        st->lanes = (int)v;
+    }
+    /* a diagnostic: every token's k experts dealt in turn ((t k + j) mod E), so that each expert gets the same rows,
+     * to time the experts' GEMMs at the planner's mean row count (docs/guide.md, the environment) */
+    const char *route = getenv("SEXTANT_MOE_ROUTE");
+    if (route && *route && strcmp(route, "balanced") && strcmp(route, "router")) {
+        fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_ROUTE=%s: expected router (the default) or balanced\n", route);
+        exit(2);
+    }
+    if (route && !strcmp(route, "balanced")) {
+        const size_t slots = (size_t)c->N * c->k;
+        int32_t *dealt = malloc(slots * sizeof *dealt);
+        if (!dealt) { fprintf(stderr, "sextant-gpu train: rank %d: out of host memory\n", c->my_rank); exit(1); }
+        for (size_t s = 0; s < slots; s++) dealt[s] = (int32_t)(s % (size_t)c->E);
+        MCK(st, cudaMalloc((void **)&st->balanced_idx, slots * sizeof *dealt));
+        st->bytes += slots * sizeof *dealt;
+        MCK(st, cudaMemcpy(st->balanced_idx, dealt, slots * sizeof *dealt, cudaMemcpyHostToDevice));
+        free(dealt);
+    }
 
     /* the whole layout on the host (its padding zero), then this rank's parts of it */
     float *host = calloc(count, sizeof *host), *part = malloc(count * sizeof *part);
@@ -523,6 +553,14 @@ static void reduce_back(moe_state *st, const moe_exchange *x, const bf16 *major,
  * buckets that double in size cut the queries to 38-74 but chose slower kernels for other row
  * counts, and the step came out 1% slower (docs/validation/2026-11-26-h100-moe-host). */
 #define MOE_ALGO_BUCKET 128
+/* The bucket's algorithm is the heuristic's for the bucket's middle row count; on Mixtral 8x7B's experts (4096 x
+ * 14336, about 1024 rows) their GEMMs took 227.5 ms a step through it and 212.4 through cublasGemmEx, which picks
+ * for each exact shape, and rows dealt evenly did not close it (docs/validation/2026-11-27-h200-moe-experts).
+ * cublasGemmEx's host time is the price: about 19 us a call on OLMoE's small experts (12288 GEMMs a step: 230 ->
+ * 464 ms through it), 150-350 us on Mixtral's, where nearly every call is a row count cuBLAS has not seen (its
+ * heuristic, asked again).  A GEMM of 64 GFLOP or more (about 100 us on an H100 or H200) mostly hides it, so those
+ * take it; Mixtral's forward, which waits for the host after the routing sync, gains least. */
+#define MOE_EXACT_GEMM_FLOPS 64e9
 #define MOE_LT_WORKSPACE_BYTES (32u << 20)
 
 static void lt_init(moe_state *st)
@@ -576,7 +614,9 @@ static void lt_shape(moe_state *st, cublasLtMatrixLayout_t layout, int rows, int
     MCB(st, cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_LD, &l, sizeof l));
 }
 
-/* One GEMM through cublasGemmEx on `stream` (the step's cuBLAS handle, its stream put back after). */
+/* One GEMM through cublasGemmEx on `stream` (the step's cuBLAS handle, its stream put back after).  A handle of
+ * its own for each stream was tried: the same times, and 0.25 GiB more memory on Mixtral's step (cuBLAS's own
+ * allocations per handle; docs/validation/2026-11-27-h200-moe-experts, after-lane-handles/). */
 static void gemm_ex(moe_state *st, cudaStream_t stream, int ta, int tb, int m, int n, int k, const bf16 *A, int lda,
                     const bf16 *B, int ldb, int accumulate, bf16 *C, int ldc)
 {
@@ -681,7 +721,10 @@ static void expert_gemm(moe_state *st, int lane, int ta, int tb, int m, int n, i
     void *workspace = st->lt_workspace[lane < 0 ? 0 : lane];
     double t0 = launch_clock_s();
     st->gemm_calls++;
-    if (st->gemm_ex) {
+    /* a GEMM long enough to hide cublasGemmEx's host time takes the algorithm cuBLAS picks for its exact shape */
+    const int exact = 2.0 * m * n * (double)k >= MOE_EXACT_GEMM_FLOPS;
+    st->exact_calls += exact && !st->gemm_ex;
+    if (st->gemm_ex || exact) {
         gemm_ex(st, stream, ta, tb, m, n, k, A, lda, B, ldb, accumulate, C, ldc);
         st->gemm_host_s += launch_clock_s() - t0;
         return;
@@ -781,6 +824,8 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
     mark(st, "router", 1);
     mark(st, "router_topk", 0);
     MCK(st, sx_moe_topk(sv.idx, sv.gate, sv.logits, N, c->E, k, c->stream));
+    if (st->balanced_idx)   /* SEXTANT_MOE_ROUTE=balanced: the router's gates kept, its choice replaced */
+        MCK(st, cudaMemcpyAsync(sv.idx, st->balanced_idx, (size_t)N * k * sizeof(int32_t), cudaMemcpyDeviceToDevice, c->stream));
     mark(st, "router_topk", 1);
     /* one rank: the sorted rows are the experts' input, kept for the backward */
     call->xe = exchanged ? NULL : pool_rows(st, N * k, C);
@@ -804,7 +849,7 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
     for (int e = 0; e < st->El; e++) {
         size_t at = (size_t)x->expert_offset[e];
         if (x->expert_rows[e])
-            gemm_forward(st, e % MOE_STREAMS, call->h + at * st->up, call->xe + at * C, up_w(st, weights, e),
+            gemm_forward(st, e % st->lanes, call->h + at * st->up, call->xe + at * C, up_w(st, weights, e),
                          x->expert_rows[e], C, st->up);
     }
     experts_join(st);
@@ -818,7 +863,7 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
     for (int e = 0; e < st->El; e++) {
         size_t at = (size_t)x->expert_offset[e];
         if (x->expert_rows[e])
-            gemm_forward(st, e % MOE_STREAMS, ye + at * C, call->act + at * F, down_w(st, weights, e),
+            gemm_forward(st, e % st->lanes, ye + at * C, call->act + at * F, down_w(st, weights, e),
                          x->expert_rows[e], F, C);
     }
     experts_join(st);
@@ -852,7 +897,7 @@ static void experts_backward(moe_state *st, moe_call *call, const bf16 *dye, bf1
     for (int e = 0; e < st->El; e++) {
         size_t at = (size_t)x->expert_offset[e];
         if (x->expert_rows[e])
-            gemm_dgrad(st, e % MOE_STREAMS, dact + at * F, dye + at * C, down_w(st, weights, e), x->expert_rows[e], F,
+            gemm_dgrad(st, e % st->lanes, dact + at * F, dye + at * C, down_w(st, weights, e), x->expert_rows[e], F,
                        C, 0);
     }
     experts_join(st);
@@ -862,7 +907,7 @@ static void experts_backward(moe_state *st, moe_call *call, const bf16 *dye, bf1
     for (int e = 0; e < st->El; e++) {
         size_t at = (size_t)x->expert_offset[e];
         if (x->expert_rows[e])
-            gemm_wgrad(st, e % MOE_STREAMS, down_w(st, grads, e), dye + at * C, call->act + at * F,
+            gemm_wgrad(st, e % st->lanes, down_w(st, grads, e), dye + at * C, call->act + at * F,
                        x->expert_rows[e], F, C);
     }
     experts_join(st);
@@ -874,7 +919,7 @@ static void experts_backward(moe_state *st, moe_call *call, const bf16 *dye, bf1
     experts_fork(st);
     for (int e = 0; e < st->El; e++) {
         size_t at = (size_t)x->expert_offset[e];
-        if (x->expert_rows[e]) gemm_dgrad(st, e % MOE_STREAMS, dxe + at * C, dh + at * up, up_w(st, weights, e), x->expert_rows[e], C, up, 0);
+        if (x->expert_rows[e]) gemm_dgrad(st, e % st->lanes, dxe + at * C, dh + at * up, up_w(st, weights, e), x->expert_rows[e], C, up, 0);
     }
     experts_join(st);
     mark(st, "expert_up_dgrad", 1);
@@ -882,7 +927,7 @@ static void experts_backward(moe_state *st, moe_call *call, const bf16 *dye, bf1
     experts_fork(st);
     for (int e = 0; e < st->El; e++) {
         size_t at = (size_t)x->expert_offset[e];
-        if (x->expert_rows[e]) gemm_wgrad(st, e % MOE_STREAMS, up_w(st, grads, e), dh + at * up, call->xe + at * C, x->expert_rows[e], C, up);
+        if (x->expert_rows[e]) gemm_wgrad(st, e % st->lanes, up_w(st, grads, e), dh + at * up, call->xe + at * C, x->expert_rows[e], C, up);
     }
     experts_join(st);
     mark(st, "expert_up_wgrad", 1);
@@ -1103,7 +1148,7 @@ void moe_free(moe_state *st)
             MCK(st, cudaFree(st->calls[i].h));
             MCK(st, cudaFree(st->calls[i].act));
         }
-    void *bufs[] = {st->params, st->grads, st->master, st->m, st->v, st->xs, st->dlogits, st->dgate};
+    void *bufs[] = {st->params, st->grads, st->master, st->m, st->v, st->xs, st->dlogits, st->dgate, st->balanced_idx};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) MCK(st, cudaFree(bufs[i]));
     MCK(st, cudaFreeHost(st->host_counts));
     MCK(st, cudaEventDestroy(st->counted));

@@ -119,10 +119,13 @@ typedef struct {
     long heuristics, fallbacks;         /* heuristic queries, GEMMs that fell back to cublasGemmEx */
     long prewarmed;                     /* of the queries, those moe_init made before the first step */
     long gemm_calls;                    /* expert GEMMs issued, and the host's seconds issuing them */
+    long exact_calls;                   /* of them, through cublasGemmEx for their size (MOE_EXACT_GEMM_FLOPS) */
     double gemm_host_s;
     size_t connect_bytes;               /* device memory the EP and expert-DP groups' first use took (NCCL's buffers) */
     size_t connect_ep_bytes, connect_edp_bytes;   /* of it, each group's */
     int gemm_ex;                        /* SEXTANT_MOE_GEMM=ex: every expert GEMM through cublasGemmEx (the first way) */
+    int lanes;                          /* SEXTANT_MOE_STREAMS: the streams expert e takes in turn, e mod lanes */
+    int32_t *balanced_idx;              /* SEXTANT_MOE_ROUTE=balanced: slot s's expert s mod E, else NULL */
     size_t bytes;                       /* device memory allocated at set-up */
     /* the step's gradient reductions issued beside the backward (moe_grads_ready), a layer at a time */
     cudaEvent_t *grads_written;         /* one a layer: its last backward done on the step's stream */
