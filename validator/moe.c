@@ -196,6 +196,48 @@ static void shards_init(moe_state *st)
     if (zero_init(z, &order, c->schedule, c->nschedule) != 0) exit(1);
 }
 
+/* The validator's environment switches for the experts (docs/guide.md, the environment): which cuBLAS path, how many
+ * of the streams, and the router's choice or rows dealt evenly. */
+static void read_switches(moe_state *st, const moe_config *c)
+{
+    const char *gemm = getenv("SEXTANT_MOE_GEMM");
+    if (gemm && *gemm && strcmp(gemm, "ex") && strcmp(gemm, "lt")) {
+        fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_GEMM=%s: expected lt (cuBLASLt, the default) or ex (cublasGemmEx)\n", gemm);
+        exit(2);
+    }
+    st->gemm_ex = gemm && !strcmp(gemm, "ex");
+    /* how many of the MOE_STREAMS the experts take turns on: fewer to time the experts' GEMMs without their
+     * neighbours beside them (docs/guide.md, the environment) */
+    const char *lanes = getenv("SEXTANT_MOE_STREAMS");
+    st->lanes = MOE_STREAMS;
+    if (lanes && *lanes) {
+        char *end = NULL;
+        long v = strtol(lanes, &end, 10);
+        if (*end || v < 1 || v > MOE_STREAMS) {
+            fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_STREAMS=%s: expected 1 to %d\n", lanes, MOE_STREAMS);
+            exit(2);
+        }
+        st->lanes = (int)v;
+    }
+    /* a diagnostic: every token's k experts dealt in turn ((t k + j) mod E), so that each expert gets the same rows,
+     * to time the experts' GEMMs at the planner's mean row count (docs/guide.md, the environment) */
+    const char *route = getenv("SEXTANT_MOE_ROUTE");
+    if (route && *route && strcmp(route, "balanced") && strcmp(route, "router")) {
+        fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_ROUTE=%s: expected router (the default) or balanced\n", route);
+        exit(2);
+    }
+    if (route && !strcmp(route, "balanced")) {
+        const size_t slots = (size_t)c->N * c->k;
+        int32_t *dealt = malloc(slots * sizeof *dealt);
+        if (!dealt) { fprintf(stderr, "sextant-gpu train: rank %d: out of host memory\n", c->my_rank); exit(1); }
+        for (size_t s = 0; s < slots; s++) dealt[s] = (int32_t)(s % (size_t)c->E);
+        MCK(st, cudaMalloc((void **)&st->balanced_idx, slots * sizeof *dealt));
+        st->bytes += slots * sizeof *dealt;
+        MCK(st, cudaMemcpy(st->balanced_idx, dealt, slots * sizeof *dealt, cudaMemcpyHostToDevice));
+        free(dealt);
+    }
+}
+
 void moe_init(moe_state *st, const moe_config *c)
 {
     memset(st, 0, sizeof *st);
@@ -242,42 +284,7 @@ void moe_init(moe_state *st, const moe_config *c)
         exit(1);
     }
     for (int l = 0; l < c->L; l++) MCK(st, cudaEventCreateWithFlags(&st->grads_written[l], cudaEventDisableTiming));
-    const char *gemm = getenv("SEXTANT_MOE_GEMM");
-    if (gemm && *gemm && strcmp(gemm, "ex") && strcmp(gemm, "lt")) {
-        fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_GEMM=%s: expected lt (cuBLASLt, the default) or ex (cublasGemmEx)\n", gemm);
-        exit(2);
-    }
-    st->gemm_ex = gemm && !strcmp(gemm, "ex");
-    /* how many of the MOE_STREAMS the experts take turns on: fewer to time the experts' GEMMs without their
-     * neighbours beside them (docs/guide.md, the environment) */
-    const char *lanes = getenv("SEXTANT_MOE_STREAMS");
-    st->lanes = MOE_STREAMS;
-    if (lanes && *lanes) {
-        char *end = NULL;
-        long v = strtol(lanes, &end, 10);
-        if (*end || v < 1 || v > MOE_STREAMS) {
-            fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_STREAMS=%s: expected 1 to %d\n", lanes, MOE_STREAMS);
-            exit(2);
-        }
-        st->lanes = (int)v;
-    }
-    /* a diagnostic: every token's k experts dealt in turn ((t k + j) mod E), so that each expert gets the same rows,
-     * to time the experts' GEMMs at the planner's mean row count (docs/guide.md, the environment) */
-    const char *route = getenv("SEXTANT_MOE_ROUTE");
-    if (route && *route && strcmp(route, "balanced") && strcmp(route, "router")) {
-        fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_ROUTE=%s: expected router (the default) or balanced\n", route);
-        exit(2);
-    }
-    if (route && !strcmp(route, "balanced")) {
-        const size_t slots = (size_t)c->N * c->k;
-        int32_t *dealt = malloc(slots * sizeof *dealt);
-        if (!dealt) { fprintf(stderr, "sextant-gpu train: rank %d: out of host memory\n", c->my_rank); exit(1); }
-        for (size_t s = 0; s < slots; s++) dealt[s] = (int32_t)(s % (size_t)c->E);
-        MCK(st, cudaMalloc((void **)&st->balanced_idx, slots * sizeof *dealt));
-        st->bytes += slots * sizeof *dealt;
-        MCK(st, cudaMemcpy(st->balanced_idx, dealt, slots * sizeof *dealt, cudaMemcpyHostToDevice));
-        free(dealt);
-    }
+    read_switches(st, c);
 
     /* the whole layout on the host (its padding zero), then this rank's parts of it */
     float *host = calloc(count, sizeof *host), *part = malloc(count * sizeof *part);
@@ -553,14 +560,6 @@ static void reduce_back(moe_state *st, const moe_exchange *x, const bf16 *major,
  * buckets that double in size cut the queries to 38-74 but chose slower kernels for other row
  * counts, and the step came out 1% slower (docs/validation/2026-11-26-h100-moe-host). */
 #define MOE_ALGO_BUCKET 128
-/* The bucket's algorithm is the heuristic's for the bucket's middle row count; on Mixtral 8x7B's experts (4096 x
- * 14336, about 1024 rows) their GEMMs took 227.5 ms a step through it and 212.4 through cublasGemmEx, which picks
- * for each exact shape, and rows dealt evenly did not close it (docs/validation/2026-11-27-h200-moe-experts).
- * cublasGemmEx's host time is the price: about 19 us a call on OLMoE's small experts (12288 GEMMs a step: 230 ->
- * 464 ms through it), 150-350 us on Mixtral's, where nearly every call is a row count cuBLAS has not seen (its
- * heuristic, asked again).  A GEMM of 64 GFLOP or more (about 100 us on an H100 or H200) mostly hides it, so those
- * take it; Mixtral's forward, which waits for the host after the routing sync, gains least. */
-#define MOE_EXACT_GEMM_FLOPS 64e9
 #define MOE_LT_WORKSPACE_BYTES (32u << 20)
 
 static void lt_init(moe_state *st)

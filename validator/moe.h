@@ -74,6 +74,16 @@ typedef struct {
  * package's cuBLAS path does (NUM_STREAM 4). */
 #define MOE_STREAMS 4
 
+/* An expert GEMM under this many FLOPs takes its 128-row bucket's cuBLASLt algorithm (moe.c, MOE_ALGO_BUCKET), the
+ * heuristic's for the bucket's middle row count; on Mixtral 8x7B's experts (4096 x 14336, about 1024 rows) their
+ * GEMMs took 227.5 ms a step through it and 212.4 through cublasGemmEx, which picks for each exact shape, and rows
+ * dealt evenly did not close it (docs/validation/2026-11-27-h200-moe-experts).  cublasGemmEx's host time is the
+ * price: about 19 us a call on OLMoE's small experts (12288 GEMMs a step: 230 -> 464 ms through it), 150-350 us on
+ * Mixtral's, where nearly every call is a row count cuBLAS has not seen (its heuristic, asked again).  A GEMM of 64
+ * GFLOP or more (about 100 us on an H100 or H200) mostly hides it, so those take it; Mixtral's forward, which waits
+ * for the host after the routing sync, gains least. */
+#define MOE_EXACT_GEMM_FLOPS 64e9
+
 /* an expert GEMM's cuBLASLt algorithm, kept for every shape of its bucket (moe.c) */
 typedef struct {
     int used, ta, tb, mb, nb, kb, lda, ldb, ldc, usable;
