@@ -531,8 +531,7 @@ int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo, i
     double e_max = gt.e_max, half_gflop = gt.half_gflop;
     /* FP8 at the same shapes, where the GPU has it: the planner's fp8_gemm_relative_efficiency */
     double fp8_relative = 0.0, fp8_relative_backward = 0.0;
-    int fp8_ok = fp8_calibrate(g, gt.shape, gt.n, scratch, scratch_bytes, scratch_refresh, &fp8_relative,
-                               &fp8_relative_backward) == 0 &&
+    int fp8_ok = fp8_calibrate(g, gt.shape, gt.n, scratch, scratch_bytes, &fp8_relative, &fp8_relative_backward) == 0 &&
                  fp8_relative > 0.05 &&
                  fp8_relative <= 2.0;
     double peak = g->peak_flops[PREC_BF16] > 0 ? g->peak_flops[PREC_BF16] : g->peak_flops[PREC_FP16];
