@@ -47,7 +47,7 @@ typedef struct {
     double days, budget;
     int have_objective, top, strict, allow_tp_across_nodes;
     objective_t objective;
-    unsigned command_flags_seen;   /* bit i: command_flags[i] was given */
+    uint64_t command_flags_seen;   /* bit i: command_flags[i] was given */
 } options;
 
 /* Flags that only some commands use; every other flag is common to estimate, explain and plan.
@@ -75,6 +75,7 @@ static const struct {
     {"--runs", FOR_FIT_POWER | FOR_PUBLISHED}, {"--bands-out", FOR_PUBLISHED}, {"--explain", FOR_PUBLISHED},
 };
 #define COMMAND_FLAGS (sizeof command_flags / sizeof command_flags[0])
+_Static_assert(COMMAND_FLAGS <= 64, "command_flags_seen holds a bit per command flag");
 
 static const char *usage_text =
     "usage: sextant COMMAND [MODEL] [flags]\n"
@@ -239,7 +240,7 @@ static int parse_args(int argc, char **argv, options *o)
 #define TAKE() (v ? (i++, v) : NULL)
         int rc = 0;
         for (size_t f = 0; f < COMMAND_FLAGS; f++)
-            if (!strcmp(a, command_flags[f].flag)) o->command_flags_seen |= 1u << f;
+            if (!strcmp(a, command_flags[f].flag)) o->command_flags_seen |= UINT64_C(1) << f;
         if (foreign_flag(o->command, a)) return fail("%s is not a flag of %s (sextant --help lists each command's)", a, o->command);
         if (a[0] != '-' && o->command && (!strcmp(o->command, "models") || !strcmp(o->command, "published")))
             return fail("unexpected argument '%s': %s takes no model", a, o->command);
@@ -342,7 +343,7 @@ static int refuse_other_commands_flags(const options *o)
         if (!strcmp(o->command, commands[c].name)) me = commands[c].bit;
     if (me != FOR_ESTIMATE && me != FOR_EXPLAIN && me != FOR_PLAN) return 0;
     for (size_t f = 0; f < COMMAND_FLAGS; f++) {
-        if (!(o->command_flags_seen & (1u << f)) || (command_flags[f].commands & me)) continue;
+        if (!(o->command_flags_seen & (UINT64_C(1) << f)) || (command_flags[f].commands & me)) continue;
         char owners[64] = "";
         for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++)
             if (command_flags[f].commands & commands[c].bit)
