@@ -201,9 +201,17 @@ int layout_check(const model_t *m, const layout_t *l, char *err, size_t errlen)
  *     step (DP, ZeRO stage, the stage's parameters). */
 enum { PART_BODY = 1, PART_PIPELINE = 2, PART_DATA_PARALLEL = 4, PART_ALL = 7 };
 
+/* Of overlapped collectives' cost, what the compute beside them lost and their own seconds (alone) that ran
+ * beside it (overlapped_comm_parts): the power model settles the clock without either (docs/model.md, "Clock
+ * under the power cap", overlapped collectives). */
+typedef struct {
+    double slowdown_s, beside_s;
+} overlap_tally;
+
 typedef struct {
     double compute_fwd, compute_bwd;      /* per micro-batch, recomputation counted in bwd */
     double tp;                            /* exposed per micro-batch */
+    overlap_tally tp_overlap;             /* of tp, the GEMM-overlapped collectives' parts, per micro-batch */
     double cp;                            /* context parallelism's, exposed per micro-batch */
     double ep;                            /* expert parallelism's all-to-alls, exposed per micro-batch */
     double ep_hidden;                     /* ... and those overlapped with the next micro-batch, before overlap */
@@ -249,14 +257,20 @@ static int op_part(const op_t *op)
     return PART_BODY;
 }
 
-/* Communication that hides behind a compute window, except its last bucket. */
-static double exposed(const hw_gpu *gpu, coll_t coll, double comm, double window, double last_bucket_fraction)
+/* Communication that hides behind a compute window, except its last bucket; its parts, `times` over, added
+ * to *tally (NULL: not wanted, the search's path without a power model). */
+static double exposed(const hw_gpu *gpu, coll_t coll, double comm, double window, double last_bucket_fraction,
+                      double times, overlap_tally *tally)
 {
     /* how much the compute beside this kind of collective slows (0 when neither measured nor a prior) */
     double sc = coll == COLL_ALLGATHER ? gpu->overlap_compute_slowdown_allgather
                 : coll == COLL_REDUCE_SCATTER ? gpu->overlap_compute_slowdown_reducescatter
                                               : gpu->overlap_compute_slowdown_allreduce;
-    return overlapped_comm_cost_s(comm, window, last_bucket_fraction, sc, gpu->overlap_comm_slowdown);
+    if (!tally) return overlapped_comm_cost_s(comm, window, last_bucket_fraction, sc, gpu->overlap_comm_slowdown);
+    overlap_cost o = overlapped_comm_parts(comm, window, last_bucket_fraction, sc, gpu->overlap_comm_slowdown);
+    tally->slowdown_s += times * o.slowdown_s;
+    tally->beside_s += times * o.beside_s;
+    return o.cost_s;
 }
 
 /* Costs the ops of the parts asked for, in list order; the other parts stay
@@ -346,7 +360,8 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
     for (int i = 0; (parts & PART_BODY) && i < s->nops; i++) {
         const op_t *op = &s->ops[i];
         if (op->kind != OP_COMM || op->overlap != OVERLAP_GEMM || !op->window_op || op_part(op) != PART_BODY) continue;
-        c->body.tp += (double)op->count * exposed(gpu, op->coll, op->time_s, s->ops[op->window_op - 1].time_s, 0.0);
+        c->body.tp += (double)op->count * exposed(gpu, op->coll, op->time_s, s->ops[op->window_op - 1].time_s, 0.0,
+                                                  (double)op->count, &c->body.tp_overlap);
     }
     if (grad_bytes > 0.0) {
         double element = gradient_bytes(l);
@@ -673,45 +688,57 @@ static void zero3_held_s(const model_t *m, const layout_t *l, const stage_summar
 /* Step time, FLOPs, throughput, time-to-train and cost from the first and
  * last stages' costs, at the clock they were costed at. */
 static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *node, const layout_t *l,
-                           const job_t *job, const stage_summary s[STAGE_KINDS], const sequence_flops *f, estimate_t *e)
+                           const job_t *job, const stage_summary s[STAGE_KINDS], const sequence_flops *f, estimate_t *e,
+                           overlap_tally *overlapped)
 {
     const double B = element_bytes(l->precision);
     double stage_mb_s[STAGE_KINDS], stage_dp_s[STAGE_KINDS], ep_s[STAGE_KINDS];
+    overlap_tally stage_overlap[STAGE_KINDS];   /* per step */
     for (int i = 0; i < STAGE_KINDS; i++) {
         /* a middle stage the first stands for, or with one stage the last: the same numbers */
         if ((i == STAGE_MIDDLE && !middle_costed(s)) || (i == STAGE_LAST && l->pp == 1)) {
             stage_mb_s[i] = stage_mb_s[STAGE_FIRST];
             stage_dp_s[i] = stage_dp_s[STAGE_FIRST];
             ep_s[i] = ep_s[STAGE_FIRST];
+            stage_overlap[i] = stage_overlap[STAGE_FIRST];
             continue;
         }
+        overlap_tally overlap = {0.0, 0.0}, *tally = overlapped ? &overlap : NULL;
+        const double mbs = (double)e->microbatches;
         const stage_cost *c = &s[i].cost;
         /* ZeRO-3/FSDP gathers and reduces one wrapped unit at a time, prefetching the next: the
          * first unit's gather waits with nothing to hide behind, and so does the last one's
          * reduce-scatter; on the first and last stages that unit is the embedding or the head, the
-         * largest (docs/model.md, "ZeRO-3 and FSDP"; measured: 2026-11-25-h100x2-zero) */
+         * largest (docs/model.md, "ZeRO-3 and FSDP"; measured: 2026-11-25-h100x2-zero).  FSDP waits so in
+         * every micro-batch; sextant's step only at the step's two ends, the neighbouring micro-batch
+         * hiding the others: 1/m of them (measured: 2026-11-27-h200x2-zero-overhead) */
         double layer, big;
         zero_unit_params(m, l, s[i].stage == 0, s[i].last, &layer, &big);
         double unit = s[i].params > 0.0 ? (big > layer ? big : layer) / s[i].params : 1.0;
         if (unit > 1.0) unit = 1.0;
+        if (l->zero_waits == ZERO_WAITS_STEP) unit /= mbs;
         /* the backward's ZeRO-3 traffic is a gather and a reduce-scatter of the same size: the
          * reduce-scatter's slowdown stands for both (they differ by 2 points, docs/validation) */
         double held_fwd, held_bwd;
         zero3_held_s(m, l, &s[i], layer, big, (double)e->microbatches, &held_fwd, &held_bwd);
-        double z3 = exposed(gpu, COLL_ALLGATHER, c->dp.zero3_fwd - held_fwd, c->body.compute_fwd, unit) +
-                    exposed(gpu, COLL_REDUCE_SCATTER, c->dp.zero3_bwd - held_bwd, c->body.compute_bwd, unit);
+        double z3 = exposed(gpu, COLL_ALLGATHER, c->dp.zero3_fwd - held_fwd, c->body.compute_fwd, unit, mbs, tally) +
+                    exposed(gpu, COLL_REDUCE_SCATTER, c->dp.zero3_bwd - held_bwd, c->body.compute_bwd, unit, mbs, tally);
         /* the combined 1F1B hides a micro-batch's all-to-alls behind the compute of the one beside it, but
          * for the step's first forward and last backward, which run alone: 1/m of them exposed */
         ep_s[i] = c->body.ep + exposed(gpu, COLL_ALLTOALL, c->body.ep_hidden, c->body.compute_fwd + c->body.compute_bwd,
-                                       1.0 / (double)e->microbatches);
+                                       1.0 / (double)e->microbatches, mbs, tally);
         stage_mb_s[i] = c->body.compute_fwd + c->body.compute_bwd + c->dp.zero_bwd_compute + c->body.tp + c->body.cp +
                         ep_s[i] + c->pipeline.pp + z3;
         /* after the flush (DeepSpeed's engine) nothing runs beside them: no window */
         double after = l->grad_sync == GRAD_SYNC_AFTER ? 0.0 : 1.0;
         stage_dp_s[i] = exposed(gpu, l->zero == 0 ? COLL_ALLREDUCE : COLL_REDUCE_SCATTER, c->dp.dp_bwd,
-                                after * c->body.compute_bwd, c->dp.dp_bucket_fraction) +
-                        exposed(gpu, COLL_ALLGATHER, c->dp.dp_fwd, after * c->body.compute_fwd, c->dp.dp_bucket_fraction) +
+                                after * c->body.compute_bwd, c->dp.dp_bucket_fraction, 1.0, tally) +
+                        exposed(gpu, COLL_ALLGATHER, c->dp.dp_fwd, after * c->body.compute_fwd, c->dp.dp_bucket_fraction,
+                                1.0, tally) +
                         z3 * (double)e->microbatches + c->dp.step_exposed;
+        overlap.slowdown_s += mbs * c->body.tp_overlap.slowdown_s;
+        overlap.beside_s += mbs * c->body.tp_overlap.beside_s;
+        stage_overlap[i] = overlap;
     }
     /* a middle stage the first stands for has the first's numbers: ties go to the first */
     int slow = STAGE_FIRST;
@@ -719,6 +746,7 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
         if (stage_mb_s[i] > stage_mb_s[slow]) slow = i;
     const stage_cost *c = &s[slow].cost;
     double mbs_count = (double)e->microbatches;
+    if (overlapped) *overlapped = stage_overlap[slow];
     e->slowest_stage = s[slow].stage;
     e->microbatch_s = stage_mb_s[slow];
     for (int i = 0; i < STAGE_KINDS; i++) e->stage_microbatch_s[i] = stage_mb_s[i];
@@ -821,10 +849,12 @@ static clock_stretch settle_time(const model_t *m, const hw_gpu *gpu, const hw_n
                                  const job_t *job, const stage_summary s[STAGE_KINDS], const sequence_flops *f,
                                  estimate_t *e)
 {
-    settle_time_at(m, gpu, node, l, job, s, f, e);
+    overlap_tally overlapped = {0.0, 0.0};
+    const int powered = power_model_on(gpu);
+    settle_time_at(m, gpu, node, l, job, s, f, e, powered ? &overlapped : NULL);
     e->clock_fraction = 1.0;
     clock_stretch none = {1.0, 1.0};
-    if (!power_model_on(gpu)) return none;
+    if (!powered) return none;
     /* the slowest stage's summary (a middle one the first stands for is the first's) */
     int slow = STAGE_FIRST;
     if (s[STAGE_LAST].stage == e->slowest_stage && l->pp > 1) slow = STAGE_LAST;
@@ -839,8 +869,13 @@ static clock_stretch settle_time(const model_t *m, const hw_gpu *gpu, const hw_n
     /* a synchronous step waits for its slowest GPU: under the cap, the one of its GPUs that leaks most, the
      * expected largest of l->gpus static powers (docs/model.md, "Clock under the power cap", the slowest GPU) */
     const double leakiest_static_w = gpu->power_static_w + gpu->power_static_spread_w * expected_max_sigmas((double)l->gpus);
-    double top_power = e->step_s > 0.0 ? leakiest_static_w + energy / e->step_s : 0.0;
-    double other = e->step_s - clock_bound;
+    /* overlapped collectives and the compute they slow draw together what the compute draws alone: neither
+     * their seconds nor their energy move the clock (docs/model.md, "Clock under the power cap") */
+    energy -= collective_energy_j(overlapped.beside_s, gpu->collective_power_w, gpu->power_static_w);
+    if (energy < 0.0) energy = 0.0;
+    double powered_top_s = e->step_s - overlapped.slowdown_s;
+    double top_power = powered_top_s > 0.0 ? leakiest_static_w + energy / powered_top_s : 0.0;
+    double other = e->step_s - clock_bound - overlapped.slowdown_s;
     const double k = gpu_clock_time_factor(gpu), b = gpu_clock_time_exponent(gpu);
     double x = power_capped_clock_fraction(leakiest_static_w, cap, energy, other, gemm, rest, gpu->clock_energy_exponent,
                                            k, b, CLOCK_FRACTION_MIN);
@@ -852,23 +887,26 @@ static clock_stretch settle_time(const model_t *m, const hw_gpu *gpu, const hw_n
     for (int pass = 0; st.gemm != 1.0 || st.other != 1.0; pass++) {
         stage_summary slowed[STAGE_KINDS];
         stretch_stages(s, st, slowed);
-        settle_time_at(m, gpu, node, l, job, slowed, f, e);
-        double settled_other = e->step_s - gemm * st.gemm - rest * st.other;
+        settle_time_at(m, gpu, node, l, job, slowed, f, e, &overlapped);
+        double settled_other = e->step_s - gemm * st.gemm - rest * st.other - overlapped.slowdown_s;
         if (pass == SETTLE_PASSES_MAX - 1 || fabs(settled_other - other) <= 1e-9 * e->step_s) break;
         other = settled_other > 0.0 ? settled_other : 0.0;
         x = power_capped_clock_fraction(leakiest_static_w, cap, energy, other, gemm, rest, gpu->clock_energy_exponent, k,
                                         b, CLOCK_FRACTION_MIN);
         st = stretch_at(gpu, x);
         /* back under the cap at the top clock, where calibrate's times hold */
-        if (st.gemm == 1.0 && st.other == 1.0) settle_time_at(m, gpu, node, l, job, s, f, e);
+        if (st.gemm == 1.0 && st.other == 1.0) settle_time_at(m, gpu, node, l, job, s, f, e, &overlapped);
     }
     e->clock_fraction = x;
     e->step_clock_hz = x * gpu->clock_max_hz;
     e->top_clock_power_w = top_power;
     e->step_static_w = leakiest_static_w;
-    e->step_power_w = e->step_s > 0.0 ? leakiest_static_w + energy * pow(x, gpu->clock_energy_exponent) / e->step_s : 0.0;
+    double powered_s = e->step_s - overlapped.slowdown_s;
+    e->step_power_w = powered_s > 0.0 ? leakiest_static_w + energy * pow(x, gpu->clock_energy_exponent) / powered_s : 0.0;
     e->clock_bound_top_s = clock_bound;
     e->clock_bound_s = gemm * st.gemm + rest * st.other;
+    e->overlap_slowdown_s = overlapped.slowdown_s;
+    e->overlap_beside_s = overlapped.beside_s;
     return st;
 }
 

@@ -132,6 +132,9 @@ static void explain_data_parallel(FILE *out, const estimate_t *e, const stage_op
     else
         fprintf(out, "  The gradients overlap the last micro-batch's backward (the parameter gather the next forward) except the\n"
                      "  last 40M-element bucket; beside compute both run slower (measured factors).\n");
+    if ((l->zero >= 3 || (l->zero == 2 && l->grad_sync != GRAD_SYNC_AFTER)) && l->zero_waits == ZERO_WAITS_STEP)
+        fprintf(out, "  Those first gathers and last reduce-scatters wait only at the step's first forward and last backward:\n"
+                     "  the neighbouring micro-batch hides the others (--zero-waits step, sextant's trainer).\n");
     if (l->grad_accum == GRAD_ACCUM_FP32_COPY)
         fprintf(out, "  DeepSpeed's BF16 optimizer reduces its fp32 gradient copy whole (an all-reduce of 4 B per parameter)%s.\n",
                 l->zero == 1 ? " and gathers the updated 16-bit weights" : "");

@@ -129,6 +129,7 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
     layout_t *l = &run->layout;
     int64_t zero, sp = 0;
     l->vpp = 1;
+    l->zero_waits = ZERO_WAITS_STEP;   /* validate's step: the trainer's schedule (docs/model.md, "ZeRO-3 and FSDP") */
     if (field(&t, row, "model", name, sizeof name, err, errlen) || field(&t, row, "gpu", gpu_name, sizeof gpu_name, err, errlen) ||
         field(&t, row, "recompute", recompute, sizeof recompute, err, errlen) ||
         field(&t, row, "attention", attention, sizeof attention, err, errlen) ||

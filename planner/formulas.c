@@ -676,15 +676,40 @@ double zero_unit_buffer_bytes(int zero, double layer_params, double big_params, 
  *   C' <= W (1 + sc):  the window grows by C' sc / (1 + sc);
  *   else:              the compute is slowed all along, W sc, and the collective's remainder runs alone,
  *                      (C' - W (1 + sc)) / (1 + sm).
- * With sc = sm = 0 this is max(comm - window, tail): the old perfect hiding. */
-double overlapped_comm_cost_s(double comm, double window, double tail_fraction, double sc, double sm)
+ * With sc = sm = 0 this is max(comm - window, tail): the old perfect hiding.  The parts: `slowdown_s`, what
+ * the compute beside the collective lost, and `beside_s`, the seconds of the collective (alone) that ran
+ * beside it, W (1 + sc) / (1 + sm) of them when it outlasts the window; the rest of the cost ran alone
+ * (docs/model.md, "Clock under the power cap", overlapped collectives). */
+static inline double overlap_split(double comm, double window, double tail_fraction, double sc, double sm,
+                                   double *slowdown_s, double *beside_s)
 {
+    *slowdown_s = *beside_s = 0.0;
     if (comm <= 0.0) return 0.0;
     double tail = comm * tail_fraction;
     double beside = (comm - tail) * (1.0 + sm);
     double stretched_window = window * (1.0 + sc);
-    if (beside <= stretched_window) return tail + beside * sc / (1.0 + sc);
-    return tail + window * sc + (beside - stretched_window) / (1.0 + sm);
+    if (beside <= stretched_window) {
+        *slowdown_s = beside * sc / (1.0 + sc);
+        *beside_s = comm - tail;
+        return tail + *slowdown_s;
+    }
+    *slowdown_s = window * sc;
+    *beside_s = stretched_window / (1.0 + sm);
+    return tail + *slowdown_s + (beside - stretched_window) / (1.0 + sm);
+}
+
+overlap_cost overlapped_comm_parts(double comm, double window, double tail_fraction, double sc, double sm)
+{
+    overlap_cost o;
+    o.cost_s = overlap_split(comm, window, tail_fraction, sc, sm, &o.slowdown_s, &o.beside_s);
+    return o;
+}
+
+/* the search's hot path: the cost alone */
+double overlapped_comm_cost_s(double comm, double window, double tail_fraction, double sc, double sm)
+{
+    double slowdown, beside;
+    return overlap_split(comm, window, tail_fraction, sc, sm, &slowdown, &beside);
 }
 
 void zero3_turns(double microbatches, double warmup, double *bwd_after_fwd, double *fwd_after_bwd)

@@ -52,6 +52,10 @@ typedef enum { GRAD_ACCUM_IN_PLACE = 0, GRAD_ACCUM_FP32_COPY } grad_accum_t;
  * grouped kernel whose tiles of every expert share the waves (DeepSeek's DeepGEMM, CUTLASS grouped GEMMs,
  * torch._grouped_mm). */
 typedef enum { EXPERT_GEMM_STREAMS = 0, EXPERT_GEMM_GROUPED } expert_gemm_t;
+/* Where ZeRO-2/3's per-micro-batch collectives wait (docs/model.md, "ZeRO-3 and FSDP"): each micro-batch's first
+ * gather and last reduce-scatter at its forward's start and backward's end (FSDP, DeepSpeed), or only the step's first
+ * and last, the neighbouring micro-batch hiding the others (sextant's training step). */
+typedef enum { ZERO_WAITS_MICROBATCH = 0, ZERO_WAITS_STEP } zero_waits_t;
 /* Megatron-Core's --recompute-modules beside selective recomputation (docs/model.md, "Recomputed
  * modules"): outputs dropped after the forward and recomputed in the backward, a bit each. */
 enum {
@@ -84,6 +88,7 @@ typedef struct {
     grad_sync_t grad_sync;
     grad_accum_t grad_accum;
     expert_gemm_t expert_gemm;
+    zero_waits_t zero_waits;
     int zero;          /* 0..3; Megatron's distributed optimizer is zero 1 */
     int fp32_grads;    /* gradients accumulated in fp32: 18 instead of 16 B/param */
     precision_t precision;
@@ -293,6 +298,9 @@ typedef struct {
     double step_power_w;           /* ... at step_clock_hz */
     double clock_bound_top_s;      /* seconds per step at the top clock of the work that follows the clock */
     double clock_bound_s;          /* ... as the step runs it, at step_clock_hz (clock_bound_stretch) */
+    double overlap_slowdown_s;     /* of the step, the compute's loss beside overlapped collectives, and */
+    double overlap_beside_s;       /* those collectives' seconds (alone) beside it: the clock is settled without either
+                                      (overlapped_comm_parts; the slowest stage's, set with the power model) */
 
     int nwarnings;
     char warnings[WARNINGS_MAX][256];
@@ -448,6 +456,12 @@ double zero_unit_buffer_bytes(int zero, double layer_params, double big_params, 
  * the head or the tied table on the last), 0 on a middle stage. */
 void zero_unit_params(const model_t *m, const layout_t *l, int first, int last, double *layer, double *big);
 double overlapped_comm_cost_s(double comm, double window, double tail_fraction, double sc, double sm);
+/* The same cost in its parts: what the compute beside the collective lost, and the collective's seconds (alone)
+ * that ran beside the compute. */
+typedef struct {
+    double cost_s, slowdown_s, beside_s;
+} overlap_cost;
+overlap_cost overlapped_comm_parts(double comm, double window, double tail_fraction, double sc, double sm);
 /* ZeRO-3's gathers a held unit saves (docs/model.md, "ZeRO-3 and FSDP"): a unit's gather is skipped where the step
  * uses the unit it used last, as the validator's gather sequence and torchtitan's FSDP (the last block not
  * resharded after its forward) do.  Over a stage's 1F1B of m micro-batches after w warm-up forwards: how many
@@ -576,6 +590,7 @@ typedef struct {
     grad_sync_t grad_sync;         /* every layout's gradient reduction: overlapped or after the flush */
     grad_accum_t grad_accum;       /* every layout's gradient accumulation (fp32-copy: ZeRO 0 and 1 only) */
     expert_gemm_t expert_gemm;     /* every layout's expert GEMMs: one launch per expert, or one grouped kernel */
+    zero_waits_t zero_waits;       /* every layout's ZeRO-2/3 waits: each micro-batch's, or the step's ends' */
 } plan_request;
 
 typedef struct {
@@ -864,6 +879,8 @@ int grad_accum_parse(const char *name, grad_accum_t *out);
 const char *expert_gemm_name(expert_gemm_t g);
 /* streams|grouped: 0, or -1 for anything else (or NULL). */
 int expert_gemm_parse(const char *name, expert_gemm_t *out);
+const char *zero_waits_name(zero_waits_t w);
+int zero_waits_parse(const char *name, zero_waits_t *out);
 /* none|backward: 0, or -1 for anything else (or NULL). */
 int tp_overlap_parse(const char *name, tp_overlap_t *out);
 /* A comma-separated list of layernorm, mla_up_proj, moe_act: 0 and the bits, or -1 naming nothing known. */
@@ -883,7 +900,7 @@ const char *coll_name(coll_t c);
 /* ---- the layout flags (planner/layout_flags.c) ---------------------------
  * One parser for --tp, --pp, --dp, --vpp, --cp, --ep, --mbs, --gbs, --seq, --gpus-per-node, --sp, --zero,
  * --recompute, --recompute-layers, --recompute-modules, --attention, --precision, --loss, --tp-overlap,
- * --grad-sync, --grad-accum, --expert-gemm, --cp-comm, --ep-overlap, --fp32-grads, --first-stage-layers and
+ * --grad-sync, --grad-accum, --expert-gemm, --zero-waits, --cp-comm, --ep-overlap, --fp32-grads, --first-stage-layers and
  * --last-stage-layers, shared by sextant (estimate, explain, plan) and
  * sextant-gpu (train, ops).  Each program starts from its own defaults (layout_flags_init's template),
  * refuses the flags it does not take, and fills what depends on the model or GPU from `given`.
@@ -897,7 +914,7 @@ enum {
     LAYOUT_FLAG_TP_OVERLAP = 1u << 18, LAYOUT_FLAG_GRAD_SYNC = 1u << 19, LAYOUT_FLAG_CP_COMM = 1u << 20,
     LAYOUT_FLAG_EP_OVERLAP = 1u << 21, LAYOUT_FLAG_FP32_GRADS = 1u << 22, LAYOUT_FLAG_ETP = 1u << 23,
     LAYOUT_FLAG_GRAD_ACCUM = 1u << 24, LAYOUT_FLAG_LOGIT_METRICS = 1u << 25, LAYOUT_FLAG_FIRST_STAGE_LAYERS = 1u << 26,
-    LAYOUT_FLAG_LAST_STAGE_LAYERS = 1u << 27, LAYOUT_FLAG_EXPERT_GEMM = 1u << 28
+    LAYOUT_FLAG_LAST_STAGE_LAYERS = 1u << 27, LAYOUT_FLAG_EXPERT_GEMM = 1u << 28, LAYOUT_FLAG_ZERO_WAITS = 1u << 29
 };
 typedef struct {
     layout_t l;        /* the program's defaults, with each flag given written over them */

@@ -793,6 +793,18 @@ static void overlapped_comm_cost_reduces_to_hiding_and_grows_with_slowdown(void 
         double some = overlapped_comm_cost_s(c, 10.0, 0.05, 0.2, 0.3), more = overlapped_comm_cost_s(c, 10.0, 0.05, 0.4, 0.3);
         assert_true(some >= none - 1e-12 && more >= some - 1e-12);
     }
+    /* the parts: fits, the compute's loss C' sc / (1 + sc) and all of the collective but its tail beside it */
+    overlap_cost fits = overlapped_comm_parts(3.0, 10.0, 0.1, 0.3, 0.5);
+    assert_close(fits.slowdown_s, 4.05 * 0.3 / 1.3, 1e-12);
+    assert_close(fits.beside_s, 2.7, 1e-12);
+    assert_close(fits.cost_s, 0.3 + fits.slowdown_s, 1e-12);
+    /* outlasts: the window's W sc, and W (1 + sc) / (1 + sm) of the collective beside it; the rest alone */
+    overlap_cost outlasts = overlapped_comm_parts(10.0, 10.0, 0.0, 0.3, 0.5);
+    assert_close(outlasts.slowdown_s, 3.0, 1e-12);
+    assert_close(outlasts.beside_s, 13.0 / 1.5, 1e-12);
+    assert_close(outlasts.cost_s - outlasts.slowdown_s, 10.0 - outlasts.beside_s, 1e-12);   /* alone: not stretched */
+    overlap_cost nothing = overlapped_comm_parts(0.0, 10.0, 0.1, 0.3, 0.5);
+    assert_true(nothing.cost_s == 0.0 && nothing.slowdown_s == 0.0 && nothing.beside_s == 0.0);
 }
 
 /* ZeRO-3's held units: a stage's 1F1B is F^w (F B)^(m-w) B^w; every backward there follows a forward and every forward

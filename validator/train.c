@@ -292,6 +292,7 @@ static int predict_run(train_run_state *r, gpt *g)
     r->l.precision = train_fp8_gemms(o) ? PREC_FP8 : PREC_BF16;
     r->l.sp = s->sp; r->l.zero = o->l.zero; r->l.ep = s->ep;
     r->l.cp = cp; r->l.cp_comm = CP_COMM_RING;
+    r->l.zero_waits = ZERO_WAITS_STEP;   /* a micro-batch's last reduce-scatter goes out behind the next one's forward */
     job_t job = {1e9, 1.0};
     char err[256];
     if (estimate_layout(m, gpu, node, &r->l, &job, &r->e, err, sizeof err) != 0) {
