@@ -637,6 +637,10 @@ void report_explain(FILE *out, const estimate_t *e)
                     cap, e->clock_bound_top_s, e->clock_bound_s, gpu_clock_time_factor(g));
         else
             fprintf(out, ", under the %.0f W cap: the clock stays at the top.\n", cap);
+        if (e->overlap_slowdown_s > 0.0)
+            fprintf(out, "Of the step, %.4g s is compute slowed beside overlapped collectives (%.4g s of them, alone): "
+                         "together they draw what the compute draws, so t and E above leave both out.\n",
+                    e->overlap_slowdown_s, e->overlap_beside_s);
     }
     if (model_is_moe(m))
         fprintf(out, "Step = compute %.4g + TP %.4g + CP exposed %.4g + EP all-to-all %.4g + PP %.4g + DP exposed %.4g + bubble "

@@ -224,6 +224,8 @@ static int estimate_fields(const estimate_t *e, field *f)
     NUM("time.top_clock_power_w", e->top_clock_power_w);
     NUM("time.clock_bound_top_s", e->clock_bound_top_s);
     NUM("time.clock_bound_s", e->clock_bound_s);
+    NUM("time.overlap_slowdown_s", e->overlap_slowdown_s);
+    NUM("time.overlap_beside_s", e->overlap_beside_s);
     NUM("flops.model_per_step", e->model_flops_per_step);
     NUM("flops.hardware_per_step", e->hardware_flops_per_step);
     NUM("flops.six_nd_per_step", e->six_nd_per_step);

@@ -91,7 +91,8 @@ static void json_has_every_documented_key(void **state)
     sum += json_number(root, "memory", "logits");
     assert_close(sum, json_number(root, "memory", "total"), 1e-9);
     assert_true(cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "memory"), "fits")));
-    const char *time_keys[] = {"step_s", "compute_s", "tp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s"};
+    const char *time_keys[] = {"step_s", "compute_s", "tp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s",
+                               "overlap_slowdown_s", "overlap_beside_s"};
     for (size_t i = 0; i < sizeof time_keys / sizeof time_keys[0]; i++) json_number(root, "time", time_keys[i]);
     const char *flops_keys[] = {"model_per_step", "hardware_per_step", "six_nd_per_step"};
     for (size_t i = 0; i < sizeof flops_keys / sizeof flops_keys[0]; i++) json_number(root, "flops", flops_keys[i]);
@@ -221,8 +222,17 @@ static void explain_says_what_each_zero_stage_overlaps(void **state)
                 print_error("explain --zero %d says ZeRO-%d's '%s'\n", stages[i].zero, stages[j].zero, stages[j].says);
                 fail();
             }
+        /* the overlapped collectives' part of the step, out of the power (docs/model.md, "Clock under the power cap") */
+        assert_non_null(strstr(r.out, "is compute slowed beside overlapped collectives"));
+        assert_null(strstr(r.out, "wait only at the step's first forward"));
         run_free(&r);
     }
+    /* sextant's trainer's waits (--zero-waits step), said where they apply */
+    run_result r = run_sextant("explain llama3.2-1b --gpu h200 --gpus 2 --dp 2 --zero 3 --mbs 2 --gbs 16 --seq 2048 "
+                               "--zero-waits step");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "wait only at the step's first forward and last backward"));
+    run_free(&r);
 }
 
 /* docs/SPEC.md's worked examples, each through `sextant explain --spec`: every
