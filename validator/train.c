@@ -325,7 +325,7 @@ static void *open_gpu_context(gpt *g, int nranks)
     /* streams and libraries of this process */
     CK(cudaStreamCreateWithFlags(&gpu_ctx.stream, cudaStreamNonBlocking));
     /* SEXTANT_COMM_STREAM_PRIORITY=1: the data-parallel and ZeRO collectives' stream at the device's highest
-     * priority, so that their NCCL kernels get SMs before the compute kernels beside them (ZeRO-3's took 3-3.8
+     * priority, so that their NCCL kernels get SMs before the compute kernels beside them (ZeRO-3's took 1.6-2.0
      * times their alone-price beside LLaMA's GEMMs at the default).  Measured both ways, it changes neither the
      * collectives nor the step (docs/validation/2026-11-27-h200x2-zero-overhead, "priority"): off, kept to ask again */
     const char *prio = getenv("SEXTANT_COMM_STREAM_PRIORITY");
