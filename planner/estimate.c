@@ -258,7 +258,7 @@ static int op_part(const op_t *op)
 }
 
 /* Communication that hides behind a compute window, except its last bucket; its parts, `times` over, added
- * to *tally (NULL: not wanted, the search's path without a power model). */
+ * to *tally (NULL: not wanted, without a power model). */
 static double exposed(const hw_gpu *gpu, coll_t coll, double comm, double window, double last_bucket_fraction,
                       double times, overlap_tally *tally)
 {
@@ -266,10 +266,11 @@ static double exposed(const hw_gpu *gpu, coll_t coll, double comm, double window
     double sc = coll == COLL_ALLGATHER ? gpu->overlap_compute_slowdown_allgather
                 : coll == COLL_REDUCE_SCATTER ? gpu->overlap_compute_slowdown_reducescatter
                                               : gpu->overlap_compute_slowdown_allreduce;
-    if (!tally) return overlapped_comm_cost_s(comm, window, last_bucket_fraction, sc, gpu->overlap_comm_slowdown);
     overlap_cost o = overlapped_comm_parts(comm, window, last_bucket_fraction, sc, gpu->overlap_comm_slowdown);
-    tally->slowdown_s += times * o.slowdown_s;
-    tally->beside_s += times * o.beside_s;
+    if (tally) {
+        tally->slowdown_s += times * o.slowdown_s;
+        tally->beside_s += times * o.beside_s;
+    }
     return o.cost_s;
 }
 
@@ -736,8 +737,10 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
                         exposed(gpu, COLL_ALLGATHER, c->dp.dp_fwd, after * c->body.compute_fwd, c->dp.dp_bucket_fraction,
                                 1.0, tally) +
                         z3 * (double)e->microbatches + c->dp.step_exposed;
-        overlap.slowdown_s += mbs * c->body.tp_overlap.slowdown_s;
-        overlap.beside_s += mbs * c->body.tp_overlap.beside_s;
+        if (tally) {
+            overlap.slowdown_s += mbs * c->body.tp_overlap.slowdown_s;
+            overlap.beside_s += mbs * c->body.tp_overlap.beside_s;
+        }
         stage_overlap[i] = overlap;
     }
     /* a middle stage the first stands for has the first's numbers: ties go to the first */

@@ -680,36 +680,28 @@ double zero_unit_buffer_bytes(int zero, double layer_params, double big_params, 
  * the compute beside the collective lost, and `beside_s`, the seconds of the collective (alone) that ran
  * beside it, W (1 + sc) / (1 + sm) of them when it outlasts the window; the rest of the cost ran alone
  * (docs/model.md, "Clock under the power cap", overlapped collectives). */
-static inline double overlap_split(double comm, double window, double tail_fraction, double sc, double sm,
-                                   double *slowdown_s, double *beside_s)
+overlap_cost overlapped_comm_parts(double comm, double window, double tail_fraction, double sc, double sm)
 {
-    *slowdown_s = *beside_s = 0.0;
-    if (comm <= 0.0) return 0.0;
+    overlap_cost o = {0.0, 0.0, 0.0};
+    if (comm <= 0.0) return o;
     double tail = comm * tail_fraction;
     double beside = (comm - tail) * (1.0 + sm);
     double stretched_window = window * (1.0 + sc);
     if (beside <= stretched_window) {
-        *slowdown_s = beside * sc / (1.0 + sc);
-        *beside_s = comm - tail;
-        return tail + *slowdown_s;
+        o.slowdown_s = beside * sc / (1.0 + sc);
+        o.beside_s = comm - tail;
+        o.cost_s = tail + o.slowdown_s;
+        return o;
     }
-    *slowdown_s = window * sc;
-    *beside_s = stretched_window / (1.0 + sm);
-    return tail + *slowdown_s + (beside - stretched_window) / (1.0 + sm);
-}
-
-overlap_cost overlapped_comm_parts(double comm, double window, double tail_fraction, double sc, double sm)
-{
-    overlap_cost o;
-    o.cost_s = overlap_split(comm, window, tail_fraction, sc, sm, &o.slowdown_s, &o.beside_s);
+    o.slowdown_s = window * sc;
+    o.beside_s = stretched_window / (1.0 + sm);
+    o.cost_s = tail + o.slowdown_s + (beside - stretched_window) / (1.0 + sm);
     return o;
 }
 
-/* the search's hot path: the cost alone */
 double overlapped_comm_cost_s(double comm, double window, double tail_fraction, double sc, double sm)
 {
-    double slowdown, beside;
-    return overlap_split(comm, window, tail_fraction, sc, sm, &slowdown, &beside);
+    return overlapped_comm_parts(comm, window, tail_fraction, sc, sm).cost_s;
 }
 
 void zero3_turns(double microbatches, double warmup, double *bwd_after_fwd, double *fwd_after_bwd)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gpu_check.h"
+#include "gpu_context.h"
 
 
 static size_t kv_elems(int B, int Tl, int KV, int D) { return (size_t)B * Tl * 2 * KV * D; }
@@ -37,10 +38,7 @@ void cp_init(cp_state *c, void *(*alloc)(void *ctx, size_t bytes), void *alloc_c
      * the exchanges took 3.4-37 times their transfer time at the default priority,
      * docs/validation/2026-11-26-h200x2-cp).  Measured both ways, it changes neither the exchanges
      * nor the step (docs/validation/2026-11-26-h200x2-cp-priority): off, kept to ask again */
-    const char *prio = getenv("SEXTANT_CP_STREAM_PRIORITY");
-    int least = 0, greatest = 0;
-    if (prio && atoi(prio) == 1) CK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    CK(cudaStreamCreateWithPriority(&c->stream, cudaStreamNonBlocking, greatest));
+    CK(stream_create_switched(&c->stream, "SEXTANT_CP_STREAM_PRIORITY"));
     /* SEXTANT_CP_SERIAL=1, a diagnostic: every exchange on the compute stream, beside nothing, so that the
      * step times the exchange alone where it runs (and pays it exposed) */
     const char *serial = getenv("SEXTANT_CP_SERIAL");

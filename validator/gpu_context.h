@@ -30,4 +30,8 @@ typedef struct {
 
 extern gpu_context gpu_ctx;
 
+/* A non-blocking stream, at the device's highest priority where the environment variable `switch_name` is 1 (an
+ * experiment's switch: SEXTANT_CP_STREAM_PRIORITY, SEXTANT_COMM_STREAM_PRIORITY), else at the default. */
+cudaError_t stream_create_switched(cudaStream_t *stream, const char *switch_name);
+
 #endif

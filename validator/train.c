@@ -328,10 +328,7 @@ static void *open_gpu_context(gpt *g, int nranks)
      * priority, so that their NCCL kernels get SMs before the compute kernels beside them (ZeRO-3's took 1.6-2.0
      * times their alone-price beside LLaMA's GEMMs at the default).  Measured both ways, it changes neither the
      * collectives nor the step (docs/validation/2026-11-27-h200x2-zero-overhead, "priority"): off, kept to ask again */
-    const char *prio = getenv("SEXTANT_COMM_STREAM_PRIORITY");
-    int least = 0, greatest = 0;
-    if (prio && atoi(prio) == 1) CK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    CK(cudaStreamCreateWithPriority(&gpu_ctx.comm_stream, cudaStreamNonBlocking, greatest));
+    CK(stream_create_switched(&gpu_ctx.comm_stream, "SEXTANT_COMM_STREAM_PRIORITY"));
     CK(cudaStreamCreateWithFlags(&gpu_ctx.pp_stream, cudaStreamNonBlocking));
     CK(cudaStreamCreateWithFlags(&gpu_ctx.prep_stream, cudaStreamNonBlocking));
     CB(cublasCreate(&gpu_ctx.blas));
