@@ -25,7 +25,7 @@ LDSAN    =
 endif
 
 CFLAGS  ?=
-CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes \
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes -Werror=float-conversion \
            -Wmissing-prototypes -Werror=implicit-function-declaration \
            -Ihwdb -Imodels -Iplanner -DSEXTANT_DATADIR='"$(DATADIR)"'
 LDLIBS   = -lcsv -lcjson -lm

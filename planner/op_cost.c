@@ -225,7 +225,8 @@ static double gemm_model_s(const hw_gpu *gpu, const op_t *op, precision_t p, dou
     if (p == PREC_FP8) {
         if (gpu->fp8_gemm_relative_efficiency > 0.0) rate *= gpu->fp8_gemm_relative_efficiency;
         rate *= fp8_pass_factor(gpu, op);
-        double cast = fp8_cast_bytes((double)op->m, (double)op->n, (double)op->k, op->pass == PASS_BWD, op->weight_gradient);
+        double cast = fp8_cast_bytes((double)op->m, (double)op->k, op->pass == PASS_BWD, op->weight_gradient,
+                                     op->norm_fed);
         if (op->batch > 1) cast *= (double)op->batch;
         if (cast > 0.0) cast_s = membound_s(gpu, cast);
     }

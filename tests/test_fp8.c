@@ -136,6 +136,37 @@ static void weights_are_cast_once_per_step(void **state)
     }
 }
 
+/* The same casts where the GPU's GEMMs take the tile model (a measured overlay's fit-gemm): a forward GEMM
+ * costs its cast of m x k (half of it fed by a norm), a data gradient the cast of its output gradient, a
+ * weight gradient none.  Each is the op against its own shape without a cast (weight_gradient set, the same
+ * pass, so the same rate).  Until 2026-11-27 the tile model's path called fp8_cast_bytes with the
+ * signature it had before the norm-fed casts (m, n, k, ...): the forward cast m x n and the data gradient
+ * nothing; -Werror=float-conversion now refuses such a call. */
+static void casts_are_the_same_with_the_tile_model(void **state)
+{
+    (void)state;
+    hw_gpu g = *hwdb_find_gpu(&db, "h100-sxm");
+    const hw_node *n = hwdb_find_node(&db, g.node);
+    g.gemm_tile_flops = 855.57e12; g.gemm_tile_s = 0.978e-6; g.gemm_fixed_s = 3.625e-6; g.sm_count = 132.0;
+    layout_t l = fp8_layout(1, 1, 1, 1, PREC_FP8);
+    const double m = 8192.0, nn = 4096.0, k = 2048.0;
+    struct { pass_t pass; int norm_fed; double bytes; } cases[] = {
+        {PASS_FWD, 0, 4.0 * m * k}, {PASS_FWD, 1, 2.0 * m * k}, {PASS_BWD, 0, 4.0 * m * k}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        op_t op;
+        memset(&op, 0, sizeof op);
+        op.name = "gemm"; op.kind = OP_GEMM; op.pass = cases[i].pass; op.count = 1;
+        op.m = (int64_t)m; op.n = (int64_t)nn; op.k = (int64_t)k; op.batch = 1; op.norm_fed = cases[i].norm_fed;
+        op.flops = 2.0 * m * nn * k;
+        op.bytes = 2.0 * (m * k + k * nn + m * nn);
+        double with_cast = op_cost(&op, &g, n, &l);
+        op.weight_gradient = 1;
+        double without = op_cost(&op, &g, n, &l);
+        double cast_s = cases[i].bytes / (g.hbm_bytes_per_s * g.membound_efficiency) + g.membound_overhead_s;
+        assert_close(with_cast - without, cast_s, 1e-9);
+    }
+}
+
 /* The output layer and the router run at the 16-bit rate in an fp8 run, the layers' GEMMs faster. */
 static void head_and_router_stay_sixteen_bit(void **state)
 {
@@ -261,6 +292,7 @@ int main(void)
         cmocka_unit_test(cast_bytes_follow_their_derivation),
         cmocka_unit_test(fp8_weights_are_the_layers_gemm_weights),
         cmocka_unit_test(weights_are_cast_once_per_step),
+        cmocka_unit_test(casts_are_the_same_with_the_tile_model),
         cmocka_unit_test(head_and_router_stay_sixteen_bit),
         cmocka_unit_test(fp8_memory_holds_copies_and_saves_fp8_inputs),
         cmocka_unit_test(sp_gathers_fp8_norm_outputs),
