@@ -63,6 +63,9 @@ static const gpu_numeric_column gpu_overlay_only_columns[] = {
     {"gemm_fixed_us", GPU_FIELD(gemm_fixed_s), MICRO, 0, 1e3},
     {"sm_count", GPU_FIELD(sm_count), 1, 1, 1e4},
     {"gemm_bias_grad_factor", GPU_FIELD(gemm_bias_grad_factor), 1, 0.25, 4},
+    /* multiples of a traffic's time at HBM speed: over four is a broken measurement */
+    {"gemm_accumulate_read_factor", GPU_FIELD(gemm_accumulate_read_factor), 1, 0, 4},
+    {"gemm_accumulate_write_factor", GPU_FIELD(gemm_accumulate_write_factor), 1, 0, 4},
     {"fp8_backward_gemm_relative_efficiency", GPU_FIELD(fp8_backward_gemm_relative_efficiency), 1, 0.05, 2},
     {"context_memory_gib", GPU_FIELD(context_bytes), GIB, 0, 64},
     {"nccl_memory_gib", GPU_FIELD(nccl_comm_bytes), GIB, 0, 64},

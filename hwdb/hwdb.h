@@ -89,6 +89,9 @@ typedef struct {
     double gemm_tile_s;               /* fixed time of one tile (pipeline fill, epilogue), paid once per wave */
     double gemm_fixed_s;              /* fixed time of one GEMM (launch, ramp-up, tail) */
     double sm_count;                  /* streaming multiprocessors, as CUDA reports them */
+    double gemm_accumulate_read_factor;  /* a weight gradient added into its gradient (beta = 1): the time it adds,
+                                            as a multiple of its gradient's read at HBM speed; 0: none */
+    double gemm_accumulate_write_factor; /* and of the store bytes a wider gradient (fp32) adds over a 16-bit output */
     double gemm_bias_grad_factor;     /* a weight gradient with the bias gradient fused into its epilogue takes this
                                          many times the model's time; 0: not fitted (1) */
     double context_bytes;             /* CUDA context + library workspaces, measured; 0: the default */

@@ -154,12 +154,21 @@ static int trains(const gemm_fit_data *d, int i, const char *held_out)
     return !held_out || strcmp(d->row[i].group, held_out);
 }
 
+/* What calibrate's row i holds beyond the tile model: a weight gradient adds into its gradient, as the training step
+ * runs it (linear.c: beta = 1) (docs/model.md, "GEMM time over M, N, K") */
+static double row_accumulate_s(const gemm_fit_data *d, int i, const gemm_fit_params *p)
+{
+    const gemm_fit_row *r = &d->row[i];
+    return r->kind == GEMM_KIND_WGRAD ? r->m * r->n * p->accumulate_s_per_element : 0.0;
+}
+
 /* The model's time for row i with parameters p (the fused bias gradient's factor on the rows that have one). */
 static double row_tiles_s(const gemm_fit_data *d, int i, const gemm_fit_params *p, double membw)
 {
     const gemm_fit_row *r = &d->row[i];
     double bytes = 2.0 * (r->m * r->k + r->k * r->n + r->m * r->n);
     double t = gemm_tile_wave_s(1.0, r->m, r->n, r->k, d->sms, p->tile_flop_per_s, p->tile_s, p->fixed_s, bytes, membw);
+    t += row_accumulate_s(d, i, p);
     return r->bias_gradient && p->bias_grad_factor > 0.0 ? t * p->bias_grad_factor : t;
 }
 
@@ -175,9 +184,9 @@ int gemm_fit_tiles(const gemm_fit_data *d, const char *held_out, gemm_fit_params
         double waves, k_cta;
         gemm_waves(1.0, r->m, r->n, r->k, d->sms, &waves, &k_cta);
         double f[3] = {1.0, waves, waves * 2.0 * GEMM_TILE_M * GEMM_TILE_N * k_cta * d->sms};
-        double w = 1.0 / (r->seconds * r->seconds);
+        double w = 1.0 / (r->seconds * r->seconds), tiles = r->seconds - row_accumulate_s(d, i, p);
         for (int u = 0; u < 3; u++) {
-            b[u] += w * f[u] * r->seconds;
+            b[u] += w * f[u] * tiles;
             for (int v = 0; v < 3; v++) a[u][v] += w * f[u] * f[v];
         }
         used++;
@@ -243,12 +252,16 @@ int gemm_fit_lomo(const gemm_fit_data *d, const hw_gpu *g, gemm_fit_result *res)
     memset(res, 0, sizeof *res);
     double peak = g->peak_flops[PREC_BF16] > 0.0 ? g->peak_flops[PREC_BF16] : g->peak_flops[PREC_FP16];
     if (peak <= 0.0 || d->ngroups < 2) return -1;
+    /* calibrate's weight gradients add into a 16-bit gradient (validator/linear.c) */
+    const double accumulate = gemm_accumulate_s(1.0, 2.0, 2.0, g->hbm_bytes_per_s * g->membound_efficiency,
+                                                g->gemm_accumulate_read_factor, g->gemm_accumulate_write_factor);
+    res->all.accumulate_s_per_element = accumulate;
     if (gemm_fit_tiles(d, NULL, &res->all) != 0) return -1;
     if (gemm_fit_curve(d, NULL, peak, &res->curve_e_max, &res->curve_half_flops) != 0) return -1;
     static hw_gemm_time table[GEMM_FIT_ROWS_MAX];
     for (int h = 0; h < d->ngroups; h++) {
         const char *out = d->group[h];
-        gemm_fit_params p;
+        gemm_fit_params p = {.accumulate_s_per_element = accumulate};
         double e_max, half;
         if (gemm_fit_tiles(d, out, &p) != 0 || gemm_fit_curve(d, out, peak, &e_max, &half) != 0) return -1;
         res->held[h] = p;
@@ -383,9 +396,11 @@ int gemm_fit_overlay_text(const char *path, const char *gpu, const gemm_fit_data
     gemm_fit_summary(d, res, NULL, -1, 0, &ca, &cs, &cw, &n);
     const char *base = strrchr(path, '/');
     snprintf(source, sizeof source,
-             "sextant fit-gemm %s on the %d gemm_us rows of %s (%s); leave-one-model-out mean |error| %.1f%%, signed %+.1f%%, "
-             "worst %+.1f%% (calibrate's curve: %.1f%%, %+.1f%%, %+.1f%%)",
-             date, d->n, base ? base + 1 : path, groups, 100 * a, 100 * s, 100 * w, 100 * ca, 100 * cs, 100 * cw);
+             "sextant fit-gemm %s on the %d gemm_us rows of %s (%s)%s; leave-one-model-out mean |error| %.1f%%, signed "
+             "%+.1f%%, worst %+.1f%% (calibrate's curve: %.1f%%, %+.1f%%, %+.1f%%)",
+             date, d->n, base ? base + 1 : path, groups,
+             res->all.accumulate_s_per_element > 0.0 ? ", the weight gradients' read of their gradient taken out" : "",
+             100 * a, 100 * s, 100 * w, 100 * ca, 100 * cs, 100 * cw);
     char rows[5][800];
     snprintf(rows[0], sizeof rows[0], "%s,gemm_tile_tflops,%.2f,\"%s\"\n", gpu, res->all.tile_flop_per_s / 1e12, source);
     snprintf(rows[1], sizeof rows[1], "%s,gemm_tile_us,%.4f,\"%s\"\n", gpu, res->all.tile_s * 1e6, source);

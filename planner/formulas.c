@@ -742,6 +742,21 @@ void gemm_waves(double batch, double m, double n, double k, double sms, double *
     *k_per_cta = k / split;
 }
 
+/* "GEMM time over M, N, K", accumulating weight gradients: a weight gradient added into the gradient (cuBLAS's
+ * beta = 1: sextant's trainer into its 16-bit gradient, Megatron's gradient-accumulation fusion into an fp32
+ * main_grad) reads its `elements` outputs before its epilogue writes them back, at `accumulate_bytes` each, where
+ * the GEMM that writes its output (beta = 0) stores `written_bytes`.  The time it adds: the read's time at HBM
+ * speed times `read_factor` (the epilogue loads its source partly beside the mainloop: under 1), the wider
+ * store's times `write_factor` (an fp32 epilogue stores slower than HBM takes it: over 1); both measured on
+ * gradients larger than L2, as a step's are when the next micro-batch adds into them (dev/cuda/gemm_accumulate.cu). */
+double gemm_accumulate_s(double elements, double accumulate_bytes, double written_bytes, double bytes_per_s,
+                         double read_factor, double write_factor)
+{
+    if (bytes_per_s <= 0.0 || accumulate_bytes <= 0.0 || elements <= 0.0) return 0.0;
+    double wider = accumulate_bytes > written_bytes ? accumulate_bytes - written_bytes : 0.0;
+    return elements * (accumulate_bytes * read_factor + wider * write_factor) / bytes_per_s;
+}
+
 /* "GEMM time over M, N, K": each wave costs a tile's fixed time (filling the
  * pipeline, the epilogue's store) plus its K loop at one SM's share of
  * `tile_flop_per_s`; the GEMM adds one fixed cost (launch, ramp, tail) and

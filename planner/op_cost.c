@@ -216,8 +216,9 @@ static double gemm_launches(const op_t *op)
     return op->separate_launches && op->batch > 1 ? (double)op->batch : 1.0;
 }
 
-static double gemm_model_s(const hw_gpu *gpu, const op_t *op, precision_t p, double membw)
+static double gemm_model_s(const hw_gpu *gpu, const op_t *op, precision_t p, double membw, double *memory_s)
 {
+    *memory_s = 0.0;
     double sixteen = gpu->peak_flops[PREC_BF16] > 0.0 ? gpu->peak_flops[PREC_BF16] : gpu->peak_flops[PREC_FP16];
     if (gpu->gemm_tile_flops <= 0.0 || gpu->sm_count <= 0.0 || sixteen <= 0.0 || gpu->peak_flops[p] <= 0.0) return 0.0;
     double rate = gpu->gemm_tile_flops * gpu->peak_flops[p] / sixteen;
@@ -236,7 +237,15 @@ static double gemm_model_s(const hw_gpu *gpu, const op_t *op, precision_t p, dou
     double t = launches * gemm_tile_wave_s((double)op->batch / launches, (double)op->m, (double)op->n, (double)op->k,
                                            gpu->sm_count, rate, gpu->gemm_tile_s, gpu->gemm_fixed_s, op->bytes / launches,
                                            membw);
+    /* a weight gradient added into the gradient: its read, beyond the tile model, whose fit took it out of
+     * calibrate's rows (docs/model.md, "GEMM time over M, N, K") */
+    double accumulate = gemm_accumulate_s((double)op->batch * (double)op->m * (double)op->n, op->accumulate_bytes,
+                                          element_bytes(p), membw, gpu->gemm_accumulate_read_factor,
+                                          gpu->gemm_accumulate_write_factor);
+    t += accumulate;
     if (op->bias_gradient && gpu->gemm_bias_grad_factor > 0.0) t *= gpu->gemm_bias_grad_factor;
+    /* the casts and the gradient's read move bytes through HBM: they do not follow the SM clock */
+    *memory_s = cast_s + accumulate;
     return t + cast_s;
 }
 
@@ -357,12 +366,13 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
         double issued = launches > 1.0 && (op->pass == PASS_FWD || op->pass == PASS_RECOMPUTE)
                             ? expert_gemm_issue_s(launches, gpu->gemm_issue_s, gpu->launch_overhead_s)
                             : 0.0;
-        double tiled = gemm_model_s(gpu, op, matrix, membw);
+        double memory_s;
+        double tiled = gemm_model_s(gpu, op, matrix, membw, &memory_s);
         if (tiled > 0.0 && issued > tiled) return with_power(op, gpu, issued, 0.0, e_flop);
         if (tiled > 0.0) {
             double fixed = gpu->gemm_fixed_s * launches;
             if (op->bytes / membw >= tiled - fixed) clock_bound = 0.0;
-            return with_power(op, gpu, tiled, clock_bound, e_flop);
+            return with_power(op, gpu, tiled, clock_bound * (tiled - memory_s) / tiled, e_flop);
         }
         /* a grouped GEMM (batch experts) runs at the efficiency of one expert's shape */
         double rate = gemm_flop_per_s(gpu, op->batch > 1 ? op->flops / (double)op->batch : op->flops, matrix);

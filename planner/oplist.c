@@ -174,6 +174,12 @@ static void gemm(builder *b, const char *fwd, const char *dgrad, const char *wgr
     *dw = *op;
     dw->pass = PASS_BWD; dw->name = wgrad; dw->m = (int64_t)k; dw->k = (int64_t)m; dw->saved_bytes = 0;
     dw->weight_gradient = 1;
+    /* in place (--grad-accum in-place): the GEMM adds into the gradient, reading each output element before it
+     * writes it back at the gradient's width (docs/model.md, "GEMM time over M, N, K") */
+    if (b->l->grad_accum == GRAD_ACCUM_IN_PLACE) {
+        dw->accumulate_bytes = accumulated_gradient_bytes(b->l);
+        dw->bytes += (2.0 * dw->accumulate_bytes - b->act_bytes) * k * n;
+    }
     /* the TP collectives of this GEMM's input, launched before it (tp_entry), run beside its gradients */
     if (b->beside_dgrad) b->out->ops[b->beside_dgrad - 1].window_op = op_index(b, dx);
     if (b->beside_wgrad) b->out->ops[b->beside_wgrad - 1].window_op = op_index(b, dw);
@@ -316,6 +322,14 @@ double element_bytes(precision_t p) { return (p == PREC_FP32 || p == PREC_TF32) 
 double gradient_bytes(const layout_t *l)
 {
     return l->fp32_grads || l->grad_accum == GRAD_ACCUM_FP32_COPY ? 4.0 : element_bytes(l->precision);
+}
+
+/* The element a weight gradient adds into in place: the gradient's (fp32 with --fp32-grads), at least 16 bit (an
+ * fp8 run's GEMMs write 16-bit gradients) */
+double accumulated_gradient_bytes(const layout_t *l)
+{
+    double g = gradient_bytes(l);
+    return g > 2.0 ? g : 2.0;
 }
 
 double gradient_memory_bytes(const layout_t *l)

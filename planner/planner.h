@@ -132,6 +132,8 @@ typedef struct {
                                sextant-gpu's step runs a biased linear (cuBLASLt BGRADB) */
     int separate_launches;  /* GEMM with batch > 1: each problem of the batch is a launch of its own (one cuBLAS
                                GEMM per expert, EXPERT_GEMM_STREAMS); 0: one launch whose tiles share the waves */
+    double accumulate_bytes; /* GEMM: a weight gradient added into the gradient in place (beta = 1), the gradient's
+                               element bytes; 0: its output written (docs/model.md, "GEMM time over M, N, K") */
     double flops;           /* executed per instance: what the time is costed on */
     double model_flops;     /* per instance, MFU convention (0 for recomputation and memory-bound ops) */
     double hardware_flops;  /* per instance, HFU convention (model + recomputation) */
@@ -213,6 +215,7 @@ double element_bytes(precision_t p);
 /* Bytes of one gradient element as the step reduces it: 4 with --fp32-grads or DeepSpeed's fp32 copy
  * (--grad-accum fp32-copy), else the element's. */
 double gradient_bytes(const layout_t *l);
+double accumulated_gradient_bytes(const layout_t *l);
 /* Bytes a parameter's gradients hold, unsharded: the reduced element, and with the fp32 copy the 16-bit
  * gradient the backward writes as well. */
 double gradient_memory_bytes(const layout_t *l);
@@ -448,6 +451,10 @@ double fp8_weight_copy_bytes(double fp8_weights);
  * (planner/op_cost.c; docs/model.md, "Step time"). */
 double measured_shape_s(const hw_gemm_time *table, int count, double m, double n, double k, double kv, int third_varies);
 void gemm_waves(double batch, double m, double n, double k, double sms, double *waves, double *k_per_cta);
+/* The time a GEMM of `elements` outputs adds when it adds into them (beta = 1) instead of writing them
+ * (docs/model.md, "GEMM time over M, N, K", accumulating weight gradients). */
+double gemm_accumulate_s(double elements, double accumulate_bytes, double written_bytes, double bytes_per_s,
+                         double read_factor, double write_factor);
 double gemm_tile_wave_s(double batch, double m, double n, double k, double sms, double tile_flop_per_s, double tile_s,
                         double fixed_s, double bytes, double bytes_per_s);
 double zero_unit_buffer_bytes(int zero, double layer_params, double big_params, double weight_bytes, double grad_bytes);
@@ -808,6 +815,8 @@ typedef struct {
 typedef struct {
     double tile_flop_per_s, tile_s, fixed_s; /* fitted on the plain GEMMs */
     double bias_grad_factor;                 /* then on the fused bias gradients' rows; 0: none */
+    double accumulate_s_per_element;         /* given, not fitted: what a weight gradient row adds per output element
+                                                by adding into its 16-bit gradient, as calibrate times it */
 } gemm_fit_params;
 
 typedef struct {

@@ -226,6 +226,52 @@ static void fit_gemm_command(void **state)
 
 /* The planner's GEMM ops with the shipped overlay: a shape calibrate timed takes its measured time, any other the
  * model (gemm_tile_wave_s, times the factor on a fused bias gradient), never the lines or the curve. */
+/* What a weight gradient that adds into its 16-bit gradient takes beyond the tile model (docs/model.md, "GEMM time
+ * over M, N, K"): its batch x m x n outputs read at HBM speed times the read factor; 0 for a GEMM that writes. */
+static double accumulate_s(const hw_gpu *g, const op_t *o)
+{
+    return gemm_accumulate_s((double)o->batch * (double)o->m * (double)o->n, o->accumulate_bytes, 2.0,
+                             g->hbm_bytes_per_s * g->membound_efficiency, g->gemm_accumulate_read_factor,
+                             g->gemm_accumulate_write_factor);
+}
+
+/* The fit takes the accumulating weight gradients' read out of calibrate's rows: rows made by the tile model plus that
+ * read on the weight gradients give back the model's three parameters exactly when the fit is told the read, and
+ * not when it is not. */
+static void fit_takes_the_accumulate_read_out(void **state)
+{
+    (void)state;
+    static gemm_fit_data d;
+    memset(&d, 0, sizeof d);
+    d.sms = 132.0;
+    snprintf(d.group[0], sizeof d.group[0], "a");
+    d.ngroups = 1;
+    const double rate = 860e12, tile = 0.95e-6, fixed = 3.2e-6, per_element = 2.0 * 0.642 / 4.32e12;
+    const double in[] = {768, 2048, 4096}, out[] = {3072, 8192, 14336}, tokens[] = {1024, 4096, 16384};
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++)
+            for (int c = 0; c < 3; c++)
+                for (int kind = 0; kind < 2; kind++) {
+                    gemm_fit_row *r = &d.row[d.n++];
+                    memset(r, 0, sizeof *r);
+                    snprintf(r->group, sizeof r->group, "a");
+                    r->kind = kind ? GEMM_KIND_WGRAD : GEMM_KIND_FORWARD;
+                    r->m = kind ? in[a] : tokens[c];
+                    r->n = out[b];
+                    r->k = kind ? tokens[c] : in[a];
+                    r->seconds = gemm_tile_wave_s(1, r->m, r->n, r->k, d.sms, rate, tile, fixed, 0.0, 0.0) +
+                                 (kind ? r->m * r->n * per_element : 0.0);
+                }
+    gemm_fit_params p = {.accumulate_s_per_element = per_element};
+    assert_int_equal(gemm_fit_tiles(&d, NULL, &p), 0);
+    assert_close(p.tile_flop_per_s, rate, 1e-9);
+    assert_close(p.tile_s, tile, 1e-9);
+    assert_close(p.fixed_s, fixed, 1e-9);
+    gemm_fit_params blind = {0};
+    assert_int_equal(gemm_fit_tiles(&d, NULL, &blind), 0);
+    assert_true(fabs(blind.tile_s / tile - 1.0) > 0.01 || fabs(blind.fixed_s / fixed - 1.0) > 0.01);
+}
+
 static void estimate_prices_untimed_gemms_by_tiles(void **state)
 {
     (void)state;
@@ -258,6 +304,9 @@ static void estimate_prices_untimed_gemms_by_tiles(void **state)
             double model = gemm_tile_wave_s(1, (double)o->m, (double)o->n, (double)o->k, g->sm_count, g->gemm_tile_flops,
                                             g->gemm_tile_s, g->gemm_fixed_s, o->bytes,
                                             g->hbm_bytes_per_s * g->membound_efficiency);
+            /* every weight gradient adds into the 16-bit gradient (--grad-accum in-place, the default) */
+            assert_true(o->accumulate_bytes == (o->weight_gradient ? 2.0 : 0.0));
+            model += accumulate_s(g, o);
             if (o->bias_gradient) model *= g->gemm_bias_grad_factor;
             double want = exact > 0.0 ? exact : model;
             if (want < g->launch_overhead_s) want = g->launch_overhead_s;
@@ -322,8 +371,8 @@ static void estimate_prices_expert_gemms_per_launch(void **state)
                                       g->gemm_tile_s, g->gemm_fixed_s, s->bytes / 8.0, membw);
         double all = gemm_tile_wave_s(8, (double)o->m, (double)o->n, (double)o->k, g->sm_count, g->gemm_tile_flops,
                                       g->gemm_tile_s, g->gemm_fixed_s, o->bytes, membw);
-        assert_close(s->time_s, 8.0 * one, 1e-12);
-        assert_close(o->time_s, all, 1e-12);
+        assert_close(s->time_s, 8.0 * one + accumulate_s(g, s), 1e-12);
+        assert_close(o->time_s, all + accumulate_s(g, o), 1e-12);
         assert_true(s->time_s > o->time_s);
         /* 1024 x 1024 x 2816: 64 tiles split K in two on their own, 512 share four waves grouped */
         if (!strcmp(s->name, "expert_down")) assert_true(s->time_s > 1.3 * o->time_s);
@@ -370,6 +419,7 @@ static void forward_expert_gemms_wait_for_the_host(void **state)
             if (issue > gpu) floored++;
             if (!strcmp(o->name, "expert_down")) assert_true(issue > gpu);   /* 256 x 1024 x 2816: a few us a launch */
         } else {
+            gpu += accumulate_s(g, o);
             assert_close(o->time_s, gpu, 1e-12);
             free_ += issue > gpu;   /* a backward op the host would have held back, had it no lead */
         }
@@ -396,6 +446,7 @@ int main(void)
         cmocka_unit_test(held_out_models_beat_the_curve),
         cmocka_unit_test(heldout_steps_gemm_ops),
         cmocka_unit_test(fit_gemm_command),
+        cmocka_unit_test(fit_takes_the_accumulate_read_out),
         cmocka_unit_test(estimate_prices_untimed_gemms_by_tiles),
         cmocka_unit_test(estimate_prices_expert_gemms_per_launch),
         cmocka_unit_test(forward_expert_gemms_wait_for_the_host),

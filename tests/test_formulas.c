@@ -856,6 +856,26 @@ static void gemm_waves_and_tiles(void **state)
 
 /* the occupancy curve r = R b / (b + b_half) through two of its points gives every other point, between
  * them and beyond (a shard's fewer heads), and the first point where the two cannot make a line */
+/* A weight gradient added into its gradient: the gradient read at HBM speed times the read factor, and a wider
+ * gradient's extra store times the write factor; nothing for a GEMM that writes its output or has no bandwidth. */
+static void gemm_accumulate_follows_its_derivation(void **state)
+{
+    (void)state;
+    const double elements = 4096.0 * 28672.0, bw = 4.32e12, r = 0.642, w = 1.8;
+    /* sextant's trainer: a bf16 gradient over a bf16 output, the read alone */
+    assert_close(gemm_accumulate_s(elements, 2.0, 2.0, bw, r, w), elements * 2.0 * r / bw, 1e-12);
+    /* Megatron's fp32 main_grad: read 4 bytes, and 2 more stored than the 16-bit output */
+    assert_close(gemm_accumulate_s(elements, 4.0, 2.0, bw, r, w), elements * (4.0 * r + 2.0 * w) / bw, 1e-12);
+    /* fp32 training writes 4 bytes either way: the read alone */
+    assert_close(gemm_accumulate_s(elements, 4.0, 4.0, bw, r, w), elements * 4.0 * r / bw, 1e-12);
+    assert_true(gemm_accumulate_s(elements, 0.0, 2.0, bw, r, w) == 0.0);
+    assert_true(gemm_accumulate_s(elements, 2.0, 2.0, 0.0, r, w) == 0.0);
+    /* Mixtral 8x7B's expert up projection's gradient on an H200: about 35 us, the 38-40 us dev/cuda/gemm_accumulate
+     * measured beta 1 over beta 0 (docs/validation/2026-11-27-gemm-accumulate) */
+    double t = gemm_accumulate_s(elements, 2.0, 2.0, 4.8e12 * 0.9, r, w);
+    assert_true(t > 30e-6 && t < 40e-6);
+}
+
 static void occupancy_rate_follows_its_curve(void **state)
 {
     (void)state;
@@ -910,6 +930,7 @@ int main(void)
         cmocka_unit_test(overlapped_comm_cost_reduces_to_hiding_and_grows_with_slowdown),
         cmocka_unit_test(zero3_turns_of_one_f_one_b),
         cmocka_unit_test(gemm_waves_and_tiles),
+        cmocka_unit_test(gemm_accumulate_follows_its_derivation),
     };
     return cmocka_run_group_tests_name("formulas", tests, NULL, NULL);
 }

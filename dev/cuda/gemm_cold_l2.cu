@@ -28,13 +28,8 @@
 static const int CALLS_MAX = 16, PASSES = 9;
 static const double BURST_S = 12e-3, IDLE_US = 40000;
 
-typedef struct {
-    const char *name;
-    int m, n, k;
-} gemm_shape;
-
 /* the forward linears of the recorded runs' models (out features m, tokens n, in features k) */
-static const gemm_shape SHAPES[] = {
+static const dev_gemm_shape SHAPES[] = {
     {"gpt2_qkv_8k", 2304, 8192, 768},
     {"llama1b_qkv_4k", 3072, 4096, 2048},
     {"llama1b_mlp_up_4k", 16384, 4096, 2048},
@@ -92,12 +87,7 @@ static float burst_us(lt_rig *g, const cublasLtMatmulAlgo_t *algo, void *const *
     return 1e3f * total / calls;
 }
 
-static float median(std::vector<float> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
-static void one_shape(const gemm_shape *s, cublasLtHandle_t lt, cublasHandle_t blas) {
+static void one_shape(const dev_gemm_shape *s, cublasLtHandle_t lt, cublasHandle_t blas) {
     lt_rig g;
     lt_rig_open(&g, lt, s->m, s->n, s->k);
     cublasLtMatmulHeuristicResult_t r;
@@ -159,9 +149,9 @@ static void one_shape(const gemm_shape *s, cublasLtHandle_t lt, cublasHandle_t b
     burst_us(&g, &r.algo, A.data(), B.data(), 1, C, 1, 1, e);
     dev_check(what, dev_down(C, c_n, 2), ref, 1e-2);
 
-    const double w = median(warm), fl = median(flushed), rot = median(rotated);
+    const double w = dev_median(warm), fl = dev_median(flushed), rot = dev_median(rotated);
     printf("%s,%d,%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.0f\n", s->name, s->m, s->n, s->k, calls, w, fl, rot,
-           median(gx_uniform), median(gx_normal), 2.0 * s->m * s->n * s->k / (w * 1e-6) / 1e12);
+           dev_median(gx_uniform), dev_median(gx_normal), 2.0 * s->m * s->n * s->k / (w * 1e-6) / 1e12);
     for (int i = 0; i < sets; i++) {
         CK(cudaFree(A[i]));
         CK(cudaFree(B[i]));
@@ -174,19 +164,12 @@ static void one_shape(const gemm_shape *s, cublasLtHandle_t lt, cublasHandle_t b
     lt_rig_close(&g);
 }
 
+static const char *shape_name(int i) { return SHAPES[i].name; }
+
 int main(int argc, char **argv) {
     const int nshapes = (int)(sizeof SHAPES / sizeof SHAPES[0]);
-    int only = -1;
-    if (argc > 1) {
-        for (int i = 0; i < nshapes; i++)
-            if (!strcmp(argv[1], SHAPES[i].name)) only = i;
-        if (only < 0) {
-            fprintf(stderr, "gemm_cold_l2: unknown shape '%s' (", argv[1]);
-            for (int i = 0; i < nshapes; i++) fprintf(stderr, "%s%s", i ? ", " : "", SHAPES[i].name);
-            fprintf(stderr, ")\n");
-            return 2;
-        }
-    }
+    const int only = dev_shape_arg(argc, argv, "gemm_cold_l2", nshapes, shape_name);
+    if (only == -2) return 2;
     cublasLtHandle_t lt;
     CB(cublasLtCreate(&lt));
     cublasHandle_t blas;
