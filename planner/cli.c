@@ -529,6 +529,12 @@ static void print_gpu(FILE *out, const hw_gpu *g, const hw_node *node)
                      "wave, %.2f us per GEMM, fused bias gradient x %.3f (sextant fit-gemm)\n",
                 g->gemm_tile_flops / 1e12, g->sm_count, g->gemm_tile_s * 1e6, g->gemm_fixed_s * 1e6,
                 g->gemm_bias_grad_factor > 0 ? g->gemm_bias_grad_factor : 1.0);
+    /* the tile model's term: on the defaults' curve a weight gradient pays none */
+    if (g->gemm_tile_flops > 0 && g->sm_count > 0 &&
+        (g->gemm_accumulate_read_factor > 0 || g->gemm_accumulate_write_factor > 0))
+        fprintf(out, "  accumulating gradient  a weight gradient adding into its gradient: its read x %.3f, an fp32 "
+                     "gradient's extra store x %.3f, at HBM speed, beside the GEMM model\n",
+                g->gemm_accumulate_read_factor, g->gemm_accumulate_write_factor);
     /* "Overlap is not free": what the estimate charges compute and collectives that run side by side */
     if (g->overlap_comm_slowdown > 0 || g->overlap_compute_slowdown_allgather > 0 ||
         g->overlap_compute_slowdown_reducescatter > 0 || g->overlap_compute_slowdown_allreduce > 0)

@@ -582,6 +582,13 @@ void report_explain(FILE *out, const estimate_t *e)
                      "leave SMs idle; x %.3f with a fused bias gradient (docs/model.md, \"GEMM time over M, N, K\").\n",
                 g->gemm_fixed_s * 1e6, g->sm_count, g->gemm_tile_s * 1e6, g->gemm_tile_flops / 1e12,
                 g->gemm_bias_grad_factor > 0 ? g->gemm_bias_grad_factor : 1.0);
+    if (g->gemm_tile_flops > 0 && g->gemm_accumulate_read_factor > 0 && l->grad_accum == GRAD_ACCUM_IN_PLACE)
+        fprintf(out, "A weight gradient adds into the %s gradient (beta = 1): it also reads its m x n outputs, %.3f x their "
+                     "time at HBM speed%s (docs/model.md, \"GEMM time over M, N, K\").\n",
+                accumulated_gradient_bytes(l) > 2.0 ? "fp32" : "16-bit", g->gemm_accumulate_read_factor,
+                accumulated_gradient_bytes(l) > 2.0 ? ", and stores 2 bytes more an element than a 16-bit output, x the "
+                                                      "write factor"
+                                                    : "");
     if (g->membound_overhead_s > 0)
         fprintf(out, "Each memory-bound op also pays the %.2f us a kernel spends filling and draining the GPU "
                      "(calibrated).\n", g->membound_overhead_s * 1e6);

@@ -40,6 +40,7 @@ static void hw_shows_sources(void **state)
     assert_non_null(strstr(r.out, "source"));
     assert_non_null(strstr(r.out, "989.4"));
     assert_null(strstr(r.out, "measured over"));   /* the hwdb alone: no collectives measured */
+    assert_null(strstr(r.out, "accumulating gradient"));   /* no tile model on the defaults: no read term */
     /* the overlap slowdowns, hwdb/priors.csv's until an overlay measures them */
     assert_non_null(strstr(r.out, "beside a collective    a GEMM +39.0% (all-gather), +36.1% (reduce-scatter), "
                                   "+49.9% (all-reduce); the collective beside a GEMM +54.5%"));
@@ -50,6 +51,17 @@ static void hw_shows_sources(void **state)
     assert_non_null(strstr(r.out, "measured over 2 ranks: all-reduce 284 GB/s 8.1 us (11 times"));
     assert_non_null(strstr(r.out, "measured over 4 ranks: all-reduce 328 GB/s"));
     assert_non_null(strstr(r.out, "a GEMM +39.0% (all-gather), +36.1% (reduce-scatter), +49.9% (all-reduce)"));
+    assert_non_null(strstr(r.out, "accumulating gradient  a weight gradient adding into its gradient: its read x 0.642, "
+                                  "an fp32 gradient's extra store x 1.800"));
+    run_free(&r);
+    /* explain says what a weight gradient pays for adding into its gradient, at the gradient's width */
+    r = run_sextant("explain llama3.2-1b --gpu h200 --calibration " SEXTANT_ROOT "/hwdb/measured/h200.csv");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "A weight gradient adds into the 16-bit gradient (beta = 1)"));
+    run_free(&r);
+    r = run_sextant("explain llama3.2-1b --gpu h200 --fp32-grads --calibration " SEXTANT_ROOT "/hwdb/measured/h200.csv");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "A weight gradient adds into the fp32 gradient (beta = 1)"));
     run_free(&r);
     r = run_sextant("hw");
     expect_ok(&r);
