@@ -55,14 +55,17 @@ static void hw_shows_sources(void **state)
                                   "an fp32 gradient's extra store x 1.800"));
     run_free(&r);
     /* explain says what a weight gradient pays for adding into its gradient, at the gradient's width */
-    r = run_sextant("explain llama3.2-1b --gpu h200 --calibration " SEXTANT_ROOT "/hwdb/measured/h200.csv");
-    expect_ok(&r);
-    assert_non_null(strstr(r.out, "A weight gradient adds into the 16-bit gradient (beta = 1)"));
-    run_free(&r);
-    r = run_sextant("explain llama3.2-1b --gpu h200 --fp32-grads --calibration " SEXTANT_ROOT "/hwdb/measured/h200.csv");
-    expect_ok(&r);
-    assert_non_null(strstr(r.out, "A weight gradient adds into the fp32 gradient (beta = 1)"));
-    run_free(&r);
+    static const struct { const char *flags, *says; } widths[] = {
+        {"", "A weight gradient adds into the 16-bit gradient (beta = 1)"},
+        {" --fp32-grads", "A weight gradient adds into the fp32 gradient (beta = 1)"},
+    };
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+        r = run_sextant("explain llama3.2-1b --gpu h200%s --calibration " SEXTANT_ROOT "/hwdb/measured/h200.csv",
+                        widths[i].flags);
+        expect_ok(&r);
+        assert_non_null(strstr(r.out, widths[i].says));
+        run_free(&r);
+    }
     r = run_sextant("hw");
     expect_ok(&r);
     assert_non_null(strstr(r.out, "b200"));

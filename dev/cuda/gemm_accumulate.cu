@@ -19,10 +19,8 @@
  *   shape,m,n,k,nn_beta0_us,lt_beta0_us,lt_beta1_bf16_us,lt_beta1_fp32_us,ex_beta1_bf16_us
  *
  * build/dev/gemm_accumulate [shape]   (default every shape below) */
-#include <cublas_v2.h>
-#include <cublasLt.h>
 #include <unistd.h>
-#include "dev_util.h"
+#include "lt_rig.h"
 
 static const int PASSES = 7, CALLS_MAX = 64;
 static const double BURST_S = 20e-3, IDLE_US = 40000;
@@ -188,17 +186,11 @@ int main(int argc, char **argv) {
     const int nshapes = (int)(sizeof SHAPES / sizeof SHAPES[0]);
     const int only = dev_shape_arg(argc, argv, "gemm_accumulate", nshapes, shape_name);
     if (only == -2) return 2;
-    cublasLtHandle_t lt;
-    CB(cublasLtCreate(&lt));
-    cublasHandle_t blas;
-    CB(cublasCreate(&blas));
-    void *blas_ws = dmalloc(32u << 20);
-    CB(cublasSetWorkspace(blas, blas_ws, 32u << 20));   /* as the step's handle */
+    dev_blas h;
+    dev_blas_open(&h);
     printf("shape,m,n,k,nn_beta0_us,lt_beta0_us,lt_beta1_bf16_us,lt_beta1_fp32_us,ex_beta1_bf16_us\n");
     for (int i = 0; i < nshapes; i++)
-        if (only < 0 || only == i) one_shape(&SHAPES[i], lt, blas);
-    CB(cublasDestroy(blas));
-    CK(cudaFree(blas_ws));
-    CB(cublasLtDestroy(lt));
+        if (only < 0 || only == i) one_shape(&SHAPES[i], h.lt, h.blas);
+    dev_blas_close(&h);
     return g_dev_failed ? 1 : 0;
 }

@@ -21,7 +21,6 @@
  *   shape,m,n,k,calls,warm_us,flushed_us,rotated_us,gemmex_uniform_us,gemmex_normal_us,warm_tflops
  *
  * build/dev/gemm_cold_l2 [shape]   (default every shape below) */
-#include <cublas_v2.h>
 #include <unistd.h>
 #include "lt_rig.h"
 
@@ -170,17 +169,11 @@ int main(int argc, char **argv) {
     const int nshapes = (int)(sizeof SHAPES / sizeof SHAPES[0]);
     const int only = dev_shape_arg(argc, argv, "gemm_cold_l2", nshapes, shape_name);
     if (only == -2) return 2;
-    cublasLtHandle_t lt;
-    CB(cublasLtCreate(&lt));
-    cublasHandle_t blas;
-    CB(cublasCreate(&blas));
-    void *blas_ws = dmalloc(32u << 20);
-    CB(cublasSetWorkspace(blas, blas_ws, 32u << 20));   /* as the step's handle (CUBLAS_WORKSPACE_BYTES) */
+    dev_blas h;
+    dev_blas_open(&h);
     printf("shape,m,n,k,calls,warm_us,flushed_us,rotated_us,gemmex_uniform_us,gemmex_normal_us,warm_tflops\n");
     for (int i = 0; i < nshapes; i++)
-        if (only < 0 || only == i) one_shape(&SHAPES[i], lt, blas);
-    CB(cublasDestroy(blas));
-    CK(cudaFree(blas_ws));
-    CB(cublasLtDestroy(lt));
+        if (only < 0 || only == i) one_shape(&SHAPES[i], h.lt, h.blas);
+    dev_blas_close(&h);
     return g_dev_failed;
 }

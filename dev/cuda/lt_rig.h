@@ -5,6 +5,7 @@
 #define SEXTANT_DEV_LT_RIG_H
 
 #include <cublasLt.h>
+#include <cublas_v2.h>
 #include <string.h>
 #include "dev_util.h"
 
@@ -57,6 +58,27 @@ static inline void lt_rig_close(lt_rig *g) {
     CB(cublasLtMatrixLayoutDestroy(g->b));
     CB(cublasLtMatrixLayoutDestroy(g->c));
     CB(cublasLtMatmulDescDestroy(g->desc));
+}
+
+/* The two handles a GEMM experiment times through: cuBLASLt's, and cuBLAS's with its own 32 MiB workspace, as the
+ * training step sets its handle up (CUBLAS_WORKSPACE_BYTES). */
+typedef struct {
+    cublasLtHandle_t lt;
+    cublasHandle_t blas;
+    void *blas_ws;
+} dev_blas;
+
+static inline void dev_blas_open(dev_blas *b) {
+    CB(cublasLtCreate(&b->lt));
+    CB(cublasCreate(&b->blas));
+    b->blas_ws = dmalloc(32u << 20);
+    CB(cublasSetWorkspace(b->blas, b->blas_ws, 32u << 20));
+}
+
+static inline void dev_blas_close(dev_blas *b) {
+    CB(cublasDestroy(b->blas));
+    CK(cudaFree(b->blas_ws));
+    CB(cublasLtDestroy(b->lt));
 }
 
 #endif
