@@ -16,7 +16,6 @@ __device__ __forceinline__ float gelu_grad_f(float x) {
     const float s = 1.0f / (1.0f + __expf(-2.0f * u));
     return s + x * s * (1.0f - s) * 2.0f * du;
 }
-__device__ __forceinline__ float sigmoid_f(float z) { return 1.0f / (1.0f + __expf(-z)); }
 
 /* ------------------------------------------------------------------- GELU */
 

@@ -72,6 +72,8 @@ template <typename T> __device__ __forceinline__ void st_pack_cs(T *p, const Pac
     __stcs(reinterpret_cast<int4 *>(p), v.bits);
 }
 
+__device__ __forceinline__ float sigmoid_f(float z) { return 1.0f / (1.0f + __expf(-z)); }
+
 /* ---------------------------------------------------------- reductions */
 
 __device__ __forceinline__ float warp_sum(float v) {

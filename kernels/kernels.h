@@ -388,14 +388,34 @@ cudaError_t sx_moe_gather(sx_bf16 *xs, const sx_bf16 *x, const int32_t *row_slot
                           cudaStream_t stream);
 
 /* The combine: out[n, :] = sum_j gate[n k + j] ys[pos[n k + j], :] (=), fp32 sums; gate NULL:
- * 1 (the dispatch's backward); C % 8 == 0. */
+ * 1 (the trainer's, whose experts weighed their rows; and the dispatch's backward); C % 8 == 0.
+ * The combine's own backward is the dispatch's gather of dout (sx_moe_gather). */
 cudaError_t sx_moe_combine(sx_bf16 *out, const sx_bf16 *ys, const int32_t *pos, const float *gate, int N, int k,
                            int C, cudaStream_t stream);
 
-/* The combine's backward: dys[pos[s], :] = gate[s] dout[n, :] (=), dgate[s] = dout[n, :] . ys[pos[s], :]
- * (=, fp32). */
-cudaError_t sx_moe_combine_backward(sx_bf16 *dys, float *dgate, const sx_bf16 *dout, const sx_bf16 *ys,
-                                    const int32_t *pos, const float *gate, int N, int k, int C, cudaStream_t stream);
+/* The gates ride with the rows they weigh, into the experts (Megatron-Core's permuted probs, applied in the
+ * experts' activation): a row's gate is padded to SX_MOE_GATE_ROW floats (16 bytes), so that the exchange moves
+ * gate rows as it moves token rows, and its chunk copy takes them as rows of 8 bf16. */
+#define SX_MOE_GATE_ROW 4
+
+/* rows[r SX_MOE_GATE_ROW] = gate[row_slot[r]] (=) for the S = N k sorted rows, the rest of each row 0;
+ * rows 16-byte aligned. */
+cudaError_t sx_moe_row_gates(float *rows, const float *gate, const int32_t *row_slot, int S, cudaStream_t stream);
+
+/* The way back: dgate[row_slot[r]] = rows[r SX_MOE_GATE_ROW] (=) for the S sorted rows. */
+cudaError_t sx_moe_slot_gates(float *dgate, const float *rows, const int32_t *row_slot, int S, cudaStream_t stream);
+
+/* The experts' activation weighted by each row's gate: out[r, f] = w_r silu(h[r, f]) h[r, F + f] (=) for R rows
+ * of h[R, 2F] (gate half, then up half), w_r = weight[r SX_MOE_GATE_ROW]; F % 8 == 0.  The down projection is
+ * linear, so its output is the gate times the unweighted expert's, and the combine sums rows unweighted. */
+cudaError_t sx_moe_swiglu_forward(sx_bf16 *out, const sx_bf16 *h, const float *weight, int R, int F,
+                                  cudaStream_t stream);
+
+/* Its backward: dh[R, 2F] (=) the SwiGLU's backward at w_r dout[r, :]; dweight[r SX_MOE_GATE_ROW] (=, fp32)
+ * = dout[r, :] . silu(h[r, :F]) h[r, F:], the rest of each row 0; F % 8 == 0.  Under expert TP each rank's is its
+ * F shard's part of the dot product. */
+cudaError_t sx_moe_swiglu_backward(sx_bf16 *dh, float *dweight, const sx_bf16 *dout, const sx_bf16 *h,
+                                   const float *weight, int R, int F, cudaStream_t stream);
 
 /* Rows moved in chunks, one launch for them all: chunk i copies rows[i] rows of C values from src[i]
  * to dst[i] (=; the chunks' destinations do not overlap).  The exchange's chunks between the rank-major

@@ -1,6 +1,7 @@
 /* A mixture-of-experts layer's routing kernels (kernels.h, "mixture of experts"): the
  * top-k of the router's fp32 logits, the stable sort of the slots by expert, the
- * dispatch's row gather, the combine and their backward.  Their float64 reference is
+ * dispatch's row gather, the gates to the sorted rows and back, the experts' gate-weighted
+ * SwiGLU and its backward, the combine.  Their float64 reference is
  * validator/moe_plan.c; tests/gpu/test_moe_kernels.cu checks one against the other.
  * The expert GEMMs are cuBLAS's (validator/moe.c). */
 #include "common.cuh"
@@ -177,43 +178,104 @@ extern "C" cudaError_t sx_moe_combine(sx_bf16 *out, const sx_bf16 *ys, const int
     SX_LAUNCHED();
 }
 
-/* one block per token: dys rows scaled by the gate, dgate a block-wide dot product */
-__global__ void __launch_bounds__(MOE_THREADS)
-moe_combine_backward_kernel(bf16 *__restrict__ dys, float *__restrict__ dgate, const bf16 *__restrict__ dout,
-                            const bf16 *__restrict__ ys, const int32_t *__restrict__ pos, const float *__restrict__ gate,
-                            int k, int C) {
-    const size_t n = blockIdx.x;
-    const bf16 *d = dout + n * C;
-    for (int j = 0; j < k; j++) {
-        const size_t s = n * k + j;
-        const size_t row = (size_t)pos[s] * C;
-        const float g = gate[s];
-        float dot = 0.0f;
-        for (int c = threadIdx.x * 8; c < C; c += blockDim.x * 8) {
-            const Pack<bf16> dp = ld_pack(d + c), yp = ld_pack_plain(ys + row + c);
-            Pack<bf16> o;
-#pragma unroll
-            for (int q = 0; q < 8; q++) {
-                dot += dp.get(q) * yp.get(q);
-                o.set(q, g * dp.get(q));
-            }
-            st_pack(dys + row + c, o);
-        }
-        dot = block_sum(dot);
-        if (threadIdx.x == 0) dgate[s] = dot;
-        __syncthreads();
-    }
+/* one thread per row: a slot's gate to its sorted row, the row padded to SX_MOE_GATE_ROW floats */
+__global__ void moe_row_gates_kernel(float4 *__restrict__ rows, const float *__restrict__ gate,
+                                     const int32_t *__restrict__ row_slot, int S) {
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < S) rows[r] = make_float4(gate[row_slot[r]], 0.0f, 0.0f, 0.0f);
 }
 
-extern "C" cudaError_t sx_moe_combine_backward(sx_bf16 *dys, float *dgate, const sx_bf16 *dout, const sx_bf16 *ys,
-                                               const int32_t *pos, const float *gate, int N, int k, int C,
-                                               cudaStream_t stream) {
-    SX_REQUIRE(N >= 0 && k >= 1 && C >= 0);
-    if (N == 0 || C == 0) return cudaSuccess;
-    SX_REQUIRE(dys && dgate && dout && ys && pos && gate && C % 8 == 0);
-    SX_REQUIRE(sx_aligned16(dys) && sx_aligned16(dout) && sx_aligned16(ys));
-    moe_combine_backward_kernel<<<N, MOE_THREADS, 0, stream>>>((bf16 *)dys, dgate, (const bf16 *)dout, (const bf16 *)ys,
-                                                               pos, gate, k, C);
+extern "C" cudaError_t sx_moe_row_gates(float *rows, const float *gate, const int32_t *row_slot, int S,
+                                        cudaStream_t stream) {
+    SX_REQUIRE(S >= 0);
+    if (S == 0) return cudaSuccess;
+    SX_REQUIRE(rows && gate && row_slot && sx_aligned16(rows));
+    moe_row_gates_kernel<<<sx_blocks((size_t)S, MOE_THREADS), MOE_THREADS, 0, stream>>>((float4 *)rows, gate, row_slot, S);
+    SX_LAUNCHED();
+}
+
+/* one thread per row: the row's gate gradient back to its slot */
+__global__ void moe_slot_gates_kernel(float *__restrict__ dgate, const float *__restrict__ rows,
+                                      const int32_t *__restrict__ row_slot, int S) {
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < S) dgate[row_slot[r]] = rows[(size_t)r * SX_MOE_GATE_ROW];
+}
+
+extern "C" cudaError_t sx_moe_slot_gates(float *dgate, const float *rows, const int32_t *row_slot, int S,
+                                         cudaStream_t stream) {
+    SX_REQUIRE(S >= 0);
+    if (S == 0) return cudaSuccess;
+    SX_REQUIRE(dgate && rows && row_slot);
+    moe_slot_gates_kernel<<<sx_blocks((size_t)S, MOE_THREADS), MOE_THREADS, 0, stream>>>(dgate, rows, row_slot, S);
+    SX_LAUNCHED();
+}
+
+/* out[r, f..f+8) = w_r silu(h[r, f]) h[r, F + f], one pack a thread (F % 8 == 0) */
+__global__ void moe_swiglu_forward_kernel(bf16 *__restrict__ out, const bf16 *__restrict__ h,
+                                          const float *__restrict__ weight, int R, int F) {
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (i >= (size_t)R * F) return;
+    const size_t r = i / F, f = i % F;
+    const bf16 *g = h + r * 2 * F + f;
+    const Pack<bf16> gp = ld_pack_cs(g), up = ld_pack_cs(g + F);
+    const float w = weight[r * SX_MOE_GATE_ROW];
+    Pack<bf16> o;
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        const float z = gp.get(q);
+        o.set(q, w * z * sigmoid_f(z) * up.get(q));
+    }
+    st_pack(out + i, o);
+}
+
+extern "C" cudaError_t sx_moe_swiglu_forward(sx_bf16 *out, const sx_bf16 *h, const float *weight, int R, int F,
+                                             cudaStream_t stream) {
+    SX_REQUIRE(R >= 0 && F >= 0);
+    if (R == 0 || F == 0) return cudaSuccess;
+    SX_REQUIRE(out && h && weight && F % 8 == 0 && sx_aligned16(out) && sx_aligned16(h));
+    moe_swiglu_forward_kernel<<<sx_blocks((size_t)R * F / 8, MOE_THREADS), MOE_THREADS, 0, stream>>>(
+        (bf16 *)out, (const bf16 *)h, weight, R, F);
+    SX_LAUNCHED();
+}
+
+/* one warp per row (a row of OLMoE's 1024 is 4 packs a lane; a block per row left half its threads idle): the
+ * SwiGLU's backward at w_r dout, and w_r's gradient a warp-wide dot product of dout with the unweighted activation */
+#define MOE_ROWS_PER_BLOCK (MOE_THREADS / SX_WARP)
+__global__ void __launch_bounds__(MOE_THREADS)
+moe_swiglu_backward_kernel(bf16 *__restrict__ dh, float *__restrict__ dweight, const bf16 *__restrict__ dout,
+                           const bf16 *__restrict__ h, const float *__restrict__ weight, int R, int F) {
+    const size_t r = (size_t)blockIdx.x * MOE_ROWS_PER_BLOCK + threadIdx.x / SX_WARP;
+    const int lane = threadIdx.x % SX_WARP;
+    if (r >= (size_t)R) return;   /* the whole warp: no shuffle waits on it */
+    const bf16 *g = h + r * 2 * F, *d = dout + r * F;
+    bf16 *dg = dh + r * 2 * F;
+    const float w = weight[r * SX_MOE_GATE_ROW];
+    float dot = 0.0f;
+    for (int f = lane * 8; f < F; f += SX_WARP * 8) {
+        const Pack<bf16> gp = ld_pack_cs(g + f), up = ld_pack_cs(g + F + f), dp = ld_pack_cs(d + f);
+        Pack<bf16> og, ou;
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            const float z = gp.get(q), s = sigmoid_f(z), u = up.get(q), dd = dp.get(q), wd = w * dd;
+            dot += dd * z * s * u;
+            og.set(q, wd * u * s * (1.0f + z * (1.0f - s)));
+            ou.set(q, wd * z * s);
+        }
+        st_pack(dg + f, og);
+        st_pack(dg + F + f, ou);
+    }
+    dot = warp_sum(dot);
+    if (lane < SX_MOE_GATE_ROW) dweight[r * SX_MOE_GATE_ROW + lane] = lane == 0 ? dot : 0.0f;
+}
+
+extern "C" cudaError_t sx_moe_swiglu_backward(sx_bf16 *dh, float *dweight, const sx_bf16 *dout, const sx_bf16 *h,
+                                              const float *weight, int R, int F, cudaStream_t stream) {
+    SX_REQUIRE(R >= 0 && F >= 0);
+    if (R == 0) return cudaSuccess;
+    SX_REQUIRE(dh && dweight && dout && h && weight && F % 8 == 0);
+    SX_REQUIRE(sx_aligned16(dh) && sx_aligned16(dout) && sx_aligned16(h));
+    moe_swiglu_backward_kernel<<<sx_blocks((size_t)R, MOE_ROWS_PER_BLOCK), MOE_THREADS, 0, stream>>>(
+        (bf16 *)dh, dweight, (const bf16 *)dout, (const bf16 *)h, weight, R, F);
     SX_LAUNCHED();
 }
 

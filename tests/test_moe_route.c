@@ -7,8 +7,9 @@
  *  - an exchange over ep simulated ranks (chunks copied as the plan says, each expert
  *    an affine map of its own) gives every token the same output as one rank holding
  *    all the experts, and the imbalance is the busiest rank's rows over the mean;
- *  - the router's and the combine's backward against central finite differences of a
- *    loss through route, dispatch, experts and combine, the auxiliary loss included. */
+ *  - the router's backward and the experts' gate-weighted SwiGLU's against central finite
+ *    differences of a loss through route, dispatch, experts, the weighted SwiGLU and the
+ *    combine, the auxiliary loss included. */
 #include "test_util.h"
 
 #include <math.h>
@@ -245,23 +246,35 @@ static void gather_two_and_four_ranks(void **state)
     assert_int_equal(moe_gather_plan(counts, MOE_EP_MAX + 1, 1, 0, &x), -1);
 }
 
-/* L = sum_n w[n] . combine(expert(dispatch(x)))[n] + aux, as a function of the logits
- * (the top-k set held where the finite difference does not cross a tie). */
-enum { FN = 6, FE = 5, FK = 2, FC = 3 };
-static double fd_x[FN * FC], fd_w[FN * FC];
+/* L = sum_n w[n] . combine(swiglu_g(expert(dispatch(x))))[n] + aux, as a function of the logits (the top-k set
+ * held where the finite difference does not cross a tie): each routed row through its expert's affine map, then
+ * the SwiGLU weighted by the row's gate (Megatron-Core's weighted activation), then the combine unweighted. */
+enum { FN = 6, FE = 5, FK = 2, FF = 2, FC = 2 * FF };
+static double fd_x[FN * FC], fd_w[FN * FF];
 static const double fd_aux = 0.7;
+
+/* the sorted rows' gates and their expert rows h[FN FK, 2 FF] */
+static void expert_rows(const double *z, int *idx, double *gate, int *counts, int *pos, int *row_slot, double *row_gate,
+                        double *h)
+{
+    moe_ref_route(z, FN, FE, FK, idx, gate);
+    moe_ref_permute(idx, FN, FK, FE, counts, pos, row_slot);
+    moe_ref_dispatch(fd_x, FN, FC, FK, row_slot, h);
+    for (int r = 0; r < FN * FK; r++) {
+        expert_apply(h + r * FC, 1, FC, idx[row_slot[r]]);
+        row_gate[r] = gate[row_slot[r]];
+    }
+}
 
 static double loss_of(const double *z, const int *fixed_counts)
 {
     int idx[FN * FK], counts[FE], pos[FN * FK], row_slot[FN * FK];
-    double gate[FN * FK], xs[FN * FK * FC], out[FN * FC];
-    moe_ref_route(z, FN, FE, FK, idx, gate);
-    moe_ref_permute(idx, FN, FK, FE, counts, pos, row_slot);
-    moe_ref_dispatch(fd_x, FN, FC, FK, row_slot, xs);
-    for (int r = 0; r < FN * FK; r++) expert_apply(xs + r * FC, 1, FC, idx[row_slot[r]]);
-    moe_ref_combine(xs, FN, FC, FK, pos, gate, out);
+    double gate[FN * FK], row_gate[FN * FK], h[FN * FK * FC], act[FN * FK * FF], out[FN * FF];
+    expert_rows(z, idx, gate, counts, pos, row_slot, row_gate, h);
+    moe_ref_swiglu(h, row_gate, FN * FK, FF, act);
+    moe_ref_combine(act, FN, FF, FK, pos, NULL, out);
     double L = 0.0;
-    for (int i = 0; i < FN * FC; i++) L += fd_w[i] * out[i];
+    for (int i = 0; i < FN * FF; i++) L += fd_w[i] * out[i];
     /* Switch's auxiliary loss with f held at the unperturbed counts */
     for (int n = 0; n < FN; n++) {
         const double *row = z + n * FE;
@@ -273,31 +286,66 @@ static double loss_of(const double *z, const int *fixed_counts)
     return L;
 }
 
+/* The gates' gradient reaches the router through the weighted SwiGLU's backward (the combine's backward is the
+ * dispatch's gather of the output's gradient), and matches central differences of the loss in the logits. */
 static void router_backward_finite_differences(void **state)
 {
     (void)state;
-    double z[FN * FE], gate[FN * FK], xs[FN * FK * FC], dys[FN * FK * FC], dgate[FN * FK], dz[FN * FE];
+    double z[FN * FE], gate[FN * FK], row_gate[FN * FK], h[FN * FK * FC], drows[FN * FK * FF], dh[FN * FK * FC];
+    double drow_gate[FN * FK], dgate[FN * FK], dz[FN * FE];
     int idx[FN * FK], counts[FE], pos[FN * FK], row_slot[FN * FK];
     random_logits(z, FN * FE);
-    for (int i = 0; i < FN * FC; i++) { fd_x[i] = uniform(); fd_w[i] = uniform() - 0.5; }
-    moe_ref_route(z, FN, FE, FK, idx, gate);
-    moe_ref_permute(idx, FN, FK, FE, counts, pos, row_slot);
-    moe_ref_dispatch(fd_x, FN, FC, FK, row_slot, xs);
-    for (int r = 0; r < FN * FK; r++) expert_apply(xs + r * FC, 1, FC, idx[row_slot[r]]);
-    moe_ref_combine_backward(fd_w, xs, FN, FC, FK, pos, gate, dys, dgate);
-    /* the combine's row gradient is the gate times the output's */
-    for (int s = 0; s < FN * FK; s++)
-        for (int c = 0; c < FC; c++) assert_close(dys[pos[s] * FC + c], gate[s] * fd_w[(s / FK) * FC + c], 1e-12);
+    for (int i = 0; i < FN * FC; i++) fd_x[i] = uniform();
+    for (int i = 0; i < FN * FF; i++) fd_w[i] = uniform() - 0.5;
+    expert_rows(z, idx, gate, counts, pos, row_slot, row_gate, h);
+    moe_ref_dispatch(fd_w, FN, FF, FK, row_slot, drows);
+    moe_ref_swiglu_backward(drows, h, row_gate, FN * FK, FF, dh, drow_gate);
+    for (int r = 0; r < FN * FK; r++) dgate[row_slot[r]] = drow_gate[r];
     moe_ref_router_backward(z, idx, gate, dgate, counts, fd_aux, FN, FE, FK, dz);
-    const double h = 1e-6;
+    const double step = 1e-6;
     for (int i = 0; i < FN * FE; i++) {
         double keep = z[i];
-        z[i] = keep + h;
+        z[i] = keep + step;
         double up = loss_of(z, counts);
-        z[i] = keep - h;
+        z[i] = keep - step;
         double down = loss_of(z, counts);
         z[i] = keep;
-        assert_close(dz[i], (up - down) / (2 * h), 1e-6);
+        assert_close(dz[i], (up - down) / (2 * step), 1e-6);
+    }
+}
+
+/* The weighted SwiGLU's input gradient against central differences of sum dout . swiglu_w(h), and its weight
+ * gradient against the unweighted activation's dot product with dout. */
+static void weighted_swiglu_finite_differences(void **state)
+{
+    (void)state;
+    enum { R = 5, F = 3 };
+    double h[R * 2 * F], w[R], dout[R * F], out[R * F], dh[R * 2 * F], dw[R], plain[R * F];
+    for (int i = 0; i < R * 2 * F; i++) h[i] = 4.0 * uniform() - 2.0;
+    for (int r = 0; r < R; r++) w[r] = uniform();
+    for (int i = 0; i < R * F; i++) dout[i] = uniform() - 0.5;
+    moe_ref_swiglu_backward(dout, h, w, R, F, dh, dw);
+    const double step = 1e-6;
+    for (int i = 0; i < R * 2 * F; i++) {
+        double keep = h[i], L[2];
+        for (int side = 0; side < 2; side++) {
+            h[i] = keep + (side ? -step : step);
+            moe_ref_swiglu(h, w, R, F, out);
+            L[side] = 0.0;
+            for (int j = 0; j < R * F; j++) L[side] += dout[j] * out[j];
+        }
+        h[i] = keep;
+        assert_close(dh[i], (L[0] - L[1]) / (2 * step), 1e-5);
+    }
+    moe_ref_swiglu(h, NULL, R, F, plain);
+    for (int r = 0; r < R; r++) {
+        double dot = 0.0;
+        for (int f = 0; f < F; f++) dot += dout[r * F + f] * plain[r * F + f];
+        assert_close(dw[r], dot, 1e-12);
+        for (int f = 0; f < F; f++) {
+            moe_ref_swiglu(h, w, R, F, out);
+            assert_close(out[r * F + f], w[r] * plain[r * F + f], 1e-12);
+        }
     }
 }
 
@@ -388,6 +436,7 @@ int main(void)
         cmocka_unit_test(permutation_is_stable_bijection),
         cmocka_unit_test(exchange_two_and_four_ranks),
         cmocka_unit_test(router_backward_finite_differences),
+        cmocka_unit_test(weighted_swiglu_finite_differences),
         /* last: its draws from the shared generator would move the finite differences' inputs */
         cmocka_unit_test(gather_two_and_four_ranks),
         cmocka_unit_test(zero_shards_of_routers_and_experts),

@@ -11,14 +11,19 @@
  *   ep_alltoall_dispatch   one ncclSend/ncclRecv pair per peer of the rows for its experts
  *   moe_sort_chunks the rows received (and the rank's own) from rank-major to the expert-major
  *                   layout (moe_plan.h) in one chunk copy, as Megatron's sort_chunks_by_idxs
+ *                   (each row's gate goes with it, one more message of 16 bytes a row)
  *   expert_up, expert_swiglu, expert_down   a loop of cuBLAS GEMMs, one per local expert
  *                   at its own row count (no grouped-GEMM call: the shapes differ per
- *                   expert, and a loop is what cuBLAS offers at every version we build with)
+ *                   expert, and a loop is what cuBLAS offers at every version we build with);
+ *                   the SwiGLU weighs each row by its gate, as Megatron-Core's experts apply
+ *                   the permuted probs in their activation (weighted_bias_swiglu_impl)
  *   moe_sort_chunks, ep_alltoall_combine   the chunks gathered rank-major, sent back to the
  *                   ranks they came from
- *   moe_unpermute   out[n] = sum_j gate ys[pos]
- * Backward: the same ops in reverse under their _bwd, _dgrad and _wgrad names; the
- * router's backward adds Switch's auxiliary load-balancing loss (moe_plan.h).
+ *   moe_unpermute   out[n] = sum_j ys[pos], the rows weighed already: nothing of the experts'
+ *                   outputs is kept for the backward (the gate's gradient is the SwiGLU's)
+ * Backward: the same ops in reverse under their _bwd, _dgrad and _wgrad names (the gates'
+ * gradients back with the rows' to the ranks that routed them); the router's backward adds
+ * Switch's auxiliary load-balancing loss (moe_plan.h).
  *
  * With ep = 1 (one GPU, or DP without EP) nothing is exchanged: the sorted rows are the
  * experts' input. */
@@ -49,7 +54,6 @@ typedef struct {
     float *logits, *gate;
     int32_t *idx, *pos, *row_slot, *counts;   /* counts: groups x E, this rank's row filled first */
     int32_t *gcounts;                         /* E: the TP group's counts summed (the auxiliary loss's, with TP) */
-    bf16 *ys;                                 /* the experts' outputs back, in sorted order */
 } saved_ptrs;
 
 static size_t take(char **p, size_t bytes)
@@ -59,7 +63,7 @@ static size_t take(char **p, size_t bytes)
     return aligned;
 }
 
-static size_t layout_saved(saved_ptrs *s, char *base, int N, int E, int k, int groups, int C)
+static size_t layout_saved(saved_ptrs *s, char *base, int N, int E, int k, int groups)
 {
     char *p = base;
     size_t total = 0, S = (size_t)N * k;
@@ -71,21 +75,20 @@ static size_t layout_saved(saved_ptrs *s, char *base, int N, int E, int k, int g
     TAKE(row_slot, int32_t, S);
     TAKE(counts, int32_t, (size_t)groups * E);
     TAKE(gcounts, int32_t, (size_t)E);
-    TAKE(ys, bf16, S * C);
 #undef TAKE
     return total;
 }
 
-size_t moe_saved_bytes(int N, int E, int k, int groups, int C)
+size_t moe_saved_bytes(int N, int E, int k, int groups)
 {
     saved_ptrs s;
-    return layout_saved(&s, NULL, N, E, k, groups, C);
+    return layout_saved(&s, NULL, N, E, k, groups);
 }
 
 static saved_ptrs saved_at(const moe_state *st, void *block)
 {
     saved_ptrs s;
-    layout_saved(&s, block, st->c.N, st->c.E, st->c.k, st->groups, st->c.C);
+    layout_saved(&s, block, st->c.N, st->c.E, st->c.k, st->groups);
     return s;
 }
 
@@ -377,6 +380,19 @@ static moe_call *call_for(moe_state *st, const void *key, int create)
     return empty;
 }
 
+static bf16 *pool_rows(moe_state *st, int rows, int width);
+static void pool_free(moe_state *st, void *p);
+
+/* a call's rows back to the pool, its slot free */
+static void call_free(moe_state *st, moe_call *call)
+{
+    pool_free(st, call->xe);
+    pool_free(st, call->h);
+    pool_free(st, call->act);
+    pool_free(st, call->gates);
+    call->key = NULL;
+}
+
 static bf16 *pool_rows(moe_state *st, int rows, int width)
 {
     void *p;
@@ -386,6 +402,10 @@ static bf16 *pool_rows(moe_state *st, int rows, int width)
 }
 
 static void pool_free(moe_state *st, void *p) { MCK(st, cudaFreeAsync(p, st->c.stream)); }
+
+/* A row's gate as the exchange moves it: SX_MOE_GATE_ROW floats, 8 bf16's bytes (kernels.h) */
+#define MOE_GATE_WIDTH ((int)(SX_MOE_GATE_ROW * sizeof(float) / sizeof(bf16)))
+static float *pool_gates(moe_state *st, int rows) { return (float *)pool_rows(st, rows, MOE_GATE_WIDTH); }
 
 /* The row chunks one exchange copies: a (rank, expert) pair each, at most every expert of the group's every rank
  * (the expert TP gather: MOE_EP_MAX ranks of MOE_EXPERTS_MAX experts each); sx_moe_copy_chunks takes
@@ -428,11 +448,12 @@ static void copy_chunks(moe_state *st, const chunk_list *l, int C)
  * one expert a rank, rank-major is expert-major: only the own chunk is copied).  A
  * send/recv pair per (peer, expert) chunk, the first way, paid NCCL's point-to-point latency
  * once a chunk: 124-148 us an exchange of the MoE test model on 2 x H100, 77-82 us this way
- * (docs/validation/2026-11-26-h100x2-ep-messages). */
-static void exchange(moe_state *st, const moe_exchange *x, bf16 *sorted, bf16 *major, int back, ncclComm_t comm,
-                     const char *transfer, const char *copy)
+ * (docs/validation/2026-11-26-h100x2-ep-messages).  Rows of `width` bf16: C for the tokens, MOE_GATE_WIDTH for
+ * their gates. */
+static void exchange(moe_state *st, const moe_exchange *x, bf16 *sorted, bf16 *major, int width, int back,
+                     ncclComm_t comm, const char *transfer, const char *copy)
 {
-    const size_t C = (size_t)st->c.C;
+    const size_t C = (size_t)width;
     const int local = x->local;
     int stage_at[MOE_EP_MAX], staged = 0, sent[MOE_EP_MAX];
     for (int p = 0; p < x->ep; p++) {
@@ -514,10 +535,10 @@ static void gather_chunks(const moe_exchange *x, bf16 *ranked, bf16 *major, int 
     }
 }
 
-static void gather_rows(moe_state *st, const moe_exchange *x, const bf16 *sorted, bf16 *major, ncclComm_t comm,
-                        const char *transfer, const char *copy)
+static void gather_rows(moe_state *st, const moe_exchange *x, const bf16 *sorted, bf16 *major, int width,
+                        ncclComm_t comm, const char *transfer, const char *copy)
 {
-    const size_t C = (size_t)st->c.C;
+    const size_t C = (size_t)width;
     const int own = st->c.N * st->c.k;   /* every rank's rows: its tokens times k; x->rows_in is the group's */
     bf16 *ranked = pool_rows(st, own * x->ep, (int)C);
     mark(st, transfer, 0);
@@ -531,10 +552,11 @@ static void gather_rows(moe_state *st, const moe_exchange *x, const bf16 *sorted
     pool_free(st, ranked);
 }
 
-static void reduce_back(moe_state *st, const moe_exchange *x, const bf16 *major, bf16 *sorted, ncclComm_t comm,
-                        const char *transfer, const char *copy)
+/* type: what the rows hold, summed as such (bf16 partial sums of the tokens, fp32 ones of the gates) */
+static void reduce_back(moe_state *st, const moe_exchange *x, const bf16 *major, bf16 *sorted, int width,
+                        ncclDataType_t type, ncclComm_t comm, const char *transfer, const char *copy)
 {
-    const size_t C = (size_t)st->c.C;
+    const size_t C = (size_t)width;
     const int own = st->c.N * st->c.k;
     bf16 *ranked = pool_rows(st, own * x->ep, (int)C);
     chunk_list chunks;
@@ -543,7 +565,8 @@ static void reduce_back(moe_state *st, const moe_exchange *x, const bf16 *major,
     copy_chunks(st, &chunks, (int)C);
     mark(st, copy, 1);
     mark(st, transfer, 0);
-    MNC(st, ncclReduceScatter(ranked, sorted, (size_t)own * C, ncclBfloat16, ncclSum, comm, st->c.stream));
+    const size_t per_row = C * sizeof(bf16) / (type == ncclFloat ? sizeof(float) : sizeof(bf16));
+    MNC(st, ncclReduceScatter(ranked, sorted, (size_t)own * per_row, type, ncclSum, comm, st->c.stream));
     mark(st, transfer, 1);
     pool_free(st, ranked);
 }
@@ -828,17 +851,30 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
     mark(st, "router_topk", 1);
     /* one rank: the sorted rows are the experts' input, kept for the backward */
     call->xe = exchanged ? NULL : pool_rows(st, N * k, C);
+    /* each sorted row's gate, which the experts apply (one rank: the sorted rows are the experts') */
+    float *gates = pool_gates(st, N * k);
     mark(st, "moe_permute", 0);
     MCK(st, sx_moe_permute(sv.counts + (size_t)group_rank(st) * c->E, sv.pos, sv.row_slot, sv.idx, N, k, c->E, c->stream));
     MCK(st, sx_moe_gather(exchanged ? st->xs : call->xe, xn, sv.row_slot, N, k, C, c->stream));
+    MCK(st, sx_moe_row_gates(gates, sv.gate, sv.row_slot, N * k, c->stream));
     mark(st, "moe_permute", 1);
     exchange_counts(st, &sv, call);
     const moe_exchange *x = &call->x;
     const int R = x->rows_in;
+    call->gates = gates;
     if (exchanged) {
         call->xe = pool_rows(st, R, C);
-        if (gathered) gather_rows(st, x, st->xs, call->xe, c->tp_comm, "moe_tp_allgather", "moe_sort_chunks");
-        else exchange(st, x, st->xs, call->xe, 0, c->ep_comm, "ep_alltoall_dispatch", "moe_sort_chunks");
+        call->gates = pool_gates(st, R);
+        if (gathered) {
+            gather_rows(st, x, st->xs, call->xe, C, c->tp_comm, "moe_tp_allgather", "moe_sort_chunks");
+            gather_rows(st, x, (bf16 *)gates, (bf16 *)call->gates, MOE_GATE_WIDTH, c->tp_comm, "moe_tp_allgather",
+                        "moe_sort_chunks");
+        } else {
+            exchange(st, x, st->xs, call->xe, C, 0, c->ep_comm, "ep_alltoall_dispatch", "moe_sort_chunks");
+            exchange(st, x, (bf16 *)gates, (bf16 *)call->gates, MOE_GATE_WIDTH, 0, c->ep_comm, "ep_alltoall_dispatch",
+                     "moe_sort_chunks");
+        }
+        pool_free(st, gates);
     }
     call->h = pool_rows(st, R, st->up);
     call->act = pool_rows(st, R, F);
@@ -854,9 +890,11 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
     experts_join(st);
     mark(st, "expert_up", 1);
     mark(st, "expert_swiglu", 0);
-    MCK(st, sx_swiglu_forward(call->act, call->h, call->h + F, R, F, st->up, c->stream));
+    MCK(st, sx_moe_swiglu_forward(call->act, call->h, call->gates, R, F, c->stream));
     mark(st, "expert_swiglu", 1);
-    bf16 *ye = exchanged ? pool_rows(st, R, C) : sv.ys;
+    /* the experts' outputs: one rank's in its sorted rows (the dispatch's scratch, free once the experts have
+     * their input), an EP or TP group's expert-major, then back to the sorted rows there */
+    bf16 *ye = exchanged ? pool_rows(st, R, C) : st->xs;
     mark(st, "expert_down", 0);
     experts_fork(st);
     for (int e = 0; e < st->El; e++) {
@@ -868,23 +906,18 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
     experts_join(st);
     mark(st, "expert_down", 1);
     if (exchanged) {
-        if (gathered) reduce_back(st, x, ye, sv.ys, c->tp_comm, "moe_tp_reduce_scatter", "moe_sort_chunks");
-        else exchange(st, x, sv.ys, ye, 1, c->ep_comm, "ep_alltoall_combine", "moe_sort_chunks");
+        if (gathered) reduce_back(st, x, ye, st->xs, C, ncclBfloat16, c->tp_comm, "moe_tp_reduce_scatter", "moe_sort_chunks");
+        else exchange(st, x, st->xs, ye, C, 1, c->ep_comm, "ep_alltoall_combine", "moe_sort_chunks");
         pool_free(st, ye);
     }
     mark(st, "moe_unpermute", 0);
-    MCK(st, sx_moe_combine(out, sv.ys, sv.pos, sv.gate, N, k, C, c->stream));
+    MCK(st, sx_moe_combine(out, st->xs, sv.pos, NULL, N, k, C, c->stream));
     mark(st, "moe_unpermute", 1);
-    if (!keep) {
-        pool_free(st, call->xe);
-        pool_free(st, call->h);
-        pool_free(st, call->act);
-        call->key = NULL;
-    }
+    if (!keep) call_free(st, call);
 }
 
-/* the experts' backward on the expert-major rows: dye in, dxe out */
-static void experts_backward(moe_state *st, moe_call *call, const bf16 *dye, bf16 *dxe, int l)
+/* the experts' backward on the expert-major rows: dye in, dxe and the gates' gradients dgates out */
+static void experts_backward(moe_state *st, moe_call *call, const bf16 *dye, bf16 *dxe, float *dgates, int l)
 {
     const moe_config *c = &st->c;
     const moe_exchange *x = &call->x;
@@ -912,7 +945,7 @@ static void experts_backward(moe_state *st, moe_call *call, const bf16 *dye, bf1
     experts_join(st);
     mark(st, "expert_down_wgrad", 1);
     mark(st, "expert_swiglu_bwd", 0);
-    MCK(st, sx_swiglu_backward(dh, dh + F, dact, call->h, call->h + F, R, F, up, c->stream));
+    MCK(st, sx_moe_swiglu_backward(dh, dgates, dact, call->h, call->gates, R, F, c->stream));
     mark(st, "expert_swiglu_bwd", 1);
     mark(st, "expert_up_dgrad", 0);
     experts_fork(st);
@@ -940,24 +973,39 @@ void moe_backward(moe_state *st, void *saved, const bf16 *xn, const bf16 *dout, 
     saved_ptrs sv = saved_at(st, saved);
     moe_call *call = call_for(st, saved, 0);
     const int N = c->N, k = c->k, C = c->C, gathered = c->tp > 1, exchanged = c->ep > 1 || gathered, R = call->x.rows_in;
-    /* the sorted rows' gradient in xs: the combine's backward, then the exchange */
+    /* the sorted rows' gradient in xs: the combine's backward (each row the gradient of its token's output: the
+     * dispatch's gather), then the exchange */
     mark(st, "moe_unpermute_bwd", 0);
-    MCK(st, sx_moe_combine_backward(st->xs, st->dgate, dout, sv.ys, sv.pos, sv.gate, N, k, C, c->stream));
+    MCK(st, sx_moe_gather(st->xs, dout, sv.row_slot, N, k, C, c->stream));
     mark(st, "moe_unpermute_bwd", 1);
     bf16 *dye = st->xs, *dxe = st->xs;   /* one rank: the sorted rows are the experts' */
+    float *dgates = pool_gates(st, R), *sorted_dgates = dgates;
     if (exchanged) {
         dye = pool_rows(st, R, C);
         dxe = pool_rows(st, R, C);
-        if (gathered) gather_rows(st, &call->x, st->xs, dye, c->tp_comm, "moe_tp_allgather_bwd", "moe_sort_chunks_bwd");
-        else exchange(st, &call->x, st->xs, dye, 0, c->ep_comm, "ep_alltoall_combine_bwd", "moe_sort_chunks_bwd");
+        if (gathered) gather_rows(st, &call->x, st->xs, dye, C, c->tp_comm, "moe_tp_allgather_bwd", "moe_sort_chunks_bwd");
+        else exchange(st, &call->x, st->xs, dye, C, 0, c->ep_comm, "ep_alltoall_combine_bwd", "moe_sort_chunks_bwd");
     }
-    experts_backward(st, call, dye, dxe, l);
+    experts_backward(st, call, dye, dxe, dgates, l);
     if (exchanged) {
-        if (gathered) reduce_back(st, &call->x, dxe, st->xs, c->tp_comm, "moe_tp_reduce_scatter_bwd", "moe_sort_chunks_bwd");
-        else exchange(st, &call->x, st->xs, dxe, 1, c->ep_comm, "ep_alltoall_dispatch_bwd", "moe_sort_chunks_bwd");
+        /* the gates' gradients go back with the rows' (with expert TP each rank's is its F shard's part: summed) */
+        sorted_dgates = pool_gates(st, N * k);
+        if (gathered) {
+            reduce_back(st, &call->x, dxe, st->xs, C, ncclBfloat16, c->tp_comm, "moe_tp_reduce_scatter_bwd",
+                        "moe_sort_chunks_bwd");
+            reduce_back(st, &call->x, (bf16 *)dgates, (bf16 *)sorted_dgates, MOE_GATE_WIDTH, ncclFloat, c->tp_comm,
+                        "moe_tp_reduce_scatter_bwd", "moe_sort_chunks_bwd");
+        } else {
+            exchange(st, &call->x, st->xs, dxe, C, 1, c->ep_comm, "ep_alltoall_dispatch_bwd", "moe_sort_chunks_bwd");
+            exchange(st, &call->x, (bf16 *)sorted_dgates, (bf16 *)dgates, MOE_GATE_WIDTH, 1, c->ep_comm,
+                     "ep_alltoall_dispatch_bwd", "moe_sort_chunks_bwd");
+        }
         pool_free(st, dye);
         pool_free(st, dxe);
+        pool_free(st, dgates);
     }
+    MCK(st, sx_moe_slot_gates(st->dgate, sorted_dgates, sv.row_slot, N * k, c->stream));
+    pool_free(st, sorted_dgates);
     /* the tokens' gradient: the sum of their k rows, then the router's part added */
     mark(st, "moe_permute_bwd", 0);
     MCK(st, sx_moe_combine(dxn, st->xs, sv.pos, NULL, N, k, C, c->stream));
@@ -976,10 +1024,7 @@ void moe_backward(moe_state *st, void *saved, const bf16 *xn, const bf16 *dout, 
     mark(st, "router_wgrad", 0);
     gemm_wgrad(st, -1, router_w(st, st->grads, l), st->dlogits, xn, N, C, c->E);
     mark(st, "router_wgrad", 1);
-    pool_free(st, call->xe);
-    pool_free(st, call->h);
-    pool_free(st, call->act);
-    call->key = NULL;
+    call_free(st, call);
 }
 
 void moe_zero_grads(moe_state *st)

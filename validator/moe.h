@@ -64,7 +64,9 @@ typedef struct {
 typedef struct {
     const void *key;          /* the layer's saved block */
     moe_exchange x;
-    sx_bf16 *xe, *h, *act;    /* the experts' input, up output and activation: x.rows_in rows, stream-ordered */
+    sx_bf16 *xe, *h, *act;    /* the experts' input, up output and gate-weighted activation: x.rows_in rows,
+                                 stream-ordered */
+    float *gates;             /* their gates, SX_MOE_GATE_ROW floats a row */
 } moe_call;
 
 #define MOE_CALLS_MAX 512
@@ -106,7 +108,8 @@ typedef struct {
     cudaEvent_t updated, router_ready, *experts_ready;   /* ZeRO-1/2: the step's optimizer, the gathers after it */
     unsigned char *gather_pending;      /* one a layer: the forward has not yet waited for its gather this step */
     int router_pending;
-    sx_bf16 *xs, *dlogits;              /* scratch: N k rows of C; N rows of E */
+    sx_bf16 *xs, *dlogits;              /* scratch: N k rows of C (the dispatch's sorted rows, then the experts'
+                                           outputs back in that order; the combine's gradient); N rows of E */
     float *dgate;                       /* N k */
     int32_t *host_counts;               /* pinned, ep x E */
     cudaEvent_t counted;
@@ -143,7 +146,7 @@ typedef struct {
 } moe_state;
 
 /* The bytes of one layer's saved block (train.c's layer activations hold one). */
-size_t moe_saved_bytes(int N, int E, int k, int groups, int C);
+size_t moe_saved_bytes(int N, int E, int k, int groups);
 
 /* Allocates, fills the initial weights (the same values whatever ep), and opens the EP
  * group's connections.  Exits after one stderr line on a CUDA, cuBLAS or NCCL error. */

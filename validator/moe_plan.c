@@ -66,20 +66,33 @@ void moe_ref_combine(const double *ys, int N, int C, int k, const int *pos, cons
         }
 }
 
-void moe_ref_combine_backward(const double *dout, const double *ys, int N, int C, int k, const int *pos,
-                              const double *gate, double *dys, double *dgate)
+static double silu(double z) { return z / (1.0 + exp(-z)); }
+
+void moe_ref_swiglu(const double *h, const double *w, int R, int F, double *out)
 {
-    for (int n = 0; n < N; n++)
-        for (int j = 0; j < k; j++) {
-            size_t s = (size_t)n * k + j;
-            const double *y = ys + (size_t)pos[s] * C, *d = dout + (size_t)n * C;
-            double dot = 0.0;
-            for (int c = 0; c < C; c++) {
-                dys[(size_t)pos[s] * C + c] = gate[s] * d[c];
-                dot += d[c] * y[c];
-            }
-            dgate[s] = dot;
+    for (int r = 0; r < R; r++)
+        for (int f = 0; f < F; f++) {
+            const double *row = h + (size_t)r * 2 * F;
+            out[(size_t)r * F + f] = (w ? w[r] : 1.0) * silu(row[f]) * row[F + f];
         }
+}
+
+void moe_ref_swiglu_backward(const double *dout, const double *h, const double *w, int R, int F, double *dh,
+                             double *dw)
+{
+    for (int r = 0; r < R; r++) {
+        const double *row = h + (size_t)r * 2 * F, *d = dout + (size_t)r * F;
+        const double weight = w ? w[r] : 1.0;
+        double dot = 0.0;
+        for (int f = 0; f < F; f++) {
+            double z = row[f], u = row[F + f], s = 1.0 / (1.0 + exp(-z));
+            dot += d[f] * z * s * u;
+            /* d silu(z) / dz = s (1 + z (1 - s)) */
+            dh[(size_t)r * 2 * F + f] = weight * d[f] * u * s * (1.0 + z * (1.0 - s));
+            dh[(size_t)r * 2 * F + F + f] = weight * d[f] * z * s;
+        }
+        dw[r] = dot;
+    }
 }
 
 void moe_ref_router_backward(const double *logits, const int *idx, const double *gate, const double *dgate,

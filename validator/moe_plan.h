@@ -45,9 +45,14 @@ void moe_ref_dispatch(const double *x, int N, int C, int k, const int *row_slot,
 /* out[n, :] = sum_j gate[n k + j] ys[pos[n k + j], :] (gate NULL: 1). */
 void moe_ref_combine(const double *ys, int N, int C, int k, const int *pos, const double *gate, double *out);
 
-/* The combine's backward: dys[pos[s], :] = gate[s] dout[n, :], dgate[s] = dout[n, :] . ys[pos[s], :]. */
-void moe_ref_combine_backward(const double *dout, const double *ys, int N, int C, int k, const int *pos,
-                              const double *gate, double *dys, double *dgate);
+/* The experts' gate-weighted SwiGLU on R rows of h[R, 2F] (gate half, then up half): out[r, f] =
+ * w[r] silu(h[r, f]) h[r, F + f] (w NULL: 1).  Megatron-Core weighs each routed row by its gate here, in
+ * the activation, rather than in the combine: the combine then keeps no copy of the experts' outputs. */
+void moe_ref_swiglu(const double *h, const double *w, int R, int F, double *out);
+
+/* Its backward: dh[R, 2F] from dout[R, F], and dw[r] = dout[r, :] . silu(h[r, :F]) h[r, F:]. */
+void moe_ref_swiglu_backward(const double *dout, const double *h, const double *w, int R, int F, double *dh,
+                             double *dw);
 
 /* The router's backward: dlogits[N E] from the gates' gradient through the top-k
  * softmax, plus Switch's auxiliary loss  L_aux = aux_scale sum_e f_e sum_n p[n, e]

@@ -63,7 +63,7 @@ static layer_sizes sizes_of_layer(const shapes *s)
                      s->flash ? (size_t)s->B * s->H * s->T : 0, N * (size_t)s->H * s->D, N * s->up, N * s->F, 0};
     if (s->moe) {
         z.fch = z.fch_act = 0;
-        z.moe = moe_saved_bytes(s->tp > 1 ? s->Nl : s->N, s->E, s->topk, s->tp > 1 ? s->tp : s->ep, s->C);
+        z.moe = moe_saved_bytes(s->tp > 1 ? s->Nl : s->N, s->E, s->topk, s->tp > 1 ? s->tp : s->ep);
     }
     return z;
 }

@@ -26,9 +26,10 @@ int train_check(const model_t *m, const train_options *o)
                  "experts, MLA, capacity factor or group-limited routing", m->name);
         bad = why;
     } else if (moe && (m->experts > MOE_EXPERTS_MAX || m->top_k < 1 || m->top_k > SX_MOE_TOPK_MAX || m->top_k > m->experts ||
-                       m->hidden % 8)) {
-        snprintf(why, sizeof why, "%s: %lld experts, top-%lld, hidden %lld: the training step takes up to %d experts, top-k up "
-                 "to %d, hidden a multiple of 8", m->name, (long long)m->experts, (long long)m->top_k, (long long)m->hidden,
+                       m->hidden % 8 || model_expert_ffn(m) % (8 * (o->l.tp > 1 ? o->l.tp : 1)))) {
+        snprintf(why, sizeof why, "%s: %lld experts, top-%lld, hidden %lld, expert FFN %lld: the training step takes up to %d "
+                 "experts, top-k up to %d, hidden and the expert FFN width on a rank multiples of 8", m->name,
+                 (long long)m->experts, (long long)m->top_k, (long long)m->hidden, (long long)model_expert_ffn(m),
                  MOE_EXPERTS_MAX, SX_MOE_TOPK_MAX);
         bad = why;
     } else if (moe && o->l.tp > 1 && (o->l.tp != 2 || !o->l.sp || o->l.ep > 1 || (o->l.etp > 0 && o->l.etp != o->l.tp) ||
