@@ -283,11 +283,22 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
     memset(c, 0, sizeof *c);
     double grad_bytes = 0.0;
     double attention_s[PASS_STEP + 1] = {0}; /* each pass's attention op, beside the CP ring's steps */
+    /* the host's lead into the next op's issue, along the forward and its recomputation (host_issue_lead_s): the
+     * routing sync empties the GPU's queue, and each op after it lets the host get ahead by what it took over its
+     * own issue (a launch where it is not an expert GEMM) */
+    double lead[PASS_STEP + 1] = {0};
     for (int i = 0; i < s->nops; i++) {
         op_t *op = &s->ops[i];
         int part = op_part(op);
         if (!(part & parts)) continue;
+        const int issued_pass = op->pass == PASS_FWD || op->pass == PASS_RECOMPUTE;
+        const double issue = op_host_issue_s(op, gpu);
+        op->host_lead_s = issued_pass && issue > 0.0 ? lead[op->pass] : 0.0;
         op->time_s = op_cost(op, gpu, node, l);
+        if (issued_pass)
+            lead[op->pass] = op->host_sync ? 0.0
+                                           : host_issue_lead_s(lead[op->pass], op->time_s,
+                                                               issue > 0.0 ? issue : gpu->launch_overhead_s);
         double t = op->time_s * (double)op->count;
         if (op->kind == OP_ATTENTION) attention_s[op->pass] = op->time_s;
         if (op->kind == OP_COMM && op->energy_j > 0.0) {

@@ -238,6 +238,16 @@ double expert_gemm_issue_s(double launches, double gemm_issue_s, double launch_o
     return launches * (gemm_issue_s > 0.0 ? gemm_issue_s : launch_overhead_s);
 }
 
+/* "Mixture of experts", the host's issue carried from op to op: the host issues the ops after the routing sync one
+ * after another while the GPU runs them.  An op whose launches take issue_s to issue, the host lead_s into them when
+ * the GPU starts it, lasts at least issue_s - lead_s; where the GPU took op_s >= that, the host had op_s - (issue_s -
+ * lead_s) to start on the next op: its lead, lead_s + op_s - issue_s (never below 0). */
+double host_issue_lead_s(double lead_s, double op_s, double issue_s)
+{
+    double lead = lead_s + op_s - issue_s;
+    return lead > 0.0 ? lead : 0.0;
+}
+
 /* "Context parallelism": the K and V of one rank's seq/cp tokens, the block
  * the ring passes on at each of its cp - 1 steps (Megatron-LM's context
  * parallelism, Transformer Engine's p2p ring).  kv_heads are the rank's own

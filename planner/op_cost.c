@@ -216,6 +216,15 @@ static double gemm_launches(const op_t *op)
     return op->separate_launches && op->batch > 1 ? (double)op->batch : 1.0;
 }
 
+/* The host's issue that bounds an op: the forward's (and its recomputation's) expert GEMMs launched one an expert,
+ * their issue after the routing sync (docs/model.md, "Mixture of experts"); 0 for every other op. */
+double op_host_issue_s(const op_t *op, const hw_gpu *gpu)
+{
+    const double launches = op->kind == OP_GEMM ? gemm_launches(op) : 1.0;
+    if (launches <= 1.0 || (op->pass != PASS_FWD && op->pass != PASS_RECOMPUTE)) return 0.0;
+    return expert_gemm_issue_s(launches, gpu->gemm_issue_s, gpu->launch_overhead_s);
+}
+
 static double gemm_model_s(const hw_gpu *gpu, const op_t *op, precision_t p, double membw, double *memory_s)
 {
     *memory_s = 0.0;
@@ -360,12 +369,11 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
                                                  gpu->gemm_tile_flops > 0.0 ? -1 : 1)
                               : 0.0;
         if (measured > 0.0 && op->batch <= 1) return with_power(op, gpu, measured, clock_bound, e_flop);
-        /* the forward's expert GEMMs after the routing sync: no faster than the host issues them, whichever model
-         * prices the GPU's time (where the host sets it, the clock does not) */
+        /* the forward's expert GEMMs after the routing sync: no faster than the host issues them, less what it had
+         * issued while the GPU ran the ops before (op->host_lead_s), whichever model prices the GPU's time (where
+         * the host sets it, the clock does not) */
+        double issued = op_host_issue_s(op, gpu) - op->host_lead_s;
         const double launches = gemm_launches(op);
-        double issued = launches > 1.0 && (op->pass == PASS_FWD || op->pass == PASS_RECOMPUTE)
-                            ? expert_gemm_issue_s(launches, gpu->gemm_issue_s, gpu->launch_overhead_s)
-                            : 0.0;
         double memory_s;
         double tiled = gemm_model_s(gpu, op, matrix, membw, &memory_s);
         if (tiled > 0.0 && issued > tiled) return with_power(op, gpu, issued, 0.0, e_flop);

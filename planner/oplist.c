@@ -770,9 +770,19 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
                 moe_remote_node_copies(k, nodes, 0.0, 0.0);
     int first_ep_op = b->out->nops;
     routing_counts(b, count, full, ep, etp, E, hide);
-    collective(b, "ep_alltoall_dispatch", PASS_FWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
-    if (full) collective(b, "ep_alltoall_dispatch", PASS_RECOMPUTE, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
-    collective(b, "ep_alltoall_dispatch_bwd", PASS_BWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
+    /* each row's gate travels with it, and its gradient back in the backward: Megatron-Core's all-to-all
+     * dispatcher sends the permuted probs, which the experts apply in their activation, in a message of their own
+     * (one latency more each way); DeepSeek's dispatcher in the same kernel as the rows (docs/model.md, "Mixture of
+     * experts", permute and unpermute).  A number a row, fp32 */
+    const double probs = moe_alltoall_bytes(Tr, k, 1.0, 4.0);
+    const int64_t messages = m->moe_group_limit > 0 ? 1 : 2;
+    in_pieces(collective(b, "ep_alltoall_dispatch", PASS_FWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a + probs, hide),
+              messages);
+    if (full)
+        in_pieces(collective(b, "ep_alltoall_dispatch", PASS_RECOMPUTE, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a + probs,
+                             hide), messages);
+    in_pieces(collective(b, "ep_alltoall_dispatch_bwd", PASS_BWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a + probs, hide),
+              messages);
     /* the received rows between the all-to-all's (or the expert TP gather's) rank-major order and the experts'
      * (Megatron's sort_chunks_by_idxs; validator/moe.c's chunk copy): once after the dispatch and once before the
      * combine, each pass; the busiest rank's rows */
@@ -782,9 +792,14 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     }
     const int64_t etp_ranks = layout_etp(l);
     double routed = Tg * h * B;                    /* what the ETP group's experts received, gathered */
-    collective(b, "moe_tp_allgather", PASS_FWD, count, COLL_ALLGATHER, GROUP_ETP, etp_ranks, routed, EXPOSED);
-    if (full) collective(b, "moe_tp_allgather", PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_ETP, etp_ranks, routed, EXPOSED);
-    collective(b, "moe_tp_reduce_scatter_bwd", PASS_BWD, count, COLL_REDUCE_SCATTER, GROUP_ETP, etp_ranks, routed, EXPOSED);
+    const double routed_probs = Tg * 4.0;          /* ... and their gates, gathered apart (as the all-to-all's) */
+    in_pieces(collective(b, "moe_tp_allgather", PASS_FWD, count, COLL_ALLGATHER, GROUP_ETP, etp_ranks, routed + routed_probs,
+                         EXPOSED), 2);
+    if (full)
+        in_pieces(collective(b, "moe_tp_allgather", PASS_RECOMPUTE, count, COLL_ALLGATHER, GROUP_ETP, etp_ranks,
+                             routed + routed_probs, EXPOSED), 2);
+    in_pieces(collective(b, "moe_tp_reduce_scatter_bwd", PASS_BWD, count, COLL_REDUCE_SCATTER, GROUP_ETP, etp_ranks,
+                         routed + routed_probs, EXPOSED), 2);
     double up_width = m->ffn_kind == FFN_SWIGLU ? 2.0 * f : f;
     /* the routed rows kept for the backward are the busiest rank's, load x the mean: the memory that runs out is
      * that rank's, and a router that favours one rank's experts does so in every layer (measured: the busier
@@ -811,14 +826,12 @@ static void moe_mlp_block(builder *b, const model_t *m, int64_t count)
     collective(b, "ep_alltoall_combine", PASS_FWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
     if (full) collective(b, "ep_alltoall_combine", PASS_RECOMPUTE, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
     collective(b, "ep_alltoall_combine_bwd", PASS_BWD, count, COLL_ALLTOALL, GROUP_EP, (int64_t)ep, a2a, hide);
-    /* after the combine, each token's k expert rows weighted by their gates and summed (Megatron's unpermute with
-     * the probabilities, its default): k rows read and one written; the backward reads the output's gradient and
-     * the k rows (for the gates' gradient) and writes k row gradients.  Those k rows are not counted as kept:
-     * Megatron and the validator keep them, a framework that weights the down projection's input instead (the
-     * same product, the projection being linear) keeps none, and DeepSeek-V3's published layout fits only
-     * without them (docs/model.md, "Mixture of experts", memory) */
-    membound(b, "moe_unpermute", "moe_unpermute_bwd", count, (k + 1.0) * Tr * h * B, (2.0 * k + 1.0) * Tr * h * B,
-             2.0 * Tr * k * h, 0.0, full);
+    /* after the combine, each token's k expert rows summed (Megatron-Core's unpermute; the experts weighed their
+     * rows by the gates in their activation, activation_func_with_probs): k rows read and one written; the backward
+     * hands each of the k rows its token's output gradient, one row read and k written, and keeps nothing of the
+     * experts' outputs: the gates' gradient is the activation's (docs/model.md, "Mixture of experts") */
+    membound(b, "moe_unpermute", "moe_unpermute_bwd", count, (k + 1.0) * Tr * h * B, (k + 1.0) * Tr * h * B,
+             Tr * k * h, 0.0, full);
     for (int i = first_ep_op; i < b->out->nops; i++)
         if (b->out->ops[i].kind == OP_COMM && b->out->ops[i].group == GROUP_EP) b->out->ops[i].internode_share = share;
     if (m->shared_experts > 0) {

@@ -156,6 +156,8 @@ typedef struct {
                                the plain exchange's (0: 1, the plain exchange) */
     int host_sync;          /* 1: the host waits for this op's result before it launches what follows (the MoE
                                dispatcher's counts: their all-gather, or at EP 1 their copy): host_sync_s added to it */
+    double host_lead_s;     /* input to op_cost: the seconds of this op's issue the host had done when the GPU started
+                               it (cost_stage carries it along the forward after the routing sync; 0 elsewhere) */
 } op_t;
 
 /* DeepSeek-V3 with every option reaches about 240 (its MTP module, MLA, dense and MoE layers, full
@@ -326,6 +328,9 @@ double gemm_flop_per_s(const hw_gpu *gpu, double flops, precision_t p);
  * step's overlap, which the stage's costing applies); sets op->clock_bound_s and op->energy_j for the power
  * model, and op->crosses_node for a collective. */
 double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t *l);
+/* The host's issue that bounds an op (the forward's expert GEMMs launched one an expert, after the routing sync);
+ * 0 for any other op. */
+double op_host_issue_s(const op_t *op, const hw_gpu *gpu);
 /* The bandwidth per direction (bytes/s) and latency (s) of the link a group's traffic crosses, and whether
  * it leaves the node (docs/model.md, "The network at scale"). */
 void group_link(const hw_gpu *gpu, const hw_node *node, const layout_t *l, group_t group, double *bw,
@@ -416,6 +421,7 @@ double host_sync_s(double launch_overhead_s);
 /* The least time of a forward op of `launches` expert GEMMs issued one by one after the routing sync (docs/model.md,
  * "Mixture of experts"): launches x gemm_issue_s, or x launch_overhead_s where gemm_issue_s is 0. */
 double expert_gemm_issue_s(double launches, double gemm_issue_s, double launch_overhead_s);
+double host_issue_lead_s(double lead_s, double op_s, double issue_s);
 double moe_counts_bytes(double ep, double experts);
 double moe_gemm_workspace_bytes(void);
 double moe_sort_chunks_bytes(double rows, double hidden, double elem_bytes, double local_experts, double ep);

@@ -390,9 +390,11 @@ static void estimate_prices_expert_gemms_per_launch(void **state)
 }
 
 /* The forward's expert GEMMs follow the routing sync with nothing queued: each op lasts at least its launches'
- * issue on the host (expert_gemm_issue_s, the overlay's gemm_issue_us a launch); the backward's, queued behind
- * other work, do not; nor does one grouped kernel.  The MoE test model at one sequence a micro-batch: 256 rows an
- * expert, GEMMs of a few microseconds, so the host's 10 us a launch sets the forward's time. */
+ * issue on the host (expert_gemm_issue_s, the overlay's gemm_issue_us a launch) less what the host issued while the
+ * GPU ran the ops since the sync (host_issue_lead_s: the up projection's GPU time beyond its issue, then the
+ * SwiGLU's beyond its launch); the backward's, queued behind other work, do not; nor does one grouped kernel.  The
+ * MoE test model at one sequence a micro-batch: 256 rows an expert, GEMMs of a few microseconds, so the host's
+ * 10 us a launch sets the down projection's time. */
 static void forward_expert_gemms_wait_for_the_host(void **state)
 {
     (void)state;
@@ -408,16 +410,29 @@ static void forward_expert_gemms_wait_for_the_host(void **state)
     assert_int_equal(estimate_layout(&m, g, node, &l, &job, &e, err, sizeof err), 0);
     const double membw = g->hbm_bytes_per_s * g->membound_efficiency, issue = 8.0 * g->gemm_issue_s;
     int floored = 0, free_ = 0;
+    const op_t *up = NULL, *act = NULL;
+    for (int i = 0; i < e.first_stage.nops; i++) {
+        const op_t *o = &e.first_stage.ops[i];
+        if (o->pass == PASS_FWD && !strcmp(o->name, "expert_up")) up = o;
+        if (o->pass == PASS_FWD && !strcmp(o->name, "expert_swiglu")) act = o;
+    }
+    assert_true(up && act);
+    /* the host's lead into the down projection's issue: what the up projection took over its issue, then the
+     * SwiGLU over its launch */
+    const double lead = host_issue_lead_s(host_issue_lead_s(0.0, up->time_s, issue), act->time_s, g->launch_overhead_s);
+    assert_true(lead > 0.0);   /* the up projection ran longer than its issue: the down projection's floor is lower */
     for (int i = 0; i < e.first_stage.nops; i++) {
         const op_t *o = &e.first_stage.ops[i];
         if (o->kind != OP_GEMM || o->batch <= 1) continue;
         double gpu = 8.0 * gemm_tile_wave_s(1, (double)o->m, (double)o->n, (double)o->k, g->sm_count, g->gemm_tile_flops,
                                             g->gemm_tile_s, g->gemm_fixed_s, o->bytes / 8.0, membw);
         if (o->pass == PASS_FWD) {
-            assert_close(o->time_s, gpu > issue ? gpu : issue, 1e-12);
-            assert_true(o->time_s >= issue * (1.0 - 1e-12));
-            if (issue > gpu) floored++;
-            if (!strcmp(o->name, "expert_down")) assert_true(issue > gpu);   /* 256 x 1024 x 2816: a few us a launch */
+            /* the first after the sync has no lead; the down projection the lead the up and the SwiGLU left */
+            const double floor = issue - (o == up ? 0.0 : lead);
+            assert_close(o->host_lead_s, o == up ? 0.0 : lead, 1e-12);
+            assert_close(o->time_s, gpu > floor ? gpu : floor, 1e-12);
+            if (floor > gpu) floored++;
+            if (!strcmp(o->name, "expert_down")) assert_true(floor > gpu);   /* 256 x 1024 x 2816: a few us a launch */
         } else {
             gpu += accumulate_s(g, o);
             assert_close(o->time_s, gpu, 1e-12);
@@ -428,6 +443,11 @@ static void forward_expert_gemms_wait_for_the_host(void **state)
     assert_true(free_ >= 1);
     assert_close(expert_gemm_issue_s(8.0, 10e-6, 3e-6), 80e-6, 1e-12);
     assert_close(expert_gemm_issue_s(8.0, 0.0, 3e-6), 24e-6, 1e-12);   /* not calibrated: a kernel launch each */
+    /* an op the GPU ran 100 us that the host issued in 80: 20 us ahead into the next; a lead larger than an op's
+     * issue carries what is left; a host behind the GPU has none */
+    assert_close(host_issue_lead_s(0.0, 100e-6, 80e-6), 20e-6, 1e-12);
+    assert_close(host_issue_lead_s(30e-6, 5e-6, 10e-6), 25e-6, 1e-12);
+    assert_close(host_issue_lead_s(0.0, 80e-6, 100e-6), 0.0, 1e-12);
     /* one grouped kernel is one launch: no floor */
     l.expert_gemm = EXPERT_GEMM_GROUPED;
     assert_int_equal(estimate_layout(&m, g, node, &l, &job, &e, err, sizeof err), 0);
