@@ -168,11 +168,10 @@ static void calibrated_overlays_predict_all_18_runs(void **state)
  * over two ranks only: it holds because the overlay carries the four-rank fits (KEY:4) too. */
 #define H200_RUNS SEXTANT_ROOT "/tests/data/2026-11-26-h200-calibrated"
 
-/* fit-power over `names` (CSV files under runs_dir) with the shipped overlay of `gpu`: the overlay's mean and
- * worst |error| as given ("before"), and, when held is not NULL, the same with each model predicted by the power
- * fit on the others ("held out").  models: a zoo file for models the shipped zoo lacks, or NULL. */
-static double worst_before_held(const char *gpu, const char *runs_dir, const char *const *names, size_t n,
-                                const char *models, double *mean_abs, double held[2])
+/* fit-power over `names` (CSV files under runs_dir) with the shipped overlay of `gpu`; models: a zoo file for
+ * models the shipped zoo lacks, or NULL.  Its output, to be freed. */
+static run_result fit_power_runs(const char *gpu, const char *runs_dir, const char *const *names, size_t n,
+                                 const char *models)
 {
     char runs[8192] = "", out[] = "/tmp/sextant-h200-XXXXXX";
     for (size_t i = 0; i < n; i++)
@@ -183,25 +182,36 @@ static double worst_before_held(const char *gpu, const char *runs_dir, const cha
     run_result r = run_sextant("fit-power --gpu %s --calibration %s/hwdb/measured/%s.csv%s%s --out %s --runs %s", gpu,
                                SEXTANT_ROOT, gpu, models ? " --models " : "", models ? models : "", out, runs);
     expect_ok(&r);
-    const char *line = strstr(r.out, "before (the overlay as given): mean |error| ");
+    unlink(out);
+    return r;
+}
+
+/* One of fit-power's summary lines, `what` followed by "mean |error| M%, signed S%, worst W%": mean and |worst|
+ * as fractions. */
+static void summary_errors(const char *out, const char *what, double *mean_abs, double *worst_abs)
+{
+    const char *line = strstr(out, what);
+    assert_non_null(line);
+    line = strstr(line, "mean |error| ");
     assert_non_null(line);
     double mean = 0.0, signed_err = 0.0, worst = 0.0;
-    assert_int_equal(sscanf(line, "before (the overlay as given): mean |error| %lf%%, signed %lf%%, worst %lf%%", &mean,
-                            &signed_err, &worst), 3);
-    if (held) {
-        line = strstr(r.out, "held out (each of the ");
-        assert_non_null(line);
-        line = strstr(line, "mean |error| ");
-        assert_non_null(line);
-        double held_mean = 0.0, held_signed = 0.0, held_worst = 0.0;
-        assert_int_equal(sscanf(line, "mean |error| %lf%%, signed %lf%%, worst %lf%%", &held_mean, &held_signed, &held_worst), 3);
-        held[0] = held_mean / 100.0;
-        held[1] = fabs(held_worst) / 100.0;
-    }
-    run_free(&r);
-    unlink(out);
+    assert_int_equal(sscanf(line, "mean |error| %lf%%, signed %lf%%, worst %lf%%", &mean, &signed_err, &worst), 3);
     *mean_abs = mean / 100.0;
-    return fabs(worst) / 100.0;
+    *worst_abs = fabs(worst) / 100.0;
+}
+
+/* fit-power over `names` with the shipped overlay of `gpu` (fit_power_runs): the overlay's mean and worst |error|
+ * as given ("before"), and, when held is not NULL, the same with each model predicted by the power fit on the
+ * others ("held out"). */
+static double worst_before_held(const char *gpu, const char *runs_dir, const char *const *names, size_t n,
+                                const char *models, double *mean_abs, double held[2])
+{
+    run_result r = fit_power_runs(gpu, runs_dir, names, n, models);
+    double worst = 0.0;
+    summary_errors(r.out, "before (the overlay as given): ", mean_abs, &worst);
+    if (held) summary_errors(r.out, "held out (each of the ", &held[0], &held[1]);
+    run_free(&r);
+    return worst;
 }
 
 static double worst_before(const char *runs_dir, const char *const *names, size_t n, double *mean_abs)
@@ -289,6 +299,38 @@ static void zero3_prices_the_units_it_holds(void **state)
                               sizeof olmoe / sizeof olmoe[0], zoo, &mean, NULL);
     if (worst >= 0.125) print_error("OLMoE ZeRO-3: mean %.2f%%, worst %.2f%%\n", 100 * mean, 100 * worst);
     assert_true(worst < 0.125);
+}
+
+/* The MoE held-out shapes (OLMoE-1B-7B cut to 4 layers, Mixtral 8x7B to 2) on 2 x H200 after the validator's experts
+ * weighed their rows by the gates in the SwiGLU, as Megatron-Core's do, and its combine stopped keeping the experts'
+ * outputs for the gates' gradient (docs/validation/2026-11-27-moe-weighted-swiglu): the planner never counted those
+ * rows, and the peak memory of the layouts without EP or expert TP (one GPU, ZeRO-1/2/3, recomputation, PP 2, CP 2)
+ * reads 0.8% mean, worst -1.8% (2.2%, -3.7% on the runs that kept them: 128 MiB a layer of OLMoE); with EP and
+ * expert TP, 1.8% mean over the fifteen, worst -3.9% (OLMoE's TP 2 + SP).  The step times, the carried host issue
+ * (host_issue_lead_s) included: 3.9% mean, worst +10.4% (OLMoE's CP 2). */
+static void moe_memory_keeps_no_expert_outputs(void **state)
+{
+    (void)state;
+    const char *zoo = SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv";
+    const char *dir = SEXTANT_ROOT "/tests/data/2026-11-27-moe-weighted-swiglu";
+    const char *plain[] = {"olmoe-4l/1gpu", "olmoe-4l/dp2z1", "olmoe-4l/dp2z2", "olmoe-4l/dp2z3", "olmoe-4l/dp2z3rc",
+                           "olmoe-4l/pp2", "olmoe-4l/cp2", "mixtral-2l/1gpu"};
+    const char *all[] = {"olmoe-4l/1gpu", "olmoe-4l/dp2z1", "olmoe-4l/dp2z2", "olmoe-4l/dp2z3", "olmoe-4l/dp2z3rc",
+                         "olmoe-4l/pp2", "olmoe-4l/cp2", "olmoe-4l/ep2", "olmoe-4l/ep2z3", "olmoe-4l/cp2ep2",
+                         "olmoe-4l/tp2sp", "mixtral-2l/1gpu", "mixtral-2l/ep2", "mixtral-2l/ep2z3", "mixtral-2l/cp2ep2"};
+    double mean = 0.0, worst = 0.0;
+    run_result r = fit_power_runs("h200", dir, plain, sizeof plain / sizeof plain[0], zoo);
+    summary_errors(r.out, "peak memory per GPU, ", &mean, &worst);
+    run_free(&r);
+    if (mean >= 0.012 || worst >= 0.025) print_error("memory without EP: mean %.2f%%, worst %.2f%%\n", 100 * mean, 100 * worst);
+    assert_true(mean < 0.012 && worst < 0.025);
+    r = fit_power_runs("h200", dir, all, sizeof all / sizeof all[0], zoo);
+    summary_errors(r.out, "peak memory per GPU, ", &mean, &worst);
+    assert_true(mean < 0.02 && worst < 0.045);
+    summary_errors(r.out, "before (the overlay as given): ", &mean, &worst);
+    run_free(&r);
+    if (mean >= 0.045 || worst >= 0.11) print_error("step: mean %.2f%%, worst %.2f%%\n", 100 * mean, 100 * worst);
+    assert_true(mean < 0.045 && worst < 0.11);
 }
 
 /* Ten steps of two models no calibration timed (LLaMA 3.2 3B, GPT-2 large) on the first 2 x H100 lent here: one GPU,
@@ -694,6 +736,7 @@ int main(void)
         cmocka_unit_test(mixtral_layouts_with_exact_expert_gemms),
         cmocka_unit_test(zero_overlap_leaves_the_clock),
         cmocka_unit_test(accumulating_weight_gradients_price_held_out_steps),
+        cmocka_unit_test(moe_memory_keeps_no_expert_outputs),
         cmocka_unit_test(fit_power_bad_input),
         cmocka_unit_test(measured_overlay_is_the_default),
         cmocka_unit_test(each_gpu_takes_its_own_measured_overlay),
