@@ -8,15 +8,15 @@
  *   ep_counts       every EP rank's counts per expert (an all-gather of E integers), to the
  *                   host: the sizes of every transfer and GEMM below (the host waits here,
  *                   as Megatron's all-to-all dispatcher does)
- *   ep_alltoall_dispatch   one ncclSend/ncclRecv pair per peer of the rows for its experts
+ *   ep_alltoall_dispatch   one ncclSend/ncclRecv pair per peer of the rows for its experts, and
+ *                   one of their gates (16 bytes a row), as Megatron's dispatcher sends the probs
  *   moe_sort_chunks the rows received (and the rank's own) from rank-major to the expert-major
  *                   layout (moe_plan.h) in one chunk copy, as Megatron's sort_chunks_by_idxs
- *                   (each row's gate goes with it, one more message of 16 bytes a row)
  *   expert_up, expert_swiglu, expert_down   a loop of cuBLAS GEMMs, one per local expert
  *                   at its own row count (no grouped-GEMM call: the shapes differ per
  *                   expert, and a loop is what cuBLAS offers at every version we build with);
  *                   the SwiGLU weighs each row by its gate, as Megatron-Core's experts apply
- *                   the permuted probs in their activation (weighted_bias_swiglu_impl)
+ *                   the permuted probs in their activation (activation_func_with_probs)
  *   moe_sort_chunks, ep_alltoall_combine   the chunks gathered rank-major, sent back to the
  *                   ranks they came from
  *   moe_unpermute   out[n] = sum_j ys[pos], the rows weighed already: nothing of the experts'
