@@ -220,6 +220,22 @@ static void explain_expert_tp(FILE *out, const estimate_t *e, const stage_ops *s
 }
 
 /* Expert parallelism's token traffic and the experts' shapes, step by step (docs/model.md, "Mixture of experts"). */
+/* The forward's expert GEMMs after the routing sync, against the host's issue of them (op_host_issue_s) and the
+ * lead the host carries from the up projection into the down projection's (host_issue_lead_s). */
+static void explain_host_issue(FILE *out, const estimate_t *e, const stage_ops *slow)
+{
+    const op_t *up = find_op(slow, "expert_up", PASS_FWD), *down = find_op(slow, "expert_down", PASS_FWD);
+    if (!up || !down) return;
+    const double issue = op_host_issue_s(up, e->gpu), down_issue = op_host_issue_s(down, e->gpu);
+    if (issue <= 0.0 || down_issue <= 0.0) return;
+    fprintf(out, "  After the routing sync the host issues them one by one (%.3g us a launch, %.4g us a projection): the\n"
+                 "  forward's up projection takes %.4g us, %s; the host is then %.4g us into the down projection's issue\n"
+                 "  (the lead priced at the top clock), whose floor is %.4g us against its %.4g us.\n",
+            1e6 * issue / (double)up->batch, 1e6 * issue, 1e6 * up->time_s,
+            up->time_s > issue * (1.0 + 1e-9) ? "the GPU's time" : "the host's", 1e6 * down->host_lead_s,
+            1e6 * (down_issue > down->host_lead_s ? down_issue - down->host_lead_s : 0.0), 1e6 * down->time_s);
+}
+
 static void ep_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
 {
     const layout_t *l = &e->layout;
@@ -273,11 +289,12 @@ static void ep_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
                 m->capacity_factor > 0 ? ", capped by the capacity factor" : ", Switch Transformer's 1.25 unless --moe-imbalance");
     else
         fprintf(out, "; without EP each GPU runs every expert on its own tokens, and no GPU waits for a busier one.\n");
-    if (l->expert_gemm == EXPERT_GEMM_STREAMS)
+    if (l->expert_gemm == EXPERT_GEMM_STREAMS) {
         fprintf(out, "  Each expert's GEMM is a launch of its own (--expert-gemm streams, Transformer Engine's grouped linear): its\n"
                      "  own waves of tiles, split-K and fixed cost, %lld of them per GEMM of the layer.\n",
                 (long long)(E / (double)layout_ep(l)));
-    else
+        explain_host_issue(out, e, slow);
+    } else
         fprintf(out, "  The experts' GEMMs are one grouped kernel (--expert-gemm grouped): the tiles of every expert share the waves.\n");
     if (moe_dropped_fraction(model_moe_imbalance(m), m->capacity_factor) > 0)
         fprintf(out, "  Capacity factor %.2f: the busiest expert drops up to %.0f%% of its tokens.\n", m->capacity_factor,

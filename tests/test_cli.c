@@ -203,6 +203,11 @@ static void explain_prices_each_communicator(void **state)
         }
     assert_null(strstr(r.out, "    TP ("));   /* TP 1: no communicator */
     assert_null(strstr(r.out, "    PP ("));
+    /* and the experts' launches against the host's issue after the routing sync, the lead the up projection leaves
+     * the down projection (its 256 rows an expert: the host sets the down projection's time) */
+    const char *issue = strstr(r.out, "After the routing sync the host issues them one by one (");
+    assert_non_null(issue);
+    assert_non_null(strstr(issue, "into the down projection's issue"));
     run_free(&r);
     /* without the parts (the hwdb defaults): one total per communicator */
     r = run_sextant("explain moe-test --gpu h200 --gpus 4 --dp 4 --ep 2 --mbs 4 --gbs 16 --seq 1024 --calibration none");
