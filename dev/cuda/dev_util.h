@@ -144,7 +144,6 @@ static inline double dev_copy_us(double bytes) {
     return us;
 }
 
-/* one benchmark line: bytes = the fewest bytes the operation must move */
 /* A GEMM shape of the programs that time cuBLAS's (C[m, n] over k), by name. */
 typedef struct {
     const char *name;
@@ -157,18 +156,19 @@ static inline float dev_median(std::vector<float> v) {
     return v[v.size() / 2];
 }
 
-/* The shape a program was asked for by name (argv[1]): its index among the n that name_of names, -1 for every shape
- * (no argument), -2 after one line on stderr for a name that is none of them. */
-static inline int dev_shape_arg(int argc, char **argv, const char *program, int n, const char *(*name_of)(int)) {
+/* The shape a program was asked for by name (argv[1]): its index among the n shapes, -1 for every shape (no
+ * argument), -2 after one line on stderr for a name that is none of them. */
+static inline int dev_shape_arg(int argc, char **argv, const char *program, const dev_gemm_shape *shapes, int n) {
     if (argc < 2) return -1;
     for (int i = 0; i < n; i++)
-        if (!strcmp(argv[1], name_of(i))) return i;
+        if (!strcmp(argv[1], shapes[i].name)) return i;
     fprintf(stderr, "%s: unknown shape '%s' (", program, argv[1]);
-    for (int i = 0; i < n; i++) fprintf(stderr, "%s%s", i ? ", " : "", name_of(i));
+    for (int i = 0; i < n; i++) fprintf(stderr, "%s%s", i ? ", " : "", shapes[i].name);
     fprintf(stderr, ")\n");
     return -2;
 }
 
+/* one benchmark line: bytes = the fewest bytes the operation must move */
 static inline void dev_report(int version, const char *what, double bytes, double us, double copy_us) {
     const double gbs = bytes / (us * 1e-6) / 1e9, cgbs = bytes / (copy_us * 1e-6) / 1e9;
     printf("version %d %-40s %9.1f us %7.0f GB/s  copy %7.0f GB/s  %5.1f%% of copy\n", version, what, us, gbs, cgbs,

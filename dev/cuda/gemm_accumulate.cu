@@ -180,17 +180,9 @@ static void one_shape(const dev_gemm_shape *s, cublasLtHandle_t lt, cublasHandle
     rig_close(&g);
 }
 
-static const char *shape_name(int i) { return SHAPES[i].name; }
-
 int main(int argc, char **argv) {
-    const int nshapes = (int)(sizeof SHAPES / sizeof SHAPES[0]);
-    const int only = dev_shape_arg(argc, argv, "gemm_accumulate", nshapes, shape_name);
-    if (only == -2) return 2;
-    dev_blas h;
-    dev_blas_open(&h);
-    printf("shape,m,n,k,nn_beta0_us,lt_beta0_us,lt_beta1_bf16_us,lt_beta1_fp32_us,ex_beta1_bf16_us\n");
-    for (int i = 0; i < nshapes; i++)
-        if (only < 0 || only == i) one_shape(&SHAPES[i], h.lt, h.blas);
-    dev_blas_close(&h);
-    return g_dev_failed ? 1 : 0;
+    return dev_shapes_main(argc, argv, "gemm_accumulate",
+                           "shape,m,n,k,nn_beta0_us,"
+                           "lt_beta0_us,lt_beta1_bf16_us,lt_beta1_fp32_us,ex_beta1_bf16_us",
+                           SHAPES, (int)(sizeof SHAPES / sizeof SHAPES[0]), one_shape);
 }

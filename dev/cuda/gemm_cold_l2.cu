@@ -163,17 +163,9 @@ static void one_shape(const dev_gemm_shape *s, cublasLtHandle_t lt, cublasHandle
     lt_rig_close(&g);
 }
 
-static const char *shape_name(int i) { return SHAPES[i].name; }
-
 int main(int argc, char **argv) {
-    const int nshapes = (int)(sizeof SHAPES / sizeof SHAPES[0]);
-    const int only = dev_shape_arg(argc, argv, "gemm_cold_l2", nshapes, shape_name);
-    if (only == -2) return 2;
-    dev_blas h;
-    dev_blas_open(&h);
-    printf("shape,m,n,k,calls,warm_us,flushed_us,rotated_us,gemmex_uniform_us,gemmex_normal_us,warm_tflops\n");
-    for (int i = 0; i < nshapes; i++)
-        if (only < 0 || only == i) one_shape(&SHAPES[i], h.lt, h.blas);
-    dev_blas_close(&h);
-    return g_dev_failed;
+    return dev_shapes_main(argc, argv, "gemm_cold_l2",
+                           "shape,m,n,k,calls,"
+                           "warm_us,flushed_us,rotated_us,gemmex_uniform_us,gemmex_normal_us,warm_tflops",
+                           SHAPES, (int)(sizeof SHAPES / sizeof SHAPES[0]), one_shape);
 }

@@ -81,4 +81,21 @@ static inline void dev_blas_close(dev_blas *b) {
     CB(cublasLtDestroy(b->lt));
 }
 
+/* The main of an experiment over GEMM shapes: argv[1] names one (dev_shape_arg), else every one; the CSV header,
+ * then one_shape on each through one pair of handles.  The exit status: 2 for an unknown name, 1 after a failed
+ * check, else 0. */
+static inline int dev_shapes_main(int argc, char **argv, const char *program, const char *header,
+                                  const dev_gemm_shape *shapes, int n,
+                                  void (*one_shape)(const dev_gemm_shape *, cublasLtHandle_t, cublasHandle_t)) {
+    const int only = dev_shape_arg(argc, argv, program, shapes, n);
+    if (only == -2) return 2;
+    dev_blas h;
+    dev_blas_open(&h);
+    printf("%s\n", header);
+    for (int i = 0; i < n; i++)
+        if (only < 0 || only == i) one_shape(&shapes[i], h.lt, h.blas);
+    dev_blas_close(&h);
+    return g_dev_failed ? 1 : 0;
+}
+
 #endif
