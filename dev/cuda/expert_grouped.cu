@@ -1,36 +1,53 @@
 /* One MoE layer's expert GEMMs, as the validator runs them and as one grouped launch: is cuBLAS's grouped GEMM
  * (cublasGemmGroupedBatchedEx, one group per expert) what the planner's EXPERT_GEMM_GROUPED prices, one
- * launch whose tiles share the waves?  The held-out MoE steps (docs/validation/2026-11-27-h200x2-heldout-moe)
- * missed on the experts' GEMMs both ways: Mixtral's 8 large ones 8-14% slower than priced, OLMoE's 64 small
- * ones up to 28% faster, where the validator's four streams share the waves that the planner prices one launch
- * at a time.
+ * launch whose tiles share the waves?  And what do the validator's four streams take on the GPU alone, the host's
+ * issue left out: the planner prices each expert's launch in turn, and the held-out MoE steps measured OLMoE's 64
+ * small experts' weight gradients 15-23% under that price (docs/validation/2026-11-27-moe-weighted-swiglu).
  *
  * Versions (E experts, rows drawn from a gamma of coefficient of variation cv summing to E x rows_mean, the same
  * draw for every version; bf16 operands, fp32 sums):
  *   1  cublasGemmEx per expert on one stream, in turn
  *   2  cublasGemmEx per expert on 4 streams, expert e on stream e % 4 (validator/moe.c with SEXTANT_MOE_GEMM=ex)
  *   3  cublasGemmGroupedBatchedEx: one call, one group of one GEMM per expert
+ *   4  as validator/moe.c issues them (cuBLASLt with one algorithm per 128-row bucket, asked at the bucket's
+ *      middle; cublasGemmEx from 64 GFLOP up), on one stream, captured in a CUDA graph: the GPU's time alone
+ *   5  the same on 2 streams, in a graph
+ *   6  the same on 4 streams, in a graph: the step's GEMMs without the host's issue
+ *   7  the same on 4 streams issued directly, as the step issues them
  * Passes: fwd C[out, rows] = W^T X (A transposed), dgrad dX[in, rows] = W dY, wgrad dW[in, out] += X dY^T (K =
- * rows), the operands and transposes of moe.c's gemm_forward, gemm_dgrad and gemm_wgrad.
+ * rows), the operands and transposes of moe.c's gemm_forward, gemm_dgrad and gemm_wgrad; wgrad0 the weight
+ * gradient written (beta 0), to part the read of the gradient from the rest.
  *
- * Check (dev_check): versions 2 and 3 against version 1 over every expert's output, relative L2 below 1e-2;
+ * Check (dev_check): every version against version 1 over every expert's output, relative L2 below 1e-2;
  * version 1's first expert, its first output column, against a float64 sum on the host.  Benchmark:
  * dev_time_us (median of 100, L2 evicted before each) per layer; one CSV line per version:
- *   model,pass,experts,rows_mean,cv,m,n,k,version,gpu_us,host_us,t0,t1
+ *   model,pass,experts,rows_mean,cv,m,n,k,version,gpu_us,host_us,t0,t1,rows
  * host_us: the host's time to issue the layer's calls (version 3 sets up its pointer arrays on the GPU beforehand,
- * as a step would once per layer); t0, t1: the wall clock (UTC, seconds) around the timing, to find the SM clock
- * nvidia-smi sampled meanwhile (the GPU holds its clock under the power cap, which a Mixtral layer reaches).
+ * as a step would once per layer; versions 4-6 launch their graph); t0, t1: the wall clock (UTC, seconds) around
+ * the timing, to find the SM clock nvidia-smi sampled meanwhile (the GPU holds its clock under the power cap,
+ * which a Mixtral layer reaches); rows: each expert's rows, ';' between.
  *
- * Measured: docs/validation/2026-11-27-h100h200-gemm-sustained.
+ * Measured: docs/validation/2026-11-27-h100h200-gemm-sustained (versions 1-3),
+ * docs/validation/2026-11-27-expert-rows-load (versions 4-7).
  *
- * build/dev/expert_grouped [model]   model: olmoe, mixtral, test (default: all three) */
+ * build/dev/expert_grouped [model [--even] [--rows R] [version ...]]   model: olmoe, mixtral, test or all (default:
+ * all three); --even: every expert the mean rows (cv 0); --rows: R rows an expert on average, not the model's;
+ * versions: those to time (default: every one; version 1 runs as the check's reference either way) */
 #include "dev_util.h"
+#include <cublasLt.h>
 #include <cublas_v2.h>
+#include <map>
 #include <random>
 #include <string.h>
 #include <time.h>
 
-static const int STREAMS = 4;
+static const int STREAMS = 4, VERSIONS = 7;
+/* validator/moe.h's MOE_ALGO_BUCKET and MOE_EXACT_GEMM_FLOPS: the rows of one cuBLASLt algorithm, and the GEMM size
+ * from which moe.c takes cublasGemmEx's algorithm for the exact shape */
+static const int ALGO_BUCKET = 128;
+static const double EXACT_GEMM_FLOPS = 64e9;
+static const size_t LT_WORKSPACE_BYTES = 32u << 20;
+static const int CHECKED = 6;   /* experts whose outputs the check compares */
 
 typedef struct {
     const char *name;
@@ -54,8 +71,19 @@ typedef struct {
 static gemm_shape pass_shape(const char *pass, int in, int out, int rows) {
     if (!strcmp(pass, "fwd")) return {1, 0, out, rows, in, in, in, out, 0.0f};
     if (!strcmp(pass, "dgrad")) return {0, 0, in, rows, out, in, out, in, 0.0f};
+    if (!strcmp(pass, "wgrad0")) return {0, 1, in, out, rows, in, out, in, 0.0f};   /* written */
     return {0, 1, in, out, rows, in, out, in, 1.0f};   /* wgrad, accumulated */
 }
+
+/* What versions 4-7 issue an expert's GEMM with: moe.c's cuBLASLt path (one algorithm per bucket of rows), or
+ * cublasGemmEx where the GEMM is large enough that moe.c takes the exact shape's algorithm. */
+typedef struct {
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t desc[2][2];   /* [transa][transb] */
+    cublasLtMatmulPreference_t pref;
+    void *workspace[STREAMS];          /* one per stream, as moe.c's lt_workspace */
+    std::map<std::vector<int>, cublasLtMatmulAlgo_t> algos;   /* by bucket; absent: the heuristic found none */
+} lt_issue;
 
 typedef struct {
     int E;
@@ -66,6 +94,9 @@ typedef struct {
     std::vector<cublasOperation_t> ta, tb;
     std::vector<int> m, n, k, lda, ldb, ldc, one;
     std::vector<float> alpha, beta;
+    /* versions 4-7: each expert's layouts (A, B, C) and algorithm (NULL: cublasGemmEx) */
+    std::vector<cublasLtMatrixLayout_t> la, lb, lc;
+    std::vector<const cublasLtMatmulAlgo_t *> algo;
 } layer;
 
 static void gemm_ex(cublasHandle_t h, cudaStream_t s, const gemm_shape &g, const void *A, const void *B, void *C) {
@@ -76,25 +107,105 @@ static void gemm_ex(cublasHandle_t h, cudaStream_t s, const gemm_shape &g, const
                     CUBLAS_GEMM_DEFAULT));
 }
 
-static void run(int version, cublasHandle_t h, layer *L, cudaStream_t *lanes, cudaEvent_t fork, cudaEvent_t *joined) {
+static void lt_layouts(const gemm_shape &g, cublasLtMatrixLayout_t *a, cublasLtMatrixLayout_t *b,
+                       cublasLtMatrixLayout_t *c) {
+    CB(cublasLtMatrixLayoutCreate(a, CUDA_R_16BF, g.ta ? g.k : g.m, g.ta ? g.m : g.k, g.lda));
+    CB(cublasLtMatrixLayoutCreate(b, CUDA_R_16BF, g.tb ? g.n : g.k, g.tb ? g.k : g.n, g.ldb));
+    CB(cublasLtMatrixLayoutCreate(c, CUDA_R_16BF, g.m, g.n, g.ldc));
+}
+
+/* moe.c's algo_for: the algorithm of the 128-row bucket of g, the heuristic asked once at the bucket's middle row
+ * count (lt_prewarm's), which is the GEMM's n, or its k for a weight gradient; NULL where none is usable or the
+ * GEMM is large enough for cublasGemmEx's exact choice */
+static const cublasLtMatmulAlgo_t *bucket_algo(lt_issue *q, const gemm_shape &g) {
+    if (2.0 * g.m * g.n * (double)g.k >= EXACT_GEMM_FLOPS) return NULL;
+    const std::vector<int> key = {g.ta, g.tb, g.m / ALGO_BUCKET, g.n / ALGO_BUCKET, g.k / ALGO_BUCKET, g.lda, g.ldb, g.ldc};
+    auto at = q->algos.find(key);
+    if (at != q->algos.end()) return &at->second;
+    gemm_shape mid = g;
+    int &rows = g.tb ? mid.k : mid.n;
+    rows = rows / ALGO_BUCKET * ALGO_BUCKET + ALGO_BUCKET / 2;
+    cublasLtMatrixLayout_t a, b, c;
+    lt_layouts(mid, &a, &b, &c);
+    cublasLtMatmulHeuristicResult_t result;
+    int got = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(q->lt, q->desc[g.ta][g.tb], a, b, c, c, q->pref, 1, &result, &got);
+    CB(cublasLtMatrixLayoutDestroy(a));
+    CB(cublasLtMatrixLayoutDestroy(b));
+    CB(cublasLtMatrixLayoutDestroy(c));
+    if (st != CUBLAS_STATUS_SUCCESS || got == 0 || result.workspaceSize > LT_WORKSPACE_BYTES) return NULL;
+    return &(q->algos[key] = result.algo);
+}
+
+/* versions 4-7: expert e on stream lanes[e % streams], forked from and joined to `main` */
+static void run_lt(lt_issue *q, cublasHandle_t h, layer *L, int streams, cudaStream_t main, cudaStream_t *lanes,
+                   cudaEvent_t fork, cudaEvent_t *joined) {
+    const float one = 1.0f;
+    CK(cudaEventRecord(fork, main));
+    for (int i = 0; i < streams; i++) CK(cudaStreamWaitEvent(lanes[i], fork, 0));
+    for (int e = 0; e < L->E; e++) {
+        const gemm_shape &g = L->g[e];
+        const int lane = e % streams;
+        if (!L->algo[e]) {
+            gemm_ex(h, lanes[lane], g, L->A[e], L->B[e], L->C[e]);
+            continue;
+        }
+        CB(cublasLtMatmul(q->lt, q->desc[g.ta][g.tb], &one, L->A[e], L->la[e], L->B[e], L->lb[e], &g.beta, L->C[e],
+                          L->lc[e], L->C[e], L->lc[e], L->algo[e], q->workspace[lane], LT_WORKSPACE_BYTES, lanes[lane]));
+    }
+    for (int i = 0; i < streams; i++) {
+        CK(cudaEventRecord(joined[i], lanes[i]));
+        CK(cudaStreamWaitEvent(main, joined[i], 0));
+    }
+}
+
+/* what the versions run on: cuBLAS's handle, the lanes, and versions 4-6's graphs (made per pass) */
+typedef struct {
+    cublasHandle_t h;
+    void *blas_workspace;
+    lt_issue q;
+    cudaStream_t capture, lanes[STREAMS];
+    cudaEvent_t fork, joined[STREAMS];
+    cudaGraphExec_t graph[VERSIONS + 1];
+} rig;
+
+static void run(int version, rig *r, layer *L) {
+    cublasHandle_t h = r->h;
     if (version == 1) {
         for (int e = 0; e < L->E; e++) gemm_ex(h, 0, L->g[e], L->A[e], L->B[e], L->C[e]);
     } else if (version == 2) {
-        CK(cudaEventRecord(fork, 0));
-        for (int i = 0; i < STREAMS; i++) CK(cudaStreamWaitEvent(lanes[i], fork, 0));
-        for (int e = 0; e < L->E; e++) gemm_ex(h, lanes[e % STREAMS], L->g[e], L->A[e], L->B[e], L->C[e]);
+        CK(cudaEventRecord(r->fork, 0));
+        for (int i = 0; i < STREAMS; i++) CK(cudaStreamWaitEvent(r->lanes[i], r->fork, 0));
+        for (int e = 0; e < L->E; e++) gemm_ex(h, r->lanes[e % STREAMS], L->g[e], L->A[e], L->B[e], L->C[e]);
         for (int i = 0; i < STREAMS; i++) {
-            CK(cudaEventRecord(joined[i], lanes[i]));
-            CK(cudaStreamWaitEvent(0, joined[i], 0));
+            CK(cudaEventRecord(r->joined[i], r->lanes[i]));
+            CK(cudaStreamWaitEvent(0, r->joined[i], 0));
         }
-        CB(cublasSetStream(h, 0));
-    } else {
+    } else if (version == 3) {
         CB(cublasSetStream(h, 0));
         CB(cublasGemmGroupedBatchedEx(h, L->ta.data(), L->tb.data(), L->m.data(), L->n.data(), L->k.data(),
                                       L->alpha.data(), (const void *const *)L->dA, CUDA_R_16BF, L->lda.data(),
                                       (const void *const *)L->dB, CUDA_R_16BF, L->ldb.data(), L->beta.data(), L->dC,
                                       CUDA_R_16BF, L->ldc.data(), L->E, L->one.data(), CUBLAS_COMPUTE_32F));
+    } else if (version == 7) {
+        run_lt(&r->q, h, L, STREAMS, 0, r->lanes, r->fork, r->joined);
+    } else {
+        CK(cudaGraphLaunch(r->graph[version], 0));
     }
+    CB(cublasSetStream(h, 0));
+}
+
+/* versions 4-6: the layer's launches on 1, 2 or 4 streams, captured once */
+static int graph_streams(int version) { return version == 4 ? 1 : version == 5 ? 2 : STREAMS; }
+
+static void capture(rig *r, layer *L, int version) {
+    cudaGraph_t g;
+    CK(cudaStreamBeginCapture(r->capture, cudaStreamCaptureModeThreadLocal));
+    run_lt(&r->q, r->h, L, graph_streams(version), r->capture, r->lanes, r->fork, r->joined);
+    CK(cudaStreamEndCapture(r->capture, &g));
+    CK(cudaGraphInstantiate(&r->graph[version], g, 0));
+    CK(cudaGraphDestroy(g));
+    CB(cublasSetStream(r->h, 0));
 }
 
 static double wall_s(void) {
@@ -113,8 +224,10 @@ __global__ void fill_kernel(uint16_t *p, size_t n) {
     }
 }
 
-/* rows per expert: a gamma draw of coefficient of variation cv, scaled to sum E x mean, at least 1 each */
+/* rows per expert: a gamma draw of coefficient of variation cv, scaled to sum E x mean, at least 1 each; cv 0:
+ * every expert the mean */
 static std::vector<int> draw_rows(int E, int mean, double cv) {
+    if (cv <= 0.0) return std::vector<int>(E, mean);
     std::mt19937 rng(7);
     std::gamma_distribution<double> gamma(1.0 / (cv * cv), 1.0);
     std::vector<double> x(E);
@@ -125,11 +238,10 @@ static std::vector<int> draw_rows(int E, int mean, double cv) {
     return rows;
 }
 
-static void one_pass(const moe_shape *s, const char *pass, int in, int out, cublasHandle_t h, cudaStream_t *lanes,
-                     cudaEvent_t fork, cudaEvent_t *joined) {
+static void one_pass(const moe_shape *s, int rows_mean, double cv, const char *pass, int in, int out, rig *r, const int *run_version) {
     layer L;
     L.E = s->experts;
-    std::vector<int> rows = draw_rows(s->experts, s->rows_mean, s->cv);
+    std::vector<int> rows = draw_rows(s->experts, rows_mean, cv);
     size_t total = 0;
     std::vector<size_t> at_a, at_b, at_c;
     for (int e = 0; e < L.E; e++) {
@@ -157,6 +269,10 @@ static void one_pass(const moe_shape *s, const char *pass, int in, int out, cubl
         L.m.push_back(g.m), L.n.push_back(g.n), L.k.push_back(g.k);
         L.lda.push_back(g.lda), L.ldb.push_back(g.ldb), L.ldc.push_back(g.ldc), L.one.push_back(1);
         L.alpha.push_back(1.0f), L.beta.push_back(g.beta);
+        cublasLtMatrixLayout_t a, b, c;
+        lt_layouts(g, &a, &b, &c);
+        L.la.push_back(a), L.lb.push_back(b), L.lc.push_back(c);
+        L.algo.push_back(bucket_algo(&r->q, g));
     }
     L.dA = (void **)dmalloc(L.E * sizeof(void *));
     L.dB = (void **)dmalloc(L.E * sizeof(void *));
@@ -164,15 +280,20 @@ static void one_pass(const moe_shape *s, const char *pass, int in, int out, cubl
     CK(cudaMemcpy(L.dA, L.A.data(), L.E * sizeof(void *), cudaMemcpyHostToDevice));
     CK(cudaMemcpy(L.dB, L.B.data(), L.E * sizeof(void *), cudaMemcpyHostToDevice));
     CK(cudaMemcpy(L.dC, L.C.data(), L.E * sizeof(void *), cudaMemcpyHostToDevice));
+    for (int v = 4; v <= 6; v++)
+        if (run_version[v]) capture(r, &L, v);
 
-    /* check: one run of each version from the same C (wgrad accumulates into it) */
+    /* check: one run of each version from the same C (wgrad accumulates into it); version 1 always, as the
+     * reference; the first CHECKED experts' outputs (a wrong operand or stream shows in any expert, and all 64 of
+     * OLMoE's weight gradients at 2048 rows are 2 GB of doubles on the host) */
     vec want;
-    for (int v = 1; v <= 3; v++) {
+    for (int v = 1; v <= VERSIONS; v++) {
+        if (v > 1 && !run_version[v]) continue;
         CK(cudaMemcpy(L.pool, backup, total * 2, cudaMemcpyDeviceToDevice));
-        run(v, h, &L, lanes, fork, joined);
+        run(v, r, &L);
         CK(cudaDeviceSynchronize());
         vec got;
-        for (int e = 0; e < L.E; e++) {
+        for (int e = 0; e < L.E && e < CHECKED; e++) {
             vec c = dev_down(L.C[e], (size_t)L.g[e].m * L.g[e].n, 2);
             got.insert(got.end(), c.begin(), c.end());
         }
@@ -183,15 +304,15 @@ static void one_pass(const moe_shape *s, const char *pass, int in, int out, cubl
             const size_t na = (size_t)g.m * g.k, nb = (size_t)g.k * g.n;
             vec a = dev_down((uint16_t *)backup + at_a[0], na, 2), b = dev_down((uint16_t *)backup + at_b[0], nb, 2),
                 c = dev_down((uint16_t *)backup + at_c[0], g.m, 2);
-            vec r(g.m), c0(got.begin(), got.begin() + g.m);
+            vec ref(g.m), c0(got.begin(), got.begin() + g.m);
             for (int i = 0; i < g.m; i++) {
                 double sum = g.beta ? c[i] : 0.0;
                 for (int p = 0; p < g.k; p++)
                     sum += (g.ta ? a[(size_t)i * g.lda + p] : a[(size_t)p * g.lda + i]) * (g.tb ? b[(size_t)p * g.ldb] : b[p]);
-                r[i] = sum;
+                ref[i] = sum;
             }
             snprintf(what, sizeof what, "%s %s expert 0 column 0 vs float64", s->name, pass);
-            dev_check(what, c0, r, 1e-2);
+            dev_check(what, c0, ref, 1e-2);
             want = got;
         } else {
             snprintf(what, sizeof what, "%s %s version %d vs 1", s->name, pass, v);
@@ -201,18 +322,29 @@ static void one_pass(const moe_shape *s, const char *pass, int in, int out, cubl
     CK(cudaFree(backup));
 
     const gemm_shape &g0 = L.g[0];
-    for (int v = 1; v <= 3; v++) {
+    const int wgrad = !strncmp(pass, "wgrad", 5);
+    for (int v = 1; v <= VERSIONS; v++) {
+        if (!run_version[v]) continue;
         const double wall0 = wall_s();
-        double us = dev_time_us([&] { run(v, h, &L, lanes, fork, joined); });
+        double us = dev_time_us([&] { run(v, r, &L); });
         CK(cudaDeviceSynchronize());
         double t0 = host_now_s();
-        for (int i = 0; i < 20; i++) run(v, h, &L, lanes, fork, joined);
+        for (int i = 0; i < 20; i++) run(v, r, &L);
         double host_us = (host_now_s() - t0) / 20 * 1e6;
         CK(cudaDeviceSynchronize());
-        printf("%s,%s_%s,%d,%d,%.2f,%d,%d,%d,%d,%.1f,%.1f,%.3f,%.3f\n", s->name, in == s->hidden ? "up" : "down", pass,
-               L.E, s->rows_mean, s->cv, g0.m, !strcmp(pass, "wgrad") ? g0.n : s->rows_mean,
-               !strcmp(pass, "wgrad") ? s->rows_mean : g0.k, v, us, host_us, wall0, wall_s());
+        printf("%s,%s_%s,%d,%d,%.2f,%d,%d,%d,%d,%.1f,%.1f,%.3f,%.3f,", s->name, in == s->hidden ? "up" : "down", pass,
+               L.E, rows_mean, cv, g0.m, wgrad ? g0.n : rows_mean, wgrad ? rows_mean : g0.k, v, us, host_us, wall0,
+               wall_s());
+        for (int e = 0; e < L.E; e++) printf("%s%d", e ? ";" : "", rows[e]);
+        printf("\n");
         fflush(stdout);
+    }
+    for (int v = 4; v <= 6; v++)
+        if (run_version[v]) CK(cudaGraphExecDestroy(r->graph[v]));
+    for (int e = 0; e < L.E; e++) {
+        CB(cublasLtMatrixLayoutDestroy(L.la[e]));
+        CB(cublasLtMatrixLayoutDestroy(L.lb[e]));
+        CB(cublasLtMatrixLayoutDestroy(L.lc[e]));
     }
     CK(cudaFree(L.pool));
     CK(cudaFree(L.dA));
@@ -220,37 +352,78 @@ static void one_pass(const moe_shape *s, const char *pass, int in, int out, cubl
     CK(cudaFree(L.dC));
 }
 
+static void rig_open(rig *r) {
+    CB(cublasCreate(&r->h));
+    r->blas_workspace = dmalloc(LT_WORKSPACE_BYTES);   /* the step's handle has one (CUBLAS_WORKSPACE_BYTES) */
+    CB(cublasSetWorkspace(r->h, r->blas_workspace, LT_WORKSPACE_BYTES));
+    lt_issue *q = &r->q;
+    CB(cublasLtCreate(&q->lt));
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+            CB(cublasLtMatmulDescCreate(&q->desc[ta][tb], CUBLAS_COMPUTE_32F, CUDA_R_32F));
+            CB(cublasLtMatmulDescSetAttribute(q->desc[ta][tb], CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+            CB(cublasLtMatmulDescSetAttribute(q->desc[ta][tb], CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+        }
+    size_t ws = LT_WORKSPACE_BYTES;
+    CB(cublasLtMatmulPreferenceCreate(&q->pref));
+    CB(cublasLtMatmulPreferenceSetAttribute(q->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    CK(cudaStreamCreateWithFlags(&r->capture, cudaStreamNonBlocking));
+    for (int i = 0; i < STREAMS; i++) {
+        q->workspace[i] = dmalloc(LT_WORKSPACE_BYTES);
+        CK(cudaStreamCreateWithFlags(&r->lanes[i], cudaStreamNonBlocking));
+        CK(cudaEventCreateWithFlags(&r->joined[i], cudaEventDisableTiming));
+    }
+    CK(cudaEventCreateWithFlags(&r->fork, cudaEventDisableTiming));
+}
+
+static void rig_close(rig *r) {
+    lt_issue *q = &r->q;
+    for (int i = 0; i < STREAMS; i++) {
+        CK(cudaFree(q->workspace[i]));
+        CK(cudaStreamDestroy(r->lanes[i]));
+        CK(cudaEventDestroy(r->joined[i]));
+    }
+    CK(cudaStreamDestroy(r->capture));
+    CK(cudaEventDestroy(r->fork));
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) CB(cublasLtMatmulDescDestroy(q->desc[ta][tb]));
+    CB(cublasLtMatmulPreferenceDestroy(q->pref));
+    CB(cublasLtDestroy(q->lt));
+    CB(cublasDestroy(r->h));
+    CK(cudaFree(r->blas_workspace));
+}
+
 int main(int argc, char **argv) {
-    const char *only = argc > 1 ? argv[1] : NULL;
-    int known = !only;
+    const char *only = argc > 1 && strcmp(argv[1], "all") ? argv[1] : NULL;
+    int known = !only, even = 0, rows_mean = 0, run_version[VERSIONS + 1] = {0}, chosen = 0;
     for (const moe_shape &s : SHAPES) known |= only && !strcmp(only, s.name);
+    for (int i = 2; i < argc && known; i++) {
+        char *end;
+        long v = strtol(argv[i], &end, 10);
+        if (!strcmp(argv[i], "--even")) even = 1;
+        else if (!strcmp(argv[i], "--rows") && i + 1 < argc && (rows_mean = atoi(argv[i + 1])) > 0) i++;
+        else if (!*end && v >= 1 && v <= VERSIONS) run_version[v] = chosen = 1;
+        else known = 0;
+    }
     if (!known) {
-        fprintf(stderr, "expert_grouped [olmoe|mixtral|test]\n");
+        fprintf(stderr, "expert_grouped [olmoe|mixtral|test|all [--even] [--rows R] [version 1-%d ...]]\n", VERSIONS);
         return 2;
     }
-    cublasHandle_t h;
-    CB(cublasCreate(&h));
-    cudaStream_t lanes[STREAMS];
-    cudaEvent_t fork, joined[STREAMS];
-    for (int i = 0; i < STREAMS; i++) {
-        CK(cudaStreamCreateWithFlags(&lanes[i], cudaStreamNonBlocking));
-        CK(cudaEventCreateWithFlags(&joined[i], cudaEventDisableTiming));
-    }
-    CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-    printf("model,pass,experts,rows_mean,cv,m,n,k,version,gpu_us,host_us,t0,t1\n");
-    const char *passes[3] = {"fwd", "dgrad", "wgrad"};
+    for (int v = 1; v <= VERSIONS; v++) run_version[v] |= !chosen;
+    rig r;
+    rig_open(&r);
+    printf("model,pass,experts,rows_mean,cv,m,n,k,version,gpu_us,host_us,t0,t1,rows\n");
+    const char *passes[4] = {"fwd", "dgrad", "wgrad", "wgrad0"};
     for (const moe_shape &s : SHAPES) {
         if (only && strcmp(only, s.name)) continue;
-        for (int p = 0; p < 3; p++) {
-            one_pass(&s, passes[p], s.hidden, s.up, h, lanes, fork, joined);   /* up: hidden -> 2 x ffn */
-            one_pass(&s, passes[p], s.ffn, s.hidden, h, lanes, fork, joined);  /* down: ffn -> hidden */
+        const double cv = even ? 0.0 : s.cv;
+        for (int p = 0; p < 4; p++) {
+            const int rows = rows_mean > 0 ? rows_mean : s.rows_mean;
+            one_pass(&s, rows, cv, passes[p], s.hidden, s.up, &r, run_version);   /* up: hidden -> 2 x ffn */
+            one_pass(&s, rows, cv, passes[p], s.ffn, s.hidden, &r, run_version);  /* down: ffn -> hidden */
         }
     }
-    for (int i = 0; i < STREAMS; i++) {
-        CK(cudaStreamDestroy(lanes[i]));
-        CK(cudaEventDestroy(joined[i]));
-    }
-    CK(cudaEventDestroy(fork));
-    CB(cublasDestroy(h));
+    rig_close(&r);
     return g_dev_failed;
 }
