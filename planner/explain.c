@@ -284,7 +284,8 @@ static void ep_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
             T * k * ep / E);
     if (layout_ep(l) > 1)
         fprintf(out, ", and the busiest GPU takes %.2f x the mean (imbalance %.2f%s), which the\n"
-                     "  step waits for; model FLOPs count the mean.\n",
+                     "  step waits for: with several experts a GPU its extra rows lengthen the waves of that shape (they fall\n"
+                     "  unevenly on the experts), not a wave more each; model FLOPs count the mean.\n",
                 load, model_moe_imbalance(m),
                 m->capacity_factor > 0 ? ", capped by the capacity factor" : ", Switch Transformer's 1.25 unless --moe-imbalance");
     else

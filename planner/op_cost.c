@@ -216,6 +216,12 @@ static double gemm_launches(const op_t *op)
     return op->separate_launches && op->batch > 1 ? (double)op->batch : 1.0;
 }
 
+/* the busiest EP rank's rows over the balanced expert's shape (op_t.rows_load) */
+static double gemm_rows_load(const op_t *op)
+{
+    return op->batch > 1 && op->rows_load > 0.0 ? op->rows_load : 1.0;
+}
+
 /* The host's issue that bounds an op: the forward's (and its recomputation's) expert GEMMs launched one an expert,
  * their issue after the routing sync (docs/model.md, "Mixture of experts"); 0 for every other op. */
 double op_host_issue_s(const op_t *op, const hw_gpu *gpu)
@@ -237,15 +243,17 @@ static double gemm_model_s(const hw_gpu *gpu, const op_t *op, precision_t p, dou
         rate *= fp8_pass_factor(gpu, op);
         double cast = fp8_cast_bytes((double)op->m, (double)op->k, op->pass == PASS_BWD, op->weight_gradient,
                                      op->norm_fed);
-        if (op->batch > 1) cast *= (double)op->batch;
+        if (op->batch > 1) cast *= (double)op->batch * gemm_rows_load(op);
         if (cast > 0.0) cast_s = membound_s(gpu, cast);
     }
     /* one launch per expert: each GEMM fills the GPU in waves of its own tiles, pays its own fixed cost, and
-     * splits K by its own tile count (docs/model.md, "Mixture of experts", the experts' GEMMs) */
+     * splits K by its own tile count; the busiest rank's extra rows lengthen the waves, not the launches
+     * (docs/model.md, "Mixture of experts", the experts' GEMMs) */
     double launches = gemm_launches(op);
-    double t = launches * gemm_tile_wave_s((double)op->batch / launches, (double)op->m, (double)op->n, (double)op->k,
-                                           gpu->sm_count, rate, gpu->gemm_tile_s, gpu->gemm_fixed_s, op->bytes / launches,
-                                           membw);
+    double one = gemm_tile_wave_s((double)op->batch / launches, (double)op->m, (double)op->n, (double)op->k,
+                                  gpu->sm_count, rate, gpu->gemm_tile_s, gpu->gemm_fixed_s,
+                                  op->bytes / launches / gemm_rows_load(op), membw);
+    double t = launches * (gpu->gemm_fixed_s + gemm_rows_load(op) * (one - gpu->gemm_fixed_s));
     /* a weight gradient added into the gradient: its read, beyond the tile model, whose fit took it out of
      * calibrate's rows (docs/model.md, "GEMM time over M, N, K") */
     double accumulate = gemm_accumulate_s((double)op->batch * (double)op->m * (double)op->n, op->accumulate_bytes,

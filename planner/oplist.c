@@ -682,16 +682,21 @@ static void dense_mlp_block(builder *b, const model_t *m, int64_t count)
 /* A grouped GEMM over the rank's local experts: built as one GEMM of all its routed tokens, then
  * reshaped to `experts` GEMMs of `per_expert` tokens each (the shape the kernel runs and its
  * efficiency follows), each expert's weights read once.  `load` is the busiest rank's tokens over
- * the mean: executed FLOPs carry it, model and hardware FLOPs count the mean. */
+ * the mean: executed FLOPs carry it, model and hardware FLOPs count the mean.  The shape stays the
+ * balanced expert's and the waves' time scales by the load (rows_load): the busiest rank's extra
+ * rows fall unevenly on its experts, adding tiles, not a wave to each (docs/model.md, "Mixture of
+ * experts").  One expert a rank runs the busiest rank's rows in its one GEMM. */
 static void grouped_gemm(builder *b, const char *fwd, const char *dgrad, const char *wgrad, int64_t count,
                          double experts, double per_expert, double load, double n, double k, double saved, int full)
 {
     int first = b->out->nops;
     gemm(b, fwd, dgrad, wgrad, count, experts * per_expert * load, n, k, saved, full);
-    double tokens = per_expert * load;
+    const int spread = experts > 1.0;   /* one expert a rank: its GEMM is the busiest rank's rows */
+    double tokens = spread ? per_expert : per_expert * load;
     for (int i = first; i < b->out->nops; i++) {
         op_t *op = &b->out->ops[i];
         op->batch = (int64_t)experts;
+        op->rows_load = spread ? load : 1.0;
         op->separate_launches = b->l->expert_gemm == EXPERT_GEMM_STREAMS;
         if (op->weight_gradient) op->k = (int64_t)tokens;
         else op->m = (int64_t)tokens;

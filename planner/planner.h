@@ -132,6 +132,9 @@ typedef struct {
                                sextant-gpu's step runs a biased linear (cuBLASLt BGRADB) */
     int separate_launches;  /* GEMM with batch > 1: each problem of the batch is a launch of its own (one cuBLAS
                                GEMM per expert, EXPERT_GEMM_STREAMS); 0: one launch whose tiles share the waves */
+    double rows_load;       /* GEMM with batch > 1: the busiest EP rank's routed rows over the balanced expert's, whose
+                               shape m (k for a weight gradient) is; the waves' time scales by it, the launches' fixed
+                               cost does not (docs/model.md, "Mixture of experts"); 0 or 1: none */
     double accumulate_bytes; /* GEMM: a weight gradient added into the gradient in place (beta = 1), the gradient's
                                element bytes; 0: its output written (docs/model.md, "GEMM time over M, N, K") */
     double flops;           /* executed per instance: what the time is costed on */

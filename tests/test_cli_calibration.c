@@ -307,7 +307,8 @@ static void zero3_prices_the_units_it_holds(void **state)
  * rows, and the peak memory of the layouts without EP or expert TP (one GPU, ZeRO-1/2/3, recomputation, PP 2, CP 2)
  * reads 0.8% mean, worst -1.8% (2.2%, -3.7% on the runs that kept them: 128 MiB a layer of OLMoE); with EP and
  * expert TP, 1.8% mean over the fifteen, worst -3.9% (OLMoE's TP 2 + SP).  The step times, the carried host issue
- * (host_issue_lead_s) included: 3.9% mean, worst +10.4% (OLMoE's CP 2). */
+ * (host_issue_lead_s) and the busiest EP rank's balanced expert shape included: 3.3% mean, worst +10.4% (OLMoE's
+ * CP 2); 3.9% before that shape. */
 static void moe_memory_keeps_no_expert_outputs(void **state)
 {
     (void)state;
@@ -331,6 +332,25 @@ static void moe_memory_keeps_no_expert_outputs(void **state)
     run_free(&r);
     if (mean >= 0.045 || worst >= 0.11) print_error("step: mean %.2f%%, worst %.2f%%\n", 100 * mean, 100 * worst);
     assert_true(mean < 0.045 && worst < 0.11);
+}
+
+/* The EP layouts of the MoE held-out models on 2 x H200 (OLMoE and Mixtral at EP 2, with ZeRO-3, with CP 2), priced
+ * with the busiest rank's expert GEMMs on the balanced expert's shape, the load lengthening their waves
+ * (busiest_rank_lengthens_the_waves_not_the_launches; docs/validation/2026-11-27-expert-rows-load): 2.0% mean, worst
+ * -3.7%.  With rows x 1.25 in every launch OLMoE's up projection took a second wave: 3.4%, worst +6.7%. */
+static void ep_steps_price_the_balanced_expert_shape(void **state)
+{
+    (void)state;
+    const char *zoo = SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv";
+    const char *dir = SEXTANT_ROOT "/tests/data/2026-11-27-moe-weighted-swiglu";
+    const char *ep[] = {"olmoe-4l/ep2", "olmoe-4l/ep2z3", "olmoe-4l/cp2ep2", "mixtral-2l/ep2", "mixtral-2l/ep2z3",
+                        "mixtral-2l/cp2ep2"};
+    double mean = 0.0, worst = 0.0;
+    run_result r = fit_power_runs("h200", dir, ep, sizeof ep / sizeof ep[0], zoo);
+    summary_errors(r.out, "before (the overlay as given): ", &mean, &worst);
+    run_free(&r);
+    if (mean >= 0.03 || worst >= 0.05) print_error("EP steps: mean %.2f%%, worst %.2f%%\n", 100 * mean, 100 * worst);
+    assert_true(mean < 0.03 && worst < 0.05);
 }
 
 /* Ten steps of two models no calibration timed (LLaMA 3.2 3B, GPT-2 large) on the first 2 x H100 lent here: one GPU,
@@ -737,6 +757,7 @@ int main(void)
         cmocka_unit_test(zero_overlap_leaves_the_clock),
         cmocka_unit_test(accumulating_weight_gradients_price_held_out_steps),
         cmocka_unit_test(moe_memory_keeps_no_expert_outputs),
+        cmocka_unit_test(ep_steps_price_the_balanced_expert_shape),
         cmocka_unit_test(fit_power_bad_input),
         cmocka_unit_test(measured_overlay_is_the_default),
         cmocka_unit_test(each_gpu_takes_its_own_measured_overlay),
