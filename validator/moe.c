@@ -209,6 +209,13 @@ static void read_switches(moe_state *st, const moe_config *c)
         exit(2);
     }
     st->gemm_ex = gemm && !strcmp(gemm, "ex");
+    const char *large = getenv("SEXTANT_MOE_LARGE");
+    if (large && *large && strcmp(large, "ex") && strcmp(large, "lt")) {
+        fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_LARGE=%s: expected lt (16-row buckets, the default) or ex (cublasGemmEx)\n",
+                large);
+        exit(2);
+    }
+    st->large_ex = large && !strcmp(large, "ex");
     /* how many of the MOE_STREAMS the experts take turns on: fewer to time the experts' GEMMs without their
      * neighbours beside them (docs/guide.md, the environment) */
     const char *lanes = getenv("SEXTANT_MOE_STREAMS");
@@ -664,29 +671,33 @@ static void experts_join(moe_state *st)
     }
 }
 
-/* The algorithm of the bucket of C[m, n] (+)= op(A) op(B), the heuristic asked on the bucket's first shape;
- * the reused layouts are left shaped to this one.  An open-addressed table, not a list: a step of 32 experts
- * looks it up thousands of times, and the host's time per GEMM is what the forward waits for.  NULL when the
- * table is full (cublasGemmEx then runs the GEMM). */
+/* An expert GEMM of MOE_EXACT_GEMM_FLOPS or more: its algorithm is its 16-row bucket's. */
+static int gemm_is_large(int m, int n, int k) { return 2.0 * m * n * (double)k >= MOE_EXACT_GEMM_FLOPS; }
+
+/* The algorithm of the bucket of C[m, n] (+)= op(A) op(B), the heuristic asked on the bucket's first shape
+ * (MOE_ALGO_BUCKET rows, MOE_EXACT_BUCKET for a large GEMM); the reused layouts are left shaped to this one.  An
+ * open-addressed table, not a list: a step of 32 experts looks it up thousands of times, and the host's time per
+ * GEMM is what the forward waits for.  NULL when the table is full (cublasGemmEx then runs the GEMM). */
 static moe_algo *algo_for(moe_state *st, int ta, int tb, int m, int n, int k, int lda, int ldb, int ldc)
 {
     cublasLtMatrixLayout_t a = st->lt_layout[0], b = st->lt_layout[1], c = st->lt_layout[2];
     lt_shape(st, a, ta ? k : m, ta ? m : k, lda);
     lt_shape(st, b, tb ? n : k, tb ? k : n, ldb);
     lt_shape(st, c, m, n, ldc);
-    const int mb = m / MOE_ALGO_BUCKET, nb = n / MOE_ALGO_BUCKET, kb = k / MOE_ALGO_BUCKET;
+    const int fine = gemm_is_large(m, n, k), rows = fine ? MOE_EXACT_BUCKET : MOE_ALGO_BUCKET;
+    const int mb = m / rows, nb = n / rows, kb = k / rows;
     uint64_t h = 1469598103934665603ull;   /* FNV-1a over the key's fields */
-    const int key[8] = {ta, tb, mb, nb, kb, lda, ldb, ldc};
-    for (int i = 0; i < 8; i++) h = (h ^ (uint64_t)(uint32_t)key[i]) * 1099511628211ull;
+    const int key[9] = {fine, ta, tb, mb, nb, kb, lda, ldb, ldc};
+    for (int i = 0; i < 9; i++) h = (h ^ (uint64_t)(uint32_t)key[i]) * 1099511628211ull;
     for (unsigned slot = (unsigned)(h & (MOE_ALGO_SLOTS - 1));; slot = (slot + 1) & (MOE_ALGO_SLOTS - 1)) {
         moe_algo *q = &st->algos[slot];
-        if (q->used && q->ta == ta && q->tb == tb && q->mb == mb && q->nb == nb && q->kb == kb && q->lda == lda &&
-            q->ldb == ldb && q->ldc == ldc)
+        if (q->used && q->fine == fine && q->ta == ta && q->tb == tb && q->mb == mb && q->nb == nb && q->kb == kb &&
+            q->lda == lda && q->ldb == ldb && q->ldc == ldc)
             return q;
         if (q->used) continue;
         if (st->nalgos >= MOE_ALGOS_MAX) return NULL;
         st->nalgos++;
-        *q = (moe_algo){1, ta, tb, mb, nb, kb, lda, ldb, ldc, 0, {{0}}};
+        *q = (moe_algo){1, fine, ta, tb, mb, nb, kb, lda, ldb, ldc, 0, {{0}}};
         cublasLtMatmulHeuristicResult_t result;
         int got = 0;
         st->heuristics++;
@@ -699,31 +710,47 @@ static moe_algo *algo_for(moe_state *st, int ta, int tb, int m, int n, int k, in
     }
 }
 
+/* The six expert GEMMs of a layer at `rows` rows, as gemm_forward, gemm_dgrad and gemm_wgrad make them, each asked
+ * for its bucket's algorithm where it is large (fine) or not (lt_prewarm). */
+static void prewarm_at(moe_state *st, int rows, int fine)
+{
+    const int C = st->c.C, F = st->c.F, up = st->up;
+    const int shapes[6][8] = {
+        {1, 0, up, rows, C, C, C, up},   /* up: forward */
+        {1, 0, C, rows, F, F, F, C},     /* down: forward */
+        {0, 0, F, rows, C, F, C, F},     /* down: data gradient */
+        {0, 1, F, C, rows, F, C, F},     /* down: weight gradient */
+        {0, 0, C, rows, up, C, up, C},   /* up: data gradient */
+        {0, 1, C, up, rows, C, up, C},   /* up: weight gradient */
+    };
+    for (int i = 0; i < 6; i++) {
+        const int *g = shapes[i];
+        if (gemm_is_large(g[2], g[3], g[4]) == fine) algo_for(st, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]);
+    }
+}
+
 /* Every bucket's algorithm asked before the first step, for the six expert GEMMs (forward, data and weight
  * gradients of the up and down projections) at every row count an expert can get: up to the EP group's tokens,
  * as top-k picks k different experts.  Asked on first sight instead, a bucket costs its heuristic (0.2-0.4 ms of
  * host time, the GPU idle behind it in the forward) in whichever timed step first routes that many rows to an
  * expert: moe-fine's EP 2 step fell from 55 to 27 ms over 30 steps as the buckets filled
  * (docs/validation/2026-11-26-moe-launches), a warm-up a run of thousands of steps does not see.  Each bucket is
- * asked at its middle row count; a shape cuBLASLt then refuses runs through cublasGemmEx, as before. */
+ * asked at its middle row count, a large GEMM's in 16-row buckets; a shape cuBLASLt then refuses runs through
+ * cublasGemmEx, as before. */
 static void lt_prewarm(moe_state *st)
 {
     const moe_config *c = &st->c;
-    const int C = c->C, F = c->F, up = st->up;
     long most = (long)c->N * st->groups;   /* the group's tokens: the EP group's, or the TP group's gathered */
-    /* six GEMMs a bucket; what the table holds past the router's and the few the pre-warm misses */
-    long buckets = most / MOE_ALGO_BUCKET + 1, room = (MOE_ALGOS_MAX - 64) / 6;
-    if (buckets > room) buckets = room;
     long before = st->heuristics;
-    for (long bucket = 0; bucket < buckets; bucket++) {
+    for (long bucket = 0; bucket * MOE_ALGO_BUCKET < most + MOE_ALGO_BUCKET && st->nalgos < MOE_ALGOS_MAX - 64; bucket++) {
         long r = bucket * MOE_ALGO_BUCKET + MOE_ALGO_BUCKET / 2;
-        int rows = (int)(r < most ? r : most);
-        algo_for(st, 1, 0, up, rows, C, C, C, up);     /* up: forward */
-        algo_for(st, 1, 0, C, rows, F, F, F, C);       /* down: forward */
-        algo_for(st, 0, 0, F, rows, C, F, C, F);       /* down: data gradient */
-        algo_for(st, 0, 1, F, C, rows, F, C, F);       /* down: weight gradient */
-        algo_for(st, 0, 0, C, rows, up, C, up, C);     /* up: data gradient */
-        algo_for(st, 0, 1, C, up, rows, C, up, C);     /* up: weight gradient */
+        prewarm_at(st, (int)(r < most ? r : most), 0);
+    }
+    for (long bucket = 0; !st->large_ex && bucket * MOE_EXACT_BUCKET < most + MOE_EXACT_BUCKET &&
+                          st->nalgos < MOE_ALGOS_MAX - 64;
+         bucket++) {
+        long r = bucket * MOE_EXACT_BUCKET + MOE_EXACT_BUCKET / 2;
+        prewarm_at(st, (int)(r < most ? r : most), 1);
     }
     st->prewarmed = st->heuristics - before;
 }
@@ -743,10 +770,11 @@ static void expert_gemm(moe_state *st, int lane, int ta, int tb, int m, int n, i
     void *workspace = st->lt_workspace[lane < 0 ? 0 : lane];
     double t0 = launch_clock_s();
     st->gemm_calls++;
-    /* a GEMM long enough to hide cublasGemmEx's host time takes the algorithm cuBLAS picks for its exact shape */
-    const int exact = 2.0 * m * n * (double)k >= MOE_EXACT_GEMM_FLOPS;
+    /* a large GEMM takes its 16-row bucket's algorithm (MOE_EXACT_GEMM_FLOPS), or cublasGemmEx's for its exact
+     * shape with SEXTANT_MOE_LARGE=ex */
+    const int exact = gemm_is_large(m, n, k);
     st->exact_calls += exact && !st->gemm_ex;
-    if (st->gemm_ex || exact) {
+    if (st->gemm_ex || (exact && st->large_ex)) {
         gemm_ex(st, stream, ta, tb, m, n, k, A, lda, B, ldb, accumulate, C, ldc);
         st->gemm_host_s += launch_clock_s() - t0;
         return;
@@ -879,6 +907,8 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
     call->h = pool_rows(st, R, st->up);
     call->act = pool_rows(st, R, F);
     bf16 *weights = experts_params(st, l);
+    const long calls_before = st->gemm_calls;
+    const double host_before = st->gemm_host_s;
     mark(st, "expert_up", 0);
     experts_fork(st);
     for (int e = 0; e < st->El; e++) {
@@ -905,6 +935,8 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
     }
     experts_join(st);
     mark(st, "expert_down", 1);
+    st->fwd_gemm_calls += st->gemm_calls - calls_before;
+    st->fwd_gemm_host_s += st->gemm_host_s - host_before;
     if (exchanged) {
         if (gathered) reduce_back(st, x, ye, st->xs, C, ncclBfloat16, c->tp_comm, "moe_tp_reduce_scatter", "moe_sort_chunks");
         else exchange(st, x, st->xs, ye, C, 1, c->ep_comm, "ep_alltoall_combine", "moe_sort_chunks");

@@ -79,20 +79,24 @@ typedef struct {
 /* An expert GEMM under this many FLOPs takes its 128-row bucket's cuBLASLt algorithm (moe.c, MOE_ALGO_BUCKET), the
  * heuristic's for the bucket's middle row count; on Mixtral 8x7B's experts (4096 x 14336, about 1024 rows) their
  * GEMMs took 227.5 ms a step through it and 212.4 through cublasGemmEx, which picks for each exact shape, and rows
- * dealt evenly did not close it (docs/validation/2026-11-27-h200-moe-experts).  cublasGemmEx's host time is the
- * price: about 19 us a call on OLMoE's small experts (12288 GEMMs a step: 230 -> 464 ms through it), 150-350 us on
- * Mixtral's, where nearly every call is a row count cuBLAS has not seen (its heuristic, asked again).  A GEMM of 64
- * GFLOP or more (about 100 us on an H100 or H200) mostly hides it, so those take it; Mixtral's forward, which waits
- * for the host after the routing sync, gains least. */
+ * dealt evenly did not close it (docs/validation/2026-11-27-h200-moe-experts).  A GEMM of 64 GFLOP or more (about
+ * 100 us on an H100 or H200) takes the algorithm of its 16-row bucket (MOE_EXACT_BUCKET), asked before the first
+ * step: what cublasGemmEx picks for the shape, without its host time.  Through cublasGemmEx, nearly every call is a
+ * row count cuBLAS has not seen, and its heuristic, asked again, cost 121-258 us of host time a call on Mixtral's
+ * layouts (2 x H200, docs/validation/2026-11-27-expert-rows-load): the forward, which waits for the host after the
+ * routing sync, was the host's at 512 rows an expert, and the CP ranks waited on each other's hosts.
+ * SEXTANT_MOE_LARGE=ex takes cublasGemmEx for them again. */
 #define MOE_EXACT_GEMM_FLOPS 64e9
 
-/* an expert GEMM's cuBLASLt algorithm, kept for every shape of its bucket (moe.c) */
+#define MOE_EXACT_BUCKET 16
+
+/* an expert GEMM's cuBLASLt algorithm, kept for every shape of its bucket (moe.c); fine: a 16-row bucket */
 typedef struct {
-    int used, ta, tb, mb, nb, kb, lda, ldb, ldc, usable;
+    int used, fine, ta, tb, mb, nb, kb, lda, ldb, ldc, usable;
     cublasLtMatmulAlgo_t algo;
 } moe_algo;
-#define MOE_ALGOS_MAX 2048
-#define MOE_ALGO_SLOTS 4096   /* the open-addressed table's size: at most half full */
+#define MOE_ALGOS_MAX 8192    /* Mixtral's six GEMMs at EP 2: 3000 16-row buckets up to 8192 rows */
+#define MOE_ALGO_SLOTS 16384  /* the open-addressed table's size: at most half full */
 
 typedef struct {
     moe_config c;
@@ -132,11 +136,17 @@ typedef struct {
     long heuristics, fallbacks;         /* heuristic queries, GEMMs that fell back to cublasGemmEx */
     long prewarmed;                     /* of the queries, those moe_init made before the first step */
     long gemm_calls;                    /* expert GEMMs issued, and the host's seconds issuing them */
-    long exact_calls;                   /* of them, through cublasGemmEx for their size (MOE_EXACT_GEMM_FLOPS) */
+    long exact_calls;                   /* of them, of MOE_EXACT_GEMM_FLOPS or more (16-row buckets, or cublasGemmEx) */
     double gemm_host_s;
+    long fwd_gemm_calls;                /* of them, the forward's (and recomputation's), issued after the routing sync
+                                           with the GPU's queue empty, and their host seconds: the issue the planner's
+                                           floor prices (gemm_issue_us), where the backward's calls can also wait on a
+                                           full launch queue */
+    double fwd_gemm_host_s;
     size_t connect_bytes;               /* device memory the EP and expert-DP groups' first use took (NCCL's buffers) */
     size_t connect_ep_bytes, connect_edp_bytes;   /* of it, each group's */
     int gemm_ex;                        /* SEXTANT_MOE_GEMM=ex: every expert GEMM through cublasGemmEx (the first way) */
+    int large_ex;                       /* SEXTANT_MOE_LARGE=ex: those of MOE_EXACT_GEMM_FLOPS or more through it */
     int lanes;                          /* SEXTANT_MOE_STREAMS: the streams expert e takes in turn, e mod lanes */
     int32_t *balanced_idx;              /* SEXTANT_MOE_ROUTE=balanced: slot s's expert s mod E, else NULL */
     size_t bytes;                       /* device memory allocated at set-up */
