@@ -83,9 +83,9 @@ typedef struct {
  * 100 us on an H100 or H200) takes the algorithm of its 16-row bucket (MOE_EXACT_BUCKET), asked before the first
  * step: what cublasGemmEx picks for the shape, without its host time.  Through cublasGemmEx, nearly every call is a
  * row count cuBLAS has not seen, and its heuristic, asked again, cost 121-258 us of host time a call on Mixtral's
- * layouts (2 x H200, docs/validation/2026-11-27-expert-rows-load): the forward, which waits for the host after the
- * routing sync, was the host's at 512 rows an expert, and the CP ranks waited on each other's hosts.
- * SEXTANT_MOE_LARGE=ex takes cublasGemmEx for them again. */
+ * layouts; through the buckets the forward's issue took 38-46 us a call at one GPU, TP 2 + SP and CP 2, its experts
+ * ran 3-5% faster, and the step did not move beyond a call's spread (2 x H200,
+ * docs/validation/2026-11-27-expert-rows-load).  SEXTANT_MOE_LARGE=ex takes cublasGemmEx for them again. */
 #define MOE_EXACT_GEMM_FLOPS 64e9
 
 #define MOE_EXACT_BUCKET 16
