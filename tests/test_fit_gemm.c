@@ -472,75 +472,103 @@ static double four_stream_layer_us(const char *path)
     return found == 6 ? sum : -1.0;
 }
 
-/* The experts' GEMMs of a layer on four streams with the host's issue out (dev/cuda/expert_grouped.cu version 6 on
- * one H200, docs/validation/2026-11-27-expert-rows-load) against the per-launch price of the balanced shape (the
- * shipped H200 overlay at the top clock, no issue floor): OLMoE's 64 experts at 128-2048 rows an expert and the MoE
- * test model's 8 at 256-4096, rows drawn with a coefficient of variation of 0.5 and 0.3 or even.  Per layer the
- * price is -5.6% to +10.1% off the measurement (4.3% mean |error|): four streams do not beat the per-launch model
- * where it is summed, though they run the same GEMMs in 0.67-0.80 of one stream's time where each lasts under 10 us. */
+/* One layer's six expert GEMMs priced on the balanced shape at `rows` rows an expert, on one GPU at the top clock
+ * with no issue floor (the benchmark's graph left the host out), in seconds. */
+static double expert_layer_priced_s(const hw_gpu *top, const hw_node *node, const model_t *model, double rows)
+{
+    model_t m = *model;
+    /* one GPU: rows x E / top_k tokens a layer, in sequences of at most 4096 */
+    double tokens = rows * (double)m.experts / (double)m.top_k;
+    layout_t l;
+    memset(&l, 0, sizeof l);
+    l.gpus = l.tp = l.pp = l.dp = l.vpp = l.gpus_per_node = 1;
+    l.seq = tokens < 4096.0 ? (int64_t)tokens : 4096;
+    l.mbs = (int64_t)(tokens / (double)l.seq);
+    l.gbs = l.mbs;
+    l.attention = ATTENTION_SEXTANT;
+    l.precision = PREC_BF16;
+    static estimate_t e;
+    char err[512];
+    job_t job = {1e9, top->cloud_usd_per_gpu_hour};
+    assert_int_equal(estimate_layout(&m, top, node, &l, &job, &e, err, sizeof err), 0);
+    double priced = 0.0;
+    int ops = 0;
+    for (int i = 0; i < e.first_stage.nops; i++) {
+        const op_t *o = &e.first_stage.ops[i];
+        if (o->kind != OP_GEMM || o->batch <= 1 || o->pass == PASS_RECOMPUTE) continue;
+        assert_close((double)(o->weight_gradient ? o->k : o->m), rows, 1e-9);
+        priced += o->time_s;
+        ops++;
+    }
+    assert_int_equal(ops, 6);
+    return priced;
+}
+
+/* The experts' GEMMs of a layer on four streams with the host's issue out (dev/cuda/expert_grouped.cu version 6,
+ * docs/validation/2026-11-27-expert-rows-load) against the per-launch price of the balanced shape (each card's
+ * shipped overlay at the top clock, no issue floor): OLMoE's 64 experts at 128-2048 rows an expert and the MoE test
+ * model's 8 at 256-4096, rows drawn with a coefficient of variation of 0.5 and 0.3 (or even), on one H200 and one
+ * H100.  From 256 rows an expert the price is within 9% a layer on both (3.6% mean |error| on each): four streams do
+ * not beat the per-launch model where it is summed, though they run the same GEMMs in 0.67-0.80 of one stream's time
+ * where each lasts under 10 us.  At 128 rows (GEMMs of about 5 us) they also hide most launches' fixed cost, which the
+ * price pays in full: +10% (H200) and +22% (H100, whose fixed cost is 3.7 us against 3.2) over. */
 static void four_streams_track_the_per_launch_price(void **state)
 {
     (void)state;
-    hwdb h;
-    static hw_gpu top;
-    top = *gpu_with(&h, SEXTANT_ROOT "/hwdb/measured/h200.csv", "h200");
-    top.power_static_w = 0.0;     /* the top clock: the benchmark held 1950-1980 MHz */
-    top.gemm_issue_s = 0.0;       /* the graph left the host's issue out */
-    top.launch_overhead_s = 0.0;
-    const hw_node *node = hwdb_find_node(&h, top.node);
-    model_zoo heldout;
-    char err[512];
-    assert_int_equal(model_zoo_load(SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv",
-                                    &heldout, err, sizeof err), 0);
+    static const struct { const char *gpu, *overlay, *dir; } cards[] = {
+        {"h200", SEXTANT_ROOT "/hwdb/measured/h200.csv", "streams"},
+        {"h100-sxm", SEXTANT_ROOT "/hwdb/measured/h100-sxm.csv", "streams-h100"},
+    };
     static const struct { const char *model, *file; double rows; } cases[] = {
         {"olmoe-4l", "olmoe-r128", 128},   {"olmoe-4l", "olmoe-r256", 256},   {"olmoe-4l", "olmoe-r512", 512},
         {"olmoe-4l", "olmoe-r1024", 1024}, {"olmoe-4l", "olmoe-r2048", 2048}, {"olmoe-4l", "olmoe-even-r256", 256},
         {"olmoe-4l", "olmoe-even-r1024", 1024}, {"moe-test", "test-r256", 256}, {"moe-test", "test-r1024", 1024},
         {"moe-test", "test-r4096", 4096},
     };
-    double sum_abs = 0.0, worst = 0.0;
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        const model_t *found = model_zoo_find(!strcmp(cases[c].model, "moe-test") ? &zoo : &heldout, cases[c].model);
-        assert_non_null(found);
-        model_t m = *found;
-        /* one GPU: rows x E / top_k tokens a layer, in sequences of at most 4096 */
-        double tokens = cases[c].rows * (double)m.experts / (double)m.top_k;
-        layout_t l;
-        memset(&l, 0, sizeof l);
-        l.gpus = l.tp = l.pp = l.dp = l.vpp = l.gpus_per_node = 1;
-        l.seq = tokens < 4096.0 ? (int64_t)tokens : 4096;
-        l.mbs = (int64_t)(tokens / (double)l.seq);
-        l.gbs = l.mbs;
-        l.attention = ATTENTION_SEXTANT;
-        l.precision = PREC_BF16;
-        static estimate_t e;
-        job_t job = {1e9, top.cloud_usd_per_gpu_hour};
-        assert_int_equal(estimate_layout(&m, &top, node, &l, &job, &e, err, sizeof err), 0);
-        double priced = 0.0;
-        int ops = 0;
-        for (int i = 0; i < e.first_stage.nops; i++) {
-            const op_t *o = &e.first_stage.ops[i];
-            if (o->kind != OP_GEMM || o->batch <= 1 || o->pass == PASS_RECOMPUTE) continue;
-            assert_close((double)(o->weight_gradient ? o->k : o->m), cases[c].rows, 1e-9);
-            priced += o->time_s;
-            ops++;
+    model_zoo heldout;
+    char err[512];
+    assert_int_equal(model_zoo_load(SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv",
+                                    &heldout, err, sizeof err), 0);
+    for (size_t g = 0; g < sizeof cards / sizeof cards[0]; g++) {
+        hwdb h;
+        static hw_gpu top;
+        top = *gpu_with(&h, cards[g].overlay, cards[g].gpu);
+        top.power_static_w = 0.0;     /* the top clock: the benchmarks held 1950-1980 MHz */
+        top.gemm_issue_s = 0.0;       /* the graph left the host's issue out */
+        top.launch_overhead_s = 0.0;
+        const hw_node *node = hwdb_find_node(&h, top.node);
+        double sum_abs = 0.0;
+        int counted = 0;
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            char path[512];
+            snprintf(path, sizeof path, SEXTANT_ROOT "/tests/data/2026-11-27-expert-rows-load/%s/%s.csv", cards[g].dir,
+                     cases[c].file);
+            if (access(path, R_OK) != 0) continue;   /* the H100 call ran no even rows */
+            const model_t *m = model_zoo_find(!strcmp(cases[c].model, "moe-test") ? &zoo : &heldout, cases[c].model);
+            assert_non_null(m);
+            double priced = expert_layer_priced_s(&top, node, m, cases[c].rows);
+            double measured = four_stream_layer_us(path) * 1e-6;
+            assert_true(measured > 0.0);
+            double error = (priced - measured) / measured;
+            int tiny = cases[c].rows < 256.0;
+            if (tiny ? !(error > 0.0 && error < 0.25) : fabs(error) >= 0.09)
+                print_error("%s %s: priced %.1f us, measured %.1f us\n", cards[g].gpu, cases[c].file, priced * 1e6,
+                            measured * 1e6);
+            if (tiny) {
+                assert_true(error > 0.0 && error < 0.25);
+                continue;
+            }
+            assert_true(fabs(error) < 0.09);
+            sum_abs += fabs(error);
+            counted++;
         }
-        assert_int_equal(ops, 6);
-        char path[512];
-        snprintf(path, sizeof path, SEXTANT_ROOT "/tests/data/2026-11-27-expert-rows-load/streams/%s.csv", cases[c].file);
-        double measured = four_stream_layer_us(path) * 1e-6;
-        assert_true(measured > 0.0);
-        double error = (priced - measured) / measured;
-        if (fabs(error) >= 0.11) print_error("%s: priced %.1f us, measured %.1f us\n", cases[c].file, priced * 1e6, measured * 1e6);
-        assert_true(fabs(error) < 0.11);
-        sum_abs += fabs(error);
-        if (fabs(error) > worst) worst = fabs(error);
+        assert_true(counted >= 7);
+        double mean = sum_abs / counted;
+        if (mean >= 0.045) print_error("%s: mean |error| %.2f%%\n", cards[g].gpu, 100 * mean);
+        assert_true(mean < 0.045);
+        hwdb_free(&h);
     }
-    double mean = sum_abs / (double)(sizeof cases / sizeof cases[0]);
-    if (mean >= 0.05) print_error("mean |error| %.2f%%, worst %.2f%%\n", 100 * mean, 100 * worst);
-    assert_true(mean < 0.05);
     model_zoo_free(&heldout);
-    hwdb_free(&h);
 }
 
 /* The forward's expert GEMMs follow the routing sync with nothing queued: each op lasts at least its launches'
