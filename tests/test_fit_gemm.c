@@ -340,6 +340,17 @@ static const hw_gpu *moe_test_one_gpu(hwdb *h, const hw_node **node, layout_t *l
     return &top;
 }
 
+/* The MoE test model's estimate on GPU g at layout l (moe_test_one_gpu's, as the test left it) into *e. */
+static void moe_test_estimate(const hw_gpu *g, const hw_node *node, const layout_t *l, estimate_t *e)
+{
+    model_t m = *model_zoo_find(&zoo, "moe-test");
+    char err[512];
+    job_t job = {1e9, g->cloud_usd_per_gpu_hour};
+    int rc = estimate_layout(&m, g, node, l, &job, e, err, sizeof err);
+    if (rc != 0) print_error("%s\n", err);
+    assert_int_equal(rc, 0);
+}
+
 /* A MoE layer's expert GEMMs (docs/model.md, "Mixture of experts"): launched one per expert (--expert-gemm streams,
  * the default: Transformer Engine's grouped linear, sextant's trainer), each pays its own waves, split-K and
  * fixed cost, E_local times one expert's GEMM; as one grouped kernel the experts' tiles share the waves.  With
@@ -352,13 +363,10 @@ static void estimate_prices_expert_gemms_per_launch(void **state)
     const hw_node *node;
     layout_t l;
     const hw_gpu *g = moe_test_one_gpu(&h, &node, &l, 4);
-    model_t m = *model_zoo_find(&zoo, "moe-test");
     static estimate_t streams, grouped;
-    char err[512];
-    job_t job = {1e9, g->cloud_usd_per_gpu_hour};
-    assert_int_equal(estimate_layout(&m, g, node, &l, &job, &streams, err, sizeof err), 0);
+    moe_test_estimate(g, node, &l, &streams);
     l.expert_gemm = EXPERT_GEMM_GROUPED;
-    assert_int_equal(estimate_layout(&m, g, node, &l, &job, &grouped, err, sizeof err), 0);
+    moe_test_estimate(g, node, &l, &grouped);
     const double membw = g->hbm_bytes_per_s * g->membound_efficiency;
     int experts = 0;
     for (int i = 0; i < streams.first_stage.nops; i++) {
@@ -384,9 +392,9 @@ static void estimate_prices_expert_gemms_per_launch(void **state)
     /* EP 8 over 8 experts: one expert a rank, one GEMM either way */
     l.gpus = l.dp = l.ep = 8;
     l.gbs = 64;
-    assert_int_equal(estimate_layout(&m, g, node, &l, &job, &grouped, err, sizeof err), 0);
+    moe_test_estimate(g, node, &l, &grouped);
     l.expert_gemm = EXPERT_GEMM_STREAMS;
-    assert_int_equal(estimate_layout(&m, g, node, &l, &job, &streams, err, sizeof err), 0);
+    moe_test_estimate(g, node, &l, &streams);
     assert_close(streams.step_s, grouped.step_s, 1e-12);
     hwdb_free(&h);
 }
@@ -408,9 +416,7 @@ static void busiest_rank_lengthens_the_waves_not_the_launches(void **state)
     l.gpus = l.dp = l.ep = 2;
     l.gbs = 2 * 4 * l.mbs;
     static estimate_t e;
-    char err[512];
-    job_t job = {1e9, g->cloud_usd_per_gpu_hour};
-    assert_int_equal(estimate_layout(&m, g, node, &l, &job, &e, err, sizeof err), 0);
+    moe_test_estimate(g, node, &l, &e);
     const double load = moe_rank_load(&m, &l), membw = g->hbm_bytes_per_s * g->membound_efficiency;
     assert_close(load, 1.25, 1e-12);
     /* 4096 tokens a rank, top 2, over the rank's 4 experts */
@@ -438,7 +444,7 @@ static void busiest_rank_lengthens_the_waves_not_the_launches(void **state)
     /* EP 8 over 8 experts: one expert a rank, the busiest rank's rows in its GEMM */
     l.gpus = l.dp = l.ep = 8;
     l.gbs = 8 * 4 * l.mbs;
-    assert_int_equal(estimate_layout(&m, g, node, &l, &job, &e, err, sizeof err), 0);
+    moe_test_estimate(g, node, &l, &e);
     for (int i = 0; i < e.first_stage.nops; i++) {
         const op_t *o = &e.first_stage.ops[i];
         if (o->kind != OP_GEMM || strncmp(o->name, "expert_", 7)) continue;
@@ -585,11 +591,8 @@ static void forward_expert_gemms_wait_for_the_host(void **state)
     layout_t l;
     const hw_gpu *g = moe_test_one_gpu(&h, &node, &l, 1);
     assert_true(g->gemm_issue_s > 5e-6 && g->gemm_issue_s < 20e-6);
-    model_t m = *model_zoo_find(&zoo, "moe-test");
     static estimate_t e;
-    char err[512];
-    job_t job = {1e9, g->cloud_usd_per_gpu_hour};
-    assert_int_equal(estimate_layout(&m, g, node, &l, &job, &e, err, sizeof err), 0);
+    moe_test_estimate(g, node, &l, &e);
     const double membw = g->hbm_bytes_per_s * g->membound_efficiency, issue = 8.0 * g->gemm_issue_s;
     int floored = 0, free_ = 0;
     const op_t *up = NULL, *act = NULL;
@@ -632,7 +635,7 @@ static void forward_expert_gemms_wait_for_the_host(void **state)
     assert_close(host_issue_lead_s(0.0, 80e-6, 100e-6), 0.0, 1e-12);
     /* one grouped kernel is one launch: no floor */
     l.expert_gemm = EXPERT_GEMM_GROUPED;
-    assert_int_equal(estimate_layout(&m, g, node, &l, &job, &e, err, sizeof err), 0);
+    moe_test_estimate(g, node, &l, &e);
     for (int i = 0; i < e.first_stage.nops; i++) {
         const op_t *o = &e.first_stage.ops[i];
         if (o->kind == OP_GEMM && o->batch > 1 && o->pass == PASS_FWD) assert_true(o->time_s < issue);

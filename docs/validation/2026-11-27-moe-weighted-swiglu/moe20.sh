@@ -5,7 +5,8 @@
 # (the experts weighing their rows by the gates, tests/data/2026-11-27-moe-weighted-swiglu); Mixtral's ZeRO-1/2/3 and
 # TP 2 + SP of 2026-11-27-h200-moe-experts/after and its PP 2, CP 2 and ZeRO-3 with recomputation of the zero-overhead
 # re-run (both before this change: the combine kept the experts' outputs).  Per run: measured, priced, error, then
-# the peak memory measured, priced, error; then fit-power's summary lines.  KEEP=DIR keeps fit-power's output there.
+# the peak memory measured, priced, error; then fit-power's summary lines.  KEEP=DIR keeps fit-power's output there;
+# MOE_RUNS=A.csv,B.csv,... prices those runs instead (docs/validation/2026-11-27-expert-rows-load/moe22.sh).
 set -eu
 S=${1:-build/sextant}
 A=tests/data/2026-11-27-moe-weighted-swiglu
@@ -16,6 +17,7 @@ for x in dp2z1 dp2z2 dp2z3 dp2z3rc ep2 ep2z3 pp2 cp2 cp2ep2 tp2sp; do RUNS="$RUN
 for x in 1gpu ep2 ep2z3 cp2ep2; do RUNS="$RUNS,$A/mixtral-2l/$x.csv"; done
 for x in dp2z1 dp2z2 dp2z3 tp2sp; do RUNS="$RUNS,$B/$x.csv"; done
 for x in pp2 cp2 dp2z3rc; do RUNS="$RUNS,$C/mixtral_$x.csv"; done
+RUNS=${MOE_RUNS:-$RUNS}
 T=${KEEP:-$(mktemp -d)}
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$T"' EXIT
 mkdir -p "$T"
