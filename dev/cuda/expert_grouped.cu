@@ -30,12 +30,15 @@
  * Measured: docs/validation/2026-11-27-h100h200-gemm-sustained (versions 1-3),
  * docs/validation/2026-11-27-expert-rows-load (versions 4-7).
  *
- * build/dev/expert_grouped [model [--even] [--rows R] [version ...]]   model: olmoe, mixtral, test or all (default:
- * all three); --even: every expert the mean rows (cv 0); --rows: R rows an expert on average, not the model's;
- * versions: those to time (default: every one; version 1 runs as the check's reference either way) */
+ * build/dev/expert_grouped [model [--even] [--cv C] [--rows R] [--passes P,...] [version ...]]   model: olmoe,
+ * mixtral, test or all (default: all three); --even: every expert the mean rows (cv 0); --cv: the rows' coefficient
+ * of variation, not the model's; --rows: R rows an expert on average, not the model's; --passes: those of fwd,
+ * dgrad, wgrad, wgrad0 to run (default: all four); versions: those to time (default: every one; version 1 runs as
+ * the check's reference either way) */
 #include "dev_util.h"
 #include <cublasLt.h>
 #include <cublas_v2.h>
+#include <algorithm>
 #include <map>
 #include <random>
 #include <string.h>
@@ -397,31 +400,48 @@ static void rig_close(rig *r) {
     CK(cudaFree(r->blas_workspace));
 }
 
+/* whether `name` is one of the comma-separated `list` */
+static int pass_listed(const char *list, const char *name) {
+    const size_t n = strlen(name);
+    for (const char *at = list; at; at = strchr(at, ',') ? strchr(at, ',') + 1 : NULL)
+        if (!strncmp(at, name, n) && (at[n] == ',' || at[n] == '\0')) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 && strcmp(argv[1], "all") ? argv[1] : NULL;
     int known = !only, even = 0, rows_mean = 0, run_version[VERSIONS + 1] = {0}, chosen = 0;
+    double cv_asked = -1.0;
+    const char *passes_asked = "fwd,dgrad,wgrad,wgrad0";
     for (const moe_shape &s : SHAPES) known |= only && !strcmp(only, s.name);
     for (int i = 2; i < argc && known; i++) {
         char *end;
         long v = strtol(argv[i], &end, 10);
         if (!strcmp(argv[i], "--even")) even = 1;
         else if (!strcmp(argv[i], "--rows") && i + 1 < argc && (rows_mean = atoi(argv[i + 1])) > 0) i++;
+        else if (!strcmp(argv[i], "--cv") && i + 1 < argc && (cv_asked = atof(argv[i + 1])) >= 0.0) i++;
+        else if (!strcmp(argv[i], "--passes") && i + 1 < argc) passes_asked = argv[++i];
         else if (!*end && v >= 1 && v <= VERSIONS) run_version[v] = chosen = 1;
         else known = 0;
     }
+    const char *passes[4] = {"fwd", "dgrad", "wgrad", "wgrad0"};
+    int passes_named = 0;   /* every name in --passes must be a pass: a misspelled one would time nothing */
+    for (const char *p : passes) passes_named += pass_listed(passes_asked, p);
+    if (passes_named != 1 + (int)std::count(passes_asked, passes_asked + strlen(passes_asked), ',')) known = 0;
     if (!known) {
-        fprintf(stderr, "expert_grouped [olmoe|mixtral|test|all [--even] [--rows R] [version 1-%d ...]]\n", VERSIONS);
+        fprintf(stderr, "expert_grouped [olmoe|mixtral|test|all [--even] [--cv C] [--rows R] [--passes P,...] [version 1-%d ...]]\n",
+                VERSIONS);
         return 2;
     }
     for (int v = 1; v <= VERSIONS; v++) run_version[v] |= !chosen;
     rig r;
     rig_open(&r);
     printf("model,pass,experts,rows_mean,cv,m,n,k,version,gpu_us,host_us,t0,t1,rows\n");
-    const char *passes[4] = {"fwd", "dgrad", "wgrad", "wgrad0"};
     for (const moe_shape &s : SHAPES) {
         if (only && strcmp(only, s.name)) continue;
-        const double cv = even ? 0.0 : s.cv;
+        const double cv = even ? 0.0 : cv_asked >= 0.0 ? cv_asked : s.cv;
         for (int p = 0; p < 4; p++) {
+            if (!pass_listed(passes_asked, passes[p])) continue;
             const int rows = rows_mean > 0 ? rows_mean : s.rows_mean;
             one_pass(&s, rows, cv, passes[p], s.hidden, s.up, &r, run_version);   /* up: hidden -> 2 x ffn */
             one_pass(&s, rows, cv, passes[p], s.ffn, s.hidden, &r, run_version);  /* down: ffn -> hidden */
