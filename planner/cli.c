@@ -65,7 +65,8 @@ static const struct {
     {"--first-stage-layers", FOR_ESTIMATE | FOR_EXPLAIN}, {"--last-stage-layers", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--loss", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN}, {"--tp-overlap", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN},
     {"--grad-sync", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN}, {"--grad-accum", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN},
-    {"--expert-gemm", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN}, {"--zero-waits", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN},
+    {"--expert-gemm", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN}, {"--expert-rows", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN},
+    {"--zero-waits", FOR_ESTIMATE | FOR_EXPLAIN | FOR_PLAN},
     {"--sp", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--zero", FOR_ESTIMATE | FOR_EXPLAIN}, {"--gpus-per-node", FOR_ESTIMATE | FOR_EXPLAIN},
     {"--ops", FOR_ESTIMATE}, {"--format", FOR_ESTIMATE | FOR_PLAN}, {"--spec", FOR_EXPLAIN},
@@ -160,6 +161,9 @@ static const char *usage_text =
     "  --expert-gemm streams|grouped   a MoE layer's expert GEMMs: one cuBLAS GEMM per expert over a few streams\n"
     "                         (default: Transformer Engine's grouped linear in Megatron and NeMo, sextant's trainer),\n"
     "                         or one grouped kernel for all (DeepSeek's DeepGEMM, CUTLASS, torch._grouped_mm)\n"
+    "  --expert-rows routed|even   how a MoE layer's rows fall on its experts: as a router deals them, each expert\n"
+    "                         rounding its own up to whole tiles (default), or every expert the same (padded to a\n"
+    "                         capacity)\n"
     "  --zero-waits microbatch|step   ZeRO-2/3: each micro-batch's first gather and last reduce-scatter waited for\n"
     "                         (default: FSDP, DeepSpeed), or only the step's first and last, the neighbouring\n"
     "                         micro-batch hiding the others (sextant's trainer; validate prices its runs so)\n"
@@ -982,6 +986,7 @@ static int cmd_plan(const options *o, const char *root, FILE *out)
     req->grad_sync = o->lay.l.grad_sync;
     req->grad_accum = o->lay.l.grad_accum;
     req->expert_gemm = o->lay.l.expert_gemm;
+    req->expert_rows = o->lay.l.expert_rows;
     req->zero_waits = o->lay.l.zero_waits;
     for (int i = 0; i < req->ngpu_types; i++) {
         req->node[i] = hwdb_find_node(&db, o->node_name ? o->node_name : req->gpu[i]->node);

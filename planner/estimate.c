@@ -1049,7 +1049,8 @@ static void part_key_of(cached_part part, const model_t *m, const hw_gpu *gpu, c
         [KEY_PRECISION] = (uint64_t)l->precision, [KEY_LINK_BYTES_PER_S] = double_bits(link_bytes_per_s),
         [KEY_LINK_LATENCY_S] = double_bits(link_latency_s), [KEY_CP] = (uint64_t)layout_cp(l),
         [KEY_CP_COMM] = (uint64_t)l->cp_comm, [KEY_EP] = (uint64_t)layout_ep(l),
-        [KEY_EP_OVERLAP] = (uint64_t)l->ep_overlap | (uint64_t)l->expert_gemm << 8,   /* and the experts' launches */
+        /* and the experts' launches and rows */
+        [KEY_EP_OVERLAP] = (uint64_t)l->ep_overlap | (uint64_t)l->expert_gemm << 8 | (uint64_t)l->expert_rows << 16,
         [KEY_RECOMPUTE_LAYERS] = (uint64_t)l->recompute_layers,
         [KEY_LOSS] = (uint64_t)l->loss | (uint64_t)l->logit_metrics << 8,   /* the head's ops: loss and metrics */
         [KEY_RECOMPUTE_MODULES] = (uint64_t)l->recompute_modules,

@@ -297,6 +297,12 @@ static void ep_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
         explain_host_issue(out, e, slow);
     } else
         fprintf(out, "  The experts' GEMMs are one grouped kernel (--expert-gemm grouped): the tiles of every expert share the waves.\n");
+    if (l->expert_rows == EXPERT_ROWS_ROUTED)
+        fprintf(out, "  Each expert rounds the rows the router gave it up to whole tiles (--expert-rows routed): where a GEMM fills\n"
+                     "  the GPU, its tiles' time is priced at rows/128 + 1/2 row tiles (a weight gradient at rows + 32 of K), the\n"
+                     "  expected count when an expert's rows spread over more than a tile, not the balanced shape's.\n");
+    else
+        fprintf(out, "  Every expert gets the same rows (--expert-rows even): the balanced shape's tiles.\n");
     if (moe_dropped_fraction(model_moe_imbalance(m), m->capacity_factor) > 0)
         fprintf(out, "  Capacity factor %.2f: the busiest expert drops up to %.0f%% of its tokens.\n", m->capacity_factor,
                 100.0 * moe_dropped_fraction(model_moe_imbalance(m), m->capacity_factor));

@@ -25,6 +25,7 @@ static const struct {
     {"--attention", LAYOUT_FLAG_ATTENTION, 1}, {"--precision", LAYOUT_FLAG_PRECISION, 1}, {"--loss", LAYOUT_FLAG_LOSS, 1},
     {"--tp-overlap", LAYOUT_FLAG_TP_OVERLAP, 1}, {"--grad-sync", LAYOUT_FLAG_GRAD_SYNC, 1},
     {"--grad-accum", LAYOUT_FLAG_GRAD_ACCUM, 1}, {"--expert-gemm", LAYOUT_FLAG_EXPERT_GEMM, 1},
+    {"--expert-rows", LAYOUT_FLAG_EXPERT_ROWS, 1},
     {"--zero-waits", LAYOUT_FLAG_ZERO_WAITS, 1},
     {"--logit-metrics", LAYOUT_FLAG_LOGIT_METRICS, 1},
     {"--cp-comm", LAYOUT_FLAG_CP_COMM, 1}, {"--ep-overlap", LAYOUT_FLAG_EP_OVERLAP, 0},
@@ -179,6 +180,10 @@ static int parse_value(unsigned bit, const char *flag, const char *t, layout_t *
     case LAYOUT_FLAG_EXPERT_GEMM:
         if (expert_gemm_parse(t, &l->expert_gemm) != 0)
             return say(err, errlen, "--expert-gemm: '%s' is not one of streams|grouped", shown);
+        return 0;
+    case LAYOUT_FLAG_EXPERT_ROWS:
+        if (expert_rows_parse(t, &l->expert_rows) != 0)
+            return say(err, errlen, "--expert-rows: '%s' is not one of routed|even", shown);
         return 0;
     case LAYOUT_FLAG_ZERO_WAITS:
         if (zero_waits_parse(t, &l->zero_waits) != 0)

@@ -222,6 +222,25 @@ static double gemm_rows_load(const op_t *op)
     return op->batch > 1 && op->rows_load > 0.0 ? op->rows_load : 1.0;
 }
 
+/* An expert GEMM's routed rows (docs/model.md, "Mixture of experts", a router's rows), where its launch's expected
+ * tiles fill the GPU (below a wave the other streams' launches take the SMs the extra tiles would): the forward's
+ * and the data gradient's row tiles over the balanced shape's (*tiles_factor), the weight gradient's K (*k); 1 and
+ * the op's K for even rows and every other GEMM. */
+static void routed_rows(const op_t *op, const hw_gpu *gpu, double *tiles_factor, double *k)
+{
+    *tiles_factor = 1.0;
+    *k = (double)op->k;
+    if (op->batch <= 1 || !op->routed_rows) return;
+    const double per_launch = op->separate_launches ? 1.0 : (double)op->batch;
+    const double tiles = per_launch * ceil((double)op->m / GEMM_TILE_M) * ceil((double)op->n / GEMM_TILE_N);
+    if (op->weight_gradient) {
+        if (tiles >= gpu->sm_count) *k = routed_row_tiles((double)op->k, GEMM_K_STEP) * GEMM_K_STEP;
+        return;
+    }
+    const double f = routed_row_tiles((double)op->m, GEMM_TILE_M) / ceil((double)op->m / GEMM_TILE_M);
+    if (tiles * f >= gpu->sm_count) *tiles_factor = f;
+}
+
 /* The host's issue that bounds an op: the forward's (and its recomputation's) expert GEMMs launched one an expert,
  * their issue after the routing sync (docs/model.md, "Mixture of experts"); 0 for every other op. */
 double op_host_issue_s(const op_t *op, const hw_gpu *gpu)
@@ -249,11 +268,11 @@ static double gemm_model_s(const hw_gpu *gpu, const op_t *op, precision_t p, dou
     /* one launch per expert: each GEMM fills the GPU in waves of its own tiles, pays its own fixed cost, and
      * splits K by its own tile count; the busiest rank's extra rows lengthen the waves, not the launches
      * (docs/model.md, "Mixture of experts", the experts' GEMMs) */
-    double launches = gemm_launches(op);
-    double one = gemm_tile_wave_s((double)op->batch / launches, (double)op->m, (double)op->n, (double)op->k,
-                                  gpu->sm_count, rate, gpu->gemm_tile_s, gpu->gemm_fixed_s,
-                                  op->bytes / launches / gemm_rows_load(op), membw);
-    double t = launches * (gpu->gemm_fixed_s + gemm_rows_load(op) * (one - gpu->gemm_fixed_s));
+    double launches = gemm_launches(op), tiles_factor, k;
+    routed_rows(op, gpu, &tiles_factor, &k);
+    double one = gemm_tile_wave_s((double)op->batch / launches, (double)op->m, (double)op->n, k, gpu->sm_count, rate,
+                                  gpu->gemm_tile_s, gpu->gemm_fixed_s, op->bytes / launches / gemm_rows_load(op), membw);
+    double t = launches * (gpu->gemm_fixed_s + gemm_rows_load(op) * tiles_factor * (one - gpu->gemm_fixed_s));
     /* a weight gradient added into the gradient: its read, beyond the tile model, whose fit took it out of
      * calibrate's rows (docs/model.md, "GEMM time over M, N, K") */
     double accumulate = gemm_accumulate_s((double)op->batch * (double)op->m * (double)op->n, op->accumulate_bytes,

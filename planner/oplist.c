@@ -698,6 +698,7 @@ static void grouped_gemm(builder *b, const char *fwd, const char *dgrad, const c
         op->batch = (int64_t)experts;
         op->rows_load = spread ? load : 1.0;
         op->separate_launches = b->l->expert_gemm == EXPERT_GEMM_STREAMS;
+        op->routed_rows = b->l->expert_rows == EXPERT_ROWS_ROUTED;
         if (op->weight_gradient) op->k = (int64_t)tokens;
         else op->m = (int64_t)tokens;
         op->model_flops /= load;

@@ -365,6 +365,7 @@ int plan_search(const plan_request *req, plan_result *res, int show_progress, ch
                                                 l.grad_sync = req->grad_sync;
                                                 l.grad_accum = req->grad_accum;
                                                 l.expert_gemm = req->expert_gemm;
+                                                l.expert_rows = req->expert_rows;
                                                 l.zero_waits = req->zero_waits;
                                                 /* DeepSpeed's BF16 optimizer has no ZeRO-2 or 3 */
                                                 if (l.grad_accum == GRAD_ACCUM_FP32_COPY && zero > 1) {

@@ -168,6 +168,7 @@ static cJSON *candidate_json(const plan_request *req, const plan_candidate *c)
     cJSON_AddStringToObject(lj, "grad_sync", grad_sync_name(l->grad_sync));
     cJSON_AddStringToObject(lj, "grad_accum", grad_accum_name(l->grad_accum));
     cJSON_AddStringToObject(lj, "expert_gemm", expert_gemm_name(l->expert_gemm));
+    cJSON_AddStringToObject(lj, "expert_rows", expert_rows_name(l->expert_rows));
     cJSON_AddStringToObject(lj, "zero_waits", zero_waits_name(l->zero_waits));
     cJSON_AddStringToObject(lj, "loss", loss_kernel_name(l->loss));
     cJSON_AddNumberToObject(lj, "logit_metrics", (double)l->logit_metrics);

@@ -52,6 +52,9 @@ typedef enum { GRAD_ACCUM_IN_PLACE = 0, GRAD_ACCUM_FP32_COPY } grad_accum_t;
  * grouped kernel whose tiles of every expert share the waves (DeepSeek's DeepGEMM, CUTLASS grouped GEMMs,
  * torch._grouped_mm). */
 typedef enum { EXPERT_GEMM_STREAMS = 0, EXPERT_GEMM_GROUPED } expert_gemm_t;
+/* how the rows fall on a MoE layer's experts: as a router deals them, each expert its own count (default), or every
+ * expert the same (padded to a capacity, or dealt evenly): docs/model.md, "Mixture of experts" */
+typedef enum { EXPERT_ROWS_ROUTED = 0, EXPERT_ROWS_EVEN } expert_rows_t;
 /* Where ZeRO-2/3's per-micro-batch collectives wait (docs/model.md, "ZeRO-3 and FSDP"): each micro-batch's first
  * gather and last reduce-scatter at its forward's start and backward's end (FSDP, DeepSpeed), or only the step's first
  * and last, the neighbouring micro-batch hiding the others (sextant's training step). */
@@ -88,6 +91,7 @@ typedef struct {
     grad_sync_t grad_sync;
     grad_accum_t grad_accum;
     expert_gemm_t expert_gemm;
+    expert_rows_t expert_rows;
     zero_waits_t zero_waits;
     int zero;          /* 0..3; Megatron's distributed optimizer is zero 1 */
     int fp32_grads;    /* gradients accumulated in fp32: 18 instead of 16 B/param */
@@ -132,6 +136,8 @@ typedef struct {
                                sextant-gpu's step runs a biased linear (cuBLASLt BGRADB) */
     int separate_launches;  /* GEMM with batch > 1: each problem of the batch is a launch of its own (one cuBLAS
                                GEMM per expert, EXPERT_GEMM_STREAMS); 0: one launch whose tiles share the waves */
+    int routed_rows;        /* GEMM with batch > 1: each expert's rows are its own, as a router deals them (the expected
+                               row tiles over the balanced shape's: routed_rows_tile_factor); 0: every expert the same */
     double rows_load;       /* GEMM with batch > 1: the busiest EP rank's routed rows over the balanced expert's, whose
                                shape m (k for a weight gradient) is; the waves' time scales by it, the launches' fixed
                                cost does not (docs/model.md, "Mixture of experts"); 0 or 1: none */
@@ -466,6 +472,12 @@ double gemm_accumulate_s(double elements, double accumulate_bytes, double writte
                          double read_factor, double write_factor);
 double gemm_tile_wave_s(double batch, double m, double n, double k, double sms, double tile_flop_per_s, double tile_s,
                         double fixed_s, double bytes, double bytes_per_s);
+/* "Mixture of experts": the whole tiles (or K steps) of `tile` rows an expert's GEMM runs on average when a router
+ * deals its rows: rows / tile + 1/2. */
+double routed_row_tiles(double rows, double tile);
+/* The K a Hopper bf16 GEMM kernel loops over in one step (64 elements, 128 bytes): a weight gradient's routed rows
+ * (its K) round up to it. */
+#define GEMM_K_STEP 64.0
 double zero_unit_buffer_bytes(int zero, double layer_params, double big_params, double weight_bytes, double grad_bytes);
 /* The parameters of a stage's wrapped units for ZeRO-2/3 (one TP rank's share): a layer (a MoE layer
  * with its rank's experts), and the largest unit that is not a layer (the embedding on the first stage,
@@ -606,6 +618,7 @@ typedef struct {
     grad_sync_t grad_sync;         /* every layout's gradient reduction: overlapped or after the flush */
     grad_accum_t grad_accum;       /* every layout's gradient accumulation (fp32-copy: ZeRO 0 and 1 only) */
     expert_gemm_t expert_gemm;     /* every layout's expert GEMMs: one launch per expert, or one grouped kernel */
+    expert_rows_t expert_rows;     /* every layout's experts' rows: as routed, or even */
     zero_waits_t zero_waits;       /* every layout's ZeRO-2/3 waits: each micro-batch's, or the step's ends' */
 } plan_request;
 
@@ -897,6 +910,9 @@ int grad_accum_parse(const char *name, grad_accum_t *out);
 const char *expert_gemm_name(expert_gemm_t g);
 /* streams|grouped: 0, or -1 for anything else (or NULL). */
 int expert_gemm_parse(const char *name, expert_gemm_t *out);
+const char *expert_rows_name(expert_rows_t r);
+/* routed|even: 0, or -1 for anything else (or NULL). */
+int expert_rows_parse(const char *name, expert_rows_t *out);
 const char *zero_waits_name(zero_waits_t w);
 int zero_waits_parse(const char *name, zero_waits_t *out);
 /* none|backward: 0, or -1 for anything else (or NULL). */
@@ -932,7 +948,8 @@ enum {
     LAYOUT_FLAG_TP_OVERLAP = 1u << 18, LAYOUT_FLAG_GRAD_SYNC = 1u << 19, LAYOUT_FLAG_CP_COMM = 1u << 20,
     LAYOUT_FLAG_EP_OVERLAP = 1u << 21, LAYOUT_FLAG_FP32_GRADS = 1u << 22, LAYOUT_FLAG_ETP = 1u << 23,
     LAYOUT_FLAG_GRAD_ACCUM = 1u << 24, LAYOUT_FLAG_LOGIT_METRICS = 1u << 25, LAYOUT_FLAG_FIRST_STAGE_LAYERS = 1u << 26,
-    LAYOUT_FLAG_LAST_STAGE_LAYERS = 1u << 27, LAYOUT_FLAG_EXPERT_GEMM = 1u << 28, LAYOUT_FLAG_ZERO_WAITS = 1u << 29
+    LAYOUT_FLAG_LAST_STAGE_LAYERS = 1u << 27, LAYOUT_FLAG_EXPERT_GEMM = 1u << 28, LAYOUT_FLAG_ZERO_WAITS = 1u << 29,
+    LAYOUT_FLAG_EXPERT_ROWS = 1u << 30
 };
 typedef struct {
     layout_t l;        /* the program's defaults, with each flag given written over them */

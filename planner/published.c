@@ -95,6 +95,7 @@ static void plan_column(FILE *out, const published_row *row, const estimate_t *e
     req->grad_sync = row->layout.grad_sync;
     req->grad_accum = row->layout.grad_accum;
     req->expert_gemm = row->layout.expert_gemm;
+    req->expert_rows = row->layout.expert_rows;
     req->zero_waits = row->layout.zero_waits;
     req->cp_comm = row->layout.cp_comm;
     req->fp32_grads = row->layout.fp32_grads;

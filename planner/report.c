@@ -17,6 +17,7 @@ static const char *const tp_overlap_names[] = {"none", "backward"};
 static const char *const grad_sync_names[] = {"overlap", "after"};
 static const char *const grad_accum_names[] = {"in-place", "fp32-copy"};
 static const char *const expert_gemm_names[] = {"streams", "grouped"};
+static const char *const expert_rows_names[] = {"routed", "even"};
 static const char *const zero_waits_names[] = {"microbatch", "step"};
 static const char *const cp_comm_names[] = {"ring", "allgather"};
 static const char *const loss_names[] = {"fused", "fp32", "fused-outplace"};
@@ -40,7 +41,7 @@ static int value_of(const char *const *names, int count, const char *name, int *
 
 /* Each layout choice's name and its parse, from its table (recompute_name/_parse, attention_name/_parse,
  * loss_kernel_name/_parse, tp_overlap_name/_parse, grad_sync_name/_parse, grad_accum_name/_parse, expert_gemm_name/_parse,
- * zero_waits_name/_parse, cp_comm_name/_parse; planner.h). */
+ * expert_rows_name/_parse, zero_waits_name/_parse, cp_comm_name/_parse; planner.h). */
 #define NAMED_ENUM(stem, type, names, fallback)                                                            \
     const char *stem##_name(type value) { return name_of(names, COUNT_OF(names), (int)value, (fallback)); } \
     int stem##_parse(const char *name, type *out)                                                           \
@@ -57,6 +58,7 @@ NAMED_ENUM(tp_overlap, tp_overlap_t, tp_overlap_names, 0)
 NAMED_ENUM(grad_sync, grad_sync_t, grad_sync_names, 0)
 NAMED_ENUM(grad_accum, grad_accum_t, grad_accum_names, 0)
 NAMED_ENUM(expert_gemm, expert_gemm_t, expert_gemm_names, 0)
+NAMED_ENUM(expert_rows, expert_rows_t, expert_rows_names, 0)
 NAMED_ENUM(zero_waits, zero_waits_t, zero_waits_names, 0)
 NAMED_ENUM(cp_comm, cp_comm_t, cp_comm_names, 0)
 #undef NAMED_ENUM
@@ -182,6 +184,7 @@ static int estimate_fields(const estimate_t *e, field *f)
     STR("layout.grad_sync", grad_sync_name(l->grad_sync));
     STR("layout.grad_accum", grad_accum_name(l->grad_accum));
     STR("layout.expert_gemm", expert_gemm_name(l->expert_gemm));
+    STR("layout.expert_rows", expert_rows_name(l->expert_rows));
     STR("layout.zero_waits", zero_waits_name(l->zero_waits));
     INT("layout.zero", l->zero);
     BOOL("layout.sp", l->sp);

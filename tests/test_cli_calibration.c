@@ -307,8 +307,8 @@ static void zero3_prices_the_units_it_holds(void **state)
  * rows, and the peak memory of the layouts without EP or expert TP (one GPU, ZeRO-1/2/3, recomputation, PP 2, CP 2)
  * reads 0.8% mean, worst -1.8% (2.2%, -3.7% on the runs that kept them: 128 MiB a layer of OLMoE); with EP and
  * expert TP, 1.8% mean over the fifteen, worst -3.9% (OLMoE's TP 2 + SP).  The step times, the carried host issue
- * (host_issue_lead_s) and the busiest EP rank's balanced expert shape included: 3.3% mean, worst +10.4% (OLMoE's
- * CP 2); 3.9% before that shape. */
+ * (host_issue_lead_s), the busiest EP rank's balanced expert shape and the routed rows' tiles included: 3.1% mean,
+ * worst +10.7% (OLMoE's CP 2); 3.3%, +10.4% before the routed rows; 3.9% before that shape. */
 static void moe_memory_keeps_no_expert_outputs(void **state)
 {
     (void)state;
@@ -336,8 +336,9 @@ static void moe_memory_keeps_no_expert_outputs(void **state)
 
 /* The EP layouts of the MoE held-out models on 2 x H200 (OLMoE and Mixtral at EP 2, with ZeRO-3, with CP 2), priced
  * with the busiest rank's expert GEMMs on the balanced expert's shape, the load lengthening their waves
- * (busiest_rank_lengthens_the_waves_not_the_launches; docs/validation/2026-11-27-expert-rows-load): 2.0% mean, worst
- * -3.7%.  With rows x 1.25 in every launch OLMoE's up projection took a second wave: 3.4%, worst +6.7%. */
+ * (busiest_rank_lengthens_the_waves_not_the_launches; docs/validation/2026-11-27-expert-rows-load) and the routed
+ * rows' tiles (docs/validation/2026-11-28-moe-rank-waits): 1.3% mean, worst -2.7% (1.9%, -3.7% before the routed
+ * rows).  With rows x 1.25 in every launch OLMoE's up projection took a second wave: 3.4%, worst +6.7%. */
 static void ep_steps_price_the_balanced_expert_shape(void **state)
 {
     (void)state;

@@ -337,6 +337,9 @@ static const hw_gpu *moe_test_one_gpu(hwdb *h, const hw_node **node, layout_t *l
     l->seq = 1024;
     l->attention = ATTENTION_SEXTANT;
     l->precision = PREC_BF16;
+    /* every expert the balanced rows: the launches, waves and issue these tests follow, without the routed rows'
+     * tiles (routed_rows_round_each_experts_tiles_up) */
+    l->expert_rows = EXPERT_ROWS_EVEN;
     return &top;
 }
 
@@ -480,7 +483,8 @@ static double four_stream_layer_us(const char *path)
 
 /* One layer's six expert GEMMs priced on the balanced shape at `rows` rows an expert, on one GPU at the top clock
  * with no issue floor (the benchmark's graph left the host out), in seconds. */
-static double expert_layer_priced_s(const hw_gpu *top, const hw_node *node, const model_t *model, double rows)
+static double expert_layer_priced_s(const hw_gpu *top, const hw_node *node, const model_t *model, double rows,
+                                    expert_rows_t kind)
 {
     model_t m = *model;
     /* one GPU: rows x E / top_k tokens a layer, in sequences of at most 4096 */
@@ -493,6 +497,7 @@ static double expert_layer_priced_s(const hw_gpu *top, const hw_node *node, cons
     l.gbs = l.mbs;
     l.attention = ATTENTION_SEXTANT;
     l.precision = PREC_BF16;
+    l.expert_rows = kind;
     static estimate_t e;
     char err[512];
     job_t job = {1e9, top->cloud_usd_per_gpu_hour};
@@ -511,19 +516,22 @@ static double expert_layer_priced_s(const hw_gpu *top, const hw_node *node, cons
 }
 
 /* The experts' GEMMs of a layer on four streams with the host's issue out (dev/cuda/expert_grouped.cu version 6,
- * docs/validation/2026-11-27-expert-rows-load) against the per-launch price of the balanced shape (each card's
- * shipped overlay at the top clock, no issue floor): OLMoE's 64 experts at 128-2048 rows an expert and the MoE test
- * model's 8 at 256-4096, rows drawn with a coefficient of variation of 0.5 and 0.3 (or even), on one H200 and one
- * H100.  From 256 rows an expert the price is within 9% a layer on both (3.6% mean |error| on each): four streams do
- * not beat the per-launch model where it is summed, though they run the same GEMMs in 0.67-0.80 of one stream's time
- * where each lasts under 10 us.  At 128 rows (GEMMs of about 5 us) they also hide most launches' fixed cost, which the
- * price pays in full: +10% (H200) and +22% (H100, whose fixed cost is 3.7 us against 3.2) over. */
+ * docs/validation/2026-11-27-expert-rows-load) against the per-launch price (each card's shipped overlay at the top
+ * clock, no issue floor; the routed rows' tiles where the benchmark drew them, the balanced shape where every expert
+ * had the mean): OLMoE's 64 experts at 128-2048 rows an expert and the MoE test model's 8 at 256-4096, rows drawn
+ * with a coefficient of variation of 0.5 and 0.3 (or even), on one H200 and one H100 (even rows only).  From 256
+ * rows an expert the price is within 11% a layer on both (3.6% mean |error| on each, as with the balanced price on
+ * every case); the test model at 1024 rows reads +10.8% on the H200 (+8.1% balanced): its up projection's 2.7 waves
+ * priced as three, which four streams fill.  Four streams do not beat the per-launch model where it is summed,
+ * though they run the same GEMMs in 0.67-0.80 of one stream's time where each lasts under 10 us.  At 128 rows (GEMMs
+ * of about 5 us) they also hide most launches' fixed cost, which the price pays in full: +11% (H200) and +22% (H100,
+ * whose fixed cost is 3.7 us against 3.2) over. */
 static void four_streams_track_the_per_launch_price(void **state)
 {
     (void)state;
-    static const struct { const char *gpu, *overlay, *dir; } cards[] = {
-        {"h200", SEXTANT_ROOT "/hwdb/measured/h200.csv", "streams"},
-        {"h100-sxm", SEXTANT_ROOT "/hwdb/measured/h100-sxm.csv", "streams-h100"},
+    static const struct { const char *gpu, *overlay, *dir; int even; } cards[] = {
+        {"h200", SEXTANT_ROOT "/hwdb/measured/h200.csv", "streams", 0},
+        {"h100-sxm", SEXTANT_ROOT "/hwdb/measured/h100-sxm.csv", "streams-h100", 1},   /* every case even rows */
     };
     static const struct { const char *model, *file; double rows; } cases[] = {
         {"olmoe-4l", "olmoe-r128", 128},   {"olmoe-4l", "olmoe-r256", 256},   {"olmoe-4l", "olmoe-r512", 512},
@@ -552,19 +560,20 @@ static void four_streams_track_the_per_launch_price(void **state)
             if (access(path, R_OK) != 0) continue;   /* the H100 call ran no even rows */
             const model_t *m = model_zoo_find(!strcmp(cases[c].model, "moe-test") ? &zoo : &heldout, cases[c].model);
             assert_non_null(m);
-            double priced = expert_layer_priced_s(&top, node, m, cases[c].rows);
+            const int even = cards[g].even || strstr(cases[c].file, "even") != NULL;
+            double priced = expert_layer_priced_s(&top, node, m, cases[c].rows, even ? EXPERT_ROWS_EVEN : EXPERT_ROWS_ROUTED);
             double measured = four_stream_layer_us(path) * 1e-6;
             assert_true(measured > 0.0);
             double error = (priced - measured) / measured;
             int tiny = cases[c].rows < 256.0;
-            if (tiny ? !(error > 0.0 && error < 0.25) : fabs(error) >= 0.09)
+            if (tiny ? !(error > 0.0 && error < 0.25) : fabs(error) >= 0.11)
                 print_error("%s %s: priced %.1f us, measured %.1f us\n", cards[g].gpu, cases[c].file, priced * 1e6,
                             measured * 1e6);
             if (tiny) {
                 assert_true(error > 0.0 && error < 0.25);
                 continue;
             }
-            assert_true(fabs(error) < 0.09);
+            assert_true(fabs(error) < 0.11);
             sum_abs += fabs(error);
             counted++;
         }
@@ -575,6 +584,62 @@ static void four_streams_track_the_per_launch_price(void **state)
         hwdb_free(&h);
     }
     model_zoo_free(&heldout);
+}
+
+/* A router's rows (docs/model.md, "Mixture of experts"): each expert rounds its own rows up to whole row tiles (its
+ * weight gradient to whole K steps), rows / 128 + 1/2 tiles on average where the balanced shape has ceil(rows / 128),
+ * priced where the launch's expected tiles fill the GPU.  The formula; even rows keep the balanced price; and against
+ * one layer's expert GEMMs on four streams at the top clock with rows drawn at a coefficient of variation of 0.5 and
+ * with every expert the same rows (dev/cuda/expert_grouped.cu version 6, one H200,
+ * docs/validation/2026-11-28-expert-tile-waste): the routed price over the even one (+2.2% to +3.3%) follows the
+ * uneven draw over the even rows (-0.2% to +5.0%) within 3 points at each of the MoE test model's 512-2048 rows and
+ * OLMoE's 1024 (the balanced price for both: 5.0 points off at 512 rows). */
+static void routed_rows_round_each_experts_tiles_up(void **state)
+{
+    (void)state;
+    assert_close(routed_row_tiles(512.0, 128.0), 4.5, 1e-12);     /* 4 tiles balanced: +1/8 */
+    assert_close(routed_row_tiles(520.0, 128.0), 4.5625, 1e-12);  /* 5 balanced, 23% of the last one idle */
+    assert_close(routed_row_tiles(512.0, GEMM_K_STEP) * GEMM_K_STEP, 544.0, 1e-9);
+    assert_close(routed_row_tiles(0.0, 128.0), 0.0, 0.0);
+    hwdb h;
+    static hw_gpu top;
+    top = *gpu_with(&h, SEXTANT_ROOT "/hwdb/measured/h200.csv", "h200");
+    top.power_static_w = 0.0;     /* the top clock: these timings held 1895-1980 MHz */
+    top.gemm_issue_s = 0.0;       /* the graph left the host's issue out */
+    top.launch_overhead_s = 0.0;
+    const hw_node *node = hwdb_find_node(&h, top.node);
+    model_zoo heldout;
+    char err[512];
+    assert_int_equal(model_zoo_load(SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv",
+                                    &heldout, err, sizeof err), 0);
+    static const struct { const char *model, *file; double rows; } cases[] = {
+        {"moe-test", "test", 512}, {"moe-test", "test", 1024}, {"moe-test", "test", 2048}, {"olmoe-4l", "olmoe", 1024},
+    };
+    int moved = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const model_t *m = model_zoo_find(!strcmp(cases[c].model, "moe-test") ? &zoo : &heldout, cases[c].model);
+        assert_non_null(m);
+        double routed = expert_layer_priced_s(&top, node, m, cases[c].rows, EXPERT_ROWS_ROUTED);
+        double even = expert_layer_priced_s(&top, node, m, cases[c].rows, EXPERT_ROWS_EVEN);
+        assert_true(routed >= even);
+        moved += routed > even * 1.001;
+        char path[512];
+        snprintf(path, sizeof path, SEXTANT_ROOT "/tests/data/2026-11-28-expert-tile-waste/%s-cv05-%.0f.csv", cases[c].file,
+                 cases[c].rows);
+        double uneven_us = four_stream_layer_us(path);
+        snprintf(path, sizeof path, SEXTANT_ROOT "/tests/data/2026-11-28-expert-tile-waste/%s-even%.0f.csv", cases[c].file,
+                 cases[c].rows);
+        double even_us = four_stream_layer_us(path);
+        assert_true(uneven_us > 0.0 && even_us > 0.0);
+        double priced_step = routed / even - 1.0, measured_step = uneven_us / even_us - 1.0;
+        if (fabs(priced_step - measured_step) >= 0.03)
+            print_error("%s %.0f rows: routed over even priced %+.1f%%, measured %+.1f%%\n", cases[c].model, cases[c].rows,
+                        100 * priced_step, 100 * measured_step);
+        assert_true(fabs(priced_step - measured_step) < 0.03);
+    }
+    assert_true(moved >= 2);   /* the test model's up projection fills the GPU at 1024 rows and more */
+    model_zoo_free(&heldout);
+    hwdb_free(&h);
 }
 
 /* The forward's expert GEMMs follow the routing sync with nothing queued: each op lasts at least its launches'
@@ -657,6 +722,7 @@ int main(void)
         cmocka_unit_test(forward_expert_gemms_wait_for_the_host),
         cmocka_unit_test(busiest_rank_lengthens_the_waves_not_the_launches),
         cmocka_unit_test(four_streams_track_the_per_launch_price),
+        cmocka_unit_test(routed_rows_round_each_experts_tiles_up),
     };
     return cmocka_run_group_tests(tests, setup_shipped, teardown_shipped);
 }

@@ -796,6 +796,51 @@ static void cli_takes_ep_and_emits_it(void **state)
     expect_bad_input("plan mixtral-8x7b --gpus 64 --ep 8 --emit deepspeed", "--ep 8");
 }
 
+/* The step of `args` (sextant estimate ... --format json) and its layout.expert_rows. */
+static double step_with_rows(const char *args, char *rows, size_t rows_len)
+{
+    run_result r = run_sextant("estimate %s --format json", args);
+    expect_ok(&r);
+    cJSON *root = cJSON_Parse(r.out);
+    assert_non_null(root);
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "layout"), "expert_rows");
+    assert_true(cJSON_IsString(kind));
+    snprintf(rows, rows_len, "%s", kind->valuestring);
+    double step = json_number(root, "time", "step_s");
+    cJSON_Delete(root);
+    run_free(&r);
+    return step;
+}
+
+/* --expert-rows (docs/model.md, "Mixture of experts", a router's rows): routed by default, each expert's GEMM priced
+ * at its expected row tiles where the H100's tile model prices it (4 experts a rank at EP 2: a longer step than even
+ * rows); without a tile model (the hwdb defaults' curve) both the same; one expert a rank (EP 8) has no spread to
+ * price; a plan carries the choice into its layouts; anything else is refused naming the flag. */
+static void expert_rows_flag_prices_routed_tiles(void **state)
+{
+    (void)state;
+    const char *ep2 = "mixtral-8x7b --gpu h100-sxm --gpus 8 --ep 2 --tp 4 --sp";
+    char rows[16], args[256];
+    double routed = step_with_rows(ep2, rows, sizeof rows);
+    assert_string_equal(rows, "routed");
+    snprintf(args, sizeof args, "%s --expert-rows even", ep2);
+    double even = step_with_rows(args, rows, sizeof rows);
+    assert_string_equal(rows, "even");
+    assert_true(routed > even * 1.002);
+    snprintf(args, sizeof args, "%s --calibration none", ep2);
+    routed = step_with_rows(args, rows, sizeof rows);
+    snprintf(args, sizeof args, "%s --calibration none --expert-rows even", ep2);
+    assert_true(step_with_rows(args, rows, sizeof rows) == routed);
+    routed = step_with_rows("mixtral-8x7b --gpu h100-sxm --gpus 8 --ep 8", rows, sizeof rows);
+    assert_true(step_with_rows("mixtral-8x7b --gpu h100-sxm --gpus 8 --ep 8 --expert-rows even", rows, sizeof rows) == routed);
+    run_result r = run_sextant("plan mixtral-8x7b --gpu h100-sxm --gpus 64 --top 2 --expert-rows even --format json");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "\"expert_rows\":\t\"even\""));
+    assert_null(strstr(r.out, "\"expert_rows\":\t\"routed\""));
+    run_free(&r);
+    expect_bad_input("estimate mixtral-8x7b --gpus 8 --ep 2 --expert-rows padded", "--expert-rows");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -817,6 +862,7 @@ int main(void)
         cmocka_unit_test(etp_memory_moves_from_state_to_activations),
         cmocka_unit_test(etp_refusals_and_its_wider_ep),
         cmocka_unit_test(plan_searches_and_emits_etp),
+        cmocka_unit_test(expert_rows_flag_prices_routed_tiles),
     };
     return cmocka_run_group_tests(tests, setup_shipped, teardown_shipped);
 }
