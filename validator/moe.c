@@ -201,6 +201,12 @@ static void shards_init(moe_state *st)
 
 /* The validator's environment switches for the experts (docs/guide.md, the environment): which cuBLAS path, how many
  * of the streams, and the router's choice or rows dealt evenly. */
+int moe_route_balanced(void)
+{
+    const char *route = getenv("SEXTANT_MOE_ROUTE");
+    return route && !strcmp(route, "balanced");
+}
+
 static void read_switches(moe_state *st, const moe_config *c)
 {
     const char *gemm = getenv("SEXTANT_MOE_GEMM");
@@ -236,7 +242,7 @@ static void read_switches(moe_state *st, const moe_config *c)
         fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_ROUTE=%s: expected router (the default) or balanced\n", route);
         exit(2);
     }
-    if (route && !strcmp(route, "balanced")) {
+    if (moe_route_balanced()) {
         const size_t slots = (size_t)c->N * c->k;
         int32_t *dealt = malloc(slots * sizeof *dealt);
         if (!dealt) { fprintf(stderr, "sextant-gpu train: rank %d: out of host memory\n", c->my_rank); exit(1); }
@@ -848,12 +854,15 @@ static void exchange_counts(moe_state *st, const saved_ptrs *sv, moe_call *call)
         exit(1);
     }
     double sum = 0.0, squares = 0.0, most = 0.0;
+    int empty = 0;
     for (int e = 0; e < call->x.local; e++) {
         double r = (double)call->x.expert_rows[e];
         sum += r;
         squares += r * r;
         if (r > most) most = r;
+        empty += r == 0.0;
     }
+    st->expert_empty_sum += (double)empty / call->x.local;
     double mean = sum / call->x.local, var = squares / call->x.local - mean * mean;
     st->expert_rows_sum += mean;
     st->expert_busiest_sum += mean > 0.0 ? most / mean : 1.0;

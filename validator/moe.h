@@ -121,8 +121,9 @@ typedef struct {
     double imbalance_sum, imbalance_max;
     long imbalance_calls;
     /* the spread of rows over this rank's experts, every call: the busiest expert's rows over the mean, the
-     * coefficient of variation, the mean rows (sums over imbalance_calls) */
-    double expert_busiest_sum, expert_cv_sum, expert_rows_sum;
+     * coefficient of variation, the mean rows, the share of experts given no rows, whose GEMMs are not launched
+     * (sums over imbalance_calls) */
+    double expert_busiest_sum, expert_cv_sum, expert_rows_sum, expert_empty_sum;
     cublasLtHandle_t lt;
     /* the experts' GEMMs of one loop run over MOE_STREAMS streams, forked from and joined to the step's */
     cudaStream_t gemm_streams[MOE_STREAMS];
@@ -160,6 +161,10 @@ size_t moe_saved_bytes(int N, int E, int k, int groups);
 
 /* Allocates, fills the initial weights (the same values whatever ep), and opens the EP
  * group's connections.  Exits after one stderr line on a CUDA, cuBLAS or NCCL error. */
+/* Whether SEXTANT_MOE_ROUTE=balanced deals every expert the same rows (docs/guide.md, the environment): the planner
+ * then prices the run's experts with even rows (--expert-rows even). */
+int moe_route_balanced(void);
+
 void moe_init(moe_state *st, const moe_config *c);
 /* keep = 0: a forward whose backward recomputes it (full recomputation): its routed rows go back to the pool at its
  * end, as a checkpointed forward keeps nothing but the layer's input */

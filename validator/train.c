@@ -293,6 +293,7 @@ static int predict_run(train_run_state *r, gpt *g)
     r->l.sp = s->sp; r->l.zero = o->l.zero; r->l.ep = s->ep;
     r->l.cp = cp; r->l.cp_comm = CP_COMM_RING;
     r->l.zero_waits = ZERO_WAITS_STEP;   /* a micro-batch's last reduce-scatter goes out behind the next one's forward */
+    r->l.expert_rows = moe_route_balanced() ? EXPERT_ROWS_EVEN : EXPERT_ROWS_ROUTED;
     job_t job = {1e9, 1.0};
     char err[256];
     if (estimate_layout(m, gpu, node, &r->l, &job, &r->e, err, sizeof err) != 0) {
@@ -912,8 +913,10 @@ static void print_summary(const train_run_state *r, const gpt *g)
     if (s->moe && s->ep > 1 && g->moe.imbalance_calls) report_moe_as_routed(r, g);
     if (s->moe && g->moe.imbalance_calls)
         printf("MoE rows over rank 0's %d experts: %.0f an expert on average; the busiest expert %.3f x the mean, coefficient "
-               "of variation %.3f (means over the calls)\n", s->E / s->ep, g->moe.expert_rows_sum / g->moe.imbalance_calls,
-               g->moe.expert_busiest_sum / g->moe.imbalance_calls, g->moe.expert_cv_sum / g->moe.imbalance_calls);
+               "of variation %.3f, %.1f%% of the experts given no rows (their GEMMs not launched) (means over the calls)\n",
+               s->E / s->ep, g->moe.expert_rows_sum / g->moe.imbalance_calls,
+               g->moe.expert_busiest_sum / g->moe.imbalance_calls, g->moe.expert_cv_sum / g->moe.imbalance_calls,
+               100.0 * g->moe.expert_empty_sum / g->moe.imbalance_calls);
     if (s->moe)
         printf("MoE buffers: the routed rows' (stream-ordered pool) peaked at %.3f GiB reserved, %.3f GiB in use, on rank 0, "
                "beside our %.3f GiB; the EP groups' first use took %.3f GiB; expert GEMMs: %s, %ld cuBLASLt heuristic queries "
