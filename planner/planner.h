@@ -137,7 +137,7 @@ typedef struct {
     int separate_launches;  /* GEMM with batch > 1: each problem of the batch is a launch of its own (one cuBLAS
                                GEMM per expert, EXPERT_GEMM_STREAMS); 0: one launch whose tiles share the waves */
     int routed_rows;        /* GEMM with batch > 1: each expert's rows are its own, as a router deals them (the expected
-                               row tiles over the balanced shape's: routed_rows_tile_factor); 0: every expert the same */
+                               row tiles over the balanced shape's: routed_row_tiles); 0: every expert the same */
     double rows_load;       /* GEMM with batch > 1: the busiest EP rank's routed rows over the balanced expert's, whose
                                shape m (k for a weight gradient) is; the waves' time scales by it, the launches' fixed
                                cost does not (docs/model.md, "Mixture of experts"); 0 or 1: none */

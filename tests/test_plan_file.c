@@ -126,6 +126,11 @@ static void refuses_what_the_step_does_not_run(void **state)
     assert_int_equal(g.status, 0);
     assert_int_equal(read_text(g.out, &p), 0);
     run_free(&g);
+    /* experts padded to a capacity: the step runs the router's rows */
+    g = run_sextant("estimate moe-test --gpus 2 --dp 2 --ep 2 --expert-rows even --format json --calibration none");
+    assert_int_equal(g.status, 0);
+    assert_int_equal(read_text(g.out, &p), -1);
+    run_free(&g);
     assert_int_equal(read_text("not json", &p), -1);
     /* fuzz_plan's crash: a ZeRO stage of 124895 was read as a layout; and a fractional degree */
     run_result r = run_sextant("estimate gpt2 --gpus 2 --zero 1 --format json --calibration none");

@@ -165,6 +165,13 @@ int read_plan(const char *path, plan_file *p)
                 path);
         goto done;
     }
+    /* experts padded to a capacity: the step runs the router's rows (SEXTANT_MOE_ROUTE=balanced deals them evenly, a
+     * diagnostic the model does not learn its routing under) */
+    const cJSON *rows = json_get(layout, "expert_rows");
+    if (rows && (!cJSON_IsString(rows) || strcmp(rows->valuestring, "routed"))) {
+        fprintf(stderr, "sextant-gpu: --plan %s: layout.expert_rows: the training step runs the router's rows (routed)\n", path);
+        goto done;
+    }
     const cJSON *rc_ = json_get(layout, "recompute"), *att = json_get(layout, "attention"), *sp = json_get(layout, "sp");
     const cJSON *prec = json_get(layout, "precision");
     if (!cJSON_IsString(rc_) || (att && !cJSON_IsString(att)) || !cJSON_IsBool(sp) || !cJSON_IsString(prec)) {
