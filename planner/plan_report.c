@@ -385,6 +385,10 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
         fprintf(out, "# sextant plan for %s on %lld x %s (%lld nodes): Megatron-LM pretrain_gpt.py arguments\n", m->name,
                 (long long)l->gpus, g->name, (long long)nodes);
         if (behind[0]) fprintf(out, "# %s\n", behind);
+        /* experts padded to a capacity (--expert-rows even): Megatron pads only under a capacity factor */
+        if (model_is_moe(m) && l->expert_rows == EXPERT_ROWS_EVEN && !(m->capacity_factor > 0))
+            fprintf(out, "# the experts' rows priced even (--expert-rows even): Megatron pads them to a capacity only with "
+                         "--moe-expert-capacity-factor (sextant's --capacity-factor)\n");
         fprintf(out, "torchrun --nnodes %lld --nproc-per-node %lld pretrain_gpt.py \\\n", (long long)nodes, (long long)per_node);
         fprintf(out, "  --num-layers %lld --hidden-size %lld --num-attention-heads %lld --ffn-hidden-size %lld \\\n",
                 (long long)m->layers, (long long)m->hidden, (long long)m->heads, (long long)m->ffn);
@@ -423,6 +427,8 @@ int emit_plan(FILE *out, const plan_request *req, const plan_candidate *c, const
             if (m->shared_experts > 0)
                 fprintf(out, "  --moe-shared-expert-intermediate-size %lld \\\n", (long long)(m->shared_experts * model_expert_ffn(m)));
             if (m->capacity_factor > 0) fprintf(out, "  --moe-expert-capacity-factor %g \\\n", m->capacity_factor);
+            if (m->capacity_factor > 0 && l->expert_rows == EXPERT_ROWS_EVEN)
+                fprintf(out, "  --moe-pad-expert-input-to-capacity \\\n");
             /* the experts' GEMMs as priced: Transformer Engine's grouped linear (a GEMM an expert over four streams),
              * or the grouped_gemm package's one CUTLASS launch (docs/model.md, "Mixture of experts") */
             fprintf(out, "  --moe-grouped-gemm%s \\\n", l->expert_gemm == EXPERT_GEMM_GROUPED ? " --moe-use-legacy-grouped-gemm" : "");

@@ -778,6 +778,17 @@ static void cli_takes_ep_and_emits_it(void **state)
     r = run_sextant("plan mixtral-8x7b --gpus 64 --ep 8 --emit megatron --expert-gemm grouped");
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "--moe-grouped-gemm --moe-use-legacy-grouped-gemm"));
+    assert_null(strstr(r.out, "--moe-pad-expert-input-to-capacity"));
+    run_free(&r);
+    /* experts padded to a capacity (--expert-rows even): Megatron pads under a capacity factor, and only then */
+    r = run_sextant("plan mixtral-8x7b --gpus 64 --ep 8 --emit megatron --expert-rows even --capacity-factor 1.25");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "  --moe-expert-capacity-factor 1.25 \\\n  --moe-pad-expert-input-to-capacity \\\n"));
+    run_free(&r);
+    r = run_sextant("plan mixtral-8x7b --gpus 64 --ep 8 --emit megatron --expert-rows even");
+    assert_int_equal(r.status, 0);
+    assert_null(strstr(r.out, "--moe-pad-expert-input-to-capacity"));
+    assert_non_null(strstr(r.out, "# the experts' rows priced even (--expert-rows even)"));
     run_free(&r);
     r = run_sextant("plan deepseek-v3 --gpus 1024 --ep 64 --emit torchtitan");
     assert_int_equal(r.status, 0);
