@@ -826,7 +826,7 @@ static double step_with_rows(const char *args, char *rows, size_t rows_len)
 /* --expert-rows (docs/model.md, "Mixture of experts", a router's rows): routed by default, each expert's GEMM priced
  * at its expected row tiles where the H100's tile model prices it (4 experts a rank at EP 2: a longer step than even
  * rows); without a tile model (the hwdb defaults' curve) both the same; one expert a rank (EP 8) has no spread to
- * price; a plan carries the choice into its layouts; anything else is refused naming the flag. */
+ * price; a plan carries the choice into its layouts; explain says which; anything else is refused naming the flag. */
 static void expert_rows_flag_prices_routed_tiles(void **state)
 {
     (void)state;
@@ -848,6 +848,15 @@ static void expert_rows_flag_prices_routed_tiles(void **state)
     expect_ok(&r);
     assert_non_null(strstr(r.out, "\"expert_rows\":\t\"even\""));
     assert_null(strstr(r.out, "\"expert_rows\":\t\"routed\""));
+    run_free(&r);
+    /* explain says which the step priced */
+    r = run_sextant("explain %s", ep2);
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "(--expert-rows routed)"));
+    run_free(&r);
+    r = run_sextant("explain %s --expert-rows even", ep2);
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "(--expert-rows even)"));
     run_free(&r);
     expect_bad_input("estimate mixtral-8x7b --gpus 8 --ep 2 --expert-rows padded", "--expert-rows");
 }
