@@ -481,8 +481,20 @@ static double four_stream_layer_us(const char *path)
     return found == 6 ? sum : -1.0;
 }
 
-/* One layer's six expert GEMMs priced on the balanced shape at `rows` rows an expert, on one GPU at the top clock
- * with no issue floor (the benchmark's graph left the host out), in seconds. */
+/* Card `name` of `overlay` as dev/cuda/expert_grouped.cu's graph timings ran it: the power model off (the ops at the
+ * top clock, which those timings held) and no host issue (the graph left it out).  One copy, as gpu_with's. */
+static const hw_gpu *graph_benchmark_gpu(hwdb *h, const char *overlay, const char *name)
+{
+    static hw_gpu top;
+    top = *gpu_with(h, overlay, name);
+    top.power_static_w = 0.0;
+    top.gemm_issue_s = 0.0;
+    top.launch_overhead_s = 0.0;
+    return &top;
+}
+
+/* One layer's six expert GEMMs at `rows` rows an expert, the experts' rows `kind` (routed: each expert rounding its
+ * own up; even: the balanced shape), on one GPU as `top` prices it, in seconds. */
 static double expert_layer_priced_s(const hw_gpu *top, const hw_node *node, const model_t *model, double rows,
                                     expert_rows_t kind)
 {
@@ -545,12 +557,8 @@ static void four_streams_track_the_per_launch_price(void **state)
                                     &heldout, err, sizeof err), 0);
     for (size_t g = 0; g < sizeof cards / sizeof cards[0]; g++) {
         hwdb h;
-        static hw_gpu top;
-        top = *gpu_with(&h, cards[g].overlay, cards[g].gpu);
-        top.power_static_w = 0.0;     /* the top clock: the benchmarks held 1950-1980 MHz */
-        top.gemm_issue_s = 0.0;       /* the graph left the host's issue out */
-        top.launch_overhead_s = 0.0;
-        const hw_node *node = hwdb_find_node(&h, top.node);
+        const hw_gpu *top = graph_benchmark_gpu(&h, cards[g].overlay, cards[g].gpu);   /* held 1950-1980 MHz */
+        const hw_node *node = hwdb_find_node(&h, top->node);
         double sum_abs = 0.0;
         int counted = 0;
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -561,7 +569,7 @@ static void four_streams_track_the_per_launch_price(void **state)
             const model_t *m = model_zoo_find(!strcmp(cases[c].model, "moe-test") ? &zoo : &heldout, cases[c].model);
             assert_non_null(m);
             const int even = cards[g].even || strstr(cases[c].file, "even") != NULL;
-            double priced = expert_layer_priced_s(&top, node, m, cases[c].rows, even ? EXPERT_ROWS_EVEN : EXPERT_ROWS_ROUTED);
+            double priced = expert_layer_priced_s(top, node, m, cases[c].rows, even ? EXPERT_ROWS_EVEN : EXPERT_ROWS_ROUTED);
             double measured = four_stream_layer_us(path) * 1e-6;
             assert_true(measured > 0.0);
             double error = (priced - measured) / measured;
@@ -602,12 +610,8 @@ static void routed_rows_round_each_experts_tiles_up(void **state)
     assert_close(routed_row_tiles(512.0, GEMM_K_STEP) * GEMM_K_STEP, 544.0, 1e-9);
     assert_close(routed_row_tiles(0.0, 128.0), 0.0, 0.0);
     hwdb h;
-    static hw_gpu top;
-    top = *gpu_with(&h, SEXTANT_ROOT "/hwdb/measured/h200.csv", "h200");
-    top.power_static_w = 0.0;     /* the top clock: these timings held 1895-1980 MHz */
-    top.gemm_issue_s = 0.0;       /* the graph left the host's issue out */
-    top.launch_overhead_s = 0.0;
-    const hw_node *node = hwdb_find_node(&h, top.node);
+    const hw_gpu *top = graph_benchmark_gpu(&h, SEXTANT_ROOT "/hwdb/measured/h200.csv", "h200");   /* 1895-1980 MHz */
+    const hw_node *node = hwdb_find_node(&h, top->node);
     model_zoo heldout;
     char err[512];
     assert_int_equal(model_zoo_load(SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv",
@@ -619,8 +623,8 @@ static void routed_rows_round_each_experts_tiles_up(void **state)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const model_t *m = model_zoo_find(!strcmp(cases[c].model, "moe-test") ? &zoo : &heldout, cases[c].model);
         assert_non_null(m);
-        double routed = expert_layer_priced_s(&top, node, m, cases[c].rows, EXPERT_ROWS_ROUTED);
-        double even = expert_layer_priced_s(&top, node, m, cases[c].rows, EXPERT_ROWS_EVEN);
+        double routed = expert_layer_priced_s(top, node, m, cases[c].rows, EXPERT_ROWS_ROUTED);
+        double even = expert_layer_priced_s(top, node, m, cases[c].rows, EXPERT_ROWS_EVEN);
         assert_true(routed >= even);
         moved += routed > even * 1.001;
         char path[512];
