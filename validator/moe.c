@@ -217,7 +217,7 @@ static void read_switches(moe_state *st, const moe_config *c)
     st->gemm_ex = gemm && !strcmp(gemm, "ex");
     const char *large = getenv("SEXTANT_MOE_LARGE");
     if (large && *large && strcmp(large, "ex") && strcmp(large, "lt")) {
-        fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_LARGE=%s: expected lt (16-row buckets, the default) or ex (cublasGemmEx)\n",
+        fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_LARGE=%s: expected lt (cuBLASLt, the default) or ex (cublasGemmEx)\n",
                 large);
         exit(2);
     }
@@ -589,13 +589,10 @@ static void reduce_back(moe_state *st, const moe_exchange *x, const bf16 *major,
  * cuBLAS's heuristic on the host, 0.14 to 0.18 ms a GEMM on 2 x H200, and the GPU waited for
  * it: the experts' GEMMs measured 2.5x to 4x the planner's time, the kernels themselves a
  * fraction of it (docs/validation/2026-11-26-h200x2-ep, first run).  Here the heuristic runs
- * once per transposes, leading dimensions and bucket of MOE_ALGO_BUCKET in each size, and its
- * algorithm serves every shape of the bucket that cublasLtMatmul takes; a shape it refuses runs
- * through cublasGemmEx, counted in `fallbacks`.  The heuristic is not cheap: 128 to 248 queries
- * in 21 calls of Mixtral 8x7B's layer cost 0.2-0.4 ms of host time per expert GEMM on average;
- * buckets that double in size cut the queries to 38-74 but chose slower kernels for other row
- * counts, and the step came out 1% slower (docs/validation/2026-11-26-h100-moe-host). */
-#define MOE_ALGO_BUCKET 128
+ * before the first step, once per transposes, leading dimensions and bucket of MOE_ALGO_BUCKET
+ * rows (moe.h says why 16, asked at the bucket's top), and its algorithm serves every shape of
+ * the bucket that cublasLtMatmul takes; a shape it refuses runs through cublasGemmEx, counted in
+ * `fallbacks`. */
 #define MOE_LT_WORKSPACE_BYTES (32u << 20)
 
 static void lt_init(moe_state *st)
@@ -677,33 +674,33 @@ static void experts_join(moe_state *st)
     }
 }
 
-/* An expert GEMM of MOE_EXACT_GEMM_FLOPS or more: its algorithm is its 16-row bucket's. */
+/* An expert GEMM of MOE_EXACT_GEMM_FLOPS or more: through cublasGemmEx under SEXTANT_MOE_LARGE=ex. */
 static int gemm_is_large(int m, int n, int k) { return 2.0 * m * n * (double)k >= MOE_EXACT_GEMM_FLOPS; }
 
-/* The algorithm of the bucket of C[m, n] (+)= op(A) op(B), the heuristic asked on the bucket's first shape
- * (MOE_ALGO_BUCKET rows, MOE_EXACT_BUCKET for a large GEMM); the reused layouts are left shaped to this one.  An
- * open-addressed table, not a list: a step of 32 experts looks it up thousands of times, and the host's time per
- * GEMM is what the forward waits for.  NULL when the table is full (cublasGemmEx then runs the GEMM). */
+/* The algorithm of the bucket of C[m, n] (+)= op(A) op(B): each size d in bucket ceil(d / MOE_ALGO_BUCKET), the
+ * heuristic asked on the bucket's first shape (lt_prewarm's: its top); the reused layouts are left shaped to this
+ * one.  An open-addressed table, not a list: a step of 32 experts looks it up thousands of times, and the host's
+ * time per GEMM is what the forward waits for.  NULL when the table is full (cublasGemmEx then runs the GEMM). */
 static moe_algo *algo_for(moe_state *st, int ta, int tb, int m, int n, int k, int lda, int ldb, int ldc)
 {
     cublasLtMatrixLayout_t a = st->lt_layout[0], b = st->lt_layout[1], c = st->lt_layout[2];
     lt_shape(st, a, ta ? k : m, ta ? m : k, lda);
     lt_shape(st, b, tb ? n : k, tb ? k : n, ldb);
     lt_shape(st, c, m, n, ldc);
-    const int fine = gemm_is_large(m, n, k), rows = fine ? MOE_EXACT_BUCKET : MOE_ALGO_BUCKET;
-    const int mb = m / rows, nb = n / rows, kb = k / rows;
+    const int mb = (m + MOE_ALGO_BUCKET - 1) / MOE_ALGO_BUCKET, nb = (n + MOE_ALGO_BUCKET - 1) / MOE_ALGO_BUCKET,
+              kb = (k + MOE_ALGO_BUCKET - 1) / MOE_ALGO_BUCKET;
     uint64_t h = 1469598103934665603ull;   /* FNV-1a over the key's fields */
-    const int key[9] = {fine, ta, tb, mb, nb, kb, lda, ldb, ldc};
-    for (int i = 0; i < 9; i++) h = (h ^ (uint64_t)(uint32_t)key[i]) * 1099511628211ull;
+    const int key[8] = {ta, tb, mb, nb, kb, lda, ldb, ldc};
+    for (int i = 0; i < 8; i++) h = (h ^ (uint64_t)(uint32_t)key[i]) * 1099511628211ull;
     for (unsigned slot = (unsigned)(h & (MOE_ALGO_SLOTS - 1));; slot = (slot + 1) & (MOE_ALGO_SLOTS - 1)) {
         moe_algo *q = &st->algos[slot];
-        if (q->used && q->fine == fine && q->ta == ta && q->tb == tb && q->mb == mb && q->nb == nb && q->kb == kb &&
-            q->lda == lda && q->ldb == ldb && q->ldc == ldc)
+        if (q->used && q->ta == ta && q->tb == tb && q->mb == mb && q->nb == nb && q->kb == kb && q->lda == lda &&
+            q->ldb == ldb && q->ldc == ldc)
             return q;
         if (q->used) continue;
         if (st->nalgos >= MOE_ALGOS_MAX) return NULL;
         st->nalgos++;
-        *q = (moe_algo){1, fine, ta, tb, mb, nb, kb, lda, ldb, ldc, 0, {{0}}};
+        *q = (moe_algo){1, ta, tb, mb, nb, kb, lda, ldb, ldc, 0, {{0}}};
         cublasLtMatmulHeuristicResult_t result;
         int got = 0;
         st->heuristics++;
@@ -717,8 +714,8 @@ static moe_algo *algo_for(moe_state *st, int ta, int tb, int m, int n, int k, in
 }
 
 /* The six expert GEMMs of a layer at `rows` rows, as gemm_forward, gemm_dgrad and gemm_wgrad make them, each asked
- * for its bucket's algorithm where it is large (fine) or not (lt_prewarm). */
-static void prewarm_at(moe_state *st, int rows, int fine)
+ * for its bucket's algorithm (lt_prewarm); those SEXTANT_MOE_LARGE=ex sends through cublasGemmEx are not. */
+static void prewarm_at(moe_state *st, int rows)
 {
     const int C = st->c.C, F = st->c.F, up = st->up;
     const int shapes[6][8] = {
@@ -731,7 +728,7 @@ static void prewarm_at(moe_state *st, int rows, int fine)
     };
     for (int i = 0; i < 6; i++) {
         const int *g = shapes[i];
-        if (gemm_is_large(g[2], g[3], g[4]) == fine) algo_for(st, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]);
+        if (!(st->large_ex && gemm_is_large(g[2], g[3], g[4]))) algo_for(st, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]);
     }
 }
 
@@ -741,24 +738,19 @@ static void prewarm_at(moe_state *st, int rows, int fine)
  * host time, the GPU idle behind it in the forward) in whichever timed step first routes that many rows to an
  * expert: moe-fine's EP 2 step fell from 55 to 27 ms over 30 steps as the buckets filled
  * (docs/validation/2026-11-26-moe-launches), a warm-up a run of thousands of steps does not see.  Each bucket is
- * asked at its middle row count, a large GEMM's in 16-row buckets; a shape cuBLASLt then refuses runs through
- * cublasGemmEx, as before. */
+ * asked at its top row count, whose algorithm's tiles cover every row count of the bucket (moe.h); a shape
+ * cuBLASLt then refuses runs through cublasGemmEx, as before.  Mixtral 8x7B at EP 2 (up to 8192 rows an expert):
+ * 3072 queries, under MOE_ALGOS_MAX; past it the rest go through cublasGemmEx. */
 static void lt_prewarm(moe_state *st)
 {
     const moe_config *c = &st->c;
     long most = (long)c->N * st->groups;   /* the group's tokens: the EP group's, or the TP group's gathered */
     long before = st->heuristics;
-    for (long bucket = 0; bucket * MOE_ALGO_BUCKET < most + MOE_ALGO_BUCKET && st->nalgos < MOE_ALGOS_MAX - 64; bucket++) {
-        long r = bucket * MOE_ALGO_BUCKET + MOE_ALGO_BUCKET / 2;
-        prewarm_at(st, (int)(r < most ? r : most), 0);
-    }
-    for (long bucket = 0; !st->large_ex && bucket * MOE_EXACT_BUCKET < most + MOE_EXACT_BUCKET &&
-                          st->nalgos < MOE_ALGOS_MAX - 64;
-         bucket++) {
-        long r = bucket * MOE_EXACT_BUCKET + MOE_EXACT_BUCKET / 2;
-        prewarm_at(st, (int)(r < most ? r : most), 1);
-    }
+    double t0 = launch_clock_s();
+    for (long top = MOE_ALGO_BUCKET; top < most + MOE_ALGO_BUCKET && st->nalgos < MOE_ALGOS_MAX - 6; top += MOE_ALGO_BUCKET)
+        prewarm_at(st, (int)top);
     st->prewarmed = st->heuristics - before;
+    st->prewarm_s = launch_clock_s() - t0;
 }
 
 /* column-major C[m, n] (+)= op(A) op(B), bf16 with fp32 sums, as cublasGemmEx takes it.
@@ -776,8 +768,8 @@ static void expert_gemm(moe_state *st, int lane, int ta, int tb, int m, int n, i
     void *workspace = st->lt_workspace[lane < 0 ? 0 : lane];
     double t0 = launch_clock_s();
     st->gemm_calls++;
-    /* a large GEMM takes its 16-row bucket's algorithm (MOE_EXACT_GEMM_FLOPS), or cublasGemmEx's for its exact
-     * shape with SEXTANT_MOE_LARGE=ex */
+    /* a large GEMM (MOE_EXACT_GEMM_FLOPS) takes cublasGemmEx's algorithm for its exact shape with
+     * SEXTANT_MOE_LARGE=ex */
     const int exact = gemm_is_large(m, n, k);
     st->exact_calls += exact && !st->gemm_ex;
     if (st->gemm_ex || (exact && st->large_ex)) {

@@ -76,23 +76,23 @@ typedef struct {
  * package's cuBLAS path does (NUM_STREAM 4). */
 #define MOE_STREAMS 4
 
-/* An expert GEMM under this many FLOPs takes its 128-row bucket's cuBLASLt algorithm (moe.c, MOE_ALGO_BUCKET), the
- * heuristic's for the bucket's middle row count; on Mixtral 8x7B's experts (4096 x 14336, about 1024 rows) their
- * GEMMs took 227.5 ms a step through it and 212.4 through cublasGemmEx, which picks for each exact shape, and rows
- * dealt evenly did not close it (docs/validation/2026-11-27-h200-moe-experts).  A GEMM of 64 GFLOP or more (about
- * 100 us on an H100 or H200) takes the algorithm of its 16-row bucket (MOE_EXACT_BUCKET), asked before the first
- * step: what cublasGemmEx picks for the shape, without its host time.  Through cublasGemmEx, nearly every call is a
- * row count cuBLAS has not seen, and its heuristic, asked again, cost 121-258 us of host time a call on Mixtral's
- * layouts; through the buckets the forward's issue took 38-46 us a call at one GPU, TP 2 + SP and CP 2, its experts
- * ran 3-5% faster, and the step did not move beyond a call's spread (2 x H200,
- * docs/validation/2026-11-27-expert-rows-load).  SEXTANT_MOE_LARGE=ex takes cublasGemmEx for them again. */
+/* An expert GEMM takes the cuBLASLt algorithm of its 16-row bucket (moe.c, algo_for): rows r in (16(b-1), 16b], the
+ * heuristic asked before the first step at 16b, the bucket's most rows.  On Hopper the heuristic fits the tile's
+ * width to the rows (211 rows: one 128 x 216 tile; 233: two 256 x 120 ones), so an algorithm chosen for a bucket's
+ * top covers every row count of the bucket with at most 15 rows to spare, and a row count that is a multiple of 16
+ * gets its own choice.  The 128-row buckets asked at their middle this replaced (for GEMMs under 64 GFLOP) ran
+ * Mixtral 8x7B's experts at 256 rows 1.2-1.7x slower than the heuristic's choice for each exact shape: at 211 rows
+ * an algorithm chosen for 320 took two 192-wide tiles and split K (one H200, dev/cuda/expert_grouped versions 7
+ * and 8, docs/validation/2026-11-28-expert-algos).  Asking the heuristic for each exact shape in the step costs
+ * 186 us of host time a query, the GPU waiting (archive/2026-11-26-h100-expert-rows); through cublasGemmEx, which
+ * asks again for nearly every new row count, 121-258 us a call on Mixtral (docs/validation/2026-11-27-expert-rows-
+ * load).  SEXTANT_MOE_LARGE=ex sends the GEMMs of MOE_EXACT_GEMM_FLOPS or more through cublasGemmEx. */
 #define MOE_EXACT_GEMM_FLOPS 64e9
+#define MOE_ALGO_BUCKET 16
 
-#define MOE_EXACT_BUCKET 16
-
-/* an expert GEMM's cuBLASLt algorithm, kept for every shape of its bucket (moe.c); fine: a 16-row bucket */
+/* an expert GEMM's cuBLASLt algorithm, kept for every shape of its bucket (moe.c) */
 typedef struct {
-    int used, fine, ta, tb, mb, nb, kb, lda, ldb, ldc, usable;
+    int used, ta, tb, mb, nb, kb, lda, ldb, ldc, usable;
     cublasLtMatmulAlgo_t algo;
 } moe_algo;
 #define MOE_ALGOS_MAX 8192    /* Mixtral's six GEMMs at EP 2: 3000 16-row buckets up to 8192 rows */
@@ -136,8 +136,9 @@ typedef struct {
     int nalgos;
     long heuristics, fallbacks;         /* heuristic queries, GEMMs that fell back to cublasGemmEx */
     long prewarmed;                     /* of the queries, those moe_init made before the first step */
+    double prewarm_s;                   /* and the host's seconds they took */
     long gemm_calls;                    /* expert GEMMs issued, and the host's seconds issuing them */
-    long exact_calls;                   /* of them, of MOE_EXACT_GEMM_FLOPS or more (16-row buckets, or cublasGemmEx) */
+    long exact_calls;                   /* of them, of MOE_EXACT_GEMM_FLOPS or more (cublasGemmEx with SEXTANT_MOE_LARGE=ex) */
     double gemm_host_s;
     long fwd_gemm_calls;                /* of them, the forward's (and recomputation's), issued after the routing sync
                                            with the GPU's queue empty, and their host seconds: the issue the planner's

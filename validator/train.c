@@ -920,11 +920,12 @@ static void print_summary(const train_run_state *r, const gpt *g)
     if (s->moe)
         printf("MoE buffers: the routed rows' (stream-ordered pool) peaked at %.3f GiB reserved, %.3f GiB in use, on rank 0, "
                "beside our %.3f GiB; the EP groups' first use took %.3f GiB; expert GEMMs: %s, %ld cuBLASLt heuristic queries "
-               "(%ld before the first step), %ld calls of %.0f GFLOP or more (%s) and %ld where "
+               "(%ld before the first step, in %.2f s), %ld calls of %.0f GFLOP or more (%s) and %ld where "
                "cuBLASLt refused, %.1f us of host time to issue each (the forward's %.1f), on %d stream%s\n",
                moe_pool_high_bytes(&g->moe) / 1073741824.0, moe_pool_used_high_bytes(&g->moe) / 1073741824.0,
                g->accounted_bytes / 1073741824.0, g->moe.connect_bytes / 1073741824.0,
                g->moe.gemm_ex ? "cublasGemmEx (SEXTANT_MOE_GEMM=ex)" : "cuBLASLt", g->moe.heuristics, g->moe.prewarmed,
+               g->moe.prewarm_s,
                g->moe.exact_calls, MOE_EXACT_GEMM_FLOPS / 1e9,
                g->moe.large_ex ? "through cublasGemmEx, SEXTANT_MOE_LARGE=ex" : "16-row buckets", g->moe.fallbacks,
                g->moe.gemm_calls ? 1e6 * g->moe.gemm_host_s / (double)g->moe.gemm_calls : 0.0,

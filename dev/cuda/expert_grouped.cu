@@ -9,11 +9,15 @@
  *   1  cublasGemmEx per expert on one stream, in turn
  *   2  cublasGemmEx per expert on 4 streams, expert e on stream e % 4 (validator/moe.c with SEXTANT_MOE_GEMM=ex)
  *   3  cublasGemmGroupedBatchedEx: one call, one group of one GEMM per expert
- *   4  as validator/moe.c issues them (cuBLASLt with one algorithm per 128-row bucket, asked at the bucket's
- *      middle; cublasGemmEx from 64 GFLOP up), on one stream, captured in a CUDA graph: the GPU's time alone
+ *   4  as validator/moe.c issues them (cuBLASLt with one algorithm per 16-row bucket, asked at the bucket's top),
+ *      on one stream, captured in a CUDA graph: the GPU's time alone.  Until 2026-11-28 moe.c, and these versions,
+ *      kept an algorithm per 128-row bucket asked at its middle and took cublasGemmEx from 64 GFLOP up: the data
+ *      of docs/validation up to 2026-11-28-expert-tile-waste were measured so (--bucket-rows 128 does it again)
  *   5  the same on 2 streams, in a graph
  *   6  the same on 4 streams, in a graph: the step's GEMMs without the host's issue
  *   7  the same on 4 streams issued directly, as the step issues them
+ *   8  cuBLASLt on 4 streams issued directly, the heuristic asked at each expert's exact shape: whether version 7's
+ *      time is its bucket's algorithm or cuBLASLt's
  * Passes: fwd C[out, rows] = W^T X (A transposed), dgrad dX[in, rows] = W dY, wgrad dW[in, out] += X dY^T (K =
  * rows), the operands and transposes of moe.c's gemm_forward, gemm_dgrad and gemm_wgrad; wgrad0 the weight
  * gradient written (beta 0), to part the read of the gradient from the rest.
@@ -30,11 +34,14 @@
  * Measured: docs/validation/2026-11-27-h100h200-gemm-sustained (versions 1-3),
  * docs/validation/2026-11-27-expert-rows-load (versions 4-7).
  *
- * build/dev/expert_grouped [model [--even] [--cv C] [--rows R] [--passes P,...] [version ...]]   model: olmoe,
+ * build/dev/expert_grouped [model [--even] [--cv C] [--rows R] [--passes P,...] [--bucket-rows 16|128] [version ...]]   model: olmoe,
  * mixtral, test or all (default: all three); --even: every expert the mean rows (cv 0); --cv: the rows' coefficient
  * of variation, not the model's; --rows: R rows an expert on average, not the model's; --passes: those of fwd,
- * dgrad, wgrad, wgrad0 to run (default: all four); versions: those to time (default: every one; version 1 runs as
- * the check's reference either way) */
+ * dgrad, wgrad, wgrad0 to run (default: all four); --bucket-rows 128: versions 4-7 as moe.c issued them until
+ * 2026-11-28 (default 16, as it issues them now); versions: those to time (default: every one; version 1 runs as
+ * the check's reference either way).  On stderr, one line per expert and pass: the algorithm (cuBLASLt's id, tile
+ * and stages ids of cublasLt.h's enums, split-K count, reduction scheme, cluster shape id) of its bucket (version 7)
+ * and of its exact shape (version 8). */
 #include "dev_util.h"
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -44,10 +51,11 @@
 #include <string.h>
 #include <time.h>
 
-static const int STREAMS = 4, VERSIONS = 7;
-/* validator/moe.h's MOE_ALGO_BUCKET and MOE_EXACT_GEMM_FLOPS: the rows of one cuBLASLt algorithm, and the GEMM size
- * from which moe.c takes cublasGemmEx's algorithm for the exact shape */
-static const int ALGO_BUCKET = 128;
+static const int STREAMS = 4, VERSIONS = 8;
+/* validator/moe.h's MOE_ALGO_BUCKET: the rows of one cuBLASLt algorithm; --bucket-rows 128 sets the old way (the
+ * 128-row bucket asked at its middle, cublasGemmEx from EXACT_GEMM_FLOPS up) */
+static int algo_bucket = 16;
+static const int OLD_BUCKET = 128;
 static const double EXACT_GEMM_FLOPS = 64e9;
 static const size_t LT_WORKSPACE_BYTES = 32u << 20;
 static const int CHECKED = 6;   /* experts whose outputs the check compares, */
@@ -88,6 +96,7 @@ typedef struct {
     cublasLtMatmulPreference_t pref;
     void *workspace[STREAMS];          /* one per stream, as moe.c's lt_workspace */
     std::map<std::vector<int>, cublasLtMatmulAlgo_t> algos;   /* by bucket; absent: the heuristic found none */
+    std::map<std::vector<int>, cublasLtMatmulAlgo_t> exact;   /* version 8's: by the exact shape */
 } lt_issue;
 
 typedef struct {
@@ -102,6 +111,7 @@ typedef struct {
     /* versions 4-7: each expert's layouts (A, B, C) and algorithm (NULL: cublasGemmEx) */
     std::vector<cublasLtMatrixLayout_t> la, lb, lc;
     std::vector<const cublasLtMatmulAlgo_t *> algo;
+    std::vector<const cublasLtMatmulAlgo_t *> algo_exact;   /* version 8's */
 } layer;
 
 static void gemm_ex(cublasHandle_t h, cudaStream_t s, const gemm_shape &g, const void *A, const void *B, void *C) {
@@ -119,44 +129,86 @@ static void lt_layouts(const gemm_shape &g, cublasLtMatrixLayout_t *a, cublasLtM
     CB(cublasLtMatrixLayoutCreate(c, CUDA_R_16BF, g.m, g.n, g.ldc));
 }
 
-/* moe.c's algo_for: the algorithm of the 128-row bucket of g, the heuristic asked once at the bucket's middle row
- * count (lt_prewarm's), which is the GEMM's n, or its k for a weight gradient; NULL where none is usable or the
- * GEMM is large enough for cublasGemmEx's exact choice */
-static const cublasLtMatmulAlgo_t *bucket_algo(lt_issue *q, const gemm_shape &g) {
-    if (2.0 * g.m * g.n * (double)g.k >= EXACT_GEMM_FLOPS) return NULL;
-    const std::vector<int> key = {g.ta, g.tb, g.m / ALGO_BUCKET, g.n / ALGO_BUCKET, g.k / ALGO_BUCKET, g.lda, g.ldb, g.ldc};
-    auto at = q->algos.find(key);
-    if (at != q->algos.end()) return &at->second;
-    gemm_shape mid = g;
-    int &rows = g.tb ? mid.k : mid.n;
-    rows = rows / ALGO_BUCKET * ALGO_BUCKET + ALGO_BUCKET / 2;
+/* cuBLASLt's first heuristic choice for g, false where none is usable with the workspace */
+static int heuristic(lt_issue *q, const gemm_shape &g, cublasLtMatmulAlgo_t *algo) {
     cublasLtMatrixLayout_t a, b, c;
-    lt_layouts(mid, &a, &b, &c);
+    lt_layouts(g, &a, &b, &c);
     cublasLtMatmulHeuristicResult_t result;
     int got = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(q->lt, q->desc[g.ta][g.tb], a, b, c, c, q->pref, 1, &result, &got);
     CB(cublasLtMatrixLayoutDestroy(a));
     CB(cublasLtMatrixLayoutDestroy(b));
     CB(cublasLtMatrixLayoutDestroy(c));
-    if (st != CUBLAS_STATUS_SUCCESS || got == 0 || result.workspaceSize > LT_WORKSPACE_BYTES) return NULL;
-    return &(q->algos[key] = result.algo);
+    if (st != CUBLAS_STATUS_SUCCESS || got == 0 || result.workspaceSize > LT_WORKSPACE_BYTES) return 0;
+    *algo = result.algo;
+    return 1;
 }
 
-/* versions 4-7: expert e on stream lanes[e % streams], forked from and joined to `main` */
-static void run_lt(lt_issue *q, cublasHandle_t h, layer *L, int streams, cudaStream_t main, cudaStream_t *lanes,
-                   cudaEvent_t fork, cudaEvent_t *joined) {
+/* moe.c's algo_for: the algorithm of the 16-row bucket of g (each size d in bucket ceil(d / 16)), the heuristic
+ * asked once at the bucket's top row count (lt_prewarm's), which is the GEMM's n, or its k for a weight gradient;
+ * with --bucket-rows 128 the old way: floor(d / 128), asked at the bucket's middle, and NULL (cublasGemmEx) from
+ * EXACT_GEMM_FLOPS up.  NULL where no algorithm is usable. */
+static const cublasLtMatmulAlgo_t *bucket_algo(lt_issue *q, const gemm_shape &g) {
+    const int old = algo_bucket == OLD_BUCKET, b = algo_bucket;
+    if (old && 2.0 * g.m * g.n * (double)g.k >= EXACT_GEMM_FLOPS) return NULL;
+    auto index = [&](int d) { return old ? d / b : (d + b - 1) / b; };
+    const std::vector<int> key = {g.ta, g.tb, index(g.m), index(g.n), index(g.k), g.lda, g.ldb, g.ldc};
+    auto at = q->algos.find(key);
+    if (at != q->algos.end()) return &at->second;
+    gemm_shape asked = g;
+    int &rows = g.tb ? asked.k : asked.n;
+    rows = old ? rows / b * b + b / 2 : index(rows) * b;
+    cublasLtMatmulAlgo_t algo;
+    if (!heuristic(q, asked, &algo)) return NULL;
+    return &(q->algos[key] = algo);
+}
+
+/* version 8's: the heuristic's choice at g itself, whatever its size; NULL where none is usable */
+static const cublasLtMatmulAlgo_t *exact_algo(lt_issue *q, const gemm_shape &g) {
+    const std::vector<int> key = {g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldc};
+    auto at = q->exact.find(key);
+    if (at != q->exact.end()) return &at->second;
+    cublasLtMatmulAlgo_t algo;
+    if (!heuristic(q, g, &algo)) return NULL;
+    return &(q->exact[key] = algo);
+}
+
+/* "id tile splitk reduction stages cluster" of an algorithm (cublasLt.h's enum values), or "cublasGemmEx" */
+static void describe_algo(const cublasLtMatmulAlgo_t *algo, char *out, size_t size) {
+    if (!algo) {
+        snprintf(out, size, "cublasGemmEx");
+        return;
+    }
+    int32_t id = 0, splitk = 0;
+    uint32_t tile = 0, reduction = 0, stages = 0;
+    uint16_t cluster = 0;
+    size_t n;
+    CB(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &n));
+    CB(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &n));
+    CB(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &n));
+    CB(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction, sizeof reduction, &n));
+    CB(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &n));
+    CB(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster, &n));
+    snprintf(out, size, "algo %d tile %u splitk %d reduction %u stages %u cluster %u", id, tile, splitk, reduction,
+             stages, (unsigned)cluster);
+}
+
+/* versions 4-8: expert e on stream lanes[e % streams], forked from and joined to `main`, with algorithms `algo`
+ * (L->algo or L->algo_exact) */
+static void run_lt(lt_issue *q, cublasHandle_t h, layer *L, const std::vector<const cublasLtMatmulAlgo_t *> &algo,
+                   int streams, cudaStream_t main, cudaStream_t *lanes, cudaEvent_t fork, cudaEvent_t *joined) {
     const float one = 1.0f;
     CK(cudaEventRecord(fork, main));
     for (int i = 0; i < streams; i++) CK(cudaStreamWaitEvent(lanes[i], fork, 0));
     for (int e = 0; e < L->E; e++) {
         const gemm_shape &g = L->g[e];
         const int lane = e % streams;
-        if (!L->algo[e]) {
+        if (!algo[e]) {
             gemm_ex(h, lanes[lane], g, L->A[e], L->B[e], L->C[e]);
             continue;
         }
         CB(cublasLtMatmul(q->lt, q->desc[g.ta][g.tb], &one, L->A[e], L->la[e], L->B[e], L->lb[e], &g.beta, L->C[e],
-                          L->lc[e], L->C[e], L->lc[e], L->algo[e], q->workspace[lane], LT_WORKSPACE_BYTES, lanes[lane]));
+                          L->lc[e], L->C[e], L->lc[e], algo[e], q->workspace[lane], LT_WORKSPACE_BYTES, lanes[lane]));
     }
     for (int i = 0; i < streams; i++) {
         CK(cudaEventRecord(joined[i], lanes[i]));
@@ -193,7 +245,9 @@ static void run(int version, rig *r, layer *L) {
                                       (const void *const *)L->dB, CUDA_R_16BF, L->ldb.data(), L->beta.data(), L->dC,
                                       CUDA_R_16BF, L->ldc.data(), L->E, L->one.data(), CUBLAS_COMPUTE_32F));
     } else if (version == 7) {
-        run_lt(&r->q, h, L, STREAMS, 0, r->lanes, r->fork, r->joined);
+        run_lt(&r->q, h, L, L->algo, STREAMS, 0, r->lanes, r->fork, r->joined);
+    } else if (version == 8) {
+        run_lt(&r->q, h, L, L->algo_exact, STREAMS, 0, r->lanes, r->fork, r->joined);
     } else {
         CK(cudaGraphLaunch(r->graph[version], 0));
     }
@@ -206,7 +260,7 @@ static int graph_streams(int version) { return version == 4 ? 1 : version == 5 ?
 static void capture(rig *r, layer *L, int version) {
     cudaGraph_t g;
     CK(cudaStreamBeginCapture(r->capture, cudaStreamCaptureModeThreadLocal));
-    run_lt(&r->q, r->h, L, graph_streams(version), r->capture, r->lanes, r->fork, r->joined);
+    run_lt(&r->q, r->h, L, L->algo, graph_streams(version), r->capture, r->lanes, r->fork, r->joined);
     CK(cudaStreamEndCapture(r->capture, &g));
     CK(cudaGraphInstantiate(&r->graph[version], g, 0));
     CK(cudaGraphDestroy(g));
@@ -278,6 +332,12 @@ static void one_pass(const moe_shape *s, int rows_mean, double cv, const char *p
         lt_layouts(g, &a, &b, &c);
         L.la.push_back(a), L.lb.push_back(b), L.lc.push_back(c);
         L.algo.push_back(bucket_algo(&r->q, g));
+        L.algo_exact.push_back(exact_algo(&r->q, g));
+        char bucket_said[160], exact_said[160];
+        describe_algo(L.algo.back(), bucket_said, sizeof bucket_said);
+        describe_algo(L.algo_exact.back(), exact_said, sizeof exact_said);
+        fprintf(stderr, "%s %s_%s expert %d: %dx%dx%d: bucket %s; exact %s\n", s->name, in == s->hidden ? "up" : "down",
+                pass, e, g.m, g.n, g.k, bucket_said, exact_said);
     }
     L.dA = (void **)dmalloc(L.E * sizeof(void *));
     L.dB = (void **)dmalloc(L.E * sizeof(void *));
@@ -421,6 +481,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--rows") && i + 1 < argc && (rows_mean = atoi(argv[i + 1])) > 0) i++;
         else if (!strcmp(argv[i], "--cv") && i + 1 < argc && (cv_asked = atof(argv[i + 1])) >= 0.0) i++;
         else if (!strcmp(argv[i], "--passes") && i + 1 < argc) passes_asked = argv[++i];
+        else if (!strcmp(argv[i], "--bucket-rows") && i + 1 < argc &&
+                 ((algo_bucket = atoi(argv[i + 1])) == OLD_BUCKET || algo_bucket == 16))
+            i++;
         else if (!*end && v >= 1 && v <= VERSIONS) run_version[v] = chosen = 1;
         else known = 0;
     }
@@ -429,7 +492,8 @@ int main(int argc, char **argv) {
     for (const char *p : passes) passes_named += pass_listed(passes_asked, p);
     if (passes_named != 1 + (int)std::count(passes_asked, passes_asked + strlen(passes_asked), ',')) known = 0;
     if (!known) {
-        fprintf(stderr, "expert_grouped [olmoe|mixtral|test|all [--even] [--cv C] [--rows R] [--passes P,...] [version 1-%d ...]]\n",
+        fprintf(stderr, "expert_grouped [olmoe|mixtral|test|all [--even] [--cv C] [--rows R] [--passes P,...] "
+                        "[--bucket-rows 16|128] [version 1-%d ...]]\n",
                 VERSIONS);
         return 2;
     }
