@@ -386,6 +386,30 @@ static void expert_algos_runs_price_within(void **state)
     assert_true(mean < 0.04 && worst < 0.075);
 }
 
+/* The same held-out layouts with each token's experts drawn at random (SEXTANT_MOE_ROUTE=random: a router balanced as
+ * a trained one is in expectation, as Megatron-Core's moe_router_force_load_balancing benchmarks; every expert
+ * Binomial(N, k/E) rows) against the model's own untrained router, which left 21-27% of OLMoE's experts empty
+ * (docs/validation/2026-11-28-moe-random-route): over OLMoE's one GPU, ZeRO-2, ZeRO-3 with and without
+ * recomputation, CP 2 and EP 2 and Mixtral's one GPU and CP 2, 4.4% mean (+1.2%), worst +6.5% with the router;
+ * 3.0% (-1.3%), worst -5.2% (OLMoE on one GPU) at random. */
+static void random_route_runs_price_within(void **state)
+{
+    (void)state;
+    const char *zoo = SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv";
+    const char *runs[] = {"olmoe-4l/1gpu", "olmoe-4l/dp2z2", "olmoe-4l/dp2z3", "olmoe-4l/dp2z3rc",
+                          "olmoe-4l/cp2",  "olmoe-4l/ep2",   "mixtral-2l/1gpu", "mixtral-2l/cp2"};
+    const size_t n = sizeof runs / sizeof runs[0];
+    double routed = 0.0, random = 0.0;
+    double worst_routed = worst_before_held("h200", SEXTANT_ROOT "/tests/data/2026-11-28-expert-algos", runs, n, zoo,
+                                            &routed, NULL);
+    double worst_random = worst_before_held("h200", SEXTANT_ROOT "/tests/data/2026-11-28-moe-random-route", runs, n, zoo,
+                                            &random, NULL);
+    if (random >= 0.035 || worst_random >= 0.06 || random >= routed || worst_random >= worst_routed)
+        print_error("router %.2f%% (worst %.2f%%), random %.2f%% (worst %.2f%%)\n", 100 * routed, 100 * worst_routed,
+                    100 * random, 100 * worst_random);
+    assert_true(random < 0.035 && worst_random < 0.06 && random < routed && worst_random < worst_routed);
+}
+
 /* Ten steps of two models no calibration timed (LLaMA 3.2 3B, GPT-2 large) on the first 2 x H100 lent here: one GPU,
  * TP 2 with and without SP, PP 2, DP 2 with ZeRO-1 and ZeRO-3, priced with the shipped overlay, whose collectives
  * and their measured times per message size came from calibrate --comm on that machine (not from these steps;
@@ -792,6 +816,7 @@ int main(void)
         cmocka_unit_test(moe_memory_keeps_no_expert_outputs),
         cmocka_unit_test(ep_steps_price_the_balanced_expert_shape),
         cmocka_unit_test(expert_algos_runs_price_within),
+        cmocka_unit_test(random_route_runs_price_within),
         cmocka_unit_test(fit_power_bad_input),
         cmocka_unit_test(measured_overlay_is_the_default),
         cmocka_unit_test(each_gpu_takes_its_own_measured_overlay),

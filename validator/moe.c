@@ -207,6 +207,39 @@ int moe_route_balanced(void)
     return route && !strcmp(route, "balanced");
 }
 
+const char *moe_route_name(void)
+{
+    const char *route = getenv("SEXTANT_MOE_ROUTE");
+    return route && *route ? route : "router";
+}
+
+/* SEXTANT_MOE_ROUTE=random: each token's k experts drawn uniformly without replacement, a draw of its own for each
+ * of this rank's layers, fixed over the run (a full recomputation meets its forward's choice), seeded by the layer
+ * alone (TP ranks route the same tokens and must agree): each expert's rows Binomial(N, k/E), none empty but by
+ * chance, as a router trained to balance its load deals them in expectation.  Megatron-Core's moe_router_force_load_balancing (random logits before the top-k)
+ * serves the same end in NVIDIA's MoE benchmarks; like `balanced` the router's gates are kept. */
+static int32_t *random_routes(const moe_config *c)
+{
+    const size_t per_layer = (size_t)c->N * c->k;
+    int32_t *dealt = malloc((size_t)c->L * per_layer * sizeof *dealt), *order = malloc((size_t)c->E * sizeof *order);
+    if (!dealt || !order) { fprintf(stderr, "sextant-gpu train: rank %d: out of host memory\n", c->my_rank); exit(1); }
+    for (int l = 0; l < c->L; l++) {
+        uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(1 + c->layer0 + l);   /* xorshift64's seed */
+        for (int t = 0; t < c->N; t++) {
+            for (int e = 0; e < c->E; e++) order[e] = e;
+            for (int j = 0; j < c->k; j++) {   /* the first k of a Fisher-Yates shuffle */
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                const int pick = j + (int)(x % (uint64_t)(c->E - j));
+                const int32_t e = order[pick];
+                order[pick] = order[j], order[j] = e;
+                dealt[(size_t)l * per_layer + (size_t)t * c->k + j] = e;
+            }
+        }
+    }
+    free(order);
+    return dealt;
+}
+
 static void read_switches(moe_state *st, const moe_config *c)
 {
     const char *gemm = getenv("SEXTANT_MOE_GEMM");
@@ -238,9 +271,18 @@ static void read_switches(moe_state *st, const moe_config *c)
     /* a diagnostic: every token's k experts dealt in turn ((t k + j) mod E), so that each expert gets the same rows,
      * to time the experts' GEMMs at the planner's mean row count (docs/guide.md, the environment) */
     const char *route = getenv("SEXTANT_MOE_ROUTE");
-    if (route && *route && strcmp(route, "balanced") && strcmp(route, "router")) {
-        fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_ROUTE=%s: expected router (the default) or balanced\n", route);
+    if (route && *route && strcmp(route, "balanced") && strcmp(route, "router") && strcmp(route, "random")) {
+        fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_ROUTE=%s: expected router (the default), random or balanced\n",
+                route);
         exit(2);
+    }
+    if (route && !strcmp(route, "random")) {
+        const size_t bytes = (size_t)c->L * c->N * c->k * sizeof(int32_t);
+        int32_t *dealt = random_routes(c);
+        MCK(st, cudaMalloc((void **)&st->random_idx, bytes));
+        st->bytes += bytes;
+        MCK(st, cudaMemcpy(st->random_idx, dealt, bytes, cudaMemcpyHostToDevice));
+        free(dealt);
     }
     if (moe_route_balanced()) {
         const size_t slots = (size_t)c->N * c->k;
@@ -877,6 +919,9 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
     MCK(st, sx_moe_topk(sv.idx, sv.gate, sv.logits, N, c->E, k, c->stream));
     if (st->balanced_idx)   /* SEXTANT_MOE_ROUTE=balanced: the router's gates kept, its choice replaced */
         MCK(st, cudaMemcpyAsync(sv.idx, st->balanced_idx, (size_t)N * k * sizeof(int32_t), cudaMemcpyDeviceToDevice, c->stream));
+    if (st->random_idx)     /* SEXTANT_MOE_ROUTE=random: the same, each layer its own draw */
+        MCK(st, cudaMemcpyAsync(sv.idx, st->random_idx + (size_t)(l % c->L) * N * k, (size_t)N * k * sizeof(int32_t),
+                                cudaMemcpyDeviceToDevice, c->stream));
     mark(st, "router_topk", 1);
     /* one rank: the sorted rows are the experts' input, kept for the backward */
     call->xe = exchanged ? NULL : pool_rows(st, N * k, C);
@@ -1225,7 +1270,8 @@ void moe_free(moe_state *st)
             MCK(st, cudaFree(st->calls[i].h));
             MCK(st, cudaFree(st->calls[i].act));
         }
-    void *bufs[] = {st->params, st->grads, st->master, st->m, st->v, st->xs, st->dlogits, st->dgate, st->balanced_idx};
+    void *bufs[] = {st->params, st->grads,  st->master,       st->m,         st->v,
+                    st->xs,     st->dlogits, st->dgate, st->balanced_idx, st->random_idx};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) MCK(st, cudaFree(bufs[i]));
     MCK(st, cudaFreeHost(st->host_counts));
     MCK(st, cudaEventDestroy(st->counted));

@@ -151,6 +151,7 @@ typedef struct {
     int large_ex;                       /* SEXTANT_MOE_LARGE=ex: those of MOE_EXACT_GEMM_FLOPS or more through it */
     int lanes;                          /* SEXTANT_MOE_STREAMS: the streams expert e takes in turn, e mod lanes */
     int32_t *balanced_idx;              /* SEXTANT_MOE_ROUTE=balanced: slot s's expert s mod E, else NULL */
+    int32_t *random_idx;                /* SEXTANT_MOE_ROUTE=random: L x N x k experts drawn at random, else NULL */
     size_t bytes;                       /* device memory allocated at set-up */
     /* the step's gradient reductions issued beside the backward (moe_grads_ready), a layer at a time */
     cudaEvent_t *grads_written;         /* one a layer: its last backward done on the step's stream */
@@ -165,6 +166,8 @@ size_t moe_saved_bytes(int N, int E, int k, int groups);
 /* Whether SEXTANT_MOE_ROUTE=balanced deals every expert the same rows (docs/guide.md, the environment): the planner
  * then prices the run's experts with even rows (--expert-rows even). */
 int moe_route_balanced(void);
+/* SEXTANT_MOE_ROUTE's value: router (the default), random or balanced */
+const char *moe_route_name(void);
 
 void moe_init(moe_state *st, const moe_config *c);
 /* keep = 0: a forward whose backward recomputes it (full recomputation): its routed rows go back to the pool at its

@@ -912,9 +912,10 @@ static void print_summary(const train_run_state *r, const gpt *g)
                model_moe_imbalance(m), s->ep == 1 ? "; with ep 1 no rank waits for another: load 1" : "");
     if (s->moe && s->ep > 1 && g->moe.imbalance_calls) report_moe_as_routed(r, g);
     if (s->moe && g->moe.imbalance_calls)
-        printf("MoE rows over rank 0's %d experts: %.0f an expert on average; the busiest expert %.3f x the mean, coefficient "
-               "of variation %.3f, %.1f%% of the experts given no rows (their GEMMs not launched) (means over the calls)\n",
-               s->E / s->ep, g->moe.expert_rows_sum / g->moe.imbalance_calls,
+        printf("MoE rows over rank 0's %d experts (route: %s): %.0f an expert on average; the busiest expert %.3f x the mean, "
+               "coefficient of variation %.3f, %.1f%% of the experts given no rows (their GEMMs not launched) (means over the "
+               "calls)\n",
+               s->E / s->ep, moe_route_name(), g->moe.expert_rows_sum / g->moe.imbalance_calls,
                g->moe.expert_busiest_sum / g->moe.imbalance_calls, g->moe.expert_cv_sum / g->moe.imbalance_calls,
                100.0 * g->moe.expert_empty_sum / g->moe.imbalance_calls);
     if (s->moe)
