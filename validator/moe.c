@@ -216,8 +216,9 @@ const char *moe_route_name(void)
 /* SEXTANT_MOE_ROUTE=random: each token's k experts drawn uniformly without replacement, a draw of its own for each
  * of this rank's layers, fixed over the run (a full recomputation meets its forward's choice), seeded by the layer
  * alone (TP ranks route the same tokens and must agree): each expert's rows Binomial(N, k/E), none empty but by
- * chance, as a router trained to balance its load deals them in expectation.  Megatron-Core's moe_router_force_load_balancing (random logits before the top-k)
- * serves the same end in NVIDIA's MoE benchmarks; like `balanced` the router's gates are kept. */
+ * chance, as a router trained to balance its load deals them in expectation.  Megatron-Core's
+ * moe_router_force_load_balancing (random logits before the top-k) serves the same end in NVIDIA's MoE benchmarks;
+ * like `balanced` the router's gates are kept. */
 static int32_t *random_routes(const moe_config *c)
 {
     const size_t per_layer = (size_t)c->N * c->k;
@@ -268,8 +269,9 @@ static void read_switches(moe_state *st, const moe_config *c)
         }
         st->lanes = (int)v;
     }
-    /* a diagnostic: every token's k experts dealt in turn ((t k + j) mod E), so that each expert gets the same rows,
-     * to time the experts' GEMMs at the planner's mean row count (docs/guide.md, the environment) */
+    /* diagnostics (docs/guide.md, the environment): `random`, each token's experts drawn at random (random_routes);
+     * `balanced`, every token's k experts dealt in turn ((t k + j) mod E), so that each expert gets the same rows,
+     * to time the experts' GEMMs at the planner's mean row count */
     const char *route = getenv("SEXTANT_MOE_ROUTE");
     if (route && *route && strcmp(route, "balanced") && strcmp(route, "router") && strcmp(route, "random")) {
         fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_ROUTE=%s: expected router (the default), random or balanced\n",
@@ -770,7 +772,8 @@ static void prewarm_at(moe_state *st, int rows)
     };
     for (int i = 0; i < 6; i++) {
         const int *g = shapes[i];
-        if (!(st->large_ex && gemm_is_large(g[2], g[3], g[4]))) algo_for(st, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]);
+        if (!(st->large_ex && gemm_is_large(g[2], g[3], g[4])))
+            algo_for(st, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]);
     }
 }
 
@@ -789,7 +792,8 @@ static void lt_prewarm(moe_state *st)
     long most = (long)c->N * st->groups;   /* the group's tokens: the EP group's, or the TP group's gathered */
     long before = st->heuristics;
     double t0 = launch_clock_s();
-    for (long top = MOE_ALGO_BUCKET; top < most + MOE_ALGO_BUCKET && st->nalgos < MOE_ALGOS_MAX - 6; top += MOE_ALGO_BUCKET)
+    for (long top = MOE_ALGO_BUCKET; top < most + MOE_ALGO_BUCKET && st->nalgos < MOE_ALGOS_MAX - 6;
+         top += MOE_ALGO_BUCKET)
         prewarm_at(st, (int)top);
     st->prewarmed = st->heuristics - before;
     st->prewarm_s = launch_clock_s() - t0;
@@ -1270,8 +1274,8 @@ void moe_free(moe_state *st)
             MCK(st, cudaFree(st->calls[i].h));
             MCK(st, cudaFree(st->calls[i].act));
         }
-    void *bufs[] = {st->params, st->grads,  st->master,       st->m,         st->v,
-                    st->xs,     st->dlogits, st->dgate, st->balanced_idx, st->random_idx};
+    void *bufs[] = {st->params, st->grads,   st->master, st->m,            st->v,
+                    st->xs,     st->dlogits, st->dgate,  st->balanced_idx, st->random_idx};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) MCK(st, cudaFree(bufs[i]));
     MCK(st, cudaFreeHost(st->host_counts));
     MCK(st, cudaEventDestroy(st->counted));

@@ -138,7 +138,7 @@ typedef struct {
     long prewarmed;                     /* of the queries, those moe_init made before the first step */
     double prewarm_s;                   /* and the host's seconds they took */
     long gemm_calls;                    /* expert GEMMs issued, and the host's seconds issuing them */
-    long exact_calls;                   /* of them, of MOE_EXACT_GEMM_FLOPS or more (cublasGemmEx with SEXTANT_MOE_LARGE=ex) */
+    long exact_calls;                   /* of them, of MOE_EXACT_GEMM_FLOPS or more (SEXTANT_MOE_LARGE=ex's) */
     double gemm_host_s;
     long fwd_gemm_calls;                /* of them, the forward's (and recomputation's), issued after the routing sync
                                            with the GPU's queue empty, and their host seconds: the issue the planner's
