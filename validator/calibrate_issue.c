@@ -2,7 +2,9 @@
  * the host has read the routing counts, with nothing queued on the GPU: where the host takes longer to issue a
  * GEMM than the GPU to run it, the GPU waits.  The calls are those of validator/moe.c's expert GEMMs (and of
  * Transformer Engine's grouped linear, less its Python and its descriptors made anew): cuBLASLt with the layouts
- * reshaped, an algorithm per bucket of 128 rows asked before the timing, four streams in turn.  The shape is a
+ * reshaped, an algorithm per bucket of rows asked before the timing, four streams in turn.  The buckets here are
+ * 128 rows wide, moe.c's 16 since 2026-11-28 (docs/validation/2026-11-28-expert-algos): a width that changes which
+ * kernel runs, not the host's work per call (a lookup, the reshapes, one cublasLtMatmul), which is what is timed.  The shape is a
  * fine-grained expert's up projection (512 rows of 1024 into 1408): small enough that the GPU never holds the
  * host back, whose issue does not depend on it (docs/validation/archive/2026-11-26-h200x2-moe-grouped: about
  * the same at every shape). */
