@@ -213,31 +213,23 @@ const char *moe_route_name(void)
     return route && *route ? route : "router";
 }
 
-/* SEXTANT_MOE_ROUTE=random: each token's k experts drawn uniformly without replacement, a draw of its own for each
- * of this rank's layers, fixed over the run (a full recomputation meets its forward's choice), seeded by the layer
- * alone (TP ranks route the same tokens and must agree): each expert's rows Binomial(N, k/E), none empty but by
- * chance, as a router trained to balance its load deals them in expectation.  Megatron-Core's
+/* SEXTANT_MOE_ROUTE=random: each token's k experts drawn uniformly without replacement (moe_random_route), a draw
+ * of its own for each of this rank's layers, fixed over the run (a full recomputation meets its forward's choice),
+ * seeded by the layer alone (TP ranks route the same tokens and must agree): each expert's rows Binomial(N, k/E),
+ * none empty but by chance, as a router trained to balance its load deals them in expectation.  Megatron-Core's
  * moe_router_force_load_balancing (random logits before the top-k) serves the same end in NVIDIA's MoE benchmarks;
  * like `balanced` the router's gates are kept. */
 static int32_t *random_routes(const moe_config *c)
 {
     const size_t per_layer = (size_t)c->N * c->k;
-    int32_t *dealt = malloc((size_t)c->L * per_layer * sizeof *dealt), *order = malloc((size_t)c->E * sizeof *order);
-    if (!dealt || !order) { fprintf(stderr, "sextant-gpu train: rank %d: out of host memory\n", c->my_rank); exit(1); }
-    for (int l = 0; l < c->L; l++) {
-        uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(1 + c->layer0 + l);   /* xorshift64's seed */
-        for (int t = 0; t < c->N; t++) {
-            for (int e = 0; e < c->E; e++) order[e] = e;
-            for (int j = 0; j < c->k; j++) {   /* the first k of a Fisher-Yates shuffle */
-                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-                const int pick = j + (int)(x % (uint64_t)(c->E - j));
-                const int32_t e = order[pick];
-                order[pick] = order[j], order[j] = e;
-                dealt[(size_t)l * per_layer + (size_t)t * c->k + j] = e;
-            }
+    int32_t *dealt = malloc((size_t)c->L * per_layer * sizeof *dealt);
+    if (!dealt) { fprintf(stderr, "sextant-gpu train: rank %d: out of host memory\n", c->my_rank); exit(1); }
+    for (int l = 0; l < c->L; l++)
+        if (moe_random_route((unsigned long long)(c->layer0 + l), c->N, c->E, c->k, dealt + (size_t)l * per_layer) != 0) {
+            fprintf(stderr, "sextant-gpu train: rank %d: SEXTANT_MOE_ROUTE=random: %d experts, top %d: not drawable\n",
+                    c->my_rank, c->E, c->k);
+            exit(2);
         }
-    }
-    free(order);
     return dealt;
 }
 

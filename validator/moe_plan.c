@@ -28,6 +28,23 @@ int moe_ref_route(const double *logits, int N, int E, int k, int *idx, double *g
     return 0;
 }
 
+int moe_random_route(unsigned long long seed, int N, int E, int k, int *idx)
+{
+    if (N < 0 || E < 1 || E > MOE_EXPERTS_MAX || k < 1 || k > E) return -1;
+    unsigned long long x = 0x9e3779b97f4a7c15ull * (seed + 1);   /* xorshift64's state: never 0 */
+    int order[MOE_EXPERTS_MAX];
+    for (int n = 0; n < N; n++) {
+        for (int e = 0; e < E; e++) order[e] = e;
+        for (int j = 0; j < k; j++) {   /* the first k steps of a Fisher-Yates shuffle */
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            const int pick = j + (int)(x % (unsigned long long)(E - j)), e = order[pick];
+            order[pick] = order[j], order[j] = e;
+            idx[(size_t)n * k + j] = e;
+        }
+    }
+    return 0;
+}
+
 int moe_ref_permute(const int *idx, int N, int k, int E, int *counts, int *pos, int *row_slot)
 {
     size_t slots = (size_t)N * k;

@@ -36,6 +36,11 @@
 /* idx[N k], gate[N k] from logits[N E]; -1 on bad sizes. */
 int moe_ref_route(const double *logits, int N, int E, int k, int *idx, double *gate);
 
+/* SEXTANT_MOE_ROUTE=random's choice (validator/moe.c): idx[N k], each token's k experts drawn uniformly without
+ * replacement from [0, E), a function of (seed, N, E, k) alone, so that every rank and a recomputation draw the
+ * same; each expert's rows are then Binomial(N, k/E).  -1 on bad sizes. */
+int moe_random_route(unsigned long long seed, int N, int E, int k, int *idx);
+
 /* counts[E], pos[N k], row_slot[N k] from idx[N k]; -1 on an expert outside [0, E). */
 int moe_ref_permute(const int *idx, int N, int k, int E, int *counts, int *pos, int *row_slot);
 
