@@ -201,17 +201,13 @@ static void shards_init(moe_state *st)
 
 /* The validator's environment switches for the experts (docs/guide.md, the environment): which cuBLAS path, how many
  * of the streams, and the router's choice or rows dealt evenly. */
-int moe_route_balanced(void)
-{
-    const char *route = getenv("SEXTANT_MOE_ROUTE");
-    return route && !strcmp(route, "balanced");
-}
-
 const char *moe_route_name(void)
 {
     const char *route = getenv("SEXTANT_MOE_ROUTE");
     return route && *route ? route : "router";
 }
+
+int moe_route_balanced(void) { return !strcmp(moe_route_name(), "balanced"); }
 
 /* SEXTANT_MOE_ROUTE=random: each token's k experts drawn uniformly without replacement (moe_random_route), a draw
  * of its own for each of this rank's layers, fixed over the run (a full recomputation meets its forward's choice),
@@ -264,13 +260,13 @@ static void read_switches(moe_state *st, const moe_config *c)
     /* diagnostics (docs/guide.md, the environment): `random`, each token's experts drawn at random (random_routes);
      * `balanced`, every token's k experts dealt in turn ((t k + j) mod E), so that each expert gets the same rows,
      * to time the experts' GEMMs at the planner's mean row count */
-    const char *route = getenv("SEXTANT_MOE_ROUTE");
-    if (route && *route && strcmp(route, "balanced") && strcmp(route, "router") && strcmp(route, "random")) {
+    const char *route = moe_route_name();
+    if (strcmp(route, "balanced") && strcmp(route, "router") && strcmp(route, "random")) {
         fprintf(stderr, "sextant-gpu train: SEXTANT_MOE_ROUTE=%s: expected router (the default), random or balanced\n",
                 route);
         exit(2);
     }
-    if (route && !strcmp(route, "random")) {
+    if (!strcmp(route, "random")) {
         const size_t bytes = (size_t)c->L * c->N * c->k * sizeof(int32_t);
         int32_t *dealt = random_routes(c);
         MCK(st, cudaMalloc((void **)&st->random_idx, bytes));
