@@ -373,9 +373,12 @@ cudaError_t sx_cross_entropy_shard_finish(float *loss, sx_bf16 *dlogits, const s
  * the sorted rows and the exchange are in validator/moe_plan.h).  N tokens, E experts,
  * k picks a token; slot s = n k + j. */
 #define SX_MOE_TOPK_MAX 8
+/* E of the top-k and the router's backward (validator/moe_plan.h's MOE_EXPERTS_MAX): a warp a token, two
+ * experts a lane */
+#define SX_MOE_ROUTE_EXPERTS_MAX 64
 
 /* idx[N k] (=): the k largest of each row of logits[N, E] (fp32), largest first, ties to
- * the lower index; gate[N k] (=, fp32): the softmax of those k logits. */
+ * the lower index; gate[N k] (=, fp32): the softmax of those k logits.  E <= SX_MOE_ROUTE_EXPERTS_MAX. */
 cudaError_t sx_moe_topk(int32_t *idx, float *gate, const float *logits, int N, int E, int k, cudaStream_t stream);
 
 /* The slots sorted by expert, stably: counts[E] (=) rows per expert, pos[N k] (=) each
@@ -433,7 +436,7 @@ cudaError_t sx_moe_copy_chunks(const sx_moe_chunks *chunks, int C, cudaStream_t 
 
 /* The router's backward, dlogits[N, E] (=, bf16 for the router's GEMMs): the top-k softmax's
  * plus, when aux_scale != 0, Switch's auxiliary loss aux_scale sum_e f_e sum_n softmax(z_n)_e
- * with f_e = counts[e] / (N k) held constant. */
+ * with f_e = counts[e] / (N k) held constant.  E <= SX_MOE_ROUTE_EXPERTS_MAX. */
 cudaError_t sx_moe_router_backward(sx_bf16 *dlogits, const float *logits, const int32_t *idx, const float *gate,
                                    const float *dgate, const int32_t *counts, float aux_scale, int N, int E, int k,
                                    cudaStream_t stream);

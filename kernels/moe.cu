@@ -8,39 +8,65 @@
 
 #define MOE_THREADS 256
 
-/* one thread per token: E is small (the zoo's routed experts, 8 to 256) */
+/* One warp per token, lane l holding the logits of experts l, l + 32, ... (E <= SX_MOE_ROUTE_EXPERTS_MAX):
+ * k rounds of a warp-wide arg-max over the experts not yet taken, ties to the lower index.  The rows are
+ * read once, coalesced.  Until 2026-11-28 one thread took a token and read its row k times, neighbours E
+ * floats apart, on N / 256 blocks: OLMoE's top-8 of 64 over 2048 tokens took 103 us on an H200, 11.5 us now
+ * (dev/cuda/moe_router.cu, version 1 against 2; docs/validation/2026-11-28-moe-router-kernels). */
+#define MOE_LANE_EXPERTS (SX_MOE_ROUTE_EXPERTS_MAX / SX_WARP)
+
+/* (value, expert) of a against b: a real candidate beats none (expert E), then the larger value, then the lower
+ * expert */
+__device__ __forceinline__ bool moe_pick_better(float av, int ae, float bv, int be, int E) {
+    return ae < E && (be >= E || av > bv || (av == bv && ae < be));
+}
+
 __global__ void moe_topk_kernel(int32_t *__restrict__ idx, float *__restrict__ gate, const float *__restrict__ logits,
                                 int N, int E, int k) {
-    const int n = blockIdx.x * blockDim.x + threadIdx.x;
-    if (n >= N) return;
+    const int lane = threadIdx.x % SX_WARP;
+    const int n = (int)(((size_t)blockIdx.x * blockDim.x + threadIdx.x) / SX_WARP);
+    if (n >= N) return;   /* the warp's lanes share n: a warp returns whole, before its shuffles */
     const float *z = logits + (size_t)n * E;
-    int pick[SX_MOE_TOPK_MAX];
+    float v[MOE_LANE_EXPERTS];
+    unsigned taken = 0;
+#pragma unroll
+    for (int i = 0; i < MOE_LANE_EXPERTS; i++) v[i] = lane + SX_WARP * i < E ? z[lane + SX_WARP * i] : 0.0f;
+    int pick_e = E;
+    float pick_v = 0.0f;
     for (int j = 0; j < k; j++) {
-        int best = -1;
         float bv = 0.0f;
-        for (int e = 0; e < E; e++) {
-            bool taken = false;
-            for (int i = 0; i < j; i++) taken |= pick[i] == e;
-            const float v = z[e];
-            if (!taken && (best < 0 || v > bv)) { best = e; bv = v; }
+        int be = E;
+#pragma unroll
+        for (int i = 0; i < MOE_LANE_EXPERTS; i++) {
+            const int e = lane + SX_WARP * i;
+            if (e < E && !(taken >> i & 1u) && moe_pick_better(v[i], e, bv, be, E)) { bv = v[i]; be = e; }
         }
-        pick[j] = best;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            const int oe = __shfl_xor_sync(0xffffffffu, be, o);
+            if (moe_pick_better(ov, oe, bv, be, E)) { bv = ov; be = oe; }
+        }
+        if (be % SX_WARP == lane) taken |= 1u << (be / SX_WARP);
+        if (lane == j) { pick_e = be; pick_v = bv; }
     }
-    const float top = z[pick[0]];
-    float sum = 0.0f;
-    for (int j = 0; j < k; j++) sum += expf(z[pick[j]] - top);
-    for (int j = 0; j < k; j++) {
-        idx[(size_t)n * k + j] = pick[j];
-        gate[(size_t)n * k + j] = expf(z[pick[j]] - top) / sum;
+    /* the softmax over the k picks, lane j holding pick j; the largest is pick 0 */
+    const float top = __shfl_sync(0xffffffffu, pick_v, 0);
+    const float p = lane < k ? expf(pick_v - top) : 0.0f;
+    const float sum = warp_sum(p);
+    if (lane < k) {
+        idx[(size_t)n * k + lane] = pick_e;
+        gate[(size_t)n * k + lane] = p / sum;
     }
 }
 
 extern "C" cudaError_t sx_moe_topk(int32_t *idx, float *gate, const float *logits, int N, int E, int k,
                                    cudaStream_t stream) {
-    SX_REQUIRE(N >= 0 && E >= 1 && k >= 1 && k <= E && k <= SX_MOE_TOPK_MAX);
+    SX_REQUIRE(N >= 0 && E >= 1 && E <= SX_MOE_ROUTE_EXPERTS_MAX && k >= 1 && k <= E && k <= SX_MOE_TOPK_MAX);
     if (N == 0) return cudaSuccess;
     SX_REQUIRE(idx && gate && logits);
-    moe_topk_kernel<<<sx_blocks((size_t)N, MOE_THREADS), MOE_THREADS, 0, stream>>>(idx, gate, logits, N, E, k);
+    moe_topk_kernel<<<sx_blocks((size_t)N * SX_WARP, MOE_THREADS), MOE_THREADS, 0, stream>>>(idx, gate, logits, N, E,
+                                                                                               k);
     SX_LAUNCHED();
 }
 
@@ -117,33 +143,34 @@ extern "C" cudaError_t sx_moe_gather(sx_bf16 *xs, const sx_bf16 *x, const int32_
     SX_LAUNCHED();
 }
 
-/* Each thread one pack of 8 values of the chunks laid end to end; a chunk found by its first
- * row (at most SX_MOE_CHUNKS_MAX, in the parameter space: no table to copy to the GPU first). */
+/* Block row y copies chunk y, its blocks striding over the chunk's packs of 8 values.  Until 2026-11-28 the
+ * chunks were laid end to end over one grid and each thread searched them in turn for its pack: up to 64
+ * comparisons a 16-byte pack, which made the expert TP gather's sort of OLMoE's 128 chunks a call 2.9 times
+ * its price as a copy (dev/cuda/moe_router.cu, version 1). */
+#define MOE_CHUNK_BLOCKS_MAX 1024
+
 __global__ void moe_copy_chunks_kernel(const sx_moe_chunks chunks, int C) {
-    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
-    size_t first = 0;
-    for (int c = 0; c < chunks.n; c++) {
-        const size_t n = (size_t)chunks.rows[c] * C;
-        if (i < first + n) {
-            const size_t at = i - first;
-            st_pack((bf16 *)chunks.dst[c] + at, ld_pack((const bf16 *)chunks.src[c] + at));
-            return;
-        }
-        first += n;
-    }
+    const int c = blockIdx.y;
+    const size_t packs = (size_t)chunks.rows[c] * C / 8;
+    const int4 *src = (const int4 *)chunks.src[c];
+    int4 *dst = (int4 *)chunks.dst[c];
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < packs; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = src[i];
 }
 
 extern "C" cudaError_t sx_moe_copy_chunks(const sx_moe_chunks *chunks, int C, cudaStream_t stream) {
     SX_REQUIRE(chunks && chunks->n >= 0 && chunks->n <= SX_MOE_CHUNKS_MAX && C >= 0 && C % 8 == 0);
-    size_t total = 0;
+    size_t most = 0;
     for (int c = 0; c < chunks->n; c++) {
         SX_REQUIRE(chunks->rows[c] >= 0);
         if (!chunks->rows[c]) continue;
         SX_REQUIRE(chunks->src[c] && chunks->dst[c] && sx_aligned16(chunks->src[c]) && sx_aligned16(chunks->dst[c]));
-        total += (size_t)chunks->rows[c] * C;
+        if ((size_t)chunks->rows[c] * C > most) most = (size_t)chunks->rows[c] * C;
     }
-    if (total == 0) return cudaSuccess;
-    moe_copy_chunks_kernel<<<sx_blocks(total / 8, MOE_THREADS), MOE_THREADS, 0, stream>>>(*chunks, C);
+    if (most == 0) return cudaSuccess;
+    unsigned x = sx_blocks(most / 8, MOE_THREADS);
+    if (x > MOE_CHUNK_BLOCKS_MAX) x = MOE_CHUNK_BLOCKS_MAX;
+    moe_copy_chunks_kernel<<<dim3(x, (unsigned)chunks->n), MOE_THREADS, 0, stream>>>(*chunks, C);
     SX_LAUNCHED();
 }
 
@@ -279,32 +306,54 @@ extern "C" cudaError_t sx_moe_swiglu_backward(sx_bf16 *dh, float *dweight, const
     SX_LAUNCHED();
 }
 
-/* one thread per token: the top-k softmax's backward, then the auxiliary loss's through
- * the softmax over all E (four passes over the row, no per-thread array) */
+/* One warp per token, as the top-k: lane l holds experts l, l + 32, ...; the top-k softmax's backward, then the
+ * auxiliary loss's through the softmax over all E, its max and sums warp-wide.  Rows read once and dlogits
+ * written once, coalesced (until 2026-11-28 one thread a token, four strided passes over its row). */
 __global__ void moe_router_backward_kernel(bf16 *__restrict__ dlogits, const float *__restrict__ logits,
                                            const int32_t *__restrict__ idx, const float *__restrict__ gate,
                                            const float *__restrict__ dgate, const int32_t *__restrict__ counts,
                                            float aux_scale, int N, int E, int k) {
-    const int n = blockIdx.x * blockDim.x + threadIdx.x;
+    const int lane = threadIdx.x % SX_WARP;
+    const int n = (int)(((size_t)blockIdx.x * blockDim.x + threadIdx.x) / SX_WARP);
     if (n >= N) return;
     const float *z = logits + (size_t)n * E;
     const int32_t *pick = idx + (size_t)n * k;
     const float *g = gate + (size_t)n * k, *dg = dgate + (size_t)n * k;
     float dot = 0.0f;
     for (int j = 0; j < k; j++) dot += g[j] * dg[j];
-    float top = z[0], sum = 0.0f, pg = 0.0f;
-    const float share = aux_scale / ((float)N * (float)k);
-    if (aux_scale != 0.0f) {
-        for (int e = 1; e < E; e++) top = fmaxf(top, z[e]);
-        for (int e = 0; e < E; e++) sum += expf(z[e] - top);
-        for (int e = 0; e < E; e++) pg += expf(z[e] - top) / sum * share * (float)counts[e];
+    float v[MOE_LANE_EXPERTS], top = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < MOE_LANE_EXPERTS; i++) {
+        const int e = lane + SX_WARP * i;
+        v[i] = e < E ? z[e] : -INFINITY;
+        top = fmaxf(top, v[i]);
     }
-    for (int e = 0; e < E; e++) {
+    const float share = aux_scale / ((float)N * (float)k);
+    float sum = 1.0f, pg = 0.0f;
+    if (aux_scale != 0.0f) {
+        top = warp_max(top);
+        float s = 0.0f, q = 0.0f;
+#pragma unroll
+        for (int i = 0; i < MOE_LANE_EXPERTS; i++) {
+            const int e = lane + SX_WARP * i;
+            if (e < E) {
+                const float x = expf(v[i] - top);
+                s += x;
+                q += x * share * (float)counts[e];
+            }
+        }
+        sum = warp_sum(s);
+        pg = warp_sum(q) / sum;
+    }
+#pragma unroll
+    for (int i = 0; i < MOE_LANE_EXPERTS; i++) {
+        const int e = lane + SX_WARP * i;
+        if (e >= E) break;
         float d = 0.0f;
         for (int j = 0; j < k; j++)
             if (pick[j] == e) d += g[j] * (dg[j] - dot);
         if (aux_scale != 0.0f) {
-            const float p = expf(z[e] - top) / sum;
+            const float p = expf(v[i] - top) / sum;
             d += p * (share * (float)counts[e] - pg);
         }
         dlogits[(size_t)n * E + e] = __float2bfloat16_rn(d);
@@ -314,10 +363,10 @@ __global__ void moe_router_backward_kernel(bf16 *__restrict__ dlogits, const flo
 extern "C" cudaError_t sx_moe_router_backward(sx_bf16 *dlogits, const float *logits, const int32_t *idx,
                                               const float *gate, const float *dgate, const int32_t *counts,
                                               float aux_scale, int N, int E, int k, cudaStream_t stream) {
-    SX_REQUIRE(N >= 0 && E >= 1 && k >= 1 && k <= E);
+    SX_REQUIRE(N >= 0 && E >= 1 && E <= SX_MOE_ROUTE_EXPERTS_MAX && k >= 1 && k <= E);
     if (N == 0) return cudaSuccess;
     SX_REQUIRE(dlogits && logits && idx && gate && dgate && (counts || aux_scale == 0.0f));
-    moe_router_backward_kernel<<<sx_blocks((size_t)N, MOE_THREADS), MOE_THREADS, 0, stream>>>(
+    moe_router_backward_kernel<<<sx_blocks((size_t)N * SX_WARP, MOE_THREADS), MOE_THREADS, 0, stream>>>(
         (bf16 *)dlogits, logits, idx, gate, dgate, counts, aux_scale, N, E, k);
     SX_LAUNCHED();
 }

@@ -278,6 +278,10 @@ int main(void)
     check_shape(4096, 8, 2, 1024);
     check_shape(1000, 64, 6, 256);
     check_shape(517, 4, 4, 136);   /* every token to every expert */
+    check_shape(2048, 64, 8, 64);  /* OLMoE's top-8 of 64, a TP rank's tokens */
+    check_shape(301, 33, 3, 8);    /* experts past one warp's lanes */
+    check_shape(97, 64, 6, 8);     /* the kernels' most experts, six picks */
+    check_shape(5, 1, 1, 8);       /* one expert */
     check_swiglu(1, 8);
     check_swiglu(300, 1024);       /* OLMoE's expert width */
     check_swiglu(77, 7168);        /* Mixtral's over expert TP 2 */
@@ -285,9 +289,15 @@ int main(void)
     check_chunks(1, 8, 5);
     check_chunks(8, 1024, 700);     /* the MoE test model's EP 2: 2 ranks x 4 experts */
     check_chunks(SX_MOE_CHUNKS_MAX, 136, 40);
+    check_chunks(3, 4096, 4000);    /* chunks past the launch's 1024 blocks: the blocks stride */
     /* bad arguments launch nothing */
     checks++;
     if (sx_moe_topk(NULL, NULL, NULL, 4, 8, 9, 0) != cudaErrorInvalidValue) { failures++; printf("topk k > E accepted: FAIL\n"); }
+    checks++;
+    if (sx_moe_topk(NULL, NULL, NULL, 4, SX_MOE_ROUTE_EXPERTS_MAX + 1, 2, 0) != cudaErrorInvalidValue) {
+        failures++;
+        printf("topk E > SX_MOE_ROUTE_EXPERTS_MAX accepted: FAIL\n");
+    }
     checks++;
     sx_moe_chunks odd = {1, {4}, {NULL}, {NULL}};
     if (sx_moe_copy_chunks(&odd, 12, 0) != cudaErrorInvalidValue) { failures++; printf("copy chunks C %% 8 != 0 accepted: FAIL\n"); }
