@@ -563,6 +563,12 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
         workspace = backward_workspace_bytes(tokens, (double)m->hidden, qkv_width, up_width, scores,
                                              element_bytes(l->precision)) +
                     cp_kv_transient_bytes(m, l);
+        /* ... and, on a stage with MoE layers, the routed rows' gradients in and out of the experts */
+        if (s->moe_layers > 0) {
+            double rows = tokens * (double)m->top_k * moe_rank_load(m, l) * (double)layout_etp(l) / t;
+            workspace += moe_routed_grad_bytes(rows, (double)m->hidden, element_bytes(l->precision),
+                                               layout_ep(l) > 1 || layout_etp(l) > 1);
+        }
         /* sextant-gpu's own kernel: its backward's workspace over a rank's shard (the micro-batch, the CP share of
          * the sequence, the TP share of the heads), one buffer every layer reuses (docs/model.md, "Other memory") */
         if (l->attention == ATTENTION_SEXTANT) {

@@ -448,6 +448,18 @@ double moe_gemm_workspace_bytes(void)
     return 4.0 * 32.0 * 1048576.0;
 }
 
+/* "Mixture of experts", memory: the routed rows' gradients one MoE layer's backward holds beside its experts' own
+ * (backward_workspace_bytes' expert widths).  The experts' output rows' gradient in expert order (the combine's
+ * backward, then gathered over expert TP or received from the EP ranks), and their input rows' gradient, sent back
+ * before the permutation's backward sums each token's k rows: rows x hidden each, both live while the experts'
+ * backward runs.  Where no rows move (EP 1 and expert TP 1) the two are one buffer: the input's gradient is written
+ * where the output's was read (validator/moe.c, moe_backward).  rows: the rank's routed rows, the busiest rank's
+ * (tokens x top_k x load x t_e / t). */
+double moe_routed_grad_bytes(double rows, double hidden, double elem_bytes, int exchanged)
+{
+    return (exchanged ? 2.0 : 1.0) * rows * hidden * elem_bytes;
+}
+
 /* The gradients one layer's backward holds at once, reused layer after
  * layer (docs/model.md, "Memory"): the residual stream's gradient and one
  * more of its size, the gradient of the QKV projection's output, of the FFN's

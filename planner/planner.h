@@ -530,6 +530,7 @@ nccl_memory_figures gpu_nccl_figures(const hw_gpu *gpu);
 double nccl_memory_bytes(const layout_t *l, const nccl_memory_figures *f, int tied_group, int moe);
 double other_memory_allowance(const layout_t *l, double context_bytes, const nccl_memory_figures *nccl, int tied_group,
                               int moe, double backward_workspace);
+double moe_routed_grad_bytes(double rows, double hidden, double elem_bytes, int exchanged);
 double backward_workspace_bytes(double tokens, double hidden, double qkv_width, double ffn_up_width,
                                 double score_elements, double elem_bytes);
 double flash_attention_flops(double b, double heads, double s, double d, int causal, int backward);

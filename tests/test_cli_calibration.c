@@ -415,7 +415,7 @@ static void random_route_runs_price_within(void **state)
  * balance them: fifteen steps on one 2 x H200 machine (docs/validation/2026-11-28-moe-timed-steps), the other seven
  * from docs/validation/2026-11-28-moe-random-route, priced with the shipped overlay.  The expert-parallel layouts
  * read +10% at Mixtral: the planner's busiest EP rank carries the default imbalance (1.25) where the random draw's
- * carries 1.004-1.03; the rest stay within 10%. */
+ * carries 1.004-1.03; the rest stay within 10%.  Their peak memory within 3% (-2.6% worst). */
 static void random_route_full_set_prices_within(void **state)
 {
     (void)state;
@@ -437,6 +437,19 @@ static void random_route_full_set_prices_within(void **state)
         print_error("non-EP %.2f%% (worst %.2f%%), EP %.2f%% (worst %.2f%%)\n", 100 * mean_rest, 100 * worst_rest,
                     100 * mean_ep, 100 * worst_ep);
     assert_true(mean_rest < 0.045 && worst_rest < 0.105 && mean_ep < 0.065 && worst_ep < 0.115);
+    /* peak memory, all 22: within 2.6% since the backward's routed rows' gradients are priced (moe_routed_grad_bytes;
+     * -3.9% before, OLMoE at TP 2 + SP, whose expert TP gather holds two copies of the rows' gradient) */
+    const char *all[sizeof rest / sizeof rest[0] + sizeof ep / sizeof ep[0]];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) all[n++] = rest[i];
+    for (size_t i = 0; i < sizeof ep / sizeof ep[0]; i++) all[n++] = ep[i];
+    run_result r = fit_power_runs("h200", dir, all, n, zoo);
+    double mean_memory = 0.0, worst_memory = 0.0;
+    summary_errors(r.out, "peak memory per GPU, 22 runs: ", &mean_memory, &worst_memory);
+    run_free(&r);
+    if (mean_memory >= 0.01 || worst_memory >= 0.03)
+        print_error("memory %.2f%% (worst %.2f%%)\n", 100 * mean_memory, 100 * worst_memory);
+    assert_true(mean_memory < 0.01 && worst_memory < 0.03);
 }
 
 /* Ten steps of two models no calibration timed (LLaMA 3.2 3B, GPT-2 large) on the first 2 x H100 lent here: one GPU,

@@ -439,6 +439,17 @@ static void backward_workspace_gpt2(void **state)
     assert_close(backward_workspace_bytes(32768, 768, 2304, 3072, 0, 2) / 1073741824.0, 0.421875, 1e-12);
 }
 
+/* OLMoE-1B-7B's routed rows at TP 2 with expert TP 2 (4096 tokens, top 8, load 1: 32768 rows gathered on each rank, h
+ * 2048): the experts' output rows' gradient and their input rows' gradient, 128 MiB each (validator/moe.c's dye and
+ * dxe); at EP 1 and expert TP 1 one buffer serves both. */
+static void moe_routed_grad_olmoe(void **state)
+{
+    (void)state;
+    assert_close(moe_routed_grad_bytes(32768, 2048, 2, 1), 2.0 * 128 * 1048576.0, 1e-15);
+    assert_close(moe_routed_grad_bytes(32768, 2048, 2, 0), 128 * 1048576.0, 1e-15);
+    assert_close(moe_routed_grad_bytes(0, 2048, 2, 1), 0.0, 0);
+}
+
 /* sextant-gpu's attention backward workspace (kernels/attention.cu, dkdv_splits and
  * sx_flash_attention_backward_workspace_bytes), by hand.  The dK, dV grid is ceil(Tk / 64) x B x KV blocks; under
  * 264 a kv head's group of G = H / KV query heads is split over the smallest divisor d of G (1 < d < G) with
@@ -914,6 +925,7 @@ int main(void)
         cmocka_unit_test(nccl_memory_prices_each_group_by_what_it_runs),
         cmocka_unit_test(expected_maximum_of_n_draws),
         cmocka_unit_test(backward_workspace_gpt2),
+        cmocka_unit_test(moe_routed_grad_olmoe),
         cmocka_unit_test(attention_dkdv_split_as_the_kernel),
         cmocka_unit_test(attention_dkdv_blocks_match_the_kernel),
         cmocka_unit_test(unfused_attention_kernel_split),
