@@ -508,6 +508,7 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
      * twice per layout (GCC makes it a slow `rep stos`) */
     mem->logits = 0.0;
     mem->capacity = 0.0;
+    mem->routed_grads = 0.0;
     double dp = (double)dp_group_size(l);   /* ZeRO shards over DP x CP */
     double edp = (double)expert_dp_group_size(l);   /* and the routed experts over dp x cp / ep */
     double dense = s->params - s->expert_params, experts = s->expert_params;
@@ -566,8 +567,9 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
         /* ... and, on a stage with MoE layers, the routed rows' gradients in and out of the experts */
         if (s->moe_layers > 0) {
             double rows = tokens * (double)m->top_k * moe_rank_load(m, l) * (double)layout_etp(l) / t;
-            workspace += moe_routed_grad_bytes(rows, (double)m->hidden, element_bytes(l->precision),
-                                               layout_ep(l) > 1 || layout_etp(l) > 1);
+            mem->routed_grads = moe_routed_grad_bytes(rows, (double)m->hidden, element_bytes(l->precision),
+                                                      layout_ep(l) > 1 || layout_etp(l) > 1);
+            workspace += mem->routed_grads;
         }
         /* sextant-gpu's own kernel: its backward's workspace over a rank's shard (the micro-batch, the CP share of
          * the sequence, the TP share of the heads), one buffer every layer reuses (docs/model.md, "Other memory") */

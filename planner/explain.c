@@ -523,6 +523,10 @@ void report_explain(FILE *out, const estimate_t *e)
                  "  and one per group of more than one GPU, each priced by what runs on it where calibrate --comm measured\n"
                  "  the parts), the backward's workspace = %.2f GiB\n",
             mem->other / GIB);
+    if (mem->routed_grads > 0.0)
+        fprintf(out, "  Of the workspace, the MoE backward's routed rows' gradients: the experts' output rows' and, where the\n"
+                     "  rows move (EP or expert TP), their input rows', tokens x top_k x load x t_e/t rows of h each = %.2f GiB\n",
+                mem->routed_grads / GIB);
     explain_nccl(out, m, l, e->gpu, mem->stage);
     fprintf(out, "Total %.2f GiB of %.2f GiB: %s.\n", mem->total / GIB, mem->capacity / GIB,
             e->fits ? "fits" : "does not fit");

@@ -261,6 +261,7 @@ double kv_cache_bytes_per_token(const model_t *m, double elem_bytes);
 typedef struct {
     double weights, gradients, optimizer, activations, logits, other, total, capacity;
     double workspace;         /* the backward's transient gradients, counted inside `other` */
+    double routed_grads;      /* of workspace, a MoE layer's routed rows' gradients (moe_routed_grad_bytes) */
     double params;            /* parameters held by this GPU before ZeRO sharding */
     double inflight_microbatches;
     int64_t stage;

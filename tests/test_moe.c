@@ -466,6 +466,32 @@ static void ep_counts_routed_rows_and_communicators(void **state)
     assert_close(a.memory.other - a.memory.workspace, b.memory.other - b.memory.workspace + per_comm, 1e-9);
 }
 
+/* The MoE backward's routed rows' gradients in the workspace (moe_routed_grad_bytes): Mixtral 8x7B at 4096 tokens a
+ * micro-batch, top 2, h 4096.  One GPU: one buffer of 8192 rows, 64 MiB.  EP 8 moves the rows: two buffers of the
+ * busiest rank's 8192 x 1.25 rows.  TP 2 with expert TP 2 gathers every row of the sequence on each rank: two of 8192.
+ * explain says it. */
+static void moe_backward_holds_the_routed_gradients(void **state)
+{
+    (void)state;
+    static estimate_t one, ep8, tp2;
+    estimate("mixtral-8x7b", moe_layout(1, 1, 1, 1, 8, 4096), &one);
+    estimate("mixtral-8x7b", moe_layout(1, 1, 8, 8, 64, 4096), &ep8);
+    estimate("mixtral-8x7b", moe_layout(2, 1, 1, 1, 8, 4096), &tp2);
+    const double row = 4096.0 * 2.0;   /* h x bf16 */
+    assert_close(one.memory.routed_grads, 8192.0 * row, 1e-12);
+    assert_close(ep8.memory.routed_grads, 2.0 * 8192.0 * MOE_IMBALANCE_DEFAULT * row, 1e-12);
+    assert_close(tp2.memory.routed_grads, 2.0 * 8192.0 * row, 1e-12);
+    assert_true(one.memory.workspace > one.memory.routed_grads);
+    /* a dense model holds none */
+    static estimate_t dense;
+    estimate("llama2-7b", moe_layout(1, 1, 1, 1, 8, 4096), &dense);
+    assert_close(dense.memory.routed_grads, 0.0, 0);
+    run_result r = run_sextant("explain mixtral-8x7b --gpus 8 --dp 8 --ep 8 --seq 4096 --mbs 1 --gbs 64");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "the MoE backward's routed rows' gradients"));
+    run_free(&r);
+}
+
 static void ep_keeps_the_planner_properties(void **state)
 {
     (void)state;
@@ -872,6 +898,7 @@ int main(void)
         cmocka_unit_test(recompute_modules_trade_memory_for_passes),
         cmocka_unit_test(bad_ep_layouts_are_refused),
         cmocka_unit_test(ep_counts_routed_rows_and_communicators),
+        cmocka_unit_test(moe_backward_holds_the_routed_gradients),
         cmocka_unit_test(ep_keeps_the_planner_properties),
         cmocka_unit_test(plan_finds_ep_layouts),
         cmocka_unit_test(cli_takes_ep_and_emits_it),
