@@ -547,28 +547,27 @@ static void memory_of_stage(const model_t *m, const layout_t *l, const stage_sum
     }
     double workspace = 0.0;
     if (s->layers > 0) {
-        double t = (double)l->tp, tokens = rank_tokens(l);
+        double t = (double)l->tp, tokens = rank_tokens(l), B = element_bytes(l->precision);
+        double load = moe_rank_load(m, l);   /* 1 for a dense model */
         double kv = local_kv_heads(m, l->tp);
         double qkv_width = ((double)m->heads / t + 2.0 * kv) * (double)m->head_dim;
         /* a MoE layer's rank runs top_k routed tokens per token (its busiest share) and the shared experts */
         double ffn_tokens_width = (double)m->ffn;
         if (model_is_moe(m)) {
             double moe = (double)model_expert_ffn(m) *
-                         ((double)m->top_k * moe_rank_load(m, l) +
+                         ((double)m->top_k * load +
                           (double)m->shared_experts);
             if (moe > ffn_tokens_width || m->dense_layers == 0) ffn_tokens_width = moe;
         }
         double up_width = (m->ffn_kind == FFN_SWIGLU ? 3.0 : 1.0) * ffn_tokens_width / t;
         double scores = l->attention == ATTENTION_UNFUSED
                             ? (double)l->mbs * (double)m->heads / t * (double)l->seq * (double)l->seq : 0.0;
-        workspace = backward_workspace_bytes(tokens, (double)m->hidden, qkv_width, up_width, scores,
-                                             element_bytes(l->precision)) +
+        workspace = backward_workspace_bytes(tokens, (double)m->hidden, qkv_width, up_width, scores, B) +
                     cp_kv_transient_bytes(m, l);
         /* ... and, on a stage with MoE layers, the routed rows' gradients in and out of the experts */
         if (s->moe_layers > 0) {
-            double rows = tokens * (double)m->top_k * moe_rank_load(m, l) * (double)layout_etp(l) / t;
-            mem->routed_grads = moe_routed_grad_bytes(rows, (double)m->hidden, element_bytes(l->precision),
-                                                      layout_ep(l) > 1 || layout_etp(l) > 1);
+            double rows = tokens * (double)m->top_k * load * (double)layout_etp(l) / t;
+            mem->routed_grads = moe_routed_grad_bytes(rows, (double)m->hidden, B, layout_ep(l) > 1 || layout_etp(l) > 1);
             workspace += mem->routed_grads;
         }
         /* sextant-gpu's own kernel: its backward's workspace over a rank's shard (the micro-batch, the CP share of
