@@ -74,6 +74,24 @@ static int64_t logged_ep(const char *csv_path)
     return ep >= 1 ? (int64_t)ep : 1;
 }
 
+/* The MoE inputs the run was priced with, from its log: the busiest EP rank's imbalance the planner took ("MoE load
+ * imbalance: ... the planner assumes L (--moe-imbalance X ...)": X, which a random route's own draw sets since
+ * 2026-11-28) into *imbalance (left alone without the line), and whether the route dealt every expert the same rows
+ * ("(route: balanced)": EXPERT_ROWS_EVEN, as validate priced it). */
+static void logged_moe_inputs(const char *csv_path, double *imbalance, expert_rows_t *rows)
+{
+    FILE *f = run_log(csv_path);
+    if (!f) return;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        const char *at = strncmp(line, "MoE load imbalance:", 19) ? NULL : strstr(line, "(--moe-imbalance ");
+        double x;
+        if (at && sscanf(at, "(--moe-imbalance %lf", &x) == 1 && x >= 1.0) *imbalance = x;
+        if (!strncmp(line, "MoE rows over rank 0's", 22) && strstr(line, "(route: balanced)")) *rows = EXPERT_ROWS_EVEN;
+    }
+    fclose(f);
+}
+
 /* Row r of a validate CSV, when it is rank 0's forward op, added to the run's forward ops by name (the rows of
  * one name summed). */
 static int add_forward_row(const csv_table *t, int r, const char *op, power_fit_run *run, char *err, size_t errlen)
@@ -171,6 +189,7 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
     }
     run->model = *m;
     run->model.dropout = 0; /* sextant-gpu trains without dropout: the model as executed */
+    if (m->experts > 1) logged_moe_inputs(path, &run->model.moe_imbalance, &l->expert_rows);
     if (recompute_parse(recompute, &l->recompute) != 0) {
         snprintf(err, errlen, "%s:%d:recompute: '%s' is not one of none|selective|full", path, t.line[row], recompute);
         goto done;

@@ -472,11 +472,36 @@ static void random_route_deals_binomial_rows(void **state)
     assert_int_equal(moe_random_route(0, 1, MOE_EXPERTS_MAX + 1, 2, one), -1);   /* too many experts */
 }
 
+/* The random route's busiest EP rank, known before the run (moe_random_route_load): the held-out runs measured it
+ * on the GPUs from the counts they exchanged (tests/data/2026-11-28-moe-random-all, "MoE load imbalance": Mixtral
+ * cut to 2 layers at EP 2, 4096 tokens a rank 1.010, with CP 2 (2048) 1.030; OLMoE's 4 layers 1.004 and 1.007), and
+ * over many layers it is the expected largest of two ranks' shares: 1 + sqrt(2/pi) sigma, sigma the relative sd of
+ * one rank's rows, a sum of N hypergeometric draws (k picks of E, E/2 of them the rank's). */
+static void random_route_load_is_the_draws_busiest_rank(void **state)
+{
+    (void)state;
+    assert_true(fabs(moe_random_route_load(2, 4096, 8, 2, 2) - 1.010) < 6e-4);
+    assert_true(fabs(moe_random_route_load(2, 2048, 8, 2, 2) - 1.030) < 6e-4);
+    assert_true(fabs(moe_random_route_load(4, 4096, 64, 8, 2) - 1.004) < 6e-4);
+    assert_true(fabs(moe_random_route_load(4, 2048, 64, 8, 2) - 1.007) < 6e-4);
+    const int layers = 400, N = 4096, E = 8, k = 2;
+    const double var = (double)N * k * 0.5 * 0.5 * (E - k) / (E - 1), sigma = sqrt(var) / (N * k / 2.0);
+    const double expected = 1.0 + sqrt(2.0 / M_PI) * sigma, se = sigma * sqrt(1.0 - 2.0 / M_PI) / sqrt(layers);
+    const double load = moe_random_route_load(layers, N, E, k, 2);
+    if (fabs(load - expected) > 4.0 * se) print_error("load %.5f, expected %.5f (se %.5f)\n", load, expected, se);
+    assert_true(fabs(load - expected) < 4.0 * se);
+    assert_true(moe_random_route_load(3, 4096, 8, 2, 1) == 1.0);   /* one rank waits for none */
+    assert_true(moe_random_route_load(3, 4096, 8, 2, 3) < 0.0);    /* 8 experts over 3 ranks */
+    assert_true(moe_random_route_load(0, 4096, 8, 2, 2) < 0.0);
+    assert_true(moe_random_route_load(2, 4096, 8, 9, 2) < 0.0);    /* top 9 of 8 */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(topk_picks_largest),
         cmocka_unit_test(random_route_deals_binomial_rows),
+        cmocka_unit_test(random_route_load_is_the_draws_busiest_rank),
         cmocka_unit_test(permutation_is_stable_bijection),
         cmocka_unit_test(exchange_two_and_four_ranks),
         cmocka_unit_test(router_backward_finite_differences),

@@ -3,6 +3,7 @@
 #include "moe_plan.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 int moe_ref_route(const double *logits, int N, int E, int k, int *idx, double *gate)
@@ -43,6 +44,26 @@ int moe_random_route(unsigned long long seed, int N, int E, int k, int *idx)
         }
     }
     return 0;
+}
+
+double moe_random_route_load(int layers, int N, int E, int k, int ep)
+{
+    if (layers < 1 || N < 1 || ep < 1 || ep > MOE_EP_MAX || E % ep) return -1.0;
+    if (ep == 1) return 1.0;
+    int *idx = malloc((size_t)N * k * sizeof *idx);
+    if (!idx) return -1.0;
+    const int local = E / ep;
+    double sum = 0.0;
+    for (int l = 0; l < layers; l++) {
+        if (moe_random_route((unsigned long long)l, N, E, k, idx) != 0) { free(idx); return -1.0; }
+        long rows[MOE_EP_MAX] = {0};
+        for (size_t s = 0; s < (size_t)N * k; s++) rows[idx[s] / local]++;
+        long most = 0;
+        for (int q = 0; q < ep; q++) most = rows[q] > most ? rows[q] : most;
+        sum += (double)most / ((double)N * k / ep);
+    }
+    free(idx);
+    return sum / layers;
 }
 
 int moe_ref_permute(const int *idx, int N, int k, int E, int *counts, int *pos, int *row_slot)

@@ -41,6 +41,13 @@ int moe_ref_route(const double *logits, int N, int E, int k, int *idx, double *g
  * same; each expert's rows are then Binomial(N, k/E).  -1 on bad sizes. */
 int moe_random_route(unsigned long long seed, int N, int E, int k, int *idx);
 
+/* The busiest EP rank's rows over the mean under SEXTANT_MOE_ROUTE=random, averaged over layers 0..layers-1 (seeds
+ * 0..layers-1, as moe.c draws them): every EP rank draws a layer's route from the same seed, so each receives ep
+ * times the rows its E/ep experts (in a row) hold in that one draw of N tokens.  Known before the run, as the
+ * balanced route's even rows are: what `train` prices such a run's imbalance at.  1 with ep 1; -1 on bad sizes or
+ * no memory. */
+double moe_random_route_load(int layers, int N, int E, int k, int ep);
+
 /* counts[E], pos[N k], row_slot[N k] from idx[N k]; -1 on an expert outside [0, E). */
 int moe_ref_permute(const int *idx, int N, int k, int E, int *counts, int *pos, int *row_slot);
 

@@ -909,7 +909,9 @@ static void print_summary(const train_run_state *r, const gpt *g)
         printf("MoE load imbalance: measured %.3f mean, %.3f worst (the busiest EP rank's routed tokens over the mean, over "
                "%ld layer calls of rank 0, every step); the planner assumes %.3f (--moe-imbalance %.3f%s)\n",
                g->moe.imbalance_sum / g->moe.imbalance_calls, g->moe.imbalance_max, g->moe.imbalance_calls, moe_rank_load(m, &r->l),
-               model_moe_imbalance(m), s->ep == 1 ? "; with ep 1 no rank waits for another: load 1" : "");
+               model_moe_imbalance(m), s->ep == 1                        ? "; with ep 1 no rank waits for another: load 1"
+                                       : !strcmp(moe_route_name(), "random") ? ", the random route's own draw"
+                                                                              : "");
     if (s->moe && s->ep > 1 && g->moe.imbalance_calls) report_moe_as_routed(r, g);
     if (s->moe && g->moe.imbalance_calls)
         printf("MoE rows over rank 0's %d experts (route: %s): %.0f an expert on average; the busiest expert %.3f x the mean, "

@@ -35,6 +35,7 @@
 #include "fp8.h"
 #include "gpu_check.h"
 #include "launch.h"
+#include "moe.h"
 #include "outfile.h"
 #include "plan_file.h"
 #include "planner.h"
@@ -254,6 +255,23 @@ static int main_train(int argc, char **argv)
         gpus = (int)(o->l.tp * o->l.pp * o->l.dp * o->l.cp);
     }
     if (train_check(job.m, o) != 0) return 2;
+    /* SEXTANT_MOE_ROUTE=random deals a route known before the run (every rank draws a layer's from the same seed):
+     * its busiest EP rank is priced as drawn, not at --moe-imbalance's default, as the balanced route's even rows are
+     * (docs/guide.md, the environment).  A plan's slice keeps the plan's imbalance. */
+    static model_t drawn;
+    if (imbalance == 0.0 && !plan_path && !strcmp(moe_route_name(), "random") && job.m->experts > 1 && o->l.ep > 1) {
+        drawn = *job.m;
+        const int64_t tokens = o->l.mbs * o->l.seq / o->l.cp / (o->l.tp > 1 ? o->l.tp : 1);
+        const double load = moe_random_route_load((int)drawn.layers, (int)tokens, (int)drawn.experts, (int)drawn.top_k,
+                                                  (int)o->l.ep);
+        if (load < 1.0) {
+            fprintf(stderr, "sextant-gpu: train: SEXTANT_MOE_ROUTE=random: no route of %lld experts, top %lld over EP %lld\n",
+                    (long long)drawn.experts, (long long)drawn.top_k, (long long)o->l.ep);
+            return 2;
+        }
+        drawn.moe_imbalance = load;
+        job.m = &drawn;
+    }
     int ranks = (int)(o->l.tp * o->l.pp * o->l.dp * o->l.cp);
     if (gpus && gpus != ranks) {
         fprintf(stderr, "sextant-gpu: train: --gpus %d but --tp %lld x --pp %lld x --dp %lld x --cp %lld = %d\n", gpus,
