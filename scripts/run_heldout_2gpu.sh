@@ -11,7 +11,8 @@
 # LAYOUTS=moe runs a mixture-of-experts MODEL instead over the layouts a MoE model takes on two GPUs (ZeRO-1/2/3, EP 2
 # with and without ZeRO-3, TP 2 + SP, PP 2, CP 2 with and without EP 2, recomputation) at SHAPE (default
 # "--seq 4096 --mbs 1 --gbs 8 --attention flash"), and not the MoE test model.  RUNS=REGEX runs only the layouts
-# whose name matches.
+# whose name matches; TIMELINE=REGEX writes the profiling step's timeline of those that match (SEXTANT_TIMELINE,
+# R/tl_NAME.rankN.csv: every op call's GPU and host times).
 set -u
 . "$(dirname "$0")/device_env.sh"
 device_start heldout-2gpu
@@ -40,6 +41,7 @@ for spec in "${runs[@]}"; do
   name=${spec%%:*} flags=${spec#*:}
   [ -n "${RUNS:-}" ] && ! [[ $name =~ $RUNS ]] && continue
   case $flags in *--seq*) ;; *) flags="$D $flags" ;; esac
+  if [ -n "${TIMELINE:-}" ] && [[ $name =~ $TIMELINE ]]; then export SEXTANT_TIMELINE=$R/tl_$name; else unset SEXTANT_TIMELINE; fi
   run "$name" 120 $G train $M $C $flags --csv "$R/$name.csv"
   grep -E "^step time|^memory|^power" "$R/$name.log" | sed "s/^/  $name: /" >> "$S"
 done

@@ -133,7 +133,8 @@ typedef struct {
 
 #define PROFILE_MAX 32768
 
-typedef struct { const char *name; pass_t pass; int side; } profile_tag; /* side: 1 when not on the step's stream */
+/* side: 1 when not on the step's stream; host_*_s: launch_clock_s() when the host began and ended issuing the call */
+typedef struct { const char *name; pass_t pass; int side; double host_begin_s, host_end_s; } profile_tag;
 
 /* an op whose outputs do not feed its inputs (attention): profiled, and in the replay step run
  * replay_runs more times back to back */
@@ -279,6 +280,7 @@ extern pass_t current_pass;
 extern cudaEvent_t *profile_events;
 extern int profile_events_made;
 extern profile_tag *profile_tags;
+extern double profile_host_t0_s;   /* launch_clock_s() when the profiling step's first event was issued */
 extern const char *clock_probe_ops;
 extern float *clock_probe_mhz;
 extern int replay_runs;

@@ -14,6 +14,7 @@ cudaEvent_t *profile_events;
 int profile_events_made;
 
 profile_tag *profile_tags;
+double profile_host_t0_s;
 
 /* SEXTANT_CLOCK_PROBE=all or a list of op names (attention,mlp_up,...): the SM clock right
  * after those ops of the profiling step and at the end of every timed step, by
@@ -44,6 +45,9 @@ void profile_mark_on(const char *name, int end, cudaStream_t on)
     }
     CK(cudaEventRecord(profile_events[2 * profile_count + end], on));
     if (end && clock_probe_wanted(name)) CK(sx_sm_clock_probe(clock_probe_mhz + profile_count, CLOCK_PROBE_US, on));
+    /* after the begin event's record and before the end's: the host's own time on the call's launches */
+    if (!end) profile_tags[profile_count].host_begin_s = launch_clock_s();
+    else profile_tags[profile_count].host_end_s = launch_clock_s();
     if (end) profile_count++;
 }
 

@@ -646,8 +646,11 @@ static int run_timed_steps(train_run_state *r, gpt *g)
 
 /* SEXTANT_TIMELINE=PREFIX, a diagnostic: every event pair of the profiling step, one row per op
  * call, to PREFIX.rankR.csv: when it began and ended on its stream, in ms from the step's first
- * event, and whether that stream was the step's or a side stream (communication, experts).  What
- * the per-op sums cannot say: which calls ran beside which. */
+ * event, and whether that stream was the step's or a side stream (communication, experts); and
+ * when the host began and finished issuing it, in ms from its issue of that first event (the
+ * GPU's queue is empty there, after the last step's wait, so the two clocks start within a
+ * launch of each other).  What the per-op sums cannot say: which calls ran beside which, and
+ * which ones the GPU began only as the host issued them. */
 static void write_timeline(const train_run_state *r, int rank)
 {
     const char *prefix = getenv("SEXTANT_TIMELINE");
@@ -662,13 +665,14 @@ static void write_timeline(const train_run_state *r, int rank)
         fprintf(stderr, "sextant-gpu train: SEXTANT_TIMELINE: %s\n", err);
         exit(2);
     }
-    fprintf(out.f, "call,op,pass,side,start_ms,end_ms\n");
+    fprintf(out.f, "call,op,pass,side,start_ms,end_ms,host_begin_ms,host_end_ms\n");
     for (int i = 0; i < profile_count; i++) {
         float a, b;
         CK(cudaEventElapsedTime(&a, r->t0, profile_events[2 * i]));
         CK(cudaEventElapsedTime(&b, r->t0, profile_events[2 * i + 1]));
-        fprintf(out.f, "%d,%s,%s,%d,%.4f,%.4f\n", i, profile_tags[i].name, pass_name(profile_tags[i].pass),
-                profile_tags[i].side, a, b);
+        fprintf(out.f, "%d,%s,%s,%d,%.4f,%.4f,%.4f,%.4f\n", i, profile_tags[i].name, pass_name(profile_tags[i].pass),
+                profile_tags[i].side, a, b, 1e3 * (profile_tags[i].host_begin_s - profile_host_t0_s),
+                1e3 * (profile_tags[i].host_end_s - profile_host_t0_s));
     }
     if (outfile_commit(&out, err, sizeof err) != 0) {
         fprintf(stderr, "sextant-gpu train: SEXTANT_TIMELINE: %s\n", err);
@@ -687,6 +691,7 @@ static void run_profiling_step(train_run_state *r, gpt *g)
     profiling = 1;
     profile_count = 0;
     CK(cudaEventRecord(r->t0, gpu_ctx.stream));
+    profile_host_t0_s = launch_clock_s();
     one_step(g, o->steps + 1);
     CK(cudaEventRecord(r->t1, gpu_ctx.stream));
     sync_all(g, "the profiling step");
