@@ -265,7 +265,8 @@ double hw_node_inter_bytes_per_s_per_gpu(const hw_node *node);
  * nearest was measured over more than HW_INTRA_FIT_MAX_RATIO times, or less than 1/that, the ranks asked for. */
 #define HW_INTRA_FIT_MAX_RATIO 1.5
 /* The measured time of `collective` (as above) over the fit's ranks for a message of `bytes`: linear between the
- * two measured sizes around it; 0 outside the measured sizes or with fewer than two. */
+ * two measured sizes around it, proportional to the largest beyond it; 0 below the smallest or with fewer than
+ * two. */
 double hw_intra_fit_time_s(const hw_intra_fit *fit, int collective, double bytes);
 const hw_intra_fit *hw_node_intra_fit(const hw_node *node, double ranks, int collective);
 

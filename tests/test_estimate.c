@@ -1056,8 +1056,8 @@ static void calibrated_shape_tables_and_membound_overhead(void **state)
 }
 
 /* calibrate --comm's measured times per message size price a group of exactly the ranks they were measured over,
- * between two measured sizes; a group of other ranks, or a message outside them, keeps the fit (docs/model.md,
- * "Communication") */
+ * between two measured sizes and, beyond the largest, at its bandwidth; a group of other ranks, or a message below
+ * the smallest, keeps the fit (docs/model.md, "Communication") */
 static void measured_collective_times_price_their_groups(void **state)
 {
     (void)state;
@@ -1090,8 +1090,12 @@ static void measured_collective_times_price_their_groups(void **state)
     layout_t three = layout(3, 3, 1, 1, 8, 2048);
     const op_t *ar3 = costed_op(run_on("gpt2", g, three), "tp_allreduce_attn", PASS_FWD);
     assert_close(ar3->time_s, ring_allreduce_s(3.0, ar3->comm_bytes, 280e9, 8e-6), 1e-15);
-    /* a message beyond the measured sizes: the fit again */
+    /* a message beyond the measured sizes: the largest one's bandwidth (proportional to its time), not the fit's */
     f->size_bytes[0][1] = bytes * 0.75;
+    assert_close(costed_op(run_on("llama3.2-1b", g, l), "tp_allreduce_attn", PASS_FWD)->time_s, 100e-6 / 0.75, 1e-15);
+    /* below the smallest: the fit */
+    f->size_bytes[0][0] = bytes * 1.5;
+    f->size_bytes[0][1] = bytes * 2.0;
     assert_close(costed_op(run_on("llama3.2-1b", g, l), "tp_allreduce_attn", PASS_FWD)->time_s, ring, 1e-15);
     *node = saved;
 }
