@@ -91,11 +91,13 @@ $(BUILD)/sextant-gpu: $(VALIDATOR_SRC) validator/model_ref.h validator/plot.h va
 
 # The launcher's process handling and calibrate --comm's flag errors, on the CPU
 # (no GPU needed, but CUDA and NCCL must be there to build): part of `make test` when nvcc is found.
-$(BUILD)/tests/test_launch: tests/test_launch.c validator/launch.c validator/launch.h tests/test_util.h $(BUILD)/sextant
+$(BUILD)/tests/test_launch: tests/test_launch.c validator/launch.c validator/launch.h validator/power.c validator/power.h \
+                           tests/test_util.h $(BUILD)/sextant
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -Ivalidator -I$(CUDA_HOME)/include $(NCCL_INC) -DSEXTANT_ROOT='"$(CURDIR)"' \
 	    -DSEXTANT_BIN='"$(CURDIR)/$(BUILD)/sextant"' -DSEXTANT_GPU_BIN='"$(CURDIR)/$(BUILD)/sextant-gpu"' \
-	    -o $@ tests/test_launch.c validator/launch.c -L$(CUDA_HOME)/lib64 $(NCCL_LIB) -lcudart -ldl $(LDSAN) -lcmocka
+	    -o $@ tests/test_launch.c validator/launch.c validator/power.c -L$(CUDA_HOME)/lib64 $(NCCL_LIB) -lcudart -ldl \
+	    -lpthread $(LDSAN) -lcmocka
 
 # The built-in default run: LLaMA-2 70B for 2T tokens on 1024 H100s, one layout estimated, then every layout searched.
 DEMO_RUN = llama2-70b --gpu h100-sxm --gpus 1024 --tokens 2T

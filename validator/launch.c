@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "power.h"
+
 double launch_clock_s(void)
 {
     struct timespec t;
@@ -146,6 +148,26 @@ typedef struct {
     const char *mode;
 } rank_job;
 
+/* SEXTANT_CPU_BIND=gpu: the rank's threads on the CPUs nearest its GPU (NVML's affinity, its NUMA node), before its
+ * first stream or communicator; none (the default): where the OS puts them.  A MoE step's host issues a launch per
+ * expert, and two ranks' hosts on one machine issued at 7.2 and 10.0 us a launch
+ * (docs/validation/2026-11-28-moe-host-issue). */
+static int bind_cpus(const launch_ctx *ctx)
+{
+    const char *bind = getenv("SEXTANT_CPU_BIND");
+    if (!bind || !*bind || !strcmp(bind, "none")) return 0;
+    if (strcmp(bind, "gpu")) {
+        fprintf(stderr, "sextant-gpu: SEXTANT_CPU_BIND=%s: expected gpu or none\n", bind);
+        return 1;
+    }
+    char why[256];
+    if (power_bind_cpus(why, sizeof why) != 0) {
+        fprintf(stderr, "sextant-gpu: rank %d: SEXTANT_CPU_BIND=gpu: %s\n", ctx->rank, why);
+        return 1;
+    }
+    return 0;
+}
+
 static int run_rank(launch_ctx *ctx, const rank_job *job)
 {
     cudaError_t ce = cudaSetDevice(ctx->device);
@@ -153,6 +175,7 @@ static int run_rank(launch_ctx *ctx, const rank_job *job)
         fprintf(stderr, "sextant-gpu: rank %d: cudaSetDevice(%d): %s\n", ctx->rank, ctx->device, cudaGetErrorString(ce));
         return 1;
     }
+    if (bind_cpus(ctx) != 0) return 1;
     /* Blocking: a non-blocking communicator hands ncclInProgress back from
      * calls and the host's polling then sits between every enqueue (measured
      * on 2 x H200: 2.5x NCCL's own time at 1 MiB).  Hangs are still bounded:

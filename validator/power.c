@@ -23,6 +23,7 @@ static int (*nvml_limit)(nvml_device, unsigned int *mw);
 static int (*nvml_max_clock)(nvml_device, int type, unsigned int *mhz);
 static int (*nvml_clock)(nvml_device, int type, unsigned int *mhz);
 static int (*nvml_temperature)(nvml_device, int sensor, unsigned int *celsius);
+static int (*nvml_set_cpu_affinity)(nvml_device);
 
 int power_open(char *why, size_t why_len)
 {
@@ -40,6 +41,7 @@ int power_open(char *why, size_t why_len)
     nvml_max_clock = (int (*)(nvml_device, int, unsigned int *))dlsym(lib, "nvmlDeviceGetMaxClockInfo");
     nvml_clock = (int (*)(nvml_device, int, unsigned int *))dlsym(lib, "nvmlDeviceGetClockInfo");
     nvml_temperature = (int (*)(nvml_device, int, unsigned int *))dlsym(lib, "nvmlDeviceGetTemperature");
+    nvml_set_cpu_affinity = (int (*)(nvml_device))dlsym(lib, "nvmlDeviceSetCpuAffinity");   /* optional */
     if (!init || !by_bus || !nvml_shutdown || !nvml_energy || !nvml_limit || !nvml_max_clock || !nvml_clock ||
         !nvml_temperature) {
         snprintf(why, why_len, "libnvidia-ml.so.1 lacks a function sextant needs");
@@ -101,6 +103,21 @@ double power_sm_mhz(void)
 {
     unsigned int mhz;
     return nvml_lib && nvml_clock(device, NVML_CLOCK_SM, &mhz) == NVML_OK ? (double)mhz : 0.0;
+}
+
+int power_bind_cpus(char *why, size_t why_len)
+{
+    if (power_open(why, why_len) != 0) return -1;
+    if (!nvml_set_cpu_affinity) {
+        snprintf(why, why_len, "libnvidia-ml.so.1 has no nvmlDeviceSetCpuAffinity");
+        return -1;
+    }
+    int rc = nvml_set_cpu_affinity(device);
+    if (rc != NVML_OK) {
+        snprintf(why, why_len, "nvmlDeviceSetCpuAffinity returned %d", rc);
+        return -1;
+    }
+    return 0;
 }
 
 double power_temperature_c(void)

@@ -12,6 +12,10 @@
 int power_open(char *why, size_t why_len);
 void power_close(void);
 
+/* Binds the calling thread (and the threads it starts after) to the CPUs nearest the current CUDA device, as NVML
+ * gives them (nvmlDeviceSetCpuAffinity: the GPU's NUMA node); opens NVML if it is not.  0, or -1 with the reason. */
+int power_bind_cpus(char *why, size_t why_len);
+
 /* Energy since the driver loaded, joules; -1 when not available. */
 double power_energy_j(void);
 /* The enforced power limit, watts; 0 when not available. */
