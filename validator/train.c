@@ -877,6 +877,27 @@ static void report_moe_as_routed(const train_run_state *r, const gpt *g)
            100.0 * (at_worst.memory.total / r->peak - 1.0));
 }
 
+/* The planner again with this host's issue of an expert GEMM as the forward measured it (rank 0's seconds issuing
+ * its forward's expert GEMMs over their count), where the prediction took the overlay's gemm_issue_us: a host
+ * slower or faster than the calibrated one moves a step whose forward's experts the host issues (OLMoE at TP 2 + SP
+ * on 2 x H200: 11.2 us a launch, -3.7% at the overlay's 7.89 and +0.1% at it;
+ * docs/validation/2026-11-28-cpu-bind).  What is left is the cost model's own error. */
+static void report_moe_at_host_issue(const train_run_state *r, const gpt *g)
+{
+    hw_gpu gpu = *r->gpu;
+    gpu.gemm_issue_s = g->moe.fwd_gemm_host_s / (double)g->moe.fwd_gemm_calls;
+    job_t job = {1e9, 1.0};
+    char err[256];
+    static estimate_t at_host;
+    if (estimate_layout(r->m, &gpu, r->node, &r->l, &job, &at_host, err, sizeof err) != 0) {
+        printf("MoE priced at this host's issue: %s\n", err);
+        return;
+    }
+    printf("MoE priced at this host's issue: at %.2f us an expert GEMM (the forward's, rank 0; the price took %.2f) the "
+           "step %.2f ms (%+.1f%%)\n", 1e6 * gpu.gemm_issue_s, 1e6 * r->gpu->gemm_issue_s, at_host.step_s * 1e3,
+           100.0 * (at_host.step_s / r->slowest - 1.0));
+}
+
 static void print_summary(const train_run_state *r, const gpt *g)
 {
     const train_options *o = r->o;
@@ -939,6 +960,7 @@ static void print_summary(const train_run_state *r, const gpt *g)
                g->moe.gemm_calls ? 1e6 * g->moe.gemm_host_s / (double)g->moe.gemm_calls : 0.0,
                g->moe.fwd_gemm_calls ? 1e6 * g->moe.fwd_gemm_host_s / (double)g->moe.fwd_gemm_calls : 0.0, g->moe.lanes,
                g->moe.lanes == 1 ? "" : "s");
+    if (s->moe && g->moe.fwd_gemm_calls > 0) report_moe_at_host_issue(r, g);
     if (r->have_uncal)
         printf("uncalibrated (hwdb defaults): step %.2f ms (%+.1f%%), memory %.3f GiB (%+.1f%%)\n", r->e_uncal.step_s * 1e3,
                100.0 * (r->e_uncal.step_s / r->slowest - 1.0), r->e_uncal.memory.total / 1073741824.0,
