@@ -489,6 +489,62 @@ static void random_route_one_machine_prices_within(void **state)
     assert_true(mean_memory < 0.01 && worst_memory < 0.03);
 }
 
+/* The step priced at the host's own issue of an expert GEMM, as validate's "MoE priced at this host's issue" line
+ * prices it: OLMoE's one GPU, PP 2 and TP 2 + SP at random on a 2 x H200 whose forward issued its expert GEMMs at
+ * 10.8-11.7 us a launch (docs/validation/2026-11-28-cpu-bind) read -3.5..-5.1% at the overlay's 7.89 us and within
+ * 1.3% at the issue each run's log gives (its "MoE buffers" line, "the forward's X"). */
+static void host_issue_prices_olmoe_steps(void **state)
+{
+    (void)state;
+    const char *zoo = SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv";
+    const char *dir = SEXTANT_ROOT "/tests/data/2026-11-28-cpu-bind/host-line/olmoe-4l";
+    const char *names[] = {"1gpu", "pp2", "tp2sp"};
+    char *shipped = slurp(SEXTANT_ROOT "/hwdb/measured/h200.csv");
+    assert_non_null(shipped);
+    const char *row = strstr(shipped, "\nh200,gemm_issue_us,");
+    assert_non_null(row);
+    const char *row_end = strchr(row + 1, '\n');
+    assert_non_null(row_end);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s.log", dir, names[i]);
+        char *log = slurp(path);
+        assert_non_null(log);
+        const char *at = strstr(log, "(the forward's ");
+        double issue_us = 0.0;
+        assert_non_null(at);
+        assert_int_equal(sscanf(at, "(the forward's %lf)", &issue_us), 1);
+        free(log);
+        assert_true(issue_us > 10.0 && issue_us < 12.0);
+        const char *twice[] = {names[i], names[i]};   /* fit-power takes two runs or more */
+        double mean = 0.0;
+        worst_before_held("h200", dir, twice, 2, zoo, &mean, NULL);
+        char overlay[] = "/tmp/sextant-issue-XXXXXX";
+        int fd = mkstemp(overlay);
+        assert_true(fd >= 0);
+        FILE *f = fdopen(fd, "w");
+        assert_non_null(f);
+        fprintf(f, "%.*s\nh200,gemm_issue_us,%.2f,\"the run's log\"%s", (int)(row - shipped), shipped, issue_us, row_end);
+        fclose(f);
+        char fitted[] = "/tmp/sextant-issue-fit-XXXXXX";
+        int fd2 = mkstemp(fitted);
+        assert_true(fd2 >= 0);
+        close(fd2);
+        run_result r = run_sextant("fit-power --gpu h200 --calibration %s --models %s --out %s --runs %s/%s.csv,%s/%s.csv",
+                                   overlay, zoo, fitted, dir, names[i], dir, names[i]);
+        unlink(overlay);
+        unlink(fitted);
+        expect_ok(&r);
+        double at_host = 0.0, worst = 0.0;
+        summary_errors(r.out, "before (the overlay as given): ", &at_host, &worst);
+        run_free(&r);
+        if (mean < 0.03 || mean > 0.06 || at_host > 0.015)
+            print_error("%s: %.2f%% at the overlay's issue, %.2f%% at %.2f us\n", names[i], 100 * mean, 100 * at_host, issue_us);
+        assert_true(mean > 0.03 && mean < 0.06 && at_host < 0.015);
+    }
+    free(shipped);
+}
+
 /* Ten steps of two models no calibration timed (LLaMA 3.2 3B, GPT-2 large) on the first 2 x H100 lent here: one GPU,
  * TP 2 with and without SP, PP 2, DP 2 with ZeRO-1 and ZeRO-3, priced with the shipped overlay, whose collectives
  * and their measured times per message size came from calibrate --comm on that machine (not from these steps;
@@ -898,6 +954,7 @@ int main(void)
         cmocka_unit_test(random_route_runs_price_within),
         cmocka_unit_test(random_route_full_set_prices_within),
         cmocka_unit_test(random_route_one_machine_prices_within),
+        cmocka_unit_test(host_issue_prices_olmoe_steps),
         cmocka_unit_test(fit_power_bad_input),
         cmocka_unit_test(measured_overlay_is_the_default),
         cmocka_unit_test(each_gpu_takes_its_own_measured_overlay),

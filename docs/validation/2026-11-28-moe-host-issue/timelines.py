@@ -5,6 +5,7 @@ issuing the calls, and the GPU's idle time before calls it began within 50 us of
 it waited for the host).  Run from the repository root:
     python3 docs/validation/2026-11-28-moe-host-issue/timelines.py"""
 import csv
+import gzip
 import os
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "timelines")
@@ -12,7 +13,7 @@ EXPERT = ("expert_up", "expert_down", "expert_up_dgrad", "expert_up_wgrad", "exp
 
 
 def passes(path):
-    rows = [r for r in csv.DictReader(open(path)) if r["side"] == "0"]
+    rows = [r for r in csv.DictReader(gzip.open(path, "rt")) if r["side"] == "0"]
     rows.sort(key=lambda r: float(r["start_ms"]))
     out = {}
     prev_end = 0.0
@@ -38,7 +39,7 @@ print("| layout, rank | pass | GPU ms (step's stream) | host issuing ms | GPU id
       "expert GEMMs: GPU / host ms | expert calls the GPU began before their issue ended |")
 print("|---|---|---:|---:|---:|---|---:|")
 for name in ("1gpu.rank0", "tp2sp.rank0", "tp2sp.rank1", "pp2.rank0", "pp2.rank1"):
-    out, end = passes(os.path.join(HERE, "tl_%s.csv" % name))
+    out, end = passes(os.path.join(HERE, "tl_%s.csv.gz" % name))
     for pname in ("fwd", "bwd"):
         p = out.get(pname)
         if not p:
