@@ -70,7 +70,89 @@ extern "C" cudaError_t sx_moe_topk(int32_t *idx, float *gate, const float *logit
     SX_LAUNCHED();
 }
 
-/* One block per expert.  Pass 0 counts its slots; pass 1 (after every count is written)
+/* The stable sort of the slots by expert, in tiles of MOE_PERMUTE_TILE slots (E <= SX_MOE_ROUTE_EXPERTS_MAX and
+ * at least E tiles' worth of slots: row_slot holds the tiles' counts meanwhile, as scratch):
+ *   1. each tile's count per expert (shared-memory atomics), into row_slot[tile E + e];
+ *   2. one block: counts[e], and each tile's first row per expert, in place of its count;
+ *   3. each tile numbers its slots in slot order: 256 at a time, a slot's rank among the same expert's in its warp
+ *      (__match_any_sync), the warps before it and the rounds before (shared counts) -> pos;
+ *   4. row_slot[pos[s]] = s, once pos is whole.
+ * Until 2026-11-28 a block an expert scanned every slot twice: E blocks (under half an H200's SMs at 64 experts),
+ * 55 us a call at OLMoE's 4096 tokens of top-8 where the planner prices the permutation with the gather at memory
+ * speed (docs/validation/2026-11-28-moe-host-issue: moe_permute 4.03 ms a step against 2.19; dev/cuda/moe_permute.cu,
+ * version 1 against 2).  That kernel stays for the shapes the tiles cannot take. */
+#define MOE_PERMUTE_TILE 1024
+
+__global__ void __launch_bounds__(MOE_THREADS)
+moe_permute_count_kernel(int32_t *__restrict__ tile_counts, const int32_t *__restrict__ idx, int slots, int E) {
+    __shared__ int hist[SX_MOE_ROUTE_EXPERTS_MAX];
+    for (int e = threadIdx.x; e < E; e += blockDim.x) hist[e] = 0;
+    __syncthreads();
+    const int first = blockIdx.x * MOE_PERMUTE_TILE;
+    for (int s = first + threadIdx.x; s < first + MOE_PERMUTE_TILE && s < slots; s += blockDim.x) atomicAdd(&hist[idx[s]], 1);
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += blockDim.x) tile_counts[(size_t)blockIdx.x * E + e] = hist[e];
+}
+
+/* one block of SX_MOE_ROUTE_EXPERTS_MAX threads, thread e for expert e */
+__global__ void moe_permute_offsets_kernel(int32_t *__restrict__ counts, int32_t *__restrict__ tiles, int ntiles, int E) {
+    __shared__ int total[SX_MOE_ROUTE_EXPERTS_MAX];
+    const int e = threadIdx.x;
+    int sum = 0;
+    if (e < E)
+        for (int t = 0; t < ntiles; t++) {
+            const int c = tiles[(size_t)t * E + e];
+            tiles[(size_t)t * E + e] = sum;   /* the expert's rows in the tiles before */
+            sum += c;
+        }
+    total[e] = e < E ? sum : 0;
+    __syncthreads();
+    if (e >= E) return;
+    counts[e] = sum;
+    int start = 0;
+    for (int f = 0; f < e; f++) start += total[f];
+    for (int t = 0; t < ntiles; t++) tiles[(size_t)t * E + e] += start;
+}
+
+__global__ void __launch_bounds__(MOE_THREADS)
+moe_permute_rank_kernel(int32_t *__restrict__ pos, const int32_t *__restrict__ tiles, const int32_t *__restrict__ idx,
+                        int slots, int E) {
+    __shared__ int next[SX_MOE_ROUTE_EXPERTS_MAX];                 /* the tile's next row per expert */
+    __shared__ int warp_counts[MOE_THREADS / SX_WARP][SX_MOE_ROUTE_EXPERTS_MAX];
+    const int lane = threadIdx.x % SX_WARP, warp = threadIdx.x / SX_WARP;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) next[e] = tiles[(size_t)blockIdx.x * E + e];
+    const int first = blockIdx.x * MOE_PERMUTE_TILE;
+    for (int round = 0; round < MOE_PERMUTE_TILE; round += MOE_THREADS) {
+        for (int i = threadIdx.x; i < (MOE_THREADS / SX_WARP) * SX_MOE_ROUTE_EXPERTS_MAX; i += blockDim.x)
+            (&warp_counts[0][0])[i] = 0;
+        __syncthreads();
+        const int s = first + round + threadIdx.x;
+        const int e = s < slots ? idx[s] : -1;   /* the whole warp reaches the match, past the end too */
+        const unsigned peers = __match_any_sync(0xffffffffu, e);
+        if (e >= 0 && lane == __ffs(peers) - 1) warp_counts[warp][e] = __popc(peers);
+        __syncthreads();
+        if (e >= 0) {
+            int before = 0;
+            for (int w = 0; w < warp; w++) before += warp_counts[w][e];
+            pos[s] = next[e] + before + __popc(peers & ((1u << lane) - 1u));
+        }
+        __syncthreads();
+        for (int f = threadIdx.x; f < E; f += blockDim.x) {
+            int round_count = 0;
+            for (int w = 0; w < MOE_THREADS / SX_WARP; w++) round_count += warp_counts[w][f];
+            next[f] += round_count;
+        }
+        __syncthreads();
+    }
+}
+
+__global__ void moe_permute_scatter_kernel(int32_t *__restrict__ row_slot, const int32_t *__restrict__ pos, int slots) {
+    const int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s < slots) row_slot[pos[s]] = s;
+}
+
+/* The first way, kept for what the tiles cannot take (more experts than the shared counts hold, or fewer slots
+ * than the tiles' counts): one block per expert.  Pass 0 counts its slots; pass 1 (after every count is written)
  * numbers them in slot order from the expert's start, a block-wide prefix over tiles. */
 template <int PASS>
 __global__ void __launch_bounds__(MOE_THREADS)
@@ -115,6 +197,17 @@ extern "C" cudaError_t sx_moe_permute(int32_t *counts, int32_t *pos, int32_t *ro
     SX_REQUIRE(N >= 0 && k >= 1 && E >= 1);
     SX_REQUIRE(counts && (N == 0 || (pos && row_slot && idx)));
     const int slots = N * k;
+    const int ntiles = (slots + MOE_PERMUTE_TILE - 1) / MOE_PERMUTE_TILE;
+    if (slots > 0 && E <= SX_MOE_ROUTE_EXPERTS_MAX && (long)ntiles * E <= slots) {
+        moe_permute_count_kernel<<<ntiles, MOE_THREADS, 0, stream>>>(row_slot, idx, slots, E);
+        SX_CHECK(cudaGetLastError());
+        moe_permute_offsets_kernel<<<1, SX_MOE_ROUTE_EXPERTS_MAX, 0, stream>>>(counts, row_slot, ntiles, E);
+        SX_CHECK(cudaGetLastError());
+        moe_permute_rank_kernel<<<ntiles, MOE_THREADS, 0, stream>>>(pos, row_slot, idx, slots, E);
+        SX_CHECK(cudaGetLastError());
+        moe_permute_scatter_kernel<<<sx_blocks((size_t)slots, MOE_THREADS), MOE_THREADS, 0, stream>>>(row_slot, pos, slots);
+        SX_LAUNCHED();
+    }
     moe_permute_kernel<0><<<E, MOE_THREADS, 0, stream>>>(counts, pos, row_slot, idx, slots, E);
     SX_CHECK(cudaGetLastError());
     if (slots == 0) return cudaSuccess;

@@ -282,6 +282,7 @@ int main(void)
     check_shape(301, 33, 3, 8);    /* experts past one warp's lanes */
     check_shape(97, 64, 6, 8);     /* the kernels' most experts, six picks */
     check_shape(5, 1, 1, 8);       /* one expert */
+    check_shape(4097, 64, 8, 8);   /* the permutation's 33 tiles, the last one slot */
     check_swiglu(1, 8);
     check_swiglu(300, 1024);       /* OLMoE's expert width */
     check_swiglu(77, 7168);        /* Mixtral's over expert TP 2 */
