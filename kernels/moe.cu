@@ -78,9 +78,9 @@ extern "C" cudaError_t sx_moe_topk(int32_t *idx, float *gate, const float *logit
  *      (__match_any_sync), the warps before it and the rounds before (shared counts) -> pos;
  *   4. row_slot[pos[s]] = s, once pos is whole.
  * Until 2026-11-28 a block an expert scanned every slot twice: E blocks (under half an H200's SMs at 64 experts),
- * 55 us a call at OLMoE's 4096 tokens of top-8 where the planner prices the permutation with the gather at memory
- * speed (docs/validation/2026-11-28-moe-host-issue: moe_permute 4.03 ms a step against 2.19; dev/cuda/moe_permute.cu,
- * version 1 against 2).  That kernel stays for the shapes the tiles cannot take. */
+ * 79 us a call at OLMoE's 4096 tokens of top-8, 20 us now (dev/cuda/moe_permute.cu, version 1 against 2, one
+ * H200); the step's moe_permute, this and the row gather, 4.03 -> 2.41 ms a step where the planner prices 2.19
+ * (docs/validation/2026-11-28-moe-permute).  That kernel stays for the shapes the tiles cannot take. */
 #define MOE_PERMUTE_TILE 1024
 
 __global__ void __launch_bounds__(MOE_THREADS)
