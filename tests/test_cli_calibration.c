@@ -413,6 +413,22 @@ static void random_route_runs_price_within(void **state)
     assert_true(random < 0.035 && worst_random < 0.06 && random < routed && worst_random < worst_routed);
 }
 
+/* The H200 runs' peak memory priced by fit-power (its "peak memory per GPU, N runs" line) within mean_max and
+ * worst_max of the measured, as fractions. */
+static void assert_peak_memory_within(const char *dir, const char *const *names, size_t n, const char *zoo,
+                                      double mean_max, double worst_max)
+{
+    run_result r = fit_power_runs("h200", dir, names, n, zoo);
+    char what[64];
+    snprintf(what, sizeof what, "peak memory per GPU, %zu runs: ", n);
+    double mean_memory = 0.0, worst_memory = 0.0;
+    summary_errors(r.out, what, &mean_memory, &worst_memory);
+    run_free(&r);
+    if (mean_memory >= mean_max || worst_memory >= worst_max)
+        print_error("memory %.2f%% (worst %.2f%%)\n", 100 * mean_memory, 100 * worst_memory);
+    assert_true(mean_memory < mean_max && worst_memory < worst_max);
+}
+
 /* The whole MoE held-out set (OLMoE 4 layers, Mixtral 2 layers: one GPU and ten two-GPU layouts each) with
  * SEXTANT_MOE_ROUTE=random, every expert its binomial share of the rows, as the planner prices a router trained to
  * balance them: fifteen steps on one 2 x H200 machine (docs/validation/2026-11-28-moe-timed-steps), the other seven
@@ -446,13 +462,7 @@ static void random_route_full_set_prices_within(void **state)
     size_t n = 0;
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) all[n++] = rest[i];
     for (size_t i = 0; i < sizeof ep / sizeof ep[0]; i++) all[n++] = ep[i];
-    run_result r = fit_power_runs("h200", dir, all, n, zoo);
-    double mean_memory = 0.0, worst_memory = 0.0;
-    summary_errors(r.out, "peak memory per GPU, 22 runs: ", &mean_memory, &worst_memory);
-    run_free(&r);
-    if (mean_memory >= 0.01 || worst_memory >= 0.03)
-        print_error("memory %.2f%% (worst %.2f%%)\n", 100 * mean_memory, 100 * worst_memory);
-    assert_true(mean_memory < 0.01 && worst_memory < 0.03);
+    assert_peak_memory_within(dir, all, n, zoo, 0.01, 0.03);
 }
 
 /* The whole MoE held-out set at random again, on one 2 x H200 machine with the validator of 2026-11-28 (its router
@@ -480,13 +490,7 @@ static void random_route_one_machine_prices_within(void **state)
         print_error("22 runs %.2f%% (worst %.2f%%); Mixtral's ZeRO-2/3 worst %.2f%%\n", 100 * mean, 100 * worst,
                     100 * zero_worst);
     assert_true(mean < 0.02 && worst < 0.07 && zero_worst < 0.035);
-    run_result r = fit_power_runs("h200", dir, all, sizeof all / sizeof all[0], zoo);
-    double mean_memory = 0.0, worst_memory = 0.0;
-    summary_errors(r.out, "peak memory per GPU, 22 runs: ", &mean_memory, &worst_memory);
-    run_free(&r);
-    if (mean_memory >= 0.01 || worst_memory >= 0.03)
-        print_error("memory %.2f%% (worst %.2f%%)\n", 100 * mean_memory, 100 * worst_memory);
-    assert_true(mean_memory < 0.01 && worst_memory < 0.03);
+    assert_peak_memory_within(dir, all, sizeof all / sizeof all[0], zoo, 0.01, 0.03);
 }
 
 /* The step priced at the host's own issue of an expert GEMM, as validate's "MoE priced at this host's issue" line
