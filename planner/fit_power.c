@@ -43,53 +43,46 @@ static FILE *run_log(const char *csv_path)
     return fopen(path, "r");
 }
 
-/* What NVML measured, from the log's "power: W W and M MHz SM clock ..." line: M in Hz, 0 when there is no
- * such log or line. */
-static double logged_clock_hz(const char *csv_path)
-{
-    FILE *f = run_log(csv_path);
-    if (!f) return 0.0;
-    char line[1024];
-    double watts, mhz = 0.0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "power: %lf W and %lf MHz SM clock", &watts, &mhz) == 2) break;
-        else mhz = 0.0;
-    fclose(f);
-    return mhz > 0.0 ? mhz * 1e6 : 0.0;
-}
+/* What a run's log says beside its CSV, read in one pass (0, 1 and "not said" where there is no log or line):
+ *   clock_hz   NVML's mean SM clock, from "power: W W and M MHz SM clock ..." (Hz);
+ *   ep         the expert parallelism, from the header "# mixture of experts: ..., expert parallelism E (...)" (for
+ *              CSVs that predate their ep column, 2026-11-26);
+ *   imbalance  the busiest EP rank's imbalance the planner took, from "MoE load imbalance: ... (--moe-imbalance X":
+ *              X (a random route's own draw since 2026-11-28), 0 where not said;
+ *   balanced   1 where the route dealt every expert the same rows ("MoE rows over rank 0's ... (route: balanced)"),
+ *              which validate prices with even rows. */
+typedef struct {
+    double clock_hz;
+    int64_t ep;
+    double imbalance;
+    int balanced;
+} run_log_facts;
 
-/* The expert parallelism of a run whose CSV predates its ep column (2026-11-26), from the log's header
- * ("# mixture of experts: 8 experts, top-2, expert parallelism 2 (...)"): 1 when there is no such line. */
-static int64_t logged_ep(const char *csv_path)
+static run_log_facts read_run_log(const char *csv_path)
 {
+    run_log_facts facts = {0.0, 1, 0.0, 0};
     FILE *f = run_log(csv_path);
-    if (!f) return 1;
+    if (!f) return facts;
     char line[1024];
-    long long ep = 1;
+    int have_clock = 0, have_ep = 0;
     while (fgets(line, sizeof line, f)) {
+        double watts, mhz, x;
+        long long ep;
+        if (!have_clock && sscanf(line, "power: %lf W and %lf MHz SM clock", &watts, &mhz) == 2) {
+            facts.clock_hz = mhz > 0.0 ? mhz * 1e6 : 0.0;
+            have_clock = 1;
+        }
         const char *at = strncmp(line, "# mixture of experts:", 21) ? NULL : strstr(line, "expert parallelism ");
-        if (at && sscanf(at, "expert parallelism %lld", &ep) == 1) break;
+        if (!have_ep && at && sscanf(at, "expert parallelism %lld", &ep) == 1) {
+            facts.ep = ep >= 1 ? (int64_t)ep : 1;
+            have_ep = 1;
+        }
+        at = strncmp(line, "MoE load imbalance:", 19) ? NULL : strstr(line, "(--moe-imbalance ");
+        if (at && sscanf(at, "(--moe-imbalance %lf", &x) == 1 && x >= 1.0) facts.imbalance = x;
+        if (!strncmp(line, "MoE rows over rank 0's", 22) && strstr(line, "(route: balanced)")) facts.balanced = 1;
     }
     fclose(f);
-    return ep >= 1 ? (int64_t)ep : 1;
-}
-
-/* The MoE inputs the run was priced with, from its log: the busiest EP rank's imbalance the planner took ("MoE load
- * imbalance: ... the planner assumes L (--moe-imbalance X ...)": X, which a random route's own draw sets since
- * 2026-11-28) into *imbalance (left alone without the line), and whether the route dealt every expert the same rows
- * ("(route: balanced)": EXPERT_ROWS_EVEN, as validate priced it). */
-static void logged_moe_inputs(const char *csv_path, double *imbalance, expert_rows_t *rows)
-{
-    FILE *f = run_log(csv_path);
-    if (!f) return;
-    char line[1024];
-    while (fgets(line, sizeof line, f)) {
-        const char *at = strncmp(line, "MoE load imbalance:", 19) ? NULL : strstr(line, "(--moe-imbalance ");
-        double x;
-        if (at && sscanf(at, "(--moe-imbalance %lf", &x) == 1 && x >= 1.0) *imbalance = x;
-        if (!strncmp(line, "MoE rows over rank 0's", 22) && strstr(line, "(route: balanced)")) *rows = EXPERT_ROWS_EVEN;
-    }
-    fclose(f);
+    return facts;
 }
 
 /* Row r of a validate CSV, when it is rank 0's forward op, added to the run's forward ops by name (the rows of
@@ -117,6 +110,7 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
 {
     memset(run, 0, sizeof *run);
     snprintf(run->path, sizeof run->path, "%s", path);
+    const run_log_facts logged = read_run_log(path);
     csv_table t;
     if (csv_table_read(path, &t, err, errlen) != 0) return -1;
     /* one calibrated step row per stage on more than one GPU: the step is the slowest's */
@@ -173,7 +167,7 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
     if (csv_table_column(&t, "ep") >= 0) {
         if (csv_get_int64(&t, row, "ep", 1, 1 << 20, &l->ep, err, errlen)) goto done;
     } else
-        l->ep = logged_ep(path);
+        l->ep = logged.ep;
     l->zero = (int)zero;
     l->sp = (int)sp;
     l->gpus_per_node = node->gpus_per_node;
@@ -189,7 +183,8 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
     }
     run->model = *m;
     run->model.dropout = 0; /* sextant-gpu trains without dropout: the model as executed */
-    if (m->experts > 1) logged_moe_inputs(path, &run->model.moe_imbalance, &l->expert_rows);
+    if (m->experts > 1 && logged.imbalance > 0.0) run->model.moe_imbalance = logged.imbalance;
+    if (m->experts > 1 && logged.balanced) l->expert_rows = EXPERT_ROWS_EVEN;
     if (recompute_parse(recompute, &l->recompute) != 0) {
         snprintf(err, errlen, "%s:%d:recompute: '%s' is not one of none|selective|full", path, t.line[row], recompute);
         goto done;
@@ -204,7 +199,7 @@ int power_fit_read_run(const char *path, const model_zoo *zoo, const hw_gpu *gpu
         snprintf(err, errlen, "%s:%d:gpus: %lld is not tp x pp x dp x cp", path, t.line[row], (long long)l->gpus);
         goto done;
     }
-    run->measured_clock_hz = logged_clock_hz(path);
+    run->measured_clock_hz = logged.clock_hz;
     rc = 0;
 done:
     csv_table_free(&t);
