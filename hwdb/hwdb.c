@@ -104,6 +104,7 @@ static const gpu_numeric_column gpu_overlay_only_columns[] = {
     {"overlap_compute_slowdown_reducescatter", GPU_FIELD(overlap_compute_slowdown_reducescatter), 1, 0, 1},
     {"overlap_compute_slowdown_allreduce", GPU_FIELD(overlap_compute_slowdown_allreduce), 1, 0, 1},
     {"overlap_comm_slowdown", GPU_FIELD(overlap_comm_slowdown), 1, 0, 10},
+    {"overlap_compute_slowdown_experts", GPU_FIELD(overlap_compute_slowdown_experts), 1, 0, 1},
 };
 /* Overlay keys that land on the GPU's node (nodes.csv columns, same names
  * and units): calibrate --comm measures the intra-node link as the planner's

@@ -152,6 +152,10 @@ typedef struct {
     double overlap_compute_slowdown_reducescatter;
     double overlap_compute_slowdown_allreduce;
     double overlap_comm_slowdown;
+    /* The same for the experts' GEMMs launched one an expert on their streams, whose launches leave SMs idle, beside
+     * any collective (calibrate --comm's experts victim, validator/overlap.h; the median over the kinds); 0: not
+     * measured, they then count as GEMMs (the kind's figure above). */
+    double overlap_compute_slowdown_experts;
     int gemm_times;                   /* measured GEMM shapes (overlay keys gemm_us:MxNxK); 0 until calibrated */
     hw_gemm_time gemm_time[HWDB_GEMM_TIMES_MAX];
     int attention_times[2];           /* sextant-gpu's fused attention measured, forward [0] and backward [1] (overlay keys

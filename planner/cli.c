@@ -546,6 +546,9 @@ static void print_gpu(FILE *out, const hw_gpu *g, const hw_node *node)
                      "the collective beside a GEMM %+.1f%% (calibrate --comm's medians, or hwdb/priors.csv's)\n",
                 100.0 * g->overlap_compute_slowdown_allgather, 100.0 * g->overlap_compute_slowdown_reducescatter,
                 100.0 * g->overlap_compute_slowdown_allreduce, 100.0 * g->overlap_comm_slowdown);
+    if (g->overlap_compute_slowdown_experts > 0)
+        fprintf(out, "  experts beside one     %+.1f%%: expert GEMMs launched one an expert of fewer tiles than SMs (calibrate "
+                     "--comm's experts)\n", 100.0 * g->overlap_compute_slowdown_experts);
     fprintf(out, "  source                 %s\n", g->source);
     if (node)
         fprintf(out, "  node %s: %lld GPUs, %s %.0f GB/s per direction per GPU, %lld x %.0f Gb/s NICs (%.1f GB/s per GPU)\n"

@@ -208,6 +208,21 @@ typedef struct {
     double slowdown_s, beside_s;
 } overlap_tally;
 
+/* What runs beside an overlapped collective decides how much it slows (calibrate --comm measures each; docs/model.md,
+ * "Overlap is not free"): a GEMM that fills the SMs, and every other op alike, or the experts' GEMMs whose launches
+ * leave SMs idle. */
+enum { COMPUTE_GEMM = 0, COMPUTE_EXPERTS, COMPUTE_CLASSES };
+#define LAYER_SEGMENTS 16
+
+/* One layer of a pass as ZeRO's per-layer collectives see it from the layer's start: runs of ops of one class in the
+ * order they run, seconds at the top clock (the stage's layers averaged: an op of count c adds c / layers of its
+ * time); the stage's other ops (embedding, head) last, as their share of a layer. */
+typedef struct {
+    double t[LAYER_SEGMENTS];
+    unsigned char cls[LAYER_SEGMENTS];
+    int n;
+} overlap_layer;
+
 typedef struct {
     double compute_fwd, compute_bwd;      /* per micro-batch, recomputation counted in bwd */
     double tp;                            /* exposed per micro-batch */
@@ -219,6 +234,11 @@ typedef struct {
     double clock_bound_fwd, clock_bound_bwd; /* of compute_fwd and _bwd, the seconds that follow the clock */
     double gemm_clock_bound_fwd, gemm_clock_bound_bwd; /* ... of them, the GEMMs' (the clock time's; the rest 1/x) */
     double energy_j;                      /* switching energy per micro-batch at the top clock */
+    double compute_top[2];                /* compute_fwd, compute_bwd at the top clock (the stretch leaves these) */
+    overlap_layer layer[2];               /* a layer of the forward [0] and of the backward [1] (recomputation first),
+                                             for ZeRO's per-layer collectives */
+    double class_s[2][COMPUTE_CLASSES];   /* each pass's seconds by class at the top clock, for the collectives
+                                             beside a whole pass (the gradients' buckets, EP's all-to-alls) */
 } body_cost;
 
 typedef struct {
@@ -257,21 +277,111 @@ static int op_part(const op_t *op)
     return PART_BODY;
 }
 
-/* Communication that hides behind a compute window, except its last bucket; its parts, `times` over, added
- * to *tally (NULL: not wanted, without a power model). */
+/* How much a compute class slows beside a collective of kind coll: the experts' figure where calibrate measured it,
+ * else a GEMM's (the kind's). */
+static double class_compute_slowdown(const hw_gpu *gpu, coll_t coll, int cls)
+{
+    if (cls == COMPUTE_EXPERTS && gpu->overlap_compute_slowdown_experts > 0.0) return gpu->overlap_compute_slowdown_experts;
+    return coll == COLL_ALLGATHER        ? gpu->overlap_compute_slowdown_allgather
+           : coll == COLL_REDUCE_SCATTER ? gpu->overlap_compute_slowdown_reducescatter
+                                         : gpu->overlap_compute_slowdown_allreduce;
+}
+
+static void tally_add(overlap_tally *tally, double times, overlap_cost o)
+{
+    if (!tally) return;
+    tally->slowdown_s += times * o.slowdown_s;
+    tally->beside_s += times * o.beside_s;
+}
+
+/* Communication that hides behind a compute window of one GEMM, except its last bucket; its parts, `times` over,
+ * added to *tally (NULL: not wanted, without a power model). */
 static double exposed(const hw_gpu *gpu, coll_t coll, double comm, double window, double last_bucket_fraction,
                       double times, overlap_tally *tally)
 {
-    /* how much the compute beside this kind of collective slows (0 when neither measured nor a prior) */
-    double sc = coll == COLL_ALLGATHER ? gpu->overlap_compute_slowdown_allgather
-                : coll == COLL_REDUCE_SCATTER ? gpu->overlap_compute_slowdown_reducescatter
-                                              : gpu->overlap_compute_slowdown_allreduce;
-    overlap_cost o = overlapped_comm_parts(comm, window, last_bucket_fraction, sc, gpu->overlap_comm_slowdown);
-    if (tally) {
-        tally->slowdown_s += times * o.slowdown_s;
-        tally->beside_s += times * o.beside_s;
-    }
+    overlap_cost o = overlapped_comm_parts(comm, window, last_bucket_fraction, class_compute_slowdown(gpu, coll, COMPUTE_GEMM),
+                                           gpu->overlap_comm_slowdown);
+    tally_add(tally, times, o);
     return o.cost_s;
+}
+
+/* The same beside a whole pass, `window` seconds whose classes are class_s (top-clock seconds, in proportion): each
+ * class slows in proportion to its share of the window. */
+static double exposed_pass(const hw_gpu *gpu, coll_t coll, double comm, double window, const double *class_s,
+                           double last_bucket_fraction, double times, overlap_tally *tally)
+{
+    double all = 0.0, sc = 0.0;
+    for (int k = 0; k < COMPUTE_CLASSES; k++) {
+        all += class_s[k];
+        sc += class_s[k] * class_compute_slowdown(gpu, coll, k);
+    }
+    if (all <= 0.0) return exposed(gpu, coll, comm, window, last_bucket_fraction, times, tally);
+    overlap_cost o = overlapped_comm_parts(comm, window, last_bucket_fraction, sc / all, gpu->overlap_comm_slowdown);
+    tally_add(tally, times, o);
+    return o.cost_s;
+}
+
+/* ZeRO's collectives of one layer beside that layer's ops from its start (overlapped_comm_walk), for `layers`
+ * layers whose compute the clock stretched by `stretch` over the top clock's. */
+static double exposed_layers(const hw_gpu *gpu, coll_t coll, double comm, const overlap_layer *layer, double layers,
+                             double stretch, double tail_fraction, double times, overlap_tally *tally)
+{
+    overlap_segment seg[LAYER_SEGMENTS];
+    for (int i = 0; i < layer->n; i++)
+        seg[i] = (overlap_segment){layer->t[i] * stretch, class_compute_slowdown(gpu, coll, layer->cls[i]),
+                                   gpu->overlap_comm_slowdown};
+    overlap_cost o = overlapped_comm_walk(comm / layers, tail_fraction, seg, layer->n);
+    o.cost_s *= layers;
+    o.slowdown_s *= layers;
+    o.beside_s *= layers;
+    tally_add(tally, times, o);
+    return o.cost_s;
+}
+
+/* An op's class beside a collective: the experts' GEMMs launched one an expert whose launch's tiles do not fill the
+ * SMs take the experts' figure (calibrate's victim: 64 tiles a launch on 132 SMs), the SMs a collective holds being
+ * SMs those launches leave idle; a launch that fills them loses them as a dense GEMM does (the planner's test of a
+ * launch filling the GPU, routed_rows in op_cost.c).  Every other op counts as a GEMM: calibrate's attention and
+ * memory-bound victims read 0.07 and 0.12 where the steps' attention slowed 0.02-0.44 beside ZeRO-3's collectives
+ * (docs/validation/2026-11-28-overlap-classes). */
+static int compute_class(const op_t *op, const hw_gpu *gpu)
+{
+    if (op->kind != OP_GEMM || op->batch <= 1 || !op->separate_launches) return COMPUTE_GEMM;
+    double tiles = ceil((double)op->m / GEMM_TILE_M) * ceil((double)op->n / GEMM_TILE_N);
+    return tiles < gpu->sm_count ? COMPUTE_EXPERTS : COMPUTE_GEMM;
+}
+
+/* One op's time in a pass's order, for the layer's segments (cost_stage). */
+typedef struct {
+    double t;
+    unsigned char cls, layer;   /* layer: one of the layers' ops (else the embedding's, the head's) */
+} timed_op;
+
+/* The segments of one layer from its ops in the order they run (layer_segments): runs of one class merged; past
+ * LAYER_SEGMENTS - COMPUTE_CLASSES runs the rest summed by class, so that the segments always hold every second. */
+static void layer_segments(overlap_layer *out, const timed_op *ops, int n, double layers)
+{
+    double rest[COMPUTE_CLASSES] = {0};
+    int full = 0;
+    out->n = 0;
+    for (int others = 0; others < 2; others++)   /* the layers' ops, then the others */
+        for (int i = 0; i < n; i++) {
+            if (ops[i].layer == others || ops[i].t <= 0.0) continue;
+            double t = ops[i].t / layers;
+            if (!full && out->n > 0 && out->cls[out->n - 1] == ops[i].cls) out->t[out->n - 1] += t;
+            else if (!full && out->n < LAYER_SEGMENTS - COMPUTE_CLASSES) {
+                out->t[out->n] = t;
+                out->cls[out->n++] = ops[i].cls;
+            } else {
+                full = 1;
+                rest[ops[i].cls] += t;
+            }
+        }
+    for (int k = 0; k < COMPUTE_CLASSES; k++)
+        if (rest[k] > 0.0) {
+            out->t[out->n] = rest[k];
+            out->cls[out->n++] = (unsigned char)k;
+        }
 }
 
 /* Costs the ops of the parts asked for, in list order; the other parts stay
@@ -287,6 +397,9 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
      * routing sync empties the GPU's queue, and each op after it lets the host get ahead by what it took over its
      * own issue (a launch where it is not an expert GEMM) */
     double lead[PASS_STEP + 1] = {0};
+    /* the body's compute in list order, by pass, for the layers' segments */
+    timed_op order[PASS_STEP][OPS_MAX];
+    int ordered[PASS_STEP] = {0};
     for (int i = 0; i < s->nops; i++) {
         op_t *op = &s->ops[i];
         int part = op_part(op);
@@ -330,6 +443,12 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
         if (op->kind != OP_COMM) {
             double clock_bound = op->clock_bound_s * (double)op->count, energy = op->energy_j * (double)op->count;
             double gemm = op->kind == OP_GEMM ? clock_bound : 0.0;
+            if (op->pass != PASS_STEP) {
+                int cls = compute_class(op, gpu);
+                order[op->pass][ordered[op->pass]++] =
+                    (timed_op){t, (unsigned char)cls, (unsigned char)(s->layers <= 1 || op->count > 1)};
+                c->body.class_s[op->pass == PASS_FWD ? 0 : 1][cls] += t;
+            }
             if (op->pass == PASS_FWD) {
                 c->body.compute_fwd += t;
                 c->body.clock_bound_fwd += clock_bound;
@@ -367,6 +486,18 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
             /* the dense and the experts' gradients share the buckets */
             if (op->coll != COLL_ALLGATHER) grad_bytes += op->comm_bytes;
         }
+    }
+    if (parts & PART_BODY) {
+        /* a layer's backward: its recomputation (in forward order), then its backward ops, last first */
+        double layers = s->layers > 0 ? (double)s->layers : 1.0;
+        timed_op bwd[2 * OPS_MAX];
+        int n = 0;
+        for (int i = 0; i < ordered[PASS_RECOMPUTE]; i++) bwd[n++] = order[PASS_RECOMPUTE][i];
+        for (int i = ordered[PASS_BWD] - 1; i >= 0; i--) bwd[n++] = order[PASS_BWD][i];
+        layer_segments(&c->body.layer[0], order[PASS_FWD], ordered[PASS_FWD], layers);
+        layer_segments(&c->body.layer[1], bwd, n, layers);
+        c->body.compute_top[0] = c->body.compute_fwd;
+        c->body.compute_top[1] = c->body.compute_bwd;
     }
     /* a TP collective beside a backward GEMM costs what it adds to that GEMM's time, now costed */
     for (int i = 0; (parts & PART_BODY) && i < s->nops; i++) {
@@ -740,20 +871,28 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
          * reduce-scatter's slowdown stands for both (they differ by 2 points, docs/validation) */
         double held_fwd, held_bwd;
         zero3_held_s(m, l, &s[i], layer, big, (double)e->microbatches, &held_fwd, &held_bwd);
-        double z3 = exposed(gpu, COLL_ALLGATHER, c->dp.zero3_fwd - held_fwd, c->body.compute_fwd, unit, mbs, tally) +
-                    exposed(gpu, COLL_REDUCE_SCATTER, c->dp.zero3_bwd - held_bwd, c->body.compute_bwd, unit, mbs, tally);
+        /* each layer's collectives beside that layer's ops from its start; the clock stretched them alike */
+        double layers = s[i].layers > 0 ? (double)s[i].layers : 1.0;
+        double stretch_fwd = c->body.compute_top[0] > 0.0 ? c->body.compute_fwd / c->body.compute_top[0] : 1.0;
+        double stretch_bwd = c->body.compute_top[1] > 0.0 ? c->body.compute_bwd / c->body.compute_top[1] : 1.0;
+        double z3 = exposed_layers(gpu, COLL_ALLGATHER, c->dp.zero3_fwd - held_fwd, &c->body.layer[0], layers,
+                                   stretch_fwd, unit, mbs, tally) +
+                    exposed_layers(gpu, COLL_REDUCE_SCATTER, c->dp.zero3_bwd - held_bwd, &c->body.layer[1], layers,
+                                   stretch_bwd, unit, mbs, tally);
         /* the combined 1F1B hides a micro-batch's all-to-alls behind the compute of the one beside it, but
          * for the step's first forward and last backward, which run alone: 1/m of them exposed */
-        ep_s[i] = c->body.ep + exposed(gpu, COLL_ALLTOALL, c->body.ep_hidden, c->body.compute_fwd + c->body.compute_bwd,
-                                       1.0 / (double)e->microbatches, mbs, tally);
+        double both[COMPUTE_CLASSES];
+        for (int k = 0; k < COMPUTE_CLASSES; k++) both[k] = c->body.class_s[0][k] + c->body.class_s[1][k];
+        ep_s[i] = c->body.ep + exposed_pass(gpu, COLL_ALLTOALL, c->body.ep_hidden, c->body.compute_fwd + c->body.compute_bwd,
+                                            both, 1.0 / (double)e->microbatches, mbs, tally);
         stage_mb_s[i] = c->body.compute_fwd + c->body.compute_bwd + c->dp.zero_bwd_compute + c->body.tp + c->body.cp +
                         ep_s[i] + c->pipeline.pp + z3;
         /* after the flush (DeepSpeed's engine) nothing runs beside them: no window */
         double after = l->grad_sync == GRAD_SYNC_AFTER ? 0.0 : 1.0;
-        stage_dp_s[i] = exposed(gpu, l->zero == 0 ? COLL_ALLREDUCE : COLL_REDUCE_SCATTER, c->dp.dp_bwd,
-                                after * c->body.compute_bwd, c->dp.dp_bucket_fraction, 1.0, tally) +
-                        exposed(gpu, COLL_ALLGATHER, c->dp.dp_fwd, after * c->body.compute_fwd, c->dp.dp_bucket_fraction,
-                                1.0, tally) +
+        stage_dp_s[i] = exposed_pass(gpu, l->zero == 0 ? COLL_ALLREDUCE : COLL_REDUCE_SCATTER, c->dp.dp_bwd,
+                                     after * c->body.compute_bwd, c->body.class_s[1], c->dp.dp_bucket_fraction, 1.0, tally) +
+                        exposed_pass(gpu, COLL_ALLGATHER, c->dp.dp_fwd, after * c->body.compute_fwd, c->body.class_s[0],
+                                     c->dp.dp_bucket_fraction, 1.0, tally) +
                         z3 * (double)e->microbatches + c->dp.step_exposed;
         if (tally) {
             overlap.slowdown_s += mbs * c->body.tp_overlap.slowdown_s;

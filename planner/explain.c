@@ -107,6 +107,8 @@ static const op_t *find_op(const stage_ops *s, const char *name, pass_t pass)
 static void explain_data_parallel(FILE *out, const estimate_t *e, const stage_ops *slow)
 {
     const layout_t *l = &e->layout;
+    const model_t *m = e->model;
+    const hw_gpu *g = e->gpu;
     fprintf(out, "DP over %lld GPUs (d_p x c), ZeRO %d:\n", (long long)(l->dp * layout_cp(l)), l->zero);
     for (int i = 0; i < slow->nops; i++) {
         const op_t *op = &slow->ops[i];
@@ -132,6 +134,13 @@ static void explain_data_parallel(FILE *out, const estimate_t *e, const stage_op
     else
         fprintf(out, "  The gradients overlap the last micro-batch's backward (the parameter gather the next forward) except the\n"
                      "  last 40M-element bucket; beside compute both run slower (measured factors).\n");
+    if (l->zero >= 2)
+        fprintf(out, "  Each layer's collectives run beside that layer's ops in the order they run, from its start, each op\n"
+                     "  slowing as its kind does beside them.\n");
+    if (model_is_moe(m) && g->overlap_compute_slowdown_experts > 0.0)
+        fprintf(out, "  Expert GEMMs launched one an expert whose tiles do not fill the %.0f SMs slow %+.1f%% beside a collective\n"
+                     "  (calibrate --comm's experts), not a GEMM's %+.1f%%: the SMs the collective holds are SMs they leave idle.\n",
+                g->sm_count, 100.0 * g->overlap_compute_slowdown_experts, 100.0 * g->overlap_compute_slowdown_allgather);
     if ((l->zero >= 3 || (l->zero == 2 && l->grad_sync != GRAD_SYNC_AFTER)) && l->zero_waits == ZERO_WAITS_STEP)
         fprintf(out, "  Those first gathers and last reduce-scatters wait only at the step's first forward and last backward:\n"
                      "  the neighbouring micro-batch hides the others (--zero-waits step, sextant's trainer).\n");

@@ -704,20 +704,37 @@ double zero_unit_buffer_bytes(int zero, double layer_params, double big_params, 
  * (docs/model.md, "Clock under the power cap", overlapped collectives). */
 overlap_cost overlapped_comm_parts(double comm, double window, double tail_fraction, double sc, double sm)
 {
+    overlap_segment whole = {window, sc, sm};
+    return overlapped_comm_walk(comm, tail_fraction, &whole, 1);
+}
+
+/* The same collective beside compute that changes as it runs: the segments seg[0..n) in the order the compute runs
+ * them (ZeRO-3's collectives of a layer beside that layer's ops, from its start), each its own seconds t and its own
+ * slowdowns sc, sm (what runs beside decides them: a GEMM that holds every SM against the experts' small GEMMs or
+ * the fused attention; docs/model.md, "Overlap is not free").  The overlapping part R = comm (1 - tail_fraction),
+ * in the collective's own seconds (alone), is spent segment by segment from the first:
+ *   R (1 + sm) >= t (1 + sc):  it outlasts the segment: the compute loses t sc, and t (1 + sc) / (1 + sm) of R is done;
+ *   else:                      it ends inside it, after w = R (1 + sm): the compute loses w sc / (1 + sc);
+ * what is left of R after the last segment runs alone.  With one segment this is the rule above, term for term. */
+overlap_cost overlapped_comm_walk(double comm, double tail_fraction, const overlap_segment *seg, int n)
+{
     overlap_cost o = {0.0, 0.0, 0.0};
     if (comm <= 0.0) return o;
-    double tail = comm * tail_fraction;
-    double beside = (comm - tail) * (1.0 + sm);
-    double stretched_window = window * (1.0 + sc);
-    if (beside <= stretched_window) {
-        o.slowdown_s = beside * sc / (1.0 + sc);
-        o.beside_s = comm - tail;
-        o.cost_s = tail + o.slowdown_s;
-        return o;
+    double tail = comm * tail_fraction, left = comm - tail;
+    for (int i = 0; i < n && left > 0.0; i++) {
+        double sc = seg[i].sc, sm = seg[i].sm, stretched = seg[i].t * (1.0 + sc);
+        if (left * (1.0 + sm) >= stretched) {
+            double done = stretched / (1.0 + sm);
+            o.slowdown_s += seg[i].t * sc;
+            o.beside_s += done;
+            left -= done;
+        } else {
+            o.slowdown_s += left * (1.0 + sm) * sc / (1.0 + sc);
+            o.beside_s += left;
+            left = 0.0;
+        }
     }
-    o.slowdown_s = window * sc;
-    o.beside_s = stretched_window / (1.0 + sm);
-    o.cost_s = tail + o.slowdown_s + (beside - stretched_window) / (1.0 + sm);
+    o.cost_s = tail + o.slowdown_s + (left > 0.0 ? left : 0.0);
     return o;
 }
 

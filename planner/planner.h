@@ -491,6 +491,13 @@ typedef struct {
     double cost_s, slowdown_s, beside_s;
 } overlap_cost;
 overlap_cost overlapped_comm_parts(double comm, double window, double tail_fraction, double sc, double sm);
+/* A stretch of compute a collective runs beside: its seconds alone, how much slower it runs beside the collective
+ * and how much slower the collective runs beside it (docs/model.md, "Overlap is not free"). */
+typedef struct {
+    double t, sc, sm;
+} overlap_segment;
+/* overlapped_comm_parts over compute that changes as the collective runs: seg[0..n) in the order they run. */
+overlap_cost overlapped_comm_walk(double comm, double tail_fraction, const overlap_segment *seg, int n);
 /* ZeRO-3's gathers a held unit saves (docs/model.md, "ZeRO-3 and FSDP"): a unit's gather is skipped where the step
  * uses the unit it used last, as the validator's gather sequence and torchtitan's FSDP (the last block not
  * resharded after its forward) do.  Over a stage's 1F1B of m micro-batches after w warm-up forwards: how many

@@ -394,7 +394,9 @@ static void expert_algos_runs_price_within(void **state)
  * Binomial(N, k/E) rows) against the model's own untrained router, which left 21-27% of OLMoE's experts empty
  * (docs/validation/2026-11-28-moe-random-route): over OLMoE's one GPU, ZeRO-2, ZeRO-3 with and without
  * recomputation, CP 2 and EP 2 and Mixtral's one GPU and CP 2, 4.4% mean (+1.2%), worst +6.5% with the router;
- * 3.0% (-1.3%), worst -5.2% (OLMoE on one GPU) at random. */
+ * 3.0% (-1.3%), worst -5.2% (OLMoE on one GPU) at random.  Since the experts' slowdown beside the collectives is
+ * their own (overlap_compute_slowdown_experts) the router's read 2.7%, worst 5.8%: the random route keeps the lower
+ * worst, not the lower mean (its OLMoE ZeRO-2/3 steps had been priced over, which the router's rows offset). */
 static void random_route_runs_price_within(void **state)
 {
     (void)state;
@@ -407,10 +409,10 @@ static void random_route_runs_price_within(void **state)
                                             &routed, NULL);
     double worst_random = worst_before_held("h200", SEXTANT_ROOT "/tests/data/2026-11-28-moe-random-route", runs, n, zoo,
                                             &random, NULL);
-    if (random >= 0.035 || worst_random >= 0.06 || random >= routed || worst_random >= worst_routed)
+    if (random >= 0.035 || worst_random >= 0.06 || worst_random >= worst_routed)
         print_error("router %.2f%% (worst %.2f%%), random %.2f%% (worst %.2f%%)\n", 100 * routed, 100 * worst_routed,
                     100 * random, 100 * worst_random);
-    assert_true(random < 0.035 && worst_random < 0.06 && random < routed && worst_random < worst_routed);
+    assert_true(random < 0.035 && worst_random < 0.06 && worst_random < worst_routed);
 }
 
 /* The H200 runs' peak memory priced by fit-power (its "peak memory per GPU, N runs" line) within mean_max and
@@ -468,7 +470,10 @@ static void random_route_full_set_prices_within(void **state)
 /* The whole MoE held-out set at random again, on one 2 x H200 machine with the validator of 2026-11-28 (its router
  * kernels rewritten, a random route's EP imbalance priced as drawn) and a host that issues at the overlay's speed
  * (calibrate --issue 6.7 and 9.5 us around the calls; docs/validation/2026-11-28-moe-host-issue): 22 steps within 2%
- * mean, 17 of 20 two-GPU layouts within 5%, the worst OLMoE's ZeRO-3 (+6.6%).  Mixtral's ZeRO-2/3 gather 2.8 GB of
+ * mean, 17 of 20 two-GPU layouts within 5%, the worst OLMoE's ZeRO-3 (+6.6%).  With the experts' own slowdown beside
+ * the collectives (overlap_compute_slowdown_experts, docs/validation/2026-11-28-overlap-classes) OLMoE's ZeRO-2, ZeRO-3
+ * and ZeRO-3 with recomputation read +2.1%, +6.6%, +4.7% -> -1.1%, +1.6%, -0.1%, and all 20 within 5% (1.4%, worst
+ * -3.3%, Mixtral's ZeRO-1).  Mixtral's ZeRO-2/3 gather 2.8 GB of
  * experts a layer, beyond calibrate's largest message (1 GiB): priced at the fit's bandwidth they read +2.9%, +6.1%,
  * +5.8% (with recomputation), at that message's bandwidth +1.0%, +2.6%, +2.9% (hw_intra_fit_time_s). */
 static void random_route_one_machine_prices_within(void **state)
@@ -486,10 +491,12 @@ static void random_route_one_machine_prices_within(void **state)
     const char *zero[] = {"mixtral-2l/dp2z2", "mixtral-2l/dp2z3", "mixtral-2l/dp2z3rc"};
     double zero_mean = 0.0;
     double zero_worst = worst_before_held("h200", dir, zero, 3, zoo, &zero_mean, NULL);
-    if (mean >= 0.02 || worst >= 0.07 || zero_worst >= 0.035)
-        print_error("22 runs %.2f%% (worst %.2f%%); Mixtral's ZeRO-2/3 worst %.2f%%\n", 100 * mean, 100 * worst,
-                    100 * zero_worst);
-    assert_true(mean < 0.02 && worst < 0.07 && zero_worst < 0.035);
+    const char *olmoe_zero[] = {"olmoe-4l/dp2z2", "olmoe-4l/dp2z3", "olmoe-4l/dp2z3rc"};
+    double olmoe_worst = worst_before_held("h200", dir, olmoe_zero, 3, zoo, &zero_mean, NULL);
+    if (mean >= 0.02 || worst >= 0.05 || zero_worst >= 0.035 || olmoe_worst >= 0.025)
+        print_error("22 runs %.2f%% (worst %.2f%%); Mixtral's ZeRO-2/3 worst %.2f%%, OLMoE's %.2f%%\n", 100 * mean,
+                    100 * worst, 100 * zero_worst, 100 * olmoe_worst);
+    assert_true(mean < 0.02 && worst < 0.05 && zero_worst < 0.035 && olmoe_worst < 0.025);
     assert_peak_memory_within(dir, all, sizeof all / sizeof all[0], zoo, 0.01, 0.03);
 }
 

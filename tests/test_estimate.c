@@ -641,6 +641,55 @@ static void calibrated_flash_attention_efficiency(void **state)
  * memory").  Then the twelve two-GPU and two one-GPU runs of the held-out Qwen2.5-3B shape and the MoE test model
  * (docs/validation/2026-11-26-h200x2-heldout-qwen/after), re-priced as validate priced them (the H200's shipped
  * overlay): the dense ones under-read by 0.26-0.78% (mean 0.44%) without the dK, dV partials (32 MiB a rank). */
+/* The experts' GEMMs beside ZeRO-3's collectives take the experts' own slowdown (overlap_compute_slowdown_experts,
+ * docs/model.md, "Overlap is not free"): OLMoE's launches of 64 tiles, fewer than the SMs, slow by it and the step is
+ * cheaper; Mixtral's launches fill the SMs and a dense model has none, so neither moves by a bit; without the figure
+ * (0) every estimate is what it was. */
+static void experts_beside_collectives_take_their_own_slowdown(void **state)
+{
+    (void)state;
+    hwdb h200db;
+    model_zoo moe;
+    char err[512];
+    if (hwdb_load(SEXTANT_ROOT "/hwdb", &h200db, err, sizeof err) != 0 ||
+        hwdb_apply_overlay(&h200db, SEXTANT_ROOT "/hwdb/measured/h200.csv", err, sizeof err) != 0 ||
+        model_zoo_load(SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv", &moe, err,
+                       sizeof err) != 0) {
+        print_error("%s\n", err);
+        fail();
+    }
+    const hw_gpu *shipped = hwdb_find_gpu(&h200db, "h200");
+    assert_true(shipped->overlap_compute_slowdown_experts > 0.0 &&
+                shipped->overlap_compute_slowdown_experts < shipped->overlap_compute_slowdown_allgather);
+    hw_gpu without = *shipped;
+    without.overlap_compute_slowdown_experts = 0.0;
+    const hw_node *node = hwdb_find_node(&h200db, shipped->node);
+    const char *models[] = {"olmoe-4l", "mixtral-2l", "llama3.2-1b"};
+    for (int i = 0; i < 3; i++) {
+        const model_t *m = model_zoo_find(&moe, models[i]);
+        if (!m) m = model_zoo_find(&zoo, models[i]);
+        assert_non_null(m);
+        for (int zero = 1; zero <= 3; zero++) {
+            layout_t l = layout(2, 1, 1, 1, 8, 4096);
+            l.zero = zero;
+            l.zero_waits = ZERO_WAITS_STEP;
+            job_t job = {1e9, 1.0};
+            static estimate_t a, b;
+            assert_int_equal(estimate_layout(m, shipped, node, &l, &job, &a, err, sizeof err), 0);
+            assert_int_equal(estimate_layout(m, &without, node, &l, &job, &b, err, sizeof err), 0);
+            if (i == 0) {
+                /* ZeRO-1's gradients beside the last backward, ZeRO-2/3's per layer: all cheaper */
+                assert_true(a.step_s < b.step_s && a.overlap_slowdown_s < b.overlap_slowdown_s);
+                if (zero == 3) assert_true(b.step_s - a.step_s > 0.02 * b.step_s);
+            } else {
+                assert_true(a.step_s == b.step_s && a.overlap_slowdown_s == b.overlap_slowdown_s);
+            }
+        }
+    }
+    model_zoo_free(&moe);
+    hwdb_free(&h200db);
+}
+
 static void sextant_attention_workspace_is_other_memory(void **state)
 {
     (void)state;
@@ -1261,6 +1310,7 @@ int main(void)
         cmocka_unit_test(sequence_beyond_trained_positions_warns),
         cmocka_unit_test(pipeline_stages_split_memory),
         cmocka_unit_test(moe_counts_active_parameters),
+        cmocka_unit_test(experts_beside_collectives_take_their_own_slowdown),
         cmocka_unit_test(calibrated_flash_attention_efficiency),
         cmocka_unit_test(flash1_is_flash_at_its_relative_speed),
         cmocka_unit_test(tp_backward_overlap_hides_behind_its_gemms),

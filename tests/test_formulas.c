@@ -818,6 +818,46 @@ static void overlapped_comm_cost_reduces_to_hiding_and_grows_with_slowdown(void 
     assert_true(nothing.cost_s == 0.0 && nothing.slowdown_s == 0.0 && nothing.beside_s == 0.0);
 }
 
+/* A collective beside compute that changes as it runs (overlapped_comm_walk): one segment is the rule above; with
+ * segments in order, it spends its seconds segment by segment, at each one's slowdowns. */
+static void overlapped_comm_walk_spends_the_collective_in_order(void **state)
+{
+    (void)state;
+    /* one segment: the two-branch rule, both branches */
+    overlap_segment one = {10.0, 0.3, 0.5};
+    double cases[3][2] = {{3.0, 0.1}, {10.0, 0.0}, {40.0, 0.2}};
+    for (int i = 0; i < 3; i++) {
+        overlap_cost a = overlapped_comm_walk(cases[i][0], cases[i][1], &one, 1);
+        overlap_cost b = overlapped_comm_parts(cases[i][0], 10.0, cases[i][1], 0.3, 0.5);
+        assert_close(a.cost_s, b.cost_s, 1e-12);
+        assert_close(a.slowdown_s, b.slowdown_s, 1e-12);
+        assert_close(a.beside_s, b.beside_s, 1e-12);
+    }
+    /* two segments, a GEMM's 2 s (sc 0.4) then the experts' 10 s (sc 0.1), sm 0.5, a collective of 4 s alone: the
+     * first takes 2 * 1.4 / 1.5 of it while the GEMM loses 0.8; the rest, 4 - 2.8 / 1.5, ends inside the experts'
+     * after (4 - 2.8 / 1.5) * 1.5 s, the experts losing that * 0.1 / 1.1 */
+    overlap_segment two[2] = {{2.0, 0.4, 0.5}, {10.0, 0.1, 0.5}};
+    overlap_cost w = overlapped_comm_walk(4.0, 0.0, two, 2);
+    double left = 4.0 - 2.8 / 1.5;
+    assert_close(w.slowdown_s, 0.8 + left * 1.5 * 0.1 / 1.1, 1e-12);
+    assert_close(w.beside_s, 4.0, 1e-12);
+    assert_close(w.cost_s, w.slowdown_s, 1e-12);
+    /* the order matters: the experts first, the collective is done before the GEMM */
+    overlap_segment swapped[2] = {two[1], two[0]};
+    overlap_cost v = overlapped_comm_walk(4.0, 0.0, swapped, 2);
+    assert_close(v.slowdown_s, 4.0 * 1.5 * 0.1 / 1.1, 1e-12);
+    /* outlasting both: each loses all of its t sc, the rest of the collective runs alone */
+    overlap_cost x = overlapped_comm_walk(20.0, 0.1, two, 2);
+    double done = 2.0 * 1.4 / 1.5 + 10.0 * 1.1 / 1.5;
+    assert_close(x.slowdown_s, 0.8 + 1.0, 1e-12);
+    assert_close(x.beside_s, done, 1e-12);
+    assert_close(x.cost_s, 2.0 + x.slowdown_s + (18.0 - done), 1e-12);
+    /* nothing to hide, no segments */
+    overlap_cost none = overlapped_comm_walk(0.0, 0.1, two, 2);
+    assert_true(none.cost_s == 0.0 && none.slowdown_s == 0.0 && none.beside_s == 0.0);
+    assert_close(overlapped_comm_walk(3.0, 0.1, two, 0).cost_s, 3.0, 1e-12);
+}
+
 /* ZeRO-3's held units: a stage's 1F1B is F^w (F B)^(m-w) B^w; every backward there follows a forward and every forward
  * but the first of the steady phase follows a backward; with w >= m, F^m B^m: one backward after a forward. */
 static void zero3_turns_of_one_f_one_b(void **state)
@@ -940,6 +980,7 @@ int main(void)
         cmocka_unit_test(power_cap_floor_at_x_min),
         cmocka_unit_test(power_cap_degenerate_inputs),
         cmocka_unit_test(overlapped_comm_cost_reduces_to_hiding_and_grows_with_slowdown),
+        cmocka_unit_test(overlapped_comm_walk_spends_the_collective_in_order),
         cmocka_unit_test(zero3_turns_of_one_f_one_b),
         cmocka_unit_test(gemm_waves_and_tiles),
         cmocka_unit_test(gemm_accumulate_follows_its_derivation),

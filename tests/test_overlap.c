@@ -44,13 +44,14 @@ static void make_results(overlap_results *r, const double gemm[OVERLAP_KINDS][4]
     overlap_default_options(&r->o);
     r->o.nshapes = 2;
     r->o.nsizes = 2;
+    r->o.classes = 0;
     for (int g = 0; g < 2; g++)
         for (int k = 0; k < OVERLAP_KINDS; k++)
             for (int b = 0; b < 2; b++) {
                 overlap_cell *c = &r->cell[g][k][b];
                 int i = 2 * g + b;
                 double ga = 1e-3 * (1 + g), ca = 2e-4 * (1 + b);
-                *c = (overlap_cell){1, ga, ga * (1 + gemm[k][i]), ca, ca * (1 + coll[k][i]),
+                *c = (overlap_cell){1, 1, ga, ga * (1 + gemm[k][i]), ca, ca * (1 + coll[k][i]),
                                     gemm[k][i] - 0.01, gemm[k][i] + 0.01, coll[k][i] - 0.02, coll[k][i] + 0.02};
             }
 }
@@ -112,7 +113,7 @@ static void csv_has_a_row_per_cell(void **state)
     char err[512];
     assert_int_equal(csv_table_read(path, &t, err, sizeof err), 0);
     assert_int_equal(t.nrows, 2 * OVERLAP_KINDS * 2);
-    assert_int_equal(t.ncols, 18);
+    assert_int_equal(t.ncols, 21);
     int unmeasured = 0;
     for (int row = 0; row < t.nrows; row++) {
         if (!strcmp(csv_table_cell(&t, row, "measured"), "0")) {
@@ -129,6 +130,7 @@ static void csv_has_a_row_per_cell(void **state)
     }
     assert_int_equal(unmeasured, 1);
     /* the first row: shape 0, all-gather, the first size */
+    assert_string_equal(csv_table_cell(&t, 0, "victim"), "gemm");
     assert_string_equal(csv_table_cell(&t, 0, "m"), "4096");
     assert_string_equal(csv_table_cell(&t, 0, "collective"), "all_gather");
     assert_string_equal(csv_table_cell(&t, 0, "bytes"), "4194304");
@@ -203,6 +205,71 @@ static void overlay_rows_load_into_the_hwdb(void **state)
     hwdb_free(&hw);
 }
 
+/* The step's other compute beside the collectives: each half of a class's cell counts on its own (a collective
+ * starved beside attention may outlast every window while the attention's own half was measured), the medians go
+ * over every kind and size, and the rows load into the hwdb's fields. */
+static void classes_summarise_and_load(void **state)
+{
+    (void)state;
+    const double gemm[OVERLAP_KINDS][4] = {{0.4, 0.4, 0.4, 0.4}, {0.3, 0.3, 0.3, 0.3}, {0.5, 0.5, 0.5, 0.5}};
+    const double coll[OVERLAP_KINDS][4] = {{0.5, 0.5, 0.5, 0.5}, {0.5, 0.5, 0.5, 0.5}, {0.5, 0.5, 0.5, 0.5}};
+    overlap_results r;
+    make_results(&r, gemm, coll);
+    r.o.classes = 1;
+    for (int v = 0; v < OVERLAP_CLASSES; v++)
+        for (int k = 0; k < OVERLAP_KINDS; k++)
+            for (int b = 0; b < 2; b++) {
+                double x = 0.05 * (v + 1) + 0.01 * (k + b), y = 1.0 + v + 0.1 * k;
+                r.class_cell[v][k][b] = (overlap_cell){1, 1, 1e-3, 1e-3 * (1 + x), 1e-4, 1e-4 * (1 + y), x, x, y, y};
+            }
+    /* attention's collective never covered at the first size: its compute half still counts */
+    for (int k = 0; k < OVERLAP_KINDS; k++) r.class_cell[VICTIM_ATTENTION][k][0].coll_measured = 0;
+    /* the experts measured at one cell only */
+    for (int k = 0; k < OVERLAP_KINDS; k++)
+        for (int b = 0; b < 2; b++) r.class_cell[VICTIM_EXPERTS][k][b].measured = r.class_cell[VICTIM_EXPERTS][k][b].coll_measured = k == 1 && b == 1;
+    overlap_summary s;
+    overlap_summarise(&r, &s);
+    assert_int_equal(s.class_cells[VICTIM_ATTENTION], 6);
+    assert_int_equal(s.class_comm_cells[VICTIM_ATTENTION], 3);
+    assert_int_equal(s.class_cells[VICTIM_EXPERTS], 1);
+    assert_close(s.class_compute[VICTIM_EXPERTS], 0.05 + 0.02, 1e-12);
+    /* attention: 0.10 + {0, .01, .01, .02, .02, .03}: the median of six, 0.115; its collective 2.0 2.1 2.2 */
+    assert_close(s.class_compute[VICTIM_ATTENTION], 0.115, 1e-12);
+    assert_close(s.class_comm[VICTIM_ATTENTION], 2.1, 1e-12);
+    assert_close(s.class_compute[VICTIM_MEMBOUND], 0.20 + 0.015, 1e-12);
+    /* the GEMMs' keys do not move for the classes */
+    assert_close(s.compute[OVERLAP_AG], 0.4, 1e-12);
+    assert_close(s.comm, 0.5, 1e-12);
+    hwdb hw;
+    char err[512];
+    assert_int_equal(hwdb_load(SEXTANT_ROOT "/hwdb", &hw, err, sizeof err), 0);
+    int written;
+    assert_int_equal(apply_rows(&hw, &r, &s, &written), 0);
+    /* only the experts' figure is a key; the others are comment rows the loader skips */
+    assert_int_equal(written, 4 + 1);
+    const hw_gpu *g = hwdb_find_gpu(&hw, "h100-sxm");
+    assert_true(fabs(g->overlap_compute_slowdown_experts - 0.07) < 1e-4);
+    hwdb_free(&hw);
+    /* the table and the CSV carry the classes' rows */
+    char path[] = "/tmp/sextant-overlap-XXXXXX";
+    write_temp(path, "");
+    assert_int_equal(overlap_write_csv(path, &r), 0);
+    csv_table t;
+    assert_int_equal(csv_table_read(path, &t, err, sizeof err), 0);
+    assert_int_equal(t.nrows, 2 * OVERLAP_KINDS * 2 + OVERLAP_CLASSES * OVERLAP_KINDS * 2);
+    assert_string_equal(csv_table_cell(&t, 2 * OVERLAP_KINDS * 2, "victim"), "experts");
+    assert_string_equal(csv_table_cell(&t, 2 * OVERLAP_KINDS * 2, "measured"), "0");
+    csv_table_free(&t);
+    FILE *f = fopen(path, "w");
+    overlap_print(f, &r, &s);
+    fclose(f);
+    char *text = slurp(path);
+    assert_non_null(strstr(text, "attn bwd 4096x16x128"));
+    assert_non_null(strstr(text, "attention +11.5% beside a collective (6 cells), the collective +210.0% beside them (3 cells)"));
+    free(text);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -210,6 +277,7 @@ int main(void)
         cmocka_unit_test(summary_is_the_median_of_measured_cells),
         cmocka_unit_test(csv_has_a_row_per_cell),
         cmocka_unit_test(overlay_rows_load_into_the_hwdb),
+        cmocka_unit_test(classes_summarise_and_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

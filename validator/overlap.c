@@ -19,7 +19,11 @@
  * medians are then gathered (NCCL), so every rank holds the same results and
  * takes the same decisions: the collectives must match call for call.  Why
  * compute slows: NCCL's kernels take SMs from the GEMM and its copies share
- * HBM bandwidth (docs/model.md, "Overlap is not free"). */
+ * HBM bandwidth (docs/model.md, "Overlap is not free").  The step's other
+ * compute (overlap.h: the experts' GEMMs on their streams, the fused
+ * attention, a memory-bound add) is measured the same way, as victims in the
+ * GEMM's place: how much each slows depends on how much of the SMs and HBM it
+ * uses. */
 #include "overlap.h"
 
 #include <cublas_v2.h>
@@ -30,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "launch.h"
 #include "planner.h"
 
@@ -49,14 +54,22 @@ typedef struct {
     void *a, *b, *c, *workspace, *send, *recv;
     double *stat;                 /* device: one rank's figures, then every rank's */
     cudaEvent_t lead, start, stop, end;
+    /* the classes' victims (o->classes): the experts' streams, handles and operands, attention's tensors,
+     * the add's vectors */
+    cudaStream_t lane[OVERLAP_EXPERT_STREAMS];
+    cublasHandle_t lane_blas[OVERLAP_EXPERT_STREAMS];
+    cudaEvent_t fork, join[OVERLAP_EXPERT_STREAMS];
+    void *experts, *attention, *membound, *attention_workspace;
+    size_t attention_workspace_bytes;
 } rig;
 
-/* One call of either stream: a GEMM shape, or a collective kind at a size. */
+/* One call of either stream: a GEMM shape, a class's victim, or a collective kind at a size. */
 typedef struct {
-    int gemm;                     /* 1: shape; 0: kind and bytes */
+    int gemm;                     /* 1: a compute victim, shape or (victim >= 0) a class; 0: kind and bytes */
     const overlap_shape *shape;
     int kind;
     size_t bytes;
+    int victim;                   /* VICTIM_EXPERTS..VICTIM_MEMBOUND, or -1: the GEMM shape */
 } op;
 
 /* A failed call ends the overlap measurement, not the process: one line, then -1 to the caller
@@ -94,6 +107,40 @@ static int fill_random(rig *r, void *dst, size_t bytes, uint16_t *host, unsigned
     return 0;
 }
 
+static int enqueue_class(rig *r, int victim);
+
+/* The classes' victims: their streams, handles and operands, uniform values as the GEMMs' (attention's
+ * softmax stays finite on them: |q . k| <= 128 at 128 dimensions, scaled by 1/sqrt(128)). */
+static int classes_open(rig *r, uint16_t *host, unsigned seed)
+{
+    const overlap_victim *e = &r->o->victim[VICTIM_EXPERTS], *at = &r->o->victim[VICTIM_ATTENTION];
+    const overlap_victim *m = &r->o->victim[VICTIM_MEMBOUND];
+    size_t experts = 2 * (size_t)e->count * (size_t)(e->m * e->k + e->k * e->n + e->m * e->n);
+    size_t tensor = 2 * (size_t)(at->m * at->n * at->k), lse = 4 * (size_t)(at->m * at->n);
+    CK_OR_RETURN(cudaEventCreateWithFlags(&r->fork, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    for (int i = 0; i < OVERLAP_EXPERT_STREAMS; i++) {
+        CK_OR_RETURN(cudaStreamCreateWithFlags(&r->lane[i], cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+        CK_OR_RETURN(cudaEventCreateWithFlags(&r->join[i], cudaEventDisableTiming), "cudaEventCreateWithFlags");
+        if (cublasCreate(&r->lane_blas[i]) != CUBLAS_STATUS_SUCCESS ||
+            cublasSetStream(r->lane_blas[i], r->lane[i]) != CUBLAS_STATUS_SUCCESS) {
+            fprintf(stderr, "sextant-gpu: rank %d: overlap: cuBLAS could not be set up for the experts' streams\n",
+                    r->ctx->rank);
+            return -1;
+        }
+    }
+    r->attention_workspace_bytes = sx_flash_attention_backward_workspace_bytes(1, (int)at->m, (int)at->m, (int)at->n,
+                                                                                (int)at->n, (int)at->k);
+    CK_OR_RETURN(cudaMalloc(&r->experts, experts), "cudaMalloc(experts)");
+    CK_OR_RETURN(cudaMalloc(&r->attention, 8 * tensor + lse), "cudaMalloc(attention)");
+    CK_OR_RETURN(cudaMalloc(&r->attention_workspace, r->attention_workspace_bytes + 256), "cudaMalloc(attention workspace)");
+    CK_OR_RETURN(cudaMalloc(&r->membound, 3 * 2 * (size_t)m->m), "cudaMalloc(add)");
+    if (fill_random(r, r->experts, experts, host, seed) || fill_random(r, r->attention, 8 * tensor, host, seed + 1) ||
+        fill_random(r, r->membound, 3 * 2 * (size_t)m->m, host, seed + 2))
+        return -1;
+    /* the backward's victim reads a forward's out and lse */
+    return enqueue_class(r, VICTIM_ATTENTION);
+}
+
 static int rig_open(rig *r)
 {
     size_t ab = 0, bb = 0, cb = 0, coll = 0;
@@ -129,6 +176,7 @@ static int rig_open(rig *r)
     unsigned seed = 977u + 31u * (unsigned)r->ctx->rank;
     int rc = fill_random(r, r->a, ab, host, seed) || fill_random(r, r->b, bb, host, seed + 1) ||
              fill_random(r, r->send, coll, host, seed + 2);
+    if (!rc && r->o->classes) rc = classes_open(r, host, seed + 3);
     free(host);
     return rc ? -1 : 0;
 }
@@ -140,8 +188,16 @@ static void rig_close(rig *r)
         if (r->comm) cudaStreamSynchronize(r->comm);
     }
     if (r->blas) cublasDestroy(r->blas);
-    void *bufs[7] = {r->a, r->b, r->c, r->workspace, r->send, r->recv, r->stat};
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < OVERLAP_EXPERT_STREAMS; i++) {
+        if (r->lane[i]) cudaStreamSynchronize(r->lane[i]);
+        if (r->lane_blas[i]) cublasDestroy(r->lane_blas[i]);
+        if (r->join[i]) cudaEventDestroy(r->join[i]);
+        if (r->lane[i]) cudaStreamDestroy(r->lane[i]);
+    }
+    if (r->fork) cudaEventDestroy(r->fork);
+    void *bufs[11] = {r->a, r->b, r->c, r->workspace, r->send, r->recv, r->stat,
+                      r->experts, r->attention, r->attention_workspace, r->membound};
+    for (int i = 0; i < 11; i++)
         if (bufs[i]) cudaFree(bufs[i]);
     cudaEvent_t ev[4] = {r->lead, r->start, r->stop, r->end};
     for (int i = 0; i < 4; i++)
@@ -157,6 +213,57 @@ static cudaStream_t stream_of(const rig *r, const op *p)
     return p->gemm ? r->compute : r->comm;
 }
 
+/* One call of a class's victim on the compute stream (overlap.h): the experts' GEMMs forked over their
+ * streams and joined back, as the trainer deals them; attention's forward then backward; the add. */
+static int enqueue_class(rig *r, int victim)
+{
+    const overlap_victim *x = &r->o->victim[victim];
+    cudaError_t err = cudaSuccess;
+    if (victim == VICTIM_EXPERTS) {
+        const float alpha = 1.0f, beta = 0.0f;
+        size_t a_elems = (size_t)(x->m * x->k), b_elems = (size_t)(x->k * x->n), c_elems = (size_t)(x->m * x->n);
+        CK_OR_RETURN(cudaEventRecord(r->fork, r->compute), "cudaEventRecord");
+        for (int l = 0; l < OVERLAP_EXPERT_STREAMS; l++)
+            CK_OR_RETURN(cudaStreamWaitEvent(r->lane[l], r->fork, 0), "cudaStreamWaitEvent");
+        for (long long e = 0; e < x->count; e++) {
+            uint16_t *base = (uint16_t *)r->experts + (size_t)e * (a_elems + b_elems + c_elems);
+            cublasStatus_t st =
+                cublasGemmEx(r->lane_blas[e % OVERLAP_EXPERT_STREAMS], CUBLAS_OP_N, CUBLAS_OP_N, (int)x->n, (int)x->m,
+                             (int)x->k, &alpha, base + a_elems, CUDA_R_16BF, (int)x->n, base, CUDA_R_16BF, (int)x->k,
+                             &beta, base + a_elems + b_elems, CUDA_R_16BF, (int)x->n, CUBLAS_COMPUTE_32F,
+                             CUBLAS_GEMM_DEFAULT);
+            if (st != CUBLAS_STATUS_SUCCESS) {
+                fprintf(stderr, "sextant-gpu: rank %d: overlap: cublasGemmEx (expert %lld): status %d\n", r->ctx->rank, e,
+                        (int)st);
+                return -1;
+            }
+        }
+        for (int l = 0; l < OVERLAP_EXPERT_STREAMS; l++) {
+            CK_OR_RETURN(cudaEventRecord(r->join[l], r->lane[l]), "cudaEventRecord");
+            CK_OR_RETURN(cudaStreamWaitEvent(r->compute, r->join[l], 0), "cudaStreamWaitEvent");
+        }
+        return 0;
+    }
+    if (victim == VICTIM_ATTENTION || victim == VICTIM_ATTENTION_BWD) {
+        /* the backward reads the forward's out and lse: classes_open ran one forward */
+        int T = (int)x->m, H = (int)x->n, D = (int)x->k;
+        size_t tensor = (size_t)T * (size_t)H * (size_t)D;
+        sx_bf16 *q = (sx_bf16 *)r->attention, *k = q + tensor, *v = k + tensor, *out = v + tensor, *dout = out + tensor;
+        sx_bf16 *dq = dout + tensor, *dk = dq + tensor, *dv = dk + tensor;
+        float *lse = (float *)(dv + tensor), scale = 1.0f / sqrtf((float)D);
+        if (victim == VICTIM_ATTENTION)
+            err = sx_flash_attention_forward(out, lse, q, k, v, 1, T, H, H, D, H * D, H * D, scale, r->compute);
+        else
+            err = sx_flash_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, 1, T, H, H, D, H * D, H * D, scale,
+                                              r->attention_workspace, r->attention_workspace_bytes, r->compute);
+        CK_OR_RETURN(err, "the fused attention");
+        return 0;
+    }
+    sx_bf16 *a = (sx_bf16 *)r->membound, *b = a + x->m, *out = b + x->m;
+    CK_OR_RETURN(sx_residual_add(out, NULL, a, b, (size_t)x->m, r->compute), "sx_residual_add");
+    return 0;
+}
+
 /* `count` calls of p on its stream.  A GEMM is row-major C[m,n] = A[m,k] B[k,n]
  * in bf16 with fp32 accumulation, as column-major C^T = B^T A^T; a
  * collective's bytes are the whole buffer, as calibrate --comm's size. */
@@ -165,6 +272,10 @@ static int enqueue(rig *r, const op *p, int count)
     const float alpha = 1.0f, beta = 0.0f;
     size_t n = (size_t)r->ctx->nranks, elems = p->bytes / 2;
     for (int i = 0; i < count; i++) {
+        if (p->gemm && p->victim >= 0) {
+            if (enqueue_class(r, p->victim)) return -1;
+            continue;
+        }
         if (p->gemm) {
             const overlap_shape *s = p->shape;
             cublasStatus_t st = cublasGemmEx(r->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)s->n, (int)s->m, (int)s->k, &alpha,
@@ -281,13 +392,15 @@ static int pairs(rig *r, const op *victim, double victim_s, const op *aggressor,
 }
 
 /* Measurement A and B of one cell, each retried with a wider margin while a
- * window went uncovered on any rank; the ranks' figures gathered into c. */
-static int measure_cell(rig *r, const op *gemm, double gemm_s, const op *coll, double coll_s, overlap_cell *c)
+ * window went uncovered on any rank; the ranks' figures gathered into c.
+ * `apart`: A and B stand alone (a class's cell), else the cell is measured
+ * only with both. */
+static int measure_cell(rig *r, const op *gemm, double gemm_s, const op *coll, double coll_s, int apart, overlap_cell *c)
 {
     int n = r->ctx->nranks;
     double mine[4] = {0, 0, 0, 0}, all[4 * 64];
-    int ok = 1;
-    for (int which = 0; which < 2 && ok; which++) {
+    int ok[2] = {1, 1};
+    for (int which = 0; which < 2 && (ok[0] || apart); which++) {
         const op *victim = which ? coll : gemm, *aggressor = which ? gemm : coll;
         double vs = which ? coll_s : gemm_s, as = which ? gemm_s : coll_s, margin = 2.0;
         int attempt = 0;
@@ -300,27 +413,32 @@ static int measure_cell(rig *r, const op *gemm, double gemm_s, const op *coll, d
             for (int i = 0; i < n; i++) total += us[i];
             if (total == 0) break;
             if (attempt + 1 == ATTEMPTS) {
-                ok = 0;
+                ok[which] = 0;
                 break;
             }
         }
     }
+    if (!apart) ok[0] = ok[1] = ok[0] && ok[1];
     if (gather(r, mine, 4, all)) return -1;
     memset(c, 0, sizeof *c);
-    if (!ok) return 0;
-    c->measured = 1;
+    c->measured = ok[0];
+    c->coll_measured = ok[1];
     c->gemm_slowdown_min = c->coll_slowdown_min = INFINITY;
     c->gemm_slowdown_max = c->coll_slowdown_max = -INFINITY;
     for (int i = 0; i < n; i++) {
         const double *t = &all[4 * i];
-        c->gemm_alone_s = fmax(c->gemm_alone_s, t[0]);
-        c->gemm_beside_s = fmax(c->gemm_beside_s, t[1]);
-        c->coll_alone_s = fmax(c->coll_alone_s, t[2]);
-        c->coll_beside_s = fmax(c->coll_beside_s, t[3]);
-        c->gemm_slowdown_min = fmin(c->gemm_slowdown_min, t[1] / t[0] - 1.0);
-        c->gemm_slowdown_max = fmax(c->gemm_slowdown_max, t[1] / t[0] - 1.0);
-        c->coll_slowdown_min = fmin(c->coll_slowdown_min, t[3] / t[2] - 1.0);
-        c->coll_slowdown_max = fmax(c->coll_slowdown_max, t[3] / t[2] - 1.0);
+        if (ok[0]) {
+            c->gemm_alone_s = fmax(c->gemm_alone_s, t[0]);
+            c->gemm_beside_s = fmax(c->gemm_beside_s, t[1]);
+            c->gemm_slowdown_min = fmin(c->gemm_slowdown_min, t[1] / t[0] - 1.0);
+            c->gemm_slowdown_max = fmax(c->gemm_slowdown_max, t[1] / t[0] - 1.0);
+        }
+        if (ok[1]) {
+            c->coll_alone_s = fmax(c->coll_alone_s, t[2]);
+            c->coll_beside_s = fmax(c->coll_beside_s, t[3]);
+            c->coll_slowdown_min = fmin(c->coll_slowdown_min, t[3] / t[2] - 1.0);
+            c->coll_slowdown_max = fmax(c->coll_slowdown_max, t[3] / t[2] - 1.0);
+        }
     }
     return 0;
 }
@@ -367,18 +485,26 @@ int overlap_measure(struct launch_ctx *ctx, const overlap_options *o, overlap_re
     op gemm[OVERLAP_MAX_SHAPES], coll[OVERLAP_KINDS][OVERLAP_MAX_SIZES];
     double gemm_s[OVERLAP_MAX_SHAPES], coll_s[OVERLAP_KINDS][OVERLAP_MAX_SIZES];
     for (int g = 0; g < o->nshapes && !rc; g++) {
-        gemm[g] = (op){1, &o->shape[g], 0, 0};
+        gemm[g] = (op){1, &o->shape[g], 0, 0, -1};
         rc = size_op(&r, &gemm[g], &gemm_s[g]);
     }
     for (int k = 0; k < OVERLAP_KINDS; k++)
         for (int b = 0; b < o->nsizes && !rc; b++) {
-            coll[k][b] = (op){0, NULL, k, o->bytes[b]};
+            coll[k][b] = (op){0, NULL, k, o->bytes[b], -1};
             rc = size_op(&r, &coll[k][b], &coll_s[k][b]);
         }
     for (int g = 0; g < o->nshapes && !rc; g++)
         for (int k = 0; k < OVERLAP_KINDS && !rc; k++)
             for (int b = 0; b < o->nsizes && !rc; b++)
-                rc = measure_cell(&r, &gemm[g], gemm_s[g], &coll[k][b], coll_s[k][b], &res->cell[g][k][b]);
+                rc = measure_cell(&r, &gemm[g], gemm_s[g], &coll[k][b], coll_s[k][b], 0, &res->cell[g][k][b]);
+    for (int v = 0; o->classes && v < OVERLAP_CLASSES && !rc; v++) {
+        op victim = {1, NULL, 0, 0, v};
+        double victim_s;
+        rc = size_op(&r, &victim, &victim_s);
+        for (int k = 0; k < OVERLAP_KINDS && !rc; k++)
+            for (int b = 0; b < o->nsizes && !rc; b++)
+                rc = measure_cell(&r, &victim, victim_s, &coll[k][b], coll_s[k][b], 1, &res->class_cell[v][k][b]);
+    }
     /* a peer may be gone with our collectives in flight: abort before
      * freeing, or cudaFree would wait on kernels that never finish */
     if (rc && ctx->comm) {

@@ -14,6 +14,11 @@ const char *const overlap_kind_names[OVERLAP_KINDS] = {"all_gather", "reduce_sca
 const char *const overlap_kind_keys[OVERLAP_KINDS] = {"overlap_compute_slowdown_allgather",
                                                       "overlap_compute_slowdown_reducescatter",
                                                       "overlap_compute_slowdown_allreduce"};
+const char *const overlap_class_names[OVERLAP_CLASSES] = {"experts", "attention", "attention_bwd", "membound"};
+/* Only the experts' figure is a planner key: the steps' attention slowed 0.02-0.44 beside ZeRO-3's collectives where
+ * the victim reads about 0.07, and a collective beside a class's victim starves at the small sizes where the steps'
+ * per-layer ones, one long kernel each, do not (docs/validation/2026-11-28-overlap-classes); the rest are comment rows */
+const char *const overlap_class_keys[OVERLAP_CLASSES] = {"overlap_compute_slowdown_experts", NULL, NULL, NULL};
 #define COMM_KEY "overlap_comm_slowdown"
 /* the hwdb's ranges of the keys (hwdb/hwdb.c) */
 #define COMPUTE_MAX 1.0
@@ -29,7 +34,22 @@ void overlap_default_options(overlap_options *o)
      * and a small collective beside it never covered the timed window: it waits for the GEMM's
      * SMs (docs/validation/2026-11-26-h200x2-overlap-sizes) */
     *o = (overlap_options){1, 4, {{4096, 3072, 768}, {2048, 8192, 2048}, {2048, 2048, 8192}, {8192, 4096, 1024}}, 4,
-                           {(size_t)4 << 20, (size_t)16 << 20, (size_t)64 << 20, (size_t)256 << 20}, 9, NULL};
+                           {(size_t)4 << 20, (size_t)16 << 20, (size_t)64 << 20, (size_t)256 << 20}, 1, {{0}}, 9, NULL};
+    /* the step's other compute at OLMoE's sizes (docs/validation/2026-11-28-moe-host-issue): a layer's expert
+     * up-projection at 4096 tokens of top-8 over 64 experts (512 rows each, gate and up of 1024), its attention,
+     * and an add of 64 Mi elements (about 90 us, the length of the GEMMs above) */
+    o->victim[VICTIM_EXPERTS] = (overlap_victim){64, 512, 2048, 2048};
+    o->victim[VICTIM_ATTENTION] = o->victim[VICTIM_ATTENTION_BWD] = (overlap_victim){1, 4096, 16, 128};
+    o->victim[VICTIM_MEMBOUND] = (overlap_victim){1, (long long)64 << 20, 0, 0};
+}
+
+/* "name WxXxYxZ" of a class's victim, for the table, the CSV and the overlay's source */
+static void victim_text(int v, const overlap_victim *x, char *out, size_t size)
+{
+    if (v == VICTIM_EXPERTS) snprintf(out, size, "%lldx(%lldx%lldx%lld)", x->count, x->m, x->n, x->k);
+    else if (v == VICTIM_ATTENTION) snprintf(out, size, "attn %lldx%lldx%lld", x->m, x->n, x->k);
+    else if (v == VICTIM_ATTENTION_BWD) snprintf(out, size, "attn bwd %lldx%lldx%lld", x->m, x->n, x->k);
+    else snprintf(out, size, "add %lld", x->m);
 }
 
 int overlap_parse_shape(const char *text, overlap_shape *out)
@@ -87,13 +107,47 @@ void overlap_summarise(const overlap_results *r, overlap_summary *s)
     }
     s->have_comm = ncomm > 0;
     if (ncomm) s->comm = median(comm, ncomm);
+    for (int v = 0; r->o.classes && v < OVERLAP_CLASSES; v++) {
+        double compute[OVERLAP_KINDS * OVERLAP_MAX_SIZES], beside[OVERLAP_KINDS * OVERLAP_MAX_SIZES];
+        int n = 0, nb = 0;
+        for (int k = 0; k < OVERLAP_KINDS; k++)
+            for (int b = 0; b < r->o.nsizes; b++) {
+                const overlap_cell *c = &r->class_cell[v][k][b];
+                if (c->measured) compute[n++] = overlap_gemm_slowdown(c);
+                if (c->coll_measured) beside[nb++] = overlap_coll_slowdown(c);
+            }
+        s->class_cells[v] = n;
+        s->class_comm_cells[v] = nb;
+        s->have_class[v] = n > 0;
+        s->have_class_comm[v] = nb > 0;
+        if (n) s->class_compute[v] = median(compute, n);
+        if (nb) s->class_comm[v] = median(beside, nb);
+    }
+}
+
+/* One cell's row of the table, after its victim's and collective's columns. */
+static void print_cell(FILE *out, const char *victim, int k, size_t bytes, const overlap_cell *c)
+{
+    fprintf(out, "%20s %15s %10.0f", victim, overlap_kind_names[k], (double)bytes / 1048576.0);
+    if (!c->measured && !c->coll_measured) {
+        fprintf(out, "   not measured: the other stream never covered the timed window\n");
+        return;
+    }
+    if (c->measured)
+        fprintf(out, " %10.1f %10.1f %+7.1f%% [%+5.1f,%+5.1f]", c->gemm_alone_s * 1e6, c->gemm_beside_s * 1e6,
+                100.0 * overlap_gemm_slowdown(c), 100.0 * c->gemm_slowdown_min, 100.0 * c->gemm_slowdown_max);
+    else fprintf(out, " %10s %10s %22s", "-", "-", "not covered");
+    if (c->coll_measured)
+        fprintf(out, " %10.1f %10.1f %+7.1f%% [%+5.1f,%+5.1f]\n", c->coll_alone_s * 1e6, c->coll_beside_s * 1e6,
+                100.0 * overlap_coll_slowdown(c), 100.0 * c->coll_slowdown_min, 100.0 * c->coll_slowdown_max);
+    else fprintf(out, " %10s %10s %22s\n", "-", "-", "not covered");
 }
 
 void overlap_print(FILE *out, const overlap_results *r, const overlap_summary *s)
 {
-    fprintf(out, "\n# overlap: a bf16 GEMM on one stream beside an NCCL collective looped on another, %d ranks;\n"
-                 "# each time is per call, the slowest rank's median of %d windows; slowdown = beside / alone - 1,\n"
-                 "# [lowest, highest rank]\n",
+    fprintf(out, "\n# overlap: a bf16 GEMM (or the step's other compute) on one stream beside an NCCL collective looped on\n"
+                 "# another, %d ranks; each time is per call, the slowest rank's median of %d windows;\n"
+                 "# slowdown = beside / alone - 1, [lowest, highest rank]\n",
             r->ranks, r->o.repeats);
     fprintf(out, "#%19s %15s %10s %10s %10s %22s %10s %10s %22s\n", "gemm (MxNxK)", "collective", "size", "gemm",
             "beside", "gemm slowdown", "coll", "beside", "collective slowdown");
@@ -103,19 +157,16 @@ void overlap_print(FILE *out, const overlap_results *r, const overlap_summary *s
         for (int k = 0; k < OVERLAP_KINDS; k++)
             for (int b = 0; b < r->o.nsizes; b++) {
                 const overlap_shape *sh = &r->o.shape[g];
-                const overlap_cell *c = &r->cell[g][k][b];
                 char shape[64];
                 snprintf(shape, sizeof shape, "%lldx%lldx%lld", sh->m, sh->n, sh->k);
-                fprintf(out, "%20s %15s %10.0f", shape, overlap_kind_names[k], (double)r->o.bytes[b] / 1048576.0);
-                if (!c->measured) {
-                    fprintf(out, "   not measured: the other stream never covered the timed window\n");
-                    continue;
-                }
-                fprintf(out, " %10.1f %10.1f %+7.1f%% [%+5.1f,%+5.1f] %10.1f %10.1f %+7.1f%% [%+5.1f,%+5.1f]\n",
-                        c->gemm_alone_s * 1e6, c->gemm_beside_s * 1e6, 100.0 * overlap_gemm_slowdown(c),
-                        100.0 * c->gemm_slowdown_min, 100.0 * c->gemm_slowdown_max, c->coll_alone_s * 1e6,
-                        c->coll_beside_s * 1e6, 100.0 * overlap_coll_slowdown(c), 100.0 * c->coll_slowdown_min,
-                        100.0 * c->coll_slowdown_max);
+                print_cell(out, shape, k, r->o.bytes[b], &r->cell[g][k][b]);
+            }
+    for (int v = 0; r->o.classes && v < OVERLAP_CLASSES; v++)
+        for (int k = 0; k < OVERLAP_KINDS; k++)
+            for (int b = 0; b < r->o.nsizes; b++) {
+                char victim[64];
+                victim_text(v, &r->o.victim[v], victim, sizeof victim);
+                print_cell(out, victim, k, r->o.bytes[b], &r->class_cell[v][k][b]);
             }
     fprintf(out, "# median over the shapes and sizes:");
     for (int k = 0; k < OVERLAP_KINDS; k++)
@@ -123,6 +174,31 @@ void overlap_print(FILE *out, const overlap_results *r, const overlap_summary *s
         else fprintf(out, " GEMM beside %s not measured;", overlap_kind_names[k]);
     if (s->have_comm) fprintf(out, " the collective beside a GEMM %+.1f%%\n", 100.0 * s->comm);
     else fprintf(out, " the collective beside a GEMM not measured\n");
+    for (int v = 0; r->o.classes && v < OVERLAP_CLASSES; v++)
+    {
+        fprintf(out, "# median over every kind and size: %s", overlap_class_names[v]);
+        if (s->have_class[v]) fprintf(out, " %+.1f%% beside a collective (%d cells)", 100.0 * s->class_compute[v], s->class_cells[v]);
+        else fprintf(out, " beside a collective not measured");
+        if (s->have_class_comm[v])
+            fprintf(out, ", the collective %+.1f%% beside them (%d cells)\n", 100.0 * s->class_comm[v], s->class_comm_cells[v]);
+        else fprintf(out, ", the collective beside them not measured\n");
+    }
+}
+
+/* One cell's CSV row: the victim's columns, then the cell's. */
+static void csv_cell(FILE *f, const char *victim, long long count, long long m, long long n, long long k, int kind,
+                     size_t bytes, const overlap_results *r, const overlap_cell *c)
+{
+    fprintf(f, "%s,%lld,%lld,%lld,%lld,%s,%zu,%d,%d,%d,%d", victim, count, m, n, k, overlap_kind_names[kind], bytes,
+            r->ranks, r->o.repeats, c->measured, c->coll_measured);
+    if (c->measured)
+        fprintf(f, ",%.3f,%.3f,%.5f,%.5f,%.5f", c->gemm_alone_s * 1e6, c->gemm_beside_s * 1e6, overlap_gemm_slowdown(c),
+                c->gemm_slowdown_min, c->gemm_slowdown_max);
+    else fprintf(f, ",,,,,");
+    if (c->coll_measured)
+        fprintf(f, ",%.3f,%.3f,%.5f,%.5f,%.5f\n", c->coll_alone_s * 1e6, c->coll_beside_s * 1e6, overlap_coll_slowdown(c),
+                c->coll_slowdown_min, c->coll_slowdown_max);
+    else fprintf(f, ",,,,,\n");
 }
 
 int overlap_write_csv(const char *path, const overlap_results *r)
@@ -134,24 +210,22 @@ int overlap_write_csv(const char *path, const overlap_results *r)
         return -1;
     }
     FILE *f = out.f;
-    fprintf(f, "m,n,k,collective,bytes,ranks,repeats,measured,gemm_alone_us,gemm_beside_us,gemm_slowdown,"
+    /* victim: gemm (m x n x k), or a class of the step's other compute with its dimensions (overlap.h); the
+     * gemm_* columns are the victim's */
+    fprintf(f, "victim,count,m,n,k,collective,bytes,ranks,repeats,measured,coll_measured,gemm_alone_us,gemm_beside_us,gemm_slowdown,"
                "gemm_slowdown_min_rank,gemm_slowdown_max_rank,coll_alone_us,coll_beside_us,coll_slowdown,"
                "coll_slowdown_min_rank,coll_slowdown_max_rank\n");
     for (int g = 0; g < r->o.nshapes; g++)
         for (int k = 0; k < OVERLAP_KINDS; k++)
             for (int b = 0; b < r->o.nsizes; b++) {
                 const overlap_shape *sh = &r->o.shape[g];
-                const overlap_cell *c = &r->cell[g][k][b];
-                fprintf(f, "%lld,%lld,%lld,%s,%zu,%d,%d,%d", sh->m, sh->n, sh->k, overlap_kind_names[k], r->o.bytes[b],
-                        r->ranks, r->o.repeats, c->measured);
-                if (!c->measured) {
-                    fprintf(f, ",,,,,,,,,,\n");
-                    continue;
-                }
-                fprintf(f, ",%.3f,%.3f,%.5f,%.5f,%.5f,%.3f,%.3f,%.5f,%.5f,%.5f\n", c->gemm_alone_s * 1e6,
-                        c->gemm_beside_s * 1e6, overlap_gemm_slowdown(c), c->gemm_slowdown_min, c->gemm_slowdown_max,
-                        c->coll_alone_s * 1e6, c->coll_beside_s * 1e6, overlap_coll_slowdown(c), c->coll_slowdown_min,
-                        c->coll_slowdown_max);
+                csv_cell(f, "gemm", 1, sh->m, sh->n, sh->k, k, r->o.bytes[b], r, &r->cell[g][k][b]);
+            }
+    for (int v = 0; r->o.classes && v < OVERLAP_CLASSES; v++)
+        for (int k = 0; k < OVERLAP_KINDS; k++)
+            for (int b = 0; b < r->o.nsizes; b++) {
+                const overlap_victim *x = &r->o.victim[v];
+                csv_cell(f, overlap_class_names[v], x->count, x->m, x->n, x->k, k, r->o.bytes[b], r, &r->class_cell[v][k][b]);
             }
     if (outfile_commit(&out, err, sizeof err) != 0) {
         fprintf(stderr, "sextant-gpu: --overlap-csv: %s\n", err);
@@ -206,7 +280,32 @@ int overlap_write_overlay_rows(FILE *f, const char *gpu, const char *source, con
                                     "(GEMMs %s; %s)", shapes, sizes);
         written += overlay_row(f, gpu, COMM_KEY, s->comm, COMM_MAX, source, what);
     }
+    for (int v = 0; r->o.classes && v < OVERLAP_CLASSES; v++) {
+        char victim[64], what[512];
+        victim_text(v, &r->o.victim[v], victim, sizeof victim);
+        if (s->have_class[v] && overlap_class_keys[v]) {
+            snprintf(what, sizeof what, "%s (%s) slower beside a concurrent collective, median of %d cells over every "
+                                        "kind and size (%s)", overlap_class_names[v], victim, s->class_cells[v], sizes);
+            written += overlay_row(f, gpu, overlap_class_keys[v], s->class_compute[v], COMPUTE_MAX, source, what);
+        } else if (s->have_class[v])
+            fprintf(f, "\"# %s (%s) slower beside a concurrent collective: %.4f, median of %d cells (not a planner key)\",,,\n",
+                    overlap_class_names[v], victim, s->class_compute[v], s->class_cells[v]);
+        if (s->have_class_comm[v])
+            fprintf(f, "\"# NCCL collective slower beside %s (%s): %.4f, median of %d cells (not a planner key)\",,,\n",
+                    overlap_class_names[v], victim, s->class_comm[v], s->class_comm_cells[v]);
+    }
     return written;
+}
+
+size_t overlap_class_bytes(const overlap_options *o)
+{
+    const overlap_victim *e = &o->victim[VICTIM_EXPERTS], *a = &o->victim[VICTIM_ATTENTION];
+    const overlap_victim *m = &o->victim[VICTIM_MEMBOUND];
+    /* every expert its own A, B and C; attention's q, k, v, out, dout, dq, dk, dv and its fp32 lse (the backward's
+     * workspace, one fp32 row a query as lse); the add's three vectors */
+    size_t experts = 2 * (size_t)e->count * (size_t)(e->m * e->k + e->k * e->n + e->m * e->n);
+    size_t tokens = (size_t)(a->m * a->n * a->k), attention = 8 * 2 * tokens + 2 * 4 * (size_t)(a->m * a->n);
+    return experts + attention + 3 * 2 * (size_t)m->m;
 }
 
 size_t overlap_device_bytes(const overlap_options *o)
@@ -219,6 +318,6 @@ size_t overlap_device_bytes(const overlap_options *o)
     }
     for (int b = 0; b < o->nsizes; b++) coll = o->bytes[b] > coll ? o->bytes[b] : coll;
     /* A, B and C of the largest shape (an upper bound: each is sized for its own largest), two collective
-     * buffers, cuBLAS's workspace */
-    return 3 * gemm + 2 * coll + ((size_t)32 << 20);
+     * buffers, cuBLAS's workspace; and the classes' own buffers */
+    return 3 * gemm + 2 * coll + ((size_t)32 << 20) + (o->classes ? overlap_class_bytes(o) : 0);
 }
