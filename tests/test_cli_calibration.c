@@ -500,6 +500,30 @@ static void random_route_one_machine_prices_within(void **state)
     assert_peak_memory_within(dir, all, sizeof all / sizeof all[0], zoo, 0.01, 0.03);
 }
 
+/* ZeRO-1 and ZeRO-3 of two MoE and two dense shapes measured on another 2 x H200 (the timelines of
+ * docs/validation/2026-11-28-overlap-classes, before the experts' slowdown was priced): all eight within 5%, and
+ * OLMoE's ZeRO-3, +2.8% with a GEMM's slowdown for its experts, -2.0% with theirs. */
+static void fresh_zero_pairs_price_within(void **state)
+{
+    (void)state;
+    const char *dir = SEXTANT_ROOT "/tests/data/2026-11-28-overlap-classes";
+    const char *moe[] = {"olmoe-4l/dp2z1", "olmoe-4l/dp2z3", "mixtral-2l/dp2z1", "mixtral-2l/dp2z3"};
+    const char *dense[] = {"olmo-1b-8l/dp2z1", "olmo-1b-8l/dp2z3", "yi-6b-6l/dp2z1", "yi-6b-6l/dp2z3"};
+    const char *olmoe_z3[] = {"olmoe-4l/dp2z3", "olmoe-4l/dp2z3"};
+    double mean = 0.0, dense_mean = 0.0, z3_mean = 0.0;
+    double worst = worst_before_held("h200", dir, moe, 4, SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv",
+                                     &mean, NULL);
+    double dense_worst = worst_before_held("h200", dir, dense, 4,
+                                           SEXTANT_ROOT "/docs/validation/2026-11-27-h100x2-heldout-new/zoo_heldout.csv",
+                                           &dense_mean, NULL);
+    double z3 = worst_before_held("h200", dir, olmoe_z3, 2, SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv",
+                                  &z3_mean, NULL);
+    if (worst >= 0.05 || dense_worst >= 0.05 || mean >= 0.03 || dense_mean >= 0.03 || z3 >= 0.025)
+        print_error("MoE %.2f%% (worst %.2f%%), dense %.2f%% (worst %.2f%%), OLMoE ZeRO-3 %.2f%%\n", 100 * mean,
+                    100 * worst, 100 * dense_mean, 100 * dense_worst, 100 * z3);
+    assert_true(worst < 0.05 && dense_worst < 0.05 && mean < 0.03 && dense_mean < 0.03 && z3 < 0.025);
+}
+
 /* The step priced at the host's own issue of an expert GEMM, as validate's "MoE priced at this host's issue" line
  * prices it: OLMoE's one GPU, PP 2 and TP 2 + SP at random on a 2 x H200 whose forward issued its expert GEMMs at
  * 10.8-11.7 us a launch (docs/validation/2026-11-28-cpu-bind) read -3.5..-5.1% at the overlay's 7.89 us and within
@@ -965,6 +989,7 @@ int main(void)
         cmocka_unit_test(random_route_runs_price_within),
         cmocka_unit_test(random_route_full_set_prices_within),
         cmocka_unit_test(random_route_one_machine_prices_within),
+        cmocka_unit_test(fresh_zero_pairs_price_within),
         cmocka_unit_test(host_issue_prices_olmoe_steps),
         cmocka_unit_test(fit_power_bad_input),
         cmocka_unit_test(measured_overlay_is_the_default),
