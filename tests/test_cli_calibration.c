@@ -351,6 +351,15 @@ static void ep_steps_price_the_balanced_expert_shape(void **state)
     assert_true(mean < 0.03 && worst < 0.05);
 }
 
+/* The MoE held-out set's 22 layouts (docs/validation/2026-11-27-h200x2-heldout-moe): one GPU and ten two-GPU layouts
+ * of OLMoE-1B-7B cut to 4 layers and of Mixtral 8x7B cut to 2, as scripts/run_heldout_2gpu.sh's LAYOUTS=moe names them. */
+static const char *const moe_heldout[] = {
+    "olmoe-4l/1gpu", "olmoe-4l/dp2z1", "olmoe-4l/dp2z2", "olmoe-4l/dp2z3", "olmoe-4l/dp2z3rc", "olmoe-4l/ep2",
+    "olmoe-4l/ep2z3", "olmoe-4l/pp2", "olmoe-4l/cp2", "olmoe-4l/cp2ep2", "olmoe-4l/tp2sp", "mixtral-2l/1gpu",
+    "mixtral-2l/dp2z1", "mixtral-2l/dp2z2", "mixtral-2l/dp2z3", "mixtral-2l/dp2z3rc", "mixtral-2l/ep2",
+    "mixtral-2l/ep2z3", "mixtral-2l/pp2", "mixtral-2l/cp2", "mixtral-2l/cp2ep2", "mixtral-2l/tp2sp"};
+#define MOE_HELDOUT_N (sizeof moe_heldout / sizeof moe_heldout[0])
+
 /* The validator's expert GEMMs on their 16-row bucket's algorithm, asked at the bucket's top (validator/moe.h,
  * MOE_ALGO_BUCKET; docs/validation/2026-11-28-expert-algos).  One H200: Mixtral cut to 2 layers at 256 rows an
  * expert read -12.8% when the validator kept an algorithm per 128-row bucket (its expert GEMMs 1.2-1.7x cuBLAS's
@@ -378,12 +387,7 @@ static void expert_algos_runs_price_within(void **state)
                                      zoo, &mean, NULL);
     if (mean >= 0.06 || worst >= 0.13) print_error("one-GPU held out: mean %.2f%%, worst %.2f%%\n", 100 * mean, 100 * worst);
     assert_true(mean < 0.06 && worst < 0.13);
-    const char *all[] = {"olmoe-4l/1gpu", "olmoe-4l/dp2z1", "olmoe-4l/dp2z2", "olmoe-4l/dp2z3", "olmoe-4l/dp2z3rc",
-                         "olmoe-4l/ep2", "olmoe-4l/ep2z3", "olmoe-4l/pp2", "olmoe-4l/cp2", "olmoe-4l/cp2ep2",
-                         "olmoe-4l/tp2sp", "mixtral-2l/1gpu", "mixtral-2l/dp2z1", "mixtral-2l/dp2z2", "mixtral-2l/dp2z3",
-                         "mixtral-2l/dp2z3rc", "mixtral-2l/ep2", "mixtral-2l/ep2z3", "mixtral-2l/pp2", "mixtral-2l/cp2",
-                         "mixtral-2l/cp2ep2", "mixtral-2l/tp2sp"};
-    worst = worst_before_held("h200", SEXTANT_ROOT "/tests/data/2026-11-28-expert-algos", all, sizeof all / sizeof all[0],
+    worst = worst_before_held("h200", SEXTANT_ROOT "/tests/data/2026-11-28-expert-algos", moe_heldout, MOE_HELDOUT_N,
                               zoo, &mean, NULL);
     if (mean >= 0.04 || worst >= 0.085) print_error("MoE set: mean %.2f%%, worst %.2f%%\n", 100 * mean, 100 * worst);
     assert_true(mean < 0.04 && worst < 0.085);
@@ -481,13 +485,8 @@ static void random_route_one_machine_prices_within(void **state)
     (void)state;
     const char *zoo = SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv";
     const char *dir = SEXTANT_ROOT "/tests/data/2026-11-28-moe-host-issue";
-    const char *all[] = {"olmoe-4l/1gpu", "olmoe-4l/dp2z1", "olmoe-4l/dp2z2", "olmoe-4l/dp2z3", "olmoe-4l/dp2z3rc",
-                         "olmoe-4l/ep2", "olmoe-4l/ep2z3", "olmoe-4l/pp2", "olmoe-4l/cp2", "olmoe-4l/cp2ep2",
-                         "olmoe-4l/tp2sp", "mixtral-2l/1gpu", "mixtral-2l/dp2z1", "mixtral-2l/dp2z2", "mixtral-2l/dp2z3",
-                         "mixtral-2l/dp2z3rc", "mixtral-2l/ep2", "mixtral-2l/ep2z3", "mixtral-2l/pp2", "mixtral-2l/cp2",
-                         "mixtral-2l/cp2ep2", "mixtral-2l/tp2sp"};
     double mean = 0.0;
-    double worst = worst_before_held("h200", dir, all, sizeof all / sizeof all[0], zoo, &mean, NULL);
+    double worst = worst_before_held("h200", dir, moe_heldout, MOE_HELDOUT_N, zoo, &mean, NULL);
     const char *zero[] = {"mixtral-2l/dp2z2", "mixtral-2l/dp2z3", "mixtral-2l/dp2z3rc"};
     double zero_mean = 0.0;
     double zero_worst = worst_before_held("h200", dir, zero, 3, zoo, &zero_mean, NULL);
@@ -497,7 +496,7 @@ static void random_route_one_machine_prices_within(void **state)
         print_error("22 runs %.2f%% (worst %.2f%%); Mixtral's ZeRO-2/3 worst %.2f%%, OLMoE's %.2f%%\n", 100 * mean,
                     100 * worst, 100 * zero_worst, 100 * olmoe_worst);
     assert_true(mean < 0.02 && worst < 0.05 && zero_worst < 0.035 && olmoe_worst < 0.025);
-    assert_peak_memory_within(dir, all, sizeof all / sizeof all[0], zoo, 0.01, 0.03);
+    assert_peak_memory_within(dir, moe_heldout, MOE_HELDOUT_N, zoo, 0.01, 0.03);
 }
 
 /* ZeRO-1 and ZeRO-3 of two MoE and two dense shapes measured on another 2 x H200 (the timelines of
@@ -509,7 +508,7 @@ static void fresh_zero_pairs_price_within(void **state)
     const char *dir = SEXTANT_ROOT "/tests/data/2026-11-28-overlap-classes";
     const char *moe[] = {"olmoe-4l/dp2z1", "olmoe-4l/dp2z3", "mixtral-2l/dp2z1", "mixtral-2l/dp2z3"};
     const char *dense[] = {"olmo-1b-8l/dp2z1", "olmo-1b-8l/dp2z3", "yi-6b-6l/dp2z1", "yi-6b-6l/dp2z3"};
-    const char *olmoe_z3[] = {"olmoe-4l/dp2z3", "olmoe-4l/dp2z3"};
+    const char *olmoe_z3[] = {"olmoe-4l/dp2z3", "olmoe-4l/dp2z3"};   /* fit-power takes two runs or more */
     double mean = 0.0, dense_mean = 0.0, z3_mean = 0.0;
     double worst = worst_before_held("h200", dir, moe, 4, SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv",
                                      &mean, NULL);
@@ -533,19 +532,14 @@ static void overlap_classes_after_prices_within(void **state)
     (void)state;
     const char *zoo = SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv";
     const char *dir = SEXTANT_ROOT "/tests/data/2026-11-28-overlap-classes/after";
-    const char *all[] = {"olmoe-4l/1gpu", "olmoe-4l/dp2z1", "olmoe-4l/dp2z2", "olmoe-4l/dp2z3", "olmoe-4l/dp2z3rc",
-                         "olmoe-4l/ep2", "olmoe-4l/ep2z3", "olmoe-4l/pp2", "olmoe-4l/cp2", "olmoe-4l/cp2ep2",
-                         "olmoe-4l/tp2sp", "mixtral-2l/1gpu", "mixtral-2l/dp2z1", "mixtral-2l/dp2z2", "mixtral-2l/dp2z3",
-                         "mixtral-2l/dp2z3rc", "mixtral-2l/ep2", "mixtral-2l/ep2z3", "mixtral-2l/pp2", "mixtral-2l/cp2",
-                         "mixtral-2l/cp2ep2", "mixtral-2l/tp2sp"};
     const char *zero3[] = {"olmoe-4l/dp2z3", "olmoe-4l/dp2z3rc", "mixtral-2l/dp2z3", "mixtral-2l/dp2z3rc"};
     double mean = 0.0, zero3_mean = 0.0;
-    double worst = worst_before_held("h200", dir, all, sizeof all / sizeof all[0], zoo, &mean, NULL);
+    double worst = worst_before_held("h200", dir, moe_heldout, MOE_HELDOUT_N, zoo, &mean, NULL);
     double zero3_worst = worst_before_held("h200", dir, zero3, 4, zoo, &zero3_mean, NULL);
     if (mean >= 0.03 || worst >= 0.06 || zero3_worst >= 0.015)
         print_error("22 runs %.2f%% (worst %.2f%%); ZeRO-3 worst %.2f%%\n", 100 * mean, 100 * worst, 100 * zero3_worst);
     assert_true(mean < 0.03 && worst < 0.06 && zero3_worst < 0.015);
-    assert_peak_memory_within(dir, all, sizeof all / sizeof all[0], zoo, 0.01, 0.03);
+    assert_peak_memory_within(dir, moe_heldout, MOE_HELDOUT_N, zoo, 0.01, 0.03);
 }
 
 /* The step priced at the host's own issue of an expert GEMM, as validate's "MoE priced at this host's issue" line
