@@ -506,17 +506,16 @@ static void fresh_zero_pairs_price_within(void **state)
 {
     (void)state;
     const char *dir = SEXTANT_ROOT "/tests/data/2026-11-28-overlap-classes";
+    const char *moe_zoo = SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv";
     const char *moe[] = {"olmoe-4l/dp2z1", "olmoe-4l/dp2z3", "mixtral-2l/dp2z1", "mixtral-2l/dp2z3"};
     const char *dense[] = {"olmo-1b-8l/dp2z1", "olmo-1b-8l/dp2z3", "yi-6b-6l/dp2z1", "yi-6b-6l/dp2z3"};
     const char *olmoe_z3[] = {"olmoe-4l/dp2z3", "olmoe-4l/dp2z3"};   /* fit-power takes two runs or more */
     double mean = 0.0, dense_mean = 0.0, z3_mean = 0.0;
-    double worst = worst_before_held("h200", dir, moe, 4, SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv",
-                                     &mean, NULL);
+    double worst = worst_before_held("h200", dir, moe, 4, moe_zoo, &mean, NULL);
     double dense_worst = worst_before_held("h200", dir, dense, 4,
                                            SEXTANT_ROOT "/docs/validation/2026-11-27-h100x2-heldout-new/zoo_heldout.csv",
                                            &dense_mean, NULL);
-    double z3 = worst_before_held("h200", dir, olmoe_z3, 2, SEXTANT_ROOT "/docs/validation/2026-11-27-h200x2-heldout-moe/zoo_heldout.csv",
-                                  &z3_mean, NULL);
+    double z3 = worst_before_held("h200", dir, olmoe_z3, 2, moe_zoo, &z3_mean, NULL);
     if (worst >= 0.05 || dense_worst >= 0.05 || mean >= 0.03 || dense_mean >= 0.03 || z3 >= 0.025)
         print_error("MoE %.2f%% (worst %.2f%%), dense %.2f%% (worst %.2f%%), OLMoE ZeRO-3 %.2f%%\n", 100 * mean,
                     100 * worst, 100 * dense_mean, 100 * dense_worst, 100 * z3);

@@ -226,7 +226,10 @@ static void classes_summarise_and_load(void **state)
     for (int k = 0; k < OVERLAP_KINDS; k++) r.class_cell[VICTIM_ATTENTION][k][0].coll_measured = 0;
     /* the experts measured at one cell only */
     for (int k = 0; k < OVERLAP_KINDS; k++)
-        for (int b = 0; b < 2; b++) r.class_cell[VICTIM_EXPERTS][k][b].measured = r.class_cell[VICTIM_EXPERTS][k][b].coll_measured = k == 1 && b == 1;
+        for (int b = 0; b < 2; b++) {
+            overlap_cell *c = &r.class_cell[VICTIM_EXPERTS][k][b];
+            c->measured = c->coll_measured = k == 1 && b == 1;
+        }
     overlap_summary s;
     overlap_summarise(&r, &s);
     assert_int_equal(s.class_cells[VICTIM_ATTENTION], 6);

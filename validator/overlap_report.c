@@ -177,7 +177,8 @@ void overlap_print(FILE *out, const overlap_results *r, const overlap_summary *s
     for (int v = 0; r->o.classes && v < OVERLAP_CLASSES; v++)
     {
         fprintf(out, "# median over every kind and size: %s", overlap_class_names[v]);
-        if (s->have_class[v]) fprintf(out, " %+.1f%% beside a collective (%d cells)", 100.0 * s->class_compute[v], s->class_cells[v]);
+        if (s->have_class[v])
+            fprintf(out, " %+.1f%% beside a collective (%d cells)", 100.0 * s->class_compute[v], s->class_cells[v]);
         else fprintf(out, " beside a collective not measured");
         if (s->have_class_comm[v])
             fprintf(out, ", the collective %+.1f%% beside them (%d cells)\n", 100.0 * s->class_comm[v], s->class_comm_cells[v]);
@@ -212,8 +213,8 @@ int overlap_write_csv(const char *path, const overlap_results *r)
     FILE *f = out.f;
     /* victim: gemm (m x n x k), or a class of the step's other compute with its dimensions (overlap.h); the
      * gemm_* columns are the victim's */
-    fprintf(f, "victim,count,m,n,k,collective,bytes,ranks,repeats,measured,coll_measured,gemm_alone_us,gemm_beside_us,gemm_slowdown,"
-               "gemm_slowdown_min_rank,gemm_slowdown_max_rank,coll_alone_us,coll_beside_us,coll_slowdown,"
+    fprintf(f, "victim,count,m,n,k,collective,bytes,ranks,repeats,measured,coll_measured,gemm_alone_us,gemm_beside_us,"
+               "gemm_slowdown,gemm_slowdown_min_rank,gemm_slowdown_max_rank,coll_alone_us,coll_beside_us,coll_slowdown,"
                "coll_slowdown_min_rank,coll_slowdown_max_rank\n");
     for (int g = 0; g < r->o.nshapes; g++)
         for (int k = 0; k < OVERLAP_KINDS; k++)
