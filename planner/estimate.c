@@ -212,15 +212,15 @@ typedef struct {
  * "Overlap is not free"): a GEMM that fills the SMs, and every other op alike, or the experts' GEMMs whose launches
  * leave SMs idle. */
 enum { COMPUTE_GEMM = 0, COMPUTE_EXPERTS, COMPUTE_CLASSES };
-#define LAYER_SEGMENTS 16
+#define LAYER_SEGMENTS 8   /* OLMoE's layer is 5 runs a pass; a summary is copied per layout in the search */
 
 /* One layer of a pass as ZeRO's per-layer collectives see it from the layer's start: runs of ops of one class in the
  * order they run, seconds at the top clock (the stage's layers averaged: an op of count c adds c / layers of its
  * time); the stage's other ops (embedding, head) last, as their share of a layer. */
 typedef struct {
-    double t[LAYER_SEGMENTS];
+    float t[LAYER_SEGMENTS];
     unsigned char cls[LAYER_SEGMENTS];
-    int n;
+    unsigned char n;
 } overlap_layer;
 
 typedef struct {
@@ -310,6 +310,8 @@ static double exposed(const hw_gpu *gpu, coll_t coll, double comm, double window
 static double exposed_pass(const hw_gpu *gpu, coll_t coll, double comm, double window, const double *class_s,
                            double last_bucket_fraction, double times, overlap_tally *tally)
 {
+    if (gpu->overlap_compute_slowdown_experts <= 0.0 || class_s[COMPUTE_EXPERTS] <= 0.0)
+        return exposed(gpu, coll, comm, window, last_bucket_fraction, times, tally);
     double all = 0.0, sc = 0.0;
     for (int k = 0; k < COMPUTE_CLASSES; k++) {
         all += class_s[k];
@@ -322,13 +324,18 @@ static double exposed_pass(const hw_gpu *gpu, coll_t coll, double comm, double w
 }
 
 /* ZeRO's collectives of one layer beside that layer's ops from its start (overlapped_comm_walk), for `layers`
- * layers whose compute the clock stretched by `stretch` over the top clock's. */
-static double exposed_layers(const hw_gpu *gpu, coll_t coll, double comm, const overlap_layer *layer, double layers,
-                             double stretch, double tail_fraction, double times, overlap_tally *tally)
+ * layers whose compute the clock stretched by `stretch` over the top clock's; `window` is those layers' compute (the
+ * pass's, stretched).  Where every op slows alike (no expert GEMMs that take their own figure) the walk is the rule
+ * for one window, and that is what runs: the search's dense layouts pay nothing for it. */
+static double exposed_layers(const hw_gpu *gpu, coll_t coll, double comm, double window, const overlap_layer *layer,
+                             const double *class_s, double layers, double stretch, double tail_fraction, double times,
+                             overlap_tally *tally)
 {
+    if (gpu->overlap_compute_slowdown_experts <= 0.0 || class_s[COMPUTE_EXPERTS] <= 0.0)
+        return exposed(gpu, coll, comm, window, tail_fraction, times, tally);
     overlap_segment seg[LAYER_SEGMENTS];
     for (int i = 0; i < layer->n; i++)
-        seg[i] = (overlap_segment){layer->t[i] * stretch, class_compute_slowdown(gpu, coll, layer->cls[i]),
+        seg[i] = (overlap_segment){(double)layer->t[i] * stretch, class_compute_slowdown(gpu, coll, layer->cls[i]),
                                    gpu->overlap_comm_slowdown};
     overlap_cost o = overlapped_comm_walk(comm / layers, tail_fraction, seg, layer->n);
     o.cost_s *= layers;
@@ -368,9 +375,9 @@ static void layer_segments(overlap_layer *out, const timed_op *ops, int n, doubl
         for (int i = 0; i < n; i++) {
             if (ops[i].layer == others || ops[i].t <= 0.0) continue;
             double t = ops[i].t / layers;
-            if (!full && out->n > 0 && out->cls[out->n - 1] == ops[i].cls) out->t[out->n - 1] += t;
+            if (!full && out->n > 0 && out->cls[out->n - 1] == ops[i].cls) out->t[out->n - 1] += (float)t;
             else if (!full && out->n < LAYER_SEGMENTS - COMPUTE_CLASSES) {
-                out->t[out->n] = t;
+                out->t[out->n] = (float)t;
                 out->cls[out->n++] = ops[i].cls;
             } else {
                 full = 1;
@@ -379,7 +386,7 @@ static void layer_segments(overlap_layer *out, const timed_op *ops, int n, doubl
         }
     for (int k = 0; k < COMPUTE_CLASSES; k++)
         if (rest[k] > 0.0) {
-            out->t[out->n] = rest[k];
+            out->t[out->n] = (float)rest[k];
             out->cls[out->n++] = (unsigned char)k;
         }
 }
@@ -875,10 +882,10 @@ static void settle_time_at(const model_t *m, const hw_gpu *gpu, const hw_node *n
         double layers = s[i].layers > 0 ? (double)s[i].layers : 1.0;
         double stretch_fwd = c->body.compute_top[0] > 0.0 ? c->body.compute_fwd / c->body.compute_top[0] : 1.0;
         double stretch_bwd = c->body.compute_top[1] > 0.0 ? c->body.compute_bwd / c->body.compute_top[1] : 1.0;
-        double z3 = exposed_layers(gpu, COLL_ALLGATHER, c->dp.zero3_fwd - held_fwd, &c->body.layer[0], layers,
-                                   stretch_fwd, unit, mbs, tally) +
-                    exposed_layers(gpu, COLL_REDUCE_SCATTER, c->dp.zero3_bwd - held_bwd, &c->body.layer[1], layers,
-                                   stretch_bwd, unit, mbs, tally);
+        double z3 = exposed_layers(gpu, COLL_ALLGATHER, c->dp.zero3_fwd - held_fwd, c->body.compute_fwd, &c->body.layer[0],
+                                   c->body.class_s[0], layers, stretch_fwd, unit, mbs, tally) +
+                    exposed_layers(gpu, COLL_REDUCE_SCATTER, c->dp.zero3_bwd - held_bwd, c->body.compute_bwd,
+                                   &c->body.layer[1], c->body.class_s[1], layers, stretch_bwd, unit, mbs, tally);
         /* the combined 1F1B hides a micro-batch's all-to-alls behind the compute of the one beside it, but
          * for the step's first forward and last backward, which run alone: 1/m of them exposed */
         double both[COMPUTE_CLASSES];
