@@ -477,7 +477,7 @@ static void random_route_full_set_prices_within(void **state)
  * mean, 17 of 20 two-GPU layouts within 5%, the worst OLMoE's ZeRO-3 (+6.6%).  With the experts' own slowdown beside
  * the collectives (overlap_compute_slowdown_experts, docs/validation/2026-11-28-overlap-classes) OLMoE's ZeRO-2, ZeRO-3
  * and ZeRO-3 with recomputation read +2.1%, +6.6%, +4.7% -> -1.1%, +1.6%, -0.1%, and all 20 within 5% (1.4%, worst
- * -3.3%, Mixtral's ZeRO-1).  Mixtral's ZeRO-2/3 gather 2.8 GB of
+ * -3.3%, OLMoE's ZeRO-1).  Mixtral's ZeRO-2/3 gather 2.8 GB of
  * experts a layer, beyond calibrate's largest message (1 GiB): priced at the fit's bandwidth they read +2.9%, +6.1%,
  * +5.8% (with recomputation), at that message's bandwidth +1.0%, +2.6%, +2.9% (hw_intra_fit_time_s). */
 static void random_route_one_machine_prices_within(void **state)
