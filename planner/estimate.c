@@ -287,6 +287,13 @@ static double class_compute_slowdown(const hw_gpu *gpu, coll_t coll, int cls)
                                          : gpu->overlap_compute_slowdown_allreduce;
 }
 
+/* Whether the experts' GEMMs slow apart from the rest in this pass: the GPU has their figure and the pass has them
+ * (class_s, its seconds by class); else every op slows as a GEMM, one window. */
+static int experts_apart(const hw_gpu *gpu, const double *class_s)
+{
+    return gpu->overlap_compute_slowdown_experts > 0.0 && class_s[COMPUTE_EXPERTS] > 0.0;
+}
+
 static void tally_add(overlap_tally *tally, double times, overlap_cost o)
 {
     if (!tally) return;
@@ -310,14 +317,12 @@ static double exposed(const hw_gpu *gpu, coll_t coll, double comm, double window
 static double exposed_pass(const hw_gpu *gpu, coll_t coll, double comm, double window, const double *class_s,
                            double last_bucket_fraction, double times, overlap_tally *tally)
 {
-    if (gpu->overlap_compute_slowdown_experts <= 0.0 || class_s[COMPUTE_EXPERTS] <= 0.0)
-        return exposed(gpu, coll, comm, window, last_bucket_fraction, times, tally);
+    if (!experts_apart(gpu, class_s)) return exposed(gpu, coll, comm, window, last_bucket_fraction, times, tally);
     double all = 0.0, sc = 0.0;
     for (int k = 0; k < COMPUTE_CLASSES; k++) {
         all += class_s[k];
         sc += class_s[k] * class_compute_slowdown(gpu, coll, k);
     }
-    if (all <= 0.0) return exposed(gpu, coll, comm, window, last_bucket_fraction, times, tally);
     overlap_cost o = overlapped_comm_parts(comm, window, last_bucket_fraction, sc / all, gpu->overlap_comm_slowdown);
     tally_add(tally, times, o);
     return o.cost_s;
@@ -331,8 +336,7 @@ static double exposed_layers(const hw_gpu *gpu, coll_t coll, double comm, double
                              const double *class_s, double layers, double stretch, double tail_fraction, double times,
                              overlap_tally *tally)
 {
-    if (gpu->overlap_compute_slowdown_experts <= 0.0 || class_s[COMPUTE_EXPERTS] <= 0.0)
-        return exposed(gpu, coll, comm, window, tail_fraction, times, tally);
+    if (!experts_apart(gpu, class_s)) return exposed(gpu, coll, comm, window, tail_fraction, times, tally);
     overlap_segment seg[LAYER_SEGMENTS];
     for (int i = 0; i < layer->n; i++)
         seg[i] = (overlap_segment){(double)layer->t[i] * stretch, class_compute_slowdown(gpu, coll, layer->cls[i]),
@@ -497,7 +501,7 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
     if (parts & PART_BODY) {
         /* a layer's backward: its recomputation (in forward order), then its backward ops, last first */
         double layers = s->layers > 0 ? (double)s->layers : 1.0;
-        timed_op bwd[2 * OPS_MAX];
+        timed_op bwd[OPS_MAX];   /* the recomputation's and the backward's ops are of one list */
         int n = 0;
         for (int i = 0; i < ordered[PASS_RECOMPUTE]; i++) bwd[n++] = order[PASS_RECOMPUTE][i];
         for (int i = ordered[PASS_BWD] - 1; i >= 0; i--) bwd[n++] = order[PASS_BWD][i];
