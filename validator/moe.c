@@ -316,14 +316,22 @@ void moe_init(moe_state *st, const moe_config *c)
 #undef ALLOC
     MCK(st, cudaMallocHost((void **)&st->host_counts, (size_t)st->groups * c->E * sizeof(int32_t)));
     MCK(st, cudaEventCreateWithFlags(&st->counted, cudaEventDisableTiming));
-    /* the data-dependent buffers come from the stream-ordered pool: kept, not returned to the
-     * driver between layers */
-    cudaMemPool_t pool;
+    /* the data-dependent buffers come from two stream-ordered pools, their memory kept, not returned to the driver
+     * between layers: the rows a forward keeps for its backward, and a call's scratch.  One pool for both left the
+     * scratch's holes between the kept rows (OLMoE's TP 2 + SP: 1.531 GiB reserved for 1.253 in use at once; apart,
+     * 0.185 beyond use, 0.155 of it the scratch's own; docs/validation/2026-11-28-moe-pools) */
     int device;
     uint64_t keep = UINT64_MAX;
     MCK(st, cudaGetDevice(&device));
-    MCK(st, cudaDeviceGetDefaultMemPool(&pool, device));
-    MCK(st, cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    for (int i = 0; i < MOE_POOLS; i++) {
+        struct cudaMemPoolProps props;
+        memset(&props, 0, sizeof props);
+        props.allocType = cudaMemAllocationTypePinned;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.location.id = device;
+        MCK(st, cudaMemPoolCreate(&st->pools[i], &props));
+        MCK(st, cudaMemPoolSetAttribute(st->pools[i], cudaMemPoolAttrReleaseThreshold, &keep));
+    }
     lt_init(st);
     st->grads_written = calloc((size_t)c->L, sizeof *st->grads_written);
     st->reduced = calloc((size_t)c->L, 1);
@@ -425,7 +433,7 @@ static moe_call *call_for(moe_state *st, const void *key, int create)
     return empty;
 }
 
-static bf16 *pool_rows(moe_state *st, int rows, int width);
+static bf16 *pool_rows(moe_state *st, int pool, int rows, int width);
 static void pool_free(moe_state *st, void *p);
 
 /* a call's rows back to the pool, its slot free */
@@ -438,11 +446,12 @@ static void call_free(moe_state *st, moe_call *call)
     call->key = NULL;
 }
 
-static bf16 *pool_rows(moe_state *st, int rows, int width)
+/* pool: MOE_POOL_KEPT (rows a forward keeps for its backward) or MOE_POOL_SCRATCH (freed by the call that took them) */
+static bf16 *pool_rows(moe_state *st, int pool, int rows, int width)
 {
     void *p;
     size_t n = (size_t)(rows > 0 ? rows : 1) * (size_t)width;
-    MCK(st, cudaMallocAsync(&p, n * sizeof(bf16), st->c.stream));
+    MCK(st, cudaMallocFromPoolAsync(&p, n * sizeof(bf16), st->pools[pool], st->c.stream));
     return p;
 }
 
@@ -450,7 +459,7 @@ static void pool_free(moe_state *st, void *p) { MCK(st, cudaFreeAsync(p, st->c.s
 
 /* A row's gate as the exchange moves it: SX_MOE_GATE_ROW floats, 8 bf16's bytes (kernels.h) */
 #define MOE_GATE_WIDTH ((int)(SX_MOE_GATE_ROW * sizeof(float) / sizeof(bf16)))
-static float *pool_gates(moe_state *st, int rows) { return (float *)pool_rows(st, rows, MOE_GATE_WIDTH); }
+static float *pool_gates(moe_state *st, int pool, int rows) { return (float *)pool_rows(st, pool, rows, MOE_GATE_WIDTH); }
 
 /* The row chunks one exchange copies: a (rank, expert) pair each, at most every expert of the group's every rank
  * (the expert TP gather: MOE_EP_MAX ranks of MOE_EXPERTS_MAX experts each); sx_moe_copy_chunks takes
@@ -514,7 +523,7 @@ static void exchange(moe_state *st, const moe_exchange *x, bf16 *sorted, bf16 *m
             if (p != x->rank && local > 1) staged += x->recv_rows[c];
         }
     }
-    bf16 *stage = staged ? pool_rows(st, staged, (int)C) : NULL;
+    bf16 *stage = staged ? pool_rows(st, MOE_POOL_SCRATCH, staged, (int)C) : NULL;
     chunk_list chunks;
     chunks.n = 0;
     for (int p = 0; p < x->ep; p++) {
@@ -585,7 +594,7 @@ static void gather_rows(moe_state *st, const moe_exchange *x, const bf16 *sorted
 {
     const size_t C = (size_t)width;
     const int own = st->c.N * st->c.k;   /* every rank's rows: its tokens times k; x->rows_in is the group's */
-    bf16 *ranked = pool_rows(st, own * x->ep, (int)C);
+    bf16 *ranked = pool_rows(st, MOE_POOL_SCRATCH, own * x->ep, (int)C);
     mark(st, transfer, 0);
     MNC(st, ncclAllGather(sorted, ranked, (size_t)own * C, ncclBfloat16, comm, st->c.stream));
     mark(st, transfer, 1);
@@ -603,7 +612,7 @@ static void reduce_back(moe_state *st, const moe_exchange *x, const bf16 *major,
 {
     const size_t C = (size_t)width;
     const int own = st->c.N * st->c.k;
-    bf16 *ranked = pool_rows(st, own * x->ep, (int)C);
+    bf16 *ranked = pool_rows(st, MOE_POOL_SCRATCH, own * x->ep, (int)C);
     chunk_list chunks;
     gather_chunks(x, ranked, (bf16 *)major, own, C, 0, &chunks);
     mark(st, copy, 0);
@@ -916,9 +925,9 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
                                 cudaMemcpyDeviceToDevice, c->stream));
     mark(st, "router_topk", 1);
     /* one rank: the sorted rows are the experts' input, kept for the backward */
-    call->xe = exchanged ? NULL : pool_rows(st, N * k, C);
+    call->xe = exchanged ? NULL : pool_rows(st, MOE_POOL_KEPT, N * k, C);
     /* each sorted row's gate, which the experts apply (one rank: the sorted rows are the experts') */
-    float *gates = pool_gates(st, N * k);
+    float *gates = pool_gates(st, exchanged ? MOE_POOL_SCRATCH : MOE_POOL_KEPT, N * k);
     mark(st, "moe_permute", 0);
     MCK(st, sx_moe_permute(sv.counts + (size_t)group_rank(st) * c->E, sv.pos, sv.row_slot, sv.idx, N, k, c->E, c->stream));
     MCK(st, sx_moe_gather(exchanged ? st->xs : call->xe, xn, sv.row_slot, N, k, C, c->stream));
@@ -929,8 +938,8 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
     const int R = x->rows_in;
     call->gates = gates;
     if (exchanged) {
-        call->xe = pool_rows(st, R, C);
-        call->gates = pool_gates(st, R);
+        call->xe = pool_rows(st, MOE_POOL_KEPT, R, C);
+        call->gates = pool_gates(st, MOE_POOL_KEPT, R);
         if (gathered) {
             gather_rows(st, x, st->xs, call->xe, C, c->tp_comm, "moe_tp_allgather", "moe_sort_chunks");
             gather_rows(st, x, (bf16 *)gates, (bf16 *)call->gates, MOE_GATE_WIDTH, c->tp_comm, "moe_tp_allgather",
@@ -942,8 +951,8 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
         }
         pool_free(st, gates);
     }
-    call->h = pool_rows(st, R, st->up);
-    call->act = pool_rows(st, R, F);
+    call->h = pool_rows(st, MOE_POOL_KEPT, R, st->up);
+    call->act = pool_rows(st, MOE_POOL_KEPT, R, F);
     bf16 *weights = experts_params(st, l);
     const long calls_before = st->gemm_calls;
     const double host_before = st->gemm_host_s;
@@ -962,7 +971,7 @@ void moe_forward(moe_state *st, void *saved, const bf16 *xn, bf16 *out, int l, i
     mark(st, "expert_swiglu", 1);
     /* the experts' outputs: one rank's in its sorted rows (the dispatch's scratch, free once the experts have
      * their input), an EP or TP group's expert-major, then back to the sorted rows there */
-    bf16 *ye = exchanged ? pool_rows(st, R, C) : st->xs;
+    bf16 *ye = exchanged ? pool_rows(st, MOE_POOL_SCRATCH, R, C) : st->xs;
     mark(st, "expert_down", 0);
     experts_fork(st);
     for (int e = 0; e < st->El; e++) {
@@ -992,7 +1001,7 @@ static void experts_backward(moe_state *st, moe_call *call, const bf16 *dye, bf1
     const moe_config *c = &st->c;
     const moe_exchange *x = &call->x;
     const int R = x->rows_in, C = c->C, F = c->F, up = st->up;
-    bf16 *dact = pool_rows(st, R, F), *dh = pool_rows(st, R, up);
+    bf16 *dact = pool_rows(st, MOE_POOL_SCRATCH, R, F), *dh = pool_rows(st, MOE_POOL_SCRATCH, R, up);
     bf16 *weights = experts_params(st, l), *grads = experts_grads(st, l);
     mark(st, "expert_down_dgrad", 0);
     experts_fork(st);
@@ -1049,17 +1058,17 @@ void moe_backward(moe_state *st, void *saved, const bf16 *xn, const bf16 *dout, 
     MCK(st, sx_moe_gather(st->xs, dout, sv.row_slot, N, k, C, c->stream));
     mark(st, "moe_unpermute_bwd", 1);
     bf16 *dye = st->xs, *dxe = st->xs;   /* one rank: the sorted rows are the experts' */
-    float *dgates = pool_gates(st, R), *sorted_dgates = dgates;
+    float *dgates = pool_gates(st, MOE_POOL_SCRATCH, R), *sorted_dgates = dgates;
     if (exchanged) {
-        dye = pool_rows(st, R, C);
-        dxe = pool_rows(st, R, C);
+        dye = pool_rows(st, MOE_POOL_SCRATCH, R, C);
+        dxe = pool_rows(st, MOE_POOL_SCRATCH, R, C);
         if (gathered) gather_rows(st, &call->x, st->xs, dye, C, c->tp_comm, "moe_tp_allgather_bwd", "moe_sort_chunks_bwd");
         else exchange(st, &call->x, st->xs, dye, C, 0, c->ep_comm, "ep_alltoall_combine_bwd", "moe_sort_chunks_bwd");
     }
     experts_backward(st, call, dye, dxe, dgates, l);
     if (exchanged) {
         /* the gates' gradients go back with the rows' (with expert TP each rank's is its F shard's part: summed) */
-        sorted_dgates = pool_gates(st, N * k);
+        sorted_dgates = pool_gates(st, MOE_POOL_SCRATCH, N * k);
         if (gathered) {
             reduce_back(st, &call->x, dxe, st->xs, C, ncclBfloat16, c->tp_comm, "moe_tp_reduce_scatter_bwd",
                         "moe_sort_chunks_bwd");
@@ -1255,13 +1264,10 @@ void moe_grads_flush(moe_state *st)
 
 void moe_free(moe_state *st)
 {
-    MCK(st, cudaStreamSynchronize(st->c.stream));
     for (int i = 0; i < MOE_CALLS_MAX; i++)
-        if (st->calls[i].key) {
-            MCK(st, cudaFree(st->calls[i].xe));
-            MCK(st, cudaFree(st->calls[i].h));
-            MCK(st, cudaFree(st->calls[i].act));
-        }
+        if (st->calls[i].key) call_free(st, &st->calls[i]);
+    MCK(st, cudaStreamSynchronize(st->c.stream));
+    for (int i = 0; i < MOE_POOLS; i++) MCK(st, cudaMemPoolDestroy(st->pools[i]));
     void *bufs[] = {st->params, st->grads,   st->master, st->m,            st->v,
                     st->xs,     st->dlogits, st->dgate,  st->balanced_idx, st->random_idx};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) MCK(st, cudaFree(bufs[i]));
@@ -1289,17 +1295,13 @@ void moe_free(moe_state *st)
     memset(st, 0, sizeof *st);
 }
 
-/* one of the stream-ordered pool's high-water marks (its reserve, or its allocations in use) */
-static size_t pool_high(const moe_state *st, enum cudaMemPoolAttr attribute)
+/* one of a pool's high-water marks (its reserve, or its allocations in use) */
+static size_t pool_high(const moe_state *st, int pool, enum cudaMemPoolAttr attribute)
 {
-    cudaMemPool_t pool;
-    int device;
     uint64_t high = 0;
-    MCK(st, cudaGetDevice(&device));
-    MCK(st, cudaDeviceGetDefaultMemPool(&pool, device));
-    MCK(st, cudaMemPoolGetAttribute(pool, attribute, &high));
+    if (st->pools[pool]) MCK(st, cudaMemPoolGetAttribute(st->pools[pool], attribute, &high));
     return (size_t)high;
 }
 
-size_t moe_pool_high_bytes(const moe_state *st) { return pool_high(st, cudaMemPoolAttrReservedMemHigh); }
-size_t moe_pool_used_high_bytes(const moe_state *st) { return pool_high(st, cudaMemPoolAttrUsedMemHigh); }
+size_t moe_pool_high_bytes(const moe_state *st, int pool) { return pool_high(st, pool, cudaMemPoolAttrReservedMemHigh); }
+size_t moe_pool_used_high_bytes(const moe_state *st, int pool) { return pool_high(st, pool, cudaMemPoolAttrUsedMemHigh); }

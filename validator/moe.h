@@ -70,6 +70,8 @@ typedef struct {
 } moe_call;
 
 #define MOE_CALLS_MAX 512
+enum { MOE_POOL_KEPT, MOE_POOL_SCRATCH, MOE_POOLS };   /* moe_state.pools */
+
 /* Streams the experts' GEMMs of one loop share, expert e on stream e mod MOE_STREAMS, so that experts
  * whose GEMMs fill less than the GPU run side by side: Transformer Engine's grouped GEMM issues its
  * GEMMs over 4 compute streams (transformer_engine/common/util/multi_stream.cpp), as the grouped_gemm
@@ -117,6 +119,7 @@ typedef struct {
     float *dgate;                       /* N k */
     int32_t *host_counts;               /* pinned, ep x E */
     cudaEvent_t counted;
+    cudaMemPool_t pools[MOE_POOLS];     /* the data-dependent rows: MOE_POOL_KEPT, MOE_POOL_SCRATCH */
     moe_call calls[MOE_CALLS_MAX];
     double imbalance_sum, imbalance_max;
     long imbalance_calls;
@@ -196,9 +199,10 @@ void moe_grads_take(moe_state *st, int l);
 int moe_grads_give(moe_state *st);
 void moe_grads_flush(moe_state *st);
 void moe_free(moe_state *st);
-/* The most the stream-ordered pool reserved from the driver for the data-dependent buffers, and the most
- * its live allocations held at once (bytes), for the report: the difference is the pool's fragmentation. */
-size_t moe_pool_high_bytes(const moe_state *st);
-size_t moe_pool_used_high_bytes(const moe_state *st);
+/* The most a stream-ordered pool of the data-dependent rows (MOE_POOL_KEPT or MOE_POOL_SCRATCH) reserved from the
+ * driver, and the most its live allocations held at once (bytes), for the report: the difference is the pool's
+ * fragmentation. */
+size_t moe_pool_high_bytes(const moe_state *st, int pool);
+size_t moe_pool_used_high_bytes(const moe_state *st, int pool);
 
 #endif

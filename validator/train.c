@@ -947,11 +947,16 @@ static void print_summary(const train_run_state *r, const gpt *g)
                g->moe.expert_busiest_sum / g->moe.imbalance_calls, g->moe.expert_cv_sum / g->moe.imbalance_calls,
                100.0 * g->moe.expert_empty_sum / g->moe.imbalance_calls);
     if (s->moe)
-        printf("MoE buffers: the routed rows' (stream-ordered pool) peaked at %.3f GiB reserved, %.3f GiB in use, on rank 0, "
-               "beside our %.3f GiB; the EP groups' first use took %.3f GiB; expert GEMMs: %s, %ld cuBLASLt heuristic queries "
+        printf("MoE buffers: the routed rows' stream-ordered pools peaked at %.3f GiB reserved (kept for the backward %.3f, "
+               "in use %.3f; scratch %.3f, in use %.3f), on rank 0, beside our %.3f GiB; the EP groups' first use took %.3f GiB; "
+               "expert GEMMs: %s, %ld cuBLASLt heuristic queries "
                "(%ld before the first step, in %.2f s), %ld calls of %.0f GFLOP or more (%s) and %ld where "
                "cuBLASLt refused, %.1f us of host time to issue each (the forward's %.1f), on %d stream%s\n",
-               moe_pool_high_bytes(&g->moe) / 1073741824.0, moe_pool_used_high_bytes(&g->moe) / 1073741824.0,
+               (moe_pool_high_bytes(&g->moe, MOE_POOL_KEPT) + moe_pool_high_bytes(&g->moe, MOE_POOL_SCRATCH)) / 1073741824.0,
+               moe_pool_high_bytes(&g->moe, MOE_POOL_KEPT) / 1073741824.0,
+               moe_pool_used_high_bytes(&g->moe, MOE_POOL_KEPT) / 1073741824.0,
+               moe_pool_high_bytes(&g->moe, MOE_POOL_SCRATCH) / 1073741824.0,
+               moe_pool_used_high_bytes(&g->moe, MOE_POOL_SCRATCH) / 1073741824.0,
                g->accounted_bytes / 1073741824.0, g->moe.connect_bytes / 1073741824.0,
                g->moe.gemm_ex ? "cublasGemmEx (SEXTANT_MOE_GEMM=ex)" : "cuBLASLt", g->moe.heuristics, g->moe.prewarmed,
                g->moe.prewarm_s,
