@@ -83,6 +83,7 @@ static const gpu_numeric_column gpu_overlay_only_columns[] = {
     {"attention_fwd_efficiency", GPU_FIELD(attention_fwd_efficiency), 1, 0, 1},
     {"attention_bwd_efficiency", GPU_FIELD(attention_bwd_efficiency), 1, 0, 1},
     {"flash1_relative_speed", GPU_FIELD(flash1_relative_speed), 1, 0.05, 1},
+    {"flash1_triton_relative_speed", GPU_FIELD(flash1_triton_relative_speed), 1, 0.05, 1},
     {"fp8_gemm_relative_efficiency", GPU_FIELD(fp8_gemm_relative_efficiency), 1, 0.05, 2},
     {"membound_overhead_us", GPU_FIELD(membound_overhead_s), MICRO, 0, 1e3},
     {"power_cap_w", GPU_FIELD(power_cap_w), 1, 1, 1e5},

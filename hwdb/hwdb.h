@@ -113,8 +113,9 @@ typedef struct {
     double attention_fwd_efficiency;  /* sextant-gpu's own fused attention kernel forward, as calibrate measured
                                          it (--attention sextant); 0 until calibrated */
     double attention_bwd_efficiency;  /* the same for its backward; 0 until calibrated */
-    double flash1_relative_speed;     /* the first-generation fused attention (FlashAttention-1, its Triton port)
+    double flash1_relative_speed;     /* the first-generation fused attention (FlashAttention-1's CUDA kernels)
                                          over the frameworks' (flash_*), same work (hwdb/priors.csv); 0: taken as 1 */
+    double flash1_triton_relative_speed; /* the same for FlashAttention-1's Triton port (MPT's); 0: taken as 1 */
     double fp8_gemm_relative_efficiency; /* an FP8 GEMM's achieved fraction of the FP8 peak over a 16-bit GEMM's
                                             of the 16-bit peak (hwdb/priors.csv); 0: taken as 1 */
     double fp8_backward_gemm_relative_efficiency; /* the same for the backward's FP8 GEMMs (data and weight

@@ -169,9 +169,10 @@ static const char *usage_text =
     "                         micro-batch hiding the others (sextant's trainer; validate prices its runs so)\n"
     "  --tp-overlap none|backward   TP communication: all exposed (default, as sextant's trainer runs it), or\n"
     "                         Megatron's: the backward's TP gather and gradient reduction beside its GEMMs\n"
-    "  --attention flash|unfused|flash1|sextant   attention kernel (default flash where the GPU has it: sm80\n"
-    "                         and newer): flash the frameworks' FlashAttention-2/3 or cuDNN; flash1 FlashAttention-1\n"
-    "                         or its Triton port, as frameworks ran before mid-2023; sextant sextant-gpu's own kernel\n"
+    "  --attention flash|unfused|flash1|flash1-triton|sextant   attention kernel (default flash where the GPU has it:\n"
+    "                         sm80 and newer): flash the frameworks' FlashAttention-2/3 or cuDNN; flash1 FlashAttention-1\n"
+    "                         and flash1-triton its Triton port, as frameworks ran them before mid-2023; sextant\n"
+    "                         sextant-gpu's own kernel\n"
     "  --sp                   sequence parallelism\n"
     "  --zero 0|1|2|3         optimizer sharding (1 = Megatron's distributed optimizer)\n"
     "  --fp32-grads           accumulate gradients in fp32 (18 instead of 16 bytes/param)\n"
@@ -519,6 +520,9 @@ static void print_gpu(FILE *out, const hw_gpu *g, const hw_node *node)
     if (g->flash_fwd_efficiency > 0 || g->flash_bwd_efficiency > 0)
         fprintf(out, "  fused attention        forward %.3f, backward %.3f of the 16-bit peak (frameworks' kernels, prior)\n",
                 g->flash_fwd_efficiency, g->flash_bwd_efficiency);
+    if (g->flash1_relative_speed > 0 || g->flash1_triton_relative_speed > 0)
+        fprintf(out, "  first generation       FlashAttention-1 %.3g, its Triton port %.3g of the frameworks' speed (prior)\n",
+                first_generation_speed(g, ATTENTION_FLASH1), first_generation_speed(g, ATTENTION_FLASH1_TRITON));
     if (g->attention_fwd_efficiency > 0 || g->attention_bwd_efficiency > 0)
         fprintf(out, "  sextant's attention    forward %.3f, backward %.3f of the 16-bit peak (its own kernel, calibrated)\n",
                 g->attention_fwd_efficiency, g->attention_bwd_efficiency);

@@ -49,7 +49,7 @@ int layout_check_cp(const model_t *m, const layout_t *l, char *err, size_t errle
         return -1;
     }
     if (!attention_is_fused(l->attention)) {
-        snprintf(err, errlen, "--cp %lld: context parallelism needs a fused attention, --attention flash or flash1 (its "
+        snprintf(err, errlen, "--cp %lld: context parallelism needs a fused attention, --attention flash, flash1 or flash1-triton (its "
                  "blocks are fused attention kernels with a log-sum-exp)", (long long)l->cp);
         return -1;
     }
@@ -773,7 +773,7 @@ static int begin_estimate(const model_t *m, const hw_gpu *gpu, const hw_node *no
         return -1;
     }
     if ((unsigned)l->attention >= ATTENTION_COUNT) {
-        snprintf(err, errlen, "--attention: expected flash, unfused or flash1");
+        snprintf(err, errlen, "--attention: expected flash, unfused, flash1, flash1-triton or sextant");
         return -1;
     }
     e->microbatches = l->gbs / (l->mbs * l->dp);

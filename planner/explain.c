@@ -603,9 +603,10 @@ void report_explain(FILE *out, const estimate_t *e)
         fprintf(out, "The frameworks' fused attention (FlashAttention-2/3, cuDNN) runs at the prior fractions instead of %.2f: "
                      "forward %.3f, backward %.3f.\n",
                 g->gemm_efficiency, g->flash_fwd_efficiency, g->flash_bwd_efficiency);
-    if (l->attention == ATTENTION_FLASH1 && g->flash1_relative_speed > 0)
-        fprintf(out, "The first-generation fused attention (flash1) runs the same work at %.2f of that speed.\n",
-                g->flash1_relative_speed);
+    if (first_generation_speed(g, l->attention) != 1.0)
+        fprintf(out, "The first-generation fused attention (%s) runs the same work at %.3g of that speed.\n",
+                l->attention == ATTENTION_FLASH1 ? "flash1: FlashAttention-1" : "flash1-triton: its Triton port",
+                first_generation_speed(g, l->attention));
     if (g->gemm_times || g->attention_times[0] || g->attention_times[1] || g->unfused_attention_times[0] ||
         g->unfused_attention_times[1])
         fprintf(out, "Calibrated: %d GEMM shapes, %d + %d fused and %d + %d unfused attention shapes were timed on "

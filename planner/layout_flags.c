@@ -157,7 +157,7 @@ static int parse_value(unsigned bit, const char *flag, const char *t, layout_t *
         return 0;
     case LAYOUT_FLAG_ATTENTION:
         if (attention_parse(t, &l->attention) != 0)
-            return say(err, errlen, "--attention: '%s' is not one of flash|unfused|flash1|sextant", shown);
+            return say(err, errlen, "--attention: '%s' is not one of flash|unfused|flash1|flash1-triton|sextant", shown);
         return 0;
     case LAYOUT_FLAG_PRECISION:
         if (!t || precision_parse(t, &l->precision) != 0)

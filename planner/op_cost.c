@@ -473,10 +473,10 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
             /* fused (docs/model.md, "Attention kernel generations"): sextant-gpu's own kernel takes the time
              * calibrate measured for this shape (or its line over the batch), else the fraction of peak it
              * measured, forward (and its recomputation) or backward; the frameworks' kernels (flash) take
-             * hwdb/priors.csv's fractions, and their first generation (flash1) the same slower; else a
-             * GEMM's.  All of it follows the clock. */
+             * hwdb/priors.csv's fractions, and their first generation (flash1, flash1-triton) the same slower,
+             * each by its own relative speed; else a GEMM's.  All of it follows the clock. */
             int bwd = op->pass == PASS_BWD;
-            double speed = l->attention == ATTENTION_FLASH1 && gpu->flash1_relative_speed > 0.0 ? gpu->flash1_relative_speed : 1.0;
+            double speed = first_generation_speed(gpu, l->attention);
             /* calibrate timed the kernel in 16 bit: an fp32 or tf32 run takes the efficiency below */
             /* a context-parallel ring runs the rank's attention as cp kernels, one a ring step, each over blocks of
              * the local length (docs/model.md, "Context parallelism": cp_ring_attention_length); gathered K, V run
@@ -517,4 +517,12 @@ double op_cost(op_t *op, const hw_gpu *gpu, const hw_node *node, const layout_t 
     }
     }
     return 0.0;
+}
+
+double first_generation_speed(const hw_gpu *gpu, attention_impl_t a)
+{
+    double r = a == ATTENTION_FLASH1          ? gpu->flash1_relative_speed
+               : a == ATTENTION_FLASH1_TRITON ? gpu->flash1_triton_relative_speed
+                                              : 0.0;
+    return r > 0.0 ? r : 1.0;
 }

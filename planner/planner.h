@@ -16,11 +16,18 @@
 
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_t;
 /* The attention kernel: the frameworks' fused kernel, FlashAttention-2 or later and cuDNN (flash); the
- * materialised s x s scores (unfused); the first generation of fused kernels (flash1: FlashAttention-1 or
- * its Triton port, what frameworks ran before FlashAttention-2 of July 2023); or sextant-gpu's own fused
- * kernel, as calibrate measured it (sextant).  The fused ones share the work and the memory and differ in
- * speed (docs/model.md, "Attention kernel generations"). */
-typedef enum { ATTENTION_FLASH = 0, ATTENTION_UNFUSED, ATTENTION_FLASH1, ATTENTION_SEXTANT, ATTENTION_COUNT } attention_impl_t;
+ * materialised s x s scores (unfused); the first generation of fused kernels, what frameworks ran before
+ * FlashAttention-2 of July 2023 (flash1: FlashAttention-1's CUDA kernels, as xformers ran them; flash1-triton:
+ * its Triton port, MosaicML's MPT); or sextant-gpu's own fused kernel, as calibrate measured it (sextant).  The
+ * fused ones share the work and the memory and differ in speed (docs/model.md, "Attention kernel generations"). */
+typedef enum {
+    ATTENTION_FLASH = 0,
+    ATTENTION_UNFUSED,
+    ATTENTION_FLASH1,
+    ATTENTION_SEXTANT,
+    ATTENTION_FLASH1_TRITON,
+    ATTENTION_COUNT
+} attention_impl_t;
 /* How context parallelism exchanges K and V (docs/model.md, "Context parallelism"): Megatron's ring of
  * send/recv overlapped with attention, or Llama 3's all-gather before it. */
 typedef enum { CP_COMM_RING = 0, CP_COMM_ALLGATHER } cp_comm_t;
@@ -904,8 +911,12 @@ void report_spec_examples(FILE *out);
 
 const char *recompute_name(recompute_t r);
 const char *attention_name(attention_impl_t a);
-/* 1 for the fused kernels (flash, flash1, sextant): no s x s scores in memory, a log-sum-exp per row. */
+/* 1 for the fused kernels (flash, flash1, flash1-triton, sextant): no s x s scores in memory, a log-sum-exp per row. */
 int attention_is_fused(attention_impl_t a);
+/* A first-generation fused kernel's speed over the frameworks' (flash): the GPU's flash1_relative_speed for flash1,
+ * flash1_triton_relative_speed for flash1-triton (docs/model.md, "Attention kernel generations"); 1 for every other
+ * kernel and where the GPU has no prior. */
+double first_generation_speed(const hw_gpu *gpu, attention_impl_t a);
 const char *cp_comm_name(cp_comm_t c);
 const char *loss_kernel_name(loss_kernel_t k);
 int loss_kernel_parse(const char *name, loss_kernel_t *out);
@@ -932,7 +943,7 @@ int recompute_modules_parse(const char *list, unsigned *out);
 const char *recompute_modules_name(unsigned modules);
 /* ring|allgather, ignoring case: 0, or -1 for anything else (or NULL). */
 int cp_comm_parse(const char *name, cp_comm_t *out);
-/* none|selective|full and flash|unfused|flash1|sextant, ignoring case: 0, or -1 for anything else (or NULL). */
+/* none|selective|full and flash|unfused|flash1|flash1-triton|sextant, ignoring case: 0, or -1 for anything else (or NULL). */
 int recompute_parse(const char *name, recompute_t *out);
 int attention_parse(const char *name, attention_impl_t *out);
 const char *op_kind_name(op_kind_t k);

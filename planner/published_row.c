@@ -154,15 +154,16 @@ static int framework_before_2023(const char *framework, const char *source)
     return 0;
 }
 
-/* Tables measured before FlashAttention-2 (July 2023) ran the first fused kernels: MosaicML's llm-foundry
- * benchmarks (torch 1.13 and 2.0, MPT's Triton or FlashAttention-1 attention), Meta's LLaMA-1 on xformers
- * (docs/model.md, "Attention kernel generations"). */
-static int framework_before_flash2(const char *framework, const char *source)
+/* Tables measured before FlashAttention-2 (July 2023) ran the first fused kernels (docs/model.md, "Attention kernel
+ * generations"): MosaicML's llm-foundry benchmarks the Triton port (MPT's attn_impl: triton, the yamls' and
+ * submit_benchmarks.py's default at the A100 table's commit, 1ef7b4d), Meta's LLaMA-1 xformers' CUDA kernels.
+ * ATTENTION_FLASH where neither. */
+static attention_impl_t first_generation_attention(const char *framework, const char *source)
 {
-    static const char *const first_generation[] = {"llm-foundry", "Composer", "xformers"};
-    for (size_t i = 0; i < sizeof first_generation / sizeof first_generation[0]; i++)
-        if (has(framework, first_generation[i]) || has(source, first_generation[i])) return 1;
-    return 0;
+    static const char *const triton[] = {"llm-foundry", "Composer"};
+    for (size_t i = 0; i < sizeof triton / sizeof triton[0]; i++)
+        if (has(framework, triton[i]) || has(source, triton[i])) return ATTENTION_FLASH1_TRITON;
+    return has(framework, "xformers") || has(source, "xformers") ? ATTENTION_FLASH1 : ATTENTION_FLASH;
 }
 
 static int read_metric(const char *text, published_metric_t *out)
@@ -495,8 +496,7 @@ static void read_practice(const csv_table *t, int r, published_row *row)
     if (l->zero >= 3 && !row->mbs_given && !row->skip_class[0])
         skip(row, "layout not published", "no micro-batch, which under ZeRO-3 / FSDP full sharding sets how often every "
              "weight is gathered");
-    l->attention = older ? ATTENTION_UNFUSED : framework_before_flash2(framework, row->source) ? ATTENTION_FLASH1
-                                                                                                : ATTENTION_FLASH;
+    l->attention = older ? ATTENTION_UNFUSED : first_generation_attention(framework, row->source);
     /* every framework here computes its loss on fp32 logits unless the row says it is fused (PyTorch's
      * cross_entropy on .float() logits, Megatron's vocab-parallel cross-entropy without its fusion), but
      * llm-foundry's MPT, whose loss_fn defaults to flash-attn's fused cross-entropy (docs/model.md, "The loss") */

@@ -12,7 +12,7 @@
 /* The command line's and the reports' names of each layout choice, in the order of its enum: one table
  * each, read both ways (a value out of range reads as the enum's fallback). */
 static const char *const recompute_names[] = {"none", "selective", "full"};
-static const char *const attention_names[] = {"flash", "unfused", "flash1", "sextant"};
+static const char *const attention_names[] = {"flash", "unfused", "flash1", "sextant", "flash1-triton"};
 static const char *const tp_overlap_names[] = {"none", "backward"};
 static const char *const grad_sync_names[] = {"overlap", "after"};
 static const char *const grad_accum_names[] = {"in-place", "fp32-copy"};
@@ -63,7 +63,10 @@ NAMED_ENUM(zero_waits, zero_waits_t, zero_waits_names, 0)
 NAMED_ENUM(cp_comm, cp_comm_t, cp_comm_names, 0)
 #undef NAMED_ENUM
 
-int attention_is_fused(attention_impl_t a) { return a == ATTENTION_FLASH || a == ATTENTION_FLASH1 || a == ATTENTION_SEXTANT; }
+int attention_is_fused(attention_impl_t a)
+{
+    return a == ATTENTION_FLASH || a == ATTENTION_FLASH1 || a == ATTENTION_FLASH1_TRITON || a == ATTENTION_SEXTANT;
+}
 
 static const char *const recompute_module_names[] = {"layernorm", "mla_up_proj", "moe_act"};
 

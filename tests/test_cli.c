@@ -914,7 +914,7 @@ static void layout_flags_parse_over_defaults(void **state)
         {"--vpp", "2000", "--vpp: 2000 is larger than 1000"},
         {"--zero", "4", "--zero: '4' is not one of 0|1|2|3"},
         {"--recompute", "some", "--recompute: 'some' is not one of none|selective|full"},
-        {"--attention", "fused", "--attention: 'fused' is not one of flash|unfused|flash1|sextant"},
+        {"--attention", "fused", "--attention: 'fused' is not one of flash|unfused|flash1|flash1-triton|sextant"},
         {"--precision", "int4", "--precision: 'int4' is not one of fp32|tf32|fp16|bf16|fp8"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

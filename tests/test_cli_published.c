@@ -71,7 +71,8 @@ static void published_shared_runs_json(void **state)
         double err = cJSON_GetObjectItem(row, "signed_err")->valuedouble;
         const char *metric = cJSON_GetObjectItem(row, "metric")->valuestring;
         int time_metric = !strcmp(metric, "s_per_iter") || !strcmp(metric, "gpu_hours");
-        assert_close(err, time_metric ? published / predicted - 1.0 : predicted / published - 1.0, 1e-4);
+        /* the ratio, not the error: an error near 0 (MPT-760M at 8k tokens: -2e-6) has no relative precision */
+        assert_close(1.0 + err, time_metric ? published / predicted : predicted / published, 1e-6);
         sum_abs += fabs(err);
         sum_signed += err;
         counted++;
@@ -214,9 +215,10 @@ static void published_row_rules(void **state)
      * gradient all-reduce against j's, the same row on the GPU's usual node */
     assert_true(cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 10), "step_s")->valuedouble >
                 cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 9), "step_s")->valuedouble * 1.01);
-    /* l: j's row measured with MosaicML's 2023 stack: the first-generation fused attention, slower than j's */
+    /* l: j's row measured with MosaicML's 2023 stack: the first-generation fused attention (its Triton port, MPT's),
+     * slower than j's */
     const cJSON *rl = cJSON_GetArrayItem(rows, 11);
-    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(rl, "layout"), "attention")->valuestring, "flash1");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(rl, "layout"), "attention")->valuestring, "flash1-triton");
     assert_true(cJSON_GetObjectItem(rl, "step_s")->valuedouble > cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 9), "step_s")->valuedouble * 1.01);
     /* framework runs compute their loss in fp32 with no metrics on the logits; llm-foundry's MPT takes flash-attn's
      * fused cross-entropy, and Composer computes its two train metrics on the logits */

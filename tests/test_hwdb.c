@@ -194,6 +194,10 @@ static void attention_efficiency_overlay(void **state)
     assert_close(g->flash1_relative_speed, 0.35, 0);
     assert_close(hwdb_find_gpu(&hw, "a100-sxm4-80gb")->flash1_relative_speed, 0.50, 0);
     assert_close(hwdb_find_gpu(&hw, "v100-sxm2-32gb")->flash1_relative_speed, 0.0, 0);
+    /* its Triton port: 1/1.80 of FlashAttention-2 (the middle of 1.3-2.5x), 0.7 / 1.80 of Hopper's prior */
+    assert_close(g->flash1_triton_relative_speed, 0.39, 0);
+    assert_close(hwdb_find_gpu(&hw, "a100-sxm4-80gb")->flash1_triton_relative_speed, 0.555, 0);
+    assert_close(hwdb_find_gpu(&hw, "v100-sxm2-32gb")->flash1_triton_relative_speed, 0.0, 0);
     assert_close(hwdb_find_gpu(&hw, "v100-sxm2-32gb")->flash_fwd_efficiency, 0.0, 0);
     char path[] = "/tmp/sextant-overlay-XXXXXX";
     write_temp(path, "gpu,key,value,source\n"

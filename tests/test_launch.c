@@ -235,7 +235,8 @@ static void train_flag_errors(void **state)
     expect_refusal("", "validate gpt2 --tp two", "--tp: 'two' is not a positive integer");
     expect_refusal("", "validate gpt2 --mbs 0", "--mbs: '0' is not a positive integer");
     expect_refusal("", "validate gpt2 --attention flash1", "--attention 'flash1' is not one of unfused|flash|sextant");
-    expect_refusal("", "validate gpt2 --attention fused", "--attention: 'fused' is not one of flash|unfused|flash1|sextant");
+    expect_refusal("", "validate gpt2 --attention flash1-triton", "--attention 'flash1-triton' is not one of unfused|flash|sextant");
+    expect_refusal("", "validate gpt2 --attention fused", "--attention: 'fused' is not one of flash|unfused|flash1|flash1-triton|sextant");
     expect_refusal("", "validate gpt2 --precision fp16", "--precision 'fp16' is not one of bf16|fp8");
     expect_refusal("", "validate gpt2 --gpus-per-node 8", "unknown flag --gpus-per-node");
     /* ops reads --mbs and --seq through the same parser and refuses the layout it does not run */

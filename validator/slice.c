@@ -53,7 +53,7 @@ int slice_plan(const plan_file *p, const model_t *full_model, const hw_gpu *gpu,
                             (long long)(full_model->experts / run->ep), p->model, (long long)full_model->experts);
     /* with flash attention selective recomputation recomputes nothing (docs/model.md, "Activations") */
     run->recompute = l->recompute == RECOMPUTE_FULL ? RECOMPUTE_FULL : RECOMPUTE_NONE;
-    /* a plan costed with any fused kernel (flash, flash1) runs on ours, the one fused kernel here */
+    /* a plan costed with any fused kernel (flash, flash1, flash1-triton) runs on ours, the one fused kernel here */
     run->attention = attention_is_fused(l->attention) ? ATTENTION_SEXTANT : ATTENTION_UNFUSED;
     job_t job = {1e9, 1.0};
     static estimate_t full, slice;

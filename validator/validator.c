@@ -133,9 +133,9 @@ static int train_layout_flags(int argc, char **argv, int first_flag, train_optio
         fprintf(stderr, "sextant-gpu: train: --recompute '%s' is not one of none|full\n", recompute_name(l->recompute));
         return 2;
     }
-    if (l->attention == ATTENTION_FLASH1) {
-        fprintf(stderr, "sextant-gpu: train: --attention 'flash1' is not one of unfused|flash|sextant (flash and sextant: the "
-                        "step's own fused kernel)\n");
+    if (l->attention == ATTENTION_FLASH1 || l->attention == ATTENTION_FLASH1_TRITON) {
+        fprintf(stderr, "sextant-gpu: train: --attention '%s' is not one of unfused|flash|sextant (flash and sextant: the "
+                        "step's own fused kernel)\n", attention_name(l->attention));
         return 2;
     }
     if (l->precision != PREC_BF16 && l->precision != PREC_FP8) {
