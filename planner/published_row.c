@@ -156,7 +156,8 @@ static int framework_before_2023(const char *framework, const char *source)
 
 /* Tables measured before FlashAttention-2 (July 2023) ran the first fused kernels (docs/model.md, "Attention kernel
  * generations"): MosaicML's llm-foundry benchmarks the Triton port (MPT's attn_impl: triton, the yamls' and
- * submit_benchmarks.py's default at the A100 table's commit, 1ef7b4d), Meta's LLaMA-1 xformers' CUDA kernels.
+ * submit_benchmarks.py's default at the A100 table's commit, 1ef7b4d, and at the H100 table's, b2a43a147), Meta's
+ * LLaMA-1 xformers' CUDA kernels.
  * ATTENTION_FLASH where neither. */
 static attention_impl_t first_generation_attention(const char *framework, const char *source)
 {
