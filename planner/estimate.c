@@ -436,7 +436,8 @@ static void cost_stage(stage_ops *s, const hw_gpu *gpu, const hw_node *node, con
         if (op->kind == OP_COMM && op->group == GROUP_CP) {
             c->body.cp += op->overlap == OVERLAP_ATTENTION
                               ? (double)op->count * cp_ring_exposed_s(op->time_s, attention_s[op->pass], (double)layout_cp(l),
-                                                                          CP_RING_SERIALISED)
+                                                                          op->pass == PASS_BWD ? CP_RING_SERIALISED_BWD
+                                                                                               : CP_RING_SERIALISED_FWD)
                               : t;
             continue;
         }

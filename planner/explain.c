@@ -173,13 +173,14 @@ static void cp_explain(FILE *out, const estimate_t *e, const stage_ops *slow)
         const op_t *ring = find_op(slow, "cp_ring_kv", PASS_FWD), *ring_bwd = find_op(slow, "cp_ring_kv_dkv_bwd", PASS_BWD);
         if (!ring || !ring_bwd || !att || !att_bwd) return;
         fprintf(out, "  Ring (Megatron): c - 1 = %lld send/recv steps per layer, each %.4g ms forward (K, V) and %.4g ms backward\n"
-                     "  (K, V and dK, dV, twice the bytes). Each is posted beside the attention of the block before it (%.4g ms\n"
-                     "  forward, %.4g ms backward, 1/c of the layer's), but at the same stream priority its NCCL kernel waits for\n"
-                     "  that kernel's SMs, and the next block waits for the data: exposed in full, %.4g + %.4g ms per layer.\n",
+                     "  (K, V and dK, dV, twice the bytes). Each is posted beside the attention of a block (%.4g ms forward,\n"
+                     "  %.4g ms backward, 1/c of the layer's). Forward: at the same stream priority its NCCL kernel waits for\n"
+                     "  that kernel's SMs, and the next block waits for the data: exposed in full, %.4g ms per layer. Backward:\n"
+                     "  each step's transfer runs beside its block and is waited for after it: %.4g ms per layer exposed.\n",
                 (long long)(l->cp - 1), ring->time_s * 1e3, ring_bwd->time_s * 1e3, att->time_s / c * 1e3,
                 att_bwd->time_s / c * 1e3,
-                (c - 1.0) * cp_ring_exposed_s(ring->time_s, att->time_s, c, CP_RING_SERIALISED) * 1e3,
-                (c - 1.0) * cp_ring_exposed_s(ring_bwd->time_s, att_bwd->time_s, c, CP_RING_SERIALISED) * 1e3);
+                (c - 1.0) * cp_ring_exposed_s(ring->time_s, att->time_s, c, CP_RING_SERIALISED_FWD) * 1e3,
+                (c - 1.0) * cp_ring_exposed_s(ring_bwd->time_s, att_bwd->time_s, c, CP_RING_SERIALISED_BWD) * 1e3);
     } else {
         const op_t *ag = find_op(slow, "cp_allgather_kv", PASS_FWD);
         if (!ag) return;

@@ -447,9 +447,12 @@ double cp_kv_block_bytes(double kv_heads, double head_dim, double seq, double cp
 double cp_ring_attention_length(double seq, double cp);
 double cp_dkv_add_bytes(double kv_block_bytes);
 double cp_kv_pack_bytes(double kv_block_bytes);
-/* the ring's send/recv shares the attention's stream priority (Megatron's, TE's and the validator's
- * default), so each step's transfer waits for the attention kernel beside it: cp_ring_exposed_s */
-#define CP_RING_SERIALISED 1
+/* The ring's forward: its send/recv shares the attention's stream priority (Megatron's, TE's and the validator's
+ * default), so each step's transfer waits for the attention kernel beside it, exposed in full.  Its backward: each
+ * step's transfer runs beside that step's block, hidden by it (cp_ring_exposed_s; docs/model.md, "Context
+ * parallelism"). */
+#define CP_RING_SERIALISED_FWD 1
+#define CP_RING_SERIALISED_BWD 0
 double cp_ring_exposed_s(double transfer_s, double attention_s, double cp, int serialised);
 /* nccl-tests' bus bandwidth: algorithm bandwidth times the ring's factor. */
 double bus_bandwidth(coll_t coll, double n, double bytes, double seconds);
