@@ -584,6 +584,15 @@ static void cp_ring_backward_hidden_prices_cp2(void **state)
     for (int i = 0; i < 3; i++) most = fmax(most, fabs(worst[i]));
     if (all >= 0.025 || most >= 0.055) print_error("9 CP 2 runs %.2f%% (worst %.2f%%)\n", 100 * all, 100 * most);
     assert_true(all < 0.025 && most < 0.055);
+    /* then, priced by this rule before it ran, CP 2 of a model none of those nine had (Qwen2.5-3B cut to 12 layers, GQA
+     * with 2 KV heads) and its ZeRO-1 on a fresh 2 x H200 (call 6): -0.1% and -0.4% (+0.4% with the backward
+     * serialised) */
+    const char *qwen[] = {"cp2", "dp2z1"};
+    double mean_qwen = 0.0;
+    double worst_qwen = worst_before_held("h200", SEXTANT_ROOT "/tests/data/2026-11-28-moe-pools/cp2-heldout-qwen", qwen, 2,
+                                          SEXTANT_ROOT "/docs/validation/2026-11-26-h200x2-heldout-qwen/zoo_heldout.csv",
+                                          &mean_qwen, NULL);
+    assert_true(fabs(worst_qwen) < 0.015);
 }
 
 /* The step priced at the host's own issue of an expert GEMM, as validate's "MoE priced at this host's issue" line
