@@ -13,8 +13,9 @@
  *   moe_sort_chunks the rows received (and the rank's own) from rank-major to the expert-major
  *                   layout (moe_plan.h) in one chunk copy, as Megatron's sort_chunks_by_idxs
  *   expert_up, expert_swiglu, expert_down   a loop of cuBLAS GEMMs, one per local expert
- *                   at its own row count (no grouped-GEMM call: the shapes differ per
- *                   expert, and a loop is what cuBLAS offers at every version we build with);
+ *                   at its own row count (cuBLAS's grouped call, one launch for the loop,
+ *                   made the steps longer, even OLMoE's host-bound ones: docs/model.md,
+ *                   "Why streams is the default");
  *                   the SwiGLU weighs each row by its gate, as Megatron-Core's experts apply
  *                   the permuted probs in their activation (activation_func_with_probs)
  *   moe_sort_chunks, ep_alltoall_combine   the chunks gathered rank-major, sent back to the
