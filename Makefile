@@ -77,7 +77,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 NCCL_HOME ?= $(CUDA_HOME)
 NCCL_INC   = -isystem $(NCCL_HOME)/include
 NCCL_LIB   = -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -lnccl
-VALIDATOR_SRC = validator/validator.c validator/command_util.c validator/bench.c validator/calibrate.c validator/calibrate_issue.c validator/calibrate_power.c \
+VALIDATOR_SRC = validator/validator.c validator/command_util.c validator/bench.c validator/calibrate.c validator/calibrate_issue.c validator/calibrate_optimizer.c validator/calibrate_power.c \
                 validator/calibrate_step_fit.c validator/ops.c validator/slice.c validator/plan_file.c validator/train.c validator/train_check.c validator/step_layout.c \
                 validator/step_profile.c validator/linear.c validator/step_model.c validator/step_comm.c validator/step_pass.c \
                 validator/step_schedule.c validator/step_report.c validator/gradient_check.c validator/gpu_context.c validator/gpu_timing.c validator/comm.c validator/launch.c validator/model_ref.c validator/plot.c validator/schedule.c validator/power.c \
@@ -85,7 +85,7 @@ VALIDATOR_SRC = validator/validator.c validator/command_util.c validator/bench.c
                 validator/cp.c validator/cp_ring.c validator/loss_trend.c validator/fp8.c validator/fp8_calibrate.c validator/moe.c validator/moe_plan.c
 # The validator: C with the CUDA runtime, cuBLAS, NCCL, our kernels and the planner's own op list.
 # MPI is never linked: launch.c loads libmpi with dlopen (-ldl) when mpirun or srun started the ranks.
-$(BUILD)/sextant-gpu: $(VALIDATOR_SRC) validator/model_ref.h validator/plot.h validator/schedule.h validator/train.h validator/comm.h validator/launch.h validator/power.h validator/overlap.h validator/zero.h validator/zero_plan.h validator/schedule.h validator/cp.h validator/cp_ring.h validator/gpu_check.h validator/gpu_context.h validator/gpu_timing.h validator/bench.h validator/calibrate_power.h validator/commands.h validator/step.h validator/loss_trend.h validator/fp8.h validator/fp8_calibrate.h validator/moe.h validator/moe_plan.h $(BUILD)/libsextant.a $(BUILD)/libkernels.a kernels/kernels.h kernels/reference.h
+$(BUILD)/sextant-gpu: $(VALIDATOR_SRC) validator/model_ref.h validator/plot.h validator/schedule.h validator/train.h validator/comm.h validator/launch.h validator/power.h validator/overlap.h validator/zero.h validator/zero_plan.h validator/schedule.h validator/cp.h validator/cp_ring.h validator/gpu_check.h validator/gpu_context.h validator/gpu_timing.h validator/bench.h validator/calibrate_power.h validator/calibrate_optimizer.h validator/commands.h validator/step.h validator/loss_trend.h validator/fp8.h validator/fp8_calibrate.h validator/moe.h validator/moe_plan.h $(BUILD)/libsextant.a $(BUILD)/libkernels.a kernels/kernels.h kernels/reference.h
 	$(CC) $(CFLAGS) -Ikernels -Ivalidator -I$(CUDA_HOME)/include $(NCCL_INC) -o $@ $(VALIDATOR_SRC) $(BUILD)/libsextant.a \
 	    $(BUILD)/libkernels.a -L$(CUDA_HOME)/lib64 $(NCCL_LIB) -lcublasLt -lcublas -lcudart -lgsl -lgslcblas -ldl -lpthread -lstdc++ $(LDSAN) $(LDLIBS)
 

@@ -57,6 +57,7 @@ static const gpu_numeric_column gpu_numeric_columns[] = {
 static const gpu_numeric_column gpu_overlay_only_columns[] = {
     {"launch_overhead_us", GPU_FIELD(launch_overhead_s), MICRO, 0, 1e5},
     {"gemm_issue_us", GPU_FIELD(gemm_issue_s), MICRO, 0, 1e4},
+    {"optimizer_membound_efficiency", GPU_FIELD(optimizer_membound_efficiency), 1, 0.01, 1},
     {"gemm_half_gflop", GPU_FIELD(gemm_half_flops), 1e9, 0, 1e9},
     {"gemm_tile_tflops", GPU_FIELD(gemm_tile_flops), TERA, 1, 1e5},
     {"gemm_tile_us", GPU_FIELD(gemm_tile_s), MICRO, 0, 1e3},

@@ -79,6 +79,8 @@ typedef struct {
     double cloud_usd_per_gpu_hour;
     double gemm_efficiency;           /* achievable fraction of peak_flops for large GEMMs */
     double membound_efficiency;       /* achievable fraction of hbm for memory-bound ops */
+    double optimizer_membound_efficiency;   /* the optimizer step's (AdamW: four arrays in, four out); 0 until
+                                               calibrate measures it, then the memory-bound figure stands for it */
     double launch_overhead_s;         /* per-kernel fixed cost; 0 until calibrated */
     double gemm_issue_s;              /* the host's time to issue one expert GEMM as a grouped linear does (cuBLASLt,
                                          layouts reshaped, streams in turn); 0 until calibrate measures it */

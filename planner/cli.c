@@ -517,6 +517,9 @@ static void print_gpu(FILE *out, const hw_gpu *g, const hw_node *node)
             g->cloud_usd_per_gpu_hour);
     fprintf(out, "  achievable fraction    GEMM %.2f, memory-bound %.2f (%s)\n", g->gemm_efficiency,
             g->membound_efficiency, g->calibration[0] ? g->calibration : "hwdb defaults, not calibrated");
+    if (g->optimizer_membound_efficiency > 0)
+        fprintf(out, "  optimizer step         %.3f of the HBM (AdamW, calibrated; other memory-bound ops at the copy's)\n",
+                g->optimizer_membound_efficiency);
     if (g->flash_fwd_efficiency > 0 || g->flash_bwd_efficiency > 0)
         fprintf(out, "  fused attention        forward %.3f, backward %.3f of the 16-bit peak (frameworks' kernels, prior)\n",
                 g->flash_fwd_efficiency, g->flash_bwd_efficiency);

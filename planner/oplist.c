@@ -1146,6 +1146,7 @@ static void step_ops(builder *b, const model_t *m, double params, double expert_
                    GROUP_TP, l->tp, 2.0 * model_norm_params(m) * grad_bytes, EXPOSED);
     op_t *opt = push(b, "optimizer", OP_MEMBOUND, PASS_STEP, 1);
     if (!opt) return;
+    opt->optimizer = 1;
     double master = weight_bytes == 4.0 ? 0.0 : 8.0;
     opt->bytes = shard * (master + 16.0 + grad_bytes + weight_bytes);
     opt->flops = 12.0 * shard;

@@ -141,6 +141,9 @@ typedef struct {
                                itself: only the transposed copy is cast (docs/model.md, "FP8 GEMMs") */
     int bias_gradient;      /* GEMM: a weight gradient whose kernel also reduces the bias gradient in its epilogue, as
                                sextant-gpu's step runs a biased linear (cuBLASLt BGRADB) */
+    int optimizer;          /* MEMBOUND: the optimizer step (AdamW: fp32 master, m, v in and out, the gradient in, the
+                               weights out), at the GPU's optimizer_membound_efficiency where calibrate measured it
+                               (docs/model.md, "The optimizer's bandwidth") */
     int separate_launches;  /* GEMM with batch > 1: each problem of the batch is a launch of its own (one cuBLAS
                                GEMM per expert, EXPERT_GEMM_STREAMS); 0: one launch whose tiles share the waves */
     int routed_rows;        /* GEMM with batch > 1: each expert's rows are its own, as a router deals them (the expected

@@ -990,6 +990,17 @@ static void calibrated_shape_tables_and_membound_overhead(void **state)
                                           g.hbm_bytes_per_s * g.membound_efficiency), 1e-12);
     norm = costed_op(e, "attn_norm", PASS_FWD);
     assert_close(norm->time_s, norm_default + 3e-6, 1e-12);
+    /* the optimizer step at the copy's bandwidth until calibrate measured AdamW's (docs/model.md, "The optimizer's
+     * bandwidth"); the other memory-bound ops keep the copy's */
+    const op_t *adamw = costed_op(e, "optimizer", PASS_STEP);
+    assert_true(adamw->optimizer);
+    assert_close(adamw->time_s, adamw->bytes / (g.hbm_bytes_per_s * g.membound_efficiency) + 3e-6, 1e-12);
+    g.optimizer_membound_efficiency = 0.5 * g.membound_efficiency;
+    e = run_on("gpt2", &g, l);
+    adamw = costed_op(e, "optimizer", PASS_STEP);
+    assert_close(adamw->time_s, adamw->bytes / (g.hbm_bytes_per_s * g.optimizer_membound_efficiency) + 3e-6, 1e-12);
+    assert_close(costed_op(e, "attn_norm", PASS_FWD)->time_s, norm_default + 3e-6, 1e-12);
+    g.optimizer_membound_efficiency = 0.0;
 
     /* fp8 GEMMs are not what calibrate timed */
     l.precision = PREC_FP8;

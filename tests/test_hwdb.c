@@ -114,9 +114,12 @@ static void calibration_overlay_replaces_figures(void **state)
                      "h100-sxm,gemm_efficiency,0.61,calibrate test\n"
                      "h100-sxm,hbm_gbs,2990,calibrate test\n"
                      "h100-sxm,launch_overhead_us,4.5,calibrate test\n"
-                     "h100-sxm,nccl_busbw_intra_gbs,360,calibrate test\n");
+                     "h100-sxm,nccl_busbw_intra_gbs,360,calibrate test\n"
+                     "h100-sxm,optimizer_membound_efficiency,0.83,calibrate test\n");
     assert_int_equal(hwdb_apply_overlay(&copy, path, err, sizeof err), 0);
     const hw_gpu *g = hwdb_find_gpu(&copy, "h100-sxm");
+    assert_close(g->optimizer_membound_efficiency, 0.83, 1e-12);
+    assert_true(hwdb_find_gpu(&copy, "h200")->optimizer_membound_efficiency == 0.0);   /* none until measured */
     assert_close(g->gemm_efficiency, 0.61, 1e-12);
     assert_close(g->hbm_bytes_per_s, 2990e9, 1e-12);
     assert_close(g->launch_overhead_s, 4.5e-6, 1e-12);
@@ -169,6 +172,7 @@ static void calibration_overlay_replaces_figures(void **state)
     for (size_t i = 0; i < sizeof bad_gemm / sizeof bad_gemm[0]; i++)
         expect_overlay_row_refused(&copy, bad_gemm[i][0], bad_gemm[i][1]);
     expect_overlay_row_refused(&copy, "h100-sxm,gemm_efficiency,1.7,x\n", ":2:value");
+    expect_overlay_row_refused(&copy, "h100-sxm,optimizer_membound_efficiency,1.2,x\n", ":2:value");
     expect_overlay_row_refused(&copy, "h100-sxm,warp_drive,1,x\n", ":2:key");
     expect_overlay_row_refused(&copy, "h900,gemm_efficiency,0.5,x\n", ":2:gpu");
     hwdb_free(&copy);

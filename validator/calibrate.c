@@ -13,6 +13,7 @@
 
 #include "bench.h"
 #include "calibrate_issue.h"
+#include "calibrate_optimizer.h"
 #include "calibrate_power.h"
 #include "commands.h"
 #include "fp8_calibrate.h"
@@ -319,7 +320,7 @@ static int calibrate_gemms(const char *models, const model_zoo *zoo, const hw_gp
 /* calibrate's flags: the switches set the file's statics and scratch_data; the flags with a
  * value are read where they are used.  0, or 2 after one stderr line. */
 /* calibrate --issue: only the host's issue of an expert GEMM, into an overlay of one row */
-static int issue_only;
+static int issue_only, optimizer_only;
 
 static int calibrate_flags(int argc, char **argv)
 {
@@ -329,6 +330,7 @@ static int calibrate_flags(int argc, char **argv)
         if (!strcmp(argv[i], "--warm")) { power_model_asked = 0; continue; }
         if (!strcmp(argv[i], "--no-step-fit")) { step_fit_asked = 0; continue; }
         if (!strcmp(argv[i], "--issue")) { issue_only = 1; continue; }
+        if (!strcmp(argv[i], "--optimizer")) { optimizer_only = 1; continue; }
         if (!strcmp(argv[i], "--data") && i + 1 < argc) {
             i++;
             if (!strcmp(argv[i], "uniform")) scratch_data = SCRATCH_UNIFORM;
@@ -355,6 +357,7 @@ static int calibrate_flags(int argc, char **argv)
 /* What calibrate measured, for the overlay. */
 typedef struct {
     double e_max, half_gflop, copy_bw, launch_s, context_bytes, membound_overhead_s, gemm_issue_s;
+    const optimizer_timing *opt;
     const power_model *pm;
     int fp8_ok;
     double fp8_relative, fp8_relative_backward;
@@ -372,6 +375,29 @@ static void write_issue_row(FILE *f, const hw_gpu *g, double gemm_issue_s, const
             g->name, gemm_issue_s * 1e6, source);
 }
 
+/* The overlay's row of the optimizer's bandwidth, from AdamW at the largest size timed (none when nothing was) */
+static void write_optimizer_row(FILE *f, const hw_gpu *g, const optimizer_timing *t, const char *source)
+{
+    double e = optimizer_efficiency(t, g->hbm_bytes_per_s);
+    if (e <= 0.0 || e > 1.0) return;
+    fprintf(f, "%s,optimizer_membound_efficiency,%.4f,\"%s (sx_adamw over %.0fM parameters, %.0f bytes each, bf16 "
+               "gradients and weights; median of the timed runs)\"\n",
+            g->name, e, source, t->params[t->n - 1] / 1e6, OPTIMIZER_BYTES_PER_PARAM);
+}
+
+/* calibrate's table of the optimizer's timings, on stdout */
+static void print_optimizer(const hw_gpu *g, const optimizer_timing *t)
+{
+    for (int i = 0; i < t->n; i++) {
+        double adamw_bw = OPTIMIZER_BYTES_PER_PARAM * t->params[i] / t->adamw_s[i];
+        double copy_bw = 2.0 * 4.0 * t->params[i] / t->copy_s[i];
+        printf("adamw %5.0fM      %8.0f GB/s (%.3f of hwdb's HBM), %.3f ms; copy of its master %.0f GB/s (%.3f); "
+               "adamw / copy %.3f\n",
+               t->params[i] / 1e6, adamw_bw / 1e9, adamw_bw / g->hbm_bytes_per_s, t->adamw_s[i] * 1e3, copy_bw / 1e9,
+               copy_bw / g->hbm_bytes_per_s, adamw_bw / copy_bw);
+    }
+}
+
 /* Writes the overlay to out_path (outfile.c: complete or not at all); 0, or 2 after one stderr
  * line. */
 static int write_overlay(const char *out_path, const hw_gpu *g, const char *source, const overlay_values *v)
@@ -386,6 +412,7 @@ static int write_overlay(const char *out_path, const hw_gpu *g, const char *sour
     fprintf(f, "%s,membound_efficiency,%.4f,\"%s (device copy)\"\n", g->name, v->copy_bw / g->hbm_bytes_per_s, source);
     fprintf(f, "%s,launch_overhead_us,%.3f,\"%s\"\n", g->name, v->launch_s * 1e6, source);
     write_issue_row(f, g, v->gemm_issue_s, source);
+    write_optimizer_row(f, g, v->opt, source);
     fprintf(f, "%s,context_memory_gib,%.4f,\"%s\"\n", g->name, v->context_bytes / 1073741824.0, source);
     fprintf(f, "%s,membound_overhead_us,%.3f,\"%s (layernorm forward, 256 to 8192 rows of 768, GSL fit)\"\n", g->name,
             v->membound_overhead_s * 1e6, source);
@@ -455,6 +482,32 @@ static int calibrate_issue_only(const hw_gpu *g, const char *device, const char 
     return 0;
 }
 
+/* calibrate --optimizer: the optimizer's bandwidth alone, printed and written as a one-row overlay (--out), for a
+ * shipped overlay whose other rows stay as they were measured.  Returns the exit status. */
+static int calibrate_optimizer_only(const hw_gpu *g, const char *device, const char *out_path)
+{
+    printf("# sextant-gpu calibrate --optimizer on %s (hwdb row %s)\n", device, g->name);
+    optimizer_timing t;
+    calibrate_optimizer(&t);
+    print_optimizer(g, &t);
+    if (!out_path) return 0;
+    if (optimizer_efficiency(&t, g->hbm_bytes_per_s) <= 0.0) {
+        fprintf(stderr, "sextant-gpu: calibrate --optimizer: no size fitted in free memory; nothing written\n");
+        return 1;
+    }
+    time_t now = time(NULL);
+    char date[32], source[512], err[PATH_MAX + 256];
+    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+    snprintf(source, sizeof source, "sextant-gpu calibrate --optimizer %s on %s", date, device);
+    outfile out;
+    if (outfile_open(&out, out_path, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: --out: %s\n", err); return 2; }
+    fprintf(out.f, "gpu,key,value,source\n");
+    write_optimizer_row(out.f, g, &t, source);
+    if (outfile_commit(&out, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: --out: %s\n", err); return 2; }
+    printf("overlay written to %s\n", out_path);
+    return 0;
+}
+
 int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo, int *fit_steps)
 {
     *fit_steps = 0;
@@ -473,6 +526,7 @@ int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo, i
     device_line(device, sizeof device);
     warn_if_other_gpu(g);
     if (issue_only) return calibrate_issue_only(g, device, out_path);
+    if (optimizer_only) return calibrate_optimizer_only(g, device, out_path);
     /* what the process holds before any tensor: context, cuBLAS, workspaces */
     size_t free_bytes, total_bytes;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -506,6 +560,9 @@ int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo, i
     double gemm_issue_s = calibrate_gemm_issue_s();
     printf("expert GEMM issue  %8.2f us of host time per cuBLASLt call (a grouped linear's, 4 streams)\n", gemm_issue_s * 1e6);
     double membound_overhead_s = membound_overhead(ln_bw);
+    optimizer_timing opt;
+    calibrate_optimizer(&opt);
+    print_optimizer(g, &opt);
     printf("context memory     %8.3f GiB (CUDA context, cuBLAS and workspaces before any tensor)\n", context_bytes / 1073741824.0);
 
     /* The power model first (the default), on the scratch buffers' fresh random operands; with it,
@@ -552,7 +609,7 @@ int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo, i
     snprintf(source, sizeof source, "sextant-gpu calibrate %s on %s%s", date, device,
              scratch_data == SCRATCH_NORMAL ? ", --data normal" : "");
     if (out_path) {
-        overlay_values v = {e_max, half_gflop, copy_bw, launch_s, context_bytes, membound_overhead_s, gemm_issue_s, &pm, fp8_ok,
+        overlay_values v = {e_max, half_gflop, copy_bw, launch_s, context_bytes, membound_overhead_s, gemm_issue_s, &opt, &pm, fp8_ok,
                             fp8_relative, fp8_relative_backward, &gt, attention_ok, attention_fwd, attention_bwd, &at};
         if (write_overlay(out_path, g, source, &v) != 0) return 2;
         char err[PATH_MAX + 256];

@@ -6,6 +6,10 @@
  *       and backward) and the GPU's power model (NVML), fitted with GSL into
  *       the hwdb overlay that estimate/plan read with --calibration; then the
  *       step fit: six GPT-2 training runs refine the power model.
+ *   sextant-gpu calibrate --issue | --optimizer [--gpu NAME] [--out FILE]
+ *       one figure alone, as a one-row overlay: the host's issue of an expert
+ *       GEMM (calibrate_issue.c), the optimizer step's bandwidth
+ *       (calibrate_optimizer.c).
  *   sextant-gpu calibrate --comm [--gpus N] [--gpu NAME] [--out FILE] ...
  *       NCCL collectives over the GPUs of one node, one process per GPU
  *       (validator/comm.c, validator/launch.c), fitted into the node's
@@ -381,6 +385,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: sextant-gpu calibrate [--gpu NAME] [--out FILE] [--gemm-models A,B,...] [--clock-scaling]\n"
                         "                            [--data uniform|normal] [--warm | --no-step-fit] [--step-runs DIR]\n"
                         "       sextant-gpu calibrate --issue [--gpu NAME] [--out FILE]   (the host's issue of an expert GEMM)\n"
+                        "       sextant-gpu calibrate --optimizer [--gpu NAME] [--out FILE]   (the optimizer step's bandwidth)\n"
                         "       sextant-gpu calibrate --comm [--gpus N] [--gpu NAME] [--out FILE] [--min-bytes SIZE] [--max-bytes SIZE]\n"
                         "                                    [--warmup N] [--iters N] [--repeats N] [--timeout S]\n"
                         "                                    [--overlap-shapes MxNxK,...] [--overlap-bytes SIZE,...]\n"

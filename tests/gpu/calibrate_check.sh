@@ -33,6 +33,9 @@ for t in 1024 2048 4096 8192 16384 32768; do
   done
 done
 grep -q "^$gpu,gemm_us:1024x50304x768," "$dir/cal.csv" || fail "no lm_head row at 1024 tokens"
+# the optimizer's bandwidth: AdamW below the copy's, and hw reports it
+awk -F, -v g=$gpu '$1 == g && $2 == "optimizer_membound_efficiency" { found = 1; ok = $3 > 0.3 && $3 <= 1 }
+  END { exit !(found && ok) }' "$dir/cal.csv" || fail "no optimizer_membound_efficiency in (0.3, 1]"
 for p in fwd bwd; do
   for b in 1 2 4 8 16 32; do
     for t in 1024 2048; do
@@ -43,6 +46,7 @@ for p in fwd bwd; do
 done
 "$B/sextant" hw $gpu --calibration "$dir/cal.csv" > "$dir/hw.txt" 2>&1 || fail "sextant hw refused the overlay: $(head -1 "$dir/hw.txt")"
 grep -q "measured shapes" "$dir/hw.txt" || fail "sextant hw does not report the measured shapes"
+grep -q "optimizer step " "$dir/hw.txt" || fail "sextant hw does not report the optimizer's bandwidth"
 "$B/sextant" explain gpt2 --gpu $gpu --gpus 1 --mbs 8 --gbs 8 --calibration "$dir/cal.csv" > "$dir/explain.txt" 2>&1 ||
   fail "sextant explain refused the overlay"
 grep -q "GEMM shapes, " "$dir/explain.txt" || fail "the estimate does not use the measured shapes"
