@@ -131,11 +131,13 @@ STEPS=16 WINDOW=5 STAT=median TOL_ANY=0.015 TOL_LAST=0.015 EXTRA="--lr 1e-3 --lr
 # 64 experts of top-8 (OLMoE's count, the step's most): over TP 2 the expert TP gather copies 128 (rank, expert)
 # chunks, more than one sx_moe_copy_chunks launch takes (validator/moe.c, copy_chunks; such a run stopped with
 # "invalid argument" before, docs/validation/2026-11-27-h200x2-heldout-moe).  The model lives in a zoo of its own,
-# beside a copy of the binary (sextant-gpu reads models/ beside its build folder).
+# beside a copy of the binary (sextant-gpu reads models/ beside its build folder), made from this checkout's data
+# (not the binary's folder: scripts/run_gpu_test.sh runs binaries carried into .carry/lead).
 root=$dir/moe64
+checkout=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$root/build" "$root/models"
-cp -r "$(dirname "$BIN")/../hwdb" "$root/hwdb"
-{ cat "$(dirname "$BIN")/../models/zoo.csv"
+cp -r "$checkout/hwdb" "$root/hwdb"
+{ cat "$checkout/models/zoo.csv"
   echo 'moe-test-64,mixtral,2,512,8,4,64,256,swiglu,32000,1024,0,rope,0,rmsnorm,0,0,64,8,84740608,40700416,,,,,,,,,,,,,"sextant test model: 64 experts of SwiGLU width 256, top-8, for the equivalence test of the expert TP gather"'
 } > "$root/models/zoo.csv"
 cp "$BIN" "$root/build/sextant-gpu"
