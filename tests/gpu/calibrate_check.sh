@@ -3,8 +3,10 @@
 # wrote holds what the planner needs and that the planner reads it:
 #   - every one of GPT-2's linear layers (qkv, attn_out, mlp_up, mlp_down, lm_head) timed forward,
 #     dgrad and wgrad at 1024 to 32768 tokens (duplicate shapes kept once);
-#   - our fused attention's forward and backward for 12 heads at batch 1-32 and sequence 1024, 2048,
-#     and the unfused attention's (cuBLAS batched GEMMs and our softmax) at the same shapes;
+#   - our fused attention's forward and backward for 12 heads at batch 1-32 and sequence 1024, 2048
+#     (up to 32k tokens a batch, as calibrate times them), and the unfused attention's (cuBLAS batched
+#     GEMMs and our softmax) at the same shapes;
+#   - the optimizer's bandwidth (AdamW's fraction of the HBM), which `sextant hw` reports;
 #   - a memory-bound kernel's fixed time between 0 and 20 us;
 #   - `sextant hw` and `sextant estimate` accept it, and the estimate uses the measured shapes;
 #   - where the GPU gives power readings: the power model's seven keys, the two the step fit
@@ -39,6 +41,7 @@ awk -F, -v g=$gpu '$1 == g && $2 == "optimizer_membound_efficiency" { found = 1;
 for p in fwd bwd; do
   for b in 1 2 4 8 16 32; do
     for t in 1024 2048; do
+      [ $((b * t)) -le 32768 ] || continue   # calibrate times batches up to 32k tokens (calibrate_attention)
       grep -q "^$gpu,flash_${p}_us:$((12 * b))x${t}x64x$((12 * b))," "$dir/cal.csv" || fail "no flash_$p row for batch $b, seq $t"
       grep -q "^$gpu,unfused_${p}_us:$((12 * b))x${t}x64x$((12 * b))," "$dir/cal.csv" || fail "no unfused_$p row for batch $b, seq $t"
     done
