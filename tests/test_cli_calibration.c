@@ -83,7 +83,8 @@ static void power_model_in_json_and_text(void **state)
 /* docs/validation/2026-11-25-h100-power, run-power-model-temperature/ (moved here for the tests) */
 #define POWER_RUNS SEXTANT_ROOT "/tests/data/2026-11-25-h100-power-temperature"
 
-static double measured_step_s(const char *path)
+/* What a recorded run's CSV measured for `op` (its calibrated rows; rank 0's where the CSV has ranks). */
+static double measured_op_s(const char *path, const char *op)
 {
     csv_table t;
     char err[512];
@@ -92,13 +93,18 @@ static double measured_step_s(const char *path)
         fail();
     }
     double measured = 0.0;
-    for (int r = 0; r < t.nrows; r++)
-        if (!strcmp(csv_table_cell(&t, r, "op"), "step") && !strcmp(csv_table_cell(&t, r, "calibrated"), "1"))
+    for (int r = 0; r < t.nrows; r++) {
+        const char *rank = csv_table_cell(&t, r, "rank");
+        if (!strcmp(csv_table_cell(&t, r, "op"), op) && !strcmp(csv_table_cell(&t, r, "calibrated"), "1") &&
+            (!rank || !strcmp(rank, "0")))
             measured = strtod(csv_table_cell(&t, r, "measured_s"), NULL);
+    }
     csv_table_free(&t);
     assert_true(measured > 0.0);
     return measured;
 }
+
+static double measured_step_s(const char *path) { return measured_op_s(path, "step"); }
 
 /* The planner's step against the step measured in runs/{train,flash}_MODEL_mbsB.csv, with `overlay`. */
 static double json_step_s(const char *args)
@@ -841,25 +847,6 @@ static void accumulating_weight_gradients_price_held_out_steps(void **state)
     double worst = worst_before_held("h200", SEXTANT_ROOT "/tests/data/2026-11-27-gemm-accumulate", runs, 4,
                                      SEXTANT_ROOT "/docs/validation/2026-11-27-gemm-accumulate/zoo_heldout.csv", &mean, NULL);
     assert_true(mean < 0.015 && worst < 0.02);
-}
-
-/* The optimizer op of a recorded step: what its CSV measured (rank 0's, calibrated rows). */
-static double measured_op_s(const char *path, const char *op)
-{
-    csv_table t;
-    char err[512];
-    if (csv_table_read(path, &t, err, sizeof err) != 0) {
-        print_error("%s\n", err);
-        fail();
-    }
-    double measured = 0.0;
-    for (int r = 0; r < t.nrows; r++)
-        if (!strcmp(csv_table_cell(&t, r, "op"), op) && !strcmp(csv_table_cell(&t, r, "calibrated"), "1") &&
-            !strcmp(csv_table_cell(&t, r, "rank"), "0"))
-            measured = strtod(csv_table_cell(&t, r, "measured_s"), NULL);
-    csv_table_free(&t);
-    assert_true(measured > 0.0);
-    return measured;
 }
 
 /* The optimizer step at AdamW's own bandwidth (calibrate --optimizer: 0.819 of the H200's HBM where the device copy

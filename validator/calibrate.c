@@ -461,29 +461,48 @@ static int write_overlay(const char *out_path, const hw_gpu *g, const char *sour
     return 0;
 }
 
-/* calibrate --issue: the host's issue of an expert GEMM alone, printed and written as a one-row overlay (--out),
- * for a shipped overlay whose other rows stay as they were measured.  Returns the exit status. */
-static int calibrate_issue_only(const hw_gpu *g, const char *device, const char *out_path)
+/* A one-row overlay (--out) of calibrate --issue or --optimizer, for a shipped overlay whose other rows stay as they
+ * were measured: `row` writes the figure `measured` with the source made of the flag, the date and the device.
+ * Returns the exit status. */
+typedef void (*overlay_row_fn)(FILE *f, const hw_gpu *g, const void *measured, const char *source);
+static int write_one_row_overlay(const char *out_path, const hw_gpu *g, const char *flag, const char *device,
+                                 overlay_row_fn row, const void *measured)
 {
-    double issue_s = calibrate_gemm_issue_s();
-    printf("# sextant-gpu calibrate --issue on %s (hwdb row %s)\n", device, g->name);
-    printf("expert GEMM issue  %8.2f us of host time per cuBLASLt call\n", issue_s * 1e6);
-    if (!out_path) return 0;
     time_t now = time(NULL);
     char date[32], source[512], err[PATH_MAX + 256];
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
-    snprintf(source, sizeof source, "sextant-gpu calibrate --issue %s on %s", date, device);
+    snprintf(source, sizeof source, "sextant-gpu calibrate %s %s on %s", flag, date, device);
     outfile out;
     if (outfile_open(&out, out_path, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: --out: %s\n", err); return 2; }
     fprintf(out.f, "gpu,key,value,source\n");
-    write_issue_row(out.f, g, issue_s, source);
+    row(out.f, g, measured, source);
     if (outfile_commit(&out, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: --out: %s\n", err); return 2; }
     printf("overlay written to %s\n", out_path);
     return 0;
 }
 
-/* calibrate --optimizer: the optimizer's bandwidth alone, printed and written as a one-row overlay (--out), for a
- * shipped overlay whose other rows stay as they were measured.  Returns the exit status. */
+static void issue_row(FILE *f, const hw_gpu *g, const void *issue_s, const char *source)
+{
+    write_issue_row(f, g, *(const double *)issue_s, source);
+}
+
+static void optimizer_row(FILE *f, const hw_gpu *g, const void *timing, const char *source)
+{
+    write_optimizer_row(f, g, timing, source);
+}
+
+/* calibrate --issue: the host's issue of an expert GEMM alone, printed and written as a one-row overlay (--out).
+ * Returns the exit status. */
+static int calibrate_issue_only(const hw_gpu *g, const char *device, const char *out_path)
+{
+    double issue_s = calibrate_gemm_issue_s();
+    printf("# sextant-gpu calibrate --issue on %s (hwdb row %s)\n", device, g->name);
+    printf("expert GEMM issue  %8.2f us of host time per cuBLASLt call\n", issue_s * 1e6);
+    return out_path ? write_one_row_overlay(out_path, g, "--issue", device, issue_row, &issue_s) : 0;
+}
+
+/* calibrate --optimizer: the optimizer's bandwidth alone, printed and written as a one-row overlay (--out).  Returns
+ * the exit status. */
 static int calibrate_optimizer_only(const hw_gpu *g, const char *device, const char *out_path)
 {
     printf("# sextant-gpu calibrate --optimizer on %s (hwdb row %s)\n", device, g->name);
@@ -495,17 +514,7 @@ static int calibrate_optimizer_only(const hw_gpu *g, const char *device, const c
         fprintf(stderr, "sextant-gpu: calibrate --optimizer: no size fitted in free memory; nothing written\n");
         return 1;
     }
-    time_t now = time(NULL);
-    char date[32], source[512], err[PATH_MAX + 256];
-    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
-    snprintf(source, sizeof source, "sextant-gpu calibrate --optimizer %s on %s", date, device);
-    outfile out;
-    if (outfile_open(&out, out_path, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: --out: %s\n", err); return 2; }
-    fprintf(out.f, "gpu,key,value,source\n");
-    write_optimizer_row(out.f, g, &t, source);
-    if (outfile_commit(&out, err, sizeof err) != 0) { fprintf(stderr, "sextant-gpu: --out: %s\n", err); return 2; }
-    printf("overlay written to %s\n", out_path);
-    return 0;
+    return write_one_row_overlay(out_path, g, "--optimizer", device, optimizer_row, &t);
 }
 
 int cmd_calibrate(int argc, char **argv, const hwdb *db, const model_zoo *zoo, int *fit_steps)
