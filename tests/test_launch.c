@@ -300,6 +300,16 @@ static void plan_slices(void **state)
     assert_non_null(strstr(r.out, "# slice on 2 GPUs: tp 1, cp 1, pp 1 (16 layers per stage, 16 layers in all), dp 2"));
     assert_null(strstr(r.err, "not in the training step"));
     run_free(&r);
+    /* an FP8 plan runs the step's FP8 GEMMs (its slice says so); a mixture of experts' does not: its experts run bf16 */
+    snprintf(cmd, sizeof cmd, "%s estimate llama3.2-1b --gpu h100-sxm --gpus 64 --tp 1 --pp 1 --mbs 2 --gbs 128 --seq 2048 "
+             "--precision fp8 --format json > %s", SEXTANT_BIN, plan);
+    assert_int_equal(system(cmd), 0);
+    snprintf(args, sizeof args, "validate --plan %s --gpus 2", plan);
+    r = run_env("", args);
+    assert_non_null(strstr(r.out, "seq 2048, selective, ZeRO 0, fp8\n"));
+    assert_null(strstr(r.err, "layout.precision"));
+    run_free(&r);
+    expect_refusal("", "validate moe-test --precision fp8 --dp 2 --gpus 2", "expert GEMMs the training step runs in bf16");
     /* but not a tied table over pipeline stages with sharded gradients, before anything starts */
     expect_refusal("", "validate gpt2 --pp 2 --dp 2 --zero 3 --gpus 4", "--zero 3 with --pp 2 and --dp 2");
     unlink(bad);

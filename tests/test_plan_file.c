@@ -126,6 +126,16 @@ static void refuses_what_the_step_does_not_run(void **state)
     assert_int_equal(g.status, 0);
     assert_int_equal(read_text(g.out, &p), 0);
     run_free(&g);
+    /* FP8 plans run the step's FP8 GEMMs; any other precision is refused */
+    g = run_sextant("estimate llama3.2-1b --gpu h100-sxm --gpus 2 --dp 2 --precision fp8 --format json --calibration none");
+    assert_int_equal(g.status, 0);
+    assert_int_equal(read_text(g.out, &p), 0);
+    assert_int_equal(p.layout.precision, PREC_FP8);
+    run_free(&g);
+    g = run_sextant("estimate llama3.2-1b --gpu h100-sxm --gpus 2 --dp 2 --precision fp16 --format json --calibration none");
+    assert_int_equal(g.status, 0);
+    assert_int_equal(read_text(g.out, &p), -1);
+    run_free(&g);
     /* experts padded to a capacity: the step runs the router's rows */
     g = run_sextant("estimate moe-test --gpus 2 --dp 2 --ep 2 --expert-rows even --format json --calibration none");
     assert_int_equal(g.status, 0);

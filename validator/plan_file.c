@@ -186,11 +186,13 @@ int read_plan(const char *path, plan_file *p)
         goto done;
     }
     l->sp = cJSON_IsTrue(sp);
-    if (strcmp(prec->valuestring, "bf16")) {
-        fprintf(stderr, "sextant-gpu: --plan %s: layout.precision %s: the training step runs bf16\n", path, prec->valuestring);
+    /* FP8 plans run the step's FP8 GEMMs (validator/fp8.c, train --precision fp8) */
+    if (strcmp(prec->valuestring, "bf16") && strcmp(prec->valuestring, "fp8")) {
+        fprintf(stderr, "sextant-gpu: --plan %s: layout.precision %s: the training step runs bf16 or fp8\n", path,
+                prec->valuestring);
         goto done;
     }
-    l->precision = PREC_BF16;
+    l->precision = strcmp(prec->valuestring, "fp8") ? PREC_BF16 : PREC_FP8;
     rc = 0;
 done:
     cJSON_Delete(root);

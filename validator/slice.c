@@ -42,6 +42,7 @@ int slice_plan(const plan_file *p, const model_t *full_model, const hw_gpu *gpu,
     run->vpp = pp > 1 ? l->vpp : 1;   /* chunks of the plan's size: layers per stage / vpp */
     run->mbs = l->mbs; run->seq = l->seq; run->gbs = l->mbs * dp * m;
     run->sp = l->sp; run->zero = l->zero; run->cp = cp;
+    run->precision = l->precision;   /* bf16 or fp8 (plan_file.c refuses the rest) */
     run->ep = l->ep > 1 ? l->ep : 1;
     run->etp = l->etp;   /* the training step runs expert TP = TP only (train_check) */
     if ((dp * cp) % run->ep) {
@@ -79,9 +80,10 @@ int slice_plan(const plan_file *p, const model_t *full_model, const hw_gpu *gpu,
     int cp_same = full.cp_comm_s == slice.cp_comm_s;
     double backed = full.compute_s + (same_tp_link ? full.tp_comm_s : 0) + (cp_same ? full.cp_comm_s : 0) + (stages_same ? full.pp_comm_s + full.bubble_s : 0) +
                     (dp_same ? full.dp_comm_s : 0) + (optimizer_same ? full.optimizer_s : 0);
-    printf("# --plan: %s on %lld x %s: tp %lld, cp %lld, pp %lld, dp %lld, mbs %lld, gbs %lld, seq %lld, %s, ZeRO %d%s\n", p->model,
-           (long long)l->gpus, p->gpu, (long long)l->tp, (long long)cp, (long long)l->pp, (long long)l->dp, (long long)l->mbs,
-           (long long)l->gbs, (long long)l->seq, recompute_name(l->recompute), l->zero, l->sp ? ", SP" : "");
+    printf("# --plan: %s on %lld x %s: tp %lld, cp %lld, pp %lld, dp %lld, mbs %lld, gbs %lld, seq %lld, %s, ZeRO %d%s, %s\n",
+           p->model, (long long)l->gpus, p->gpu, (long long)l->tp, (long long)cp, (long long)l->pp, (long long)l->dp,
+           (long long)l->mbs, (long long)l->gbs, (long long)l->seq, recompute_name(l->recompute), l->zero, l->sp ? ", SP" : "",
+           precision_name(l->precision));
     char chunks[96] = "";
     if (run->vpp > 1) snprintf(chunks, sizeof chunks, ", interleaved: %lld chunks of %lld layers per stage", (long long)run->vpp,
                                (long long)(per_stage / run->vpp));

@@ -112,6 +112,11 @@ int train_check(const model_t *m, const train_options *o)
     } else if (train_fused_attention(o) && m->head_dim != 64 && m->head_dim != 128) {
         snprintf(why, sizeof why, "--attention flash: head size %lld; the fused kernel has 64 and 128", (long long)m->head_dim);
         bad = why;
+    } else if (moe && o->l.precision == PREC_FP8) {
+        /* the planner prices an fp8 run's expert GEMMs in FP8; the step's (validator/moe.c) are bf16 */
+        snprintf(why, sizeof why, "--precision fp8: %s is a mixture of experts, whose expert GEMMs the training step runs in "
+                 "bf16 only; fp8 covers the dense models", m->name);
+        bad = why;
     } else if (o->l.cp > 2) {
         snprintf(why, sizeof why, "--cp %lld: the training step's ring has one peer (--cp 2); longer rings are not built",
                  (long long)o->l.cp);
