@@ -319,7 +319,8 @@ static int calibrate_gemms(const char *models, const model_zoo *zoo, const hw_gp
 
 /* calibrate's flags: the switches set the file's statics and scratch_data; the flags with a
  * value are read where they are used.  0, or 2 after one stderr line. */
-/* calibrate --issue: only the host's issue of an expert GEMM, into an overlay of one row */
+/* calibrate --issue, --optimizer: only the host's issue of an expert GEMM, or the optimizer's bandwidth, into an
+ * overlay of one row */
 static int issue_only, optimizer_only;
 
 static int calibrate_flags(int argc, char **argv)
