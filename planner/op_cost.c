@@ -191,18 +191,20 @@ static double with_launch(const hw_gpu *gpu, double seconds)
 /* A memory-bound kernel: its bytes at the achievable bandwidth, plus the
  * fixed time every kernel spends filling and draining the GPU (calibrated;
  * 0 on hwdb defaults) (docs/model.md, "Step time"). */
-static double membound_s(const hw_gpu *gpu, double bytes)
+static double membound_at_s(const hw_gpu *gpu, double bytes, double efficiency)
 {
-    return bytes / (gpu->hbm_bytes_per_s * gpu->membound_efficiency) + gpu->membound_overhead_s;
+    return bytes / (gpu->hbm_bytes_per_s * efficiency) + gpu->membound_overhead_s;
 }
+
+static double membound_s(const hw_gpu *gpu, double bytes) { return membound_at_s(gpu, bytes, gpu->membound_efficiency); }
 
 /* The optimizer step's AdamW: its bytes at the bandwidth calibrate measured for it (four arrays streamed in and four
  * out reach less of the HBM than a copy's one and one: 0.820 against 0.872 on an H200), else as any memory-bound op
  * (docs/model.md, "The optimizer's bandwidth"). */
 static double optimizer_s(const hw_gpu *gpu, double bytes)
 {
-    if (gpu->optimizer_membound_efficiency <= 0.0) return membound_s(gpu, bytes);
-    return bytes / (gpu->hbm_bytes_per_s * gpu->optimizer_membound_efficiency) + gpu->membound_overhead_s;
+    return membound_at_s(gpu, bytes, gpu->optimizer_membound_efficiency > 0.0 ? gpu->optimizer_membound_efficiency
+                                                                               : gpu->membound_efficiency);
 }
 
 /* An FP8 GEMM's rate over the forward's: Transformer Engine runs the backward's data and weight gradients

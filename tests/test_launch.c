@@ -251,6 +251,16 @@ static void train_flag_errors(void **state)
     expect_refusal("", "validate", "needs a MODEL or --plan FILE");
 }
 
+/* The plan `estimate_args` prices (estimate's JSON, written to `plan`), run by validate --plan on `gpus` GPUs. */
+static run_result plan_slice(const char *plan, const char *estimate_args, int gpus)
+{
+    char cmd[1024], args[512];
+    snprintf(cmd, sizeof cmd, "%s estimate %s --format json > %s", SEXTANT_BIN, estimate_args, plan);
+    assert_int_equal(system(cmd), 0);
+    snprintf(args, sizeof args, "validate --plan %s --gpus %d", plan, gpus);
+    return run_env("", args);
+}
+
 /* validate --plan: bad files are refused with the field; a good plan's slice
  * is printed (what of the plan it measures) before any GPU is needed. */
 static void plan_slices(void **state)
@@ -270,42 +280,25 @@ static void plan_slices(void **state)
     fd = mkstemp(plan);
     assert_true(fd >= 0);
     close(fd);
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s estimate llama3.2-1b --gpu h200 --gpus 64 --tp 1 --pp 4 --mbs 2 --gbs 128 --seq 2048 --zero 1 "
-             "--format json > %s", SEXTANT_BIN, plan);
-    assert_int_equal(system(cmd), 0);
     /* 64 GPUs' plan on 32: the slice is printed, then either no GPU (skip, 0) or too few (2) */
-    snprintf(args, sizeof args, "validate --plan %s --gpus 32", plan);
-    run_result r = run_env("", args);
+    run_result r = plan_slice(plan, "llama3.2-1b --gpu h200 --gpus 64 --tp 1 --pp 4 --mbs 2 --gbs 128 --seq 2048 --zero 1", 32);
     assert_non_null(strstr(r.out, "# slice on 32 GPUs: tp 1, cp 1, pp 4 (4 layers per stage, 16 layers in all), dp 8"));
     assert_non_null(strstr(r.out, "share of the plan's predicted step backed by measurement on the slice"));
     assert_non_null(strstr(r.out, "DP"));
     run_free(&r);
     /* an interleaved plan keeps its chunks on the slice's stages */
-    snprintf(cmd, sizeof cmd, "%s estimate llama3.2-1b --gpu h200 --gpus 64 --tp 1 --pp 4 --vpp 2 --mbs 2 --gbs 128 --seq 2048 "
-             "--format json > %s", SEXTANT_BIN, plan);
-    assert_int_equal(system(cmd), 0);
-    snprintf(args, sizeof args, "validate --plan %s --gpus 8", plan);
-    r = run_env("", args);
+    r = plan_slice(plan, "llama3.2-1b --gpu h200 --gpus 64 --tp 1 --pp 4 --vpp 2 --mbs 2 --gbs 128 --seq 2048", 8);
     assert_non_null(strstr(r.out, "# slice on 8 GPUs: tp 1, cp 1, pp 4 (4 layers per stage, 16 layers in all, interleaved: 2 chunks "
                                   "of 2 layers per stage), dp 2"));
     run_free(&r);
     /* ZeRO-3 (the planner's usual winner) runs: its slice keeps two data-parallel ranks */
-    snprintf(cmd, sizeof cmd, "%s estimate llama3.2-1b --gpu h200 --gpus 64 --tp 1 --pp 1 --mbs 2 --gbs 128 --seq 2048 --zero 3 "
-             "--format json > %s", SEXTANT_BIN, plan);
-    assert_int_equal(system(cmd), 0);
-    snprintf(args, sizeof args, "validate --plan %s --gpus 2", plan);
-    r = run_env("", args);
+    r = plan_slice(plan, "llama3.2-1b --gpu h200 --gpus 64 --tp 1 --pp 1 --mbs 2 --gbs 128 --seq 2048 --zero 3", 2);
     assert_non_null(strstr(r.out, "ZeRO 3"));
     assert_non_null(strstr(r.out, "# slice on 2 GPUs: tp 1, cp 1, pp 1 (16 layers per stage, 16 layers in all), dp 2"));
     assert_null(strstr(r.err, "not in the training step"));
     run_free(&r);
     /* an FP8 plan runs the step's FP8 GEMMs (its slice says so); a mixture of experts' does not: its experts run bf16 */
-    snprintf(cmd, sizeof cmd, "%s estimate llama3.2-1b --gpu h100-sxm --gpus 64 --tp 1 --pp 1 --mbs 2 --gbs 128 --seq 2048 "
-             "--precision fp8 --format json > %s", SEXTANT_BIN, plan);
-    assert_int_equal(system(cmd), 0);
-    snprintf(args, sizeof args, "validate --plan %s --gpus 2", plan);
-    r = run_env("", args);
+    r = plan_slice(plan, "llama3.2-1b --gpu h100-sxm --gpus 64 --tp 1 --pp 1 --mbs 2 --gbs 128 --seq 2048 --precision fp8", 2);
     assert_non_null(strstr(r.out, "seq 2048, selective, ZeRO 0, fp8\n"));
     assert_null(strstr(r.err, "layout.precision"));
     run_free(&r);
